@@ -1,0 +1,104 @@
+"""The interface every harness base implements: one folder per base under harness_bases/."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from harness_bases.events import AgentEvent
+
+
+@dataclass(frozen=True)
+class SandboxPaths:
+    """Where the session's folders appear inside the sandbox (the same for every sandbox)."""
+
+    workspace: str = "/workspace"
+    home: str = "/home/agent"
+    tools: str = "/opt/uhp-tools"
+
+
+@dataclass(frozen=True)
+class TurnSpec:
+    """Everything a base needs to build one turn. Host paths are for writing config files
+    before the turn; `paths` are what the CLI sees inside the sandbox."""
+
+    prompt: str
+    model: str
+    gateway_url: str  # the backend's gateway base URL as seen from inside the sandbox
+    gateway_token: str  # per-turn token; the only credential the agent ever sees
+    host_workspace: Path
+    host_home: Path
+    host_tools: Path
+    paths: SandboxPaths = field(default_factory=SandboxPaths)
+    native_session_id: str | None = None  # resume this CLI conversation when set
+    system_prompt: str = ""  # harness systemPrompt + per-task instructions, already joined
+    disabled_tools: tuple[str, ...] = ()
+    max_output_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """What to start inside the sandbox: argv, an environment built from nothing, a cwd."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+
+
+class Process(Protocol):
+    """A running sandboxed process, as the base's driver sees it."""
+
+    async def write(self, data: bytes) -> None: ...
+
+    async def close_stdin(self) -> None: ...
+
+    def lines(self) -> AsyncIterator[bytes]:
+        """stdout, one line at a time (without the newline), until EOF."""
+        ...
+
+    def stderr_tail(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Enforcement:
+    """What a base can really enforce, reported truthfully to clients."""
+
+    disabled_tools: str  # "hard" | "instruction"
+    max_step: str  # "native" | "counted"
+    timeout: str = "server"
+
+
+class HarnessBase(abc.ABC):
+    name: str  # the protocol's `base` string, e.g. "codex"
+    label: str  # baseLabel, e.g. "Codex"
+    backend: str  # which gateway backend it talks to: "openai" | "anthropic"
+    cli_version: str  # the pinned CLI version
+    enforcement: Enforcement
+    honours_max_output_tokens: bool = False  # True when the CLI can cap generated tokens
+
+    @abc.abstractmethod
+    def install(self, tools_dir: Path) -> None:
+        """Install the pinned CLI under tools_dir (idempotent) and verify the binary runs."""
+
+    @abc.abstractmethod
+    def installed_version(self, tools_dir: Path) -> str | None:
+        """The version the installed CLI reports, or None when it is not installed/runnable."""
+
+    @abc.abstractmethod
+    def prepare(self, turn: TurnSpec) -> Invocation:
+        """Write the CLI's config into the session's home and return how to start it."""
+
+    @abc.abstractmethod
+    def drive(self, proc: Process, turn: TurnSpec) -> AsyncIterator[AgentEvent]:
+        """Talk to the started CLI and yield what happens, until the turn ends.
+
+        Must end by yielding TurnFinished or TurnFailed when the CLI reports its outcome; the
+        status comes from what the CLI reports, never from its exit code."""
+
+    async def interrupt(self, proc: Process) -> bool:
+        """Ask the CLI to stop the turn cleanly. Returns True when the request was sent; the
+        engine kills the sandbox when the CLI has not stopped within a grace period."""
+        return False

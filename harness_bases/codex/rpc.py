@@ -1,0 +1,120 @@
+"""JSON-RPC over JSONL on a Process's stdio, as `codex app-server` speaks it.
+
+One reader (the driver) pulls messages; `call` sends a request and reads until its
+response arrives, keeping everything read meanwhile for `next_message`. Writes may come
+from elsewhere too (an interrupt while the driver waits), so they are serialised.
+Codex omits the `"jsonrpc": "2.0"` member, and so do we.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections import deque
+from collections.abc import AsyncIterator
+from typing import Any
+
+from harness_bases.base import Process
+
+log = logging.getLogger(__name__)
+
+Message = dict[str, Any]
+
+
+class RpcError(Exception):
+    """The server answered a request with a JSON-RPC error."""
+
+    def __init__(self, method: str, code: int | None, message: str) -> None:
+        super().__init__(f"{method} failed ({code}): {message}")
+        self.method = method
+        self.code = code
+        self.message = message
+
+
+class ConnectionClosed(Exception):
+    """stdout ended before the awaited response."""
+
+
+def is_request(msg: Message) -> bool:
+    return "method" in msg and "id" in msg
+
+
+def is_notification(msg: Message) -> bool:
+    return "method" in msg and "id" not in msg
+
+
+def is_response(msg: Message) -> bool:
+    return "method" not in msg and "id" in msg
+
+
+class RpcConnection:
+    def __init__(self, proc: Process) -> None:
+        self._proc = proc
+        self._lines: AsyncIterator[bytes] = aiter(proc.lines())
+        self._backlog: deque[Message] = deque()
+        self._next_id = 0
+        self._write_lock = asyncio.Lock()
+        self.closed = False
+
+    async def _send(self, msg: Message) -> None:
+        data = json.dumps(msg, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        async with self._write_lock:
+            await self._proc.write(data)
+
+    async def request(self, method: str, params: dict[str, Any]) -> int:
+        """Send a request without waiting; returns its id."""
+        self._next_id += 1
+        await self._send({"id": self._next_id, "method": method, "params": params})
+        return self._next_id
+
+    async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        msg: Message = {"method": method}
+        if params is not None:
+            msg["params"] = params
+        await self._send(msg)
+
+    async def respond(self, request_id: Any, result: dict[str, Any]) -> None:
+        await self._send({"id": request_id, "result": result})
+
+    async def respond_error(self, request_id: Any, code: int, message: str) -> None:
+        await self._send({"id": request_id, "error": {"code": code, "message": message}})
+
+    async def call(self, method: str, params: dict[str, Any]) -> Message:
+        """Send a request and wait for its result; other messages are kept for later."""
+        request_id = await self.request(method, params)
+        while True:
+            msg = await self._read()
+            if msg is None:
+                raise ConnectionClosed(f"stdout ended while waiting for {method}")
+            if is_response(msg) and msg.get("id") == request_id:
+                if "error" in msg:
+                    error = msg.get("error") or {}
+                    raise RpcError(method, error.get("code"), str(error.get("message", "")))
+                result = msg.get("result")
+                return result if isinstance(result, dict) else {}
+            self._backlog.append(msg)
+
+    async def next_message(self) -> Message | None:
+        """The next message not consumed by `call`, or None at end of stdout."""
+        if self._backlog:
+            return self._backlog.popleft()
+        return await self._read()
+
+    async def _read(self) -> Message | None:
+        while not self.closed:
+            try:
+                line = await anext(self._lines)
+            except StopAsyncIteration:
+                self.closed = True
+                return None
+            if not line.strip():
+                continue
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                log.warning("codex_non_json_stdout", extra={"line": line[:500]})
+                continue
+            if isinstance(msg, dict):
+                return msg
+        return None

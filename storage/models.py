@@ -1,0 +1,86 @@
+"""SQLModel tables. One row type per protocol object, plus keys, events and idempotency."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, Column, Index
+from sqlmodel import Field, SQLModel
+
+
+class Principal(SQLModel, table=True):
+    id: str = Field(primary_key=True)
+    name: str = Field(index=True, unique=True)
+    created_at: float
+
+
+class ApiKey(SQLModel, table=True):
+    id: str = Field(primary_key=True)
+    principal_id: str = Field(index=True)
+    key_hash: str = Field(index=True, unique=True)  # sha256 of the key; the key is never stored
+    created_at: float
+    revoked_at: float | None = None
+
+
+class HarnessRow(SQLModel, table=True):
+    __tablename__ = "harness"
+    id: str = Field(primary_key=True)
+    principal_id: str = Field(index=True)
+    name: str
+    base: str
+    config: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+    created_at_ms: int
+    is_default: bool = False
+    deleted_at: float | None = None
+
+
+class SessionRow(SQLModel, table=True):
+    __tablename__ = "session"
+    id: str = Field(primary_key=True)
+    principal_id: str = Field(index=True)
+    harness_id: str = Field(index=True)
+    container_id: str
+    title: str = ""
+    status: str = "in_progress"
+    created_at: int
+    updated_at: int
+    native_session_id: str | None = None  # the CLI's own conversation id, for resume
+    active_response_id: str | None = None  # the turn running now, if any
+    deleted_at: float | None = None
+
+
+class ResponseRow(SQLModel, table=True):
+    __tablename__ = "response"
+    id: str = Field(primary_key=True)
+    principal_id: str = Field(index=True)
+    session_id: str = Field(index=True)
+    previous_response_id: str | None = None
+    status: str
+    store: bool = True
+    created_at: int
+    finished_at: float | None = None
+    input_items: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON))
+    # The final response object, written once when the task reaches a terminal state.
+    final: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    deleted_at: float | None = None
+
+
+class EventRow(SQLModel, table=True):
+    """One streamed event. The ordered events of a response are its source of truth."""
+
+    __tablename__ = "event"
+    response_id: str = Field(primary_key=True)
+    seq: int = Field(primary_key=True)
+    data: dict[str, Any] = Field(sa_column=Column(JSON))
+
+
+class IdempotencyRow(SQLModel, table=True):
+    __tablename__ = "idempotency"
+    principal_id: str = Field(primary_key=True)
+    key: str = Field(primary_key=True)
+    fingerprint: str
+    response_id: str
+    created_at: float
+
+
+Index("ix_session_principal_updated", SessionRow.principal_id, SessionRow.updated_at)

@@ -1,0 +1,70 @@
+"""Sessions: a chain of responses sharing a conversation and a working directory."""
+
+from __future__ import annotations
+
+import time
+
+from sqlmodel import select
+
+from storage.db import Database
+from storage.models import SessionRow
+
+
+def insert_session(db: Database, row: SessionRow) -> SessionRow:
+    with db.session() as s:
+        s.add(row)
+        s.commit()
+        return row
+
+
+def get_session(db: Database, principal_id: str, session_id: str) -> SessionRow | None:
+    with db.session() as s:
+        row = s.get(SessionRow, session_id)
+        if row is None or row.principal_id != principal_id or row.deleted_at is not None:
+            return None
+        return row
+
+
+def claim_session(db: Database, session_id: str, response_id: str) -> bool:
+    """Mark the session busy with response_id; False when another turn holds it.
+
+    One statement, so two requests racing for the same session cannot both win."""
+    with db.session() as s:
+        result = s.connection().exec_driver_sql(
+            "UPDATE session SET active_response_id = ?, status = 'in_progress', updated_at = ? "
+            "WHERE id = ? AND active_response_id IS NULL",
+            (response_id, int(time.time()), session_id),
+        )
+        s.commit()
+        return result.rowcount == 1
+
+
+def release_session(
+    db: Database, session_id: str, response_id: str, status: str, native_session_id: str | None
+) -> None:
+    with db.session() as s:
+        row = s.get(SessionRow, session_id)
+        if row is None:
+            return
+        if row.active_response_id == response_id:
+            row.active_response_id = None
+        row.status = status
+        row.updated_at = int(time.time())
+        if native_session_id:
+            row.native_session_id = native_session_id
+        s.add(row)
+        s.commit()
+
+
+def sessions_with_active_turns(db: Database) -> list[SessionRow]:
+    with db.session() as s:
+        return list(s.exec(select(SessionRow).where(SessionRow.active_response_id.is_not(None))))  # type: ignore[union-attr]
+
+
+def mark_deleted(db: Database, session_id: str) -> None:
+    with db.session() as s:
+        row = s.get(SessionRow, session_id)
+        if row is not None:
+            row.deleted_at = time.time()
+            s.add(row)
+            s.commit()

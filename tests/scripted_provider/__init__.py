@@ -1,0 +1,45 @@
+"""A deterministic, scripted model provider for tests (no network, no real model).
+
+It speaks OpenAI Responses (``/v1/responses``), OpenAI Chat Completions
+(``/v1/chat/completions``) and Anthropic Messages (``/v1/messages``), streamed and not,
+well enough for the real agent CLIs. What it answers is scripted by directive lines in
+the last user message that has any (a directive line starts, after optional
+whitespace, with one of the keywords below). The step is the number of tool results
+after that message.
+
+- ``SAY <text>``: the final answer; ``{output}`` is the last tool result's output.
+- ``THINK <text>``: a reasoning summary / thinking block before every response's content.
+- ``RUN <command>``: one step calling the client's shell tool with ``command``.
+- ``TOOL <name> <json>``: one step calling tool ``name`` with those arguments.
+- ``LOOP``: every response calls the shell tool with ``echo step <n>`` (n = step + 1).
+- ``SLOW <seconds>``: spread the final answer's deltas over that many seconds.
+- ``SLEEP <seconds>``: wait that long before sending response headers.
+- ``FAIL <status> [message]``: answer with that HTTP status and an error body.
+- ``REMEMBER <word>``: final text defaults to ``noted <word>``.
+- ``RECALL``: ``you said <word>`` from an earlier user message's ``REMEMBER``.
+
+No directive at all (or a directive-free user message after a finished turn): ``ok``.
+With directives but no SAY: ``done``. No shell tool for a RUN step: ``no shell tool``.
+
+Usage::
+
+    provider = start_provider("sk-test", ["gpt-test"])
+    provider.url          # http://127.0.0.1:PORT   (OpenAI base URL: provider.base_url)
+    provider.requests()   # recorded requests
+    provider.reset(); provider.stop()
+
+or ``python -m tests.scripted_provider --port 0 --api-key KEY --models a,b``.
+"""
+
+from .app import create_app
+from .fixture import RunningProvider, start_provider
+from .script import Reply, parse_directives, plan
+
+__all__ = [
+    "Reply",
+    "RunningProvider",
+    "create_app",
+    "parse_directives",
+    "plan",
+    "start_provider",
+]

@@ -1,0 +1,188 @@
+"""The Starlette app: routes, auth, model check, recording and the SLEEP/FAIL effects."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import threading
+from collections.abc import AsyncIterator
+from types import ModuleType
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from . import anthropic_messages, openai_chat, openai_responses
+from .script import plan
+
+WIRES: dict[str, ModuleType] = {
+    "/v1/responses": openai_responses,
+    "/v1/chat/completions": openai_chat,
+    "/v1/messages": anthropic_messages,
+}
+OPENAI_ERROR_TYPES = {401: "invalid_request_error", 429: "rate_limit_error"}
+
+
+class Recorder:
+    """Thread-safe list of recorded requests (read from the test thread)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: list[dict] = []
+
+    def add(self, request: Request, body: object) -> dict:
+        entry = {
+            "method": request.method,
+            "path": request.url.path,
+            "headers": {k.lower(): v for k, v in request.headers.items()},
+            "body": body,
+            "script": None,
+            "step": None,
+        }
+        with self._lock:
+            self._entries.append(entry)
+        return entry
+
+    def update(self, entry: dict, **fields: object) -> None:
+        with self._lock:
+            entry.update(fields)
+
+    def entries(self) -> list[dict]:
+        with self._lock:
+            return copy.deepcopy(self._entries)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+def _error(anthropic: bool, status: int, message: str, code: str) -> JSONResponse:
+    if anthropic:
+        return JSONResponse(anthropic_messages.error_body(status, message), status_code=status)
+    kind = OPENAI_ERROR_TYPES.get(
+        status, "server_error" if status >= 500 else "invalid_request_error"
+    )
+    return JSONResponse(openai_chat.error_body(message, code, kind), status_code=status)
+
+
+async def _hang(request: Request, seconds: float) -> bool:
+    """Sleep ``seconds``; False if the client left or the app is closing first."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while (left := deadline - asyncio.get_running_loop().time()) > 0:
+        if request.app.state.closing or await request.is_disconnected():
+            return False
+        await asyncio.sleep(min(0.1, left))
+    return True
+
+
+async def _until_closing(request: Request, source: AsyncIterator[str]) -> AsyncIterator[str]:
+    """Pass the stream through, cutting it short when the server is stopping."""
+    async for chunk in source:
+        if request.app.state.closing:
+            return
+        yield chunk
+
+
+def create_app(api_key: str, models: list[str]) -> Starlette:
+    """Build the provider app; its ``state.recorder`` holds the recorded requests."""
+    recorder = Recorder()
+
+    def authorized(request: Request) -> bool:
+        bearer = request.headers.get("authorization", "")
+        return bearer == f"Bearer {api_key}" or request.headers.get("x-api-key") == api_key
+
+    async def record(request: Request) -> tuple[dict, object, int]:
+        raw = await request.body()
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode(errors="replace")
+        return recorder.add(request, body), body, len(raw)
+
+    async def list_models(request: Request) -> Response:
+        await record(request)
+        anthropic = "anthropic-version" in request.headers
+        if not authorized(request):
+            return _error(anthropic, 401, "invalid api key", "invalid_api_key")
+        if anthropic:
+            data = [
+                {"id": m, "type": "model", "display_name": m, "created_at": "2025-01-01T00:00:00Z"}
+                for m in models
+            ]
+            first, last = (models[0], models[-1]) if models else (None, None)
+            return JSONResponse(
+                {"data": data, "has_more": False, "first_id": first, "last_id": last}
+            )
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": "scripted"} for m in models]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def generate(request: Request) -> Response:
+        entry, body, body_len = await record(request)
+        wire = WIRES[request.url.path]
+        anthropic = wire is anthropic_messages
+        if not authorized(request):
+            return _error(anthropic, 401, "invalid api key", "invalid_api_key")
+        if not isinstance(body, dict):
+            return _error(anthropic, 400, "request body must be a JSON object", "invalid_body")
+        model = body.get("model")
+        if model not in models:
+            message = f"The model `{model}` does not exist"
+            return _error(anthropic, 404, message, "model_not_found")
+        events, tools = wire.parse(body)
+        reply = plan(events, tools)
+        call = reply.tool_call
+        if reply.fail:
+            answer: dict = {"error": reply.fail[0]}
+        elif call:
+            answer = {"tool": call.name, "arguments": call.arguments}
+        else:
+            answer = {"text": reply.text}
+        recorder.update(entry, script=reply.script, step=reply.step, answer=answer)
+        if reply.sleep and not await _hang(request, reply.sleep):
+            return Response(status_code=503)  # client gone or server stopping
+        if reply.fail:
+            status, message = reply.fail
+            return _error(anthropic, status, message, "scripted_failure")
+        if not body.get("stream"):
+            return JSONResponse(wire.render(reply, model, body_len))
+        if wire is openai_chat:
+            options = body.get("stream_options") or {}
+            events_iter = wire.stream(reply, model, body_len, bool(options.get("include_usage")))
+        else:
+            events_iter = wire.stream(reply, model, body_len)
+        headers = {"cache-control": "no-cache"}
+        guarded = _until_closing(request, events_iter)
+        return StreamingResponse(guarded, media_type="text/event-stream", headers=headers)
+
+    async def count_tokens(request: Request) -> Response:
+        *_, body_len = await record(request)
+        if not authorized(request):
+            return _error(True, 401, "invalid api key", "invalid_api_key")
+        return JSONResponse({"input_tokens": max(1, body_len // 4)})
+
+    async def get_requests(request: Request) -> Response:
+        return JSONResponse(recorder.entries())
+
+    async def reset(request: Request) -> Response:
+        recorder.clear()
+        return JSONResponse({"ok": True})
+
+    async def not_found(request: Request) -> Response:
+        await record(request)
+        anthropic = "anthropic-version" in request.headers
+        return _error(anthropic, 404, f"no route {request.url.path}", "not_found")
+
+    routes = [
+        Route("/v1/models", list_models, methods=["GET"]),
+        *(Route(path, generate, methods=["POST"]) for path in WIRES),
+        Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
+        Route("/_scripted/requests", get_requests, methods=["GET"]),
+        Route("/_scripted/reset", reset, methods=["POST"]),
+        Route("/{path:path}", not_found, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),
+    ]
+    app = Starlette(routes=routes)
+    app.state.recorder = recorder
+    app.state.closing = False  # set by RunningProvider.stop() to end SLEEPs early
+    return app

@@ -1,0 +1,100 @@
+"""OpenAI Chat Completions (``POST /v1/chat/completions``), streamed and not.
+
+THINK is sent as ``reasoning_content`` (a field many OpenAI-compatible clients accept).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from .script import Event, Reply, ToolSpec, content_text, split_text, usage
+from .sse import CREATED, pace, sse
+
+
+def parse(body: dict) -> tuple[list[Event], list[ToolSpec]]:
+    """Conversation events and offered tools of a Chat Completions request."""
+    tools = [
+        ToolSpec(t["function"].get("name", ""), t["function"].get("parameters") or {})
+        for t in body.get("tools") or []
+        if isinstance(t.get("function"), dict)
+    ]
+    events = []
+    for message in body.get("messages") or []:
+        role, text = message.get("role"), content_text(message.get("content"))
+        if role == "user":
+            events.append(Event("user", text))
+        elif role == "assistant":
+            if text:
+                events.append(Event("assistant_text", text))
+            for call in message.get("tool_calls") or []:
+                events.append(Event("tool_call", (call.get("function") or {}).get("name", "")))
+        elif role in ("tool", "function"):
+            events.append(Event("tool_result", text))
+    return events, tools
+
+
+def error_body(message: str, code: str, kind: str = "invalid_request_error") -> dict:
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+def _usage(reply: Reply, body_len: int) -> dict:
+    inp, out, reasoning = usage(body_len, reply)
+    return {
+        "prompt_tokens": inp,
+        "completion_tokens": out,
+        "total_tokens": inp + out,
+        "prompt_tokens_details": {"cached_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": reasoning},
+    }
+
+
+def _finish(reply: Reply) -> str:
+    return "tool_calls" if reply.tool_call else "stop"
+
+
+def _base(reply: Reply, model: str, obj: str) -> dict:
+    return {"id": f"chatcmpl-{reply.tag}", "object": obj, "created": CREATED, "model": model}
+
+
+def render(reply: Reply, model: str, body_len: int) -> dict:
+    """The non-streamed ``chat.completion`` object."""
+    message: dict = {"role": "assistant", "content": None if reply.tool_call else reply.text}
+    if reply.thinking:
+        message["reasoning_content"] = reply.thinking
+    if reply.tool_call:
+        call = reply.tool_call
+        function = {"name": call.name, "arguments": call.arguments}
+        message["tool_calls"] = [{"id": call.call_id, "type": "function", "function": function}]
+    choice = {"index": 0, "message": message, "finish_reason": _finish(reply), "logprobs": None}
+    body = _base(reply, model, "chat.completion")
+    return {**body, "choices": [choice], "usage": _usage(reply, body_len)}
+
+
+async def stream(
+    reply: Reply, model: str, body_len: int, include_usage: bool = False
+) -> AsyncIterator[str]:
+    """The ``chat.completion.chunk`` SSE stream, ending with ``data: [DONE]``."""
+    base = _base(reply, model, "chat.completion.chunk")
+
+    def chunk(delta: dict, finish: str | None = None) -> str:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+        extra = {"usage": None} if include_usage else {}
+        return sse({**base, "choices": [choice], **extra})
+
+    yield chunk({"role": "assistant", "content": ""})
+    for delta in split_text(reply.thinking) if reply.thinking else []:
+        yield chunk({"reasoning_content": delta})
+    if reply.tool_call:
+        call = reply.tool_call
+        head = {"index": 0, "id": call.call_id, "type": "function"}
+        yield chunk({"tool_calls": [{**head, "function": {"name": call.name, "arguments": ""}}]})
+        for piece in split_text(call.arguments):
+            yield chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
+    else:
+        for delta in reply.deltas():
+            await pace(reply)
+            yield chunk({"content": delta})
+    yield chunk({}, _finish(reply))
+    if include_usage:
+        yield sse({**base, "choices": [], "usage": _usage(reply, body_len)})
+    yield sse("[DONE]")

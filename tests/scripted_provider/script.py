@@ -1,0 +1,332 @@
+"""The wire-neutral script language and step machine of the scripted provider.
+
+A wire adapter turns a request into a list of ``Event`` (user text, assistant text,
+tool calls, tool results) and a list of ``ToolSpec``; ``plan`` decides the ``Reply``.
+
+The anchor is the last user message holding at least one directive line (a line
+that starts, after optional whitespace, with one of ``KEYWORDS``). The step is the
+number of tool results after the anchor. See the package README in ``__init__``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+KEYWORDS = (
+    "SAY",
+    "THINK",
+    "RUN",
+    "TOOL",
+    "LOOP",
+    "SLOW",
+    "SLEEP",
+    "FAIL",
+    "REMEMBER",
+    "RECALL",
+)
+_DIRECTIVE = re.compile(r"^\s*(" + "|".join(KEYWORDS) + r")(?:[ \t]+(.*?))?\s*$")
+
+# Shell tools, in order of preference, by name.
+SHELL_TOOL_NAMES = (
+    "exec_command",
+    "shell",
+    "shell_command",
+    "Bash",
+    "terminal",
+    "run_shell_command",
+    "bash",
+)
+
+CHUNK = 4  # characters per streamed delta
+SLOW_MIN_DELTAS = 20
+
+
+@dataclass
+class Event:
+    """One conversation element, wire-neutral."""
+
+    kind: str  # "user" | "assistant_text" | "tool_call" | "tool_result"
+    text: str = ""
+
+
+@dataclass
+class ToolSpec:
+    """A tool offered by the client."""
+
+    name: str
+    schema: dict = field(default_factory=dict)
+    kind: str = "function"  # "function" | "custom"
+    namespace: str | None = None
+
+
+@dataclass
+class ToolCall:
+    """A tool call the provider decided to make."""
+
+    call_id: str
+    name: str
+    arguments: str  # JSON text (function tools) or raw input (custom tools)
+    kind: str = "function"
+    namespace: str | None = None
+
+    def input_object(self) -> dict:
+        """The arguments as an object (``{}`` if they are not a JSON object)."""
+        try:
+            value = json.loads(self.arguments)
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
+
+
+@dataclass
+class Reply:
+    """What to answer: an error, a tool call, or final text (plus optional thinking)."""
+
+    tag: str = "s0"  # deterministic id suffix: step (and turn after the first)
+    step: int = 0
+    script: list[str] = field(default_factory=list)
+    text: str = ""
+    thinking: str | None = None
+    tool_call: ToolCall | None = None
+    slow: float = 0.0
+    sleep: float = 0.0
+    fail: tuple[int, str] | None = None
+
+    def deltas(self) -> list[str]:
+        """The final text split into deterministic deltas."""
+        return split_text(self.text, slow=self.slow > 0)
+
+    def output_len(self) -> int:
+        tool = self.tool_call
+        return len(self.text) + len(self.thinking or "") + (len(tool.arguments) if tool else 0)
+
+
+def parse_directives(text: str) -> list[tuple[str, str]]:
+    """The directive lines in ``text`` as ``(KEYWORD, argument)`` pairs, in order."""
+    found = []
+    for line in text.splitlines():
+        match = _DIRECTIVE.match(line)
+        if match:
+            found.append((match.group(1), match.group(2) or ""))
+    return found
+
+
+def split_text(text: str, slow: bool = False, size: int = CHUNK) -> list[str]:
+    """Split text into deltas of at most ``size`` characters (smaller when slow)."""
+    if slow:
+        size = max(1, min(size, len(text) // SLOW_MIN_DELTAS))
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def usage(body_len: int, reply: Reply) -> tuple[int, int, int]:
+    """Deterministic ``(input_tokens, output_tokens, reasoning_tokens)``."""
+    reasoning = max(1, len(reply.thinking) // 4) if reply.thinking else 0
+    return max(1, body_len // 4), max(1, reply.output_len() // 4), reasoning
+
+
+def content_text(raw: object) -> str:
+    """Flatten message or tool-result content (a string or a list of parts) to text."""
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, list):
+        parts = [content_text(p.get("text", "")) if isinstance(p, dict) else str(p) for p in raw]
+        return "\n".join(p for p in parts if p)
+    if isinstance(raw, dict):
+        return raw["text"] if isinstance(raw.get("text"), str) else json.dumps(raw)
+    return "" if raw is None else str(raw)
+
+
+def tool_output_text(raw: str) -> str:
+    """The useful text of a tool result: a command's stdout where recognisable."""
+    text = raw.strip()
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if isinstance(value, dict) and isinstance(value.get("output"), str):
+        text = value["output"].strip()
+    # Codex prefixes shell output with a header ending in an "Output:" line.
+    lines = text.split("\n")
+    for i, line in enumerate(lines[:10]):
+        if line.strip() == "Output:":
+            return "\n".join(lines[i + 1 :]).strip()
+    return text
+
+
+def find_shell_tool(tools: list[ToolSpec]) -> ToolSpec | None:
+    """The preferred shell tool among the offered top-level tools."""
+    by_name = {t.name: t for t in tools if t.namespace is None}
+    for name in SHELL_TOOL_NAMES:
+        if name in by_name:
+            return by_name[name]
+    return None
+
+
+def shell_arguments(tool: ToolSpec, command: str, cwd: str = ".") -> dict:
+    """Arguments for ``tool`` that run ``command``, shaped by its JSON schema."""
+    props = tool.schema.get("properties") or {}
+    required = tool.schema.get("required") or []
+    if "cmd" in props:
+        args: dict = {"cmd": command}
+    elif props.get("command", {}).get("type") == "array":
+        args = {"command": ["bash", "-lc", command]}
+    else:
+        args = {"command": command}
+    for name in required:
+        if name in args:
+            continue
+        if name in ("workdir", "cwd", "working_directory"):
+            args[name] = cwd
+        elif name.startswith("timeout"):
+            args[name] = 60000 if name.endswith("ms") or tool.name == "Bash" else 60
+    return args
+
+
+@dataclass
+class _Script:
+    """The directives of one user message, gathered by kind."""
+
+    says: list[str] = field(default_factory=list)
+    thinks: list[str] = field(default_factory=list)
+    steps: list[tuple[str, str]] = field(default_factory=list)  # ("RUN"|"TOOL", argument)
+    remember: str | None = None
+    recall: bool = False
+    loop: bool = False
+    slow: float = 0.0
+    sleep: float = 0.0
+    fail: tuple[int, str] | None = None
+
+    @classmethod
+    def read(cls, directives: list[tuple[str, str]]) -> _Script:
+        script = cls()
+        for key, arg in directives:
+            if key == "SAY":
+                script.says.append(arg)
+            elif key == "THINK":
+                script.thinks.append(arg)
+            elif key in ("RUN", "TOOL"):
+                script.steps.append((key, arg))
+            elif key == "LOOP":
+                script.loop = True
+            elif key == "SLOW":
+                script.slow = _float(arg)
+            elif key == "SLEEP":
+                script.sleep = _float(arg)
+            elif key == "FAIL":
+                status, _, message = arg.partition(" ")
+                code = int(status) if status.isdigit() else 400
+                script.fail = (code, message.strip() or "scripted failure")
+            elif key == "REMEMBER":
+                script.remember = arg.split()[0] if arg.split() else ""
+            elif key == "RECALL":
+                script.recall = True
+        return script
+
+
+def _turn_finished(after: list[Event]) -> bool:
+    """Whether a final assistant answer was followed by a new user message."""
+    answered = False
+    for event in after:
+        if event.kind == "assistant_text":
+            answered = True
+        elif event.kind == "tool_call":
+            answered = False
+        elif event.kind == "user" and answered:
+            return True
+    return False
+
+
+def _recall(earlier: list[Event]) -> str:
+    words = [
+        arg.split()[0]
+        for event in earlier
+        if event.kind == "user"
+        for key, arg in parse_directives(event.text)
+        if key == "REMEMBER" and arg.split()
+    ]
+    return f"you said {words[-1]}" if words else "nothing to recall"
+
+
+def _float(value: str, default: float = 0.0) -> float:
+    try:
+        return max(0.0, float(value.split()[0]))
+    except (ValueError, IndexError):
+        return default
+
+
+def _cwd(events: list[Event]) -> str:
+    for event in reversed(events):
+        match = re.search(r"<cwd>(.*?)</cwd>", event.text)
+        if event.kind == "user" and match:
+            return match.group(1)
+    return "."
+
+
+def plan(events: list[Event], tools: list[ToolSpec]) -> Reply:
+    """Decide the reply for a conversation."""
+    anchors = [i for i, e in enumerate(events) if e.kind == "user" and parse_directives(e.text)]
+    if not anchors:
+        return Reply(text="ok")
+    index = anchors[-1]
+    directives = parse_directives(events[index].text)
+    after = events[index + 1 :]
+    results = [e for e in after if e.kind == "tool_result"]
+    step = len(results)
+    turn = len(anchors)
+    reply = Reply(
+        tag=f"s{step}" if turn == 1 else f"s{step}_t{turn}",
+        step=step,
+        script=[f"{key} {arg}".rstrip() for key, arg in directives],
+    )
+    if _turn_finished(after):
+        reply.text = "ok"
+        return reply
+
+    script = _Script.read(directives)
+    reply.slow, reply.sleep, reply.fail = script.slow, script.sleep, script.fail
+    reply.thinking = "\n".join(script.thinks) if script.thinks else None
+
+    call_id = f"call_{reply.tag}"
+    if script.loop:
+        step_spec: tuple[str, str] | None = ("RUN", f"echo step {step + 1}")
+    else:
+        step_spec = script.steps[step] if step < len(script.steps) else None
+    if step_spec and step_spec[0] == "RUN":
+        shell = find_shell_tool(tools)
+        if shell is None:
+            reply.text = "no shell tool"
+            return reply
+        args = shell_arguments(shell, step_spec[1], _cwd(events))
+        reply.tool_call = ToolCall(call_id, shell.name, json.dumps(args))
+        return reply
+    if step_spec:
+        name, _, raw_args = step_spec[1].strip().partition(" ")
+        spec = next((t for t in tools if name in (t.name, f"{t.namespace}__{t.name}")), None)
+        arguments = raw_args.strip() or "{}"
+        if spec and spec.kind == "custom":
+            try:
+                value = json.loads(arguments)
+                arguments = value if isinstance(value, str) else arguments
+            except ValueError:
+                pass
+        reply.tool_call = ToolCall(
+            call_id,
+            spec.name if spec else name,
+            arguments,
+            kind=spec.kind if spec else "function",
+            namespace=spec.namespace if spec else None,
+        )
+        return reply
+
+    last_output = tool_output_text(results[-1].text) if results else ""
+    if script.says:
+        reply.text = "\n".join(script.says).replace("{output}", last_output)
+    elif script.recall:
+        reply.text = _recall(events[:index])
+    elif script.remember is not None:
+        reply.text = f"noted {script.remember}"
+    else:
+        reply.text = "done"
+    return reply

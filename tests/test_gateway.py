@@ -1,0 +1,606 @@
+"""The model gateway against a fake upstream that records what reached it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from uhp_server.gateway import (
+    TokenRegistry,
+    Upstreams,
+    UsageTotals,
+    gateway_path,
+    make_gateway_router,
+    proxy,
+)
+from uhp_server.settings import Settings
+
+OPENAI_KEY = "sk-real-openai-key-123"
+ANTHROPIC_KEY = "sk-ant-real-key-456"
+RESPONSES_USAGE = {
+    "input_tokens": 100,
+    "output_tokens": 20,
+    "total_tokens": 120,
+    "input_tokens_details": {"cached_tokens": 40},
+}
+CHAT_USAGE = {
+    "prompt_tokens": 50,
+    "completion_tokens": 5,
+    "total_tokens": 55,
+    "prompt_tokens_details": {"cached_tokens": 10},
+}
+ANTHROPIC_START_USAGE = {
+    "input_tokens": 10,
+    "cache_read_input_tokens": 200,
+    "cache_creation_input_tokens": 30,
+    "output_tokens": 1,
+}
+
+
+# --- the fake upstream -----------------------------------------------------------------
+
+
+def sse(*events: dict[str, Any]) -> list[bytes]:
+    return [f"event: {e.get('type', 'x')}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+
+
+def responses_events(usage: dict | None) -> list[bytes]:
+    return sse(
+        {"type": "response.created", "response": {"id": "r1", "usage": None}},
+        {"type": "response.output_text.delta", "delta": "hello usage"},
+        {"type": "response.completed", "response": {"id": "r1", "usage": usage}},
+    )
+
+
+def chat_chunks() -> list[bytes]:
+    chunk = {"object": "chat.completion.chunk", "choices": [{"delta": {"content": "hi"}}]}
+    return [
+        f"data: {json.dumps({**chunk, 'usage': None})}\n\n".encode(),
+        f"data: {json.dumps({**chunk, 'choices': [], 'usage': CHAT_USAGE})}\n\n".encode(),
+        b"data: [DONE]\n\n",
+    ]
+
+
+def anthropic_events() -> list[bytes]:
+    return sse(
+        {"type": "message_start", "message": {"id": "m1", "usage": ANTHROPIC_START_USAGE}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "x"}},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": 15},
+        },
+        {"type": "message_stop"},
+    )
+
+
+class FakeUpstream:
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.second_sent_at = 0.0
+        self.app = FastAPI()
+        self.app.add_api_route("/{path:path}", self.handle, methods=["GET", "POST"])
+
+    async def handle(self, path: str, request: Request) -> Response:
+        raw = await request.body()
+        body = json.loads(raw) if raw else {}
+        self.requests.append(
+            {
+                "path": path,
+                "query": str(request.query_params),
+                "headers": dict(request.headers),
+                "raw": raw,
+                "body": body,
+            }
+        )
+        scenario = body.get("x_scenario", "")
+        stream = body.get("stream", False)
+        if scenario == "echo_key":
+            return JSONResponse({"error": {"message": f"bad thing with {OPENAI_KEY}"}}, 400)
+        if scenario == "upstream_401":
+            return JSONResponse({"error": {"message": f"Incorrect API key {OPENAI_KEY}"}}, 401)
+        if scenario == "slow":
+            return StreamingResponse(self._slow(), media_type="text/event-stream")
+        if path == "v1/models":
+            return JSONResponse({"data": [{"id": "model-a"}, {"id": "model-b"}]})
+        if path == "v1/responses":
+            usage = None if scenario == "no_usage" else RESPONSES_USAGE
+            if stream:
+                return self._stream(responses_events(usage))
+            return JSONResponse({"object": "response", "id": "r1", "usage": usage})
+        if path == "v1/chat/completions":
+            if stream:
+                return self._stream(chat_chunks())
+            return JSONResponse({"object": "chat.completion", "usage": CHAT_USAGE})
+        if path == "v1/messages":
+            if stream:
+                return self._stream(anthropic_events())
+            usage = {**ANTHROPIC_START_USAGE, "output_tokens": 15}
+            return JSONResponse({"type": "message", "id": "m1", "usage": usage})
+        return JSONResponse({"error": "unexpected"}, 500)
+
+    @staticmethod
+    def _stream(parts: list[bytes]) -> StreamingResponse:
+        async def gen() -> AsyncIterator[bytes]:
+            for p in parts:
+                yield p
+
+        return StreamingResponse(gen(), media_type="text/event-stream")
+
+    async def _slow(self) -> AsyncIterator[bytes]:
+        yield b"data: first\n\n"
+        await asyncio.sleep(0.5)
+        self.second_sent_at = time.monotonic()
+        yield b"data: second\n\n"
+
+
+class ServerThread:
+    """A uvicorn server on a free loopback port in a background thread."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
+        )
+
+    def __enter__(self) -> ServerThread:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert self.server.started
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[tuple[FakeUpstream, str]]:
+    fake = FakeUpstream()
+    with ServerThread(fake.app) as srv:
+        yield fake, srv.url
+
+
+def make_settings(openai_base: str, anthropic_base: str, **extra: Any) -> Settings:
+    return Settings(
+        OPENAI_API_KEY=OPENAI_KEY,
+        OPENAI_BASE_URL=openai_base,
+        ANTHROPIC_API_KEY=ANTHROPIC_KEY,
+        ANTHROPIC_BASE_URL=anthropic_base,
+        openai_default_model=None,
+        anthropic_default_model=None,
+        **extra,
+    )
+
+
+def gateway_app(tokens: TokenRegistry, upstreams: Upstreams) -> FastAPI:
+    app = FastAPI()
+    app.include_router(make_gateway_router(tokens, upstreams))
+    return app
+
+
+@pytest.fixture
+def tokens() -> TokenRegistry:
+    return TokenRegistry()
+
+
+@pytest.fixture
+async def client(
+    upstream: tuple[FakeUpstream, str], tokens: TokenRegistry
+) -> AsyncIterator[httpx.AsyncClient]:
+    fake, url = upstream
+    fake.requests.clear()
+    # Anthropic's base URL without /v1 and OpenAI's with a trailing slash: both normalised.
+    upstreams = Upstreams(make_settings(f"{url}/v1/", url))
+    transport = httpx.ASGITransport(app=gateway_app(tokens, upstreams))
+    async with httpx.AsyncClient(transport=transport, base_url="http://gw") as c:
+        yield c
+    await upstreams.aclose()
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"}
+
+
+OPENAI = gateway_path("openai")
+ANTHROPIC = gateway_path("anthropic") + "/v1"
+
+
+# --- credentials and model ---------------------------------------------------------------
+
+
+async def test_key_swapped_and_model_rewritten(
+    client: httpx.AsyncClient, tokens: TokenRegistry, upstream: tuple[FakeUpstream, str]
+) -> None:
+    grant = tokens.issue("openai", "gpt-turn-model", 60)
+    headers = {
+        **bearer(grant.token),
+        "openai-organization": "org-x",
+        "cookie": "a=b",
+        "x-evil": "1",
+        "openai-beta": "responses=v1",
+    }
+    r = await client.post(
+        f"{OPENAI}/responses", headers=headers, json={"model": "gpt-other", "input": "hi"}
+    )
+    assert r.status_code == 200
+    seen = upstream[0].requests[-1]
+    assert seen["path"] == "v1/responses"
+    assert seen["headers"]["authorization"] == f"Bearer {OPENAI_KEY}"
+    assert grant.token not in json.dumps(seen["headers"]) + seen["raw"].decode()
+    for h in ("openai-organization", "cookie", "x-evil", "x-api-key"):
+        assert h not in seen["headers"]
+    assert seen["headers"]["openai-beta"] == "responses=v1"
+    assert seen["body"] == {"model": "gpt-turn-model", "input": "hi"}
+
+
+async def test_anthropic_key_swap_query_and_model(
+    client: httpx.AsyncClient, tokens: TokenRegistry, upstream: tuple[FakeUpstream, str]
+) -> None:
+    grant = tokens.issue("anthropic", "claude-turn", 60)
+    r = await client.post(
+        f"{ANTHROPIC}/messages?beta=true",
+        headers={"x-api-key": grant.token},
+        json={"max_tokens": 5, "messages": []},
+    )
+    assert r.status_code == 200
+    seen = upstream[0].requests[-1]
+    assert seen["path"] == "v1/messages"
+    assert seen["query"] == "beta=true"
+    assert seen["headers"]["x-api-key"] == ANTHROPIC_KEY
+    assert seen["headers"]["anthropic-version"] == "2023-06-01"
+    assert "authorization" not in seen["headers"]
+    assert seen["body"]["model"] == "claude-turn"  # set even though the caller named none
+
+
+async def test_non_json_body_rejected(client: httpx.AsyncClient, tokens: TokenRegistry) -> None:
+    grant = tokens.issue("openai", "m", 60)
+    r = await client.post(f"{OPENAI}/responses", headers=bearer(grant.token), content=b"[1]")
+    assert r.status_code == 400
+    assert "error" in r.json()
+
+
+async def test_oversized_body_rejected(
+    client: httpx.AsyncClient, tokens: TokenRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(proxy, "MAX_REQUEST_BYTES", 1000)
+    grant = tokens.issue("openai", "m", 60)
+    r = await client.post(
+        f"{OPENAI}/responses", headers=bearer(grant.token), json={"input": "x" * 2000}
+    )
+    assert r.status_code == 413
+
+
+# --- auth and paths ------------------------------------------------------------------------
+
+
+async def test_bad_tokens_are_401_in_wire_shape(
+    client: httpx.AsyncClient, tokens: TokenRegistry
+) -> None:
+    revoked = tokens.issue("openai", "m", 60)
+    tokens.revoke(revoked.token)
+    expired = tokens.issue("openai", "m", -1)
+    anthropic = tokens.issue("anthropic", "m", 60)
+    for token in ("uhpgw_unknown", revoked.token, expired.token, anthropic.token):
+        r = await client.post(f"{OPENAI}/responses", headers=bearer(token), json={})
+        assert r.status_code == 401
+        assert r.json()["error"]["message"] == "Invalid or expired gateway token."
+    r = await client.post(f"{OPENAI}/responses", json={})
+    assert r.status_code == 401
+
+    openai = tokens.issue("openai", "m", 60)
+    r = await client.post(f"{ANTHROPIC}/messages", headers={"x-api-key": openai.token}, json={})
+    assert r.status_code == 401
+    assert r.json()["type"] == "error"
+    assert r.json()["error"]["type"] == "authentication_error"
+
+
+async def test_disallowed_paths_are_404(client: httpx.AsyncClient, tokens: TokenRegistry) -> None:
+    o = bearer(tokens.issue("openai", "m", 60).token)
+    a = {"x-api-key": tokens.issue("anthropic", "m", 60).token}
+    for url, headers in [
+        (f"{OPENAI}/files", o),
+        (f"{OPENAI}/fine_tuning/jobs", o),
+        (f"{OPENAI}/models/..%2F..%2Ffiles", o),
+        (f"{OPENAI}/responses/%2E%2E/files", o),
+        (f"{ANTHROPIC}/messages/batches", a),
+        (f"{ANTHROPIC}/complete", a),
+    ]:
+        r = await client.get(url, headers=headers)
+        assert r.status_code == 404, url
+    # Authentication comes first: no token, no hint about which paths exist.
+    assert (await client.get(f"{OPENAI}/files")).status_code == 401
+
+
+async def test_allowed_get_models(client: httpx.AsyncClient, tokens: TokenRegistry) -> None:
+    r = await client.get(f"{OPENAI}/models", headers=bearer(tokens.issue("openai", "m", 60).token))
+    assert r.status_code == 200
+    assert [m["id"] for m in r.json()["data"]] == ["model-a", "model-b"]
+
+
+# --- usage ---------------------------------------------------------------------------------
+
+
+async def _post(client: httpx.AsyncClient, url: str, headers: dict, body: dict) -> httpx.Response:
+    r = await client.post(url, headers=headers, json=body)
+    assert r.status_code == 200, r.text
+    return r
+
+
+async def test_responses_usage_stream_and_json(
+    client: httpx.AsyncClient, tokens: TokenRegistry
+) -> None:
+    grant = tokens.issue("openai", "m", 60)
+    h = bearer(grant.token)
+    r = await _post(client, f"{OPENAI}/responses", h, {"stream": True})
+    assert r.headers["content-type"].startswith("text/event-stream")
+    assert r.headers["x-accel-buffering"] == "no"
+    assert r.headers["cache-control"] == "no-cache"
+    assert b"response.completed" in r.content
+    assert grant.usage.as_uhp() == {
+        "input_tokens": 100,
+        "output_tokens": 20,
+        "total_tokens": 120,
+        "cache_read_tokens": 40,
+    }
+    await _post(client, f"{OPENAI}/responses", h, {"stream": False})
+    assert grant.usage.as_uhp() == {
+        "input_tokens": 200,
+        "output_tokens": 40,
+        "total_tokens": 240,
+        "cache_read_tokens": 80,
+    }
+
+
+async def test_chat_usage_stream_and_json(client: httpx.AsyncClient, tokens: TokenRegistry) -> None:
+    grant = tokens.issue("openai", "m", 60)
+    h = bearer(grant.token)
+    await _post(client, f"{OPENAI}/chat/completions", h, {"stream": True})
+    assert grant.usage.as_uhp() == {
+        "input_tokens": 50,
+        "output_tokens": 5,
+        "total_tokens": 55,
+        "cache_read_tokens": 10,
+    }
+    await _post(client, f"{OPENAI}/chat/completions", h, {})
+    assert grant.usage.as_uhp() == {
+        "input_tokens": 100,
+        "output_tokens": 10,
+        "total_tokens": 110,
+        "cache_read_tokens": 20,
+    }
+
+
+async def test_anthropic_usage_stream_and_json(
+    client: httpx.AsyncClient, tokens: TokenRegistry
+) -> None:
+    grant = tokens.issue("anthropic", "m", 60)
+    h = {"authorization": f"Bearer {grant.token}"}  # ANTHROPIC_AUTH_TOKEN style works too
+    await _post(client, f"{ANTHROPIC}/messages", h, {"stream": True})
+    # input counts cache reads and writes; output is message_delta's cumulative count.
+    one = {
+        "input_tokens": 240,
+        "output_tokens": 15,
+        "total_tokens": 255,
+        "cache_read_tokens": 200,
+        "cache_write_tokens": 30,
+    }
+    assert grant.usage.as_uhp() == one
+    await _post(client, f"{ANTHROPIC}/messages", h, {})
+    assert grant.usage.as_uhp() == {k: 2 * v for k, v in one.items()}
+
+
+async def test_no_usage_is_none(client: httpx.AsyncClient, tokens: TokenRegistry) -> None:
+    grant = tokens.issue("openai", "m", 60)
+    await _post(
+        client,
+        f"{OPENAI}/responses",
+        bearer(grant.token),
+        {"stream": True, "x_scenario": "no_usage"},
+    )
+    await _post(client, f"{OPENAI}/models", bearer(grant.token), {})  # JSON without usage
+    assert grant.usage.seen is False
+    assert grant.usage.as_uhp() is None
+    assert UsageTotals().as_uhp() is None
+
+
+# --- streaming ----------------------------------------------------------------------------
+
+
+async def test_streaming_is_incremental(upstream: tuple[FakeUpstream, str]) -> None:
+    fake, url = upstream
+    tokens = TokenRegistry()
+    grant = tokens.issue("openai", "m", 60)
+    upstreams = Upstreams(make_settings(f"{url}/v1", url))
+    with ServerThread(gateway_app(tokens, upstreams)) as gw:
+        async with (
+            httpx.AsyncClient(timeout=10) as c,
+            c.stream(
+                "POST",
+                f"{gw.url}{OPENAI}/responses",
+                headers=bearer(grant.token),
+                json={"stream": True, "x_scenario": "slow"},
+            ) as r,
+        ):
+            chunks = r.aiter_raw()
+            first = await anext(chunks)
+            first_at = time.monotonic()
+            rest = b"".join([c async for c in chunks])
+    assert first == b"data: first\n\n"
+    assert rest == b"data: second\n\n"
+    assert fake.second_sent_at > first_at  # the first chunk arrived before the second existed
+
+
+# --- upstream failures -------------------------------------------------------------------
+
+
+async def test_unreachable_upstream_is_502_without_host(tokens: TokenRegistry) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again when the block ends: connection refused
+    upstreams = Upstreams(make_settings(f"http://localhost:{port}/v1", f"http://localhost:{port}"))
+    transport = httpx.ASGITransport(app=gateway_app(tokens, upstreams))
+    async with httpx.AsyncClient(transport=transport, base_url="http://gw") as c:
+        r1 = await c.post(
+            f"{OPENAI}/responses", headers=bearer(tokens.issue("openai", "m", 60).token), json={}
+        )
+        r2 = await c.post(
+            f"{ANTHROPIC}/messages",
+            headers={"x-api-key": tokens.issue("anthropic", "m", 60).token},
+            json={},
+        )
+    await upstreams.aclose()
+    assert r1.status_code == r2.status_code == 502
+    assert r1.json()["error"]["type"] == "server_error"
+    assert r2.json()["type"] == "error"
+    for r in (r1, r2):
+        assert "localhost" not in r.text
+        assert str(port) not in r.text
+
+
+async def test_upstream_errors_never_echo_the_key(
+    client: httpx.AsyncClient, tokens: TokenRegistry
+) -> None:
+    h = bearer(tokens.issue("openai", "m", 60).token)
+    r = await client.post(f"{OPENAI}/responses", headers=h, json={"x_scenario": "echo_key"})
+    assert r.status_code == 400
+    assert OPENAI_KEY not in r.text
+    assert "[redacted]" in r.text
+    r = await client.post(f"{OPENAI}/responses", headers=h, json={"x_scenario": "upstream_401"})
+    assert r.status_code == 502
+    assert OPENAI_KEY not in r.text
+
+
+async def test_unconfigured_backend_is_502(upstream: tuple[FakeUpstream, str]) -> None:
+    tokens = TokenRegistry()
+    settings = make_settings(upstream[1] + "/v1", upstream[1]).model_copy(
+        update={"anthropic_api_key": None}
+    )
+    upstreams = Upstreams(settings)
+    transport = httpx.ASGITransport(app=gateway_app(tokens, upstreams))
+    async with httpx.AsyncClient(transport=transport, base_url="http://gw") as c:
+        grant = tokens.issue("anthropic", "m", 60)
+        r = await c.post(f"{ANTHROPIC}/messages", headers={"x-api-key": grant.token}, json={})
+    await upstreams.aclose()
+    assert r.status_code == 502
+
+
+# --- tokens --------------------------------------------------------------------------------
+
+
+def test_registry_issue_get_revoke_prune() -> None:
+    now = [1000.0]
+    reg = TokenRegistry(clock=lambda: now[0])
+    g = reg.issue("openai", "m", 10)
+    assert g.token.startswith("uhpgw_") and len(g.token) > 40
+    assert reg.get(g.token) is g
+    reg.revoke(g.token)
+    assert g.revoked and reg.get(g.token) is None and len(reg) == 0
+    reg.revoke(g.token)  # idempotent
+    old = reg.issue("openai", "m", 10)
+    now[0] += 11
+    assert reg.get(old.token) is None
+    reg.issue("openai", "m", 10)
+    reg.issue("openai", "m", 10)
+    assert len(reg) == 2  # expired grants do not pile up
+    assert g.token not in repr(g)
+
+
+# --- upstreams -----------------------------------------------------------------------------
+
+
+def models_transport(calls: list[httpx.Request], fail: list[bool]) -> httpx.MockTransport:
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        if fail[0]:
+            return httpx.Response(503, json={"error": "down"})
+        return httpx.Response(200, json={"data": [{"id": "first"}, {"id": "second"}]})
+
+    return httpx.MockTransport(handler)
+
+
+async def test_list_models_caches_and_recovers() -> None:
+    calls: list[httpx.Request] = []
+    fail = [False]
+    now = [0.0]
+    http = httpx.AsyncClient(transport=models_transport(calls, fail))
+    ups = Upstreams(
+        make_settings("https://oa.example/v1", "https://an.example", models_cache_seconds=60),
+        http,
+        clock=lambda: now[0],
+    )
+    assert await ups.list_models("openai") == ["first", "second"]
+    assert await ups.list_models("openai") == ["first", "second"]
+    assert len(calls) == 1
+    assert str(calls[0].url) == "https://oa.example/v1/models"
+    assert calls[0].headers["authorization"] == f"Bearer {OPENAI_KEY}"
+
+    assert await ups.list_models("anthropic") == ["first", "second"]
+    assert calls[1].url.path == "/v1/models"
+    assert calls[1].headers["x-api-key"] == ANTHROPIC_KEY
+    assert calls[1].headers["anthropic-version"] == "2023-06-01"
+    assert "authorization" not in calls[1].headers
+
+    fail[0] = True
+    now[0] += 61
+    assert await ups.list_models("openai") is None
+    fail[0] = False
+    assert await ups.list_models("openai") is None  # a failure is cached, briefly
+    now[0] += 6
+    assert await ups.list_models("openai") == ["first", "second"]
+    assert await ups.default_model("openai") == "first"
+    await ups.aclose()
+    assert not http.is_closed  # a client passed in belongs to the caller
+    await http.aclose()
+
+
+async def test_unreachable_and_unconfigured_models() -> None:
+    def boom(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("no route", request=request)
+
+    http = httpx.AsyncClient(transport=httpx.MockTransport(boom))
+    settings = Settings(
+        OPENAI_API_KEY=OPENAI_KEY,
+        ANTHROPIC_API_KEY=None,
+        openai_default_model="configured-model",
+        anthropic_default_model=None,
+    )
+    ups = Upstreams(settings, http)
+    assert await ups.list_models("openai") is None
+    assert await ups.default_model("openai") == "configured-model"
+    assert ups.get("anthropic") is None
+    assert await ups.list_models("anthropic") is None
+    assert await ups.default_model("anthropic") is None
+    await http.aclose()
+
+
+def test_base_url_normalisation() -> None:
+    ups = Upstreams(make_settings("https://oa.example/v1/", "https://an.example/"))
+    assert ups.get("openai").url("responses") == "https://oa.example/v1/responses"
+    assert ups.get("anthropic").url("messages") == "https://an.example/v1/messages"
+    ups2 = Upstreams(make_settings("https://oa.example/v1", "https://an.example/v1"))
+    assert ups2.get("anthropic").url("messages") == "https://an.example/v1/messages"
+    assert OPENAI_KEY not in repr(ups.get("openai"))
+
+
+def test_gateway_paths() -> None:
+    assert gateway_path("openai") == "/gateway/openai/v1"
+    assert gateway_path("anthropic") == "/gateway/anthropic"
+    with pytest.raises(ValueError):
+        gateway_path("gemini")

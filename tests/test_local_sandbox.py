@@ -1,0 +1,206 @@
+"""The bubblewrap sandbox, run for real: isolation, environment, streams, and kill."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness_bases.base import Invocation
+from uhp_server.sandbox.base import SandboxError, SessionMounts
+from uhp_server.sandbox.local import LocalSandbox
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
+
+ENV = {"PATH": "/usr/bin:/bin", "HOME": "/home/agent", "UHP_TEST_MARK": "yes"}
+
+
+@pytest.fixture
+def mounts(tmp_path: Path) -> SessionMounts:
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "tool.txt").write_text("tool\n")
+    # workspace and home do not exist yet: the sandbox creates them.
+    return SessionMounts(workspace=tmp_path / "ws", home=tmp_path / "home", tools=tools)
+
+
+@pytest.fixture
+def sandbox() -> LocalSandbox:
+    return LocalSandbox("http://127.0.0.1:8080/")
+
+
+async def run_full(
+    sandbox: LocalSandbox, mounts: SessionMounts, script: str
+) -> tuple[int, list[str], str]:
+    """Run `sh -c script`; returns exit code, stdout lines and the stderr tail."""
+    proc = await sandbox.start(Invocation(["/bin/sh", "-c", script], ENV, "/workspace"), mounts)
+    await proc.close_stdin()
+    out = [line.decode() async for line in proc.lines()]
+    return await proc.wait(), out, proc.stderr_tail()
+
+
+async def run(sandbox: LocalSandbox, mounts: SessionMounts, script: str) -> tuple[int, list[str]]:
+    code, out, _ = await run_full(sandbox, mounts, script)
+    return code, out
+
+
+def test_gateway_url(sandbox: LocalSandbox) -> None:
+    assert sandbox.name == "local"
+    assert sandbox.gateway_url("openai") == "http://127.0.0.1:8080/gateway/openai/v1"
+    assert sandbox.gateway_url("anthropic") == "http://127.0.0.1:8080/gateway/anthropic"
+
+
+async def test_env_is_exactly_the_invocations(
+    sandbox: LocalSandbox, mounts: SessionMounts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-server-secret")
+    monkeypatch.setenv("UHP_API_KEY", "server-key")
+    proc = await sandbox.start(Invocation(["/usr/bin/env"], ENV, "/workspace"), mounts)
+    out = [line.decode() async for line in proc.lines()]
+    assert await proc.wait() == 0
+    env = dict(line.split("=", 1) for line in out)
+    # bwrap itself sets PWD to the --chdir directory; nothing else is added.
+    assert env == {**ENV, "PWD": "/workspace"}
+    assert not any("sk-server-secret" in line or "server-key" in line for line in out)
+
+
+async def test_workspace_writable_and_visible_on_host(
+    sandbox: LocalSandbox, mounts: SessionMounts
+) -> None:
+    code, _ = await run(sandbox, mounts, "echo hi > /workspace/out.txt && echo ok > ~/h.txt")
+    assert code == 0
+    assert (mounts.workspace / "out.txt").read_text() == "hi\n"
+    assert (mounts.home / "h.txt").read_text() == "ok\n"
+
+
+async def test_system_and_tools_read_only(sandbox: LocalSandbox, mounts: SessionMounts) -> None:
+    code, out = await run(
+        sandbox,
+        mounts,
+        "cat /opt/uhp-tools/tool.txt; "
+        "touch /usr/uhp-x 2>/dev/null && echo usr-writable; "
+        "touch /opt/uhp-tools/x 2>/dev/null && echo tools-writable; "
+        "touch /etc/uhp-x 2>/dev/null && echo etc-writable; "
+        "touch /uhp-x 2>/dev/null && echo root-writable; "
+        "touch /tmp/x && echo tmp-ok",
+    )
+    assert code == 0
+    assert out == ["tool", "tmp-ok"]
+    assert not (mounts.tools / "x").exists()
+
+
+async def test_host_paths_outside_mounts_invisible(
+    sandbox: LocalSandbox, mounts: SessionMounts, tmp_path: Path
+) -> None:
+    secret_dir = tmp_path / "outside"
+    secret_dir.mkdir()
+    (secret_dir / "secret.txt").write_text("no")
+    checks = [str(secret_dir / "secret.txt"), str(Path(__file__).resolve()), "/root", "/etc/shadow"]
+    script = "; ".join(f"test -e {p} && echo visible:{p}" for p in checks) + "; echo done"
+    code, out = await run(sandbox, mounts, script)
+    assert out == ["done"]
+    assert code == 0
+
+
+async def test_no_capabilities(sandbox: LocalSandbox, mounts: SessionMounts) -> None:
+    _, out = await run(sandbox, mounts, "grep CapEff /proc/self/status")
+    assert out == ["CapEff:\t0000000000000000"]
+
+
+async def test_loopback_reachable(sandbox: LocalSandbox, mounts: SessionMounts) -> None:
+    # The network namespace is shared on purpose: the gateway listens on the host's loopback.
+    received: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        received.append(await reader.readline())
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        code, _ = await run(sandbox, mounts, f"bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}'")
+        await asyncio.sleep(0.1)
+    assert code == 0
+    assert received == [b"hi\n"]
+
+
+async def test_stdin_stdout_round_trip(sandbox: LocalSandbox, mounts: SessionMounts) -> None:
+    proc = await sandbox.start(Invocation(["/bin/cat"], ENV, "/workspace"), mounts)
+    await proc.write(b"hello\nworld\nno newline")
+    await proc.close_stdin()
+    assert [line async for line in proc.lines()] == [b"hello", b"world", b"no newline"]
+    assert await proc.wait() == 0
+
+
+async def test_five_megabyte_line(sandbox: LocalSandbox, mounts: SessionMounts) -> None:
+    script = "head -c 5000000 /dev/zero | tr '\\0' a; echo; echo after"
+    code, out = await run(sandbox, mounts, script)
+    assert code == 0
+    assert len(out) == 2
+    assert out[0] == "a" * 5_000_000
+    assert out[1] == "after"
+
+
+async def test_stderr_tail(sandbox: LocalSandbox, mounts: SessionMounts) -> None:
+    # 1 MB of stderr must not block the child, and only the tail is kept.
+    script = "head -c 1000000 /dev/zero | tr '\\0' e >&2; echo END-OF-ERR >&2; echo out"
+    code, out, tail = await run_full(sandbox, mounts, script)
+    assert (code, out) == (0, ["out"])
+    assert tail.endswith("END-OF-ERR\n")
+    assert tail.startswith("eeee")
+    assert len(tail) <= 8 * 1024
+
+
+def _pgrep(marker: str) -> list[str]:
+    res = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True, check=False)
+    return res.stdout.split()
+
+
+async def test_kill_stops_the_whole_tree(sandbox: LocalSandbox, mounts: SessionMounts) -> None:
+    # A unique sleep length marks our processes; the setsid'd one ignores SIGHUP and has left
+    # the process group, so only the pid namespace can take it down.
+    marker = f"1000.{secrets.randbelow(10**9):09d}"
+    script = (
+        f"setsid sh -c 'trap \"\" HUP; sleep {marker}' & "
+        f"sleep {marker} & "
+        "sleep 0.3; echo ready; wait"
+    )
+    proc = await sandbox.start(Invocation(["/bin/sh", "-c", script], ENV, "/workspace"), mounts)
+    lines = proc.lines()
+    assert await asyncio.wait_for(anext(lines), 10) == b"ready"
+    assert len(_pgrep(f"sleep {marker}")) >= 2
+    await proc.kill()
+    await proc.kill()  # idempotent
+    for _ in range(50):
+        if not _pgrep(marker):
+            break
+        await asyncio.sleep(0.1)
+    assert _pgrep(marker) == []
+    assert await proc.wait() < 0
+
+
+async def test_missing_bwrap_raises(mounts: SessionMounts) -> None:
+    sandbox = LocalSandbox("http://127.0.0.1:1", bwrap="/nonexistent/bwrap")
+    with pytest.raises(SandboxError):
+        await sandbox.start(Invocation(["/bin/true"], ENV, "/workspace"), mounts)
+
+
+async def test_missing_program_or_cwd_raises(sandbox: LocalSandbox, mounts: SessionMounts) -> None:
+    with pytest.raises(SandboxError):
+        await sandbox.start(Invocation(["/opt/uhp-tools/nope"], ENV, "/workspace"), mounts)
+    with pytest.raises(SandboxError):
+        await sandbox.start(Invocation(["/bin/true"], ENV, "/workspace/missing"), mounts)
+
+
+async def test_bwrap_setup_failure_raises(mounts: SessionMounts, tmp_path: Path) -> None:
+    # A "bwrap" that exits before creating the sandbox (as one without namespaces would).
+    fake = tmp_path / "fake-bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    sandbox = LocalSandbox("http://127.0.0.1:1", bwrap=str(fake))
+    with pytest.raises(SandboxError, match="namespace"):
+        await sandbox.start(Invocation(["/bin/true"], ENV, "/workspace"), mounts)

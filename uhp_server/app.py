@@ -1,0 +1,105 @@
+"""The application factory: builds the server's parts and mounts one router per chapter."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from harness_bases import registry
+from harness_bases.base import HarnessBase
+from storage.db import Database
+from uhp_server.catalog import ModelCatalog
+from uhp_server.context import AppContext
+from uhp_server.engine.recovery import recover
+from uhp_server.engine.runs import RunManager
+from uhp_server.engine.tasks import TaskService
+from uhp_server.engine.turn import TurnExecutor
+from uhp_server.errors import install_error_handlers
+from uhp_server.gateway.proxy import make_gateway_router
+from uhp_server.gateway.tokens import TokenRegistry
+from uhp_server.gateway.upstreams import Upstreams
+from uhp_server.routers import discovery, harnesses, sessions, tasks
+from uhp_server.sandbox.base import Sandbox
+from uhp_server.settings import Settings
+from uhp_server.versioning import VersionMiddleware
+
+log = logging.getLogger("uhp_server.app")
+
+
+def usable_bases(settings: Settings) -> dict[str, HarnessBase]:
+    """Enabled bases whose pinned CLI is installed and runs; the others are left out loudly."""
+    known = registry()
+    usable: dict[str, HarnessBase] = {}
+    for name in settings.enabled_bases:
+        base = known.get(name)
+        if base is None:
+            log.warning("unknown_base", extra={"base": name})
+        elif base.installed_version(settings.tools_dir) != base.cli_version:
+            log.warning(
+                "base_not_installed",
+                extra={"base": name, "hint": f"run: uhp-server bases install {name}"},
+            )
+        else:
+            usable[name] = base
+    return usable
+
+
+def make_sandbox(settings: Settings) -> Sandbox:
+    if settings.sandbox == "local":
+        from uhp_server.sandbox.local import LocalSandbox
+
+        return LocalSandbox(settings.local_gateway_url())
+    raise ValueError(f"unknown sandbox {settings.sandbox!r} (UHP_SANDBOX)")
+
+
+def build_context(settings: Settings, bases: dict[str, HarnessBase] | None = None) -> AppContext:
+    db = Database(settings.db_path)
+    tokens = TokenRegistry()
+    upstreams = Upstreams(settings)
+    catalog = ModelCatalog(upstreams)
+    executor = TurnExecutor(
+        make_sandbox(settings), tokens, settings.tools_dir, settings.cancel_grace_seconds
+    )
+    runs = RunManager(db, executor)
+    enabled = usable_bases(settings) if bases is None else bases
+    return AppContext(
+        settings=settings,
+        db=db,
+        bases=enabled,
+        tokens=tokens,
+        upstreams=upstreams,
+        catalog=catalog,
+        runs=runs,
+        tasks=TaskService(settings, db, enabled, catalog, runs),
+    )
+
+
+def create_app(settings: Settings, bases: dict[str, HarnessBase] | None = None) -> FastAPI:
+    ctx = build_context(settings, bases)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        recover(ctx.db)
+        try:
+            yield
+        finally:
+            await ctx.runs.shutdown()
+            await ctx.upstreams.aclose()
+
+    app = FastAPI(
+        title="UHP Server",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    app.state.ctx = ctx
+    install_error_handlers(app)
+    for router in (discovery.router, harnesses.router, tasks.router, sessions.router):
+        app.include_router(router)
+    app.include_router(make_gateway_router(ctx.tokens, ctx.upstreams))
+    app.add_middleware(VersionMiddleware)
+    return app

@@ -1,0 +1,43 @@
+"""Bearer authentication (Architecture §5). Every route but discovery depends on this.
+
+Missing and unknown tokens get the same answer shape and timing class, so a caller cannot
+tell a wrong token from a revoked one.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from storage import keys
+from storage.models import Principal
+from uhp_server.errors import ApiError
+
+_CHALLENGE = {"WWW-Authenticate": "Bearer"}
+
+
+def _unauthorized(code: str, message: str) -> ApiError:
+    return ApiError(401, code, message, headers=_CHALLENGE)
+
+
+def require_principal(request: Request) -> Principal:
+    ctx = request.app.state.ctx
+    header = request.headers.get("authorization")
+    if not header:
+        raise _unauthorized("missing_credential", "This request needs a bearer token.")
+    scheme, _, token = header.partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise _unauthorized("invalid_credential", "The credential is not valid.")
+    configured = ctx.settings.api_key
+    if configured and hmac.compare_digest(token.encode(), configured.encode()):
+        return keys.ensure_principal(ctx.db, keys.DEFAULT_PRINCIPAL)
+    principal = keys.principal_for_key(ctx.db, token)
+    if principal is None:
+        raise _unauthorized("invalid_credential", "The credential is not valid.")
+    return principal
+
+
+CurrentPrincipal = Annotated[Principal, Depends(require_principal)]

@@ -1,0 +1,132 @@
+"""`uhp-server`: serve, manage API keys, install the pinned agent CLIs."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from harness_bases import registry
+from storage import keys
+from storage.db import Database
+from uhp_server.logs import configure_logging
+from uhp_server.settings import Settings
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides = {}
+    for name in ("host", "port", "data_dir", "sandbox"):
+        value = getattr(args, name, None)
+        if value is not None:
+            overrides[name] = value
+    return Settings(**overrides)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from uhp_server.app import create_app
+
+    settings = _settings(args)
+    configure_logging(settings.log_level)
+    db = Database(settings.db_path)
+    if not settings.api_key and not keys.any_key_exists(db):
+        _key_id, key = keys.create_key(db, keys.DEFAULT_PRINCIPAL)
+        print("Created an API key for the default principal. It is shown only this once:")
+        print(f"  {key}")
+    db.close()
+    app = create_app(settings)
+    print(f"UHP Server listening on http://{settings.host}:{settings.port}", flush=True)
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        timeout_graceful_shutdown=15,
+    )
+    return 0
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    db = Database(settings.db_path)
+    if args.keys_command == "create":
+        key_id, key = keys.create_key(db, args.principal)
+        print(f"{key_id} {key}")
+        return 0
+    if args.keys_command == "revoke":
+        if keys.revoke_key(db, args.key):
+            print("revoked")
+            return 0
+        print("no such active key", file=sys.stderr)
+        return 1
+    for row, principal in keys.list_keys(db):
+        state = "revoked" if row.revoked_at else "active"
+        print(f"{row.id} {principal} {state}")
+    return 0
+
+
+def cmd_bases(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    known = registry()
+    if args.bases_command == "list":
+        for name, base in known.items():
+            version = base.installed_version(settings.tools_dir) or "not installed"
+            print(f"{name} pinned={base.cli_version} installed={version}")
+        return 0
+    names = args.names or settings.enabled_bases
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        print(f"unknown bases: {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    for name in names:
+        base = known[name]
+        print(f"installing {name} {base.cli_version} into {settings.tools_dir} ...", flush=True)
+        base.install(settings.tools_dir)
+        print(f"{name}: {base.installed_version(settings.tools_dir)}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="uhp-server", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def data_dir(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--data-dir", type=Path, help="data folder (UHP_DATA_DIR)")
+
+    serve = sub.add_parser("serve", help="start the server")
+    serve.add_argument("--host", help="listen address (UHP_HOST, default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="listen port (UHP_PORT, default 8080)")
+    serve.add_argument("--sandbox", choices=["local"], help="sandbox backend (UHP_SANDBOX)")
+    data_dir(serve)
+    serve.set_defaults(func=cmd_serve)
+
+    keys_parser = sub.add_parser("keys", help="manage API keys")
+    keys_sub = keys_parser.add_subparsers(dest="keys_command", required=True)
+    create = keys_sub.add_parser("create", help="print a new key for a principal (once)")
+    create.add_argument("--principal", default=keys.DEFAULT_PRINCIPAL)
+    data_dir(create)
+    revoke = keys_sub.add_parser("revoke", help="revoke a key (by id or by the key itself)")
+    revoke.add_argument("key")
+    data_dir(revoke)
+    data_dir(keys_sub.add_parser("list", help="list keys (ids only)"))
+    keys_parser.set_defaults(func=cmd_keys)
+
+    bases = sub.add_parser("bases", help="install and inspect the pinned agent CLIs")
+    bases_sub = bases.add_subparsers(dest="bases_command", required=True)
+    install = bases_sub.add_parser("install", help="install pinned CLIs (default: UHP_BASES)")
+    install.add_argument("names", nargs="*")
+    bases_sub.add_parser("list", help="pinned and installed versions")
+    bases.set_defaults(func=cmd_bases)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

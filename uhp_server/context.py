@@ -1,0 +1,34 @@
+"""The server's long-lived parts, built once per app and reached from routes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+
+from harness_bases.base import HarnessBase
+from storage.db import Database
+from uhp_server.catalog import ModelCatalog
+from uhp_server.engine.runs import RunManager
+from uhp_server.engine.tasks import TaskService
+from uhp_server.settings import Settings
+
+
+@dataclass
+class AppContext:
+    settings: Settings
+    db: Database
+    bases: dict[str, HarnessBase]  # the enabled and installed bases
+    tokens: Any  # gateway.tokens.TokenRegistry
+    upstreams: Any  # gateway.upstreams.Upstreams
+    catalog: ModelCatalog
+    runs: RunManager
+    tasks: TaskService
+
+
+def get_ctx(request: Request) -> AppContext:
+    return request.app.state.ctx
+
+
+Ctx = Annotated[AppContext, Depends(get_ctx)]

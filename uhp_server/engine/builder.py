@@ -1,0 +1,297 @@
+"""The translator: base-neutral AgentEvents in, UHP output items and stream events out.
+
+The builder keeps the response object as the stream has assembled it so far. Every event it
+returns is appended to the response's event log by the caller, which assigns sequence numbers;
+the stream, the blocking answer and the read-back are all folds of that log (see fold.py).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from harness_bases import events as ev
+from uhp_server.ids import new_id
+
+Event = dict[str, Any]
+
+
+def _text_part(text: str) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": []}
+
+
+class ResponseBuilder:
+    def __init__(self, response: dict[str, Any]) -> None:
+        self.response = response
+        self._messages: dict[str, int] = {}  # base item key -> output index (open messages)
+        self._reasoning: dict[str, int] = {}
+        self._calls: dict[str, int] = {}  # base call key -> output index of the function_call
+        self.tool_calls = 0
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        return copy.deepcopy(self.response)
+
+    def created(self) -> list[Event]:
+        return [{"type": "response.created", "response": self.snapshot()}]
+
+    def in_progress(self) -> list[Event]:
+        return [{"type": "response.in_progress", "response": self.snapshot()}]
+
+    def finish(
+        self,
+        status: str,
+        *,
+        error: dict[str, Any] | None = None,
+        incomplete_details: dict[str, Any] | None = None,
+        usage: dict[str, Any] | None = None,
+    ) -> list[Event]:
+        """Close whatever is still open and emit the one terminal event."""
+        out: list[Event] = []
+        item_status = "completed" if status == "completed" else "incomplete"
+        for key in list(self._reasoning):
+            out += self._close_reasoning(key, None, item_status)
+        for key in list(self._messages):
+            out += self._close_message(key, None, item_status)
+        self.response.update(
+            status=status, error=error, incomplete_details=incomplete_details, usage=usage
+        )
+        terminal = {
+            "completed": "response.completed",
+            "incomplete": "response.incomplete",
+        }.get(status, "response.failed")  # failed and cancelled (Streaming §4)
+        out.append({"type": terminal, "response": self.snapshot()})
+        return out
+
+    # -- agent events --------------------------------------------------------------------
+    def apply(self, event: ev.AgentEvent) -> list[Event]:
+        match event:
+            case ev.TextDelta(item=key, delta=delta):
+                return self._text_delta(key, delta)
+            case ev.TextDone(item=key, text=text):
+                return self._close_message(key, text, "completed")
+            case ev.ReasoningDelta(item=key, delta=delta):
+                return self._reasoning_delta(key, delta)
+            case ev.ReasoningDone(item=key, text=text):
+                return self._close_reasoning(key, text, "completed")
+            case ev.ToolCallStarted():
+                return self._tool_call(event)
+            case ev.ToolCallFinished():
+                return self._tool_output(event)
+            case ev.Notice(text=text):
+                key = new_id("message")
+                return self._text_delta(key, text) + self._close_message(key, text, "completed")
+        return []
+
+    # -- messages ------------------------------------------------------------------------
+    def _add_item(self, item: dict[str, Any]) -> tuple[int, Event]:
+        index = len(self.response["output"])
+        self.response["output"].append(item)
+        return index, {
+            "type": "response.output_item.added",
+            "output_index": index,
+            "item": copy.deepcopy(item),
+        }
+
+    def _item_done(self, index: int) -> Event:
+        item = self.response["output"][index]
+        return {
+            "type": "response.output_item.done",
+            "output_index": index,
+            "item": copy.deepcopy(item),
+        }
+
+    def _open_message(self, key: str) -> tuple[int, list[Event]]:
+        if key in self._messages:
+            return self._messages[key], []
+        item = {
+            "id": new_id("message"),
+            "type": "message",
+            "role": "assistant",
+            "status": "in_progress",
+            "content": [],
+        }
+        index, added = self._add_item(item)
+        item["content"].append(_text_part(""))
+        self._messages[key] = index
+        part_added = {
+            "type": "response.content_part.added",
+            "item_id": item["id"],
+            "output_index": index,
+            "content_index": 0,
+            "part": _text_part(""),
+        }
+        return index, [added, part_added]
+
+    def _text_delta(self, key: str, delta: str) -> list[Event]:
+        index, out = self._open_message(key)
+        if not delta:
+            return out
+        item = self.response["output"][index]
+        item["content"][0]["text"] += delta
+        out.append(
+            {
+                "type": "response.output_text.delta",
+                "item_id": item["id"],
+                "output_index": index,
+                "content_index": 0,
+                "delta": delta,
+                "logprobs": [],
+            }
+        )
+        return out
+
+    def _close_message(self, key: str, text: str | None, status: str) -> list[Event]:
+        index, out = self._open_message(key)
+        item = self.response["output"][index]
+        part = item["content"][0]
+        if text is not None and text != part["text"]:
+            # The CLI's final text is authoritative; send what the deltas missed, if anything.
+            if text.startswith(part["text"]):
+                out += self._text_delta(key, text[len(part["text"]) :])
+            else:
+                part["text"] = text
+        del self._messages[key]
+        item["status"] = status
+        out += [
+            {
+                "type": "response.output_text.done",
+                "item_id": item["id"],
+                "output_index": index,
+                "content_index": 0,
+                "text": part["text"],
+                "logprobs": [],
+            },
+            {
+                "type": "response.content_part.done",
+                "item_id": item["id"],
+                "output_index": index,
+                "content_index": 0,
+                "part": copy.deepcopy(part),
+            },
+            self._item_done(index),
+        ]
+        return out
+
+    # -- reasoning -----------------------------------------------------------------------
+    def _open_reasoning(self, key: str) -> tuple[int, list[Event]]:
+        if key in self._reasoning:
+            return self._reasoning[key], []
+        item = {
+            "id": new_id("reasoning"),
+            "type": "reasoning",
+            "summary": [],
+            "status": "in_progress",
+        }
+        index, added = self._add_item(item)
+        item["summary"].append({"type": "summary_text", "text": ""})
+        self._reasoning[key] = index
+        part_added = {
+            "type": "response.reasoning_summary_part.added",
+            "item_id": item["id"],
+            "output_index": index,
+            "summary_index": 0,
+            "part": {"type": "summary_text", "text": ""},
+        }
+        return index, [added, part_added]
+
+    def _reasoning_delta(self, key: str, delta: str) -> list[Event]:
+        index, out = self._open_reasoning(key)
+        if not delta:
+            return out
+        item = self.response["output"][index]
+        item["summary"][0]["text"] += delta
+        out.append(
+            {
+                "type": "response.reasoning_summary_text.delta",
+                "item_id": item["id"],
+                "output_index": index,
+                "summary_index": 0,
+                "delta": delta,
+            }
+        )
+        return out
+
+    def _close_reasoning(self, key: str, text: str | None, status: str) -> list[Event]:
+        index, out = self._open_reasoning(key)
+        item = self.response["output"][index]
+        part = item["summary"][0]
+        if text is not None and text != part["text"]:
+            if text.startswith(part["text"]):
+                out += self._reasoning_delta(key, text[len(part["text"]) :])
+            else:
+                part["text"] = text
+        del self._reasoning[key]
+        item["status"] = status
+        out += [
+            {
+                "type": "response.reasoning_summary_text.done",
+                "item_id": item["id"],
+                "output_index": index,
+                "summary_index": 0,
+                "text": part["text"],
+            },
+            {
+                "type": "response.reasoning_summary_part.done",
+                "item_id": item["id"],
+                "output_index": index,
+                "summary_index": 0,
+                "part": copy.deepcopy(part),
+            },
+            self._item_done(index),
+        ]
+        return out
+
+    # -- tools ---------------------------------------------------------------------------
+    def _tool_call(self, event: ev.ToolCallStarted) -> list[Event]:
+        self.tool_calls += 1
+        arguments = event.arguments if _is_json(event.arguments) else json.dumps(event.arguments)
+        call_id = event.call if event.call.startswith("call") else f"call_{event.call}"
+        item = {
+            "id": new_id("function_call"),
+            "type": "function_call",
+            "call_id": call_id,
+            "name": event.name,
+            "arguments": "",
+            "status": "in_progress",
+        }
+        index, added = self._add_item(item)
+        self._calls[event.call] = index
+        item["arguments"] = arguments
+        item["status"] = "completed"
+        common = {"item_id": item["id"], "output_index": index}
+        return [
+            added,
+            {"type": "response.function_call_arguments.delta", **common, "delta": arguments},
+            {
+                "type": "response.function_call_arguments.done",
+                **common,
+                "name": event.name,
+                "arguments": arguments,
+            },
+            self._item_done(index),
+        ]
+
+    def _tool_output(self, event: ev.ToolCallFinished) -> list[Event]:
+        call_index = self._calls.pop(event.call, None)
+        if call_index is None:
+            return []  # an output for a call we never saw announced: nothing to attach it to
+        call = self.response["output"][call_index]
+        item = {
+            "id": new_id("function_call_output"),
+            "type": "function_call_output",
+            "call_id": call["call_id"],
+            "output": event.output,
+            "status": "completed" if event.ok else "incomplete",
+        }
+        index, added = self._add_item(item)
+        return [added, self._item_done(index)]
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except (TypeError, ValueError):
+        return False
+    return True

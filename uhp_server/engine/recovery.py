@@ -1,0 +1,55 @@
+"""After a restart: no task stays `in_progress` forever, and nothing stored is lost.
+
+A task that was running when the server stopped cannot be re-attached to (its sandbox died
+with the server), so it ends as `failed`, keeping every event it had written.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from storage import responses as response_store
+from storage import sessions as session_store
+from storage.db import Database
+from uhp_server.engine.fold import TERMINAL_TYPES, fold
+
+log = logging.getLogger("uhp_server.recovery")
+
+_INTERRUPTED = {
+    "type": "harness_error",
+    "code": "harness_error",
+    "message": "The server restarted while this task was running.",
+    "param": None,
+    "detail": None,
+}
+
+
+def recover(db: Database) -> int:
+    """Finish every response left in progress; returns how many were finished."""
+    finished = 0
+    for row in response_store.unfinished_responses(db):
+        events = response_store.events_after(db, row.id)
+        if events and events[-1]["type"] in TERMINAL_TYPES:
+            final = events[-1]["response"]
+        elif events:
+            final = fold(events)
+            for item in final["output"]:
+                if item.get("status") == "in_progress":
+                    item["status"] = "incomplete"
+            final.update(status="failed", error=dict(_INTERRUPTED))
+            terminal = {"type": "response.failed", "sequence_number": len(events)}
+            response_store.append_event(db, row.id, len(events), {**terminal, "response": final})
+        else:
+            final = None
+        if final is not None:
+            response_store.finish_response(db, row.id, final)
+        else:
+            response_store.mark_failed_unstored(db, row.id)
+        finished += 1
+    for session in session_store.sessions_with_active_turns(db):
+        session_store.release_session(
+            db, session.id, session.active_response_id or "", "failed", None
+        )
+    if finished:
+        log.info("recovered_unfinished_tasks", extra={"count": finished})
+    return finished

@@ -1,0 +1,350 @@
+"""Accepting a task: resolve harness, session, model and budgets, then start the turn.
+
+Everything from the idempotency record to the `response.created` event happens without an
+await in between, so two racing requests cannot both claim a session or an idempotency key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness_bases.base import HarnessBase
+from storage import harnesses as harness_store
+from storage import responses as response_store
+from storage import sessions as session_store
+from storage.db import Database
+from storage.models import HarnessRow, IdempotencyRow, ResponseRow, SessionRow
+from uhp_server.catalog import ModelCatalog
+from uhp_server.engine.builder import ResponseBuilder
+from uhp_server.engine.eventlog import EventLog
+from uhp_server.engine.inputs import NormalizedInput, normalize_input
+from uhp_server.engine.runs import RunManager
+from uhp_server.engine.turn import Run, TurnPlan
+from uhp_server.errors import VENDOR, ApiError
+from uhp_server.harnesses import default_harness
+from uhp_server.ids import new_id
+from uhp_server.settings import Settings
+
+# Request fields this server acts on; anything else a request carries is named in
+# metadata.ignored_fields (a silently ignored field is indistinguishable from an honoured one).
+HONOURED_FIELDS = frozenset(
+    {
+        "input",
+        "model",
+        "metadata",
+        "stream",
+        "previous_response_id",
+        "instructions",
+        "store",
+        "max_step",
+        "timeout_seconds",
+        "background",
+    }
+)
+# Fields that do not change what runs, left out of the idempotency fingerprint: a retry
+# that switches to streaming is still the same task.
+_DELIVERY_FIELDS = ("stream", "background")
+
+
+@dataclass
+class Accepted:
+    """A submitted task: a new run, or the response an idempotent repeat refers to."""
+
+    response_id: str
+    run: Run | None
+
+
+def fingerprint(body: dict[str, Any]) -> str:
+    payload = {k: v for k, v in body.items() if k not in _DELIVERY_FIELDS}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+class TaskService:
+    def __init__(
+        self,
+        settings: Settings,
+        db: Database,
+        bases: dict[str, HarnessBase],
+        catalog: ModelCatalog,
+        runs: RunManager,
+    ) -> None:
+        self.settings = settings
+        self.db = db
+        self.bases = bases
+        self.catalog = catalog
+        self.runs = runs
+
+    # -- idempotency ---------------------------------------------------------------------
+    def idempotent_target(self, principal_id: str, key: str, body: dict[str, Any]) -> str | None:
+        row = response_store.get_idempotency(self.db, principal_id, key)
+        if row is None:
+            return None
+        if time.time() - row.created_at > self.settings.idempotency_retention_hours * 3600:
+            return None
+        if row.fingerprint != fingerprint(body):
+            raise ApiError(
+                409,
+                VENDOR + "idempotency_key_reused",
+                "This Idempotency-Key was already used with a different request body.",
+                param="Idempotency-Key",
+            )
+        return row.response_id
+
+    # -- submission ----------------------------------------------------------------------
+    async def submit(
+        self, principal_id: str, body: dict[str, Any], idempotency_key: str | None
+    ) -> Accepted:
+        normalized = normalize_input(body["input"])
+        self._check_timeout(body.get("timeout_seconds"))
+        harness, session, previous = self._resolve_chain(principal_id, body)
+        base = self.bases.get(harness.base)
+        if base is None:
+            raise ApiError(
+                503,
+                "harness_unavailable",
+                f"The '{harness.base}' base is not enabled on this server.",
+            )
+        config = harness.config
+        model, model_meta = await self.catalog.resolve(
+            base, config.get("defaultModel"), body.get("model")
+        )
+        max_step, timeout = self._budgets(body, config)
+        # ---- no awaits below this line until the run is registered ----
+        if idempotency_key:
+            winner = self.idempotent_target(principal_id, idempotency_key, body)
+            if winner:
+                return Accepted(winner, None)
+        response_id = new_id("response")
+        session = self._claim_or_create(principal_id, harness, session, response_id, normalized)
+        if idempotency_key and not response_store.put_idempotency(
+            self.db,
+            IdempotencyRow(
+                principal_id=principal_id,
+                key=idempotency_key,
+                fingerprint=fingerprint(body),
+                response_id=response_id,
+                created_at=time.time(),
+            ),
+        ):
+            session_store.release_session(self.db, session.id, response_id, session.status, None)
+            return Accepted(self.idempotent_target(principal_id, idempotency_key, body) or "", None)
+        plan = TurnPlan(
+            base=base,
+            prompt=normalized.prompt,
+            model=model,
+            system_prompt=self._system_prompt(config, body, normalized),
+            disabled_tools=tuple(config.get("disabledTools") or ()),
+            max_step=max_step,
+            timeout_seconds=timeout,
+            max_output_tokens=body.get("max_output_tokens"),
+            native_session_id=session.native_session_id,
+            workspace=self._session_dir(session.id) / "workspace",
+            home=self._session_dir(session.id) / "home",
+        )
+        run = self._new_run(
+            response_id, principal_id, body, harness, session, previous, plan, normalized
+        )
+        run.builder.response["metadata"].update(model_meta)
+        run.builder.response["metadata"].update(self._ignored(body, base))
+        await run.log.append(run.builder.created())
+        self.runs.start(run)
+        return Accepted(response_id, run)
+
+    def _resolve_chain(
+        self, principal_id: str, body: dict[str, Any]
+    ) -> tuple[HarnessRow, SessionRow | None, str | None]:
+        metadata = body.get("metadata") or {}
+        requested_harness = metadata.get("harness_id")
+        previous_id = body.get("previous_response_id")
+        if previous_id:
+            previous = response_store.get_response(self.db, principal_id, previous_id)
+            session = previous and session_store.get_session(
+                self.db, principal_id, previous.session_id
+            )
+            if previous is None or session is None:
+                raise ApiError(
+                    404,
+                    "response_not_found",
+                    "No response with that id.",
+                    param="previous_response_id",
+                )
+            if self._expired(session):
+                raise ApiError(
+                    404,
+                    "session_expired",
+                    "The session this response belongs to has expired.",
+                    param="previous_response_id",
+                )
+            if requested_harness and requested_harness != session.harness_id:
+                raise ApiError(
+                    409,
+                    "harness_mismatch",
+                    "The session was started with a different harness.",
+                    param="metadata.harness_id",
+                )
+            harness = harness_store.get_harness(self.db, principal_id, session.harness_id)
+            if harness is None:
+                raise ApiError(
+                    404,
+                    "harness_not_found",
+                    "The harness this session used has been deleted.",
+                    param="previous_response_id",
+                )
+            return harness, session, previous_id
+        if requested_harness:
+            harness = harness_store.get_harness(self.db, principal_id, str(requested_harness))
+            if harness is None:
+                raise ApiError(
+                    404,
+                    "harness_not_found",
+                    "No harness with that id.",
+                    param="metadata.harness_id",
+                )
+            return harness, None, None
+        harness = default_harness(self.db, principal_id, self.bases)
+        if harness is None:
+            raise ApiError(503, "harness_unavailable", "No harness base is enabled on this server.")
+        return harness, None, None
+
+    def _expired(self, session: SessionRow) -> bool:
+        idle = time.time() - session.updated_at
+        return idle > self.settings.session_retention_days * 86400
+
+    def _budgets(self, body: dict[str, Any], config: dict[str, Any]) -> tuple[int | None, int]:
+        max_step = body.get("max_step")
+        if max_step is None:
+            max_step = config.get("maxStep")
+        limit = self.settings.max_timeout_seconds
+        timeout = body.get("timeout_seconds") or config.get("timeoutSeconds")
+        return max_step, min(int(timeout or self.settings.default_timeout_seconds), limit)
+
+    def _check_timeout(self, timeout: int | None) -> None:
+        limit = self.settings.max_timeout_seconds
+        if timeout is not None and timeout > limit:
+            raise ApiError(
+                400,
+                "invalid_input",
+                f"timeout_seconds may be at most {limit}.",
+                param="timeout_seconds",
+                detail={"max_timeout_seconds": limit},
+            )
+
+    def _claim_or_create(
+        self,
+        principal_id: str,
+        harness: HarnessRow,
+        session: SessionRow | None,
+        response_id: str,
+        normalized: NormalizedInput,
+    ) -> SessionRow:
+        if session is not None:
+            if not session_store.claim_session(self.db, session.id, response_id):
+                live = self.runs.for_session(session.id)
+                retry = live.retry_after_ms() if live else None
+                raise ApiError(
+                    409,
+                    "session_busy",
+                    "A task is already running in this session.",
+                    detail={"retry_after_ms": retry} if retry is not None else None,
+                )
+            return session
+        now = int(time.time())
+        session = SessionRow(
+            id=new_id("session"),
+            principal_id=principal_id,
+            harness_id=harness.id,
+            container_id=new_id("container"),
+            title=_title(normalized.prompt),
+            created_at=now,
+            updated_at=now,
+            active_response_id=response_id,
+        )
+        for sub in ("workspace", "home"):
+            (self._session_dir(session.id) / sub).mkdir(parents=True, exist_ok=True)
+        return session_store.insert_session(self.db, session)
+
+    def _session_dir(self, session_id: str) -> Path:
+        return self.settings.sessions_dir / session_id
+
+    @staticmethod
+    def _system_prompt(
+        config: dict[str, Any], body: dict[str, Any], normalized: NormalizedInput
+    ) -> str:
+        parts = [config.get("systemPrompt") or "", *normalized.instructions]
+        parts.append(body.get("instructions") or "")
+        return "\n\n".join(p for p in parts if p.strip())
+
+    @staticmethod
+    def _ignored(body: dict[str, Any], base: HarnessBase) -> dict[str, Any]:
+        ignored = sorted(k for k in body if k not in HONOURED_FIELDS)
+        if "max_output_tokens" in body and base.honours_max_output_tokens:
+            ignored.remove("max_output_tokens")
+        return {"ignored_fields": ignored} if ignored else {}
+
+    def _new_run(
+        self,
+        response_id: str,
+        principal_id: str,
+        body: dict[str, Any],
+        harness: HarnessRow,
+        session: SessionRow,
+        previous_id: str | None,
+        plan: TurnPlan,
+        normalized: NormalizedInput,
+    ) -> Run:
+        store = body.get("store", True)
+        now = int(time.time())
+        response_store.insert_response(
+            self.db,
+            ResponseRow(
+                id=response_id,
+                principal_id=principal_id,
+                session_id=session.id,
+                previous_response_id=previous_id,
+                status="in_progress",
+                store=store,
+                created_at=now,
+                input_items=normalized.items if store else [],
+            ),
+        )
+        metadata = {k: v for k, v in (body.get("metadata") or {}).items()}
+        metadata.update(session_id=session.id, harness_id=harness.id)
+        response = {
+            "id": response_id,
+            "object": "response",
+            "created_at": now,
+            "status": "in_progress",
+            "error": None,
+            "incomplete_details": None,
+            "previous_response_id": previous_id,
+            "model": plan.model,
+            "output": [],
+            "store": store,
+            "usage": None,
+            "metadata": metadata,
+            # Fields of the borrowed Responses shape that OpenAI-style clients read.
+            "instructions": body.get("instructions"),
+            "background": body.get("background", False),
+            "max_output_tokens": body.get("max_output_tokens"),
+            "parallel_tool_calls": False,
+            "tool_choice": "auto",
+            "tools": [],
+        }
+        return Run(
+            response_id=response_id,
+            principal_id=principal_id,
+            session_id=session.id,
+            plan=plan,
+            log=EventLog(self.db, response_id, persist=store),
+            builder=ResponseBuilder(response),
+        )
+
+
+def _title(prompt: str) -> str:
+    first = prompt.strip().splitlines()[0] if prompt.strip() else ""
+    return first[:80]

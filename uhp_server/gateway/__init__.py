@@ -1,0 +1,17 @@
+"""The model gateway: agents reach models only through it, with a per-turn token."""
+
+from uhp_server.gateway.paths import BACKENDS, gateway_path
+from uhp_server.gateway.proxy import make_gateway_router
+from uhp_server.gateway.tokens import TokenRegistry, TurnGrant, UsageTotals
+from uhp_server.gateway.upstreams import Upstream, Upstreams
+
+__all__ = [
+    "BACKENDS",
+    "TokenRegistry",
+    "TurnGrant",
+    "Upstream",
+    "Upstreams",
+    "UsageTotals",
+    "gateway_path",
+    "make_gateway_router",
+]

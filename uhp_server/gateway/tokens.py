@@ -1,0 +1,109 @@
+"""Per-turn gateway tokens and the token usage the gateway saw pass through for each turn."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+TOKEN_PREFIX = "uhpgw_"
+
+
+@dataclass
+class UsageTotals:
+    """Token counts of one turn, summed over every model call the turn made.
+
+    input_tokens counts every input token the model processed, cache reads and cache writes
+    included (OpenAI already reports it so; Anthropic's parts are added up), so the cache
+    counts are subsets of it and totals mean the same thing for every backend.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    seen: bool = False  # False until an upstream reported usage: then as_uhp() is None
+
+    def add(
+        self,
+        *,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+    ) -> None:
+        self.input_tokens += input_tokens
+        self.output_tokens += output_tokens
+        self.cache_read_tokens += cache_read_tokens
+        self.cache_write_tokens += cache_write_tokens
+        self.seen = True
+
+    def as_uhp(self) -> dict[str, int] | None:
+        """The protocol's `usage` object, or None when no usage was ever reported."""
+        if not self.seen:
+            return None
+        usage = {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "total_tokens": self.input_tokens + self.output_tokens,
+        }
+        if self.cache_read_tokens:
+            usage["cache_read_tokens"] = self.cache_read_tokens
+        if self.cache_write_tokens:
+            usage["cache_write_tokens"] = self.cache_write_tokens
+        return usage
+
+
+@dataclass
+class TurnGrant:
+    """What one turn's token allows: one backend, one model, until expires_at (monotonic)."""
+
+    token: str = field(repr=False)
+    backend: str
+    model: str
+    expires_at: float
+    usage: UsageTotals = field(default_factory=UsageTotals)
+    revoked: bool = False
+
+
+class TokenRegistry:
+    """Issues and checks per-turn tokens. In memory: tokens never outlive the server process."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._grants: dict[str, TurnGrant] = {}
+
+    def __len__(self) -> int:
+        return len(self._grants)
+
+    def issue(self, backend: str, model: str, ttl_seconds: float) -> TurnGrant:
+        self._prune()
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        grant = TurnGrant(
+            token=token, backend=backend, model=model, expires_at=self._clock() + ttl_seconds
+        )
+        self._grants[token] = grant
+        return grant
+
+    def get(self, token: str) -> TurnGrant | None:
+        """The live grant of `token`; None when unknown, revoked or expired."""
+        grant = self._grants.get(token)
+        if grant is None:
+            return None
+        if grant.revoked or grant.expires_at <= self._clock():
+            self._grants.pop(token, None)
+            return None
+        return grant
+
+    def revoke(self, token: str) -> None:
+        """Refuse the token from now on. The caller keeps the grant to read its usage."""
+        grant = self._grants.pop(token, None)
+        if grant is not None:
+            grant.revoked = True
+
+    def _prune(self) -> None:
+        # Turns whose owner never revoked (a crash mid-turn) must not pile up forever.
+        now = self._clock()
+        for token in [t for t, g in self._grants.items() if g.expires_at <= now or g.revoked]:
+            del self._grants[token]

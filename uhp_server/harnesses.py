@@ -1,0 +1,82 @@
+"""Configured harnesses: the wire shape (camelCase), and the defaults every principal gets."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from harness_bases.base import HarnessBase
+from storage import harnesses as harness_store
+from storage.db import Database
+from storage.models import HarnessRow
+from uhp_server.ids import new_id
+
+# Config keys as stored (camelCase, as on the wire) and their defaults.
+CONFIG_DEFAULTS: dict[str, Any] = {
+    "defaultModel": None,
+    "systemPrompt": "",
+    "mcpServers": [],
+    "skills": [],
+    "disabledTools": [],
+    "maxStep": None,
+    "timeoutSeconds": None,
+}
+
+
+def to_wire(row: HarnessRow, base: HarnessBase | None, default_model: str | None) -> dict[str, Any]:
+    config = {**CONFIG_DEFAULTS, **row.config}
+    wire: dict[str, Any] = {
+        "id": row.id,
+        "object": "harness",
+        "name": row.name,
+        "base": row.base,
+        "baseLabel": base.label if base else row.base,
+        "systemPrompt": config["systemPrompt"],
+        "mcpServers": config["mcpServers"],
+        "skills": config["skills"],
+        "disabledTools": config["disabledTools"],
+        "maxStep": config["maxStep"],
+        "timeoutSeconds": config["timeoutSeconds"],
+        "createdAt": row.created_at_ms,
+    }
+    model = config["defaultModel"] or default_model
+    if model:
+        wire["defaultModel"] = model
+    if base is not None:
+        # What this base really enforces (Harnesses §4.3: never overstate it).
+        wire["enforcement"] = {
+            "disabledTools": base.enforcement.disabled_tools,
+            "maxStep": base.enforcement.max_step,
+            "timeoutSeconds": base.enforcement.timeout,
+        }
+    return wire
+
+
+def ensure_defaults(db: Database, principal_id: str, bases: dict[str, HarnessBase]) -> None:
+    """Give the principal one default harness per enabled base, without any configuration."""
+    for name, base in bases.items():
+        if harness_store.default_harness_for(db, principal_id, name) is None:
+            harness_store.insert_harness(
+                db,
+                HarnessRow(
+                    id=new_id("harness"),
+                    principal_id=principal_id,
+                    name=f"{base.label} (default)",
+                    base=name,
+                    config={},
+                    created_at_ms=int(time.time() * 1000),
+                    is_default=True,
+                ),
+            )
+
+
+def default_harness(
+    db: Database, principal_id: str, bases: dict[str, HarnessBase]
+) -> HarnessRow | None:
+    """The harness a task without `metadata.harness_id` runs on: the first enabled base's."""
+    ensure_defaults(db, principal_id, bases)
+    for name in bases:
+        row = harness_store.default_harness_for(db, principal_id, name)
+        if row is not None:
+            return row
+    return None

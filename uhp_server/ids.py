@@ -1,0 +1,24 @@
+"""Random, prefixed identifiers: an id says what it points at and cannot be guessed."""
+
+from __future__ import annotations
+
+import secrets
+
+PREFIXES = {
+    "harness": "chrn_",
+    "response": "resp_",
+    "session": "hsess",
+    "file": "file_",
+    "container": "cntr_",
+    "message": "msg_",
+    "function_call": "fc_",
+    "function_call_output": "fco_",
+    "reasoning": "rs_",
+    "principal": "prin_",
+    "api_key": "key_",
+}
+
+
+def new_id(kind: str) -> str:
+    """A new id of `kind`: its prefix and 128 random bits in hex."""
+    return PREFIXES[kind] + secrets.token_hex(16)

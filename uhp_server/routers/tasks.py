@@ -1,0 +1,201 @@
+"""Tasks chapter: run a task, read it back, list its input, delete it, cancel it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
+
+from storage import responses as response_store
+from storage.models import Principal, ResponseRow
+from uhp_server.auth import CurrentPrincipal
+from uhp_server.context import AppContext, Ctx
+from uhp_server.engine.fold import fold
+from uhp_server.errors import ApiError
+from uhp_server.streaming import sse_response
+
+router = APIRouter()
+
+
+class CreateResponseBody(BaseModel):
+    """POST /v1/responses. Unknown fields are accepted and reported as ignored (Tasks §1.1)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    input: Any
+    model: StrictStr | None = None
+    metadata: dict[str, Any] | None = None
+    stream: StrictBool = False
+    previous_response_id: StrictStr | None = None
+    instructions: StrictStr | None = None
+    store: StrictBool = True
+    max_output_tokens: StrictInt | None = Field(default=None, ge=1)
+    max_step: StrictInt | None = Field(default=None, ge=0)
+    timeout_seconds: StrictInt | None = Field(default=None, ge=1)
+    tools: list[dict[str, Any]] | None = None
+    include: list[StrictStr] | None = None
+    background: StrictBool = False
+
+    @field_validator("input")
+    @classmethod
+    def _input_shape(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, list) and all(isinstance(item, dict) for item in value):
+            return value
+        raise ValueError("must be a string or a list of input items")
+
+    @field_validator("metadata")
+    @classmethod
+    def _harness_id_is_text(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value and "harness_id" in value and not isinstance(value["harness_id"], str):
+            raise ValueError("harness_id must be a string")
+        return value
+
+
+# -- helpers -----------------------------------------------------------------------------
+def _row_or_404(ctx: AppContext, principal: Principal, response_id: str) -> ResponseRow:
+    row = response_store.get_response(ctx.db, principal.id, response_id)
+    if row is None:
+        raise ApiError(404, "response_not_found", "No response with that id.")
+    return row
+
+
+def current_response(ctx: AppContext, row: ResponseRow) -> dict[str, Any]:
+    """The response as it stands: live from the run, else its stored final form."""
+    run = ctx.runs.get(row.id)
+    if run is not None:
+        return run.log.current()
+    if row.final is not None:
+        return row.final
+    if row.store:
+        events = response_store.events_after(ctx.db, row.id)
+        if events:
+            return fold(events)
+    raise ApiError(404, "response_not_found", "That response was not retained (store: false).")
+
+
+async def _events(ctx: AppContext, row: ResponseRow, after: int) -> AsyncIterator[dict[str, Any]]:
+    run = ctx.runs.get(row.id)
+    if run is not None:
+        async for event in run.log.follow(after):
+            yield event
+        return
+    for event in response_store.events_after(ctx.db, row.id, after):
+        yield event
+
+
+async def _deliver(
+    ctx: AppContext, principal: Principal, response_id: str, stream: bool, background: bool
+) -> Any:
+    row = _row_or_404(ctx, principal, response_id)
+    if stream:
+        if ctx.runs.get(row.id) is None and not row.store:
+            raise ApiError(404, "response_not_found", "That response was not retained.")
+        return sse_response(_events(ctx, row, -1), ctx.settings.keepalive_seconds)
+    run = ctx.runs.get(row.id)
+    if run is not None and not background:
+        await run.log.wait_finished()
+    return JSONResponse(current_response(ctx, row))
+
+
+# -- routes ------------------------------------------------------------------------------
+@router.post("/v1/responses")
+async def create_response(
+    body: CreateResponseBody,
+    principal: CurrentPrincipal,
+    ctx: Ctx,
+    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+) -> Any:
+    if idempotency_key is not None and not 0 < len(idempotency_key) <= 255:
+        raise ApiError(
+            400,
+            "invalid_input",
+            "Idempotency-Key must be 1 to 255 characters.",
+            param="Idempotency-Key",
+        )
+    raw = body.model_dump(exclude_unset=True)
+    accepted = None
+    if idempotency_key:
+        existing = ctx.tasks.idempotent_target(principal.id, idempotency_key, raw)
+        if existing:
+            return await _deliver(ctx, principal, existing, body.stream, body.background)
+    accepted = await ctx.tasks.submit(principal.id, raw, idempotency_key)
+    return await _deliver(ctx, principal, accepted.response_id, body.stream, body.background)
+
+
+@router.get("/v1/responses/{response_id}")
+async def get_response(
+    response_id: str,
+    request: Request,
+    principal: CurrentPrincipal,
+    ctx: Ctx,
+    stream: bool = False,
+    starting_after: Annotated[int | None, Query(ge=-1)] = None,
+) -> Any:
+    row = _row_or_404(ctx, principal, response_id)
+    if not stream:
+        return current_response(ctx, row)
+    after = starting_after if starting_after is not None else -1
+    last_event_id = request.headers.get("last-event-id")
+    if last_event_id is not None:
+        if not last_event_id.strip().isdigit():
+            raise ApiError(
+                400,
+                "invalid_input",
+                "Last-Event-ID must be a sequence number.",
+                param="Last-Event-ID",
+            )
+        after = max(after, int(last_event_id))
+    if ctx.runs.get(row.id) is None and not row.store:
+        raise ApiError(404, "response_not_found", "That response was not retained.")
+    return sse_response(_events(ctx, row, after), ctx.settings.keepalive_seconds)
+
+
+@router.get("/v1/responses/{response_id}/input_items")
+def get_input_items(
+    response_id: str,
+    principal: CurrentPrincipal,
+    ctx: Ctx,
+) -> dict[str, Any]:
+    row = _row_or_404(ctx, principal, response_id)
+    if not row.store:
+        raise ApiError(404, "response_not_found", "That response was not retained.")
+    items = row.input_items
+    return {
+        "object": "list",
+        "data": items,
+        "first_id": items[0]["id"] if items else None,
+        "last_id": items[-1]["id"] if items else None,
+        "has_more": False,
+    }
+
+
+@router.delete("/v1/responses/{response_id}")
+def delete_response(
+    response_id: str,
+    principal: CurrentPrincipal,
+    ctx: Ctx,
+) -> dict[str, Any]:
+    row = _row_or_404(ctx, principal, response_id)
+    run = ctx.runs.get(row.id)
+    if run is not None:
+        run.log.persist = False  # deleting never cancels (Tasks §7): the turn runs on, unstored
+    response_store.delete_response(ctx.db, row.id)
+    return {"id": row.id, "object": "response.deleted", "deleted": True}
+
+
+@router.post("/v1/responses/{response_id}/cancel")
+async def cancel_response(
+    response_id: str,
+    principal: CurrentPrincipal,
+    ctx: Ctx,
+) -> dict[str, Any]:
+    row = _row_or_404(ctx, principal, response_id)
+    run = ctx.runs.get(row.id)
+    if run is not None and not run.log.finished:
+        await ctx.runs.cancel(run)
+    return current_response(ctx, row)

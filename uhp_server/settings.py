@@ -1,0 +1,81 @@
+"""Server settings: UHP_* environment variables plus the providers' conventional ones.
+
+Every setting has a default that works on a laptop; README.md documents them all.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _default_tools_dir() -> Path:
+    return Path.home() / ".cache" / "uhp-server" / "tools"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="UHP_", extra="ignore")
+
+    data_dir: Path = Path("./uhp-data")
+    host: str = "127.0.0.1"
+    port: int = 8080
+    # The URL at which sandboxes reach this server (the model gateway). Defaults to the
+    # loopback address of the port the server listens on.
+    gateway_base_url: str | None = None
+    api_key: str | None = None  # UHP_API_KEY: a valid key of the default principal
+    sandbox: str = "local"  # "local" (bubblewrap) or "docker"
+    tools_dir: Path = Field(default_factory=_default_tools_dir)
+    bases: str = "codex"  # comma-separated bases this server enables
+    session_retention_days: float = 30.0  # idle sessions expire after this (session_expired)
+    idempotency_retention_hours: float = 24.0
+    max_timeout_seconds: int = 3600  # the longest wall-clock budget any task gets
+    default_timeout_seconds: int = 1800  # budget of a task that names none
+    keepalive_seconds: float = 15.0
+    cancel_grace_seconds: float = 3.0  # after a clean interrupt, kill the sandbox
+    models_cache_seconds: float = 60.0
+    log_level: str = "INFO"
+
+    # Model upstreams, the conventional way.
+    openai_api_key: str | None = Field(
+        default=None, validation_alias=AliasChoices("OPENAI_API_KEY", "UHP_OPENAI_API_KEY")
+    )
+    openai_base_url: str = Field(
+        default="https://api.openai.com/v1",
+        validation_alias=AliasChoices("OPENAI_BASE_URL", "UHP_OPENAI_BASE_URL"),
+    )
+    openai_default_model: str | None = None  # UHP_OPENAI_DEFAULT_MODEL; else the first listed
+    anthropic_api_key: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("ANTHROPIC_API_KEY", "UHP_ANTHROPIC_API_KEY"),
+    )
+    anthropic_base_url: str = Field(
+        default="https://api.anthropic.com",
+        validation_alias=AliasChoices("ANTHROPIC_BASE_URL", "UHP_ANTHROPIC_BASE_URL"),
+    )
+    anthropic_default_model: str | None = None
+
+    @property
+    def enabled_bases(self) -> list[str]:
+        return [b.strip() for b in self.bases.split(",") if b.strip()]
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / "uhp.sqlite3"
+
+    @property
+    def sessions_dir(self) -> Path:
+        return self.data_dir / "sessions"
+
+    def local_gateway_url(self) -> str:
+        if self.gateway_base_url:
+            return self.gateway_base_url.rstrip("/")
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        return f"http://{host}:{self.port}"
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,63 @@
+"""Version negotiation (Lifecycle §1): every answer says which version served it.
+
+A pure ASGI middleware, so streamed responses pass through untouched and unbuffered.
+"""
+
+from __future__ import annotations
+
+import json
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from uhp_server.errors import error_body, new_correlation_id
+
+SUPPORTED_VERSIONS = ("2026-08-11",)
+DEFAULT_VERSION = SUPPORTED_VERSIONS[0]
+HEADER = b"uhp-version"
+
+
+class VersionMiddleware:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        requested = next((v.decode() for k, v in scope["headers"] if k == HEADER), None)
+        if requested is not None and requested.strip() not in SUPPORTED_VERSIONS:
+            await self._refuse(send)
+            return
+
+        async def send_with_version(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [(k, v) for k, v in message.get("headers", []) if k != HEADER]
+                headers.append((HEADER, DEFAULT_VERSION.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_version)
+
+    @staticmethod
+    async def _refuse(send: Send) -> None:
+        body = error_body(
+            400,
+            "unsupported_protocol_version",
+            "This server does not speak the requested UHP version.",
+            param="UHP-Version",
+            detail={"supported": list(SUPPORTED_VERSIONS)},
+            correlation_id=new_correlation_id(),
+        )
+        payload = json.dumps(body).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 400,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(payload)).encode()),
+                    (HEADER, DEFAULT_VERSION.encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": payload})
