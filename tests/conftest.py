@@ -51,6 +51,7 @@ def server_env(provider: RunningProvider, **extra: str) -> dict[str, str]:
         "OPENAI_API_KEY": PROVIDER_KEY,
         "OPENAI_BASE_URL": provider.base_url,
         "UHP_CANCEL_GRACE_SECONDS": "2",
+        "UHP_KEEPALIVE_SECONDS": "1",
         # A variable the agent must never see (Security §1.1: env built from an allow-list).
         "UHP_SERVER_ONLY_SECRET": "server-secret-do-not-leak",
     }

@@ -33,7 +33,7 @@ class RpcError(Exception):
 
 
 class ConnectionClosed(Exception):
-    """stdout ended before the awaited response."""
+    """The CLI's stdout ended before the awaited response, or its stdin is gone."""
 
 
 def is_request(msg: Message) -> bool:
@@ -60,7 +60,10 @@ class RpcConnection:
     async def _send(self, msg: Message) -> None:
         data = json.dumps(msg, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
         async with self._write_lock:
-            await self._proc.write(data)
+            try:
+                await self._proc.write(data)
+            except (ConnectionError, OSError) as exc:  # the CLI is gone
+                raise ConnectionClosed(f"stdin closed: {exc}") from exc
 
     async def request(self, method: str, params: dict[str, Any]) -> int:
         """Send a request without waiting; returns its id."""

@@ -22,34 +22,46 @@ class RunManager:
     def __init__(self, db: Database, executor: TurnExecutor) -> None:
         self.db = db
         self.executor = executor
-        self._live: dict[str, Run] = {}
-        self._by_session: dict[str, Run] = {}
+        self._live: dict[str, Run] = {}  # by response id, until LINGER_SECONDS after the end
+        self._running: dict[str, Run] = {}  # by session id, until the terminal event
+        self._last: dict[str, Run] = {}  # by session id, until its process is gone
         self._finished_at: dict[str, float] = {}
 
     def get(self, response_id: str) -> Run | None:
         return self._live.get(response_id)
 
     def for_session(self, session_id: str) -> Run | None:
-        return self._by_session.get(session_id)
+        """The task running in the session now, if any."""
+        return self._running.get(session_id)
 
     def start(self, run: Run) -> None:
         self._prune()
+        run.after = self._last.get(run.session_id)
         self._live[run.response_id] = run
-        self._by_session[run.session_id] = run
+        self._running[run.session_id] = run
+        self._last[run.session_id] = run
         run.task = asyncio.create_task(self._execute(run), name=f"turn {run.response_id}")
 
     async def _execute(self, run: Run) -> None:
         try:
-            await self.executor.execute(run)
+            await self.executor.execute(run, self._on_terminal)
+        except Exception:
+            log.exception("turn_crashed", extra={"response_id": run.response_id})
+            self._on_terminal(run)
         finally:
-            final = run.log.current() if run.log.finished else None
-            status = final["status"] if final else "failed"
-            session_store.release_session(
-                self.db, run.session_id, run.response_id, status, run.native_session_id
-            )
-            if self._by_session.get(run.session_id) is run:
-                del self._by_session[run.session_id]
+            if self._last.get(run.session_id) is run:
+                del self._last[run.session_id]
             self._finished_at[run.response_id] = time.monotonic()
+
+    def _on_terminal(self, run: Run) -> None:
+        """The task is over: its session takes the next task at once."""
+        if self._running.get(run.session_id) is not run:
+            return
+        del self._running[run.session_id]
+        status = run.log.current()["status"] if run.log.finished else "failed"
+        session_store.release_session(
+            self.db, run.session_id, run.response_id, status, run.native_session_id
+        )
 
     async def cancel(self, run: Run) -> None:
         """Request a stop and wait (briefly) until the terminal event is written."""

@@ -244,14 +244,8 @@ class TaskService:
     ) -> SessionRow:
         if session is not None:
             if not session_store.claim_session(self.db, session.id, response_id):
-                live = self.runs.for_session(session.id)
-                retry = live.retry_after_ms() if live else None
-                raise ApiError(
-                    409,
-                    "session_busy",
-                    "A task is already running in this session.",
-                    detail={"retry_after_ms": retry} if retry is not None else None,
-                )
+                # No retry_after_ms: how long an agent task will run cannot be known.
+                raise ApiError(409, "session_busy", "A task is already running in this session.")
             return session
         now = int(time.time())
         session = SessionRow(

@@ -11,8 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,14 +64,10 @@ class Run:
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     native_session_id: str | None = None
     cli_usage: ev.Usage | None = None
-    wind_down_until: float | None = None  # monotonic deadline while the process is stopping
+    # The previous turn of this session, still winding down: this turn starts after it.
+    after: Run | None = None
+    stopped: asyncio.Event = field(default_factory=asyncio.Event)  # its process is gone
     task: asyncio.Task[None] | None = None
-
-    def retry_after_ms(self) -> int | None:
-        """How long until the session is free, when that can be known (never guessed)."""
-        if self.wind_down_until is None:
-            return None
-        return max(0, int((self.wind_down_until - time.monotonic()) * 1000))
 
 
 class TurnExecutor:
@@ -82,7 +77,9 @@ class TurnExecutor:
         self.tools_dir = tools_dir
         self.grace_seconds = grace_seconds
 
-    async def execute(self, run: Run) -> None:
+    async def execute(self, run: Run, on_terminal: Callable[[Run], None]) -> None:
+        """Run the turn; `on_terminal` is called once the terminal event is written, before
+        the process is wound down."""
         plan = run.plan
         grant = self.tokens.issue(plan.base.backend, plan.model, plan.timeout_seconds + 300)
         proc: SandboxedProcess | None = None
@@ -91,6 +88,7 @@ class TurnExecutor:
         outcome = Outcome("failed", "harness_error", "The agent could not be started.")
         try:
             await run.log.append(run.builder.in_progress())
+            await self._previous_turn_gone(run)
             spec = self._spec(plan, grant.token)
             invocation = plan.base.prepare(spec)
             mounts = SessionMounts(workspace=plan.workspace, home=plan.home, tools=self.tools_dir)
@@ -102,11 +100,19 @@ class TurnExecutor:
         finally:
             usage = grant.usage.as_uhp() or _cli_usage(run.cli_usage)
             await self._finish(run, outcome, usage)
-            run.wind_down_until = time.monotonic() + self.grace_seconds + 1
+            on_terminal(run)
             try:
                 await self._wind_down(run, proc, agen, pending, outcome)
             finally:
                 self.tokens.revoke(grant.token)
+                run.stopped.set()
+
+    async def _previous_turn_gone(self, run: Run) -> None:
+        """A session's turns never overlap in its workspace, even while one is winding down."""
+        if run.after is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(run.after.stopped.wait(), self.grace_seconds + 5)
+            run.after = None
 
     def _spec(self, plan: TurnPlan, token: str) -> TurnSpec:
         return TurnSpec(

@@ -64,10 +64,13 @@ def _row_or_404(ctx: AppContext, principal: Principal, response_id: str) -> Resp
     return row
 
 
-def current_response(ctx: AppContext, row: ResponseRow) -> dict[str, Any]:
-    """The response as it stands: live from the run, else its stored final form."""
+def current_response(ctx: AppContext, row: ResponseRow, *, replay: bool = False) -> dict[str, Any]:
+    """The response as it stands: live from the run, else its stored final form.
+
+    A finished store=false response is not readable back; only an idempotent repeat of the
+    request that created it (replay) still gets its result while the run is remembered."""
     run = ctx.runs.get(row.id)
-    if run is not None:
+    if run is not None and (row.store or replay or not run.log.finished):
         return run.log.current()
     if row.final is not None:
         return row.final
@@ -89,7 +92,11 @@ async def _events(ctx: AppContext, row: ResponseRow, after: int) -> AsyncIterato
 
 
 async def _deliver(
-    ctx: AppContext, principal: Principal, response_id: str, stream: bool, background: bool
+    ctx: AppContext,
+    principal: Principal,
+    response_id: str,
+    stream: bool,
+    background: bool,
 ) -> Any:
     row = _row_or_404(ctx, principal, response_id)
     if stream:
@@ -99,7 +106,7 @@ async def _deliver(
     run = ctx.runs.get(row.id)
     if run is not None and not background:
         await run.log.wait_finished()
-    return JSONResponse(current_response(ctx, row))
+    return JSONResponse(current_response(ctx, row, replay=True))
 
 
 # -- routes ------------------------------------------------------------------------------

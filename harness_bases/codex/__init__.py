@@ -1,0 +1,5 @@
+"""The Codex base: `codex app-server` driven over JSON-RPC on stdio."""
+
+from harness_bases.codex.base import CodexBase
+
+__all__ = ["CodexBase"]

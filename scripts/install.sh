@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Install UHP Server on this machine: system packages, a virtualenv, the pinned agent CLIs.
+# Idempotent. Usage: bash scripts/install.sh [--test]   (--test adds the test dependencies)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+extras=""
+[[ "${1:-}" == "--test" ]] && extras="[test]"
+
+need_apt=()
+command -v bwrap >/dev/null || need_apt+=(bubblewrap)
+command -v npm >/dev/null || need_apt+=(nodejs npm)
+if ((${#need_apt[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "please install: ${need_apt[*]} (sudo apt-get install -y ${need_apt[*]})" >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+python3 -m venv .venv
+.venv/bin/pip install -q --upgrade pip
+.venv/bin/pip install -q -e ".${extras}"
+.venv/bin/uhp-server bases install
+echo "installed: .venv/bin/uhp-server"

@@ -1,0 +1,562 @@
+"""CodexBase against the real pinned Codex CLI and the scripted provider (no sandbox).
+
+The CLI comes from the shared `codex_installed` fixture (CodexBase.install into the tools
+cache, once per machine). Set UHP_CAPTURE_CODEX_FIXTURES=1 to rewrite the parser fixtures
+in harness_bases/codex/fixtures/ from these live runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import time
+import tomllib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from harness_bases import events as ev
+from harness_bases.base import Invocation, SandboxPaths, TurnSpec
+from harness_bases.codex import CodexBase
+from harness_bases.codex.base import SYSTEM_PATH
+from harness_bases.codex.config import TOKEN_ENV
+from harness_bases.codex.driver import RESUME_FAILED_NOTICE
+from harness_bases.codex.install import binary_path
+from tests.conftest import PROVIDER_KEY
+from tests.scripted_provider import RunningProvider
+
+FIXTURES = Path(__file__).parent.parent / "harness_bases" / "codex" / "fixtures"
+CAPTURE = os.environ.get("UHP_CAPTURE_CODEX_FIXTURES") == "1"
+TERMINAL = (ev.TurnFinished, ev.TurnFailed)
+
+
+class LocalProcess:
+    """The Process protocol over a plain subprocess; records stdout for fixtures."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self._proc = proc
+        self.stdout: list[tuple[float, bytes]] = []
+        self._stderr = bytearray()
+        self._stderr_task = asyncio.ensure_future(self._read_stderr())
+
+    @classmethod
+    async def start(cls, invocation: Invocation) -> LocalProcess:
+        proc = await asyncio.create_subprocess_exec(
+            *invocation.argv,
+            env=invocation.env,
+            cwd=invocation.cwd,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            limit=64 * 1024 * 1024,
+        )
+        return cls(proc)
+
+    async def write(self, data: bytes) -> None:
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(data)
+        await self._proc.stdin.drain()
+
+    async def close_stdin(self) -> None:
+        assert self._proc.stdin is not None
+        if not self._proc.stdin.is_closing():
+            self._proc.stdin.close()
+
+    async def lines(self) -> AsyncIterator[bytes]:
+        assert self._proc.stdout is not None
+        while line := await self._proc.stdout.readline():
+            self.stdout.append((time.monotonic(), line.rstrip(b"\n")))
+            yield line.rstrip(b"\n")
+
+    def stderr_tail(self) -> str:
+        return self._stderr[-4096:].decode(errors="replace")
+
+    async def _read_stderr(self) -> None:
+        assert self._proc.stderr is not None
+        while chunk := await self._proc.stderr.read(65536):
+            self._stderr += chunk
+
+    async def finish(self, timeout: float = 10.0) -> int:
+        try:
+            return await asyncio.wait_for(self._proc.wait(), timeout)
+        except TimeoutError:
+            self._proc.kill()
+            return await self._proc.wait()
+        finally:
+            await self._stderr_task
+
+    def messages(self) -> list[dict]:
+        return [json.loads(line) for _, line in self.stdout if line.strip()]
+
+
+@dataclass
+class Turn:
+    events: list[ev.AgentEvent]
+    proc: LocalProcess
+    started: float
+    first_text_at: float | None = None
+    stamps: list[float] = field(default_factory=list)
+
+    def of(self, kind: type) -> list:
+        return [e for e in self.events if isinstance(e, kind)]
+
+    @property
+    def text(self) -> str:
+        return "".join(e.text for e in self.of(ev.TextDone))
+
+    @property
+    def native_id(self) -> str:
+        return self.of(ev.NativeSession)[0].id
+
+
+@dataclass
+class Env:
+    base: CodexBase
+    provider: RunningProvider
+    tools: Path
+    home: Path
+    workspace: Path
+
+    def spec(self, prompt: str, **kw: object) -> TurnSpec:
+        return TurnSpec(
+            prompt=prompt,
+            model="gpt-test",
+            gateway_url=self.provider.base_url,
+            gateway_token=PROVIDER_KEY,
+            host_workspace=self.workspace,
+            host_home=self.home,
+            host_tools=self.tools,
+            # No sandbox here: the "sandbox" paths are the host folders themselves.
+            paths=SandboxPaths(str(self.workspace), str(self.home), str(self.tools)),
+            **kw,  # type: ignore[arg-type]
+        )
+
+    async def run(
+        self, prompt: str, interrupt_on_text: bool = False, capture: str | None = None, **kw
+    ) -> Turn:
+        """One turn the way the engine runs it: consume until the outcome, then close
+        stdin and drain until the CLI exits."""
+        spec = self.spec(prompt, **kw)
+        started = time.monotonic()
+        proc = await LocalProcess.start(self.base.prepare(spec))
+        turn = Turn([], proc, started)
+        agen = self.base.drive(proc, spec)
+        try:
+            async with asyncio.timeout(60):
+                async for event in agen:
+                    turn.events.append(event)
+                    turn.stamps.append(time.monotonic())
+                    if isinstance(event, ev.TextDelta) and turn.first_text_at is None:
+                        turn.first_text_at = time.monotonic()
+                        if interrupt_on_text:
+                            assert await self.base.interrupt(proc)
+                    if isinstance(event, TERMINAL):
+                        break
+                await proc.close_stdin()
+                async for event in agen:
+                    turn.events.append(event)  # nothing is expected after the outcome
+        finally:
+            await agen.aclose()
+            await proc.finish()
+        if capture and CAPTURE:
+            FIXTURES.mkdir(exist_ok=True)
+            lines = b"\n".join(line for _, line in proc.stdout) + b"\n"
+            (FIXTURES / f"{capture}.jsonl").write_bytes(lines)
+        return turn
+
+
+@pytest.fixture
+def env(codex_installed: Path, provider: RunningProvider, tmp_path: Path) -> Env:
+    provider.reset()
+    # Not under /tmp-like dirs only for tidiness; Codex warns (harmlessly) about /tmp homes.
+    home, workspace = tmp_path / "home", tmp_path / "ws"
+    home.mkdir()
+    workspace.mkdir()
+    return Env(CodexBase(), provider, codex_installed, home, workspace)
+
+
+def responses_bodies(provider: RunningProvider) -> list[dict]:
+    return [r["body"] for r in provider.requests() if r["path"] == "/v1/responses"]
+
+
+@pytest.mark.slow
+def test_installed_version_and_install_is_idempotent(codex_installed: Path) -> None:
+    base = CodexBase()
+    assert base.installed_version(codex_installed) == "0.169.0"
+    started = time.monotonic()
+    base.install(codex_installed)  # already there: no npm run
+    assert time.monotonic() - started < 5
+    assert base.installed_version(codex_installed.parent / "nowhere") is None
+
+
+@pytest.mark.slow
+def test_config_passes_strict_validation(env: Env) -> None:
+    invocation = env.base.prepare(env.spec("x"))
+    assert invocation.argv == [binary_path(str(env.tools)), "app-server"]
+    result = subprocess.run(
+        [*invocation.argv, "--strict-config", "--print-startup-config"],
+        env=invocation.env,
+        cwd=invocation.cwd,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert '"appServerVersion":"0.169.0"' in result.stdout
+
+
+@pytest.mark.slow
+async def test_text_streams_real_deltas(env: Env) -> None:
+    turn = await env.run("SAY hello world, this is streamed", capture="text")
+    deltas = turn.of(ev.TextDelta)
+    assert len(deltas) > 1
+    assert "".join(d.delta for d in deltas) == "hello world, this is streamed"
+    assert turn.text == "hello world, this is streamed"
+    assert isinstance(turn.events[-1], ev.TurnFinished)
+    assert turn.events[0] == ev.NativeSession(turn.native_id)
+    usage = turn.of(ev.Usage)
+    assert usage and usage[-1].input_tokens > 0 and usage[-1].output_tokens > 0
+    request = env.provider.requests()[-1]
+    assert request["headers"]["authorization"] == f"Bearer {PROVIDER_KEY}"
+    assert request["body"]["model"] == "gpt-test"
+
+
+@pytest.mark.slow
+async def test_time_to_first_text(env: Env) -> None:
+    turn = await env.run("SAY hi")
+    assert turn.first_text_at is not None
+    elapsed = turn.first_text_at - turn.started
+    print(f"\ncodex: process start to first TextDelta: {elapsed:.2f}s")
+    assert elapsed < 10
+
+
+@pytest.mark.slow
+async def test_tool_call(env: Env) -> None:
+    turn = await env.run("RUN echo hi\nSAY got {output}", capture="tool_call")
+    (started,) = turn.of(ev.ToolCallStarted)
+    (finished,) = turn.of(ev.ToolCallFinished)
+    assert started.name == "shell"
+    assert "echo hi" in json.loads(started.arguments)["command"]
+    assert finished.call == started.call
+    assert finished.output == "hi\n" and finished.ok
+    assert turn.text == "got hi"
+    assert isinstance(turn.events[-1], ev.TurnFinished)
+
+
+@pytest.mark.slow
+async def test_failed_command_is_not_ok(env: Env) -> None:
+    turn = await env.run("RUN exit 3\nSAY done")
+    (finished,) = turn.of(ev.ToolCallFinished)
+    assert not finished.ok
+
+
+@pytest.mark.slow
+async def test_reasoning_summary(env: Env) -> None:
+    turn = await env.run("THINK plan the work carefully\nSAY x", capture="reasoning")
+    deltas = turn.of(ev.ReasoningDelta)
+    (done,) = turn.of(ev.ReasoningDone)
+    assert deltas and "".join(d.delta for d in deltas) == done.text
+    assert done.text == "plan the work carefully"
+    assert turn.text == "x"
+    assert responses_bodies(env.provider)[0]["reasoning"]["summary"] == "auto"
+
+
+@pytest.mark.slow
+async def test_resume_remembers(env: Env) -> None:
+    first = await env.run("REMEMBER apple")
+    assert first.text == "noted apple"
+    second = await env.run("RECALL", native_session_id=first.native_id, capture="resume")
+    assert second.native_id == first.native_id
+    assert second.text == "you said apple"
+    assert not second.of(ev.Notice)
+    # The usage of the resumed turn is its own, not the thread's running total.
+    assert second.of(ev.Usage)[-1].input_tokens <= 2 * first.of(ev.Usage)[-1].input_tokens
+
+
+@pytest.mark.slow
+async def test_resume_of_lost_transcript_starts_fresh(env: Env) -> None:
+    turn = await env.run("SAY fresh", native_session_id="01a22b3c-0000-7000-8000-000000000000")
+    assert turn.events[0] == ev.Notice(RESUME_FAILED_NOTICE)
+    assert turn.native_id != "01a22b3c-0000-7000-8000-000000000000"
+    assert turn.text == "fresh"
+
+
+@pytest.mark.slow
+async def test_provider_failure(env: Env) -> None:
+    turn = await env.run("FAIL 400 bad", capture="provider_failure")
+    assert turn.events[-1] == ev.TurnFailed("bad", "provider_error")
+    assert len(responses_bodies(env.provider)) == 1  # a 400 is not retried
+
+
+@pytest.mark.slow
+async def test_interrupt_stops_slow_turn(env: Env) -> None:
+    turn = await env.run(
+        "SLOW 10\nSAY " + "word " * 40, interrupt_on_text=True, capture="interrupted"
+    )
+    assert turn.first_text_at is not None
+    outcome = [
+        (stamp, msg)
+        for stamp, line in turn.proc.stdout
+        if (msg := json.loads(line)).get("method") == "turn/completed"
+    ]
+    ((stamp, msg),) = outcome
+    assert msg["params"]["turn"]["status"] == "interrupted"
+    assert stamp - turn.first_text_at < 2
+    # Interrupted: no outcome event (the engine asked for it), and the CLI exited.
+    assert not [e for e in turn.events if isinstance(e, TERMINAL)]
+    assert turn.proc._proc.returncode is not None
+
+
+@pytest.mark.slow
+async def test_tool_env_has_no_gateway_token(env: Env) -> None:
+    turn = await env.run("RUN env\nSAY {output}")
+    (finished,) = turn.of(ev.ToolCallFinished)
+    assert "HOME=" in finished.output
+    assert TOKEN_ENV not in finished.output
+    assert PROVIDER_KEY not in finished.output
+
+
+@pytest.mark.slow
+async def test_system_prompt_and_disabled_tools_reach_the_model(env: Env) -> None:
+    await env.run(
+        "SAY ok",
+        system_prompt="Always answer like a pirate.",
+        disabled_tools=("web_search", "view_image"),
+    )
+    body = json.dumps(responses_bodies(env.provider)[0])
+    assert "Always answer like a pirate." in body
+    assert "Do not use these tools: web_search, view_image." in body
+    assert not (env.workspace / "AGENTS.md").exists()
+
+
+@pytest.mark.slow
+async def test_long_prompt_over_stdin(env: Env) -> None:
+    filler = "x" * (200 * 1024)
+    turn = await env.run(f"SAY long ok\n{filler}")
+    assert turn.text == "long ok"
+    assert filler in json.dumps(responses_bodies(env.provider)[0])
+
+
+# -- fast: prepare, and the driver against replayed real output (no CLI) ----------------------
+
+
+def fast_spec(tmp_path: Path, **kw: object) -> TurnSpec:
+    fields: dict = {
+        "prompt": "SAY hi",
+        "model": "gpt-test",
+        "gateway_url": "http://gateway.invalid/gateway/openai/v1",
+        "gateway_token": "uhp-turn-token",
+        "host_workspace": tmp_path / "ws",
+        "host_home": tmp_path / "home",
+        "host_tools": tmp_path / "tools",
+    }
+    return TurnSpec(**{**fields, **kw})
+
+
+def test_prepare_builds_env_from_nothing_and_writes_config(tmp_path: Path) -> None:
+    invocation = CodexBase().prepare(fast_spec(tmp_path))
+    bin_dir = binary_path("/opt/uhp-tools").rsplit("/bin/", 1)[0]
+    assert SYSTEM_PATH == "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    assert invocation.argv == [binary_path("/opt/uhp-tools"), "app-server"]
+    assert invocation.cwd == "/workspace"
+    assert invocation.env == {
+        "PATH": f"{bin_dir}/codex-path:{SYSTEM_PATH}",
+        "HOME": "/home/agent",
+        "CODEX_HOME": "/home/agent/.codex",
+        "UHP_GATEWAY_TOKEN": "uhp-turn-token",
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+    }
+    config = tomllib.loads((tmp_path / "home" / ".codex" / "config.toml").read_text())
+    assert config["model"] == "gpt-test"
+    assert config["model_provider"] == "uhp_gateway"
+    assert config["model_providers"]["uhp_gateway"] == {
+        "name": "UHP gateway",
+        "base_url": "http://gateway.invalid/gateway/openai/v1",
+        "env_key": "UHP_GATEWAY_TOKEN",
+        "wire_api": "responses",
+        "request_max_retries": 2,
+        "stream_max_retries": 2,
+    }
+    assert config["shell_environment_policy"]["exclude"] == ["UHP_GATEWAY_TOKEN"]
+    assert config["features"]["plugins"] is False
+    assert "uhp-turn-token" not in json.dumps(config)
+    # Rewritten every turn.
+    CodexBase().prepare(fast_spec(tmp_path, model="gpt-test-mini"))
+    config = tomllib.loads((tmp_path / "home" / ".codex" / "config.toml").read_text())
+    assert config["model"] == "gpt-test-mini"
+
+
+def test_binary_path_follows_the_machine() -> None:
+    assert binary_path("/t", "x86_64") == (
+        "/t/codex/0.169.0/node_modules/@openai/codex-linux-x64/vendor/"
+        "x86_64-unknown-linux-musl/bin/codex"
+    )
+    assert binary_path("/t", "aarch64") == (
+        "/t/codex/0.169.0/node_modules/@openai/codex-linux-arm64/vendor/"
+        "aarch64-unknown-linux-musl/bin/codex"
+    )
+
+
+class ReplayProcess:
+    """Plays captured app-server stdout back; a response waits until its request was sent,
+    and stdout ends when stdin is closed (as app-server does)."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self._lines = lines
+        self.written: list[dict] = []
+        self._wrote = asyncio.Event()
+        self._stdin_closed = asyncio.Event()
+
+    async def write(self, data: bytes) -> None:
+        if self._stdin_closed.is_set():
+            raise BrokenPipeError("stdin closed")
+        self.written += [json.loads(line) for line in data.splitlines()]
+        self._wrote.set()
+
+    async def close_stdin(self) -> None:
+        self._stdin_closed.set()
+
+    async def lines(self) -> AsyncIterator[bytes]:
+        for line in self._lines:
+            msg = json.loads(line)
+            if "result" in msg or "error" in msg:
+                while not any(w.get("id") == msg["id"] and "method" in w for w in self.written):
+                    self._wrote.clear()
+                    await self._wrote.wait()
+            yield line.encode()
+        await self._stdin_closed.wait()
+
+    def stderr_tail(self) -> str:
+        return ""
+
+    def requests(self) -> list[dict]:
+        return [w for w in self.written if "method" in w]
+
+
+def fixture_lines(name: str) -> list[str]:
+    return (FIXTURES / f"{name}.jsonl").read_text().splitlines()
+
+
+async def drive_all(proc: ReplayProcess, spec: TurnSpec, base: CodexBase | None = None) -> list:
+    events = []
+    async with asyncio.timeout(10):
+        async for event in (base or CodexBase()).drive(proc, spec):
+            events.append(event)
+    return events
+
+
+async def test_driver_sends_the_exact_protocol(tmp_path: Path) -> None:
+    proc = ReplayProcess(fixture_lines("tool_call"))
+    spec = fast_spec(tmp_path, system_prompt="Be brief.", disabled_tools=("web_search",))
+    events = await drive_all(proc, spec)
+    assert [r["method"] for r in proc.requests()] == [
+        "initialize",
+        "initialized",
+        "thread/start",
+        "turn/start",
+    ]
+    init, initialized, start, turn = proc.requests()
+    assert init["params"]["clientInfo"]["name"] == "uhp-server"
+    assert "id" not in initialized
+    assert start["params"] == {
+        "cwd": "/workspace",
+        "model": "gpt-test",
+        "approvalPolicy": "never",
+        "sandbox": "danger-full-access",
+        "developerInstructions": "Be brief.\n\nDo not use these tools: web_search.",
+    }
+    thread_id = json.loads(fixture_lines("tool_call")[2])["result"]["thread"]["id"]
+    assert turn["params"] == {
+        "threadId": thread_id,
+        "input": [{"type": "text", "text": "SAY hi", "text_elements": []}],
+    }
+    assert events[0] == ev.NativeSession(thread_id)
+    assert isinstance(events[-1], ev.TurnFinished)
+    assert [type(e) for e in events].count(ev.ToolCallStarted) == 1
+
+
+async def test_driver_declines_server_requests(tmp_path: Path) -> None:
+    lines = fixture_lines("text")
+    approval = {
+        "id": 0,
+        "method": "item/commandExecution/requestApproval",
+        "params": {"threadId": "t", "turnId": "u", "itemId": "i"},
+    }
+    refresh = {"id": 1, "method": "account/chatgptAuthTokens/refresh", "params": {}}
+    at = next(i for i, line in enumerate(lines) if '"turn/started"' in line)
+    lines[at:at] = [json.dumps(approval), json.dumps(refresh)]
+    proc = ReplayProcess(lines)
+    events = await drive_all(proc, fast_spec(tmp_path))
+    answers = [w for w in proc.written if "method" not in w]
+    assert answers[0] == {"id": 0, "result": {"decision": "decline"}}
+    assert answers[1]["id"] == 1 and answers[1]["error"]["code"] == -32601
+    assert isinstance(events[-1], ev.TurnFinished)
+
+
+async def test_driver_starts_fresh_when_resume_fails(tmp_path: Path) -> None:
+    # The captured fresh run, renumbered behind a failed thread/resume (id 2).
+    lines = []
+    for line in fixture_lines("text"):
+        msg = json.loads(line)
+        if "result" in msg and msg["id"] >= 2:
+            msg["id"] += 1
+        lines.append(json.dumps(msg))
+    gone = {"id": 2, "error": {"code": -32600, "message": "no rollout found for thread id x"}}
+    lines.insert(1, json.dumps(gone))
+    proc = ReplayProcess(lines)
+    events = await drive_all(proc, fast_spec(tmp_path, native_session_id="x"))
+    methods = [r["method"] for r in proc.requests()]
+    assert methods == ["initialize", "initialized", "thread/resume", "thread/start", "turn/start"]
+    resume = proc.requests()[2]["params"]
+    assert resume["threadId"] == "x" and resume["excludeTurns"] is True
+    assert events[0] == ev.Notice(RESUME_FAILED_NOTICE)
+    assert isinstance(events[1], ev.NativeSession)
+    assert isinstance(events[-1], ev.TurnFinished)
+
+
+async def test_interrupt_sends_turn_interrupt(tmp_path: Path) -> None:
+    lines = fixture_lines("interrupted")
+    base = CodexBase()
+    proc = ReplayProcess(lines)
+    assert not await base.interrupt(proc)  # nothing running yet
+    agen = base.drive(proc, fast_spec(tmp_path))
+    first_text = None
+    async with asyncio.timeout(10):
+        async for event in agen:
+            if isinstance(event, ev.TextDelta):
+                first_text = event
+                break
+        assert first_text is not None
+        assert await base.interrupt(proc)
+        rest = [e async for e in agen]
+    (interrupt,) = [r for r in proc.requests() if r["method"] == "turn/interrupt"]
+    turn_id = next(
+        m["result"]["turn"]["id"]
+        for m in map(json.loads, lines)
+        if "turn" in (m.get("result") or {})
+    )
+    assert interrupt["params"]["turnId"] == turn_id
+    assert not [e for e in rest if isinstance(e, TERMINAL)]
+    assert not await base.interrupt(proc)  # the turn is gone
+
+
+async def test_stdout_eof_before_outcome(tmp_path: Path) -> None:
+    lines = fixture_lines("text")
+    cut = next(i for i, line in enumerate(lines) if '"turn/started"' in line)
+    proc = ReplayProcess(lines[: cut + 1])
+    proc._stdin_closed.set()  # stdout ends right after the replayed lines
+    events = await drive_all(proc, fast_spec(tmp_path))
+    assert events[-1] == ev.TurnFailed("the agent exited unexpectedly", "harness_error")
+
+
+async def test_cli_dying_during_setup(tmp_path: Path) -> None:
+    proc = ReplayProcess([])
+    proc._stdin_closed.set()
+    events = await drive_all(proc, fast_spec(tmp_path))
+    assert events == [ev.TurnFailed("the agent exited unexpectedly", "harness_error")]

@@ -1,0 +1,207 @@
+"""Sessions, cancellation, idempotency, retention: end to end with the real Codex CLI."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import threading
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.schema import check_stream, validate
+from tests.support.server import ServerProcess
+from tests.support.sse import read_stream
+from tests.test_tasks_e2e import create, message_text, wait_terminal
+
+pytestmark = pytest.mark.slow
+
+
+def first_delta(client: httpx.Client, response_id: str) -> None:
+    """Wait until the task has produced text (so a cancel has partial output to keep)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        current = client.get(f"/v1/responses/{response_id}").json()
+        if any(item["type"] == "message" for item in current["output"]):
+            return
+        time.sleep(0.1)
+    raise AssertionError("no text arrived")
+
+
+def agent_processes() -> list[str]:
+    out = subprocess.run(["pgrep", "-af", "app-server"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if "codex" in line]
+
+
+def wait_no_agents(timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while agent_processes() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert agent_processes() == []
+
+
+def test_cancel_answers_fast_keeps_partial_output_and_the_session_continues(
+    client: httpx.Client,
+) -> None:
+    accepted = create(client, {"input": "SLOW 20\nSAY " + "word " * 60, "background": True})
+    rid = accepted["id"]
+    first_delta(client, rid)
+    started = time.monotonic()
+    cancelled = client.post(f"/v1/responses/{rid}/cancel")
+    assert time.monotonic() - started < 1.0
+    assert cancelled.status_code == 200
+    body = cancelled.json()
+    validate("Response", body)
+    assert body["status"] == "cancelled"
+    assert body["error"] is None
+    assert message_text(body).startswith("word")
+    # Idempotent: a second cancel succeeds and changes nothing.
+    again = client.post(f"/v1/responses/{rid}/cancel").json()
+    assert again == body
+    assert client.get(f"/v1/responses/{rid}").json() == body
+    stream = read_stream(client, "GET", f"/v1/responses/{rid}?stream=true")
+    assert check_stream(stream.events)["status"] == "cancelled"
+    assert stream.events[-1]["type"] == "response.failed"
+    wait_no_agents()  # the turn really stopped
+    follow = create(client, {"input": "SAY still here", "previous_response_id": rid})
+    assert follow["status"] == "completed" and message_text(follow) == "still here"
+
+
+def test_session_cancel_stops_whatever_runs_in_the_session(client: httpx.Client) -> None:
+    first = create(client, {"input": "SAY start"})
+    session_id = first["metadata"]["session_id"]
+    running = create(
+        client,
+        {
+            "input": "SLOW 20\nSAY " + "more " * 40,
+            "previous_response_id": first["id"],
+            "background": True,
+        },
+    )
+    first_delta(client, running["id"])
+    answer = client.post(f"/v1/sessions/{session_id}/cancel")
+    assert answer.status_code == 200
+    assert answer.json()["status"] == "cancelled"
+    assert client.get(f"/v1/responses/{running['id']}").json()["status"] == "cancelled"
+    # Nothing running: cancelling the session again is fine.
+    assert client.post(f"/v1/sessions/{session_id}/cancel").status_code == 200
+    wait_no_agents()
+
+
+def test_one_task_at_a_time_per_session(client: httpx.Client) -> None:
+    first = create(client, {"input": "SAY one"})
+    running = create(
+        client,
+        {"input": "SLOW 4\nSAY two", "previous_response_id": first["id"], "background": True},
+    )
+    busy = client.post(
+        "/v1/responses", json={"input": "SAY three", "previous_response_id": first["id"]}
+    )
+    assert busy.status_code == 409
+    error = busy.json()["error"]
+    assert error["code"] == "session_busy"
+    assert "retry_after_ms" not in (error["detail"] or {})  # unknown while running: omitted
+    # Different sessions run concurrently.
+    other = create(client, {"input": "SAY parallel"})
+    assert other["status"] == "completed"
+    assert wait_terminal(client, running["id"])["status"] == "completed"
+
+
+def test_continuing_with_a_different_harness_is_a_conflict(client: httpx.Client) -> None:
+    first = create(client, {"input": "SAY one"})
+    answer = client.post(
+        "/v1/responses",
+        json={
+            "input": "SAY two",
+            "previous_response_id": first["id"],
+            "metadata": {"harness_id": "chrn_someotherharness"},
+        },
+    )
+    assert answer.status_code == 409
+    assert answer.json()["error"]["code"] == "harness_mismatch"
+    same = create(
+        client,
+        {
+            "input": "SAY two",
+            "previous_response_id": first["id"],
+            "metadata": {"harness_id": first["metadata"]["harness_id"]},
+        },
+    )
+    assert same["status"] == "completed"
+
+
+def _provider_calls(provider: Any, marker: str) -> int:
+    return sum(
+        marker in str(r["body"]) for r in provider.requests() if r["path"] == "/v1/responses"
+    )
+
+
+def test_an_idempotent_repeat_returns_the_first_result_and_never_runs_twice(
+    client: httpx.Client, provider: Any
+) -> None:
+    marker = f"idem-{time.time_ns()}"
+    headers = {"Idempotency-Key": marker}
+    body = {"input": f"SLOW 2\nSAY {marker}"}
+    results: list[dict[str, Any]] = []
+
+    def send() -> None:
+        results.append(create(client, body, headers=headers))
+
+    threads = [threading.Thread(target=send) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.3)  # the repeats arrive while the first is still running
+    for thread in threads:
+        thread.join()
+    assert len({r["id"] for r in results}) == 1
+    assert all(r == results[0] for r in results)
+    assert results[0]["status"] == "completed"
+    replay = create(client, body, headers=headers)
+    assert replay == results[0]
+    streamed = read_stream(
+        client, "POST", "/v1/responses", json={**body, "stream": True}, headers=headers
+    )
+    assert check_stream(streamed.events) == results[0]
+    assert _provider_calls(provider, marker) == 1
+    conflict = client.post("/v1/responses", json={"input": "SAY other"}, headers=headers)
+    assert conflict.status_code == 409
+    assert conflict.json()["error"]["code"].endswith("idempotency_key_reused")
+
+
+def test_store_false_is_not_retained(client: httpx.Client, server: ServerProcess) -> None:
+    result = create(client, {"input": "SAY not kept", "store": False})
+    assert result["store"] is False and message_text(result) == "not kept"
+    assert client.get(f"/v1/responses/{result['id']}").status_code == 404
+    assert client.get(f"/v1/responses/{result['id']}/input_items").status_code == 404
+    with sqlite3.connect(server.data_dir / "uhp.sqlite3") as db:
+        events = db.execute(
+            "SELECT count(*) FROM event WHERE response_id = ?", (result["id"],)
+        ).fetchone()[0]
+        row = db.execute(
+            "SELECT final, input_items FROM response WHERE id = ?", (result["id"],)
+        ).fetchone()
+    assert events == 0
+    assert row[0] in (None, "null") and row[1] == "[]"
+
+
+def test_delete_never_cancels_a_running_task(client: httpx.Client, server: ServerProcess) -> None:
+    accepted = create(client, {"input": "SLOW 3\nSAY finishes anyway", "background": True})
+    rid = accepted["id"]
+    deleted = client.delete(f"/v1/responses/{rid}")
+    assert deleted.status_code == 200 and deleted.json()["deleted"] is True
+    assert client.get(f"/v1/responses/{rid}").status_code == 404
+    assert client.delete(f"/v1/responses/{rid}").status_code == 404
+    session_id = accepted["metadata"]["session_id"]
+    deadline = time.monotonic() + 30
+    status = None
+    while time.monotonic() < deadline:
+        with sqlite3.connect(server.data_dir / "uhp.sqlite3") as db:
+            status, active = db.execute(
+                "SELECT status, active_response_id FROM session WHERE id = ?", (session_id,)
+            ).fetchone()
+        if active is None:
+            break
+        time.sleep(0.2)
+    assert status == "completed"  # it ran to the end, uncancelled
