@@ -13,8 +13,8 @@ import os
 import subprocess
 import time
 import tomllib
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -26,6 +26,7 @@ from harness_bases.codex.base import SYSTEM_PATH
 from harness_bases.codex.config import TOKEN_ENV
 from harness_bases.codex.driver import RESUME_FAILED_NOTICE
 from harness_bases.codex.install import binary_path
+from harness_bases.codex.instructions import UPDATE_PREFIX, update_message
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
 
@@ -99,7 +100,7 @@ class Turn:
     proc: LocalProcess
     started: float
     first_text_at: float | None = None
-    stamps: list[float] = field(default_factory=list)
+    interrupted_at: float | None = None
 
     def of(self, kind: type) -> list:
         return [e for e in self.events if isinstance(e, kind)]
@@ -136,7 +137,11 @@ class Env:
         )
 
     async def run(
-        self, prompt: str, interrupt_on_text: bool = False, capture: str | None = None, **kw
+        self,
+        prompt: str,
+        interrupt_when: Callable[[Turn], bool] | None = None,
+        capture: str | None = None,
+        **kw: object,
     ) -> Turn:
         """One turn the way the engine runs it: consume until the outcome, then close
         stdin and drain until the CLI exits."""
@@ -149,11 +154,11 @@ class Env:
             async with asyncio.timeout(60):
                 async for event in agen:
                     turn.events.append(event)
-                    turn.stamps.append(time.monotonic())
                     if isinstance(event, ev.TextDelta) and turn.first_text_at is None:
                         turn.first_text_at = time.monotonic()
-                        if interrupt_on_text:
-                            assert await self.base.interrupt(proc)
+                    if turn.interrupted_at is None and interrupt_when and interrupt_when(turn):
+                        turn.interrupted_at = time.monotonic()
+                        assert await self.base.interrupt(proc)
                     if isinstance(event, TERMINAL):
                         break
                 await proc.close_stdin()
@@ -172,7 +177,7 @@ class Env:
 @pytest.fixture
 def env(codex_installed: Path, provider: RunningProvider, tmp_path: Path) -> Env:
     provider.reset()
-    # Not under /tmp-like dirs only for tidiness; Codex warns (harmlessly) about /tmp homes.
+    # Under /tmp, Codex warns on stderr that it will not create helper aliases; harmless.
     home, workspace = tmp_path / "home", tmp_path / "ws"
     home.mkdir()
     workspace.mkdir()
@@ -293,23 +298,41 @@ async def test_provider_failure(env: Env) -> None:
     assert len(responses_bodies(env.provider)) == 1  # a 400 is not retried
 
 
-@pytest.mark.slow
-async def test_interrupt_stops_slow_turn(env: Env) -> None:
-    turn = await env.run(
-        "SLOW 10\nSAY " + "word " * 40, interrupt_on_text=True, capture="interrupted"
-    )
-    assert turn.first_text_at is not None
-    outcome = [
+def outcome_line(turn: Turn) -> tuple[float, dict]:
+    """When and what the CLI reported as the turn's outcome (turn/completed)."""
+    ((stamp, msg),) = [
         (stamp, msg)
         for stamp, line in turn.proc.stdout
         if (msg := json.loads(line)).get("method") == "turn/completed"
     ]
-    ((stamp, msg),) = outcome
-    assert msg["params"]["turn"]["status"] == "interrupted"
-    assert stamp - turn.first_text_at < 2
+    return stamp, msg["params"]["turn"]
+
+
+@pytest.mark.slow
+async def test_interrupt_stops_slow_turn(env: Env) -> None:
+    turn = await env.run(
+        "SLOW 10\nSAY " + "word " * 40,
+        interrupt_when=lambda t: t.first_text_at is not None,
+        capture="interrupted",
+    )
+    assert turn.interrupted_at is not None
+    stamp, outcome = outcome_line(turn)
+    assert outcome["status"] == "interrupted"
+    assert stamp - turn.interrupted_at < 2
     # Interrupted: no outcome event (the engine asked for it), and the CLI exited.
     assert not [e for e in turn.events if isinstance(e, TERMINAL)]
     assert turn.proc._proc.returncode is not None
+
+
+@pytest.mark.slow
+async def test_interrupt_stops_a_tool_loop(env: Env) -> None:
+    # What the engine does at a spent max_step: interrupt at the next tool call.
+    turn = await env.run("LOOP", interrupt_when=lambda t: len(t.of(ev.ToolCallStarted)) == 3)
+    assert turn.interrupted_at is not None
+    stamp, outcome = outcome_line(turn)
+    assert outcome["status"] == "interrupted"
+    assert stamp - turn.interrupted_at < 2
+    assert len(turn.of(ev.ToolCallStarted)) <= 4
 
 
 @pytest.mark.slow
@@ -332,6 +355,25 @@ async def test_system_prompt_and_disabled_tools_reach_the_model(env: Env) -> Non
     assert "Always answer like a pirate." in body
     assert "Do not use these tools: web_search, view_image." in body
     assert not (env.workspace / "AGENTS.md").exists()
+
+
+@pytest.mark.slow
+async def test_changed_instructions_reach_a_resumed_thread(env: Env) -> None:
+    first = await env.run("SAY one", system_prompt="Alpha rule.")
+    same = await env.run("SAY two", system_prompt="Alpha rule.", native_session_id=first.native_id)
+    changed = await env.run(
+        "SAY three",
+        system_prompt="Beta rule.",
+        disabled_tools=("web_search",),
+        native_session_id=first.native_id,
+    )
+    assert changed.text == "three"
+    bodies = [json.dumps(body) for body in responses_bodies(env.provider)]
+    assert all(UPDATE_PREFIX not in body for body in bodies[:2])  # unchanged: not repeated
+    assert bodies[2].count("Alpha rule.") == 1
+    assert f"{UPDATE_PREFIX} Follow these instead:\\n\\nBeta rule.\\n\\n" in bodies[2]
+    assert "Do not use these tools: web_search." in bodies[2]
+    assert same.text == "two"
 
 
 @pytest.mark.slow
@@ -560,3 +602,23 @@ async def test_cli_dying_during_setup(tmp_path: Path) -> None:
     proc._stdin_closed.set()
     events = await drive_all(proc, fast_spec(tmp_path))
     assert events == [ev.TurnFailed("the agent exited unexpectedly", "harness_error")]
+
+
+def test_instruction_updates() -> None:
+    assert update_message("a", "a") is None
+    assert update_message(None, None) is None and update_message("", None) is None
+    assert update_message(None, "new") == f"{UPDATE_PREFIX} Follow these instead:\n\nnew"
+    assert update_message("old", None) == UPDATE_PREFIX
+
+
+async def test_interrupt_before_the_turn_exists(tmp_path: Path) -> None:
+    base = CodexBase()
+    proc = ReplayProcess(fixture_lines("text"))
+    events = []
+    async with asyncio.timeout(10):
+        async for event in base.drive(proc, fast_spec(tmp_path)):
+            events.append(event)
+            if isinstance(event, ev.NativeSession):
+                assert await base.interrupt(proc)
+    assert [type(e) for e in events] == [ev.NativeSession]
+    assert "turn/start" not in [r["method"] for r in proc.requests()]

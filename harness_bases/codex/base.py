@@ -10,7 +10,7 @@ from harness_bases import events as ev
 from harness_bases.base import Enforcement, HarnessBase, Invocation, Process, TurnSpec
 from harness_bases.codex import install as installer
 from harness_bases.codex.config import TOKEN_ENV, write_config
-from harness_bases.codex.driver import LiveTurn, drive_turn
+from harness_bases.codex.driver import LiveTurn, answer_request, drive_turn
 from harness_bases.codex.rpc import RpcConnection
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ class CodexBase(HarnessBase):
         return Invocation(argv=argv, env=env, cwd=turn.paths.workspace)
 
     async def drive(self, proc: Process, turn: TurnSpec) -> AsyncIterator[ev.AgentEvent]:
-        live = LiveTurn(RpcConnection(proc))
+        live = LiveTurn(RpcConnection(proc, answer_request))
         self._live[id(proc)] = live
         try:
             async for event in drive_turn(proc, turn, live):
@@ -64,13 +64,10 @@ class CodexBase(HarnessBase):
 
     async def interrupt(self, proc: Process) -> bool:
         live = self._live.get(id(proc))
-        if live is None or live.thread_id is None or live.turn_id is None:
+        if live is None:
             return False
-        params = {"threadId": live.thread_id, "turnId": live.turn_id}
         try:
-            # Not awaited: the driver reads the answer (and turn/completed) off stdout.
-            await live.rpc.request("turn/interrupt", params)
+            return await live.interrupt()
         except Exception:
             log.warning("codex_interrupt_failed", exc_info=True)
             return False
-        return True

@@ -15,10 +15,11 @@ from typing import Any
 
 from harness_bases import events as ev
 from harness_bases.base import Process, TurnSpec
+from harness_bases.codex import instructions
 from harness_bases.codex.install import CLI_VERSION
 from harness_bases.codex.parser import CodexParser
 from harness_bases.codex.replies import reply_for
-from harness_bases.codex.rpc import ConnectionClosed, RpcConnection, RpcError, is_request
+from harness_bases.codex.rpc import ConnectionClosed, RpcConnection, RpcError
 
 log = logging.getLogger(__name__)
 
@@ -33,14 +34,17 @@ class LiveTurn:
     rpc: RpcConnection
     thread_id: str | None = None
     turn_id: str | None = None
+    interrupt_requested: bool = False  # asked before the turn id was known
 
-
-def developer_instructions(turn: TurnSpec) -> str | None:
-    """The system prompt plus the disabled tools, as standing developer instructions."""
-    parts = [turn.system_prompt.strip()] if turn.system_prompt.strip() else []
-    if turn.disabled_tools:
-        parts.append(f"Do not use these tools: {', '.join(turn.disabled_tools)}.")
-    return "\n\n".join(parts) or None
+    async def interrupt(self) -> bool:
+        """Send turn/interrupt now, or as soon as the turn exists. The driver reads the
+        answer (and turn/completed) off stdout."""
+        self.interrupt_requested = True
+        if self.thread_id is None or self.turn_id is None:
+            return True
+        params = {"threadId": self.thread_id, "turnId": self.turn_id}
+        await self.rpc.request("turn/interrupt", params)
+        return True
 
 
 def _thread_params(turn: TurnSpec) -> dict[str, Any]:
@@ -49,52 +53,63 @@ def _thread_params(turn: TurnSpec) -> dict[str, Any]:
         "model": turn.model,
         "approvalPolicy": "never",
         "sandbox": "danger-full-access",
-        "developerInstructions": developer_instructions(turn),
+        "developerInstructions": instructions.developer_instructions(turn),
     }
 
 
 async def _open_thread(live: LiveTurn, turn: TurnSpec) -> AsyncIterator[ev.AgentEvent]:
     """Resume the turn's native session when there is one, else start a thread."""
     rpc = live.rpc
+    codex_home = turn.host_home / ".codex"
+    wanted = instructions.developer_instructions(turn)
     if turn.native_session_id:
         params = {**_thread_params(turn), "threadId": turn.native_session_id}
         try:
             # excludeTurns: we do not need the old history echoed back to us.
             result = await rpc.call("thread/resume", {**params, "excludeTurns": True})
-            live.thread_id = str(result["thread"]["id"])
-            return
         except RpcError as exc:
             log.warning("codex_resume_failed", extra={"error": exc.message})
             yield ev.Notice(RESUME_FAILED_NOTICE)
+        else:
+            live.thread_id = str(result["thread"]["id"])
+            told = instructions.recorded(codex_home, live.thread_id)
+            update = instructions.update_message(told, wanted)
+            if update is not None:
+                items = [instructions.developer_item(update)]
+                await rpc.call("thread/inject_items", {"threadId": live.thread_id, "items": items})
+                instructions.record(codex_home, live.thread_id, wanted)
+            return
     result = await rpc.call("thread/start", _thread_params(turn))
     live.thread_id = str(result["thread"]["id"])
+    instructions.record(codex_home, live.thread_id, wanted)
 
 
-async def _answer(rpc: RpcConnection, msg: dict[str, Any]) -> None:
-    method = str(msg.get("method"))
-    reply = reply_for(method)
+async def answer_request(method: str, params: dict[str, Any]) -> dict[str, Any] | None:
+    """How the driver answers app-server's requests (approvals, questions): declined."""
     log.info("codex_server_request", extra={"method": method})
-    if reply is None:
-        await rpc.respond_error(msg["id"], -32601, f"{method} is not supported by this client")
-    else:
-        await rpc.respond(msg["id"], reply)
+    return reply_for(method)
 
 
 async def drive_turn(proc: Process, turn: TurnSpec, live: LiveTurn) -> AsyncIterator[ev.AgentEvent]:
     rpc = live.rpc
-    parser: CodexParser | None = None
     try:
         client = {"name": CLIENT_NAME, "title": "UHP Server", "version": CLI_VERSION}
         await rpc.call("initialize", {"clientInfo": client})
         await rpc.notify("initialized")
         async for notice in _open_thread(live, turn):
             yield notice
-        assert live.thread_id is not None
-        yield ev.NativeSession(live.thread_id)
+        thread_id = str(live.thread_id)
+        yield ev.NativeSession(thread_id)
+        if live.interrupt_requested:  # stopped before it began: no turn to start
+            with contextlib.suppress(Exception):
+                await proc.close_stdin()
+            return
         text = {"type": "text", "text": turn.prompt, "text_elements": []}
-        result = await rpc.call("turn/start", {"threadId": live.thread_id, "input": [text]})
+        result = await rpc.call("turn/start", {"threadId": thread_id, "input": [text]})
         live.turn_id = str(result["turn"]["id"])
-        parser = CodexParser(thread_id=live.thread_id, turn_id=live.turn_id)
+        if live.interrupt_requested:  # asked while turn/start was under way
+            await live.interrupt()
+        parser = CodexParser(thread_id=thread_id, turn_id=live.turn_id)
     except ConnectionClosed:
         log.warning("codex_exited_during_setup", extra={"stderr": proc.stderr_tail()})
         yield ev.TurnFailed("the agent exited unexpectedly", "harness_error")
@@ -108,10 +123,6 @@ async def drive_turn(proc: Process, turn: TurnSpec, live: LiveTurn) -> AsyncIter
         msg = await rpc.next_message()
         if msg is None:
             break
-        if is_request(msg):
-            with contextlib.suppress(ConnectionClosed):
-                await _answer(rpc, msg)
-            continue
         if parser.finished:
             continue  # draining until the CLI exits, so its transcript is complete
         for event in parser.feed(msg):

@@ -6,73 +6,16 @@ the previous turn's token usage before ours starts, and sub-agents run threads o
 
 from __future__ import annotations
 
-import json
-import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness_bases import events as ev
-
-log = logging.getLogger(__name__)
+from harness_bases.codex.failures import classify_failure
+from harness_bases.codex.tool_items import tool_call_finished, tool_call_started
 
 Message = dict[str, Any]
 
 SUMMARY_SEPARATOR = "\n\n"  # between reasoning summary parts, in deltas and in the whole
-
-# codexErrorInfo values that say the model provider (via our gateway) failed the request.
-_PROVIDER_ERRORS = {
-    "contextWindowExceeded",
-    "usageLimitExceeded",
-    "rateLimitExceeded",
-    "serverOverloaded",
-    "modelNotFound",
-    "internalServerError",
-    "unauthorized",
-    "flexUnavailable",
-    "policyCapacityUnavailable",
-    "cyberPolicy",
-    "misalignmentPolicyViolation",
-}
-# Object-shaped codexErrorInfo variants: HTTP trouble talking to the provider.
-_PROVIDER_HTTP_ERRORS = {
-    "httpConnectionFailed",
-    "responseStreamConnectionFailed",
-    "responseStreamDisconnected",
-    "responseTooManyFailedAttempts",
-}
-
-
-def classify_failure(error: dict[str, Any] | None) -> ev.TurnFailed:
-    """A TurnFailed for Codex's TurnError, with code `provider_error` when the model
-    provider failed the request and `harness_error` otherwise."""
-    if not error:
-        return ev.TurnFailed("The agent reported a failure without details.", "harness_error")
-    raw = str(error.get("message") or "The agent reported a failure.")
-    info = error.get("codexErrorInfo")
-    body_message = _http_error_body_message(raw)
-    provider = (
-        (isinstance(info, str) and info in _PROVIDER_ERRORS)
-        or (isinstance(info, dict) and bool(_PROVIDER_HTTP_ERRORS & info.keys()))
-        # A 400 from upstream arrives as codexErrorInfo "other" whose message is the
-        # provider's raw error body ({"error": {...}}); nothing else in Codex looks so.
-        or body_message is not None
-    )
-    message = body_message or raw
-    return ev.TurnFailed(message, "provider_error" if provider else "harness_error")
-
-
-def _http_error_body_message(text: str) -> str | None:
-    """The message of an OpenAI-style error body, if `text` is one."""
-    try:
-        body = json.loads(text)
-    except ValueError:
-        return None
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict):
-        return str(error.get("message") or text)
-    if isinstance(error, str):
-        return error
-    return None
 
 
 @dataclass
@@ -190,7 +133,7 @@ class CodexParser:
 
     def _item_started(self, params: dict[str, Any]) -> list[ev.AgentEvent]:
         item = params.get("item") or {}
-        started = _tool_call_started(item)
+        started = tool_call_started(item)
         if started is None:
             return []
         self._open_calls.add(started.call)
@@ -205,12 +148,12 @@ class CodexParser:
             parts = item.get("summary") or item.get("content") or []
             whole = SUMMARY_SEPARATOR.join(str(p) for p in parts)
             return self._done(self._reasoning, item_id, whole, text=False)
-        finished = _tool_call_finished(item)
+        finished = tool_call_finished(item)
         if finished is None:
             return []
         out: list[ev.AgentEvent] = []
         if item_id not in self._open_calls:  # e.g. declined before it ever started
-            started = _tool_call_started(item)
+            started = tool_call_started(item)
             if started is not None:
                 out.append(started)
         self._open_calls.discard(item_id)
@@ -262,79 +205,3 @@ _HANDLERS = {
     "thread/tokenUsage/updated": CodexParser._token_usage,
     "mcpServer/startupStatus/updated": CodexParser._mcp_status,
 }
-
-
-# -- tool-like items -------------------------------------------------------------------------
-
-
-def _tool_call_started(item: dict[str, Any]) -> ev.ToolCallStarted | None:
-    kind, call = item.get("type"), str(item.get("id"))
-    if kind == "commandExecution":
-        return ev.ToolCallStarted(call, "shell", _json({"command": item.get("command", "")}))
-    if kind == "fileChange":
-        changes = [_change(c) for c in item.get("changes") or []]
-        return ev.ToolCallStarted(call, "apply_patch", _json({"changes": changes}))
-    if kind == "mcpToolCall":
-        name = f"{item.get('server')}.{item.get('tool')}"
-        return ev.ToolCallStarted(call, name, _json(item.get("arguments")))
-    if kind == "dynamicToolCall":
-        namespace = item.get("namespace")
-        tool = str(item.get("tool"))
-        name = f"{namespace}.{tool}" if namespace else tool
-        return ev.ToolCallStarted(call, name, _json(item.get("arguments")))
-    if kind == "webSearch":
-        return ev.ToolCallStarted(call, "web_search", _json({"query": item.get("query", "")}))
-    if kind == "imageView":
-        return ev.ToolCallStarted(call, "view_image", _json({"path": item.get("path", "")}))
-    if kind == "collabAgentToolCall":
-        arguments = {"prompt": item.get("prompt"), "receivers": item.get("receiverThreadIds")}
-        return ev.ToolCallStarted(call, f"agents.{item.get('tool')}", _json(arguments))
-    return None
-
-
-def _tool_call_finished(item: dict[str, Any]) -> ev.ToolCallFinished | None:
-    kind, call, status = item.get("type"), str(item.get("id")), item.get("status")
-    if kind == "commandExecution":
-        output = str(item.get("aggregatedOutput") or "")
-        ok = status == "completed" and item.get("exitCode") == 0
-        return ev.ToolCallFinished(call, output, ok)
-    if kind == "fileChange":
-        lines = [f"{c['kind']}: {c['path']}" for c in map(_change, item.get("changes") or [])]
-        return ev.ToolCallFinished(call, "\n".join(lines), status == "completed")
-    if kind == "mcpToolCall":
-        error = item.get("error")
-        if error:
-            return ev.ToolCallFinished(call, str(error.get("message", "")), False)
-        output = _content_text((item.get("result") or {}).get("content"))
-        return ev.ToolCallFinished(call, output, status == "completed")
-    if kind == "dynamicToolCall":
-        output = _content_text(item.get("contentItems"))
-        return ev.ToolCallFinished(call, output, bool(item.get("success")))
-    if kind in ("webSearch", "imageView"):
-        return ev.ToolCallFinished(call, "", True)
-    if kind == "collabAgentToolCall":
-        return ev.ToolCallFinished(call, _json(item.get("agentsStates")), status == "completed")
-    return None
-
-
-def _change(change: dict[str, Any]) -> dict[str, Any]:
-    kind = change.get("kind")
-    kind_name = kind.get("type") if isinstance(kind, dict) else kind
-    return {"path": change.get("path"), "kind": kind_name, "diff": change.get("diff", "")}
-
-
-def _content_text(content: Any) -> str:
-    """Text of MCP / dynamic tool content parts; other parts as JSON."""
-    if not isinstance(content, list):
-        return "" if content is None else _json(content)
-    parts = []
-    for part in content:
-        if isinstance(part, dict) and isinstance(part.get("text"), str):
-            parts.append(part["text"])
-        else:
-            parts.append(_json(part))
-    return "\n".join(parts)
-
-
-def _json(value: Any) -> str:
-    return json.dumps({} if value is None else value, ensure_ascii=False)

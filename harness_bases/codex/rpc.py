@@ -12,7 +12,7 @@ import asyncio
 import json
 import logging
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from harness_bases.base import Process
@@ -48,9 +48,17 @@ def is_response(msg: Message) -> bool:
     return "method" not in msg and "id" in msg
 
 
+RequestHandler = Callable[[str, dict[str, Any]], Awaitable["dict[str, Any] | None"]]
+
+
 class RpcConnection:
-    def __init__(self, proc: Process) -> None:
+    """`on_request(method, params)` answers the server's own requests wherever they turn up
+    (also while `call` waits: the server may need the answer before it can respond); it
+    returns the result, or None to answer "method not found"."""
+
+    def __init__(self, proc: Process, on_request: RequestHandler) -> None:
         self._proc = proc
+        self._on_request = on_request
         self._lines: AsyncIterator[bytes] = aiter(proc.lines())
         self._backlog: deque[Message] = deque()
         self._next_id = 0
@@ -99,12 +107,25 @@ class RpcConnection:
             self._backlog.append(msg)
 
     async def next_message(self) -> Message | None:
-        """The next message not consumed by `call`, or None at end of stdout."""
+        """The next response or notification not consumed by `call`; None at end of stdout."""
         if self._backlog:
             return self._backlog.popleft()
         return await self._read()
 
+    async def _serve(self, msg: Message) -> None:
+        method = str(msg.get("method"))
+        params = msg.get("params")
+        result = await self._on_request(method, params if isinstance(params, dict) else {})
+        try:
+            if result is None:
+                await self.respond_error(msg["id"], -32601, f"{method} is not supported")
+            else:
+                await self.respond(msg["id"], result)
+        except ConnectionClosed:
+            pass  # the CLI is gone; stdout's end will say so
+
     async def _read(self) -> Message | None:
+        """The next response or notification; server requests are answered on the way."""
         while not self.closed:
             try:
                 line = await anext(self._lines)
@@ -118,6 +139,10 @@ class RpcConnection:
             except ValueError:
                 log.warning("codex_non_json_stdout", extra={"line": line[:500]})
                 continue
-            if isinstance(msg, dict):
-                return msg
+            if not isinstance(msg, dict):
+                continue
+            if is_request(msg):
+                await self._serve(msg)
+                continue
+            return msg
         return None

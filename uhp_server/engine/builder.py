@@ -29,6 +29,19 @@ class ResponseBuilder:
         self._calls: dict[str, int] = {}  # base call key -> output index of the function_call
         self.tool_calls = 0
 
+    @classmethod
+    def resume(cls, response: dict[str, Any]) -> ResponseBuilder:
+        """A builder for a response folded from stored events, its open items still open."""
+        builder = cls(response)
+        for index, item in enumerate(response["output"]):
+            if item.get("status") != "in_progress":
+                continue
+            if item["type"] == "message":
+                builder._messages[f"open-{index}"] = index
+            elif item["type"] == "reasoning":
+                builder._reasoning[f"open-{index}"] = index
+        return builder
+
     # -- lifecycle -----------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
         return copy.deepcopy(self.response)

@@ -16,6 +16,12 @@ from storage.db import Database
 from uhp_server.engine.fold import TERMINAL_TYPES, fold
 
 
+def numbered(event: dict[str, Any], seq: int) -> dict[str, Any]:
+    """The event with its sequence number, `type` first as clients read it."""
+    rest = {k: v for k, v in event.items() if k not in ("type", "sequence_number")}
+    return {"type": event["type"], "sequence_number": seq, **rest}
+
+
 class EventLog:
     def __init__(self, db: Database, response_id: str, *, persist: bool) -> None:
         self._db = db
@@ -34,15 +40,14 @@ class EventLog:
         if self.finished:
             raise RuntimeError("event log already ended")
         for event in events:
-            rest = {k: v for k, v in event.items() if k != "type"}
-            numbered = {"type": event["type"], "sequence_number": len(self.events), **rest}
+            entry = numbered(event, len(self.events))
             if self.persist:
                 response_store.append_event(
-                    self._db, self.response_id, numbered["sequence_number"], numbered
+                    self._db, self.response_id, entry["sequence_number"], entry
                 )
-            self.events.append(numbered)
-            if self.persist and numbered["type"] in TERMINAL_TYPES:
-                response_store.finish_response(self._db, self.response_id, numbered["response"])
+            self.events.append(entry)
+            if self.persist and entry["type"] in TERMINAL_TYPES:
+                response_store.finish_response(self._db, self.response_id, entry["response"])
         async with self._changed:
             self._changed.notify_all()
 

@@ -11,6 +11,8 @@ import logging
 from storage import responses as response_store
 from storage import sessions as session_store
 from storage.db import Database
+from uhp_server.engine.builder import ResponseBuilder
+from uhp_server.engine.eventlog import numbered
 from uhp_server.engine.fold import TERMINAL_TYPES, fold
 
 log = logging.getLogger("uhp_server.recovery")
@@ -32,13 +34,12 @@ def recover(db: Database) -> int:
         if events and events[-1]["type"] in TERMINAL_TYPES:
             final = events[-1]["response"]
         elif events:
-            final = fold(events)
-            for item in final["output"]:
-                if item.get("status") == "in_progress":
-                    item["status"] = "incomplete"
-            final.update(status="failed", error=dict(_INTERRUPTED))
-            terminal = {"type": "response.failed", "sequence_number": len(events)}
-            response_store.append_event(db, row.id, len(events), {**terminal, "response": final})
+            closing = ResponseBuilder.resume(fold(events)).finish(
+                "failed", error=dict(_INTERRUPTED)
+            )
+            for seq, event in enumerate(closing, start=len(events)):
+                response_store.append_event(db, row.id, seq, numbered(event, seq))
+            final = closing[-1]["response"]
         else:
             final = None
         if final is not None:

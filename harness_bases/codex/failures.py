@@ -1,0 +1,63 @@
+"""Whose fault a failed Codex turn is: the model provider's, or the harness's."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from harness_bases import events as ev
+
+# codexErrorInfo values that say the model provider (via our gateway) failed the request.
+_PROVIDER_ERRORS = {
+    "contextWindowExceeded",
+    "usageLimitExceeded",
+    "rateLimitExceeded",
+    "serverOverloaded",
+    "modelNotFound",
+    "internalServerError",
+    "unauthorized",
+    "flexUnavailable",
+    "policyCapacityUnavailable",
+    "cyberPolicy",
+    "misalignmentPolicyViolation",
+}
+# Object-shaped codexErrorInfo variants: HTTP trouble talking to the provider.
+_PROVIDER_HTTP_ERRORS = {
+    "httpConnectionFailed",
+    "responseStreamConnectionFailed",
+    "responseStreamDisconnected",
+    "responseTooManyFailedAttempts",
+}
+
+
+def classify_failure(error: dict[str, Any] | None) -> ev.TurnFailed:
+    """A TurnFailed for Codex's TurnError, with code `provider_error` when the model
+    provider failed the request and `harness_error` otherwise."""
+    if not error:
+        return ev.TurnFailed("The agent reported a failure without details.", "harness_error")
+    raw = str(error.get("message") or "The agent reported a failure.")
+    info = error.get("codexErrorInfo")
+    body_message = _http_error_body_message(raw)
+    provider = (
+        (isinstance(info, str) and info in _PROVIDER_ERRORS)
+        or (isinstance(info, dict) and bool(_PROVIDER_HTTP_ERRORS & info.keys()))
+        # A 400 from upstream arrives as codexErrorInfo "other" whose message is the
+        # provider's raw error body ({"error": {...}}); nothing else in Codex looks so.
+        or body_message is not None
+    )
+    message = body_message or raw
+    return ev.TurnFailed(message, "provider_error" if provider else "harness_error")
+
+
+def _http_error_body_message(text: str) -> str | None:
+    """The message of an OpenAI-style error body, if `text` is one."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return None
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        return str(error.get("message") or text)
+    if isinstance(error, str):
+        return error
+    return None

@@ -1,0 +1,138 @@
+"""Security §1, §2 and §8 end to end: what the agent can see, whose objects are whose, and
+what an error withholds."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import API_KEY, PROVIDER_KEY
+from tests.support.server import ServerProcess
+from tests.test_tasks_e2e import create
+
+pytestmark = pytest.mark.slow
+
+# Every environment variable of every process in the sandbox, one per line.
+DUMP_SANDBOX_ENV = (
+    "RUN for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ 2>/dev/null; done | sort -u\n"
+    "SAY {output}"
+)
+
+
+def tool_outputs(response: dict[str, Any]) -> str:
+    return "\n".join(
+        item["output"] for item in response["output"] if item["type"] == "function_call_output"
+    )
+
+
+def test_the_sandbox_holds_no_secret_but_its_own_short_lived_token(
+    client: httpx.Client, server: ServerProcess, provider: Any
+) -> None:
+    provider.reset()
+    result = create(client, {"input": DUMP_SANDBOX_ENV})
+    dumped = tool_outputs(result)
+    assert "HOME=" in dumped  # the dump really ran
+    for secret in (PROVIDER_KEY, API_KEY, "server-secret-do-not-leak"):
+        assert secret not in dumped
+    for name in (
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "UHP_API_KEY",
+        "UHP_SERVER_ONLY_SECRET",
+        "UHP_DATA_DIR",
+        "PYTHONPATH",
+    ):
+        assert f"\n{name}=" not in f"\n{dumped}"
+    tokens = [
+        line.split("=", 1)[1]
+        for line in dumped.splitlines()
+        if line.startswith("UHP_GATEWAY_TOKEN=")
+    ]
+    assert tokens, "the CLI itself holds the per-turn gateway token"
+    # The upstream saw the real key, never the sandbox's token.
+    auth = {r["headers"].get("authorization") for r in provider.requests()}
+    assert auth == {f"Bearer {PROVIDER_KEY}"}
+    # The token died with the turn.
+    for token in set(tokens):
+        answer = httpx.post(
+            f"{server.url}/gateway/openai/v1/responses",
+            headers={"Authorization": f"Bearer {token}"},
+            json={"model": "gpt-test", "input": "SAY hi"},
+        )
+        assert answer.status_code == 401
+
+
+def test_tool_commands_do_not_inherit_the_gateway_token(client: httpx.Client) -> None:
+    result = create(client, {"input": "RUN env\nSAY {output}"})
+    env = tool_outputs(result)
+    assert "PATH=" in env
+    assert "UHP_GATEWAY_TOKEN" not in env and PROVIDER_KEY not in env
+
+
+def test_the_gateway_refuses_anything_but_a_live_turn_token(server: ServerProcess) -> None:
+    for headers in (
+        {},
+        {"Authorization": f"Bearer {API_KEY}"},
+        {"Authorization": f"Bearer {PROVIDER_KEY}"},
+    ):
+        answer = httpx.post(
+            f"{server.url}/gateway/openai/v1/responses",
+            headers=headers,
+            json={"model": "gpt-test", "input": "x"},
+        )
+        assert answer.status_code == 401
+        assert PROVIDER_KEY not in answer.text
+
+
+def test_another_principal_cannot_touch_anything_and_learns_nothing(
+    client: httpx.Client, server: ServerProcess, other_key: str
+) -> None:
+    mine = create(client, {"input": "SAY private"})
+    rid, sid = mine["id"], mine["metadata"]["session_id"]
+    hid = mine["metadata"]["harness_id"]
+    with httpx.Client(
+        base_url=server.url, headers={"Authorization": f"Bearer {other_key}"}, timeout=60
+    ) as other:
+        probes = [
+            ("GET", f"/v1/responses/{rid}", None, "response_not_found"),
+            ("GET", f"/v1/responses/{rid}?stream=true", None, "response_not_found"),
+            ("GET", f"/v1/responses/{rid}/input_items", None, "response_not_found"),
+            ("DELETE", f"/v1/responses/{rid}", None, "response_not_found"),
+            ("POST", f"/v1/responses/{rid}/cancel", None, "response_not_found"),
+            ("POST", f"/v1/sessions/{sid}/cancel", None, "session_not_found"),
+            ("GET", f"/v1/harnesses/{hid}", None, "harness_not_found"),
+            ("GET", f"/v1/harnesses/{hid}/models", None, "harness_not_found"),
+            (
+                "POST",
+                "/v1/responses",
+                {"input": "SAY x", "previous_response_id": rid},
+                "response_not_found",
+            ),
+            (
+                "POST",
+                "/v1/responses",
+                {"input": "SAY x", "metadata": {"harness_id": hid}},
+                "harness_not_found",
+            ),
+        ]
+        for method, path, body, code in probes:
+            answer = other.request(method, path, json=body)
+            assert answer.status_code == 404, (method, path, answer.text)
+            assert answer.json()["error"]["code"] == code
+            assert rid not in answer.text and sid not in answer.text
+        theirs = other.get("/v1/harnesses").json()["harnesses"]
+        assert theirs and hid not in {h["id"] for h in theirs}
+    assert client.get(f"/v1/responses/{rid}").json()["status"] == "completed"
+
+
+def test_an_error_carries_a_correlation_id_that_matches_a_log_line(
+    client: httpx.Client, server: ServerProcess
+) -> None:
+    answer = client.get("/v1/responses/resp_nothing_here")
+    correlation = answer.json()["error"]["detail"]["correlation_id"]
+    lines = [json.loads(line) for line in server.log().splitlines() if correlation in line]
+    assert lines and lines[0]["correlation_id"] == correlation
+    assert lines[0]["code"] == "response_not_found"
