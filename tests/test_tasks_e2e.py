@@ -5,6 +5,7 @@ against the protocol's JSON Schema."""
 from __future__ import annotations
 
 import copy
+import json
 import time
 from typing import Any
 
@@ -260,3 +261,38 @@ def test_a_prompt_larger_than_one_argv_element_works(client: httpx.Client) -> No
     filler = "x" * 200_000
     result = create(client, {"input": f"SAY big prompt ok\n{filler}"})
     assert message_text(result) == "big prompt ok"
+
+
+def test_events_are_delivered_as_they_happen_not_at_the_end(client: httpx.Client) -> None:
+    arrivals: list[tuple[float, str]] = []
+    with client.stream(
+        "POST", "/v1/responses", json={"input": "SLOW 3\nSAY " + "tick " * 20, "stream": True}
+    ) as response:
+        for line in response.iter_lines():
+            if line.startswith("data:"):
+                arrivals.append((time.monotonic(), json.loads(line[5:])["type"]))
+    created = next(t for t, kind in arrivals if kind == "response.created")
+    first_delta = next(t for t, kind in arrivals if kind == "response.output_text.delta")
+    done = arrivals[-1][0]
+    assert done - created > 2 and done - first_delta > 1.5
+
+
+def test_a_cli_that_dies_mid_turn_fails_the_task(client: httpx.Client) -> None:
+    # The tool command kills the agent process itself: a dead CLI is `failed`, never
+    # `incomplete` and never `completed`.
+    result = create(client, {"input": "RUN kill -9 $PPID; sleep 5\nSAY unreachable"})
+    assert result["status"] == "failed"
+    assert result["error"]["code"] == "harness_error"
+
+
+def test_the_users_own_agents_md_is_never_rewritten(client: httpx.Client) -> None:
+    first = create(client, {"input": "RUN printf 'mine\\n' > AGENTS.md\nSAY wrote"})
+    second = create(
+        client,
+        {
+            "input": "RUN cat AGENTS.md\nSAY {output}",
+            "previous_response_id": first["id"],
+            "instructions": "Standing instruction for this task.",
+        },
+    )
+    assert message_text(second) == "mine"

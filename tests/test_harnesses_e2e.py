@@ -1,0 +1,151 @@
+"""Harness and model discovery against a running server: `available` is computed from what
+the upstream really serves, never asserted."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import server_env
+from tests.support.schema import validate
+from tests.support.server import ServerProcess, free_port
+from tests.test_tasks_e2e import create
+
+pytestmark = pytest.mark.slow
+
+
+def test_every_principal_sees_a_default_harness_per_base(
+    client: httpx.Client, server: ServerProcess
+) -> None:
+    listing = client.get("/v1/harnesses").json()
+    harnesses = listing["harnesses"]
+    assert [h["base"] for h in harnesses] == ["codex"]
+    for harness in harnesses:
+        validate("Harness", harness)
+        assert harness["enforcement"] == {
+            "disabledTools": "instruction",
+            "maxStep": "counted",
+            "timeoutSeconds": "server",
+        }
+        assert client.get(f"/v1/harnesses/{harness['id']}").json() == harness
+    fresh = server.create_key(f"fresh-{time.time_ns()}")
+    theirs = httpx.get(
+        f"{server.url}/v1/harnesses", headers={"Authorization": f"Bearer {fresh}"}
+    ).json()["harnesses"]
+    assert [h["base"] for h in theirs] == ["codex"]
+    assert theirs[0]["id"] != harnesses[0]["id"]
+
+
+def test_models_are_what_the_upstream_lists(client: httpx.Client) -> None:
+    catalog = client.get("/v1/models").json()
+    openai = catalog["backends"]["openai"]
+    assert openai["default"] == "gpt-test"
+    listed = {m["id"]: m for m in openai["models"]}
+    assert set(listed) == {"gpt-test", "gpt-test-mini", "claude-test"}
+    for model in listed.values():
+        validate("Model", model)
+        assert model["available"] is True
+    assert listed["gpt-test"]["default"] is True
+    harness = client.get("/v1/harnesses").json()["harnesses"][0]
+    models = client.get(f"/v1/harnesses/{harness['id']}/models").json()
+    assert models["harness_id"] == harness["id"]
+    assert models["default"] == models["fallback"] == "gpt-test"
+    assert {m["id"] for m in models["models"] if m["available"]} == set(listed)
+
+
+def test_an_unreachable_upstream_makes_models_unavailable_and_tasks_refused(
+    tmp_path: Path, provider: Any, codex_installed: Path
+) -> None:
+    env = server_env(provider, OPENAI_BASE_URL=f"http://127.0.0.1:{free_port()}/v1")
+    server = ServerProcess(tmp_path, env).start()
+    try:
+        headers = {"Authorization": f"Bearer {env['UHP_API_KEY']}"}
+        catalog = httpx.get(f"{server.url}/v1/models", headers=headers).json()
+        models = catalog["backends"]["openai"]["models"]
+        assert models == [
+            {
+                "id": "gpt-test",
+                "label": "gpt-test",
+                "backend": "openai",
+                "available": False,
+                "default": True,
+            }
+        ]
+        answer = httpx.post(f"{server.url}/v1/responses", headers=headers, json={"input": "SAY x"})
+        assert answer.status_code == 422
+        assert answer.json()["error"]["code"] == "model_unavailable"
+    finally:
+        server.stop()
+
+
+def test_first_start_prints_a_key_once_and_it_works(
+    tmp_path: Path, provider: Any, codex_installed: Path
+) -> None:
+    env = server_env(provider)
+    del env["UHP_API_KEY"]
+    first = ServerProcess(tmp_path, env).start()
+    try:
+        log = first.log()
+        keys = [word for word in log.split() if word.startswith("uhp_sk_")]
+        assert len(keys) == 1
+        answer = httpx.get(
+            f"{first.url}/v1/harnesses", headers={"Authorization": f"Bearer {keys[0]}"}
+        )
+        assert answer.status_code == 200
+    finally:
+        first.stop()
+    second = ServerProcess(tmp_path, env).start()
+    try:
+        assert "uhp_sk_" not in second.log().replace(log, "")
+    finally:
+        second.stop()
+
+
+def test_sessions_expire_after_the_retention_setting(
+    tmp_path: Path, provider: Any, codex_installed: Path
+) -> None:
+    env = server_env(provider, UHP_SESSION_RETENTION_DAYS=str(2 / 86400))  # two seconds
+    server = ServerProcess(tmp_path, env).start()
+    try:
+        with httpx.Client(
+            base_url=server.url,
+            timeout=60,
+            headers={"Authorization": f"Bearer {env['UHP_API_KEY']}"},
+        ) as client:
+            first = create(client, {"input": "SAY soon gone"})
+            time.sleep(3)
+            answer = client.post(
+                "/v1/responses", json={"input": "SAY x", "previous_response_id": first["id"]}
+            )
+            assert answer.status_code == 404
+            assert answer.json()["error"]["code"] == "session_expired"
+    finally:
+        server.stop()
+
+
+def test_bases_install_is_idempotent_and_verifies_the_binary(codex_installed: Path) -> None:
+    env = {"UHP_TOOLS_DIR": str(codex_installed), "PATH": "/usr/bin:/bin:/usr/local/bin"}
+    out = subprocess.run(
+        [sys.executable, "-m", "uhp_server.cli", "bases", "install", "codex"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "codex: 0.169.0" in out.stdout
+    listed = subprocess.run(
+        [sys.executable, "-m", "uhp_server.cli", "bases", "list"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout
+    assert "codex pinned=0.169.0 installed=0.169.0" in listed
