@@ -108,17 +108,15 @@ class LocalProcess:
         while chunk := await self._proc.stderr.read(65536):
             self._stderr += chunk
 
-    async def finish(self, timeout: float = 10.0) -> None:
-        """Wait for the exit (killing it after `timeout`); also on cancellation."""
-        try:
-            await asyncio.wait_for(self._proc.wait(), timeout)
-        except (TimeoutError, asyncio.CancelledError):
-            if self._proc.returncode is None:
-                self._proc.kill()
-                await self._proc.wait()
-            raise
-        finally:
-            self._stderr_task.cancel()
+    async def wait(self) -> None:
+        await self._proc.wait()
+
+    async def kill(self) -> None:
+        """Kill it unless it has exited; then stop reading stderr."""
+        if self._proc.returncode is None:
+            self._proc.kill()
+            await self._proc.wait()
+        self._stderr_task.cancel()
 
 
 @dataclass
@@ -140,7 +138,7 @@ class Direct:
         return home, workspace
 
     def run_app_server(self, prompt: str) -> float:
-        """Seconds from preparing the turn to the CLI's outcome, and the answer."""
+        """Seconds from preparing the turn to the outcome the CLI reports (answer checked)."""
         return asyncio.run(self._app_server(prompt))
 
     async def _app_server(self, prompt: str) -> float:
@@ -169,13 +167,16 @@ class Direct:
                         outcome = event
                         break
             elapsed = time.perf_counter() - started
-            # Wind down as the engine does, outside the measured time.
-            await proc.close_stdin()
-            async for _ in agen:
-                pass
-        finally:
+            # Wind down as the engine does, outside the measured time: with stdin closed the
+            # CLI flushes its transcript and exits on its own.
+            async with asyncio.timeout(10):
+                await proc.close_stdin()
+                async for _ in agen:
+                    pass
+                await proc.wait()
+        finally:  # also on errors and Ctrl-C: nothing is left running
             await agen.aclose()
-            await proc.finish()
+            await proc.kill()
         if not isinstance(outcome, ev.TurnFinished):
             raise BenchError(f"app-server turn did not finish: {outcome}\n{proc.stderr_tail()}")
         _check_answer("app-server", prompt, text)
@@ -312,7 +313,7 @@ class Results:
 
 
 def p90(values: list[float]) -> float:
-    """Nearest-rank 90th percentile (with few samples: the largest but one or the maximum)."""
+    """Nearest-rank 90th percentile (with fewer than 10 samples: the maximum)."""
     ordered = sorted(values)
     return ordered[math.ceil(0.9 * len(ordered)) - 1]
 
@@ -436,6 +437,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BenchError as exc:
         log(f"bench failed: {exc}")
+        return 1
+    except TimeoutError:
+        log(f"bench failed: a turn took longer than {TURN_TIMEOUT:.0f} s")
         return 1
     print(report(results, args.tasks))
     return 0

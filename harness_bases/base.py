@@ -21,6 +21,37 @@ class SandboxPaths:
 
 
 @dataclass(frozen=True)
+class SkillFile:
+    """One file of a skill folder; `path` is relative, already validated not to escape."""
+
+    path: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class SkillBundle:
+    """A whole skill folder (it always holds a SKILL.md). Only enabled skills reach a base."""
+
+    name: str  # a safe folder name
+    files: tuple[SkillFile, ...]
+
+
+@dataclass(frozen=True)
+class McpServerSpec:
+    """An enabled MCP server as the CLI must reach it.
+
+    `url` is the server's MCP proxy route on the model gateway, never the real endpoint: the
+    gateway applies the URL policy at run time and adds the real credentials, so neither the
+    endpoint's secrets nor its address reach the sandbox. The CLI authenticates to the proxy
+    with the turn's gateway token as a bearer token (`bearer_token`)."""
+
+    name: str  # sanitised, CLI-safe identifier
+    url: str
+    bearer_token: str
+    transport: str = "http"  # "http" (Streamable HTTP) or "sse"
+
+
+@dataclass(frozen=True)
 class TurnSpec:
     """Everything a base needs to build one turn. Host paths are for writing config files
     before the turn; `paths` are what the CLI sees inside the sandbox."""
@@ -37,6 +68,8 @@ class TurnSpec:
     system_prompt: str = ""  # harness systemPrompt + per-task instructions, already joined
     disabled_tools: tuple[str, ...] = ()
     max_output_tokens: int | None = None
+    skills: tuple[SkillBundle, ...] = ()  # materialise each whole folder where the CLI looks
+    mcp_servers: tuple[McpServerSpec, ...] = ()  # configure with the CLI's own MCP format
 
 
 @dataclass(frozen=True)

@@ -622,3 +622,10 @@ async def test_interrupt_before_the_turn_exists(tmp_path: Path) -> None:
                 assert await base.interrupt(proc)
     assert [type(e) for e in events] == [ev.NativeSession]
     assert "turn/start" not in [r["method"] for r in proc.requests()]
+
+
+async def test_unencodable_prompt_text_is_replaced_not_fatal(tmp_path: Path) -> None:
+    proc = ReplayProcess(fixture_lines("text"))
+    await drive_all(proc, fast_spec(tmp_path, prompt="SAY hi \ud800"))
+    (turn,) = [r for r in proc.requests() if r["method"] == "turn/start"]
+    assert turn["params"]["input"][0]["text"] == "SAY hi ?"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -56,8 +57,9 @@ class CodexBase(HarnessBase):
         live = LiveTurn(RpcConnection(proc, answer_request))
         self._live[id(proc)] = live
         try:
-            async for event in drive_turn(proc, turn, live):
-                yield event
+            async with contextlib.aclosing(drive_turn(proc, turn, live)) as events:
+                async for event in events:
+                    yield event
         finally:
             if self._live.get(id(proc)) is live:
                 del self._live[id(proc)]

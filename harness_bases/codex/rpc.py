@@ -66,7 +66,9 @@ class RpcConnection:
         self.closed = False
 
     async def _send(self, msg: Message) -> None:
-        data = json.dumps(msg, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        text = json.dumps(msg, ensure_ascii=False, separators=(",", ":"))
+        # A lone surrogate (possible in a str) is not UTF-8; Codex would reject the line.
+        data = text.encode("utf-8", errors="replace") + b"\n"
         async with self._write_lock:
             try:
                 await self._proc.write(data)
