@@ -13,8 +13,24 @@ from tests.scripted_provider import RunningProvider, start_provider
 from tests.support.server import ServerProcess
 
 PROVIDER_KEY = "sk-scripted-provider-secret"
-MODELS = ["gpt-test", "gpt-test-mini", "claude-test"]
+MODELS = ["gpt-test", "gpt-test-mini", "claude-test", "claude-test-mini"]
 API_KEY = "uhp_sk_test_default_principal_key"
+
+# The end-to-end suite runs against one base at a time: UHP_TEST_BASE=claude-code bash
+# scripts/test.sh ... runs the very same tests on another CLI.
+TEST_BASE = os.environ.get("UHP_TEST_BASE", "codex")
+DEFAULT_MODELS = {"openai": "gpt-test", "anthropic": "claude-test"}
+OTHER_MODELS = {"openai": "gpt-test-mini", "anthropic": "claude-test-mini"}
+
+
+def backend_under_test() -> str:
+    from harness_bases import registry
+
+    return registry()[TEST_BASE].backend
+
+
+DEFAULT_MODEL = DEFAULT_MODELS[backend_under_test()]
+OTHER_MODEL = OTHER_MODELS[backend_under_test()]
 
 
 def tools_dir() -> Path:
@@ -29,15 +45,25 @@ def provider() -> Iterator[RunningProvider]:
     running.stop()
 
 
-@pytest.fixture(scope="session")
-def codex_installed() -> Path:
-    """The pinned Codex CLI, installed once (CI installs it before the tests run)."""
-    from harness_bases.codex import CodexBase
+def _installed(name: str) -> Path:
+    from harness_bases import registry
 
-    base = CodexBase()
+    base = registry()[name]
     if base.installed_version(tools_dir()) != base.cli_version:
         base.install(tools_dir())
     return tools_dir()
+
+
+@pytest.fixture(scope="session")
+def codex_installed() -> Path:
+    """The pinned Codex CLI, installed once (CI installs it before the tests run)."""
+    return _installed("codex")
+
+
+@pytest.fixture(scope="session")
+def base_installed() -> Path:
+    """The pinned CLI of the base under test."""
+    return _installed(TEST_BASE)
 
 
 def server_env(provider: RunningProvider, **extra: str) -> dict[str, str]:
@@ -46,10 +72,13 @@ def server_env(provider: RunningProvider, **extra: str) -> dict[str, str]:
         "HOME": os.environ.get("HOME", "/root"),
         "UHP_API_KEY": API_KEY,
         "UHP_TOOLS_DIR": str(tools_dir()),
-        "UHP_BASES": "codex",
-        "UHP_OPENAI_DEFAULT_MODEL": "gpt-test",
+        "UHP_BASES": TEST_BASE,
+        "UHP_OPENAI_DEFAULT_MODEL": DEFAULT_MODELS["openai"],
+        "UHP_ANTHROPIC_DEFAULT_MODEL": DEFAULT_MODELS["anthropic"],
         "OPENAI_API_KEY": PROVIDER_KEY,
         "OPENAI_BASE_URL": provider.base_url,
+        "ANTHROPIC_API_KEY": PROVIDER_KEY,
+        "ANTHROPIC_BASE_URL": provider.url,
         "UHP_CANCEL_GRACE_SECONDS": "2",
         "UHP_KEEPALIVE_SECONDS": "1",
         # A variable the agent must never see (Security §1.1: env built from an allow-list).
@@ -61,7 +90,7 @@ def server_env(provider: RunningProvider, **extra: str) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def server(
-    tmp_path_factory: pytest.TempPathFactory, provider: RunningProvider, codex_installed: Path
+    tmp_path_factory: pytest.TempPathFactory, provider: RunningProvider, base_installed: Path
 ) -> Iterator[ServerProcess]:
     running = ServerProcess(tmp_path_factory.mktemp("server"), server_env(provider)).start()
     yield running

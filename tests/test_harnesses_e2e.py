@@ -12,7 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import server_env
+from harness_bases import registry
+from tests.conftest import DEFAULT_MODEL, MODELS, TEST_BASE, backend_under_test, server_env
 from tests.support.schema import validate
 from tests.support.server import ServerProcess, free_port
 from tests.test_tasks_e2e import create
@@ -25,44 +26,46 @@ def test_every_principal_sees_a_default_harness_per_base(
 ) -> None:
     listing = client.get("/v1/harnesses").json()
     harnesses = listing["harnesses"]
-    assert [h["base"] for h in harnesses] == ["codex"]
+    assert [h["base"] for h in harnesses] == [TEST_BASE]
+    enforcement = registry()[TEST_BASE].enforcement
     for harness in harnesses:
         validate("Harness", harness)
         assert harness["enforcement"] == {
-            "disabledTools": "instruction",
-            "maxStep": "counted",
-            "timeoutSeconds": "server",
+            "disabledTools": enforcement.disabled_tools,
+            "maxStep": enforcement.max_step,
+            "timeoutSeconds": enforcement.timeout,
         }
         assert client.get(f"/v1/harnesses/{harness['id']}").json() == harness
     fresh = server.create_key(f"fresh-{time.time_ns()}")
     theirs = httpx.get(
         f"{server.url}/v1/harnesses", headers={"Authorization": f"Bearer {fresh}"}
     ).json()["harnesses"]
-    assert [h["base"] for h in theirs] == ["codex"]
+    assert [h["base"] for h in theirs] == [TEST_BASE]
     assert theirs[0]["id"] != harnesses[0]["id"]
 
 
 def test_models_are_what_the_upstream_lists(client: httpx.Client) -> None:
     catalog = client.get("/v1/models").json()
-    openai = catalog["backends"]["openai"]
-    assert openai["default"] == "gpt-test"
-    listed = {m["id"]: m for m in openai["models"]}
-    assert set(listed) == {"gpt-test", "gpt-test-mini", "claude-test"}
+    backend = catalog["backends"][backend_under_test()]
+    assert backend["default"] == DEFAULT_MODEL
+    listed = {m["id"]: m for m in backend["models"]}
+    assert set(listed) == set(MODELS)
     for model in listed.values():
         validate("Model", model)
         assert model["available"] is True
-    assert listed["gpt-test"]["default"] is True
+    assert listed[DEFAULT_MODEL]["default"] is True
     harness = client.get("/v1/harnesses").json()["harnesses"][0]
     models = client.get(f"/v1/harnesses/{harness['id']}/models").json()
     assert models["harness_id"] == harness["id"]
-    assert models["default"] == models["fallback"] == "gpt-test"
+    assert models["default"] == models["fallback"] == DEFAULT_MODEL
     assert {m["id"] for m in models["models"] if m["available"]} == set(listed)
 
 
 def test_an_unreachable_upstream_makes_models_unavailable_and_tasks_refused(
-    tmp_path: Path, provider: Any, codex_installed: Path
+    tmp_path: Path, provider: Any, base_installed: Path
 ) -> None:
-    env = server_env(provider, OPENAI_BASE_URL=f"http://127.0.0.1:{free_port()}/v1")
+    dead = f"http://127.0.0.1:{free_port()}"
+    env = server_env(provider, OPENAI_BASE_URL=f"{dead}/v1", ANTHROPIC_BASE_URL=dead)
     server = ServerProcess(tmp_path, env).start()
     try:
         headers = {"Authorization": f"Bearer {env['UHP_API_KEY']}"}
@@ -85,7 +88,7 @@ def test_an_unreachable_upstream_makes_models_unavailable_and_tasks_refused(
 
 
 def test_first_start_prints_a_key_once_and_it_works(
-    tmp_path: Path, provider: Any, codex_installed: Path
+    tmp_path: Path, provider: Any, base_installed: Path
 ) -> None:
     env = server_env(provider)
     del env["UHP_API_KEY"]
@@ -108,7 +111,7 @@ def test_first_start_prints_a_key_once_and_it_works(
 
 
 def test_sessions_expire_after_the_retention_setting(
-    tmp_path: Path, provider: Any, codex_installed: Path
+    tmp_path: Path, provider: Any, base_installed: Path
 ) -> None:
     env = server_env(provider, UHP_SESSION_RETENTION_DAYS=str(2 / 86400))  # two seconds
     server = ServerProcess(tmp_path, env).start()
@@ -129,10 +132,11 @@ def test_sessions_expire_after_the_retention_setting(
         server.stop()
 
 
-def test_bases_install_is_idempotent_and_verifies_the_binary(codex_installed: Path) -> None:
-    env = {"UHP_TOOLS_DIR": str(codex_installed), "PATH": "/usr/bin:/bin:/usr/local/bin"}
+def test_bases_install_is_idempotent_and_verifies_the_binary(base_installed: Path) -> None:
+    env = {"UHP_TOOLS_DIR": str(base_installed), "PATH": "/usr/bin:/bin:/usr/local/bin"}
+    base = registry()[TEST_BASE]
     out = subprocess.run(
-        [sys.executable, "-m", "uhp_server.cli", "bases", "install", "codex"],
+        [sys.executable, "-m", "uhp_server.cli", "bases", "install", TEST_BASE],
         capture_output=True,
         text=True,
         env=env,
@@ -140,7 +144,7 @@ def test_bases_install_is_idempotent_and_verifies_the_binary(codex_installed: Pa
         check=False,
     )
     assert out.returncode == 0, out.stderr
-    assert "codex: 0.169.0" in out.stdout
+    assert f"{TEST_BASE}: {base.cli_version}" in out.stdout
     listed = subprocess.run(
         [sys.executable, "-m", "uhp_server.cli", "bases", "list"],
         capture_output=True,
@@ -148,4 +152,5 @@ def test_bases_install_is_idempotent_and_verifies_the_binary(codex_installed: Pa
         env=env,
         check=True,
     ).stdout
-    assert "codex pinned=0.169.0 installed=0.169.0" in listed
+    v = base.cli_version
+    assert f"{TEST_BASE} pinned={v} installed={v}" in listed

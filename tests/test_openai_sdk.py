@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from tests.conftest import API_KEY
+from tests.conftest import API_KEY, DEFAULT_MODEL
 from tests.support.schema import check_stream
 from tests.support.server import ServerProcess
 
@@ -23,7 +23,7 @@ def sdk(server: ServerProcess) -> Iterator[openai.OpenAI]:
 
 
 def test_blocking_create_and_retrieve(sdk: openai.OpenAI) -> None:
-    response = sdk.responses.create(model="gpt-test", input="SAY hello from the sdk")
+    response = sdk.responses.create(model=DEFAULT_MODEL, input="SAY hello from the sdk")
     assert response.status == "completed"
     assert response.output_text == "hello from the sdk"
     assert response.id.startswith("resp_")
@@ -31,13 +31,13 @@ def test_blocking_create_and_retrieve(sdk: openai.OpenAI) -> None:
     again = sdk.responses.retrieve(response.id)
     assert again.output_text == response.output_text and again.status == "completed"
     follow = sdk.responses.create(
-        model="gpt-test", input="SAY continued", previous_response_id=response.id
+        model=DEFAULT_MODEL, input="SAY continued", previous_response_id=response.id
     )
     assert follow.metadata["session_id"] == response.metadata["session_id"]
 
 
 def test_streaming_create_and_retrieve_stream(sdk: openai.OpenAI) -> None:
-    events = list(sdk.responses.create(model="gpt-test", input="SAY streamed text", stream=True))
+    events = list(sdk.responses.create(model=DEFAULT_MODEL, input="SAY streamed text", stream=True))
     assert events[0].type == "response.created"
     assert events[-1].type == "response.completed"
     deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
@@ -51,7 +51,7 @@ def test_streaming_create_and_retrieve_stream(sdk: openai.OpenAI) -> None:
 
 def test_cancel(sdk: openai.OpenAI) -> None:
     started = sdk.responses.create(
-        model="gpt-test", input="SLOW 20\nSAY " + "slow " * 40, background=True
+        model=DEFAULT_MODEL, input="SLOW 20\nSAY " + "slow " * 40, background=True
     )
     assert started.status == "in_progress"
     time.sleep(2)
@@ -66,4 +66,4 @@ def test_errors_surface_as_sdk_exceptions(sdk: openai.OpenAI) -> None:
     assert caught.value.code == "response_not_found"
     bad = openai.OpenAI(base_url=str(sdk.base_url), api_key="wrong", max_retries=0)
     with pytest.raises(openai.AuthenticationError):
-        bad.responses.create(model="gpt-test", input="SAY x")
+        bad.responses.create(model=DEFAULT_MODEL, input="SAY x")

@@ -27,7 +27,7 @@ def _client(server: ServerProcess) -> httpx.Client:
 
 
 def test_stored_responses_survive_a_restart_unchanged(
-    tmp_path: Path, provider: Any, codex_installed: Path
+    tmp_path: Path, provider: Any, base_installed: Path
 ) -> None:
     env = server_env(provider)
     first = ServerProcess(tmp_path, env).start()
@@ -52,7 +52,7 @@ def test_stored_responses_survive_a_restart_unchanged(
 
 
 def test_a_task_running_when_the_server_dies_ends_failed_with_its_partial_output(
-    tmp_path: Path, provider: Any, codex_installed: Path
+    tmp_path: Path, provider: Any, base_installed: Path
 ) -> None:
     env = server_env(provider)
     first = ServerProcess(tmp_path, env).start()

@@ -31,8 +31,9 @@ def first_delta(client: httpx.Client, response_id: str) -> None:
 
 
 def agent_processes() -> list[str]:
-    out = subprocess.run(["pgrep", "-af", "app-server"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if "codex" in line]
+    """Sandboxed CLI processes (and their bubblewrap parents) still alive on this machine."""
+    out = subprocess.run(["pgrep", "-af", "/opt/uhp-tools"], capture_output=True, text=True)
+    return [line for line in out.stdout.splitlines() if "pgrep" not in line]
 
 
 def wait_no_agents(timeout: float = 10) -> None:

@@ -12,10 +12,14 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.conftest import DEFAULT_MODEL, OTHER_MODEL
 from tests.support.schema import check_stream, validate
 from tests.support.sse import read_stream
 
 pytestmark = pytest.mark.slow
+
+# Where the CLIs' model calls land at the provider, whatever wire their base speaks.
+MODEL_PATHS = ("/v1/responses", "/v1/chat/completions", "/v1/messages")
 
 
 def create(client: httpx.Client, body: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
@@ -64,7 +68,7 @@ def test_blocking_task_runs_the_real_cli_and_reports_everything(client: httpx.Cl
     assert result["id"].startswith("resp_")
     assert result["metadata"]["session_id"].startswith("hsess")
     assert result["metadata"]["harness_id"].startswith("chrn_")  # the default harness, named
-    assert result["model"] == "gpt-test"
+    assert result["model"] == DEFAULT_MODEL
     usage = result["usage"]
     assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0
     assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
@@ -121,15 +125,15 @@ def test_a_per_task_model_change_is_honoured_and_substitution_reported(
     client: httpx.Client, provider: Any
 ) -> None:
     provider.reset()
-    honoured = create(client, {"input": "SAY small", "model": "gpt-test-mini"})
-    assert honoured["model"] == "gpt-test-mini"
+    honoured = create(client, {"input": "SAY small", "model": OTHER_MODEL})
+    assert honoured["model"] == OTHER_MODEL
     assert "requested_model" not in honoured["metadata"]
-    assert {r["body"]["model"] for r in provider.requests() if r["path"] == "/v1/responses"} == {
-        "gpt-test-mini"
+    assert {r["body"]["model"] for r in provider.requests() if r["path"] in MODEL_PATHS} == {
+        OTHER_MODEL
     }
     substituted = create(client, {"input": "SAY sub", "model": "gpt-does-not-exist"})
     assert substituted["status"] == "completed"
-    assert substituted["model"] == "gpt-test"
+    assert substituted["model"] == DEFAULT_MODEL
     meta = substituted["metadata"]
     assert meta["requested_model"] == "gpt-does-not-exist"
     assert meta["model_fallback"] is True and meta["model_fallback_reason"]
@@ -156,7 +160,7 @@ def test_tools_include_and_unknown_fields_are_accepted_and_named_as_ignored(
 def test_instructions_reach_the_model(client: httpx.Client, provider: Any) -> None:
     provider.reset()
     create(client, {"input": "SAY ok", "instructions": "Always answer like a pirate 7731."})
-    bodies = [str(r["body"]) for r in provider.requests() if r["path"] == "/v1/responses"]
+    bodies = [str(r["body"]) for r in provider.requests() if r["path"] in MODEL_PATHS]
     assert bodies and all("pirate 7731" in body for body in bodies)
 
 
