@@ -68,6 +68,9 @@ class TurnSpec:
     system_prompt: str = ""  # harness systemPrompt + per-task instructions, already joined
     disabled_tools: tuple[str, ...] = ()
     max_output_tokens: int | None = None
+    # The step budget, for CLIs that enforce one natively (Enforcement.max_step == "native");
+    # the engine also counts tool calls and stops the turn past it, whatever the base does.
+    max_step: int | None = None
     skills: tuple[SkillBundle, ...] = ()  # materialise each whole folder where the CLI looks
     mcp_servers: tuple[McpServerSpec, ...] = ()  # configure with the CLI's own MCP format
 

@@ -82,6 +82,11 @@ class TurnFinished:
 
 
 @dataclass(frozen=True)
+class StepBudgetReached:
+    """The CLI stopped itself at its native step limit (TurnSpec.max_step): `incomplete`."""
+
+
+@dataclass(frozen=True)
 class TurnFailed:
     """The CLI reported a failure. `code` is a UHP execution code: `harness_error` or
     `provider_error`."""
@@ -101,5 +106,6 @@ AgentEvent = (
     | Usage
     | Notice
     | TurnFinished
+    | StepBudgetReached
     | TurnFailed
 )

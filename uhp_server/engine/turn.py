@@ -128,6 +128,7 @@ class TurnExecutor:
             system_prompt=plan.system_prompt,
             disabled_tools=plan.disabled_tools,
             max_output_tokens=plan.max_output_tokens,
+            max_step=plan.max_step,
         )
 
     async def _consume(
@@ -174,6 +175,9 @@ class TurnExecutor:
                 return Outcome("completed")
             case ev.TurnFailed(message=message, code=code):
                 return Outcome("failed", code, message)
+            case ev.StepBudgetReached():
+                details = {"reason": "max_step", "max_step": run.plan.max_step}
+                return Outcome("incomplete", incomplete_details=details)
             case ev.ToolCallStarted():
                 budget = run.plan.max_step
                 if budget is not None and run.builder.tool_calls >= budget:
