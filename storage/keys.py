@@ -62,11 +62,13 @@ def revoke_key(db: Database, key_or_id: str) -> bool:
 
 
 def principal_for_key(db: Database, key: str) -> Principal | None:
+    """The principal of an active key; read on every request so revocation is immediate."""
     with db.session() as s:
-        row = s.exec(select(ApiKey).where(ApiKey.key_hash == hash_key(key))).first()
-        if row is None or row.revoked_at is not None:
-            return None
-        return s.get(Principal, row.principal_id)
+        return s.exec(
+            select(Principal)
+            .join(ApiKey, ApiKey.principal_id == Principal.id)  # type: ignore[arg-type]
+            .where(ApiKey.key_hash == hash_key(key), ApiKey.revoked_at.is_(None))  # type: ignore[union-attr]
+        ).first()
 
 
 def any_key_exists(db: Database) -> bool:

@@ -22,6 +22,14 @@ def _unauthorized(code: str, message: str) -> ApiError:
     return ApiError(401, code, message, headers=_CHALLENGE)
 
 
+def _default_principal(request: Request) -> Principal:
+    """The principal UHP_API_KEY belongs to: it never changes, so it is looked up once."""
+    state = request.app.state
+    if getattr(state, "default_principal", None) is None:
+        state.default_principal = keys.ensure_principal(state.ctx.db, keys.DEFAULT_PRINCIPAL)
+    return state.default_principal
+
+
 def require_principal(request: Request) -> Principal:
     ctx = request.app.state.ctx
     header = request.headers.get("authorization")
@@ -33,7 +41,7 @@ def require_principal(request: Request) -> Principal:
         raise _unauthorized("invalid_credential", "The credential is not valid.")
     configured = ctx.settings.api_key
     if configured and hmac.compare_digest(token.encode(), configured.encode()):
-        return keys.ensure_principal(ctx.db, keys.DEFAULT_PRINCIPAL)
+        return _default_principal(request)
     principal = keys.principal_for_key(ctx.db, token)
     if principal is None:
         raise _unauthorized("invalid_credential", "The credential is not valid.")
