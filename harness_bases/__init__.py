@@ -6,7 +6,9 @@ from harness_bases.base import HarnessBase
 
 
 def registry() -> dict[str, HarnessBase]:
+    from harness_bases.claude_code import ClaudeCodeBase
     from harness_bases.codex import CodexBase
+    from harness_bases.hermes import HermesBase
 
-    bases: list[HarnessBase] = [CodexBase()]
+    bases: list[HarnessBase] = [CodexBase(), HermesBase(), ClaudeCodeBase()]
     return {base.name: base for base in bases}

@@ -114,6 +114,9 @@ class HarnessBase(abc.ABC):
     cli_version: str  # the pinned CLI version
     enforcement: Enforcement
     honours_max_output_tokens: bool = False  # True when the CLI can cap generated tokens
+    # MCP transports the CLI can speak to the gateway's MCP proxy: "http" (Streamable HTTP),
+    # "sse" (legacy HTTP+SSE). Harness config naming another is refused for this base.
+    mcp_transports: tuple[str, ...] = ("http", "sse")
 
     @abc.abstractmethod
     def install(self, tools_dir: Path) -> None:

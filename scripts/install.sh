@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Install UHP Server on this machine: system packages, a virtualenv, the pinned agent CLIs.
-# Idempotent. Usage: bash scripts/install.sh [--test]   (--test adds the test dependencies)
+# Idempotent. Usage: bash scripts/install.sh [--test] [--docker]
+#   --test    adds the test dependencies
+#   --docker  also sets up the docker sandbox: a Docker engine and the agent runtime image
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extras=""
-[[ "${1:-}" == "--test" ]] && extras="[test]"
+docker=""
+for arg in "$@"; do
+  [[ "$arg" == "--test" ]] && extras="[test]"
+  [[ "$arg" == "--docker" ]] && docker=1
+done
 
 need_apt=()
 command -v bwrap >/dev/null || need_apt+=(bubblewrap)
@@ -23,4 +29,8 @@ python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
 .venv/bin/pip install -q -e ".${extras}"
 .venv/bin/uhp-server bases install
+if [[ -n "$docker" ]]; then
+  bash scripts/docker-engine.sh
+  .venv/bin/uhp-server images build
+fi
 echo "installed: .venv/bin/uhp-server"

@@ -10,7 +10,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, SQLModel, create_engine
 
-from storage import models  # noqa: F401  (registers the tables)
+from storage import mcp_secrets, models, skills  # noqa: F401  (registers the tables)
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]

@@ -84,3 +84,45 @@ class IdempotencyRow(SQLModel, table=True):
 
 
 Index("ix_session_principal_updated", SessionRow.principal_id, SessionRow.updated_at)
+
+
+class FileRow(SQLModel, table=True):
+    """An uploaded (or inlined) input file; its bytes live in the blob store."""
+
+    __tablename__ = "file"
+    id: str = Field(primary_key=True)
+    principal_id: str = Field(index=True)
+    filename: str  # already made safe for a workspace
+    bytes: int
+    media_type: str
+    sha256: str = Field(index=True)
+    purpose: str = "user_data"
+    created_at: int
+    deleted_at: float | None = None
+
+
+class ArtifactRow(SQLModel, table=True):
+    """A file a turn created or changed in its session's workspace (Files §2)."""
+
+    __tablename__ = "artifact"
+    id: str = Field(primary_key=True)
+    principal_id: str = Field(index=True)
+    session_id: str = Field(index=True)
+    container_id: str = Field(index=True)
+    response_id: str = Field(index=True)
+    filename: str  # the path relative to the workspace
+    bytes: int
+    media_type: str
+    sha256: str = Field(index=True)
+    created_at: int
+
+
+class ShareRow(SQLModel, table=True):
+    """A published read-only view of a session. `token` is the only way to reach it."""
+
+    __tablename__ = "share"
+    id: str = Field(primary_key=True)
+    principal_id: str = Field(index=True)
+    session_id: str = Field(index=True)
+    token: str = Field(index=True, unique=True)
+    created_at: int

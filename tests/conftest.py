@@ -19,6 +19,9 @@ API_KEY = "uhp_sk_test_default_principal_key"
 # The end-to-end suite runs against one base at a time: UHP_TEST_BASE=claude-code bash
 # scripts/test.sh ... runs the very same tests on another CLI.
 TEST_BASE = os.environ.get("UHP_TEST_BASE", "codex")
+# ... and against one sandbox backend at a time: UHP_TEST_SANDBOX=docker runs them in the
+# docker sandbox (scripts/test.sh runs the end-to-end files a second time that way).
+TEST_SANDBOX = os.environ.get("UHP_TEST_SANDBOX", "local")
 DEFAULT_MODELS = {"openai": "gpt-test", "anthropic": "claude-test"}
 OTHER_MODELS = {"openai": "gpt-test-mini", "anthropic": "claude-test-mini"}
 
@@ -62,7 +65,12 @@ def codex_installed() -> Path:
 
 @pytest.fixture(scope="session")
 def base_installed() -> Path:
-    """The pinned CLI of the base under test."""
+    """The pinned CLI of the base under test (and, under UHP_TEST_SANDBOX=docker, a Docker
+    engine with the runtime image: skipped, loudly, when no engine answers)."""
+    if TEST_SANDBOX == "docker":
+        from tests.support.docker import runtime_image_or_skip
+
+        runtime_image_or_skip()
     return _installed(TEST_BASE)
 
 
@@ -73,6 +81,7 @@ def server_env(provider: RunningProvider, **extra: str) -> dict[str, str]:
         "UHP_API_KEY": API_KEY,
         "UHP_TOOLS_DIR": str(tools_dir()),
         "UHP_BASES": TEST_BASE,
+        "UHP_SANDBOX": TEST_SANDBOX,
         "UHP_OPENAI_DEFAULT_MODEL": DEFAULT_MODELS["openai"],
         "UHP_ANTHROPIC_DEFAULT_MODEL": DEFAULT_MODELS["anthropic"],
         "OPENAI_API_KEY": PROVIDER_KEY,

@@ -70,12 +70,13 @@ def test_an_unreachable_upstream_makes_models_unavailable_and_tasks_refused(
     try:
         headers = {"Authorization": f"Bearer {env['UHP_API_KEY']}"}
         catalog = httpx.get(f"{server.url}/v1/models", headers=headers).json()
-        models = catalog["backends"]["openai"]["models"]
+        backend = backend_under_test()
+        models = catalog["backends"][backend]["models"]
         assert models == [
             {
-                "id": "gpt-test",
-                "label": "gpt-test",
-                "backend": "openai",
+                "id": DEFAULT_MODEL,
+                "label": DEFAULT_MODEL,
+                "backend": backend,
                 "available": False,
                 "default": True,
             }

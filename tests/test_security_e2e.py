@@ -4,16 +4,27 @@ what an error withholds."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import API_KEY, PROVIDER_KEY
+from tests.conftest import API_KEY, DEFAULT_MODEL, PROVIDER_KEY, backend_under_test
 from tests.support.server import ServerProcess
 from tests.test_tasks_e2e import create
+from uhp_server.gateway.tokens import TOKEN_PREFIX
 
 pytestmark = pytest.mark.slow
+
+# One model call on each backend's gateway route, for checking a token is dead.
+MODEL_CALLS = {
+    "openai": ("/gateway/openai/v1/responses", {"model": DEFAULT_MODEL, "input": "SAY hi"}),
+    "anthropic": (
+        "/gateway/anthropic/v1/messages",
+        {"model": DEFAULT_MODEL, "max_tokens": 16, "messages": [{"role": "user", "content": "x"}]},
+    ),
+}
 
 # Every environment variable of every process in the sandbox, one per line.
 DUMP_SANDBOX_ENV = (
@@ -40,27 +51,28 @@ def test_the_sandbox_holds_no_secret_but_its_own_short_lived_token(
     for name in (
         "OPENAI_API_KEY",
         "OPENAI_BASE_URL",
+        "ANTHROPIC_API_KEY",
         "UHP_API_KEY",
         "UHP_SERVER_ONLY_SECRET",
         "UHP_DATA_DIR",
         "PYTHONPATH",
     ):
         assert f"\n{name}=" not in f"\n{dumped}"
-    tokens = [
-        line.split("=", 1)[1]
-        for line in dumped.splitlines()
-        if line.startswith("UHP_GATEWAY_TOKEN=")
-    ]
+    # Whatever variable the base's CLI reads it from (UHP_GATEWAY_TOKEN for Codex,
+    # ANTHROPIC_AUTH_TOKEN for Claude Code), the per-turn token has the gateway's prefix.
+    tokens = set(re.findall(rf"{TOKEN_PREFIX}[A-Za-z0-9_-]+", dumped))
     assert tokens, "the CLI itself holds the per-turn gateway token"
-    # The upstream saw the real key, never the sandbox's token.
-    auth = {r["headers"].get("authorization") for r in provider.requests()}
-    assert auth == {f"Bearer {PROVIDER_KEY}"}
+    # The upstream saw the real key (as its wire sends keys), never the sandbox's token.
+    creds = {
+        r["headers"].get("authorization") or r["headers"].get("x-api-key")
+        for r in provider.requests()
+    }
+    assert creds and creds <= {f"Bearer {PROVIDER_KEY}", PROVIDER_KEY}
     # The token died with the turn.
-    for token in set(tokens):
+    path, body = MODEL_CALLS[backend_under_test()]
+    for token in tokens:
         answer = httpx.post(
-            f"{server.url}/gateway/openai/v1/responses",
-            headers={"Authorization": f"Bearer {token}"},
-            json={"model": "gpt-test", "input": "SAY hi"},
+            f"{server.url}{path}", headers={"Authorization": f"Bearer {token}"}, json=body
         )
         assert answer.status_code == 401
 

@@ -14,7 +14,7 @@ import pytest
 from tests.support.schema import check_stream, validate
 from tests.support.server import ServerProcess
 from tests.support.sse import read_stream
-from tests.test_tasks_e2e import create, message_text, wait_terminal
+from tests.test_tasks_e2e import MODEL_PATHS, create, message_text, wait_terminal
 
 pytestmark = pytest.mark.slow
 
@@ -134,9 +134,7 @@ def test_continuing_with_a_different_harness_is_a_conflict(client: httpx.Client)
 
 
 def _provider_calls(provider: Any, marker: str) -> int:
-    return sum(
-        marker in str(r["body"]) for r in provider.requests() if r["path"] == "/v1/responses"
-    )
+    return sum(marker in str(r["body"]) for r in provider.requests() if r["path"] in MODEL_PATHS)
 
 
 def test_an_idempotent_repeat_returns_the_first_result_and_never_runs_twice(

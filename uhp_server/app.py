@@ -16,12 +16,15 @@ from uhp_server.context import AppContext
 from uhp_server.engine.recovery import recover
 from uhp_server.engine.runs import RunManager
 from uhp_server.engine.tasks import TaskService
+from uhp_server.engine.traces import TraceDeleter
 from uhp_server.engine.turn import TurnExecutor
 from uhp_server.errors import install_error_handlers
+from uhp_server.file_parts import build_file_parts
+from uhp_server.gateway.mcp_proxy import make_mcp_router
 from uhp_server.gateway.proxy import make_gateway_router
 from uhp_server.gateway.tokens import TokenRegistry
 from uhp_server.gateway.upstreams import Upstreams
-from uhp_server.routers import discovery, harnesses, sessions, tasks
+from uhp_server.routers import discovery, files, harness_events, harnesses, sessions, share, tasks
 from uhp_server.sandbox.base import Sandbox
 from uhp_server.settings import Settings
 from uhp_server.versioning import VersionMiddleware
@@ -52,6 +55,23 @@ def make_sandbox(settings: Settings) -> Sandbox:
         from uhp_server.sandbox.local import LocalSandbox
 
         return LocalSandbox(settings.local_gateway_url())
+    if settings.sandbox == "docker":
+        from uhp_server.sandbox.docker import DockerSandbox
+        from uhp_server.sandbox.docker.container import Limits
+
+        limits = Limits(
+            memory=settings.docker_memory,
+            cpus=settings.docker_cpus,
+            pids=settings.docker_pids_limit,
+            tmp_size=settings.docker_tmp_size,
+        )
+        return DockerSandbox(
+            settings.data_dir,
+            image=settings.docker_image,
+            base_image=settings.docker_base_image,
+            user=settings.docker_user,
+            limits=limits,
+        )
     raise ValueError(f"unknown sandbox {settings.sandbox!r} (UHP_SANDBOX)")
 
 
@@ -60,8 +80,13 @@ def build_context(settings: Settings, bases: dict[str, HarnessBase] | None = Non
     tokens = TokenRegistry()
     upstreams = Upstreams(settings)
     catalog = ModelCatalog(upstreams)
+    file_parts = build_file_parts(settings, db)
     executor = TurnExecutor(
-        make_sandbox(settings), tokens, settings.tools_dir, settings.cancel_grace_seconds
+        make_sandbox(settings),
+        tokens,
+        settings.tools_dir,
+        settings.cancel_grace_seconds,
+        files=file_parts.turn_files,
     )
     runs = RunManager(db, executor)
     enabled = usable_bases(settings) if bases is None else bases
@@ -73,7 +98,17 @@ def build_context(settings: Settings, bases: dict[str, HarnessBase] | None = Non
         upstreams=upstreams,
         catalog=catalog,
         runs=runs,
-        tasks=TaskService(settings, db, enabled, catalog, runs),
+        tasks=TaskService(settings, db, enabled, catalog, runs, blobs=file_parts.blobs),
+        blobs=file_parts.blobs,
+        previews=file_parts.previews,
+        traces=TraceDeleter(
+            db,
+            runs,
+            file_parts.blobs,
+            settings.sessions_dir,
+            settings.previews_dir,
+            settings.cancel_grace_seconds,
+        ),
     )
 
 
@@ -83,10 +118,13 @@ def create_app(settings: Settings, bases: dict[str, HarnessBase] | None = None) 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         recover(ctx.db)
+        sandbox = ctx.runs.executor.sandbox
+        await sandbox.open(_app)  # e.g. the docker sandbox serves the gateway on a socket
         try:
             yield
         finally:
             await ctx.runs.shutdown()
+            await sandbox.close()
             await ctx.upstreams.aclose()
 
     app = FastAPI(
@@ -101,5 +139,8 @@ def create_app(settings: Settings, bases: dict[str, HarnessBase] | None = None) 
     for router in (discovery.router, harnesses.router, tasks.router, sessions.router):
         app.include_router(router)
     app.include_router(make_gateway_router(ctx.tokens, ctx.upstreams))
+    app.include_router(make_mcp_router(ctx.tokens, ctx.upstreams.http))
+    for router in (files.router, share.router, harness_events.router):
+        app.include_router(router)
     app.add_middleware(VersionMiddleware)
     return app

@@ -88,6 +88,48 @@ def cmd_bases(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_images(args: argparse.Namespace) -> int:
+    import docker.errors
+
+    from uhp_server.sandbox.docker import images
+    from uhp_server.sandbox.docker.bootstrap import BootstrapError
+    from uhp_server.sandbox.docker.sandbox import engine_client
+
+    settings = _settings(args)
+    try:
+        api = engine_client()
+    except docker.errors.DockerException as exc:
+        print(f"no Docker engine answers: {exc}", file=sys.stderr)
+        return 1
+    if args.images_command == "list":
+        tag = settings.docker_image or images.runtime_tag()
+        labels = images.image_labels(api, tag)
+        state = "missing" if labels is None else "present"
+        print(f"{tag} {state}")
+        for key, value in sorted((labels or {}).items()):
+            print(f"  {key}={value}")
+        return 0 if labels is not None else 1
+    known = registry()
+    names = args.names or settings.enabled_bases
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        print(f"unknown bases: {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    try:
+        tag = images.build_runtime(
+            api,
+            base_image=args.base_image or settings.docker_base_image,
+            bootstrap_mode=args.bootstrap,
+            clis={name: known[name].cli_version for name in names},
+            force=args.force,
+        )
+    except (images.ImageError, BootstrapError, docker.errors.DockerException) as exc:
+        print(f"images build failed: {exc}", file=sys.stderr)
+        return 1
+    print(tag)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="uhp-server", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -98,7 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="start the server")
     serve.add_argument("--host", help="listen address (UHP_HOST, default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="listen port (UHP_PORT, default 8080)")
-    serve.add_argument("--sandbox", choices=["local"], help="sandbox backend (UHP_SANDBOX)")
+    serve.add_argument(
+        "--sandbox", choices=["local", "docker"], help="sandbox backend (UHP_SANDBOX)"
+    )
     data_dir(serve)
     serve.set_defaults(func=cmd_serve)
 
@@ -119,6 +163,21 @@ def build_parser() -> argparse.ArgumentParser:
     install.add_argument("names", nargs="*")
     bases_sub.add_parser("list", help="pinned and installed versions")
     bases.set_defaults(func=cmd_bases)
+
+    images = sub.add_parser("images", help="the docker sandbox's agent runtime image")
+    images_sub = images.add_subparsers(dest="images_command", required=True)
+    build = images_sub.add_parser("build", help="build it unless current (labels tell)")
+    build.add_argument("names", nargs="*", help="bases it serves (default: UHP_BASES)")
+    build.add_argument("--base-image", help="FROM image (UHP_DOCKER_BASE_IMAGE)")
+    build.add_argument(
+        "--bootstrap",
+        choices=["auto", "always", "never"],
+        default="auto",
+        help="make the base image from Debian packages: when it cannot be pulled (auto)",
+    )
+    build.add_argument("--force", action="store_true", help="rebuild even when current")
+    images_sub.add_parser("list", help="the runtime image this version runs, and its labels")
+    images.set_defaults(func=cmd_images)
     return parser
 
 

@@ -8,10 +8,13 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 
 from harness_bases.base import HarnessBase
+from storage.blobs import BlobStore
 from storage.db import Database
 from uhp_server.catalog import ModelCatalog
 from uhp_server.engine.runs import RunManager
 from uhp_server.engine.tasks import TaskService
+from uhp_server.engine.traces import TraceDeleter
+from uhp_server.previews import PreviewRenderer
 from uhp_server.settings import Settings
 
 
@@ -25,6 +28,9 @@ class AppContext:
     catalog: ModelCatalog
     runs: RunManager
     tasks: TaskService
+    blobs: BlobStore  # uploads and artifacts, content-addressed
+    previews: PreviewRenderer
+    traces: TraceDeleter
 
 
 def get_ctx(request: Request) -> AppContext:

@@ -9,6 +9,7 @@ from harness_bases.base import HarnessBase
 from storage import harnesses as harness_store
 from storage.db import Database
 from storage.models import HarnessRow
+from uhp_server.harness_config.mcp import render_mcp_servers
 from uhp_server.ids import new_id
 
 # Config keys as stored (camelCase, as on the wire) and their defaults.
@@ -23,7 +24,14 @@ CONFIG_DEFAULTS: dict[str, Any] = {
 }
 
 
-def to_wire(row: HarnessRow, base: HarnessBase | None, default_model: str | None) -> dict[str, Any]:
+def to_wire(
+    row: HarnessRow,
+    base: HarnessBase | None,
+    default_model: str | None,
+    skills: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The harness object. `skills` is already rendered (harness_config.skills), since
+    bundles live out of line; MCP credentials are references only (harness_config.mcp)."""
     config = {**CONFIG_DEFAULTS, **row.config}
     wire: dict[str, Any] = {
         "id": row.id,
@@ -32,8 +40,8 @@ def to_wire(row: HarnessRow, base: HarnessBase | None, default_model: str | None
         "base": row.base,
         "baseLabel": base.label if base else row.base,
         "systemPrompt": config["systemPrompt"],
-        "mcpServers": config["mcpServers"],
-        "skills": config["skills"],
+        "mcpServers": render_mcp_servers(config["mcpServers"]),
+        "skills": skills,
         "disabledTools": config["disabledTools"],
         "maxStep": config["maxStep"],
         "timeoutSeconds": config["timeoutSeconds"],

@@ -36,7 +36,29 @@ class Settings(BaseSettings):
     keepalive_seconds: float = 15.0
     cancel_grace_seconds: float = 3.0  # after a clean interrupt, kill the sandbox
     models_cache_seconds: float = 60.0
+    # MCP servers on private or loopback addresses (a server on the same network); link-local
+    # addresses (cloud metadata) stay refused either way. See gateway/url_policy.py.
+    mcp_allow_private_hosts: bool = False
     log_level: str = "INFO"
+
+    # Files in and artifacts out (README: "Files and artifacts").
+    max_file_bytes: int = 50 * 1024 * 1024  # one upload or inline file; 413 file_too_large past it
+    max_artifacts_per_session: int = 500  # artifacts kept per session, over all its turns
+    max_artifact_bytes: int = 50 * 1024 * 1024  # one artifact; a larger file is skipped
+    max_session_artifact_bytes: int = 500 * 1024 * 1024  # all artifacts of one session
+    soffice: str = "soffice"  # LibreOffice, for PDF previews; missing -> 501 preview_unavailable
+    preview_timeout_seconds: float = 60.0
+    # The origin download_url and share links are built on; unset: the request's own base URL.
+    public_base_url: str | None = None
+
+    # The docker sandbox (UHP_SANDBOX=docker; README: "Docker sandbox"). Limits apply per turn.
+    docker_image: str = ""  # empty: the runtime image this version builds (images build)
+    docker_base_image: str = "debian:bookworm-slim"  # FROM of the runtime image recipe
+    docker_user: str = "auto"  # uid:gid; auto: the server's own, or 1000:1000 for root
+    docker_memory: str = "4g"  # memory limit (no swap beyond it)
+    docker_cpus: float = 2.0  # CPU limit, in cores
+    docker_pids_limit: int = 512  # processes and threads
+    docker_tmp_size: str = "512m"  # the writable /tmp (the root filesystem is read-only)
 
     # Model upstreams, the conventional way.
     openai_api_key: str | None = Field(
@@ -68,6 +90,14 @@ class Settings(BaseSettings):
     @property
     def sessions_dir(self) -> Path:
         return self.data_dir / "sessions"
+
+    @property
+    def blobs_dir(self) -> Path:
+        return self.data_dir / "blobs"
+
+    @property
+    def previews_dir(self) -> Path:
+        return self.data_dir / "previews"
 
     def local_gateway_url(self) -> str:
         if self.gateway_base_url:

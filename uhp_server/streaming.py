@@ -15,6 +15,20 @@ STREAM_HEADERS = {
 }
 
 
+class _KeepAlive(ServerSentEvent):
+    """`: keep-alive` as a lone comment line, without the blank line that ends an event.
+
+    Clients keep the last event id across events (as the SSE spec says), and the official
+    `openai` SDK then dispatches a comment-plus-blank-line block as an event with empty
+    data, which it cannot parse: a keep-alive after the first event broke its streams."""
+
+    def __init__(self) -> None:
+        super().__init__(comment="keep-alive")
+
+    def encode(self) -> bytes:
+        return f": keep-alive{self._sep}".encode()
+
+
 def sse_response(events: AsyncIterator[dict[str, Any]], keepalive_seconds: float) -> Any:
     async def messages() -> AsyncIterator[ServerSentEvent]:
         async for event in events:
@@ -28,5 +42,5 @@ def sse_response(events: AsyncIterator[dict[str, Any]], keepalive_seconds: float
         messages(),
         headers=STREAM_HEADERS,
         ping=keepalive_seconds,
-        ping_message_factory=lambda: ServerSentEvent(comment="keep-alive"),
+        ping_message_factory=_KeepAlive,
     )

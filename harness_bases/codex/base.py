@@ -13,6 +13,8 @@ from harness_bases.codex import install as installer
 from harness_bases.codex.config import TOKEN_ENV, write_config
 from harness_bases.codex.driver import LiveTurn, answer_request, drive_turn
 from harness_bases.codex.rpc import RpcConnection
+from harness_bases.codex.safe_files import real_dir
+from harness_bases.codex.skills import materialise_skills
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +30,7 @@ class CodexBase(HarnessBase):
     # No per-tool block for built-in tools and no step flag: disabled tools are an
     # instruction, and the engine counts tool calls and stops the turn.
     enforcement = Enforcement(disabled_tools="instruction", max_step="counted")
+    mcp_transports = ("http",)  # Codex's MCP client speaks Streamable HTTP only
 
     def __init__(self) -> None:
         # One base instance serves every session; live turns are keyed by their process.
@@ -40,7 +43,9 @@ class CodexBase(HarnessBase):
         return installer.installed_version(tools_dir)
 
     def prepare(self, turn: TurnSpec) -> Invocation:
-        write_config(turn.host_home / ".codex", turn.model, turn.gateway_url)
+        codex_home = real_dir(turn.host_home, ".codex")  # never a link the agent left
+        write_config(codex_home, turn.model, turn.gateway_url, turn.mcp_servers)
+        materialise_skills(codex_home, turn.skills)
         home = turn.paths.home
         env = {
             "PATH": f"{installer.helper_path_dir(turn.paths.tools)}:{SYSTEM_PATH}",

@@ -12,6 +12,9 @@ from typing import Any
 
 import tomli_w
 
+from harness_bases.base import McpServerSpec
+from harness_bases.codex.safe_files import write_file
+
 PROVIDER_ID = "uhp_gateway"  # never a built-in id such as "openai": config cannot override those
 TOKEN_ENV = "UHP_GATEWAY_TOKEN"
 
@@ -30,7 +33,30 @@ _DISABLED_FEATURES = (
 )
 
 
-def codex_config(model: str, gateway_url: str) -> dict[str, Any]:
+# How long Codex waits for an MCP server to start (initialize + tools/list through the
+# gateway's proxy); the engine already checked the server can be reached.
+MCP_STARTUP_TIMEOUT_SEC = 20
+
+
+def mcp_server_tables(servers: tuple[McpServerSpec, ...]) -> dict[str, Any]:
+    """`[mcp_servers.<name>]` for each server: the gateway's MCP proxy, authenticated with
+    the turn token read from the CLI's own environment (never written into a file).
+    Codex speaks Streamable HTTP only, so other transports are left out (the engine tells
+    the user: CodexBase.mcp_transports)."""
+    return {
+        server.name: {
+            "url": server.url,
+            "bearer_token_env_var": TOKEN_ENV,
+            "startup_timeout_sec": MCP_STARTUP_TIMEOUT_SEC,
+        }
+        for server in servers
+        if server.transport == "http"
+    }
+
+
+def codex_config(
+    model: str, gateway_url: str, mcp_servers: tuple[McpServerSpec, ...] = ()
+) -> dict[str, Any]:
     """The config.toml contents for a turn."""
     return {
         "model": model,
@@ -66,12 +92,16 @@ def codex_config(model: str, gateway_url: str) -> dict[str, Any]:
                 "stream_max_retries": 2,
             }
         },
+        "mcp_servers": mcp_server_tables(mcp_servers),
     }
 
 
-def write_config(codex_home: Path, model: str, gateway_url: str) -> Path:
+def write_config(
+    codex_home: Path, model: str, gateway_url: str, mcp_servers: tuple[McpServerSpec, ...] = ()
+) -> Path:
     """Write `config.toml` into codex_home (created if needed); returns its path."""
     codex_home.mkdir(parents=True, exist_ok=True)
     path = codex_home / "config.toml"
-    path.write_text(tomli_w.dumps(codex_config(model, gateway_url)), encoding="utf-8")
+    config = codex_config(model, gateway_url, mcp_servers)
+    write_file(path, tomli_w.dumps(config).encode("utf-8"), 0o600)
     return path

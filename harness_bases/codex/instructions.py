@@ -1,4 +1,4 @@
-"""The turn's standing instructions (system prompt + disabled tools) for a Codex thread.
+"""The turn's standing instructions (system prompt, disabled tools, skills) for a Codex thread.
 
 Codex puts `developerInstructions` into a thread's history once, when the thread starts;
 on `thread/resume` the parameter is ignored. So that a later task's instructions (say, a
@@ -12,6 +12,8 @@ import re
 from pathlib import Path
 
 from harness_bases.base import TurnSpec
+from harness_bases.codex.safe_files import real_dir, write_file
+from harness_bases.codex.skills import skill_folder
 
 UPDATE_PREFIX = (
     "Instructions update: the task instructions given earlier in this conversation no longer apply."
@@ -23,7 +25,22 @@ def developer_instructions(turn: TurnSpec) -> str | None:
     parts = [turn.system_prompt.strip()] if turn.system_prompt.strip() else []
     if turn.disabled_tools:
         parts.append(f"Do not use these tools: {', '.join(turn.disabled_tools)}.")
+    if turn.skills:
+        parts.append(skills_note(turn))
     return "\n\n".join(parts) or None
+
+
+def skills_note(turn: TurnSpec) -> str:
+    """Names every skill folder, so the agent knows of each one (Codex itself lists only
+    skills whose SKILL.md has front matter)."""
+    codex_home = f"{turn.paths.home}/.codex"
+    lines = [
+        "Skills are installed for you: each is a folder of instructions and resources for "
+        "one kind of task. When a task matches a skill, read its SKILL.md first and use the "
+        "files beside it as it says."
+    ]
+    lines += [f"- {s.name}: {skill_folder(codex_home, s.name)}/SKILL.md" for s in turn.skills]
+    return "\n".join(lines)
 
 
 def update_message(previous: str | None, current: str | None) -> str | None:
@@ -58,5 +75,5 @@ def recorded(codex_home: Path, thread_id: str) -> str | None:
 
 def record(codex_home: Path, thread_id: str, text: str | None) -> None:
     path = _record_path(codex_home, thread_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text or "", encoding="utf-8")
+    real_dir(codex_home, path.parent.name)
+    write_file(path, (text or "").encode("utf-8"))

@@ -32,7 +32,12 @@ def parse(body: dict) -> tuple[list[Event], list[ToolSpec]]:
         texts = []
         for block in blocks:
             kind = block.get("type")
-            if kind == "text":
+            if kind == "text" and message.get("role") == "user":
+                # Each user text block is its own message: Claude Code sends one block per
+                # prompt and merges the prompt of a turn that got no answer (a failed one)
+                # with the next, which must still be the one that directs the reply.
+                events.append(Event("user", block.get("text", "")))
+            elif kind == "text":
                 texts.append(block.get("text", ""))
             elif kind == "tool_use":
                 if texts and message.get("role") == "assistant":

@@ -3,6 +3,10 @@
 The builder keeps the response object as the stream has assembled it so far. Every event it
 returns is appended to the response's event log by the caller, which assigns sequence numbers;
 the stream, the blocking answer and the read-back are all folds of that log (see fold.py).
+
+The most recent assistant message stays open after its text is complete, until another item
+starts or the turn finishes: artifacts are only known at the end, and their citations
+(`output_text.annotation.added`) must land on that message before its `output_item.done`.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ class ResponseBuilder:
         self._messages: dict[str, int] = {}  # base item key -> output index (open messages)
         self._reasoning: dict[str, int] = {}
         self._calls: dict[str, int] = {}  # base call key -> output index of the function_call
+        self._deferred: str | None = None  # a finished message held open for citations
+        self._complete: set[str] = set()  # open messages whose text is final
         self.tool_calls = 0
 
     @classmethod
@@ -59,14 +65,22 @@ class ResponseBuilder:
         error: dict[str, Any] | None = None,
         incomplete_details: dict[str, Any] | None = None,
         usage: dict[str, Any] | None = None,
+        files: list[dict[str, Any]] | None = None,
+        notice: str | None = None,
     ) -> list[Event]:
-        """Close whatever is still open and emit the one terminal event."""
+        """Cite the turn's artifacts, close whatever is still open, say what was left out
+        (`notice`), and emit the one terminal event."""
         out: list[Event] = []
         item_status = "completed" if status == "completed" else "incomplete"
         for key in list(self._reasoning):
             out += self._close_reasoning(key, None, item_status)
+        if files:
+            out += self._cite(files)
         for key in list(self._messages):
-            out += self._close_message(key, None, item_status)
+            final = "completed" if key in self._complete else item_status
+            out += self._close_message(key, None, final)
+        if notice:
+            out += self._notice(notice)
         self.response.update(
             status=status, error=error, incomplete_details=incomplete_details, usage=usage
         )
@@ -79,23 +93,35 @@ class ResponseBuilder:
 
     # -- agent events --------------------------------------------------------------------
     def apply(self, event: ev.AgentEvent) -> list[Event]:
+        out = self._release_deferred(event)
         match event:
             case ev.TextDelta(item=key, delta=delta):
-                return self._text_delta(key, delta)
+                out += self._text_delta(key, delta)
             case ev.TextDone(item=key, text=text):
-                return self._close_message(key, text, "completed")
+                out += self._complete_text(key, text)
             case ev.ReasoningDelta(item=key, delta=delta):
-                return self._reasoning_delta(key, delta)
+                out += self._reasoning_delta(key, delta)
             case ev.ReasoningDone(item=key, text=text):
-                return self._close_reasoning(key, text, "completed")
+                out += self._close_reasoning(key, text, "completed")
             case ev.ToolCallStarted():
-                return self._tool_call(event)
+                out += self._tool_call(event)
             case ev.ToolCallFinished():
-                return self._tool_output(event)
+                out += self._tool_output(event)
             case ev.Notice(text=text):
-                key = new_id("message")
-                return self._text_delta(key, text) + self._close_message(key, text, "completed")
-        return []
+                out += self._notice(text)
+        return out
+
+    def _release_deferred(self, event: ev.AgentEvent) -> list[Event]:
+        """Anything but more of the held message closes it: it is no longer the last one."""
+        key = self._deferred
+        if key is None or getattr(event, "item", None) == key:
+            return []
+        self._deferred = None
+        return self._close_message(key, None, "completed")
+
+    def _notice(self, text: str) -> list[Event]:
+        key = new_id("message")
+        return self._text_delta(key, text) + self._close_message(key, text, "completed")
 
     # -- messages ------------------------------------------------------------------------
     def _add_item(self, item: dict[str, Any]) -> tuple[int, Event]:
@@ -155,17 +181,32 @@ class ResponseBuilder:
         )
         return out
 
-    def _close_message(self, key: str, text: str | None, status: str) -> list[Event]:
+    def _final_text(self, key: str, text: str | None) -> list[Event]:
         index, out = self._open_message(key)
-        item = self.response["output"][index]
-        part = item["content"][0]
+        part = self.response["output"][index]["content"][0]
         if text is not None and text != part["text"]:
             # The CLI's final text is authoritative; send what the deltas missed, if anything.
             if text.startswith(part["text"]):
                 out += self._text_delta(key, text[len(part["text"]) :])
             else:
                 part["text"] = text
-        del self._messages[key]
+        return out
+
+    def _complete_text(self, key: str, text: str) -> list[Event]:
+        """The message's text is final; it stays open as the citation target for now."""
+        out = self._final_text(key, text)
+        self._complete.add(key)
+        self._deferred = key
+        return out
+
+    def _close_message(self, key: str, text: str | None, status: str) -> list[Event]:
+        out = self._final_text(key, text)
+        index = self._messages.pop(key)
+        self._complete.discard(key)
+        if self._deferred == key:
+            self._deferred = None
+        item = self.response["output"][index]
+        part = item["content"][0]
         item["status"] = status
         out += [
             {
@@ -185,6 +226,40 @@ class ResponseBuilder:
             },
             self._item_done(index),
         ]
+        return out
+
+    # -- artifact citations --------------------------------------------------------------
+    def _citation_target(self) -> str | None:
+        """The open message that is the last output item, if there is one."""
+        last = len(self.response["output"]) - 1
+        return next((key for key, index in self._messages.items() if index == last), None)
+
+    def _cite(self, files: list[dict[str, Any]]) -> list[Event]:
+        """Cite each artifact on the final message; without one, a short message lists them."""
+        out: list[Event] = []
+        key = self._citation_target()
+        if key is None:
+            key = new_id("message")
+            listing = "Files: " + ", ".join(f["filename"] for f in files)
+            out += self._text_delta(key, listing)
+            self._complete.add(key)
+        index = self._messages[key]
+        item = self.response["output"][index]
+        part = item["content"][0]
+        for annotation in files:
+            start, end = _span(part["text"], annotation["filename"])
+            cited = {**annotation, "start_index": start, "end_index": end}
+            part["annotations"].append(cited)
+            out.append(
+                {
+                    "type": "response.output_text.annotation.added",
+                    "item_id": item["id"],
+                    "output_index": index,
+                    "content_index": 0,
+                    "annotation_index": len(part["annotations"]) - 1,
+                    "annotation": copy.deepcopy(cited),
+                }
+            )
         return out
 
     # -- reasoning -----------------------------------------------------------------------
@@ -300,6 +375,15 @@ class ResponseBuilder:
         }
         index, added = self._add_item(item)
         return [added, self._item_done(index)]
+
+
+def _span(text: str, filename: str) -> tuple[int, int]:
+    """Where the text names the file (its path, else its base name); else the whole text."""
+    for name in (filename, filename.rsplit("/", 1)[-1]):
+        start = text.find(name)
+        if name and start >= 0:
+            return start, start + len(name)
+    return 0, len(text)
 
 
 def _is_json(text: str) -> bool:

@@ -39,6 +39,11 @@ def fold(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
             output[index]["summary"][event["summary_index"]]["text"] += event["delta"]
         elif kind == "response.function_call_arguments.done":
             output[index]["arguments"] = event["arguments"]
+        elif kind == "response.output_text.annotation.added":
+            part = output[index]["content"][event["content_index"]]
+            annotations = part.setdefault("annotations", [])
+            del annotations[event["annotation_index"] :]  # a replayed event lands where it was
+            annotations.append(copy.deepcopy(event["annotation"]))
     if response is None:
         raise ValueError("no response.created event")
     return response

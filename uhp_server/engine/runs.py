@@ -7,8 +7,10 @@ import contextlib
 import logging
 import time
 
+from storage import session_listing
 from storage import sessions as session_store
 from storage.db import Database
+from uhp_server.engine.feed import HarnessFeed, feed_event
 from uhp_server.engine.turn import Run, TurnExecutor
 
 log = logging.getLogger("uhp_server.runs")
@@ -19,9 +21,13 @@ LINGER_SECONDS = 600.0
 
 
 class RunManager:
-    def __init__(self, db: Database, executor: TurnExecutor) -> None:
+    def __init__(
+        self, db: Database, executor: TurnExecutor, feed: HarnessFeed | None = None
+    ) -> None:
         self.db = db
         self.executor = executor
+        self.feed = feed or HarnessFeed()
+        self._forwarders: dict[str, asyncio.Task[None]] = {}  # by response id, while live
         self._live: dict[str, Run] = {}  # by response id, until LINGER_SECONDS after the end
         self._running: dict[str, Run] = {}  # by session id, until the terminal event
         self._last: dict[str, Run] = {}  # by session id, until its process is gone
@@ -41,6 +47,24 @@ class RunManager:
         self._running[run.session_id] = run
         self._last[run.session_id] = run
         run.task = asyncio.create_task(self._execute(run), name=f"turn {run.response_id}")
+        self._forwarders[run.response_id] = asyncio.create_task(self._forward(run))
+
+    async def _forward(self, run: Run) -> None:
+        """Pass the run's lifecycle on to the harness events feed."""
+        response = run.builder.response
+        harness_id = response["metadata"].get("harness_id", "")
+        try:
+            async for event in run.log.follow():
+                for item in feed_event(
+                    event,
+                    response_id=run.response_id,
+                    session_id=run.session_id,
+                    harness_id=harness_id,
+                    new_session=response.get("previous_response_id") is None,
+                ):
+                    self.feed.publish(run.principal_id, harness_id, item)
+        finally:
+            self._forwarders.pop(run.response_id, None)
 
     async def _execute(self, run: Run) -> None:
         try:
@@ -49,6 +73,9 @@ class RunManager:
             log.exception("turn_crashed", extra={"response_id": run.response_id})
             self._on_terminal(run)
         finally:
+            forwarder = self._forwarders.get(run.response_id)
+            if forwarder is not None and not run.log.finished:
+                forwarder.cancel()  # a crashed run never ends its log: stop following it
             if self._last.get(run.session_id) is run:
                 del self._last[run.session_id]
             self._finished_at[run.response_id] = time.monotonic()
@@ -59,6 +86,8 @@ class RunManager:
             return
         del self._running[run.session_id]
         status = run.log.current()["status"] if run.log.finished else "failed"
+        if not run.log.persist:
+            session_listing.record_status(self.db, run.response_id, status)
         session_store.release_session(
             self.db, run.session_id, run.response_id, status, run.native_session_id
         )
@@ -68,6 +97,20 @@ class RunManager:
         run.stop.set()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(run.log.wait_finished(), timeout=0.9)
+
+    async def wait_stopped(self, session_id: str, timeout: float) -> None:
+        """Wait (bounded) until no process of the session's turns is left running."""
+        run = self._last.get(session_id)
+        if run is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(run.stopped.wait(), timeout)
+
+    def forget(self, response_id: str) -> None:
+        """Drop a finished run from memory at once (its response was deleted)."""
+        run = self._live.get(response_id)
+        if run is not None and run.log.finished:
+            del self._live[response_id]
+            self._finished_at.pop(response_id, None)
 
     async def shutdown(self) -> None:
         """Server stopping: stop every live turn so no sandbox outlives the server."""

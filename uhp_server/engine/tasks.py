@@ -14,18 +14,22 @@ from pathlib import Path
 from typing import Any
 
 from harness_bases.base import HarnessBase
+from storage import files as file_store
 from storage import harnesses as harness_store
 from storage import responses as response_store
 from storage import sessions as session_store
+from storage.blobs import BlobStore
 from storage.db import Database
 from storage.models import HarnessRow, IdempotencyRow, ResponseRow, SessionRow
 from uhp_server.catalog import ModelCatalog
+from uhp_server.engine.attachments import store_inline
 from uhp_server.engine.builder import ResponseBuilder
 from uhp_server.engine.eventlog import EventLog
 from uhp_server.engine.inputs import NormalizedInput, normalize_input
 from uhp_server.engine.runs import RunManager
 from uhp_server.engine.turn import Run, TurnPlan
 from uhp_server.errors import VENDOR, ApiError
+from uhp_server.harness_config.runtime import turn_mcp_targets, turn_skills
 from uhp_server.harnesses import default_harness
 from uhp_server.ids import new_id
 from uhp_server.settings import Settings
@@ -72,12 +76,14 @@ class TaskService:
         bases: dict[str, HarnessBase],
         catalog: ModelCatalog,
         runs: RunManager,
+        blobs: BlobStore | None = None,
     ) -> None:
         self.settings = settings
         self.db = db
         self.bases = bases
         self.catalog = catalog
         self.runs = runs
+        self.blobs = blobs or BlobStore(settings.blobs_dir)
 
     # -- idempotency ---------------------------------------------------------------------
     def idempotent_target(self, principal_id: str, key: str, body: dict[str, Any]) -> str | None:
@@ -97,9 +103,18 @@ class TaskService:
 
     # -- submission ----------------------------------------------------------------------
     async def submit(
-        self, principal_id: str, body: dict[str, Any], idempotency_key: str | None
+        self,
+        principal_id: str,
+        body: dict[str, Any],
+        idempotency_key: str | None,
+        base_url: str = "",
     ) -> Accepted:
-        normalized = normalize_input(body["input"])
+        """Accept a task. `base_url` is the origin the client used: artifact links use it."""
+        normalized = normalize_input(
+            body["input"],
+            lambda file_id: file_store.get_file(self.db, principal_id, file_id),
+            self.settings.max_file_bytes,
+        )
         self._check_timeout(body.get("timeout_seconds"))
         harness, session, previous = self._resolve_chain(principal_id, body)
         base = self.bases.get(harness.base)
@@ -133,6 +148,7 @@ class TaskService:
         ):
             session_store.release_session(self.db, session.id, response_id, session.status, None)
             return Accepted(self.idempotent_target(principal_id, idempotency_key, body) or "", None)
+        store_inline(self.db, self.blobs, principal_id, normalized.attachments)
         plan = TurnPlan(
             base=base,
             prompt=normalized.prompt,
@@ -145,10 +161,20 @@ class TaskService:
             native_session_id=session.native_session_id,
             workspace=self._session_dir(session.id) / "workspace",
             home=self._session_dir(session.id) / "home",
+            attachments=tuple(normalized.attachments),
+            skills=turn_skills(self.db, principal_id, config.get("skills") or []),
+            mcp_servers=turn_mcp_targets(
+                self.db,
+                principal_id,
+                config.get("mcpServers") or [],
+                self.settings.mcp_allow_private_hosts,
+            ),
         )
         run = self._new_run(
             response_id, principal_id, body, harness, session, previous, plan, normalized
         )
+        run.container_id = session.container_id
+        run.public_base_url = self.settings.public_base_url or base_url
         run.builder.response["metadata"].update(model_meta)
         run.builder.response["metadata"].update(self._ignored(body, base))
         await run.log.append(run.builder.created())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -17,13 +18,19 @@ from pathlib import Path
 from typing import Any
 
 from harness_bases import events as ev
-from harness_bases.base import HarnessBase, TurnSpec
+from harness_bases.base import HarnessBase, McpServerSpec, SkillBundle, TurnSpec
 from uhp_server.engine.builder import ResponseBuilder
 from uhp_server.engine.eventlog import EventLog
+from uhp_server.engine.inputs import Attachment
+from uhp_server.engine.turn_files import TurnFiles
 from uhp_server.errors import error_body
+from uhp_server.gateway.mcp_targets import McpTarget, degraded_notice, mcp_path, probe
+from uhp_server.gateway.paths import gateway_path
 from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SessionMounts
 
 log = logging.getLogger("uhp_server.turn")
+
+CANCELLED_COLLECT_SECONDS = 0.5  # what a cancelled turn's artifact collection may delay it
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,9 @@ class TurnPlan:
     native_session_id: str | None
     workspace: Path
     home: Path
+    skills: tuple[SkillBundle, ...] = ()  # enabled skills, built-ins included, whole folders
+    mcp_servers: tuple[McpTarget, ...] = ()  # enabled MCP servers, credentials resolved
+    attachments: tuple[Attachment, ...] = ()  # files the task brings, placed before the run
 
 
 @dataclass
@@ -68,14 +78,24 @@ class Run:
     after: Run | None = None
     stopped: asyncio.Event = field(default_factory=asyncio.Event)  # its process is gone
     task: asyncio.Task[None] | None = None
+    container_id: str = ""  # the session's container: where the turn's artifacts go
+    public_base_url: str = ""  # the origin the client used; artifact download_url is on it
 
 
 class TurnExecutor:
-    def __init__(self, sandbox: Sandbox, tokens: Any, tools_dir: Path, grace_seconds: float):
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        tokens: Any,
+        tools_dir: Path,
+        grace_seconds: float,
+        files: TurnFiles | None = None,
+    ):
         self.sandbox = sandbox
         self.tokens = tokens
         self.tools_dir = tools_dir
         self.grace_seconds = grace_seconds
+        self.files = files  # attachments in, artifacts out; None: neither
 
     async def execute(self, run: Run, on_terminal: Callable[[Run], None]) -> None:
         """Run the turn; `on_terminal` is called once the terminal event is written, before
@@ -86,25 +106,43 @@ class TurnExecutor:
         agen: AsyncIterator[ev.AgentEvent] | None = None
         pending: asyncio.Future[ev.AgentEvent] | None = None
         outcome = Outcome("failed", "harness_error", "The agent could not be started.")
+        before = None  # the workspace as the turn found it, once known
         try:
             await run.log.append(run.builder.in_progress())
             await self._previous_turn_gone(run)
-            spec = self._spec(plan, grant.token)
+            mcp = await self._reachable_mcp(run)
+            grant.mcp_servers = {target.name: target for target in mcp}
+            spec = await self._with_attachments(run, self._spec(plan, grant.token, mcp))
             invocation = plan.base.prepare(spec)
-            mounts = SessionMounts(workspace=plan.workspace, home=plan.home, tools=self.tools_dir)
+            before = await self.files.baseline(run) if self.files else None
+            mounts = SessionMounts(
+                workspace=plan.workspace,
+                home=plan.home,
+                tools=self.tools_dir,
+                labels={
+                    "uhp.session": run.session_id,
+                    "uhp.response": run.response_id,
+                    "uhp.base": f"{plan.base.name}@{plan.base.cli_version}",
+                },
+            )
             proc = await self.sandbox.start(invocation, mounts)
             agen = plan.base.drive(proc, spec)
             outcome, pending = await self._consume(run, agen)
         except Exception:
             log.exception("turn_error", extra={"response_id": run.response_id})
         finally:
+            # The outcome is known: no model call may follow it, even while the CLI winds
+            # down (the grant is kept for its usage).
+            self.tokens.revoke(grant.token)
             usage = grant.usage.as_uhp() or _cli_usage(run.cli_usage)
-            await self._finish(run, outcome, usage)
+            files, notice, collecting = await self._artifacts(run, before, outcome)
+            await self._finish(run, outcome, usage, files, notice)
             on_terminal(run)
             try:
                 await self._wind_down(run, proc, agen, pending, outcome)
             finally:
-                self.tokens.revoke(grant.token)
+                if collecting is not None:  # a late collection is part of the turn's work
+                    await asyncio.gather(collecting, return_exceptions=True)
                 run.stopped.set()
 
     async def _previous_turn_gone(self, run: Run) -> None:
@@ -114,11 +152,65 @@ class TurnExecutor:
                 await asyncio.wait_for(run.after.stopped.wait(), self.grace_seconds + 5)
             run.after = None
 
-    def _spec(self, plan: TurnPlan, token: str) -> TurnSpec:
+    async def _with_attachments(self, run: Run, spec: TurnSpec) -> TurnSpec:
+        """Place the task's files in the workspace and tell the agent where they are."""
+        note = await self.files.bring_in(run) if self.files else ""
+        if not note:
+            return spec
+        return dataclasses.replace(spec, prompt=f"{spec.prompt}\n\n{note}".lstrip())
+
+    async def _artifacts(
+        self, run: Run, before: Any, outcome: Outcome
+    ) -> tuple[list[dict[str, Any]], str | None, asyncio.Future[Any] | None]:
+        """What the turn wrote, stored as artifacts: (citations, notice, a collection still
+        running). A storage error never loses the turn. A cancel must answer within a second,
+        so a slow collection goes on after the terminal event: its files are then listed with
+        the session's files rather than cited."""
+        if self.files is None or before is None:
+            return [], None, None
+        collecting = asyncio.ensure_future(self.files.collect(run, before))
+        budget = CANCELLED_COLLECT_SECONDS if outcome.status == "cancelled" else None
+        try:
+            files, notice = await asyncio.wait_for(asyncio.shield(collecting), budget)
+        except TimeoutError:
+            return [], "The files this turn wrote are listed with the session's files.", collecting
+        except Exception:
+            log.exception("artifact_collection_failed", extra={"response_id": run.response_id})
+            return [], "The files this turn wrote could not be stored as artifacts.", None
+        return files, notice, None
+
+    async def _reachable_mcp(self, run: Run) -> tuple[McpTarget, ...]:
+        """The MCP servers this turn can use. One that cannot be reached (or that the base
+        cannot speak to) never fails the task: the turn runs without it, and says so."""
+        targets = run.plan.mcp_servers
+        problems = await asyncio.gather(*(self._mcp_problem(run.plan.base, t) for t in targets))
+        usable = []
+        for target, problem in zip(targets, problems, strict=True):
+            if problem is None:
+                usable.append(target)
+            else:
+                notice = ev.Notice(degraded_notice(target.name, problem))
+                await run.log.append(run.builder.apply(notice))
+        return tuple(usable)
+
+    @staticmethod
+    async def _mcp_problem(base: HarnessBase, target: McpTarget) -> str | None:
+        if target.transport not in base.mcp_transports:
+            return f"uses a transport ({target.transport}) the {base.label} base cannot speak"
+        return await probe(target)
+
+    def _spec(self, plan: TurnPlan, token: str, mcp: tuple[McpTarget, ...] = ()) -> TurnSpec:
+        backend = plan.base.backend
+        gateway_url = self.sandbox.gateway_url(backend)
+        # The MCP proxy lives on the same gateway origin the sandbox reaches models through.
+        origin = gateway_url.removesuffix(gateway_path(backend))
+        servers = tuple(
+            McpServerSpec(t.name, origin + mcp_path(t.name), token, t.transport) for t in mcp
+        )
         return TurnSpec(
             prompt=plan.prompt,
             model=plan.model,
-            gateway_url=self.sandbox.gateway_url(plan.base.backend),
+            gateway_url=gateway_url,
             gateway_token=token,
             host_workspace=plan.workspace,
             host_home=plan.home,
@@ -129,6 +221,8 @@ class TurnExecutor:
             disabled_tools=plan.disabled_tools,
             max_output_tokens=plan.max_output_tokens,
             max_step=plan.max_step,
+            skills=plan.skills,
+            mcp_servers=servers,
         )
 
     async def _consume(
@@ -188,7 +282,14 @@ class TurnExecutor:
                 await run.log.append(run.builder.apply(event))
         return None
 
-    async def _finish(self, run: Run, outcome: Outcome, usage: dict[str, Any] | None) -> None:
+    async def _finish(
+        self,
+        run: Run,
+        outcome: Outcome,
+        usage: dict[str, Any] | None,
+        files: list[dict[str, Any]] | None = None,
+        notice: str | None = None,
+    ) -> None:
         error = None
         if outcome.status == "failed":
             error = error_body(200, outcome.code or "harness_error", outcome.message or "")["error"]
@@ -200,6 +301,8 @@ class TurnExecutor:
                 error=error,
                 incomplete_details=outcome.incomplete_details,
                 usage=usage,
+                files=files,
+                notice=notice,
             )
         )
 

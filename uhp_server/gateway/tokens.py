@@ -6,6 +6,7 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 TOKEN_PREFIX = "uhpgw_"
 
@@ -65,6 +66,9 @@ class TurnGrant:
     expires_at: float
     usage: UsageTotals = field(default_factory=UsageTotals)
     revoked: bool = False
+    # MCP servers the turn may reach through the gateway's MCP proxy, by sanitised name
+    # (gateway.mcp_targets.McpTarget: real URL and credentials, resolved server-side).
+    mcp_servers: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 class TokenRegistry:

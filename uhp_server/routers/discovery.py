@@ -18,11 +18,11 @@ CAPABILITIES: dict[str, bool] = {
     "sessions": True,
     "cancellation": True,
     "idempotency": True,
-    "files_input": False,
-    "files_output": False,
-    "session_listing": False,
-    "harness_management": False,
-    "session_sharing": False,
+    "files_input": True,
+    "files_output": True,
+    "session_listing": True,
+    "harness_management": True,
+    "session_sharing": True,
 }
 
 _EXTENDED = ("files_input", "files_output", "session_listing")

@@ -1,17 +1,23 @@
-"""Harnesses chapter: discovering configured harnesses and the models they can run."""
+"""Harnesses chapter: discovering configured harnesses and the models they can run, and
+(class Full) creating, replacing and deleting them (Harnesses §5)."""
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Body
 
 from storage import harnesses as harness_store
 from storage.models import HarnessRow, Principal
 from uhp_server.auth import CurrentPrincipal
 from uhp_server.context import AppContext, Ctx
-from uhp_server.errors import ApiError
+from uhp_server.errors import VENDOR, ApiError
+from uhp_server.harness_config.body import ConfigRules, check_immutables, parse_harness_body
+from uhp_server.harness_config.problems import invalid
+from uhp_server.harness_config.skills import render_skills, skill_folder
 from uhp_server.harnesses import ensure_defaults, to_wire
+from uhp_server.ids import new_id
 
 router = APIRouter()
 
@@ -28,7 +34,16 @@ async def _wire(ctx: AppContext, row: HarnessRow) -> dict[str, Any]:
     default = None
     if base is not None and not row.config.get("defaultModel"):
         default = await ctx.upstreams.default_model(base.backend)
-    return to_wire(row, base, default)
+    skills = render_skills(ctx.db, row.principal_id, row.config.get("skills") or [])
+    return to_wire(row, base, default, skills)
+
+
+def _rules(ctx: AppContext) -> ConfigRules:
+    settings = ctx.settings
+    return ConfigRules(settings.max_timeout_seconds, settings.mcp_allow_private_hosts)
+
+
+JsonObject = Annotated[dict[str, Any], Body()]
 
 
 @router.get("/v1/harnesses")
@@ -38,6 +53,35 @@ async def list_harnesses(principal: CurrentPrincipal, ctx: Ctx) -> dict[str, Any
     return {"object": "list", "harnesses": [await _wire(ctx, row) for row in rows]}
 
 
+@router.post("/v1/harnesses")
+async def create_harness(body: JsonObject, principal: CurrentPrincipal, ctx: Ctx) -> dict[str, Any]:
+    base_name = body.get("base")
+    if not isinstance(base_name, str) or not base_name:
+        invalid("base", "`base` is required: one of the bases this server supports.")
+    base = ctx.bases.get(base_name)
+    if base is None:
+        raise ApiError(
+            422,
+            "unsupported_base",
+            "This server does not support that base.",
+            param="base",
+            detail={"supported": sorted(ctx.bases)},
+        )
+    name, config = parse_harness_body(
+        ctx.db, principal.id, body, base, _rules(ctx), default_name=base.label
+    )
+    row = HarnessRow(
+        id=new_id("harness"),
+        principal_id=principal.id,
+        name=name,
+        base=base.name,
+        config=config,
+        created_at_ms=int(time.time() * 1000),
+    )
+    harness_store.insert_harness(ctx.db, row)
+    return await _wire(ctx, row)
+
+
 @router.get("/v1/harnesses/{harness_id}")
 async def get_harness(
     harness_id: str,
@@ -45,6 +89,49 @@ async def get_harness(
     ctx: Ctx,
 ) -> dict[str, Any]:
     return await _wire(ctx, _harness_or_404(ctx, principal, harness_id))
+
+
+@router.put("/v1/harnesses/{harness_id}")
+async def replace_harness(
+    harness_id: str, body: JsonObject, principal: CurrentPrincipal, ctx: Ctx
+) -> dict[str, Any]:
+    """Replaces the mutable configuration: a field left out takes its default (the name,
+    a label, keeps its value). `id`, `base` and `createdAt` never change."""
+    row = _harness_or_404(ctx, principal, harness_id)
+    check_immutables(body, row)
+    name, config = parse_harness_body(
+        ctx.db, principal.id, body, ctx.bases.get(row.base), _rules(ctx), default_name=row.name
+    )
+    updated = harness_store.update_harness(ctx.db, row.id, name, config)
+    if updated is None:
+        raise ApiError(404, "harness_not_found", "No harness with that id.", param="harness_id")
+    return await _wire(ctx, updated)
+
+
+@router.delete("/v1/harnesses/{harness_id}")
+async def delete_harness(harness_id: str, principal: CurrentPrincipal, ctx: Ctx) -> dict[str, Any]:
+    """Soft delete: the sessions and responses that used it stay readable; continuing such
+    a session answers harness_not_found."""
+    row = _harness_or_404(ctx, principal, harness_id)
+    harness_store.delete_harness(ctx.db, row.id)
+    return {"id": row.id, "object": "harness.deleted", "deleted": True}
+
+
+@router.get("/v1/harnesses/{harness_id}/skills/{skill}/files")
+async def get_skill_files(
+    harness_id: str, skill: str, principal: CurrentPrincipal, ctx: Ctx
+) -> dict[str, Any]:
+    """The whole folder of one of the harness's skills (its own or an inherited built-in)."""
+    row = _harness_or_404(ctx, principal, harness_id)
+    folder = skill_folder(ctx.db, principal.id, row.config.get("skills") or [], skill)
+    if folder is None:
+        raise ApiError(
+            404,
+            VENDOR + "skill_not_found",
+            "This harness has no skill of that name.",
+            param="skill",
+        )
+    return folder
 
 
 @router.get("/v1/models")

@@ -113,6 +113,7 @@ async def _deliver(
 @router.post("/v1/responses")
 async def create_response(
     body: CreateResponseBody,
+    request: Request,
     principal: CurrentPrincipal,
     ctx: Ctx,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
@@ -130,7 +131,8 @@ async def create_response(
         existing = ctx.tasks.idempotent_target(principal.id, idempotency_key, raw)
         if existing:
             return await _deliver(ctx, principal, existing, body.stream, body.background)
-    accepted = await ctx.tasks.submit(principal.id, raw, idempotency_key)
+    base_url = str(request.base_url)  # artifact download_url is absolute, on this origin
+    accepted = await ctx.tasks.submit(principal.id, raw, idempotency_key, base_url)
     return await _deliver(ctx, principal, accepted.response_id, body.stream, body.background)
 
 

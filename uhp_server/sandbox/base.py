@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from harness_bases.base import Invocation, SandboxPaths
 
@@ -17,6 +18,9 @@ class SessionMounts:
     workspace: Path
     home: Path
     tools: Path
+    # What the sandbox runs for (uhp.session, uhp.response, uhp.base), for operators: the
+    # docker sandbox labels its containers with them.
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 class SandboxedProcess(abc.ABC):
@@ -54,6 +58,14 @@ class Sandbox(abc.ABC):
     @abc.abstractmethod
     async def start(self, invocation: Invocation, mounts: SessionMounts) -> SandboxedProcess:
         """Start the invocation with mounts at self.paths. Raises SandboxError on failure."""
+
+    async def open(self, gateway_app: Any) -> None:  # noqa: B027 (optional hook)
+        """Called once as the server starts, with the ASGI app that serves the model gateway
+        (a sandbox that cannot reach the server's port serves it its own way). Raises when
+        the sandbox cannot work, so the server does not start half-able."""
+
+    async def close(self) -> None:  # noqa: B027 (optional hook)
+        """Called once as the server stops, after every turn was stopped."""
 
 
 class SandboxError(RuntimeError):

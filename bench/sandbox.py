@@ -1,0 +1,227 @@
+"""What does a sandbox cost to start a turn in?
+
+Interleaved, in one run, against the same runtime image:
+
+- docker run: `docker run --rm <image> true` with the docker CLI: the floor any
+  container-per-turn design pays;
+- docker backend: DockerSandbox.start() of `true` until it has exited (create, attach, start,
+  the gateway relay, hardening, folder hand-over, exit);
+- docker first byte: DockerSandbox.start() of `echo` until its first stdout line arrives;
+- local backend: LocalSandbox.start() of `true` until it has exited (bubblewrap);
+- session exec: the per-session design, one `exec` of `true` in a container already running;
+- with --baked: `docker run` of the pinned Codex CLI's `--version` from the tools folder
+  mounted read-only vs from an image with the CLI copied in (the image-per-base design).
+
+Prints medians and the docker backend / docker run ratio (target <= 1.25). Usage:
+
+    python bench/sandbox.py [--runs N] [--baked]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import io
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from harness_bases.base import Invocation, SandboxPaths
+from harness_bases.codex import install as codex_install
+from tests.conftest import tools_dir
+from uhp_server.sandbox.base import SessionMounts
+from uhp_server.sandbox.docker import DockerSandbox, images
+from uhp_server.sandbox.docker.sandbox import engine_client
+from uhp_server.sandbox.local import LocalSandbox
+
+RATIO_TARGET = 1.25
+FIRST_BYTE_TARGET_MS = 150.0
+ENV = {"PATH": "/usr/bin:/bin", "HOME": "/home/agent"}
+
+
+async def no_gateway(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """The bench never calls the gateway; the sandbox only needs something to serve."""
+
+
+def timed(fn: Callable[[], None]) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+async def atimed(fn: Callable[[], Awaitable[None]]) -> float:
+    started = time.perf_counter()
+    await fn()
+    return time.perf_counter() - started
+
+
+class Bench:
+    def __init__(self, scratch: Path, image: str) -> None:
+        self.image = image
+        self.api = engine_client()
+        tools = tools_dir()
+        self.mounts = SessionMounts(scratch / "ws", scratch / "home", tools)
+        self.docker = DockerSandbox(scratch / "data", image=image)
+        self.local = LocalSandbox("http://127.0.0.1:1")
+        self.session_container = ""
+
+    async def open(self) -> None:
+        await self.docker.open(no_gateway)
+        self.session_container = await asyncio.to_thread(self._session_container)
+
+    async def close(self) -> None:
+        if self.session_container:
+            with contextlib.suppress(Exception):
+                self.api.remove_container(self.session_container, force=True)
+        await self.docker.close()
+
+    def _session_container(self) -> str:
+        """A long-lived container with the same hardening, for the per-session design."""
+        mounts = self.docker._container(
+            Invocation(["sleep", "infinity"], ENV, "/workspace"), self.mounts
+        )
+        mounts["labels"] = {"uhp.bench": "session"}
+        mounts["stdin_open"] = False
+        mounts["detach"] = True
+        created = self.api.create_container(**mounts)
+        self.api.start(created["Id"])
+        return created["Id"]
+
+    def docker_run(self) -> None:
+        subprocess.run(["docker", "run", "--rm", self.image, "true"], check=True)
+
+    async def docker_backend(self) -> None:
+        proc = await self.docker.start(Invocation(["/bin/true"], ENV, "/workspace"), self.mounts)
+        await proc.close_stdin()
+        assert await proc.wait() == 0
+
+    async def docker_first_byte(self) -> float:
+        started = time.perf_counter()
+        proc = await self.docker.start(
+            Invocation(["/bin/echo", "x"], ENV, "/workspace"), self.mounts
+        )
+        line = await anext(proc.lines())
+        elapsed = time.perf_counter() - started
+        assert line == b"x"
+        await proc.wait()
+        return elapsed
+
+    async def local_backend(self) -> None:
+        proc = await self.local.start(Invocation(["/bin/true"], ENV, "/workspace"), self.mounts)
+        await proc.close_stdin()
+        assert await proc.wait() == 0
+
+    def session_exec(self) -> None:
+        exec_id = self.api.exec_create(self.session_container, ["true"], user="1000:1000")["Id"]
+        self.api.exec_start(exec_id)
+        assert self.api.exec_inspect(exec_id)["ExitCode"] == 0
+
+
+def baked_image(api: Any, image: str, tools: Path) -> str:
+    """The image-per-base alternative: the runtime plus the pinned Codex CLI copied in."""
+    tag = f"uhp-bench-baked:{codex_install.CLI_VERSION}"
+    source = tools / "codex" / codex_install.CLI_VERSION
+    context = io.BytesIO()
+    with tarfile.open(fileobj=context, mode="w") as tar:
+        dockerfile = (
+            f"FROM {image}\nCOPY codex /opt/uhp-tools/codex/{codex_install.CLI_VERSION}\n"
+        ).encode()
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(dockerfile)
+        tar.addfile(info, io.BytesIO(dockerfile))
+        tar.add(source, arcname="codex")
+    context.seek(0)
+    started = time.perf_counter()
+    for _ in api.build(fileobj=context, custom_context=True, tag=tag, rm=True, decode=True):
+        pass
+    print(f"  baked image built in {time.perf_counter() - started:.1f} s")
+    return tag
+
+
+def codex_version_run(image: str, mount: Path | None) -> None:
+    binary = codex_install.binary_path(SandboxPaths().tools)
+    volume = ["-v", f"{mount}:/opt/uhp-tools:ro"] if mount else []
+    subprocess.run(
+        ["docker", "run", "--rm", *volume, image, binary, "--version"],
+        check=True,
+        capture_output=True,
+    )
+
+
+def median_ms(values: list[float]) -> float:
+    return statistics.median(values) * 1000
+
+
+async def main(runs: int, baked: bool) -> int:
+    if shutil.which("docker") is None:
+        print("the docker CLI is needed for the `docker run` reference", file=sys.stderr)
+        return 2
+    api = engine_client()
+    image = images.build_runtime(api, base_image="debian:bookworm-slim", say=lambda _t: None)
+    print(f"image {image}, {runs} runs of each, interleaved after one warm-up round")
+    times: dict[str, list[float]] = {
+        k: [] for k in ("docker run", "docker backend", "local backend", "session exec")
+    }
+    first_bytes: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="uhp-bench-") as scratch:
+        bench = Bench(Path(scratch), image)
+        await bench.open()
+        try:
+            for round_no in range(runs + 1):
+                sample = {
+                    "docker run": await asyncio.to_thread(timed, bench.docker_run),
+                    "docker backend": await atimed(bench.docker_backend),
+                    "local backend": await atimed(bench.local_backend),
+                    "session exec": await asyncio.to_thread(timed, bench.session_exec),
+                }
+                first = await bench.docker_first_byte()
+                if round_no == 0:
+                    continue  # warm-up
+                for key, value in sample.items():
+                    times[key].append(value)
+                first_bytes.append(first)
+        finally:
+            await bench.close()
+    for key, values in times.items():
+        print(f"  {key:<16} median {median_ms(values):7.1f} ms")
+    print(f"  {'docker 1st byte':<16} median {median_ms(first_bytes):7.1f} ms")
+    ratio = statistics.median(times["docker backend"]) / statistics.median(times["docker run"])
+    local = statistics.median(times["docker backend"]) / statistics.median(times["local backend"])
+    met = "met" if ratio <= RATIO_TARGET else "NOT met"
+    print(f"docker backend / docker run = {ratio:.2f} (target <= {RATIO_TARGET}: {met})")
+    print(f"docker backend / local backend = {local:.1f}")
+    exec_ratio = statistics.median(times["session exec"]) / statistics.median(times["docker run"])
+    print(f"session exec / docker run = {exec_ratio:.2f} (the per-session design's turn start)")
+    first_met = "met" if median_ms(first_bytes) < FIRST_BYTE_TARGET_MS else "NOT met (no pool)"
+    print(
+        f"request to first byte: {median_ms(first_bytes):.0f} ms "
+        f"(pool target < {FIRST_BYTE_TARGET_MS:.0f} ms: {first_met})"
+    )
+    if baked:
+        print("image per base (CLI baked in) vs shared runtime (tools mounted read-only):")
+        tag = baked_image(api, image, tools_dir())
+        mounted, inside = [], []
+        for _ in range(runs):
+            mounted.append(timed(lambda: codex_version_run(image, tools_dir())))
+            inside.append(timed(lambda: codex_version_run(tag, None)))
+        print(f"  mounted  median {median_ms(mounted):7.1f} ms")
+        print(f"  baked    median {median_ms(inside):7.1f} ms")
+        api.remove_image(tag, force=True)
+    return 0
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--baked", action="store_true", help="also measure an image per base")
+    args = parser.parse_args()
+    raise SystemExit(asyncio.run(main(args.runs, args.baked)))

@@ -1,0 +1,5 @@
+"""The Claude Code base: `claude -p` in stream-json mode, through the Anthropic gateway."""
+
+from harness_bases.claude_code.base import ClaudeCodeBase
+
+__all__ = ["ClaudeCodeBase"]

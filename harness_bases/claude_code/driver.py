@@ -1,0 +1,133 @@
+"""Drives one turn of `claude -p` in stream-json mode: prompt in on stdin, events out.
+
+`--input-format stream-json` keeps stdin open as a control channel: the prompt goes in as
+a `user` message (no argv limit), an interrupt goes in as a `control_request`, and closing
+stdin after the `result` lets the CLI flush its transcript and exit on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness_bases import events as ev
+from harness_bases.base import Process
+from harness_bases.claude_code.parser import EXITED, ClaudeParser
+
+log = logging.getLogger(__name__)
+
+RESUME_FAILED_NOTICE = "The earlier conversation could not be resumed; this turn starts a new one."
+_NO_ONE = "No user is available to answer; continue without it."
+
+
+def user_message(prompt: str) -> dict[str, Any]:
+    return {"type": "user", "message": {"role": "user", "content": prompt}}
+
+
+def control_reply(request: dict[str, Any]) -> dict[str, Any]:
+    """How the driver answers the CLI's own control requests (permission prompts, questions):
+    nobody is at a keyboard, so a tool that asks is denied and anything else is refused.
+    `--permission-prompts none` should keep these from coming at all; this is the net."""
+    request_id = request.get("request_id")
+    subtype = (request.get("request") or {}).get("subtype")
+    if subtype == "can_use_tool":
+        answer = {"behavior": "deny", "message": _NO_ONE}
+        return {
+            "type": "control_response",
+            "response": {"subtype": "success", "request_id": request_id, "response": answer},
+        }
+    return {
+        "type": "control_response",
+        "response": {"subtype": "error", "request_id": request_id, "error": _NO_ONE},
+    }
+
+
+@dataclass
+class LiveTurn:
+    """The running CLI's stdin, shared by the driver and `interrupt`."""
+
+    proc: Process
+    parser: ClaudeParser = field(default_factory=ClaudeParser)
+    stdin_open: bool = True
+    _interrupts: int = 0
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def send(self, msg: dict[str, Any]) -> bool:
+        """Write one JSON line; False when the CLI's stdin is gone."""
+        text = json.dumps(msg, ensure_ascii=False, separators=(",", ":"))
+        data = text.encode("utf-8", errors="replace") + b"\n"  # a lone surrogate is not UTF-8
+        async with self._lock:
+            if not self.stdin_open:
+                return False
+            try:
+                await self.proc.write(data)
+            except (ConnectionError, OSError):
+                self.stdin_open = False
+                return False
+        return True
+
+    async def close_stdin(self) -> None:
+        async with self._lock:
+            if self.stdin_open:
+                self.stdin_open = False
+                with contextlib.suppress(Exception):
+                    await self.proc.close_stdin()
+
+    async def interrupt(self) -> bool:
+        """Ask the CLI to stop the turn: it answers, ends the turn with a `result` and keeps
+        the conversation resumable. False when the turn already ended."""
+        if self.parser.finished:
+            return False
+        self.parser.interrupt_requested = True
+        self._interrupts += 1
+        request_id = f"uhp-interrupt-{self._interrupts}"
+        request = {"type": "control_request", "request_id": request_id}
+        return await self.send({**request, "request": {"subtype": "interrupt"}})
+
+
+def _parse_line(line: bytes) -> dict[str, Any] | None:
+    if not line.strip():
+        return None
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        log.warning("claude_code_non_json_stdout", extra={"line": line[:500]})
+        return None
+    return msg if isinstance(msg, dict) else None
+
+
+async def drive_turn(
+    live: LiveTurn, prompt: str, fresh_start_notice: bool
+) -> AsyncIterator[ev.AgentEvent]:
+    """Send the prompt, then yield the turn's events until the CLI's stdout ends."""
+    if fresh_start_notice:
+        yield ev.Notice(RESUME_FAILED_NOTICE)
+    if not await live.send(user_message(prompt)):
+        log.warning("claude_code_stdin_closed", extra={"stderr": live.proc.stderr_tail()})
+        yield ev.TurnFailed(EXITED, "harness_error")
+        return
+    parser = live.parser
+    async for line in live.proc.lines():
+        msg = _parse_line(line)
+        if msg is None:
+            continue
+        if msg.get("type") == "control_request":
+            log.info("claude_code_control_request", extra={"request": msg.get("request")})
+            await live.send(control_reply(msg))
+            continue
+        if parser.finished:
+            continue  # draining until the CLI exits, so its transcript is complete
+        for event in parser.feed(msg):
+            yield event
+        if parser.finished:
+            # The turn is over: with stdin closed the CLI flushes its transcript and exits.
+            await live.close_stdin()
+    if not parser.finished:
+        log.warning("claude_code_stdout_eof", extra={"stderr": live.proc.stderr_tail()})
+    for event in parser.at_eof():
+        yield event

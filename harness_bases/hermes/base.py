@@ -1,0 +1,82 @@
+"""HermesBase: Hermes Agent (`hermes-agent`, PyPI) as a UHP harness base."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from harness_bases import events as ev
+from harness_bases.base import Enforcement, HarnessBase, Invocation, Process, TurnSpec
+from harness_bases.hermes import config
+from harness_bases.hermes import install as installer
+from harness_bases.hermes.acp_launcher import INSTRUCTIONS_ENV
+from harness_bases.hermes.driver import LiveTurn, answer_request, drive_turn
+from harness_bases.hermes.rpc import RpcConnection
+
+log = logging.getLogger(__name__)
+
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+class HermesBase(HarnessBase):
+    name = "hermes"
+    label = "Hermes Agent"
+    backend = "openai"
+    cli_version = installer.CLI_VERSION
+    # Hermes blocks whole toolsets, not single tools: disabled tools are an instruction.
+    # Its own turn limit counts model calls, not tool calls, so the engine counts the steps.
+    enforcement = Enforcement(disabled_tools="instruction", max_step="counted")
+
+    def __init__(self) -> None:
+        # One base instance serves every session; live turns are keyed by their process.
+        self._live: dict[int, LiveTurn] = {}
+
+    def install(self, tools_dir: Path) -> None:
+        installer.install(tools_dir)
+
+    def installed_version(self, tools_dir: Path) -> str | None:
+        return installer.installed_version(tools_dir)
+
+    def prepare(self, turn: TurnSpec) -> Invocation:
+        config.write_turn_files(turn)
+        home = config.hermes_home(turn.paths.home)
+        env = {
+            "PATH": SYSTEM_PATH,
+            "HOME": turn.paths.home,
+            "HERMES_HOME": home,
+            config.TOKEN_ENV: turn.gateway_token,
+            INSTRUCTIONS_ENV: f"{home}/{config.INSTRUCTIONS_FILE}",
+            "HERMES_DISABLE_LAZY_INSTALLS": "1",  # never pip-install anything mid-turn
+            "LANG": "C.UTF-8",
+            "TERM": "dumb",
+        }
+        for index, server in enumerate(turn.mcp_servers):
+            env[config.mcp_token_env(index)] = server.bearer_token
+        argv = [
+            installer.python_path(turn.paths.tools),
+            installer.launcher_path(turn.paths.tools),
+        ]
+        return Invocation(argv=argv, env=env, cwd=turn.paths.workspace)
+
+    async def drive(self, proc: Process, turn: TurnSpec) -> AsyncIterator[ev.AgentEvent]:
+        live = LiveTurn(RpcConnection(proc, answer_request))
+        self._live[id(proc)] = live
+        try:
+            async with contextlib.aclosing(drive_turn(proc, turn, live)) as events:
+                async for event in events:
+                    yield event
+        finally:
+            if self._live.get(id(proc)) is live:
+                del self._live[id(proc)]
+
+    async def interrupt(self, proc: Process) -> bool:
+        live = self._live.get(id(proc))
+        if live is None:
+            return False
+        try:
+            return await live.interrupt()
+        except Exception:
+            log.warning("hermes_interrupt_failed", exc_info=True)
+            return False

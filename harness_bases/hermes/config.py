@@ -1,0 +1,124 @@
+"""Hermes' files for one turn, under HERMES_HOME in the session's agent home.
+
+`config.yaml` makes our gateway the only provider (Chat Completions wire) and switches off
+everything that would reach the internet on its own or call the model behind the agent's
+back (session titles, memory and skill reviews, "smart" approvals, the tirith download).
+No secret is written: the gateway token and the MCP tokens stay in environment variables
+the config names. Skills are copied whole into a folder Hermes reads as external skills,
+rewritten every turn so a disabled skill disappears. All of it is rewritten every turn, so
+a changed model, gateway URL or policy never meets a stale file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import yaml
+
+from harness_bases.base import McpServerSpec, SkillBundle, TurnSpec
+from harness_bases.hermes.safe_files import real_dir, remove, write_file
+
+PROVIDER_ID = "uhp_gateway"
+TOKEN_ENV = "UHP_GATEWAY_TOKEN"
+MCP_TOKEN_ENV = "UHP_MCP_TOKEN_{index}"
+HERMES_DIR = ".hermes"
+SKILLS_DIR = "uhp-skills"
+INSTRUCTIONS_FILE = "uhp-instructions.md"
+
+
+def hermes_home(root: str) -> str:
+    """HERMES_HOME under an agent home, as a POSIX path (sandbox or host view)."""
+    return str(PurePosixPath(root) / HERMES_DIR)
+
+
+def mcp_token_env(index: int) -> str:
+    return MCP_TOKEN_ENV.format(index=index)
+
+
+def _mcp_servers(servers: tuple[McpServerSpec, ...]) -> dict[str, Any]:
+    configured: dict[str, Any] = {}
+    for index, server in enumerate(servers):
+        entry: dict[str, Any] = {
+            "url": server.url,
+            # Hermes resolves ${VAR} in MCP config when it connects: the file holds no secret.
+            "headers": {"Authorization": f"Bearer ${{{mcp_token_env(index)}}}"},
+        }
+        if server.transport == "sse":
+            entry["transport"] = "sse"
+        configured[server.name] = entry
+    return configured
+
+
+def hermes_config(turn: TurnSpec) -> dict[str, Any]:
+    """The config.yaml contents for a turn."""
+    home = hermes_home(turn.paths.home)
+    config: dict[str, Any] = {
+        "model": {"provider": PROVIDER_ID, "default": turn.model},
+        "providers": {
+            PROVIDER_ID: {
+                "name": "UHP gateway",
+                "base_url": turn.gateway_url,
+                "key_env": TOKEN_ENV,
+                "api_mode": "chat_completions",
+                "default_model": turn.model,
+            }
+        },
+        "agent": {"api_max_retries": 2},
+        "mcp_servers": _mcp_servers(turn.mcp_servers),
+        "skills": {"external_dirs": [f"{home}/{SKILLS_DIR}"], "creation_nudge_interval": 0},
+        # Our sandbox is the security boundary and nobody is there to approve anything;
+        # "smart" approvals would also ask the model behind the agent's back.
+        "approvals": {"mode": "off"},
+        "auxiliary": {"title_generation": {"enabled": False}},
+        "memory": {"nudge_interval": 0},
+        "curator": {"enabled": False},
+        "checkpoints": {"enabled": False},
+        "model_catalog": {"enabled": False},
+        "lsp": {"enabled": False},
+        "security": {"tirith_enabled": False, "allow_lazy_installs": False},
+    }
+    if turn.max_step is not None:
+        # Hermes counts model calls, UHP counts tool calls: one more call for the answer. The
+        # engine stops the turn at the tool call past the budget; this is the backstop for a
+        # model that keeps answering without tools.
+        config["agent"]["max_turns"] = turn.max_step + 1
+    return config
+
+
+def instructions(turn: TurnSpec) -> str:
+    """The standing instructions: the system prompt, the disabled tools, the skills."""
+    parts = [turn.system_prompt.strip()] if turn.system_prompt.strip() else []
+    if turn.disabled_tools:
+        parts.append(f"Do not use these tools: {', '.join(turn.disabled_tools)}.")
+    if turn.skills:
+        names = ", ".join(skill.name for skill in turn.skills)
+        parts.append(f"Skills provided for this task (load one with skill_view): {names}.")
+    return "\n\n".join(parts)
+
+
+def _mode(data: bytes) -> int:
+    # The wire carries no file modes: scripts (a #! line) are made runnable.
+    return 0o755 if data.startswith(b"#!") else 0o644
+
+
+def _write_skills(home: Path, skills: tuple[SkillBundle, ...]) -> None:
+    """Every skill folder whole, in a folder that holds nothing else (so it is replaced)."""
+    remove(home / SKILLS_DIR)
+    root = real_dir(home, SKILLS_DIR)
+    for skill in skills:
+        folder = real_dir(root, skill.name)
+        for file in skill.files:
+            relative = PurePosixPath(file.path)  # validated not to escape the folder
+            where = real_dir(folder, str(relative.parent))  # "." is the folder itself
+            write_file(where / relative.name, file.data, _mode(file.data))
+
+
+def write_turn_files(turn: TurnSpec) -> Path:
+    """Write config.yaml, the instructions and the skills into HERMES_HOME; returns it."""
+    home = real_dir(turn.host_home, HERMES_DIR)  # never a link the agent left
+    text = yaml.safe_dump(hermes_config(turn), sort_keys=False, allow_unicode=True)
+    write_file(home / "config.yaml", text.encode("utf-8"), 0o600)
+    write_file(home / INSTRUCTIONS_FILE, instructions(turn).encode("utf-8"))
+    _write_skills(home, turn.skills)
+    return home

@@ -1,0 +1,140 @@
+"""JSON-RPC 2.0 over JSONL on a Process's stdio, as ACP (Agent Client Protocol) speaks it.
+
+One reader (the driver) pulls messages; `call` sends a request and reads until its response
+arrives, keeping notifications read meanwhile for `next_message`. Requests from the agent
+(permission questions) are answered on the way. Writes may also come from elsewhere (a
+cancel while the driver waits), so they are serialised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from harness_bases.base import Process
+
+log = logging.getLogger(__name__)
+
+Message = dict[str, Any]
+RequestHandler = Callable[[str, dict[str, Any]], Awaitable["dict[str, Any] | None"]]
+
+
+class RpcError(Exception):
+    """The agent answered a request with a JSON-RPC error."""
+
+    def __init__(self, method: str, code: int | None, message: str) -> None:
+        super().__init__(f"{method} failed ({code}): {message}")
+        self.method = method
+        self.code = code
+        self.message = message
+
+
+class ConnectionClosed(Exception):
+    """The agent's stdout ended before the awaited response, or its stdin is gone."""
+
+
+def is_request(msg: Message) -> bool:
+    return "method" in msg and "id" in msg
+
+
+def is_response(msg: Message) -> bool:
+    return "method" not in msg and "id" in msg
+
+
+class RpcConnection:
+    """`on_request(method, params)` answers the agent's requests wherever they turn up; it
+    returns the result, or None to answer "method not found"."""
+
+    def __init__(self, proc: Process, on_request: RequestHandler) -> None:
+        self._proc = proc
+        self._on_request = on_request
+        self._lines: AsyncIterator[bytes] = aiter(proc.lines())
+        self._backlog: deque[Message] = deque()
+        self._next_id = 0
+        self._write_lock = asyncio.Lock()
+        self.closed = False
+
+    async def _send(self, msg: Message) -> None:
+        text = json.dumps({"jsonrpc": "2.0", **msg}, ensure_ascii=False, separators=(",", ":"))
+        data = text.encode("utf-8", errors="replace") + b"\n"  # a lone surrogate is not UTF-8
+        async with self._write_lock:
+            try:
+                await self._proc.write(data)
+            except (ConnectionError, OSError) as exc:  # the agent is gone
+                raise ConnectionClosed(f"stdin closed: {exc}") from exc
+
+    async def request(self, method: str, params: dict[str, Any]) -> int:
+        """Send a request without waiting; returns its id."""
+        self._next_id += 1
+        await self._send({"id": self._next_id, "method": method, "params": params})
+        return self._next_id
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        await self._send({"method": method, "params": params})
+
+    async def call(self, method: str, params: dict[str, Any]) -> Any:
+        """Send a request and wait for its result; notifications are kept for later."""
+        return await self.wait_for(await self.request(method, params), method)
+
+    async def wait_for(self, request_id: int, method: str) -> Any:
+        """Read until the response to `request_id`; returns its result (may be None)."""
+        while True:
+            msg = await self._read()
+            if msg is None:
+                raise ConnectionClosed(f"stdout ended while waiting for {method}")
+            if is_response(msg) and msg.get("id") == request_id:
+                if "error" in msg:
+                    error = msg.get("error") or {}
+                    raise RpcError(method, error.get("code"), str(error.get("message", "")))
+                return msg.get("result")
+            self._backlog.append(msg)
+
+    async def next_message(self) -> Message | None:
+        """The next response or notification not consumed by `call`; None at end of stdout."""
+        if self._backlog:
+            return self._backlog.popleft()
+        return await self._read()
+
+    def drop_backlog(self) -> None:
+        """Forget the notifications read so far (e.g. a loaded session's replayed history)."""
+        self._backlog.clear()
+
+    async def _serve(self, msg: Message) -> None:
+        method = str(msg.get("method"))
+        params = msg.get("params")
+        result = await self._on_request(method, params if isinstance(params, dict) else {})
+        if result is None:
+            error = {"code": -32601, "message": f"{method} is not supported"}
+            reply: Message = {"id": msg["id"], "error": error}
+        else:
+            reply = {"id": msg["id"], "result": result}
+        with contextlib.suppress(ConnectionClosed):  # gone: stdout's end will say so
+            await self._send(reply)
+
+    async def _read(self) -> Message | None:
+        """The next response or notification; the agent's requests are answered on the way."""
+        while not self.closed:
+            try:
+                line = await anext(self._lines)
+            except StopAsyncIteration:
+                self.closed = True
+                return None
+            if not line.strip():
+                continue
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                log.warning("hermes_non_json_stdout", extra={"line": line[:500]})
+                continue
+            if not isinstance(msg, dict):
+                continue
+            if is_request(msg):
+                await self._serve(msg)
+                continue
+            return msg
+        return None

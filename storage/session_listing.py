@@ -1,0 +1,74 @@
+"""Reading sessions back: pages of a principal's sessions and the responses of one session.
+
+Pages are ordered by (created_at, id), newest first. Both never change for a session, so a
+cursor taken from one page still points at the same place however sessions run meanwhile:
+ordering by last activity would let a session that took a new turn jump pages and be listed
+twice or not at all.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import and_, or_, text
+from sqlmodel import col, select
+
+from storage.db import Database
+from storage.models import ResponseRow, SessionRow
+
+
+def page(
+    db: Database,
+    principal_id: str,
+    limit: int,
+    after: tuple[int, str] | None = None,
+    harness_id: str | None = None,
+) -> tuple[list[SessionRow], bool]:
+    """Up to `limit` sessions after the (created_at, id) position; and whether more follow."""
+    query = select(SessionRow).where(
+        SessionRow.principal_id == principal_id, col(SessionRow.deleted_at).is_(None)
+    )
+    if harness_id is not None:
+        query = query.where(SessionRow.harness_id == harness_id)
+    if after is not None:
+        created_at, session_id = after
+        query = query.where(
+            or_(
+                col(SessionRow.created_at) < created_at,
+                and_(col(SessionRow.created_at) == created_at, col(SessionRow.id) < session_id),
+            )
+        )
+    query = query.order_by(col(SessionRow.created_at).desc(), col(SessionRow.id).desc())
+    with db.session() as s:
+        rows = list(s.exec(query.limit(limit + 1)))  # one extra row says whether more follow
+    return rows[:limit], len(rows) > limit
+
+
+def responses_of(db: Database, session_id: str) -> list[ResponseRow]:
+    """The session's responses that still exist, in the order they were created.
+
+    Ordered by insertion (SQLite's rowid): created_at has one-second resolution, and a
+    session's turns never overlap, so insertion order is turn order."""
+    with db.session() as s:
+        return list(
+            s.exec(
+                select(ResponseRow)
+                .where(ResponseRow.session_id == session_id, col(ResponseRow.deleted_at).is_(None))
+                .order_by(text("response.rowid"))
+            )
+        )
+
+
+def all_response_ids(db: Database, session_id: str) -> list[str]:
+    """Every response id of the session, deleted ones included (for purging a trace)."""
+    with db.session() as s:
+        return list(s.exec(select(ResponseRow.id).where(ResponseRow.session_id == session_id)))
+
+
+def record_status(db: Database, response_id: str, status: str) -> None:
+    """The terminal status of a response whose content is not kept (store: false): a
+    history lists the turn as finished without holding anything of what it said."""
+    with db.session() as s:
+        row = s.get(ResponseRow, response_id)
+        if row is not None and row.status == "in_progress":
+            row.status = status
+            s.add(row)
+            s.commit()

@@ -1,0 +1,62 @@
+"""Docker for the tests: a live engine and the runtime image, or a loud skip."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+@functools.cache
+def _engine() -> tuple[Any, str]:
+    """(api client, "") when an engine answers, else (None, why not)."""
+    try:
+        import docker
+
+        api = docker.from_env(timeout=30).api
+        api.ping()
+        return api, ""
+    except Exception as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def engine_or_skip() -> Any:
+    api, why = _engine()
+    if api is None:
+        message = (
+            "\n*** DOCKER TESTS SKIPPED: no Docker engine answers "
+            f"({why}). scripts/test.sh installs and starts one. ***\n"
+        )
+        print(message, file=sys.stderr)
+        pytest.skip(message)
+    return api
+
+
+@functools.cache
+def _runtime_image() -> str:
+    from uhp_server.sandbox.docker import images
+
+    api, _ = _engine()
+    return images.build_runtime(api, base_image="debian:bookworm-slim", say=lambda _text: None)
+
+
+def runtime_image_or_skip() -> str:
+    """The runtime image this code runs (built when missing; scripts/test.sh builds it)."""
+    engine_or_skip()
+    return _runtime_image()
+
+
+def server_id(data_dir: Path) -> str:
+    from uhp_server.sandbox.docker.reaper import ID_FILE
+
+    return (data_dir / ID_FILE).read_text().strip()
+
+
+def containers_of(data_dir: Path, *, running_only: bool = False) -> list[dict[str, Any]]:
+    """Every container (or only running ones) of the server whose data dir this is."""
+    api = engine_or_skip()
+    owner = server_id(data_dir)
+    return api.containers(all=not running_only, filters={"label": f"uhp.server={owner}"})

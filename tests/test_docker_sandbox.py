@@ -1,0 +1,419 @@
+"""The docker sandbox, run for real against a live engine: hardening, network, streams, kill,
+reaping. Skipped, loudly, only when no Docker engine answers (scripts/test.sh starts one)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import docker.errors
+import pytest
+
+from harness_bases.base import Invocation
+from tests.support.docker import engine_or_skip, runtime_image_or_skip
+from uhp_server.sandbox.base import SandboxError, SessionMounts
+from uhp_server.sandbox.docker import DockerSandbox
+from uhp_server.sandbox.docker.container import Limits
+from uhp_server.sandbox.docker.process import DockerProcess
+
+ENV = {"PATH": "/usr/bin:/bin", "HOME": "/home/agent", "UHP_TEST_MARK": "yes"}
+AGENT_UID = 1000  # the tests run as root: the sandbox then runs agents as 1000:1000
+
+
+async def gateway_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Stands in for the server's app: answers every path with what it was asked."""
+    if scope["type"] != "http":
+        return
+    body = json.dumps({"path": scope["path"]}).encode()
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": body})
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    return runtime_image_or_skip()
+
+
+@pytest.fixture
+def mounts(tmp_path: Path) -> SessionMounts:
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "tool.txt").write_text("tool\n")
+    return SessionMounts(
+        workspace=tmp_path / "ws",
+        home=tmp_path / "home",
+        tools=tools,
+        labels={"uhp.session": "hsess_test", "uhp.response": "resp_test"},
+    )
+
+
+@pytest.fixture
+async def sandbox(tmp_path: Path, image: str) -> AsyncIterator[DockerSandbox]:
+    box = DockerSandbox(tmp_path / "data", image=image, limits=Limits(pids=64, memory="256m"))
+    await box.open(gateway_app)
+    yield box
+    await box.close()
+
+
+async def start(sandbox: DockerSandbox, mounts: SessionMounts, script: str) -> DockerProcess:
+    proc = await sandbox.start(Invocation(["/bin/sh", "-c", script], ENV, "/workspace"), mounts)
+    assert isinstance(proc, DockerProcess)
+    return proc
+
+
+async def run_full(
+    sandbox: DockerSandbox, mounts: SessionMounts, script: str
+) -> tuple[int, list[str], str]:
+    proc = await start(sandbox, mounts, script)
+    await proc.close_stdin()
+    out = [line.decode() async for line in proc.lines()]
+    return await proc.wait(), out, proc.stderr_tail()
+
+
+async def run(sandbox: DockerSandbox, mounts: SessionMounts, script: str) -> tuple[int, list[str]]:
+    code, out, _ = await run_full(sandbox, mounts, script)
+    return code, out
+
+
+def inspect(container_id: str) -> dict[str, Any] | None:
+    with contextlib.suppress(docker.errors.NotFound):
+        return engine_or_skip().inspect_container(container_id)
+    return None
+
+
+async def gone(container_id: str, timeout: float = 10) -> bool:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while inspect(container_id) is not None:
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(0.1)
+    return True
+
+
+# -- the process ---------------------------------------------------------------------------
+
+
+async def test_gateway_url_is_the_containers_own_loopback(sandbox: DockerSandbox) -> None:
+    assert sandbox.name == "docker"
+    assert sandbox.gateway_url("openai") == "http://127.0.0.1:8080/gateway/openai/v1"
+    assert sandbox.gateway_url("anthropic") == "http://127.0.0.1:8080/gateway/anthropic"
+
+
+async def test_env_is_the_invocations_and_holds_no_server_variable(
+    sandbox: DockerSandbox, mounts: SessionMounts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-server-secret")
+    monkeypatch.setenv("UHP_API_KEY", "server-key")
+    proc = await sandbox.start(Invocation(["/usr/bin/env"], ENV, "/workspace"), mounts)
+    out = [line.decode() async for line in proc.lines()]
+    assert await proc.wait() == 0
+    env = dict(line.split("=", 1) for line in out)
+    # Docker adds the container's HOSTNAME, the launcher's shell PWD; nothing else is added.
+    assert env == {**ENV, "HOSTNAME": "uhp-sandbox", "PWD": "/workspace"}
+
+
+async def test_stdin_stdout_round_trip(sandbox: DockerSandbox, mounts: SessionMounts) -> None:
+    proc = await sandbox.start(Invocation(["/bin/cat"], ENV, "/workspace"), mounts)
+    await proc.write(b"hello\nworld\n")
+    lines = proc.lines()
+    assert await asyncio.wait_for(anext(lines), 10) == b"hello"
+    await proc.write(b"no newline")
+    await proc.close_stdin()  # cat sees end-of-file and exits
+    assert [line async for line in lines] == [b"world", b"no newline"]
+    assert await proc.wait() == 0
+
+
+async def test_five_megabyte_line(sandbox: DockerSandbox, mounts: SessionMounts) -> None:
+    code, out = await run(sandbox, mounts, "head -c 5000000 /dev/zero | tr '\\0' a; echo; echo z")
+    assert code == 0
+    assert out == ["a" * 5_000_000, "z"]
+
+
+async def test_stderr_tail(sandbox: DockerSandbox, mounts: SessionMounts) -> None:
+    script = "head -c 1000000 /dev/zero | tr '\\0' e >&2; echo END-OF-ERR >&2; echo out"
+    code, out, tail = await run_full(sandbox, mounts, script)
+    assert (code, out) == (0, ["out"])
+    assert tail.endswith("END-OF-ERR\n") and tail.startswith("eeee")
+    assert len(tail) <= 8 * 1024
+
+
+async def test_exit_code_and_the_container_removes_itself(
+    sandbox: DockerSandbox, mounts: SessionMounts
+) -> None:
+    proc = await start(sandbox, mounts, "exit 7")
+    assert await proc.wait() == 7
+    assert await gone(proc.container_id)
+
+
+async def test_kill_removes_the_container_and_everything_in_it(
+    sandbox: DockerSandbox, mounts: SessionMounts
+) -> None:
+    proc = await start(
+        sandbox, mounts, "setsid sh -c 'trap \"\" HUP; sleep 600' & echo ready; wait"
+    )
+    assert await asyncio.wait_for(anext(proc.lines()), 20) == b"ready"
+    await proc.kill()
+    await proc.kill()  # idempotent
+    assert await proc.wait() < 0
+    assert await gone(proc.container_id)
+
+
+async def test_the_cli_ends_when_its_attach_goes_away(
+    sandbox: DockerSandbox, mounts: SessionMounts
+) -> None:
+    # What happens when the server dies: its end of the attach socket closes. stdin_once
+    # makes the container's stdin reach end-of-file, and a CLI reading it exits.
+    proc = await sandbox.start(Invocation(["/bin/cat"], ENV, "/workspace"), mounts)
+    await proc.write(b"x\n")
+    assert await asyncio.wait_for(anext(proc.lines()), 10) == b"x"
+    proc._writer.transport.abort()  # as a SIGKILL of the server would
+    assert await gone(proc.container_id, timeout=20)
+
+
+async def test_missing_program_or_cwd_raises(sandbox: DockerSandbox, mounts: SessionMounts) -> None:
+    with pytest.raises(SandboxError):
+        await sandbox.start(Invocation(["/opt/uhp-tools/nope"], ENV, "/workspace"), mounts)
+    with pytest.raises(SandboxError):
+        await sandbox.start(Invocation(["/bin/true"], ENV, "/workspace/missing"), mounts)
+
+
+# -- hardening -----------------------------------------------------------------------------
+
+
+async def test_runs_as_a_non_root_user_that_owns_the_session_folders(
+    sandbox: DockerSandbox, mounts: SessionMounts
+) -> None:
+    mounts.home.mkdir()
+    (mounts.home / "config.toml").write_text("written by the server as root\n")
+    code, out = await run(
+        sandbox,
+        mounts,
+        "id -u; id -g; echo hi > /workspace/out.txt && echo ok >> ~/config.toml && echo wrote",
+    )
+    assert (code, out) == (0, [str(AGENT_UID), str(AGENT_UID), "wrote"])
+    assert (mounts.workspace / "out.txt").read_text() == "hi\n"
+    assert (mounts.workspace / "out.txt").stat().st_uid == AGENT_UID
+    assert (mounts.home / "config.toml").read_text().endswith("ok\n")
+
+
+async def test_no_capabilities_and_no_new_privileges(
+    sandbox: DockerSandbox, mounts: SessionMounts
+) -> None:
+    fields = "^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):"
+    _, out = await run(sandbox, mounts, f"grep -h -E '{fields}' /proc/1/status /proc/self/status")
+    assert len(out) == 12  # init and the agent's own process
+    for line in out:
+        name, value = line.split(":\t")
+        assert value == ("1" if name == "NoNewPrivs" else "0000000000000000"), line
+
+
+async def test_read_only_root_with_a_small_writable_tmp(
+    sandbox: DockerSandbox, mounts: SessionMounts
+) -> None:
+    code, out = await run(
+        sandbox,
+        mounts,
+        "cat /opt/uhp-tools/tool.txt; "
+        "for p in /usr/x /etc/x /x /opt/uhp-tools/x /run/uhp-gateway/x /home/x; do "
+        "  touch $p 2>/dev/null && echo writable:$p; done; "
+        "touch /tmp/x && echo tmp-ok; df -k /tmp | tail -1 | awk '{print $2}'",
+    )
+    assert code == 0
+    assert out[:2] == ["tool", "tmp-ok"]
+    assert int(out[2]) <= 512 * 1024  # the default tmp size, in KiB
+    assert not (mounts.tools / "x").exists()
+
+
+CGROUP_LIMITS = (
+    # cgroup v1 files, then v2's, as the container sees its own cgroup
+    "cat /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/memory/memory.limit_in_bytes "
+    "/sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/cpu/cpu.cfs_period_us 2>/dev/null || "
+    "cat /sys/fs/cgroup/pids.max /sys/fs/cgroup/memory.max /sys/fs/cgroup/cpu.max"
+)
+
+
+async def test_pid_memory_and_cpu_limits_are_enforced_by_the_kernel(
+    sandbox: DockerSandbox, mounts: SessionMounts
+) -> None:
+    code, out = await run(sandbox, mounts, CGROUP_LIMITS)
+    assert code == 0
+    values = " ".join(out).split()
+    assert values[:2] == ["64", str(256 * 1024 * 1024)]
+    quota, period = int(values[2]), int(values[3])
+    assert quota / period == 2.0  # the default: two cores
+    # And it bites: 100 background processes cannot all start under a limit of 64.
+    code, out = await run(
+        sandbox,
+        mounts,
+        "(for i in $(seq 1 100); do sleep 30 & done; wait) 2>/dev/null & "
+        "sleep 2; ps -e --no-headers | wc -l",
+    )
+    assert 30 < int(out[-1]) <= 64
+
+
+async def test_configured_limits_are_what_the_container_gets(
+    tmp_path: Path, image: str, mounts: SessionMounts
+) -> None:
+    box = DockerSandbox(
+        tmp_path / "other",
+        image=image,
+        limits=Limits(memory="128m", cpus=0.5, pids=32, tmp_size="16m"),
+    )
+    await box.open(gateway_app)
+    try:
+        proc = await start(box, mounts, "echo up; sleep 30")
+        assert await asyncio.wait_for(anext(proc.lines()), 20) == b"up"
+        config = inspect(proc.container_id)["HostConfig"]
+        await proc.kill()
+    finally:
+        await box.close()
+    assert config["PidsLimit"] == 32
+    assert config["Memory"] == config["MemorySwap"] == 128 * 1024 * 1024
+    assert config["NanoCpus"] == 5 * 10**8
+    assert "size=16m" in config["Tmpfs"]["/tmp"]
+
+
+async def test_only_the_session_folders_tools_and_gateway_are_mounted(
+    sandbox: DockerSandbox, mounts: SessionMounts
+) -> None:
+    proc = await start(sandbox, mounts, "echo up; sleep 30")
+    assert await asyncio.wait_for(anext(proc.lines()), 20) == b"up"
+    info = inspect(proc.container_id)
+    await proc.kill()
+    binds = {(m["Source"], m["Destination"], m["RW"]) for m in info["Mounts"]}
+    gateway = sandbox.gateway.folder
+    assert binds == {
+        (str(mounts.workspace), "/workspace", True),
+        (str(mounts.home), "/home/agent", True),
+        (str(mounts.tools), "/opt/uhp-tools", False),
+        (str(gateway), "/run/uhp-gateway", False),
+        (str(gateway / "resolv.conf"), "/etc/resolv.conf", False),
+    }
+    assert set(os.listdir(gateway)) == {"gateway.sock", "resolv.conf"}
+    host = info["HostConfig"]
+    assert host["ReadonlyRootfs"] is True
+    assert host["CapDrop"] == ["ALL"]
+    assert host["SecurityOpt"] == ["no-new-privileges"]
+    assert host["Privileged"] is False
+    assert host["NetworkMode"] == "none"
+    assert host["Init"] is True
+    assert info["Config"]["User"] == f"{AGENT_UID}:{AGENT_UID}"
+    labels = info["Config"]["Labels"]
+    assert labels["uhp.server"] == sandbox.owner
+    assert labels["uhp.session"] == "hsess_test"
+    assert labels["uhp.response"] == "resp_test"
+
+
+async def test_no_docker_socket_and_no_host_files_inside(
+    sandbox: DockerSandbox, mounts: SessionMounts
+) -> None:
+    _, out = await run(
+        sandbox,
+        mounts,
+        "find / -xdev \\( -type s -o -name 'docker.sock' \\) 2>/dev/null; "
+        "find /run /var/run -name '*.sock' 2>/dev/null; "
+        "test -e /root/.cache && echo host-home; echo done",
+    )
+    assert out == ["/run/uhp-gateway/gateway.sock", "done"]
+
+
+# -- network -------------------------------------------------------------------------------
+
+
+def http_get(path: str) -> str:
+    return (
+        "exec 3<>/dev/tcp/127.0.0.1/8080 && "
+        f"printf 'GET {path} HTTP/1.0\\r\\nHost: x\\r\\n\\r\\n' >&3 && "
+        "tr -d '\\r' <&3 | tail -1; echo"
+    )
+
+
+async def test_the_gateway_answers_from_inside_and_only_the_gateway(
+    sandbox: DockerSandbox, mounts: SessionMounts
+) -> None:
+    code, out = await run(
+        sandbox, mounts, f'bash -c "{http_get("/gateway/openai/v1/models")}; {http_get("/v1/uhp")}"'
+    )
+    assert code == 0
+    answers = [line for line in out if line]
+    assert json.loads(answers[0]) == {"path": "/gateway/openai/v1/models"}
+    # The rest of the API is not served on the sandbox's socket.
+    assert json.loads(answers[1])["error"]["code"] == "uhpserver_not_found"
+
+
+async def test_no_route_no_dns_and_a_host_listener_is_unreachable(
+    sandbox: DockerSandbox, mounts: SessionMounts
+) -> None:
+    received: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        received.append(await reader.read(100))
+        writer.close()
+
+    # A second listener on the host, on every address, as an unwanted service would be.
+    listener = await asyncio.start_server(handle, "0.0.0.0", 0)
+    port = listener.sockets[0].getsockname()[1]
+    bridge = docker_bridge_address()
+    targets = ["127.0.0.1"] + ([bridge] if bridge else [])
+    probes = "; ".join(
+        f"(echo hi > /dev/tcp/{addr}/{port}) 2>/dev/null && echo reached:{addr}" for addr in targets
+    )
+    async with listener:
+        code, out = await run(
+            sandbox,
+            mounts,
+            f"bash -c '{probes}'; "
+            "echo routes; tail -n +2 /proc/net/route; "
+            "echo ifaces; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; "
+            "echo dns; grep -v '^#' /etc/resolv.conf; echo end",
+        )
+        await asyncio.sleep(0.2)
+    assert code == 0
+    assert out == ["routes", "ifaces", "lo", "dns", "end"]
+    assert received == []
+
+
+def docker_bridge_address() -> str | None:
+    """The host's address on Docker's default bridge: where a container on a normal network
+    would find host services. It is on this machine; with no route nothing is sent."""
+    try:
+        network = engine_or_skip().inspect_network("bridge")
+        return network["IPAM"]["Config"][0]["Gateway"]
+    except (docker.errors.APIError, KeyError, IndexError):
+        return None
+
+
+# -- no orphans ----------------------------------------------------------------------------
+
+
+async def test_a_restarted_server_reaps_what_a_dead_one_left(
+    tmp_path: Path, image: str, mounts: SessionMounts
+) -> None:
+    data = tmp_path / "reap"
+    first = DockerSandbox(data, image=image)
+    await first.open(gateway_app)
+    left = await start(first, mounts, "echo up; trap '' TERM; sleep 600")
+    assert await asyncio.wait_for(anext(left.lines()), 20) == b"up"
+    # Another server's container must survive our reaping.
+    neighbour = DockerSandbox(tmp_path / "neighbour", image=image)
+    await neighbour.open(gateway_app)
+    theirs = await start(neighbour, mounts, "echo up; sleep 600")
+    assert await asyncio.wait_for(anext(theirs.lines()), 20) == b"up"
+    try:
+        # The first server "dies": its gateway goes, its container is left running.
+        await first.gateway.close()
+        second = DockerSandbox(data, image=image)
+        assert second.owner == "" and first.owner
+        await second.open(gateway_app)
+        assert second.owner == first.owner
+        assert await gone(left.container_id)
+        assert inspect(theirs.container_id)["State"]["Running"]
+        await second.close()
+    finally:
+        await theirs.kill()
+        await neighbour.close()

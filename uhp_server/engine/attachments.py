@@ -1,0 +1,138 @@
+"""Files a task brings (Files §1), stored once and placed in the session's workspace.
+
+Placement rule: each file goes in the workspace root under its own safe name. A name already
+taken by anything else (a user file, a folder, a link the agent planted) is never overwritten
+or followed: the file gets the next free name `stem-2.ext`, `stem-3.ext`, ... — unless the
+taken name already holds exactly these bytes, in which case it is reused. The prompt then
+says where each file is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from storage import files as file_store
+from storage.blobs import BlobStore
+from storage.db import Database
+from storage.models import FileRow
+from uhp_server.engine.inputs import Attachment
+
+_MAX_NAME_TRIES = 1000
+
+
+@dataclass(frozen=True)
+class Placed:
+    """Where an attachment landed, relative to the workspace."""
+
+    name: str
+    media_type: str
+    size: int
+
+
+def store_inline(
+    db: Database, blobs: BlobStore, principal_id: str, items: list[Attachment]
+) -> None:
+    """Keep inline bytes in the blob store as the principal's File objects (ids already in
+    the stored input items), so a later task can reference them by file_id."""
+    for attachment in items:
+        if attachment.data is None:
+            continue
+        attachment.sha256 = blobs.put_bytes(attachment.data)
+        attachment.data = None
+        file_store.insert_file(
+            db,
+            FileRow(
+                id=attachment.file_id,
+                principal_id=principal_id,
+                filename=attachment.filename,
+                bytes=attachment.size,
+                media_type=attachment.media_type,
+                sha256=attachment.sha256,
+                purpose="input",
+                created_at=int(time.time()),
+            ),
+        )
+
+
+def place_all(workspace: Path, blobs: BlobStore, items: tuple[Attachment, ...]) -> list[Placed]:
+    placed = []
+    for attachment in items:
+        if attachment.sha256 is None:
+            continue
+        name = _place(workspace, blobs, attachment.filename, attachment.sha256)
+        placed.append(Placed(name, attachment.media_type, attachment.size))
+    return placed
+
+
+def prompt_note(placed: list[Placed]) -> str:
+    if not placed:
+        return ""
+    listed = ", ".join(f"./{p.name} ({p.media_type}, {p.size} bytes)" for p in placed)
+    return f"Attached files (in the working directory): {listed}"
+
+
+def _candidates(filename: str) -> list[str]:
+    stem, dot, ext = filename.rpartition(".")
+    if not dot or not stem:
+        stem, ext = filename, ""
+    suffix = f".{ext}" if ext else ""
+    return [filename] + [f"{stem}-{n}{suffix}" for n in range(2, _MAX_NAME_TRIES)]
+
+
+def _place(workspace: Path, blobs: BlobStore, filename: str, sha256: str) -> str:
+    for name in _candidates(filename):
+        target = workspace / name
+        if _holds(target, sha256):
+            return name
+        if _create(target, blobs, sha256):
+            return name
+    raise RuntimeError("no free name for an attachment")
+
+
+def _holds(path: Path, sha256: str) -> bool:
+    """Whether path is a regular file (not a link) with exactly these bytes."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISREG(info.st_mode):
+        return False
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1024 * 1024):
+            digest.update(chunk)
+    return digest.hexdigest() == sha256
+
+
+def _same_owner_as_folder(fd: int, folder: Path) -> None:
+    """The file belongs to whoever owns the workspace (a sandbox may run the agent as another
+    user than the server), so the agent can change it like any file of its own."""
+    if os.geteuid() != 0:
+        return
+    owner = os.stat(folder)
+    os.fchown(fd, owner.st_uid, owner.st_gid)
+
+
+def _create(path: Path, blobs: BlobStore, sha256: str) -> bool:
+    """Write a new file; False when the name exists in any form (O_EXCL never follows a link)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except FileExistsError:
+        return False
+    try:
+        _same_owner_as_folder(fd, path.parent)
+        with os.fdopen(fd, "wb") as handle:
+            for chunk in blobs.read_chunks(sha256):
+                handle.write(chunk)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        raise
+    return True

@@ -1,0 +1,65 @@
+"""Deleting a session's trace (Sessions §6, Security §6).
+
+In this order: the session stops being addressable (no new task can continue it) and its
+share stops resolving; the running turn is cancelled and its process waited for, so nothing
+writes into storage that no longer has an owner; then every response, event, artifact and
+inline input is deleted, the bytes no other object references are removed, and the session's
+workspace and agent home are removed from disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+
+from storage import artifacts as artifact_store
+from storage import files as file_store
+from storage import responses as response_store
+from storage import session_listing, shares, traces
+from storage.blobs import BlobStore
+from storage.db import Database
+from uhp_server.engine.runs import RunManager
+
+
+class TraceDeleter:
+    def __init__(
+        self,
+        db: Database,
+        runs: RunManager,
+        blobs: BlobStore,
+        sessions_dir: Path,
+        previews_dir: Path,
+        grace_seconds: float,
+    ) -> None:
+        self.db = db
+        self.runs = runs
+        self.blobs = blobs
+        self.sessions_dir = sessions_dir
+        self.previews_dir = previews_dir
+        self.grace_seconds = grace_seconds
+
+    async def delete(self, session_id: str) -> None:
+        traces.forget_session(self.db, session_id)
+        shares.revoke(self.db, session_id)
+        run = self.runs.for_session(session_id)
+        if run is not None and not run.log.finished:
+            await self.runs.cancel(run)
+        await self.runs.wait_stopped(session_id, self.grace_seconds + 10)
+        await asyncio.to_thread(self._purge, session_id)
+
+    def _purge(self, session_id: str) -> None:
+        inputs = traces.inline_inputs(self.db, session_id)
+        for response_id in session_listing.all_response_ids(self.db, session_id):
+            run = self.runs.get(response_id)
+            if run is not None:
+                run.log.persist = False
+            response_store.delete_response(self.db, response_id)
+            self.runs.forget(response_id)
+        traces.delete_files(self.db, [row.id for row in inputs])
+        hashes = artifact_store.delete_for_session(self.db, session_id)
+        for sha256 in sorted({*hashes, *(row.sha256 for row in inputs)}):
+            if not file_store.blob_in_use(self.db, sha256):
+                self.blobs.delete(sha256)
+                (self.previews_dir / f"{sha256}.pdf").unlink(missing_ok=True)
+        shutil.rmtree(self.sessions_dir / session_id, ignore_errors=True)

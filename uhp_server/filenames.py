@@ -1,0 +1,37 @@
+"""Client- and agent-chosen names made safe to write to disk and to send in a header."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from urllib.parse import quote
+
+_UNSAFE = re.compile(r'[\x00-\x1f\x7f<>:"|?*\\/]')
+MAX_NAME = 120
+
+
+def safe_filename(name: str | None, fallback: str = "file") -> str:
+    """One path component: no separators, no control characters, no leading dots, not empty.
+
+    Only the last component of whatever the client sent is kept (`../../x.txt` is `x.txt`),
+    so a name can never address anything but a file in the folder it is written to."""
+    raw = unicodedata.normalize("NFC", name or "")
+    raw = re.split(r"[\\/]", raw)[-1]
+    cleaned = _UNSAFE.sub("_", raw).strip().lstrip(".").strip()
+    if not cleaned:
+        return fallback
+    if len(cleaned) > MAX_NAME:
+        stem, dot, ext = cleaned.rpartition(".")
+        if dot and 0 < len(ext) <= 16:
+            cleaned = stem[: MAX_NAME - len(ext) - 1] + "." + ext
+        else:
+            cleaned = cleaned[:MAX_NAME]
+    return cleaned
+
+
+def content_disposition(filename: str) -> str:
+    """`attachment` with an ASCII fallback and the exact UTF-8 name (RFC 6266 / 5987)."""
+    base = filename.rsplit("/", 1)[-1]
+    ascii_name = safe_filename(base).encode("ascii", "replace").decode().replace("?", "_")
+    ascii_name = ascii_name.replace('"', "_").replace(";", "_") or "file"
+    return f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(base, safe='')}"

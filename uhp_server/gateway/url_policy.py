@@ -1,0 +1,143 @@
+"""Which MCP server URLs this server will connect to, at configuration time and at run time.
+
+An MCP server URL comes from a client, and the server connects to it with credentials the
+client cannot see: unchecked, that is an SSRF proxy into the server's own network. The rule:
+
+- only `http` and `https`, with a host, no user:password part, at most MAX_URL_LENGTH;
+- never an address on a link-local network (169.254.0.0/16, fe80::/10: cloud metadata lives
+  there), nor an unspecified, multicast or reserved one;
+- never a private or loopback address (10/8, 172.16/12, 192.168/16, 127/8, ::1, fc00::/7,
+  `localhost`…) unless UHP_MCP_ALLOW_PRIVATE_HOSTS=true, for a server on the same network.
+
+At configuration time a literal IP or `localhost` is checked; a DNS name is only checked at
+run time, because what it resolves to can change. At run time every address the name
+resolves to must pass, and the connection is pinned to the address that was checked, so a
+second lookup (DNS rebinding) cannot swap in another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from dataclasses import dataclass
+from urllib.parse import SplitResult, urlsplit
+
+MAX_URL_LENGTH = 2048
+_SCHEMES = ("http", "https")
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+class UrlRefused(ValueError):
+    """The URL breaks the policy. The message is safe for a client: no address in it."""
+
+
+@dataclass(frozen=True)
+class PinnedUrl:
+    """A checked URL and the address to connect to instead of resolving its host again."""
+
+    url: str  # the URL as configured
+    host: str  # its host name, for the Host header and TLS (SNI and certificate checks)
+    address: str  # the checked IP address to connect to
+    connect_url: str  # url with the host replaced by address
+
+
+def parse_url(url: str) -> SplitResult:
+    """The URL's parts, when its shape is acceptable (scheme, host, no credentials)."""
+    if not isinstance(url, str) or not url.strip():
+        raise UrlRefused("The URL is empty.")
+    if len(url) > MAX_URL_LENGTH:
+        raise UrlRefused(f"The URL is longer than {MAX_URL_LENGTH} characters.")
+    if any(ch.isspace() or ord(ch) < 0x20 for ch in url):
+        raise UrlRefused("The URL contains whitespace or control characters.")
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # raises on a malformed port
+    except ValueError:
+        raise UrlRefused("The URL is malformed.") from None
+    if parts.scheme.lower() not in _SCHEMES:
+        raise UrlRefused("Only http and https URLs are allowed.")
+    if not parts.hostname:
+        raise UrlRefused("The URL has no host.")
+    if parts.username is not None or parts.password is not None:
+        raise UrlRefused("Credentials in the URL are not allowed; use `auth` or `headers`.")
+    return parts
+
+
+def _literal_ip(host: str) -> IPAddress | None:
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return None
+
+
+def address_refusal(address: IPAddress, allow_private: bool) -> str | None:
+    """Why connecting to `address` is refused, or None when it is allowed."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if address.is_link_local or address.is_unspecified or address.is_multicast:
+        return "The URL points at a link-local, unspecified or multicast address."
+    if address.is_loopback or address.is_private:
+        if allow_private:
+            return None
+        return "The URL points at a private or loopback address."
+    if address.is_reserved or not address.is_global:
+        return "The URL points at a reserved address."
+    return None
+
+
+def _is_localhost(host: str) -> bool:
+    host = host.lower().rstrip(".")
+    return host == "localhost" or host.endswith(".localhost")
+
+
+def check_config_url(url: str, allow_private: bool) -> str:
+    """The URL as stored, when it passes the configuration-time checks; else UrlRefused."""
+    parts = parse_url(url)
+    host = parts.hostname or ""
+    literal = _literal_ip(host)
+    if literal is not None:
+        reason = address_refusal(literal, allow_private)
+        if reason:
+            raise UrlRefused(reason)
+    elif _is_localhost(host) and not allow_private:
+        raise UrlRefused("The URL points at a private or loopback address.")
+    return url
+
+
+async def _resolve(host: str, port: int) -> list[IPAddress]:
+    loop = asyncio.get_running_loop()
+    try:
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        raise UrlRefused("The host name could not be resolved.") from None
+    found: list[IPAddress] = []
+    for info in infos:
+        address = _literal_ip(str(info[4][0]))
+        if address is not None and address not in found:
+            found.append(address)
+    if not found:
+        raise UrlRefused("The host name could not be resolved.")
+    return found
+
+
+def _with_host(parts: SplitResult, address: IPAddress) -> str:
+    host = f"[{address}]" if address.version == 6 else str(address)
+    netloc = f"{host}:{parts.port}" if parts.port is not None else host
+    return parts._replace(netloc=netloc).geturl()
+
+
+async def pin_url(url: str, allow_private: bool) -> PinnedUrl:
+    """Resolve the URL's host and check every address it has; UrlRefused when any fails."""
+    parts = parse_url(url)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+    literal = _literal_ip(host)
+    addresses = [literal] if literal is not None else await _resolve(host, port)
+    for address in addresses:
+        reason = address_refusal(address, allow_private)
+        if reason:
+            raise UrlRefused(reason)
+    chosen = addresses[0]
+    return PinnedUrl(url=url, host=host, address=str(chosen), connect_url=_with_host(parts, chosen))

@@ -1,0 +1,226 @@
+"""MCP servers of a harness: validated, names made CLI-safe, credentials kept server-side.
+
+`auth` and the values of credential-like headers are stored in storage.mcp_secrets; the
+harness keeps (and a GET returns) only a `uhp-secret:<id>` reference, which a PUT may send
+back unchanged. The URL passes the configuration-time policy (gateway.url_policy); the
+gateway applies the run-time one when it connects.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from harness_bases.base import HarnessBase
+from storage import mcp_secrets
+from storage.db import Database
+from uhp_server.gateway.mcp_targets import McpTarget
+from uhp_server.gateway.url_policy import UrlRefused, check_config_url
+from uhp_server.harness_config.problems import invalid
+from uhp_server.harness_config.writes import PendingWrites
+
+MAX_SERVERS = 20
+MAX_HEADERS = 32
+MAX_HEADER_VALUE = 8192
+SECRET_REF = "uhp-secret:"
+_TRANSPORTS = {
+    "http": "http",
+    "streamable-http": "http",
+    "streamable_http": "http",
+    "streamablehttp": "http",
+    "sse": "sse",
+}
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}")
+# Set by the gateway itself (or meaningless through it): a harness cannot override them.
+_RESERVED_HEADERS = {
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "upgrade",
+    "te",
+    "trailer",
+    "proxy-authorization",
+    "proxy-connection",
+    "accept-encoding",
+    "mcp-session-id",
+    "mcp-protocol-version",
+}
+_SENSITIVE_HEADER = re.compile(r"authorization|cookie|.*(key|token|secret|auth|passw|session).*")
+
+
+def sanitise_name(raw: str) -> str:
+    """A CLI-safe identifier: letters, digits, '_' and '-' (Codex namespaces tools by it)."""
+    name = re.sub(r"[^A-Za-z0-9_-]+", "_", raw.strip()).strip("_")[:48]
+    return name or "mcp"
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    candidate, n = name, 2
+    while candidate.casefold() in taken:
+        candidate, n = f"{name}_{n}", n + 1
+    taken.add(candidate.casefold())
+    return candidate
+
+
+def parse_mcp_servers(
+    writes: PendingWrites,
+    raw: Any,
+    param: str,
+    base: HarnessBase | None,
+    allow_private: bool,
+) -> list[dict[str, Any]]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        invalid(param, "`mcp_servers` must be an array.")
+    if len(raw) > MAX_SERVERS:
+        invalid(param, f"A harness may have at most {MAX_SERVERS} MCP servers.")
+    taken: set[str] = set()
+    servers = []
+    for index, item in enumerate(raw):
+        at = f"{param}[{index}]"
+        if not isinstance(item, dict):
+            invalid(at, "An MCP server must be an object with `name` and `url`.")
+        server = _parse_server(writes, item, at, base, allow_private)
+        server["name"] = _unique(server["name"], taken)
+        servers.append(server)
+    return servers
+
+
+def _parse_server(
+    writes: PendingWrites,
+    item: dict[str, Any],
+    at: str,
+    base: HarnessBase | None,
+    allow_private: bool,
+) -> dict[str, Any]:
+    name = item.get("name")
+    if not isinstance(name, str) or not name.strip():
+        invalid(f"{at}.name", "An MCP server needs a `name`.")
+    url = item.get("url")
+    try:
+        url = check_config_url(url, allow_private)
+    except UrlRefused as exc:
+        invalid(f"{at}.url", str(exc))
+    enabled = item.get("enabled", True)
+    if enabled is None:
+        enabled = True
+    if not isinstance(enabled, bool):
+        invalid(f"{at}.enabled", "`enabled` must be true or false.")
+    transport = _transport(item.get("transport"), f"{at}.transport", base, enabled)
+    headers = _headers(writes, item.get("headers"), f"{at}.headers")
+    auth = _auth(writes, item.get("auth"), f"{at}.auth")
+    if auth is not None and any(k.lower() == "authorization" for k in headers):
+        invalid(f"{at}.auth", "Give the credential in `auth` or an Authorization header, not both.")
+    server: dict[str, Any] = {
+        "name": sanitise_name(name),
+        "url": url,
+        "transport": transport,
+        "enabled": enabled,
+        "headers": headers,
+    }
+    if auth is not None:
+        server["auth"] = auth
+    return server
+
+
+def _transport(raw: Any, param: str, base: HarnessBase | None, enabled: bool) -> str:
+    if raw is None:
+        return "http"
+    transport = _TRANSPORTS.get(str(raw).strip().lower()) if isinstance(raw, str) else None
+    if transport is None:
+        invalid(param, "`transport` must be 'http' (Streamable HTTP) or 'sse'.")
+    # Advertising a server the base cannot speak to would only fail later, in the dark.
+    if enabled and base is not None and transport not in base.mcp_transports:
+        invalid(
+            param,
+            f"The {base.label} base cannot use MCP servers over '{transport}'.",
+            supported=list(base.mcp_transports),
+        )
+    return transport
+
+
+def _secret_or_ref(writes: PendingWrites, value: str, param: str) -> str:
+    """A stored reference for value (or value itself when it already is a valid one)."""
+    if value.startswith(SECRET_REF):
+        if mcp_secrets.get_secret(writes.db, writes.principal_id, value[len(SECRET_REF) :]) is None:
+            invalid(param, "Unknown secret reference: pass back the one a GET returned.")
+        return value
+    return SECRET_REF + writes.secret(value)
+
+
+def _check_value(value: Any, param: str) -> str:
+    if not isinstance(value, str) or not value or len(value) > MAX_HEADER_VALUE:
+        invalid(
+            param,
+            f"A header value must be a non-empty string of at most {MAX_HEADER_VALUE} characters.",
+        )
+    if any(ch in value for ch in "\r\n\0"):
+        invalid(param, "A header value may not contain line breaks or NUL.")
+    return value
+
+
+def _headers(writes: PendingWrites, raw: Any, param: str) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or len(raw) > MAX_HEADERS:
+        invalid(param, f"`headers` must be an object of at most {MAX_HEADERS} string values.")
+    headers: dict[str, str] = {}
+    for key, value in raw.items():
+        if not _HEADER_NAME.fullmatch(key) or key.lower() in _RESERVED_HEADERS:
+            invalid(f"{param}.{key}", "This header name is not allowed.")
+        value = _check_value(value, f"{param}.{key}")
+        if _SENSITIVE_HEADER.fullmatch(key.lower()) or value.startswith(SECRET_REF):
+            value = _secret_or_ref(writes, value, f"{param}.{key}")
+        headers[key] = value
+    return headers
+
+
+def _auth(writes: PendingWrites, raw: Any, param: str) -> str | None:
+    if raw is None:
+        return None
+    value = _check_value(raw, param)
+    if value.lower().startswith("bearer "):
+        value = value[7:].strip()
+    if not value:
+        invalid(param, "`auth` must be a bearer token or a secret reference.")
+    return _secret_or_ref(writes, value, param)
+
+
+def render_mcp_servers(stored: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The wire shape: as stored, which holds only references to credentials."""
+    return [{**server, "headers": dict(server.get("headers") or {})} for server in stored]
+
+
+def turn_targets(
+    db: Database, principal_id: str, stored: list[dict[str, Any]], allow_private: bool
+) -> tuple[McpTarget, ...]:
+    """The enabled servers with their credentials resolved, for the gateway's grant."""
+    targets = []
+    for server in stored:
+        if not server.get("enabled", True):
+            continue  # never contacted, not even probed
+        headers = {
+            key: _resolve(db, principal_id, value)
+            for key, value in (server.get("headers") or {}).items()
+        }
+        if server.get("auth"):
+            headers["Authorization"] = f"Bearer {_resolve(db, principal_id, server['auth'])}"
+        targets.append(
+            McpTarget(
+                name=server["name"],
+                url=server["url"],
+                transport=server.get("transport", "http"),
+                headers=headers,
+                allow_private=allow_private,
+            )
+        )
+    return tuple(targets)
+
+
+def _resolve(db: Database, principal_id: str, value: str) -> str:
+    if not value.startswith(SECRET_REF):
+        return value
+    return mcp_secrets.get_secret(db, principal_id, value[len(SECRET_REF) :]) or ""

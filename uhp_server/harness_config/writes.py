@@ -1,0 +1,38 @@
+"""What a harness body stores besides the harness row (skill bundles, MCP secrets), held
+back until the whole body has been validated, so a refused body leaves nothing behind."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from storage import mcp_secrets
+from storage import skills as skill_store
+from storage.db import Database
+from storage.skills import StoredFile
+
+
+@dataclass
+class PendingWrites:
+    db: Database  # for reads while validating (blob handles, secret references)
+    principal_id: str
+    _bundles: list[list[StoredFile]] = field(default_factory=list)
+    _secrets: list[tuple[str, str]] = field(default_factory=list)
+
+    def bundle(self, files: list[StoredFile]) -> str:
+        """The blob handle these files will be stored under."""
+        self._bundles.append(files)
+        return skill_store.bundle_id(self.principal_id, files)
+
+    def secret(self, value: str) -> str:
+        """The id the secret will be stored under."""
+        secret_id = mcp_secrets.new_secret_id()
+        self._secrets.append((secret_id, value))
+        return secret_id
+
+    def commit(self) -> None:
+        for files in self._bundles:
+            skill_store.put_bundle(self.db, self.principal_id, files)
+        for secret_id, value in self._secrets:
+            mcp_secrets.put_secret(self.db, self.principal_id, value, secret_id)
+        self._bundles.clear()
+        self._secrets.clear()

@@ -1,0 +1,115 @@
+"""What one agent container is: the image, the mounts, the hardening, the labels.
+
+Kept as plain data (the keyword arguments of the SDK's create_container) so that every
+hardening option is visible in one place and checked by a unit test as well as a live one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from harness_bases.base import Invocation, SandboxPaths
+from uhp_server.sandbox.docker.gateway_socket import INSIDE_DIR
+
+GATEWAY_PORT = 8080  # the gateway inside the container: 127.0.0.1:8080 (its own loopback)
+LAUNCHER = "/usr/local/bin/uhp-launch"  # from the runtime image (image/launch.sh)
+HOSTNAME = "uhp-sandbox"
+
+# Labels on every agent container: the server that owns it (reaped at its next start), and
+# what it runs for (for an operator reading `docker ps`).
+LABEL_SERVER = "uhp.server"
+LABEL_SESSION = "uhp.session"
+LABEL_RESPONSE = "uhp.response"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-container resource limits (UHP_DOCKER_MEMORY, _CPUS, _PIDS_LIMIT, _TMP_SIZE)."""
+
+    memory: str = "4g"
+    cpus: float = 2.0
+    pids: int = 512
+    tmp_size: str = "512m"
+
+
+@dataclass(frozen=True)
+class HostMounts:
+    """Host paths (as the Docker daemon sees them) of what the container mounts."""
+
+    workspace: str
+    home: str
+    tools: str
+    gateway_dir: str  # the gateway socket's folder
+    resolv_conf: str  # a resolver config with no nameserver
+
+
+def resolve_user(setting: str) -> tuple[int, int]:
+    """uid and gid the agent runs as: never root. `auto` is the server's own ids, or
+    1000:1000 when the server runs as root (the sandbox then hands the folders to it)."""
+    if setting == "auto":
+        if os.getuid() == 0:
+            return 1000, 1000
+        return os.getuid(), os.getgid()
+    uid_text, _, gid_text = setting.partition(":")
+    uid = int(uid_text)
+    gid = int(gid_text) if gid_text else uid
+    if uid == 0:
+        raise ValueError("UHP_DOCKER_USER must not be root (uid 0)")
+    return uid, gid
+
+
+def create_kwargs(
+    *,
+    image: str,
+    invocation: Invocation,
+    user: tuple[int, int],
+    labels: Mapping[str, str],
+    host_config: Any,
+) -> dict[str, Any]:
+    """Keyword arguments for APIClient.create_container (host_config from host_config_kwargs)."""
+    return {
+        "image": image,
+        "command": [LAUNCHER, str(GATEWAY_PORT), *invocation.argv],
+        "environment": dict(invocation.env),  # built from nothing by the base
+        "working_dir": invocation.cwd,
+        "user": f"{user[0]}:{user[1]}",
+        "hostname": HOSTNAME,
+        "labels": dict(labels),
+        # stdin is the CLI's JSON-RPC pipe. Not detached with stdin open, the SDK also sets
+        # StdinOnce: when our attach goes away (the turn closed it, or the server died) the
+        # CLI reads end-of-file and exits.
+        "stdin_open": True,
+        "detach": False,
+        "tty": False,
+        "host_config": host_config,
+    }
+
+
+def host_config_kwargs(mounts: HostMounts, paths: SandboxPaths, limits: Limits) -> dict[str, Any]:
+    """Keyword arguments for APIClient.create_host_config: the hardening, in one place."""
+    return {
+        "binds": {
+            mounts.workspace: {"bind": paths.workspace, "mode": "rw"},
+            mounts.home: {"bind": paths.home, "mode": "rw"},
+            mounts.tools: {"bind": paths.tools, "mode": "ro"},
+            mounts.gateway_dir: {"bind": INSIDE_DIR, "mode": "ro"},
+            mounts.resolv_conf: {"bind": "/etc/resolv.conf", "mode": "ro"},
+        },
+        "network_mode": "none",  # loopback only: no route, no DNS (the gateway is a socket)
+        "read_only": True,
+        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={limits.tmp_size},mode=1777"},
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "pids_limit": limits.pids,
+        "mem_limit": limits.memory,
+        "memswap_limit": limits.memory,  # equal to the memory limit: no swap on top
+        "nano_cpus": int(limits.cpus * 1e9),
+        "init": True,  # a real PID 1 reaps the agent's orphans and forwards signals
+        "auto_remove": True,  # an exited container leaves nothing behind
+        "ipc_mode": "private",
+        # Nothing of the agent's output is stored by the engine: we read it from the attach.
+        "log_config": {"type": "none", "config": {}},
+    }
