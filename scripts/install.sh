@@ -16,6 +16,8 @@ done
 need_apt=()
 command -v bwrap >/dev/null || need_apt+=(bubblewrap)
 command -v npm >/dev/null || need_apt+=(nodejs npm)
+# The Hermes base makes its venv with Debian's python3, whose venv/ensurepip are a package.
+/usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || need_apt+=(python3-venv)
 if ((${#need_apt[@]})); then
   if [[ $(id -u) -ne 0 ]]; then
     echo "please install: ${need_apt[*]} (sudo apt-get install -y ${need_apt[*]})" >&2

@@ -8,6 +8,8 @@ bash scripts/install.sh --test
 test_apt=()
 command -v chromium >/dev/null || test_apt+=(chromium)
 command -v soffice >/dev/null || test_apt+=(libreoffice-writer-nogui libreoffice-calc-nogui)
+# strace proves a CLI connects to nothing but the model gateway (tests/test_claude_code_base.py).
+command -v strace >/dev/null || test_apt+=(strace)
 if ((${#test_apt[@]})) && [[ $(id -u) -eq 0 ]]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
@@ -31,6 +33,20 @@ docker_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_securi
   tests/test_restart_e2e.py)
 echo "=== end-to-end tests again with UHP_TEST_SANDBOX=docker ==="
 UHP_TEST_SANDBOX=docker .venv/bin/python -m pytest "${docker_e2e[@]}" "$@" || {
+  code=$?
+  ((code == 5)) || status=$code
+}
+# The same end-to-end files again on the Claude Code base (the runs above use Codex).
+base_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security_e2e.py
+  tests/test_restart_e2e.py tests/test_harnesses_e2e.py tests/test_openai_sdk.py)
+echo "=== end-to-end tests again with UHP_TEST_BASE=claude-code ==="
+UHP_TEST_BASE=claude-code .venv/bin/python -m pytest "${base_e2e[@]}" "$@" || {
+  code=$?
+  ((code == 5)) || status=$code
+}
+# ... and on the Hermes base.
+echo "=== end-to-end tests again with UHP_TEST_BASE=hermes ==="
+UHP_TEST_BASE=hermes .venv/bin/python -m pytest "${base_e2e[@]}" "$@" || {
   code=$?
   ((code == 5)) || status=$code
 }

@@ -26,8 +26,9 @@ class HermesBase(HarnessBase):
     backend = "openai"
     cli_version = installer.CLI_VERSION
     # Hermes blocks whole toolsets, not single tools: disabled tools are an instruction.
-    # Its own turn limit counts model calls, not tool calls, so the engine counts the steps.
-    enforcement = Enforcement(disabled_tools="instruction", max_step="counted")
+    # The step budget is Hermes' own `agent.max_turns` (max_step + 1 model calls, which it
+    # reports reaching); the engine's count stops the tool call past it, as for every base.
+    enforcement = Enforcement(disabled_tools="instruction", max_step="native")
 
     def __init__(self) -> None:
         # One base instance serves every session; live turns are keyed by their process.

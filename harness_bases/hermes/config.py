@@ -79,9 +79,9 @@ def hermes_config(turn: TurnSpec) -> dict[str, Any]:
         "security": {"tirith_enabled": False, "allow_lazy_installs": False},
     }
     if turn.max_step is not None:
-        # Hermes counts model calls, UHP counts tool calls: one more call for the answer. The
-        # engine stops the turn at the tool call past the budget; this is the backstop for a
-        # model that keeps answering without tools.
+        # Hermes counts model calls, UHP counts tool calls: one more call for the answer.
+        # Hermes reports reaching it (StepBudgetReached); the engine's count stops the tool
+        # call past the budget before Hermes would run it.
         config["agent"]["max_turns"] = turn.max_step + 1
     return config
 

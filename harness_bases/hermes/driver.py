@@ -67,7 +67,8 @@ async def _open_session(live: LiveTurn, turn: TurnSpec) -> AsyncIterator[ev.Agen
             result = None
         # Loading replays the old conversation as notifications: none of it is this turn's.
         rpc.drop_backlog()
-        if isinstance(result, dict):
+        # An unknown session is answered with an empty result (a loaded one has its modes).
+        if isinstance(result, dict) and result:
             live.session_id = turn.native_session_id
             for notice in mcp_notices(result):
                 yield notice

@@ -51,7 +51,11 @@ def artifact_or_404(
 ) -> ArtifactRow:
     row = artifact_store.get_artifact(ctx.db, principal.id, container_id, file_id)
     # An artifact of a deleted session is gone too (Files §5).
-    if row is None or session_store.get_session(ctx.db, principal.id, row.session_id) is None:
+    if (
+        row is None
+        or session_store.get_session(ctx.db, principal.id, row.session_id) is None
+        or not ctx.blobs.exists(row.sha256)
+    ):
         raise ApiError(404, "file_not_found", "No file with that id in that container.")
     return row
 

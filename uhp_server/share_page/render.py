@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -137,7 +138,27 @@ def _files(token: str, artifacts: list[ArtifactRow]) -> list[dict[str, str]]:
     ]
 
 
+# Finished turns never change: the page polls every second while a turn runs, so their HTML
+# is kept rather than rendered again each time. Bounded; keyed by the share's token.
+_finished: OrderedDict[tuple[str, int, str, int], RenderedTurn] = OrderedDict()
+FINISHED_CACHE_SIZE = 1024
+
+
 def render_turn(token: str, number: int, turn: Turn) -> RenderedTurn:
+    status = turn.response["status"] if turn.response else turn.row.status
+    if status == "in_progress":
+        return _render_turn(token, number, turn)
+    key = (token, number, turn.row.id, len(turn.artifacts))  # a late artifact is a change
+    cached = _finished.get(key)
+    if cached is None:
+        cached = _finished[key] = _render_turn(token, number, turn)
+        if len(_finished) > FINISHED_CACHE_SIZE:
+            _finished.popitem(last=False)
+    _finished.move_to_end(key)
+    return cached
+
+
+def _render_turn(token: str, number: int, turn: Turn) -> RenderedTurn:
     response = turn.response
     status = response["status"] if response else turn.row.status
     html = _env.get_template("turn.html").render(

@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +63,9 @@ class DockerSandbox(Sandbox):
         self.image = image or images.runtime_tag()
         self.base_image = base_image
         self.user = resolve_user(user)
-        self.limits = limits
+        # The engine refuses a CPU limit above the host's cores: a default of 2 must still
+        # work on a one-core machine.
+        self.limits = replace(limits, cpus=min(limits.cpus, float(os.cpu_count() or 1)))
         self.gateway = GatewaySocket(socket_dir(data_dir))
         self.owner = ""  # this server's id, labelled on every container (set by open)
         self._api: Any = None
