@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -27,19 +28,19 @@ def get_response(db: Database, principal_id: str, response_id: str) -> ResponseR
 
 
 def append_event(db: Database, response_id: str, seq: int, data: dict[str, Any]) -> None:
-    with db.session() as s:
-        s.add(EventRow(response_id=response_id, seq=seq, data=data))
-        s.commit()
+    with db.fast:  # one transaction, committed before the caller publishes the event
+        db.fast.execute(
+            "INSERT INTO event (response_id, seq, data) VALUES (?, ?, ?)",
+            (response_id, seq, json.dumps(data)),
+        )
 
 
 def events_after(db: Database, response_id: str, after: int = -1) -> list[dict[str, Any]]:
-    with db.session() as s:
-        rows = s.exec(
-            select(EventRow)
-            .where(EventRow.response_id == response_id, EventRow.seq > after)
-            .order_by(EventRow.seq)  # type: ignore[arg-type]
-        ).all()
-        return [row.data for row in rows]
+    rows = db.fast.execute(
+        "SELECT data FROM event WHERE response_id = ? AND seq > ? ORDER BY seq",
+        (response_id, after),
+    )
+    return [json.loads(data) for (data,) in rows]
 
 
 def finish_response(db: Database, response_id: str, final: dict[str, Any]) -> None:

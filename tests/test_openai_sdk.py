@@ -67,3 +67,14 @@ def test_errors_surface_as_sdk_exceptions(sdk: openai.OpenAI) -> None:
     bad = openai.OpenAI(base_url=str(sdk.base_url), api_key="wrong", max_retries=0)
     with pytest.raises(openai.AuthenticationError):
         bad.responses.create(model=DEFAULT_MODEL, input="SAY x")
+
+
+def test_a_stream_that_spans_keep_alives_parses_in_the_sdk(sdk: openai.OpenAI) -> None:
+    # The test server sends `: keep-alive` every second; the SDK must read through them.
+    events = list(
+        sdk.responses.create(
+            model=DEFAULT_MODEL, input="SLEEP 3\nSLOW 2\nSAY through the pings", stream=True
+        )
+    )
+    assert events[-1].type == "response.completed"
+    assert events[-1].response.output_text == "through the pings"

@@ -65,7 +65,7 @@ def test_a_task_running_when_the_server_dies_ends_failed_with_its_partial_output
             time.sleep(0.5)
     finally:
         first.stop(signal.SIGKILL)
-    wait_no_agents()  # the sandbox died with the server
+    wait_no_agents(tmp_path)  # the sandbox died with the server
     second = ServerProcess(tmp_path, env).start()
     try:
         with _client(second) as client:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -30,25 +32,32 @@ def first_delta(client: httpx.Client, response_id: str) -> None:
     raise AssertionError("no text arrived")
 
 
-def agent_processes() -> list[str]:
-    """Sandboxed CLI processes (and their bubblewrap parents) still alive on this machine."""
-    out = subprocess.run(["pgrep", "-af", "/opt/uhp-tools"], capture_output=True, text=True)
-    return [line for line in out.stdout.splitlines() if "pgrep" not in line]
+def agent_processes(data_dir: Path) -> list[str]:
+    """Sandboxes of the server under test still alive (their command line names its data
+    dir); other servers' sandboxes on the same machine are not counted."""
+    out = subprocess.run(["pgrep", "-af", str(data_dir)], capture_output=True, text=True)
+    return [
+        line
+        for line in out.stdout.splitlines()
+        if "pgrep" not in line and "uhp_server.cli" not in line
+    ]
 
 
-def wait_no_agents(timeout: float = 10) -> None:
+def wait_no_agents(data_dir: Path, timeout: float = 10) -> None:
     deadline = time.monotonic() + timeout
-    while agent_processes() and time.monotonic() < deadline:
+    while agent_processes(data_dir) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert agent_processes() == []
+    assert agent_processes(data_dir) == []
 
 
 def test_cancel_answers_fast_keeps_partial_output_and_the_session_continues(
-    client: httpx.Client,
+    client: httpx.Client, server: ServerProcess
 ) -> None:
     accepted = create(client, {"input": "SLOW 20\nSAY " + "word " * 60, "background": True})
     rid = accepted["id"]
     first_delta(client, rid)
+    if os.environ.get("UHP_TEST_SANDBOX", "local") == "local":
+        assert agent_processes(server.data_dir), "the running sandbox must be visible"
     started = time.monotonic()
     cancelled = client.post(f"/v1/responses/{rid}/cancel")
     assert time.monotonic() - started < 1.0
@@ -65,12 +74,14 @@ def test_cancel_answers_fast_keeps_partial_output_and_the_session_continues(
     stream = read_stream(client, "GET", f"/v1/responses/{rid}?stream=true")
     assert check_stream(stream.events)["status"] == "cancelled"
     assert stream.events[-1]["type"] == "response.failed"
-    wait_no_agents()  # the turn really stopped
+    wait_no_agents(server.data_dir)  # the turn really stopped
     follow = create(client, {"input": "SAY still here", "previous_response_id": rid})
     assert follow["status"] == "completed" and message_text(follow) == "still here"
 
 
-def test_session_cancel_stops_whatever_runs_in_the_session(client: httpx.Client) -> None:
+def test_session_cancel_stops_whatever_runs_in_the_session(
+    client: httpx.Client, server: ServerProcess
+) -> None:
     first = create(client, {"input": "SAY start"})
     session_id = first["metadata"]["session_id"]
     running = create(
@@ -88,7 +99,7 @@ def test_session_cancel_stops_whatever_runs_in_the_session(client: httpx.Client)
     assert client.get(f"/v1/responses/{running['id']}").json()["status"] == "cancelled"
     # Nothing running: cancelling the session again is fine.
     assert client.post(f"/v1/sessions/{session_id}/cancel").status_code == 200
-    wait_no_agents()
+    wait_no_agents(server.data_dir)
 
 
 def test_one_task_at_a_time_per_session(client: httpx.Client) -> None:
