@@ -118,7 +118,7 @@ def write_turn_files(turn: TurnSpec) -> Path:
     """Write config.yaml, the instructions and the skills into HERMES_HOME; returns it."""
     home = real_dir(turn.host_home, HERMES_DIR)  # never a link the agent left
     text = yaml.safe_dump(hermes_config(turn), sort_keys=False, allow_unicode=True)
-    write_file(home / "config.yaml", text.encode("utf-8"), 0o600)
+    write_file(home / "config.yaml", text.encode("utf-8"))  # no secret in it
     write_file(home / INSTRUCTIONS_FILE, instructions(turn).encode("utf-8"))
     _write_skills(home, turn.skills)
     return home
