@@ -28,7 +28,7 @@ class Settings(BaseSettings):
     api_key: str | None = None  # UHP_API_KEY: a valid key of the default principal
     sandbox: str = "local"  # "local" (bubblewrap) or "docker"
     tools_dir: Path = Field(default_factory=_default_tools_dir)
-    bases: str = "codex"  # comma-separated bases this server enables
+    bases: str = "codex,claude-code,hermes"  # comma-separated bases this server enables
     session_retention_days: float = 30.0  # idle sessions expire after this (session_expired)
     idempotency_retention_hours: float = 24.0
     max_timeout_seconds: int = 3600  # the longest wall-clock budget any task gets
