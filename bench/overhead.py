@@ -1,14 +1,15 @@
-"""What does the server add on top of running Codex directly?
+"""What does the server add on top of running a base's CLI directly?
 
-Runs the same scripted tasks three ways, interleaved, in one go:
+Runs the same scripted tasks several ways, interleaved, in one go:
 
-- direct app-server: `codex app-server` driven by CodexBase, no server, no sandbox;
-- direct exec: `codex exec --json`, a second reference;
-- server: a real `uhp-server serve` subprocess, `POST /v1/responses` with `stream: true`.
+- direct: the pinned CLI driven by its harness base (`--base`), no server, no sandbox;
+- for Codex also exec: `codex exec --json`, a second reference;
+- server: a real `uhp-server serve` subprocess with only that base enabled,
+  `POST /v1/responses` with `stream: true`.
 
-All three talk to the same in-process scripted provider. Usage:
+All of them talk to the same in-process scripted provider. Usage:
 
-    python bench/overhead.py [--tasks N]
+    python bench/overhead.py [--base {codex,claude-code,hermes}] [--tasks N]
 """
 
 from __future__ import annotations
@@ -24,27 +25,28 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
 from harness_bases import events as ev
-from harness_bases.base import Invocation, SandboxPaths, TurnSpec
+from harness_bases.base import SYSTEM_PATH, HarnessBase
+from harness_bases.claude_code import ClaudeCodeBase
 from harness_bases.codex import CodexBase
-from harness_bases.codex import install as installer
-from harness_bases.codex.base import SYSTEM_PATH
+from harness_bases.codex import install as codex_install
 from harness_bases.codex.config import TOKEN_ENV, write_config
+from harness_bases.hermes import HermesBase
 from uhp_server.engine.fold import TERMINAL_TYPES
 
 # tests/ is not an installed package: the bench borrows the test suite's helpers from the repo.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.conftest import API_KEY, MODELS, PROVIDER_KEY, server_env, tools_dir
+from tests.conftest import API_KEY, DEFAULT_MODELS, MODELS, PROVIDER_KEY, server_env, tools_dir
 from tests.scripted_provider import RunningProvider, start_provider
+from tests.support.direct_turn import direct_spec, run_direct_turn
 from tests.support.server import ServerProcess
 
-MODEL = "gpt-test"
 TURN_TIMEOUT = 120.0
 RATIO_TARGET = 1.10
 CREATED_TARGET_MS = 20.0
@@ -54,82 +56,26 @@ TASKS = {
     "text": ("SAY hello world", "hello world"),
     "tool": ("RUN echo hi\nSAY got {output}", "got hi"),
 }
-MODES = ("app-server", "exec", "server")
 
 
 class BenchError(RuntimeError):
     """A run did not do what the task asked; its timing would mean nothing."""
 
 
-# -- direct: codex app-server through CodexBase ------------------------------------------------
-
-
-class LocalProcess:
-    """The Process protocol over a plain subprocess (as in tests/test_codex_base.py)."""
-
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self._proc = proc
-        self._stderr = bytearray()
-        self._stderr_task = asyncio.ensure_future(self._read_stderr())
-
-    @classmethod
-    async def start(cls, invocation: Invocation) -> LocalProcess:
-        proc = await asyncio.create_subprocess_exec(
-            *invocation.argv,
-            env=invocation.env,
-            cwd=invocation.cwd,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            limit=64 * 1024 * 1024,
-        )
-        return cls(proc)
-
-    async def write(self, data: bytes) -> None:
-        assert self._proc.stdin is not None
-        self._proc.stdin.write(data)
-        await self._proc.stdin.drain()
-
-    async def close_stdin(self) -> None:
-        assert self._proc.stdin is not None
-        if not self._proc.stdin.is_closing():
-            self._proc.stdin.close()
-
-    async def lines(self) -> AsyncIterator[bytes]:
-        assert self._proc.stdout is not None
-        while line := await self._proc.stdout.readline():
-            yield line.rstrip(b"\n")
-
-    def stderr_tail(self) -> str:
-        return self._stderr[-4096:].decode(errors="replace")
-
-    async def _read_stderr(self) -> None:
-        assert self._proc.stderr is not None
-        while chunk := await self._proc.stderr.read(65536):
-            self._stderr += chunk
-
-    async def wait(self) -> None:
-        await self._proc.wait()
-
-    async def kill(self) -> None:
-        """Kill it unless it has exited; then stop reading stderr."""
-        if self._proc.returncode is None:
-            self._proc.kill()
-            await self._proc.wait()
-        self._stderr_task.cancel()
+# -- direct: the CLI driven by its base, and other direct references -------------------------
 
 
 @dataclass
 class Direct:
     """Runs turns straight against the provider; every turn gets fresh home and workspace."""
 
+    base: HarnessBase
     provider: RunningProvider
     tools: Path
     scratch: Path
-    base: CodexBase = field(default_factory=CodexBase)
     _count: int = 0
 
-    def _folders(self) -> tuple[Path, Path]:
+    def folders(self) -> tuple[Path, Path]:
         self._count += 1
         home = self.scratch / f"direct-{self._count}" / "home"
         workspace = home.parent / "workspace"
@@ -137,94 +83,93 @@ class Direct:
         workspace.mkdir()
         return home, workspace
 
-    def run_app_server(self, prompt: str) -> float:
+    def run_base(self, prompt: str) -> float:
         """Seconds from preparing the turn to the outcome the CLI reports (answer checked)."""
-        return asyncio.run(self._app_server(prompt))
-
-    async def _app_server(self, prompt: str) -> float:
-        home, workspace = self._folders()
-        spec = TurnSpec(
-            prompt=prompt,
-            model=MODEL,
-            gateway_url=self.provider.base_url,
-            gateway_token=PROVIDER_KEY,
-            host_workspace=workspace,
-            host_home=home,
-            host_tools=self.tools,
-            # No sandbox: the "sandbox" paths are the host folders themselves.
-            paths=SandboxPaths(str(workspace), str(home), str(self.tools)),
+        home, workspace = self.folders()
+        backend = self.base.backend
+        spec = direct_spec(
+            prompt,
+            model=DEFAULT_MODELS[backend],
+            gateway_url=self.provider.url_for(backend),
+            home=home,
+            workspace=workspace,
+            tools=self.tools,
         )
-        started = time.perf_counter()
-        proc = await LocalProcess.start(self.base.prepare(spec))
-        agen = self.base.drive(proc, spec)
-        text, outcome = "", None
-        try:
-            async with asyncio.timeout(TURN_TIMEOUT):
-                async for event in agen:
-                    if isinstance(event, ev.TextDone):
-                        text += event.text
-                    if isinstance(event, ev.TurnFinished | ev.TurnFailed):
-                        outcome = event
-                        break
-            elapsed = time.perf_counter() - started
-            # Wind down as the engine does, outside the measured time: with stdin closed the
-            # CLI flushes its transcript and exits on its own.
-            async with asyncio.timeout(10):
-                await proc.close_stdin()
-                async for _ in agen:
-                    pass
-                await proc.wait()
-        finally:  # also on errors and Ctrl-C: nothing is left running
-            await agen.aclose()
-            await proc.kill()
-        if not isinstance(outcome, ev.TurnFinished):
-            raise BenchError(f"app-server turn did not finish: {outcome}\n{proc.stderr_tail()}")
-        _check_answer("app-server", prompt, text)
-        return elapsed
+        # The wind-down after the outcome (stdin closed, the CLI flushes its transcript and
+        # exits) is left out of the measured time, as the server's is.
+        turn = asyncio.run(run_direct_turn(self.base, spec, timeout=TURN_TIMEOUT))
+        if not isinstance(turn.outcome, ev.TurnFinished) or turn.outcome_at is None:
+            raise BenchError(
+                f"direct turn did not finish: {turn.outcome}\n{turn.proc.stderr_tail()}"
+            )
+        _check_answer("direct", prompt, turn.text)
+        return turn.outcome_at - turn.started
 
-    def run_exec(self, prompt: str) -> float:
-        """Seconds from starting `codex exec --json` to its `turn.completed` line."""
-        home, workspace = self._folders()
-        write_config(home / ".codex", MODEL, self.provider.base_url)
-        env = {
-            "PATH": f"{installer.helper_path_dir(str(self.tools))}:{SYSTEM_PATH}",
-            "HOME": str(home),
-            "CODEX_HOME": str(home / ".codex"),
-            TOKEN_ENV: PROVIDER_KEY,
-            "LANG": "C.UTF-8",
-            "TERM": "dumb",
-        }
-        binary = installer.binary_path(str(self.tools))
-        argv = [binary, "exec", "--json", "--skip-git-repo-check", "-C", str(workspace), prompt]
-        text, outcome = "", None
-        started = time.perf_counter()
-        with subprocess.Popen(
-            argv,
-            env=env,
-            cwd=workspace,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        ) as proc:
-            try:
-                assert proc.stdout is not None
-                for line in proc.stdout:
-                    event = json.loads(line)
-                    item = event.get("item") or {}
-                    if event["type"] == "item.completed" and item.get("type") == "agent_message":
-                        text += item["text"]
-                    if event["type"] in ("turn.completed", "turn.failed"):
-                        outcome = event["type"]
-                        break
-                elapsed = time.perf_counter() - started
-                proc.wait(TURN_TIMEOUT)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-        if outcome != "turn.completed":
-            raise BenchError(f"codex exec did not complete a turn (exit {proc.returncode})")
-        _check_answer("exec", prompt, text)
-        return elapsed
+
+def run_codex_exec(direct: Direct, prompt: str) -> float:
+    """Seconds from starting `codex exec --json` to its `turn.completed` line."""
+    home, workspace = direct.folders()
+    write_config(home / ".codex", DEFAULT_MODELS["openai"], direct.provider.base_url)
+    env = {
+        "PATH": f"{codex_install.helper_path_dir(str(direct.tools))}:{SYSTEM_PATH}",
+        "HOME": str(home),
+        "CODEX_HOME": str(home / ".codex"),
+        TOKEN_ENV: PROVIDER_KEY,
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+    }
+    binary = codex_install.binary_path(str(direct.tools))
+    argv = [binary, "exec", "--json", "--skip-git-repo-check", "-C", str(workspace), prompt]
+    text, outcome = "", None
+    started = time.perf_counter()
+    with subprocess.Popen(
+        argv,
+        env=env,
+        cwd=workspace,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                event = json.loads(line)
+                item = event.get("item") or {}
+                if event["type"] == "item.completed" and item.get("type") == "agent_message":
+                    text += item["text"]
+                if event["type"] in ("turn.completed", "turn.failed"):
+                    outcome = event["type"]
+                    break
+            elapsed = time.perf_counter() - started
+            proc.wait(TURN_TIMEOUT)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    if outcome != "turn.completed":
+        raise BenchError(f"codex exec did not complete a turn (exit {proc.returncode})")
+    _check_answer("exec", prompt, text)
+    return elapsed
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What the bench compares the server with for one base."""
+
+    base: HarnessBase
+    direct: str  # the direct mode's name: the interface the base drives
+    # Other ways to run the same CLI directly, for reference: mode name -> one timed run.
+    references: dict[str, Callable[[Direct, str], float]] = field(default_factory=dict)
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        return (self.direct, *self.references, "server")
+
+
+SUBJECTS = {
+    "codex": Subject(CodexBase(), "app-server", {"exec": run_codex_exec}),
+    "claude-code": Subject(ClaudeCodeBase(), "stream-json"),
+    "hermes": Subject(HermesBase(), "acp"),
+}
 
 
 # -- through the server ------------------------------------------------------------------------
@@ -318,17 +263,16 @@ def p90(values: list[float]) -> float:
     return ordered[math.ceil(0.9 * len(ordered)) - 1]
 
 
-def run_bench(tasks: int, scratch: Path, log: Callable[[str], None]) -> Results:
-    tools = tools_dir()
-    base = CodexBase()
+def run_bench(subject: Subject, tasks: int, scratch: Path, log: Callable[[str], None]) -> Results:
+    base, tools = subject.base, tools_dir()
     if base.installed_version(tools) != base.cli_version:
-        log(f"installing Codex {base.cli_version} under {tools} ...")
+        log(f"installing {base.label} {base.cli_version} under {tools} ...")
         base.install(tools)
     results = Results()
     with contextlib.ExitStack() as stack:
         provider = start_provider(PROVIDER_KEY, MODELS)
         stack.callback(provider.stop)
-        server = ServerProcess(scratch / "server", server_env(provider))
+        server = ServerProcess(scratch / "server", server_env(provider, UHP_BASES=base.name))
         stack.callback(server.stop)  # registered first: stops a half-started server too
         server.start()
         assert server.proc is not None
@@ -339,15 +283,15 @@ def run_bench(tasks: int, scratch: Path, log: Callable[[str], None]) -> Results:
                 timeout=TURN_TIMEOUT,
             )
         )
-        direct = Direct(provider, tools, scratch)
+        direct = Direct(base, provider, tools, scratch)
 
         def once(kind: str, mode: str, record: bool) -> None:
             prompt = TASKS[kind][0]
             provider.reset()  # the provider records every request; keep it small
-            if mode == "app-server":
-                seconds = direct.run_app_server(prompt)
-            elif mode == "exec":
-                seconds = direct.run_exec(prompt)
+            if mode == subject.direct:
+                seconds = direct.run_base(prompt)
+            elif mode in subject.references:
+                seconds = subject.references[mode](direct, prompt)
             else:
                 timing = server_task(client, prompt)
                 wait_children_gone(server.proc.pid)
@@ -359,39 +303,59 @@ def run_bench(tasks: int, scratch: Path, log: Callable[[str], None]) -> Results:
 
         log("warm-up: every mode on every kind (not recorded)")
         for kind in TASKS:
-            for mode in MODES:
+            for mode in subject.modes:
                 once(kind, mode, record=False)
         for i in range(tasks):
             log(f"round {i + 1}/{tasks}")
             # Interleaved, and the order flips each round so neither side always goes first.
-            order = MODES if i % 2 == 0 else MODES[::-1]
+            order = subject.modes if i % 2 == 0 else subject.modes[::-1]
             for kind in TASKS:
                 for mode in order:
                     once(kind, mode, record=True)
     return results
 
 
-def report(results: Results, tasks: int) -> str:
-    header = (
-        f"{'kind':<6} {'app-server s':>12} {'exec s':>8} {'server s':>9} "
-        f"{'server/app-srv':>14} {'created med ms':>14} {'created p90 ms':>14}"
+def report(subject: Subject, results: Results, tasks: int) -> str:
+    direct = subject.direct
+    columns = [(mode, f"{mode} s") for mode in subject.modes]
+    widths = {mode: max(len(title), 8) for mode, title in columns}
+    ratio = f"server/{direct}"
+    ratio_width = max(len(ratio), 14)
+    header = " ".join(
+        [
+            f"{'kind':<6}",
+            *(f"{title:>{widths[mode]}}" for mode, title in columns),
+            f"{ratio:>{ratio_width}}",
+            f"{'created med ms':>14}",
+            f"{'created p90 ms':>14}",
+        ]
     )
+    base = subject.base
     lines = [
-        f"UHP server overhead: {tasks} task(s) per kind, medians (after one warm-up round)",
+        f"UHP server overhead over {base.label} {base.cli_version}: {tasks} task(s) per kind, "
+        "medians (after one warm-up round)",
         "",
         header,
         "-" * len(header),
     ]
     for kind in TASKS:
-        app, exe, srv = (results.median(kind, mode) for mode in MODES)
+        medians = {mode: results.median(kind, mode) for mode in subject.modes}
         created = results.created_ms[kind]
+        cells = [f"{medians[mode]:>{widths[mode]}.3f}" for mode in subject.modes]
         lines.append(
-            f"{kind:<6} {app:>12.3f} {exe:>8.3f} {srv:>9.3f} {srv / app:>14.3f} "
-            f"{statistics.median(created):>14.1f} {p90(created):>14.1f}"
+            " ".join(
+                [
+                    f"{kind:<6}",
+                    *cells,
+                    f"{medians['server'] / medians[direct]:>{ratio_width}.3f}",
+                    f"{statistics.median(created):>14.1f}",
+                    f"{p90(created):>14.1f}",
+                ]
+            )
         )
     server_sum = sum(results.median(kind, "server") for kind in TASKS)
-    direct_sum = sum(results.median(kind, "app-server") for kind in TASKS)
-    ratio = server_sum / direct_sum
+    direct_sum = sum(results.median(kind, direct) for kind in TASKS)
+    overall = server_sum / direct_sum
     created = [ms for values in results.created_ms.values() for ms in values]
     created_median, created_p90 = statistics.median(created), p90(created)
 
@@ -400,8 +364,8 @@ def report(results: Results, tasks: int) -> str:
 
     lines += [
         "",
-        "overall server/direct app-server (sum of per-kind medians): "
-        f"{ratio:.3f}  target <= {RATIO_TARGET:.2f}: {verdict(ratio <= RATIO_TARGET)}",
+        f"overall server/direct {direct} (sum of per-kind medians): "
+        f"{overall:.3f}  target <= {RATIO_TARGET:.2f}: {verdict(overall <= RATIO_TARGET)}",
         f"response.created over all server tasks: median {created_median:.1f} ms, "
         f"p90 {created_p90:.1f} ms  target <= {CREATED_TARGET_MS:.0f} ms: "
         f"median {verdict(created_median <= CREATED_TARGET_MS)}, "
@@ -414,10 +378,12 @@ def report(results: Results, tasks: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--base", choices=sorted(SUBJECTS), default="codex", help="the CLI")
     parser.add_argument("--tasks", type=int, default=5, help="tasks per kind and mode")
     args = parser.parse_args(argv)
     if args.tasks < 1:
         parser.error("--tasks must be at least 1")
+    subject = SUBJECTS[args.base]
 
     # SIGTERM unwinds like Ctrl-C, so the provider and the server are stopped either way.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -431,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     cache.mkdir(parents=True, exist_ok=True)
     try:
         with tempfile.TemporaryDirectory(prefix="bench-", dir=cache) as scratch:
-            results = run_bench(args.tasks, Path(scratch), log)
+            results = run_bench(subject, args.tasks, Path(scratch), log)
     except KeyboardInterrupt:
         log("interrupted; everything the bench started has been stopped")
         return 130
@@ -441,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     except TimeoutError:
         log(f"bench failed: a turn took longer than {TURN_TIMEOUT:.0f} s")
         return 1
-    print(report(results, args.tasks))
+    print(report(subject, results, args.tasks))
     return 0
 
 

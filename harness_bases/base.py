@@ -10,6 +10,9 @@ from typing import Protocol
 
 from harness_bases.events import AgentEvent
 
+# The sandbox's system folders for PATH (every sandbox binds the usual Linux layout).
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 
 @dataclass(frozen=True)
 class SandboxPaths:

@@ -57,6 +57,7 @@ class ResponseRow(SQLModel, table=True):
     previous_response_id: str | None = None
     status: str
     store: bool = True
+    model: str = ""  # the model that ran; lets an unretained response still be named
     created_at: int
     finished_at: float | None = None
     input_items: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON))

@@ -79,16 +79,21 @@ def get_idempotency(db: Database, principal_id: str, key: str) -> IdempotencyRow
         return s.get(IdempotencyRow, (principal_id, key))
 
 
-def put_idempotency(db: Database, row: IdempotencyRow) -> bool:
-    """Record the key; False when the same (principal, key) was recorded first by another."""
+def put_idempotency(db: Database, row: IdempotencyRow) -> None:
     with db.session() as s:
-        result = s.connection().exec_driver_sql(
-            "INSERT OR IGNORE INTO idempotency (principal_id, key, fingerprint, response_id,"
-            " created_at) VALUES (?, ?, ?, ?, ?)",
-            (row.principal_id, row.key, row.fingerprint, row.response_id, row.created_at),
+        s.add(row)
+        s.commit()
+
+
+def forget_idempotency(db: Database, principal_id: str, key: str) -> None:
+    with db.session() as s:
+        s.exec(
+            delete(IdempotencyRow).where(
+                IdempotencyRow.principal_id == principal_id,  # type: ignore[arg-type]
+                IdempotencyRow.key == key,  # type: ignore[arg-type]
+            )
         )
         s.commit()
-        return result.rowcount == 1
 
 
 def prune_idempotency(db: Database, older_than: float) -> None:

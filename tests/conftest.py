@@ -48,7 +48,8 @@ def provider() -> Iterator[RunningProvider]:
     running.stop()
 
 
-def _installed(name: str) -> Path:
+def installed_tools(name: str) -> Path:
+    """The tools folder, with the pinned CLI of base `name` installed (once per machine)."""
     from harness_bases import registry
 
     base = registry()[name]
@@ -60,7 +61,7 @@ def _installed(name: str) -> Path:
 @pytest.fixture(scope="session")
 def codex_installed() -> Path:
     """The pinned Codex CLI, installed once (CI installs it before the tests run)."""
-    return _installed("codex")
+    return installed_tools("codex")
 
 
 @pytest.fixture(scope="session")
@@ -71,7 +72,7 @@ def base_installed() -> Path:
         from tests.support.docker import runtime_image_or_skip
 
         runtime_image_or_skip()
-    return _installed(TEST_BASE)
+    return installed_tools(TEST_BASE)
 
 
 def server_env(provider: RunningProvider, **extra: str) -> dict[str, str]:

@@ -1,8 +1,8 @@
 """ClaudeCodeBase against the real pinned Claude Code CLI and the scripted provider (no
 sandbox), plus fast checks of prepare() and of the driver on replayed real output.
 
-The CLI comes from the shared `base_installed`-style fixture below (ClaudeCodeBase.install
-into the tools cache, once per machine). Set UHP_CAPTURE_CLAUDE_CODE_FIXTURES=1 to rewrite
+The CLI comes from the `claude_installed` fixture below (ClaudeCodeBase.install into the
+tools cache, once per machine). Set UHP_CAPTURE_CLAUDE_CODE_FIXTURES=1 to rewrite
 the parser fixtures in harness_bases/claude_code/fixtures/ from these live runs.
 """
 
@@ -23,119 +23,36 @@ import pytest
 
 from harness_bases import events as ev
 from harness_bases.base import (
-    Invocation,
+    SYSTEM_PATH,
     McpServerSpec,
-    SandboxPaths,
     SkillBundle,
     SkillFile,
     TurnSpec,
 )
 from harness_bases.claude_code import ClaudeCodeBase
 from harness_bases.claude_code import install as installer
-from harness_bases.claude_code.command import SYSTEM_PATH
 from harness_bases.claude_code.driver import RESUME_FAILED_NOTICE
 from harness_bases.claude_code.failures import provider_message
-from tests.conftest import PROVIDER_KEY, tools_dir
+from tests.conftest import PROVIDER_KEY, installed_tools
 from tests.scripted_provider import RunningProvider
+from tests.support.direct_turn import OUTCOMES, DirectTurn, direct_spec, run_direct_turn
 from tests.support.mcp_server import ANSWER_PREFIX, RunningMcpServer
 
 FIXTURES = Path(__file__).parent.parent / "harness_bases" / "claude_code" / "fixtures"
 CAPTURE = os.environ.get("UHP_CAPTURE_CLAUDE_CODE_FIXTURES") == "1"
-TERMINAL = (ev.TurnFinished, ev.TurnFailed, ev.StepBudgetReached)
 MODEL = "claude-test"
 
 
 @pytest.fixture(scope="session")
 def claude_installed() -> Path:
     """The pinned Claude Code CLI, installed once (CI installs it before the tests run)."""
-    base = ClaudeCodeBase()
-    if base.installed_version(tools_dir()) != base.cli_version:
-        base.install(tools_dir())
-    return tools_dir()
+    return installed_tools("claude-code")
 
 
-class LocalProcess:
-    """The Process protocol over a plain subprocess; records stdout for fixtures."""
-
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self._proc = proc
-        self.stdout: list[tuple[float, bytes]] = []
-        self._stderr = bytearray()
-        self._stderr_task = asyncio.ensure_future(self._read_stderr())
-
-    @classmethod
-    async def start(cls, invocation: Invocation, wrap: list[str] | None = None) -> LocalProcess:
-        proc = await asyncio.create_subprocess_exec(
-            *(wrap or []),
-            *invocation.argv,
-            env=invocation.env,
-            cwd=invocation.cwd,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            limit=64 * 1024 * 1024,
-        )
-        return cls(proc)
-
-    async def write(self, data: bytes) -> None:
-        assert self._proc.stdin is not None
-        self._proc.stdin.write(data)
-        await self._proc.stdin.drain()
-
-    async def close_stdin(self) -> None:
-        assert self._proc.stdin is not None
-        if not self._proc.stdin.is_closing():
-            self._proc.stdin.close()
-
-    async def lines(self) -> AsyncIterator[bytes]:
-        assert self._proc.stdout is not None
-        while line := await self._proc.stdout.readline():
-            self.stdout.append((time.monotonic(), line.rstrip(b"\n")))
-            yield line.rstrip(b"\n")
-
-    def stderr_tail(self) -> str:
-        return self._stderr[-4096:].decode(errors="replace")
-
-    async def _read_stderr(self) -> None:
-        assert self._proc.stderr is not None
-        while chunk := await self._proc.stderr.read(65536):
-            self._stderr += chunk
-
-    async def finish(self, timeout: float = 15.0) -> int:
-        try:
-            return await asyncio.wait_for(self._proc.wait(), timeout)
-        except TimeoutError:
-            self._proc.kill()
-            return await self._proc.wait()
-        finally:
-            await self._stderr_task
-
-    def messages(self) -> list[dict]:
-        return [json.loads(line) for _, line in self.stdout if line.strip()]
-
-
-@dataclass
-class Turn:
-    events: list[ev.AgentEvent]
-    proc: LocalProcess
-    started: float
-    first_text_at: float | None = None
-    interrupted_at: float | None = None
-
-    def of(self, kind: type) -> list:
-        return [e for e in self.events if isinstance(e, kind)]
-
-    @property
-    def text(self) -> str:
-        return "".join(e.text for e in self.of(ev.TextDone))
-
-    @property
-    def native_id(self) -> str:
-        return self.of(ev.NativeSession)[0].id
-
-    def result(self) -> dict:
-        (result,) = [m for m in self.proc.messages() if m.get("type") == "result"]
-        return result
+def cli_result(turn: DirectTurn) -> dict:
+    """The CLI's own `result` message of the turn."""
+    (result,) = [m for m in turn.proc.messages() if m.get("type") == "result"]
+    return result
 
 
 @dataclass
@@ -147,55 +64,36 @@ class Env:
     workspace: Path
 
     def spec(self, prompt: str, **kw: object) -> TurnSpec:
-        return TurnSpec(
-            prompt=prompt,
+        return direct_spec(
+            prompt,
             model=MODEL,
             gateway_url=self.provider.url,
-            gateway_token=PROVIDER_KEY,
-            host_workspace=self.workspace,
-            host_home=self.home,
-            host_tools=self.tools,
-            # No sandbox here: the "sandbox" paths are the host folders themselves.
-            paths=SandboxPaths(str(self.workspace), str(self.home), str(self.tools)),
-            **kw,  # type: ignore[arg-type]
+            home=self.home,
+            workspace=self.workspace,
+            tools=self.tools,
+            **kw,
         )
 
     async def run(
         self,
         prompt: str,
-        interrupt_when: Callable[[Turn], bool] | None = None,
+        interrupt_when: Callable[[DirectTurn], bool] | None = None,
         capture: str | None = None,
         wrap: list[str] | None = None,
         **kw: object,
-    ) -> Turn:
-        """One turn the way the engine runs it: consume until the outcome, then close
-        stdin and drain until the CLI exits."""
-        spec = self.spec(prompt, **kw)
-        started = time.monotonic()
-        proc = await LocalProcess.start(self.base.prepare(spec), wrap)
-        turn = Turn([], proc, started)
-        agen = self.base.drive(proc, spec)
-        try:
-            async with asyncio.timeout(90):
-                async for event in agen:
-                    turn.events.append(event)
-                    if isinstance(event, ev.TextDelta) and turn.first_text_at is None:
-                        turn.first_text_at = time.monotonic()
-                    if turn.interrupted_at is None and interrupt_when and interrupt_when(turn):
-                        turn.interrupted_at = time.monotonic()
-                        assert await self.base.interrupt(proc)
-                    if isinstance(event, TERMINAL):
-                        break
-                await proc.close_stdin()
-                async for event in agen:
-                    turn.events.append(event)  # nothing is expected after the outcome
-        finally:
-            await agen.aclose()
-            await proc.finish()
+    ) -> DirectTurn:
+        """One turn the way the engine runs it (`capture` names the fixture it may become,
+        `wrap` goes in front of the CLI's argv)."""
+        turn = await run_direct_turn(
+            self.base,
+            self.spec(prompt, **kw),
+            timeout=90,
+            exit_timeout=15,
+            interrupt_when=interrupt_when,
+            wrap=wrap,
+        )
         if capture and CAPTURE:
-            FIXTURES.mkdir(exist_ok=True)
-            lines = b"\n".join(line for _, line in proc.stdout) + b"\n"
-            (FIXTURES / f"{capture}.jsonl").write_bytes(lines)
+            turn.proc.save_stdout(FIXTURES / f"{capture}.jsonl")
         return turn
 
 
@@ -347,7 +245,7 @@ async def test_server_error_is_retried_briefly_and_names_no_host(env: Env) -> No
     started = time.monotonic()
     turn = await env.run("FAIL 500 upstream exploded")
     assert turn.events[-1] == ev.TurnFailed("upstream exploded", "provider_error")
-    assert "127.0.0.1" in turn.result()["result"]  # what the CLI says; clients never see it
+    assert "127.0.0.1" in cli_result(turn)["result"]  # what the CLI says; clients never see it
     assert len(message_bodies(env.provider)) == 3  # two retries, not ten
     assert time.monotonic() - started < 30
 
@@ -360,15 +258,15 @@ async def test_interrupt_stops_slow_text_and_the_session_resumes(env: Env) -> No
         capture="interrupted",
     )
     assert turn.interrupted_at is not None
-    result = turn.result()
+    result = cli_result(turn)
     assert result["subtype"] == "error_during_execution"
     stamp = next(s for s, line in turn.proc.stdout if b'"type":"result"' in line)
     assert stamp - turn.interrupted_at < 3
     # Interrupted: no outcome event (the engine asked for it and knows), the partial text
     # is kept, and the CLI exited.
-    assert not [e for e in turn.events if isinstance(e, TERMINAL)]
+    assert not [e for e in turn.events if isinstance(e, OUTCOMES)]
     assert turn.text.startswith("word")
-    assert turn.proc._proc.returncode is not None
+    assert turn.proc.returncode is not None
     again = await env.run("SAY after the cancel", native_session_id=turn.native_id)
     assert again.native_id == turn.native_id and not again.of(ev.Notice)
     assert again.text == "after the cancel"
@@ -384,7 +282,7 @@ async def test_interrupt_stops_a_running_tool(env: Env) -> None:
     assert time.monotonic() - turn.interrupted_at < 10
     (finished,) = turn.of(ev.ToolCallFinished)
     assert not finished.ok and "late" not in finished.output
-    assert not [e for e in turn.events if isinstance(e, TERMINAL)]
+    assert not [e for e in turn.events if isinstance(e, OUTCOMES)]
 
 
 @pytest.mark.slow
@@ -394,7 +292,7 @@ async def test_step_budget_is_the_clis_own_limit(env: Env) -> None:
     turn = await env.run("LOOP", max_step=2, capture="max_turns")
     assert len(turn.of(ev.ToolCallStarted)) == 3
     assert isinstance(turn.events[-1], ev.StepBudgetReached)
-    assert turn.result()["subtype"] == "error_max_turns"
+    assert cli_result(turn)["subtype"] == "error_max_turns"
     within = await env.run("RUN echo a\nRUN echo b\nSAY two steps", max_step=2)
     assert within.text == "two steps" and isinstance(within.events[-1], ev.TurnFinished)
 
@@ -793,7 +691,7 @@ async def test_interrupt_sends_a_control_request(tmp_path: Path) -> None:
     interrupt = proc.written[1]
     assert interrupt["type"] == "control_request"
     assert interrupt["request"] == {"subtype": "interrupt"}
-    assert not [e for e in events if isinstance(e, TERMINAL)]
+    assert not [e for e in events if isinstance(e, OUTCOMES)]
     assert not await base.interrupt(proc)  # the turn is gone
 
 

@@ -20,98 +20,18 @@ from pathlib import Path
 import pytest
 
 from harness_bases import events as ev
-from harness_bases.base import Invocation, SandboxPaths, TurnSpec
+from harness_bases.base import SYSTEM_PATH, TurnSpec
 from harness_bases.codex import CodexBase
-from harness_bases.codex.base import SYSTEM_PATH
 from harness_bases.codex.config import TOKEN_ENV
 from harness_bases.codex.driver import RESUME_FAILED_NOTICE
 from harness_bases.codex.install import binary_path
 from harness_bases.codex.instructions import UPDATE_PREFIX, update_message
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
+from tests.support.direct_turn import OUTCOMES, DirectTurn, direct_spec, run_direct_turn
 
 FIXTURES = Path(__file__).parent.parent / "harness_bases" / "codex" / "fixtures"
 CAPTURE = os.environ.get("UHP_CAPTURE_CODEX_FIXTURES") == "1"
-TERMINAL = (ev.TurnFinished, ev.TurnFailed)
-
-
-class LocalProcess:
-    """The Process protocol over a plain subprocess; records stdout for fixtures."""
-
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self._proc = proc
-        self.stdout: list[tuple[float, bytes]] = []
-        self._stderr = bytearray()
-        self._stderr_task = asyncio.ensure_future(self._read_stderr())
-
-    @classmethod
-    async def start(cls, invocation: Invocation) -> LocalProcess:
-        proc = await asyncio.create_subprocess_exec(
-            *invocation.argv,
-            env=invocation.env,
-            cwd=invocation.cwd,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            limit=64 * 1024 * 1024,
-        )
-        return cls(proc)
-
-    async def write(self, data: bytes) -> None:
-        assert self._proc.stdin is not None
-        self._proc.stdin.write(data)
-        await self._proc.stdin.drain()
-
-    async def close_stdin(self) -> None:
-        assert self._proc.stdin is not None
-        if not self._proc.stdin.is_closing():
-            self._proc.stdin.close()
-
-    async def lines(self) -> AsyncIterator[bytes]:
-        assert self._proc.stdout is not None
-        while line := await self._proc.stdout.readline():
-            self.stdout.append((time.monotonic(), line.rstrip(b"\n")))
-            yield line.rstrip(b"\n")
-
-    def stderr_tail(self) -> str:
-        return self._stderr[-4096:].decode(errors="replace")
-
-    async def _read_stderr(self) -> None:
-        assert self._proc.stderr is not None
-        while chunk := await self._proc.stderr.read(65536):
-            self._stderr += chunk
-
-    async def finish(self, timeout: float = 10.0) -> int:
-        try:
-            return await asyncio.wait_for(self._proc.wait(), timeout)
-        except TimeoutError:
-            self._proc.kill()
-            return await self._proc.wait()
-        finally:
-            await self._stderr_task
-
-    def messages(self) -> list[dict]:
-        return [json.loads(line) for _, line in self.stdout if line.strip()]
-
-
-@dataclass
-class Turn:
-    events: list[ev.AgentEvent]
-    proc: LocalProcess
-    started: float
-    first_text_at: float | None = None
-    interrupted_at: float | None = None
-
-    def of(self, kind: type) -> list:
-        return [e for e in self.events if isinstance(e, kind)]
-
-    @property
-    def text(self) -> str:
-        return "".join(e.text for e in self.of(ev.TextDone))
-
-    @property
-    def native_id(self) -> str:
-        return self.of(ev.NativeSession)[0].id
 
 
 @dataclass
@@ -123,54 +43,28 @@ class Env:
     workspace: Path
 
     def spec(self, prompt: str, **kw: object) -> TurnSpec:
-        return TurnSpec(
-            prompt=prompt,
+        return direct_spec(
+            prompt,
             model="gpt-test",
             gateway_url=self.provider.base_url,
-            gateway_token=PROVIDER_KEY,
-            host_workspace=self.workspace,
-            host_home=self.home,
-            host_tools=self.tools,
-            # No sandbox here: the "sandbox" paths are the host folders themselves.
-            paths=SandboxPaths(str(self.workspace), str(self.home), str(self.tools)),
-            **kw,  # type: ignore[arg-type]
+            home=self.home,
+            workspace=self.workspace,
+            tools=self.tools,
+            **kw,
         )
 
     async def run(
         self,
         prompt: str,
-        interrupt_when: Callable[[Turn], bool] | None = None,
+        interrupt_when: Callable[[DirectTurn], bool] | None = None,
         capture: str | None = None,
         **kw: object,
-    ) -> Turn:
-        """One turn the way the engine runs it: consume until the outcome, then close
-        stdin and drain until the CLI exits."""
+    ) -> DirectTurn:
+        """One turn the way the engine runs it (`capture` names the fixture it may become)."""
         spec = self.spec(prompt, **kw)
-        started = time.monotonic()
-        proc = await LocalProcess.start(self.base.prepare(spec))
-        turn = Turn([], proc, started)
-        agen = self.base.drive(proc, spec)
-        try:
-            async with asyncio.timeout(60):
-                async for event in agen:
-                    turn.events.append(event)
-                    if isinstance(event, ev.TextDelta) and turn.first_text_at is None:
-                        turn.first_text_at = time.monotonic()
-                    if turn.interrupted_at is None and interrupt_when and interrupt_when(turn):
-                        turn.interrupted_at = time.monotonic()
-                        assert await self.base.interrupt(proc)
-                    if isinstance(event, TERMINAL):
-                        break
-                await proc.close_stdin()
-                async for event in agen:
-                    turn.events.append(event)  # nothing is expected after the outcome
-        finally:
-            await agen.aclose()
-            await proc.finish()
+        turn = await run_direct_turn(self.base, spec, timeout=60, interrupt_when=interrupt_when)
         if capture and CAPTURE:
-            FIXTURES.mkdir(exist_ok=True)
-            lines = b"\n".join(line for _, line in proc.stdout) + b"\n"
-            (FIXTURES / f"{capture}.jsonl").write_bytes(lines)
+            turn.proc.save_stdout(FIXTURES / f"{capture}.jsonl")
         return turn
 
 
@@ -298,7 +192,7 @@ async def test_provider_failure(env: Env) -> None:
     assert len(responses_bodies(env.provider)) == 1  # a 400 is not retried
 
 
-def outcome_line(turn: Turn) -> tuple[float, dict]:
+def outcome_line(turn: DirectTurn) -> tuple[float, dict]:
     """When and what the CLI reported as the turn's outcome (turn/completed)."""
     ((stamp, msg),) = [
         (stamp, msg)
@@ -320,8 +214,8 @@ async def test_interrupt_stops_slow_turn(env: Env) -> None:
     assert outcome["status"] == "interrupted"
     assert stamp - turn.interrupted_at < 2
     # Interrupted: no outcome event (the engine asked for it), and the CLI exited.
-    assert not [e for e in turn.events if isinstance(e, TERMINAL)]
-    assert turn.proc._proc.returncode is not None
+    assert not [e for e in turn.events if isinstance(e, OUTCOMES)]
+    assert turn.proc.returncode is not None
 
 
 @pytest.mark.slow
@@ -584,7 +478,7 @@ async def test_interrupt_sends_turn_interrupt(tmp_path: Path) -> None:
         if "turn" in (m.get("result") or {})
     )
     assert interrupt["params"]["turnId"] == turn_id
-    assert not [e for e in rest if isinstance(e, TERMINAL)]
+    assert not [e for e in rest if isinstance(e, OUTCOMES)]
     assert not await base.interrupt(proc)  # the turn is gone
 
 

@@ -12,7 +12,7 @@ import pytest
 from harness_bases import events as ev
 from harness_bases.codex.failures import classify_failure
 from harness_bases.codex.parser import CodexParser
-from harness_bases.codex.rpc import is_notification, is_response
+from harness_bases.jsonrpc import is_notification, is_response
 
 FIXTURES = Path(__file__).parent.parent / "harness_bases" / "codex" / "fixtures"
 

@@ -12,12 +12,14 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import text
 from sqlmodel import select
 
 from harness_bases.codex import CodexBase
 from storage import keys as key_store
 from storage.harnesses import get_harness
 from storage.mcp_secrets import McpSecretRow
+from storage.models import HarnessRow
 from storage.skills import SkillBundleRow
 from tests.support.schema import validate
 from uhp_server.app import create_app
@@ -597,6 +599,132 @@ def test_camel_case_bodies_name_camel_case_params(http: TestClient) -> None:
         http.post("/v1/harnesses", json={"base": "codex", "mcpServers": [bad]}, headers=AUTH),
         "mcpServers[0].url",
     )
+
+
+def targets_of(http: TestClient, harness_id: str) -> dict[str, dict[str, str]]:
+    """What the gateway would send to each enabled MCP server of the harness."""
+    row = get_harness(ctx(http).db, principal_id(http), harness_id)
+    assert row is not None
+    found = turn_mcp_targets(ctx(http).db, row.principal_id, row.config["mcpServers"], False)
+    return {target.url: target.headers for target in found}
+
+
+VAULT = {
+    "name": "vault",
+    "url": "https://mcp.example.com/mcp",
+    "auth": "tok-secret-1",
+    "headers": {"X-Api-Key": "key-secret-2", "X-Team": "blue"},
+}
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://other.example/mcp",
+        "http://mcp.example.com/mcp",  # another scheme
+        "https://mcp.example.com:8443/mcp",  # another port
+        "https://mcp.example.com.evil.example/mcp",
+    ],
+)
+def test_a_stored_secret_never_goes_to_another_origin(http: TestClient, url: str) -> None:
+    harness = create(http, {"base": "codex", "mcp_servers": [VAULT]})
+    stored = harness["mcpServers"][0]
+    auth, api_key = stored["auth"], stored["headers"]["X-Api-Key"]
+    before = {row.id for row in secret_rows(http)}
+
+    def post(server: dict[str, Any]) -> Any:
+        return http.post(
+            "/v1/harnesses", json={"base": "codex", "mcp_servers": [server]}, headers=AUTH
+        )
+
+    # Re-pointing either reference, in a new harness, is refused ...
+    error = refused(post({"name": "x", "url": url, "auth": auth}), "mcp_servers[0].auth")
+    assert "tok-secret-1" not in json.dumps(error)
+    refused(
+        post({"name": "x", "url": url, "headers": {"X-Api-Key": api_key}}),
+        "mcp_servers[0].headers.X-Api-Key",
+    )
+    # ... and so is moving the harness's own server elsewhere with its references.
+    moved = {**harness, "mcpServers": [{**stored, "url": url, "headers": {"X-Team": "blue"}}]}
+    put = http.put(f"/v1/harnesses/{harness['id']}", json=moved, headers=AUTH)
+    refused(put, "mcpServers[0].auth")
+    moved_header = {**harness, "mcpServers": [{**stored, "url": url, "auth": "tok-new"}]}
+    put = http.put(f"/v1/harnesses/{harness['id']}", json=moved_header, headers=AUTH)
+    refused(put, "mcpServers[0].headers.X-Api-Key")
+    assert {row.id for row in secret_rows(http)} == before  # a refused body stores nothing
+    assert http.get(f"/v1/harnesses/{harness['id']}", headers=AUTH).json() == harness
+    assert targets_of(http, harness["id"]) == {
+        VAULT["url"]: {
+            "X-Api-Key": "key-secret-2",
+            "X-Team": "blue",
+            "Authorization": "Bearer tok-secret-1",
+        }
+    }
+
+    # Sending the credentials themselves again is how a server moves: new secrets, new origin.
+    resent = {**stored, "url": url, "auth": "tok-secret-1", "headers": VAULT["headers"]}
+    again = http.put(
+        f"/v1/harnesses/{harness['id']}", json={**harness, "mcpServers": [resent]}, headers=AUTH
+    )
+    assert again.status_code == 200, again.text
+    now = again.json()["mcpServers"][0]
+    assert now["auth"] != auth and now["headers"]["X-Api-Key"] != api_key
+    assert targets_of(http, harness["id"])[url]["Authorization"] == "Bearer tok-secret-1"
+
+
+def test_a_reference_stays_good_for_its_own_origin(http: TestClient) -> None:
+    harness = create(http, {"base": "codex", "mcp_servers": [VAULT]})
+    stored = harness["mcpServers"][0]
+    # Another path, the host in capitals, the default port spelled out: the same origin.
+    same = {**stored, "name": "vault2", "url": "https://MCP.Example.com:443/other"}
+    other = create(http, {"base": "codex", "mcp_servers": [same]})
+    assert other["mcpServers"][0]["auth"] == stored["auth"]
+    assert targets_of(http, other["id"])[same["url"]]["Authorization"] == "Bearer tok-secret-1"
+
+
+def secret_rows(http: TestClient) -> list[McpSecretRow]:
+    with ctx(http).db.session() as s:
+        return list(s.exec(select(McpSecretRow)).all())
+
+
+def test_secrets_of_an_older_database_are_bound_to_the_server_that_used_them(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    with make_client(data) as http:
+        first = create(http, {"base": "codex", "mcp_servers": [VAULT]})
+        stolen = first["mcpServers"][0]["auth"]
+        # A harness that re-pointed the secret before references were bound to an origin.
+        second = create(
+            http, {"base": "codex", "mcp_servers": [{"name": "x", "url": "https://e.com/"}]}
+        )
+        with ctx(http).db.session() as s:
+            row = s.get(HarnessRow, second["id"])
+            assert row is not None
+            row.config = {
+                **row.config,
+                "mcpServers": [{**row.config["mcpServers"][0], "auth": stolen}],
+            }
+            s.add(row)
+            s.commit()
+            # ... and a database from before the `origin` column.
+            s.exec(text("ALTER TABLE mcp_secret DROP COLUMN origin"))  # type: ignore[call-overload]
+            s.commit()
+    with make_client(data) as http:  # the restarted server upgrades the table
+        assert {row.origin for row in secret_rows(http)} == {"https://mcp.example.com:443"}
+        assert targets_of(http, first["id"])[VAULT["url"]]["Authorization"] == (
+            "Bearer tok-secret-1"
+        )
+        assert "Authorization" not in targets_of(http, second["id"])["https://e.com/"]
+        again = http.put(f"/v1/harnesses/{first['id']}", json=first, headers=AUTH)
+        assert again.status_code == 200, again.text
+        # Its owner sees the reference; it is good only where the secret was first used.
+        kept = http.get(f"/v1/harnesses/{second['id']}", headers=AUTH).json()
+        assert kept["mcpServers"][0]["auth"] == stolen
+        refused(
+            http.put(f"/v1/harnesses/{second['id']}", json=kept, headers=AUTH),
+            "mcpServers[0].auth",
+        )
 
 
 def test_private_hosts_are_allowed_only_by_the_setting(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from harness_bases.base import McpServerSpec, SkillBundle, SkillFile, TurnSpec
 from harness_bases.hermes import HermesBase
 from harness_bases.hermes.config import INSTRUCTIONS_FILE, TOKEN_ENV
 from harness_bases.hermes.install import CLI_VERSION
-from tests.conftest import PROVIDER_KEY, tools_dir
+from tests.conftest import PROVIDER_KEY, installed_tools
 from tests.scripted_provider import RunningProvider, start_provider
 from tests.support.mcp_server import ANSWER_PREFIX, RunningMcpServer
 from uhp_server.sandbox.base import SessionMounts
@@ -39,10 +39,7 @@ TURN_TIMEOUT = 120.0
 @pytest.fixture(scope="module")
 def hermes_tools() -> Path:
     """The pinned Hermes, installed once into the shared tools cache."""
-    base, tools = HermesBase(), tools_dir()
-    if base.installed_version(tools) != base.cli_version:
-        base.install(tools)
-    return tools
+    return installed_tools("hermes")
 
 
 @dataclass

@@ -150,6 +150,22 @@ MALFORMED = [
         "input[0].type",
     ),
     (b'{"input": [{"role": "assistant", "content": "only me"}]}', "application/json", "input"),
+    (
+        b'{"input": [{"role": "user", "content": [{"type": ["x"]}]}]}',
+        "application/json",
+        "input[0].content[0].type",
+    ),
+    # JSON that Python would decode but no client could get back faithfully.
+    (b'{"input": "hi", "metadata": {"x": NaN}}', "application/json", None),
+    (b'{"input": "hi", "metadata": {"x": -Infinity}}', "application/json", None),
+    (rb'{"input": "\ud800"}', "application/json", None),  # a lone surrogate escape
+    (rb'{"input": "hi", "metadata": {"\udfff": 1}}', "application/json", None),
+    (
+        b'{"input": "hi", "metadata": {"x": ' + b"[" * 200 + b"]" * 200 + b"}}",
+        "application/json",
+        None,
+    ),
+    (b'{"input": "\xff\xfe"}', "application/json", None),
 ]
 
 
@@ -226,3 +242,46 @@ def test_keys_created_by_the_cli_work_and_revocation_is_immediate(
     assert _cli(data_dir, "keys", "revoke", key_id).returncode == 0
     _is_envelope(http.get("/v1/harnesses", headers=headers), 401, "invalid_credential")
     assert _cli(data_dir, "keys", "revoke", key_id).returncode == 1
+
+
+def test_bodies_past_the_size_limit_are_refused_before_anything_runs(data_dir: Path) -> None:
+    app = create_app(Settings(data_dir=data_dir, api_key=KEY, max_request_bytes=2000), bases={})
+    with TestClient(app, raise_server_exceptions=False) as client:
+        response = client.post("/v1/responses", headers=AUTH, json={"input": "x" * 5000})
+        error = _is_envelope(response, 413, "uhpserver_request_too_large")
+        assert error["detail"]["max_bytes"] == 2000
+
+
+def test_an_unexpected_failure_is_a_versioned_envelope_and_the_connection_survives(
+    data_dir: Path,
+) -> None:
+    app = create_app(Settings(data_dir=data_dir, api_key=KEY), bases={})
+
+    @app.get("/v1/boom")
+    def boom() -> None:
+        raise RuntimeError("internal detail /etc/secret")
+
+    with TestClient(app, raise_server_exceptions=False) as client:
+        error = _is_envelope(client.get("/v1/boom"), 500, "uhpserver_internal_error")
+        assert error["type"] == "server_error"
+        assert "secret" not in error["message"] and "/etc" not in error["message"]
+        assert client.get("/v1/uhp").status_code == 200
+
+
+def test_405_names_the_allowed_methods_and_trailing_slashes_are_not_redirected(
+    http: TestClient,
+) -> None:
+    response = http.put("/v1/uhp")
+    _is_envelope(response, 405, "uhpserver_method_not_allowed")
+    assert "GET" in response.headers["allow"]
+    response = http.get("/v1/harnesses/", headers={**AUTH, "Host": "evil.example"})
+    _is_envelope(response, 404, "uhpserver_route_not_found")
+    assert "location" not in response.headers
+
+
+def test_starting_after_must_be_a_sequence_number(http: TestClient) -> None:
+    for value in (10**20, -2, "x"):
+        response = http.get(
+            f"/v1/responses/resp_x?stream=true&starting_after={value}", headers=AUTH
+        )
+        assert _is_envelope(response, 400, "invalid_input")["param"] == "starting_after"

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.conftest import API_KEY, TEST_BASE, server_env
 from tests.support.schema import check_stream, validate
 from tests.support.server import ServerProcess
 from tests.support.sse import read_stream
@@ -123,16 +124,25 @@ def test_one_task_at_a_time_per_session(client: httpx.Client) -> None:
 
 def test_continuing_with_a_different_harness_is_a_conflict(client: httpx.Client) -> None:
     first = create(client, {"input": "SAY one"})
-    answer = client.post(
-        "/v1/responses",
-        json={
-            "input": "SAY two",
-            "previous_response_id": first["id"],
-            "metadata": {"harness_id": "chrn_someotherharness"},
-        },
-    )
+    other = client.post("/v1/harnesses", json={"base": TEST_BASE, "name": "another agent"})
+    assert other.status_code == 200, other.text
+
+    def continue_with(harness_id: str) -> httpx.Response:
+        return client.post(
+            "/v1/responses",
+            json={
+                "input": "SAY two",
+                "previous_response_id": first["id"],
+                "metadata": {"harness_id": harness_id},
+            },
+        )
+
+    answer = continue_with(other.json()["id"])
     assert answer.status_code == 409
     assert answer.json()["error"]["code"] == "harness_mismatch"
+    unknown = continue_with("chrn_nosuchharness")
+    assert unknown.status_code == 404
+    assert unknown.json()["error"]["code"] == "harness_not_found"
     same = create(
         client,
         {
@@ -175,9 +185,32 @@ def test_an_idempotent_repeat_returns_the_first_result_and_never_runs_twice(
     )
     assert check_stream(streamed.events) == results[0]
     assert _provider_calls(provider, marker) == 1
+    # Spelling out a default is the same request.
+    explicit = create(client, {**body, "store": True, "metadata": None}, headers=headers)
+    assert explicit == results[0]
     conflict = client.post("/v1/responses", json={"input": "SAY other"}, headers=headers)
     assert conflict.status_code == 409
     assert conflict.json()["error"]["code"].endswith("idempotency_key_reused")
+
+
+def test_an_expired_idempotency_key_can_be_used_again(
+    tmp_path: Path, provider: Any, base_installed: Path
+) -> None:
+    env = server_env(provider, UHP_IDEMPOTENCY_RETENTION_HOURS=str(1 / 3600))  # one second
+    server = ServerProcess(tmp_path, env).start()
+    try:
+        with httpx.Client(
+            base_url=server.url, timeout=120, headers={"Authorization": f"Bearer {API_KEY}"}
+        ) as client:
+            headers = {"Idempotency-Key": "reused-after-expiry"}
+            first = create(client, {"input": "SAY first"}, headers=headers)
+            time.sleep(2)
+            again = create(client, {"input": "SAY second"}, headers=headers)
+            assert again["id"] != first["id"]
+            assert message_text(again) == "second"
+            assert create(client, {"input": "SAY second"}, headers=headers) == again
+    finally:
+        server.stop()
 
 
 def test_store_false_is_not_retained(client: httpx.Client, server: ServerProcess) -> None:
@@ -185,6 +218,13 @@ def test_store_false_is_not_retained(client: httpx.Client, server: ServerProcess
     assert result["store"] is False and message_text(result) == "not kept"
     assert client.get(f"/v1/responses/{result['id']}").status_code == 404
     assert client.get(f"/v1/responses/{result['id']}/input_items").status_code == 404
+    session = client.get(f"/v1/sessions/{result['metadata']['session_id']}").json()
+    assert "not kept" not in str(session)  # not even as the session's title
+    # Cancelling it now succeeds and changes nothing (Sessions §4).
+    cancelled = client.post(f"/v1/responses/{result['id']}/cancel")
+    assert cancelled.status_code == 200
+    validate("Response", cancelled.json())
+    assert cancelled.json()["status"] == "completed"
     with sqlite3.connect(server.data_dir / "uhp.sqlite3") as db:
         events = db.execute(
             "SELECT count(*) FROM event WHERE response_id = ?", (result["id"],)

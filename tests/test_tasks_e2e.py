@@ -228,6 +228,19 @@ def test_reattach_to_a_running_task_and_resume_after_any_event(client: httpx.Cli
         client, "GET", f"/v1/responses/{rid}?stream=true", headers={"Last-Event-ID": "7"}
     )
     assert resumed.events == live.events[8:]
+    # Resuming at or past the terminal event sends nothing more and ends: never a hang.
+    last = live.events[-1]["sequence_number"]
+    for position in (last, last + 1000):
+        done = read_stream(
+            client,
+            "GET",
+            f"/v1/responses/{rid}?stream=true&starting_after={position}",
+            timeout=10,
+        )
+        assert done.events == []
+    refused = client.get(f"/v1/responses/{rid}?stream=true", headers={"Last-Event-ID": b"\xb2"})
+    assert refused.status_code == 400
+    assert refused.json()["error"]["param"] == "Last-Event-ID"
 
 
 def test_a_dropped_stream_never_aborts_the_task(client: httpx.Client) -> None:

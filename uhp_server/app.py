@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -11,6 +12,7 @@ from fastapi import FastAPI
 from harness_bases import registry
 from harness_bases.base import HarnessBase
 from storage.db import Database
+from storage.responses import prune_idempotency
 from uhp_server.catalog import ModelCatalog
 from uhp_server.context import AppContext
 from uhp_server.engine.recovery import recover
@@ -118,6 +120,8 @@ def create_app(settings: Settings, bases: dict[str, HarnessBase] | None = None) 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         recover(ctx.db)
+        retention = ctx.settings.idempotency_retention_hours * 3600
+        prune_idempotency(ctx.db, time.time() - retention)
         sandbox = ctx.runs.executor.sandbox
         await sandbox.open(_app)  # e.g. the docker sandbox serves the gateway on a socket
         try:
@@ -133,6 +137,7 @@ def create_app(settings: Settings, bases: dict[str, HarnessBase] | None = None) 
         docs_url=None,
         redoc_url=None,
         openapi_url=None,
+        redirect_slashes=False,  # a redirect would echo the Host header back as a Location
     )
     app.state.ctx = ctx
     install_error_handlers(app)

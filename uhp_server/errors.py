@@ -154,33 +154,23 @@ async def _on_validation_error(request: Request, exc: Exception) -> JSONResponse
 
 async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
+    headers = dict(exc.headers or {})  # e.g. Allow on a 405
     if exc.status_code == 404:
         err = ApiError(404, VENDOR + "route_not_found", "No such route.")
     elif exc.status_code == 405:
         err = ApiError(
             405, VENDOR + "method_not_allowed", "This route does not accept that method."
         )
+    elif exc.status_code == 400:
+        err = ApiError(400, "invalid_input", "The request could not be parsed.")
     else:
         err = ApiError(exc.status_code, VENDOR + "http_error", "The request could not be served.")
+    err.headers = headers or None
     return error_response(request, err)
-
-
-async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
-    correlation_id = new_correlation_id()
-    log.exception(
-        "unhandled_error", extra={"correlation_id": correlation_id, "path": request.url.path}
-    )
-    body = error_body(
-        500,
-        VENDOR + "internal_error",
-        "The server failed to handle this request.",
-        correlation_id=correlation_id,
-    )
-    return JSONResponse(body, status_code=500)
 
 
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, _on_api_error)
     app.add_exception_handler(RequestValidationError, _on_validation_error)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)
-    app.add_exception_handler(Exception, _on_unexpected)
+    # Anything unexpected is answered by VersionMiddleware, inside the version header.

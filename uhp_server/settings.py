@@ -43,6 +43,9 @@ class Settings(BaseSettings):
 
     # Files in and artifacts out (README: "Files and artifacts").
     max_file_bytes: int = 50 * 1024 * 1024  # one upload or inline file; 413 file_too_large past it
+    # A JSON request body; unset means room for one inline file at the limit above (base64
+    # grows it by a third) plus 1 MiB of everything else.
+    max_request_bytes: int | None = None
     max_artifacts_per_session: int = 500  # artifacts kept per session, over all its turns
     max_artifact_bytes: int = 50 * 1024 * 1024  # one artifact; a larger file is skipped
     max_session_artifact_bytes: int = 500 * 1024 * 1024  # all artifacts of one session
@@ -82,6 +85,10 @@ class Settings(BaseSettings):
     @property
     def enabled_bases(self) -> list[str]:
         return [b.strip() for b in self.bases.split(",") if b.strip()]
+
+    @property
+    def max_json_body_bytes(self) -> int:
+        return self.max_request_bytes or self.max_file_bytes * 4 // 3 + 1024 * 1024
 
     @property
     def db_path(self) -> Path:

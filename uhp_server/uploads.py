@@ -78,6 +78,9 @@ class _Receiver:
         self.file_part: _Part | None = None
         self.overflow = False
         self.error: ApiError | None = None
+        # Set only by the closing boundary: without it the body was cut short (a client that
+        # gave up, a dropped connection) and the file part may be missing its tail.
+        self.complete = False
 
     def callbacks(self) -> dict[str, object]:
         return {
@@ -88,6 +91,7 @@ class _Receiver:
             "on_headers_finished": self.on_headers_finished,
             "on_part_data": self.on_part_data,
             "on_part_end": self.on_part_end,
+            "on_end": self.on_end,
         }
 
     def on_part_begin(self) -> None:
@@ -139,6 +143,9 @@ class _Receiver:
     def on_part_end(self) -> None:
         if self.part is not self.file_part and self.part.name and self.error is None:
             self.fields[self.part.name] = self.part.value.decode("utf-8", "replace")
+
+    def on_end(self) -> None:
+        self.complete = True
 
     def _fail(self, error: ApiError) -> None:
         """Stop keeping anything: the partial file is deleted at once."""
@@ -197,6 +204,11 @@ async def receive_upload(request: Request, blobs: BlobStore, limit: int) -> Uplo
     if receiver.error is not None:
         receiver.discard()
         raise receiver.error
+    if not receiver.complete:
+        # The parser hands over a part's bytes as they come and its finalize() checks nothing,
+        # so a body without its closing boundary would otherwise be kept, truncated.
+        receiver.discard()
+        raise _invalid("The multipart body ended before its closing boundary.", "file")
     return _finish(receiver, blobs)
 
 

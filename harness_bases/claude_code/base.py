@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,11 +11,10 @@ from harness_bases.claude_code import command
 from harness_bases.claude_code import install as installer
 from harness_bases.claude_code.config import CONFIG_DIR, write_turn_files
 from harness_bases.claude_code.driver import LiveTurn, drive_turn
-from harness_bases.claude_code.safe_files import real_dir
 from harness_bases.claude_code.skills import materialise_skills
 from harness_bases.claude_code.transcripts import transcript_exists
-
-log = logging.getLogger(__name__)
+from harness_bases.live_turns import LiveTurns
+from harness_bases.safe_files import real_dir
 
 
 class ClaudeCodeBase(HarnessBase):
@@ -31,8 +28,7 @@ class ClaudeCodeBase(HarnessBase):
     mcp_transports = ("http", "sse")
 
     def __init__(self) -> None:
-        # One base instance serves every session; live turns are keyed by their process.
-        self._live: dict[int, LiveTurn] = {}
+        self._live = LiveTurns[LiveTurn]("claude_code")
 
     def install(self, tools_dir: Path) -> None:
         installer.install(tools_dir)
@@ -50,28 +46,14 @@ class ClaudeCodeBase(HarnessBase):
             cwd=turn.paths.workspace,
         )
 
-    async def drive(self, proc: Process, turn: TurnSpec) -> AsyncIterator[ev.AgentEvent]:
+    def drive(self, proc: Process, turn: TurnSpec) -> AsyncIterator[ev.AgentEvent]:
         live = LiveTurn(proc)
-        self._live[id(proc)] = live
         # prepare() made the same check: a transcript that is gone means a fresh start.
         fresh_start = turn.native_session_id is not None and not _resumable(turn)
-        try:
-            async with contextlib.aclosing(drive_turn(live, turn.prompt, fresh_start)) as events:
-                async for event in events:
-                    yield event
-        finally:
-            if self._live.get(id(proc)) is live:
-                del self._live[id(proc)]
+        return self._live.follow(proc, live, drive_turn(live, turn.prompt, fresh_start))
 
     async def interrupt(self, proc: Process) -> bool:
-        live = self._live.get(id(proc))
-        if live is None:
-            return False
-        try:
-            return await live.interrupt()
-        except Exception:
-            log.warning("claude_code_interrupt_failed", exc_info=True)
-            return False
+        return await self._live.interrupt(proc)
 
 
 def _resumable(turn: TurnSpec) -> bool:

@@ -3,12 +3,10 @@ pinned version; tests run them against the live CLI)."""
 
 from __future__ import annotations
 
-from harness_bases.base import TurnSpec
+from harness_bases.base import SYSTEM_PATH, TurnSpec
 from harness_bases.claude_code import install as installer
 from harness_bases.claude_code.config import TOKEN_ENV, TurnFiles, mcp_env
 
-# The sandbox's system folders (the engine's sandboxes bind the usual Linux layout).
-SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Retries of a failed model call. The gateway is local: the CLI's default (10, with
 # back-off) turns one upstream error into minutes of silence.
 MAX_RETRIES = 2

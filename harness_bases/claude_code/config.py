@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness_bases.base import McpServerSpec, TurnSpec
-from harness_bases.claude_code.safe_files import real_dir, remove_if_present, write_file
+from harness_bases.safe_files import real_dir, remove_if_present, write_file
 
 CONFIG_DIR = ".claude"  # under the agent home: CLAUDE_CONFIG_DIR
 OWN_DIR = "uhp"  # under the config dir: the files only this base writes

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import os
 import platform
-import re
-import subprocess
 from pathlib import Path, PurePosixPath
+
+from harness_bases.installing import npm_install, reported_version
 
 CLI_VERSION = "2.1.328"
 PACKAGE = "@anthropic-ai/claude-code"
@@ -103,19 +103,11 @@ def _binary_version(tools_dir: Path) -> str | None:
     binary = Path(binary_path(str(tools_dir), tools_dir))
     if not binary.is_file():
         return None
-    try:
-        result = subprocess.run(
-            [str(binary), "--version"],
-            capture_output=True,
-            text=True,
-            timeout=VERSION_TIMEOUT,
-            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "DISABLE_AUTOUPDATER": "1"},
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    match = re.search(r"(\d+\.\d+\.\d+\S*)", result.stdout)
-    return match.group(1) if result.returncode == 0 and match else None
+    return reported_version(
+        [str(binary), "--version"],
+        timeout=VERSION_TIMEOUT,
+        extra_env={"DISABLE_AUTOUPDATER": "1"},
+    )
 
 
 def installed_version(tools_dir: Path) -> str | None:
@@ -141,16 +133,11 @@ def install(tools_dir: Path) -> None:
 
 
 def _npm_install(tools_dir: Path) -> None:
-    folder = Path(prefix(str(tools_dir)))
-    folder.mkdir(parents=True, exist_ok=True)
-    command = ["npm", "install", "--prefix", str(folder), "--no-fund", "--no-audit"]
-    command.append(f"{PACKAGE}@{CLI_VERSION}")
-    try:
-        result = subprocess.run(
-            command, capture_output=True, text=True, timeout=INSTALL_TIMEOUT, check=False
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise ClaudeCodeInstallError(f"could not run npm to install Claude Code: {exc}") from exc
-    if result.returncode != 0:
-        tail = (result.stderr or result.stdout)[-2000:]
-        raise ClaudeCodeInstallError(f"npm install of {PACKAGE}@{CLI_VERSION} failed: {tail}")
+    npm_install(
+        Path(prefix(str(tools_dir))),
+        PACKAGE,
+        CLI_VERSION,
+        label="Claude Code",
+        timeout=INSTALL_TIMEOUT,
+        error=ClaudeCodeInstallError,
+    )

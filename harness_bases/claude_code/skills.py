@@ -13,7 +13,7 @@ import json
 from pathlib import Path, PurePosixPath
 
 from harness_bases.base import SkillBundle
-from harness_bases.claude_code.safe_files import real_dir, remove_if_present, write_file
+from harness_bases.safe_files import real_dir, remove_if_present, write_file
 
 SKILLS_DIR = "skills"
 _MANAGED = "uhp-skills.json"  # in the config dir: the folders this base wrote last turn

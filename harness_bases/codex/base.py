@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-import contextlib
-import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 from harness_bases import events as ev
-from harness_bases.base import Enforcement, HarnessBase, Invocation, Process, TurnSpec
+from harness_bases.base import (
+    SYSTEM_PATH,
+    Enforcement,
+    HarnessBase,
+    Invocation,
+    Process,
+    TurnSpec,
+)
 from harness_bases.codex import install as installer
 from harness_bases.codex.config import TOKEN_ENV, write_config
-from harness_bases.codex.driver import LiveTurn, answer_request, drive_turn
-from harness_bases.codex.rpc import RpcConnection
-from harness_bases.codex.safe_files import real_dir
+from harness_bases.codex.driver import LiveTurn, connect, drive_turn
 from harness_bases.codex.skills import materialise_skills
-
-log = logging.getLogger(__name__)
-
-# The sandbox's system folders (the engine's sandboxes bind the usual Linux layout).
-SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+from harness_bases.live_turns import LiveTurns
+from harness_bases.safe_files import real_dir
 
 
 class CodexBase(HarnessBase):
@@ -33,8 +33,7 @@ class CodexBase(HarnessBase):
     mcp_transports = ("http",)  # Codex's MCP client speaks Streamable HTTP only
 
     def __init__(self) -> None:
-        # One base instance serves every session; live turns are keyed by their process.
-        self._live: dict[int, LiveTurn] = {}
+        self._live = LiveTurns[LiveTurn]("codex")
 
     def install(self, tools_dir: Path) -> None:
         installer.install(tools_dir)
@@ -58,23 +57,9 @@ class CodexBase(HarnessBase):
         argv = [installer.binary_path(turn.paths.tools), "app-server"]
         return Invocation(argv=argv, env=env, cwd=turn.paths.workspace)
 
-    async def drive(self, proc: Process, turn: TurnSpec) -> AsyncIterator[ev.AgentEvent]:
-        live = LiveTurn(RpcConnection(proc, answer_request))
-        self._live[id(proc)] = live
-        try:
-            async with contextlib.aclosing(drive_turn(proc, turn, live)) as events:
-                async for event in events:
-                    yield event
-        finally:
-            if self._live.get(id(proc)) is live:
-                del self._live[id(proc)]
+    def drive(self, proc: Process, turn: TurnSpec) -> AsyncIterator[ev.AgentEvent]:
+        live = LiveTurn(connect(proc))
+        return self._live.follow(proc, live, drive_turn(proc, turn, live))
 
     async def interrupt(self, proc: Process) -> bool:
-        live = self._live.get(id(proc))
-        if live is None:
-            return False
-        try:
-            return await live.interrupt()
-        except Exception:
-            log.warning("codex_interrupt_failed", exc_info=True)
-            return False
+        return await self._live.interrupt(proc)

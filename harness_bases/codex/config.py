@@ -13,7 +13,7 @@ from typing import Any
 import tomli_w
 
 from harness_bases.base import McpServerSpec
-from harness_bases.codex.safe_files import write_file
+from harness_bases.safe_files import write_file
 
 PROVIDER_ID = "uhp_gateway"  # never a built-in id such as "openai": config cannot override those
 TOKEN_ENV = "UHP_GATEWAY_TOKEN"

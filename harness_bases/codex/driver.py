@@ -19,7 +19,7 @@ from harness_bases.codex import instructions
 from harness_bases.codex.install import CLI_VERSION
 from harness_bases.codex.parser import CodexParser
 from harness_bases.codex.replies import reply_for
-from harness_bases.codex.rpc import ConnectionClosed, RpcConnection, RpcError
+from harness_bases.jsonrpc import ConnectionClosed, RpcConnection, RpcError
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +88,11 @@ async def answer_request(method: str, params: dict[str, Any]) -> dict[str, Any] 
     """How the driver answers app-server's requests (approvals, questions): declined."""
     log.info("codex_server_request", extra={"method": method})
     return reply_for(method)
+
+
+def connect(proc: Process) -> RpcConnection:
+    """app-server's JSON-RPC dialect leaves out the `"jsonrpc": "2.0"` member."""
+    return RpcConnection(proc, answer_request, name="codex")
 
 
 async def drive_turn(proc: Process, turn: TurnSpec, live: LiveTurn) -> AsyncIterator[ev.AgentEvent]:

@@ -8,9 +8,9 @@ needed inside the sandbox, and start-up is faster.
 from __future__ import annotations
 
 import platform
-import re
-import subprocess
 from pathlib import Path, PurePosixPath
+
+from harness_bases.installing import npm_install, reported_version
 
 CLI_VERSION = "0.169.0"
 PACKAGE = "@openai/codex"
@@ -61,19 +61,7 @@ def installed_version(tools_dir: Path) -> str | None:
     binary = Path(binary_path(str(tools_dir)))
     if not binary.is_file():
         return None
-    try:
-        result = subprocess.run(
-            [str(binary), "--version"],
-            capture_output=True,
-            text=True,
-            timeout=VERSION_TIMEOUT,
-            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    match = re.search(r"(\d+\.\d+\.\d+\S*)", result.stdout)
-    return match.group(1) if result.returncode == 0 and match else None
+    return reported_version([str(binary), "--version"], timeout=VERSION_TIMEOUT)
 
 
 def install(tools_dir: Path) -> None:
@@ -81,18 +69,14 @@ def install(tools_dir: Path) -> None:
     if installed_version(tools_dir) == CLI_VERSION:
         return
     prefix = tools_dir / "codex" / CLI_VERSION
-    prefix.mkdir(parents=True, exist_ok=True)
-    command = ["npm", "install", "--prefix", str(prefix), "--no-fund", "--no-audit"]
-    command.append(f"{PACKAGE}@{CLI_VERSION}")
-    try:
-        result = subprocess.run(
-            command, capture_output=True, text=True, timeout=INSTALL_TIMEOUT, check=False
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise CodexInstallError(f"could not run npm to install Codex: {exc}") from exc
-    if result.returncode != 0:
-        tail = (result.stderr or result.stdout)[-2000:]
-        raise CodexInstallError(f"npm install of {PACKAGE}@{CLI_VERSION} failed: {tail}")
+    npm_install(
+        prefix,
+        PACKAGE,
+        CLI_VERSION,
+        label="Codex",
+        timeout=INSTALL_TIMEOUT,
+        error=CodexInstallError,
+    )
     # npm exits 0 even when it skipped the platform package; only a running binary counts.
     found = installed_version(tools_dir)
     if found != CLI_VERSION:

@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 
 from harness_bases.base import TurnSpec
-from harness_bases.codex.safe_files import real_dir, write_file
 from harness_bases.codex.skills import skill_folder
+from harness_bases.safe_files import real_dir, write_file
 
 UPDATE_PREFIX = (
     "Instructions update: the task instructions given earlier in this conversation no longer apply."

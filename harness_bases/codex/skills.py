@@ -15,7 +15,7 @@ import json
 from pathlib import Path, PurePosixPath
 
 from harness_bases.base import SkillBundle
-from harness_bases.codex.safe_files import real_dir, remove, write_file
+from harness_bases.safe_files import real_dir, remove, write_file
 
 SKILLS_DIR = "skills"
 _MANAGED = "uhp-skills.json"  # in CODEX_HOME: the folders this base wrote last turn

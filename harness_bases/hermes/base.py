@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-import contextlib
-import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 from harness_bases import events as ev
-from harness_bases.base import Enforcement, HarnessBase, Invocation, Process, TurnSpec
+from harness_bases.base import (
+    SYSTEM_PATH,
+    Enforcement,
+    HarnessBase,
+    Invocation,
+    Process,
+    TurnSpec,
+)
 from harness_bases.hermes import config
 from harness_bases.hermes import install as installer
 from harness_bases.hermes.acp_launcher import INSTRUCTIONS_ENV
-from harness_bases.hermes.driver import LiveTurn, answer_request, drive_turn
-from harness_bases.hermes.rpc import RpcConnection
-
-log = logging.getLogger(__name__)
-
-SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+from harness_bases.hermes.driver import LiveTurn, connect, drive_turn
+from harness_bases.live_turns import LiveTurns
 
 
 class HermesBase(HarnessBase):
@@ -31,8 +32,7 @@ class HermesBase(HarnessBase):
     enforcement = Enforcement(disabled_tools="instruction", max_step="native")
 
     def __init__(self) -> None:
-        # One base instance serves every session; live turns are keyed by their process.
-        self._live: dict[int, LiveTurn] = {}
+        self._live = LiveTurns[LiveTurn]("hermes")
 
     def install(self, tools_dir: Path) -> None:
         installer.install(tools_dir)
@@ -61,23 +61,9 @@ class HermesBase(HarnessBase):
         ]
         return Invocation(argv=argv, env=env, cwd=turn.paths.workspace)
 
-    async def drive(self, proc: Process, turn: TurnSpec) -> AsyncIterator[ev.AgentEvent]:
-        live = LiveTurn(RpcConnection(proc, answer_request))
-        self._live[id(proc)] = live
-        try:
-            async with contextlib.aclosing(drive_turn(proc, turn, live)) as events:
-                async for event in events:
-                    yield event
-        finally:
-            if self._live.get(id(proc)) is live:
-                del self._live[id(proc)]
+    def drive(self, proc: Process, turn: TurnSpec) -> AsyncIterator[ev.AgentEvent]:
+        live = LiveTurn(connect(proc))
+        return self._live.follow(proc, live, drive_turn(proc, turn, live))
 
     async def interrupt(self, proc: Process) -> bool:
-        live = self._live.get(id(proc))
-        if live is None:
-            return False
-        try:
-            return await live.interrupt()
-        except Exception:
-            log.warning("hermes_interrupt_failed", exc_info=True)
-            return False
+        return await self._live.interrupt(proc)

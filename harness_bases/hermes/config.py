@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from harness_bases.base import McpServerSpec, SkillBundle, TurnSpec
-from harness_bases.hermes.safe_files import real_dir, remove, write_file
+from harness_bases.safe_files import real_dir, remove, write_file
 
 PROVIDER_ID = "uhp_gateway"
 TOKEN_ENV = "UHP_GATEWAY_TOKEN"

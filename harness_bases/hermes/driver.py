@@ -21,7 +21,7 @@ from harness_bases.base import Process, TurnSpec
 from harness_bases.hermes.install import CLI_VERSION
 from harness_bases.hermes.parser import HermesParser, mcp_notices
 from harness_bases.hermes.replies import reply_for
-from harness_bases.hermes.rpc import ConnectionClosed, RpcConnection, RpcError
+from harness_bases.jsonrpc import ConnectionClosed, RpcConnection, RpcError
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,11 @@ class LiveTurn:
 async def answer_request(method: str, params: dict[str, Any]) -> dict[str, Any] | None:
     log.info("hermes_client_request", extra={"method": method})
     return reply_for(method, params)
+
+
+def connect(proc: Process) -> RpcConnection:
+    """ACP is JSON-RPC 2.0 proper: every message carries the version member."""
+    return RpcConnection(proc, answer_request, name="hermes", jsonrpc="2.0")
 
 
 async def _open_session(live: LiveTurn, turn: TurnSpec) -> AsyncIterator[ev.AgentEvent]:

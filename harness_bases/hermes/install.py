@@ -11,10 +11,10 @@ host path in their shebang, so nothing is started through them: the sandbox runs
 
 from __future__ import annotations
 
-import re
 import shutil
-import subprocess
 from pathlib import Path, PurePosixPath
+
+from harness_bases.installing import reported_version, run_install_command
 
 CLI_VERSION = "0.19.0"
 # The `acp` extra brings Hermes' ACP server; `mcp` its MCP client. mcp 2 removed the HTTP
@@ -55,31 +55,22 @@ def installed_version(tools_dir: Path) -> str | None:
     python = Path(python_path(str(tools_dir)))
     if not python.exists() or not _launcher_current(tools_dir):
         return None
-    try:
-        result = subprocess.run(
-            [str(python), launcher_path(str(tools_dir)), "--version"],
-            capture_output=True,
-            text=True,
-            timeout=VERSION_TIMEOUT,
-            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HERMES_DISABLE_LAZY_INSTALLS": "1"},
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    match = re.fullmatch(r"\s*(\d+\.\d+\.\d+\S*)\s*", result.stdout)
-    return match.group(1) if result.returncode == 0 and match else None
+    return reported_version(
+        [str(python), launcher_path(str(tools_dir)), "--version"],
+        timeout=VERSION_TIMEOUT,
+        extra_env={"HERMES_DISABLE_LAZY_INSTALLS": "1"},
+        exact=True,  # the launcher prints the version alone; anything else is a failure
+    )
 
 
 def _run(command: list[str], what: str) -> None:
-    try:
-        result = subprocess.run(
-            command, capture_output=True, text=True, timeout=INSTALL_TIMEOUT, check=False
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise HermesInstallError(f"could not {what}: {exc}") from exc
-    if result.returncode != 0:
-        tail = (result.stderr or result.stdout)[-2000:]
-        raise HermesInstallError(f"could not {what}: {tail}")
+    run_install_command(
+        command,
+        timeout=INSTALL_TIMEOUT,
+        error=HermesInstallError,
+        cannot_start=f"could not {what}",
+        failed=f"could not {what}",
+    )
 
 
 def install(tools_dir: Path) -> None:

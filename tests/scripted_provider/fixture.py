@@ -44,6 +44,11 @@ class RunningProvider:
         """The OpenAI-style base URL (``<url>/v1``)."""
         return f"{self.url}/v1"
 
+    def url_for(self, backend: str) -> str:
+        """The base URL as clients of a harness base's wire expect it: `base_url` for
+        "openai", the bare `url` for "anthropic" (its SDK adds `/v1` itself)."""
+        return self.base_url if backend == "openai" else self.url
+
     def start(self, timeout: float = 10.0) -> RunningProvider:
         self._thread.start()
         deadline = time.monotonic() + timeout

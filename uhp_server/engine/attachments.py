@@ -36,15 +36,18 @@ class Placed:
 
 
 def store_inline(
-    db: Database, blobs: BlobStore, principal_id: str, items: list[Attachment]
+    db: Database, blobs: BlobStore, principal_id: str, items: list[Attachment], *, keep: bool
 ) -> None:
-    """Keep inline bytes in the blob store as the principal's File objects (ids already in
-    the stored input items), so a later task can reference them by file_id."""
+    """Put inline bytes in the blob store so the turn can place them. With `keep` (store is
+    true) they also become the principal's File objects (ids already in the stored input
+    items), so a later task can reference them by file_id; with store false they do not."""
     for attachment in items:
         if attachment.data is None:
             continue
         attachment.sha256 = blobs.put_bytes(attachment.data)
         attachment.data = None
+        if not keep:
+            continue
         file_store.insert_file(
             db,
             FileRow(

@@ -61,6 +61,8 @@ class EventLog:
                 yield event
                 if event["type"] in TERMINAL_TYPES:
                     return
+            if self.finished:
+                return  # resumed at or past the terminal event: nothing is left to send
             async with self._changed:
                 if position >= len(self.events):
                     await self._changed.wait()

@@ -73,6 +73,8 @@ class _Reader:
         if not isinstance(part, dict):
             raise _invalid("Each content part must be an object.", where)
         kind = part.get("type")
+        if not isinstance(kind, str):
+            raise _invalid("A content part needs a string 'type'.", f"{where}.type")
         if kind in _FILE_PARTS:
             if role != "user":
                 raise _invalid("Files can only be attached to a user message.", f"{where}.type")

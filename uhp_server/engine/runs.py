@@ -71,6 +71,7 @@ class RunManager:
             await self.executor.execute(run, self._on_terminal)
         except Exception:
             log.exception("turn_crashed", extra={"response_id": run.response_id})
+            await self._end_crashed(run)
             self._on_terminal(run)
         finally:
             forwarder = self._forwarders.get(run.response_id)
@@ -79,6 +80,23 @@ class RunManager:
             if self._last.get(run.session_id) is run:
                 del self._last[run.session_id]
             self._finished_at[run.response_id] = time.monotonic()
+
+    @staticmethod
+    async def _end_crashed(run: Run) -> None:
+        """A run that crashed still ends its log, so no stream or waiter hangs on it."""
+        if run.log.finished:
+            return
+        error = {
+            "type": "harness_error",
+            "code": "harness_error",
+            "message": "The task failed inside the server.",
+            "param": None,
+            "detail": None,
+        }
+        try:
+            await run.log.append(run.builder.finish("failed", error=error))
+        except Exception:
+            log.exception("turn_crash_unrecorded", extra={"response_id": run.response_id})
 
     def _on_terminal(self, run: Run) -> None:
         """The task is over: its session takes the next task at once."""

@@ -63,8 +63,25 @@ class Accepted:
     run: Run | None
 
 
+# What an absent field means, so a repeat that spells out a default is the same request.
+_FIELD_DEFAULTS: dict[str, Any] = {
+    "store": True,
+    "model": None,
+    "metadata": None,
+    "previous_response_id": None,
+    "instructions": None,
+    "max_output_tokens": None,
+    "max_step": None,
+    "timeout_seconds": None,
+    "tools": None,
+    "include": None,
+}
+
+
 def fingerprint(body: dict[str, Any]) -> str:
-    payload = {k: v for k, v in body.items() if k not in _DELIVERY_FIELDS}
+    payload = {**_FIELD_DEFAULTS, **body}
+    for name in _DELIVERY_FIELDS:
+        payload.pop(name, None)
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
@@ -91,6 +108,7 @@ class TaskService:
         if row is None:
             return None
         if time.time() - row.created_at > self.settings.idempotency_retention_hours * 3600:
+            response_store.forget_idempotency(self.db, principal_id, key)
             return None
         if row.fingerprint != fingerprint(body):
             raise ApiError(
@@ -135,20 +153,28 @@ class TaskService:
             if winner:
                 return Accepted(winner, None)
         response_id = new_id("response")
-        session = self._claim_or_create(principal_id, harness, session, response_id, normalized)
-        if idempotency_key and not response_store.put_idempotency(
+        # A store=false task leaves no trace of its input, not even as a session title.
+        title = _title(normalized.prompt) if body.get("store", True) else ""
+        session = self._claim_or_create(principal_id, harness, session, response_id, title)
+        if idempotency_key:
+            # Cannot collide: the key was looked up above, and nothing awaited since.
+            response_store.put_idempotency(
+                self.db,
+                IdempotencyRow(
+                    principal_id=principal_id,
+                    key=idempotency_key,
+                    fingerprint=fingerprint(body),
+                    response_id=response_id,
+                    created_at=time.time(),
+                ),
+            )
+        store_inline(
             self.db,
-            IdempotencyRow(
-                principal_id=principal_id,
-                key=idempotency_key,
-                fingerprint=fingerprint(body),
-                response_id=response_id,
-                created_at=time.time(),
-            ),
-        ):
-            session_store.release_session(self.db, session.id, response_id, session.status, None)
-            return Accepted(self.idempotent_target(principal_id, idempotency_key, body) or "", None)
-        store_inline(self.db, self.blobs, principal_id, normalized.attachments)
+            self.blobs,
+            principal_id,
+            normalized.attachments,
+            keep=body.get("store", True),
+        )
         plan = TurnPlan(
             base=base,
             prompt=normalized.prompt,
@@ -187,7 +213,7 @@ class TaskService:
         metadata = body.get("metadata") or {}
         requested_harness = metadata.get("harness_id")
         previous_id = body.get("previous_response_id")
-        if previous_id:
+        if previous_id is not None:  # an empty id names no response: 404, never "absent"
             previous = response_store.get_response(self.db, principal_id, previous_id)
             session = previous and session_store.get_session(
                 self.db, principal_id, previous.session_id
@@ -206,7 +232,16 @@ class TaskService:
                     "The session this response belongs to has expired.",
                     param="previous_response_id",
                 )
-            if requested_harness and requested_harness != session.harness_id:
+            if requested_harness is not None and not harness_store.get_harness(
+                self.db, principal_id, requested_harness
+            ):
+                raise ApiError(
+                    404,
+                    "harness_not_found",
+                    "No harness with that id.",
+                    param="metadata.harness_id",
+                )
+            if requested_harness is not None and requested_harness != session.harness_id:
                 raise ApiError(
                     409,
                     "harness_mismatch",
@@ -222,7 +257,7 @@ class TaskService:
                     param="previous_response_id",
                 )
             return harness, session, previous_id
-        if requested_harness:
+        if requested_harness is not None:
             harness = harness_store.get_harness(self.db, principal_id, str(requested_harness))
             if harness is None:
                 raise ApiError(
@@ -266,8 +301,9 @@ class TaskService:
         harness: HarnessRow,
         session: SessionRow | None,
         response_id: str,
-        normalized: NormalizedInput,
+        title: str,
     ) -> SessionRow:
+        """Claim the continued session, or create the new one (titled by its first prompt)."""
         if session is not None:
             if not session_store.claim_session(self.db, session.id, response_id):
                 # No retry_after_ms: how long an agent task will run cannot be known.
@@ -279,7 +315,7 @@ class TaskService:
             principal_id=principal_id,
             harness_id=harness.id,
             container_id=new_id("container"),
-            title=_title(normalized.prompt),
+            title=title,
             created_at=now,
             updated_at=now,
             active_response_id=response_id,
@@ -328,6 +364,7 @@ class TaskService:
                 previous_response_id=previous_id,
                 status="in_progress",
                 store=store,
+                model=plan.model,
                 created_at=now,
                 input_items=normalized.items if store else [],
             ),

@@ -125,9 +125,12 @@ class TurnExecutor:
                     "uhp.base": f"{plan.base.name}@{plan.base.cli_version}",
                 },
             )
-            proc = await self.sandbox.start(invocation, mounts)
-            agen = plan.base.drive(proc, spec)
-            outcome, pending = await self._consume(run, agen)
+            if run.stop.is_set():
+                outcome = Outcome("cancelled")  # cancelled while the turn was being prepared
+            else:
+                proc = await self.sandbox.start(invocation, mounts)
+                agen = plan.base.drive(proc, spec)
+                outcome, pending = await self._consume(run, agen)
         except Exception:
             log.exception("turn_error", extra={"response_id": run.response_id})
         finally:
@@ -148,8 +151,15 @@ class TurnExecutor:
     async def _previous_turn_gone(self, run: Run) -> None:
         """A session's turns never overlap in its workspace, even while one is winding down."""
         if run.after is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(run.after.stopped.wait(), self.grace_seconds + 5)
+            waits = [
+                asyncio.ensure_future(run.after.stopped.wait()),
+                asyncio.ensure_future(run.stop.wait()),  # a cancel need not wait for it
+            ]
+            await asyncio.wait(
+                waits, timeout=self.grace_seconds + 5, return_when=asyncio.FIRST_COMPLETED
+            )
+            for waiting in waits:
+                waiting.cancel()
             run.after = None
 
     async def _with_attachments(self, run: Run, spec: TurnSpec) -> TurnSpec:

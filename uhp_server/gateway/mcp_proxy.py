@@ -25,6 +25,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
+from uhp_server.gateway.bodies import read_capped
 from uhp_server.gateway.mcp_targets import MCP_PATH, McpTarget
 from uhp_server.gateway.tokens import TokenRegistry
 from uhp_server.gateway.url_policy import PinnedUrl, UrlRefused, pin_url
@@ -114,15 +115,6 @@ async def _rewrite_endpoints(
         yield buffer
 
 
-async def _read_body(request: Request) -> bytes | None:
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_REQUEST_BYTES:
-            return None
-    return bytes(body)
-
-
 def _upstream_headers(request: Request, target: McpTarget, pinned: PinnedUrl) -> dict[str, str]:
     headers = {k: v for k in _FORWARD_REQUEST_HEADERS if (v := request.headers.get(k))}
     port = urlsplit(pinned.url).port
@@ -167,7 +159,7 @@ async def forward_mcp(
 
     body: bytes | None = None
     if request.method == "POST":
-        body = await _read_body(request)
+        body = await read_capped(request, MAX_REQUEST_BYTES)
         if body is None:
             return _error(413, "Request body too large.")
     req = http.build_request(

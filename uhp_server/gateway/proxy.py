@@ -12,6 +12,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
+from uhp_server.gateway.bodies import read_capped
 from uhp_server.gateway.tokens import TokenRegistry, TurnGrant
 from uhp_server.gateway.upstreams import ANTHROPIC_VERSION, Upstream, Upstreams
 from uhp_server.gateway.usage import UsageExtractor
@@ -103,16 +104,6 @@ def _rewrite_model(body: bytes, path: str, model: str) -> bytes | None:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-async def _read_body(request: Request) -> bytes | None:
-    """The request body, or None past MAX_REQUEST_BYTES (stops reading there, not after)."""
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_REQUEST_BYTES:
-            return None
-    return bytes(body)
-
-
 def _upstream_headers(request: Request, upstream: Upstream) -> dict[str, str]:
     headers = {k: v for k in _FORWARD_REQUEST_HEADERS if (v := request.headers.get(k))}
     if upstream.backend == "anthropic":
@@ -182,7 +173,7 @@ async def forward(
 
     body = b""
     if request.method == "POST":
-        raw = await _read_body(request)
+        raw = await read_capped(request, MAX_REQUEST_BYTES)
         if raw is None:
             return wire_error(backend, 413, "Request body too large.", "invalid_request_error")
         rewritten = _rewrite_model(raw, path, grant.model)

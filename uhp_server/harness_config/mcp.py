@@ -2,12 +2,15 @@
 
 `auth` and the values of credential-like headers are stored in storage.mcp_secrets; the
 harness keeps (and a GET returns) only a `uhp-secret:<id>` reference, which a PUT may send
-back unchanged. The URL passes the configuration-time policy (gateway.url_policy); the
-gateway applies the run-time one when it connects.
+back unchanged as long as the server's URL keeps its origin: each secret is bound to the
+origin it was stored for, so a reference can never carry a credential to another server.
+The URL passes the configuration-time policy (gateway.url_policy); the gateway applies the
+run-time one when it connects.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
@@ -19,10 +22,12 @@ from uhp_server.gateway.url_policy import UrlRefused, check_config_url
 from uhp_server.harness_config.problems import invalid
 from uhp_server.harness_config.writes import PendingWrites
 
+log = logging.getLogger(__name__)
+
 MAX_SERVERS = 20
 MAX_HEADERS = 32
 MAX_HEADER_VALUE = 8192
-SECRET_REF = "uhp-secret:"
+SECRET_REF = mcp_secrets.SECRET_REF
 _TRANSPORTS = {
     "http": "http",
     "streamable-http": "http",
@@ -110,8 +115,9 @@ def _parse_server(
     if not isinstance(enabled, bool):
         invalid(f"{at}.enabled", "`enabled` must be true or false.")
     transport = _transport(item.get("transport"), f"{at}.transport", base, enabled)
-    headers = _headers(writes, item.get("headers"), f"{at}.headers")
-    auth = _auth(writes, item.get("auth"), f"{at}.auth")
+    origin = mcp_secrets.url_origin(url)
+    headers = _headers(writes, item.get("headers"), f"{at}.headers", origin)
+    auth = _auth(writes, item.get("auth"), f"{at}.auth", origin)
     if auth is not None and any(k.lower() == "authorization" for k in headers):
         invalid(f"{at}.auth", "Give the credential in `auth` or an Authorization header, not both.")
     server: dict[str, Any] = {
@@ -142,13 +148,23 @@ def _transport(raw: Any, param: str, base: HarnessBase | None, enabled: bool) ->
     return transport
 
 
-def _secret_or_ref(writes: PendingWrites, value: str, param: str) -> str:
-    """A stored reference for value (or value itself when it already is a valid one)."""
+def _secret_or_ref(writes: PendingWrites, value: str, param: str, origin: str) -> str:
+    """A stored reference for value (or value itself when it already is a valid one for
+    this origin)."""
     if value.startswith(SECRET_REF):
-        if mcp_secrets.get_secret(writes.db, writes.principal_id, value[len(SECRET_REF) :]) is None:
+        row = mcp_secrets.get_secret_row(writes.db, writes.principal_id, value[len(SECRET_REF) :])
+        if row is None:
             invalid(param, "Unknown secret reference: pass back the one a GET returned.")
+        if row.origin != origin:
+            # A reference is write-only for the value, not for where it goes: re-pointing
+            # it would hand the credential to whichever server the caller names.
+            invalid(
+                param,
+                "This secret was stored for a different server (scheme, host and port); "
+                "send the credential itself to use it with this URL.",
+            )
         return value
-    return SECRET_REF + writes.secret(value)
+    return SECRET_REF + writes.secret(value, origin)
 
 
 def _check_value(value: Any, param: str) -> str:
@@ -162,7 +178,7 @@ def _check_value(value: Any, param: str) -> str:
     return value
 
 
-def _headers(writes: PendingWrites, raw: Any, param: str) -> dict[str, str]:
+def _headers(writes: PendingWrites, raw: Any, param: str, origin: str) -> dict[str, str]:
     if raw is None:
         return {}
     if not isinstance(raw, dict) or len(raw) > MAX_HEADERS:
@@ -173,12 +189,12 @@ def _headers(writes: PendingWrites, raw: Any, param: str) -> dict[str, str]:
             invalid(f"{param}.{key}", "This header name is not allowed.")
         value = _check_value(value, f"{param}.{key}")
         if _SENSITIVE_HEADER.fullmatch(key.lower()) or value.startswith(SECRET_REF):
-            value = _secret_or_ref(writes, value, f"{param}.{key}")
+            value = _secret_or_ref(writes, value, f"{param}.{key}", origin)
         headers[key] = value
     return headers
 
 
-def _auth(writes: PendingWrites, raw: Any, param: str) -> str | None:
+def _auth(writes: PendingWrites, raw: Any, param: str, origin: str) -> str | None:
     if raw is None:
         return None
     value = _check_value(raw, param)
@@ -186,7 +202,7 @@ def _auth(writes: PendingWrites, raw: Any, param: str) -> str | None:
         value = value[7:].strip()
     if not value:
         invalid(param, "`auth` must be a bearer token or a secret reference.")
-    return _secret_or_ref(writes, value, param)
+    return _secret_or_ref(writes, value, param, origin)
 
 
 def render_mcp_servers(stored: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -202,12 +218,16 @@ def turn_targets(
     for server in stored:
         if not server.get("enabled", True):
             continue  # never contacted, not even probed
-        headers = {
-            key: _resolve(db, principal_id, value)
-            for key, value in (server.get("headers") or {}).items()
-        }
+        origin = mcp_secrets.url_origin(server["url"])
+        headers: dict[str, str] = {}
+        for key, value in (server.get("headers") or {}).items():
+            resolved = _resolve(db, principal_id, value, origin, server["name"])
+            if resolved is not None:
+                headers[key] = resolved
         if server.get("auth"):
-            headers["Authorization"] = f"Bearer {_resolve(db, principal_id, server['auth'])}"
+            token = _resolve(db, principal_id, server["auth"], origin, server["name"])
+            if token is not None:
+                headers["Authorization"] = f"Bearer {token}"
         targets.append(
             McpTarget(
                 name=server["name"],
@@ -220,7 +240,13 @@ def turn_targets(
     return tuple(targets)
 
 
-def _resolve(db: Database, principal_id: str, value: str) -> str:
+def _resolve(db: Database, principal_id: str, value: str, origin: str, name: str) -> str | None:
+    """A header value with its reference resolved; None when the secret may not go to this
+    origin (a configuration stored before secrets were bound to one, already re-pointed):
+    the server is then contacted without that header rather than with someone's secret."""
     if not value.startswith(SECRET_REF):
         return value
-    return mcp_secrets.get_secret(db, principal_id, value[len(SECRET_REF) :]) or ""
+    secret = mcp_secrets.get_secret(db, principal_id, value[len(SECRET_REF) :], origin)
+    if secret is None:
+        log.warning("mcp_secret_withheld", extra={"mcp_server": name, "origin": origin})
+    return secret

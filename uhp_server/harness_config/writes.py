@@ -16,23 +16,23 @@ class PendingWrites:
     db: Database  # for reads while validating (blob handles, secret references)
     principal_id: str
     _bundles: list[list[StoredFile]] = field(default_factory=list)
-    _secrets: list[tuple[str, str]] = field(default_factory=list)
+    _secrets: list[tuple[str, str, str]] = field(default_factory=list)
 
     def bundle(self, files: list[StoredFile]) -> str:
         """The blob handle these files will be stored under."""
         self._bundles.append(files)
         return skill_store.bundle_id(self.principal_id, files)
 
-    def secret(self, value: str) -> str:
-        """The id the secret will be stored under."""
+    def secret(self, value: str, origin: str) -> str:
+        """The id the secret will be stored under, bound to the origin it is for."""
         secret_id = mcp_secrets.new_secret_id()
-        self._secrets.append((secret_id, value))
+        self._secrets.append((secret_id, value, origin))
         return secret_id
 
     def commit(self) -> None:
         for files in self._bundles:
             skill_store.put_bundle(self.db, self.principal_id, files)
-        for secret_id, value in self._secrets:
-            mcp_secrets.put_secret(self.db, self.principal_id, value, secret_id)
+        for secret_id, value, origin in self._secrets:
+            mcp_secrets.put_secret(self.db, self.principal_id, value, secret_id, origin)
         self._bundles.clear()
         self._secrets.clear()

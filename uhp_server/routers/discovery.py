@@ -7,9 +7,10 @@ from typing import Any
 from fastapi import APIRouter
 
 from uhp_server import __version__
+from uhp_server.strict_json import StrictJsonRoute
 from uhp_server.versioning import DEFAULT_VERSION, SUPPORTED_VERSIONS
 
-router = APIRouter()
+router = APIRouter(route_class=StrictJsonRoute)
 
 # What this server implements. A capability is true only once it is built and tested;
 # the class follows from the capabilities, never the other way round.

@@ -25,9 +25,10 @@ from uhp_server.context import AppContext, Ctx
 from uhp_server.errors import ApiError
 from uhp_server.filenames import content_disposition
 from uhp_server.ids import new_id
+from uhp_server.strict_json import StrictJsonRoute
 from uhp_server.uploads import receive_upload
 
-router = APIRouter()
+router = APIRouter(route_class=StrictJsonRoute)
 
 # Artifacts are attacker-influenced (Security §3): never sniffed, never rendered in place,
 # and sandboxed with no script should a browser display one anyway.
@@ -122,13 +123,18 @@ async def preview_artifact(
     container_id: str, file_id: str, principal: CurrentPrincipal, ctx: Ctx
 ) -> FileResponse:
     row = artifact_or_404(ctx, principal, container_id, file_id)
-    pdf = await ctx.previews.pdf(row)
+    try:
+        pdf = await ctx.previews.pdf(row)
+    except ApiError as exc:
+        exc.headers = {**ARTIFACT_HEADERS, **(exc.headers or {})}
+        raise
     stem = row.filename.rsplit("/", 1)[-1].rsplit(".", 1)[0] or "preview"
-    # Shown inline (a preview is for reading), so no CSP sandbox: it would stop the browser's
-    # PDF viewer. The PDF is ours, written by LibreOffice; nosniff still holds.
+    # Inline, since a preview is for reading, but hardened exactly like a download: a PDF
+    # artifact is served as the agent wrote it (scripts, forms, links included), and even a
+    # converted one renders attacker-chosen content. The CSP sandbox gives it an opaque
+    # origin with no script, so it can never act as this server's origin.
     headers = {
-        "X-Content-Type-Options": "nosniff",
-        "Cache-Control": "private, no-store",
+        **ARTIFACT_HEADERS,
         "Content-Disposition": content_disposition(f"{stem}.pdf").replace(
             "attachment", "inline", 1
         ),

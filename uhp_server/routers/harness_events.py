@@ -17,8 +17,9 @@ from uhp_server.auth import CurrentPrincipal
 from uhp_server.context import Ctx
 from uhp_server.errors import ApiError
 from uhp_server.streaming import sse_response
+from uhp_server.strict_json import StrictJsonRoute
 
-router = APIRouter()
+router = APIRouter(route_class=StrictJsonRoute)
 
 
 @router.get("/v1/harnesses/{harness_id}/events")

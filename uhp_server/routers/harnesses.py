@@ -18,8 +18,9 @@ from uhp_server.harness_config.problems import invalid
 from uhp_server.harness_config.skills import render_skills, skill_folder
 from uhp_server.harnesses import ensure_defaults, to_wire
 from uhp_server.ids import new_id
+from uhp_server.strict_json import StrictJsonRoute
 
-router = APIRouter()
+router = APIRouter(route_class=StrictJsonRoute)
 
 
 def _harness_or_404(ctx: AppContext, principal: Principal, harness_id: str) -> HarnessRow:

@@ -17,8 +17,9 @@ from uhp_server.context import Ctx
 from uhp_server.engine.history import session_turns, turn_item
 from uhp_server.errors import ApiError
 from uhp_server.routers.files import session_or_404
+from uhp_server.strict_json import StrictJsonRoute
 
-router = APIRouter()
+router = APIRouter(route_class=StrictJsonRoute)
 
 
 def session_to_wire(row: SessionRow, retention_days: float) -> dict[str, Any]:
@@ -46,7 +47,14 @@ def _decode_cursor(cursor: str) -> tuple[int, str]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         created_at, session_id = json.loads(raw)
-        if isinstance(created_at, int) and isinstance(session_id, str):
+        # Exactly what we mint: a 64-bit integer time and a plain ASCII id.
+        if (
+            type(created_at) is int
+            and 0 <= created_at < 2**62
+            and isinstance(session_id, str)
+            and session_id.isascii()
+            and session_id.isprintable()
+        ):
             return created_at, session_id
     except (binascii.Error, ValueError, TypeError):
         pass

@@ -27,8 +27,9 @@ from uhp_server.engine.history import session_turns
 from uhp_server.errors import VENDOR, ApiError, error_response
 from uhp_server.routers.files import ARTIFACT_HEADERS, blob_response, session_or_404
 from uhp_server.share_page.render import STATIC_DIR, render_gone, render_page, session_state
+from uhp_server.strict_json import StrictJsonRoute
 
-router = APIRouter()
+router = APIRouter(route_class=StrictJsonRoute)
 
 PAGE_HEADERS = {
     "Content-Security-Policy": (

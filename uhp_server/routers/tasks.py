@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -16,8 +17,13 @@ from uhp_server.context import AppContext, Ctx
 from uhp_server.engine.fold import fold
 from uhp_server.errors import ApiError
 from uhp_server.streaming import sse_response
+from uhp_server.strict_json import StrictJsonRoute
 
-router = APIRouter()
+router = APIRouter(route_class=StrictJsonRoute)
+
+# Sequence numbers a client may resume after: far beyond any real stream, and well inside
+# SQLite's 64-bit integers.
+MAX_SEQUENCE = 10**15
 
 
 class CreateResponseBody(BaseModel):
@@ -143,7 +149,7 @@ async def get_response(
     principal: CurrentPrincipal,
     ctx: Ctx,
     stream: bool = False,
-    starting_after: Annotated[int | None, Query(ge=-1)] = None,
+    starting_after: Annotated[int | None, Query(ge=-1, le=MAX_SEQUENCE)] = None,
 ) -> Any:
     row = _row_or_404(ctx, principal, response_id)
     if not stream:
@@ -151,7 +157,7 @@ async def get_response(
     after = starting_after if starting_after is not None else -1
     last_event_id = request.headers.get("last-event-id")
     if last_event_id is not None:
-        if not last_event_id.strip().isdigit():
+        if not re.fullmatch(r"[0-9]{1,15}", last_event_id.strip()):
             raise ApiError(
                 400,
                 "invalid_input",
@@ -207,4 +213,27 @@ async def cancel_response(
     run = ctx.runs.get(row.id)
     if run is not None and not run.log.finished:
         await ctx.runs.cancel(run)
+    if not row.store and (run is None or run.log.finished):
+        # Cancelling a finished task succeeds and changes nothing (Sessions §4), also when
+        # its content was never retained: answer with what is known without it.
+        return _unretained(row, run)
     return current_response(ctx, row)
+
+
+def _unretained(row: ResponseRow, run: Any) -> dict[str, Any]:
+    if run is not None:
+        return run.log.current()
+    return {
+        "id": row.id,
+        "object": "response",
+        "created_at": row.created_at,
+        "status": row.status,
+        "error": None,
+        "incomplete_details": None,
+        "previous_response_id": row.previous_response_id,
+        "model": row.model,
+        "output": [],
+        "store": False,
+        "usage": None,
+        "metadata": {"session_id": row.session_id},
+    }

@@ -67,6 +67,18 @@ class Sandbox(abc.ABC):
     async def close(self) -> None:  # noqa: B027 (optional hook)
         """Called once as the server stops, after every turn was stopped."""
 
+    def host_path(self, path: str, mounts: SessionMounts) -> Path | None:
+        """The host path behind a sandbox path inside one of the mounts, else None (lets a
+        sandbox check an invocation's program and cwd before starting it)."""
+        for inside, host in (
+            (self.paths.workspace, mounts.workspace),
+            (self.paths.home, mounts.home),
+            (self.paths.tools, mounts.tools),
+        ):
+            if path == inside or path.startswith(inside + "/"):
+                return host / path[len(inside) :].lstrip("/")
+        return None
+
 
 class SandboxError(RuntimeError):
     """The sandbox could not start the process (detail is for logs, never for clients)."""

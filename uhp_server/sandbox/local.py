@@ -107,17 +107,6 @@ class LocalSandbox(Sandbox):
         args += ["--chdir", invocation.cwd, "--", *invocation.argv]
         return args
 
-    def host_path(self, path: str, mounts: SessionMounts) -> Path | None:
-        """The host path behind a sandbox path inside one of the mounts, else None."""
-        for inside, host in (
-            (self.paths.workspace, mounts.workspace),
-            (self.paths.home, mounts.home),
-            (self.paths.tools, mounts.tools),
-        ):
-            if path == inside or path.startswith(inside + "/"):
-                return host / path[len(inside) :].lstrip("/")
-        return None
-
     def _preflight(self, invocation: Invocation, mounts: SessionMounts) -> None:
         # bwrap reports a missing program or cwd only by exiting 1 after it started, which
         # looks like a CLI that failed; check the usual suspects here instead.

@@ -154,22 +154,12 @@ class DockerSandbox(Sandbox):
             raise SandboxError("empty argv")
         if not mounts.tools.is_dir():
             raise SandboxError(f"tools folder missing: {mounts.tools}")
-        program = self._host_path(invocation.argv[0], mounts)
+        program = self.host_path(invocation.argv[0], mounts)
         if program is not None and not program.is_file():
             raise SandboxError(f"program not found: {invocation.argv[0]}")
-        cwd = self._host_path(invocation.cwd, mounts)
+        cwd = self.host_path(invocation.cwd, mounts)
         if cwd is not None and not cwd.is_dir():
             raise SandboxError(f"working directory missing: {invocation.cwd}")
-
-    def _host_path(self, path: str, mounts: SessionMounts) -> Path | None:
-        for inside, host in (
-            (self.paths.workspace, mounts.workspace),
-            (self.paths.home, mounts.home),
-            (self.paths.tools, mounts.tools),
-        ):
-            if path == inside or path.startswith(inside + "/"):
-                return host / path[len(inside) :].lstrip("/")
-        return None
 
     def _remove(self, container_id: str) -> None:
         with contextlib.suppress(docker.errors.NotFound):

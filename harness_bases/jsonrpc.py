@@ -1,9 +1,10 @@
-"""JSON-RPC 2.0 over JSONL on a Process's stdio, as ACP (Agent Client Protocol) speaks it.
+"""JSON-RPC over JSONL on a Process's stdio: what `codex app-server` and ACP agents speak.
 
 One reader (the driver) pulls messages; `call` sends a request and reads until its response
-arrives, keeping notifications read meanwhile for `next_message`. Requests from the agent
-(permission questions) are answered on the way. Writes may also come from elsewhere (a
-cancel while the driver waits), so they are serialised.
+arrives, keeping everything read meanwhile for `next_message`. Requests from the other side
+(approvals, permission questions) are answered on the way, also while `call` waits: the
+CLI may need the answer before it can respond. Writes may come from elsewhere too (an
+interrupt while the driver waits), so they are serialised.
 """
 
 from __future__ import annotations
@@ -21,11 +22,14 @@ from harness_bases.base import Process
 log = logging.getLogger(__name__)
 
 Message = dict[str, Any]
+# on_request(method, params) -> the result, or None to answer "method not found".
 RequestHandler = Callable[[str, dict[str, Any]], Awaitable["dict[str, Any] | None"]]
+
+METHOD_NOT_FOUND = -32601
 
 
 class RpcError(Exception):
-    """The agent answered a request with a JSON-RPC error."""
+    """The CLI answered a request with a JSON-RPC error."""
 
     def __init__(self, method: str, code: int | None, message: str) -> None:
         super().__init__(f"{method} failed ({code}): {message}")
@@ -35,11 +39,15 @@ class RpcError(Exception):
 
 
 class ConnectionClosed(Exception):
-    """The agent's stdout ended before the awaited response, or its stdin is gone."""
+    """The CLI's stdout ended before the awaited response, or its stdin is gone."""
 
 
 def is_request(msg: Message) -> bool:
     return "method" in msg and "id" in msg
+
+
+def is_notification(msg: Message) -> bool:
+    return "method" in msg and "id" not in msg
 
 
 def is_response(msg: Message) -> bool:
@@ -47,12 +55,24 @@ def is_response(msg: Message) -> bool:
 
 
 class RpcConnection:
-    """`on_request(method, params)` answers the agent's requests wherever they turn up; it
-    returns the result, or None to answer "method not found"."""
+    """One JSON-RPC conversation with a CLI on its stdio.
 
-    def __init__(self, proc: Process, on_request: RequestHandler) -> None:
+    `name` prefixes the log events (`<name>_non_json_stdout`). `jsonrpc` is the version
+    member every message carries ("2.0" for ACP), or None where the CLI's dialect omits it
+    (Codex does, and so do we when talking to it)."""
+
+    def __init__(
+        self,
+        proc: Process,
+        on_request: RequestHandler,
+        *,
+        name: str,
+        jsonrpc: str | None = None,
+    ) -> None:
         self._proc = proc
         self._on_request = on_request
+        self._name = name
+        self._envelope: Message = {} if jsonrpc is None else {"jsonrpc": jsonrpc}
         self._lines: AsyncIterator[bytes] = aiter(proc.lines())
         self._backlog: deque[Message] = deque()
         self._next_id = 0
@@ -60,12 +80,13 @@ class RpcConnection:
         self.closed = False
 
     async def _send(self, msg: Message) -> None:
-        text = json.dumps({"jsonrpc": "2.0", **msg}, ensure_ascii=False, separators=(",", ":"))
-        data = text.encode("utf-8", errors="replace") + b"\n"  # a lone surrogate is not UTF-8
+        text = json.dumps({**self._envelope, **msg}, ensure_ascii=False, separators=(",", ":"))
+        # A lone surrogate (possible in a str) is not UTF-8; the CLI would reject the line.
+        data = text.encode("utf-8", errors="replace") + b"\n"
         async with self._write_lock:
             try:
                 await self._proc.write(data)
-            except (ConnectionError, OSError) as exc:  # the agent is gone
+            except (ConnectionError, OSError) as exc:  # the CLI is gone
                 raise ConnectionClosed(f"stdin closed: {exc}") from exc
 
     async def request(self, method: str, params: dict[str, Any]) -> int:
@@ -74,11 +95,14 @@ class RpcConnection:
         await self._send({"id": self._next_id, "method": method, "params": params})
         return self._next_id
 
-    async def notify(self, method: str, params: dict[str, Any]) -> None:
-        await self._send({"method": method, "params": params})
+    async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        msg: Message = {"method": method}
+        if params is not None:
+            msg["params"] = params
+        await self._send(msg)
 
     async def call(self, method: str, params: dict[str, Any]) -> Any:
-        """Send a request and wait for its result; notifications are kept for later."""
+        """Send a request and wait for its result (may be None); other messages are kept."""
         return await self.wait_for(await self.request(method, params), method)
 
     async def wait_for(self, request_id: int, method: str) -> Any:
@@ -101,7 +125,7 @@ class RpcConnection:
         return await self._read()
 
     def drop_backlog(self) -> None:
-        """Forget the notifications read so far (e.g. a loaded session's replayed history)."""
+        """Forget the messages read so far (e.g. a loaded session's replayed history)."""
         self._backlog.clear()
 
     async def _serve(self, msg: Message) -> None:
@@ -109,7 +133,7 @@ class RpcConnection:
         params = msg.get("params")
         result = await self._on_request(method, params if isinstance(params, dict) else {})
         if result is None:
-            error = {"code": -32601, "message": f"{method} is not supported"}
+            error = {"code": METHOD_NOT_FOUND, "message": f"{method} is not supported"}
             reply: Message = {"id": msg["id"], "error": error}
         else:
             reply = {"id": msg["id"], "result": result}
@@ -117,7 +141,7 @@ class RpcConnection:
             await self._send(reply)
 
     async def _read(self) -> Message | None:
-        """The next response or notification; the agent's requests are answered on the way."""
+        """The next response or notification; the CLI's requests are answered on the way."""
         while not self.closed:
             try:
                 line = await anext(self._lines)
@@ -129,7 +153,7 @@ class RpcConnection:
             try:
                 msg = json.loads(line)
             except ValueError:
-                log.warning("hermes_non_json_stdout", extra={"line": line[:500]})
+                log.warning(f"{self._name}_non_json_stdout", extra={"line": line[:500]})
                 continue
             if not isinstance(msg, dict):
                 continue

@@ -1,8 +1,9 @@
-"""Writing into the session's agent home without following links the agent left there.
+"""Writing into a session's agent home without following links the agent left there.
 
 The home is writable by the agent, and the next turn's files are written from the host: a
-symlink planted at `~/.hermes/config.yaml` or `~/.hermes/uhp-skills` must not make the
-server write somewhere else on the host. Links found on the way are removed, never followed.
+symlink planted where a base writes its config or skills (`~/.codex/config.toml`,
+`~/.claude/skills`, `~/.hermes/config.yaml`…) must not make the server write somewhere else
+on the host. Links found on the way are removed, never followed.
 """
 
 from __future__ import annotations
@@ -22,6 +23,12 @@ def remove(path: Path) -> None:
         path.unlink()
 
 
+def remove_if_present(path: Path) -> None:
+    """remove(path) when anything (a dangling link too) stands at path."""
+    if path.is_symlink() or path.exists():
+        remove(path)
+
+
 def real_dir(root: Path, relative: str) -> Path:
     """root/relative as a real folder: each part below root is created, and any part that
     is a link or a non-folder is replaced by a folder."""
@@ -36,9 +43,11 @@ def real_dir(root: Path, relative: str) -> Path:
 
 
 def write_file(path: Path, data: bytes, mode: int = 0o644) -> None:
-    """Create or replace path with data; a link at path is replaced, not followed."""
-    if path.is_symlink():
-        path.unlink()
+    """Create or replace path with data; a link or folder at path is replaced, not followed
+    (a folder the agent made there would otherwise stop every later turn from starting)."""
+    if path.is_symlink() or path.is_dir():
+        remove(path)
+    # O_NOFOLLOW: a link planted between the check above and this open is refused, not used.
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
     fd = os.open(path, flags, mode)
     with os.fdopen(fd, "wb") as handle:

@@ -1,0 +1,90 @@
+"""The steps every base's installer takes: run an install command with a timeout, npm-install
+a pinned package into a prefix, and read the version an installed program reports.
+
+What is installed where, and what counts as installed, stays in each base's install.py.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+# A version check runs with an environment built from nothing, as the sandbox would run it.
+VERSION_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+_VERSION = r"(\d+\.\d+\.\d+\S*)"
+
+
+def parse_version(text: str, *, exact: bool = False) -> str | None:
+    """The first `x.y.z…` version in text; with `exact`, text must be the version alone
+    (blank space around it aside), so that a warning printed instead is not taken for one."""
+    match = re.fullmatch(rf"\s*{_VERSION}\s*", text) if exact else re.search(_VERSION, text)
+    return match.group(1) if match else None
+
+
+def reported_version(
+    argv: list[str],
+    *,
+    timeout: float,
+    extra_env: Mapping[str, str] | None = None,
+    exact: bool = False,
+) -> str | None:
+    """The version `argv` (a program and its version flag) prints, or None when it does not
+    start, fails, times out or prints none."""
+    try:
+        result = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**VERSION_ENV, **(extra_env or {})},
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return parse_version(result.stdout, exact=exact) if result.returncode == 0 else None
+
+
+def run_install_command(
+    command: list[str],
+    *,
+    timeout: float,
+    error: type[Exception],
+    cannot_start: str,
+    failed: str,
+) -> None:
+    """Run one install step. Raises `error("<cannot_start>: <why>")` when it cannot run and
+    `error("<failed>: <the end of its output>")` when it exits non-zero."""
+    try:
+        result = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise error(f"{cannot_start}: {exc}") from exc
+    if result.returncode != 0:
+        tail = (result.stderr or result.stdout)[-2000:]
+        raise error(f"{failed}: {tail}")
+
+
+def npm_install(
+    prefix: Path,
+    package: str,
+    version: str,
+    *,
+    label: str,
+    timeout: float,
+    error: type[Exception],
+) -> None:
+    """npm-install package@version into prefix (created when missing). npm's exit status
+    says little (it skips a platform package quietly): the caller checks what runs."""
+    prefix.mkdir(parents=True, exist_ok=True)
+    command = ["npm", "install", "--prefix", str(prefix), "--no-fund", "--no-audit"]
+    command.append(f"{package}@{version}")
+    run_install_command(
+        command,
+        timeout=timeout,
+        error=error,
+        cannot_start=f"could not run npm to install {label}",
+        failed=f"npm install of {package}@{version} failed",
+    )

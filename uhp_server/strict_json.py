@@ -1,0 +1,103 @@
+"""Strict request bodies: JSON the way the protocol means it, and never more than we accept.
+
+Python's json module accepts NaN and Infinity and decodes `\\ud800` into a lone surrogate;
+neither can be stored or sent back as JSON, so such a body used to fail only after the task
+had already run. Every JSON body is checked here, before any handler sees it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from fastapi import Request, Response
+from fastapi.routing import APIRoute
+
+from uhp_server.errors import VENDOR, ApiError
+
+MAX_DEPTH = 64  # no protocol object comes near this
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _check_text(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("a string holds an unpaired surrogate") from None
+
+
+def check_json(value: Any) -> None:
+    """Raise ValueError for anything JSON cannot carry faithfully (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ValueError("the body is nested too deeply")
+        if isinstance(item, str):
+            _check_text(item)
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                _check_text(key)
+                stack.append((child, depth + 1))
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item)
+
+
+def parse_strict(body: bytes) -> Any:
+    try:
+        value = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
+        check_json(value)
+    except UnicodeDecodeError:
+        raise ValueError("the body is not UTF-8") from None
+    except RecursionError:
+        raise ValueError("the body is nested too deeply") from None
+    return value
+
+
+async def _read_limited(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+    chunks = bytearray()
+    async for chunk in request.stream():
+        chunks += chunk
+        if len(chunks) > limit:
+            raise _too_large(limit)
+    return bytes(chunks)
+
+
+def _too_large(limit: int) -> ApiError:
+    return ApiError(
+        413,
+        VENDOR + "request_too_large",
+        "The request body is larger than this server accepts.",
+        detail={"max_bytes": limit},
+    )
+
+
+class StrictJsonRoute(APIRoute):
+    """An APIRoute whose JSON bodies are size-capped and strictly decoded."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def strict_handler(request: Request) -> Response:
+            content_type = request.headers.get("content-type", "")
+            if request.method in ("POST", "PUT", "PATCH") and "multipart/" not in content_type:
+                limit = request.app.state.ctx.settings.max_json_body_bytes
+                body = await _read_limited(request, limit)
+                request._body = body  # FastAPI reads the cached body; it is consumed once
+                if body.strip() and "json" in content_type:
+                    try:
+                        parse_strict(body)
+                    except ValueError as exc:
+                        raise ApiError(
+                            400, "invalid_input", f"The request body is not valid JSON: {exc}."
+                        ) from None
+            return await handler(request)
+
+        return strict_handler
