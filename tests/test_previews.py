@@ -5,6 +5,7 @@ served with the same hardening headers as a download. In-process, no agent CLI."
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import shutil
 import socket
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -283,3 +285,23 @@ def test_a_converted_preview_is_hardened_and_fetched_nothing(
     assert refused.status_code == 502
     assert refused.json()["error"]["code"] == "preview_failed"
     assert_hardened(refused.headers)
+
+
+# -- end to end: the agent writes the document ------------------------------------------------
+@pytest.mark.slow
+def test_a_document_the_agent_wrote_fetches_nothing_when_previewed(
+    client: httpx.Client, listener: Listener
+) -> None:
+    from tests.test_artifacts_e2e import citations
+    from tests.test_tasks_e2e import create
+
+    soffice_or_skip()
+    encoded = base64.b64encode(linking_to(listener.port)).decode()
+    result = create(client, {"input": f"RUN echo {encoded} | base64 -d > report.fodt\nSAY ok"})
+    [cited] = citations(result)
+    assert cited["filename"] == "report.fodt"
+    answer = client.get(f"/v1/containers/{cited['container_id']}/files/{cited['file_id']}/pdf")
+    assert answer.status_code == 200, answer.text
+    assert is_pdf(answer.content)
+    assert_hardened(answer.headers)
+    assert listener.wait_quiet() == []

@@ -233,7 +233,9 @@ def test_keys_created_by_the_cli_work_and_revocation_is_immediate(
 ) -> None:
     created = _cli(data_dir, "keys", "create", "--principal", "alice")
     assert created.returncode == 0, created.stderr
-    key_id, key = created.stdout.split()
+    key = created.stdout.strip()
+    key_id = created.stderr.split()[1]
+    assert key.startswith("uhp_sk_") and key_id.startswith("key_")
     headers = {"Authorization": f"Bearer {key}"}
     assert http.get("/v1/harnesses", headers=headers).status_code == 200
     listed = _cli(data_dir, "keys", "list").stdout

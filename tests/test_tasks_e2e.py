@@ -321,3 +321,16 @@ def test_the_users_own_agents_md_is_never_rewritten(client: httpx.Client) -> Non
         },
     )
     assert message_text(second) == "mine"
+
+
+def test_a_refused_server_credential_fails_without_naming_the_gateway(
+    client: httpx.Client,
+) -> None:
+    # The upstream refuses the server's own key: the gateway answers 502 to the CLI, whose
+    # error text names the gateway's internal URL. None of that may reach the client.
+    result = create(client, {"input": "FAIL 401 bad key sk-abc"})
+    assert result["status"] == "failed"
+    assert result["error"]["code"] == "provider_error"
+    message = result["error"]["message"]
+    for leak in ("127.0.0.1", "/gateway", "http", "sk-abc"):
+        assert leak not in message

@@ -53,7 +53,12 @@ def cmd_keys(args: argparse.Namespace) -> int:
     db = Database(settings.db_path)
     if args.keys_command == "create":
         key_id, key = keys.create_key(db, args.principal)
-        print(f"{key_id} {key}")
+        # The key alone on stdout, so `export UHP_KEY=$(uhp-server keys create …)` works.
+        print(key)
+        print(
+            f"created {key_id} for principal {args.principal!r}; the key is shown only once",
+            file=sys.stderr,
+        )
         return 0
     if args.keys_command == "revoke":
         if keys.revoke_key(db, args.key):

@@ -30,6 +30,7 @@ from pathlib import Path
 from storage.blobs import BlobStore
 from storage.models import ArtifactRow
 from uhp_server.errors import ApiError
+from uhp_server.sandbox.local import SYSTEM_DIRS, system_binds
 
 log = logging.getLogger("uhp_server.previews")
 
@@ -56,7 +57,6 @@ DOCUMENT_EXTENSIONS = frozenset(
 # What LibreOffice needs of the host, bound read-only into its sandbox. The /etc entries are
 # its configuration registry (share/registry links there), fonts, the loader's cache and the
 # user database; nothing else of /etc (or of the host) is visible.
-_SYSTEM_DIRS = ("/usr", "/bin", "/lib", "/lib32", "/lib64", "/sbin")
 _ETC_ENTRIES = (
     "libreoffice",
     "fonts",
@@ -88,17 +88,7 @@ def not_isolated() -> ApiError:
 
 
 def _system_binds() -> list[str]:
-    args: list[str] = []
-    for d in _SYSTEM_DIRS:
-        p = Path(d)
-        if p.is_symlink():  # merged /usr: keep /bin -> usr/bin a symlink, as on the host
-            args += ["--symlink", os.readlink(p), d]
-        elif p.is_dir():
-            args += ["--ro-bind", d, d]
-    for name in _ETC_ENTRIES:
-        p = Path("/etc", name)
-        if p.exists():  # follows symlinks, as bwrap does when it binds
-            args += ["--ro-bind", str(p), str(p)]
+    args = system_binds(_ETC_ENTRIES)
     for d in _EXTRA_DIRS:
         if Path(d).is_dir():
             args += ["--ro-bind", d, d]
@@ -108,7 +98,7 @@ def _system_binds() -> list[str]:
 def _install_bind(program: Path) -> list[str]:
     """A LibreOffice installed outside the system folders (/opt/libreoffice*/program/soffice)
     is bound read-only as a whole: the program finds its libraries next to itself."""
-    if any(program.is_relative_to(d) for d in _SYSTEM_DIRS):
+    if any(program.is_relative_to(d) for d in SYSTEM_DIRS):
         return []
     root = program.parent.parent if program.parent.name == "program" else program.parent
     return ["--ro-bind", str(root), str(root)]
@@ -276,14 +266,19 @@ class PreviewRenderer:
         return None
 
     async def _run(self, argv: list[str], env: dict[str, str]) -> None:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            env=env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-        )
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as exc:  # the isolation tool went away since it was probed
+            log.warning("preview_failed", extra={"error": str(exc)})
+            self._isolation = None
+            raise failed() from None
         try:
             _, stderr = await asyncio.wait_for(proc.communicate(), self.timeout)
         except TimeoutError:

@@ -13,14 +13,13 @@ import re
 from typing import Any
 
 from harness_bases import events as ev
+from harness_bases.messages import PROVIDER_REFUSED, safe_message
 
 HARNESS_FAILURE = "The agent reported a failure."
 
 _PREFIX = re.compile(r"^\s*API Error:\s*(?:\d{3}\b\s*)?(?:Request rejected \(\d{3}\)\s*·\s*)?")
 # Advice the CLI appends after the provider's message.
 _ADVICE = re.compile(r"\.?\s+(?:This is a server-side issue|If it persists|·\s*(?:Fix|Please|Run))")
-# Anything that could name a host, an address or a file.
-_REVEALING = re.compile(r"/|\\|://|\b\d{1,3}(?:\.\d{1,3}){3}\b|\b[\w.-]+:\d{2,5}\b|localhost")
 
 
 def is_provider_failure(result: dict[str, Any]) -> bool:
@@ -32,11 +31,9 @@ def provider_message(text: str, status: Any) -> str:
     empty or could reveal where the gateway or the provider is."""
     message = _PREFIX.sub("", text or "", count=1)
     message = _ADVICE.split(message, maxsplit=1)[0].strip()
-    if message and not _REVEALING.search(message):
-        return message
     if isinstance(status, int):
-        return f"The model provider refused the request (HTTP {status})."
-    return "The model provider refused the request."
+        return safe_message(message, f"The model provider refused the request (HTTP {status}).")
+    return safe_message(message, PROVIDER_REFUSED)
 
 
 def classify_failure(result: dict[str, Any], api_error_text: str | None) -> ev.TurnFailed:

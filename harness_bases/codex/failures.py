@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from harness_bases import events as ev
+from harness_bases.messages import PROVIDER_REFUSED, safe_message
 
 # codexErrorInfo values that say the model provider (via our gateway) failed the request.
 _PROVIDER_ERRORS = {
@@ -45,12 +47,21 @@ def classify_failure(error: dict[str, Any] | None) -> ev.TurnFailed:
         # provider's raw error body ({"error": {...}}); nothing else in Codex looks so.
         or body_message is not None
     )
-    message = body_message or raw
-    return ev.TurnFailed(message, "provider_error" if provider else "harness_error")
+    if provider:
+        return ev.TurnFailed(safe_message(body_message or raw, PROVIDER_REFUSED), "provider_error")
+    return ev.TurnFailed(safe_message(raw, "The agent reported a failure."), "harness_error")
+
+
+# Codex's wording for an HTTP failure: "unexpected status 502 Bad Gateway: {body}, url: …".
+_UNEXPECTED_STATUS = re.compile(r"^unexpected status \d{3}[^:]*: (.*?)(?:, url: \S+)?$", re.S)
 
 
 def _http_error_body_message(text: str) -> str | None:
-    """The message of an OpenAI-style error body, if `text` is one."""
+    """The message of an OpenAI-style error body, if `text` is one (bare or in Codex's
+    "unexpected status" wording)."""
+    quoted = _UNEXPECTED_STATUS.match(text.strip())
+    if quoted:
+        text = quoted.group(1)
     try:
         body = json.loads(text)
     except ValueError:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness_bases import events as ev
+from harness_bases.messages import safe_message
 
 Message = dict[str, Any]
 
@@ -166,7 +167,7 @@ class HermesParser:
         if verdict.get("failed"):
             if verdict.get("crashed"):
                 return [ev.TurnFailed("The agent crashed during the turn.", "harness_error")]
-            message = str(verdict.get("error") or PROVIDER_FAILED)
+            message = safe_message(str(verdict.get("error") or ""), PROVIDER_FAILED)
             # Every failure Hermes' loop reports is the model call's: refused, failed, or
             # out of retries (its own crashes are marked `crashed`).
             return [ev.TurnFailed(message, "provider_error")]

@@ -16,7 +16,7 @@ import logging
 import os
 import shutil
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 
 from harness_bases.base import Invocation
@@ -29,7 +29,7 @@ STDOUT_LINE_LIMIT = 64 * 1024 * 1024  # CLIs print single JSON lines of several 
 STDERR_TAIL_BYTES = 8 * 1024
 START_TIMEOUT = 30.0
 
-_SYSTEM_DIRS = ("/usr", "/bin", "/lib", "/lib32", "/lib64", "/sbin")
+SYSTEM_DIRS = ("/usr", "/bin", "/lib", "/lib32", "/lib64", "/sbin")
 # Only what programs need to resolve names, trust TLS, map uids and load libraries.
 _ETC_ENTRIES = (
     "ssl",
@@ -44,17 +44,19 @@ _ETC_ENTRIES = (
 )
 
 
-def _system_args() -> list[str]:
+def system_binds(etc_entries: Iterable[str]) -> list[str]:
+    """bwrap arguments that bind the host's system folders and the named /etc entries
+    read-only (this sandbox and the document-preview converter each name their own)."""
     args: list[str] = []
-    for d in _SYSTEM_DIRS:
+    for d in SYSTEM_DIRS:
         p = Path(d)
         if p.is_symlink():  # merged /usr: keep /bin -> usr/bin a symlink, as on the host
             args += ["--symlink", os.readlink(p), d]
         elif p.is_dir():
             args += ["--ro-bind", d, d]
-    for name in _ETC_ENTRIES:
+    for name in etc_entries:
         p = Path("/etc", name)
-        if p.exists():  # follows symlinks: resolv.conf often points outside /etc
+        if p.exists():  # follows links, as bwrap does: resolv.conf often points outside /etc
             args += ["--ro-bind", str(p), str(p)]
     return args
 
@@ -81,7 +83,7 @@ class LocalSandbox(Sandbox):
             "uhp-sandbox",
             "--info-fd",
             str(info_fd),
-            *_system_args(),
+            *system_binds(_ETC_ENTRIES),
             "--proc",
             "/proc",
             "--dev",
