@@ -26,7 +26,8 @@ def test_every_principal_sees_a_default_harness_per_base(
 ) -> None:
     listing = client.get("/v1/harnesses").json()
     harnesses = listing["harnesses"]
-    assert [h["base"] for h in harnesses] == [TEST_BASE]
+    # Other tests may have created harnesses for this principal; its default is among them.
+    assert TEST_BASE in {h["base"] for h in harnesses}
     enforcement = registry()[TEST_BASE].enforcement
     for harness in harnesses:
         validate("Harness", harness)
