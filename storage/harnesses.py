@@ -19,12 +19,6 @@ def get_harness(db: Database, principal_id: str, harness_id: str) -> HarnessRow 
         return row
 
 
-def get_harness_any_state(db: Database, harness_id: str) -> HarnessRow | None:
-    """A harness by id even when deleted: sessions keep running on their recorded config."""
-    with db.session() as s:
-        return s.get(HarnessRow, harness_id)
-
-
 def list_harnesses(db: Database, principal_id: str) -> list[HarnessRow]:
     with db.session() as s:
         rows = s.exec(

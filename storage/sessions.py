@@ -59,12 +59,3 @@ def release_session(
 def sessions_with_active_turns(db: Database) -> list[SessionRow]:
     with db.session() as s:
         return list(s.exec(select(SessionRow).where(SessionRow.active_response_id.is_not(None))))  # type: ignore[union-attr]
-
-
-def mark_deleted(db: Database, session_id: str) -> None:
-    with db.session() as s:
-        row = s.get(SessionRow, session_id)
-        if row is not None:
-            row.deleted_at = time.time()
-            s.add(row)
-            s.commit()
