@@ -219,3 +219,82 @@ def test_a_revoked_share_stops_resolving(client: httpx.Client, page: Any) -> Non
     assert reloaded.status == 404
     assert "soon private" not in page.content()
     assert "not available" in page.locator("h1").inner_text()
+
+
+RICH_ANSWER = [
+    "See [the docs](https://example.com/docs), <https://example.org/auto>",
+    "and <mailto:a@example.com>.",
+    "Refused: [js](javascript:window.__pwned='md') [up](../../v1/uhp) [data](data:text/html,x)",
+    "![tracker](https://example.com/pixel.png)",
+    "",
+    "| name | value |",
+    "|------|-------|",
+    "| <b>raw</b> | `code` |",
+    "",
+    "```python",
+    "print('<script>window.__pwned = \"code\"</script>')",
+    "```",
+    "",
+    "1. first",
+    "2. second",
+    "",
+    "<img src=https://example.com/raw.png onerror=\"window.__pwned='raw'\">",
+]
+
+
+def test_links_code_tables_lists_and_images_render_safely(
+    client: httpx.Client, page: Any, tmp_path: Path
+) -> None:
+    prompt = "\n".join(
+        [
+            "THINK see [ref](https://example.com/think) <script>window.__pwned='think'</script>",
+            "RUN echo '<a href=\"javascript:x\">t</a> [t](https://example.com/tool)'",
+            *(f"SAY {line}" for line in RICH_ANSWER),
+        ]
+    )
+    result = create(client, {"input": prompt})
+    url = share(client, result)
+    state = httpx.get(f"{url}/state")
+    assert state.status_code == 200, state.text  # the live-update route renders links too
+    requested: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
+    assert page.goto(url).status == 200
+    answer = page.locator(".turn .answer")
+    answer.wait_for()
+
+    links = answer.locator("a")
+    hrefs = [links.nth(i).get_attribute("href") for i in range(links.count())]
+    assert hrefs == [
+        "https://example.com/docs",
+        "https://example.org/auto",
+        "mailto:a@example.com",
+        "https://example.com/pixel.png",  # an image is a link to it, never loaded
+    ]
+    for i in range(links.count()):
+        rel = (links.nth(i).get_attribute("rel") or "").split()
+        assert {"noopener", "nofollow", "noreferrer"} <= set(rel)
+    assert links.first.inner_text() == "the docs"
+    text = answer.inner_text()
+    assert "[js](javascript:window.__pwned='md')" in text  # refused links stay text
+    assert "[up](../../v1/uhp)" in text
+    assert page.locator("a[href^='javascript'], a[href^='data'], img, iframe").count() == 0
+    cells = answer.locator("table td")
+    assert cells.count() == 2
+    assert cells.first.inner_text() == "<b>raw</b>"
+    assert cells.nth(1).locator("code").inner_text() == "code"
+    assert 'window.__pwned = "code"' in answer.locator("pre code").inner_text()
+    assert answer.locator("ol li").all_inner_texts() == ["first", "second"]
+    assert "<img src=https://example.com/raw.png" in text
+
+    page.locator("details.reasoning summary").first.click()
+    page.locator("details.tool summary").click()
+    reasoning = page.locator(".reasoning-text").first.inner_text()
+    assert "[ref](https://example.com/think) <script>" in reasoning
+    output = page.locator(".tool-output").inner_text()
+    assert '<a href="javascript:x">t</a> [t](https://example.com/tool)' in output
+    assert page.locator(".reasoning-text a, .tool-output a").count() == 0
+    page.wait_for_timeout(300)
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    origin = url.split("/s/")[0]
+    assert requested and all(u.startswith(origin) for u in requested), requested
+    page.screenshot(path=str(screenshot_dir(tmp_path) / "share-markdown.png"), full_page=True)

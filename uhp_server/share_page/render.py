@@ -19,6 +19,7 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markdown_it import MarkdownIt
+from markdown_it.rules_core import StateCore
 from markupsafe import Markup
 
 from storage.models import ArtifactRow, SessionRow
@@ -33,19 +34,32 @@ _env = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
+LINK_SCHEMES = ("http://", "https://", "mailto:")
+LINK_REL = "nofollow noopener noreferrer"
+
+
+class _SafeMarkdown(MarkdownIt):
+    """CommonMark plus tables, with raw HTML and images off, and links that go nowhere but an
+    absolute http(s) or mailto target (a relative link would resolve inside the share)."""
+
+    def validateLink(self, url: str) -> bool:
+        return url.strip().lower().startswith(LINK_SCHEMES)
+
+
+def _mark_links(state: StateCore) -> None:
+    """Every link leaves the page without handing it a window or a referrer."""
+    for block in state.tokens:
+        for token in block.children or ():
+            if token.type == "link_open":
+                token.attrSet("rel", LINK_REL)
+
+
 _markdown = (
-    MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+    _SafeMarkdown("commonmark", {"html": False, "linkify": False, "typographer": False})
     .enable(["table", "strikethrough"])
     .disable("image")
 )
-
-
-def _link_open(tokens: Any, idx: int, options: Any, env: Any) -> str:
-    tokens[idx].attrSet("rel", "nofollow noopener noreferrer")
-    return _markdown.renderer.renderToken(tokens, idx, options, env)
-
-
-_markdown.add_render_rule("link_open", _link_open)
+_markdown.core.ruler.push("mark_links", _mark_links)
 
 STATUS_LABELS = {
     "in_progress": "Running",
