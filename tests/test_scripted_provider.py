@@ -26,7 +26,6 @@ from tests.scripted_provider.script import (
 
 KEY = "sk-scripted-test"
 MODELS = ["gpt-test", "gpt-test-mini", "claude-test"]
-CODEX = Path("/opt/uhp-tools/codex/node_modules/.bin/codex")
 EXEC_COMMAND = {
     "type": "function",
     "name": "exec_command",
@@ -582,9 +581,13 @@ def test_module_entry_point_prints_url() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not CODEX.exists(), reason=f"Codex CLI not installed at {CODEX}")
-def test_codex_cli_runs_a_command(provider: RunningProvider, tmp_path: Path) -> None:
+def test_codex_cli_runs_a_command(
+    provider: RunningProvider, codex_installed: Path, tmp_path: Path
+) -> None:
+    """The CLI is found where the server finds it (the tools dir), installed when missing."""
     import tomli_w
+
+    from harness_bases.codex.install import binary_path
 
     home, workdir = tmp_path / "codex-home", tmp_path / "work"
     home.mkdir()
@@ -603,7 +606,7 @@ def test_codex_cli_runs_a_command(provider: RunningProvider, tmp_path: Path) -> 
     (home / "config.toml").write_text(tomli_w.dumps(config))
     env = {**os.environ, "CODEX_HOME": str(home), "SCRIPTED_KEY": KEY}
     command = [
-        str(CODEX),
+        binary_path(str(codex_installed)),
         "exec",
         "--json",
         "--skip-git-repo-check",
