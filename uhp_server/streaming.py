@@ -8,6 +8,10 @@ from typing import Any
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
+# Every message ends with LF LF, as the OpenAI API frames them. The SSE standard allows CRLF
+# too (sse-starlette's default), but clients that split a stream on "\n\n", the protocol's
+# conformance suite among them, then see no events at all.
+SEPARATOR = "\n"
 STREAM_HEADERS = {
     "Cache-Control": "no-cache",
     # Tells nginx-style proxies not to buffer: a buffered stream looks exactly like a hang.
@@ -23,7 +27,7 @@ class _KeepAlive(ServerSentEvent):
     data, which it cannot parse: a keep-alive after the first event broke its streams."""
 
     def __init__(self) -> None:
-        super().__init__(comment="keep-alive")
+        super().__init__(comment="keep-alive", sep=SEPARATOR)
 
     def encode(self) -> bytes:
         return f": keep-alive{self._sep}".encode()
@@ -36,6 +40,7 @@ def sse_response(events: AsyncIterator[dict[str, Any]], keepalive_seconds: float
                 data=json.dumps(event, separators=(",", ":")),
                 event=event["type"],
                 id=str(event["sequence_number"]),
+                sep=SEPARATOR,
             )
 
     return EventSourceResponse(
@@ -43,4 +48,5 @@ def sse_response(events: AsyncIterator[dict[str, Any]], keepalive_seconds: float
         headers=STREAM_HEADERS,
         ping=keepalive_seconds,
         ping_message_factory=_KeepAlive,
+        sep=SEPARATOR,
     )
