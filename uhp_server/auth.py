@@ -31,6 +31,16 @@ def _default_principal(request: Request) -> Principal:
 
 
 def require_principal(request: Request) -> Principal:
+    """The caller's principal; remembered on the request, since routes that take a body ask
+    for it before reading the body (strict_json) and again as their dependency."""
+    known = getattr(request.state, "principal", None)
+    if known is not None:
+        return known
+    request.state.principal = principal = _authenticate(request)
+    return principal
+
+
+def _authenticate(request: Request) -> Principal:
     ctx = request.app.state.ctx
     header = request.headers.get("authorization")
     if not header:

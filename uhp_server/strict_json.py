@@ -1,8 +1,14 @@
-"""Strict request bodies: JSON the way the protocol means it, and never more than we accept.
+"""Strict request bodies: JSON the way the protocol means it, never more than we accept, and
+never before the caller has authenticated.
 
 Python's json module accepts NaN and Infinity and decodes `\\ud800` into a lone surrogate;
 neither can be stored or sent back as JSON, so such a body used to fail only after the task
 had already run. Every JSON body is checked here, before any handler sees it.
+
+FastAPI reads and parses a body before it resolves a route's dependencies, authentication
+among them, so anyone could make the server hold a body of the maximum size. A route that
+needs a principal therefore authenticates here, first, and a refused caller's body is never
+read.
 """
 
 from __future__ import annotations
@@ -12,8 +18,11 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from fastapi import Request, Response
+from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
+from starlette.concurrency import run_in_threadpool
 
+from uhp_server.auth import require_principal
 from uhp_server.errors import VENDOR, ApiError
 
 MAX_DEPTH = 64  # no protocol object comes near this
@@ -79,13 +88,28 @@ def _too_large(limit: int) -> ApiError:
     )
 
 
+def _needs_principal(dependant: Dependant) -> bool:
+    pending = [dependant]
+    while pending:
+        current = pending.pop()
+        if current.call is require_principal:
+            return True
+        pending.extend(current.dependencies)
+    return False
+
+
 class StrictJsonRoute(APIRoute):
-    """An APIRoute whose JSON bodies are size-capped and strictly decoded."""
+    """An APIRoute that authenticates before reading a body, and whose JSON bodies are
+    size-capped and strictly decoded."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
+        authenticate_first = _needs_principal(self.dependant)
 
         async def strict_handler(request: Request) -> Response:
+            if authenticate_first:
+                # Raises 401 before a byte of the body is read; the dependency reuses it.
+                await run_in_threadpool(require_principal, request)
             content_type = request.headers.get("content-type", "")
             if request.method in ("POST", "PUT", "PATCH") and "multipart/" not in content_type:
                 limit = request.app.state.ctx.settings.max_json_body_bytes
