@@ -15,6 +15,9 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
+
+from uhp_server.route_table import served_routes
 
 log = logging.getLogger("uhp_server.errors")
 
@@ -152,12 +155,24 @@ async def _on_validation_error(request: Request, exc: Exception) -> JSONResponse
     )
 
 
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at this path. Starlette's 405 names only the first
+    route whose path matched, although routes for other methods may share the path."""
+    methods: set[str] = set()
+    for route in served_routes(request.app):
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return sorted(methods)
+
+
 async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    headers = dict(exc.headers or {})  # e.g. Allow on a 405
+    headers = dict(exc.headers or {})
     if exc.status_code == 404:
         err = ApiError(404, VENDOR + "route_not_found", "No such route.")
     elif exc.status_code == 405:
+        headers["Allow"] = ", ".join(allowed_methods(request))
         err = ApiError(
             405, VENDOR + "method_not_allowed", "This route does not accept that method."
         )

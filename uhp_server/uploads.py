@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import Request
 
@@ -187,7 +188,11 @@ async def receive_upload(request: Request, blobs: BlobStore, limit: int) -> Uplo
         await _drain(request)  # refused before a single byte is written
         raise too_large(limit)
     receiver = _Receiver(blobs, limit)
-    parser = MultipartParser(boundary, receiver.callbacks())  # type: ignore[arg-type]
+    try:
+        parser = MultipartParser(boundary, receiver.callbacks())  # type: ignore[arg-type]
+    except FormParserError:  # e.g. a boundary longer than the parser takes (256)
+        await _drain(request)
+        raise _invalid("The multipart boundary is not usable.", "Content-Type") from None
     received = 0
     try:
         async for chunk in request.stream():

@@ -28,7 +28,9 @@ class VersionMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        requested = next((v.decode() for k, v in scope["headers"] if k == HEADER), None)
+        # latin-1 decodes any bytes: a value that is not even UTF-8 is just another version
+        # this server does not speak, never a failure.
+        requested = next((v.decode("latin-1") for k, v in scope["headers"] if k == HEADER), None)
         if requested is not None and requested.strip() not in SUPPORTED_VERSIONS:
             await self._refuse(send)
             return
