@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from pathlib import Path
@@ -10,6 +11,8 @@ from pathlib import Path
 from harness_bases import registry
 from storage import keys
 from storage.db import Database
+from uhp_server import connections
+from uhp_server.connections import ACCEPT_BATCH
 from uhp_server.logs import configure_logging
 from uhp_server.settings import Settings
 
@@ -44,8 +47,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port=settings.port,
         log_level="warning",
         timeout_graceful_shutdown=15,
+        http=_connection_guarded_protocol(settings),
+        backlog=ACCEPT_BATCH,
     )
     return 0
+
+
+def _connection_guarded_protocol(settings: Settings) -> type:
+
+    logging.getLogger("asyncio").addFilter(connections.AcceptErrorFilter())
+    guard = connections.ConnectionGuard(
+        max_connections=connections.connection_cap(
+            settings.max_connections, connections.raise_fd_limit()
+        ),
+        header_timeout=settings.request_header_timeout_seconds,
+        body_timeout=settings.request_body_timeout_seconds,
+    )
+    return connections.guarded_protocol(guard)
 
 
 def cmd_keys(args: argparse.Namespace) -> int:

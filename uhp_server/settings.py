@@ -40,6 +40,11 @@ class Settings(BaseSettings):
     # addresses (cloud metadata) stay refused either way. See gateway/url_policy.py.
     mcp_allow_private_hosts: bool = False
     log_level: str = "INFO"
+    # Connections (README: "Connections"): incomplete requests time out; the cap is lowered
+    # further to leave a quarter of the descriptor limit to everything else.
+    max_connections: int = 2048
+    request_header_timeout_seconds: float = 10.0  # a request head, from its first byte
+    request_body_timeout_seconds: float = 30.0  # the longest pause inside a request body
 
     # Files in and artifacts out (README: "Files and artifacts").
     max_file_bytes: int = 50 * 1024 * 1024  # one upload or inline file; 413 file_too_large past it

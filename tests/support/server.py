@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +28,7 @@ class ServerProcess:
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
+    preexec: Callable[[], None] | None = None  # run in the child first, e.g. to lower a limit
 
     @property
     def url(self) -> str:
@@ -51,6 +53,7 @@ class ServerProcess:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=self.preexec,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
