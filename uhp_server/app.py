@@ -26,7 +26,16 @@ from uhp_server.gateway.mcp_proxy import make_mcp_router
 from uhp_server.gateway.proxy import make_gateway_router
 from uhp_server.gateway.tokens import TokenRegistry
 from uhp_server.gateway.upstreams import Upstreams
-from uhp_server.routers import discovery, files, harness_events, harnesses, sessions, share, tasks
+from uhp_server.routers import (
+    api_docs,
+    discovery,
+    files,
+    harness_events,
+    harnesses,
+    sessions,
+    share,
+    tasks,
+)
 from uhp_server.sandbox.base import Sandbox
 from uhp_server.settings import Settings
 from uhp_server.versioning import VersionMiddleware
@@ -145,7 +154,7 @@ def create_app(settings: Settings, bases: dict[str, HarnessBase] | None = None) 
         app.include_router(router)
     app.include_router(make_gateway_router(ctx.tokens, ctx.upstreams))
     app.include_router(make_mcp_router(ctx.tokens, ctx.upstreams.http))
-    for router in (files.router, share.router, harness_events.router):
+    for router in (files.router, share.router, harness_events.router, api_docs.router):
         app.include_router(router)
     app.add_middleware(VersionMiddleware)
     return app

@@ -1,0 +1,150 @@
+"""`/openapi.json` and `/docs`: the protocol's OpenAPI document extended with every route this
+server adds, valid OpenAPI 3, and a page of it that renders offline in a real browser."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from fastapi.testclient import TestClient
+from openapi_spec_validator import validate as validate_openapi
+
+from tests.support.server import ServerProcess
+from uhp_server.api_docs.document import SPEC_PATH
+from uhp_server.app import create_app
+from uhp_server.route_table import served_routes
+from uhp_server.settings import Settings
+
+KEY = "uhp_sk_docs_test"
+# Routes deliberately left out of the document: the sandbox's model and MCP gateway (reached
+# only by agents, with per-turn tokens) and the documentation's own routes.
+UNDOCUMENTED = ("/gateway/", "/openapi.json", "/docs")
+
+
+@pytest.fixture(scope="module")
+def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    app = create_app(Settings(data_dir=tmp_path_factory.mktemp("docs"), api_key=KEY), bases={})
+    with TestClient(app, raise_server_exceptions=False) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def document(http: TestClient) -> dict[str, Any]:
+    answer = http.get("/openapi.json")  # no credential
+    assert answer.status_code == 200
+    assert answer.headers["content-type"] == "application/json"
+    return answer.json()
+
+
+def test_the_document_is_valid_openapi_3(document: dict[str, Any]) -> None:
+    assert document["openapi"].startswith("3.")
+    validate_openapi(document)
+
+
+def test_every_protocol_operation_is_served_as_published(document: dict[str, Any]) -> None:
+    spec = yaml.safe_load(SPEC_PATH.read_text())
+    assert document["info"] == spec["info"]
+    for path, item in spec["paths"].items():
+        for method, operation in item.items():
+            assert document["paths"][path][method] == operation, f"{method} {path}"
+    for name, schema in spec["components"]["schemas"].items():
+        assert document["components"]["schemas"][name] == schema
+
+
+def test_every_route_the_app_serves_is_in_the_document(
+    http: TestClient, document: dict[str, Any]
+) -> None:
+    left_out = []
+    for route in served_routes(http.app):
+        for method in route.methods - {"HEAD"}:
+            if route.path.startswith(UNDOCUMENTED):
+                left_out.append(route.path)
+                continue
+            assert method.lower() in document["paths"].get(route.path, {}), f"{method} {route.path}"
+    assert any(p.startswith("/gateway/mcp") for p in left_out)
+    # The server's own routes are there as extensions; the share page needs no credential.
+    for path, method in [
+        ("/v1/harnesses/{harness_id}/events", "get"),
+        ("/v1/traces/{session_id}", "delete"),
+        ("/v1/harnesses/{harness_id}/skills/{skill}/files", "get"),
+        ("/s/{token}", "get"),
+        ("/s/{token}/state", "get"),
+    ]:
+        operation = document["paths"][path][method]
+        assert operation["x-uhp-server-extension"] is True
+        assert operation["tags"] == ["UHP Server extensions"]
+        assert "422" not in operation["responses"]
+        assert (operation.get("security") == []) == path.startswith("/s/")
+
+
+def test_the_spec_ships_with_the_package_not_the_tests() -> None:
+    assert SPEC_PATH.is_relative_to(Path(__file__).resolve().parents[1] / "uhp_server")
+    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    assert '"api_docs/*.yaml"' in pyproject
+
+
+# --- /docs in Chromium ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/root"),
+        "UHP_API_KEY": KEY,
+        "UHP_BASES": "",
+    }
+    running = ServerProcess(tmp_path_factory.mktemp("docs-live"), env).start()
+    yield running
+    running.stop()
+
+
+@pytest.mark.slow
+def test_the_docs_page_renders_offline_in_a_browser(
+    live: ServerProcess, document: dict[str, Any], tmp_path: Path
+) -> None:
+    from tests.test_share_browser import CHROMIUM_FLAGS, chromium_path, screenshot_dir
+
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    operations = sum(
+        1 for item in document["paths"].values() for method in item if method != "parameters"
+    )
+    answer = httpx.get(f"{live.url}/docs")
+    assert "default-src 'none'" in answer.headers["content-security-policy"]
+    with playwright_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=chromium_path(), headless=True, args=CHROMIUM_FLAGS
+        )
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        requested: list[str] = []
+        problems: list[str] = []
+        page.on("request", lambda request: requested.append(request.url))
+        page.on("console", lambda message: problems.append(message.text))
+        failed: list[str] = []
+        page.on("response", lambda r: failed.append(r.url) if r.status >= 400 else None)
+        assert page.goto(f"{live.url}/docs").status == 200
+        assert "API reference" in page.title()
+        page.screenshot(path=str(screenshot_dir(tmp_path) / "docs-top.png"))
+        assert page.locator("article.operation").count() == operations
+        events = page.locator("#op-get-v1-harnesses-harness-id-events")
+        assert "/v1/harnesses/{harness_id}/events" in events.locator("h3").inner_text()
+        create = page.locator("#op-post-v1-responses")
+        assert create.locator(".body a").inner_text() == "CreateResponseRequest"
+        # The stylesheet applied (served by the page's own origin, allowed by its CSP).
+        color = create.locator(".method").evaluate("e => getComputedStyle(e).backgroundColor")
+        assert color == "rgb(47, 91, 211)"
+        create.locator(".body a").click()
+        assert page.locator("#schema-CreateResponseRequest").is_visible()
+        page.locator("#schema-CreateResponseRequest summary").click()
+        assert '"input"' in page.locator("#schema-CreateResponseRequest pre").inner_text()
+        page.screenshot(path=str(screenshot_dir(tmp_path) / "docs.png"))
+        browser.close()
+    assert all(url.startswith(live.url) for url in requested), requested
+    # No CSP violation; nothing failed to load but the favicon the browser asks for itself.
+    assert [url for url in failed if not url.endswith("/favicon.ico")] == []
+    assert [p for p in problems if "404" not in p] == []
