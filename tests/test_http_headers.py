@@ -6,8 +6,10 @@ TestClient re-encodes header values, so bytes that are not UTF-8 never reach the
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import socket
 from collections.abc import Iterator
 
 import httpx
@@ -174,3 +176,41 @@ def test_raw_header_bytes_on_every_route_never_give_a_5xx(
 def fuzzed(name: str, value: bytes) -> list[tuple[bytes, bytes]]:
     headers = [] if name == "Authorization" else [(b"Authorization", f"Bearer {KEY}".encode())]
     return [*headers, (name.encode(), value)]
+
+
+UNPARSABLE = [
+    b"GET /v1/uhp HTTP/1.1\r\nHost: x\r\nX-Nul: a\x00b\r\n\r\n",
+    b"GARBAGE\r\n\r\n",
+    b"GET /v1/uhp HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
+    b"GET /v1/uhp HTTP/1.1\r\nHost: x\r\nBad Header Name: 1\r\n\r\n",
+]
+
+
+def raw_exchange(server: ServerProcess, request: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(request)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+@pytest.mark.parametrize("request_bytes", UNPARSABLE)
+def test_a_request_that_is_not_http_gets_the_envelope(
+    live: ServerProcess, request_bytes: bytes
+) -> None:
+    head, _, body = raw_exchange(live, request_bytes).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 ")
+    assert b"content-type: application/json" in head.lower()
+    error = json.loads(body)["error"]
+    validate("ErrorEnvelope", {"error": error})
+    assert error["code"] == "invalid_input"
+    assert error["detail"]["correlation_id"] in live.log()
+
+
+def test_unparsable_requests_warn_once_a_minute_not_each(live: ServerProcess) -> None:
+    """Each still has its one structured line (its correlation id), as every 4xx does."""
+    for _ in range(30):
+        raw_exchange(live, b"GARBAGE\r\n\r\n")
+    warnings = [line for line in live.log().splitlines() if line.startswith("WARNING")]
+    assert len(warnings) <= 1, warnings

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from pathlib import Path
@@ -55,7 +54,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def _connection_guarded_protocol(settings: Settings) -> type:
 
-    logging.getLogger("asyncio").addFilter(connections.AcceptErrorFilter())
+    connections.quiet_repeated_errors()
     guard = connections.ConnectionGuard(
         max_connections=connections.connection_cap(
             settings.max_connections, connections.raise_fd_limit()

@@ -16,12 +16,14 @@ traceback for each). `guarded_protocol` returns uvicorn's h11 protocol with thre
   connection.
 
 Once a request is complete nothing here times out: long SSE streams and slow model
-responses are never cut.
+responses are never cut. A request h11 cannot parse gets the protocol's error envelope, and
+the errors that repeat per connection are logged once a minute (`quiet_repeated_errors`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import resource
 import time
@@ -30,6 +32,9 @@ from dataclasses import dataclass, field
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from uhp_server.errors import error_body, new_correlation_id
+from uhp_server.versioning import DEFAULT_VERSION
 
 log = logging.getLogger("uhp_server.connections")
 
@@ -115,6 +120,33 @@ class GuardedH11Protocol(H11Protocol):
         guard.idle[self] = None
         self._arm(guard.header_timeout)
 
+    def send_400_response(self, msg: str) -> None:
+        """What h11 cannot parse (a malformed request line, a NUL in a header ...) gets the
+        protocol's envelope rather than uvicorn's plain text."""
+        correlation_id = new_correlation_id()
+        log.info(
+            "request_error",
+            extra={"correlation_id": correlation_id, "status": 400, "internal": msg},
+        )
+        body = error_body(
+            400,
+            "invalid_input",
+            "The request is not valid HTTP.",
+            correlation_id=correlation_id,
+        )
+        payload = json.dumps(body).encode()
+        self.transport.write(
+            b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
+            + b"uhp-version: "
+            + DEFAULT_VERSION.encode()
+            + b"\r\n"
+            + b"connection: close\r\ncontent-length: "
+            + str(len(payload)).encode()
+            + b"\r\n\r\n"
+            + payload
+        )
+        self.transport.close()
+
     def _make_room(self) -> bool:
         guard = self.guard
         if not guard.idle:
@@ -179,16 +211,18 @@ def guarded_protocol(guard: ConnectionGuard) -> type[GuardedH11Protocol]:
     return type("GuardedH11Protocol", (GuardedH11Protocol,), {"guard": guard})
 
 
-class AcceptErrorFilter(logging.Filter):
-    """asyncio logs a failed accept (EMFILE: out of descriptors) with a traceback every time
-    it retries; keep one line a minute."""
+class OncePerMinute(logging.Filter):
+    """Lets a message through once a minute, without its traceback: asyncio logs a failed
+    accept (EMFILE: out of descriptors) every time it retries, uvicorn each unparsable
+    request. Others pass untouched."""
 
-    def __init__(self) -> None:
+    def __init__(self, message: str) -> None:
         super().__init__()
+        self.message = message
         self.last = float("-inf")
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if "socket.accept() out of system resource" not in record.getMessage():
+        if self.message not in record.getMessage():
             return True
         now = time.monotonic()
         if now - self.last < OVERLOAD_LOG_INTERVAL:
@@ -197,3 +231,8 @@ class AcceptErrorFilter(logging.Filter):
         record.exc_info = None
         record.exc_text = None
         return True
+
+
+def quiet_repeated_errors() -> None:
+    logging.getLogger("asyncio").addFilter(OncePerMinute("socket.accept() out of system resource"))
+    logging.getLogger("uvicorn.error").addFilter(OncePerMinute("Invalid HTTP request received."))
