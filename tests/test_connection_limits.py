@@ -152,6 +152,8 @@ def test_a_trickled_request_head_is_cut_at_the_header_timeout(guarded: ServerPro
                 answer = sock.recv(4096)
                 break
         assert answer.startswith(b"HTTP/1.1 408"), answer
+        error = json.loads(answer.partition(b"\r\n\r\n")[2])["error"]
+        assert error["code"] == "uhpserver_request_timeout"
         assert TIMEOUT - 0.5 <= time.monotonic() - started < TIMEOUT + 2
 
 
@@ -218,12 +220,18 @@ def test_at_the_cap_with_every_connection_busy_new_ones_get_a_fast_503(
             sock.sendall(head)
             many_sockets.append(sock)
         time.sleep(0.5)
+        refused = 0
         for _ in range(20):
             started = time.monotonic()
+            # The answer is written before the request is read: a client may see the close
+            # first. Either way it is refused at once.
             with contextlib.suppress(httpx.TransportError):
                 answer = httpx.get(f"{small.url}/v1/uhp", timeout=5)
                 assert answer.status_code == 503
+                assert answer.json()["error"]["code"] == "uhpserver_overloaded"
+                refused += 1
             assert time.monotonic() - started < 1.0
+        assert refused >= 10
         refusals = [line for line in small.log().splitlines() if "connection_cap_reached" in line]
         assert len(refusals) == 1
         for sock in many_sockets:

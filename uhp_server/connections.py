@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from uhp_server.errors import error_body, new_correlation_id
+from uhp_server.errors import VENDOR, error_body, new_correlation_id
 from uhp_server.versioning import DEFAULT_VERSION
 
 log = logging.getLogger("uhp_server.connections")
@@ -46,14 +46,31 @@ ACCEPT_BATCH = 128
 # Descriptors kept free of connections: SQLite, blobs, sandbox pipes, upstream sockets, and
 # that overshoot.
 MIN_RESERVED_FDS = 3 * ACCEPT_BATCH
-_REFUSAL = (
-    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n"
-    b"retry-after: 1\r\nconnection: close\r\ncontent-length: 35\r\n\r\n"
-    b"The server is at its connection cap"
+
+
+def _answer(status: str, body: dict[str, object], *extra_headers: bytes) -> bytes:
+    """A whole HTTP response, written straight to a connection that is then closed."""
+    payload = json.dumps(body).encode()
+    head = [
+        b"HTTP/1.1 " + status.encode(),
+        b"content-type: application/json",
+        b"uhp-version: " + DEFAULT_VERSION.encode(),
+        b"connection: close",
+        b"content-length: " + str(len(payload)).encode(),
+        *extra_headers,
+    ]
+    return b"\r\n".join(head) + b"\r\n\r\n" + payload
+
+
+# Answered without reading a request (so without a correlation id: logged in aggregate).
+_REFUSAL = _answer(
+    "503 Service Unavailable",
+    error_body(503, VENDOR + "overloaded", "The server is at its connection limit; retry."),
+    b"retry-after: 1",
 )
-_TIMED_OUT = (
-    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
-    b"connection: close\r\ncontent-length: 26\r\n\r\nThe request was incomplete"
+_TIMED_OUT = _answer(
+    "408 Request Timeout",
+    error_body(408, VENDOR + "request_timeout", "The request did not arrive in time."),
 )
 
 
@@ -129,22 +146,9 @@ class GuardedH11Protocol(H11Protocol):
             extra={"correlation_id": correlation_id, "status": 400, "internal": msg},
         )
         body = error_body(
-            400,
-            "invalid_input",
-            "The request is not valid HTTP.",
-            correlation_id=correlation_id,
+            400, "invalid_input", "The request is not valid HTTP.", correlation_id=correlation_id
         )
-        payload = json.dumps(body).encode()
-        self.transport.write(
-            b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
-            + b"uhp-version: "
-            + DEFAULT_VERSION.encode()
-            + b"\r\n"
-            + b"connection: close\r\ncontent-length: "
-            + str(len(payload)).encode()
-            + b"\r\n\r\n"
-            + payload
-        )
+        self.transport.write(_answer("400 Bad Request", body))
         self.transport.close()
 
     def _make_room(self) -> bool:

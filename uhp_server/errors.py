@@ -27,6 +27,7 @@ _TYPE_BY_STATUS = {
     400: "invalid_request_error",
     404: "invalid_request_error",
     405: "invalid_request_error",
+    408: "invalid_request_error",
     409: "invalid_request_error",
     413: "invalid_request_error",
     415: "invalid_request_error",
