@@ -205,7 +205,8 @@ class GuardedH11Protocol(H11Protocol):
             return
         if state not in (h11.IDLE, h11.SEND_BODY):
             return
-        if self.cycle is None or not self.cycle.response_started:
+        # Between requests (IDLE), or before the app began its answer: a 408 is still valid.
+        if state is h11.IDLE or not self.cycle.response_started:
             self.transport.write(_TIMED_OUT)
         self.transport.close()
 
