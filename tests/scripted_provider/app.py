@@ -58,13 +58,20 @@ class Recorder:
             self._entries.clear()
 
 
+# What a rate-limited provider tells its client about when to come back.
+RATE_LIMIT_HEADERS = {"retry-after": "7", "x-ratelimit-remaining-requests": "0"}
+
+
 def _error(anthropic: bool, status: int, message: str, code: str) -> JSONResponse:
+    headers = RATE_LIMIT_HEADERS if status == 429 else None
     if anthropic:
-        return JSONResponse(anthropic_messages.error_body(status, message), status_code=status)
+        body = anthropic_messages.error_body(status, message)
+        return JSONResponse(body, status_code=status, headers=headers)
     kind = OPENAI_ERROR_TYPES.get(
         status, "server_error" if status >= 500 else "invalid_request_error"
     )
-    return JSONResponse(openai_chat.error_body(message, code, kind), status_code=status)
+    body = openai_chat.error_body(message, code, kind)
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 async def _hang(request: Request, seconds: float) -> bool:
@@ -184,6 +191,9 @@ def create_app(
     async def not_found(request: Request) -> Response:
         await record(request)
         anthropic = "anthropic-version" in request.headers
+        if chat_only and request.url.path.startswith("/v1/") and not authorized(request):
+            # Like vLLM's --api-key: every /v1 path checks the key before routing.
+            return _error(anthropic, 401, "invalid api key", "invalid_api_key")
         return _error(anthropic, 404, f"no route {request.url.path}", "not_found")
 
     served = ["/v1/chat/completions"] if chat_only else list(WIRES)
