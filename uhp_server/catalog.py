@@ -43,8 +43,9 @@ class ModelCatalog:
 
     # -- lookups -------------------------------------------------------------------------
     def order(self, wire: str) -> list[Provider]:
-        """Providers as a base speaking `wire` prefers them (see the module docstring)."""
-        providers = list(self.upstreams.providers.values())
+        """Providers as a base speaking `wire` prefers them (see the module docstring),
+        leaving out those it cannot use (no translation between the two APIs)."""
+        providers = [p for p in self.upstreams.providers.values() if p.serves(wire)]
         return sorted(providers, key=lambda p: p.upstream_api(wire) != wire)
 
     async def _listings(self) -> Listings:

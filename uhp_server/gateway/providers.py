@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from uhp_server.gateway.wire import translation
 from uhp_server.settings import Settings
 
 API_KINDS = ("responses", "chat", "anthropic")
@@ -55,10 +56,22 @@ class Provider:
 
     def upstream_api(self, wire: str) -> str:
         """The API a call on `wire` reaches this provider as. A `responses` provider (the
-        OpenAI platform) serves Chat Completions too, so Chat passes through to it."""
-        if self.api == "responses" and wire == "chat":
-            return "chat"
-        return self.api
+        OpenAI platform) serves Chat Completions too: Chat passes through to it, and other
+        wires are translated to Chat for it."""
+        if self.api == wire:
+            return wire
+        return "chat" if self.api == "responses" else self.api
+
+    def serves(self, wire: str) -> bool:
+        """Whether a CLI speaking `wire` can use this provider (directly or translated)."""
+        api = self.upstream_api(wire)
+        if api == wire:
+            return True
+        try:
+            translation(wire, api)
+        except ValueError:
+            return False
+        return True
 
 
 def openai_root(base_url: str) -> str:

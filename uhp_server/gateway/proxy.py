@@ -13,7 +13,6 @@ import json
 import logging
 import re
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import httpx
@@ -27,9 +26,8 @@ from uhp_server.gateway.tokens import TokenRegistry, TurnGrant
 from uhp_server.gateway.upstreams import Upstreams
 from uhp_server.gateway.url_policy import PinnedUrl, UrlRefused, pin_url
 from uhp_server.gateway.usage import UsageExtractor
-
-if TYPE_CHECKING:
-    from uhp_server.gateway.wire import StreamTranslator, Translation
+from uhp_server.gateway.wire import StreamTranslator, Translation, Untranslatable
+from uhp_server.gateway.wire import translation as find_translation
 
 log = logging.getLogger(__name__)
 
@@ -244,12 +242,8 @@ def _answers_models_itself(backend: str, provider: Provider) -> bool:
 
 
 def _translation_for(wire: str, provider: Provider) -> Translation | None:
-    api = provider.upstream_api(wire)
-    if api == wire:
-        return None
-    from uhp_server.gateway.wire import translation
-
-    return translation(wire, api)
+    """None: pass through. ValueError: the provider cannot serve this wire."""
+    return find_translation(wire, provider.upstream_api(wire))
 
 
 def _request_body(
@@ -273,7 +267,7 @@ def _request_body(
     if translation is not None:
         try:
             obj = translation.request(obj, model=model)
-        except _untranslatable() as exc:
+        except Untranslatable as exc:
             return _bad_request(backend, translation, exc.message)
     if "model" in obj or path in _MODEL_ENDPOINTS:
         obj["model"] = model  # only the top-level key: the model that runs is the turn's
@@ -283,12 +277,6 @@ def _request_body(
             obj.pop("max_completion_tokens", None)
     body = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
     return body, stream
-
-
-def _untranslatable() -> type[ValueError]:
-    from uhp_server.gateway.wire import Untranslatable
-
-    return Untranslatable
 
 
 def _bad_request(backend: str, translation: Translation | None, message: str) -> Response:
@@ -318,7 +306,11 @@ async def forward(
     wire = _wire_of(backend, path)
     if wire is None and _answers_models_itself(backend, provider):
         return _models_answer(backend, provider, grant.model)
-    translation = _translation_for(wire, provider) if wire else None
+    try:
+        translation = _translation_for(wire, provider) if wire else None
+    except ValueError:
+        log.error("gateway %s: provider %s cannot serve the %s API", backend, provider.name, wire)
+        return _bad_gateway(backend, "The model provider does not serve this agent's API.")
     if translation is not None and path not in _MODEL_ENDPOINTS:
         return _not_found(backend)  # e.g. count_tokens or a stored response: no equivalent
     upstream_path = translation.upstream_path if translation is not None else path
