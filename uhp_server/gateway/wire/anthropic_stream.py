@@ -35,7 +35,7 @@ INTERLEAVED = (
 class _Tool:
     id: str
     name: str | None
-    pending: str = ""  # arguments that came before the name
+    pending: list[str] = field(default_factory=list)  # arguments that came before the name
     block: int | None = None  # content index once started
     closed: bool = False
 
@@ -53,7 +53,9 @@ class MessageBuilder:
     error: dict | None = None
     _open: int | None = None  # content index of the open block
     _tools: dict[int, _Tool] = field(default_factory=dict)
-    _args: dict[int, str] = field(default_factory=dict)  # tool block index → arguments text
+    # Deltas are kept as lists per block and joined when it closes: appending to a string
+    # would copy the whole text on every delta of a long answer.
+    _parts: dict[int, list[str]] = field(default_factory=dict)
 
     def start(self, chat_id: str | None, model: str | None) -> None:
         self.id = f"msg_{chat_id}" if chat_id else f"msg_{secrets.token_hex(12)}"
@@ -131,21 +133,25 @@ class MessageBuilder:
             if kind == "thinking":
                 block["signature"] = ""
             self._begin(block)
-        self.content[self._open][key] += text  # type: ignore[index]
+        self._parts[self._open].append(text)  # type: ignore[index]
         delta = {"type": f"{kind}_delta", key: text}
         self._emit("content_block_delta", index=self._open, delta=delta)
 
     def _begin(self, block: dict) -> None:
         self.content.append(block)
         self._open = len(self.content) - 1
+        self._parts[self._open] = []
         self._emit("content_block_start", index=self._open, content_block=dict(block))
 
     def _close(self) -> None:
         if self._open is None:
             return
         block = self.content[self._open]
+        joined = "".join(self._parts.pop(self._open))
         if block["type"] == "tool_use":
-            block["input"] = _input_object(self._args.get(self._open, ""))
+            block["input"] = _input_object(joined)
+        else:
+            block["thinking" if block["type"] == "thinking" else "text"] = joined
         self._emit("content_block_stop", index=self._open)
         self._open = None
 
@@ -160,7 +166,8 @@ class MessageBuilder:
                 self.error = {"message": INTERLEAVED}
             return
         if tool.block is None:
-            tool.pending += delta.arguments
+            if delta.arguments:
+                tool.pending.append(delta.arguments)
             if tool.name:
                 self._start_tool(tool)
             return
@@ -170,13 +177,13 @@ class MessageBuilder:
         self._close()
         self._begin({"type": "tool_use", "id": tool.id, "name": tool.name or "", "input": {}})
         tool.block = self._open
-        pending, tool.pending = tool.pending, ""
+        pending, tool.pending = "".join(tool.pending), []
         self._args_delta(tool.block, pending)  # type: ignore[arg-type]
 
     def _args_delta(self, block: int, fragment: str) -> None:
         if not fragment:
             return
-        self._args[block] = self._args.get(block, "") + fragment
+        self._parts[block].append(fragment)
         delta = {"type": "input_json_delta", "partial_json": fragment}
         self._emit("content_block_delta", index=block, delta=delta)
 

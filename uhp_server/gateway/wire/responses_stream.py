@@ -28,8 +28,12 @@ class _Call:
     item_id: str
     call_id: str
     name: str | None
-    arguments: str = ""
+    fragments: list[str] = field(default_factory=list)
     opened: bool = False
+
+    @property
+    def arguments(self) -> str:
+        return "".join(self.fragments)
 
 
 @dataclass
@@ -49,6 +53,9 @@ class ResponseBuilder:
     _reasoning: int | None = None  # output index of the open reasoning item
     _message: int | None = None  # output index of the open message item
     _calls: dict[int, _Call] = field(default_factory=dict)
+    # Deltas are kept as lists and joined when their item closes: appending to a string
+    # would copy the whole text on every delta of a long answer.
+    _texts: dict[int, list[str]] = field(default_factory=dict)
 
     def start(self, chat_id: str | None, model: str | None, created: int | None) -> None:
         self.id = f"resp_{chat_id}" if chat_id else f"resp_{secrets.token_hex(12)}"
@@ -142,8 +149,8 @@ class ResponseBuilder:
             where = self._where_reasoning()
             self._emit("response.reasoning_summary_part.added", **where, part=_summary(""))
             self.output[self._reasoning]["summary"] = [_summary("")]
-        part = self.output[self._reasoning]["summary"][0]
-        part["text"] += text
+            self._texts[self._reasoning] = []
+        self._texts[self._reasoning].append(text)
         self._emit("response.reasoning_summary_text.delta", **self._where_reasoning(), delta=text)
 
     def _where_reasoning(self) -> dict:
@@ -154,7 +161,8 @@ class ResponseBuilder:
         if self._reasoning is None:
             return
         where, item = self._where_reasoning(), self.output[self._reasoning]
-        text = item["summary"][0]["text"]
+        text = "".join(self._texts.pop(self._reasoning))
+        item["summary"][0]["text"] = text
         self._emit("response.reasoning_summary_text.done", **where, text=text)
         self._emit("response.reasoning_summary_part.done", **where, part=_summary(text))
         self._emit("response.output_item.done", output_index=self._reasoning, item=item)
@@ -173,7 +181,8 @@ class ResponseBuilder:
             self._message = self._add_item(item)
             self._emit("response.content_part.added", **self._where_message(), part=_text(""))
             self.output[self._message]["content"] = [_text("")]
-        self.output[self._message]["content"][0]["text"] += text
+            self._texts[self._message] = []
+        self._texts[self._message].append(text)
         self._emit("response.output_text.delta", **self._where_message(), delta=text, logprobs=[])
 
     def _where_message(self) -> dict:
@@ -184,7 +193,8 @@ class ResponseBuilder:
         if self._message is None:
             return
         where, item = self._where_message(), self.output[self._message]
-        text = item["content"][0]["text"]
+        text = "".join(self._texts.pop(self._message))
+        item["content"][0]["text"] = text
         self._emit("response.output_text.done", **where, text=text, logprobs=[])
         self._emit("response.content_part.done", **where, part=_text(text))
         item["status"] = "completed"
@@ -202,10 +212,11 @@ class ResponseBuilder:
             self._calls[delta.index] = call
         call.call_id = call.call_id or delta.id or ""
         call.name = call.name or delta.name
-        call.arguments += delta.arguments
+        if delta.arguments:
+            call.fragments.append(delta.arguments)
         if not call.opened and call.name:
             self._open_call(call)
-            if call.arguments and not self.tools.ref(call.name).custom:
+            if call.fragments and not self.tools.ref(call.name).custom:
                 self._args_delta(call, call.arguments)
         elif call.opened and delta.arguments and not self.tools.ref(call.name or "").custom:
             self._args_delta(call, delta.arguments)
