@@ -664,3 +664,12 @@ def test_required_headers_are_checked_and_recorded() -> None:
             right = {"x-run-token": "run-1"}
             assert http.post("/v1/chat/completions", json=body, headers=right).status_code == 200
         assert [r["headers"].get("x-run-token") for r in p.requests()] == [None, "run-2", "run-1"]
+
+
+def test_chat_user_text_parts_are_separate_messages(oai: openai.OpenAI) -> None:
+    # The later part's directive wins, as with separate messages (or Anthropic text blocks).
+    parts = [{"type": "text", "text": "FAIL 400 old turn"}, {"type": "text", "text": "SAY new"}]
+    answer = oai.chat.completions.create(
+        model="gpt-test", messages=[{"role": "user", "content": parts}]
+    )
+    assert answer.choices[0].message.content == "new"

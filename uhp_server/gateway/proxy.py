@@ -44,6 +44,7 @@ _ALLOWED = {
 _SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._:@~-]*")  # no "", ".", "..", "%", "?", "#"
 # POSTs to these always run the turn's model, even when the body names none.
 _MODEL_ENDPOINTS = {"responses", "chat/completions", "messages", "messages/count_tokens"}
+_TRANSLATED_PATHS = {"responses", "messages"}  # the model calls a translation carries
 
 _FORWARD_REQUEST_HEADERS = (
     "content-type",
@@ -289,6 +290,23 @@ def _bad_request(backend: str, translation: Translation | None, message: str) ->
     )
 
 
+async def _count_tokens(request: Request, backend: str, translation: Translation) -> Response:
+    """Token counting has no Chat Completions counterpart: the translation's estimate."""
+    count = getattr(translation, "count_tokens", None)
+    if count is None:
+        return _not_found(backend)
+    raw = await read_capped(request, MAX_REQUEST_BYTES)
+    if raw is None:
+        return wire_error(backend, 413, "Request body too large.", "invalid_request_error")
+    try:
+        body = json.loads(raw) if raw else None
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        return _bad_request(backend, translation, "Request body must be a JSON object.")
+    return JSONResponse(count(body), headers=_STREAM_HEADERS)
+
+
 async def forward(
     backend: str, path: str, request: Request, tokens: TokenRegistry, upstreams: Upstreams
 ) -> Response:
@@ -311,8 +329,10 @@ async def forward(
     except ValueError:
         log.error("gateway %s: provider %s cannot serve the %s API", backend, provider.name, wire)
         return _bad_gateway(backend, "The model provider does not serve this agent's API.")
-    if translation is not None and path not in _MODEL_ENDPOINTS:
-        return _not_found(backend)  # e.g. count_tokens or a stored response: no equivalent
+    if translation is not None and path == "messages/count_tokens":
+        return await _count_tokens(request, backend, translation)
+    if translation is not None and path not in _TRANSLATED_PATHS:
+        return _not_found(backend)  # e.g. a stored response: the provider has no equivalent
     upstream_path = translation.upstream_path if translation is not None else path
 
     body, stream = b"", False
