@@ -22,6 +22,15 @@ from starlette.background import BackgroundTask
 
 from uhp_server.gateway.bodies import read_capped
 from uhp_server.gateway.providers import ANTHROPIC_VERSION, Provider
+from uhp_server.gateway.replies import (
+    STREAM_HEADERS,
+    bad_gateway,
+    bad_request,
+    models_answer,
+    not_found,
+    unauthorized,
+    wire_error,
+)
 from uhp_server.gateway.tokens import TokenRegistry, TurnGrant
 from uhp_server.gateway.upstreams import Upstreams
 from uhp_server.gateway.url_policy import PinnedUrl, UrlRefused, pin_url
@@ -60,32 +69,6 @@ _FORWARD_RESPONSE_HEADERS = re.compile(
     r"content-type|retry-after(-ms)?|x-request-id|request-id|x-should-retry"
     r"|x-ratelimit-.*|anthropic-ratelimit-.*|openai-processing-ms"
 )
-_STREAM_HEADERS = {"x-accel-buffering": "no", "cache-control": "no-cache"}
-
-
-def wire_error(backend: str, status: int, message: str, kind: str) -> JSONResponse:
-    """An error in the shape the backend's own clients parse."""
-    if backend == "anthropic":
-        body: dict = {"type": "error", "error": {"type": kind, "message": message}}
-    else:
-        body = {"error": {"message": message, "type": kind, "param": None, "code": None}}
-    return JSONResponse(body, status_code=status, headers=_STREAM_HEADERS)
-
-
-def _unauthorized(backend: str) -> JSONResponse:
-    # One message for unknown, expired, revoked and wrong-backend tokens: nothing to probe.
-    kind = "authentication_error" if backend == "anthropic" else "invalid_request_error"
-    return wire_error(backend, 401, "Invalid or expired gateway token.", kind)
-
-
-def _not_found(backend: str) -> JSONResponse:
-    kind = "not_found_error" if backend == "anthropic" else "invalid_request_error"
-    return wire_error(backend, 404, "This endpoint is not available through the gateway.", kind)
-
-
-def _bad_gateway(backend: str, message: str) -> JSONResponse:
-    kind = "api_error" if backend == "anthropic" else "server_error"
-    return wire_error(backend, 502, message, kind)
 
 
 def _token(request: Request) -> str | None:
@@ -136,7 +119,7 @@ def _response_headers(resp: httpx.Response, translated: bool = False) -> dict[st
     headers = {k: v for k, v in resp.headers.items() if _FORWARD_RESPONSE_HEADERS.fullmatch(k)}
     if translated:
         headers.pop("content-type", None)  # the translated body has its own
-    return {**headers, **_STREAM_HEADERS}
+    return {**headers, **STREAM_HEADERS}
 
 
 async def _relay(
@@ -194,7 +177,7 @@ async def _error_response(
         log.error(
             "gateway: provider %s refused the credential (%d)", provider.name, resp.status_code
         )
-        return _bad_gateway(backend, "The model provider refused the server's credential.")
+        return bad_gateway(backend, "The model provider refused the server's credential.")
     body = _scrub(body, provider)
     headers = _response_headers(resp, translated=translation is not None)
     if translation is not None:
@@ -218,24 +201,11 @@ async def _translated_answer(
         return Response(
             translation.refusal(502, "The model provider answered with a malformed body."),
             status_code=502,
-            headers={**_STREAM_HEADERS, "content-type": "application/json"},
+            headers={**STREAM_HEADERS, "content-type": "application/json"},
         )
     headers = {**_response_headers(resp, translated=True), "content-type": "application/json"}
     body = json.dumps(translation.response(upstream), ensure_ascii=False).encode()
     return Response(body, status_code=resp.status_code, headers=headers)
-
-
-def _models_answer(backend: str, provider: Provider, model: str) -> JSONResponse:
-    """The turn's one model, in the wire's shape: for providers whose models route is absent
-    or speaks another API (the model is pinned, so no other would run anyway)."""
-    if backend == "anthropic":
-        item = {"id": model, "type": "model", "display_name": model}
-        item["created_at"] = "1970-01-01T00:00:00Z"
-        body = {"data": [item], "has_more": False, "first_id": model, "last_id": model}
-    else:
-        item = {"id": model, "object": "model", "created": 0, "owned_by": provider.name}
-        body = {"object": "list", "data": [item]}
-    return JSONResponse(body, headers=_STREAM_HEADERS)
 
 
 def _answers_models_itself(backend: str, provider: Provider) -> bool:
@@ -263,13 +233,13 @@ def _request_body(
     except ValueError:
         obj = None
     if not isinstance(obj, dict):
-        return _bad_request(backend, translation, "Request body must be a JSON object.")
+        return bad_request(backend, translation, "Request body must be a JSON object.")
     stream = bool(obj.get("stream"))
     if translation is not None:
         try:
             obj = translation.request(obj, model=model)
         except Untranslatable as exc:
-            return _bad_request(backend, translation, exc.message)
+            return bad_request(backend, translation, exc.message)
     if "model" in obj or path in _MODEL_ENDPOINTS:
         obj["model"] = model  # only the top-level key: the model that runs is the turn's
     if path in _MODEL_ENDPOINTS and provider.generation:
@@ -280,21 +250,11 @@ def _request_body(
     return body, stream
 
 
-def _bad_request(backend: str, translation: Translation | None, message: str) -> Response:
-    if translation is None:
-        return wire_error(backend, 400, message, "invalid_request_error")
-    return Response(
-        translation.refusal(400, message),
-        status_code=400,
-        headers={**_STREAM_HEADERS, "content-type": "application/json"},
-    )
-
-
 async def _count_tokens(request: Request, backend: str, translation: Translation) -> Response:
     """Token counting has no Chat Completions counterpart: the translation's estimate."""
     count = getattr(translation, "count_tokens", None)
     if count is None:
-        return _not_found(backend)
+        return not_found(backend)
     raw = await read_capped(request, MAX_REQUEST_BYTES)
     if raw is None:
         return wire_error(backend, 413, "Request body too large.", "invalid_request_error")
@@ -303,8 +263,8 @@ async def _count_tokens(request: Request, backend: str, translation: Translation
     except ValueError:
         body = None
     if not isinstance(body, dict):
-        return _bad_request(backend, translation, "Request body must be a JSON object.")
-    return JSONResponse(count(body), headers=_STREAM_HEADERS)
+        return bad_request(backend, translation, "Request body must be a JSON object.")
+    return JSONResponse(count(body), headers=STREAM_HEADERS)
 
 
 async def forward(
@@ -313,26 +273,26 @@ async def forward(
     token = _token(request)
     grant: TurnGrant | None = tokens.get(token) if token else None
     if grant is None or grant.backend != backend:
-        return _unauthorized(backend)
+        return unauthorized(backend)
     if not _path_allowed(backend, path):
-        return _not_found(backend)
+        return not_found(backend)
     provider: Provider | None = grant.provider or upstreams.get(backend)
     if provider is None:
         log.error("gateway %s: a token was issued but no provider is configured", backend)
-        return _bad_gateway(backend, "The model provider is not configured.")
+        return bad_gateway(backend, "The model provider is not configured.")
 
     wire = _wire_of(backend, path)
     if wire is None and _answers_models_itself(backend, provider):
-        return _models_answer(backend, provider, grant.model)
+        return models_answer(backend, provider, grant.model)
     try:
         translation = _translation_for(wire, provider) if wire else None
     except ValueError:
         log.error("gateway %s: provider %s cannot serve the %s API", backend, provider.name, wire)
-        return _bad_gateway(backend, "The model provider does not serve this agent's API.")
+        return bad_gateway(backend, "The model provider does not serve this agent's API.")
     if translation is not None and path == "messages/count_tokens":
         return await _count_tokens(request, backend, translation)
     if translation is not None and path not in _TRANSLATED_PATHS:
-        return _not_found(backend)  # e.g. a stored response: the provider has no equivalent
+        return not_found(backend)  # e.g. a stored response: the provider has no equivalent
     upstream_path = translation.upstream_path if translation is not None else path
 
     body, stream = b"", False
@@ -351,7 +311,7 @@ async def forward(
             pinned = await pin_url(url, provider.allow_private)
         except UrlRefused as exc:
             log.warning("gateway %s: model connection refused by the URL policy: %s", backend, exc)
-            return _bad_gateway(backend, "The model connection's address is not allowed.")
+            return bad_gateway(backend, "The model connection's address is not allowed.")
         url = pinned.connect_url
     # Scheme, host and root come only from the provider; the caller adds a checked path + query.
     req = upstreams.http.build_request(
@@ -368,7 +328,7 @@ async def forward(
         log.warning(
             "gateway %s: provider %s unreachable: %s", backend, provider.name, type(exc).__name__
         )
-        return _bad_gateway(backend, "The model provider could not be reached.")
+        return bad_gateway(backend, "The model provider could not be reached.")
 
     if not resp.is_success:
         return await _error_response(resp, provider, backend, translation)
