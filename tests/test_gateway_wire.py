@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.wire_summary import anthropic_summary, responses_summary
-from uhp_server.gateway.wire import Untranslatable, translation
+from uhp_server.gateway.wire import PAIRS, Untranslatable, translation
 from uhp_server.gateway.wire.sse import SSEDecoder
+from uhp_server.gateway.wire.translations import AnthropicOverChat
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gateway"
 SPLITS = (1, 2, 3, 7, 64, 10**9)  # byte boundaries the upstream stream is cut at
@@ -437,7 +438,15 @@ def test_hosted_tools_are_not_offered_and_freeform_tools_round_trip() -> None:
     }
 
 
+def test_count_tokens_is_an_estimate_from_the_request() -> None:
+    body = captured("claude_tool")[1]
+    estimate = AnthropicOverChat.count_tokens(body)["input_tokens"]
+    assert estimate == len(json.dumps(body, ensure_ascii=False)) // 4 > 1000
+
+
 def test_same_wire_passes_through() -> None:
+    assert ("chat", "chat") in PAIRS and ("anthropic", "chat") in PAIRS
+    assert ("chat", "anthropic") not in PAIRS
     assert translation("chat", "chat") is None
     assert translation("responses", "responses") is None
     with pytest.raises(ValueError):
