@@ -451,3 +451,88 @@ def test_same_wire_passes_through() -> None:
     assert translation("responses", "responses") is None
     with pytest.raises(ValueError):
         translation("gemini", "chat")
+
+
+def test_multibyte_text_split_inside_a_character() -> None:
+    raw = chat_sse(chunk({"content": "héllo 世界 "}), chunk({"content": "🙂"}), chunk({}, "stop"))
+    for wire, summarize in (("responses", responses_summary), ("anthropic", anthropic_summary)):
+        assert summarize(run_stream(translation(wire, "chat"), raw, 1))["text"] == "héllo 世界 🙂"
+
+
+def test_tool_name_arriving_after_its_arguments() -> None:
+    late = [
+        {"index": 0, "id": "c1", "function": {"arguments": '{"cmd": "ls"}'}},
+        {"index": 0, "function": {"name": "exec_command"}},
+    ]
+    raw = chat_sse(*(chunk({"tool_calls": [c]}) for c in late), chunk({}, "tool_calls"))
+    item = run_stream(translation("responses", "chat"), raw, 7)[-1]["response"]["output"][0]
+    assert (item["name"], item["call_id"], item["arguments"]) == (
+        "exec_command",
+        "c1",
+        late[0]["function"]["arguments"],
+    )
+    evs = run_stream(translation("anthropic", "chat"), raw, 7)
+    assert anthropic_summary(evs)["args"] == {"cmd": "ls"}
+    assert anthropic_summary(evs)["blocks"] == [("tool_use", "exec_command")]
+
+
+def test_interleaved_tool_arguments_fail_visibly_in_anthropic() -> None:
+    def call(i: int, arguments: str, name: str | None = None) -> dict:
+        function = {"arguments": arguments, **({"name": name} if name else {})}
+        return chunk({"tool_calls": [{"index": i, "id": f"c{i}", "function": function}]})
+
+    raw = chat_sse(
+        call(0, '{"a":', "f"), call(1, '{"b": 1}', "g"), call(0, " 1}"), chunk({}, "tool_calls")
+    )
+    assert run_stream(translation("anthropic", "chat"), raw, 11)[-1]["type"] == "error"
+    # Responses items carry their own output_index, so the same stream translates whole.
+    calls = run_stream(translation("responses", "chat"), raw, 11)[-1]["response"]["output"]
+    assert [json.loads(c["arguments"]) for c in calls] == [{"a": 1}, {"b": 1}]
+
+
+def test_a_non_streamed_request_asks_for_no_stream() -> None:
+    for wire, body in (
+        ("responses", {"input": "hi"}),
+        ("anthropic", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 9}),
+    ):
+        chat = translation(wire, "chat").request(body, model="m")
+        assert "stream" not in chat and "stream_options" not in chat
+        assert chat["messages"] == [{"role": "user", "content": "hi"}]
+
+
+def test_earlier_reasoning_is_not_resent() -> None:
+    chat = translation("anthropic", "chat").request(
+        {
+            "messages": [
+                {"role": "user", "content": "q"},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "thinking", "thinking": "hmm", "signature": ""},
+                        {"type": "text", "text": "a"},
+                    ],
+                },
+                {"role": "user", "content": "q2"},
+            ]
+        },
+        model="m",
+    )
+    assert chat["messages"][1] == {"role": "assistant", "content": "a"}
+    chat = translation("responses", "chat").request(
+        {
+            "input": [
+                {"type": "reasoning", "summary": [], "encrypted_content": "x"},
+                {"role": "user", "content": "q"},
+            ]
+        },
+        model="m",
+    )
+    assert chat["messages"] == [{"role": "user", "content": "q"}]
+
+
+def test_crlf_framed_stream() -> None:
+    raw = chat_sse(chunk({"content": "a"}), chunk({"content": "b"}), chunk({}, "stop"))
+    crlf = raw.replace(b"\n", b"\r\n")
+    for size in (1, 2, 5):
+        evs = run_stream(translation("responses", "chat"), crlf, size)
+        assert responses_summary(evs)["text"] == "ab" and evs[-1]["type"] == "response.completed"
