@@ -266,6 +266,9 @@ def test_error_in_the_stream_and_a_cut_stream_fail_visibly() -> None:
         "type": "error",
         "error": {"type": "api_error", "message": "upstream overloaded"},
     }
+    numeric = chat_sse({"error": {"message": "bad", "code": 400}})
+    final = run_stream(translation("responses", "chat"), numeric, 5)[-1]["response"]
+    assert final["error"] == {"code": "400", "message": "bad"}
     cut = chat_sse(chunk({"content": "par"}), done=False)
     assert run_stream(translation("responses", "chat"), cut, 5)[-1]["type"] == "response.failed"
     assert run_stream(translation("anthropic", "chat"), cut, 5)[-1]["type"] == "error"
@@ -536,3 +539,16 @@ def test_crlf_framed_stream() -> None:
     for size in (1, 2, 5):
         evs = run_stream(translation("responses", "chat"), crlf, size)
         assert responses_summary(evs)["text"] == "ab" and evs[-1]["type"] == "response.completed"
+
+
+def test_numeric_error_code_becomes_a_string() -> None:
+    upstream = json.dumps(
+        {"error": {"message": "too long", "type": "BadRequestError", "code": 400}}
+    )
+    body = json.loads(translation("responses", "chat").error(400, upstream.encode()))
+    assert body["error"] == {
+        "message": "too long",
+        "type": "BadRequestError",
+        "param": None,
+        "code": "400",
+    }
