@@ -108,9 +108,13 @@ def test_namespaced_tool_call_comes_back_with_its_namespace() -> None:
 
 
 def test_claude_tool_round_trip_request() -> None:
-    chat = translation("anthropic", "chat").request(captured("claude_tool")[1], model="m")
+    body = captured("claude_tool")[1]
+    chat = translation("anthropic", "chat").request(body, model="m")
     messages = chat["messages"]
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool"]
+    # The user message's text blocks stay separate parts (the prompt is the last one).
+    blocks = [b["text"] for b in body["messages"][0]["content"]]
+    assert [p["text"] for p in messages[1]["content"]] == blocks and len(blocks) > 1
     # Claude Code's mid-conversation system message joins the one leading system message.
     assert "Primary working directory" in messages[0]["content"]
     assert messages[0]["content"].count("You are a Claude agent") == 1
