@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.wire_summary import anthropic_summary, responses_summary
-from uhp_server.gateway.wire import Untranslatable, translation
+from uhp_server.gateway.wire import PAIRS, Untranslatable, translation
 from uhp_server.gateway.wire.sse import SSEDecoder
+from uhp_server.gateway.wire.translations import AnthropicOverChat
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gateway"
 SPLITS = (1, 2, 3, 7, 64, 10**9)  # byte boundaries the upstream stream is cut at
@@ -107,9 +108,13 @@ def test_namespaced_tool_call_comes_back_with_its_namespace() -> None:
 
 
 def test_claude_tool_round_trip_request() -> None:
-    chat = translation("anthropic", "chat").request(captured("claude_tool")[1], model="m")
+    body = captured("claude_tool")[1]
+    chat = translation("anthropic", "chat").request(body, model="m")
     messages = chat["messages"]
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool"]
+    # The user message's text blocks stay separate parts (the prompt is the last one).
+    blocks = [b["text"] for b in body["messages"][0]["content"]]
+    assert [p["text"] for p in messages[1]["content"]] == blocks and len(blocks) > 1
     # Claude Code's mid-conversation system message joins the one leading system message.
     assert "Primary working directory" in messages[0]["content"]
     assert messages[0]["content"].count("You are a Claude agent") == 1
@@ -265,6 +270,9 @@ def test_error_in_the_stream_and_a_cut_stream_fail_visibly() -> None:
         "type": "error",
         "error": {"type": "api_error", "message": "upstream overloaded"},
     }
+    numeric = chat_sse({"error": {"message": "bad", "code": 400}})
+    final = run_stream(translation("responses", "chat"), numeric, 5)[-1]["response"]
+    assert final["error"] == {"code": "400", "message": "bad"}
     cut = chat_sse(chunk({"content": "par"}), done=False)
     assert run_stream(translation("responses", "chat"), cut, 5)[-1]["type"] == "response.failed"
     assert run_stream(translation("anthropic", "chat"), cut, 5)[-1]["type"] == "error"
@@ -437,8 +445,114 @@ def test_hosted_tools_are_not_offered_and_freeform_tools_round_trip() -> None:
     }
 
 
+def test_count_tokens_is_an_estimate_from_the_request() -> None:
+    body = captured("claude_tool")[1]
+    estimate = AnthropicOverChat.count_tokens(body)["input_tokens"]
+    assert estimate == len(json.dumps(body, ensure_ascii=False)) // 4 > 1000
+
+
 def test_same_wire_passes_through() -> None:
+    assert ("chat", "chat") in PAIRS and ("anthropic", "chat") in PAIRS
+    assert ("chat", "anthropic") not in PAIRS
     assert translation("chat", "chat") is None
     assert translation("responses", "responses") is None
     with pytest.raises(ValueError):
         translation("gemini", "chat")
+
+
+def test_multibyte_text_split_inside_a_character() -> None:
+    raw = chat_sse(chunk({"content": "héllo 世界 "}), chunk({"content": "🙂"}), chunk({}, "stop"))
+    for wire, summarize in (("responses", responses_summary), ("anthropic", anthropic_summary)):
+        assert summarize(run_stream(translation(wire, "chat"), raw, 1))["text"] == "héllo 世界 🙂"
+
+
+def test_tool_name_arriving_after_its_arguments() -> None:
+    late = [
+        {"index": 0, "id": "c1", "function": {"arguments": '{"cmd": "ls"}'}},
+        {"index": 0, "function": {"name": "exec_command"}},
+    ]
+    raw = chat_sse(*(chunk({"tool_calls": [c]}) for c in late), chunk({}, "tool_calls"))
+    item = run_stream(translation("responses", "chat"), raw, 7)[-1]["response"]["output"][0]
+    assert (item["name"], item["call_id"], item["arguments"]) == (
+        "exec_command",
+        "c1",
+        late[0]["function"]["arguments"],
+    )
+    evs = run_stream(translation("anthropic", "chat"), raw, 7)
+    assert anthropic_summary(evs)["args"] == {"cmd": "ls"}
+    assert anthropic_summary(evs)["blocks"] == [("tool_use", "exec_command")]
+
+
+def test_interleaved_tool_arguments_fail_visibly_in_anthropic() -> None:
+    def call(i: int, arguments: str, name: str | None = None) -> dict:
+        function = {"arguments": arguments, **({"name": name} if name else {})}
+        return chunk({"tool_calls": [{"index": i, "id": f"c{i}", "function": function}]})
+
+    raw = chat_sse(
+        call(0, '{"a":', "f"), call(1, '{"b": 1}', "g"), call(0, " 1}"), chunk({}, "tool_calls")
+    )
+    assert run_stream(translation("anthropic", "chat"), raw, 11)[-1]["type"] == "error"
+    # Responses items carry their own output_index, so the same stream translates whole.
+    calls = run_stream(translation("responses", "chat"), raw, 11)[-1]["response"]["output"]
+    assert [json.loads(c["arguments"]) for c in calls] == [{"a": 1}, {"b": 1}]
+
+
+def test_a_non_streamed_request_asks_for_no_stream() -> None:
+    for wire, body in (
+        ("responses", {"input": "hi"}),
+        ("anthropic", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 9}),
+    ):
+        chat = translation(wire, "chat").request(body, model="m")
+        assert "stream" not in chat and "stream_options" not in chat
+        assert chat["messages"] == [{"role": "user", "content": "hi"}]
+
+
+def test_earlier_reasoning_is_not_resent() -> None:
+    chat = translation("anthropic", "chat").request(
+        {
+            "messages": [
+                {"role": "user", "content": "q"},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "thinking", "thinking": "hmm", "signature": ""},
+                        {"type": "text", "text": "a"},
+                    ],
+                },
+                {"role": "user", "content": "q2"},
+            ]
+        },
+        model="m",
+    )
+    assert chat["messages"][1] == {"role": "assistant", "content": "a"}
+    chat = translation("responses", "chat").request(
+        {
+            "input": [
+                {"type": "reasoning", "summary": [], "encrypted_content": "x"},
+                {"role": "user", "content": "q"},
+            ]
+        },
+        model="m",
+    )
+    assert chat["messages"] == [{"role": "user", "content": "q"}]
+
+
+def test_crlf_framed_stream() -> None:
+    raw = chat_sse(chunk({"content": "a"}), chunk({"content": "b"}), chunk({}, "stop"))
+    crlf = raw.replace(b"\n", b"\r\n")
+    for size in (1, 2, 5):
+        evs = run_stream(translation("responses", "chat"), crlf, size)
+        assert responses_summary(evs)["text"] == "ab" and evs[-1]["type"] == "response.completed"
+
+
+def test_numeric_error_code_becomes_a_string() -> None:
+    upstream = json.dumps(
+        {"error": {"message": "too long", "type": "BadRequestError", "code": 400}}
+    )
+    body = json.loads(translation("responses", "chat").error(400, upstream.encode()))
+    assert body["error"] == {
+        "message": "too long",
+        "type": "BadRequestError",
+        "param": None,
+        "code": "400",
+    }

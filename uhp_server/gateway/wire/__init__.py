@@ -19,6 +19,7 @@ APIS = ("responses", "anthropic", "chat")  # what a provider serves
 
 __all__ = [
     "APIS",
+    "PAIRS",
     "WIRES",
     "StreamTranslator",
     "Translation",
@@ -69,6 +70,7 @@ _TRANSLATIONS: dict[tuple[str, str], type] = {
     ("responses", "chat"): ResponsesOverChat,
     ("anthropic", "chat"): AnthropicOverChat,
 }
+PAIRS = frozenset({*_TRANSLATIONS, *((w, w) for w in WIRES if w in APIS)})  # (wire, api) served
 
 
 def translation(wire: str, api: str) -> Translation | None:

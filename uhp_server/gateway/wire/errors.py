@@ -69,6 +69,7 @@ def openai_error(status: int, message: str, kind: str | None = None, code: objec
     kind = kind or OPENAI_TYPES.get(status, "server_error" if status >= 500 else "api_error")
     if code is None and status == 429:
         code = "rate_limit_exceeded"
+    code = None if code is None else str(code)  # clients parse it as a string
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 

@@ -86,7 +86,9 @@ class ChatMessages:
 
 
 def _content(parts: list[dict]) -> str | list[dict]:
-    """Plain text as a string (what every server takes); parts only when there is an image."""
-    if all(p["type"] == "text" for p in parts):
-        return "\n".join(p["text"] for p in parts)
+    """One text part as a plain string (what every server takes); several parts stay a list,
+    so the boundaries between a client's text blocks survive (Claude Code folds the prompt
+    of a turn that got no answer into the next message as a block of its own)."""
+    if len(parts) == 1 and parts[0]["type"] == "text":
+        return parts[0]["text"]
     return parts

@@ -102,8 +102,9 @@ class ResponseBuilder:
         reason = INCOMPLETE_REASONS.get(self.finish_reason or "")
         error = None
         if status == "failed" and self.error is not None:
-            message = self.error.get("message") or EARLY_END
-            error = {"code": self.error.get("code") or "server_error", "message": str(message)}
+            # Codex reads both as strings; some servers send a numeric code.
+            message, code = self.error.get("message"), self.error.get("code")
+            error = {"code": str(code or "server_error"), "message": str(message or EARLY_END)}
         return {
             "id": self.id,
             "object": "response",
