@@ -54,6 +54,8 @@ _SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._:@~-]*")  # no "", ".", "..", "%
 # POSTs to these always run the turn's model, even when the body names none.
 _MODEL_ENDPOINTS = {"responses", "chat/completions", "messages", "messages/count_tokens"}
 _TRANSLATED_PATHS = {"responses", "messages"}  # the model calls a translation carries
+# Chat Completions' two names for the output cap.
+_TOKEN_CAPS = (("max_tokens", "max_completion_tokens"), ("max_completion_tokens", "max_tokens"))
 
 _FORWARD_REQUEST_HEADERS = (
     "content-type",
@@ -244,8 +246,9 @@ def _request_body(
         obj["model"] = model  # only the top-level key: the model that runs is the turn's
     if path in _MODEL_ENDPOINTS and provider.generation:
         obj.update(provider.generation)
-        if "max_tokens" in provider.generation:  # one cap, not two that disagree
-            obj.pop("max_completion_tokens", None)
+        for cap, other in _TOKEN_CAPS:  # one cap, not two that disagree
+            if cap in provider.generation and other not in provider.generation:
+                obj.pop(other, None)
     body = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
     return body, stream
 
@@ -291,7 +294,7 @@ async def forward(
         return bad_gateway(backend, "The model provider does not serve this agent's API.")
     if translation is not None and path == "messages/count_tokens":
         return await _count_tokens(request, backend, translation)
-    if translation is not None and path not in _TRANSLATED_PATHS:
+    if translation is not None and (path not in _TRANSLATED_PATHS or request.method != "POST"):
         return not_found(backend)  # e.g. a stored response: the provider has no equivalent
     upstream_path = translation.upstream_path if translation is not None else path
 

@@ -33,11 +33,9 @@ def new_http_client() -> httpx.AsyncClient:
     )
 
 
-Upstream = Provider  # the name this module used before providers had several APIs
-
-
 class Upstreams:
-    """The configured upstreams plus the one HTTP client every gateway request shares."""
+    """The configured providers, what each serves now, and the one HTTP client every gateway
+    request shares."""
 
     def __init__(
         self,
@@ -60,33 +58,33 @@ class Upstreams:
         """The provider called `name` ("openai", "anthropic" or a providers-file name)."""
         return self.providers.get(name)
 
-    async def list_models(self, backend: str) -> list[str] | None:
+    async def list_models(self, name: str) -> list[str] | None:
         """The models the provider serves now; None when unknown, unreachable or refusing."""
-        upstream = self.get(backend)
+        upstream = self.get(name)
         if upstream is None:
             return None
-        cached = self._models.get(backend)
+        cached = self._models.get(name)
         if cached and cached[0] > self._clock():
             return cached[1]
-        # One fetch at a time per backend, so a burst of callers makes one upstream call.
-        async with self._locks.setdefault(backend, asyncio.Lock()):
-            cached = self._models.get(backend)
+        # One fetch at a time per provider, so a burst of callers makes one upstream call.
+        async with self._locks.setdefault(name, asyncio.Lock()):
+            cached = self._models.get(name)
             if cached and cached[0] > self._clock():
                 return cached[1]
             models = await self._fetch_models(upstream)
             ttl = self._settings.models_cache_seconds if models is not None else self._failure_ttl
-            self._models[backend] = (self._clock() + ttl, models)
+            self._models[name] = (self._clock() + ttl, models)
             return models
 
-    async def default_model(self, backend: str) -> str | None:
-        upstream = self.get(backend)
+    async def default_model(self, name: str) -> str | None:
+        upstream = self.get(name)
         if upstream is None:
             return None
         if upstream.default_model:
             return upstream.default_model
         if upstream.models:
             return upstream.models[0]
-        models = await self.list_models(backend)
+        models = await self.list_models(name)
         return models[0] if models else None
 
     async def aclose(self) -> None:

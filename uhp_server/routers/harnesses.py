@@ -137,9 +137,12 @@ async def get_skill_files(
 
 @router.get("/v1/models")
 async def list_models(principal: CurrentPrincipal, ctx: Ctx) -> dict[str, Any]:
-    # Keyed by provider: every enabled base can run every provider's models.
+    # Keyed by provider: each provider that an enabled base can use (directly or translated).
     backends: dict[str, Any] = {}
-    for name in ctx.upstreams.providers if ctx.bases else ():
+    wires = {base.wire for base in ctx.bases.values()}
+    for name, provider in ctx.upstreams.providers.items():
+        if not any(provider.serves(wire) for wire in wires):
+            continue
         entry = await ctx.catalog.provider_entry(name)
         if entry is not None:
             backends[name] = entry
