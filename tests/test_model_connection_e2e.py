@@ -147,6 +147,7 @@ def test_a_turn_runs_against_its_connection_and_leaves_no_secret(
         assert result["model"] == MODEL
         assert "ran from-the-sandbox" in json.dumps(result["output"])
         assert len(server.ctx.tokens) == 0  # the grant, and the connection's key, are gone
+        assert server.ctx.runs.get(response_id).plan.route is None
     calls = [r for r in platform.requests() if r["path"] == "/v1/chat/completions"]
     assert len(calls) >= 2  # the command, then the answer
     for call in calls:

@@ -147,6 +147,9 @@ class TurnExecutor:
             # The outcome is known: no model call may follow it, even while the CLI winds
             # down (the grant is kept for its usage).
             self.tokens.revoke(grant.token)
+            # A per-turn model connection (its key) lives no longer than the turn, though the
+            # run stays in memory a while for readers.
+            run.plan = dataclasses.replace(plan, route=None)
             usage = grant.usage.as_uhp() or _cli_usage(run.cli_usage)
             files, notice, collecting = await self._artifacts(run, before, outcome)
             await self._finish(run, outcome, usage, files, notice)
