@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from harness_bases import registry
 from tests.scripted_provider import RunningProvider, start_provider
 from tests.support.server import ServerProcess
+from uhp_server.app import create_app
 from uhp_server.catalog import ModelCatalog
 from uhp_server.gateway.providers_file import ProvidersFileError, read_providers_file
 from uhp_server.gateway.upstreams import Upstreams
@@ -288,3 +291,28 @@ async def test_a_chat_only_provider_without_a_list_serves_nothing(bare: RunningP
         assert await upstreams.list_models("openai") is None  # 404: nothing measured
     finally:
         await upstreams.aclose()
+
+
+@pytest.mark.parametrize(
+    ("base", "listed"), [("codex", {"openai"}), ("claude-code", {"openai", "anthropic"})]
+)
+async def test_the_catalogue_lists_the_providers_an_enabled_base_can_use(
+    tmp_path: Path, full: RunningProvider, base: str, listed: set[str]
+) -> None:
+    settings = Settings(
+        data_dir=tmp_path,
+        api_key="uhp_sk_catalogue",
+        OPENAI_API_KEY=KEY,
+        OPENAI_BASE_URL=full.base_url,
+        ANTHROPIC_API_KEY=KEY,
+        ANTHROPIC_BASE_URL=full.url,
+    )
+    # Codex cannot use an Anthropic-only provider (no translation); Claude Code reaches the
+    # OpenAI platform over Chat Completions.
+    app = create_app(settings, {base: registry()[base]})
+    transport = httpx.ASGITransport(app=app)
+    headers = {"Authorization": "Bearer uhp_sk_catalogue"}
+    async with httpx.AsyncClient(transport=transport, base_url="http://uhp") as client:
+        catalog = (await client.get("/v1/models", headers=headers)).json()
+    assert set(catalog["backends"]) == listed
+    assert KEY not in json.dumps(catalog) and full.url not in json.dumps(catalog)
