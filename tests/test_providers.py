@@ -316,3 +316,25 @@ async def test_the_catalogue_lists_the_providers_an_enabled_base_can_use(
         catalog = (await client.get("/v1/models", headers=headers)).json()
     assert set(catalog["backends"]) == listed
     assert KEY not in json.dumps(catalog) and full.url not in json.dumps(catalog)
+
+
+async def test_the_default_model_comes_from_a_provider_that_serves_it(
+    tmp_path: Path, bare: RunningProvider
+) -> None:
+    # The Anthropic provider (Claude Code's own wire, so first in its order) is down; the
+    # Chat provider serves its default: Claude Code runs on that one.
+    settings = Settings(
+        OPENAI_API_KEY=KEY,
+        OPENAI_BASE_URL=bare.base_url,
+        openai_api="chat",
+        openai_models="llama-a",
+        ANTHROPIC_API_KEY=KEY,
+        ANTHROPIC_BASE_URL="http://127.0.0.1:9",
+        anthropic_default_model="claude-x",
+    )
+    upstreams = Upstreams(settings)
+    try:
+        route, meta = await ModelCatalog(upstreams).resolve(registry()["claude-code"], None, None)
+        assert (route.provider.name, route.model, meta) == ("openai", "llama-a", {})
+    finally:
+        await upstreams.aclose()

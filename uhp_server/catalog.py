@@ -11,8 +11,8 @@ providers file). In a harness's model list the first occurrence keeps the bare i
 others are listed qualified. `GET /v1/models` lists each provider's models under its name.
 
 Default model of a base: the harness's `defaultModel`, else the default of the first provider
-in the base's order that has one (its configured default, the first of its static list, or
-the first model it lists).
+in the base's order whose default it serves now (its configured default, the first of its
+static list, or the first model it lists); when none is served, the first configured one.
 """
 
 from __future__ import annotations
@@ -75,17 +75,21 @@ class ModelCatalog:
         return None
 
     async def _default(self, order: list[Provider], listings: Listings) -> str | None:
-        """The first provider default, as an id that routes back to that provider."""
+        """The first provider default that is served now, as an id routing back to its
+        provider; when none is, the first configured one (then shown unavailable)."""
+        routes = self._ids(order, listings)
+        fallback = None
         for provider in order:
             model = await self.upstreams.default_model(provider.name)
             if not model:
                 continue
-            for route in self._ids(order, listings):
+            for route in routes:
                 if route.provider is provider and route.model == model:
                     return route.id
-            owner = self._route(model, order, listings)
-            return model if owner is None else f"{provider.name}/{model}"
-        return None
+            if fallback is None:
+                served_elsewhere = self._route(model, order, listings) is not None
+                fallback = f"{provider.name}/{model}" if served_elsewhere else model
+        return fallback
 
     async def default_for(self, base: HarnessBase, harness_default: str | None) -> str | None:
         if harness_default:
