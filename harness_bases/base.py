@@ -114,6 +114,7 @@ class HarnessBase(abc.ABC):
     name: str  # the protocol's `base` string, e.g. "codex"
     label: str  # baseLabel, e.g. "Codex"
     backend: str  # which gateway backend it talks to: "openai" | "anthropic"
+    wire: str  # the API its CLI speaks: "responses" | "chat" | "anthropic"
     cli_version: str  # the pinned CLI version
     enforcement: Enforcement
     honours_max_output_tokens: bool = False  # True when the CLI can cap generated tokens

@@ -50,4 +50,25 @@ UHP_TEST_BASE=hermes .venv/bin/python -m pytest "${base_e2e[@]}" "$@" || {
   code=$?
   ((code == 5)) || status=$code
 }
+# Against a Chat-Completions-only provider (no models route, like a bare vLLM): the gateway
+# translates Codex's Responses and Claude Code's Anthropic Messages; Hermes' Chat passes
+# through. Tasks + SDK exercise the translated traffic (text, tools, streaming, errors,
+# sessions); test_harnesses_e2e checks the catalogue of a static model list. Hermes' bytes are
+# the same as in its own pass, so only the catalogue runs for it.
+chat_e2e=(tests/test_tasks_e2e.py tests/test_openai_sdk.py)
+for base in codex claude-code; do
+  echo "=== end-to-end tests again with UHP_TEST_PROVIDER=chat on $base ==="
+  UHP_TEST_PROVIDER=chat UHP_TEST_BASE=$base .venv/bin/python -m pytest "${chat_e2e[@]}" "$@" || {
+    code=$?
+    ((code == 5)) || status=$code
+  }
+done
+for base in codex hermes; do
+  echo "=== the catalogue again with UHP_TEST_PROVIDER=chat on $base ==="
+  UHP_TEST_PROVIDER=chat UHP_TEST_BASE=$base .venv/bin/python -m pytest \
+    tests/test_harnesses_e2e.py "$@" || {
+    code=$?
+    ((code == 5)) || status=$code
+  }
+done
 exit "$status"

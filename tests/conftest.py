@@ -22,6 +22,9 @@ TEST_BASE = os.environ.get("UHP_TEST_BASE", "codex")
 # ... and against one sandbox backend at a time: UHP_TEST_SANDBOX=docker runs them in the
 # docker sandbox (scripts/test.sh runs the end-to-end files a second time that way).
 TEST_SANDBOX = os.environ.get("UHP_TEST_SANDBOX", "local")
+# ... and against one kind of provider: UHP_TEST_PROVIDER=chat serves Chat Completions only
+# (no models route, like a bare vLLM), so every base's wire is translated by the gateway.
+TEST_PROVIDER = os.environ.get("UHP_TEST_PROVIDER", "native")
 DEFAULT_MODELS = {"openai": "gpt-test", "anthropic": "claude-test"}
 OTHER_MODELS = {"openai": "gpt-test-mini", "anthropic": "claude-test-mini"}
 
@@ -30,6 +33,11 @@ def backend_under_test() -> str:
     from harness_bases import registry
 
     return registry()[TEST_BASE].backend
+
+
+def provider_under_test() -> str:
+    """The provider (a key of `GET /v1/models` backends) the base under test reaches."""
+    return "openai" if TEST_PROVIDER == "chat" else backend_under_test()
 
 
 DEFAULT_MODEL = DEFAULT_MODELS[backend_under_test()]
@@ -43,7 +51,7 @@ def tools_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def provider() -> Iterator[RunningProvider]:
-    running = start_provider(PROVIDER_KEY, MODELS)
+    running = start_provider(PROVIDER_KEY, MODELS, chat_only=TEST_PROVIDER == "chat")
     yield running
     running.stop()
 
@@ -94,6 +102,12 @@ def server_env(provider: RunningProvider, **extra: str) -> dict[str, str]:
         # A variable the agent must never see (Security §1.1: env built from an allow-list).
         "UHP_SERVER_ONLY_SECRET": "server-secret-do-not-leak",
     }
+    if TEST_PROVIDER == "chat":
+        # One Chat-Completions-only provider for every wire, its models listed statically.
+        del env["ANTHROPIC_API_KEY"], env["ANTHROPIC_BASE_URL"]
+        env["UHP_OPENAI_API"] = "chat"
+        env["UHP_OPENAI_MODELS"] = ",".join(MODELS)
+        env["UHP_OPENAI_DEFAULT_MODEL"] = DEFAULT_MODEL
     env.update(extra)
     return env
 

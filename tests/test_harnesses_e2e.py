@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from harness_bases import registry
-from tests.conftest import DEFAULT_MODEL, MODELS, TEST_BASE, backend_under_test, server_env
+from tests.conftest import DEFAULT_MODEL, MODELS, TEST_BASE, provider_under_test, server_env
 from tests.support.schema import validate
 from tests.support.server import ServerProcess, free_port
 from tests.test_tasks_e2e import create
@@ -47,7 +47,7 @@ def test_every_principal_sees_a_default_harness_per_base(
 
 def test_models_are_what_the_upstream_lists(client: httpx.Client) -> None:
     catalog = client.get("/v1/models").json()
-    backend = catalog["backends"][backend_under_test()]
+    backend = catalog["backends"][provider_under_test()]
     assert backend["default"] == DEFAULT_MODEL
     listed = {m["id"]: m for m in backend["models"]}
     assert set(listed) == set(MODELS)
@@ -59,7 +59,10 @@ def test_models_are_what_the_upstream_lists(client: httpx.Client) -> None:
     models = client.get(f"/v1/harnesses/{harness['id']}/models").json()
     assert models["harness_id"] == harness["id"]
     assert models["default"] == models["fallback"] == DEFAULT_MODEL
-    assert {m["id"] for m in models["models"] if m["available"]} == set(listed)
+    # Every provider's models; a model another provider also serves is listed qualified.
+    available = {m["id"] for m in models["models"] if m["available"]}
+    assert {m for m in available if "/" not in m} == set(listed)
+    assert all(m.split("/")[0] in catalog["backends"] for m in available if "/" in m)
 
 
 def test_an_unreachable_upstream_makes_models_unavailable_and_tasks_refused(
@@ -71,7 +74,7 @@ def test_an_unreachable_upstream_makes_models_unavailable_and_tasks_refused(
     try:
         headers = {"Authorization": f"Bearer {env['UHP_API_KEY']}"}
         catalog = httpx.get(f"{server.url}/v1/models", headers=headers).json()
-        backend = backend_under_test()
+        backend = provider_under_test()
         models = catalog["backends"][backend]["models"]
         assert models == [
             {

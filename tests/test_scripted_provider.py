@@ -626,3 +626,53 @@ def test_codex_cli_runs_a_command(
     assert commands and commands[0]["aggregated_output"].strip() == "hi"
     assert [i["text"] for i in items if i["type"] == "agent_message"] == ["got hi"]
     assert [r["answer"].get("tool") for r in provider.requests()] == ["exec_command", None]
+
+
+# --- chat-only mode and required headers -------------------------------------------------------
+
+
+def test_chat_only_serves_chat_completions_and_nothing_else() -> None:
+    with start_provider(KEY, MODELS, chat_only=True) as bare:
+        oai = openai.OpenAI(base_url=bare.base_url, api_key=KEY, max_retries=0)
+        answer = oai.chat.completions.create(
+            model="gpt-test", messages=[{"role": "user", "content": "SAY bare"}]
+        )
+        assert answer.choices[0].message.content == "bare"
+        with bare.client() as http:
+            for method, path in [
+                ("GET", "/v1/models"),
+                ("POST", "/v1/responses"),
+                ("POST", "/v1/messages"),
+                ("POST", "/v1/messages/count_tokens"),
+                ("POST", "/v1/completions"),
+            ]:
+                assert http.request(method, path, json={}).status_code == 404, path
+        with pytest.raises(openai.AuthenticationError):
+            openai.OpenAI(
+                base_url=bare.base_url, api_key="sk-wrong", max_retries=0
+            ).chat.completions.create(
+                model="gpt-test", messages=[{"role": "user", "content": "SAY x"}]
+            )
+
+
+def test_required_headers_are_checked_and_recorded() -> None:
+    with start_provider(
+        KEY, MODELS, chat_only=True, required_headers={"X-Run-Token": "run-1"}
+    ) as p:
+        body = {"model": "gpt-test", "messages": [{"role": "user", "content": "SAY ok"}]}
+        with p.client() as http:
+            assert http.post("/v1/chat/completions", json=body).status_code == 401
+            wrong = {"x-run-token": "run-2"}
+            assert http.post("/v1/chat/completions", json=body, headers=wrong).status_code == 401
+            right = {"x-run-token": "run-1"}
+            assert http.post("/v1/chat/completions", json=body, headers=right).status_code == 200
+        assert [r["headers"].get("x-run-token") for r in p.requests()] == [None, "run-2", "run-1"]
+
+
+def test_chat_user_text_parts_are_separate_messages(oai: openai.OpenAI) -> None:
+    # The later part's directive wins, as with separate messages (or Anthropic text blocks).
+    parts = [{"type": "text", "text": "FAIL 400 old turn"}, {"type": "text", "text": "SAY new"}]
+    answer = oai.chat.completions.create(
+        model="gpt-test", messages=[{"role": "user", "content": parts}]
+    )
+    assert answer.choices[0].message.content == "new"

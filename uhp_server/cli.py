@@ -29,9 +29,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from uhp_server.app import create_app
+    from uhp_server.gateway.providers import load_providers
+    from uhp_server.gateway.providers_file import ProvidersFileError
 
     settings = _settings(args)
     configure_logging(settings.log_level)
+    try:
+        load_providers(settings)  # a bad providers file stops start-up before anything else
+    except ProvidersFileError as exc:
+        print(f"uhp-server: bad UHP_PROVIDERS_FILE: {exc}", file=sys.stderr)
+        return 2
     db = Database(settings.db_path)
     if not settings.api_key and not keys.any_key_exists(db):
         _key_id, key = keys.create_key(db, keys.DEFAULT_PRINCIPAL)

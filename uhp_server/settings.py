@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -86,6 +87,15 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("ANTHROPIC_BASE_URL", "UHP_ANTHROPIC_BASE_URL"),
     )
     anthropic_default_model: str | None = None
+    # Which API the OPENAI_BASE_URL provider serves: "responses" (the OpenAI platform: the
+    # Responses API and Chat Completions) or "chat" (Chat Completions only: vLLM, Ollama, …).
+    openai_api: Literal["responses", "chat"] = "responses"
+    # Static model lists (comma-separated) for endpoints without a models route.
+    openai_models: str | None = None
+    anthropic_models: str | None = None
+    providers_file: Path | None = None  # several named providers (YAML or TOML)
+    # Per-turn model connections on private or loopback addresses; link-local stays refused.
+    model_connection_allow_private_hosts: bool = False
 
     @property
     def enabled_bases(self) -> list[str]:

@@ -21,6 +21,7 @@ class ClaudeCodeBase(HarnessBase):
     name = "claude-code"
     label = "Claude Code"
     backend = "anthropic"
+    wire = "anthropic"
     cli_version = installer.CLI_VERSION
     # A deny rule in the CLI's settings removes a tool and refuses calls to it, and
     # --max-turns stops the CLI itself (see config.py and command.py).

@@ -26,6 +26,7 @@ class CodexBase(HarnessBase):
     name = "codex"
     label = "Codex"
     backend = "openai"
+    wire = "responses"
     cli_version = installer.CLI_VERSION
     # No per-tool block for built-in tools and no step flag: disabled tools are an
     # instruction, and the engine counts tool calls and stops the turn.

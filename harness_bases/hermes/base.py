@@ -25,6 +25,7 @@ class HermesBase(HarnessBase):
     name = "hermes"
     label = "Hermes Agent"
     backend = "openai"
+    wire = "chat"
     cli_version = installer.CLI_VERSION
     # Hermes blocks whole toolsets, not single tools: disabled tools are an instruction.
     # The step budget is Hermes' own `agent.max_turns` (max_step + 1 model calls, which it

@@ -16,12 +16,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--api-key", required=True)
     parser.add_argument("--models", default="gpt-test,gpt-test-mini,claude-test")
+    parser.add_argument(
+        "--chat-only", action="store_true", help="only POST /v1/chat/completions, no models route"
+    )
     args = parser.parse_args(argv)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     sock = bind_loopback(args.host, args.port)
     host, port = sock.getsockname()[:2]
     print(f"listening http://{host}:{port}", flush=True)
-    config = uvicorn.Config(create_app(args.api_key, models), log_level="warning", lifespan="off")
+    config = uvicorn.Config(
+        create_app(args.api_key, models, chat_only=args.chat_only),
+        log_level="warning",
+        lifespan="off",
+    )
     uvicorn.Server(config).run(sockets=[sock])
 
 

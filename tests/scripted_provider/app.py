@@ -58,13 +58,20 @@ class Recorder:
             self._entries.clear()
 
 
+# What a rate-limited provider tells its client about when to come back.
+RATE_LIMIT_HEADERS = {"retry-after": "7", "x-ratelimit-remaining-requests": "0"}
+
+
 def _error(anthropic: bool, status: int, message: str, code: str) -> JSONResponse:
+    headers = RATE_LIMIT_HEADERS if status == 429 else None
     if anthropic:
-        return JSONResponse(anthropic_messages.error_body(status, message), status_code=status)
+        body = anthropic_messages.error_body(status, message)
+        return JSONResponse(body, status_code=status, headers=headers)
     kind = OPENAI_ERROR_TYPES.get(
         status, "server_error" if status >= 500 else "invalid_request_error"
     )
-    return JSONResponse(openai_chat.error_body(message, code, kind), status_code=status)
+    body = openai_chat.error_body(message, code, kind)
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 async def _hang(request: Request, seconds: float) -> bool:
@@ -85,13 +92,25 @@ async def _until_closing(request: Request, source: AsyncIterator[str]) -> AsyncI
         yield chunk
 
 
-def create_app(api_key: str, models: list[str]) -> Starlette:
-    """Build the provider app; its ``state.recorder`` holds the recorded requests."""
+def create_app(
+    api_key: str,
+    models: list[str],
+    *,
+    chat_only: bool = False,
+    required_headers: dict[str, str] | None = None,
+) -> Starlette:
+    """Build the provider app; its ``state.recorder`` holds the recorded requests.
+
+    ``chat_only``: serve only ``POST /v1/chat/completions`` (no models route, every other
+    path 404), like a bare vLLM or llama.cpp server. ``required_headers``: refuse (401) a
+    model call that lacks one of these headers with this value (a platform's run token)."""
     recorder = Recorder()
+    required = {k.lower(): v for k, v in (required_headers or {}).items()}
 
     def authorized(request: Request) -> bool:
         bearer = request.headers.get("authorization", "")
-        return bearer == f"Bearer {api_key}" or request.headers.get("x-api-key") == api_key
+        key_ok = bearer == f"Bearer {api_key}" or request.headers.get("x-api-key") == api_key
+        return key_ok and all(request.headers.get(k) == v for k, v in required.items())
 
     async def record(request: Request) -> tuple[dict, object, int]:
         raw = await request.body()
@@ -172,12 +191,20 @@ def create_app(api_key: str, models: list[str]) -> Starlette:
     async def not_found(request: Request) -> Response:
         await record(request)
         anthropic = "anthropic-version" in request.headers
+        if chat_only and request.url.path.startswith("/v1/") and not authorized(request):
+            # Like vLLM's --api-key: every /v1 path checks the key before routing.
+            return _error(anthropic, 401, "invalid api key", "invalid_api_key")
         return _error(anthropic, 404, f"no route {request.url.path}", "not_found")
 
+    served = ["/v1/chat/completions"] if chat_only else list(WIRES)
     routes = [
-        Route("/v1/models", list_models, methods=["GET"]),
-        *(Route(path, generate, methods=["POST"]) for path in WIRES),
-        Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
+        *(() if chat_only else (Route("/v1/models", list_models, methods=["GET"]),)),
+        *(Route(path, generate, methods=["POST"]) for path in served),
+        *(
+            ()
+            if chat_only
+            else (Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),)
+        ),
         Route("/_scripted/requests", get_requests, methods=["GET"]),
         Route("/_scripted/reset", reset, methods=["POST"]),
         Route("/{path:path}", not_found, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from typing import Any
 
 import httpx
 import uvicorn
@@ -24,10 +25,11 @@ def bind_loopback(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
 class RunningProvider:
     """A provider serving in a background thread."""
 
-    def __init__(self, api_key: str, models: list[str]) -> None:
+    def __init__(self, api_key: str, models: list[str], **options: Any) -> None:
         self.api_key = api_key
         self.models = list(models)
-        self.app = create_app(api_key, self.models)
+        self.chat_only = bool(options.get("chat_only"))
+        self.app = create_app(api_key, self.models, **options)
         self._sock = bind_loopback()
         host, port = self._sock.getsockname()[:2]
         self.url = f"http://{host}:{port}"
@@ -85,6 +87,7 @@ class RunningProvider:
         return httpx.Client(base_url=self.url, headers=headers, timeout=30)
 
 
-def start_provider(api_key: str, models: list[str]) -> RunningProvider:
-    """Start a provider on a free loopback port; call ``.stop()`` when done."""
-    return RunningProvider(api_key, models).start()
+def start_provider(api_key: str, models: list[str], **options: Any) -> RunningProvider:
+    """Start a provider on a free loopback port; call ``.stop()`` when done. ``options``:
+    ``chat_only``, ``required_headers`` (see app.create_app)."""
+    return RunningProvider(api_key, models, **options).start()

@@ -20,8 +20,14 @@ def parse(body: dict) -> tuple[list[Event], list[ToolSpec]]:
     ]
     events = []
     for message in body.get("messages") or []:
-        role, text = message.get("role"), content_text(message.get("content"))
-        if role == "user":
+        role, content = message.get("role"), message.get("content")
+        text = content_text(content)
+        if role == "user" and isinstance(content, list):
+            # Each text part is its own message, as each user text block is on the Anthropic
+            # wire: a client that merges turns into one message keeps their boundaries.
+            texts = [p.get("text", "") for p in content if isinstance(p, dict)]
+            events.extend(Event("user", t) for t in texts if t)
+        elif role == "user":
             events.append(Event("user", text))
         elif role == "assistant":
             if text:

@@ -21,7 +21,7 @@ from storage import sessions as session_store
 from storage.blobs import BlobStore
 from storage.db import Database
 from storage.models import HarnessRow, IdempotencyRow, ResponseRow, SessionRow
-from uhp_server.catalog import ModelCatalog
+from uhp_server.catalog import ModelCatalog, ModelRoute
 from uhp_server.engine.attachments import store_inline
 from uhp_server.engine.builder import ResponseBuilder
 from uhp_server.engine.eventlog import EventLog
@@ -29,6 +29,7 @@ from uhp_server.engine.inputs import NormalizedInput, normalize_input
 from uhp_server.engine.runs import RunManager
 from uhp_server.engine.turn import Run, TurnPlan
 from uhp_server.errors import VENDOR, ApiError
+from uhp_server.gateway.connection import ModelConnection, connection_provider
 from uhp_server.harness_config.runtime import turn_mcp_targets, turn_skills
 from uhp_server.harnesses import default_harness
 from uhp_server.ids import new_id
@@ -126,8 +127,13 @@ class TaskService:
         body: dict[str, Any],
         idempotency_key: str | None,
         base_url: str = "",
+        *,
+        model_connection: ModelConnection | None = None,
     ) -> Accepted:
-        """Accept a task. `base_url` is the origin the client used: artifact links use it."""
+        """Accept a task. `base_url` is the origin the client used: artifact links use it.
+
+        `model_connection` (front doors only, never a request field): run this turn's model
+        calls against it instead of the configured providers (gateway/connection.py)."""
         normalized = normalize_input(
             body["input"],
             lambda file_id: file_store.get_file(self.db, principal_id, file_id),
@@ -143,9 +149,15 @@ class TaskService:
                 f"The '{harness.base}' base is not enabled on this server.",
             )
         config = harness.config
-        model, model_meta = await self.catalog.resolve(
-            base, config.get("defaultModel"), body.get("model")
-        )
+        if model_connection is not None:
+            allow = self.settings.model_connection_allow_private_hosts
+            provider = connection_provider(model_connection, allow)
+            route = ModelRoute(model_connection.model, provider, model_connection.model)
+            model_meta: dict[str, Any] = {}
+        else:
+            route, model_meta = await self.catalog.resolve(
+                base, config.get("defaultModel"), body.get("model")
+            )
         max_step, timeout = self._budgets(body, config)
         # ---- no awaits below this line until the run is registered ----
         if idempotency_key:
@@ -178,7 +190,8 @@ class TaskService:
         plan = TurnPlan(
             base=base,
             prompt=normalized.prompt,
-            model=model,
+            model=route.id,
+            route=route,
             system_prompt=self._system_prompt(config, body, normalized),
             disabled_tools=tuple(config.get("disabledTools") or ()),
             max_step=max_step,

@@ -19,6 +19,7 @@ from typing import Any
 
 from harness_bases import events as ev
 from harness_bases.base import HarnessBase, McpServerSpec, SkillBundle, TurnSpec
+from uhp_server.catalog import ModelRoute
 from uhp_server.engine.builder import ResponseBuilder
 from uhp_server.engine.eventlog import EventLog
 from uhp_server.engine.inputs import Attachment
@@ -51,6 +52,9 @@ class TurnPlan:
     skills: tuple[SkillBundle, ...] = ()  # enabled skills, built-ins included, whole folders
     mcp_servers: tuple[McpTarget, ...] = ()  # enabled MCP servers, credentials resolved
     attachments: tuple[Attachment, ...] = ()  # files the task brings, placed before the run
+    # Where the model calls go (provider, its name for the model); None: the provider named
+    # like the base's backend, with `model` as is. A per-turn connection's key lives here.
+    route: ModelRoute | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -101,7 +105,13 @@ class TurnExecutor:
         """Run the turn; `on_terminal` is called once the terminal event is written, before
         the process is wound down."""
         plan = run.plan
-        grant = self.tokens.issue(plan.base.backend, plan.model, plan.timeout_seconds + 300)
+        route = plan.route
+        grant = self.tokens.issue(
+            plan.base.backend,
+            route.model if route else plan.model,
+            plan.timeout_seconds + 300,
+            provider=route.provider if route else None,
+        )
         proc: SandboxedProcess | None = None
         agen: AsyncIterator[ev.AgentEvent] | None = None
         pending: asyncio.Future[ev.AgentEvent] | None = None
@@ -137,6 +147,9 @@ class TurnExecutor:
             # The outcome is known: no model call may follow it, even while the CLI winds
             # down (the grant is kept for its usage).
             self.tokens.revoke(grant.token)
+            # A per-turn model connection (its key) lives no longer than the turn, though the
+            # run stays in memory a while for readers.
+            run.plan = dataclasses.replace(plan, route=None)
             usage = grant.usage.as_uhp() or _cli_usage(run.cli_usage)
             files, notice, collecting = await self._artifacts(run, before, outcome)
             await self._finish(run, outcome, usage, files, notice)

@@ -1,15 +1,16 @@
 """The model gateway: agents reach models only through it, with a per-turn token."""
 
 from uhp_server.gateway.paths import BACKENDS, gateway_path
+from uhp_server.gateway.providers import Provider
 from uhp_server.gateway.proxy import make_gateway_router
 from uhp_server.gateway.tokens import TokenRegistry, TurnGrant, UsageTotals
-from uhp_server.gateway.upstreams import Upstream, Upstreams
+from uhp_server.gateway.upstreams import Upstreams
 
 __all__ = [
     "BACKENDS",
+    "Provider",
     "TokenRegistry",
     "TurnGrant",
-    "Upstream",
     "Upstreams",
     "UsageTotals",
     "gateway_path",

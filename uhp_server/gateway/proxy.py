@@ -1,4 +1,11 @@
-"""The gateway's HTTP routes: check the turn token, swap in the real key, stream through."""
+"""The gateway's HTTP routes: check the turn token, swap in the real key, stream through.
+
+A call goes to the turn's provider (a configured one, or a per-turn model connection). When
+the API the CLI speaks (its wire, read from the path) is one the provider serves, bytes pass
+through untouched; otherwise gateway/wire translates the request, the answer (streamed chunk
+by chunk as it arrives, or whole) and the provider's errors (status and retry headers kept,
+the body in the shape the CLI parses).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,7 @@ import json
 import logging
 import re
 from collections.abc import AsyncIterator
+from urllib.parse import urlsplit
 
 import httpx
 from fastapi import APIRouter, Request
@@ -13,14 +21,28 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
 from uhp_server.gateway.bodies import read_capped
+from uhp_server.gateway.providers import ANTHROPIC_VERSION, Provider
+from uhp_server.gateway.replies import (
+    STREAM_HEADERS,
+    bad_gateway,
+    bad_request,
+    models_answer,
+    not_found,
+    unauthorized,
+    wire_error,
+)
 from uhp_server.gateway.tokens import TokenRegistry, TurnGrant
-from uhp_server.gateway.upstreams import ANTHROPIC_VERSION, Upstream, Upstreams
+from uhp_server.gateway.upstreams import Upstreams
+from uhp_server.gateway.url_policy import PinnedUrl, UrlRefused, pin_url
 from uhp_server.gateway.usage import UsageExtractor
+from uhp_server.gateway.wire import StreamTranslator, Translation, Untranslatable
+from uhp_server.gateway.wire import translation as find_translation
 
 log = logging.getLogger(__name__)
 
 MAX_REQUEST_BYTES = 64 * 1024 * 1024
 MAX_ERROR_BODY = 1024 * 1024
+MAX_RESPONSE_BODY = 64 * 1024 * 1024  # a whole (non-streamed) answer that is translated
 
 # Endpoints an agent needs, relative to the API root. Anything else is 404, so a token can
 # never reach files, batches, fine-tuning or admin endpoints with the server's key.
@@ -31,6 +53,9 @@ _ALLOWED = {
 _SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._:@~-]*")  # no "", ".", "..", "%", "?", "#"
 # POSTs to these always run the turn's model, even when the body names none.
 _MODEL_ENDPOINTS = {"responses", "chat/completions", "messages", "messages/count_tokens"}
+_TRANSLATED_PATHS = {"responses", "messages"}  # the model calls a translation carries
+# Chat Completions' two names for the output cap.
+_TOKEN_CAPS = (("max_tokens", "max_completion_tokens"), ("max_completion_tokens", "max_tokens"))
 
 _FORWARD_REQUEST_HEADERS = (
     "content-type",
@@ -46,32 +71,6 @@ _FORWARD_RESPONSE_HEADERS = re.compile(
     r"content-type|retry-after(-ms)?|x-request-id|request-id|x-should-retry"
     r"|x-ratelimit-.*|anthropic-ratelimit-.*|openai-processing-ms"
 )
-_STREAM_HEADERS = {"x-accel-buffering": "no", "cache-control": "no-cache"}
-
-
-def wire_error(backend: str, status: int, message: str, kind: str) -> JSONResponse:
-    """An error in the shape the backend's own clients parse."""
-    if backend == "anthropic":
-        body: dict = {"type": "error", "error": {"type": kind, "message": message}}
-    else:
-        body = {"error": {"message": message, "type": kind, "param": None, "code": None}}
-    return JSONResponse(body, status_code=status, headers=_STREAM_HEADERS)
-
-
-def _unauthorized(backend: str) -> JSONResponse:
-    # One message for unknown, expired, revoked and wrong-backend tokens: nothing to probe.
-    kind = "authentication_error" if backend == "anthropic" else "invalid_request_error"
-    return wire_error(backend, 401, "Invalid or expired gateway token.", kind)
-
-
-def _not_found(backend: str) -> JSONResponse:
-    kind = "not_found_error" if backend == "anthropic" else "invalid_request_error"
-    return wire_error(backend, 404, "This endpoint is not available through the gateway.", kind)
-
-
-def _bad_gateway(backend: str, message: str) -> JSONResponse:
-    kind = "api_error" if backend == "anthropic" else "server_error"
-    return wire_error(backend, 502, message, kind)
 
 
 def _token(request: Request) -> str | None:
@@ -87,46 +86,59 @@ def _path_allowed(backend: str, path: str) -> bool:
     return bool(_ALLOWED[backend].fullmatch(path)) and all(_SEGMENT.fullmatch(s) for s in segments)
 
 
-def _rewrite_model(body: bytes, path: str, model: str) -> bytes | None:
-    """The body with its top-level model set to the turn's; None when it is not a JSON object.
-
-    Only the top-level key is touched, so the model that runs is the one the turn reports."""
-    if not body.strip():
-        return body
-    try:
-        obj = json.loads(body)
-    except ValueError:
+def _wire_of(backend: str, path: str) -> str | None:
+    """The API a request speaks, from its path; None for the models routes."""
+    if path.startswith("models"):
         return None
-    if not isinstance(obj, dict):
-        return None
-    if "model" in obj or path in _MODEL_ENDPOINTS:
-        obj["model"] = model
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+    if backend == "anthropic":
+        return "anthropic"
+    return "chat" if path == "chat/completions" else "responses"
 
 
-def _upstream_headers(request: Request, upstream: Upstream) -> dict[str, str]:
-    headers = {k: v for k in _FORWARD_REQUEST_HEADERS if (v := request.headers.get(k))}
-    if upstream.backend == "anthropic":
+def _upstream_headers(
+    request: Request, provider: Provider, translated: bool, pinned: PinnedUrl | None
+) -> dict[str, str]:
+    if translated:  # the caller's wire-specific headers mean nothing to another API
+        headers = {
+            "content-type": "application/json",
+            "accept": request.headers.get("accept", "*/*"),
+        }
+    else:
+        headers = {k: v for k in _FORWARD_REQUEST_HEADERS if (v := request.headers.get(k))}
+    if provider.api == "anthropic":
         headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
+    if pinned is not None:
+        port = urlsplit(pinned.url).port
+        headers["host"] = f"{pinned.host}:{port}" if port else pinned.host
     # Uncompressed bytes, so usage can be read from them as they pass.
     headers["accept-encoding"] = "identity"
-    headers.update(upstream.auth_headers())  # last: nothing the caller sent can override it
+    headers.update(provider.headers)
+    headers.update(provider.auth_headers())  # last: nothing the caller sent can override it
     return headers
 
 
-def _response_headers(resp: httpx.Response) -> dict[str, str]:
+def _response_headers(resp: httpx.Response, translated: bool = False) -> dict[str, str]:
     headers = {k: v for k, v in resp.headers.items() if _FORWARD_RESPONSE_HEADERS.fullmatch(k)}
-    return {**headers, **_STREAM_HEADERS}
+    if translated:
+        headers.pop("content-type", None)  # the translated body has its own
+    return {**headers, **STREAM_HEADERS}
 
 
 async def _relay(
-    resp: httpx.Response, extractor: UsageExtractor, backend: str
+    resp: httpx.Response,
+    extractor: UsageExtractor,
+    backend: str,
+    translator: StreamTranslator | None = None,
 ) -> AsyncIterator[bytes]:
     try:
         async for chunk in resp.aiter_bytes():
             extractor.feed(chunk)  # before yielding: usage is recorded when the client sees it
-            yield chunk
+            out = translator.feed(chunk) if translator else chunk
+            if out:
+                yield out
         extractor.finish()
+        if translator and (tail := translator.finish()):
+            yield tail
     except httpx.HTTPError as exc:
         # Headers are already sent; ending the body early is what the client will notice.
         log.warning("gateway %s: upstream stream broke: %s", backend, type(exc).__name__)
@@ -134,27 +146,128 @@ async def _relay(
         await resp.aclose()
 
 
-async def _error_response(resp: httpx.Response, upstream: Upstream) -> Response:
-    """An upstream error, passed on without ever echoing the server's key."""
+async def _read_body(resp: httpx.Response, limit: int) -> bytes:
+    body = b""
     try:
-        body = b""
         async for chunk in resp.aiter_bytes():
             body += chunk
-            if len(body) > MAX_ERROR_BODY:
+            if len(body) > limit:
                 break
     except httpx.HTTPError:
         body = b""
     finally:
         await resp.aclose()
+    return body
+
+
+def _scrub(body: bytes, provider: Provider) -> bytes:
+    """Never echo the provider's key or header values (a run token) back to the sandbox."""
+    for secret in (provider.api_key, *provider.headers.values()):
+        if len(secret) >= 8:
+            body = body.replace(secret.encode(), b"[redacted]")
+    return body
+
+
+async def _error_response(
+    resp: httpx.Response, provider: Provider, backend: str, translation: Translation | None
+) -> Response:
+    """An upstream error, its status and retry headers kept, in the CLI's own shape."""
+    body = await _read_body(resp, MAX_ERROR_BODY)
     if resp.status_code in (401, 403):
         # The server's own credential was refused: the agent's token is fine, so say so
         # as a gateway failure rather than an auth error the CLI would blame on itself.
         log.error(
-            "gateway %s: upstream refused the server's key (%d)", upstream.backend, resp.status_code
+            "gateway: provider %s refused the credential (%d)", provider.name, resp.status_code
         )
-        return _bad_gateway(upstream.backend, "The model provider refused the server's credential.")
-    body = body.replace(upstream.api_key.encode(), b"[redacted]")
-    return Response(body, status_code=resp.status_code, headers=_response_headers(resp))
+        return bad_gateway(backend, "The model provider refused the server's credential.")
+    body = _scrub(body, provider)
+    headers = _response_headers(resp, translated=translation is not None)
+    if translation is not None:
+        body = translation.error(resp.status_code, body)
+        headers["content-type"] = "application/json"
+    return Response(body, status_code=resp.status_code, headers=headers)
+
+
+async def _translated_answer(
+    resp: httpx.Response, translation: Translation, extractor: UsageExtractor
+) -> Response:
+    """A whole (non-streamed) upstream answer, translated into the CLI's wire."""
+    raw = await _read_body(resp, MAX_RESPONSE_BODY)
+    extractor.feed(raw)
+    extractor.finish()
+    try:
+        upstream = json.loads(raw)
+    except ValueError:
+        upstream = None
+    if not isinstance(upstream, dict):
+        return Response(
+            translation.refusal(502, "The model provider answered with a malformed body."),
+            status_code=502,
+            headers={**STREAM_HEADERS, "content-type": "application/json"},
+        )
+    headers = {**_response_headers(resp, translated=True), "content-type": "application/json"}
+    body = json.dumps(translation.response(upstream), ensure_ascii=False).encode()
+    return Response(body, status_code=resp.status_code, headers=headers)
+
+
+def _answers_models_itself(backend: str, provider: Provider) -> bool:
+    return provider.models is not None or provider.backend != backend
+
+
+def _translation_for(wire: str, provider: Provider) -> Translation | None:
+    """None: pass through. ValueError: the provider cannot serve this wire."""
+    return find_translation(wire, provider.upstream_api(wire))
+
+
+def _request_body(
+    backend: str,
+    raw: bytes,
+    path: str,
+    model: str,
+    provider: Provider,
+    translation: Translation | None,
+) -> tuple[bytes, bool] | Response:
+    """The upstream body and whether the caller asked for a stream; or the refusal."""
+    if not raw.strip() and translation is None:
+        return raw, False
+    try:
+        obj = json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        obj = None
+    if not isinstance(obj, dict):
+        return bad_request(backend, translation, "Request body must be a JSON object.")
+    stream = bool(obj.get("stream"))
+    if translation is not None:
+        try:
+            obj = translation.request(obj, model=model)
+        except Untranslatable as exc:
+            return bad_request(backend, translation, exc.message)
+    if "model" in obj or path in _MODEL_ENDPOINTS:
+        obj["model"] = model  # only the top-level key: the model that runs is the turn's
+    if path in _MODEL_ENDPOINTS and provider.generation:
+        obj.update(provider.generation)
+        for cap, other in _TOKEN_CAPS:  # one cap, not two that disagree
+            if cap in provider.generation and other not in provider.generation:
+                obj.pop(other, None)
+    body = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+    return body, stream
+
+
+async def _count_tokens(request: Request, backend: str, translation: Translation) -> Response:
+    """Token counting has no Chat Completions counterpart: the translation's estimate."""
+    count = getattr(translation, "count_tokens", None)
+    if count is None:
+        return not_found(backend)
+    raw = await read_capped(request, MAX_REQUEST_BYTES)
+    if raw is None:
+        return wire_error(backend, 413, "Request body too large.", "invalid_request_error")
+    try:
+        body = json.loads(raw) if raw else None
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        return bad_request(backend, translation, "Request body must be a JSON object.")
+    return JSONResponse(count(body), headers=STREAM_HEADERS)
 
 
 async def forward(
@@ -163,47 +276,76 @@ async def forward(
     token = _token(request)
     grant: TurnGrant | None = tokens.get(token) if token else None
     if grant is None or grant.backend != backend:
-        return _unauthorized(backend)
+        return unauthorized(backend)
     if not _path_allowed(backend, path):
-        return _not_found(backend)
-    upstream = upstreams.get(backend)
-    if upstream is None:
-        log.error("gateway %s: a token was issued but no upstream key is configured", backend)
-        return _bad_gateway(backend, "The model provider is not configured.")
+        return not_found(backend)
+    provider: Provider | None = grant.provider or upstreams.get(backend)
+    if provider is None:
+        log.error("gateway %s: a token was issued but no provider is configured", backend)
+        return bad_gateway(backend, "The model provider is not configured.")
 
-    body = b""
+    wire = _wire_of(backend, path)
+    if wire is None and _answers_models_itself(backend, provider):
+        return models_answer(backend, provider, grant.model)
+    try:
+        translation = _translation_for(wire, provider) if wire else None
+    except ValueError:
+        log.error("gateway %s: provider %s cannot serve the %s API", backend, provider.name, wire)
+        return bad_gateway(backend, "The model provider does not serve this agent's API.")
+    if translation is not None and path == "messages/count_tokens":
+        return await _count_tokens(request, backend, translation)
+    if translation is not None and (path not in _TRANSLATED_PATHS or request.method != "POST"):
+        return not_found(backend)  # e.g. a stored response: the provider has no equivalent
+    upstream_path = translation.upstream_path if translation is not None else path
+
+    body, stream = b"", False
     if request.method == "POST":
         raw = await read_capped(request, MAX_REQUEST_BYTES)
         if raw is None:
             return wire_error(backend, 413, "Request body too large.", "invalid_request_error")
-        rewritten = _rewrite_model(raw, path, grant.model)
-        if rewritten is None:
-            return wire_error(
-                backend, 400, "Request body must be a JSON object.", "invalid_request_error"
-            )
-        body = rewritten
+        prepared = _request_body(backend, raw, path, grant.model, provider, translation)
+        if isinstance(prepared, Response):
+            return prepared
+        body, stream = prepared
 
-    # Scheme, host and root come only from settings; the caller adds a checked path + query.
+    url, pinned = provider.url(upstream_path), None
+    if provider.allow_private is not None:  # a per-turn connection: policy on every call
+        try:
+            pinned = await pin_url(url, provider.allow_private)
+        except UrlRefused as exc:
+            log.warning("gateway %s: model connection refused by the URL policy: %s", backend, exc)
+            return bad_gateway(backend, "The model connection's address is not allowed.")
+        url = pinned.connect_url
+    # Scheme, host and root come only from the provider; the caller adds a checked path + query.
     req = upstreams.http.build_request(
         request.method,
-        upstream.url(path),
-        params=list(request.query_params.multi_items()),
-        headers=_upstream_headers(request, upstream),
+        url,
+        params=list(request.query_params.multi_items()) if translation is None else None,
+        headers=_upstream_headers(request, provider, translation is not None, pinned),
         content=body if request.method == "POST" else None,
+        extensions={"sni_hostname": pinned.host} if pinned else None,
     )
     try:
         resp = await upstreams.http.send(req, stream=True)
     except httpx.HTTPError as exc:
-        log.warning("gateway %s: upstream unreachable: %s", backend, type(exc).__name__)
-        return _bad_gateway(backend, "The model provider could not be reached.")
+        log.warning(
+            "gateway %s: provider %s unreachable: %s", backend, provider.name, type(exc).__name__
+        )
+        return bad_gateway(backend, "The model provider could not be reached.")
 
     if not resp.is_success:
-        return await _error_response(resp, upstream)
-    extractor = UsageExtractor(backend, resp.headers.get("content-type", ""), grant.usage)
+        return await _error_response(resp, provider, backend, translation)
+    extractor = UsageExtractor(provider.backend, resp.headers.get("content-type", ""), grant.usage)
+    if translation is not None and not stream:
+        return await _translated_answer(resp, translation, extractor)
+    translator = translation.stream() if translation is not None else None
+    headers = _response_headers(resp, translated=translator is not None)
+    if translator is not None:
+        headers["content-type"] = translator.content_type
     return StreamingResponse(
-        _relay(resp, extractor, backend),
+        _relay(resp, extractor, backend, translator),
         status_code=resp.status_code,
-        headers=_response_headers(resp),
+        headers=headers,
         background=BackgroundTask(resp.aclose),  # also when the client went away early
     )
 

@@ -69,6 +69,9 @@ class TurnGrant:
     # MCP servers the turn may reach through the gateway's MCP proxy, by sanitised name
     # (gateway.mcp_targets.McpTarget: real URL and credentials, resolved server-side).
     mcp_servers: dict[str, Any] = field(default_factory=dict, repr=False)
+    # Where the model calls go (gateway.providers.Provider, a per-turn connection included);
+    # None: the provider named like the backend. `model` is that provider's name for it.
+    provider: Any = field(default=None, repr=False)
 
 
 class TokenRegistry:
@@ -81,11 +84,17 @@ class TokenRegistry:
     def __len__(self) -> int:
         return len(self._grants)
 
-    def issue(self, backend: str, model: str, ttl_seconds: float) -> TurnGrant:
+    def issue(
+        self, backend: str, model: str, ttl_seconds: float, provider: Any = None
+    ) -> TurnGrant:
         self._prune()
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         grant = TurnGrant(
-            token=token, backend=backend, model=model, expires_at=self._clock() + ttl_seconds
+            token=token,
+            backend=backend,
+            model=model,
+            expires_at=self._clock() + ttl_seconds,
+            provider=provider,
         )
         self._grants[token] = grant
         return grant
@@ -101,10 +110,12 @@ class TokenRegistry:
         return grant
 
     def revoke(self, token: str) -> None:
-        """Refuse the token from now on. The caller keeps the grant to read its usage."""
+        """Refuse the token from now on. The caller keeps the grant to read its usage; the
+        provider (a per-turn connection's key) is dropped with it."""
         grant = self._grants.pop(token, None)
         if grant is not None:
             grant.revoked = True
+            grant.provider = None
 
     def _prune(self) -> None:
         # Turns whose owner never revoked (a crash mid-turn) must not pile up forever.

@@ -34,7 +34,7 @@ async def _wire(ctx: AppContext, row: HarnessRow) -> dict[str, Any]:
     base = ctx.bases.get(row.base)
     default = None
     if base is not None and not row.config.get("defaultModel"):
-        default = await ctx.upstreams.default_model(base.backend)
+        default = await ctx.catalog.default_for(base, None)
     skills = render_skills(ctx.db, row.principal_id, row.config.get("skills") or [])
     return to_wire(row, base, default, skills)
 
@@ -137,11 +137,15 @@ async def get_skill_files(
 
 @router.get("/v1/models")
 async def list_models(principal: CurrentPrincipal, ctx: Ctx) -> dict[str, Any]:
+    # Keyed by provider: each provider that an enabled base can use (directly or translated).
     backends: dict[str, Any] = {}
-    for backend in sorted({base.backend for base in ctx.bases.values()}):
-        entry = await ctx.catalog.backend_entry(backend)
+    wires = {base.wire for base in ctx.bases.values()}
+    for name, provider in ctx.upstreams.providers.items():
+        if not any(provider.serves(wire) for wire in wires):
+            continue
+        entry = await ctx.catalog.provider_entry(name)
         if entry is not None:
-            backends[backend] = entry
+            backends[name] = entry
     return {"object": "list", "backends": backends}
 
 

@@ -1,0 +1,136 @@
+"""Model providers: where the gateway sends a turn's model calls, and which API they speak.
+
+Two axes meet in the gateway. A CLI speaks one *wire* (Codex: Responses, Claude Code:
+Anthropic Messages, Hermes: Chat Completions); a provider serves one *API*. The gateway
+passes a call through when the two agree and translates it (gateway/wire) when they do not.
+
+Providers come from the conventional variables (`OPENAI_*` as provider "openai",
+`ANTHROPIC_*` as provider "anthropic") and from `UHP_PROVIDERS_FILE` (providers_file.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from uhp_server.gateway.wire import translation
+from uhp_server.settings import Settings
+
+API_KINDS = ("responses", "chat", "anthropic")
+ANTHROPIC_VERSION = "2023-06-01"
+
+
+@dataclass(frozen=True)
+class Provider:
+    """One model endpoint. base_url is the API root endpoint paths are appended to (it ends in
+    /v1 for Anthropic, normalised; an OpenAI-style root is used as configured)."""
+
+    name: str
+    api: str  # "responses" | "chat" | "anthropic"
+    base_url: str
+    api_key: str = field(repr=False)
+    models: tuple[str, ...] | None = None  # a static list, for endpoints without a models route
+    default_model: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # Applied to every upstream request body (a per-turn connection's generation settings).
+    generation: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    # None: the operator's own provider, trusted. A bool: a per-turn connection handed in by a
+    # front door, checked and pinned by the URL policy on every call (url_policy.py).
+    allow_private: bool | None = None
+
+    @property
+    def backend(self) -> str:
+        """The usage/auth family: "anthropic" or "openai"."""
+        return "anthropic" if self.api == "anthropic" else "openai"
+
+    def url(self, path: str) -> str:
+        return f"{self.base_url}/{path.lstrip('/')}"
+
+    def auth_headers(self) -> dict[str, str]:
+        if not self.api_key:
+            return {}
+        if self.api == "anthropic":
+            return {"x-api-key": self.api_key}
+        return {"authorization": f"Bearer {self.api_key}"}
+
+    def upstream_api(self, wire: str) -> str:
+        """The API a call on `wire` reaches this provider as. A `responses` provider (the
+        OpenAI platform) serves Chat Completions too: Chat passes through to it, and other
+        wires are translated to Chat for it."""
+        if self.api == wire:
+            return wire
+        return "chat" if self.api == "responses" else self.api
+
+    def serves(self, wire: str) -> bool:
+        """Whether a CLI speaking `wire` can use this provider (directly or translated)."""
+        api = self.upstream_api(wire)
+        if api == wire:
+            return True
+        try:
+            translation(wire, api)
+        except ValueError:
+            return False
+        return True
+
+
+def openai_root(base_url: str) -> str:
+    # OPENAI_BASE_URL conventionally includes the version (…/v1, or …/v1beta/openai for
+    # compatible providers), so it is used as given.
+    return base_url.strip().rstrip("/")
+
+
+def anthropic_root(base_url: str) -> str:
+    # ANTHROPIC_BASE_URL conventionally omits /v1 (the SDK appends it); accept both.
+    root = base_url.strip().rstrip("/")
+    return root if root.endswith("/v1") else f"{root}/v1"
+
+
+def api_root(api: str, base_url: str) -> str:
+    return anthropic_root(base_url) if api == "anthropic" else openai_root(base_url)
+
+
+def model_list(value: str | None) -> tuple[str, ...] | None:
+    """A comma-separated model list (UHP_OPENAI_MODELS); None when unset or empty."""
+    models = tuple(m.strip() for m in (value or "").split(",") if m.strip())
+    return models or None
+
+
+def conventional_providers(settings: Settings) -> list[Provider]:
+    """The zero-configuration providers: each one whose key is set."""
+    found = []
+    if settings.openai_api_key:
+        found.append(
+            Provider(
+                "openai",
+                settings.openai_api,
+                openai_root(settings.openai_base_url),
+                settings.openai_api_key,
+                models=model_list(settings.openai_models),
+                default_model=settings.openai_default_model or None,
+            )
+        )
+    if settings.anthropic_api_key:
+        found.append(
+            Provider(
+                "anthropic",
+                "anthropic",
+                anthropic_root(settings.anthropic_base_url),
+                settings.anthropic_api_key,
+                models=model_list(settings.anthropic_models),
+                default_model=settings.anthropic_default_model or None,
+            )
+        )
+    return found
+
+
+def load_providers(settings: Settings) -> list[Provider]:
+    """Every configured provider, in order: the conventional ones, then the file's.
+    Raises ProvidersFileError (naming the file and the field) for a bad providers file."""
+    from uhp_server.gateway.providers_file import read_providers_file
+
+    providers = conventional_providers(settings)
+    if settings.providers_file:
+        taken = {p.name for p in providers}
+        providers += read_providers_file(settings.providers_file, taken)
+    return providers

@@ -1,0 +1,59 @@
+"""The gateway's own answers to a CLI, each in the shape that CLI's wire parses."""
+
+from __future__ import annotations
+
+from fastapi.responses import JSONResponse, Response
+
+from uhp_server.gateway.providers import Provider
+from uhp_server.gateway.wire import Translation
+
+# Streamed answers must reach the CLI as they are written, never held by a proxy.
+STREAM_HEADERS = {"x-accel-buffering": "no", "cache-control": "no-cache"}
+
+
+def wire_error(backend: str, status: int, message: str, kind: str) -> JSONResponse:
+    """An error in the shape the backend's own clients parse."""
+    if backend == "anthropic":
+        body: dict = {"type": "error", "error": {"type": kind, "message": message}}
+    else:
+        body = {"error": {"message": message, "type": kind, "param": None, "code": None}}
+    return JSONResponse(body, status_code=status, headers=STREAM_HEADERS)
+
+
+def unauthorized(backend: str) -> JSONResponse:
+    # One message for unknown, expired, revoked and wrong-backend tokens: nothing to probe.
+    kind = "authentication_error" if backend == "anthropic" else "invalid_request_error"
+    return wire_error(backend, 401, "Invalid or expired gateway token.", kind)
+
+
+def not_found(backend: str) -> JSONResponse:
+    kind = "not_found_error" if backend == "anthropic" else "invalid_request_error"
+    return wire_error(backend, 404, "This endpoint is not available through the gateway.", kind)
+
+
+def bad_gateway(backend: str, message: str) -> JSONResponse:
+    kind = "api_error" if backend == "anthropic" else "server_error"
+    return wire_error(backend, 502, message, kind)
+
+
+def models_answer(backend: str, provider: Provider, model: str) -> JSONResponse:
+    """The turn's one model, in the wire's shape: for providers whose models route is absent
+    or speaks another API (the model is pinned, so no other would run anyway)."""
+    if backend == "anthropic":
+        item = {"id": model, "type": "model", "display_name": model}
+        item["created_at"] = "1970-01-01T00:00:00Z"
+        body = {"data": [item], "has_more": False, "first_id": model, "last_id": model}
+    else:
+        item = {"id": model, "object": "model", "created": 0, "owned_by": provider.name}
+        body = {"object": "list", "data": [item]}
+    return JSONResponse(body, headers=STREAM_HEADERS)
+
+
+def bad_request(backend: str, translation: Translation | None, message: str) -> Response:
+    if translation is None:
+        return wire_error(backend, 400, message, "invalid_request_error")
+    return Response(
+        translation.refusal(400, message),
+        status_code=400,
+        headers={**STREAM_HEADERS, "content-type": "application/json"},
+    )
