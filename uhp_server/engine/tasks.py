@@ -203,8 +203,10 @@ class TaskService:
         run.public_base_url = self.settings.public_base_url or base_url
         run.builder.response["metadata"].update(model_meta)
         run.builder.response["metadata"].update(self._ignored(body, base))
-        await run.log.append(run.builder.created())
+        # Registered before the first await, so a racing request finds the run; `created` is
+        # numbered before the turn's own first event, as its task has not run yet.
         self.runs.start(run)
+        await run.log.append(run.builder.created())
         return Accepted(response_id, run)
 
     def _resolve_chain(
