@@ -14,6 +14,7 @@ import contextlib
 import os
 import signal
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 
@@ -74,11 +75,30 @@ class SpawnedProcess:
         loop.add_reader(pidfd, exited)
 
 
+# Children start at this niceness (Linux: a thread's nice value is inherited by what it
+# forks, and the spawning threads keep it): on a busy machine the agents yield the CPU to the
+# server, which keeps answering requests, cancels and every other agent's model calls.
+CHILD_NICE = 10
+_spawner: ThreadPoolExecutor | None = None
+
+
+def _lower_priority() -> None:
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, 0, CHILD_NICE)  # 0: this thread
+
+
+def _the_spawner() -> ThreadPoolExecutor:
+    global _spawner
+    if _spawner is None:
+        _spawner = ThreadPoolExecutor(2, thread_name_prefix="spawn", initializer=_lower_priority)
+    return _spawner
+
+
 async def spawn(argv: list[str], *, limit: int, **popen_kwargs: Any) -> SpawnedProcess:
     """Start `argv` with piped stdin/stdout/stderr; `limit` is the stdout line limit."""
     loop = asyncio.get_running_loop()
     started = loop.run_in_executor(
-        None,
+        _the_spawner(),
         lambda: subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
