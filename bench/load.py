@@ -219,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", type=int, default=50, help="tasks started at once")
     parser.add_argument("--probes", type=int, default=200, help="idle /v1/uhp probes")
+    parser.add_argument("--server-log", type=Path, help="keep a copy of the server's log here")
     args = parser.parse_args(argv)
     if args.tasks < 1 or args.probes < 1:
         parser.error("--tasks and --probes must be at least 1")
@@ -238,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
             env = server_env(provider, UHP_BASES="codex", UHP_SANDBOX="local")
             server = ServerProcess(scratch / "server", env)
             stack.callback(server.stop)  # registered first: stops a half-started server too
+            if args.server_log:
+                stack.callback(lambda: args.server_log.write_text(server.log()))
             server.start()
             assert server.proc is not None
             try:
