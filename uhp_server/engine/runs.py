@@ -21,7 +21,7 @@ LINGER_SECONDS = 600.0
 # How long a cancel waits for the turn to write its own terminal event before writing it
 # itself: room for the turn's artifact collection (turn.CANCELLED_COLLECT_SECONDS), and still
 # an answer within the second.
-CANCEL_TURN_WAIT = 0.7
+CANCEL_TURN_WAIT = 0.45
 
 
 class RunManager:

@@ -30,7 +30,7 @@ from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SessionMounts
 
 log = logging.getLogger("uhp_server.turn")
 
-CANCELLED_COLLECT_SECONDS = 0.5  # what a cancelled turn's artifact collection may delay it
+CANCELLED_COLLECT_SECONDS = 0.3  # what a cancelled turn's artifact collection may delay it
 
 
 @dataclass(frozen=True)
