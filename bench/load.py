@@ -23,9 +23,12 @@ import math
 import signal
 import sys
 import tempfile
+import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -51,6 +54,7 @@ class BenchError(RuntimeError):
 @dataclass
 class Loaded:
     probes_ms: list[float] = field(default_factory=list)
+    probes_cancelling_ms: list[float] = field(default_factory=list)  # the part during cancels
     cancels_ms: list[float] = field(default_factory=list)
     cancel_statuses: list[str] = field(default_factory=list)
     submit_ms: list[float] = field(default_factory=list)
@@ -64,31 +68,71 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
 
 
-async def probe_once(http: httpx.AsyncClient) -> float:
-    started = time.perf_counter()
-    response = await http.get("/v1/uhp")
-    if response.status_code != 200:
-        raise BenchError(f"/v1/uhp answered {response.status_code}")
-    return (time.perf_counter() - started) * 1000
+async def send(http: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> httpx.Response:
+    """One request, sent again once when the connection was dropped under it (the server
+    closes idle keep-alive connections; on a loaded machine a reuse can cross that close).
+    Every request the bench repeats is idempotent: reads, cancels, keyed submissions."""
+    try:
+        return await http.request(method, url, **kwargs)
+    except (httpx.ReadError, httpx.RemoteProtocolError, httpx.WriteError):
+        return await http.request(method, url, **kwargs)
 
 
-async def idle_probes(http: httpx.AsyncClient, count: int) -> list[float]:
-    samples = []
-    for _ in range(count):
-        samples.append(await probe_once(http))
-        await asyncio.sleep(PROBE_INTERVAL)
-    return samples
+class Prober:
+    """Probes `GET /v1/uhp` from a thread of its own with a blocking client, so what it
+    measures is the server, not the bench's event loop busy with 50 tasks' requests."""
 
+    def __init__(self, url: str) -> None:
+        self._http = httpx.Client(base_url=url, timeout=60)
+        self._stop = threading.Event()
+        self.cancelling = threading.Event()
+        self._thread: threading.Thread | None = None
 
-async def probe_until(http: httpx.AsyncClient, done: asyncio.Event, into: list[float]) -> None:
-    while not done.is_set():
-        into.append(await probe_once(http))
-        await asyncio.sleep(PROBE_INTERVAL)
+    def once(self) -> float:
+        started = time.perf_counter()
+        try:
+            response = self._http.get("/v1/uhp")
+        except (httpx.ReadError, httpx.RemoteProtocolError):  # see send()
+            response = self._http.get("/v1/uhp")
+        if response.status_code != 200:
+            raise BenchError(f"/v1/uhp answered {response.status_code}")
+        return (time.perf_counter() - started) * 1000
+
+    def series(self, count: int) -> list[float]:
+        samples = []
+        for _ in range(count):
+            samples.append(self.once())
+            time.sleep(PROBE_INTERVAL)
+        return samples
+
+    def start(self, loaded: Loaded) -> None:
+        self._thread = threading.Thread(target=self._run, args=(loaded,), name="prober")
+        self._thread.start()
+
+    def _run(self, loaded: Loaded) -> None:
+        while not self._stop.is_set():
+            while_cancelling = self.cancelling.is_set()
+            loaded.probes_ms.append(self.once())
+            if while_cancelling:
+                loaded.probes_cancelling_ms.append(loaded.probes_ms[-1])
+            time.sleep(PROBE_INTERVAL)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._http.close()
 
 
 async def submit(http: httpx.AsyncClient, into: list[float]) -> str:
     started = time.perf_counter()
-    response = await http.post("/v1/responses", json={"input": TASK_PROMPT, "background": True})
+    response = await send(
+        http,
+        "POST",
+        "/v1/responses",
+        json={"input": TASK_PROMPT, "background": True},
+        headers={"Idempotency-Key": uuid.uuid4().hex},
+    )
     into.append((time.perf_counter() - started) * 1000)
     if response.status_code != 200:
         raise BenchError(f"submit answered {response.status_code}: {response.text}")
@@ -97,7 +141,7 @@ async def submit(http: httpx.AsyncClient, into: list[float]) -> str:
 
 async def streaming_count(http: httpx.AsyncClient, ids: list[str]) -> int:
     """How many tasks have started their answer (a message in their output)."""
-    replies = await asyncio.gather(*(http.get(f"/v1/responses/{rid}") for rid in ids))
+    replies = await asyncio.gather(*(send(http, "GET", f"/v1/responses/{rid}") for rid in ids))
     count = 0
     for reply in replies:
         body = reply.json()
@@ -109,7 +153,7 @@ async def streaming_count(http: httpx.AsyncClient, ids: list[str]) -> int:
 
 async def cancel(http: httpx.AsyncClient, rid: str, loaded: Loaded) -> None:
     started = time.perf_counter()
-    response = await http.post(f"/v1/responses/{rid}/cancel")
+    response = await send(http, "POST", f"/v1/responses/{rid}/cancel")
     loaded.cancels_ms.append((time.perf_counter() - started) * 1000)
     if response.status_code != 200:
         raise BenchError(f"cancel answered {response.status_code}: {response.text}")
@@ -119,21 +163,17 @@ async def cancel(http: httpx.AsyncClient, rid: str, loaded: Loaded) -> None:
 async def measure(url: str, tasks: int, probes: int, log) -> tuple[list[float], Loaded]:  # type: ignore[no-untyped-def]
     limits = httpx.Limits(max_connections=tasks + 10, max_keepalive_connections=tasks + 10)
     headers = {"Authorization": f"Bearer {API_KEY}"}
-    # Probes on their own client: a probe never queues behind a task's request for a socket.
-    async with (
-        httpx.AsyncClient(base_url=url, timeout=60) as prober,
-        httpx.AsyncClient(base_url=url, headers=headers, timeout=120, limits=limits) as http,
-    ):
+    prober = Prober(url)
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120, limits=limits) as http:
         # Warm-up, not recorded; the first authenticated request creates the principal's
         # default harnesses, as a client's first call would.
-        await idle_probes(prober, 20)
+        await asyncio.to_thread(prober.series, 20)
         (await http.get("/v1/harnesses")).raise_for_status()
         log(f"idle: {probes} probes of /v1/uhp")
-        idle = await idle_probes(prober, probes)
+        idle = await asyncio.to_thread(prober.series, probes)
 
         loaded = Loaded()
-        done = asyncio.Event()
-        prober_task = asyncio.create_task(probe_until(prober, done, loaded.probes_ms))
+        prober.start(loaded)
         try:
             log(f"loaded: submitting {tasks} background tasks at once")
             started = time.perf_counter()
@@ -149,10 +189,10 @@ async def measure(url: str, tasks: int, probes: int, log) -> tuple[list[float], 
                 f"loaded: {loaded.streaming_at_cancel}/{tasks} streaming after "
                 f"{loaded.seconds_to_streaming:.1f} s; cancelling all at once"
             )
+            prober.cancelling.set()
             await asyncio.gather(*(cancel(http, rid, loaded) for rid in ids))
         finally:
-            done.set()
-            await prober_task
+            await asyncio.to_thread(prober.stop)
     return idle, loaded
 
 
@@ -183,6 +223,7 @@ def report(idle: list[float], loaded: Loaded, tasks: int) -> str:
             "-" * len(header),
             stats_row("GET /v1/uhp idle", idle),
             stats_row("GET /v1/uhp loaded", loaded.probes_ms),
+            stats_row("  of which while cancelling", loaded.probes_cancelling_ms or [0.0]),
             stats_row("POST /v1/responses (bg)", loaded.submit_ms),
             stats_row("POST …/cancel", loaded.cancels_ms),
             "",
