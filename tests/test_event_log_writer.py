@@ -18,8 +18,9 @@ import pytest
 
 from harness_bases import events as ev
 from storage import responses as response_store
+from storage import sessions as session_store
 from storage.db import Database
-from storage.models import ResponseRow
+from storage.models import ResponseRow, SessionRow
 from uhp_server.engine.builder import ResponseBuilder
 from uhp_server.engine.eventlog import EventLog
 from uhp_server.engine.fold import TERMINAL_TYPES
@@ -170,6 +171,19 @@ async def test_a_cancel_answers_cancelled_even_when_the_turn_never_reacts(db: Da
     """A turn that does not get to run (the loop is busy with 30 streaming turns, or it is
     stuck) must not leave the cancel's reply `in_progress`: the cancel ends the log itself."""
     _insert_response(db, "resp_stuck")
+    session_store.insert_session(
+        db,
+        SessionRow(
+            id="sess_stuck",
+            principal_id="prin_test",
+            harness_id="harness_test",
+            container_id="cntr_test",
+            title="",
+            created_at=1,
+            updated_at=1,
+            active_response_id="resp_stuck",
+        ),
+    )
     manager = RunManager(db, executor=None)  # type: ignore[arg-type]  (no turn is started)
     stuck = Run(
         response_id="resp_stuck",
@@ -180,6 +194,7 @@ async def test_a_cancel_answers_cancelled_even_when_the_turn_never_reacts(db: Da
         builder=ResponseBuilder(_response("resp_stuck")),
     )
     await _stream(stuck.log, stuck.builder, 3)
+    manager._running[stuck.session_id] = stuck  # registered as RunManager.start would
     busy = [EventLog(db, f"resp_busy_{i}", persist=True) for i in range(30)]
     stop = asyncio.Event()
 
@@ -203,6 +218,8 @@ async def test_a_cancel_answers_cancelled_even_when_the_turn_never_reacts(db: Da
     assert reply["output"][-1]["status"] == "incomplete"  # the partial answer is kept
     row = response_store.get_response(db, "prin_test", "resp_stuck")
     assert row is not None and row.status == "cancelled"
+    session = session_store.get_session(db, "prin_test", "sess_stuck")
+    assert session is not None and session.active_response_id is None  # takes the next task
     assert _stored(db.path, "resp_stuck") == [e["sequence_number"] for e in stuck.log.events]
     for log in busy:  # every append of the other runs was persisted, gapless
         assert _stored(db.path, log.response_id) == list(range(len(log.events)))

@@ -126,6 +126,7 @@ class RunManager:
             await asyncio.wait_for(run.log.wait_finished(), timeout=CANCEL_TURN_WAIT)
         if not run.log.ending:
             await run.log.append(run.builder.finish("cancelled"))
+            self._on_terminal(run)  # the session takes its next task at once, as usual
         with contextlib.suppress(TimeoutError):  # the turn's own terminal event, if in flight
             await asyncio.wait_for(run.log.wait_finished(), timeout=CANCEL_TURN_WAIT)
 
