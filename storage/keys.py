@@ -6,6 +6,7 @@ import hashlib
 import secrets
 import time
 
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
 from storage.db import Database
@@ -20,13 +21,19 @@ def hash_key(key: str) -> str:
 
 
 def ensure_principal(db: Database, name: str) -> Principal:
+    """The principal named `name`, created on first use. Safe when concurrent first requests
+    race to create it: the unique name decides, and the losers read the winner's row."""
     with db.session() as s:
         found = s.exec(select(Principal).where(Principal.name == name)).first()
         if found:
             return found
         principal = Principal(id="prin_" + secrets.token_hex(16), name=name, created_at=time.time())
         s.add(principal)
-        s.commit()
+        try:
+            s.commit()
+        except IntegrityError:
+            s.rollback()
+            return s.exec(select(Principal).where(Principal.name == name)).one()
         return principal
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlmodel import delete, select
 
-from storage.db import Database
+from storage.db import Database, EventBatch
 from storage.models import EventRow, IdempotencyRow, ResponseRow
 
 
@@ -27,16 +27,25 @@ def get_response(db: Database, principal_id: str, response_id: str) -> ResponseR
         return row
 
 
-def append_event(db: Database, response_id: str, seq: int, data: dict[str, Any]) -> None:
-    with db.fast:  # one transaction, committed before the caller publishes the event
-        db.fast.execute(
-            "INSERT INTO event (response_id, seq, data) VALUES (?, ?, ?)",
-            (response_id, seq, json.dumps(data)),
-        )
+def event_batch(
+    response_id: str, events: list[dict[str, Any]], final: dict[str, Any] | None = None
+) -> EventBatch:
+    """Numbered events (and, when the log ends with them, the final response) as rows."""
+    rows = [(event["sequence_number"], json.dumps(event)) for event in events]
+    if final is None:
+        return EventBatch(response_id, rows)
+    return EventBatch(response_id, rows, json.dumps(final), final["status"])
+
+
+def append_events_now(
+    db: Database, response_id: str, events: list[dict[str, Any]], final: dict[str, Any] | None
+) -> None:
+    """Write event rows from a thread that may block (start-up recovery)."""
+    db.append_events(event_batch(response_id, events, final)).result()
 
 
 def events_after(db: Database, response_id: str, after: int = -1) -> list[dict[str, Any]]:
-    rows = db.fast.execute(
+    rows = db.connection().execute(
         "SELECT data FROM event WHERE response_id = ? AND seq > ? ORDER BY seq",
         (response_id, after),
     )

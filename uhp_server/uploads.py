@@ -10,6 +10,7 @@ rather than a reset connection.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import mimetypes
@@ -214,7 +215,7 @@ async def receive_upload(request: Request, blobs: BlobStore, limit: int) -> Uplo
         # so a body without its closing boundary would otherwise be kept, truncated.
         receiver.discard()
         raise _invalid("The multipart body ended before its closing boundary.", "file")
-    return _finish(receiver, blobs)
+    return await asyncio.to_thread(_finish, receiver, blobs)  # file work: off the event loop
 
 
 def _finish(receiver: _Receiver, blobs: BlobStore) -> Upload:

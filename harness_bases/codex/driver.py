@@ -7,6 +7,7 @@ and can merely be killed).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -72,16 +73,17 @@ async def _open_thread(live: LiveTurn, turn: TurnSpec) -> AsyncIterator[ev.Agent
             yield ev.Notice(RESUME_FAILED_NOTICE)
         else:
             live.thread_id = str(result["thread"]["id"])
-            told = instructions.recorded(codex_home, live.thread_id)
+            told = await asyncio.to_thread(instructions.recorded, codex_home, live.thread_id)
             update = instructions.update_message(told, wanted)
             if update is not None:
                 items = [instructions.developer_item(update)]
                 await rpc.call("thread/inject_items", {"threadId": live.thread_id, "items": items})
-                instructions.record(codex_home, live.thread_id, wanted)
+                await asyncio.to_thread(instructions.record, codex_home, live.thread_id, wanted)
             return
     result = await rpc.call("thread/start", _thread_params(turn))
     live.thread_id = str(result["thread"]["id"])
-    instructions.record(codex_home, live.thread_id, wanted)
+    # Disk work: off the event loop, which every other turn and request shares.
+    await asyncio.to_thread(instructions.record, codex_home, live.thread_id, wanted)
 
 
 async def answer_request(method: str, params: dict[str, Any]) -> dict[str, Any] | None:

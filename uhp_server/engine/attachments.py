@@ -35,19 +35,30 @@ class Placed:
     size: int
 
 
-def store_inline(
-    db: Database, blobs: BlobStore, principal_id: str, items: list[Attachment], *, keep: bool
-) -> None:
-    """Put inline bytes in the blob store so the turn can place them. With `keep` (store is
-    true) they also become the principal's File objects (ids already in the stored input
-    items), so a later task can reference them by file_id; with store false they do not."""
+def write_inline_blobs(blobs: BlobStore, items: list[Attachment]) -> list[Attachment]:
+    """Put inline bytes in the blob store so the turn can place them (hashing and writing up
+    to UHP_MAX_FILE_BYTES: run it off the event loop); returns the inline attachments.
+    Content-addressed, so it may run before the task is accepted: a blob nothing refers to is
+    harmless."""
+    inline = []
     for attachment in items:
         if attachment.data is None:
             continue
         attachment.sha256 = blobs.put_bytes(attachment.data)
         attachment.data = None
-        if not keep:
-            continue
+        inline.append(attachment)
+    return inline
+
+
+def record_inline_files(
+    db: Database, principal_id: str, inline: list[Attachment], *, keep: bool
+) -> None:
+    """With `keep` (store is true) the inline files become the principal's File objects (ids
+    already in the stored input items), so a later task can reference them by file_id; with
+    store false they do not."""
+    if not keep:
+        return
+    for attachment in inline:
         file_store.insert_file(
             db,
             FileRow(

@@ -1,14 +1,19 @@
 """A response's ordered event log: numbered, persisted, then published.
 
-Each event is written to SQLite before any subscriber sees it, so anything a client was sent
-survives a crash. Subscribers read the in-memory tail while the task is live; a finished
-task's events are read from the database (or from memory, when store is false).
+Each event is committed to SQLite before any subscriber sees it, so anything a client was
+sent survives a crash. The write happens on the database's writer thread, never on the event
+loop: an append numbers its events at once (so concurrent appenders keep an exact, gapless
+order), queues them, and publishes them once the commit is done — in queue order, because the
+writer commits in that order and hands each completion back to the loop in turn.
+Subscribers read the in-memory tail while the task is live; a finished task's events are read
+from the database (or from memory, when store is false).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from concurrent.futures import Future
 from typing import Any
 
 from storage import responses as response_store
@@ -27,29 +32,70 @@ class EventLog:
         self._db = db
         self.response_id = response_id
         self.persist = persist
-        self.events: list[dict[str, Any]] = []
-        self._changed = asyncio.Condition()
+        self.events: list[dict[str, Any]] = []  # published: committed, in order
+        self._changed = asyncio.Event()  # replaced by a fresh one each time events arrive
+        self._next_seq = 0
+        self._ending = False  # a terminal event is queued: nothing may follow it
+        self._queued = 0  # appends waiting for their commit
 
     @property
     def finished(self) -> bool:
         return bool(self.events) and self.events[-1]["type"] in TERMINAL_TYPES
 
+    @property
+    def ending(self) -> bool:
+        """The terminal event is written or on its way: the outcome is decided."""
+        return self._ending
+
     async def append(self, events: list[dict[str, Any]]) -> None:
         if not events:
             return
-        if self.finished:
+        if self._ending:
             raise RuntimeError("event log already ended")
-        for event in events:
-            entry = numbered(event, len(self.events))
-            if self.persist:
-                response_store.append_event(
-                    self._db, self.response_id, entry["sequence_number"], entry
-                )
-            self.events.append(entry)
-            if self.persist and entry["type"] in TERMINAL_TYPES:
-                response_store.finish_response(self._db, self.response_id, entry["response"])
-        async with self._changed:
-            self._changed.notify_all()
+        entries = [numbered(event, self._next_seq + i) for i, event in enumerate(events)]
+        self._next_seq += len(entries)
+        terminal = next((e for e in entries if e["type"] in TERMINAL_TYPES), None)
+        self._ending = terminal is not None
+        if not self.persist and self._queued == 0:
+            self._publish(entries)
+            return
+        final = terminal["response"] if terminal is not None else None
+        # Not persisted but behind queued writes (the response was deleted mid-run): an empty
+        # batch keeps its place in the queue, so the order stays exact.
+        batch = response_store.event_batch(
+            self.response_id, entries if self.persist else [], final if self.persist else None
+        )
+        loop = asyncio.get_running_loop()
+        published: asyncio.Future[None] = loop.create_future()
+        self._queued += 1
+
+        def committed(write: Future[None]) -> None:  # on the writer thread
+            loop.call_soon_threadsafe(self._committed, entries, write, published)
+
+        self._db.append_events(batch).add_done_callback(committed)
+        # Shielded: a cancelled appender must not unpublish what the writer committed.
+        await asyncio.shield(published)
+
+    def _committed(
+        self, entries: list[dict[str, Any]], write: Future[None], published: asyncio.Future[None]
+    ) -> None:
+        self._queued -= 1
+        error = write.exception()
+        if error is not None:
+            if self._next_seq == entries[-1]["sequence_number"] + 1:
+                self._next_seq = entries[0]["sequence_number"]  # nothing was numbered after
+                self._ending = False
+            if not published.done():
+                published.set_exception(error)
+            return
+        self._publish(entries)
+        if not published.done():
+            published.set_result(None)
+
+    def _publish(self, entries: list[dict[str, Any]]) -> None:
+        self.events.extend(entries)
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
 
     async def follow(self, after: int = -1) -> AsyncIterator[dict[str, Any]]:
         """Yield events with sequence_number > after, live, until the terminal event."""
@@ -63,13 +109,12 @@ class EventLog:
                     return
             if self.finished:
                 return  # resumed at or past the terminal event: nothing is left to send
-            async with self._changed:
-                if position >= len(self.events):
-                    await self._changed.wait()
+            if position >= len(self.events):
+                await self._changed.wait()
 
     async def wait_finished(self) -> None:
-        async with self._changed:
-            await self._changed.wait_for(lambda: self.finished)
+        while not self.finished:
+            await self._changed.wait()
 
     def current(self) -> dict[str, Any]:
         return fold(self.events)

@@ -37,9 +37,9 @@ def recover(db: Database) -> int:
             closing = ResponseBuilder.resume(fold(events)).finish(
                 "failed", error=dict(_INTERRUPTED)
             )
-            for seq, event in enumerate(closing, start=len(events)):
-                response_store.append_event(db, row.id, seq, numbered(event, seq))
+            rows = [numbered(event, seq) for seq, event in enumerate(closing, len(events))]
             final = closing[-1]["response"]
+            response_store.append_events_now(db, row.id, rows, final)
         else:
             final = None
         if final is not None:

@@ -18,6 +18,10 @@ log = logging.getLogger("uhp_server.runs")
 # Finished runs stay reachable in memory this long, for store=false read-backs by an
 # idempotent retry; after that only the database remembers them.
 LINGER_SECONDS = 600.0
+# How long a cancel waits for the turn to write its own terminal event before writing it
+# itself: room for the turn's artifact collection (turn.CANCELLED_COLLECT_SECONDS), and still
+# an answer within the second.
+CANCEL_TURN_WAIT = 0.45
 
 
 class RunManager:
@@ -84,7 +88,7 @@ class RunManager:
     @staticmethod
     async def _end_crashed(run: Run) -> None:
         """A run that crashed still ends its log, so no stream or waiter hangs on it."""
-        if run.log.finished:
+        if run.log.ending:
             return
         error = {
             "type": "harness_error",
@@ -111,10 +115,20 @@ class RunManager:
         )
 
     async def cancel(self, run: Run) -> None:
-        """Request a stop and wait (briefly) until the terminal event is written."""
+        """Request a stop; the terminal event is written before this returns.
+
+        The turn itself writes it once it sees the stop (with the artifacts it can collect in
+        time). When it has not within CANCEL_TURN_WAIT — a busy server is slow to schedule
+        it — the cancel writes `cancelled` itself, and the turn, seeing the log ended, only
+        winds its process down."""
         run.stop.set()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(run.log.wait_finished(), timeout=0.9)
+            await asyncio.wait_for(run.log.wait_finished(), timeout=CANCEL_TURN_WAIT)
+        if not run.log.ending:
+            await run.log.append(run.builder.finish("cancelled"))
+            self._on_terminal(run)  # the session takes its next task at once, as usual
+        with contextlib.suppress(TimeoutError):  # the turn's own terminal event, if in flight
+            await asyncio.wait_for(run.log.wait_finished(), timeout=CANCEL_TURN_WAIT)
 
     async def wait_stopped(self, session_id: str, timeout: float) -> None:
         """Wait (bounded) until no process of the session's turns is left running."""

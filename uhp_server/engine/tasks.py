@@ -1,11 +1,13 @@
 """Accepting a task: resolve harness, session, model and budgets, then start the turn.
 
-Everything from the idempotency record to the `response.created` event happens without an
-await in between, so two racing requests cannot both claim a session or an idempotency key.
+Everything that decides the task (idempotency record, session claim, response row) runs as
+one job on the database's writer thread, so two racing requests cannot both claim a session or
+an idempotency key.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import time
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness_bases.base import HarnessBase
+from harness_bases.base import HarnessBase, SkillBundle
 from storage import files as file_store
 from storage import harnesses as harness_store
 from storage import responses as response_store
@@ -22,14 +24,15 @@ from storage.blobs import BlobStore
 from storage.db import Database
 from storage.models import HarnessRow, IdempotencyRow, ResponseRow, SessionRow
 from uhp_server.catalog import ModelCatalog, ModelRoute
-from uhp_server.engine.attachments import store_inline
+from uhp_server.engine.attachments import record_inline_files, write_inline_blobs
 from uhp_server.engine.builder import ResponseBuilder
 from uhp_server.engine.eventlog import EventLog
-from uhp_server.engine.inputs import NormalizedInput, normalize_input
+from uhp_server.engine.inputs import Attachment, NormalizedInput, normalize_input
 from uhp_server.engine.runs import RunManager
 from uhp_server.engine.turn import Run, TurnPlan
 from uhp_server.errors import VENDOR, ApiError
 from uhp_server.gateway.connection import ModelConnection, connection_provider
+from uhp_server.gateway.mcp_targets import McpTarget
 from uhp_server.harness_config.runtime import turn_mcp_targets, turn_skills
 from uhp_server.harnesses import default_harness
 from uhp_server.ids import new_id
@@ -54,6 +57,24 @@ HONOURED_FIELDS = frozenset(
 # Fields that do not change what runs, left out of the idempotency fingerprint: a retry
 # that switches to streaming is still the same task.
 _DELIVERY_FIELDS = ("stream", "background")
+
+
+@dataclass(frozen=True)
+class _Acceptance:
+    """What the writer thread needs to accept a task."""
+
+    principal_id: str
+    body: dict[str, Any]
+    idempotency_key: str | None
+    harness: HarnessRow
+    session: SessionRow | None  # the continued session; None: a new one
+    new_session_id: str | None
+    previous: str | None
+    response_id: str
+    model: str
+    created_at: int
+    normalized: NormalizedInput
+    inline: list[Attachment]
 
 
 @dataclass
@@ -102,6 +123,7 @@ class TaskService:
         self.catalog = catalog
         self.runs = runs
         self.blobs = blobs or BlobStore(settings.blobs_dir)
+        self._starting: dict[str, asyncio.Future[None]] = {}  # being accepted, by response id
 
     # -- idempotency ---------------------------------------------------------------------
     def idempotent_target(self, principal_id: str, key: str, body: dict[str, Any]) -> str | None:
@@ -133,14 +155,21 @@ class TaskService:
         """Accept a task. `base_url` is the origin the client used: artifact links use it.
 
         `model_connection` (front doors only, never a request field): run this turn's model
-        calls against it instead of the configured providers (gateway/connection.py)."""
-        normalized = normalize_input(
+        calls against it instead of the configured providers (gateway/connection.py).
+
+        Storage work runs off the event loop: reads on the database's readers, and everything
+        that decides the task — the idempotency record, the session claim, the input files and
+        the response row — as one job on its writer thread, so two racing requests cannot
+        both claim a session or an idempotency key."""
+        normalized = await self.db.read(
+            normalize_input,
             body["input"],
             lambda file_id: file_store.get_file(self.db, principal_id, file_id),
             self.settings.max_file_bytes,
         )
         self._check_timeout(body.get("timeout_seconds"))
-        harness, session, previous = self._resolve_chain(principal_id, body)
+        # A write: the principal's default harnesses are created on first use.
+        harness, session, previous = await self.db.write(self._resolve_chain, principal_id, body)
         base = self.bases.get(harness.base)
         if base is None:
             raise ApiError(
@@ -158,67 +187,128 @@ class TaskService:
             route, model_meta = await self.catalog.resolve(
                 base, config.get("defaultModel"), body.get("model")
             )
+        model = route.id
         max_step, timeout = self._budgets(body, config)
-        # ---- no awaits below this line until the run is registered ----
-        if idempotency_key:
-            winner = self.idempotent_target(principal_id, idempotency_key, body)
+        inline = await asyncio.to_thread(write_inline_blobs, self.blobs, normalized.attachments)
+        skills, mcp_servers = await self.db.read(self._turn_config, principal_id, config)
+        new_session_id = None
+        if session is None:
+            new_session_id = new_id("session")
+            await asyncio.to_thread(self._make_session_dirs, new_session_id)
+        response_id, now = new_id("response"), int(time.time())
+        self._starting[response_id] = asyncio.get_running_loop().create_future()
+        try:
+            winner, session = await self.db.write(
+                self._accept,
+                _Acceptance(
+                    principal_id,
+                    body,
+                    idempotency_key,
+                    harness,
+                    session,
+                    new_session_id,
+                    previous,
+                    response_id,
+                    model,
+                    now,
+                    normalized,
+                    inline,
+                ),
+            )
             if winner:
                 return Accepted(winner, None)
-        response_id = new_id("response")
+            plan = TurnPlan(
+                base=base,
+                prompt=normalized.prompt,
+                model=model,
+                route=route,
+                system_prompt=self._system_prompt(config, body, normalized),
+                disabled_tools=tuple(config.get("disabledTools") or ()),
+                max_step=max_step,
+                timeout_seconds=timeout,
+                max_output_tokens=body.get("max_output_tokens"),
+                native_session_id=session.native_session_id,
+                workspace=self._session_dir(session.id) / "workspace",
+                home=self._session_dir(session.id) / "home",
+                attachments=tuple(normalized.attachments),
+                skills=skills,
+                mcp_servers=mcp_servers,
+            )
+            run = self._new_run(
+                response_id, principal_id, body, harness, session, previous, plan, now
+            )
+            run.container_id = session.container_id
+            run.public_base_url = self.settings.public_base_url or base_url
+            run.builder.response["metadata"].update(model_meta)
+            run.builder.response["metadata"].update(self._ignored(body, base))
+            # Registered before the next await, so a racing request finds the run; `created`
+            # is numbered before the turn's own first event, as its task has not run yet.
+            self.runs.start(run)
+        finally:
+            self._starting.pop(response_id).set_result(None)
+        await run.log.append(run.builder.created())
+        return Accepted(response_id, run)
+
+    async def started(self, response_id: str) -> None:
+        """Wait while a task with this id is being accepted (an idempotent repeat can find
+        its record a moment before its run is registered)."""
+        starting = self._starting.get(response_id)
+        if starting is not None:
+            await asyncio.shield(starting)
+
+    def _turn_config(
+        self, principal_id: str, config: dict[str, Any]
+    ) -> tuple[tuple[SkillBundle, ...], tuple[McpTarget, ...]]:
+        skills = turn_skills(self.db, principal_id, config.get("skills") or [])
+        mcp = turn_mcp_targets(
+            self.db,
+            principal_id,
+            config.get("mcpServers") or [],
+            self.settings.mcp_allow_private_hosts,
+        )
+        return skills, mcp
+
+    def _accept(self, a: _Acceptance) -> tuple[str | None, SessionRow]:
+        """On the writer thread: the idempotency record, the session, the input files and the
+        response row. Returns (the response an idempotent repeat refers to, the session)."""
+        if a.idempotency_key:
+            winner = self.idempotent_target(a.principal_id, a.idempotency_key, a.body)
+            if winner:
+                return winner, a.session  # type: ignore[return-value]
+        store = a.body.get("store", True)
         # A store=false task leaves no trace of its input, not even as a session title.
-        title = _title(normalized.prompt) if body.get("store", True) else ""
-        session = self._claim_or_create(principal_id, harness, session, response_id, title)
-        if idempotency_key:
-            # Cannot collide: the key was looked up above, and nothing awaited since.
+        title = _title(a.normalized.prompt) if store else ""
+        session = self._claim_or_create(
+            a.principal_id, a.harness, a.session, a.response_id, title, a.new_session_id
+        )
+        if a.idempotency_key:
+            # Cannot collide: the key was looked up above, and every write runs on this thread.
             response_store.put_idempotency(
                 self.db,
                 IdempotencyRow(
-                    principal_id=principal_id,
-                    key=idempotency_key,
-                    fingerprint=fingerprint(body),
-                    response_id=response_id,
+                    principal_id=a.principal_id,
+                    key=a.idempotency_key,
+                    fingerprint=fingerprint(a.body),
+                    response_id=a.response_id,
                     created_at=time.time(),
                 ),
             )
-        store_inline(
+        record_inline_files(self.db, a.principal_id, a.inline, keep=store)
+        response_store.insert_response(
             self.db,
-            self.blobs,
-            principal_id,
-            normalized.attachments,
-            keep=body.get("store", True),
-        )
-        plan = TurnPlan(
-            base=base,
-            prompt=normalized.prompt,
-            model=route.id,
-            route=route,
-            system_prompt=self._system_prompt(config, body, normalized),
-            disabled_tools=tuple(config.get("disabledTools") or ()),
-            max_step=max_step,
-            timeout_seconds=timeout,
-            max_output_tokens=body.get("max_output_tokens"),
-            native_session_id=session.native_session_id,
-            workspace=self._session_dir(session.id) / "workspace",
-            home=self._session_dir(session.id) / "home",
-            attachments=tuple(normalized.attachments),
-            skills=turn_skills(self.db, principal_id, config.get("skills") or []),
-            mcp_servers=turn_mcp_targets(
-                self.db,
-                principal_id,
-                config.get("mcpServers") or [],
-                self.settings.mcp_allow_private_hosts,
+            ResponseRow(
+                id=a.response_id,
+                principal_id=a.principal_id,
+                session_id=session.id,
+                previous_response_id=a.previous,
+                status="in_progress",
+                store=store,
+                model=a.model,
+                created_at=a.created_at,
+                input_items=a.normalized.items if store else [],
             ),
         )
-        run = self._new_run(
-            response_id, principal_id, body, harness, session, previous, plan, normalized
-        )
-        run.container_id = session.container_id
-        run.public_base_url = self.settings.public_base_url or base_url
-        run.builder.response["metadata"].update(model_meta)
-        run.builder.response["metadata"].update(self._ignored(body, base))
-        await run.log.append(run.builder.created())
-        self.runs.start(run)
-        return Accepted(response_id, run)
+        return None, session
 
     def _resolve_chain(
         self, principal_id: str, body: dict[str, Any]
@@ -315,6 +405,7 @@ class TaskService:
         session: SessionRow | None,
         response_id: str,
         title: str,
+        new_session_id: str | None,
     ) -> SessionRow:
         """Claim the continued session, or create the new one (titled by its first prompt)."""
         if session is not None:
@@ -324,7 +415,7 @@ class TaskService:
             return session
         now = int(time.time())
         session = SessionRow(
-            id=new_id("session"),
+            id=new_session_id or new_id("session"),
             principal_id=principal_id,
             harness_id=harness.id,
             container_id=new_id("container"),
@@ -333,9 +424,11 @@ class TaskService:
             updated_at=now,
             active_response_id=response_id,
         )
-        for sub in ("workspace", "home"):
-            (self._session_dir(session.id) / sub).mkdir(parents=True, exist_ok=True)
         return session_store.insert_session(self.db, session)
+
+    def _make_session_dirs(self, session_id: str) -> None:
+        for sub in ("workspace", "home"):
+            (self._session_dir(session_id) / sub).mkdir(parents=True, exist_ok=True)
 
     def _session_dir(self, session_id: str) -> Path:
         return self.settings.sessions_dir / session_id
@@ -364,24 +457,9 @@ class TaskService:
         session: SessionRow,
         previous_id: str | None,
         plan: TurnPlan,
-        normalized: NormalizedInput,
+        now: int,
     ) -> Run:
         store = body.get("store", True)
-        now = int(time.time())
-        response_store.insert_response(
-            self.db,
-            ResponseRow(
-                id=response_id,
-                principal_id=principal_id,
-                session_id=session.id,
-                previous_response_id=previous_id,
-                status="in_progress",
-                store=store,
-                model=plan.model,
-                created_at=now,
-                input_items=normalized.items if store else [],
-            ),
-        )
         metadata = {k: v for k, v in (body.get("metadata") or {}).items()}
         metadata.update(session_id=session.id, harness_id=harness.id)
         response = {

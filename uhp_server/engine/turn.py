@@ -31,7 +31,7 @@ from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SessionMounts
 
 log = logging.getLogger("uhp_server.turn")
 
-CANCELLED_COLLECT_SECONDS = 0.5  # what a cancelled turn's artifact collection may delay it
+CANCELLED_COLLECT_SECONDS = 0.3  # what a cancelled turn's artifact collection may delay it
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,12 @@ class Run:
     container_id: str = ""  # the session's container: where the turn's artifacts go
     public_base_url: str = ""  # the origin the client used; artifact download_url is on it
 
+    async def record(self, make_events: Callable[[], list[dict[str, Any]]]) -> None:
+        """Append what `make_events` builds, unless the outcome is already decided (a cancel
+        wrote the terminal event itself): then nothing may follow it."""
+        if not self.log.ending:
+            await self.log.append(make_events())
+
 
 class TurnExecutor:
     def __init__(
@@ -118,12 +124,13 @@ class TurnExecutor:
         outcome = Outcome("failed", "harness_error", "The agent could not be started.")
         before = None  # the workspace as the turn found it, once known
         try:
-            await run.log.append(run.builder.in_progress())
+            await run.record(run.builder.in_progress)
             await self._previous_turn_gone(run)
             mcp = await self._reachable_mcp(run)
             grant.mcp_servers = {target.name: target for target in mcp}
             spec = await self._with_attachments(run, self._spec(plan, grant.token, mcp))
-            invocation = plan.base.prepare(spec)
+            # Writes the CLI's config files: disk work, kept off the event loop.
+            invocation = await asyncio.to_thread(plan.base.prepare, spec)
             before = await self.files.baseline(run) if self.files else None
             mounts = SessionMounts(
                 workspace=plan.workspace,
@@ -213,7 +220,7 @@ class TurnExecutor:
                 usable.append(target)
             else:
                 notice = ev.Notice(degraded_notice(target.name, problem))
-                await run.log.append(run.builder.apply(notice))
+                await run.record(lambda notice=notice: run.builder.apply(notice))
         return tuple(usable)
 
     @staticmethod
@@ -283,6 +290,8 @@ class TurnExecutor:
             stop_wait.cancel()
 
     async def _handle(self, run: Run, event: ev.AgentEvent) -> Outcome | None:
+        if run.log.ending:  # a cancel wrote the terminal event itself: the outcome is decided
+            return Outcome("cancelled")
         match event:
             case ev.NativeSession(id=native_id):
                 run.native_session_id = native_id
@@ -313,6 +322,8 @@ class TurnExecutor:
         files: list[dict[str, Any]] | None = None,
         notice: str | None = None,
     ) -> None:
+        if run.log.ending:
+            return  # a cancel already wrote the terminal event
         error = None
         if outcome.status == "failed":
             error = error_body(200, outcome.code or "harness_error", outcome.message or "")["error"]

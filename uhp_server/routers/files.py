@@ -76,7 +76,8 @@ def blob_response(blobs: BlobStore, row: ArtifactRow) -> StreamingResponse:
 @router.post("/v1/files")
 async def upload_file(request: Request, principal: CurrentPrincipal, ctx: Ctx) -> dict[str, Any]:
     upload = await receive_upload(request, ctx.blobs, ctx.settings.max_file_bytes)
-    row = file_store.insert_file(
+    row = await ctx.db.write(
+        file_store.insert_file,
         ctx.db,
         FileRow(
             id=new_id("file"),

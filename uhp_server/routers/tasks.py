@@ -104,7 +104,8 @@ async def _deliver(
     stream: bool,
     background: bool,
 ) -> Any:
-    row = _row_or_404(ctx, principal, response_id)
+    await ctx.tasks.started(response_id)  # an idempotent repeat may find it mid-acceptance
+    row = await ctx.db.read(_row_or_404, ctx, principal, response_id)
     if stream:
         if ctx.runs.get(row.id) is None and not row.store:
             raise ApiError(404, "response_not_found", "That response was not retained.")
@@ -134,7 +135,10 @@ async def create_response(
     raw = body.model_dump(exclude_unset=True)
     accepted = None
     if idempotency_key:
-        existing = ctx.tasks.idempotent_target(principal.id, idempotency_key, raw)
+        # A write: an expired key is forgotten.
+        existing = await ctx.db.write(
+            ctx.tasks.idempotent_target, principal.id, idempotency_key, raw
+        )
         if existing:
             return await _deliver(ctx, principal, existing, body.stream, body.background)
     base_url = str(request.base_url)  # artifact download_url is absolute, on this origin
@@ -151,7 +155,7 @@ async def get_response(
     stream: bool = False,
     starting_after: Annotated[int | None, Query(ge=-1, le=MAX_SEQUENCE)] = None,
 ) -> Any:
-    row = _row_or_404(ctx, principal, response_id)
+    row = await ctx.db.read(_row_or_404, ctx, principal, response_id)
     if not stream:
         return current_response(ctx, row)
     after = starting_after if starting_after is not None else -1
@@ -209,7 +213,7 @@ async def cancel_response(
     principal: CurrentPrincipal,
     ctx: Ctx,
 ) -> dict[str, Any]:
-    row = _row_or_404(ctx, principal, response_id)
+    row = await ctx.db.read(_row_or_404, ctx, principal, response_id)
     run = ctx.runs.get(row.id)
     if run is not None and not run.log.finished:
         await ctx.runs.cancel(run)

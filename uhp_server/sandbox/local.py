@@ -22,6 +22,7 @@ from pathlib import Path
 from harness_bases.base import Invocation
 from uhp_server.gateway.paths import gateway_path
 from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SandboxError, SessionMounts
+from uhp_server.sandbox.spawn import SpawnedProcess, spawn
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +120,8 @@ class LocalSandbox(Sandbox):
         if cwd is not None and not cwd.is_dir():
             raise SandboxError(f"working directory missing: {invocation.cwd}")
 
-    async def start(self, invocation: Invocation, mounts: SessionMounts) -> SandboxedProcess:
+    def _argv(self, invocation: Invocation, mounts: SessionMounts, info_fd: int) -> list[str]:
+        """Check what the sandbox needs and build bwrap's argv (disk work: run off the loop)."""
         exe = shutil.which(self._bwrap)
         if exe is None:
             raise SandboxError(f"bubblewrap not found: {self._bwrap}")
@@ -130,18 +132,17 @@ class LocalSandbox(Sandbox):
         for folder in (mounts.workspace, mounts.home):
             folder.mkdir(parents=True, exist_ok=True)
         self._preflight(invocation, mounts)
+        return [exe, *self.command(invocation, mounts, info_fd)]
 
+    async def start(self, invocation: Invocation, mounts: SessionMounts) -> SandboxedProcess:
         # bwrap writes the child's pid to info_fd once it has created the namespaces; EOF
         # without it means it could not (e.g. namespaces not permitted here). Mount and exec
         # failures come later and look like an exit code of 1: _preflight covers the usual.
         info_r, info_w = os.pipe()
         try:
-            proc = await asyncio.create_subprocess_exec(
-                exe,
-                *self.command(invocation, mounts, info_w),
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
+            argv = await asyncio.to_thread(self._argv, invocation, mounts, info_w)
+            proc = await spawn(
+                argv,
                 start_new_session=True,  # own process group: kill() signals all of it
                 pass_fds=(info_w,),
                 limit=STDOUT_LINE_LIMIT,
@@ -150,6 +151,9 @@ class LocalSandbox(Sandbox):
         except OSError as exc:
             os.close(info_r)
             raise SandboxError(f"cannot run bubblewrap: {exc}") from exc
+        except BaseException:
+            os.close(info_r)
+            raise
         finally:
             os.close(info_w)
 
@@ -191,7 +195,7 @@ class LocalProcess(SandboxedProcess):
     init dies with it, so killing the group ends everything the agent started, including
     processes that called setsid() or ignore SIGHUP."""
 
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+    def __init__(self, proc: SpawnedProcess) -> None:
         self._proc = proc
         self._stderr = bytearray()
         # Drained in the background so a chatty stderr can never block the child.
