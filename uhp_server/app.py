@@ -56,7 +56,7 @@ def make_sandbox(settings: Settings) -> Sandbox:
     if settings.sandbox == "local":
         from uhp_server.sandbox.local import LocalSandbox
 
-        return LocalSandbox(settings.local_gateway_url())
+        return LocalSandbox.from_settings(settings)
     if settings.sandbox == "docker":
         from uhp_server.sandbox.docker import DockerSandbox
         from uhp_server.sandbox.docker.container import Limits

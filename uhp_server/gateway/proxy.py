@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
 from uhp_server.gateway.bodies import read_capped
-from uhp_server.gateway.tokens import TokenRegistry, TurnGrant
+from uhp_server.gateway.tokens import DOOR_SCOPE_KEY, TokenRegistry, TurnGrant
 from uhp_server.gateway.upstreams import ANTHROPIC_VERSION, Upstream, Upstreams
 from uhp_server.gateway.usage import UsageExtractor
 
@@ -161,7 +161,9 @@ async def forward(
     backend: str, path: str, request: Request, tokens: TokenRegistry, upstreams: Upstreams
 ) -> Response:
     token = _token(request)
-    grant: TurnGrant | None = tokens.get(token) if token else None
+    grant: TurnGrant | None = (
+        tokens.get(token, request.scope.get(DOOR_SCOPE_KEY)) if token else None
+    )
     if grant is None or grant.backend != backend:
         return _unauthorized(backend)
     if not _path_allowed(backend, path):

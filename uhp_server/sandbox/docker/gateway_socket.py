@@ -9,33 +9,19 @@ sandbox", for why this beats an internal Docker network.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
-import json
-import logging
 import tempfile
-from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
-from typing import Any
 
-import uvicorn
-
-from uhp_server.errors import error_body
-
-log = logging.getLogger(__name__)
+from uhp_server.sandbox.gateway_door import ASGIApp, GatewayDoor
 
 SOCKET_NAME = "gateway.sock"
 RESOLV_NAME = "resolv.conf"
 INSIDE_DIR = "/run/uhp-gateway"  # where the folder appears in the container (see launch.sh)
-GATEWAY_PREFIX = "/gateway/"
+# Every container shares this socket, so a docker turn's token is bound to it: refused on
+# the server's TCP port and on every local sandbox's door.
+DOOR = "docker"
 _SUN_PATH_MAX = 100  # sockaddr_un holds 108 bytes; keep a margin
-START_TIMEOUT = 10.0
-
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 # No nameserver at all: the container resolves nothing (it could reach no server anyway).
 RESOLV_CONF = "# UHP sandbox: no DNS. The model gateway is the only service reachable.\n"
@@ -51,39 +37,12 @@ def socket_dir(data_dir: Path) -> Path:
     return Path(tempfile.gettempdir()) / f"uhp-gateway-{digest}"
 
 
-def gateway_only(app: ASGIApp) -> ASGIApp:
-    """`app` restricted to the gateway's routes: the sandbox reaches nothing else of the API."""
-
-    async def filtered(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith(GATEWAY_PREFIX):
-            await app(scope, receive, send)
-            return
-        if scope["type"] == "http":
-            envelope = error_body(404, "uhpserver_not_found", "Only the model gateway is here.")
-            body = json.dumps(envelope).encode()
-            headers = [(b"content-type", b"application/json")]
-            await send({"type": "http.response.start", "status": 404, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
-
-    return filtered
-
-
-class _EmbeddedServer(uvicorn.Server):
-    """A uvicorn server that runs beside the main one in the same loop: the main server owns
-    the process's signals, so this one must not install (and later re-raise) them."""
-
-    @contextlib.contextmanager
-    def capture_signals(self):  # type: ignore[override]
-        yield
-
-
 class GatewaySocket:
     """Serves the gateway routes of the app on <folder>/gateway.sock while open."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self._server: _EmbeddedServer | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._door = GatewayDoor(folder / SOCKET_NAME, DOOR)
 
     @property
     def path(self) -> Path:
@@ -98,30 +57,7 @@ class GatewaySocket:
         self.folder.chmod(0o755)  # the agent's uid must reach the socket inside
         self.resolv_conf.write_text(RESOLV_CONF)
         self.resolv_conf.chmod(0o644)
-        config = uvicorn.Config(
-            gateway_only(app),
-            uds=str(self.path),
-            lifespan="off",  # the main server runs the app's lifespan
-            log_level="warning",
-            access_log=False,
-            timeout_graceful_shutdown=5,
-        )
-        self._server = _EmbeddedServer(config)
-        self._task = asyncio.create_task(self._server.serve(), name="gateway-socket")
-        async with asyncio.timeout(START_TIMEOUT):
-            while not self._server.started:
-                if self._task.done():
-                    self._task.result()  # raises what stopped it
-                    raise RuntimeError("gateway socket server stopped while starting")
-                await asyncio.sleep(0.01)
-        self.path.chmod(0o666)  # any uid in the container; the gateway checks its token
+        await self._door.open(app, mode=0o666)  # any uid in the container; tokens are bound
 
     async def close(self) -> None:
-        if self._server is None or self._task is None:
-            return
-        self._server.should_exit = True
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._task, 10)
-        self._server = self._task = None
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
+        await self._door.close()

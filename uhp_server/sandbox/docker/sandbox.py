@@ -34,7 +34,7 @@ from uhp_server.sandbox.docker.container import (
     host_config_kwargs,
     resolve_user,
 )
-from uhp_server.sandbox.docker.gateway_socket import ASGIApp, GatewaySocket, socket_dir
+from uhp_server.sandbox.docker.gateway_socket import DOOR, ASGIApp, GatewaySocket, socket_dir
 from uhp_server.sandbox.docker.host_paths import HostPaths
 from uhp_server.sandbox.docker.ownership import hand_over
 from uhp_server.sandbox.docker.process import DockerProcess, attach_socket, wait_for_exit
@@ -73,6 +73,9 @@ class DockerSandbox(Sandbox):
 
     def gateway_url(self, backend: str) -> str:
         return f"http://127.0.0.1:{GATEWAY_PORT}{gateway_path(backend)}"
+
+    def door(self, turn_id: str) -> str | None:
+        return DOOR  # one socket for every container: refused on the TCP port, at least
 
     # -- lifecycle ---------------------------------------------------------------------------
 
