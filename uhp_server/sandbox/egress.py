@@ -156,7 +156,7 @@ class EgressProxy:
         else:
             up_writer.write(request.head)
         sent, received = await _splice(reader, writer, up_reader, up_writer)
-        self._log(request, True, sent, received, None)
+        self._log(request, True, len(request.head) + sent, received, None)
 
     async def _decide(self, host: str, port: int) -> tuple[str | None, str]:
         if not self.policy.allows(host):

@@ -1,0 +1,84 @@
+"""The per-turn gateway token is bound to its own sandbox (issue 8, item 5), end to end: it
+is on no command line, and a token copied out of a live turn is refused on the server's TCP
+port and through another turn's sandbox socket."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import TEST_SANDBOX, backend_under_test
+from tests.support.server import ServerProcess
+from tests.test_security_e2e import tool_outputs
+from tests.test_tasks_e2e import create, wait_terminal
+from uhp_server.gateway.tokens import TOKEN_PREFIX
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(TEST_SANDBOX != "local", reason="the local sandbox's processes"),
+]
+
+# The turn's own token, as any tool command can read it from the CLI's environment.
+OWN_TOKEN = (
+    "$(for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ; done 2>/dev/null"
+    f" | grep -o '{TOKEN_PREFIX}[A-Za-z0-9_-]*' | head -n 1)"
+)
+MODELS = {"openai": "/gateway/openai/v1/models", "anthropic": "/gateway/anthropic/v1/models"}[
+    backend_under_test()
+]
+
+
+def _status_inside(token: str) -> str:
+    """A shell command printing the HTTP status of a gateway call with `token`."""
+    return (
+        f"curl -s -o /dev/null -w '%{{http_code}}' -H \"Authorization: Bearer {token}\""
+        f' -H "x-api-key: {token}" http://127.0.0.1:8080{MODELS}'
+    )
+
+
+def _wait_for(path_glob: str, root: Path, timeout: float = 60) -> Path:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = [p for p in root.rglob(path_glob) if p.stat().st_size > 0]
+        if found:
+            return found[0]
+        time.sleep(0.1)
+    raise AssertionError(f"{path_glob} never appeared")
+
+
+def _command_lines() -> list[str]:
+    lines = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            lines.append(cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            continue
+    return lines
+
+
+def test_a_token_copied_out_of_a_live_turn_is_useless_elsewhere(
+    client: httpx.Client, server: ServerProcess
+) -> None:
+    # Turn A leaves its token where the test can take it, and stays alive a while.
+    script_a = f"RUN echo {OWN_TOKEN} > /workspace/stolen-token; sleep 12\nSAY done"
+    a = create(client, {"input": script_a, "background": True})
+    stolen = _wait_for("stolen-token", server.data_dir).read_text().strip()
+    assert stolen.startswith(TOKEN_PREFIX)
+
+    # While turn A runs: its token is on no process's command line...
+    assert not any(TOKEN_PREFIX in line for line in _command_lines())
+    # ...and the server's TCP port refuses it.
+    answer = httpx.get(
+        f"{server.url}{MODELS}", headers={"Authorization": f"Bearer {stolen}", "x-api-key": stolen}
+    )
+    assert answer.status_code == 401
+
+    # Turn B (another session) presents A's token through its own socket: refused, while
+    # its own token works there.
+    script_b = f"RUN echo own=$({_status_inside(OWN_TOKEN)}) stolen=$({_status_inside(stolen)})"
+    b = create(client, {"input": script_b + "\nSAY {output}"})
+    assert "own=200 stolen=401" in tool_outputs(b)
+    assert wait_terminal(client, a["id"])["status"] == "completed"
