@@ -49,13 +49,23 @@ def _wait_for(path_glob: str, root: Path, timeout: float = 60) -> Path:
     raise AssertionError(f"{path_glob} never appeared")
 
 
-def _command_lines() -> list[str]:
+def _parent(pid: str) -> str:
+    # /proc/<pid>/stat: "pid (comm) state ppid ..."; comm may hold spaces and parentheses.
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1]
+
+
+def _command_lines(under: int) -> list[str]:
+    """The command lines of every process descending from process `under`."""
     lines = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+    for proc in Path("/proc").glob("[0-9]*"):
         try:
-            lines.append(cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace"))
-        except OSError:
-            continue
+            pid = proc.name
+            while pid not in ("0", "1", str(under)):
+                pid = _parent(pid)
+            if pid == str(under):
+                lines.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except (OSError, IndexError):
+            continue  # gone meanwhile
     return lines
 
 
@@ -68,8 +78,12 @@ def test_a_token_copied_out_of_a_live_turn_is_useless_elsewhere(
     stolen = _wait_for("stolen-token", server.data_dir).read_text().strip()
     assert stolen.startswith(TOKEN_PREFIX)
 
-    # While turn A runs: its token is on no process's command line...
-    assert not any(TOKEN_PREFIX in line for line in _command_lines())
+    # While turn A runs: no token is on the command line of any process of the server's
+    # (the sandbox, the relay, the CLI, its tools)...
+    assert server.proc is not None
+    lines = _command_lines(server.proc.pid)
+    assert any("bwrap" in line for line in lines) and any("sleep 12" in line for line in lines)
+    assert not any(TOKEN_PREFIX in line for line in lines)
     # ...and the server's TCP port refuses it.
     answer = httpx.get(
         f"{server.url}{MODELS}", headers={"Authorization": f"Bearer {stolen}", "x-api-key": stolen}
