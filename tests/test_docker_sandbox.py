@@ -287,14 +287,23 @@ async def test_only_the_session_folders_tools_and_gateway_are_mounted(
     await proc.kill()
     binds = {(m["Source"], m["Destination"], m["RW"]) for m in info["Mounts"]}
     gateway = sandbox.gateway.folder
+    # The turn's own socket folder (its token is bound to that socket), gone with it.
+    turn_folder = next(
+        m["Source"] for m in info["Mounts"] if m["Destination"] == "/run/uhp-gateway"
+    )
+    assert Path(turn_folder).parent == gateway
     assert binds == {
         (str(mounts.workspace), "/workspace", True),
         (str(mounts.home), "/home/agent", True),
         (str(mounts.tools), "/opt/uhp-tools", False),
-        (str(gateway), "/run/uhp-gateway", False),
+        (turn_folder, "/run/uhp-gateway", False),
         (str(gateway / "resolv.conf"), "/etc/resolv.conf", False),
     }
-    assert set(os.listdir(gateway)) == {"gateway.sock", "resolv.conf"}
+    for _ in range(100):
+        if not Path(turn_folder).exists():
+            break
+        await asyncio.sleep(0.05)
+    assert set(os.listdir(gateway)) == {"resolv.conf"}
     host = info["HostConfig"]
     assert host["ReadonlyRootfs"] is True
     assert host["CapDrop"] == ["ALL"]

@@ -115,10 +115,10 @@ def test_host_paths_translate_through_the_servers_own_mounts(tmp_path: Path) -> 
 
 
 def test_a_long_data_dir_still_gets_a_socket_path_that_fits(tmp_path: Path) -> None:
-    assert socket_dir(tmp_path) == tmp_path.resolve() / "run" / "gateway"
+    assert socket_dir(Path("/data")) == Path("/data/run/gateway")
     deep = tmp_path / ("d" * 120)
     folder = socket_dir(deep)
-    assert len(str(folder / "gateway.sock")) <= 100
+    assert len(str(folder / ("t" * 16) / "gateway.sock")) <= 100  # a turn's socket fits
     assert folder == socket_dir(deep)  # stable across restarts
 
 

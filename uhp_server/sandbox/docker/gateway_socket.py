@@ -1,15 +1,18 @@
 """The model gateway on a Unix socket: the only door out of a docker sandbox.
 
 Agent containers run with no network at all (`network_mode: none`: loopback only, no route,
-no DNS). The server serves its gateway routes, and nothing else, on a Unix socket in a
-folder that each container mounts read-only; a relay inside the container (socat, started by
-the image's `uhp-launch`) turns 127.0.0.1:<port> into that socket. See README, "Docker
-sandbox", for why this beats an internal Docker network.
+no DNS). The server serves its gateway routes, and nothing else, on a Unix socket of the
+turn's own, in a folder only that turn's container mounts (read-only); the turn's token is
+bound to that socket and refused anywhere else. A relay inside the container (socat,
+started by the image's `uhp-launch`) turns 127.0.0.1:<port> into the socket. See README,
+"Docker sandbox", for why this beats an internal Docker network.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import tempfile
 from pathlib import Path
 
@@ -18,10 +21,8 @@ from uhp_server.sandbox.gateway_door import ASGIApp, GatewayDoor
 SOCKET_NAME = "gateway.sock"
 RESOLV_NAME = "resolv.conf"
 INSIDE_DIR = "/run/uhp-gateway"  # where the folder appears in the container (see launch.sh)
-# Every container shares this socket, so a docker turn's token is bound to it: refused on
-# the server's TCP port and on every local sandbox's door.
-DOOR = "docker"
 _SUN_PATH_MAX = 100  # sockaddr_un holds 108 bytes; keep a margin
+_TURN_NAME_LENGTH = 16
 
 # No nameserver at all: the container resolves nothing (it could reach no server anyway).
 RESOLV_CONF = "# UHP sandbox: no DNS. The model gateway is the only service reachable.\n"
@@ -31,22 +32,20 @@ def socket_dir(data_dir: Path) -> Path:
     """The host folder holding the socket: under the data dir, unless that path is too long
     for a Unix socket address, then a stable folder under the temp dir."""
     preferred = data_dir.resolve() / "run" / "gateway"
-    if len(str(preferred / SOCKET_NAME)) <= _SUN_PATH_MAX:
+    if len(str(preferred / ("x" * _TURN_NAME_LENGTH) / SOCKET_NAME)) <= _SUN_PATH_MAX:
         return preferred
     digest = hashlib.sha256(str(preferred).encode()).hexdigest()[:16]
     return Path(tempfile.gettempdir()) / f"uhp-gateway-{digest}"
 
 
 class GatewaySocket:
-    """Serves the gateway routes of the app on <folder>/gateway.sock while open."""
+    """The folder of the turns' gateway sockets: one socket per turn, in a subfolder that
+    only the turn's container mounts, served while the turn runs."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self._door = GatewayDoor(folder / SOCKET_NAME, DOOR)
-
-    @property
-    def path(self) -> Path:
-        return self.folder / SOCKET_NAME
+        self._app: ASGIApp | None = None
+        self._open: dict[str, TurnSocket] = {}
 
     @property
     def resolv_conf(self) -> Path:
@@ -54,10 +53,45 @@ class GatewaySocket:
 
     async def open(self, app: ASGIApp) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.folder.chmod(0o755)  # the agent's uid must reach the socket inside
+        self.folder.chmod(0o755)  # each turn's folder then admits only its agent's uid
         self.resolv_conf.write_text(RESOLV_CONF)
         self.resolv_conf.chmod(0o644)
-        await self._door.open(app, mode=0o666)  # any uid in the container; tokens are bound
+        self._app = app
+
+    async def open_turn(self, door: str, owner: tuple[int, int]) -> TurnSocket:
+        """Serve the gateway for one turn on a socket only `owner` (uid, gid) can reach."""
+        turn = TurnSocket(self.folder, door)
+        await turn.open(self._app, owner)
+        self._open[door] = turn
+        return turn
+
+    async def close_turn(self, turn: TurnSocket) -> None:
+        self._open.pop(turn.door.door, None)
+        await turn.close()
 
     async def close(self) -> None:
-        await self._door.close()
+        for turn in list(self._open.values()):
+            await self.close_turn(turn)
+
+
+class TurnSocket:
+    """<folder>/<hash of the door>/gateway.sock: what one container mounts at INSIDE_DIR."""
+
+    def __init__(self, parent: Path, door: str) -> None:
+        self.folder = parent / hashlib.sha256(door.encode()).hexdigest()[:_TURN_NAME_LENGTH]
+        self.door = GatewayDoor(self.folder / SOCKET_NAME, door)
+
+    async def open(self, app: ASGIApp | None, owner: tuple[int, int]) -> None:
+        self.folder.mkdir(mode=0o700)
+        try:
+            await self.door.open(app, mode=0o600)
+            for path in (self.folder, self.door.path):
+                os.chown(path, *owner)  # the container's uid; the server's own when not root
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        await self.door.close()
+        with contextlib.suppress(OSError):
+            self.folder.rmdir()

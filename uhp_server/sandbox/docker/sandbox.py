@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import secrets
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,12 @@ from uhp_server.sandbox.docker.container import (
     host_config_kwargs,
     resolve_user,
 )
-from uhp_server.sandbox.docker.gateway_socket import DOOR, ASGIApp, GatewaySocket, socket_dir
+from uhp_server.sandbox.docker.gateway_socket import (
+    ASGIApp,
+    GatewaySocket,
+    TurnSocket,
+    socket_dir,
+)
 from uhp_server.sandbox.docker.host_paths import HostPaths
 from uhp_server.sandbox.docker.ownership import hand_over
 from uhp_server.sandbox.docker.process import DockerProcess, attach_socket, wait_for_exit
@@ -70,12 +76,13 @@ class DockerSandbox(Sandbox):
         self.owner = ""  # this server's id, labelled on every container (set by open)
         self._api: Any = None
         self._host_paths = HostPaths()
+        self._closing: set[asyncio.Future[None]] = set()
 
     def gateway_url(self, backend: str) -> str:
         return f"http://127.0.0.1:{GATEWAY_PORT}{gateway_path(backend)}"
 
     def door(self, turn_id: str) -> str | None:
-        return DOOR  # one socket for every container: refused on the TCP port, at least
+        return f"docker:{turn_id}"
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -114,7 +121,32 @@ class DockerSandbox(Sandbox):
             folder.mkdir(parents=True, exist_ok=True)
         self._check(invocation, mounts)
         await asyncio.to_thread(hand_over, *self.user, mounts.workspace, mounts.home)
-        kwargs = self._container(invocation, mounts)
+        door = mounts.door or f"docker:unbound-{secrets.token_hex(8)}"
+        try:
+            turn_socket = await self.gateway.open_turn(door, self.user)
+        except OSError as exc:
+            raise SandboxError(f"cannot open the turn's gateway socket: {exc}") from exc
+        try:
+            process = await self._run(invocation, mounts, turn_socket)
+        except BaseException:
+            await asyncio.shield(self.gateway.close_turn(turn_socket))
+            raise
+        # The socket goes with the container: a token copied out has no door left.
+        process.exited.add_done_callback(
+            lambda _: self._closing.add(asyncio.ensure_future(self._close(turn_socket)))
+        )
+        return process
+
+    async def _close(self, turn_socket: TurnSocket) -> None:
+        try:
+            await self.gateway.close_turn(turn_socket)
+        finally:
+            self._closing.discard(asyncio.current_task())  # type: ignore[arg-type]
+
+    async def _run(
+        self, invocation: Invocation, mounts: SessionMounts, turn_socket: TurnSocket
+    ) -> DockerProcess:
+        kwargs = self._container(invocation, mounts, turn_socket)
         try:
             created = await asyncio.to_thread(self._api.create_container, **kwargs)
         except docker.errors.DockerException as exc:
@@ -131,12 +163,14 @@ class DockerSandbox(Sandbox):
                 raise SandboxError(f"cannot start the agent container: {exc}") from exc
             raise
 
-    def _container(self, invocation: Invocation, mounts: SessionMounts) -> dict[str, Any]:
+    def _container(
+        self, invocation: Invocation, mounts: SessionMounts, turn_socket: TurnSocket
+    ) -> dict[str, Any]:
         host = HostMounts(
             workspace=self._host_paths(mounts.workspace),
             home=self._host_paths(mounts.home),
             tools=self._host_paths(mounts.tools),
-            gateway_dir=self._host_paths(self.gateway.folder),
+            gateway_dir=self._host_paths(turn_socket.folder),
             resolv_conf=self._host_paths(self.gateway.resolv_conf),
         )
         host_config = self._api.create_host_config(
