@@ -4,6 +4,7 @@ port and through another turn's sandbox socket."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -84,7 +85,9 @@ def test_a_token_copied_out_of_a_live_turn_is_useless_elsewhere(
         assert server.proc is not None
         lines = _command_lines(server.proc.pid)
         assert any("bwrap" in line for line in lines) and any("sleep 12" in line for line in lines)
-        assert not any(TOKEN_PREFIX in line for line in lines)
+        # (The tool command itself names the prefix in its grep pattern; a token is longer.)
+        token = re.compile(rf"{TOKEN_PREFIX}[A-Za-z0-9_-]{{40,}}")
+        assert not [line for line in lines if token.search(line)]
     # ...and the server's TCP port refuses it.
     answer = httpx.get(
         f"{server.url}{MODELS}", headers={"Authorization": f"Bearer {stolen}", "x-api-key": stolen}
