@@ -240,3 +240,26 @@ async def test_bwrap_setup_failure_raises(mounts: SessionMounts, tmp_path: Path)
     sandbox = LocalSandbox(bwrap=str(fake))
     with pytest.raises(SandboxError, match="namespace"):
         await sandbox.start(Invocation(["/bin/true"], ENV, "/workspace"), mounts)
+
+
+async def test_open_clears_what_a_killed_server_left(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    (run_dir / "0123456789abcdef").mkdir(parents=True)
+    (run_dir / "0123456789abcdef" / "gateway.sock").write_text("")
+    sandbox = LocalSandbox(run_dir)
+    await sandbox.open(None)  # type: ignore[arg-type]
+    assert list(run_dir.iterdir()) == []
+    assert run_dir.stat().st_mode & 0o777 == 0o700
+
+
+async def test_a_turn_folder_is_private_and_goes_with_the_sandbox(
+    tmp_path: Path, mounts: SessionMounts
+) -> None:
+    sandbox = LocalSandbox(tmp_path / "run")
+    await sandbox.open(None)  # type: ignore[arg-type]
+    proc = await sandbox.start(Invocation(["/bin/sleep", "30"], ENV, "/workspace"), mounts)
+    (folder,) = (tmp_path / "run").iterdir()
+    assert folder.stat().st_mode & 0o777 == 0o700
+    assert (folder / "gateway.sock").stat().st_mode & 0o777 == 0o600
+    await proc.kill()
+    assert list((tmp_path / "run").iterdir()) == []

@@ -92,12 +92,32 @@ class GatewayDoor:
                 await asyncio.sleep(0.005)
         os.chmod(self.path, mode)
 
-    async def close(self) -> None:
+    def shut(self) -> None:
+        """Refuse new connections at once; the server winds down in the background (uvicorn
+        takes a tenth of a second or two, which a turn's end need not wait for)."""
         if self._server is None or self._task is None:
             return
         self._server.should_exit = True
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._task, 10)
-        self._server = self._task = None
+        for listener in getattr(self._server, "servers", []):
+            listener.close()
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
+        _winding_down.add(self._task)
+        self._task.add_done_callback(_winding_down.discard)
+        self._server = self._task = None
+
+    async def close(self) -> None:
+        task = self._task
+        self.shut()
+        if task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(task, 10)
+
+
+# Door servers still winding down after shut(); the sandbox awaits them as the server stops.
+_winding_down: set[asyncio.Task[None]] = set()
+
+
+async def wound_down() -> None:
+    """Wait until every door shut so far has finished."""
+    await asyncio.gather(*_winding_down, return_exceptions=True)

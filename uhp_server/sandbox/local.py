@@ -31,7 +31,7 @@ from uhp_server.gateway.paths import gateway_path
 from uhp_server.sandbox import cgroups
 from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SandboxError, SessionMounts
 from uhp_server.sandbox.egress import EgressPolicy
-from uhp_server.sandbox.gateway_door import ASGIApp
+from uhp_server.sandbox.gateway_door import ASGIApp, wound_down
 from uhp_server.sandbox.limits import LimitWatch, LocalLimits, parse_size
 from uhp_server.sandbox.local_doors import (
     EGRESS_SOCKET,
@@ -146,7 +146,13 @@ class LocalSandbox(Sandbox):
             raise SandboxError("socat not found: the local sandbox relays the gateway with it")
         self._run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._run_dir.chmod(0o700)
+        # What a killed server left: no turn of this server can be running yet.
+        for stale in self._run_dir.iterdir():
+            shutil.rmtree(stale, ignore_errors=True)
         self._gateway_app = gateway_app
+
+    async def close(self) -> None:
+        await wound_down()
 
     def environment(self, invocation: Invocation) -> dict[str, str]:
         """The agent's environment: the invocation's, plus the egress proxy when allowed."""

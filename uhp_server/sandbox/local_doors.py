@@ -50,7 +50,7 @@ class TurnDoors:
             raise
 
     async def close(self) -> None:
-        await self.gateway.close()
+        self.gateway.shut()
         await self.egress.close()
         with contextlib.suppress(OSError):
             self.folder.rmdir()
