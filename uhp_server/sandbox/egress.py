@@ -2,11 +2,12 @@
 
 A sandbox has no network of its own. When UHP_EGRESS_ALLOW_HOSTS names hosts (say, the
 team's package registries), each turn gets a second socket, relayed to 127.0.0.1:3128
-inside, where this proxy speaks HTTP CONNECT (for https) and plain-HTTP forwarding. It
-decides at connect time: the host must be on the list, and every address it resolves to
-must pass gateway/url_policy.py's rules (no link-local ever; no private or loopback address
-unless UHP_EGRESS_ALLOW_PRIVATE_HOSTS), and the connection goes to the address that was
-checked. Each connection is logged once: host, port, allowed or refused, bytes each way.
+inside (local and docker sandboxes alike), where this proxy speaks HTTP CONNECT (for https)
+and plain-HTTP forwarding. It decides at connect time: the host must be on the list, and
+every address it resolves to must pass gateway/url_policy.py's rules (no link-local ever;
+no private or loopback address unless UHP_EGRESS_ALLOW_PRIVATE_HOSTS), and the connection
+goes to the address that was checked. Each connection is logged once: host, port, allowed
+or refused, bytes each way.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from uhp_server.gateway.url_policy import UrlRefused, pin_url
 
 log = logging.getLogger(__name__)
 
+EGRESS_PROXY_PORT = 3128  # where a sandbox's relay to the proxy listens, inside
+NO_PROXY = "127.0.0.1,localhost"  # the gateway itself is never proxied
 MAX_HEAD_BYTES = 64 * 1024
 HEAD_TIMEOUT = 30.0
 CONNECT_TIMEOUT = 10.0
@@ -45,6 +48,15 @@ class EgressPolicy:
 
     def allows(self, host: str) -> bool:
         return _normal(host) in self.allow_hosts
+
+
+def with_proxy(env: dict[str, str], policy: EgressPolicy) -> dict[str, str]:
+    """`env` plus the conventional proxy variables when the policy allows any egress."""
+    if not policy.enabled:
+        return dict(env)
+    proxy = f"http://127.0.0.1:{EGRESS_PROXY_PORT}"
+    names = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
+    return {**env, **dict.fromkeys(names, proxy), "NO_PROXY": NO_PROXY, "no_proxy": NO_PROXY}
 
 
 def _normal(host: str) -> str:

@@ -30,7 +30,7 @@ from harness_bases.base import Invocation
 from uhp_server.gateway.paths import gateway_path
 from uhp_server.sandbox import cgroups
 from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SandboxError, SessionMounts
-from uhp_server.sandbox.egress import EgressPolicy
+from uhp_server.sandbox.egress import EGRESS_PROXY_PORT, EgressPolicy, with_proxy
 from uhp_server.sandbox.gateway_door import ASGIApp, wound_down
 from uhp_server.sandbox.limits import LimitWatch, LocalLimits, parse_size
 from uhp_server.sandbox.local_doors import (
@@ -47,8 +47,6 @@ log = logging.getLogger(__name__)
 
 START_TIMEOUT = 30.0
 GATEWAY_PORT = 8080  # the gateway inside the sandbox: 127.0.0.1:8080, as in the docker one
-EGRESS_PROXY_PORT = 3128  # the egress proxy inside, when egress is allowed
-NO_PROXY = "127.0.0.1,localhost"  # the gateway itself is never proxied
 
 # Runs first in the sandbox: start the relays, wait (about 2 s at most) until their ports
 # listen so the CLI's first request finds them, then become the CLI.
@@ -153,16 +151,6 @@ class LocalSandbox(Sandbox):
 
     async def close(self) -> None:
         await wound_down()
-
-    def environment(self, invocation: Invocation) -> dict[str, str]:
-        """The agent's environment: the invocation's, plus the egress proxy when allowed."""
-        env = dict(invocation.env)
-        if self.egress.enabled:
-            proxy = f"http://127.0.0.1:{EGRESS_PROXY_PORT}"
-            for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
-                env[name] = proxy
-            env["NO_PROXY"] = env["no_proxy"] = NO_PROXY
-        return env
 
     def command(
         self,
@@ -296,7 +284,7 @@ class LocalSandbox(Sandbox):
                 start_new_session=True,  # own process group: kill() signals all of it
                 pass_fds=(info_w, block_r),
                 limit=STDOUT_LINE_LIMIT,
-                env=self.environment(invocation),
+                env=with_proxy(invocation.env, self.egress),
             )
         except OSError as exc:
             os.close(info_r)

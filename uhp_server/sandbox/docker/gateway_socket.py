@@ -16,9 +16,11 @@ import os
 import tempfile
 from pathlib import Path
 
+from uhp_server.sandbox.egress import EgressPolicy, EgressProxy
 from uhp_server.sandbox.gateway_door import ASGIApp, GatewayDoor
 
 SOCKET_NAME = "gateway.sock"
+EGRESS_SOCKET_NAME = "egress.sock"  # launch.sh relays it when present
 RESOLV_NAME = "resolv.conf"
 INSIDE_DIR = "/run/uhp-gateway"  # where the folder appears in the container (see launch.sh)
 _SUN_PATH_MAX = 100  # sockaddr_un holds 108 bytes; keep a margin
@@ -42,8 +44,9 @@ class GatewaySocket:
     """The folder of the turns' gateway sockets: one socket per turn, in a subfolder that
     only the turn's container mounts, served while the turn runs."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, egress: EgressPolicy = EgressPolicy()) -> None:  # noqa: B008
         self.folder = folder
+        self.egress = egress
         self._app: ASGIApp | None = None
         self._open: dict[str, TurnSocket] = {}
 
@@ -60,7 +63,7 @@ class GatewaySocket:
 
     async def open_turn(self, door: str, owner: tuple[int, int]) -> TurnSocket:
         """Serve the gateway for one turn on a socket only `owner` (uid, gid) can reach."""
-        turn = TurnSocket(self.folder, door)
+        turn = TurnSocket(self.folder, door, self.egress)
         await turn.open(self._app, owner)
         self._open[door] = turn
         return turn
@@ -75,23 +78,31 @@ class GatewaySocket:
 
 
 class TurnSocket:
-    """<folder>/<hash of the door>/gateway.sock: what one container mounts at INSIDE_DIR."""
+    """<folder>/<hash of the door>/: what one container mounts at INSIDE_DIR, holding its
+    gateway.sock and, when egress is allowed, its egress.sock."""
 
-    def __init__(self, parent: Path, door: str) -> None:
+    def __init__(self, parent: Path, door: str, egress: EgressPolicy) -> None:
         self.folder = parent / hashlib.sha256(door.encode()).hexdigest()[:_TURN_NAME_LENGTH]
         self.door = GatewayDoor(self.folder / SOCKET_NAME, door)
+        self.egress = EgressProxy(self.folder / EGRESS_SOCKET_NAME, egress, door)
+        self.egress_enabled = egress.enabled
 
     async def open(self, app: ASGIApp | None, owner: tuple[int, int]) -> None:
         self.folder.mkdir(mode=0o700)
         try:
             await self.door.open(app, mode=0o600)
-            for path in (self.folder, self.door.path):
+            sockets = [self.door.path]
+            if self.egress_enabled:
+                await self.egress.open()
+                sockets.append(self.egress.path)
+            for path in (self.folder, *sockets):
                 os.chown(path, *owner)  # the container's uid; the server's own when not root
         except BaseException:
             await self.close()
             raise
 
     async def close(self) -> None:
-        await self.door.close()
+        self.door.shut()
+        await self.egress.close()
         with contextlib.suppress(OSError):
             self.folder.rmdir()

@@ -44,6 +44,8 @@ from uhp_server.sandbox.docker.gateway_socket import (
 from uhp_server.sandbox.docker.host_paths import HostPaths
 from uhp_server.sandbox.docker.ownership import hand_over
 from uhp_server.sandbox.docker.process import DockerProcess, attach_socket, wait_for_exit
+from uhp_server.sandbox.egress import EgressPolicy, with_proxy
+from uhp_server.sandbox.gateway_door import wound_down
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +66,7 @@ class DockerSandbox(Sandbox):
         base_image: str = "debian:bookworm-slim",
         user: str = "auto",
         limits: Limits = Limits(),  # noqa: B008 (frozen, shared safely)
+        egress: EgressPolicy = EgressPolicy(),  # noqa: B008 (frozen, shared safely)
     ) -> None:
         self.data_dir = data_dir
         self.image = image or images.runtime_tag()
@@ -72,7 +75,8 @@ class DockerSandbox(Sandbox):
         # The engine refuses a CPU limit above the host's cores: a default of 2 must still
         # work on a one-core machine.
         self.limits = replace(limits, cpus=min(limits.cpus, float(os.cpu_count() or 1)))
-        self.gateway = GatewaySocket(socket_dir(data_dir))
+        self.egress = egress
+        self.gateway = GatewaySocket(socket_dir(data_dir), egress)
         self.owner = ""  # this server's id, labelled on every container (set by open)
         self._api: Any = None
         self._host_paths = HostPaths()
@@ -100,6 +104,7 @@ class DockerSandbox(Sandbox):
 
     async def close(self) -> None:
         await self.gateway.close()
+        await wound_down()
         if self._api is not None:
             with contextlib.suppress(docker.errors.DockerException):
                 await asyncio.to_thread(reaper.reap, self._api, self.owner)
@@ -179,7 +184,7 @@ class DockerSandbox(Sandbox):
         labels = {**mounts.labels, LABEL_SERVER: self.owner}
         return create_kwargs(
             image=self.image,
-            invocation=invocation,
+            invocation=replace(invocation, env=with_proxy(invocation.env, self.egress)),
             user=self.user,
             labels=labels,
             host_config=host_config,
