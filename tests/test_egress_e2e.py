@@ -1,6 +1,8 @@
-"""Egress end to end (issue 8, item 6): with an allow-list, the CLI still reaches its gateway
-(never through the proxy), its tool commands reach an allowed host through the server's
-proxy and nothing else, and the server logs each connection."""
+"""The sandbox's network end to end (issue 8, item 6): by default a tool command reaches
+nothing on the host (the model provider, the server's API port, any other local service);
+with an allow-list, the CLI still reaches its gateway (never through the proxy), its tool
+commands reach an allowed host through the server's proxy and nothing else, and the server
+logs each connection."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -60,6 +64,29 @@ def _status_via_proxy(url: str) -> str:
         f'printf "GET {url} HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n" >&3; '
         'head -n 1 <&3 | cut -d " " -f 2\''
     )
+
+
+def test_by_default_nothing_on_the_host_is_reachable(
+    client: httpx.Client, server: ServerProcess, provider: Any, web: int
+) -> None:
+    ports = {
+        "provider": urlsplit(provider.url).port,
+        "api": server.port,
+        "listener": web,
+    }
+    probes = "; ".join(
+        f"(echo > /dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo {name}=reached"
+        f" || echo {name}=refused"
+        for name, port in ports.items()
+    )
+    result = create(client, {"input": f"RUN {probes}; echo proxy=${{HTTPS_PROXY:-none}}\nSAY ok"})
+    assert result["status"] == "completed"  # the gateway, and only it, is there
+    assert tool_outputs(result).split() == [
+        "provider=refused",
+        "api=refused",
+        "listener=refused",
+        "proxy=none",
+    ]
 
 
 def test_allowed_hosts_through_the_proxy_and_nothing_else(
