@@ -40,6 +40,7 @@ from harness_bases.codex import install as codex_install
 from tests.conftest import tools_dir
 from uhp_server.sandbox.base import SessionMounts
 from uhp_server.sandbox.docker import DockerSandbox, images
+from uhp_server.sandbox.docker.gateway_socket import TurnSocket
 from uhp_server.sandbox.docker.sandbox import engine_client
 from uhp_server.sandbox.local import LocalSandbox
 
@@ -71,12 +72,14 @@ class Bench:
         tools = tools_dir()
         self.mounts = SessionMounts(scratch / "ws", scratch / "home", tools)
         self.docker = DockerSandbox(scratch / "data", image=image)
-        self.local = LocalSandbox("http://127.0.0.1:1")
+        self.local = LocalSandbox()  # with its gateway relay and default limits
         self.session_container = ""
 
     async def open(self) -> None:
         await self.docker.open(no_gateway)
-        self.session_container = await asyncio.to_thread(self._session_container)
+        await self.local.open(no_gateway)
+        turn_socket = await self.docker.gateway.open_turn("bench:session", self.docker.user)
+        self.session_container = await asyncio.to_thread(self._session_container, turn_socket)
 
     async def close(self) -> None:
         if self.session_container:
@@ -84,10 +87,10 @@ class Bench:
                 self.api.remove_container(self.session_container, force=True)
         await self.docker.close()
 
-    def _session_container(self) -> str:
+    def _session_container(self, turn_socket: TurnSocket) -> str:
         """A long-lived container with the same hardening, for the per-session design."""
         mounts = self.docker._container(
-            Invocation(["sleep", "infinity"], ENV, "/workspace"), self.mounts
+            Invocation(["sleep", "infinity"], ENV, "/workspace"), self.mounts, turn_socket
         )
         mounts["labels"] = {"uhp.bench": "session"}
         mounts["stdin_open"] = False

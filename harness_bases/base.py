@@ -62,7 +62,9 @@ class TurnSpec:
     prompt: str
     model: str
     gateway_url: str  # the backend's gateway base URL as seen from inside the sandbox
-    gateway_token: str  # per-turn token; the only credential the agent ever sees
+    # Per-turn token, the only credential in the sandbox: bound to the turn's own sandbox
+    # (useless anywhere else) and revoked when the turn ends.
+    gateway_token: str
     host_workspace: Path
     host_home: Path
     host_tools: Path

@@ -15,6 +15,8 @@ done
 
 need_apt=()
 command -v bwrap >/dev/null || need_apt+=(bubblewrap)
+# The local sandbox relays its gateway (and egress proxy) socket to its own loopback with it.
+command -v socat >/dev/null || need_apt+=(socat)
 command -v npm >/dev/null || need_apt+=(nodejs npm)
 # The Hermes base makes its venv with Debian's python3, whose venv/ensurepip are a package.
 /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || need_apt+=(python3-venv)

@@ -30,7 +30,7 @@ status=0
 # The same end-to-end files again, in the docker sandbox (exit 5: the arguments selected
 # none of them).
 docker_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security_e2e.py
-  tests/test_restart_e2e.py)
+  tests/test_restart_e2e.py tests/test_token_binding_e2e.py tests/test_egress_e2e.py)
 echo "=== end-to-end tests again with UHP_TEST_SANDBOX=docker ==="
 UHP_TEST_SANDBOX=docker .venv/bin/python -m pytest "${docker_e2e[@]}" "$@" || {
   code=$?
@@ -38,7 +38,8 @@ UHP_TEST_SANDBOX=docker .venv/bin/python -m pytest "${docker_e2e[@]}" "$@" || {
 }
 # The same end-to-end files again on the Claude Code base (the runs above use Codex).
 base_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security_e2e.py
-  tests/test_restart_e2e.py tests/test_harnesses_e2e.py tests/test_openai_sdk.py)
+  tests/test_restart_e2e.py tests/test_harnesses_e2e.py tests/test_openai_sdk.py
+  tests/test_token_binding_e2e.py tests/test_sandbox_limits_e2e.py tests/test_egress_e2e.py)
 echo "=== end-to-end tests again with UHP_TEST_BASE=claude-code ==="
 UHP_TEST_BASE=claude-code .venv/bin/python -m pytest "${base_e2e[@]}" "$@" || {
   code=$?

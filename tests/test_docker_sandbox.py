@@ -20,6 +20,7 @@ from uhp_server.sandbox.base import SandboxError, SessionMounts
 from uhp_server.sandbox.docker import DockerSandbox
 from uhp_server.sandbox.docker.container import Limits
 from uhp_server.sandbox.docker.process import DockerProcess
+from uhp_server.sandbox.egress import EgressPolicy
 
 ENV = {"PATH": "/usr/bin:/bin", "HOME": "/home/agent", "UHP_TEST_MARK": "yes"}
 AGENT_UID = 1000  # the tests run as root: the sandbox then runs agents as 1000:1000
@@ -287,14 +288,23 @@ async def test_only_the_session_folders_tools_and_gateway_are_mounted(
     await proc.kill()
     binds = {(m["Source"], m["Destination"], m["RW"]) for m in info["Mounts"]}
     gateway = sandbox.gateway.folder
+    # The turn's own socket folder (its token is bound to that socket), gone with it.
+    turn_folder = next(
+        m["Source"] for m in info["Mounts"] if m["Destination"] == "/run/uhp-gateway"
+    )
+    assert Path(turn_folder).parent == gateway
     assert binds == {
         (str(mounts.workspace), "/workspace", True),
         (str(mounts.home), "/home/agent", True),
         (str(mounts.tools), "/opt/uhp-tools", False),
-        (str(gateway), "/run/uhp-gateway", False),
+        (turn_folder, "/run/uhp-gateway", False),
         (str(gateway / "resolv.conf"), "/etc/resolv.conf", False),
     }
-    assert set(os.listdir(gateway)) == {"gateway.sock", "resolv.conf"}
+    for _ in range(100):
+        if not Path(turn_folder).exists():
+            break
+        await asyncio.sleep(0.05)
+    assert set(os.listdir(gateway)) == {"resolv.conf"}
     host = info["HostConfig"]
     assert host["ReadonlyRootfs"] is True
     assert host["CapDrop"] == ["ALL"]
@@ -376,6 +386,45 @@ async def test_no_route_no_dns_and_a_host_listener_is_unreachable(
     assert code == 0
     assert out == ["routes", "ifaces", "lo", "dns", "end"]
     assert received == []
+
+
+async def test_egress_goes_through_the_proxy_to_allowed_hosts_only(
+    tmp_path: Path, image: str, mounts: SessionMounts
+) -> None:
+    seen: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen.append(await reader.readline())
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n")
+        writer.close()
+
+    web = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = web.sockets[0].getsockname()[1]
+    policy = EgressPolicy.from_settings("127.0.0.1", allow_private=True)
+    box = DockerSandbox(tmp_path / "egress", image=image, egress=policy)
+    await box.open(gateway_app)
+
+    def via_proxy(url: str) -> str:  # no curl in the image: speak to the proxy by hand
+        return (
+            "exec 3<>/dev/tcp/127.0.0.1/3128 && "
+            f"printf 'GET {url} HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n' >&3 && "
+            "head -n 1 <&3 | cut -d ' ' -f 2"
+        )
+
+    try:
+        async with web:
+            code, out = await run(
+                box,
+                mounts,
+                f'echo "$HTTPS_PROXY"; bash -c "{via_proxy(f"http://127.0.0.1:{port}/ok")}"; '
+                f'bash -c "{via_proxy(f"http://localhost:{port}/no")}"',
+            )
+    finally:
+        await box.close()
+    assert code == 0
+    assert out == ["http://127.0.0.1:3128", "204", "403"]
+    assert seen == [b"GET /ok HTTP/1.1\r\n"]
 
 
 def docker_bridge_address() -> str | None:

@@ -12,6 +12,7 @@ import pytest
 
 from harness_bases.base import Invocation, SandboxPaths
 from uhp_server.app import make_sandbox
+from uhp_server.gateway.tokens import DOOR_SCOPE_KEY
 from uhp_server.sandbox.docker import bootstrap, images
 from uhp_server.sandbox.docker.container import (
     HostMounts,
@@ -20,10 +21,11 @@ from uhp_server.sandbox.docker.container import (
     host_config_kwargs,
     resolve_user,
 )
-from uhp_server.sandbox.docker.gateway_socket import gateway_only, socket_dir
+from uhp_server.sandbox.docker.gateway_socket import socket_dir
 from uhp_server.sandbox.docker.host_paths import HostPaths
 from uhp_server.sandbox.docker.ownership import hand_over
 from uhp_server.sandbox.docker.sandbox import DockerSandbox
+from uhp_server.sandbox.gateway_door import gateway_only
 from uhp_server.settings import Settings
 
 MOUNTS = HostMounts("/h/ws", "/h/home", "/h/tools", "/h/gw", "/h/gw/resolv.conf")
@@ -113,29 +115,32 @@ def test_host_paths_translate_through_the_servers_own_mounts(tmp_path: Path) -> 
 
 
 def test_a_long_data_dir_still_gets_a_socket_path_that_fits(tmp_path: Path) -> None:
-    assert socket_dir(tmp_path) == tmp_path.resolve() / "run" / "gateway"
+    assert socket_dir(Path("/data")) == Path("/data/run/gateway")
     deep = tmp_path / ("d" * 120)
     folder = socket_dir(deep)
-    assert len(str(folder / "gateway.sock")) <= 100
+    assert len(str(folder / ("t" * 16) / "gateway.sock")) <= 100  # a turn's socket fits
     assert folder == socket_dir(deep)  # stable across restarts
 
 
 async def test_only_gateway_routes_pass_the_socket() -> None:
     seen: list[str] = []
+    doors: list[str] = []
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         seen.append(scope["path"])
+        doors.append(scope[DOOR_SCOPE_KEY])
 
     sent: list[dict[str, Any]] = []
 
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    filtered = gateway_only(app)
+    filtered = gateway_only(app, "door-a")
     await filtered({"type": "http", "path": "/gateway/openai/v1/responses"}, None, send)
     await filtered({"type": "http", "path": "/v1/responses"}, None, send)
     await filtered({"type": "http", "path": "/gatewayx"}, None, send)
     assert seen == ["/gateway/openai/v1/responses"]
+    assert doors == ["door-a"]  # every request names the socket it came through
     statuses = [m["status"] for m in sent if m["type"] == "http.response.start"]
     assert statuses == [404, 404]
     body = json.loads(sent[1]["body"])

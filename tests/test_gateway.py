@@ -24,6 +24,7 @@ from uhp_server.gateway import (
     make_gateway_router,
     proxy,
 )
+from uhp_server.sandbox.gateway_door import gateway_only
 from uhp_server.settings import Settings
 
 OPENAI_KEY = "sk-real-openai-key-123"
@@ -604,3 +605,23 @@ def test_gateway_paths() -> None:
     assert gateway_path("anthropic") == "/gateway/anthropic"
     with pytest.raises(ValueError):
         gateway_path("gemini")
+
+
+async def test_a_token_bound_to_a_door_works_only_through_it(
+    tokens: TokenRegistry, upstream: tuple[FakeUpstream, str]
+) -> None:
+    # The gateway app as a sandbox's socket serves it (tagged with its door), and as the
+    # server's TCP port does (no tag).
+    upstreams = Upstreams(make_settings(f"{upstream[1]}/v1/", upstream[1]))
+    app = gateway_app(tokens, upstreams)
+    grant = tokens.issue("openai", "gpt-turn-model", 60, door="local:turn-a")
+    body = {"model": "x", "input": "hi"}
+    statuses = {}
+    for name, door in (("own", "local:turn-a"), ("other", "local:turn-b"), ("tcp", None)):
+        served = app if door is None else gateway_only(app, door)
+        transport = httpx.ASGITransport(app=served)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as c:
+            r = await c.post(f"{OPENAI}/responses", headers=bearer(grant.token), json=body)
+        statuses[name] = r.status_code
+    await upstreams.aclose()
+    assert statuses == {"own": 200, "other": 401, "tcp": 401}

@@ -1,7 +1,8 @@
 """HermesBase against the real pinned Hermes Agent in the real bubblewrap sandbox.
 
-The model is the scripted provider, reached directly (no server, no gateway): these tests
-are about what the base makes of Hermes. The venv runs from the read-only tools mount at
+The model is the scripted provider, reached without a server (the sandbox's gateway socket
+relays to it, tests/support/gateway_relay.py): these tests are about what the base makes of
+Hermes. The venv runs from the read-only tools mount at
 /opt/uhp-tools, as in production. The end-to-end suite (UHP_TEST_BASE=hermes) covers the
 rest through a real server.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
@@ -26,6 +28,7 @@ from harness_bases.hermes.config import INSTRUCTIONS_FILE, TOKEN_ENV
 from harness_bases.hermes.install import CLI_VERSION
 from tests.conftest import PROVIDER_KEY, installed_tools
 from tests.scripted_provider import RunningProvider, start_provider
+from tests.support.gateway_relay import inside, relay_app
 from tests.support.mcp_server import ANSWER_PREFIX, RunningMcpServer
 from uhp_server.sandbox.base import SessionMounts
 from uhp_server.sandbox.local import LocalSandbox
@@ -73,7 +76,11 @@ class Session:
     base: HermesBase = field(default_factory=HermesBase)
 
     def spec(self, prompt: str, **fields: Any) -> TurnSpec:
-        fields.setdefault("gateway_url", self.provider.base_url)
+        fields["gateway_url"] = inside(fields.get("gateway_url", self.provider.base_url))
+        fields["mcp_servers"] = tuple(
+            dataclasses.replace(server, url=inside(server.url))
+            for server in fields.get("mcp_servers", ())
+        )
         return TurnSpec(
             prompt=prompt,
             model="gpt-test",
@@ -86,7 +93,8 @@ class Session:
 
     async def run(self, prompt: str, interrupt_after: float | None = None, **fields: Any) -> Turn:
         spec = self.spec(prompt, **fields)
-        sandbox = LocalSandbox("http://127.0.0.1:9")
+        sandbox = LocalSandbox()
+        await sandbox.open(relay_app())
         mounts = SessionMounts(spec.host_workspace, spec.host_home, self.tools)
         proc = await sandbox.start(self.base.prepare(spec), mounts)
         events: list[ev.AgentEvent] = []

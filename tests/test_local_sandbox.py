@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import secrets
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from harness_bases.base import Invocation
+from uhp_server.gateway.tokens import DOOR_SCOPE_KEY
 from uhp_server.sandbox.base import SandboxError, SessionMounts
 from uhp_server.sandbox.local import LocalSandbox
 
@@ -30,7 +34,7 @@ def mounts(tmp_path: Path) -> SessionMounts:
 
 @pytest.fixture
 def sandbox() -> LocalSandbox:
-    return LocalSandbox("http://127.0.0.1:8080/")
+    return LocalSandbox()
 
 
 async def run_full(
@@ -50,6 +54,7 @@ async def run(sandbox: LocalSandbox, mounts: SessionMounts, script: str) -> tupl
 
 def test_gateway_url(sandbox: LocalSandbox) -> None:
     assert sandbox.name == "local"
+    # The sandbox's own loopback, where its relay to the gateway socket listens.
     assert sandbox.gateway_url("openai") == "http://127.0.0.1:8080/gateway/openai/v1"
     assert sandbox.gateway_url("anthropic") == "http://127.0.0.1:8080/gateway/anthropic"
 
@@ -111,8 +116,10 @@ async def test_no_capabilities(sandbox: LocalSandbox, mounts: SessionMounts) -> 
     assert out == ["CapEff:\t0000000000000000"]
 
 
-async def test_loopback_reachable(sandbox: LocalSandbox, mounts: SessionMounts) -> None:
-    # The network namespace is shared on purpose: the gateway listens on the host's loopback.
+async def test_host_loopback_unreachable_no_dns(
+    sandbox: LocalSandbox, mounts: SessionMounts
+) -> None:
+    # Its own network namespace: a service on the host's loopback is not there at all.
     received: list[bytes] = []
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -122,10 +129,39 @@ async def test_loopback_reachable(sandbox: LocalSandbox, mounts: SessionMounts) 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     async with server:
-        code, _ = await run(sandbox, mounts, f"bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}'")
+        code, out = await run(
+            sandbox,
+            mounts,
+            f"bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}' 2>/dev/null || echo refused; "
+            "getent hosts pypi.org || echo no-dns; "
+            "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '",
+        )
         await asyncio.sleep(0.1)
     assert code == 0
-    assert received == [b"hi\n"]
+    assert out == ["refused", "no-dns", "lo"]
+    assert received == []
+
+
+async def test_the_gateway_is_reached_through_the_sandboxs_own_socket(
+    mounts: SessionMounts,
+) -> None:
+    doors: list[str] = []
+
+    async def gateway(scope: dict, receive: object, send: Any) -> None:
+        doors.append(scope[DOOR_SCOPE_KEY])
+        body = json.dumps({"path": scope["path"]}).encode()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": body})
+
+    sandbox = LocalSandbox()
+    await sandbox.open(gateway)
+    mounts = dataclasses.replace(mounts, door="local:turn-a")
+    url = sandbox.gateway_url("openai") + "/models"
+    code, out = await run(sandbox, mounts, f"curl -sS {url}; echo; curl -sS {url[:-25]}/v1/uhp")
+    assert code == 0
+    assert json.loads(out[0]) == {"path": "/gateway/openai/v1/models"}
+    assert json.loads(out[1])["error"]["code"] == "uhpserver_not_found"  # only the gateway
+    assert doors == ["local:turn-a"]
 
 
 async def test_stdin_stdout_round_trip(sandbox: LocalSandbox, mounts: SessionMounts) -> None:
@@ -184,7 +220,7 @@ async def test_kill_stops_the_whole_tree(sandbox: LocalSandbox, mounts: SessionM
 
 
 async def test_missing_bwrap_raises(mounts: SessionMounts) -> None:
-    sandbox = LocalSandbox("http://127.0.0.1:1", bwrap="/nonexistent/bwrap")
+    sandbox = LocalSandbox(bwrap="/nonexistent/bwrap")
     with pytest.raises(SandboxError):
         await sandbox.start(Invocation(["/bin/true"], ENV, "/workspace"), mounts)
 
@@ -201,6 +237,29 @@ async def test_bwrap_setup_failure_raises(mounts: SessionMounts, tmp_path: Path)
     fake = tmp_path / "fake-bwrap"
     fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
     fake.chmod(0o755)
-    sandbox = LocalSandbox("http://127.0.0.1:1", bwrap=str(fake))
+    sandbox = LocalSandbox(bwrap=str(fake))
     with pytest.raises(SandboxError, match="namespace"):
         await sandbox.start(Invocation(["/bin/true"], ENV, "/workspace"), mounts)
+
+
+async def test_open_clears_what_a_killed_server_left(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    (run_dir / "0123456789abcdef").mkdir(parents=True)
+    (run_dir / "0123456789abcdef" / "gateway.sock").write_text("")
+    sandbox = LocalSandbox(run_dir)
+    await sandbox.open(None)  # type: ignore[arg-type]
+    assert list(run_dir.iterdir()) == []
+    assert run_dir.stat().st_mode & 0o777 == 0o700
+
+
+async def test_a_turn_folder_is_private_and_goes_with_the_sandbox(
+    tmp_path: Path, mounts: SessionMounts
+) -> None:
+    sandbox = LocalSandbox(tmp_path / "run")
+    await sandbox.open(None)  # type: ignore[arg-type]
+    proc = await sandbox.start(Invocation(["/bin/sleep", "30"], ENV, "/workspace"), mounts)
+    (folder,) = (tmp_path / "run").iterdir()
+    assert folder.stat().st_mode & 0o777 == 0o700
+    assert (folder / "gateway.sock").stat().st_mode & 0o777 == 0o600
+    await proc.kill()
+    assert list((tmp_path / "run").iterdir()) == []

@@ -65,10 +65,11 @@ def make_sandbox(settings: Settings) -> Sandbox:
     if settings.sandbox == "local":
         from uhp_server.sandbox.local import LocalSandbox
 
-        return LocalSandbox(settings.local_gateway_url())
+        return LocalSandbox.from_settings(settings)
     if settings.sandbox == "docker":
         from uhp_server.sandbox.docker import DockerSandbox
         from uhp_server.sandbox.docker.container import Limits
+        from uhp_server.sandbox.egress import EgressPolicy
 
         limits = Limits(
             memory=settings.docker_memory,
@@ -82,6 +83,9 @@ def make_sandbox(settings: Settings) -> Sandbox:
             base_image=settings.docker_base_image,
             user=settings.docker_user,
             limits=limits,
+            egress=EgressPolicy.from_settings(
+                settings.egress_allow_hosts, settings.egress_allow_private_hosts
+            ),
         )
     raise ValueError(f"unknown sandbox {settings.sandbox!r} (UHP_SANDBOX)")
 

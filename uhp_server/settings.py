@@ -23,9 +23,6 @@ class Settings(BaseSettings):
     data_dir: Path = Path("./uhp-data")
     host: str = "127.0.0.1"
     port: int = 8080
-    # The URL at which sandboxes reach this server (the model gateway). Defaults to the
-    # loopback address of the port the server listens on.
-    gateway_base_url: str | None = None
     api_key: str | None = None  # UHP_API_KEY: a valid key of the default principal
     sandbox: str = "local"  # "local" (bubblewrap) or "docker"
     tools_dir: Path = Field(default_factory=_default_tools_dir)
@@ -59,6 +56,18 @@ class Settings(BaseSettings):
     preview_timeout_seconds: float = 60.0
     # The origin download_url and share links are built on; unset: the request's own base URL.
     public_base_url: str | None = None
+
+    # The local sandbox's per-turn limits (README: "Local sandbox"); "0" disables one. Memory
+    # and processes need cgroups (the server as root); the other two work for any user.
+    local_sandbox_memory: str = "4g"  # memory of everything in the sandbox, /tmp included
+    local_sandbox_pids_limit: int = 512  # processes and threads
+    local_sandbox_file_size: str = "4g"  # the largest file a turn may write
+    local_sandbox_disk: str = "20g"  # the session's workspace and agent home together
+    # Hosts a sandbox may reach, through the server's egress proxy (README: "Egress");
+    # comma-separated names or IP literals. Empty: no egress at all.
+    egress_allow_hosts: str = ""
+    # Let allowed names resolve to private or loopback addresses (link-local never passes).
+    egress_allow_private_hosts: bool = False
 
     # The docker sandbox (UHP_SANDBOX=docker; README: "Docker sandbox"). Limits apply per turn.
     docker_image: str = ""  # empty: the runtime image this version builds (images build)
@@ -120,12 +129,6 @@ class Settings(BaseSettings):
     @property
     def previews_dir(self) -> Path:
         return self.data_dir / "previews"
-
-    def local_gateway_url(self) -> str:
-        if self.gateway_base_url:
-            return self.gateway_base_url.rstrip("/")
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
-        return f"http://{host}:{self.port}"
 
 
 @lru_cache

@@ -55,7 +55,9 @@ def environment(turn: TurnSpec, files: TurnFiles) -> dict[str, str]:
         "ANTHROPIC_BASE_URL": turn.gateway_url.rstrip("/"),
         TOKEN_ENV: turn.gateway_token,  # exactly one credential variable
         **mcp_env(turn.mcp_servers),
-        # Every tool command goes through this; it drops the credentials above.
+        # Every tool command goes through this; it keeps the credentials above out of the
+        # command's environment (the token in the CLI's own /proc environ stays readable to
+        # the same uid: it is bound to this turn's sandbox and dies with the turn).
         "CLAUDE_CODE_SHELL_PREFIX": installer.shell_prefix_path(turn.paths.tools),
         # As root (the local sandbox's uid 0, capabilities dropped) the CLI refuses
         # --dangerously-skip-permissions unless told it is in a sandbox.

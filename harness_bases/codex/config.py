@@ -76,7 +76,8 @@ def codex_config(
         "features": {name: False for name in _DISABLED_FEATURES},
         "shell_environment_policy": {
             "inherit": "all",  # the CLI's env is already built from an allow-list
-            # The gateway token is the agent's only credential: tool commands never see it.
+            # Tool commands do not inherit the gateway token. (They run as the CLI's uid and
+            # could read it in /proc; it is bound to this turn's sandbox and dies with it.)
             "exclude": [TOKEN_ENV],
             "ignore_default_excludes": False,  # also drop *KEY*, *SECRET*, *TOKEN*
         },

@@ -112,11 +112,13 @@ class TurnExecutor:
         the process is wound down."""
         plan = run.plan
         route = plan.route
+        door = self.sandbox.door(run.response_id)
         grant = self.tokens.issue(
             plan.base.backend,
             route.model if route else plan.model,
             plan.timeout_seconds + 300,
             provider=route.provider if route else None,
+            door=door,
         )
         proc: SandboxedProcess | None = None
         agen: AsyncIterator[ev.AgentEvent] | None = None
@@ -141,6 +143,7 @@ class TurnExecutor:
                     "uhp.response": run.response_id,
                     "uhp.base": f"{plan.base.name}@{plan.base.cli_version}",
                 },
+                door=door,
             )
             if run.stop.is_set():
                 outcome = Outcome("cancelled")  # cancelled while the turn was being prepared
@@ -151,6 +154,7 @@ class TurnExecutor:
         except Exception:
             log.exception("turn_error", extra={"response_id": run.response_id})
         finally:
+            outcome = await _limit_outcome(proc, outcome)
             # The outcome is known: no model call may follow it, even while the CLI winds
             # down (the grant is kept for its usage).
             self.tokens.revoke(grant.token)
@@ -389,6 +393,19 @@ class TurnExecutor:
         finally:
             if pending is not None:
                 pending.cancel()
+
+
+async def _limit_outcome(proc: SandboxedProcess | None, outcome: Outcome) -> Outcome:
+    """A turn whose sandbox hit a resource limit failed, whatever the CLI made of it (it
+    may have been killed mid-sentence, or carried on after its command was)."""
+    if proc is None or outcome.status == "cancelled":
+        return outcome
+    try:
+        reason = await proc.limit_exceeded()
+    except Exception:
+        log.exception("limit_check_failed")
+        return outcome
+    return outcome if reason is None else Outcome("failed", "harness_error", reason)
 
 
 def _cli_usage(usage: ev.Usage | None) -> dict[str, Any] | None:

@@ -27,7 +27,7 @@ from starlette.background import BackgroundTask
 
 from uhp_server.gateway.bodies import read_capped
 from uhp_server.gateway.mcp_targets import MCP_PATH, McpTarget
-from uhp_server.gateway.tokens import TokenRegistry
+from uhp_server.gateway.tokens import DOOR_SCOPE_KEY, TokenRegistry
 from uhp_server.gateway.url_policy import PinnedUrl, UrlRefused, pin_url
 
 log = logging.getLogger(__name__)
@@ -142,7 +142,7 @@ async def forward_mcp(
     http: httpx.AsyncClient,
 ) -> Response:
     token = _token(request)
-    grant = tokens.get(token) if token else None
+    grant = tokens.get(token, request.scope.get(DOOR_SCOPE_KEY)) if token else None
     if grant is None:
         return _error(401, "Invalid or expired gateway token.")
     target: McpTarget | None = grant.mcp_servers.get(name) if _NAME.fullmatch(name) else None

@@ -31,7 +31,7 @@ from uhp_server.gateway.replies import (
     unauthorized,
     wire_error,
 )
-from uhp_server.gateway.tokens import TokenRegistry, TurnGrant
+from uhp_server.gateway.tokens import DOOR_SCOPE_KEY, TokenRegistry, TurnGrant
 from uhp_server.gateway.upstreams import Upstreams
 from uhp_server.gateway.url_policy import PinnedUrl, UrlRefused, pin_url
 from uhp_server.gateway.usage import UsageExtractor
@@ -274,7 +274,9 @@ async def forward(
     backend: str, path: str, request: Request, tokens: TokenRegistry, upstreams: Upstreams
 ) -> Response:
     token = _token(request)
-    grant: TurnGrant | None = tokens.get(token) if token else None
+    grant: TurnGrant | None = (
+        tokens.get(token, request.scope.get(DOOR_SCOPE_KEY)) if token else None
+    )
     if grant is None or grant.backend != backend:
         return unauthorized(backend)
     if not _path_allowed(backend, path):

@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 TOKEN_PREFIX = "uhpgw_"
+# The ASGI scope key naming the Unix socket ("door") a gateway request came through; absent
+# on the server's TCP port. A grant bound to a door is honoured on that door only.
+DOOR_SCOPE_KEY = "uhp.gateway_door"
 
 
 @dataclass
@@ -58,12 +61,14 @@ class UsageTotals:
 
 @dataclass
 class TurnGrant:
-    """What one turn's token allows: one backend, one model, until expires_at (monotonic)."""
+    """What one turn's token allows: one backend, one model, until expires_at (monotonic),
+    through one door (the turn's sandbox socket; None: only the server's TCP port)."""
 
     token: str = field(repr=False)
     backend: str
     model: str
     expires_at: float
+    door: str | None = None
     usage: UsageTotals = field(default_factory=UsageTotals)
     revoked: bool = False
     # MCP servers the turn may reach through the gateway's MCP proxy, by sanitised name
@@ -85,24 +90,32 @@ class TokenRegistry:
         return len(self._grants)
 
     def issue(
-        self, backend: str, model: str, ttl_seconds: float, provider: Any = None
+        self,
+        backend: str,
+        model: str,
+        ttl_seconds: float,
+        provider: Any = None,
+        door: str | None = None,
     ) -> TurnGrant:
         self._prune()
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        expires_at = self._clock() + ttl_seconds
         grant = TurnGrant(
             token=token,
             backend=backend,
             model=model,
-            expires_at=self._clock() + ttl_seconds,
+            expires_at=expires_at,
             provider=provider,
+            door=door,
         )
         self._grants[token] = grant
         return grant
 
-    def get(self, token: str) -> TurnGrant | None:
-        """The live grant of `token`; None when unknown, revoked or expired."""
+    def get(self, token: str, door: str | None = None) -> TurnGrant | None:
+        """The live grant of `token` presented through `door`; None when unknown, revoked,
+        expired or bound to another door."""
         grant = self._grants.get(token)
-        if grant is None:
+        if grant is None or grant.door != door:
             return None
         if grant.revoked or grant.expires_at <= self._clock():
             self._grants.pop(token, None)

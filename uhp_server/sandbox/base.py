@@ -21,6 +21,9 @@ class SessionMounts:
     # What the sandbox runs for (uhp.session, uhp.response, uhp.base), for operators: the
     # docker sandbox labels its containers with them.
     labels: Mapping[str, str] = field(default_factory=dict)
+    # The gateway door this turn's token is bound to (Sandbox.door); None: the sandbox
+    # makes up its own, which no token is bound to.
+    door: str | None = None
 
 
 class SandboxedProcess(abc.ABC):
@@ -46,6 +49,11 @@ class SandboxedProcess(abc.ABC):
     async def kill(self) -> None:
         """Kill the process and everything it started. Idempotent."""
 
+    async def limit_exceeded(self) -> str | None:
+        """Why the sandbox stopped (or must stop) the process for a resource limit, as a
+        sentence for the turn's error message; None while every limit held."""
+        return None
+
 
 class Sandbox(abc.ABC):
     name: str
@@ -54,6 +62,11 @@ class Sandbox(abc.ABC):
     @abc.abstractmethod
     def gateway_url(self, backend: str) -> str:
         """The model gateway's base URL for `backend`, as reached from inside the sandbox."""
+
+    def door(self, turn_id: str) -> str | None:
+        """The name of the gateway door turn `turn_id` reaches the gateway through; its
+        token is bound to it (None: the server's TCP port)."""
+        return None
 
     @abc.abstractmethod
     async def start(self, invocation: Invocation, mounts: SessionMounts) -> SandboxedProcess:

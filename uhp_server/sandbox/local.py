@@ -1,10 +1,15 @@
 """The local sandbox: bubblewrap on the server's own machine.
 
 Isolates the filesystem (read-only system, only the session's folders writable, nothing
-else of the host visible), processes, IPC, hostname and cgroups, and drops every
-capability. It does NOT isolate the network: the CLI must reach the model gateway on the
-server's loopback, so the sandbox shares the host's network namespace (the docker sandbox
-puts the agent on a network where only the gateway is reachable).
+else of the host visible), processes, IPC, hostname, cgroups and the network, and drops
+every capability. The sandbox has its own network namespace with nothing but loopback: a
+relay inside (socat) turns 127.0.0.1:GATEWAY_PORT into the turn's own gateway socket, and,
+when the operator allows egress, 127.0.0.1:EGRESS_PROXY_PORT into the egress proxy's
+(local_doors.py). Memory, processes, file size and workspace disk are limited (limits.py).
+
+The agent's environment (its gateway token among it) is bwrap's own environment, never its
+command line: /proc/<pid>/environ is readable by the same uid only, while every local user
+sees command lines.
 """
 
 from __future__ import annotations
@@ -14,27 +19,60 @@ import contextlib
 import json
 import logging
 import os
+import resource
+import secrets
 import shutil
-import signal
-from collections.abc import AsyncIterator, Iterable
+import tempfile
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 
 from harness_bases.base import Invocation
 from uhp_server.gateway.paths import gateway_path
+from uhp_server.sandbox import cgroups
 from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SandboxError, SessionMounts
-from uhp_server.sandbox.spawn import SpawnedProcess, spawn
+from uhp_server.sandbox.egress import EGRESS_PROXY_PORT, EgressPolicy, with_proxy
+from uhp_server.sandbox.gateway_door import ASGIApp, wound_down
+from uhp_server.sandbox.limits import LimitWatch, LocalLimits, parse_size
+from uhp_server.sandbox.local_doors import (
+    EGRESS_SOCKET,
+    GATEWAY_SOCKET,
+    INSIDE_DIR,
+    TurnDoors,
+    run_dir,
+)
+from uhp_server.sandbox.local_process import STDOUT_LINE_LIMIT, LocalProcess
+from uhp_server.sandbox.spawn import spawn
+from uhp_server.settings import Settings
 
 log = logging.getLogger(__name__)
 
-STDOUT_LINE_LIMIT = 64 * 1024 * 1024  # CLIs print single JSON lines of several MB
-STDERR_TAIL_BYTES = 8 * 1024
 START_TIMEOUT = 30.0
+GATEWAY_PORT = 8080  # the gateway inside the sandbox: 127.0.0.1:8080, as in the docker one
+
+# Runs first in the sandbox: start the relays, wait (about 2 s at most) until their ports
+# listen so the CLI's first request finds them, then become the CLI.
+# argv: sh -c LAUNCH uhp-launch GATEWAY_PORT EGRESS_PORT|"" PROGRAM [ARG...]
+LAUNCH = f"""set -eu
+gateway_port=$1; egress_port=$2; shift 2
+relay() {{
+  socat "TCP-LISTEN:$1,bind=127.0.0.1,fork,reuseaddr" "UNIX-CONNECT:{INSIDE_DIR}/$2" &
+  hex=$(printf '%04X' "$1"); tries=0
+  until grep -q "^ *[0-9]*: 0100007F:$hex 00000000:0000 0A" /proc/net/tcp; do
+    tries=$((tries + 1))
+    [ "$tries" -gt 400 ] && {{ echo "uhp-launch: relay to $2 did not start" >&2; exit 70; }}
+    sleep 0.005
+  done
+}}
+relay "$gateway_port" {GATEWAY_SOCKET}
+[ -z "$egress_port" ] || relay "$egress_port" {EGRESS_SOCKET}
+exec "$@"
+"""
 
 SYSTEM_DIRS = ("/usr", "/bin", "/lib", "/lib32", "/lib64", "/sbin")
 # Only what programs need to resolve names, trust TLS, map uids and load libraries.
+# No resolv.conf: the sandbox has no DNS (the egress proxy resolves names server-side).
 _ETC_ENTRIES = (
     "ssl",
-    "resolv.conf",
     "hosts",
     "nsswitch.conf",
     "passwd",
@@ -65,18 +103,70 @@ def system_binds(etc_entries: Iterable[str]) -> list[str]:
 class LocalSandbox(Sandbox):
     name = "local"
 
-    def __init__(self, gateway_origin: str, bwrap: str = "bwrap") -> None:
-        self._origin = gateway_origin.rstrip("/")
+    def __init__(
+        self,
+        run_dir: Path | None = None,
+        *,
+        bwrap: str = "bwrap",
+        limits: LocalLimits = LocalLimits(),  # noqa: B008 (frozen, shared safely)
+        egress: EgressPolicy = EgressPolicy(),  # noqa: B008 (frozen, shared safely)
+    ) -> None:
+        # Tests run sandboxes without a server: then a private temp folder holds the doors.
+        self._run_dir = run_dir or Path(tempfile.mkdtemp(prefix="uhp-local-"))
         self._bwrap = bwrap
+        self.limits = limits
+        self.egress = egress
+        self._gateway_app: ASGIApp | None = None
+        self._cgroups: cgroups.Hierarchy | None = None
+        if limits.memory_bytes or limits.pids:
+            self._cgroups = cgroups.detect()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> LocalSandbox:
+        limits = LocalLimits(
+            memory_bytes=parse_size(settings.local_sandbox_memory),
+            pids=settings.local_sandbox_pids_limit,
+            file_size_bytes=parse_size(settings.local_sandbox_file_size),
+            disk_bytes=parse_size(settings.local_sandbox_disk),
+        )
+        egress = EgressPolicy.from_settings(
+            settings.egress_allow_hosts, settings.egress_allow_private_hosts
+        )
+        return cls(run_dir(settings.data_dir), limits=limits, egress=egress)
 
     def gateway_url(self, backend: str) -> str:
-        return f"{self._origin}{gateway_path(backend)}"
+        return f"http://127.0.0.1:{GATEWAY_PORT}{gateway_path(backend)}"
 
-    def command(self, invocation: Invocation, mounts: SessionMounts, info_fd: int) -> list[str]:
-        """The full bwrap argv (without the executable) for `invocation`."""
-        args = [
-            "--unshare-all",
-            "--share-net",  # see the module docstring: the gateway is on loopback
+    def door(self, turn_id: str) -> str | None:
+        return f"local:{turn_id}"
+
+    async def open(self, gateway_app: ASGIApp) -> None:
+        if shutil.which("socat") is None:
+            raise SandboxError("socat not found: the local sandbox relays the gateway with it")
+        self._run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._run_dir.chmod(0o700)
+        # What a killed server left: no turn of this server can be running yet.
+        for stale in self._run_dir.iterdir():
+            shutil.rmtree(stale, ignore_errors=True)
+        self._gateway_app = gateway_app
+
+    async def close(self) -> None:
+        await wound_down()
+
+    def command(
+        self,
+        invocation: Invocation,
+        mounts: SessionMounts,
+        doors: Path,
+        info_fd: int,
+        block_fd: int,
+    ) -> list[str]:
+        """The full bwrap argv (without the executable) for `invocation`. It holds no
+        secret: the environment travels as bwrap's own (see the module docstring)."""
+        egress_port = str(EGRESS_PROXY_PORT) if self.egress.enabled else ""
+        launch = ["/bin/sh", "-c", LAUNCH, "uhp-launch", str(GATEWAY_PORT), egress_port]
+        return [
+            "--unshare-all",  # the network too: loopback only
             "--die-with-parent",
             "--cap-drop",
             "ALL",  # as root, bwrap would otherwise leave the child every capability
@@ -84,6 +174,9 @@ class LocalSandbox(Sandbox):
             "uhp-sandbox",
             "--info-fd",
             str(info_fd),
+            # Waits until the server has put the sandbox in its cgroup and set its limits.
+            "--block-fd",
+            str(block_fd),
             *system_binds(_ETC_ENTRIES),
             "--proc",
             "/proc",
@@ -100,15 +193,18 @@ class LocalSandbox(Sandbox):
             "--bind",
             str(mounts.home),
             self.paths.home,
+            "--ro-bind",
+            str(doors),
+            INSIDE_DIR,
             # The root is bwrap's scratch tmpfs; read-only, so /etc and friends stay as bound.
             "--remount-ro",
             "/",
-            "--clearenv",
+            "--chdir",
+            invocation.cwd,
+            "--",
+            *launch,
+            *invocation.argv,
         ]
-        for key, value in invocation.env.items():
-            args += ["--setenv", key, value]
-        args += ["--chdir", invocation.cwd, "--", *invocation.argv]
-        return args
 
     def _preflight(self, invocation: Invocation, mounts: SessionMounts) -> None:
         # bwrap reports a missing program or cwd only by exiting 1 after it started, which
@@ -120,11 +216,13 @@ class LocalSandbox(Sandbox):
         if cwd is not None and not cwd.is_dir():
             raise SandboxError(f"working directory missing: {invocation.cwd}")
 
-    def _argv(self, invocation: Invocation, mounts: SessionMounts, info_fd: int) -> list[str]:
-        """Check what the sandbox needs and build bwrap's argv (disk work: run off the loop)."""
+    def _check(self, invocation: Invocation, mounts: SessionMounts) -> str:
+        """What the sandbox needs, checked (disk work: run off the loop); bwrap's path."""
         exe = shutil.which(self._bwrap)
         if exe is None:
             raise SandboxError(f"bubblewrap not found: {self._bwrap}")
+        if shutil.which("socat") is None:
+            raise SandboxError("socat not found: the local sandbox relays the gateway with it")
         if not invocation.argv:
             raise SandboxError("empty argv")
         if not mounts.tools.is_dir():
@@ -132,41 +230,103 @@ class LocalSandbox(Sandbox):
         for folder in (mounts.workspace, mounts.home):
             folder.mkdir(parents=True, exist_ok=True)
         self._preflight(invocation, mounts)
-        return [exe, *self.command(invocation, mounts, info_fd)]
+        return exe
 
     async def start(self, invocation: Invocation, mounts: SessionMounts) -> SandboxedProcess:
-        # bwrap writes the child's pid to info_fd once it has created the namespaces; EOF
-        # without it means it could not (e.g. namespaces not permitted here). Mount and exec
-        # failures come later and look like an exit code of 1: _preflight covers the usual.
-        info_r, info_w = os.pipe()
+        exe = await asyncio.to_thread(self._check, invocation, mounts)
+
+        door = mounts.door or f"local:unbound-{secrets.token_hex(8)}"
+        doors = TurnDoors(self._run_dir, door, self.egress)
+        group: cgroups.TurnCgroup | None = None
+
+        async def cleanup() -> None:  # idempotent: also runs when starting failed
+            await doors.close()
+            if group is not None:
+                await asyncio.to_thread(group.remove)
+
         try:
-            argv = await asyncio.to_thread(self._argv, invocation, mounts, info_w)
+            await doors.open(self._gateway_app)
+            group = self._cgroup(door)
+            watch = LimitWatch(self.limits, group, [mounts.workspace, mounts.home])
+            return await self._spawn(exe, invocation, mounts, doors.folder, watch, cleanup)
+        except BaseException as exc:
+            await asyncio.shield(cleanup())
+            if isinstance(exc, OSError):
+                raise SandboxError(f"cannot prepare the sandbox: {exc}") from exc
+            raise
+
+    def _cgroup(self, door: str) -> cgroups.TurnCgroup | None:
+        if self._cgroups is None:
+            return None
+        name = "uhp-" + door.replace(":", "-").replace("/", "-")[:80]
+        try:
+            return self._cgroups.create(name, self.limits.memory_bytes, self.limits.pids)
+        except OSError as exc:
+            raise SandboxError(f"cannot create the sandbox's cgroup: {exc}") from exc
+
+    async def _spawn(
+        self,
+        exe: str,
+        invocation: Invocation,
+        mounts: SessionMounts,
+        doors: Path,
+        watch: LimitWatch,
+        cleanup: Callable[[], Awaitable[None]],
+    ) -> LocalProcess:
+        """Start bwrap, put it under the limits before the agent's program runs, let it go.
+
+        bwrap writes the child's pid to info_fd once it has created the namespaces; EOF
+        without it means it could not (e.g. namespaces not permitted here). Mount and exec
+        failures come later and look like an exit code of 1: _preflight covers the usual."""
+        info_r, info_w = os.pipe()
+        block_r, block_w = os.pipe()
+        try:
             proc = await spawn(
-                argv,
+                [exe, *self.command(invocation, mounts, doors, info_w, block_r)],
                 start_new_session=True,  # own process group: kill() signals all of it
-                pass_fds=(info_w,),
+                pass_fds=(info_w, block_r),
                 limit=STDOUT_LINE_LIMIT,
-                env={},  # bwrap itself needs nothing from the server's environment
+                env=with_proxy(invocation.env, self.egress),
             )
         except OSError as exc:
             os.close(info_r)
+            os.close(block_w)
             raise SandboxError(f"cannot run bubblewrap: {exc}") from exc
-        except BaseException:
+        except BaseException:  # cancelled while starting: spawn() left nothing running
             os.close(info_r)
+            os.close(block_w)
             raise
         finally:
             os.close(info_w)
+            os.close(block_r)
 
-        sandboxed = LocalProcess(proc)
+        sandboxed = LocalProcess(proc, watch, cleanup)
         try:
             info = await _read_info(info_r)
-        except BaseException:  # cancelled while starting: leave nothing running
+            if "child-pid" not in info:
+                code = await sandboxed.kill_and_wait()
+                tail = sandboxed.stderr_tail().strip()
+                raise SandboxError(f"bubblewrap failed ({code}): {tail}")
+            self._apply_limits(watch.cgroup, proc.pid, info["child-pid"])
+            os.write(block_w, b"g")
+        except BaseException:  # cancelled or failed while starting: leave nothing running
             await asyncio.shield(sandboxed.kill())
             raise
-        if "child-pid" not in info:
-            code = await sandboxed.kill_and_wait()
-            raise SandboxError(f"bubblewrap failed ({code}): {sandboxed.stderr_tail().strip()}")
+        finally:
+            os.close(block_w)
         return sandboxed
+
+    def _apply_limits(self, group: cgroups.TurnCgroup | None, *pids: int) -> None:
+        """bwrap and its (still blocked) child go in the cgroup: all they start follows."""
+        try:
+            for pid in pids:
+                if group is not None:
+                    group.add(pid)
+                if self.limits.file_size_bytes:
+                    size = self.limits.file_size_bytes
+                    resource.prlimit(pid, resource.RLIMIT_FSIZE, (size, size))
+        except OSError as exc:
+            raise SandboxError(f"cannot limit the sandbox: {exc}") from exc
 
 
 async def _read_info(fd: int) -> dict:
@@ -188,72 +348,3 @@ async def _read_info(fd: int) -> dict:
     finally:
         transport.close()
     return {}
-
-
-class LocalProcess(SandboxedProcess):
-    """A bwrap process. bwrap leads its own process group and holds a pid namespace whose
-    init dies with it, so killing the group ends everything the agent started, including
-    processes that called setsid() or ignore SIGHUP."""
-
-    def __init__(self, proc: SpawnedProcess) -> None:
-        self._proc = proc
-        self._stderr = bytearray()
-        # Drained in the background so a chatty stderr can never block the child.
-        self._stderr_task = asyncio.create_task(self._drain_stderr())
-
-    @property
-    def pid(self) -> int:
-        return self._proc.pid
-
-    async def _drain_stderr(self) -> None:
-        assert self._proc.stderr is not None
-        while chunk := await self._proc.stderr.read(65536):
-            self._stderr += chunk
-            if len(self._stderr) > STDERR_TAIL_BYTES:
-                del self._stderr[:-STDERR_TAIL_BYTES]
-
-    async def write(self, data: bytes) -> None:
-        """Raises ConnectionError (e.g. BrokenPipeError) when the process stopped reading."""
-        assert self._proc.stdin is not None
-        self._proc.stdin.write(data)
-        await self._proc.stdin.drain()
-
-    async def close_stdin(self) -> None:
-        stdin = self._proc.stdin
-        if stdin is not None and not stdin.is_closing():
-            stdin.close()
-            with contextlib.suppress(ConnectionError):
-                await stdin.wait_closed()
-
-    async def lines(self) -> AsyncIterator[bytes]:
-        assert self._proc.stdout is not None
-        while True:
-            try:
-                line = await self._proc.stdout.readuntil(b"\n")
-            except asyncio.IncompleteReadError as exc:  # EOF; maybe a last unterminated line
-                if exc.partial:
-                    yield exc.partial
-                return
-            except asyncio.LimitOverrunError as exc:
-                raise SandboxError(f"stdout line longer than {STDOUT_LINE_LIMIT} bytes") from exc
-            yield line[:-1]
-
-    def stderr_tail(self) -> str:
-        return self._stderr[-STDERR_TAIL_BYTES:].decode("utf-8", errors="replace")
-
-    async def wait(self) -> int:
-        code = await self._proc.wait()
-        # stderr closes when the sandbox is gone; give the reader a moment to catch the end.
-        await asyncio.wait({self._stderr_task}, timeout=2.0)
-        return code
-
-    async def kill(self) -> None:
-        if self._proc.returncode is None:
-            # Only while unreaped: after that the pgid could belong to someone else.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self._proc.pid, signal.SIGKILL)
-        await self.wait()
-
-    async def kill_and_wait(self) -> int:
-        await self.kill()
-        return await self.wait()

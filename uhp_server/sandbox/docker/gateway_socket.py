@@ -1,41 +1,30 @@
 """The model gateway on a Unix socket: the only door out of a docker sandbox.
 
 Agent containers run with no network at all (`network_mode: none`: loopback only, no route,
-no DNS). The server serves its gateway routes, and nothing else, on a Unix socket in a
-folder that each container mounts read-only; a relay inside the container (socat, started by
-the image's `uhp-launch`) turns 127.0.0.1:<port> into that socket. See README, "Docker
-sandbox", for why this beats an internal Docker network.
+no DNS). The server serves its gateway routes, and nothing else, on a Unix socket of the
+turn's own, in a folder only that turn's container mounts (read-only); the turn's token is
+bound to that socket and refused anywhere else. A relay inside the container (socat,
+started by the image's `uhp-launch`) turns 127.0.0.1:<port> into the socket. See README,
+"Docker sandbox", for why this beats an internal Docker network.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
-import json
-import logging
+import os
 import tempfile
-from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
-from typing import Any
 
-import uvicorn
-
-from uhp_server.errors import error_body
-
-log = logging.getLogger(__name__)
+from uhp_server.sandbox.egress import EgressPolicy, EgressProxy
+from uhp_server.sandbox.gateway_door import ASGIApp, GatewayDoor
 
 SOCKET_NAME = "gateway.sock"
+EGRESS_SOCKET_NAME = "egress.sock"  # launch.sh relays it when present
 RESOLV_NAME = "resolv.conf"
 INSIDE_DIR = "/run/uhp-gateway"  # where the folder appears in the container (see launch.sh)
-GATEWAY_PREFIX = "/gateway/"
 _SUN_PATH_MAX = 100  # sockaddr_un holds 108 bytes; keep a margin
-START_TIMEOUT = 10.0
-
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+_TURN_NAME_LENGTH = 16
 
 # No nameserver at all: the container resolves nothing (it could reach no server anyway).
 RESOLV_CONF = "# UHP sandbox: no DNS. The model gateway is the only service reachable.\n"
@@ -45,49 +34,21 @@ def socket_dir(data_dir: Path) -> Path:
     """The host folder holding the socket: under the data dir, unless that path is too long
     for a Unix socket address, then a stable folder under the temp dir."""
     preferred = data_dir.resolve() / "run" / "gateway"
-    if len(str(preferred / SOCKET_NAME)) <= _SUN_PATH_MAX:
+    if len(str(preferred / ("x" * _TURN_NAME_LENGTH) / SOCKET_NAME)) <= _SUN_PATH_MAX:
         return preferred
     digest = hashlib.sha256(str(preferred).encode()).hexdigest()[:16]
     return Path(tempfile.gettempdir()) / f"uhp-gateway-{digest}"
 
 
-def gateway_only(app: ASGIApp) -> ASGIApp:
-    """`app` restricted to the gateway's routes: the sandbox reaches nothing else of the API."""
-
-    async def filtered(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith(GATEWAY_PREFIX):
-            await app(scope, receive, send)
-            return
-        if scope["type"] == "http":
-            envelope = error_body(404, "uhpserver_not_found", "Only the model gateway is here.")
-            body = json.dumps(envelope).encode()
-            headers = [(b"content-type", b"application/json")]
-            await send({"type": "http.response.start", "status": 404, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
-
-    return filtered
-
-
-class _EmbeddedServer(uvicorn.Server):
-    """A uvicorn server that runs beside the main one in the same loop: the main server owns
-    the process's signals, so this one must not install (and later re-raise) them."""
-
-    @contextlib.contextmanager
-    def capture_signals(self):  # type: ignore[override]
-        yield
-
-
 class GatewaySocket:
-    """Serves the gateway routes of the app on <folder>/gateway.sock while open."""
+    """The folder of the turns' gateway sockets: one socket per turn, in a subfolder that
+    only the turn's container mounts, served while the turn runs."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, egress: EgressPolicy = EgressPolicy()) -> None:  # noqa: B008
         self.folder = folder
-        self._server: _EmbeddedServer | None = None
-        self._task: asyncio.Task[None] | None = None
-
-    @property
-    def path(self) -> Path:
-        return self.folder / SOCKET_NAME
+        self.egress = egress
+        self._app: ASGIApp | None = None
+        self._open: dict[str, TurnSocket] = {}
 
     @property
     def resolv_conf(self) -> Path:
@@ -95,33 +56,53 @@ class GatewaySocket:
 
     async def open(self, app: ASGIApp) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.folder.chmod(0o755)  # the agent's uid must reach the socket inside
+        self.folder.chmod(0o755)  # each turn's folder then admits only its agent's uid
         self.resolv_conf.write_text(RESOLV_CONF)
         self.resolv_conf.chmod(0o644)
-        config = uvicorn.Config(
-            gateway_only(app),
-            uds=str(self.path),
-            lifespan="off",  # the main server runs the app's lifespan
-            log_level="warning",
-            access_log=False,
-            timeout_graceful_shutdown=5,
-        )
-        self._server = _EmbeddedServer(config)
-        self._task = asyncio.create_task(self._server.serve(), name="gateway-socket")
-        async with asyncio.timeout(START_TIMEOUT):
-            while not self._server.started:
-                if self._task.done():
-                    self._task.result()  # raises what stopped it
-                    raise RuntimeError("gateway socket server stopped while starting")
-                await asyncio.sleep(0.01)
-        self.path.chmod(0o666)  # any uid in the container; the gateway checks its token
+        self._app = app
+
+    async def open_turn(self, door: str, owner: tuple[int, int]) -> TurnSocket:
+        """Serve the gateway for one turn on a socket only `owner` (uid, gid) can reach."""
+        turn = TurnSocket(self.folder, door, self.egress)
+        await turn.open(self._app, owner)
+        self._open[door] = turn
+        return turn
+
+    async def close_turn(self, turn: TurnSocket) -> None:
+        self._open.pop(turn.door.door, None)
+        await turn.close()
 
     async def close(self) -> None:
-        if self._server is None or self._task is None:
-            return
-        self._server.should_exit = True
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._task, 10)
-        self._server = self._task = None
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
+        for turn in list(self._open.values()):
+            await self.close_turn(turn)
+
+
+class TurnSocket:
+    """<folder>/<hash of the door>/: what one container mounts at INSIDE_DIR, holding its
+    gateway.sock and, when egress is allowed, its egress.sock."""
+
+    def __init__(self, parent: Path, door: str, egress: EgressPolicy) -> None:
+        self.folder = parent / hashlib.sha256(door.encode()).hexdigest()[:_TURN_NAME_LENGTH]
+        self.door = GatewayDoor(self.folder / SOCKET_NAME, door)
+        self.egress = EgressProxy(self.folder / EGRESS_SOCKET_NAME, egress, door)
+        self.egress_enabled = egress.enabled
+
+    async def open(self, app: ASGIApp | None, owner: tuple[int, int]) -> None:
+        self.folder.mkdir(mode=0o700)
+        try:
+            await self.door.open(app, mode=0o600)
+            sockets = [self.door.path]
+            if self.egress_enabled:
+                await self.egress.open()
+                sockets.append(self.egress.path)
+            for path in (self.folder, *sockets):
+                os.chown(path, *owner)  # the container's uid; the server's own when not root
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        self.door.shut()
+        await self.egress.close()
+        with contextlib.suppress(OSError):
+            self.folder.rmdir()

@@ -147,6 +147,11 @@ class DockerProcess(SandboxedProcess):
     def stderr_tail(self) -> str:
         return self._stderr[-STDERR_TAIL_BYTES:].decode("utf-8", errors="replace")
 
+    @property
+    def exited(self) -> asyncio.Future:
+        """Resolves with the exit code once the container has exited."""
+        return self._exited
+
     async def wait(self) -> int:
         code = await asyncio.shield(self._exited)
         # The attach stream ends with the container; give the pump a moment to catch the end.

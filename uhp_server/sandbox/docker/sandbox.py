@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import secrets
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -34,10 +35,17 @@ from uhp_server.sandbox.docker.container import (
     host_config_kwargs,
     resolve_user,
 )
-from uhp_server.sandbox.docker.gateway_socket import ASGIApp, GatewaySocket, socket_dir
+from uhp_server.sandbox.docker.gateway_socket import (
+    ASGIApp,
+    GatewaySocket,
+    TurnSocket,
+    socket_dir,
+)
 from uhp_server.sandbox.docker.host_paths import HostPaths
 from uhp_server.sandbox.docker.ownership import hand_over
 from uhp_server.sandbox.docker.process import DockerProcess, attach_socket, wait_for_exit
+from uhp_server.sandbox.egress import EgressPolicy, with_proxy
+from uhp_server.sandbox.gateway_door import wound_down
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +66,7 @@ class DockerSandbox(Sandbox):
         base_image: str = "debian:bookworm-slim",
         user: str = "auto",
         limits: Limits = Limits(),  # noqa: B008 (frozen, shared safely)
+        egress: EgressPolicy = EgressPolicy(),  # noqa: B008 (frozen, shared safely)
     ) -> None:
         self.data_dir = data_dir
         self.image = image or images.runtime_tag()
@@ -66,13 +75,18 @@ class DockerSandbox(Sandbox):
         # The engine refuses a CPU limit above the host's cores: a default of 2 must still
         # work on a one-core machine.
         self.limits = replace(limits, cpus=min(limits.cpus, float(os.cpu_count() or 1)))
-        self.gateway = GatewaySocket(socket_dir(data_dir))
+        self.egress = egress
+        self.gateway = GatewaySocket(socket_dir(data_dir), egress)
         self.owner = ""  # this server's id, labelled on every container (set by open)
         self._api: Any = None
         self._host_paths = HostPaths()
+        self._closing: set[asyncio.Future[None]] = set()
 
     def gateway_url(self, backend: str) -> str:
         return f"http://127.0.0.1:{GATEWAY_PORT}{gateway_path(backend)}"
+
+    def door(self, turn_id: str) -> str | None:
+        return f"docker:{turn_id}"
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -90,6 +104,7 @@ class DockerSandbox(Sandbox):
 
     async def close(self) -> None:
         await self.gateway.close()
+        await wound_down()
         if self._api is not None:
             with contextlib.suppress(docker.errors.DockerException):
                 await asyncio.to_thread(reaper.reap, self._api, self.owner)
@@ -111,7 +126,32 @@ class DockerSandbox(Sandbox):
             folder.mkdir(parents=True, exist_ok=True)
         self._check(invocation, mounts)
         await asyncio.to_thread(hand_over, *self.user, mounts.workspace, mounts.home)
-        kwargs = self._container(invocation, mounts)
+        door = mounts.door or f"docker:unbound-{secrets.token_hex(8)}"
+        try:
+            turn_socket = await self.gateway.open_turn(door, self.user)
+        except OSError as exc:
+            raise SandboxError(f"cannot open the turn's gateway socket: {exc}") from exc
+        try:
+            process = await self._run(invocation, mounts, turn_socket)
+        except BaseException:
+            await asyncio.shield(self.gateway.close_turn(turn_socket))
+            raise
+        # The socket goes with the container: a token copied out has no door left.
+        process.exited.add_done_callback(
+            lambda _: self._closing.add(asyncio.ensure_future(self._close(turn_socket)))
+        )
+        return process
+
+    async def _close(self, turn_socket: TurnSocket) -> None:
+        try:
+            await self.gateway.close_turn(turn_socket)
+        finally:
+            self._closing.discard(asyncio.current_task())  # type: ignore[arg-type]
+
+    async def _run(
+        self, invocation: Invocation, mounts: SessionMounts, turn_socket: TurnSocket
+    ) -> DockerProcess:
+        kwargs = self._container(invocation, mounts, turn_socket)
         try:
             created = await asyncio.to_thread(self._api.create_container, **kwargs)
         except docker.errors.DockerException as exc:
@@ -128,12 +168,14 @@ class DockerSandbox(Sandbox):
                 raise SandboxError(f"cannot start the agent container: {exc}") from exc
             raise
 
-    def _container(self, invocation: Invocation, mounts: SessionMounts) -> dict[str, Any]:
+    def _container(
+        self, invocation: Invocation, mounts: SessionMounts, turn_socket: TurnSocket
+    ) -> dict[str, Any]:
         host = HostMounts(
             workspace=self._host_paths(mounts.workspace),
             home=self._host_paths(mounts.home),
             tools=self._host_paths(mounts.tools),
-            gateway_dir=self._host_paths(self.gateway.folder),
+            gateway_dir=self._host_paths(turn_socket.folder),
             resolv_conf=self._host_paths(self.gateway.resolv_conf),
         )
         host_config = self._api.create_host_config(
@@ -142,7 +184,7 @@ class DockerSandbox(Sandbox):
         labels = {**mounts.labels, LABEL_SERVER: self.owner}
         return create_kwargs(
             image=self.image,
-            invocation=invocation,
+            invocation=replace(invocation, env=with_proxy(invocation.env, self.egress)),
             user=self.user,
             labels=labels,
             host_config=host_config,

@@ -1,0 +1,111 @@
+"""The local sandbox's resource limits, hit for real: a memory hog, a fork bomb, a disk
+filler and an oversized file each stop their sandbox with a clear reason, while a sandbox
+started beside it runs to its end."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness_bases.base import Invocation
+from uhp_server.sandbox import cgroups
+from uhp_server.sandbox.base import SessionMounts
+from uhp_server.sandbox.limits import LocalLimits, parse_size
+from uhp_server.sandbox.local import LocalSandbox
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
+
+ENV = {"PATH": "/usr/bin:/bin", "HOME": "/home/agent"}
+# Cgroups need root; CI and this project's machines run the tests as root.
+needs_cgroups = pytest.mark.skipif(os.geteuid() != 0, reason="cgroup limits need root")
+
+SMALL = LocalLimits(
+    memory_bytes=parse_size("128m"),
+    pids=64,
+    file_size_bytes=parse_size("64m"),
+    disk_bytes=parse_size("32m"),
+)
+
+
+def mounts_in(root: Path) -> SessionMounts:
+    tools = root / "tools"
+    tools.mkdir(parents=True)
+    return SessionMounts(workspace=root / "ws", home=root / "home", tools=tools)
+
+
+async def run(sandbox: LocalSandbox, mounts: SessionMounts, script: str) -> tuple[int, str | None]:
+    proc = await sandbox.start(Invocation(["/bin/sh", "-c", script], ENV, "/workspace"), mounts)
+    await proc.close_stdin()
+    async with asyncio.timeout(60):
+        code = await proc.wait()
+    return code, await proc.limit_exceeded()
+
+
+async def hit_beside_a_neighbour(tmp_path: Path, script: str) -> str | None:
+    """Run `script` under SMALL limits while a well-behaved sandbox runs beside it; the
+    neighbour must finish normally. Returns the offender's limit reason."""
+    sandbox = LocalSandbox(limits=SMALL)
+    neighbour = asyncio.ensure_future(
+        run(sandbox, mounts_in(tmp_path / "b"), "sleep 1; echo done > /workspace/ok")
+    )
+    code, reason = await run(sandbox, mounts_in(tmp_path / "a"), script)
+    assert code != 0
+    assert await neighbour == (0, None)
+    assert (tmp_path / "b" / "ws" / "ok").read_text() == "done\n"
+    return reason
+
+
+def test_sizes_parse() -> None:
+    assert parse_size("4g") == 4 << 30
+    assert parse_size("512M") == 512 << 20
+    assert parse_size("1048576") == 1 << 20
+    assert parse_size("0") == 0
+    with pytest.raises(ValueError):
+        parse_size("lots")
+
+
+@needs_cgroups
+def test_cgroups_are_found_here() -> None:
+    # The server runs as root here: a fallback would hide a broken detection.
+    assert cgroups.detect() is not None
+
+
+@needs_cgroups
+async def test_a_memory_hog_is_stopped(tmp_path: Path) -> None:
+    hog = "python3 -c \"b = b'x' * (1 << 30)\"; sleep 30"
+    reason = await hit_beside_a_neighbour(tmp_path, hog)
+    assert reason == "The turn exceeded the sandbox's memory limit (128 MiB)."
+
+
+@needs_cgroups
+async def test_a_fork_bomb_is_stopped(tmp_path: Path) -> None:
+    bomb = "bomb() { bomb | bomb & }; bomb; sleep 30"
+    reason = await hit_beside_a_neighbour(tmp_path, bomb)
+    assert reason == "The turn exceeded the sandbox's process limit (64 processes)."
+
+
+async def test_a_disk_filler_is_stopped(tmp_path: Path) -> None:
+    filler = "i=0; while true; do i=$((i+1)); head -c 4000000 /dev/zero > /workspace/f$i; done"
+    reason = await hit_beside_a_neighbour(tmp_path, filler)
+    assert reason is not None and "workspace disk limit (32 MiB" in reason
+    written = sum(f.stat().st_size for f in (tmp_path / "a" / "ws").iterdir())
+    assert written < 1 << 30  # stopped, not left to fill the disk
+
+
+async def test_a_file_past_the_size_limit_is_cut_and_stops_the_turn(tmp_path: Path) -> None:
+    sandbox = LocalSandbox(limits=LocalLimits(file_size_bytes=1 << 20, disk_bytes=0))
+    code, reason = await run(
+        sandbox, mounts_in(tmp_path), "head -c 5000000 /dev/zero > /workspace/big"
+    )
+    assert code != 0  # the write failed (SIGXFSZ)
+    assert (tmp_path / "ws" / "big").stat().st_size == 1 << 20
+    assert reason == "The turn exceeded the sandbox's file size limit (1 MiB)."
+
+
+async def test_a_turn_within_its_limits_reports_none(tmp_path: Path) -> None:
+    sandbox = LocalSandbox(limits=SMALL)
+    assert await run(sandbox, mounts_in(tmp_path), "echo hi > /workspace/x; sleep 0.3") == (0, None)

@@ -1,0 +1,187 @@
+"""Per-turn control groups for the local sandbox: a memory and a process limit.
+
+The server makes one cgroup per turn under its own, puts the sandbox in it before the
+agent's program starts, and reads the kernel's counters to tell when a limit was hit.
+Both hierarchies exist in the wild: cgroup v1 (one mount per controller, e.g. inside many
+Docker hosts) and v2 (one unified mount). Creating cgroups needs root, or a delegated v2
+subtree; without either, `detect` returns None and says so in a log line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+ROOT = Path("/sys/fs/cgroup")
+REMOVE_TIMEOUT = 5.0  # the killed sandbox's processes take a moment to leave
+
+
+@dataclass(frozen=True)
+class Hierarchy:
+    """Where turn cgroups go: one parent folder per controller (v1), or one for both (v2)."""
+
+    version: int
+    memory_parent: Path
+    pids_parent: Path
+
+    def create(self, name: str, memory_bytes: int, pids: int) -> TurnCgroup:
+        """A new cgroup `name` with the given limits (0: none). Raises OSError."""
+        memory_dir = self.memory_parent / name
+        pids_dir = self.pids_parent / name
+        dirs = [memory_dir] if memory_dir == pids_dir else [memory_dir, pids_dir]
+        for folder in dirs:
+            folder.mkdir()
+        group = TurnCgroup(self.version, memory_dir, pids_dir)
+        try:
+            group.set_limits(memory_bytes, pids)
+        except OSError:
+            group.remove()
+            raise
+        return group
+
+
+class TurnCgroup:
+    """One turn's cgroup (on v1, a folder in each of the memory and pids hierarchies)."""
+
+    def __init__(self, version: int, memory_dir: Path, pids_dir: Path) -> None:
+        self.version = version
+        self.memory_dir = memory_dir
+        self.pids_dir = pids_dir
+
+    @property
+    def _dirs(self) -> list[Path]:
+        same = self.memory_dir == self.pids_dir
+        return [self.memory_dir] if same else [self.memory_dir, self.pids_dir]
+
+    def set_limits(self, memory_bytes: int, pids: int) -> None:
+        if memory_bytes:
+            if self.version == 2:
+                _write(self.memory_dir / "memory.max", memory_bytes)
+                # Swap would let a hog run on far past the limit, only slower.
+                _write_if_present(self.memory_dir / "memory.swap.max", 0)
+            else:
+                _write(self.memory_dir / "memory.limit_in_bytes", memory_bytes)
+                _write_if_present(self.memory_dir / "memory.memsw.limit_in_bytes", memory_bytes)
+        if pids:
+            _write(self.pids_dir / "pids.max", pids)
+
+    def add(self, pid: int) -> None:
+        """Move process `pid` (not its existing children) into the cgroup."""
+        for folder in self._dirs:
+            _write(folder / "cgroup.procs", pid)
+
+    def memory_exceeded(self) -> bool:
+        """True once the kernel killed a process of this cgroup for memory."""
+        if self.version == 2:
+            return _counter(self.memory_dir / "memory.events", "oom_kill") > 0
+        return _counter(self.memory_dir / "memory.oom_control", "oom_kill") > 0
+
+    def pids_exceeded(self) -> bool:
+        """True once a fork or clone in this cgroup failed at the process limit."""
+        return _counter(self.pids_dir / "pids.events", "max") > 0
+
+    def remove(self) -> None:
+        """Remove the cgroup once its processes are gone (waits up to REMOVE_TIMEOUT)."""
+        deadline = time.monotonic() + REMOVE_TIMEOUT
+        for folder in self._dirs:
+            while True:
+                try:
+                    folder.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:  # EBUSY: a process is still leaving
+                    if time.monotonic() > deadline:
+                        log.warning("cgroup_not_removed", extra={"cgroup": str(folder)})
+                        break
+                    time.sleep(0.02)
+
+
+def detect() -> Hierarchy | None:
+    """The hierarchy turn cgroups can be made in, or None (logged) when there is none."""
+    if os.geteuid() != 0:
+        return _unavailable("the server does not run as root")
+    own = _own_cgroups()
+    if (ROOT / "cgroup.controllers").is_file():  # v2 mounted at the root: unified only
+        return _v2(ROOT / own.get("", "/").lstrip("/"))
+    memory, pids = ROOT / "memory", ROOT / "pids"
+    # (The root of a v1 pids hierarchy has no pids.max of its own.)
+    if (memory / "memory.limit_in_bytes").is_file() and (pids / "cgroup.procs").is_file():
+        return _probe(
+            Hierarchy(
+                1,
+                memory / own.get("memory", "/").lstrip("/"),
+                pids / own.get("pids", "/").lstrip("/"),
+            )
+        )
+    return _unavailable("no memory and pids cgroup controllers are mounted")
+
+
+def _v2(parent: Path) -> Hierarchy | None:
+    control = parent / "cgroup.subtree_control"
+    try:
+        enabled = control.read_text().split()
+        missing = [c for c in ("memory", "pids") if c not in enabled]
+        if missing:
+            control.write_text(" ".join(f"+{c}" for c in missing))
+    except OSError as exc:
+        # Typically EBUSY: the server's own cgroup holds processes (v2's "no internal
+        # processes" rule); run it under a delegated cgroup (systemd Delegate=yes).
+        return _unavailable(f"cannot enable the memory and pids controllers below {parent}: {exc}")
+    return _probe(Hierarchy(2, parent, parent))
+
+
+def _probe(hierarchy: Hierarchy) -> Hierarchy | None:
+    try:
+        hierarchy.create(f"uhp-probe-{os.getpid()}", 0, 0).remove()
+    except OSError as exc:
+        return _unavailable(f"cannot create cgroups: {exc}")
+    log.info("sandbox_cgroups", extra={"cgroup_version": hierarchy.version})
+    return hierarchy
+
+
+def _unavailable(why: str) -> None:
+    log.warning(
+        "sandbox_cgroups_unavailable: memory and process limits are not enforced "
+        "(file size and workspace disk limits are)",
+        extra={"reason": why},
+    )
+    return None
+
+
+def _own_cgroups() -> dict[str, str]:
+    """This process's cgroup path per controller ("" for the v2 hierarchy)."""
+    found: dict[str, str] = {}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            for controller in controllers.split(",") if controllers else [""]:
+                found[controller] = path
+    return found
+
+
+def _write(path: Path, value: int) -> None:
+    path.write_text(str(value))
+
+
+def _write_if_present(path: Path, value: int) -> None:
+    if path.exists():
+        _write(path, value)
+
+
+def _counter(path: Path, name: str) -> int:
+    """The value of `name` in a flat-keyed cgroup file ("name value" lines); 0 if absent."""
+    try:
+        for line in path.read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == name:
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
