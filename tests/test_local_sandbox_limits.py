@@ -109,3 +109,13 @@ async def test_a_file_past_the_size_limit_is_cut_and_stops_the_turn(tmp_path: Pa
 async def test_a_turn_within_its_limits_reports_none(tmp_path: Path) -> None:
     sandbox = LocalSandbox(limits=SMALL)
     assert await run(sandbox, mounts_in(tmp_path), "echo hi > /workspace/x; sleep 0.3") == (0, None)
+
+
+@needs_cgroups
+async def test_open_removes_empty_cgroups_a_killed_server_left(tmp_path: Path) -> None:
+    hierarchy = cgroups.detect()
+    assert hierarchy is not None
+    left = hierarchy.create("uhp-local-resp_left_by_a_killed_server", 1 << 30, 10)
+    sandbox = LocalSandbox(tmp_path / "run")
+    await sandbox.open(None)  # type: ignore[arg-type]
+    assert not left.memory_dir.exists() and not left.pids_dir.exists()

@@ -45,6 +45,14 @@ class Hierarchy:
             raise
         return group
 
+    def remove_empty(self, prefix: str) -> None:
+        """Remove the `prefix`* cgroups a killed server left. Only empty ones go: the kernel
+        refuses to remove a cgroup that still holds a process (a live turn's)."""
+        for parent in {self.memory_parent, self.pids_parent}:
+            for leftover in parent.glob(f"{prefix}*"):
+                with contextlib.suppress(OSError):
+                    leftover.rmdir()
+
 
 class TurnCgroup:
     """One turn's cgroup (on v1, a folder in each of the memory and pids hierarchies)."""

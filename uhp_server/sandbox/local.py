@@ -47,6 +47,7 @@ from uhp_server.settings import Settings
 log = logging.getLogger(__name__)
 
 START_TIMEOUT = 30.0
+CGROUP_PREFIX = "uhp-"  # + the door: uhp-local-<response id>
 GATEWAY_PORT = 8080  # the gateway inside the sandbox: 127.0.0.1:8080, as in the docker one
 
 # Runs first in the sandbox: start the relays, wait (about 2 s at most) until their ports
@@ -148,6 +149,8 @@ class LocalSandbox(Sandbox):
         # What a killed server left: no turn of this server can be running yet.
         for stale in self._run_dir.iterdir():
             shutil.rmtree(stale, ignore_errors=True)
+        if self._cgroups is not None:
+            await asyncio.to_thread(self._cgroups.remove_empty, CGROUP_PREFIX)
         self._gateway_app = gateway_app
 
     async def close(self) -> None:
@@ -258,7 +261,7 @@ class LocalSandbox(Sandbox):
     def _cgroup(self, door: str) -> cgroups.TurnCgroup | None:
         if self._cgroups is None:
             return None
-        name = "uhp-" + door.replace(":", "-").replace("/", "-")[:80]
+        name = CGROUP_PREFIX + door.replace(":", "-").replace("/", "-")[:80]
         try:
             return self._cgroups.create(name, self.limits.memory_bytes, self.limits.pids)
         except OSError as exc:
