@@ -41,7 +41,7 @@ async def test_the_sandbox_forks_off_the_event_loop(
         execute_child(self, *args, **kwargs)
 
     monkeypatch.setattr(subprocess.Popen, "_execute_child", recording)
-    sandbox = LocalSandbox("http://127.0.0.1:8080/")
+    sandbox = LocalSandbox()
     proc = await sandbox.start(Invocation(["/bin/cat"], ENV, "/workspace"), mounts)
     await proc.write(b"through the pipe\n")
     await proc.close_stdin()
