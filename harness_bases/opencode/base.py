@@ -19,8 +19,11 @@ class OpenCodeBase(AcpBase):
     cli_pins = (CliPin("npm", installer.PACKAGE, installer.CLI_VERSION),)
     state_dirs = (".opencode",)
     runtime_packages = ()  # a native binary: the image's common tools are all it runs
-    host_packages = ("nodejs", "npm")  # npm fetches it
-    enforcement = Enforcement(disabled_tools="instruction", max_step="counted")
+    # npm fetches it; its search and skill tools run `rg` (it would download one otherwise).
+    host_packages = ("nodejs", "npm", "ripgrep")
+    # A disabled tool is denied in opencode.json: it leaves the model's tool list and a call
+    # to it is refused (tests/test_opencode_base.py). No step flag: the engine counts.
+    enforcement = Enforcement(disabled_tools="hard", max_step="counted")
     mcp_transports = ("http",)
 
     def install(self, tools_dir: Path) -> None:
