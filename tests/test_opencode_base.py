@@ -7,10 +7,12 @@ import json
 import os
 import re
 import shutil
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
 from harness_bases import events as ev
@@ -283,3 +285,28 @@ def test_prepare_builds_env_from_nothing_and_a_config_without_secrets(tmp_path: 
     assert instructions == "Be brief 5521.\n\nDo not use these tools: webfetch."
     # The plugin package counts as present, so OpenCode never fetches it.
     assert (folder / "node_modules").is_dir() and (folder / "package-lock.json").is_file()
+
+
+@pytest.mark.slow
+async def test_its_own_http_api_refuses_other_local_processes(env: Env) -> None:
+    """`opencode acp` serves an HTTP API on loopback, which the local sandbox shares with
+    every other session: without this turn's password it answers 401."""
+    ss = shutil.which("ss")
+    if ss is None:
+        pytest.skip("SKIPPED LOUDLY: no ss here, so the CLI's listening port cannot be found")
+    answers: dict[str, int] = {}
+
+    def probe(turn: DirectTurn) -> bool:
+        if turn.of(ev.TextDelta) and not answers:
+            listing = subprocess.run([ss, "-ltnpH"], capture_output=True, text=True).stdout
+            mine = [line for line in listing.splitlines() if f"pid={turn.proc.pid}," in line]
+            for port in (re.findall(r":(\d+) ", line)[0] for line in mine):
+                answers[port] = httpx.get(f"http://127.0.0.1:{port}/session", timeout=5).status_code
+        return False
+
+    turn = await env.run(
+        "SLOW 3\nSAY " + " ".join(f"w{i}" for i in range(20)), interrupt_when=probe
+    )
+    assert answers, "its HTTP API was not found"
+    assert set(answers.values()) == {401}
+    assert isinstance(turn.outcome, ev.TurnFinished)  # the CLI itself still got through

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 
 from harness_bases.acp import AcpBase
@@ -45,6 +46,9 @@ class OpenCodeBase(AcpBase):
             "OPENCODE_CONFIG": f"{config.config_dir(home)}/{config.CONFIG_FILE}",
             config.TOKEN_ENV: turn.gateway_token,
             "SHELL": installer.shell_path(turn.paths.tools),  # drops UHP_* for commands
+            # `opencode acp` serves its own HTTP API on a loopback port, which the local
+            # sandbox shares with the host: only this process may use it.
+            "OPENCODE_SERVER_PASSWORD": secrets.token_urlsafe(24),
             # Nothing goes online behind the agent's back.
             "OPENCODE_DISABLE_AUTOUPDATE": "1",
             "OPENCODE_DISABLE_MODELS_FETCH": "1",
