@@ -19,9 +19,9 @@ class OpenCodeBase(AcpBase):
     cli_version = installer.CLI_VERSION
     cli_pins = (CliPin("npm", installer.PACKAGE, installer.CLI_VERSION),)
     state_dirs = (".opencode",)
-    runtime_packages = ()  # a native binary: the image's common tools are all it runs
-    # npm fetches it; its search and skill tools run `rg` (it would download one otherwise).
-    host_packages = ("nodejs", "npm", "ripgrep")
+    # A native binary; its search and skill tools run `rg` (it would download one otherwise).
+    runtime_packages = ("ripgrep",)
+    host_packages = ("nodejs", "npm", "ripgrep")  # npm fetches it
     # A disabled tool is denied in opencode.json: it leaves the model's tool list and a call
     # to it is refused (tests/test_opencode_base.py). No step flag: the engine counts.
     enforcement = Enforcement(disabled_tools="hard", max_step="counted")
