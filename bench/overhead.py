@@ -9,7 +9,7 @@ Runs the same scripted tasks several ways, interleaved, in one go:
 
 All of them talk to the same in-process scripted provider. Usage:
 
-    python bench/overhead.py [--base {codex,claude-code,hermes}] [--tasks N]
+    python bench/overhead.py [--base B] [--tasks N]   # B: any registered base
 """
 
 from __future__ import annotations
