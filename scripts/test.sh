@@ -26,50 +26,50 @@ if bash scripts/docker-engine.sh; then
 fi
 
 status=0
-.venv/bin/python -m pytest "$@" || status=$?
-# The same end-to-end files again, in the docker sandbox (exit 5: the arguments selected
-# none of them).
-docker_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security_e2e.py
-  tests/test_restart_e2e.py tests/test_token_binding_e2e.py tests/test_egress_e2e.py)
-echo "=== end-to-end tests again with UHP_TEST_SANDBOX=docker ==="
-UHP_TEST_SANDBOX=docker .venv/bin/python -m pytest "${docker_e2e[@]}" "$@" || {
-  code=$?
-  ((code == 5)) || status=$code
+pytest_args=("$@")
+# run_pass "WHAT" [VAR=value ...] -- FILE...: one more pytest pass over FILEs with those
+# variables (exit 5 means the arguments selected none of its tests: not a failure).
+run_pass() {
+  local what=$1 vars=()
+  shift
+  while [[ $1 != -- ]]; do
+    vars+=("$1")
+    shift
+  done
+  shift
+  echo "=== $what ==="
+  env "${vars[@]}" .venv/bin/python -m pytest "$@" "${pytest_args[@]}" || {
+    local code=$?
+    ((code == 5)) || status=$code
+  }
 }
-# The same end-to-end files again on the Claude Code base (the runs above use Codex).
+
+.venv/bin/python -m pytest "${pytest_args[@]}" || status=$?
+# The end-to-end files that differ per sandbox, again in the docker sandbox.
+run_pass "end-to-end tests again with UHP_TEST_SANDBOX=docker" UHP_TEST_SANDBOX=docker -- \
+  tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security_e2e.py \
+  tests/test_restart_e2e.py tests/test_token_binding_e2e.py tests/test_egress_e2e.py
+# The base-agnostic end-to-end files again on every other registered base (the runs above
+# use Codex).
 base_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security_e2e.py
   tests/test_restart_e2e.py tests/test_harnesses_e2e.py tests/test_openai_sdk.py
   tests/test_token_binding_e2e.py tests/test_sandbox_limits_e2e.py tests/test_egress_e2e.py)
-echo "=== end-to-end tests again with UHP_TEST_BASE=claude-code ==="
-UHP_TEST_BASE=claude-code .venv/bin/python -m pytest "${base_e2e[@]}" "$@" || {
-  code=$?
-  ((code == 5)) || status=$code
-}
-# ... and on the Hermes base.
-echo "=== end-to-end tests again with UHP_TEST_BASE=hermes ==="
-UHP_TEST_BASE=hermes .venv/bin/python -m pytest "${base_e2e[@]}" "$@" || {
-  code=$?
-  ((code == 5)) || status=$code
-}
+for base in $(.venv/bin/uhp-server bases list --names); do
+  [[ "$base" == codex ]] && continue
+  run_pass "end-to-end tests again with UHP_TEST_BASE=$base" UHP_TEST_BASE="$base" -- \
+    "${base_e2e[@]}"
+done
 # Against a Chat-Completions-only provider (no models route, like a bare vLLM): the gateway
-# translates Codex's Responses and Claude Code's Anthropic Messages; Hermes' Chat passes
-# through. Tasks + SDK exercise the translated traffic (text, tools, streaming, errors,
-# sessions); test_harnesses_e2e checks the catalogue of a static model list. Hermes' bytes are
-# the same as in its own pass, so only the catalogue runs for it.
-chat_e2e=(tests/test_tasks_e2e.py tests/test_openai_sdk.py)
+# translates Codex's Responses and Claude Code's Anthropic Messages; Chat passes through.
+# Tasks + SDK exercise the translated traffic (text, tools, streaming, errors, sessions);
+# test_harnesses_e2e checks the catalogue of a static model list. A Chat base's bytes are the
+# same as in its own pass, so only the catalogue runs for Hermes.
 for base in codex claude-code; do
-  echo "=== end-to-end tests again with UHP_TEST_PROVIDER=chat on $base ==="
-  UHP_TEST_PROVIDER=chat UHP_TEST_BASE=$base .venv/bin/python -m pytest "${chat_e2e[@]}" "$@" || {
-    code=$?
-    ((code == 5)) || status=$code
-  }
+  run_pass "tasks again with UHP_TEST_PROVIDER=chat on $base" \
+    UHP_TEST_PROVIDER=chat UHP_TEST_BASE="$base" -- tests/test_tasks_e2e.py tests/test_openai_sdk.py
 done
 for base in codex hermes; do
-  echo "=== the catalogue again with UHP_TEST_PROVIDER=chat on $base ==="
-  UHP_TEST_PROVIDER=chat UHP_TEST_BASE=$base .venv/bin/python -m pytest \
-    tests/test_harnesses_e2e.py "$@" || {
-    code=$?
-    ((code == 5)) || status=$code
-  }
+  run_pass "the catalogue again with UHP_TEST_PROVIDER=chat on $base" \
+    UHP_TEST_PROVIDER=chat UHP_TEST_BASE="$base" -- tests/test_harnesses_e2e.py
 done
 exit "$status"
