@@ -32,6 +32,7 @@ class Incomplete(AcpBase):
     name = "incomplete"
     label = "Incomplete"
     backend = "openai"
+    wire = "chat"
     cli_version = "1.2.3"
     cli_pins = (CliPin("npm", "tiny-agent", "1.2.3"),)
     enforcement = Enforcement(disabled_tools="instruction", max_step="counted")
@@ -92,6 +93,7 @@ def test_a_base_lacking_a_declaration_is_named_missing() -> None:
         enforcement = Enforcement(disabled_tools="instruction", max_step="counted")
 
     assert missing_declarations(Partial) == [
+        "wire",
         "cli_pins",
         "state_dirs",
         "runtime_packages",
