@@ -22,6 +22,7 @@ from uhp_server.engine.traces import TraceDeleter
 from uhp_server.engine.turn import TurnExecutor
 from uhp_server.errors import install_error_handlers
 from uhp_server.file_parts import build_file_parts
+from uhp_server.frontdoors.openai_chat import MOUNT_PATH, make_chat_app
 from uhp_server.gateway.mcp_proxy import make_mcp_router
 from uhp_server.gateway.proxy import make_gateway_router
 from uhp_server.gateway.tokens import TokenRegistry
@@ -163,5 +164,6 @@ def create_app(settings: Settings, bases: dict[str, HarnessBase] | None = None) 
     app.include_router(make_mcp_router(ctx.tokens, ctx.upstreams.http))
     for router in (files.router, share.router, harness_events.router, api_docs.router):
         app.include_router(router)
+    app.mount(MOUNT_PATH, make_chat_app(ctx))  # the Chat Completions door, in OpenAI's shapes
     app.add_middleware(VersionMiddleware)
     return app

@@ -40,6 +40,9 @@ class Settings(BaseSettings):
     # addresses (cloud metadata) stay refused either way. See gateway/url_policy.py.
     mcp_allow_private_hosts: bool = False
     log_level: str = "INFO"
+    # The Chat Completions door (README: "Chat Completions"): a client that leaves a stream
+    # before its answer ends cancels the task, as a chat UI's stop button means.
+    chat_cancel_on_disconnect: bool = True
     # Connections (README: "Connections"): incomplete requests time out; the cap is lowered
     # further to leave a quarter of the descriptor limit to everything else.
     max_connections: int = 2048

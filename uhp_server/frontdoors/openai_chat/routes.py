@@ -1,0 +1,132 @@
+"""The routes of the Chat Completions door: models, and chat completions."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from storage import harnesses as harness_store
+from uhp_server.auth import CurrentPrincipal
+from uhp_server.context import AppContext, Ctx
+from uhp_server.errors import ApiError
+from uhp_server.frontdoors.openai_chat import turns
+from uhp_server.frontdoors.openai_chat.conversation import ChatRequest, answered, split_request
+from uhp_server.frontdoors.openai_chat.errors import openai_error_body
+from uhp_server.frontdoors.openai_chat.models import model_object, resolve_model
+from uhp_server.frontdoors.openai_chat.render import ChatRenderer
+from uhp_server.frontdoors.openai_chat.shapes import ChunkWriter, CompletionIds, completion
+from uhp_server.frontdoors.openai_chat.wire import IGNORED_FIELDS_HEADER, ChatCompletionBody
+from uhp_server.harnesses import ensure_defaults
+from uhp_server.streaming import SEPARATOR, STREAM_HEADERS, _KeepAlive
+from uhp_server.strict_json import StrictJsonRoute
+
+router = APIRouter(route_class=StrictJsonRoute)
+SESSION_HEADER = "UHP-Session-Id"
+RESPONSE_HEADER = "UHP-Response-Id"
+_cancels: set[asyncio.Task[None]] = set()  # cancels of abandoned streams, while they run
+
+
+@router.get("/models")
+async def list_models(principal: CurrentPrincipal, ctx: Ctx) -> dict[str, Any]:
+    rows = await ctx.db.write(_harnesses, ctx, principal.id)
+    return {"object": "list", "data": [model_object(row) for row in rows]}
+
+
+@router.get("/models/{model:path}")
+async def retrieve_model(model: str, principal: CurrentPrincipal, ctx: Ctx) -> dict[str, Any]:
+    await ctx.db.write(_harnesses, ctx, principal.id)
+    return model_object(await ctx.db.read(resolve_model, ctx.db, principal.id, model))
+
+
+def _harnesses(ctx: AppContext, principal_id: str) -> list[Any]:
+    ensure_defaults(ctx.db, principal_id, ctx.bases)  # a new principal's defaults, as /v1 does
+    return harness_store.list_harnesses(ctx.db, principal_id)
+
+
+@router.post("/chat/completions")
+async def chat_completions(
+    body: ChatCompletionBody, request: Request, principal: CurrentPrincipal, ctx: Ctx
+) -> Any:
+    chat = split_request(body.messages)
+    await ctx.db.write(_harnesses, ctx, principal.id)
+    harness = await ctx.db.read(resolve_model, ctx.db, principal.id, body.model)
+    turn = await turns.start_turn(
+        ctx, principal.id, harness, chat, body.metadata, str(request.base_url)
+    )
+    headers = {SESSION_HEADER: turn.session_id, RESPONSE_HEADER: turn.response_id}
+    if ignored := body.ignored_fields():
+        headers[IGNORED_FIELDS_HEADER] = ", ".join(ignored)
+    ids = CompletionIds.for_response(turn.response_id, turn.created, body.model)
+    if body.stream:
+        writer = ChunkWriter(ids, body.include_usage)
+        return EventSourceResponse(
+            _stream(ctx, turn, chat, writer),
+            headers={**STREAM_HEADERS, **headers},
+            ping=ctx.settings.keepalive_seconds,
+            ping_message_factory=_KeepAlive,
+            sep=SEPARATOR,
+        )
+    renderer = ChatRenderer()
+    async for event in turns.follow(ctx, turn.response_id):
+        renderer.feed(event)
+    await _finish(ctx, turn, chat, renderer)
+    return JSONResponse(completion(ids, renderer), headers=headers)
+
+
+async def _finish(
+    ctx: AppContext, turn: turns.StartedTurn, chat: ChatRequest, renderer: ChatRenderer
+) -> None:
+    """Record the answered conversation's key, or raise the task's failure."""
+    final = renderer.final or {"status": "failed"}
+    if final["status"] in ("completed", "incomplete"):
+        await turns.remember_answer(ctx, turn, answered(chat, renderer.text))
+        return
+    raise _failure(final)
+
+
+def _failure(final: dict[str, Any]) -> ApiError:
+    if final.get("status") == "cancelled":
+        return ApiError(409, "cancelled", "The task was cancelled before it finished.")
+    error = final.get("error") or {}
+    message = error.get("message") or "The task failed."
+    return ApiError(502, error.get("code") or "harness_error", message)
+
+
+def _data(payload: Any) -> ServerSentEvent:
+    text = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
+    return ServerSentEvent(data=text, sep=SEPARATOR)
+
+
+async def _stream(
+    ctx: AppContext, turn: turns.StartedTurn, chat: ChatRequest, writer: ChunkWriter
+) -> AsyncIterator[ServerSentEvent]:
+    renderer = ChatRenderer()
+    finished = False
+    try:
+        yield _data(writer.opening())
+        async for event in turns.follow(ctx, turn.response_id):
+            for piece in renderer.feed(event):
+                yield _data(writer.piece(piece))
+        finished = True
+        final = renderer.final or {"status": "failed"}
+        try:
+            await _finish(ctx, turn, chat, renderer)
+        except ApiError as failure:
+            yield _data(openai_error_body(failure.status, failure.code, failure.message, None))
+            return
+        for chunk in writer.closing(final):
+            yield _data(chunk)
+        yield _data("[DONE]")
+    finally:
+        if not finished and ctx.settings.chat_cancel_on_disconnect:
+            # The stream is being torn down (the client left): nothing awaits here, so the
+            # cancel runs as a task of its own.
+            task = asyncio.get_running_loop().create_task(turns.cancel(ctx, turn.response_id))
+            _cancels.add(task)
+            task.add_done_callback(_cancels.discard)
