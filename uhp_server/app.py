@@ -23,6 +23,7 @@ from uhp_server.engine.traces import TraceDeleter
 from uhp_server.engine.turn import TurnExecutor
 from uhp_server.errors import install_error_handlers
 from uhp_server.file_parts import build_file_parts
+from uhp_server.frontdoors import oumi_harness
 from uhp_server.gateway.mcp_proxy import make_mcp_router
 from uhp_server.gateway.proxy import make_gateway_router
 from uhp_server.gateway.tokens import TokenRegistry
@@ -162,8 +163,9 @@ def create_app(settings: Settings, bases: dict[str, HarnessBase] | None = None) 
     for router in (discovery.router, harnesses.router, tasks.router, sessions.router):
         app.include_router(router)
     app.include_router(make_gateway_router(ctx.tokens, ctx.upstreams))
-    app.include_router(make_mcp_router(ctx.tokens, ctx.upstreams.http))
+    app.include_router(make_mcp_router(ctx.tokens, ctx.upstreams.http, ctx.runs.ask_by_token))
     for router in (files.router, share.router, harness_events.router, api_docs.router):
         app.include_router(router)
+    app.include_router(oumi_harness.router)
     app.add_middleware(VersionMiddleware)
     return app

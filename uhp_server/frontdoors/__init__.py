@@ -1,0 +1,1 @@
+"""Front doors: other contracts onto the same engine (engine/requests.py), one package each."""
