@@ -15,6 +15,7 @@ from storage.db import Database
 from storage.responses import prune_idempotency
 from uhp_server.catalog import ModelCatalog
 from uhp_server.context import AppContext
+from uhp_server.engine.admission import AdmissionQueue
 from uhp_server.engine.recovery import recover
 from uhp_server.engine.runs import RunManager
 from uhp_server.engine.tasks import TaskService
@@ -22,6 +23,7 @@ from uhp_server.engine.traces import TraceDeleter
 from uhp_server.engine.turn import TurnExecutor
 from uhp_server.errors import install_error_handlers
 from uhp_server.file_parts import build_file_parts
+from uhp_server.frontdoors import oumi_harness
 from uhp_server.frontdoors.openai_chat import MOUNT_PATH, make_chat_app
 from uhp_server.gateway.mcp_proxy import make_mcp_router
 from uhp_server.gateway.proxy import make_gateway_router
@@ -107,8 +109,9 @@ def build_context(settings: Settings, bases: dict[str, HarnessBase] | None = Non
         settings.tools_dir,
         settings.cancel_grace_seconds,
         files=file_parts.turn_files,
+        admission=AdmissionQueue(settings.max_concurrent_turns),
     )
-    runs = RunManager(db, executor)
+    runs = RunManager(db, executor, paused_keep_seconds=settings.paused_turn_keep_seconds)
     return AppContext(
         settings=settings,
         db=db,
@@ -161,9 +164,10 @@ def create_app(settings: Settings, bases: dict[str, HarnessBase] | None = None) 
     for router in (discovery.router, harnesses.router, tasks.router, sessions.router):
         app.include_router(router)
     app.include_router(make_gateway_router(ctx.tokens, ctx.upstreams))
-    app.include_router(make_mcp_router(ctx.tokens, ctx.upstreams.http))
+    app.include_router(make_mcp_router(ctx.tokens, ctx.upstreams.http, ctx.runs.ask_by_token))
     for router in (files.router, share.router, harness_events.router, api_docs.router):
         app.include_router(router)
+    app.include_router(oumi_harness.router)
     app.mount(MOUNT_PATH, make_chat_app(ctx))  # the Chat Completions door, in OpenAI's shapes
     app.add_middleware(VersionMiddleware)
     return app

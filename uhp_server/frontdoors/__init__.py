@@ -1,2 +1,1 @@
-"""Front doors: other contracts translated into the engine's request (DESIGN: one engine,
-several front doors). Each door is one package."""
+"""Front doors: other contracts onto the same engine (engine/requests.py), one package each."""
