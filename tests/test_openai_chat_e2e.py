@@ -12,6 +12,7 @@ import openai
 import pytest
 
 from tests.conftest import API_KEY
+from tests.scripted_provider import RunningProvider
 from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.slow
@@ -170,22 +171,28 @@ def test_a_conversation_continues_in_the_same_session_and_workspace(
 
 
 def test_an_unseen_history_starts_a_new_session_with_it_as_the_opening(
-    sdk: openai.OpenAI, model: str, client: httpx.Client
+    sdk: openai.OpenAI, model: str, provider: RunningProvider
 ) -> None:
     history = [
-        {"role": "system", "content": "You are terse."},
+        {"role": "system", "content": "You are terse, always."},
         user("what is the code word?"),
         assistant("The code word is marmalade-42."),
     ]
+    provider.reset()
     answer, headers = chat(sdk, model, [*history, user("SAY opening seen")])
     assert answer.choices[0].message.content == "opening seen"
+    # The agent was given the earlier conversation, and the system message as instructions.
+    sent = json.dumps([entry["body"] for entry in provider.requests()])
+    assert "marmalade-42" in sent and "what is the code word?" in sent
+    assert "You are terse, always." in sent
     session_id = headers[SESSION]
-    turns = client.get(f"/v1/sessions/{session_id}/turns").json()
-    assert "marmalade-42" in json.dumps(turns)
     _, follow_headers = chat(
         sdk, model, [*history, user("SAY opening seen"), assistant("opening seen"), user("SAY x")]
     )
     assert follow_headers[SESSION] == session_id
+    # The same unseen history again is a second new session, not the first one's.
+    _, again_headers = chat(sdk, model, [*history, user("SAY opening seen")])
+    assert again_headers[SESSION] != session_id
 
 
 def test_produced_files_are_listed_as_download_links(sdk: openai.OpenAI, model: str) -> None:

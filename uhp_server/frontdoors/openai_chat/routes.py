@@ -56,11 +56,11 @@ async def chat_completions(
     chat = split_request(body.messages)
     await ctx.db.write(_harnesses, ctx, principal.id)
     harness = await ctx.db.read(resolve_model, ctx.db, principal.id, body.model)
-    turn = await turns.start_turn(
-        ctx, principal.id, harness, chat, body.metadata, str(request.base_url)
-    )
+    ignored = body.ignored_fields()
+    task = turns.engine_task(principal.id, harness, chat, body.metadata, ignored)
+    turn = await turns.start_turn(ctx, task, str(request.base_url))
     headers = {SESSION_HEADER: turn.session_id, RESPONSE_HEADER: turn.response_id}
-    if ignored := body.ignored_fields():
+    if ignored:
         headers[IGNORED_FIELDS_HEADER] = ", ".join(ignored)
     ids = CompletionIds.for_response(turn.response_id, turn.created, body.model)
     if body.stream:
@@ -73,7 +73,7 @@ async def chat_completions(
             sep=SEPARATOR,
         )
     renderer = ChatRenderer()
-    async for event in turns.follow(ctx, turn.response_id):
+    async for event in turns.follow(ctx, turn):
         renderer.feed(event)
     await _finish(ctx, turn, chat, renderer)
     return JSONResponse(completion(ids, renderer), headers=headers)
@@ -110,7 +110,7 @@ async def _stream(
     finished = False
     try:
         yield _data(writer.opening())
-        async for event in turns.follow(ctx, turn.response_id):
+        async for event in turns.follow(ctx, turn):
             for piece in renderer.feed(event):
                 yield _data(writer.piece(piece))
         finished = True
@@ -127,6 +127,6 @@ async def _stream(
         if not finished and ctx.settings.chat_cancel_on_disconnect:
             # The stream is being torn down (the client left): nothing awaits here, so the
             # cancel runs as a task of its own.
-            task = asyncio.get_running_loop().create_task(turns.cancel(ctx, turn.response_id))
+            task = asyncio.get_running_loop().create_task(turns.cancel(ctx, turn))
             _cancels.add(task)
             task.add_done_callback(_cancels.discard)

@@ -1,6 +1,8 @@
-"""The engine seam: start a chat turn, follow its events, record the answer's key.
+"""The door's use of the engine: start a chat turn, follow it, record the answer's key.
 
-INTERIM: built on TaskService.submit until the shared EngineTask lands.
+A request whose history has a recorded key continues that session (SessionKey of door
+`openai_chat`); one without an earlier answer starts a new session with no key. Either way,
+once answered, the conversation's new digest becomes the session's one key.
 """
 
 from __future__ import annotations
@@ -9,51 +11,84 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from storage.models import HarnessRow
+from sqlmodel import delete
+
+from storage import door_sessions
+from storage.db import Database
+from storage.models import DoorSessionRow, HarnessRow
 from uhp_server.context import AppContext
-from uhp_server.frontdoors.openai_chat.conversation import ChatRequest
+from uhp_server.engine.requests import ChatMessage, EngineTask, QuestionPolicy, SessionKey
+from uhp_server.frontdoors.openai_chat.conversation import DOOR, ChatRequest
 
 
 @dataclass(frozen=True)
 class StartedTurn:
+    principal_id: str
+    harness_id: str
     response_id: str
     session_id: str
     created: int
 
 
-async def start_turn(
-    ctx: AppContext,
+def engine_task(
     principal_id: str,
     harness: HarnessRow,
     chat: ChatRequest,
     metadata: dict[str, str] | None,
-    base_url: str,
-) -> StartedTurn:
-    body: dict[str, Any] = {
-        "input": chat.input,
-        "metadata": {**(metadata or {}), "harness_id": harness.id},
-    }
-    if chat.instructions:
-        body["instructions"] = chat.instructions
-    accepted = await ctx.tasks.submit(principal_id, body, None, base_url)
-    run = accepted.run
-    assert run is not None
-    return StartedTurn(accepted.response_id, run.session_id, run.builder.response["created_at"])
+    ignored_fields: list[str],
+) -> EngineTask:
+    digest = chat.history_digest
+    return EngineTask(
+        principal_id=principal_id,
+        harness_id=harness.id,
+        input=chat.input,
+        # System messages travel as instructions on every turn, so not in the opening too.
+        opening=tuple(ChatMessage(t.role, t.content) for t in chat.history if t.role != "system"),
+        session=SessionKey(DOOR, digest) if digest else None,
+        questions=QuestionPolicy.none(),  # a chat completion cannot pause for an answer
+        instructions=chat.instructions or None,
+        metadata=metadata or {},
+        ignored_fields=tuple(ignored_fields),
+    )
 
 
-async def follow(ctx: AppContext, response_id: str) -> AsyncIterator[dict[str, Any]]:
-    run = ctx.runs.get(response_id)
-    if run is None:
-        return
-    async for event in run.log.follow():
+async def start_turn(ctx: AppContext, task: EngineTask, base_url: str) -> StartedTurn:
+    accepted = await ctx.tasks.start(task, base_url=base_url)
+    if accepted.run is not None:  # always, without an idempotency key; saves a read
+        response = accepted.run.builder.response
+    else:
+        response = (await ctx.tasks.state(task.principal_id, accepted.response_id)).response
+    metadata = response["metadata"]
+    return StartedTurn(
+        task.principal_id,
+        metadata["harness_id"],
+        accepted.response_id,
+        metadata["session_id"],
+        response["created_at"],
+    )
+
+
+async def follow(ctx: AppContext, turn: StartedTurn) -> AsyncIterator[dict[str, Any]]:
+    async for event in ctx.tasks.follow(turn.principal_id, turn.response_id):
         yield event
 
 
-async def cancel(ctx: AppContext, response_id: str) -> None:
-    run = ctx.runs.get(response_id)
-    if run is not None and not run.log.finished:
-        await ctx.runs.cancel(run)
+async def cancel(ctx: AppContext, turn: StartedTurn) -> None:
+    await ctx.tasks.cancel(turn.principal_id, turn.response_id)
 
 
 async def remember_answer(ctx: AppContext, turn: StartedTurn, digest: str) -> None:
-    return None
+    await ctx.db.write(_rekey, ctx.db, turn, digest)
+
+
+def _rekey(db: Database, turn: StartedTurn, digest: str) -> None:
+    """The session's one key becomes `digest` (on the writer thread): only its latest answer
+    continues it."""
+    with db.session() as s:
+        s.exec(
+            delete(DoorSessionRow).where(
+                DoorSessionRow.door == DOOR, DoorSessionRow.session_id == turn.session_id
+            )
+        )
+        s.commit()
+    door_sessions.bind(db, turn.principal_id, turn.harness_id, DOOR, digest, turn.session_id)
