@@ -195,6 +195,19 @@ def test_an_unseen_history_starts_a_new_session_with_it_as_the_opening(
     assert again_headers[SESSION] != session_id
 
 
+def test_a_deleted_conversation_is_not_continued(
+    sdk: openai.OpenAI, model: str, client: httpx.Client
+) -> None:
+    ask = user("a question with no directive")  # answered "ok"
+    first, headers = chat(sdk, model, [ask])
+    deleted = client.delete(f"/v1/traces/{headers[SESSION]}")
+    assert deleted.status_code == 200, deleted.text
+    history = [ask, assistant(first.choices[0].message.content), user("SAY after")]
+    after, after_headers = chat(sdk, model, history)
+    assert after.choices[0].message.content == "after"
+    assert after_headers[SESSION] != headers[SESSION]
+
+
 def test_produced_files_are_listed_as_download_links(sdk: openai.OpenAI, model: str) -> None:
     answer, _ = chat(sdk, model, [user("RUN printf 'door file' > report.md\nSAY wrote it")])
     content = answer.choices[0].message.content
