@@ -262,6 +262,7 @@ def test_errors_are_in_openais_shape(sdk: openai.OpenAI, model: str, server: Ser
         (httpx.get(f"{url}/nowhere", headers=auth), 404),
         (httpx.get(f"{url}/chat/completions", headers=auth), 405),
     ]
+    assert cases[-1][0].headers["allow"] == "POST"
     for response, status in cases:
         assert response.status_code == status, response.text
         error = _error_of(response)

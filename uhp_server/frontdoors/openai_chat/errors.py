@@ -14,7 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from uhp_server.errors import ApiError, _validation_message, new_correlation_id
+from uhp_server.errors import ApiError, _validation_message, allowed_methods, new_correlation_id
 
 log = logging.getLogger("uhp_server.openai_chat")
 
@@ -67,7 +67,10 @@ async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
     if exc.status_code == 404:
         err = ApiError(404, "not_found", f"Unknown path: {request.url.path}.")
     elif exc.status_code == 405:
-        err = ApiError(405, "method_not_allowed", "This route does not accept that method.")
+        allow = {"Allow": ", ".join(allowed_methods(request))}
+        err = ApiError(
+            405, "method_not_allowed", "This route does not accept that method.", headers=allow
+        )
     else:
         err = ApiError(exc.status_code, "invalid_request", "The request could not be served.")
     return openai_error(request, err)
