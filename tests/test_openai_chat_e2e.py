@@ -269,6 +269,17 @@ def test_errors_are_in_openais_shape(sdk: openai.OpenAI, model: str, server: Ser
         assert error["type"] == ("invalid_request_error") and error["message"]
 
 
+def test_a_failed_task_is_an_error_blocking_and_streamed(sdk: openai.OpenAI, model: str) -> None:
+    ask = [user("FAIL 400 upstream says no")]
+    with pytest.raises(openai.APIStatusError) as blocking:
+        sdk.chat.completions.create(model=model, messages=ask)
+    assert blocking.value.status_code == 502
+    assert blocking.value.body["message"] and blocking.value.body["type"] == "server_error"
+    with pytest.raises(openai.APIError) as streamed:
+        list(sdk.chat.completions.create(model=model, messages=ask, stream=True))
+    assert streamed.value.body["code"] == blocking.value.body["code"]
+
+
 def test_another_principal_neither_sees_nor_continues_it(
     sdk: openai.OpenAI, model: str, server: ServerProcess, other_key: str
 ) -> None:
