@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from storage import harnesses as harness_store
+from storage.models import HarnessRow
 from uhp_server.auth import CurrentPrincipal
 from uhp_server.context import AppContext, Ctx
 from uhp_server.errors import ApiError
@@ -44,9 +45,19 @@ async def retrieve_model(model: str, principal: CurrentPrincipal, ctx: Ctx) -> d
     return model_object(await ctx.db.read(resolve_model, ctx.db, principal.id, model))
 
 
-def _harnesses(ctx: AppContext, principal_id: str) -> list[Any]:
+def _harnesses(ctx: AppContext, principal_id: str) -> list[HarnessRow]:
     ensure_defaults(ctx.db, principal_id, ctx.bases)  # a new principal's defaults, as /v1 does
     return harness_store.list_harnesses(ctx.db, principal_id)
+
+
+async def _harness_for(ctx: AppContext, principal_id: str, model: str) -> HarnessRow:
+    """The harness `model` names. Only a name not found (a new principal's first call may
+    name a default harness not created yet) takes a job on the writer thread."""
+    try:
+        return await ctx.db.read(resolve_model, ctx.db, principal_id, model)
+    except ApiError:
+        await ctx.db.write(_harnesses, ctx, principal_id)
+        return await ctx.db.read(resolve_model, ctx.db, principal_id, model)
 
 
 @router.post("/chat/completions")
@@ -54,8 +65,7 @@ async def chat_completions(
     body: ChatCompletionBody, request: Request, principal: CurrentPrincipal, ctx: Ctx
 ) -> Any:
     chat = split_request(body.messages)
-    await ctx.db.write(_harnesses, ctx, principal.id)
-    harness = await ctx.db.read(resolve_model, ctx.db, principal.id, body.model)
+    harness = await _harness_for(ctx, principal.id, body.model)
     ignored = body.ignored_fields()
     task = turns.engine_task(principal.id, harness, chat, body.metadata, ignored)
     turn = await turns.start_turn(ctx, task, str(request.base_url))
