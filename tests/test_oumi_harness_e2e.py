@@ -23,6 +23,9 @@ pytestmark = pytest.mark.slow
 PLATFORM_KEY = "sk-platform-eval-key-19fe22"
 MODEL = "oumi-eval-model"
 SETTINGS = {"temperature": 0.2, "max_tokens": 400, "seed": 3}
+# The question tool as the CLI names it to its model (the scripted provider also matches a
+# prefixed name by its suffix, but Claude Code defers MCP tools, listing none).
+ASK_TOOL = {"claude-code": "mcp__uhp-user__ask_user"}.get(TEST_BASE, "ask_user")
 STATUS_FIELDS = {"protocol_version", "session_id", "invocation_id", "status", "error"}
 
 
@@ -210,7 +213,7 @@ def test_a_question_pauses_as_input_required_and_the_resume_answers_it(oumi: Pla
     oumi.provider.reset()
     question = json.dumps({"question": "Which city, Paris or Rome?"})
     body = oumi.start(
-        [{"role": "user", "content": f"TOOL ask_user {question}\nSAY city is {{output}}"}]
+        [{"role": "user", "content": f"TOOL {ASK_TOOL} {question}\nSAY city is {{output}}"}]
     )
     assert oumi.submit(body).status_code == 202
     status = oumi.wait(body["invocation_id"], ("input_required", "completed", "failed"))
