@@ -34,7 +34,7 @@ T = TypeVar("T")
 READ_THREADS = 4
 
 
-def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     # WAL lets readers (stream replays) run beside the writer; NORMAL sync is durable across
     # process crashes, which is the failure we design for (not power loss mid-commit).

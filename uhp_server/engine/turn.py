@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -236,7 +237,7 @@ class TurnExecutor:
                 usable.append(target)
             else:
                 notice = ev.Notice(degraded_notice(target.name, problem))
-                await run.record(lambda notice=notice: run.builder.apply(notice))
+                await run.record(functools.partial(run.builder.apply, notice))
         return tuple(usable)
 
     @staticmethod
