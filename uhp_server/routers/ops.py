@@ -14,18 +14,22 @@ from fastapi.responses import JSONResponse, Response
 from uhp_server.context import Ctx
 from uhp_server.metrics import CONTENT_TYPE
 
-router = APIRouter(include_in_schema=False)
+router = APIRouter()
 
 NO_STORE = {"Cache-Control": "no-store"}
 
 
-@router.get("/healthz")
+@router.get("/healthz", summary="Liveness: the process is up")
 async def healthz() -> Response:
     """The process is up and its event loop answers; touches nothing else."""
     return JSONResponse({"status": "ok"}, headers=NO_STORE)
 
 
-@router.get("/readyz")
+@router.get(
+    "/readyz",
+    summary="Readiness: the database answers and the sandbox starts a process",
+    responses={503: {"description": "Not ready; `reason` says why."}},
+)
 async def readyz(ctx: Ctx) -> Response:
     readiness = await ctx.readiness.check()
     if readiness.ready:
@@ -34,7 +38,11 @@ async def readyz(ctx: Ctx) -> Response:
     return JSONResponse(body, status_code=503, headers=NO_STORE)
 
 
-@router.get("/metrics")
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics (text format)",
+    responses={401: {"description": "UHP_METRICS_TOKEN is set and was not given."}},
+)
 async def metrics(request: Request, ctx: Ctx) -> Response:
     token = ctx.settings.metrics_token
     if token and not _bearer_matches(request, token):
