@@ -99,6 +99,10 @@ async def test_metrics_after_a_turn(fake):
         assert value(found, histogram + "_bucket", base="fake", le="+Inf") == 1
     # created, in_progress, the answer's events and the terminal one: several commits.
     assert value(found, "uhp_event_log_commit_seconds_count") >= 2
+    assert value(found, "uhp_turns_queued") == 0
+    fake.ctx.metrics.set_queued(3)  # what admission control reports
+    found = samples((await fake.client.get("/metrics")).text)
+    assert value(found, "uhp_turns_queued") == 3
 
 
 async def test_metrics_token_guards_metrics_only(tmp_path, provider):

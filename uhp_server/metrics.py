@@ -92,6 +92,10 @@ class Metrics:
     def turn_started(self, base: str) -> None:
         self.turns_running.labels(base).inc()
 
+    def set_queued(self, count: int) -> None:
+        """How many accepted turns wait for an execution slot (admission control sets it)."""
+        self.turns_queued.set(count)
+
     def turn_first_event(self, base: str, seconds: float) -> None:
         self.first_event.labels(base).observe(seconds)
 
