@@ -147,7 +147,8 @@ def test_metrics_count_a_real_task_and_its_model_calls(
         if name == "uhp_gateway_calls_total" and ("provider", provider_name) in labels
     }
     assert calls, found
-    assert all(("status_class", "2xx") in labels for labels in calls)
+    # Some CLIs also probe routes the provider refuses (Hermes: one 4xx): counted as such.
+    assert any(("status_class", "2xx") in labels for labels in calls), calls
     assert any(("model", DEFAULT_MODEL) in labels for labels in calls)
     tokens = {
         dict(labels)["kind"]: v
