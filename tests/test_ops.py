@@ -140,6 +140,10 @@ def test_metrics_count_a_real_task_and_its_model_calls(
         server.stop()
     assert value(found, "uhp_turns_total", base=TEST_BASE, status="completed") == 1
     assert value(found, "uhp_turn_first_event_seconds_count", base=TEST_BASE) == 1
+    duration_buckets = [k for k in found if k[0] == "uhp_turn_duration_seconds_bucket"]
+    assert len(duration_buckets) > 5
+    assert value(found, "uhp_turn_duration_seconds_bucket", base=TEST_BASE, le="+Inf") == 1
+    assert value(found, "uhp_event_log_commit_seconds_count") >= 2
     provider_name = provider_under_test()
     calls = {
         labels: v
