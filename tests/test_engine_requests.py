@@ -118,7 +118,7 @@ async def test_turns_beyond_the_limit_wait_in_order_and_a_cancel_leaves_at_once(
     for n in (0, 1, 2, 4):
         await until(engine, ids[n], "completed")
     assert engine.base.most_running == 2
-    started = [r for r in engine.sandbox.started]
+    started = [p.mounts.labels["uhp.response"] for p in engine.sandbox.started]
     assert started == [ids[0], ids[1], ids[2], ids[4]]  # first come, first served
 
 

@@ -81,11 +81,12 @@ async def _wait_for_user(run: Run, question: Question, keep_seconds: float) -> s
     run.asking.append(question)
     if run.grant is not None:
         run.grant.model_paused = True  # a waiting agent holds no model connection
-    stopping = asyncio.ensure_future(run.stop.wait())
-    parking = asyncio.ensure_future(run.park.wait())
+    stopping: asyncio.Future[Any] = asyncio.ensure_future(run.stop.wait())
+    parking: asyncio.Future[Any] = asyncio.ensure_future(run.park.wait())
+    waits: set[asyncio.Future[Any]] = {answered, stopping, parking}
     try:
         await asyncio.wait(
-            {answered, stopping, parking},
+            waits,
             timeout=keep_seconds,
             return_when=asyncio.FIRST_COMPLETED,
         )

@@ -84,6 +84,8 @@ class RunManager:
         (a turn not started yet starts with it)."""
         if run.log.ending:
             return
+        if not provider.models:
+            return
         model = provider.models[0]
         route = ModelRoute(model, provider, model)
         if run.grant is not None:
