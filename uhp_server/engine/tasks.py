@@ -43,6 +43,7 @@ from uhp_server.engine.requests import (
 )
 from uhp_server.engine.runs import RunManager
 from uhp_server.engine.turn import Run, TurnPlan
+from uhp_server.engine.withdrawal import withdraw_parked
 from uhp_server.errors import VENDOR, ApiError
 from uhp_server.gateway.connection import ModelConnection, connection_provider
 from uhp_server.gateway.mcp_targets import McpTarget
@@ -325,13 +326,19 @@ class TaskService:
             yield event
 
     async def cancel(self, principal_id: str, response_id: str) -> TaskState:
-        """Stop the task (a queued one leaves the queue at once); its state afterwards."""
+        """Stop the task (a queued one leaves the queue at once); its state afterwards (a
+        parked one's questions are withdrawn: the state of the closing `cancelled` turn)."""
         await self.started(response_id)
         row = await self._row(principal_id, response_id)
         run = self.runs.get(row.id)
         if run is not None and not run.log.finished:
             await self.runs.cancel(run)
-        return await self.db.read(task_state, self.db, self.runs, row)
+        state = await self.db.read(task_state, self.db, self.runs, row)
+        if state.status == INPUT_REQUIRED and state.response["status"] != "in_progress":
+            # Parked: the task ends `cancelled` in a closing turn after it.
+            closing = await withdraw_parked(self.db, row, state.response)
+            return await self.state(principal_id, closing)
+        return state
 
     async def answer(
         self,
