@@ -9,6 +9,7 @@ def registry() -> dict[str, HarnessBase]:
     from harness_bases.claude_code import ClaudeCodeBase
     from harness_bases.codex import CodexBase
     from harness_bases.hermes import HermesBase
+    from harness_bases.pi import PiBase
 
-    bases: list[HarnessBase] = [CodexBase(), HermesBase(), ClaudeCodeBase()]
+    bases: list[HarnessBase] = [CodexBase(), HermesBase(), ClaudeCodeBase(), PiBase()]
     return {base.name: base for base in bases}

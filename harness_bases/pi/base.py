@@ -1,0 +1,106 @@
+"""PiBase: the Pi coding agent (`@mariozechner/pi-coding-agent`) as a UHP harness base."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from harness_bases import events as ev
+from harness_bases.base import (
+    SYSTEM_PATH,
+    Enforcement,
+    HarnessBase,
+    Invocation,
+    Process,
+    TurnSpec,
+)
+from harness_bases.live_turns import LiveTurns
+from harness_bases.pi import config
+from harness_bases.pi import install as installer
+from harness_bases.pi.driver import PiTurn
+
+# Pi's built-in tools that are on unless `--tools` says otherwise.
+DEFAULT_TOOLS = ("read", "bash", "edit", "write")
+
+
+class PiBase(HarnessBase):
+    name = "pi"
+    label = "Pi"
+    backend = "openai"
+    cli_version = installer.CLI_VERSION
+    # `--tools` is an allowlist: a disabled tool is not offered to the model and a call to it
+    # is refused by Pi (proven live in tests/test_pi_base.py). Pi has no step limit of its
+    # own: the engine counts the tool calls.
+    enforcement = Enforcement(disabled_tools="hard", max_step="counted")
+    # Pi has no MCP client ("No MCP" is a design choice of Pi's); a harness naming MCP
+    # servers is refused for this base rather than silently running without them.
+    mcp_transports: tuple[str, ...] = ()
+
+    def __init__(self) -> None:
+        self._live = LiveTurns[PiTurn]("pi")
+
+    def install(self, tools_dir: Path) -> None:
+        installer.install(tools_dir)
+
+    def installed_version(self, tools_dir: Path) -> str | None:
+        return installer.installed_version(tools_dir)
+
+    def prepare(self, turn: TurnSpec) -> Invocation:
+        files = config.write_turn_files(turn)
+        return Invocation(
+            argv=argv(turn, files), env=environment(turn, files), cwd=turn.paths.workspace
+        )
+
+    def drive(self, proc: Process, turn: TurnSpec) -> AsyncIterator[ev.AgentEvent]:
+        pi_turn = PiTurn(proc, turn.prompt, fresh_start=_fresh_start(turn))
+        return self._live.follow(proc, pi_turn, pi_turn.run())
+
+    async def interrupt(self, proc: Process) -> bool:
+        return await self._live.interrupt(proc)
+
+
+def _fresh_start(turn: TurnSpec) -> bool:
+    """A session to resume that is no longer there: the turn starts a new one, visibly."""
+    if turn.native_session_id is None:
+        return False
+    host = turn.host_home / config.AGENT_DIR
+    return config.session_file(host, turn.native_session_id) is None
+
+
+def argv(turn: TurnSpec, files: config.TurnFiles) -> list[str]:
+    args = [
+        *installer.command(turn.paths.tools),
+        "--mode",
+        "rpc",
+        "--provider",
+        config.PROVIDER,
+        "--model",
+        turn.model,
+        "--session-dir",
+        files.sessions_dir,
+        # Only what this server puts in place: no extensions, prompt templates or themes
+        # found in the workspace (an extension would run inside Pi itself).
+        "--no-extensions",
+        "--no-prompt-templates",
+        "--no-themes",
+    ]
+    if files.resume_file:
+        args += ["--session", files.resume_file]
+    if files.system_prompt:
+        args += ["--append-system-prompt", files.system_prompt]
+    if turn.disabled_tools:
+        allowed = [t for t in DEFAULT_TOOLS if t not in set(turn.disabled_tools)]
+        args += ["--tools", ",".join(allowed)] if allowed else ["--no-tools"]
+    return args
+
+
+def environment(turn: TurnSpec, files: config.TurnFiles) -> dict[str, str]:
+    return {
+        "PATH": SYSTEM_PATH,
+        "HOME": turn.paths.home,
+        "PI_CODING_AGENT_DIR": files.agent_dir,
+        config.TOKEN_ENV: turn.gateway_token,
+        **installer.QUIET_ENV,
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+    }
