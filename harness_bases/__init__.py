@@ -1,15 +1,9 @@
-"""Harness bases: one sub-package per CLI agent. `registry()` maps base names to instances."""
+"""Harness bases: one sub-package per CLI agent. `registry()` maps base names to instances,
+found through the `uhp_server.bases` entry points (see docs/adding-a-base.md)."""
 
 from __future__ import annotations
 
 from harness_bases.base import HarnessBase
+from harness_bases.registry import ENTRY_POINT_GROUP, registry
 
-
-def registry() -> dict[str, HarnessBase]:
-    from harness_bases.claude_code import ClaudeCodeBase
-    from harness_bases.codex import CodexBase
-    from harness_bases.hermes import HermesBase
-    from harness_bases.pi import PiBase
-
-    bases: list[HarnessBase] = [CodexBase(), HermesBase(), ClaudeCodeBase(), PiBase()]
-    return {base.name: base for base in bases}
+__all__ = ["ENTRY_POINT_GROUP", "HarnessBase", "registry"]

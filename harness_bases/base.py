@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from harness_bases.events import AgentEvent
+from harness_bases.turns import AgentTurn
 
 # The sandbox's system folders for PATH (every sandbox binds the usual Linux layout).
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -110,12 +110,43 @@ class Enforcement:
     timeout: str = "server"
 
 
+@dataclass(frozen=True)
+class CliPin:
+    """A package the base installs, at the exact version it was verified with."""
+
+    registry: str  # where it comes from: "npm" | "pypi"
+    package: str
+    version: str
+
+
+# What every base declares as class attributes; the rest of the server derives from them
+# (the registry refuses a base that leaves one out, and a test checks the built-in ones).
+DECLARATIONS = (
+    "name",  # the protocol's `base` string, e.g. "codex"
+    "label",  # baseLabel, e.g. "Codex"
+    "backend",  # which gateway backend it talks to: "openai" | "anthropic"
+    "cli_version",  # the pinned CLI version, as the CLI reports it
+    "cli_pins",  # tuple[CliPin, ...]: the packages `install` puts under the tools folder
+    "enforcement",  # Enforcement: what it really enforces
+    "state_dirs",  # folder names the CLI keeps its own state in: never artifacts
+    "runtime_packages",  # Debian packages the CLI needs in the docker runtime image
+    "host_packages",  # Debian packages `install` needs on the host
+)
+
+
 class HarnessBase(abc.ABC):
-    name: str  # the protocol's `base` string, e.g. "codex"
-    label: str  # baseLabel, e.g. "Codex"
-    backend: str  # which gateway backend it talks to: "openai" | "anthropic"
-    cli_version: str  # the pinned CLI version
+    """A CLI agent as a harness base. Registered through the `uhp_server.bases` entry point
+    group (see docs/adding-a-base.md); each DECLARATIONS entry is a class attribute."""
+
+    name: str
+    label: str
+    backend: str
+    cli_version: str
+    cli_pins: tuple[CliPin, ...]
     enforcement: Enforcement
+    state_dirs: tuple[str, ...]
+    runtime_packages: tuple[str, ...]
+    host_packages: tuple[str, ...]
     honours_max_output_tokens: bool = False  # True when the CLI can cap generated tokens
     # MCP transports the CLI can speak to the gateway's MCP proxy: "http" (Streamable HTTP),
     # "sse" (legacy HTTP+SSE). Harness config naming another is refused for this base.
@@ -134,13 +165,11 @@ class HarnessBase(abc.ABC):
         """Write the CLI's config into the session's home and return how to start it."""
 
     @abc.abstractmethod
-    def drive(self, proc: Process, turn: TurnSpec) -> AsyncIterator[AgentEvent]:
-        """Talk to the started CLI and yield what happens, until the turn ends.
+    def start_turn(self, proc: Process, turn: TurnSpec) -> AgentTurn:
+        """The turn the started CLI runs; the engine iterates its events and may interrupt
+        it. All per-turn state lives in the returned object, never on the base."""
 
-        Must end by yielding TurnFinished or TurnFailed when the CLI reports its outcome; the
-        status comes from what the CLI reports, never from its exit code."""
 
-    async def interrupt(self, proc: Process) -> bool:
-        """Ask the CLI to stop the turn cleanly. Returns True when the request was sent; the
-        engine kills the sandbox when the CLI has not stopped within a grace period."""
-        return False
+def missing_declarations(base: object) -> list[str]:
+    """The DECLARATIONS `base` (a HarnessBase instance or class) leaves out."""
+    return [name for name in DECLARATIONS if not hasattr(base, name)]

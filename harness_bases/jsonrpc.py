@@ -124,6 +124,11 @@ class RpcConnection:
             return self._backlog.popleft()
         return await self._read()
 
+    async def messages(self) -> AsyncIterator[Message]:
+        """`next_message` until stdout ends."""
+        while (msg := await self.next_message()) is not None:
+            yield msg
+
     def drop_backlog(self) -> None:
         """Forget the messages read so far (e.g. a loaded session's replayed history)."""
         self._backlog.clear()

@@ -13,6 +13,8 @@ import re
 _REVEALING = re.compile(r"/|\\|://|\b\d{1,3}(?:\.\d{1,3}){3}\b|\b[\w.-]+:\d{2,5}\b|localhost")
 
 PROVIDER_REFUSED = "The model provider refused the request."
+# A native session that could not be resumed; the turn runs in a new one and says so.
+RESUME_FAILED_NOTICE = "The earlier conversation could not be resumed; this turn starts a new one."
 
 
 def reveals_internals(text: str) -> bool:

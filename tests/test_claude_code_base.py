@@ -31,8 +31,8 @@ from harness_bases.base import (
 )
 from harness_bases.claude_code import ClaudeCodeBase
 from harness_bases.claude_code import install as installer
-from harness_bases.claude_code.driver import RESUME_FAILED_NOTICE
 from harness_bases.claude_code.failures import provider_message
+from harness_bases.messages import RESUME_FAILED_NOTICE
 from tests.conftest import PROVIDER_KEY, installed_tools
 from tests.scripted_provider import RunningProvider
 from tests.support.direct_turn import OUTCOMES, DirectTurn, direct_spec, run_direct_turn
@@ -637,7 +637,7 @@ def fixture_lines(name: str) -> list[str]:
 async def drive_all(proc: ReplayProcess, spec: TurnSpec, base: ClaudeCodeBase | None = None):
     events = []
     async with asyncio.timeout(10):
-        async for event in (base or ClaudeCodeBase()).drive(proc, spec):
+        async for event in (base or ClaudeCodeBase()).start_turn(proc, spec).events():
             events.append(event)
     return events
 
@@ -681,18 +681,18 @@ async def test_interrupt_sends_a_control_request(tmp_path: Path) -> None:
         fixture_lines("interrupted"),
         pause_after=lambda m: (m.get("event") or {}).get("type") == "content_block_delta",
     )
-    assert not await base.interrupt(proc)  # nothing running yet
+    agent_turn = base.start_turn(proc, fast_spec(tmp_path))
     events = []
     async with asyncio.timeout(10):
-        async for event in base.drive(proc, fast_spec(tmp_path)):
+        async for event in agent_turn.events():
             events.append(event)
             if isinstance(event, ev.TextDelta) and len(proc.written) == 1:
-                assert await base.interrupt(proc)
+                assert await agent_turn.interrupt()
     interrupt = proc.written[1]
     assert interrupt["type"] == "control_request"
     assert interrupt["request"] == {"subtype": "interrupt"}
     assert not [e for e in events if isinstance(e, OUTCOMES)]
-    assert not await base.interrupt(proc)  # the turn is gone
+    assert not await agent_turn.interrupt()  # the turn is gone
 
 
 async def test_stdout_eof_before_the_result(tmp_path: Path) -> None:

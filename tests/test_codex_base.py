@@ -23,9 +23,9 @@ from harness_bases import events as ev
 from harness_bases.base import SYSTEM_PATH, TurnSpec
 from harness_bases.codex import CodexBase
 from harness_bases.codex.config import TOKEN_ENV
-from harness_bases.codex.driver import RESUME_FAILED_NOTICE
 from harness_bases.codex.install import binary_path
 from harness_bases.codex.instructions import UPDATE_PREFIX, update_message
+from harness_bases.messages import RESUME_FAILED_NOTICE
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
 from tests.support.direct_turn import OUTCOMES, DirectTurn, direct_spec, run_direct_turn
@@ -382,7 +382,7 @@ def fixture_lines(name: str) -> list[str]:
 async def drive_all(proc: ReplayProcess, spec: TurnSpec, base: CodexBase | None = None) -> list:
     events = []
     async with asyncio.timeout(10):
-        async for event in (base or CodexBase()).drive(proc, spec):
+        async for event in (base or CodexBase()).start_turn(proc, spec).events():
             events.append(event)
     return events
 
@@ -460,8 +460,8 @@ async def test_interrupt_sends_turn_interrupt(tmp_path: Path) -> None:
     lines = fixture_lines("interrupted")
     base = CodexBase()
     proc = ReplayProcess(lines)
-    assert not await base.interrupt(proc)  # nothing running yet
-    agen = base.drive(proc, fast_spec(tmp_path))
+    agent_turn = base.start_turn(proc, fast_spec(tmp_path))
+    agen = agent_turn.events()
     first_text = None
     async with asyncio.timeout(10):
         async for event in agen:
@@ -469,7 +469,7 @@ async def test_interrupt_sends_turn_interrupt(tmp_path: Path) -> None:
                 first_text = event
                 break
         assert first_text is not None
-        assert await base.interrupt(proc)
+        assert await agent_turn.interrupt()
         rest = [e async for e in agen]
     (interrupt,) = [r for r in proc.requests() if r["method"] == "turn/interrupt"]
     turn_id = next(
@@ -479,7 +479,7 @@ async def test_interrupt_sends_turn_interrupt(tmp_path: Path) -> None:
     )
     assert interrupt["params"]["turnId"] == turn_id
     assert not [e for e in rest if isinstance(e, OUTCOMES)]
-    assert not await base.interrupt(proc)  # the turn is gone
+    assert not await agent_turn.interrupt()  # the turn is gone
 
 
 async def test_stdout_eof_before_outcome(tmp_path: Path) -> None:
@@ -510,10 +510,11 @@ async def test_interrupt_before_the_turn_exists(tmp_path: Path) -> None:
     proc = ReplayProcess(fixture_lines("text"))
     events = []
     async with asyncio.timeout(10):
-        async for event in base.drive(proc, fast_spec(tmp_path)):
+        agent_turn = base.start_turn(proc, fast_spec(tmp_path))
+        async for event in agent_turn.events():
             events.append(event)
             if isinstance(event, ev.NativeSession):
-                assert await base.interrupt(proc)
+                assert await agent_turn.interrupt()
     assert [type(e) for e in events] == [ev.NativeSession]
     assert "turn/start" not in [r["method"] for r in proc.requests()]
 

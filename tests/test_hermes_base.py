@@ -92,11 +92,12 @@ class Session:
         events: list[ev.AgentEvent] = []
         try:
             async with asyncio.timeout(TURN_TIMEOUT):
-                async for event in self.base.drive(proc, spec):
+                agent_turn = self.base.start_turn(proc, spec)
+                async for event in agent_turn.events():
                     events.append(event)
                     if interrupt_after is not None and isinstance(event, ev.TextDelta):
                         await asyncio.sleep(interrupt_after)
-                        await self.base.interrupt(proc)
+                        await agent_turn.interrupt()
                         interrupt_after = None
                     if isinstance(event, OUTCOMES):
                         break

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from harness_bases import events as ev
+from harness_bases.acp.replies import reply_for
 from harness_bases.base import TurnSpec
 from harness_bases.hermes import HermesBase
 from harness_bases.hermes.parser import HermesParser, mcp_notices, tool_output
-from harness_bases.hermes.replies import reply_for
 
 FIXTURES = Path(__file__).resolve().parent.parent / "harness_bases" / "hermes" / "fixtures"
 
@@ -70,7 +70,7 @@ def turn(tmp_path: Path, prompt: str = "SAY hello world", **fields: Any) -> Turn
 
 
 async def drive(proc: ReplayedProcess, spec: TurnSpec) -> list[ev.AgentEvent]:
-    return [event async for event in HermesBase().drive(proc, spec)]
+    return [event async for event in HermesBase().start_turn(proc, spec).events()]
 
 
 def text_of(events: list[ev.AgentEvent]) -> str:
@@ -201,10 +201,11 @@ async def test_stdout_ending_mid_turn_is_a_harness_error(tmp_path: Path) -> None
 async def test_an_interrupt_before_the_prompt_means_no_prompt(tmp_path: Path) -> None:
     base = HermesBase()
     proc = ReplayedProcess(fixture_lines("text"))
-    agen = base.drive(proc, turn(tmp_path))
+    agent_turn = base.start_turn(proc, turn(tmp_path))
+    agen = agent_turn.events()
     first = await anext(agen)  # the session exists now, the prompt is not sent yet
     assert isinstance(first, ev.NativeSession)
-    assert await base.interrupt(proc) is True
+    assert await agent_turn.interrupt() is True
     rest = [event async for event in agen]
     assert rest == [] and proc.sent("session/prompt") == [] and proc.stdin_closed
 

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-from harness_bases import events as ev
-from harness_bases.base import Enforcement, HarnessBase, Invocation, Process, TurnSpec
+from harness_bases.base import CliPin, Enforcement, HarnessBase, Invocation, Process, TurnSpec
 from harness_bases.claude_code import command
 from harness_bases.claude_code import install as installer
 from harness_bases.claude_code.config import CONFIG_DIR, write_turn_files
-from harness_bases.claude_code.driver import LiveTurn, drive_turn
+from harness_bases.claude_code.driver import ClaudeCodeTurn
 from harness_bases.claude_code.skills import materialise_skills
 from harness_bases.claude_code.transcripts import transcript_exists
-from harness_bases.live_turns import LiveTurns
 from harness_bases.safe_files import real_dir
 
 
@@ -22,13 +19,14 @@ class ClaudeCodeBase(HarnessBase):
     label = "Claude Code"
     backend = "anthropic"
     cli_version = installer.CLI_VERSION
+    cli_pins = (CliPin("npm", installer.PACKAGE, installer.CLI_VERSION),)
+    state_dirs = (".claude",)
+    runtime_packages = ()  # a native binary: the image's common tools are all it runs
+    host_packages = ("nodejs", "npm")  # npm fetches it
     # A deny rule in the CLI's settings removes a tool and refuses calls to it, and
     # --max-turns stops the CLI itself (see config.py and command.py).
     enforcement = Enforcement(disabled_tools="hard", max_step="native")
     mcp_transports = ("http", "sse")
-
-    def __init__(self) -> None:
-        self._live = LiveTurns[LiveTurn]("claude_code")
 
     def install(self, tools_dir: Path) -> None:
         installer.install(tools_dir)
@@ -46,14 +44,10 @@ class ClaudeCodeBase(HarnessBase):
             cwd=turn.paths.workspace,
         )
 
-    def drive(self, proc: Process, turn: TurnSpec) -> AsyncIterator[ev.AgentEvent]:
-        live = LiveTurn(proc)
+    def start_turn(self, proc: Process, turn: TurnSpec) -> ClaudeCodeTurn:
         # prepare() made the same check: a transcript that is gone means a fresh start.
         fresh_start = turn.native_session_id is not None and not _resumable(turn)
-        return self._live.follow(proc, live, drive_turn(live, turn.prompt, fresh_start))
-
-    async def interrupt(self, proc: Process) -> bool:
-        return await self._live.interrupt(proc)
+        return ClaudeCodeTurn(proc, turn, fresh_start=fresh_start)
 
 
 def _resumable(turn: TurnSpec) -> bool:

@@ -12,16 +12,16 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from harness_bases import events as ev
-from harness_bases.base import Process
+from harness_bases.base import Process, TurnSpec
 from harness_bases.claude_code.parser import EXITED, ClaudeParser
+from harness_bases.messages import RESUME_FAILED_NOTICE
+from harness_bases.turns import AgentTurn, Message, drain
 
 log = logging.getLogger(__name__)
 
-RESUME_FAILED_NOTICE = "The earlier conversation could not be resumed; this turn starts a new one."
 _NO_ONE = "No user is available to answer; continue without it."
 
 
@@ -47,15 +47,20 @@ def control_reply(request: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-@dataclass
-class LiveTurn:
-    """The running CLI's stdin, shared by the driver and `interrupt`."""
+class ClaudeCodeTurn(AgentTurn):
+    """One turn of a started `claude -p`; its stdin is shared by the turn and `interrupt`."""
 
-    proc: Process
-    parser: ClaudeParser = field(default_factory=ClaudeParser)
-    stdin_open: bool = True
-    _interrupts: int = 0
-    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    name = "claude_code"
+
+    def __init__(self, proc: Process, turn: TurnSpec, *, fresh_start: bool) -> None:
+        super().__init__()
+        self.proc = proc
+        self.prompt = turn.prompt
+        self.fresh_start = fresh_start  # the native session could not be resumed
+        self.parser = ClaudeParser()
+        self.stdin_open = True
+        self._interrupts = 0
+        self._lock = asyncio.Lock()
 
     async def send(self, msg: dict[str, Any]) -> bool:
         """Write one JSON line; False when the CLI's stdin is gone."""
@@ -78,7 +83,7 @@ class LiveTurn:
                 with contextlib.suppress(Exception):
                     await self.proc.close_stdin()
 
-    async def interrupt(self) -> bool:
+    async def send_interrupt(self) -> bool:
         """Ask the CLI to stop the turn: it answers, ends the turn with a `result` and keeps
         the conversation resumable. False when the turn already ended."""
         if self.parser.finished:
@@ -88,6 +93,36 @@ class LiveTurn:
         request_id = f"uhp-interrupt-{self._interrupts}"
         request = {"type": "control_request", "request_id": request_id}
         return await self.send({**request, "request": {"subtype": "interrupt"}})
+
+    async def run(self) -> AsyncIterator[ev.AgentEvent]:
+        """Send the prompt, then yield the turn's events until the CLI's stdout ends."""
+        if self.fresh_start:
+            yield ev.Notice(RESUME_FAILED_NOTICE)
+        if not await self.send(user_message(self.prompt)):
+            log.warning("claude_code_stdin_closed", extra={"stderr": self.proc.stderr_tail()})
+            yield ev.TurnFailed(EXITED, "harness_error")
+            return
+        events = drain(
+            self._messages(),
+            self.parser,
+            close_stdin=self.close_stdin,
+            stderr_tail=self.proc.stderr_tail,
+            name="claude_code",
+        )
+        async for event in events:
+            yield event
+
+    async def _messages(self) -> AsyncIterator[Message]:
+        """stdout's JSON messages; the CLI's own control requests are answered on the way."""
+        async for line in self.proc.lines():
+            msg = _parse_line(line)
+            if msg is None:
+                continue
+            if msg.get("type") == "control_request":
+                log.info("claude_code_control_request", extra={"request": msg.get("request")})
+                await self.send(control_reply(msg))
+                continue
+            yield msg
 
 
 def _parse_line(line: bytes) -> dict[str, Any] | None:
@@ -99,35 +134,3 @@ def _parse_line(line: bytes) -> dict[str, Any] | None:
         log.warning("claude_code_non_json_stdout", extra={"line": line[:500]})
         return None
     return msg if isinstance(msg, dict) else None
-
-
-async def drive_turn(
-    live: LiveTurn, prompt: str, fresh_start_notice: bool
-) -> AsyncIterator[ev.AgentEvent]:
-    """Send the prompt, then yield the turn's events until the CLI's stdout ends."""
-    if fresh_start_notice:
-        yield ev.Notice(RESUME_FAILED_NOTICE)
-    if not await live.send(user_message(prompt)):
-        log.warning("claude_code_stdin_closed", extra={"stderr": live.proc.stderr_tail()})
-        yield ev.TurnFailed(EXITED, "harness_error")
-        return
-    parser = live.parser
-    async for line in live.proc.lines():
-        msg = _parse_line(line)
-        if msg is None:
-            continue
-        if msg.get("type") == "control_request":
-            log.info("claude_code_control_request", extra={"request": msg.get("request")})
-            await live.send(control_reply(msg))
-            continue
-        if parser.finished:
-            continue  # draining until the CLI exits, so its transcript is complete
-        for event in parser.feed(msg):
-            yield event
-        if parser.finished:
-            # The turn is over: with stdin closed the CLI flushes its transcript and exits.
-            await live.close_stdin()
-    if not parser.finished:
-        log.warning("claude_code_stdout_eof", extra={"stderr": live.proc.stderr_tail()})
-    for event in parser.at_eof():
-        yield event

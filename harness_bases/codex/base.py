@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-from harness_bases import events as ev
 from harness_bases.base import (
     SYSTEM_PATH,
+    CliPin,
     Enforcement,
     HarnessBase,
     Invocation,
@@ -16,9 +15,8 @@ from harness_bases.base import (
 )
 from harness_bases.codex import install as installer
 from harness_bases.codex.config import TOKEN_ENV, write_config
-from harness_bases.codex.driver import LiveTurn, connect, drive_turn
+from harness_bases.codex.driver import CodexTurn
 from harness_bases.codex.skills import materialise_skills
-from harness_bases.live_turns import LiveTurns
 from harness_bases.safe_files import real_dir
 
 
@@ -27,13 +25,14 @@ class CodexBase(HarnessBase):
     label = "Codex"
     backend = "openai"
     cli_version = installer.CLI_VERSION
+    cli_pins = (CliPin("npm", installer.PACKAGE, installer.CLI_VERSION),)
+    state_dirs = (".codex",)
+    runtime_packages = ()  # a static binary: the image's common tools are all it runs
+    host_packages = ("nodejs", "npm")  # npm fetches it
     # No per-tool block for built-in tools and no step flag: disabled tools are an
     # instruction, and the engine counts tool calls and stops the turn.
     enforcement = Enforcement(disabled_tools="instruction", max_step="counted")
     mcp_transports = ("http",)  # Codex's MCP client speaks Streamable HTTP only
-
-    def __init__(self) -> None:
-        self._live = LiveTurns[LiveTurn]("codex")
 
     def install(self, tools_dir: Path) -> None:
         installer.install(tools_dir)
@@ -57,9 +56,5 @@ class CodexBase(HarnessBase):
         argv = [installer.binary_path(turn.paths.tools), "app-server"]
         return Invocation(argv=argv, env=env, cwd=turn.paths.workspace)
 
-    def drive(self, proc: Process, turn: TurnSpec) -> AsyncIterator[ev.AgentEvent]:
-        live = LiveTurn(connect(proc))
-        return self._live.follow(proc, live, drive_turn(proc, turn, live))
-
-    async def interrupt(self, proc: Process) -> bool:
-        return await self._live.interrupt(proc)
+    def start_turn(self, proc: Process, turn: TurnSpec) -> CodexTurn:
+        return CodexTurn(proc, turn)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 from harness_bases import events as ev
@@ -20,31 +19,12 @@ from harness_bases.codex.install import CLI_VERSION
 from harness_bases.codex.parser import CodexParser
 from harness_bases.codex.replies import reply_for
 from harness_bases.jsonrpc import ConnectionClosed, RpcConnection, RpcError
+from harness_bases.messages import RESUME_FAILED_NOTICE
+from harness_bases.turns import AgentTurn, drain
 
 log = logging.getLogger(__name__)
 
 CLIENT_NAME = "uhp-server"
-RESUME_FAILED_NOTICE = "The earlier conversation could not be resumed; this turn starts a new one."
-
-
-@dataclass
-class LiveTurn:
-    """What `interrupt` needs while a turn runs."""
-
-    rpc: RpcConnection
-    thread_id: str | None = None
-    turn_id: str | None = None
-    interrupt_requested: bool = False  # asked before the turn id was known
-
-    async def interrupt(self) -> bool:
-        """Send turn/interrupt now, or as soon as the turn exists. The driver reads the
-        answer (and turn/completed) off stdout."""
-        self.interrupt_requested = True
-        if self.thread_id is None or self.turn_id is None:
-            return True
-        params = {"threadId": self.thread_id, "turnId": self.turn_id}
-        await self.rpc.request("turn/interrupt", params)
-        return True
 
 
 def _thread_params(turn: TurnSpec) -> dict[str, Any]:
@@ -55,33 +35,6 @@ def _thread_params(turn: TurnSpec) -> dict[str, Any]:
         "sandbox": "danger-full-access",
         "developerInstructions": instructions.developer_instructions(turn),
     }
-
-
-async def _open_thread(live: LiveTurn, turn: TurnSpec) -> AsyncIterator[ev.AgentEvent]:
-    """Resume the turn's native session when there is one, else start a thread."""
-    rpc = live.rpc
-    codex_home = turn.host_home / ".codex"
-    wanted = instructions.developer_instructions(turn)
-    if turn.native_session_id:
-        params = {**_thread_params(turn), "threadId": turn.native_session_id}
-        try:
-            # excludeTurns: we do not need the old history echoed back to us.
-            result = await rpc.call("thread/resume", {**params, "excludeTurns": True})
-        except RpcError as exc:
-            log.warning("codex_resume_failed", extra={"error": exc.message})
-            yield ev.Notice(RESUME_FAILED_NOTICE)
-        else:
-            live.thread_id = str(result["thread"]["id"])
-            told = instructions.recorded(codex_home, live.thread_id)
-            update = instructions.update_message(told, wanted)
-            if update is not None:
-                items = [instructions.developer_item(update)]
-                await rpc.call("thread/inject_items", {"threadId": live.thread_id, "items": items})
-                instructions.record(codex_home, live.thread_id, wanted)
-            return
-    result = await rpc.call("thread/start", _thread_params(turn))
-    live.thread_id = str(result["thread"]["id"])
-    instructions.record(codex_home, live.thread_id, wanted)
 
 
 async def answer_request(method: str, params: dict[str, Any]) -> dict[str, Any] | None:
@@ -95,49 +48,92 @@ def connect(proc: Process) -> RpcConnection:
     return RpcConnection(proc, answer_request, name="codex")
 
 
-async def drive_turn(proc: Process, turn: TurnSpec, live: LiveTurn) -> AsyncIterator[ev.AgentEvent]:
-    rpc = live.rpc
-    try:
-        client = {"name": CLIENT_NAME, "title": "UHP Server", "version": CLI_VERSION}
-        await rpc.call("initialize", {"clientInfo": client})
-        await rpc.notify("initialized")
-        async for notice in _open_thread(live, turn):
-            yield notice
-        thread_id = str(live.thread_id)
-        yield ev.NativeSession(thread_id)
-        if live.interrupt_requested:  # stopped before it began: no turn to start
-            with contextlib.suppress(Exception):
-                await proc.close_stdin()
-            return
-        text = {"type": "text", "text": turn.prompt, "text_elements": []}
-        result = await rpc.call("turn/start", {"threadId": thread_id, "input": [text]})
-        live.turn_id = str(result["turn"]["id"])
-        if live.interrupt_requested:  # asked while turn/start was under way
-            await live.interrupt()
-        parser = CodexParser(thread_id=thread_id, turn_id=live.turn_id)
-    except ConnectionClosed:
-        log.warning("codex_exited_during_setup", extra={"stderr": proc.stderr_tail()})
-        yield ev.TurnFailed("the agent exited unexpectedly", "harness_error")
-        return
-    except (RpcError, KeyError, TypeError) as exc:
-        log.warning("codex_setup_failed", extra={"error": str(exc)})
-        yield ev.TurnFailed("The agent could not start the turn.", "harness_error")
-        return
+class CodexTurn(AgentTurn):
+    """One turn of a started `codex app-server`."""
 
-    while True:
-        msg = await rpc.next_message()
-        if msg is None:
-            break
-        if parser.finished:
-            continue  # draining until the CLI exits, so its transcript is complete
-        for event in parser.feed(msg):
+    name = "codex"
+
+    def __init__(self, proc: Process, turn: TurnSpec) -> None:
+        super().__init__()
+        self.proc = proc
+        self.turn = turn
+        self.rpc = connect(proc)
+        self.thread_id: str | None = None
+        self.turn_id: str | None = None
+        self.interrupt_requested = False  # asked before the turn id was known
+
+    async def send_interrupt(self) -> bool:
+        """Send turn/interrupt now, or as soon as the turn exists. The answer (and
+        turn/completed) is read off stdout by `run`."""
+        self.interrupt_requested = True
+        if self.thread_id is None or self.turn_id is None:
+            return True
+        await self.rpc.request(
+            "turn/interrupt", {"threadId": self.thread_id, "turnId": self.turn_id}
+        )
+        return True
+
+    async def run(self) -> AsyncIterator[ev.AgentEvent]:
+        rpc, proc = self.rpc, self.proc
+        try:
+            client = {"name": CLIENT_NAME, "title": "UHP Server", "version": CLI_VERSION}
+            await rpc.call("initialize", {"clientInfo": client})
+            await rpc.notify("initialized")
+            async for notice in self._open_thread():
+                yield notice
+            thread_id = str(self.thread_id)
+            yield ev.NativeSession(thread_id)
+            if self.interrupt_requested:  # stopped before it began: no turn to start
+                with contextlib.suppress(Exception):
+                    await proc.close_stdin()
+                return
+            text = {"type": "text", "text": self.turn.prompt, "text_elements": []}
+            result = await rpc.call("turn/start", {"threadId": thread_id, "input": [text]})
+            self.turn_id = str(result["turn"]["id"])
+            if self.interrupt_requested:  # asked while turn/start was under way
+                await self.send_interrupt()
+            parser = CodexParser(thread_id=thread_id, turn_id=self.turn_id)
+        except ConnectionClosed:
+            log.warning("codex_exited_during_setup", extra={"stderr": proc.stderr_tail()})
+            yield ev.TurnFailed("the agent exited unexpectedly", "harness_error")
+            return
+        except (RpcError, KeyError, TypeError) as exc:
+            log.warning("codex_setup_failed", extra={"error": str(exc)})
+            yield ev.TurnFailed("The agent could not start the turn.", "harness_error")
+            return
+        events = drain(
+            rpc.messages(),
+            parser,
+            close_stdin=proc.close_stdin,
+            stderr_tail=proc.stderr_tail,
+            name="codex",
+        )
+        async for event in events:
             yield event
-        if parser.finished:
-            # The turn is over: closing stdin makes app-server flush its transcript and
-            # exit now, rather than idle until the engine's grace period ends in a kill.
-            with contextlib.suppress(Exception):
-                await proc.close_stdin()
-    if not parser.finished:
-        log.warning("codex_stdout_eof", extra={"stderr": proc.stderr_tail()})
-    for event in parser.at_eof():
-        yield event
+
+    async def _open_thread(self) -> AsyncIterator[ev.AgentEvent]:
+        """Resume the turn's native session when there is one, else start a thread."""
+        rpc, turn = self.rpc, self.turn
+        codex_home = turn.host_home / ".codex"
+        wanted = instructions.developer_instructions(turn)
+        if turn.native_session_id:
+            params = {**_thread_params(turn), "threadId": turn.native_session_id}
+            try:
+                # excludeTurns: we do not need the old history echoed back to us.
+                result = await rpc.call("thread/resume", {**params, "excludeTurns": True})
+            except RpcError as exc:
+                log.warning("codex_resume_failed", extra={"error": exc.message})
+                yield ev.Notice(RESUME_FAILED_NOTICE)
+            else:
+                self.thread_id = str(result["thread"]["id"])
+                told = instructions.recorded(codex_home, self.thread_id)
+                update = instructions.update_message(told, wanted)
+                if update is not None:
+                    items = [instructions.developer_item(update)]
+                    injected = {"threadId": self.thread_id, "items": items}
+                    await rpc.call("thread/inject_items", injected)
+                    instructions.record(codex_home, self.thread_id, wanted)
+                return
+        result = await rpc.call("thread/start", _thread_params(turn))
+        self.thread_id = str(result["thread"]["id"])
+        instructions.record(codex_home, self.thread_id, wanted)

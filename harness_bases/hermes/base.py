@@ -2,37 +2,31 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 from harness_bases import events as ev
-from harness_bases.base import (
-    SYSTEM_PATH,
-    Enforcement,
-    HarnessBase,
-    Invocation,
-    Process,
-    TurnSpec,
-)
+from harness_bases.acp import AcpBase
+from harness_bases.base import SYSTEM_PATH, CliPin, Enforcement, Invocation, TurnSpec
 from harness_bases.hermes import config
 from harness_bases.hermes import install as installer
 from harness_bases.hermes.acp_launcher import INSTRUCTIONS_ENV
-from harness_bases.hermes.driver import LiveTurn, connect, drive_turn
-from harness_bases.live_turns import LiveTurns
+from harness_bases.hermes.parser import HermesParser, mcp_notices
 
 
-class HermesBase(HarnessBase):
+class HermesBase(AcpBase):
     name = "hermes"
     label = "Hermes Agent"
     backend = "openai"
     cli_version = installer.CLI_VERSION
+    cli_pins = (CliPin("pypi", "hermes-agent", installer.CLI_VERSION),)
+    state_dirs = (config.HERMES_DIR,)
+    runtime_packages = ("python3",)  # its venv runs on Debian's python3
+    host_packages = ("python3-venv",)  # the venv is made with Debian's /usr/bin/python3
     # Hermes blocks whole toolsets, not single tools: disabled tools are an instruction.
     # The step budget is Hermes' own `agent.max_turns` (max_step + 1 model calls, which it
     # reports reaching); the engine's count stops the tool call past it, as for every base.
     enforcement = Enforcement(disabled_tools="instruction", max_step="native")
-
-    def __init__(self) -> None:
-        self._live = LiveTurns[LiveTurn]("hermes")
 
     def install(self, tools_dir: Path) -> None:
         installer.install(tools_dir)
@@ -61,9 +55,16 @@ class HermesBase(HarnessBase):
         ]
         return Invocation(argv=argv, env=env, cwd=turn.paths.workspace)
 
-    def drive(self, proc: Process, turn: TurnSpec) -> AsyncIterator[ev.AgentEvent]:
-        live = LiveTurn(connect(proc))
-        return self._live.follow(proc, live, drive_turn(proc, turn, live))
+    # -- Hermes' ACP quirks (see acp_launcher.py) -----------------------------------------
+    def acp_parser(self, turn: TurnSpec) -> HermesParser:
+        return HermesParser(max_step=turn.max_step)
 
-    async def interrupt(self, proc: Process) -> bool:
-        return await self._live.interrupt(proc)
+    def acp_mcp_servers(self, turn: TurnSpec) -> list[dict[str, Any]]:
+        return []  # they are in config.yaml, where Hermes expands the tokens itself
+
+    def session_loaded(self, result: Any) -> bool:
+        # An unknown session is answered with an empty result (a loaded one has its modes).
+        return isinstance(result, dict) and bool(result)
+
+    def session_notices(self, result: Any) -> list[ev.Notice]:
+        return mcp_notices(result)

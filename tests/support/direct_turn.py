@@ -82,7 +82,8 @@ async def run_direct_turn(
     started = time.monotonic()
     proc = await DirectProcess.start(base.prepare(spec), wrap)
     turn = DirectTurn([], proc, started)
-    agen = base.drive(proc, spec)
+    agent_turn = base.start_turn(proc, spec)
+    agen = agent_turn.events()
     try:
         async with asyncio.timeout(timeout):
             async for event in agen:
@@ -91,7 +92,7 @@ async def run_direct_turn(
                     turn.first_text_at = time.monotonic()
                 if turn.interrupted_at is None and interrupt_when and interrupt_when(turn):
                     turn.interrupted_at = time.monotonic()
-                    assert await base.interrupt(proc)
+                    assert await agent_turn.interrupt()
                 if isinstance(event, OUTCOMES):
                     turn.outcome_at = time.monotonic()
                     break

@@ -19,6 +19,7 @@ from typing import Any
 
 from harness_bases import events as ev
 from harness_bases.base import HarnessBase, McpServerSpec, SkillBundle, TurnSpec
+from harness_bases.turns import AgentTurn
 from uhp_server.engine.builder import ResponseBuilder
 from uhp_server.engine.eventlog import EventLog
 from uhp_server.engine.inputs import Attachment
@@ -103,6 +104,7 @@ class TurnExecutor:
         plan = run.plan
         grant = self.tokens.issue(plan.base.backend, plan.model, plan.timeout_seconds + 300)
         proc: SandboxedProcess | None = None
+        agent_turn: AgentTurn | None = None
         agen: AsyncIterator[ev.AgentEvent] | None = None
         pending: asyncio.Future[ev.AgentEvent] | None = None
         outcome = Outcome("failed", "harness_error", "The agent could not be started.")
@@ -129,7 +131,8 @@ class TurnExecutor:
                 outcome = Outcome("cancelled")  # cancelled while the turn was being prepared
             else:
                 proc = await self.sandbox.start(invocation, mounts)
-                agen = plan.base.drive(proc, spec)
+                agent_turn = plan.base.start_turn(proc, spec)
+                agen = agent_turn.events()
                 outcome, pending = await self._consume(run, agen)
         except Exception:
             log.exception("turn_error", extra={"response_id": run.response_id})
@@ -142,7 +145,7 @@ class TurnExecutor:
             await self._finish(run, outcome, usage, files, notice)
             on_terminal(run)
             try:
-                await self._wind_down(run, proc, agen, pending, outcome)
+                await self._wind_down(proc, agent_turn, agen, pending, outcome)
             finally:
                 if collecting is not None:  # a late collection is part of the turn's work
                     await asyncio.gather(collecting, return_exceptions=True)
@@ -318,8 +321,8 @@ class TurnExecutor:
 
     async def _wind_down(
         self,
-        run: Run,
         proc: SandboxedProcess | None,
+        agent_turn: AgentTurn | None,
         agen: AsyncIterator[ev.AgentEvent] | None,
         pending: asyncio.Future[ev.AgentEvent] | None,
         outcome: Outcome,
@@ -328,9 +331,9 @@ class TurnExecutor:
         if proc is None:
             return
         try:
-            if outcome.status in ("cancelled", "incomplete"):
+            if outcome.status in ("cancelled", "incomplete") and agent_turn is not None:
                 with contextlib.suppress(Exception):
-                    await run.plan.base.interrupt(proc)
+                    await agent_turn.interrupt()
             else:
                 # Closing stdin lets the CLI flush its transcript and exit on its own.
                 with contextlib.suppress(Exception):

@@ -1,10 +1,9 @@
-"""Answers to the requests Hermes' ACP server sends its client.
+"""Answers to the requests an ACP agent sends its client.
 
-Nobody is at a keyboard and the sandbox is the security boundary (as with Codex's
-`danger-full-access`): a permission question (an edit, a command Hermes considers risky) is
-answered with the one-time allow option. Approvals are off in config.yaml, so this is the
-safety net that keeps a turn from waiting a minute for an answer that never comes. We offer
-no file-system or terminal capabilities, so nothing else should be asked.
+Nobody is at a keyboard and the sandbox is the security boundary: a permission question (an
+edit, a command the agent considers risky) is answered with the one-time allow option, so a
+turn never waits for an answer that never comes. The client offers no file-system or
+terminal capabilities, so nothing else should be asked; anything else is "method not found".
 """
 
 from __future__ import annotations

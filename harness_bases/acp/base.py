@@ -1,0 +1,59 @@
+"""AcpBase: a harness base whose CLI speaks ACP on stdio.
+
+A subclass declares what every base declares (see harness_bases/base.py), installs its CLI,
+writes its config in `prepare`, and overrides a hook below only where its agent differs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness_bases import events as ev
+from harness_bases.acp import replies
+from harness_bases.acp.driver import AcpTurn
+from harness_bases.acp.parser import AcpParser
+from harness_bases.base import HarnessBase, Process, TurnSpec
+
+
+class AcpBase(HarnessBase):
+    def start_turn(self, proc: Process, turn: TurnSpec) -> AcpTurn:
+        return AcpTurn(self, proc, turn)
+
+    # -- hooks: what an agent may do differently -------------------------------------------
+    @property
+    def log_name(self) -> str:
+        """Prefix of this base's log events, e.g. `hermes_prompt_error`."""
+        return self.name.replace("-", "_")
+
+    def acp_client_info(self) -> dict[str, str]:
+        return {"name": "uhp-server", "title": "UHP Server", "version": self.cli_version}
+
+    def acp_parser(self, turn: TurnSpec) -> AcpParser:
+        """The parser for one turn's updates and answer."""
+        return AcpParser(max_step=turn.max_step)
+
+    def acp_mcp_servers(self, turn: TurnSpec) -> list[dict[str, Any]]:
+        """`mcpServers` for session/new and session/load: the gateway's MCP proxy routes,
+        for an agent that takes them through ACP (HTTP transport, bearer header). An agent
+        that reads them from its own config file returns []."""
+        return [
+            {
+                "type": "sse" if server.transport == "sse" else "http",
+                "name": server.name,
+                "url": server.url,
+                "headers": [{"name": "Authorization", "value": f"Bearer {server.bearer_token}"}],
+            }
+            for server in turn.mcp_servers
+        ]
+
+    def session_loaded(self, result: Any) -> bool:
+        """Whether a `session/load` answer (not an error) means the session was loaded."""
+        return True
+
+    def session_notices(self, result: Any) -> list[ev.Notice]:
+        """Notices from a session/new or session/load answer (e.g. MCP servers that failed)."""
+        return []
+
+    def reply_for(self, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        """The answer to a request from the agent; None answers "method not found"."""
+        return replies.reply_for(method, params)
