@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-from harness_bases import events as ev
+from harness_bases import node_runtime
 from harness_bases.base import (
     SYSTEM_PATH,
+    CliPin,
     Enforcement,
     HarnessBase,
     Invocation,
     Process,
     TurnSpec,
 )
-from harness_bases.live_turns import LiveTurns
 from harness_bases.pi import config
 from harness_bases.pi import install as installer
 from harness_bases.pi.driver import PiTurn
@@ -28,6 +27,13 @@ class PiBase(HarnessBase):
     label = "Pi"
     backend = "openai"
     cli_version = installer.CLI_VERSION
+    cli_pins = (
+        CliPin("npm", installer.PACKAGE, installer.CLI_VERSION),
+        CliPin("npm", node_runtime.package(), node_runtime.NODE_VERSION),
+    )
+    state_dirs = (".pi",)
+    runtime_packages = ()  # its own node (under the tools folder) and the image's shell tools
+    host_packages = ("nodejs", "npm")  # npm fetches it
     # `--tools` is an allowlist: a disabled tool is not offered to the model and a call to it
     # is refused by Pi (proven live in tests/test_pi_base.py). Pi has no step limit of its
     # own: the engine counts the tool calls.
@@ -35,9 +41,6 @@ class PiBase(HarnessBase):
     # Pi has no MCP client ("No MCP" is a design choice of Pi's); a harness naming MCP
     # servers is refused for this base rather than silently running without them.
     mcp_transports: tuple[str, ...] = ()
-
-    def __init__(self) -> None:
-        self._live = LiveTurns[PiTurn]("pi")
 
     def install(self, tools_dir: Path) -> None:
         installer.install(tools_dir)
@@ -51,12 +54,8 @@ class PiBase(HarnessBase):
             argv=argv(turn, files), env=environment(turn, files), cwd=turn.paths.workspace
         )
 
-    def drive(self, proc: Process, turn: TurnSpec) -> AsyncIterator[ev.AgentEvent]:
-        pi_turn = PiTurn(proc, turn.prompt, fresh_start=_fresh_start(turn))
-        return self._live.follow(proc, pi_turn, pi_turn.run())
-
-    async def interrupt(self, proc: Process) -> bool:
-        return await self._live.interrupt(proc)
+    def start_turn(self, proc: Process, turn: TurnSpec) -> PiTurn:
+        return PiTurn(proc, turn.prompt, fresh_start=_fresh_start(turn))
 
 
 def _fresh_start(turn: TurnSpec) -> bool:

@@ -8,6 +8,7 @@ One parser per turn. What it reads:
   streamed, so a thinking block is closed here as soon as text follows it).
 - `message_end` of an assistant message: its usage, its `stopReason` and `errorMessage`.
 - `tool_execution_start`/`tool_execution_end`: a tool call with its arguments, its result.
+- `response`: the answers to `get_state` (the session id) and `prompt` (refused or not).
 - `agent_end`: the prompt is done; the outcome is the last response's `stopReason`.
 """
 
@@ -24,6 +25,10 @@ from harness_bases.messages import PROVIDER_REFUSED, safe_message
 Message = dict[str, Any]
 
 EXITED = "the agent exited unexpectedly"
+PROMPT_REFUSED = "The agent did not accept the prompt."
+# The ids of the turn's own commands, whose `response` the parser reads.
+STATE_ID = "uhp-state"
+PROMPT_ID = "uhp-prompt"
 # Pi prefixes a provider's error with its HTTP status ("400 bad request").
 _STATUS_PREFIX = re.compile(r"^\d{3}\s+")
 
@@ -55,6 +60,17 @@ class PiParser:
             return []
         self.finished = True
         return [*self._close_all(), ev.TurnFailed(EXITED, "harness_error")]
+
+    # -- answers to the turn's commands ---------------------------------------------------
+
+    def _response(self, msg: Message) -> list[ev.AgentEvent]:
+        if msg.get("id") == STATE_ID:
+            session = (msg.get("data") or {}).get("sessionId")
+            return [ev.NativeSession(session)] if isinstance(session, str) and session else []
+        if msg.get("id") == PROMPT_ID and not msg.get("success"):
+            self.finished = True
+            return [ev.TurnFailed(PROMPT_REFUSED, "harness_error")]
+        return []
 
     # -- model responses ------------------------------------------------------------------
 
@@ -197,6 +213,7 @@ def _content_text(content: Any) -> str:
 
 
 _HANDLERS = {
+    "response": PiParser._response,
     "message_start": PiParser._message_start,
     "message_update": PiParser._message_update,
     "message_end": PiParser._message_end,
