@@ -28,7 +28,10 @@ class QwenCodeBase(AcpBase):
     # refused (proven live in tests/test_qwen_code_base.py). No step limit is used: the
     # engine counts the tool calls.
     enforcement = Enforcement(disabled_tools="hard", max_step="counted")
-    mcp_transports = ("http", "sse")  # through ACP's mcpServers, with the bearer header
+    # Qwen Code 0.24.4 in ACP mode connects to the MCP servers it is given (through ACP or
+    # settings.json) and lists their tools, yet never offers them to the model (its headless
+    # mode does): rather than run a harness without its MCP servers, they are refused.
+    mcp_transports: tuple[str, ...] = ()
 
     def install(self, tools_dir: Path) -> None:
         installer.install(tools_dir)
