@@ -9,7 +9,7 @@ Runs the same scripted tasks several ways, interleaved, in one go:
 
 All of them talk to the same in-process scripted provider. Usage:
 
-    python bench/overhead.py [--base {codex,claude-code,hermes}] [--tasks N]
+    python bench/overhead.py [--base {codex,claude-code,hermes,pi,qwen-code}] [--tasks N]
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ from harness_bases.codex import CodexBase
 from harness_bases.codex import install as codex_install
 from harness_bases.codex.config import TOKEN_ENV, write_config
 from harness_bases.hermes import HermesBase
+from harness_bases.pi import PiBase
+from harness_bases.qwen_code import QwenCodeBase
 from uhp_server.engine.fold import TERMINAL_TYPES
 
 # tests/ is not an installed package: the bench borrows the test suite's helpers from the repo.
@@ -169,6 +171,8 @@ SUBJECTS = {
     "codex": Subject(CodexBase(), "app-server", {"exec": run_codex_exec}),
     "claude-code": Subject(ClaudeCodeBase(), "stream-json"),
     "hermes": Subject(HermesBase(), "acp"),
+    "pi": Subject(PiBase(), "rpc"),
+    "qwen-code": Subject(QwenCodeBase(), "acp"),
 }
 
 

@@ -50,4 +50,12 @@ UHP_TEST_BASE=hermes .venv/bin/python -m pytest "${base_e2e[@]}" "$@" || {
   code=$?
   ((code == 5)) || status=$code
 }
+# ... and on the Pi and Qwen Code bases (not enabled by default: neither offers MCP servers).
+for extra_base in pi qwen-code; do
+  echo "=== end-to-end tests again with UHP_TEST_BASE=$extra_base ==="
+  UHP_TEST_BASE=$extra_base .venv/bin/python -m pytest "${base_e2e[@]}" "$@" || {
+    code=$?
+    ((code == 5)) || status=$code
+  }
+done
 exit "$status"
