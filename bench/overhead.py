@@ -9,7 +9,7 @@ Runs the same scripted tasks several ways, interleaved, in one go:
 
 All of them talk to the same in-process scripted provider. Usage:
 
-    python bench/overhead.py [--base {codex,claude-code,hermes,pi,qwen-code}] [--tasks N]
+    python bench/overhead.py [--base {codex,claude-code,hermes}] [--tasks N]
 """
 
 from __future__ import annotations
@@ -32,14 +32,10 @@ from pathlib import Path
 import httpx
 
 from harness_bases import events as ev
+from harness_bases import registry
 from harness_bases.base import SYSTEM_PATH, HarnessBase
-from harness_bases.claude_code import ClaudeCodeBase
-from harness_bases.codex import CodexBase
 from harness_bases.codex import install as codex_install
 from harness_bases.codex.config import TOKEN_ENV, write_config
-from harness_bases.hermes import HermesBase
-from harness_bases.pi import PiBase
-from harness_bases.qwen_code import QwenCodeBase
 from uhp_server.engine.fold import TERMINAL_TYPES
 
 # tests/ is not an installed package: the bench borrows the test suite's helpers from the repo.
@@ -167,13 +163,17 @@ class Subject:
         return (self.direct, *self.references, "server")
 
 
-SUBJECTS = {
-    "codex": Subject(CodexBase(), "app-server", {"exec": run_codex_exec}),
-    "claude-code": Subject(ClaudeCodeBase(), "stream-json"),
-    "hermes": Subject(HermesBase(), "acp"),
-    "pi": Subject(PiBase(), "rpc"),
-    "qwen-code": Subject(QwenCodeBase(), "acp"),
+# The interface each base drives, by name ("direct" for any other registered base), and the
+# other ways to run its CLI directly that the bench also times.
+DIRECT_MODES = {"codex": "app-server", "claude-code": "stream-json", "hermes": "acp"}
+REFERENCES: dict[str, dict[str, Callable[[Direct, str], float]]] = {
+    "codex": {"exec": run_codex_exec}
 }
+
+
+def subject(name: str) -> Subject:
+    base = registry()[name]
+    return Subject(base, DIRECT_MODES.get(name, "direct"), REFERENCES.get(name, {}))
 
 
 # -- through the server ------------------------------------------------------------------------
@@ -382,12 +382,12 @@ def report(subject: Subject, results: Results, tasks: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base", choices=sorted(SUBJECTS), default="codex", help="the CLI")
+    parser.add_argument("--base", choices=sorted(registry()), default="codex", help="the CLI")
     parser.add_argument("--tasks", type=int, default=5, help="tasks per kind and mode")
     args = parser.parse_args(argv)
     if args.tasks < 1:
         parser.error("--tasks must be at least 1")
-    subject = SUBJECTS[args.base]
+    measured = subject(args.base)
 
     # SIGTERM unwinds like Ctrl-C, so the provider and the server are stopped either way.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -401,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     cache.mkdir(parents=True, exist_ok=True)
     try:
         with tempfile.TemporaryDirectory(prefix="bench-", dir=cache) as scratch:
-            results = run_bench(subject, args.tasks, Path(scratch), log)
+            results = run_bench(measured, args.tasks, Path(scratch), log)
     except KeyboardInterrupt:
         log("interrupted; everything the bench started has been stopped")
         return 130
@@ -411,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
     except TimeoutError:
         log(f"bench failed: a turn took longer than {TURN_TIMEOUT:.0f} s")
         return 1
-    print(report(subject, results, args.tasks))
+    print(report(measured, results, args.tasks))
     return 0
 
 

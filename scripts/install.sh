@@ -13,24 +13,34 @@ for arg in "$@"; do
   [[ "$arg" == "--docker" ]] && docker=1
 done
 
-need_apt=()
-command -v bwrap >/dev/null || need_apt+=(bubblewrap)
-command -v npm >/dev/null || need_apt+=(nodejs npm)
-# The Hermes base makes its venv with Debian's python3, whose venv/ensurepip are a package.
-/usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || need_apt+=(python3-venv)
-if ((${#need_apt[@]})); then
+apt_install() {  # the Debian packages given, when any (as root; otherwise says what to run)
+  (($#)) || return 0
   if [[ $(id -u) -ne 0 ]]; then
-    echo "please install: ${need_apt[*]} (sudo apt-get install -y ${need_apt[*]})" >&2
+    echo "please install: $* (sudo apt-get install -y $*)" >&2
     exit 1
   fi
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
-fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+need_apt=()
+command -v bwrap >/dev/null || need_apt+=(bubblewrap)
+# Debian splits venv/ensurepip into a package; .venv needs it.
+python3 -c 'import ensurepip, venv' 2>/dev/null || need_apt+=(python3-venv)
+apt_install "${need_apt[@]}"
 
 python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
 .venv/bin/pip install -q -e ".${extras}"
-.venv/bin/uhp-server bases install
+# What the registered bases' installs need on the host (each base declares its
+# host_packages); a package counts as present when dpkg has it or a command of its name runs.
+need_apt=()
+for package in $(.venv/bin/uhp-server bases host-packages); do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed" ||
+    command -v "$package" >/dev/null || need_apt+=("$package")
+done
+apt_install "${need_apt[@]}"
+.venv/bin/uhp-server bases install  # every registered base
 if [[ -n "$docker" ]]; then
   bash scripts/docker-engine.sh
   .venv/bin/uhp-server images build

@@ -36,24 +36,13 @@ UHP_TEST_SANDBOX=docker .venv/bin/python -m pytest "${docker_e2e[@]}" "$@" || {
   code=$?
   ((code == 5)) || status=$code
 }
-# The same end-to-end files again on the Claude Code base (the runs above use Codex).
+# The same end-to-end files again on every other registered base (the runs above use Codex).
 base_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security_e2e.py
   tests/test_restart_e2e.py tests/test_harnesses_e2e.py tests/test_openai_sdk.py)
-echo "=== end-to-end tests again with UHP_TEST_BASE=claude-code ==="
-UHP_TEST_BASE=claude-code .venv/bin/python -m pytest "${base_e2e[@]}" "$@" || {
-  code=$?
-  ((code == 5)) || status=$code
-}
-# ... and on the Hermes base.
-echo "=== end-to-end tests again with UHP_TEST_BASE=hermes ==="
-UHP_TEST_BASE=hermes .venv/bin/python -m pytest "${base_e2e[@]}" "$@" || {
-  code=$?
-  ((code == 5)) || status=$code
-}
-# ... and on the Pi and Qwen Code bases (not enabled by default: neither offers MCP servers).
-for extra_base in pi qwen-code; do
-  echo "=== end-to-end tests again with UHP_TEST_BASE=$extra_base ==="
-  UHP_TEST_BASE=$extra_base .venv/bin/python -m pytest "${base_e2e[@]}" "$@" || {
+for base in $(.venv/bin/uhp-server bases list --names); do
+  [[ "$base" == codex ]] && continue
+  echo "=== end-to-end tests again with UHP_TEST_BASE=$base ==="
+  UHP_TEST_BASE="$base" .venv/bin/python -m pytest "${base_e2e[@]}" "$@" || {
     code=$?
     ((code == 5)) || status=$code
   }

@@ -181,7 +181,7 @@ async def test_resume_remembers_and_a_lost_session_starts_fresh(env: Env) -> Non
 @pytest.mark.slow
 async def test_provider_failure(env: Env) -> None:
     turn = await env.run("FAIL 400 bad request words", capture="provider_failure")
-    assert isinstance(turn.outcome, ev.TurnFailed)
+    assert turn.outcome == ev.TurnFailed("bad request words", "provider_error")
     assert not turn.of(ev.TextDone)
 
 

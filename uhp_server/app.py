@@ -35,30 +35,32 @@ log = logging.getLogger("uhp_server.app")
 
 
 def usable_bases(settings: Settings) -> dict[str, HarnessBase]:
-    """Enabled bases whose pinned CLI is installed and runs; the others are left out loudly."""
+    """Enabled bases whose pinned CLI is installed and runs. A base UHP_BASES names that
+    cannot run is left out loudly; without UHP_BASES every registered base that is installed
+    is enabled, and the others are only mentioned."""
     known = registry()
+    named = settings.enabled_bases
     usable: dict[str, HarnessBase] = {}
-    for name in settings.enabled_bases:
+    for name in known if named is None else named:
         base = known.get(name)
         if base is None:
             log.warning("unknown_base", extra={"base": name})
         elif base.installed_version(settings.tools_dir) != base.cli_version:
-            log.warning(
-                "base_not_installed",
-                extra={"base": name, "hint": f"run: uhp-server bases install {name}"},
-            )
+            hint = f"run: uhp-server bases install {name}"
+            report = log.info if named is None else log.warning
+            report("base_not_installed", extra={"base": name, "hint": hint})
         else:
             usable[name] = base
     return usable
 
 
-def make_sandbox(settings: Settings) -> Sandbox:
+def make_sandbox(settings: Settings, bases: dict[str, HarnessBase] | None = None) -> Sandbox:
     if settings.sandbox == "local":
         from uhp_server.sandbox.local import LocalSandbox
 
         return LocalSandbox(settings.local_gateway_url())
     if settings.sandbox == "docker":
-        from uhp_server.sandbox.docker import DockerSandbox
+        from uhp_server.sandbox.docker import DockerSandbox, images
         from uhp_server.sandbox.docker.container import Limits
 
         limits = Limits(
@@ -70,6 +72,7 @@ def make_sandbox(settings: Settings) -> Sandbox:
         return DockerSandbox(
             settings.data_dir,
             image=settings.docker_image,
+            packages=images.runtime_packages((bases or {}).values()),
             base_image=settings.docker_base_image,
             user=settings.docker_user,
             limits=limits,
@@ -83,15 +86,15 @@ def build_context(settings: Settings, bases: dict[str, HarnessBase] | None = Non
     upstreams = Upstreams(settings)
     catalog = ModelCatalog(upstreams)
     file_parts = build_file_parts(settings, db)
+    enabled = usable_bases(settings) if bases is None else bases
     executor = TurnExecutor(
-        make_sandbox(settings),
+        make_sandbox(settings, enabled),
         tokens,
         settings.tools_dir,
         settings.cancel_grace_seconds,
         files=file_parts.turn_files,
     )
     runs = RunManager(db, executor)
-    enabled = usable_bases(settings) if bases is None else bases
     return AppContext(
         settings=settings,
         db=db,

@@ -77,10 +77,18 @@ def cmd_bases(args: argparse.Namespace) -> int:
     known = registry()
     if args.bases_command == "list":
         for name, base in known.items():
+            if args.names_only:
+                print(name)
+                continue
             version = base.installed_version(settings.tools_dir) or "not installed"
-            print(f"{name} pinned={base.cli_version} installed={version}")
+            pins = " ".join(f"{p.registry}:{p.package}@{p.version}" for p in base.cli_pins)
+            print(f"{name} pinned={base.cli_version} installed={version} ({pins})")
         return 0
-    names = args.names or settings.enabled_bases
+    if args.bases_command == "host-packages":
+        needed = {package for base in known.values() for package in base.host_packages}
+        print("\n".join(sorted(needed)))
+        return 0
+    names = args.names or list(known)  # every registered base
     unknown = [n for n in names if n not in known]
     if unknown:
         print(f"unknown bases: {', '.join(unknown)}", file=sys.stderr)
@@ -96,6 +104,7 @@ def cmd_bases(args: argparse.Namespace) -> int:
 def cmd_images(args: argparse.Namespace) -> int:
     import docker.errors
 
+    from uhp_server.app import usable_bases
     from uhp_server.sandbox.docker import images
     from uhp_server.sandbox.docker.bootstrap import BootstrapError
     from uhp_server.sandbox.docker.sandbox import engine_client
@@ -107,7 +116,8 @@ def cmd_images(args: argparse.Namespace) -> int:
         print(f"no Docker engine answers: {exc}", file=sys.stderr)
         return 1
     if args.images_command == "list":
-        tag = settings.docker_image or images.runtime_tag()
+        packages = images.runtime_packages(usable_bases(settings).values())
+        tag = settings.docker_image or images.runtime_tag(packages)
         labels = images.image_labels(api, tag)
         state = "missing" if labels is None else "present"
         print(f"{tag} {state}")
@@ -115,7 +125,7 @@ def cmd_images(args: argparse.Namespace) -> int:
             print(f"  {key}={value}")
         return 0 if labels is not None else 1
     known = registry()
-    names = args.names or settings.enabled_bases
+    names = args.names or list(usable_bases(settings))  # what `serve` would enable
     unknown = [n for n in names if n not in known]
     if unknown:
         print(f"unknown bases: {', '.join(unknown)}", file=sys.stderr)
@@ -126,6 +136,7 @@ def cmd_images(args: argparse.Namespace) -> int:
             base_image=args.base_image or settings.docker_base_image,
             bootstrap_mode=args.bootstrap,
             clis={name: known[name].cli_version for name in names},
+            packages=images.runtime_packages(known[name] for name in names),
             force=args.force,
         )
     except (images.ImageError, BootstrapError, docker.errors.DockerException) as exc:
@@ -164,15 +175,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     bases = sub.add_parser("bases", help="install and inspect the pinned agent CLIs")
     bases_sub = bases.add_subparsers(dest="bases_command", required=True)
-    install = bases_sub.add_parser("install", help="install pinned CLIs (default: UHP_BASES)")
+    install = bases_sub.add_parser("install", help="install pinned CLIs (default: every base)")
     install.add_argument("names", nargs="*")
-    bases_sub.add_parser("list", help="pinned and installed versions")
+    listing = bases_sub.add_parser("list", help="every registered base: pins, installed versions")
+    listing.add_argument("--names", dest="names_only", action="store_true", help="names only")
+    bases_sub.add_parser("host-packages", help="Debian packages the bases' installs need")
     bases.set_defaults(func=cmd_bases)
 
     images = sub.add_parser("images", help="the docker sandbox's agent runtime image")
     images_sub = images.add_subparsers(dest="images_command", required=True)
     build = images_sub.add_parser("build", help="build it unless current (labels tell)")
-    build.add_argument("names", nargs="*", help="bases it serves (default: UHP_BASES)")
+    build.add_argument("names", nargs="*", help="bases it serves (default: what serve enables)")
     build.add_argument("--base-image", help="FROM image (UHP_DOCKER_BASE_IMAGE)")
     build.add_argument(
         "--bootstrap",

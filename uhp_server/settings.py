@@ -28,7 +28,9 @@ class Settings(BaseSettings):
     api_key: str | None = None  # UHP_API_KEY: a valid key of the default principal
     sandbox: str = "local"  # "local" (bubblewrap) or "docker"
     tools_dir: Path = Field(default_factory=_default_tools_dir)
-    bases: str = "codex,claude-code,hermes"  # comma-separated bases this server enables
+    # Comma-separated bases this server enables; unset: every registered base whose CLI is
+    # installed (harness_bases.registry), so a new base needs no edit here.
+    bases: str | None = None
     session_retention_days: float = 30.0  # idle sessions expire after this (session_expired)
     idempotency_retention_hours: float = 24.0
     max_timeout_seconds: int = 3600  # the longest wall-clock budget any task gets
@@ -83,7 +85,10 @@ class Settings(BaseSettings):
     anthropic_default_model: str | None = None
 
     @property
-    def enabled_bases(self) -> list[str]:
+    def enabled_bases(self) -> list[str] | None:
+        """The bases UHP_BASES names, or None when it is unset (every installed base)."""
+        if self.bases is None:
+            return None
         return [b.strip() for b in self.bases.split(",") if b.strip()]
 
     @property

@@ -22,6 +22,13 @@ EXITED = "the agent exited unexpectedly"
 
 
 @dataclass
+class _Call:
+    name: str
+    arguments: Any
+    started: bool = False
+
+
+@dataclass
 class _OpenItem:
     kind: str  # "text" | "reasoning"
     key: str
@@ -52,7 +59,7 @@ class AcpParser:
     finished: bool = False
     _open: _OpenItem | None = None
     _items: int = 0
-    _open_calls: set[str] = field(default_factory=set)
+    _calls: dict[str, _Call] = field(default_factory=dict)
 
     # -- what a base may override ---------------------------------------------------------
     def tool_name(self, update: dict[str, Any]) -> str:
@@ -60,10 +67,21 @@ class AcpParser:
         return str(update.get("title") or update.get("kind") or "tool")
 
     def tool_result(self, update: dict[str, Any]) -> tuple[str, bool]:
-        """A finished tool call's output as text, and whether it succeeded."""
+        """A finished tool call's output as text, and whether it succeeded: the raw output's
+        `output` text when it has one, else the content shown to the user, else the raw
+        output as JSON."""
         raw = update.get("rawOutput")
-        text = content_text(update.get("content")) if raw is None else as_text(raw)
+        if isinstance(raw, dict) and isinstance(raw.get("output"), str):
+            text = raw["output"]
+        else:
+            text = content_text(update.get("content"))
+            if not text and raw is not None:
+                text = as_text(raw)
         return text, update.get("status") == "completed"
+
+    def prompt_error(self, error: dict[str, Any]) -> list[ev.AgentEvent]:
+        """The events for `session/prompt` answered with a JSON-RPC error."""
+        return [ev.TurnFailed(PROMPT_ERROR, "harness_error")]
 
     def outcome(self, stop_reason: str, result: dict[str, Any]) -> list[ev.AgentEvent]:
         """The events that end the turn, from the prompt's answer."""
@@ -84,7 +102,11 @@ class AcpParser:
         if "method" not in msg and msg.get("id") is not None and msg.get("id") == self.prompt_id:
             if "error" in msg:
                 self.finished = True
-                return [ev.TurnFailed(PROMPT_ERROR, "harness_error")]
+                error = msg.get("error")
+                return [
+                    *self._close(),
+                    *self.prompt_error(error if isinstance(error, dict) else {}),
+                ]
             return self.answer(msg.get("result"))
         if msg.get("method") != "session/update":
             return []
@@ -131,24 +153,35 @@ class AcpParser:
         return [ev.ReasoningDone(item.key, item.text)]
 
     def _tool_started(self, update: dict[str, Any]) -> list[ev.AgentEvent]:
-        call = str(update.get("toolCallId") or "")
-        if not call or call in self._open_calls:
+        call_id = str(update.get("toolCallId") or "")
+        if not call_id or call_id in self._calls:
             return []
-        raw = update.get("rawInput")
-        arguments = json.dumps(raw if isinstance(raw, dict) else {}, ensure_ascii=False)
-        self._open_calls.add(call)
-        out = [*self._close(), ev.ToolCallStarted(call, self.tool_name(update), arguments)]
-        # An agent may announce a call that is already over.
-        return out + self._tool_updated(update)
+        self._calls[call_id] = _Call(self.tool_name(update), update.get("rawInput"))
+        # A `pending` call may still be receiving its input: it starts with the first update
+        # that says it runs (and carries the whole input). Without a status it starts now.
+        if update.get("status") == "pending":
+            return []
+        return self._tool_updated(update)
 
     def _tool_updated(self, update: dict[str, Any]) -> list[ev.AgentEvent]:
-        call = str(update.get("toolCallId") or "")
-        status = update.get("status")
-        if call not in self._open_calls or status not in ("completed", "failed"):
+        call_id = str(update.get("toolCallId") or "")
+        call = self._calls.get(call_id)
+        if call is None:
             return []
-        self._open_calls.discard(call)
-        output, ok = self.tool_result(update)
-        return [ev.ToolCallFinished(call, output, ok and status == "completed")]
+        if "rawInput" in update and not call.started:
+            call.arguments = update["rawInput"]
+        out: list[ev.AgentEvent] = []
+        status = update.get("status")
+        if not call.started and status != "pending":
+            call.started = True
+            raw = call.arguments
+            arguments = json.dumps(raw if isinstance(raw, dict) else {}, ensure_ascii=False)
+            out += [*self._close(), ev.ToolCallStarted(call_id, call.name, arguments)]
+        if status in ("completed", "failed"):
+            del self._calls[call_id]
+            output, ok = self.tool_result(update)
+            out.append(ev.ToolCallFinished(call_id, output, ok and status == "completed"))
+        return out
 
     # -- the end -------------------------------------------------------------------------
     def answer(self, result: Any) -> list[ev.AgentEvent]:

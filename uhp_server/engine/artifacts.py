@@ -7,12 +7,14 @@ store (content-addressed) and a row records where it came from. Nothing is ever 
 the walk uses lstat, symlinks and special files are skipped, a path with a link anywhere in
 it is skipped, and the file is opened with O_NOFOLLOW and checked to be the one the walk saw.
 
-Skipped on purpose: the CLIs' own state folders and dependency trees (`EXCLUDED_DIRS`), and
+Skipped on purpose: version-control internals and dependency trees (`EXCLUDED_DIRS`), the
+folders every registered base declares its CLI keeps its state in (`state_dirs`), and
 whatever would pass the per-session caps. What was skipped is said in a visible notice.
 """
 
 from __future__ import annotations
 
+import functools
 import mimetypes
 import os
 import stat
@@ -20,23 +22,20 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness_bases import registry
 from storage import artifacts as artifact_store
 from storage.blobs import BlobStore, BlobTooLarge
 from storage.db import Database
 from storage.models import ArtifactRow
 from uhp_server.ids import new_id
 
-# Folder names never searched for artifacts, at any depth: version-control internals, the
-# agent CLIs' own config/transcript folders, and dependency trees a turn may install.
+# Folder names never searched for artifacts, at any depth: version-control internals and
+# dependency trees a turn may install. The CLIs' own folders come from the bases (below).
 EXCLUDED_DIRS = frozenset(
     {
         ".git",
         ".hg",
         ".svn",
-        ".codex",
-        ".claude",
-        ".hermes",
-        ".gemini",
         ".cache",
         ".npm",
         "node_modules",
@@ -80,8 +79,17 @@ def _shown(path: str) -> str:
     return os.fsencode(path).decode("utf-8", "replace")
 
 
-def snapshot(root: Path) -> Snapshot:
-    """Every regular file under root (relative path -> size, mtime, inode), links unfollowed."""
+@functools.cache
+def excluded_dirs() -> frozenset[str]:
+    """EXCLUDED_DIRS and every registered base's `state_dirs` (read once per process)."""
+    declared = {name for base in registry().values() for name in base.state_dirs}
+    return EXCLUDED_DIRS | declared
+
+
+def snapshot(root: Path, excluded: frozenset[str] | None = None) -> Snapshot:
+    """Every regular file under root (relative path -> size, mtime, inode), links unfollowed,
+    never inside a folder named in `excluded` (default: `excluded_dirs()`)."""
+    excluded = excluded_dirs() if excluded is None else excluded
     found: Snapshot = {}
     pending = [""]
     while pending and len(found) < MAX_WALK_ENTRIES:
@@ -97,7 +105,7 @@ def snapshot(root: Path) -> Snapshot:
             except OSError:
                 continue
             if stat.S_ISDIR(info.st_mode):
-                if entry.name not in EXCLUDED_DIRS:
+                if entry.name not in excluded:
                     pending.append(path)
             elif stat.S_ISREG(info.st_mode):
                 found[path] = (info.st_size, info.st_mtime_ns, info.st_ino)

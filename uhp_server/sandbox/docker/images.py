@@ -1,6 +1,8 @@
 """The agent runtime image: one image for every base, built from image/ in this folder.
 
-Its tag carries a digest of the recipe, so a server runs exactly the image its code expects
+What the enabled bases need on top of the recipe's common tools (`runtime_packages`, each
+base's declaration) goes in as the BASE_PACKAGES build argument. The tag carries a digest of
+the recipe and those packages, so a server runs exactly the image its code and bases expect
 and `images build` is a no-op when that image exists. The base image comes from a registry
 (`debian:bookworm-slim` by default) or, on a host with no registry, is bootstrapped from the
 host's Debian mirror with debootstrap and imported (bootstrap.py).
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,16 +35,23 @@ class ImageError(RuntimeError):
     """The runtime image could not be built (detail for the operator, never for clients)."""
 
 
-def recipe_digest() -> str:
+def runtime_packages(bases: Iterable[Any]) -> tuple[str, ...]:
+    """The Debian packages the given bases declare for the runtime image, sorted, once each."""
+    return tuple(sorted({package for base in bases for package in base.runtime_packages}))
+
+
+def recipe_digest(packages: Iterable[str] = ()) -> str:
     digest = hashlib.sha256()
     for path in sorted(RECIPE_DIR.iterdir()):
         if path.is_file():
             digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for package in sorted(set(packages)):
+        digest.update(b"package\0" + package.encode() + b"\0")
     return digest.hexdigest()
 
 
-def runtime_tag() -> str:
-    return f"{RUNTIME_REPOSITORY}:{recipe_digest()[:12]}"
+def runtime_tag(packages: Iterable[str] = ()) -> str:
+    return f"{RUNTIME_REPOSITORY}:{recipe_digest(packages)[:12]}"
 
 
 def image_labels(api: Any, ref: str) -> dict[str, str] | None:
@@ -54,10 +63,13 @@ def image_labels(api: Any, ref: str) -> dict[str, str] | None:
     return dict((info.get("Config") or {}).get("Labels") or {})
 
 
-def is_current(api: Any, ref: str, clis: Mapping[str, str] = {}) -> bool:
-    """True when `ref` exists, was built from this recipe and records every CLI in `clis`."""
+def is_current(
+    api: Any, ref: str, clis: Mapping[str, str] = {}, packages: Iterable[str] = ()
+) -> bool:
+    """True when `ref` exists, was built from this recipe with `packages` and records every
+    CLI in `clis`."""
     labels = image_labels(api, ref)
-    if labels is None or labels.get(LABEL_RECIPE) != recipe_digest():
+    if labels is None or labels.get(LABEL_RECIPE) != recipe_digest(packages):
         return False
     return all(labels.get(LABEL_CLI_PREFIX + name) == v for name, v in clis.items())
 
@@ -86,23 +98,26 @@ def build_runtime(
     base_image: str,
     bootstrap_mode: str = "auto",
     clis: Mapping[str, str] = {},
+    packages: Iterable[str] = (),
     tag: str | None = None,
     force: bool = False,
     say: Say = print,
 ) -> str:
-    """Build the runtime image unless it is current; returns its tag."""
-    tag = tag or runtime_tag()
-    if not force and is_current(api, tag, clis):
+    """Build the runtime image with the bases' `packages` unless it is current; returns its
+    tag."""
+    packages = tuple(sorted(set(packages)))
+    tag = tag or runtime_tag(packages)
+    if not force and is_current(api, tag, clis, packages):
         say(f"{tag} is up to date")
         return tag
     source = ensure_base_image(api, base_image, bootstrap_mode, say)
-    labels = {LABEL_RECIPE: recipe_digest(), LABEL_BASE: source}
+    labels = {LABEL_RECIPE: recipe_digest(packages), LABEL_BASE: source}
     labels.update({LABEL_CLI_PREFIX + name: version for name, version in clis.items()})
     say(f"building {tag} from {source} ...")
     stream = api.build(
         path=str(RECIPE_DIR),
         tag=tag,
-        buildargs={"BASE_IMAGE": source},
+        buildargs={"BASE_IMAGE": source, "BASE_PACKAGES": " ".join(packages)},
         labels=labels,
         rm=True,
         forcerm=True,
@@ -115,7 +130,7 @@ def build_runtime(
         text = chunk.get("stream", "").rstrip()
         if text:
             log.debug("image_build", extra={"line": text})
-    if not is_current(api, tag, clis):
+    if not is_current(api, tag, clis, packages):
         raise ImageError(f"building {tag} produced no image")
     say(f"built {tag}")
     return tag

@@ -55,12 +55,14 @@ class DockerSandbox(Sandbox):
         data_dir: Path,
         *,
         image: str = "",
+        packages: tuple[str, ...] = (),
         base_image: str = "debian:bookworm-slim",
         user: str = "auto",
         limits: Limits = Limits(),  # noqa: B008 (frozen, shared safely)
     ) -> None:
         self.data_dir = data_dir
-        self.image = image or images.runtime_tag()
+        self.packages = packages  # what the enabled bases need in the runtime image
+        self.image = image or images.runtime_tag(packages)
         self.base_image = base_image
         self.user = resolve_user(user)
         # The engine refuses a CPU limit above the host's cores: a default of 2 must still
@@ -95,9 +97,12 @@ class DockerSandbox(Sandbox):
                 await asyncio.to_thread(reaper.reap, self._api, self.owner)
 
     def _ensure_image(self) -> None:
-        if self.image == images.runtime_tag():
+        if self.image == images.runtime_tag(self.packages):
             images.build_runtime(
-                self._api, base_image=self.base_image, say=lambda text: log.info(text)
+                self._api,
+                base_image=self.base_image,
+                packages=self.packages,
+                say=lambda text: log.info(text),
             )
         elif images.image_labels(self._api, self.image) is None:
             self._api.pull(self.image)

@@ -1,0 +1,58 @@
+"""OpenCodeBase: OpenCode (`opencode-ai`, npm) as a UHP harness base, driven over ACP."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness_bases.acp import AcpBase
+from harness_bases.base import SYSTEM_PATH, CliPin, Enforcement, Invocation, TurnSpec
+from harness_bases.opencode import config
+from harness_bases.opencode import install as installer
+from harness_bases.opencode.parser import OpenCodeParser
+
+
+class OpenCodeBase(AcpBase):
+    name = "opencode"
+    label = "OpenCode"
+    backend = "openai"
+    cli_version = installer.CLI_VERSION
+    cli_pins = (CliPin("npm", installer.PACKAGE, installer.CLI_VERSION),)
+    state_dirs = (".opencode",)
+    runtime_packages = ()  # a native binary: the image's common tools are all it runs
+    host_packages = ("nodejs", "npm")  # npm fetches it
+    enforcement = Enforcement(disabled_tools="instruction", max_step="counted")
+    mcp_transports = ("http",)
+
+    def install(self, tools_dir: Path) -> None:
+        installer.install(tools_dir)
+
+    def installed_version(self, tools_dir: Path) -> str | None:
+        return installer.installed_version(tools_dir)
+
+    def prepare(self, turn: TurnSpec) -> Invocation:
+        config.write_turn_files(turn)
+        home = turn.paths.home
+        env = {
+            "PATH": SYSTEM_PATH,
+            "HOME": home,
+            "XDG_CONFIG_HOME": f"{home}/{config.CONFIG_HOME}",
+            "XDG_DATA_HOME": f"{home}/{config.DATA_HOME}",
+            "XDG_CACHE_HOME": f"{home}/.cache",
+            "XDG_STATE_HOME": f"{home}/.local/state",
+            "OPENCODE_CONFIG": f"{config.config_dir(home)}/{config.CONFIG_FILE}",
+            config.TOKEN_ENV: turn.gateway_token,
+            "SHELL": installer.shell_path(turn.paths.tools),  # drops UHP_* for commands
+            # Nothing goes online behind the agent's back.
+            "OPENCODE_DISABLE_AUTOUPDATE": "1",
+            "OPENCODE_DISABLE_MODELS_FETCH": "1",
+            "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+            "OPENCODE_DISABLE_SHARE": "1",
+            "LANG": "C.UTF-8",
+            "TERM": "dumb",
+        }
+        argv = [installer.binary_path(turn.paths.tools), "acp", "--pure"]
+        return Invocation(argv=argv, env=env, cwd=turn.paths.workspace)
+
+    def acp_parser(self, turn: TurnSpec) -> OpenCodeParser:
+        return OpenCodeParser(max_step=turn.max_step)
