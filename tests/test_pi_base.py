@@ -22,13 +22,14 @@ import pytest
 
 from harness_bases import events as ev
 from harness_bases import node_runtime
-from harness_bases.base import SkillBundle, SkillFile, TurnSpec
+from harness_bases.base import McpServerSpec, SkillBundle, SkillFile, TurnSpec
 from harness_bases.messages import RESUME_FAILED_NOTICE
 from harness_bases.pi import PiBase
 from harness_bases.pi import config as pi_config
 from tests.conftest import PROVIDER_KEY, installed_tools
 from tests.scripted_provider import RunningProvider
 from tests.support.direct_turn import OUTCOMES, DirectTurn, direct_spec, run_direct_turn
+from tests.support.mcp_server import ANSWER_PREFIX, RunningMcpServer
 
 FIXTURES = Path(__file__).parent.parent / "harness_bases" / "pi" / "fixtures"
 CAPTURE = os.environ.get("UHP_CAPTURE_PI_FIXTURES") == "1"
@@ -343,6 +344,59 @@ async def test_skills_are_found_listed_and_loaded(env: Env) -> None:
     assert "zebra-42 word" not in system_text(chat_bodies(env.provider)[0])
 
 
+def _mcp_spec(url: str, token: str = "mcp-tok-1") -> McpServerSpec:
+    return McpServerSpec(name="vault", url=url, bearer_token=token)
+
+
+@pytest.mark.slow
+async def test_mcp_server_is_reached_with_its_bearer_token(env: Env) -> None:
+    server = RunningMcpServer("http").start()
+    try:
+        turn = await env.run(
+            'TOOL mcp__vault__lookup {"code": "abc"}\nSAY {output}',
+            mcp_servers=(_mcp_spec(server.url),),
+        )
+    finally:
+        server.stop()
+    assert "mcp__vault__lookup" in offered_tools(chat_bodies(env.provider)[0])
+    (started,) = turn.of(ev.ToolCallStarted)
+    (finished,) = turn.of(ev.ToolCallFinished)
+    assert started.name == "mcp__vault__lookup" and json.loads(started.arguments) == {"code": "abc"}
+    assert finished.ok and finished.output == ANSWER_PREFIX + "abc"
+    assert turn.text == ANSWER_PREFIX + "abc" and not turn.of(ev.Notice)
+    assert {r.headers.get("authorization") for r in server.requests} == {"Bearer mcp-tok-1"}
+    for path in (env.home / ".pi").rglob("*"):
+        if path.is_file():
+            assert "mcp-tok-1" not in path.read_text(errors="replace")
+
+
+@pytest.mark.slow
+async def test_an_unreachable_mcp_server_is_a_notice_not_a_failure(env: Env) -> None:
+    turn = await env.run("SAY still fine", mcp_servers=(_mcp_spec("http://127.0.0.1:9/mcp"),))
+    assert ev.Notice("The MCP server vault could not be started.") in turn.events
+    assert turn.text == "still fine" and isinstance(turn.events[-1], ev.TurnFinished)
+
+
+@pytest.mark.slow
+async def test_disabled_tools_and_mcp_tools_together(env: Env) -> None:
+    server = RunningMcpServer("http").start()
+    try:
+        mcp = (_mcp_spec(server.url),)
+        await env.run("SAY x", mcp_servers=mcp, disabled_tools=("bash",))
+        offered = offered_tools(chat_bodies(env.provider)[0])
+        assert "mcp__vault__lookup" in offered and "bash" not in offered
+        assert "grep" not in offered  # the tools Pi leaves off stay off
+        env.provider.reset()
+        call = 'TOOL mcp__vault__lookup {"code": "abc"}\nSAY {output}'
+        blocked = await env.run(call, mcp_servers=mcp, disabled_tools=("mcp__vault__lookup",))
+    finally:
+        server.stop()
+    offered = offered_tools(chat_bodies(env.provider)[0])
+    assert "mcp__vault__lookup" not in offered and "bash" in offered
+    (finished,) = blocked.of(ev.ToolCallFinished)
+    assert not finished.ok and ANSWER_PREFIX not in finished.output
+
+
 @pytest.mark.slow
 async def test_the_cli_connects_to_nothing_but_the_gateway(env: Env) -> None:
     strace = shutil.which("strace")
@@ -421,6 +475,21 @@ def test_config_names_the_token_never_holds_it(tmp_path: Path) -> None:
     settings = json.loads((agent / "settings.json").read_text())
     assert settings["enableInstallTelemetry"] is False
     assert settings["shellCommandPrefix"] == pi_config.SHELL_PREFIX
+
+
+def test_mcp_servers_go_to_the_extension_by_token_name(tmp_path: Path) -> None:
+    server = McpServerSpec("vault", "http://gateway.invalid/gateway/mcp/vault", "mcp-tok-1")
+    invocation = PiBase().prepare(fast_spec(tmp_path, mcp_servers=(server,)))
+    extension = invocation.argv[invocation.argv.index("--extension") + 1]
+    assert extension == "/opt/uhp-tools/pi/0.73.1/uhp-mcp-extension.js"
+    assert invocation.env["UHP_PI_MCP_CONFIG"] == "/home/agent/.pi/agent/uhp/mcp.json"
+    assert invocation.env["UHP_MCP_TOKEN_0"] == "mcp-tok-1"
+    written = (tmp_path / "home" / ".pi" / "agent" / "uhp" / "mcp.json").read_text()
+    assert json.loads(written)["servers"] == [
+        {"name": "vault", "url": server.url, "tokenEnv": "UHP_MCP_TOKEN_0"}
+    ]
+    assert "mcp-tok-1" not in written
+    assert "--extension" not in PiBase().prepare(fast_spec(tmp_path)).argv
 
 
 def test_disabled_tools_become_an_allowlist(tmp_path: Path) -> None:

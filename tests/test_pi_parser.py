@@ -113,6 +113,19 @@ def test_stdout_ending_early_closes_open_text_and_fails() -> None:
     ]
 
 
+def test_the_mcp_extensions_notification_is_a_notice() -> None:
+    parser = PiParser()
+    notify = {
+        "type": "extension_ui_request",
+        "id": "x",
+        "method": "notify",
+        "message": "The MCP server vault could not be started.",
+        "notifyType": "warning",
+    }
+    assert parser.feed(notify) == [ev.Notice("The MCP server vault could not be started.")]
+    assert parser.feed({**notify, "method": "setStatus"}) == []
+
+
 def test_an_error_naming_a_host_is_replaced() -> None:
     parser = PiParser()
     end = {

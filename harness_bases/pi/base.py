@@ -38,9 +38,9 @@ class PiBase(HarnessBase):
     # is refused by Pi (proven live in tests/test_pi_base.py). Pi has no step limit of its
     # own: the engine counts the tool calls.
     enforcement = Enforcement(disabled_tools="hard", max_step="counted")
-    # Pi has no MCP client ("No MCP" is a design choice of Pi's); a harness naming MCP
-    # servers is refused for this base rather than silently running without them.
-    mcp_transports: tuple[str, ...] = ()
+    # Pi has no MCP client of its own: the base's extension (mcp_extension.js) speaks
+    # Streamable HTTP to the gateway's MCP proxy; the legacy SSE transport is not offered.
+    mcp_transports = ("http",)
 
     def install(self, tools_dir: Path) -> None:
         installer.install(tools_dir)
@@ -83,18 +83,20 @@ def argv(turn: TurnSpec, files: config.TurnFiles) -> list[str]:
         "--no-prompt-templates",
         "--no-themes",
     ]
+    if files.mcp_config:
+        args += ["--extension", installer.mcp_extension_path(turn.paths.tools)]
     if files.resume_file:
         args += ["--session", files.resume_file]
     if files.system_prompt:
         args += ["--append-system-prompt", files.system_prompt]
-    if turn.disabled_tools:
+    if turn.disabled_tools and not files.mcp_config:  # else the MCP extension does it
         allowed = [t for t in DEFAULT_TOOLS if t not in set(turn.disabled_tools)]
         args += ["--tools", ",".join(allowed)] if allowed else ["--no-tools"]
     return args
 
 
 def environment(turn: TurnSpec, files: config.TurnFiles) -> dict[str, str]:
-    return {
+    env = {
         "PATH": SYSTEM_PATH,
         "HOME": turn.paths.home,
         "PI_CODING_AGENT_DIR": files.agent_dir,
@@ -103,3 +105,8 @@ def environment(turn: TurnSpec, files: config.TurnFiles) -> dict[str, str]:
         "LANG": "C.UTF-8",
         "TERM": "dumb",
     }
+    if files.mcp_config:
+        env["UHP_PI_MCP_CONFIG"] = files.mcp_config
+        for index, server in enumerate(turn.mcp_servers):
+            env[config.mcp_token_env(index)] = server.bearer_token
+    return env

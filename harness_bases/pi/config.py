@@ -10,6 +10,8 @@
   commands the agent runs never see them.
 - `uhp/system-prompt.md`: the task's system prompt (`--append-system-prompt` reads a file).
 - `skills/<name>/`: each enabled skill folder whole (Pi lists skills found there itself).
+- `uhp/mcp.json`: the MCP servers (the gateway's MCP proxy routes) for the MCP extension
+  (`mcp_extension.js`), each with the name of the variable holding its bearer token.
 
 Sessions are kept in `sessions/` (`--session-dir`), one `<time>_<id>.jsonl` file each.
 """
@@ -30,6 +32,7 @@ TOKEN_ENV = "UHP_GATEWAY_TOKEN"
 SESSIONS_DIR = "sessions"
 SKILLS_DIR = "skills"
 SYSTEM_PROMPT_FILE = "uhp/system-prompt.md"
+MCP_CONFIG_FILE = "uhp/mcp.json"
 _MANAGED_SKILLS = "skills.json"  # in uhp/: the skill folders this base wrote last turn
 # Pi's session ids are UUIDs; anything else is never looked up (it becomes a file pattern).
 _SESSION_ID = re.compile(r"[0-9a-fA-F-]{8,64}")
@@ -48,6 +51,7 @@ class TurnFiles:
     agent_dir: str
     sessions_dir: str
     system_prompt: str | None  # None: no system prompt this turn
+    mcp_config: str | None  # None: no MCP servers this turn
     resume_file: str | None  # the session file to continue, when it is there
 
 
@@ -89,6 +93,7 @@ def write_turn_files(turn: TurnSpec) -> TurnFiles:
     where = real_dir(host, str(prompt_path.parent))
     write_file(where / prompt_path.name, turn.system_prompt.encode("utf-8"))
     materialise_skills(host, turn.skills)
+    write_file(host / MCP_CONFIG_FILE, _json(mcp_config(turn)))
     inside = agent_dir(turn.paths.home)
     resume = session_file(host, turn.native_session_id)
     return TurnFiles(
@@ -96,7 +101,20 @@ def write_turn_files(turn: TurnSpec) -> TurnFiles:
         sessions_dir=f"{inside}/{SESSIONS_DIR}",
         system_prompt=f"{inside}/{SYSTEM_PROMPT_FILE}" if turn.system_prompt.strip() else None,
         resume_file=f"{inside}/{SESSIONS_DIR}/{resume.name}" if resume else None,
+        mcp_config=f"{inside}/{MCP_CONFIG_FILE}" if turn.mcp_servers else None,
     )
+
+
+def mcp_token_env(index: int) -> str:
+    return f"UHP_MCP_TOKEN_{index}"
+
+
+def mcp_config(turn: TurnSpec) -> dict:
+    servers = [
+        {"name": server.name, "url": server.url, "tokenEnv": mcp_token_env(index)}
+        for index, server in enumerate(turn.mcp_servers)
+    ]
+    return {"servers": servers, "disabled": list(turn.disabled_tools)}
 
 
 def session_file(host_agent_dir: Path, session_id: str | None) -> Path | None:

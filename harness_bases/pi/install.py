@@ -7,6 +7,7 @@ as `<node> <cli.js>` (never through npm's bin link, whose shebang asks for the s
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path, PurePosixPath
 
@@ -19,6 +20,12 @@ VERSION_TIMEOUT = 30.0
 INSTALL_TIMEOUT = 600.0
 # Offline: no update check, no install ping, no package lookups (README "Settings").
 QUIET_ENV = {"PI_OFFLINE": "1", "PI_SKIP_VERSION_CHECK": "1", "PI_TELEMETRY": "0"}
+
+
+# Pi's MCP client (Pi has none of its own), loaded with `-e`; kept next to the pinned Pi, so
+# it is read-only inside the sandbox.
+MCP_EXTENSION_NAME = "uhp-mcp-extension.js"
+MCP_EXTENSION_SOURCE = Path(__file__).with_name("mcp_extension.js")
 
 
 class PiInstallError(RuntimeError):
@@ -39,8 +46,24 @@ def command(tools_root: str) -> list[str]:
     return [node_runtime.node_path(tools_root), cli_path(tools_root)]
 
 
+def mcp_extension_path(tools_root: str) -> str:
+    return f"{prefix(tools_root)}/{MCP_EXTENSION_NAME}"
+
+
+def _mcp_extension_current(tools_dir: Path) -> bool:
+    installed = Path(mcp_extension_path(str(tools_dir)))
+    return installed.is_file() and installed.read_bytes() == MCP_EXTENSION_SOURCE.read_bytes()
+
+
 def installed_version(tools_dir: Path) -> str | None:
-    """What the installed CLI reports with --version on the pinned node, or None."""
+    """What the installed CLI reports with --version on the pinned node, or None (also when
+    its MCP extension is missing or stale)."""
+    if not _mcp_extension_current(tools_dir):
+        return None
+    return _cli_version(tools_dir)
+
+
+def _cli_version(tools_dir: Path) -> str | None:
     if not Path(cli_path(str(tools_dir))).is_file():
         return None
     if not Path(node_runtime.node_path(str(tools_dir))).is_file():
@@ -67,6 +90,15 @@ def install(tools_dir: Path) -> None:
     node_runtime.install(tools_dir)
     if installed_version(tools_dir) == CLI_VERSION:
         return
+    if _cli_version(tools_dir) != CLI_VERSION:
+        _npm_install(tools_dir)
+    shutil.copyfile(MCP_EXTENSION_SOURCE, mcp_extension_path(str(tools_dir)))
+    found = installed_version(tools_dir)
+    if found != CLI_VERSION:
+        raise PiInstallError(f"Pi reports {found!r} after install, expected {CLI_VERSION}")
+
+
+def _npm_install(tools_dir: Path) -> None:
     npm_install(
         Path(prefix(str(tools_dir))),
         PACKAGE,
@@ -75,6 +107,3 @@ def install(tools_dir: Path) -> None:
         timeout=INSTALL_TIMEOUT,
         error=PiInstallError,
     )
-    found = installed_version(tools_dir)
-    if found != CLI_VERSION:
-        raise PiInstallError(f"Pi reports {found!r} after install, expected {CLI_VERSION}")

@@ -9,6 +9,8 @@ One parser per turn. What it reads:
 - `message_end` of an assistant message: its usage, its `stopReason` and `errorMessage`.
 - `tool_execution_start`/`tool_execution_end`: a tool call with its arguments, its result.
 - `response`: the answers to `get_state` (the session id) and `prompt` (refused or not).
+- `extension_ui_request` `notify`: what the MCP extension reports (a server it could not
+  reach), shown as a notice.
 - `agent_end`: the prompt is done; the outcome is the last response's `stopReason`.
 """
 
@@ -71,6 +73,11 @@ class PiParser:
             self.finished = True
             return [ev.TurnFailed(PROMPT_REFUSED, "harness_error")]
         return []
+
+    def _notification(self, msg: Message) -> list[ev.AgentEvent]:
+        if msg.get("method") != "notify" or not isinstance(msg.get("message"), str):
+            return []
+        return [ev.Notice(msg["message"])]
 
     # -- model responses ------------------------------------------------------------------
 
@@ -214,6 +221,7 @@ def _content_text(content: Any) -> str:
 
 _HANDLERS = {
     "response": PiParser._response,
+    "extension_ui_request": PiParser._notification,
     "message_start": PiParser._message_start,
     "message_update": PiParser._message_update,
     "message_end": PiParser._message_end,
