@@ -308,15 +308,13 @@ def test_prepare_builds_env_from_nothing_and_offline_settings(tmp_path: Path) ->
     assert set(invocation.env) == {
         "PATH",
         "HOME",
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "OPENAI_MODEL",
+        "UHP_GATEWAY_TOKEN",
         "BASH_ENV",
         "QWEN_CODE_NO_RELAUNCH",
         "LANG",
         "TERM",
     }
-    assert invocation.env["OPENAI_API_KEY"] == "uhpgw_turn_token"
+    assert invocation.env["UHP_GATEWAY_TOKEN"] == "uhpgw_turn_token"
     assert invocation.env["BASH_ENV"] == "/home/agent/.qwen/uhp/scrub-credentials.sh"
     assert "--append-system-prompt" not in invocation.argv
     settings = json.loads((tmp_path / "home" / ".qwen" / "settings.json").read_text())
@@ -324,6 +322,11 @@ def test_prepare_builds_env_from_nothing_and_offline_settings(tmp_path: Path) ->
     assert settings["privacy"]["usageStatisticsEnabled"] is False
     assert settings["general"]["enableAutoUpdate"] is False
     assert settings["tools"]["approvalMode"] == "yolo"
+    assert settings["security"]["auth"] == {
+        "selectedType": "openai",
+        "baseUrl": "http://gateway.invalid/gateway/openai/v1",
+        "apiKey": "$UHP_GATEWAY_TOKEN",  # Qwen Code expands it: the token is in no file
+    }
     assert "uhpgw_turn_token" not in json.dumps(settings)
     script = tmp_path / "home" / ".qwen" / "uhp" / "scrub-credentials.sh"
     assert script.read_text() == qwen_config.SCRUB
@@ -332,9 +335,9 @@ def test_prepare_builds_env_from_nothing_and_offline_settings(tmp_path: Path) ->
 def test_scrub_script_unsets_the_credentials(tmp_path: Path) -> None:
     QwenCodeBase().prepare(fast_spec(tmp_path))
     script = tmp_path / "home" / ".qwen" / "uhp" / "scrub-credentials.sh"
-    env = {"PATH": "/usr/bin:/bin", "BASH_ENV": str(script), "OPENAI_API_KEY": "k", "UHP_X": "y"}
+    env = {"PATH": "/usr/bin:/bin", "BASH_ENV": str(script), "UHP_GATEWAY_TOKEN": "k", "UHP_X": "y"}
     out = subprocess.run(["bash", "-c", "env"], env=env, capture_output=True, text=True).stdout
-    assert "OPENAI_API_KEY" not in out and "UHP_X" not in out and "PATH=" in out
+    assert "UHP_" not in out and "BASH_ENV" not in out and "PATH=" in out
 
 
 def test_skills_written_whole_and_removed_when_gone(tmp_path: Path) -> None:

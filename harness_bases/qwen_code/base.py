@@ -57,8 +57,6 @@ class QwenCodeBase(AcpBase):
             "PATH": SYSTEM_PATH,
             "HOME": turn.paths.home,
             config.TOKEN_ENV: turn.gateway_token,
-            "OPENAI_BASE_URL": turn.gateway_url,
-            "OPENAI_MODEL": turn.model,
             "BASH_ENV": config.scrub_script_path(turn.paths.home),
             # One process: no relaunch of itself with a bigger heap (it would double the
             # start-up).

@@ -6,10 +6,12 @@ check, follow-up suggestions, managed auto-memory), approves every tool (`yolo`:
 is the boundary, and nobody is at a keyboard), and lists the disabled tools as
 `permissions.deny` rules, which take them out of the model's tool list and refuse a call.
 
-The turn token reaches Qwen Code as `OPENAI_API_KEY`, and Qwen Code passes its whole
-environment to every shell command. `BASH_ENV` names a script, rewritten every turn, that
-each of those (non-interactive) bash shells runs first: it unsets the credentials, so the
-commands the agent runs never see them.
+The gateway is the `openai` auth's `baseUrl`; its `apiKey` is `$UHP_GATEWAY_TOKEN`, which Qwen
+Code expands from its environment, so the turn token is never written into a file (and no
+`OPENAI_*` variable exists in the sandbox). Qwen Code passes its whole environment to every
+shell command: `BASH_ENV` names a script, rewritten every turn, that each of those
+(non-interactive) bash shells runs first; it unsets the credentials, so the commands the
+agent runs never see them.
 
 Skills go whole into `~/.qwen/skills/<name>/`, where Qwen Code lists them to the model.
 """
@@ -26,10 +28,9 @@ CONFIG_DIR = ".qwen"
 SKILLS_DIR = "skills"
 SCRUB_SCRIPT = "uhp/scrub-credentials.sh"
 _MANAGED_SKILLS = "uhp/skills.json"
-TOKEN_ENV = "OPENAI_API_KEY"
+TOKEN_ENV = "UHP_GATEWAY_TOKEN"
 
 SCRUB = """# Written by uhp-server: shell commands never inherit the agent's credentials.
-unset OPENAI_API_KEY
 for _uhp_var in $(compgen -e); do case "$_uhp_var" in UHP_*) unset "$_uhp_var";; esac; done
 unset _uhp_var BASH_ENV
 """
@@ -49,7 +50,14 @@ def settings(turn: TurnSpec) -> dict:
         "memory": {"enableManagedAutoMemory": False},
         "tools": {"approvalMode": "yolo"},
         "permissions": {"deny": list(turn.disabled_tools)},
-        "security": {"auth": {"selectedType": "openai"}, "folderTrust": {"enabled": False}},
+        "security": {
+            "auth": {
+                "selectedType": "openai",
+                "baseUrl": turn.gateway_url,
+                "apiKey": f"${TOKEN_ENV}",
+            },
+            "folderTrust": {"enabled": False},
+        },
     }
 
 
