@@ -9,7 +9,7 @@ Runs the same scripted tasks several ways, interleaved, in one go:
 
 All of them talk to the same in-process scripted provider. Usage:
 
-    python bench/overhead.py [--base {codex,claude-code,hermes}] [--tasks N]
+    python bench/overhead.py [--base B] [--tasks N]   # B: any registered base
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import httpx
 
 from harness_bases import events as ev
 from harness_bases import registry
+from harness_bases.acp import AcpBase
 from harness_bases.base import SYSTEM_PATH, HarnessBase
 from harness_bases.codex import install as codex_install
 from harness_bases.codex.config import TOKEN_ENV, write_config
@@ -163,9 +164,9 @@ class Subject:
         return (self.direct, *self.references, "server")
 
 
-# The interface each base drives, by name ("direct" for any other registered base), and the
-# other ways to run its CLI directly that the bench also times.
-DIRECT_MODES = {"codex": "app-server", "claude-code": "stream-json", "hermes": "acp"}
+# The interface each base drives, by name ("acp" for every ACP base, "direct" for any other),
+# and the other ways to run its CLI directly that the bench also times.
+DIRECT_MODES = {"codex": "app-server", "claude-code": "stream-json"}
 REFERENCES: dict[str, dict[str, Callable[[Direct, str], float]]] = {
     "codex": {"exec": run_codex_exec}
 }
@@ -173,7 +174,8 @@ REFERENCES: dict[str, dict[str, Callable[[Direct, str], float]]] = {
 
 def subject(name: str) -> Subject:
     base = registry()[name]
-    return Subject(base, DIRECT_MODES.get(name, "direct"), REFERENCES.get(name, {}))
+    default = "acp" if isinstance(base, AcpBase) else "direct"
+    return Subject(base, DIRECT_MODES.get(name, default), REFERENCES.get(name, {}))
 
 
 # -- through the server ------------------------------------------------------------------------

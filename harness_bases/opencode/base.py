@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 
 from harness_bases.acp import AcpBase
@@ -18,9 +19,12 @@ class OpenCodeBase(AcpBase):
     cli_version = installer.CLI_VERSION
     cli_pins = (CliPin("npm", installer.PACKAGE, installer.CLI_VERSION),)
     state_dirs = (".opencode",)
-    runtime_packages = ()  # a native binary: the image's common tools are all it runs
-    host_packages = ("nodejs", "npm")  # npm fetches it
-    enforcement = Enforcement(disabled_tools="instruction", max_step="counted")
+    # A native binary; its search and skill tools run `rg` (it would download one otherwise).
+    runtime_packages = ("ripgrep",)
+    host_packages = ("nodejs", "npm", "ripgrep")  # npm fetches it
+    # A disabled tool is denied in opencode.json: it leaves the model's tool list and a call
+    # to it is refused (tests/test_opencode_base.py). No step flag: the engine counts.
+    enforcement = Enforcement(disabled_tools="hard", max_step="counted")
     mcp_transports = ("http",)
 
     def install(self, tools_dir: Path) -> None:
@@ -42,6 +46,9 @@ class OpenCodeBase(AcpBase):
             "OPENCODE_CONFIG": f"{config.config_dir(home)}/{config.CONFIG_FILE}",
             config.TOKEN_ENV: turn.gateway_token,
             "SHELL": installer.shell_path(turn.paths.tools),  # drops UHP_* for commands
+            # `opencode acp` serves its own HTTP API on a loopback port, which the local
+            # sandbox shares with the host: only this process may use it.
+            "OPENCODE_SERVER_PASSWORD": secrets.token_urlsafe(24),
             # Nothing goes online behind the agent's back.
             "OPENCODE_DISABLE_AUTOUPDATE": "1",
             "OPENCODE_DISABLE_MODELS_FETCH": "1",

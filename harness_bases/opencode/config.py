@@ -59,10 +59,13 @@ def opencode_config(turn: TurnSpec) -> dict[str, Any]:
         "snapshot": False,
         "lsp": False,
         "formatter": False,
-        # Nobody is there to approve anything; the sandbox is the boundary.
-        "permission": {"edit": "allow", "bash": "allow", "webfetch": "allow"},
+        # Nobody is there to approve anything; the sandbox is the boundary. A disabled tool
+        # is denied (a permission rule, which also beats the allows here).
+        "permission": {
+            **{"edit": "allow", "bash": "allow", "webfetch": "allow"},
+            **{tool: "deny" for tool in turn.disabled_tools},
+        },
         "instructions": [f"{config_dir(turn.paths.home)}/{INSTRUCTIONS_FILE}"],
-        "tools": {tool: False for tool in turn.disabled_tools},
         # No model call behind the agent's back: session titles are off.
         "agent": {"title": {"disable": True}},
     }
@@ -70,8 +73,10 @@ def opencode_config(turn: TurnSpec) -> dict[str, Any]:
 
 
 def instructions(turn: TurnSpec) -> str:
-    """The standing instructions: the system prompt and the skills provided."""
+    """The standing instructions: the system prompt, the disabled tools, the skills."""
     parts = [turn.system_prompt.strip()] if turn.system_prompt.strip() else []
+    if turn.disabled_tools:
+        parts.append(f"Do not use these tools: {', '.join(turn.disabled_tools)}.")
     if turn.skills:
         names = ", ".join(skill.name for skill in turn.skills)
         parts.append(f"Skills provided for this task (load one with the skill tool): {names}.")

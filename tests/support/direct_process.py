@@ -42,6 +42,10 @@ class DirectProcess:
         )
         return cls(proc)
 
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
     async def write(self, data: bytes) -> None:
         assert self._proc.stdin is not None
         self._proc.stdin.write(data)
