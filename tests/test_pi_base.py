@@ -123,7 +123,6 @@ def test_installed_version_and_install_is_idempotent(pi_installed: Path) -> None
 
 @pytest.mark.slow
 def test_every_flag_is_one_the_pinned_cli_knows(env: Env) -> None:
-    spec = env.spec("x", system_prompt="p", disabled_tools=("bash",))
     env.home.joinpath(".pi/agent/sessions").mkdir(parents=True)
     env.home.joinpath(".pi/agent/sessions/t_01a22ca3-9914-75cd-b695-94688d6d86c6.jsonl").touch()
     spec = env.spec(
