@@ -151,6 +151,7 @@ def test_a_bad_setting_is_one_line_and_exit_2(
     )
 
 
+@pytest.mark.heavy
 def test_a_bad_file_stops_start_up_naming_file_and_field(tmp_path: Path) -> None:
     path = write(tmp_path, "providers.yaml", "providers:\n  x:\n    api: grpc\n")
     env = {
