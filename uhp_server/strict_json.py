@@ -9,6 +9,10 @@ FastAPI reads and parses a body before it resolves a route's dependencies, authe
 among them, so anyone could make the server hold a body of the maximum size. A route that
 needs a principal therefore authenticates here, first, and a refused caller's body is never
 read.
+
+A JSON body is parsed once: the value is left where FastAPI and `request.json()` find it and
+the raw bytes are let go, so a route reads a JSON body with `request.json()`, never
+`request.body()`.
 """
 
 from __future__ import annotations
@@ -27,8 +31,9 @@ from uhp_server.auth import require_principal
 from uhp_server.errors import VENDOR, ApiError
 
 MAX_DEPTH = 64  # no protocol object comes near this
-# Stands in for a body already parsed into Request._json (FastAPI only tests it is not empty).
-_PARSED = b"{}"
+# Stands in for a body already parsed into Request._json: FastAPI only tests that there was a
+# body. Not JSON, so code that reads `request.body()` instead of `request.json()` fails loudly.
+_PARSED = b"<parsed: read request.json()>"
 
 
 def _reject_constant(name: str) -> Any:
