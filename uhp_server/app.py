@@ -28,6 +28,7 @@ from uhp_server.gateway.mcp_proxy import make_mcp_router
 from uhp_server.gateway.proxy import make_gateway_router
 from uhp_server.gateway.tokens import TokenRegistry
 from uhp_server.gateway.upstreams import Upstreams
+from uhp_server.head_requests import HeadAsGet
 from uhp_server.metrics import Metrics
 from uhp_server.readiness import ReadinessProbe
 from uhp_server.routers import (
@@ -43,6 +44,7 @@ from uhp_server.routers import (
 )
 from uhp_server.sandbox.base import Sandbox
 from uhp_server.settings import Settings
+from uhp_server.unread_bodies import CloseOnUnreadBody
 from uhp_server.versioning import VersionMiddleware
 
 log = logging.getLogger("uhp_server.app")
@@ -188,4 +190,6 @@ def create_app(
         app.include_router(router)
     app.include_router(oumi_harness.router)
     app.add_middleware(VersionMiddleware)
+    app.add_middleware(CloseOnUnreadBody)
+    app.add_middleware(HeadAsGet)
     return app

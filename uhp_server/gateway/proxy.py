@@ -9,10 +9,11 @@ the body in the shape the CLI parses).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from urllib.parse import urlsplit
 
 import httpx
@@ -169,11 +170,33 @@ def _scrub(body: bytes, provider: Provider) -> bytes:
     return body
 
 
+def says_model_missing(status: int, body: bytes) -> bool:
+    """Whether an upstream error says the requested model does not exist. Providers word it
+    differently (OpenAI: code model_not_found; vLLM: "The model `x` does not exist"; Ollama:
+    'model "x" not found'; Anthropic: not_found_error "model: x"), all with 404 or 400."""
+    if status not in (400, 404):
+        return False
+    text = body[:MAX_ERROR_BODY].decode("utf-8", "replace").lower()
+    if "model_not_found" in text:
+        return True
+    return "model" in text and (
+        "does not exist" in text
+        or "not found" in text
+        or (status == 404 and "not_found_error" in text)
+    )
+
+
 async def _error_response(
-    resp: httpx.Response, provider: Provider, backend: str, translation: Translation | None
+    resp: httpx.Response,
+    provider: Provider,
+    backend: str,
+    translation: Translation | None,
+    on_missing_model: Callable[[], None] | None = None,
 ) -> Response:
     """An upstream error, its status and retry headers kept, in the CLI's own shape."""
     body = await _read_body(resp, MAX_ERROR_BODY)
+    if on_missing_model is not None and says_model_missing(resp.status_code, body):
+        on_missing_model()
     if resp.status_code in (401, 403):
         # The server's own credential was refused: the agent's token is fine, so say so
         # as a gateway failure rather than an auth error the CLI would blame on itself.
@@ -350,7 +373,9 @@ async def forward(
     if metrics is not None:
         metrics.gateway_call(provider.name, model_label, resp.status_code)
     if not resp.is_success:
-        return await _error_response(resp, provider, backend, translation)
+        return await _error_response(
+            resp, provider, backend, translation, _missing_model_hook(upstreams, provider, grant)
+        )
     on_usage = (
         None
         if metrics is None
@@ -371,6 +396,15 @@ async def forward(
         headers=headers,
         background=BackgroundTask(resp.aclose),  # also when the client went away early
     )
+
+
+def _missing_model_hook(
+    upstreams: Upstreams, provider: Provider, grant: TurnGrant
+) -> Callable[[], None] | None:
+    """Only a configured provider's models are catalogued (not a per-turn connection's)."""
+    if upstreams.get(provider.name) is not provider:
+        return None
+    return functools.partial(upstreams.mark_missing, provider.name, grant.model)
 
 
 def make_gateway_router(
