@@ -12,7 +12,12 @@ import pytest
 
 from storage import door_sessions
 from tests.support.fake_engine import CONNECTION, StandInEngine
-from uhp_server.engine.questions import QUESTION_SERVER, QUESTION_TOOL
+from uhp_server.engine.questions import (
+    QUESTION_SERVER,
+    QUESTION_TOOL,
+    TEXT_INSTRUCTION,
+    TEXT_MARKER,
+)
 from uhp_server.engine.requests import (
     ChatMessage,
     EngineTask,
@@ -118,7 +123,7 @@ async def test_turns_beyond_the_limit_wait_in_order_and_a_cancel_leaves_at_once(
     for n in (0, 1, 2, 4):
         await until(engine, ids[n], "completed")
     assert engine.base.most_running == 2
-    started = [r for r in engine.sandbox.started]
+    started = [p.mounts.labels["uhp.response"] for p in engine.sandbox.started]
     assert started == [ids[0], ids[1], ids[2], ids[4]]  # first come, first served
 
 
@@ -170,6 +175,18 @@ async def test_a_question_kept_too_long_parks_and_a_new_turn_carries_the_answer(
         done = await until(engine, carried, "completed")
         assert "The user's answer: Lyon" in engine.base.prompts[-1]
         assert done.response["previous_response_id"] == accepted.response_id
+        # A parked task that is cancelled instead ends cancelled, in a closing turn.
+        again = await engine.tasks.start(
+            task(engine, "ASK Again?", questions=QuestionPolicy.pause())
+        )
+        await until(engine, again.response_id, "input_required")
+        await asyncio.sleep(0.5)
+        cancelled = await engine.tasks.cancel(engine.principal_id, again.response_id)
+        assert cancelled.status == "cancelled"
+        assert cancelled.response["previous_response_id"] == again.response_id
+        parked = await engine.tasks.state(engine.principal_id, again.response_id)
+        session = parked.response["metadata"]["session_id"]
+        assert cancelled.response["metadata"]["session_id"] == session
     finally:
         await engine.close()
 
@@ -217,3 +234,26 @@ async def test_follow_yields_every_event_until_the_terminal_one(engine: StandInE
     assert stored[0]["sequence_number"] == 2
     with pytest.raises(ApiError):
         await engine.tasks.state("someone-else", accepted.response_id)
+
+
+async def test_a_base_without_http_mcp_asks_in_its_final_text(tmp_path: Path) -> None:
+    engine = StandInEngine(tmp_path)
+    engine.base.mcp_transports = ()
+    try:
+        ask = f"SAY I need to know.\\n{TEXT_MARKER} Which city?"
+        accepted = await engine.tasks.start(task(engine, ask, questions=QuestionPolicy.pause()))
+        state = await until(engine, accepted.response_id, "input_required")
+        (question,) = state.questions
+        assert question.text == "Which city?"
+        assert TEXT_INSTRUCTION in engine.base.system_prompts[-1]
+        assert QUESTION_SERVER not in engine.base.mcp_names[-1]
+        carried = await engine.tasks.answer(
+            engine.principal_id,
+            accepted.response_id,
+            [ToolAnswer(question.call_id, "Oslo")],
+            model_connection=CONNECTION,
+        )
+        await until(engine, carried, "completed")
+        assert "The user's answer: Oslo" in engine.base.prompts[-1]
+    finally:
+        await engine.close()
