@@ -14,7 +14,7 @@ import httpx
 import jsonschema
 import pytest
 from mcp import ClientSession
-from mcp.client.streamable_http import streamablehttp_client
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import API_KEY
 from tests.support.server import ServerProcess
@@ -170,7 +170,8 @@ def test_the_official_mcp_client_lists_and_calls_the_harnesses(
     async def session() -> tuple[Any, Any]:
         headers = {"Authorization": f"Bearer {API_KEY}"}
         async with (
-            streamablehttp_client(f"{server.url}/mcp", headers=headers) as (read, write, _),
+            httpx.AsyncClient(headers=headers, timeout=120) as http,
+            streamable_http_client(f"{server.url}/mcp", http_client=http) as (read, write, _),
             ClientSession(read, write) as mcp,
         ):
             await mcp.initialize()

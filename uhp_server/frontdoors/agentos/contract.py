@@ -19,7 +19,8 @@ def completed(output: dict[str, Any]) -> dict[str, Any]:
 
 
 def failed(code: str, message: str) -> dict[str, Any]:
-    return {"status": "failed", "error": {"code": error_code(code), "message": message or code}}
+    message = message.strip() or "The agent failed."
+    return {"status": "failed", "error": {"code": error_code(code), "message": message}}
 
 
 def suspended(hold_id: str) -> dict[str, Any]:
