@@ -13,7 +13,7 @@ link-local never.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,34 +28,6 @@ _RESERVED_SETTINGS = frozenset(
 )
 _HEADER = re.compile(r"[A-Za-z0-9-]{1,64}")
 _RESERVED_HEADERS = frozenset({"authorization", "host", "content-length", "content-type"})
-
-
-class LiveHeaders(Mapping[str, str]):
-    """Connection headers a front door may change while its turn runs: a platform's run
-    token is only valid while the platform waits for an answer, so it is cleared when the
-    door answers and replaced when a later invocation resumes the same turn. The gateway
-    reads them on every call."""
-
-    def __init__(self, headers: Mapping[str, str] | None = None) -> None:
-        self._headers: dict[str, str] = {}
-        self.replace(headers or {})
-
-    def replace(self, headers: Mapping[str, str]) -> None:
-        for name, value in headers.items():
-            _check_header(name, value)
-        self._headers = {k.lower(): v for k, v in headers.items()}
-
-    def clear(self) -> None:
-        self._headers = {}
-
-    def __getitem__(self, name: str) -> str:
-        return self._headers[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(dict(self._headers))
-
-    def __len__(self) -> int:
-        return len(self._headers)
 
 
 @dataclass(frozen=True)
@@ -86,29 +58,20 @@ def connection_provider(connection: ModelConnection, allow_private: bool) -> Pro
         if key in _RESERVED_SETTINGS:
             _refuse(f"generation.{key}", "This setting is owned by the gateway.")
     for name, value in connection.headers.items():
-        _check_header(name, value)
-    headers = connection.headers
-    if not isinstance(headers, LiveHeaders):
-        headers = {k.lower(): v for k, v in headers.items()}
+        if not _HEADER.fullmatch(name) or name.lower() in _RESERVED_HEADERS:
+            _refuse("headers", "A header name is invalid or reserved.")
+        if not isinstance(value, str) or any(ord(c) < 0x20 for c in value):
+            _refuse("headers", "A header value must be a one-line string.")
     return Provider(
         name=CONNECTION_PROVIDER,
         api="chat",
         base_url=openai_root(connection.base_url),
         api_key=connection.api_key,
         models=(connection.model,),
-        headers=headers,
+        headers={k.lower(): v for k, v in connection.headers.items()},
         generation=dict(connection.generation),
         allow_private=allow_private,
     )
-
-
-def _check_header(name: str, value: object) -> None:
-    if not isinstance(name, str) or not _HEADER.fullmatch(name):
-        _refuse("headers", "A header name is invalid or reserved.")
-    if name.lower() in _RESERVED_HEADERS:
-        _refuse("headers", "A header name is invalid or reserved.")
-    if not isinstance(value, str) or any(ord(c) < 0x20 for c in value):
-        _refuse("headers", "A header value must be a one-line string.")
 
 
 def _refuse(name: str, message: str) -> None:
