@@ -1,0 +1,201 @@
+"""A harness as an AgentOS agent, with the platform played by a stand-in: its holds endpoint
+and its model gateway (the scripted provider, Chat Completions only, refusing any call
+without the current invocation's run token). A real server with UHP_AGENTOS_PRINCIPAL set
+runs the real CLI. Runs on every base (UHP_TEST_BASE)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jsonschema
+import pytest
+import yaml
+
+from tests.conftest import server_env
+from tests.scripted_provider import RunningProvider, start_provider
+from tests.support.agentos_platform import RUN_TOKEN_HEADER, AgentosPlatform
+from tests.support.server import ServerProcess
+
+pytestmark = pytest.mark.slow
+GATEWAY_KEY = "sk-agentos-gateway-ignored"
+PLATFORM_MODEL = "platform/agent-model"
+DEPLOY = Path(__file__).resolve().parents[1] / "deploy" / "agentos" / "agentos.yaml"
+OUTPUT_SCHEMA = yaml.safe_load(DEPLOY.read_text())["capabilities"]["run"]["output"]
+
+
+@pytest.fixture(scope="module")
+def gateway() -> Iterator[RunningProvider]:
+    with start_provider(
+        GATEWAY_KEY,
+        [PLATFORM_MODEL],
+        chat_only=True,
+        required_headers={RUN_TOKEN_HEADER: "tok_none_yet"},
+    ) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def platform(gateway: RunningProvider) -> Iterator[AgentosPlatform]:
+    with AgentosPlatform(gateway) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def agent(
+    tmp_path_factory: pytest.TempPathFactory,
+    provider: RunningProvider,
+    base_installed: Path,
+) -> Iterator[ServerProcess]:
+    env = server_env(
+        provider,
+        UHP_AGENTOS_PRINCIPAL="agentos",
+        UHP_MODEL_CONNECTION_ALLOW_PRIVATE_HOSTS="true",  # the stand-in is on loopback
+    )
+    running = ServerProcess(tmp_path_factory.mktemp("agentos"), env).start()
+    yield running
+    running.stop()
+
+
+def invoke(agent: ServerProcess, platform: AgentosPlatform, body: dict[str, Any]) -> Any:
+    """One invocation, answered; then its token stops working, as on the platform."""
+    try:
+        answer = httpx.post(f"{agent.url}/invoke", json=body, timeout=180)
+    finally:
+        platform.answered()
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def completed_output(answer: dict[str, Any]) -> dict[str, Any]:
+    assert answer["status"] == "completed", answer
+    jsonschema.validate(answer["output"], OUTPUT_SCHEMA)
+    return answer["output"]
+
+
+def model_calls(gateway: RunningProvider) -> list[dict[str, Any]]:
+    return [r for r in gateway.requests() if r["path"] == "/v1/chat/completions"]
+
+
+def ask_tool(gateway: RunningProvider) -> str:
+    """The question tool's name as this base's CLI offers it to the model."""
+    for call in model_calls(gateway):
+        for tool in call["body"].get("tools") or []:
+            name = (tool.get("function") or {}).get("name", "")
+            if "ask_user" in name:
+                return name
+    raise AssertionError("the CLI offered no ask_user tool")
+
+
+def test_the_doors_are_off_unless_a_principal_is_named(server: ServerProcess) -> None:
+    assert httpx.get(f"{server.url}/health").status_code == 404
+    assert httpx.post(f"{server.url}/invoke", json={}).status_code == 404
+
+
+def test_health_and_a_run_through_the_platform_gateway(
+    agent: ServerProcess, platform: AgentosPlatform, gateway: RunningProvider
+) -> None:
+    assert httpx.get(f"{agent.url}/health").status_code == 200
+    gateway.reset()
+    body = platform.invoke_body(
+        "r_start", "RUN echo made > made.txt\nSAY wrote it", models={"agent": PLATFORM_MODEL}
+    )
+    token = body["context"]["token"]
+    output = completed_output(invoke(agent, platform, body))
+    assert output["text"] == "wrote it" and output["status"] == "completed"
+    assert [f["filename"] for f in output["files"]] == ["made.txt"]
+    calls = model_calls(gateway)
+    assert len(calls) >= 2
+    for call in calls:
+        assert call["headers"][RUN_TOKEN_HEADER] == token
+        assert call["body"]["model"] == PLATFORM_MODEL
+    # An ordinary session of the principal (readable over UHP with its own key).
+    headers = {"Authorization": f"Bearer {agent.create_key('agentos')}"}
+    session = httpx.get(f"{agent.url}/v1/sessions/{output['session_id']}", headers=headers)
+    assert session.status_code == 200
+    # The same start repeated (same run_id) runs nothing again.
+    before = len(model_calls(gateway))
+    again = completed_output(invoke(agent, platform, platform.invoke_body("r_start", "x")))
+    assert again["session_id"] == output["session_id"]
+    assert len(model_calls(gateway)) == before
+
+
+def test_runs_of_one_session_continue_one_uhp_session(
+    agent: ServerProcess, platform: AgentosPlatform
+) -> None:
+    first = invoke(
+        agent, platform, platform.invoke_body("r_s1", "REMEMBER fig\nSAY ok", session_id="s_1")
+    )
+    second = invoke(agent, platform, platform.invoke_body("r_s2", "RECALL", session_id="s_1"))
+    other = invoke(agent, platform, platform.invoke_body("r_s3", "SAY other", session_id="s_2"))
+    assert completed_output(second)["text"] == "you said fig"
+    session = completed_output(first)["session_id"]
+    assert completed_output(second)["session_id"] == session
+    assert completed_output(other)["session_id"] != session
+
+
+def test_a_question_opens_a_hold_and_the_resume_goes_on(
+    agent: ServerProcess, platform: AgentosPlatform, gateway: RunningProvider
+) -> None:
+    tool = ask_tool(gateway)
+    gateway.reset()
+    prompt = f'TOOL {tool} {{"question": "Which colour?"}}\nSAY picked {{output}}'
+    holds_before = len(platform.holds)
+    suspended = invoke(agent, platform, platform.invoke_body("r_ask", prompt))
+    assert suspended["status"] == "suspended", suspended
+    hold = platform.holds[-1]
+    assert len(platform.holds) == holds_before + 1
+    assert suspended["hold_id"] == hold["id"] and hold["intent"] == "Which colour?"
+    resume = platform.invoke_body("r_ask", prompt, seq=2, resume={"answer": "blue"})
+    output = completed_output(invoke(agent, platform, resume))
+    assert output["text"] == "picked blue"
+    assert len(platform.holds) == holds_before + 1
+    # The gateway refuses any other token: the resumed turn's calls carried the new one.
+    resumed_token = resume["context"]["token"]
+    assert model_calls(gateway)[-1]["headers"][RUN_TOKEN_HEADER] == resumed_token
+
+
+def test_an_experiment_run_answers_from_recorded_holds_and_opens_none(
+    agent: ServerProcess, platform: AgentosPlatform, gateway: RunningProvider
+) -> None:
+    tool = ask_tool(gateway)
+    prompt = f'TOOL {tool} {{"question": "Which colour?"}}\nSAY picked {{output}}'
+    recorded = {"intent": "Which colour?", "actions": [], "items": [], "details": {}}
+    evaluation = {"recorded_holds": [{**recorded, "decision": "green"}]}
+    holds_before, refused_before = len(platform.holds), platform.refused_holds
+    body = platform.invoke_body("r_eval", prompt, evaluation=evaluation)
+    output = completed_output(invoke(agent, platform, body))
+    assert output["text"] == "picked green"
+    assert (len(platform.holds), platform.refused_holds) == (holds_before, refused_before)
+
+
+def test_faults_are_200_failed_with_a_valid_code(
+    agent: ServerProcess, platform: AgentosPlatform
+) -> None:
+    code = r"[a-z][a-z0-9_]{0,62}"
+    unknown = invoke(agent, platform, platform.invoke_body("r_cap", "SAY x", capability="nope"))
+    assert unknown["status"] == "failed" and unknown["error"]["code"] == "unknown_capability"
+    unreachable = platform.invoke_body("r_down", "SAY x", llm_base_url="http://127.0.0.1:9/v1")
+    down = invoke(agent, platform, unreachable)
+    assert down["status"] == "failed", down
+    assert re.fullmatch(code, down["error"]["code"]), down
+    assert down["error"]["message"]
+    for broken in (b"{", b"[]", json.dumps({"capability": "run"}).encode()):
+        answer = httpx.post(f"{agent.url}/invoke", content=broken)
+        assert answer.status_code == 200 and answer.json()["status"] == "failed"
+
+
+def test_no_token_or_secret_is_stored_or_logged(
+    agent: ServerProcess, platform: AgentosPlatform
+) -> None:
+    body = platform.invoke_body("r_secret", "SAY quiet")
+    token = body["context"]["token"]
+    completed_output(invoke(agent, platform, body))
+    written = b"".join(p.read_bytes() for p in agent.data_dir.rglob("*") if p.is_file())
+    written += agent.log().encode()
+    for secret in (token.encode(), b"crm-secret-5b1e"):
+        assert secret not in written
