@@ -127,3 +127,16 @@ class ShareRow(SQLModel, table=True):
     session_id: str = Field(index=True)
     token: str = Field(index=True, unique=True)
     created_at: int
+
+
+class DoorSessionRow(SQLModel, table=True):
+    """A front door's own session id, mapped to the UHP session it continues (one per
+    principal, harness, door and id)."""
+
+    __tablename__ = "door_session"
+    principal_id: str = Field(primary_key=True)
+    harness_id: str = Field(primary_key=True)
+    door: str = Field(primary_key=True)
+    external_id: str = Field(primary_key=True)
+    session_id: str = Field(index=True)
+    created_at: int

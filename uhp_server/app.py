@@ -15,6 +15,7 @@ from storage.db import Database
 from storage.responses import prune_idempotency
 from uhp_server.catalog import ModelCatalog
 from uhp_server.context import AppContext
+from uhp_server.engine.admission import AdmissionQueue
 from uhp_server.engine.recovery import recover
 from uhp_server.engine.runs import RunManager
 from uhp_server.engine.tasks import TaskService
@@ -109,8 +110,9 @@ def build_context(settings: Settings, bases: dict[str, HarnessBase] | None = Non
         settings.tools_dir,
         settings.cancel_grace_seconds,
         files=file_parts.turn_files,
+        admission=AdmissionQueue(settings.max_concurrent_turns),
     )
-    runs = RunManager(db, executor)
+    runs = RunManager(db, executor, paused_keep_seconds=settings.paused_turn_keep_seconds)
     return AppContext(
         settings=settings,
         db=db,

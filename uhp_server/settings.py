@@ -5,6 +5,7 @@ Every setting has a default that works on a laptop; README.md documents them all
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -15,6 +16,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 def _default_tools_dir() -> Path:
     return Path.home() / ".cache" / "uhp-server" / "tools"
+
+
+def default_max_concurrent_turns() -> int:
+    """Sized for the machine: a turn mostly waits on its model, so two per core (at least
+    two) keeps a laptop responsive while a bigger server takes more."""
+    return max(2, 2 * (os.cpu_count() or 1))
 
 
 class Settings(BaseSettings):
@@ -111,6 +118,10 @@ class Settings(BaseSettings):
     providers_file: Path | None = None  # several named providers (YAML or TOML)
     # Per-turn model connections on private or loopback addresses; link-local stays refused.
     model_connection_allow_private_hosts: bool = False
+    # Front doors (README: "Front doors"): turns running their sandbox at once (the others
+    # wait in order, reported queued); how long a turn paused on a question keeps its process.
+    max_concurrent_turns: int = Field(default_factory=default_max_concurrent_turns, ge=1)
+    paused_turn_keep_seconds: float = Field(default=45.0, ge=0)
 
     @property
     def enabled_bases(self) -> list[str] | None:

@@ -10,7 +10,9 @@ import time
 from storage import session_listing
 from storage import sessions as session_store
 from storage.db import Database
+from uhp_server.engine import questions
 from uhp_server.engine.feed import HarnessFeed, feed_event
+from uhp_server.engine.requests import ToolAnswer
 from uhp_server.engine.turn import Run, TurnExecutor
 
 log = logging.getLogger("uhp_server.runs")
@@ -26,11 +28,16 @@ CANCEL_TURN_WAIT = 0.45
 
 class RunManager:
     def __init__(
-        self, db: Database, executor: TurnExecutor, feed: HarnessFeed | None = None
+        self,
+        db: Database,
+        executor: TurnExecutor,
+        feed: HarnessFeed | None = None,
+        paused_keep_seconds: float = 45.0,
     ) -> None:
         self.db = db
         self.executor = executor
         self.feed = feed or HarnessFeed()
+        self.paused_keep_seconds = paused_keep_seconds  # UHP_PAUSED_TURN_KEEP_SECONDS
         self._forwarders: dict[str, asyncio.Task[None]] = {}  # by response id, while live
         self._live: dict[str, Run] = {}  # by response id, until LINGER_SECONDS after the end
         self._running: dict[str, Run] = {}  # by session id, until the terminal event
@@ -43,6 +50,28 @@ class RunManager:
     def for_session(self, session_id: str) -> Run | None:
         """The task running in the session now, if any."""
         return self._running.get(session_id)
+
+    def by_token(self, token: str) -> Run | None:
+        """The running turn whose gateway token this is."""
+        for run in self._running.values():
+            if run.grant is not None and run.grant.token == token:
+                return run
+        return None
+
+    async def ask(self, run: Run, text: str, options: tuple[str, ...] = ()) -> str | None:
+        """The agent of `run` asks the user; the answer, or None once the turn is parked."""
+        return await questions.ask(run, text, options, self.paused_keep_seconds)
+
+    @staticmethod
+    def deliver_answers(run: Run, answers: list[ToolAnswer]) -> None:
+        questions.deliver(run, answers)
+
+    @staticmethod
+    def switch_connection(run: Run, provider: object) -> None:
+        """A door's fresh model connection: the paused turn's model calls go there now."""
+        if run.grant is not None:
+            run.grant.provider = provider
+            run.grant.model = provider.models[0]  # type: ignore[attr-defined]
 
     def start(self, run: Run) -> None:
         self._prune()

@@ -11,11 +11,13 @@ import asyncio
 import hashlib
 import json
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness_bases.base import HarnessBase, SkillBundle
+from storage import door_sessions, session_listing
 from storage import files as file_store
 from storage import harnesses as harness_store
 from storage import responses as response_store
@@ -28,6 +30,16 @@ from uhp_server.engine.attachments import record_inline_files, write_inline_blob
 from uhp_server.engine.builder import ResponseBuilder
 from uhp_server.engine.eventlog import EventLog
 from uhp_server.engine.inputs import Attachment, NormalizedInput, normalize_input
+from uhp_server.engine.opening import opening_system_text, with_opening
+from uhp_server.engine.questions import answers_prompt
+from uhp_server.engine.reading import follow_events, task_state
+from uhp_server.engine.requests import (
+    INPUT_REQUIRED,
+    EngineTask,
+    QuestionPolicy,
+    TaskState,
+    ToolAnswer,
+)
 from uhp_server.engine.runs import RunManager
 from uhp_server.engine.turn import Run, TurnPlan
 from uhp_server.errors import VENDOR, ApiError
@@ -63,9 +75,9 @@ _DELIVERY_FIELDS = ("stream", "background")
 class _Acceptance:
     """What the writer thread needs to accept a task."""
 
-    principal_id: str
-    body: dict[str, Any]
+    task: EngineTask
     idempotency_key: str | None
+    fingerprint: str | None
     harness: HarnessRow
     session: SessionRow | None  # the continued session; None: a new one
     new_session_id: str | None
@@ -100,6 +112,30 @@ _FIELD_DEFAULTS: dict[str, Any] = {
 }
 
 
+def uhp_task(
+    principal_id: str, body: dict[str, Any], model_connection: ModelConnection | None = None
+) -> EngineTask:
+    """A UHP request body as the engine request (questions: none, as UHP has no pause)."""
+    metadata = body.get("metadata") or {}
+    return EngineTask(
+        principal_id=principal_id,
+        harness_id=metadata.get("harness_id"),
+        input=body["input"],
+        previous_response_id=body.get("previous_response_id"),
+        model=body.get("model"),
+        model_connection=model_connection,
+        questions=QuestionPolicy.none(),
+        timeout_seconds=body.get("timeout_seconds"),
+        max_step=body.get("max_step"),
+        instructions=body.get("instructions"),
+        store=body.get("store", True),
+        metadata=metadata,
+        max_output_tokens=body.get("max_output_tokens"),
+        background=body.get("background", False),
+        ignored_fields=tuple(sorted(k for k in body if k not in HONOURED_FIELDS)),
+    )
+
+
 def fingerprint(body: dict[str, Any]) -> str:
     payload = {**_FIELD_DEFAULTS, **body}
     for name in _DELIVERY_FIELDS:
@@ -127,13 +163,16 @@ class TaskService:
 
     # -- idempotency ---------------------------------------------------------------------
     def idempotent_target(self, principal_id: str, key: str, body: dict[str, Any]) -> str | None:
+        return self._idempotent(principal_id, key, fingerprint(body))
+
+    def _idempotent(self, principal_id: str, key: str, print_: str) -> str | None:
         row = response_store.get_idempotency(self.db, principal_id, key)
         if row is None:
             return None
         if time.time() - row.created_at > self.settings.idempotency_retention_hours * 3600:
             response_store.forget_idempotency(self.db, principal_id, key)
             return None
-        if row.fingerprint != fingerprint(body):
+        if row.fingerprint != print_:
             raise ApiError(
                 409,
                 VENDOR + "idempotency_key_reused",
@@ -152,24 +191,43 @@ class TaskService:
         *,
         model_connection: ModelConnection | None = None,
     ) -> Accepted:
-        """Accept a task. `base_url` is the origin the client used: artifact links use it.
+        """Accept a UHP request body: the UHP door's way into `start`."""
+        task = uhp_task(principal_id, body, model_connection)
+        print_ = fingerprint(body) if idempotency_key else None
+        return await self.start(
+            task, idempotency_key=idempotency_key, fingerprint=print_, base_url=base_url
+        )
 
-        `model_connection` (front doors only, never a request field): run this turn's model
-        calls against it instead of the configured providers (gateway/connection.py).
+    async def start(
+        self,
+        task: EngineTask,
+        *,
+        idempotency_key: str | None = None,
+        fingerprint: str | None = None,
+        base_url: str = "",
+    ) -> Accepted:
+        """Accept a task from any door. `base_url` is the origin the client used: artifact
+        links use it. `fingerprint` (with `idempotency_key`) identifies the request for an
+        idempotent repeat.
+
+        `task.model_connection`: run this turn's model calls against it instead of the
+        configured providers (gateway/connection.py).
 
         Storage work runs off the event loop: reads on the database's readers, and everything
         that decides the task — the idempotency record, the session claim, the input files and
         the response row — as one job on its writer thread, so two racing requests cannot
         both claim a session or an idempotency key."""
+        principal_id = task.principal_id
+        model_connection = task.model_connection
         normalized = await self.db.read(
             normalize_input,
-            body["input"],
+            task.input,
             lambda file_id: file_store.get_file(self.db, principal_id, file_id),
             self.settings.max_file_bytes,
         )
-        self._check_timeout(body.get("timeout_seconds"))
+        self._check_timeout(task.timeout_seconds)
         # A write: the principal's default harnesses are created on first use.
-        harness, session, previous = await self.db.write(self._resolve_chain, principal_id, body)
+        harness, session, previous = await self.db.write(self._resolve_chain, task)
         base = self.bases.get(harness.base)
         if base is None:
             raise ApiError(
@@ -185,10 +243,10 @@ class TaskService:
             model_meta: dict[str, Any] = {}
         else:
             route, model_meta = await self.catalog.resolve(
-                base, config.get("defaultModel"), body.get("model")
+                base, config.get("defaultModel"), task.model
             )
         model = route.id
-        max_step, timeout = self._budgets(body, config)
+        max_step, timeout = self._budgets(task, config)
         inline = await asyncio.to_thread(write_inline_blobs, self.blobs, normalized.attachments)
         skills, mcp_servers = await self.db.read(self._turn_config, principal_id, config)
         new_session_id = None
@@ -201,9 +259,9 @@ class TaskService:
             winner, session = await self.db.write(
                 self._accept,
                 _Acceptance(
-                    principal_id,
-                    body,
+                    task,
                     idempotency_key,
+                    fingerprint,
                     harness,
                     session,
                     new_session_id,
@@ -219,28 +277,27 @@ class TaskService:
                 return Accepted(winner, None)
             plan = TurnPlan(
                 base=base,
-                prompt=normalized.prompt,
+                prompt=self._prompt(task, normalized, opening=session.id == new_session_id),
                 model=model,
                 route=route,
-                system_prompt=self._system_prompt(config, body, normalized),
+                system_prompt=self._system_prompt(config, task, normalized),
                 disabled_tools=tuple(config.get("disabledTools") or ()),
                 max_step=max_step,
                 timeout_seconds=timeout,
-                max_output_tokens=body.get("max_output_tokens"),
+                max_output_tokens=task.max_output_tokens,
                 native_session_id=session.native_session_id,
                 workspace=self._session_dir(session.id) / "workspace",
                 home=self._session_dir(session.id) / "home",
                 attachments=tuple(normalized.attachments),
                 skills=skills,
                 mcp_servers=mcp_servers,
+                ask_user=task.questions.offers_tool,
             )
-            run = self._new_run(
-                response_id, principal_id, body, harness, session, previous, plan, now
-            )
+            run = self._new_run(response_id, task, harness, session, previous, plan, now)
             run.container_id = session.container_id
             run.public_base_url = self.settings.public_base_url or base_url
             run.builder.response["metadata"].update(model_meta)
-            run.builder.response["metadata"].update(self._ignored(body, base))
+            run.builder.response["metadata"].update(self._ignored(task, base))
             # Registered before the next await, so a racing request finds the run; `created`
             # is numbered before the turn's own first event, as its task has not run yet.
             self.runs.start(run)
@@ -248,6 +305,84 @@ class TaskService:
             self._starting.pop(response_id).set_result(None)
         await run.log.append(run.builder.created())
         return Accepted(response_id, run)
+
+    # -- reading and steering a task (every door) ----------------------------------------
+    async def state(self, principal_id: str, response_id: str) -> TaskState:
+        """The task as it stands (404 response_not_found for another principal's)."""
+        await self.started(response_id)
+        row = await self._row(principal_id, response_id)
+        return await self.db.read(task_state, self.db, self.runs, row)
+
+    async def follow(
+        self, principal_id: str, response_id: str, after: int = -1
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The task's events after `after`, live until the terminal one, or as stored."""
+        await self.started(response_id)
+        row = await self._row(principal_id, response_id)
+        async for event in follow_events(self.db, self.runs, row, after):
+            yield event
+
+    async def cancel(self, principal_id: str, response_id: str) -> TaskState:
+        """Stop the task (a queued one leaves the queue at once); its state afterwards."""
+        await self.started(response_id)
+        row = await self._row(principal_id, response_id)
+        run = self.runs.get(row.id)
+        if run is not None and not run.log.finished:
+            await self.runs.cancel(run)
+        return await self.db.read(task_state, self.db, self.runs, row)
+
+    async def answer(
+        self,
+        principal_id: str,
+        response_id: str,
+        answers: list[ToolAnswer],
+        *,
+        model_connection: ModelConnection | None = None,
+    ) -> str:
+        """Answer the questions a paused task waits on (one answer per pending call). The
+        answers reach the agent as its question tool's results and the turn goes on; returns
+        the id of the response that carries on (this one while its turn is still alive).
+        `model_connection`, when given, is the one used from then on."""
+        await self.started(response_id)
+        row = await self._row(principal_id, response_id)
+        state = await self.db.read(task_state, self.db, self.runs, row)
+        if state.status != INPUT_REQUIRED:
+            raise ApiError(409, "not_waiting", "This task is not waiting for an answer.")
+        pending = sorted(q.call_id for q in state.questions)
+        if sorted(a.call_id for a in answers) != pending:
+            raise ApiError(
+                400, "invalid_input", "Give exactly one answer for each pending question."
+            )
+        run = self.runs.get(row.id)
+        if run is not None and run.asking and not run.parked:
+            if model_connection is not None:
+                allow = self.settings.model_connection_allow_private_hosts
+                self.runs.switch_connection(run, connection_provider(model_connection, allow))
+            self.runs.deliver_answers(run, answers)
+            return row.id
+        # The paused process is gone (kept long enough, or the server restarted): a new turn
+        # resumes the CLI's conversation and tells the agent the answers.
+        continuation = EngineTask(
+            principal_id=principal_id,
+            harness_id=None,
+            input=answers_prompt(state.questions, answers),
+            previous_response_id=row.id,
+            model_connection=model_connection,
+            questions=run.questions if run is not None else QuestionPolicy.pause(),
+            store=row.store,
+            metadata={
+                k: v
+                for k, v in state.response.get("metadata", {}).items()
+                if k not in ("session_id", "harness_id")
+            },
+        )
+        return (await self.start(continuation)).response_id
+
+    async def _row(self, principal_id: str, response_id: str) -> ResponseRow:
+        row = await self.db.read(response_store.get_response, self.db, principal_id, response_id)
+        if row is None:
+            raise ApiError(404, "response_not_found", "No response with that id.")
+        return row
 
     async def started(self, response_id: str) -> None:
         """Wait while a task with this id is being accepted (an idempotent repeat can find
@@ -271,34 +406,40 @@ class TaskService:
     def _accept(self, a: _Acceptance) -> tuple[str | None, SessionRow]:
         """On the writer thread: the idempotency record, the session, the input files and the
         response row. Returns (the response an idempotent repeat refers to, the session)."""
-        if a.idempotency_key:
-            winner = self.idempotent_target(a.principal_id, a.idempotency_key, a.body)
+        principal_id = a.task.principal_id
+        if a.idempotency_key and a.fingerprint:
+            winner = self._idempotent(principal_id, a.idempotency_key, a.fingerprint)
             if winner:
                 return winner, a.session  # type: ignore[return-value]
-        store = a.body.get("store", True)
+        store = a.task.store
         # A store=false task leaves no trace of its input, not even as a session title.
         title = _title(a.normalized.prompt) if store else ""
         session = self._claim_or_create(
-            a.principal_id, a.harness, a.session, a.response_id, title, a.new_session_id
+            principal_id, a.harness, a.session, a.response_id, title, a.new_session_id
         )
-        if a.idempotency_key:
+        key = a.task.session
+        if key is not None and a.session is None:
+            door_sessions.bind(
+                self.db, principal_id, a.harness.id, key.door, key.external_id, session.id
+            )
+        if a.idempotency_key and a.fingerprint:
             # Cannot collide: the key was looked up above, and every write runs on this thread.
             response_store.put_idempotency(
                 self.db,
                 IdempotencyRow(
-                    principal_id=a.principal_id,
+                    principal_id=principal_id,
                     key=a.idempotency_key,
-                    fingerprint=fingerprint(a.body),
+                    fingerprint=a.fingerprint,
                     response_id=a.response_id,
                     created_at=time.time(),
                 ),
             )
-        record_inline_files(self.db, a.principal_id, a.inline, keep=store)
+        record_inline_files(self.db, principal_id, a.inline, keep=store)
         response_store.insert_response(
             self.db,
             ResponseRow(
                 id=a.response_id,
-                principal_id=a.principal_id,
+                principal_id=principal_id,
                 session_id=session.id,
                 previous_response_id=a.previous,
                 status="in_progress",
@@ -310,12 +451,12 @@ class TaskService:
         )
         return None, session
 
-    def _resolve_chain(
-        self, principal_id: str, body: dict[str, Any]
-    ) -> tuple[HarnessRow, SessionRow | None, str | None]:
-        metadata = body.get("metadata") or {}
-        requested_harness = metadata.get("harness_id")
-        previous_id = body.get("previous_response_id")
+    def _resolve_chain(self, task: EngineTask) -> tuple[HarnessRow, SessionRow | None, str | None]:
+        principal_id = task.principal_id
+        requested_harness = task.harness_id
+        previous_id = task.previous_response_id
+        if previous_id is None and task.session is not None:
+            return self._resolve_door_session(task)
         if previous_id is not None:  # an empty id names no response: 404, never "absent"
             previous = response_store.get_response(self.db, principal_id, previous_id)
             session = previous and session_store.get_session(
@@ -375,16 +516,49 @@ class TaskService:
             raise ApiError(503, "harness_unavailable", "No harness base is enabled on this server.")
         return harness, None, None
 
+    def _resolve_door_session(
+        self, task: EngineTask
+    ) -> tuple[HarnessRow, SessionRow | None, str | None]:
+        """The harness, and the UHP session the door's session key maps to (None: a new
+        one, bound to the key when the task is accepted) with its latest response."""
+        assert task.session is not None
+        harness = self._named_or_default_harness(task.principal_id, task.harness_id)
+        key = task.session
+        session_id = door_sessions.find(
+            self.db, task.principal_id, harness.id, key.door, key.external_id
+        )
+        session = session_id and session_store.get_session(self.db, task.principal_id, session_id)
+        if not session or self._expired(session):
+            return harness, None, None
+        responses = session_listing.responses_of(self.db, session.id)
+        return harness, session, responses[-1].id if responses else None
+
+    def _named_or_default_harness(self, principal_id: str, harness_id: str | None) -> HarnessRow:
+        if harness_id is not None:
+            harness = harness_store.get_harness(self.db, principal_id, harness_id)
+            if harness is None:
+                raise ApiError(
+                    404,
+                    "harness_not_found",
+                    "No harness with that id.",
+                    param="metadata.harness_id",
+                )
+            return harness
+        harness = default_harness(self.db, principal_id, self.bases)
+        if harness is None:
+            raise ApiError(503, "harness_unavailable", "No harness base is enabled on this server.")
+        return harness
+
     def _expired(self, session: SessionRow) -> bool:
         idle = time.time() - session.updated_at
         return idle > self.settings.session_retention_days * 86400
 
-    def _budgets(self, body: dict[str, Any], config: dict[str, Any]) -> tuple[int | None, int]:
-        max_step = body.get("max_step")
+    def _budgets(self, task: EngineTask, config: dict[str, Any]) -> tuple[int | None, int]:
+        max_step = task.max_step
         if max_step is None:
             max_step = config.get("maxStep")
         limit = self.settings.max_timeout_seconds
-        timeout = body.get("timeout_seconds") or config.get("timeoutSeconds")
+        timeout = task.timeout_seconds or config.get("timeoutSeconds")
         return max_step, min(int(timeout or self.settings.default_timeout_seconds), limit)
 
     def _check_timeout(self, timeout: int | None) -> None:
@@ -435,32 +609,37 @@ class TaskService:
 
     @staticmethod
     def _system_prompt(
-        config: dict[str, Any], body: dict[str, Any], normalized: NormalizedInput
+        config: dict[str, Any], task: EngineTask, normalized: NormalizedInput
     ) -> str:
-        parts = [config.get("systemPrompt") or "", *normalized.instructions]
-        parts.append(body.get("instructions") or "")
+        parts = [config.get("systemPrompt") or "", opening_system_text(task.opening)]
+        parts.extend(normalized.instructions)
+        parts.append(task.instructions or "")
         return "\n\n".join(p for p in parts if p.strip())
 
     @staticmethod
-    def _ignored(body: dict[str, Any], base: HarnessBase) -> dict[str, Any]:
-        ignored = sorted(k for k in body if k not in HONOURED_FIELDS)
-        if "max_output_tokens" in body and base.honours_max_output_tokens:
+    def _prompt(task: EngineTask, normalized: NormalizedInput, *, opening: bool) -> str:
+        """The turn's prompt; a new session's opening conversation comes before it."""
+        return with_opening(normalized.prompt, task.opening) if opening else normalized.prompt
+
+    @staticmethod
+    def _ignored(task: EngineTask, base: HarnessBase) -> dict[str, Any]:
+        ignored = list(task.ignored_fields)
+        if "max_output_tokens" in ignored and base.honours_max_output_tokens:
             ignored.remove("max_output_tokens")
         return {"ignored_fields": ignored} if ignored else {}
 
     def _new_run(
         self,
         response_id: str,
-        principal_id: str,
-        body: dict[str, Any],
+        task: EngineTask,
         harness: HarnessRow,
         session: SessionRow,
         previous_id: str | None,
         plan: TurnPlan,
         now: int,
     ) -> Run:
-        store = body.get("store", True)
-        metadata = {k: v for k, v in (body.get("metadata") or {}).items()}
+        store = task.store
+        metadata = dict(task.metadata)
         metadata.update(session_id=session.id, harness_id=harness.id)
         response = {
             "id": response_id,
@@ -476,18 +655,19 @@ class TaskService:
             "usage": None,
             "metadata": metadata,
             # Fields of the borrowed Responses shape that OpenAI-style clients read.
-            "instructions": body.get("instructions"),
-            "background": body.get("background", False),
-            "max_output_tokens": body.get("max_output_tokens"),
+            "instructions": task.instructions,
+            "background": task.background,
+            "max_output_tokens": task.max_output_tokens,
             "parallel_tool_calls": False,
             "tool_choice": "auto",
             "tools": [],
         }
         return Run(
             response_id=response_id,
-            principal_id=principal_id,
+            principal_id=task.principal_id,
             session_id=session.id,
             plan=plan,
+            questions=task.questions,
             log=EventLog(self.db, response_id, persist=store),
             builder=ResponseBuilder(response),
         )

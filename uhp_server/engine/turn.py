@@ -21,9 +21,12 @@ from harness_bases import events as ev
 from harness_bases.base import HarnessBase, McpServerSpec, SkillBundle, TurnSpec
 from harness_bases.turns import AgentTurn
 from uhp_server.catalog import ModelRoute
+from uhp_server.engine.admission import AdmissionQueue
 from uhp_server.engine.builder import ResponseBuilder
 from uhp_server.engine.eventlog import EventLog
 from uhp_server.engine.inputs import Attachment
+from uhp_server.engine.questions import PARKED_REASON, QUESTION_SERVER, is_question_tool
+from uhp_server.engine.requests import Question, QuestionPolicy
 from uhp_server.engine.turn_files import TurnFiles
 from uhp_server.errors import error_body
 from uhp_server.gateway.mcp_targets import McpTarget, degraded_notice, mcp_path, probe
@@ -56,6 +59,7 @@ class TurnPlan:
     # Where the model calls go (provider, its name for the model); None: the provider named
     # like the base's backend, with `model` as is. A per-turn connection's key lives here.
     route: ModelRoute | None = field(default=None, repr=False)
+    ask_user: bool = False  # offer the server's question tool (engine/questions.py)
 
 
 @dataclass
@@ -85,6 +89,15 @@ class Run:
     task: asyncio.Task[None] | None = None
     container_id: str = ""  # the session's container: where the turn's artifacts go
     public_base_url: str = ""  # the origin the client used; artifact download_url is on it
+    questions: QuestionPolicy = field(default_factory=QuestionPolicy)
+    queued: bool = False  # waiting for admission (engine/admission.py)
+    asking: list[Question] = field(default_factory=list)  # questions waiting for the user
+    answer_waiters: dict[str, asyncio.Future[str]] = field(default_factory=dict)
+    recorded_used: int = 0  # RECORDED answers given so far
+    parked: list[str] = field(default_factory=list)  # call ids left pending when parked
+    park: asyncio.Event = field(default_factory=asyncio.Event)  # kept long enough: end it
+    grant: Any = field(default=None, repr=False)  # the turn's gateway grant while it runs
+    hidden_calls: set[str] = field(default_factory=set)  # the CLI's own reports of ask_user
 
     async def record(self, make_events: Callable[[], list[dict[str, Any]]]) -> None:
         """Append what `make_events` builds, unless the outcome is already decided (a cancel
@@ -101,12 +114,14 @@ class TurnExecutor:
         tools_dir: Path,
         grace_seconds: float,
         files: TurnFiles | None = None,
+        admission: AdmissionQueue | None = None,
     ):
         self.sandbox = sandbox
         self.tokens = tokens
         self.tools_dir = tools_dir
         self.grace_seconds = grace_seconds
         self.files = files  # attachments in, artifacts out; None: neither
+        self.admission = admission  # None: no limit on concurrent turns
 
     async def execute(self, run: Run, on_terminal: Callable[[Run], None]) -> None:
         """Run the turn; `on_terminal` is called once the terminal event is written, before
@@ -121,15 +136,18 @@ class TurnExecutor:
             provider=route.provider if route else None,
             door=door,
         )
+        run.grant = grant
         proc: SandboxedProcess | None = None
         agent_turn: AgentTurn | None = None
         agen: AsyncIterator[ev.AgentEvent] | None = None
         pending: asyncio.Future[ev.AgentEvent] | None = None
         outcome = Outcome("failed", "harness_error", "The agent could not be started.")
         before = None  # the workspace as the turn found it, once known
+        admitted = False
         try:
             await run.record(run.builder.in_progress)
             await self._previous_turn_gone(run)
+            admitted = await self._admit(run)
             mcp = await self._reachable_mcp(run)
             grant.mcp_servers = {target.name: target for target in mcp}
             spec = await self._with_attachments(run, self._spec(plan, grant.token, mcp))
@@ -161,6 +179,7 @@ class TurnExecutor:
             # The outcome is known: no model call may follow it, even while the CLI winds
             # down (the grant is kept for its usage).
             self.tokens.revoke(grant.token)
+            run.grant = None
             # A per-turn model connection (its key) lives no longer than the turn, though the
             # run stays in memory a while for readers.
             run.plan = dataclasses.replace(plan, route=None)
@@ -173,7 +192,35 @@ class TurnExecutor:
             finally:
                 if collecting is not None:  # a late collection is part of the turn's work
                     await asyncio.gather(collecting, return_exceptions=True)
+                if admitted and self.admission is not None:
+                    self.admission.release()
                 run.stopped.set()
+
+    async def _admit(self, run: Run) -> bool:
+        """Wait (queued) for a slot to run in. False when there is no limit, or when the task
+        was cancelled while it waited: it then leaves the line at once."""
+        if self.admission is None:
+            return False
+        run.queued = True
+        acquiring = asyncio.ensure_future(self.admission.acquire())
+        stopping = asyncio.ensure_future(run.stop.wait())
+        try:
+            await asyncio.wait({acquiring, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # the server is stopping: leave the line, keep no slot
+            acquiring.cancel()
+            if acquiring.done() and not acquiring.cancelled():
+                self.admission.release()
+            raise
+        finally:
+            run.queued = False
+            stopping.cancel()
+        if not acquiring.done():
+            acquiring.cancel()
+        try:
+            await acquiring
+        except asyncio.CancelledError:
+            return False
+        return True
 
     async def _previous_turn_gone(self, run: Run) -> None:
         """A session's turns never overlap in its workspace, even while one is winding down."""
@@ -244,6 +291,9 @@ class TurnExecutor:
         servers = tuple(
             McpServerSpec(t.name, origin + mcp_path(t.name), token, t.transport) for t in mcp
         )
+        if plan.ask_user and "http" in plan.base.mcp_transports:
+            asking = McpServerSpec(QUESTION_SERVER, origin + mcp_path(QUESTION_SERVER), token)
+            servers = (*servers, asking)
         return TurnSpec(
             prompt=plan.prompt,
             model=plan.model,
@@ -270,17 +320,21 @@ class TurnExecutor:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + run.plan.timeout_seconds
         stop_wait = asyncio.ensure_future(run.stop.wait())
+        park_wait = asyncio.ensure_future(run.park.wait())
         try:
             while True:
                 pending = asyncio.ensure_future(anext(agen))
                 done, _ = await asyncio.wait(
-                    {pending, stop_wait},
+                    {pending, stop_wait, park_wait},
                     timeout=max(0.0, deadline - loop.time()),
                     return_when=asyncio.FIRST_COMPLETED,
                 )
                 if pending not in done:
                     if stop_wait in done:
                         return Outcome("cancelled"), pending
+                    if park_wait in done:
+                        details = {"reason": PARKED_REASON, "pending_call_ids": list(run.parked)}
+                        return Outcome("incomplete", incomplete_details=details), pending
                     budget = run.plan.timeout_seconds
                     details = {"reason": "timeout_seconds", "timeout_seconds": budget}
                     return Outcome("incomplete", incomplete_details=details), pending
@@ -295,6 +349,7 @@ class TurnExecutor:
                     return outcome, None
         finally:
             stop_wait.cancel()
+            park_wait.cancel()
 
     async def _handle(self, run: Run, event: ev.AgentEvent) -> Outcome | None:
         if run.log.ending:  # a cancel wrote the terminal event itself: the outcome is decided
@@ -311,6 +366,10 @@ class TurnExecutor:
             case ev.StepBudgetReached():
                 details = {"reason": "max_step", "max_step": run.plan.max_step}
                 return Outcome("incomplete", incomplete_details=details)
+            case ev.ToolCallStarted(name=name, call=call) if is_question_tool(name):
+                run.hidden_calls.add(call)  # the engine records the question itself
+            case ev.ToolCallFinished(call=call) if call in run.hidden_calls:
+                pass
             case ev.ToolCallStarted():
                 budget = run.plan.max_step
                 if budget is not None and run.builder.tool_calls >= budget:

@@ -281,6 +281,8 @@ async def forward(
         return unauthorized(backend)
     if not _path_allowed(backend, path):
         return not_found(backend)
+    if grant.model_paused:
+        return bad_gateway(backend, "The agent is waiting for the user; no model call now.")
     provider: Provider | None = grant.provider or upstreams.get(backend)
     if provider is None:
         log.error("gateway %s: a token was issued but no provider is configured", backend)

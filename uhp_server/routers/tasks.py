@@ -14,7 +14,7 @@ from storage import responses as response_store
 from storage.models import Principal, ResponseRow
 from uhp_server.auth import CurrentPrincipal
 from uhp_server.context import AppContext, Ctx
-from uhp_server.engine.fold import fold
+from uhp_server.engine import reading
 from uhp_server.errors import ApiError
 from uhp_server.streaming import sse_response
 from uhp_server.strict_json import StrictJsonRoute
@@ -71,30 +71,11 @@ def _row_or_404(ctx: AppContext, principal: Principal, response_id: str) -> Resp
 
 
 def current_response(ctx: AppContext, row: ResponseRow, *, replay: bool = False) -> dict[str, Any]:
-    """The response as it stands: live from the run, else its stored final form.
-
-    A finished store=false response is not readable back; only an idempotent repeat of the
-    request that created it (replay) still gets its result while the run is remembered."""
-    run = ctx.runs.get(row.id)
-    if run is not None and (row.store or replay or not run.log.finished):
-        return run.log.current()
-    if row.final is not None:
-        return row.final
-    if row.store:
-        events = response_store.events_after(ctx.db, row.id)
-        if events:
-            return fold(events)
-    raise ApiError(404, "response_not_found", "That response was not retained (store: false).")
+    return reading.current_response(ctx.db, ctx.runs, row, replay=replay)
 
 
-async def _events(ctx: AppContext, row: ResponseRow, after: int) -> AsyncIterator[dict[str, Any]]:
-    run = ctx.runs.get(row.id)
-    if run is not None:
-        async for event in run.log.follow(after):
-            yield event
-        return
-    for event in response_store.events_after(ctx.db, row.id, after):
-        yield event
+def _events(ctx: AppContext, row: ResponseRow, after: int) -> AsyncIterator[dict[str, Any]]:
+    return reading.follow_events(ctx.db, ctx.runs, row, after)
 
 
 async def _deliver(

@@ -1,0 +1,35 @@
+"""Front-door session keys: a contract's own session id -> the UHP session it continues."""
+
+from __future__ import annotations
+
+import time
+
+from storage.db import Database
+from storage.models import DoorSessionRow
+
+
+def find(
+    db: Database, principal_id: str, harness_id: str, door: str, external_id: str
+) -> str | None:
+    """The UHP session mapped to this key, if any."""
+    with db.session() as s:
+        row = s.get(DoorSessionRow, (principal_id, harness_id, door, external_id))
+        return row.session_id if row is not None else None
+
+
+def bind(
+    db: Database, principal_id: str, harness_id: str, door: str, external_id: str, session_id: str
+) -> None:
+    """Map the key to the session (on the writer thread, after `find` found none)."""
+    with db.session() as s:
+        s.merge(
+            DoorSessionRow(
+                principal_id=principal_id,
+                harness_id=harness_id,
+                door=door,
+                external_id=external_id,
+                session_id=session_id,
+                created_at=int(time.time()),
+            )
+        )
+        s.commit()

@@ -1,0 +1,192 @@
+"""The engine in-process with a scripted stand-in base and sandbox, for fast engine tests.
+
+The stand-in agent reads its prompt's last line as a script:
+- `SAY <text>`: answers <text> and finishes;
+- `WAIT <name>`: waits until the test calls `release(<name>)`, then answers "released";
+- `ASK <question>`: asks the user through the engine's question tool, then answers
+  "answer: <the user's answer>" (or fails when no answer came);
+anything else is echoed back. Every prompt and system prompt it got is kept for checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from harness_bases import events as ev
+from harness_bases.base import Enforcement, HarnessBase, Invocation, Process, TurnSpec
+from harness_bases.turns import AgentTurn
+from storage import keys
+from storage.db import Database
+from uhp_server.catalog import ModelCatalog
+from uhp_server.engine.admission import AdmissionQueue
+from uhp_server.engine.runs import RunManager
+from uhp_server.engine.tasks import TaskService
+from uhp_server.engine.turn import TurnExecutor
+from uhp_server.gateway.connection import ModelConnection
+from uhp_server.gateway.tokens import TokenRegistry
+from uhp_server.gateway.upstreams import Upstreams
+from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SessionMounts
+from uhp_server.settings import Settings
+
+CONNECTION = ModelConnection(base_url="http://127.0.0.1:9/v1", model="m", api_key="k")
+
+
+class IdleProcess(SandboxedProcess):
+    """A "process" with nothing to say: the stand-in agent talks through its turn object."""
+
+    def __init__(self, started: list[str]) -> None:
+        self._exit = asyncio.Event()
+        self._started = started
+
+    async def write(self, data: bytes) -> None:
+        return None
+
+    async def close_stdin(self) -> None:
+        self._exit.set()
+
+    async def lines(self) -> AsyncIterator[bytes]:  # type: ignore[override]
+        await self._exit.wait()
+        return
+        yield b""
+
+    def stderr_tail(self) -> str:
+        return ""
+
+    async def wait(self) -> int:
+        await self._exit.wait()
+        return 0
+
+    async def kill(self) -> None:
+        self._exit.set()
+
+
+class StandInSandbox(Sandbox):
+    name = "stand-in"
+
+    def __init__(self) -> None:
+        self.started: list[str] = []  # response ids, in the order their sandbox started
+        self.running = 0
+        self.most_running = 0
+
+    def gateway_url(self, backend: str) -> str:
+        return f"http://127.0.0.1:9/gateway/{backend}/v1"
+
+    async def start(self, invocation: Invocation, mounts: SessionMounts) -> SandboxedProcess:
+        self.started.append(mounts.labels.get("uhp.response", ""))
+        return IdleProcess(self.started)
+
+
+class StandInTurn(AgentTurn):
+    def __init__(self, base: StandInBase, spec: TurnSpec) -> None:
+        super().__init__()
+        self.base, self.spec = base, spec
+
+    async def run(self) -> AsyncGenerator[ev.AgentEvent, None]:
+        base, spec = self.base, self.spec
+        base.prompts.append(spec.prompt)
+        base.system_prompts.append(spec.system_prompt)
+        base.mcp_names.append(tuple(s.name for s in spec.mcp_servers))
+        line = spec.prompt.strip().splitlines()[-1] if spec.prompt.strip() else ""
+        verb, _, rest = line.partition(" ")
+        base.sandbox_running(+1)
+        try:
+            yield ev.NativeSession(f"native-{len(base.prompts)}")
+            if verb == "WAIT":
+                await base.gate(rest).wait()
+                text = "released"
+            elif verb == "ASK":
+                assert base.runs is not None
+                run = base.runs.by_token(spec.gateway_token)
+                assert run is not None
+                answer = await base.runs.ask(run, rest, ("yes", "no"))
+                if answer is None:
+                    await asyncio.Event().wait()  # parked: the engine ends the turn
+                text = f"answer: {answer}"
+            elif verb == "SAY":
+                text = rest
+            else:
+                text = spec.prompt
+            yield ev.TextDelta("m1", text)
+            yield ev.TextDone("m1", text)
+            yield ev.TurnFinished()
+        finally:
+            base.sandbox_running(-1)
+
+    async def send_interrupt(self) -> bool:
+        return True
+
+
+class StandInBase(HarnessBase):
+    name = "standin"
+    label = "Stand-in"
+    backend = "openai"
+    wire = "chat"
+    cli_version = "1"
+    cli_pins = ()
+    enforcement = Enforcement(disabled_tools="instruction", max_step="counted")
+    state_dirs = ()
+    runtime_packages = ()
+    host_packages = ()
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+        self.system_prompts: list[str] = []
+        self.mcp_names: list[tuple[str, ...]] = []
+        self.runs: RunManager | None = None
+        self.gates: dict[str, asyncio.Event] = {}
+        self.running = 0
+        self.most_running = 0
+
+    def gate(self, name: str) -> asyncio.Event:
+        return self.gates.setdefault(name, asyncio.Event())
+
+    def sandbox_running(self, change: int) -> None:
+        self.running += change
+        self.most_running = max(self.most_running, self.running)
+
+    def install(self, tools_dir: Path) -> None:
+        return None
+
+    def installed_version(self, tools_dir: Path) -> str | None:
+        return self.cli_version
+
+    def prepare(self, turn: TurnSpec) -> Invocation:
+        return Invocation(argv=["stand-in"], env={}, cwd=turn.paths.workspace)
+
+    def start_turn(self, proc: Process, turn: TurnSpec) -> AgentTurn:
+        return StandInTurn(self, turn)
+
+
+class StandInEngine:
+    """TaskService + RunManager over the stand-ins, on the caller's event loop."""
+
+    def __init__(self, tmp_path: Path, max_turns: int = 4, keep_seconds: float = 30) -> None:
+        self.settings = Settings(
+            data_dir=tmp_path / "data",
+            tools_dir=tmp_path / "tools",
+            model_connection_allow_private_hosts=True,
+            OPENAI_API_KEY=None,
+            ANTHROPIC_API_KEY=None,
+        )
+        self.db = Database(self.settings.db_path)
+        self.base = StandInBase()
+        self.sandbox = StandInSandbox()
+        self.admission = AdmissionQueue(max_turns)
+        executor = TurnExecutor(
+            self.sandbox, TokenRegistry(), self.settings.tools_dir, 0.1, admission=self.admission
+        )
+        self.runs = RunManager(self.db, executor, paused_keep_seconds=keep_seconds)
+        self.base.runs = self.runs
+        bases: dict[str, Any] = {"standin": self.base}
+        catalog = ModelCatalog(Upstreams(self.settings))
+        self.tasks = TaskService(self.settings, self.db, bases, catalog, self.runs)
+        self.principal_id = keys.ensure_principal(self.db, keys.DEFAULT_PRINCIPAL).id
+
+    async def close(self) -> None:
+        for gate in self.base.gates.values():
+            gate.set()
+        await self.runs.shutdown()
+        self.db.close()

@@ -1,0 +1,140 @@
+"""Questions the agent asks the user, and what the task's question policy does with them.
+
+The agent asks through the server's own question tool (`ask_user` on the built-in MCP
+server `uhp-user`, gateway/user_questions.py). The question becomes a function_call item in
+the event log. The policy decides the answer: RECORDED takes the next recorded answer, HOLD
+asks the door's callback, PAUSE (or a HOLD callback that defers) waits for
+`TaskService.answer`: the task reports input_required, the agent's model connection is
+suspended, and the answer comes back as the tool's result in the same conversation.
+
+A paused turn keeps its process for `keep_seconds`; after that it is parked: the turn ends
+`incomplete` (reason `input_required`, the pending calls named) and a later answer starts a
+new turn that resumes the CLI's own conversation and tells the agent the user's answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from typing import TYPE_CHECKING, Any
+
+from harness_bases import events as ev
+from uhp_server.engine.requests import Question, QuestionMode, ToolAnswer
+
+if TYPE_CHECKING:
+    from uhp_server.engine.turn import Run
+
+QUESTION_SERVER = "uhp-user"
+QUESTION_TOOL = "ask_user"
+PARKED_REASON = "input_required"
+_NO_RECORDED_ANSWER = "(No answer was recorded for this question; carry on as you judge best.)"
+
+
+def is_question_tool(name: str) -> bool:
+    """Whether a tool call the CLI reports is its call of the server's question tool (the
+    engine records that call itself, so the CLI's own report of it is left out)."""
+    lowered = name.lower()
+    return QUESTION_TOOL in lowered and ("uhp-user" in lowered or "uhp_user" in lowered)
+
+
+def question_arguments(text: str, options: tuple[str, ...]) -> str:
+    body: dict[str, Any] = {"question": text}
+    if options:
+        body["options"] = list(options)
+    return json.dumps(body)
+
+
+async def ask(run: Run, text: str, options: tuple[str, ...], keep_seconds: float) -> str | None:
+    """The agent asks `text`: record the call, get the answer as the policy says, record it.
+    None: no answer came while the process was kept (the turn is parked) or it stopped."""
+    call_id = "call_" + secrets.token_hex(12)
+    arguments = question_arguments(text, options)
+    question = Question(call_id, QUESTION_TOOL, arguments, text, options)
+    started = ev.ToolCallStarted(call=call_id, name=QUESTION_TOOL, arguments=arguments)
+    await run.record(lambda: run.builder.apply(started))
+    answer = await _policy_answer(run, question)
+    if answer is None:
+        answer = await _wait_for_user(run, question, keep_seconds)
+    if answer is None:
+        return None
+    finished = ev.ToolCallFinished(call=call_id, output=answer)
+    await run.record(lambda: run.builder.apply(finished))
+    return answer
+
+
+async def _policy_answer(run: Run, question: Question) -> str | None:
+    policy = run.questions
+    if policy.mode is QuestionMode.RECORDED:
+        index = run.recorded_used
+        run.recorded_used += 1
+        return policy.recorded[index] if index < len(policy.recorded) else _NO_RECORDED_ANSWER
+    if policy.mode is QuestionMode.HOLD and policy.on_question is not None:
+        return await policy.on_question(question)
+    return None
+
+
+async def _wait_for_user(run: Run, question: Question, keep_seconds: float) -> str | None:
+    loop = asyncio.get_running_loop()
+    answered: asyncio.Future[str] = loop.create_future()
+    run.answer_waiters[question.call_id] = answered
+    run.asking.append(question)
+    if run.grant is not None:
+        run.grant.model_paused = True  # a waiting agent holds no model connection
+    stopping = asyncio.ensure_future(run.stop.wait())
+    try:
+        await asyncio.wait(
+            {answered, stopping}, timeout=keep_seconds, return_when="FIRST_COMPLETED"
+        )
+        if answered.done():
+            return answered.result()
+        if not run.stop.is_set():
+            run.parked = [q.call_id for q in run.asking]
+            run.park.set()
+        return None
+    finally:
+        stopping.cancel()
+        run.answer_waiters.pop(question.call_id, None)
+        if not run.parked:
+            run.asking.remove(question)
+        if not run.asking and run.grant is not None:
+            run.grant.model_paused = False
+
+
+def deliver(run: Run, answers: list[ToolAnswer]) -> None:
+    """Hand the user's answers to the questions the live turn waits on."""
+    for answer in answers:
+        waiter = run.answer_waiters.get(answer.call_id)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(answer.output)
+
+
+def pending_questions(response: dict[str, Any]) -> tuple[Question, ...]:
+    """The question calls a finished (parked or interrupted) response left unanswered."""
+    answered = {i["call_id"] for i in response["output"] if i["type"] == "function_call_output"}
+    pending = []
+    for item in response["output"]:
+        if item["type"] != "function_call" or item["name"] != QUESTION_TOOL:
+            continue
+        if item["call_id"] in answered:
+            continue
+        try:
+            parsed = json.loads(item["arguments"])
+        except ValueError:
+            parsed = {}
+        text = str(parsed.get("question", "")) if isinstance(parsed, dict) else ""
+        options = tuple(str(o) for o in parsed.get("options") or ()) if text else ()
+        pending.append(Question(item["call_id"], QUESTION_TOOL, item["arguments"], text, options))
+    return tuple(pending)
+
+
+def answers_prompt(questions: tuple[Question, ...], answers: list[ToolAnswer]) -> str:
+    """The new turn's prompt when the paused process is gone: the user's answers."""
+    by_call = {a.call_id: a.output for a in answers}
+    lines = ["You asked the user a question and paused. The user has now answered."]
+    for q in questions:
+        lines.append(
+            f"Your question ({q.call_id}): {q.text}\nThe user's answer: {by_call[q.call_id]}"
+        )
+    lines.append("Carry on with the task using these answers.")
+    return "\n\n".join(lines)

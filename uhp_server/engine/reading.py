@@ -1,0 +1,68 @@
+"""Reading a task back: its response as it stands, and its events, live or stored.
+
+Every door reads tasks this way (UHP's GET and stream, the other doors' status and output),
+so none of them touches storage or the run registry's internals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from storage import responses as response_store
+from storage.db import Database
+from storage.models import ResponseRow
+from uhp_server.engine.fold import fold
+from uhp_server.engine.questions import PARKED_REASON, pending_questions
+from uhp_server.engine.requests import INPUT_REQUIRED, QUEUED, TaskState
+from uhp_server.engine.runs import RunManager
+from uhp_server.errors import ApiError
+
+
+def current_response(
+    db: Database, runs: RunManager, row: ResponseRow, *, replay: bool = False
+) -> dict[str, Any]:
+    """The response as it stands: live from the run, else its stored final form.
+
+    A finished store=false response is not readable back; only an idempotent repeat of the
+    request that created it (replay) still gets its result while the run is remembered."""
+    run = runs.get(row.id)
+    if run is not None and (row.store or replay or not run.log.finished):
+        return run.log.current()
+    if row.final is not None:
+        return row.final
+    if row.store:
+        events = response_store.events_after(db, row.id)
+        if events:
+            return fold(events)
+    raise ApiError(404, "response_not_found", "That response was not retained (store: false).")
+
+
+def task_state(db: Database, runs: RunManager, row: ResponseRow) -> TaskState:
+    """The task's engine status (with `queued` and `input_required`, which UHP folds into
+    `in_progress`), its response, and the questions it waits on."""
+    response = current_response(db, runs, row, replay=True)
+    status = response["status"]
+    run = runs.get(row.id)
+    if run is not None and status == "in_progress":
+        if run.queued:
+            status = QUEUED
+        elif run.asking:
+            return TaskState(INPUT_REQUIRED, response, tuple(run.asking))
+    details = response.get("incomplete_details") or {}
+    if status == "incomplete" and details.get("reason") == PARKED_REASON:
+        return TaskState(INPUT_REQUIRED, response, pending_questions(response))
+    return TaskState(status, response)
+
+
+async def follow_events(
+    db: Database, runs: RunManager, row: ResponseRow, after: int = -1
+) -> AsyncIterator[dict[str, Any]]:
+    """The response's events after `after`: live until the terminal one, or as stored."""
+    run = runs.get(row.id)
+    if run is not None:
+        async for event in run.log.follow(after):
+            yield event
+        return
+    for event in await db.read(response_store.events_after, db, row.id, after):
+        yield event
