@@ -1,7 +1,7 @@
-"""Run one tool call as an ordinary task and wait for its end within the caller's budget.
+"""Waiting for a door's task: to its end, within a caller's budget, and its result object.
 
-The platform calling a tool gives up after its own timeout; an answer after that is lost
-and counted as a failure. So the turn's wall-clock budget is set a margin below the call's
+A platform calling a tool gives up after its own timeout; an answer after that is lost and
+counted as a failure. So the turn's wall-clock budget is set a margin below the call's
 budget (the turn then ends `incomplete` with what it did, artifacts collected), and the call
 waits for the terminal event until just before the budget, cancelling the turn as a last
 resort.
@@ -12,11 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from uhp_server.context import AppContext
-from uhp_server.engine.turn import Run
+from uhp_server.engine.fold import TERMINAL_TYPES
 from uhp_server.frontdoors.harness_result import harness_result
 
 # Room left between the turn's own budget and the call's: collecting artifacts and writing
@@ -31,24 +30,29 @@ def turn_budget(call_budget: float) -> int:
     return max(1, math.floor(call_budget - margin))
 
 
-async def finish_within(ctx: AppContext, run: Run, call_budget: float, started: float) -> None:
-    """Wait for the run's terminal event until just before the call's budget is spent; past
-    that, cancel it (its terminal event is written before the cancel returns)."""
-    loop = asyncio.get_running_loop()
-    left = call_budget - (loop.time() - started) - _ANSWER_SECONDS
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(asyncio.shield(run.log.wait_finished()), max(0.0, left))
-        return
-    await ctx.runs.cancel(run)
+async def until_terminal(ctx: AppContext, principal_id: str, response_id: str) -> None:
+    """Return once the response's terminal event is written."""
+    async for event in ctx.tasks.follow(principal_id, response_id):
+        if event.get("type") in TERMINAL_TYPES:
+            return
 
 
-@dataclass(frozen=True)
-class Finished:
-    response: dict[str, Any]
-    result: dict[str, Any]
+async def finish_within(
+    ctx: AppContext, principal_id: str, response_id: str, call_budget: float, started: float
+) -> dict[str, Any]:
+    """The finished response, waited for until just before the call's budget is spent; past
+    that the turn is cancelled (its terminal event is written before the cancel returns)."""
+    left = call_budget - (asyncio.get_running_loop().time() - started) - _ANSWER_SECONDS
+    try:
+        await asyncio.wait_for(until_terminal(ctx, principal_id, response_id), max(0.0, left))
+    except TimeoutError:
+        with contextlib.suppress(Exception):
+            await ctx.tasks.cancel(principal_id, response_id)
+    return (await ctx.tasks.state(principal_id, response_id)).response
 
 
-async def render(ctx: AppContext, run: Run, base_url: str) -> Finished:
-    response = run.log.current()
-    result = await ctx.db.read(harness_result, ctx.db, response, base_url)
-    return Finished(response, result)
+async def task_result(ctx: AppContext, response: dict[str, Any], base_url: str) -> dict[str, Any]:
+    """The result object of a finished response; download links on `base_url` (else the
+    configured public origin)."""
+    origin = ctx.settings.public_base_url or base_url
+    return await ctx.db.read(harness_result, ctx.db, response, origin)

@@ -14,11 +14,13 @@ from storage import sessions as session_store
 from storage.db import Database
 from storage.models import ResponseRow
 from uhp_server.context import AppContext
+from uhp_server.engine.requests import EngineTask, SessionKey
 from uhp_server.errors import ApiError
 from uhp_server.frontdoors.harness_result import PROMPT_SCHEMA, failure_reason
-from uhp_server.frontdoors.tool_runs import Finished, finish_within, render, turn_budget
+from uhp_server.frontdoors.tool_runs import finish_within, task_result, turn_budget
 
 MAX_PROMPT_CHARS = PROMPT_SCHEMA["maxLength"]
+SESSION_DOOR = "oumi-tools"  # the platform's sessions, whichever protocol carried the call
 MIN_BUDGET, MAX_BUDGET = 1, 120  # what the platform allows for one call, in seconds
 
 
@@ -93,30 +95,30 @@ async def run_tool_call(
     base_url: str,
     external_session: str | None = None,
 ) -> dict[str, Any]:
-    """Run the call; returns the result object, or raises Refusal (a failed turn included)."""
+    """Run the call; returns the result object, or raises Refusal (a failed turn included).
+
+    `external_session`: the platform's own session id (MCP `_meta`), one UHP session per
+    principal, harness and id; `arguments.session_id` names a UHP session directly."""
     started = asyncio.get_running_loop().time()
     await ctx.db.read(_harness_or_refuse, ctx.db, principal_id, harness_id)
-    body: dict[str, Any] = {
-        "input": arguments.prompt,
-        "metadata": {"harness_id": harness_id},
-        "timeout_seconds": turn_budget(budget),
-    }
+    previous = None
     if arguments.session_id is not None:
         previous = await ctx.db.read(_latest_response, ctx.db, principal_id, arguments.session_id)
-        body["previous_response_id"] = previous
+    task = EngineTask(
+        principal_id=principal_id,
+        harness_id=harness_id,
+        input=arguments.prompt,
+        session=SessionKey(SESSION_DOOR, external_session) if external_session else None,
+        previous_response_id=previous,
+        timeout_seconds=turn_budget(budget),
+    )
     try:
-        accepted = await ctx.tasks.submit(principal_id, body, None, base_url)
+        accepted = await ctx.tasks.start(task, base_url=base_url)
     except ApiError as exc:
         raise Refusal(exc.status, str(exc)) from None
-    run = accepted.run
-    assert run is not None  # no idempotency key: always a new run
-    await finish_within(ctx, run, budget, started)
-    finished = await render(ctx, run, base_url)
-    return refuse_failed(finished)
-
-
-def refuse_failed(finished: Finished) -> dict[str, Any]:
-    if finished.result["status"] == "failed":
-        reason = "The agent's turn failed: " + failure_reason(finished.response)
-        raise Refusal(422, reason, finished.result)
-    return finished.result
+    response = await finish_within(ctx, principal_id, accepted.response_id, budget, started)
+    result = await task_result(ctx, response, base_url)
+    if result["status"] == "failed":
+        reason = "The agent's turn failed: " + failure_reason(response)
+        raise Refusal(422, reason, result)
+    return result
