@@ -16,7 +16,7 @@ import jsonschema
 import pytest
 import yaml
 
-from tests.conftest import server_env
+from tests.conftest import DEFAULT_MODEL, server_env
 from tests.scripted_provider import RunningProvider, start_provider
 from tests.support.agentos_platform import RUN_TOKEN_HEADER, AgentosPlatform
 from tests.support.server import ServerProcess
@@ -32,7 +32,7 @@ OUTPUT_SCHEMA = yaml.safe_load(DEPLOY.read_text())["capabilities"]["run"]["outpu
 def gateway() -> Iterator[RunningProvider]:
     with start_provider(
         GATEWAY_KEY,
-        [PLATFORM_MODEL],
+        [PLATFORM_MODEL, DEFAULT_MODEL],
         chat_only=True,
         required_headers={RUN_TOKEN_HEADER: "tok_none_yet"},
     ) as running:
@@ -102,7 +102,9 @@ def test_health_and_a_run_through_the_platform_gateway(
     assert httpx.get(f"{agent.url}/health").status_code == 200
     gateway.reset()
     body = platform.invoke_body(
-        "r_start", "RUN echo made > made.txt\nSAY wrote it", models={"agent": PLATFORM_MODEL}
+        "r_start",
+        "RUN echo made > made.txt\nSAY wrote it",
+        models={"reader": PLATFORM_MODEL, "writer": "other"},  # no `agent`: the first entry
     )
     token = body["context"]["token"]
     output = completed_output(invoke(agent, platform, body))
@@ -125,13 +127,16 @@ def test_health_and_a_run_through_the_platform_gateway(
 
 
 def test_runs_of_one_session_continue_one_uhp_session(
-    agent: ServerProcess, platform: AgentosPlatform
+    agent: ServerProcess, platform: AgentosPlatform, gateway: RunningProvider
 ) -> None:
     first = invoke(
         agent, platform, platform.invoke_body("r_s1", "REMEMBER fig\nSAY ok", session_id="s_1")
     )
     second = invoke(agent, platform, platform.invoke_body("r_s2", "RECALL", session_id="s_1"))
-    other = invoke(agent, platform, platform.invoke_body("r_s3", "SAY other", session_id="s_2"))
+    gateway.reset()
+    no_models = platform.invoke_body("r_s3", "SAY other", session_id="s_2", models={})
+    other = invoke(agent, platform, no_models)
+    assert {c["body"]["model"] for c in model_calls(gateway)} == {DEFAULT_MODEL}  # the harness's
     assert completed_output(second)["text"] == "you said fig"
     session = completed_output(first)["session_id"]
     assert completed_output(second)["session_id"] == session

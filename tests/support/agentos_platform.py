@@ -68,6 +68,10 @@ class AgentosPlatform:
         self.token = ""
         self.gateway.require_headers({RUN_TOKEN_HEADER: "tok_expired"})
 
+    def _models(self, models: dict[str, str] | None) -> dict[str, str]:
+        """The version's models: given ({} for none), or the gateway's first as `agent`."""
+        return {"agent": self.gateway.models[0]} if models is None else models
+
     def invoke_body(
         self,
         run_id: str,
@@ -97,10 +101,13 @@ class AgentosPlatform:
             "context": {
                 "token": self.new_token(),
                 "api_url": self.url,
-                "config": {"models": models or {}, "prompts": {}, "params": {}},
+                "config": {"models": self._models(models), "prompts": {}, "params": {}},
                 "agent_id": "agt_1",
                 "version": "v1",
-                "llm": {"base_url": llm_base_url or self.gateway.base_url, "api_key": "ignored"},
+                "llm": {
+                    "base_url": llm_base_url or self.gateway.base_url,
+                    "api_key": self.gateway.api_key,
+                },
                 "secrets": {"CRM_API_KEY": "crm-secret-5b1e"},
                 "eval": evaluation,
                 "a_future_field": {"ignored": True},
