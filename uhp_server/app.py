@@ -23,6 +23,7 @@ from uhp_server.engine.traces import TraceDeleter
 from uhp_server.engine.turn import TurnExecutor
 from uhp_server.errors import install_error_handlers
 from uhp_server.file_parts import build_file_parts
+from uhp_server.frontdoors import oumi_harness
 from uhp_server.frontdoors.agentos.routes import router as agentos_router
 from uhp_server.frontdoors.oumi_tools.http import router as tool_router
 from uhp_server.frontdoors.oumi_tools.mcp import router as mcp_tool_router
@@ -165,10 +166,11 @@ def create_app(settings: Settings, bases: dict[str, HarnessBase] | None = None) 
     for router in (discovery.router, harnesses.router, tasks.router, sessions.router):
         app.include_router(router)
     app.include_router(make_gateway_router(ctx.tokens, ctx.upstreams))
-    app.include_router(make_mcp_router(ctx.tokens, ctx.upstreams.http))
+    app.include_router(make_mcp_router(ctx.tokens, ctx.upstreams.http, ctx.runs.ask_by_token))
     for router in (files.router, share.router, harness_events.router, api_docs.router):
         app.include_router(router)
-    for router in (tool_router, mcp_tool_router, agentos_router):  # front doors
+    app.include_router(oumi_harness.router)
+    for router in (tool_router, mcp_tool_router, agentos_router):  # more front doors
         app.include_router(router)
     app.add_middleware(VersionMiddleware)
     return app

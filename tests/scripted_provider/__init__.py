@@ -10,7 +10,8 @@ after that message.
 - ``SAY <text>``: the final answer; ``{output}`` is the last tool result's output.
 - ``THINK <text>``: a reasoning summary / thinking block before every response's content.
 - ``RUN <command>``: one step calling the client's shell tool with ``command``.
-- ``TOOL <name> <json>``: one step calling tool ``name`` with those arguments.
+- ``TOOL <name> <json>``: one step calling tool ``name`` with those arguments (a tool the
+  CLI names with its own prefix for an MCP server, e.g. ``mcp__server__name``, matches too).
 - ``LOOP``: every response calls the shell tool with ``echo step <n>`` (n = step + 1).
 - ``SLOW <seconds>``: spread the final answer's deltas over that many seconds.
 - ``SLEEP <seconds>``: wait that long before sending response headers.

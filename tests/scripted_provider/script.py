@@ -264,6 +264,15 @@ def _cwd(events: list[Event]) -> str:
     return "."
 
 
+def _by_suffix(tools: list[ToolSpec], name: str) -> ToolSpec | None:
+    """A tool named `name` under a CLI's own prefix for an MCP server's tools (e.g.
+    ``mcp__server__name``, ``server.name``, ``mcp_server_name``)."""
+    for tool in tools:
+        if any(tool.name.endswith(sep + name) for sep in ("__", ".", "_", "-", "/")):
+            return tool
+    return None
+
+
 def plan(events: list[Event], tools: list[ToolSpec]) -> Reply:
     """Decide the reply for a conversation."""
     anchors = [i for i, e in enumerate(events) if e.kind == "user" and parse_directives(e.text)]
@@ -304,6 +313,7 @@ def plan(events: list[Event], tools: list[ToolSpec]) -> Reply:
     if step_spec:
         name, _, raw_args = step_spec[1].strip().partition(" ")
         spec = next((t for t in tools if name in (t.name, f"{t.namespace}__{t.name}")), None)
+        spec = spec or _by_suffix(tools, name)
         arguments = raw_args.strip() or "{}"
         if spec and spec.kind == "custom":
             try:

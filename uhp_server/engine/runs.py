@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 
 from storage import session_listing
 from storage import sessions as session_store
 from storage.db import Database
+from uhp_server.catalog import ModelRoute
 from uhp_server.engine import questions
 from uhp_server.engine.feed import HarnessFeed, feed_event
 from uhp_server.engine.requests import ToolAnswer
 from uhp_server.engine.turn import Run, TurnExecutor
+from uhp_server.gateway.providers import Provider
 
 log = logging.getLogger("uhp_server.runs")
 
@@ -62,16 +65,28 @@ class RunManager:
         """The agent of `run` asks the user; the answer, or None once the turn is parked."""
         return await questions.ask(run, text, options, self.paused_keep_seconds)
 
+    async def ask_by_token(self, token: str, text: str, options: tuple[str, ...]) -> str | None:
+        """The question tool's call, made with a turn's gateway token."""
+        run = self.by_token(token)
+        return None if run is None else await self.ask(run, text, options)
+
     @staticmethod
     def deliver_answers(run: Run, answers: list[ToolAnswer]) -> None:
         questions.deliver(run, answers)
 
     @staticmethod
-    def switch_connection(run: Run, provider: object) -> None:
-        """A door's fresh model connection: the paused turn's model calls go there now."""
+    def switch_connection(run: Run, provider: Provider) -> None:
+        """A door's fresh model connection: the turn's model calls go there from now on
+        (a turn not started yet starts with it)."""
+        if run.log.ending:
+            return
+        model = provider.models[0]
+        route = ModelRoute(model, provider, model)
         if run.grant is not None:
             run.grant.provider = provider
-            run.grant.model = provider.models[0]  # type: ignore[attr-defined]
+            run.grant.model = model
+        elif run.plan.route is not None:
+            run.plan = dataclasses.replace(run.plan, route=route)
 
     def start(self, run: Run) -> None:
         self._prune()

@@ -37,6 +37,7 @@ from uhp_server.engine.requests import (
     INPUT_REQUIRED,
     EngineTask,
     QuestionPolicy,
+    SessionKey,
     TaskState,
     ToolAnswer,
 )
@@ -377,6 +378,37 @@ class TaskService:
             },
         )
         return (await self.start(continuation)).response_id
+
+    async def harness_exists(self, principal_id: str, harness_id: str) -> bool:
+        """Whether the principal has this harness (its default harnesses included)."""
+
+        def look() -> bool:
+            default_harness(self.db, principal_id, self.bases)  # creates the defaults
+            return harness_store.get_harness(self.db, principal_id, harness_id) is not None
+
+        return await self.db.write(look)
+
+    def use_connection(self, response_id: str, connection: ModelConnection) -> None:
+        """A door's fresher model connection for a task still running: used from now on."""
+        run = self.runs.get(response_id)
+        if run is not None and not run.log.finished:
+            allow = self.settings.model_connection_allow_private_hosts
+            self.runs.switch_connection(run, connection_provider(connection, allow))
+
+    async def latest_in_session(
+        self, principal_id: str, harness_id: str, key: SessionKey
+    ) -> str | None:
+        """The latest response of the UHP session a door's session key maps to, if any."""
+        return await self.db.read(self._latest_in_session, principal_id, harness_id, key)
+
+    def _latest_in_session(self, principal_id: str, harness_id: str, key: SessionKey) -> str | None:
+        session_id = door_sessions.find(
+            self.db, principal_id, harness_id, key.door, key.external_id
+        )
+        if session_id is None or not session_store.get_session(self.db, principal_id, session_id):
+            return None
+        responses = session_listing.responses_of(self.db, session_id)
+        return responses[-1].id if responses else None
 
     async def _row(self, principal_id: str, response_id: str) -> ResponseRow:
         row = await self.db.read(response_store.get_response, self.db, principal_id, response_id)

@@ -137,6 +137,7 @@ class TurnExecutor:
             door=door,
         )
         run.grant = grant
+        grant.asks_user = plan.ask_user
         proc: SandboxedProcess | None = None
         agent_turn: AgentTurn | None = None
         agen: AsyncIterator[ev.AgentEvent] | None = None

@@ -1,3 +1,1 @@
-"""Front doors: packages that translate another contract into the engine's task and render
-the task's event log back into that contract's own format (DESIGN: one engine, several
-front doors)."""
+"""Front doors: other contracts onto the same engine (engine/requests.py), one package each."""

@@ -25,10 +25,12 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
+from uhp_server.engine.questions import QUESTION_SERVER
 from uhp_server.gateway.bodies import read_capped
 from uhp_server.gateway.mcp_targets import MCP_PATH, McpTarget
 from uhp_server.gateway.tokens import DOOR_SCOPE_KEY, TokenRegistry
 from uhp_server.gateway.url_policy import PinnedUrl, UrlRefused, pin_url
+from uhp_server.gateway.user_questions import Asker, serve_questions
 
 log = logging.getLogger(__name__)
 
@@ -140,11 +142,14 @@ async def forward_mcp(
     request: Request,
     tokens: TokenRegistry,
     http: httpx.AsyncClient,
+    ask: Asker | None = None,
 ) -> Response:
     token = _token(request)
     grant = tokens.get(token, request.scope.get(DOOR_SCOPE_KEY)) if token else None
     if grant is None:
         return _error(401, "Invalid or expired gateway token.")
+    if name == QUESTION_SERVER and relay_path is None and ask is not None and grant.asks_user:
+        return await serve_questions(grant.token, request, ask)
     target: McpTarget | None = grant.mcp_servers.get(name) if _NAME.fullmatch(name) else None
     if target is None or (relay_path is not None and target.transport != "sse"):
         return _error(404, "No such MCP server for this turn.")
@@ -192,14 +197,17 @@ async def forward_mcp(
     )
 
 
-def make_mcp_router(tokens: TokenRegistry, http: httpx.AsyncClient) -> APIRouter:
-    """Routes for MCP_PATH/<name> and, for legacy SSE servers, MCP_PATH/<name>/relay/..."""
+def make_mcp_router(
+    tokens: TokenRegistry, http: httpx.AsyncClient, ask: Asker | None = None
+) -> APIRouter:
+    """Routes for MCP_PATH/<name> and, for legacy SSE servers, MCP_PATH/<name>/relay/...;
+    `ask` serves the server's own question tool (gateway/user_questions.py)."""
     router = APIRouter(include_in_schema=False)
     methods = ["GET", "POST", "DELETE"]
 
     @router.api_route(MCP_PATH + "/{name}", methods=methods)
     async def mcp_endpoint(name: str, request: Request) -> Response:
-        return await forward_mcp(name, None, request, tokens, http)
+        return await forward_mcp(name, None, request, tokens, http, ask)
 
     @router.api_route(MCP_PATH + "/{name}/relay/{path:path}", methods=methods)
     async def mcp_relay(name: str, path: str, request: Request) -> Response:

@@ -79,6 +79,7 @@ class TurnGrant:
     provider: Any = field(default=None, repr=False)
     # The agent waits for the user (engine/questions.py): its model calls are refused meanwhile.
     model_paused: bool = False
+    asks_user: bool = False  # the turn is offered the server's question tool
 
 
 class TokenRegistry:

@@ -1,0 +1,195 @@
+"""The Oumi harness protocol's invocations, on the engine.
+
+An invocation is keyed to one UHP session (door session key `oumi-harness` / invocation
+id), so every route finds it again through the engine, after a restart too; nothing of the
+door is stored beside the session. The Oumi session id rides in the responses' metadata.
+The freshest model connection of an invocation is kept in memory only (never stored).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from typing import Any
+
+from uhp_server.engine.requests import (
+    INPUT_REQUIRED,
+    EngineTask,
+    QuestionPolicy,
+    SessionKey,
+    TaskState,
+    ToolAnswer,
+)
+from uhp_server.engine.tasks import TaskService
+from uhp_server.errors import ApiError
+from uhp_server.frontdoors.oumi_harness.transcript import chat_messages, door_call_id
+from uhp_server.frontdoors.oumi_harness.wire import (
+    Submission,
+    bad_request,
+    status_object,
+)
+from uhp_server.gateway.connection import ModelConnection
+
+DOOR = "oumi-harness"
+SESSION_META = "oumi_session_id"
+_URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://\S+")
+_PATH = re.compile(r"(?<![\w.])(?:/[\w.@+-]+){2,}/?")
+_SECRETISH = re.compile(r"\b(?:uhpgw_|sk-)[\w-]{6,}")
+
+
+class OumiInvocations:
+    def __init__(self, tasks: TaskService) -> None:
+        self.tasks = tasks
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    # -- submit --------------------------------------------------------------------------
+    async def submit(self, principal_id: str, harness_id: str, sub: Submission) -> dict[str, Any]:
+        async with self._lock(principal_id, sub.invocation_id):
+            response_id = await self._latest(principal_id, harness_id, sub.invocation_id)
+            if sub.action == "start":
+                if response_id is None:
+                    response_id = await self._start(principal_id, harness_id, sub)
+                else:
+                    await self._fresh_key(principal_id, response_id, sub.connection)
+            else:
+                if response_id is None:
+                    raise ApiError(404, "invocation_not_found", "No invocation with that id.")
+                response_id = await self._resume(principal_id, response_id, sub)
+            return await self._status(principal_id, response_id, sub.session_id, sub.invocation_id)
+
+    async def _start(self, principal_id: str, harness_id: str, sub: Submission) -> str:
+        final = sub.messages[-1]
+        task = EngineTask(
+            principal_id=principal_id,
+            harness_id=harness_id,
+            input=final.content or "",
+            opening=sub.messages[:-1],
+            session=SessionKey(DOOR, sub.invocation_id),
+            model_connection=sub.connection,
+            questions=QuestionPolicy.pause(),
+            metadata={SESSION_META: sub.session_id},
+        )
+        try:
+            accepted = await self.tasks.start(task)
+        except ApiError as exc:
+            if exc.status in (401, 403, 404, 409):  # fatal to the evaluation: the row only
+                raise bad_request(exc.message) from None
+            raise
+        return accepted.response_id
+
+    async def _fresh_key(
+        self, principal_id: str, response_id: str, connection: ModelConnection
+    ) -> None:
+        """A retried submission: its fresh key is the one used from then on."""
+        # A retry never fails over its connection: the turn goes on with the last good one.
+        with contextlib.suppress(ApiError):
+            self.tasks.use_connection(response_id, connection)
+
+    async def _resume(self, principal_id: str, response_id: str, sub: Submission) -> str:
+        state = await self.tasks.state(principal_id, response_id)
+        if state.status != INPUT_REQUIRED:
+            await self._fresh_key(principal_id, response_id, sub.connection)
+            return response_id  # already applied (a retry): the current status
+        by_door_id = {door_call_id(response_id, q.call_id): q.call_id for q in state.questions}
+        given = [m.tool_call_id for m in sub.messages]
+        if sorted(given) != sorted(by_door_id):
+            raise bad_request("A resume must answer each pending tool call exactly once.")
+        answers = [
+            ToolAnswer(by_door_id[m.tool_call_id or ""], m.content or "") for m in sub.messages
+        ]
+        return await self.tasks.answer(
+            principal_id, response_id, answers, model_connection=sub.connection
+        )
+
+    # -- get_status, collect_output, cancel ----------------------------------------------
+    async def status(
+        self, principal_id: str, harness_id: str, invocation_id: str
+    ) -> dict[str, Any]:
+        response_id = await self._known(principal_id, harness_id, invocation_id)
+        state = await self.tasks.state(principal_id, response_id)
+        return self._render(state, invocation_id)
+
+    async def output(
+        self, principal_id: str, harness_id: str, invocation_id: str
+    ) -> dict[str, Any]:
+        response_id = await self._known(principal_id, harness_id, invocation_id)
+        state = await self.tasks.state(principal_id, response_id)
+        status = self._render(state, invocation_id)
+        if status["status"] not in ("completed", INPUT_REQUIRED):
+            raise ApiError(409, "output_not_ready", "The turn has no output yet.")
+        pending = {q.call_id for q in state.questions}
+        status["messages"] = chat_messages(response_id, state.response["output"], pending)
+        status.pop("error", None)
+        return status
+
+    async def cancel(
+        self, principal_id: str, harness_id: str, session_id: str, invocation_id: str
+    ) -> dict[str, Any]:
+        response_id = await self._known(principal_id, harness_id, invocation_id)
+        state = await self.tasks.cancel(principal_id, response_id)
+        return self._render(state, invocation_id, session_id)
+
+    async def known(self, principal_id: str, harness_id: str, invocation_id: str) -> bool:
+        return await self._latest(principal_id, harness_id, invocation_id) is not None
+
+    # -- helpers -------------------------------------------------------------------------
+    def _lock(self, principal_id: str, invocation_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(f"{principal_id}\0{invocation_id}", asyncio.Lock())
+
+    async def _latest(self, principal_id: str, harness_id: str, invocation_id: str) -> str | None:
+        key = SessionKey(DOOR, invocation_id)
+        return await self.tasks.latest_in_session(principal_id, harness_id, key)
+
+    async def _known(self, principal_id: str, harness_id: str, invocation_id: str) -> str:
+        response_id = await self._latest(principal_id, harness_id, invocation_id)
+        if response_id is None:
+            raise ApiError(404, "invocation_not_found", "No invocation with that id.")
+        return response_id
+
+    async def _status(
+        self, principal_id: str, response_id: str, session_id: str, invocation_id: str
+    ) -> dict[str, Any]:
+        state = await self.tasks.state(principal_id, response_id)
+        return self._render(state, invocation_id, session_id)
+
+    @staticmethod
+    def _render(
+        state: TaskState, invocation_id: str, session_id: str | None = None
+    ) -> dict[str, Any]:
+        response = state.response
+        session = session_id or response.get("metadata", {}).get(SESSION_META) or ""
+        status, error = _protocol_status(state)
+        return status_object(session, invocation_id, status, error)
+
+
+def _protocol_status(state: TaskState) -> tuple[str, str | None]:
+    match state.status:
+        case "queued" | "completed" | "cancelled" | "failed":
+            pass
+        case "in_progress":
+            return "running", None
+        case "input_required":
+            return INPUT_REQUIRED, None
+        case "incomplete":
+            details = state.response.get("incomplete_details") or {}
+            reason = details.get("reason")
+            if reason == "timeout_seconds":
+                return "failed", "The turn ran out of its time budget before it finished."
+            return "failed", "The turn reached its step budget before it finished."
+        case _:
+            return "failed", "The turn ended in an unknown state."
+    if state.status != "failed":
+        return state.status, None
+    error = state.response.get("error") or {}
+    return "failed", readable(str(error.get("message") or ""))
+
+
+def readable(message: str) -> str:
+    """A failure message fit to show: no URL, path, key or token in it, at most 1,000
+    characters, never empty."""
+    cleaned = _URL.sub("[url]", message)
+    cleaned = _PATH.sub("[path]", cleaned)
+    cleaned = _SECRETISH.sub("[redacted]", cleaned).strip()
+    cleaned = cleaned[:1000]
+    return cleaned or "The agent's turn failed."
