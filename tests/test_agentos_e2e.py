@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ DEPLOY = Path(__file__).resolve().parents[1] / "deploy" / "agentos" / "agentos.y
 # The question tool as the CLI names it to its model (the scripted provider matches a prefixed
 # name by its suffix, but Claude Code defers MCP tools, listing none).
 ASK_TOOL = {"claude-code": "mcp__uhp-user__ask_user"}.get(TEST_BASE, "ask_user")
+KEEP_SECONDS = 4  # a question waits this long with its process, then the turn is parked
 OUTPUT_SCHEMA = yaml.safe_load(DEPLOY.read_text())["capabilities"]["run"]["output"]
 
 
@@ -58,6 +60,7 @@ def agent(
         provider,
         UHP_AGENTOS_PRINCIPAL="agentos",
         UHP_MODEL_CONNECTION_ALLOW_PRIVATE_HOSTS="true",  # the stand-in is on loopback
+        UHP_PAUSED_TURN_KEEP_SECONDS=str(KEEP_SECONDS),
     )
     running = ServerProcess(tmp_path_factory.mktemp("agentos"), env).start()
     yield running
@@ -136,21 +139,29 @@ def test_runs_of_one_session_continue_one_uhp_session(
     assert completed_output(other)["session_id"] != session
 
 
+@pytest.mark.parametrize("decided_after", [0, KEEP_SECONDS + 2], ids=["live", "parked"])
 def test_a_question_opens_a_hold_and_the_resume_goes_on(
-    agent: ServerProcess, platform: AgentosPlatform, gateway: RunningProvider
+    agent: ServerProcess, platform: AgentosPlatform, gateway: RunningProvider, decided_after: int
 ) -> None:
     gateway.reset()
     prompt = f'TOOL {ASK_TOOL} {{"question": "Which colour?"}}\nSAY picked {{output}}'
     holds_before = len(platform.holds)
-    suspended = invoke(agent, platform, platform.invoke_body("r_ask", prompt))
+    run_id = f"r_ask_{decided_after}"
+    suspended = invoke(agent, platform, platform.invoke_body(run_id, prompt))
     assert suspended["status"] == "suspended", suspended
     hold = platform.holds[-1]
     assert len(platform.holds) == holds_before + 1
     assert suspended["hold_id"] == hold["id"] and hold["intent"] == "Which colour?"
-    resume = platform.invoke_body("r_ask", prompt, seq=2, resume={"answer": "blue"})
+    time.sleep(decided_after)  # a person deciding; past KEEP_SECONDS the process is gone
+    resume = platform.invoke_body(run_id, prompt, seq=2, resume={"answer": "blue"})
     output = completed_output(invoke(agent, platform, resume))
-    # The answer is the tool's result (Hermes hands MCP results over as {"result": …}).
-    assert output["text"].startswith("picked") and "blue" in output["text"]
+    if decided_after:
+        # Parked: a new turn resumed the CLI's conversation and told the agent the decision
+        # (the scripted model still follows the first prompt's script).
+        assert "The user's answer: blue" in json.dumps(model_calls(gateway)[-1]["body"])
+    else:
+        # The answer is the tool's result (Hermes hands MCP results over as {"result": …}).
+        assert output["text"].startswith("picked") and "blue" in output["text"]
     assert len(platform.holds) == holds_before + 1
     # The gateway refuses any other token: the resumed turn's calls carried the new one.
     resumed_token = resume["context"]["token"]

@@ -71,15 +71,20 @@ class AgentosRuns:
             record = self._runs.setdefault(invocation.run_id, RunRecord(invocation.run_id))
             record.token, record.api_url = invocation.token, invocation.api_url
             record.suspended = asyncio.get_running_loop().create_future()
+            answer = contract.failed("internal_error", "The agent failed inside the server.")
             try:
-                return await self._invoke(principal_id, invocation, record)
+                answer = await self._invoke(principal_id, invocation, record)
             except ApiError as exc:
-                return contract.failed(exc.code, str(exc))
+                answer = contract.failed(exc.code, str(exc))
             except BadInvocation as bad:
-                return contract.failed(bad.code, bad.message)
+                answer = contract.failed(bad.code, bad.message)
             finally:
                 record.token = ""  # answered: the token is not used again
                 record.suspended = None
+                if answer["status"] != "suspended":  # the run is over: nothing left to keep
+                    self._runs.pop(invocation.run_id, None)
+                    self._locks.pop(invocation.run_id, None)
+            return answer
 
     async def _invoke(
         self, principal_id: str, invocation: Invocation, record: RunRecord
@@ -173,11 +178,10 @@ class AgentosRuns:
         record: RunRecord,
         connection: ModelConnection,
     ) -> str:
-        response_id = record.response_id
-        if not response_id:
-            raise BadInvocation(
-                "run_not_found", "This server holds no suspended task for this run."
-            )
+        # After a restart the record is gone: the run's key still finds its task.
+        response_id = record.response_id or await self._start(
+            principal_id, invocation, record, connection
+        )
         state = await self.ctx.tasks.state(principal_id, response_id)
         if state.status != INPUT_REQUIRED:
             return response_id  # nothing waits on a decision: report where the run stands
