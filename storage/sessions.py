@@ -56,6 +56,17 @@ def release_session(
         s.commit()
 
 
+def set_native_session_id(db: Database, session_id: str, native_session_id: str) -> None:
+    """Remember the CLI's own conversation id before the turn ends (a turn paused on a
+    question may outlive the server; its answer resumes this conversation)."""
+    with db.session() as s:
+        row = s.get(SessionRow, session_id)
+        if row is not None:
+            row.native_session_id = native_session_id
+            s.add(row)
+            s.commit()
+
+
 def sessions_with_active_turns(db: Database) -> list[SessionRow]:
     with db.session() as s:
         return list(s.exec(select(SessionRow).where(SessionRow.active_response_id.is_not(None))))  # type: ignore[union-attr]

@@ -161,6 +161,7 @@ def test_what_derives_from_the_declarations(third_party: Path, tmp_path: Path) -
     assert images.runtime_tag(packages) != images.runtime_tag(("python3",))
 
 
+@pytest.mark.heavy
 def test_the_cli_lists_and_installs_every_registered_base(third_party: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(third_party)}
     cli = [sys.executable, "-m", "uhp_server.cli"]

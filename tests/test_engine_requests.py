@@ -118,7 +118,7 @@ async def test_turns_beyond_the_limit_wait_in_order_and_a_cancel_leaves_at_once(
     for n in (0, 1, 2, 4):
         await until(engine, ids[n], "completed")
     assert engine.base.most_running == 2
-    started = [r for r in engine.sandbox.started]
+    started = [p.mounts.labels["uhp.response"] for p in engine.sandbox.started]
     assert started == [ids[0], ids[1], ids[2], ids[4]]  # first come, first served
 
 
@@ -170,6 +170,18 @@ async def test_a_question_kept_too_long_parks_and_a_new_turn_carries_the_answer(
         done = await until(engine, carried, "completed")
         assert "The user's answer: Lyon" in engine.base.prompts[-1]
         assert done.response["previous_response_id"] == accepted.response_id
+        # A parked task that is cancelled instead ends cancelled, in a closing turn.
+        again = await engine.tasks.start(
+            task(engine, "ASK Again?", questions=QuestionPolicy.pause())
+        )
+        await until(engine, again.response_id, "input_required")
+        await asyncio.sleep(0.5)
+        cancelled = await engine.tasks.cancel(engine.principal_id, again.response_id)
+        assert cancelled.status == "cancelled"
+        assert cancelled.response["previous_response_id"] == again.response_id
+        parked = await engine.tasks.state(engine.principal_id, again.response_id)
+        session = parked.response["metadata"]["session_id"]
+        assert cancelled.response["metadata"]["session_id"] == session
     finally:
         await engine.close()
 

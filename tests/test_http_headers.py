@@ -152,6 +152,7 @@ RAW_VALUES = [
 ]
 
 
+@pytest.mark.heavy
 def test_raw_header_bytes_on_every_route_never_give_a_5xx(
     http: TestClient, live: ServerProcess
 ) -> None:

@@ -17,7 +17,10 @@ from uhp_server.sandbox.base import SessionMounts
 from uhp_server.sandbox.limits import LocalLimits, parse_size
 from uhp_server.sandbox.local import LocalSandbox
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
+pytestmark = [
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed"),
+    pytest.mark.heavy,  # fills memory, disk and the process table for real
+]
 
 ENV = {"PATH": "/usr/bin:/bin", "HOME": "/home/agent"}
 # Cgroups need root; CI and this project's machines run the tests as root.

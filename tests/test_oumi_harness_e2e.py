@@ -329,3 +329,50 @@ def test_no_platform_key_is_stored_or_logged(oumi: Platform, oumi_server: Server
     written = b"".join(p.read_bytes() for p in oumi_server.data_dir.rglob("*") if p.is_file())
     for key in (PLATFORM_KEY, "sk-platform-fresh-key-2", "sk-wrong-key-0000000"):
         assert key.encode() not in written
+
+
+def test_a_question_outlives_a_server_restart(
+    tmp_path: Path, provider: RunningProvider, platform: RunningProvider, base_installed: Path
+) -> None:
+    """Paused when the server stops: after the restart the invocation still reports
+    input_required, and the resume continues the same native conversation in a new turn."""
+    env = server_env(provider, UHP_MODEL_CONNECTION_ALLOW_PRIVATE_HOSTS="true")
+    first = ServerProcess(tmp_path / "data", env).start()
+    try:
+        listing = httpx.get(
+            f"{first.url}/v1/harnesses", headers={"Authorization": f"Bearer {API_KEY}"}
+        ).json()
+        harness_id = next(h["id"] for h in listing["harnesses"] if h["base"] == TEST_BASE)
+        door = Platform(first, platform, harness_id)
+        question = json.dumps({"question": "Which colour?"})
+        body = door.start(
+            [{"role": "user", "content": f"REMEMBER kiwi-3391\nTOOL {ASK_TOOL} {question}"}]
+        )
+        assert door.submit(body).status_code == 202
+        assert door.wait(body["invocation_id"], ("input_required", "failed"))["status"] == (
+            "input_required"
+        )
+    finally:
+        first.stop()
+    second = ServerProcess(tmp_path / "data", env).start()
+    try:
+        door = Platform(second, platform, harness_id)
+        status = door.status(body["invocation_id"]).json()
+        assert status["status"] == "input_required"
+        (call,) = door.collect(body["invocation_id"]).json()["messages"][-1]["tool_calls"]
+        platform.reset()
+        resume = dict(
+            body,
+            session_action="resume",
+            input_messages=[{"role": "tool", "tool_call_id": call["id"], "content": "teal-5120"}],
+        )
+        assert door.submit(resume).status_code in (200, 202)
+        status = door.wait(body["invocation_id"], ("completed", "failed"))
+        assert status["status"] == "completed", status
+        output = door.collect(body["invocation_id"]).json()
+        check_messages(output["messages"], pending_ok=False)
+        seen = json.dumps([r["body"] for r in platform.requests()])
+        assert "teal-5120" in seen  # the answer reached the agent
+        assert "kiwi-3391" in seen  # in the same conversation as before the restart
+    finally:
+        second.stop()

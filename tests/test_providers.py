@@ -129,6 +129,7 @@ def test_unparseable_and_missing_files(tmp_path: Path) -> None:
         read_providers_file(tmp_path / "missing.yaml", set())
 
 
+@pytest.mark.heavy
 def test_a_bad_file_stops_start_up_naming_file_and_field(tmp_path: Path) -> None:
     path = write(tmp_path, "providers.yaml", "providers:\n  x:\n    api: grpc\n")
     env = {

@@ -31,12 +31,15 @@ from uhp_server.gateway.mcp_proxy import make_mcp_router
 from uhp_server.gateway.proxy import make_gateway_router
 from uhp_server.gateway.tokens import TokenRegistry
 from uhp_server.gateway.upstreams import Upstreams
+from uhp_server.metrics import Metrics
+from uhp_server.readiness import ReadinessProbe
 from uhp_server.routers import (
     api_docs,
     discovery,
     files,
     harness_events,
     harnesses,
+    ops,
     sessions,
     share,
     tasks,
@@ -98,20 +101,29 @@ def make_sandbox(settings: Settings, bases: dict[str, HarnessBase] | None = None
     raise ValueError(f"unknown sandbox {settings.sandbox!r} (UHP_SANDBOX)")
 
 
-def build_context(settings: Settings, bases: dict[str, HarnessBase] | None = None) -> AppContext:
+def build_context(
+    settings: Settings,
+    bases: dict[str, HarnessBase] | None = None,
+    sandbox: Sandbox | None = None,
+) -> AppContext:
+    """`sandbox`: use this one instead of the one settings name (tests inject a fake)."""
     db = Database(settings.db_path)
+    metrics = Metrics()
+    db.on_event_commit = metrics.event_log_committed
     tokens = TokenRegistry()
     upstreams = Upstreams(settings)
     catalog = ModelCatalog(upstreams)
     file_parts = build_file_parts(settings, db)
     enabled = usable_bases(settings) if bases is None else bases
+    sandbox = sandbox or make_sandbox(settings, enabled)
     executor = TurnExecutor(
-        make_sandbox(settings, enabled),
+        sandbox,
         tokens,
         settings.tools_dir,
         settings.cancel_grace_seconds,
         files=file_parts.turn_files,
         admission=AdmissionQueue(settings.max_concurrent_turns),
+        metrics=metrics,
     )
     runs = RunManager(db, executor, paused_keep_seconds=settings.paused_turn_keep_seconds)
     return AppContext(
@@ -133,11 +145,17 @@ def build_context(settings: Settings, bases: dict[str, HarnessBase] | None = Non
             settings.previews_dir,
             settings.cancel_grace_seconds,
         ),
+        metrics=metrics,
+        readiness=ReadinessProbe(db, sandbox, settings.data_dir / "readyz"),
     )
 
 
-def create_app(settings: Settings, bases: dict[str, HarnessBase] | None = None) -> FastAPI:
-    ctx = build_context(settings, bases)
+def create_app(
+    settings: Settings,
+    bases: dict[str, HarnessBase] | None = None,
+    sandbox: Sandbox | None = None,
+) -> FastAPI:
+    ctx = build_context(settings, bases, sandbox)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -165,9 +183,9 @@ def create_app(settings: Settings, bases: dict[str, HarnessBase] | None = None) 
     install_error_handlers(app)
     for router in (discovery.router, harnesses.router, tasks.router, sessions.router):
         app.include_router(router)
-    app.include_router(make_gateway_router(ctx.tokens, ctx.upstreams))
+    app.include_router(make_gateway_router(ctx.tokens, ctx.upstreams, ctx.metrics))
     app.include_router(make_mcp_router(ctx.tokens, ctx.upstreams.http, ctx.runs.ask_by_token))
-    for router in (files.router, share.router, harness_events.router, api_docs.router):
+    for router in (files.router, share.router, harness_events.router, api_docs.router, ops.router):
         app.include_router(router)
     app.include_router(oumi_harness.router)
     for router in (tool_router, mcp_tool_router, agentos_router):  # more front doors

@@ -122,6 +122,9 @@ class Settings(BaseSettings):
     # wait in order, reported queued); how long a turn paused on a question keeps its process.
     max_concurrent_turns: int = Field(default_factory=default_max_concurrent_turns, ge=1)
     paused_turn_keep_seconds: float = Field(default=45.0, ge=0)
+    # Bearer token GET /metrics requires; unset: /metrics is open, like /healthz (README:
+    # Operations). Set it whenever the port is reachable by anyone who must not see the counts.
+    metrics_token: str | None = None
 
     @property
     def enabled_bases(self) -> list[str] | None:

@@ -37,10 +37,17 @@ def engine_or_skip() -> Any:
 
 @functools.cache
 def _runtime_image() -> str:
+    """The image a server enabling only the base under test runs (its packages are part of
+    the tag), built here so the server does not build it while the test waits."""
+    from harness_bases import registry
+    from tests.conftest import TEST_BASE
     from uhp_server.sandbox.docker import images
 
     api, _ = _engine()
-    return images.build_runtime(api, base_image="debian:bookworm-slim", say=lambda _text: None)
+    packages = images.runtime_packages([registry()[TEST_BASE]])
+    return images.build_runtime(
+        api, base_image="debian:bookworm-slim", packages=packages, say=lambda _text: None
+    )
 
 
 def runtime_image_or_skip() -> str:

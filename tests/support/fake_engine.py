@@ -1,4 +1,5 @@
-"""The engine in-process with a scripted stand-in base and sandbox, for fast engine tests.
+"""The engine in-process with a stand-in base that can ask the user, for fast engine tests
+(the sandbox is tests/support/fakes.py's FakeSandbox).
 
 The stand-in agent reads its prompt's last line as a script:
 - `SAY <text>`: answers <text> and finishes;
@@ -11,7 +12,7 @@ anything else is echoed back. Every prompt and system prompt it got is kept for 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from harness_bases.base import Enforcement, HarnessBase, Invocation, Process, Tu
 from harness_bases.turns import AgentTurn
 from storage import keys
 from storage.db import Database
+from tests.support.fakes import AGENT_PROGRAM, FakeSandbox
 from uhp_server.catalog import ModelCatalog
 from uhp_server.engine.admission import AdmissionQueue
 from uhp_server.engine.runs import RunManager
@@ -28,55 +30,9 @@ from uhp_server.engine.turn import TurnExecutor
 from uhp_server.gateway.connection import ModelConnection
 from uhp_server.gateway.tokens import TokenRegistry
 from uhp_server.gateway.upstreams import Upstreams
-from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SessionMounts
 from uhp_server.settings import Settings
 
 CONNECTION = ModelConnection(base_url="http://127.0.0.1:9/v1", model="m", api_key="k")
-
-
-class IdleProcess(SandboxedProcess):
-    """A "process" with nothing to say: the stand-in agent talks through its turn object."""
-
-    def __init__(self, started: list[str]) -> None:
-        self._exit = asyncio.Event()
-        self._started = started
-
-    async def write(self, data: bytes) -> None:
-        return None
-
-    async def close_stdin(self) -> None:
-        self._exit.set()
-
-    async def lines(self) -> AsyncIterator[bytes]:  # type: ignore[override]
-        await self._exit.wait()
-        return
-        yield b""
-
-    def stderr_tail(self) -> str:
-        return ""
-
-    async def wait(self) -> int:
-        await self._exit.wait()
-        return 0
-
-    async def kill(self) -> None:
-        self._exit.set()
-
-
-class StandInSandbox(Sandbox):
-    name = "stand-in"
-
-    def __init__(self) -> None:
-        self.started: list[str] = []  # response ids, in the order their sandbox started
-        self.running = 0
-        self.most_running = 0
-
-    def gateway_url(self, backend: str) -> str:
-        return f"http://127.0.0.1:9/gateway/{backend}/v1"
-
-    async def start(self, invocation: Invocation, mounts: SessionMounts) -> SandboxedProcess:
-        self.started.append(mounts.labels.get("uhp.response", ""))
-        return IdleProcess(self.started)
 
 
 class StandInTurn(AgentTurn):
@@ -154,7 +110,7 @@ class StandInBase(HarnessBase):
         return self.cli_version
 
     def prepare(self, turn: TurnSpec) -> Invocation:
-        return Invocation(argv=["stand-in"], env={}, cwd=turn.paths.workspace)
+        return Invocation(argv=[AGENT_PROGRAM], env={}, cwd=turn.paths.workspace)
 
     def start_turn(self, proc: Process, turn: TurnSpec) -> AgentTurn:
         return StandInTurn(self, turn)
@@ -173,7 +129,7 @@ class StandInEngine:
         )
         self.db = Database(self.settings.db_path)
         self.base = StandInBase()
-        self.sandbox = StandInSandbox()
+        self.sandbox = FakeSandbox()
         self.admission = AdmissionQueue(max_turns)
         executor = TurnExecutor(
             self.sandbox, TokenRegistry(), self.settings.tools_dir, 0.1, admission=self.admission

@@ -81,24 +81,35 @@ async def _wait_for_user(run: Run, question: Question, keep_seconds: float) -> s
     run.asking.append(question)
     if run.grant is not None:
         run.grant.model_paused = True  # a waiting agent holds no model connection
-    stopping = asyncio.ensure_future(run.stop.wait())
+    stopping: asyncio.Future[Any] = asyncio.ensure_future(run.stop.wait())
+    parking: asyncio.Future[Any] = asyncio.ensure_future(run.park.wait())
+    waits: set[asyncio.Future[Any]] = {answered, stopping, parking}
     try:
         await asyncio.wait(
-            {answered, stopping}, timeout=keep_seconds, return_when="FIRST_COMPLETED"
+            waits,
+            timeout=keep_seconds,
+            return_when=asyncio.FIRST_COMPLETED,
         )
         if answered.done():
             return answered.result()
         if not run.stop.is_set():
-            run.parked = [q.call_id for q in run.asking]
-            run.park.set()
+            park(run)
         return None
     finally:
         stopping.cancel()
+        parking.cancel()
         run.answer_waiters.pop(question.call_id, None)
         if not run.parked:
             run.asking.remove(question)
         if not run.asking and run.grant is not None:
             run.grant.model_paused = False
+
+
+def park(run: Run) -> None:
+    """End the paused turn now, its questions left pending (an answer starts a new turn)."""
+    if not run.parked:
+        run.parked = [q.call_id for q in run.asking]
+    run.park.set()
 
 
 def deliver(run: Run, answers: list[ToolAnswer]) -> None:

@@ -1,7 +1,9 @@
 """After a restart: no task stays `in_progress` forever, and nothing stored is lost.
 
 A task that was running when the server stopped cannot be re-attached to (its sandbox died
-with the server), so it ends as `failed`, keeping every event it had written.
+with the server), so it ends as `failed`, keeping every event it had written. One that was
+waiting for the user's answer to a question ends parked instead (`incomplete`, reason
+`input_required`): the answer still continues its conversation in a new turn.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from storage.db import Database
 from uhp_server.engine.builder import ResponseBuilder
 from uhp_server.engine.eventlog import numbered
 from uhp_server.engine.fold import TERMINAL_TYPES, fold
+from uhp_server.engine.questions import PARKED_REASON, pending_questions
 
 log = logging.getLogger("uhp_server.recovery")
 
@@ -26,6 +29,16 @@ _INTERRUPTED = {
 }
 
 
+def _closing(response: dict) -> list[dict]:
+    """The terminal events of an interrupted response: parked when it awaited an answer."""
+    builder = ResponseBuilder.resume(response)
+    pending = [q.call_id for q in pending_questions(response)]
+    if pending:
+        details = {"reason": PARKED_REASON, "pending_call_ids": pending}
+        return builder.finish("incomplete", incomplete_details=details)
+    return builder.finish("failed", error=dict(_INTERRUPTED))
+
+
 def recover(db: Database) -> int:
     """Finish every response left in progress; returns how many were finished."""
     finished = 0
@@ -34,9 +47,7 @@ def recover(db: Database) -> int:
         if events and events[-1]["type"] in TERMINAL_TYPES:
             final = events[-1]["response"]
         elif events:
-            closing = ResponseBuilder.resume(fold(events)).finish(
-                "failed", error=dict(_INTERRUPTED)
-            )
+            closing = _closing(fold(events))
             rows = [numbered(event, seq) for seq, event in enumerate(closing, len(events))]
             final = closing[-1]["response"]
             response_store.append_events_now(db, row.id, rows, final)

@@ -63,6 +63,10 @@ class RunManager:
 
     async def ask(self, run: Run, text: str, options: tuple[str, ...] = ()) -> str | None:
         """The agent of `run` asks the user; the answer, or None once the turn is parked."""
+        if run.native_session_id:
+            await self.db.write(
+                session_store.set_native_session_id, self.db, run.session_id, run.native_session_id
+            )
         return await questions.ask(run, text, options, self.paused_keep_seconds)
 
     async def ask_by_token(self, token: str, text: str, options: tuple[str, ...]) -> str | None:
@@ -79,6 +83,8 @@ class RunManager:
         """A door's fresh model connection: the turn's model calls go there from now on
         (a turn not started yet starts with it)."""
         if run.log.ending:
+            return
+        if not provider.models:
             return
         model = provider.models[0]
         route = ModelRoute(model, provider, model)
@@ -192,7 +198,10 @@ class RunManager:
         """Server stopping: stop every live turn so no sandbox outlives the server."""
         runs = [run for run in self._live.values() if run.task and not run.task.done()]
         for run in runs:
-            run.stop.set()
+            if run.asking:  # waiting for the user: parked, so the answer still continues it
+                questions.park(run)
+            else:
+                run.stop.set()
         tasks = [run.task for run in runs if run.task]
         if tasks:
             await asyncio.wait(tasks, timeout=10)

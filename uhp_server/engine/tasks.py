@@ -11,7 +11,6 @@ import asyncio
 import hashlib
 import json
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,17 +30,12 @@ from uhp_server.engine.builder import ResponseBuilder
 from uhp_server.engine.eventlog import EventLog
 from uhp_server.engine.inputs import Attachment, NormalizedInput, normalize_input
 from uhp_server.engine.opening import opening_system_text, with_opening
-from uhp_server.engine.questions import answers_prompt
-from uhp_server.engine.reading import follow_events, task_state
 from uhp_server.engine.requests import (
-    INPUT_REQUIRED,
     EngineTask,
     QuestionPolicy,
-    SessionKey,
-    TaskState,
-    ToolAnswer,
 )
 from uhp_server.engine.runs import RunManager
+from uhp_server.engine.steering import TaskSteering
 from uhp_server.engine.turn import Run, TurnPlan
 from uhp_server.errors import VENDOR, ApiError
 from uhp_server.gateway.connection import ModelConnection, connection_provider
@@ -144,7 +138,7 @@ def fingerprint(body: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-class TaskService:
+class TaskService(TaskSteering):
     def __init__(
         self,
         settings: Settings,
@@ -257,7 +251,7 @@ class TaskService:
         response_id, now = new_id("response"), int(time.time())
         self._starting[response_id] = asyncio.get_running_loop().create_future()
         try:
-            winner, session = await self.db.write(
+            accepted = await self.db.write(
                 self._accept,
                 _Acceptance(
                     task,
@@ -274,8 +268,9 @@ class TaskService:
                     inline,
                 ),
             )
-            if winner:
-                return Accepted(winner, None)
+            if isinstance(accepted, str):  # an idempotent repeat: the response it refers to
+                return Accepted(accepted, None)
+            session = accepted
             plan = TurnPlan(
                 base=base,
                 prompt=self._prompt(task, normalized, opening=session.id == new_session_id),
@@ -307,115 +302,6 @@ class TaskService:
         await run.log.append(run.builder.created())
         return Accepted(response_id, run)
 
-    # -- reading and steering a task (every door) ----------------------------------------
-    async def state(self, principal_id: str, response_id: str) -> TaskState:
-        """The task as it stands (404 response_not_found for another principal's)."""
-        await self.started(response_id)
-        row = await self._row(principal_id, response_id)
-        return await self.db.read(task_state, self.db, self.runs, row)
-
-    async def follow(
-        self, principal_id: str, response_id: str, after: int = -1
-    ) -> AsyncIterator[dict[str, Any]]:
-        """The task's events after `after`, live until the terminal one, or as stored."""
-        await self.started(response_id)
-        row = await self._row(principal_id, response_id)
-        async for event in follow_events(self.db, self.runs, row, after):
-            yield event
-
-    async def cancel(self, principal_id: str, response_id: str) -> TaskState:
-        """Stop the task (a queued one leaves the queue at once); its state afterwards."""
-        await self.started(response_id)
-        row = await self._row(principal_id, response_id)
-        run = self.runs.get(row.id)
-        if run is not None and not run.log.finished:
-            await self.runs.cancel(run)
-        return await self.db.read(task_state, self.db, self.runs, row)
-
-    async def answer(
-        self,
-        principal_id: str,
-        response_id: str,
-        answers: list[ToolAnswer],
-        *,
-        model_connection: ModelConnection | None = None,
-    ) -> str:
-        """Answer the questions a paused task waits on (one answer per pending call). The
-        answers reach the agent as its question tool's results and the turn goes on; returns
-        the id of the response that carries on (this one while its turn is still alive).
-        `model_connection`, when given, is the one used from then on."""
-        await self.started(response_id)
-        row = await self._row(principal_id, response_id)
-        state = await self.db.read(task_state, self.db, self.runs, row)
-        if state.status != INPUT_REQUIRED:
-            raise ApiError(409, "not_waiting", "This task is not waiting for an answer.")
-        pending = sorted(q.call_id for q in state.questions)
-        if sorted(a.call_id for a in answers) != pending:
-            raise ApiError(
-                400, "invalid_input", "Give exactly one answer for each pending question."
-            )
-        run = self.runs.get(row.id)
-        if run is not None and run.asking and not run.parked:
-            if model_connection is not None:
-                allow = self.settings.model_connection_allow_private_hosts
-                self.runs.switch_connection(run, connection_provider(model_connection, allow))
-            self.runs.deliver_answers(run, answers)
-            return row.id
-        # The paused process is gone (kept long enough, or the server restarted): a new turn
-        # resumes the CLI's conversation and tells the agent the answers.
-        continuation = EngineTask(
-            principal_id=principal_id,
-            harness_id=None,
-            input=answers_prompt(state.questions, answers),
-            previous_response_id=row.id,
-            model_connection=model_connection,
-            questions=run.questions if run is not None else QuestionPolicy.pause(),
-            store=row.store,
-            metadata={
-                k: v
-                for k, v in state.response.get("metadata", {}).items()
-                if k not in ("session_id", "harness_id")
-            },
-        )
-        return (await self.start(continuation)).response_id
-
-    async def harness_exists(self, principal_id: str, harness_id: str) -> bool:
-        """Whether the principal has this harness (its default harnesses included)."""
-
-        def look() -> bool:
-            default_harness(self.db, principal_id, self.bases)  # creates the defaults
-            return harness_store.get_harness(self.db, principal_id, harness_id) is not None
-
-        return await self.db.write(look)
-
-    def use_connection(self, response_id: str, connection: ModelConnection) -> None:
-        """A door's fresher model connection for a task still running: used from now on."""
-        run = self.runs.get(response_id)
-        if run is not None and not run.log.finished:
-            allow = self.settings.model_connection_allow_private_hosts
-            self.runs.switch_connection(run, connection_provider(connection, allow))
-
-    async def latest_in_session(
-        self, principal_id: str, harness_id: str, key: SessionKey
-    ) -> str | None:
-        """The latest response of the UHP session a door's session key maps to, if any."""
-        return await self.db.read(self._latest_in_session, principal_id, harness_id, key)
-
-    def _latest_in_session(self, principal_id: str, harness_id: str, key: SessionKey) -> str | None:
-        session_id = door_sessions.find(
-            self.db, principal_id, harness_id, key.door, key.external_id
-        )
-        if session_id is None or not session_store.get_session(self.db, principal_id, session_id):
-            return None
-        responses = session_listing.responses_of(self.db, session_id)
-        return responses[-1].id if responses else None
-
-    async def _row(self, principal_id: str, response_id: str) -> ResponseRow:
-        row = await self.db.read(response_store.get_response, self.db, principal_id, response_id)
-        if row is None:
-            raise ApiError(404, "response_not_found", "No response with that id.")
-        return row
-
     async def started(self, response_id: str) -> None:
         """Wait while a task with this id is being accepted (an idempotent repeat can find
         its record a moment before its run is registered)."""
@@ -435,14 +321,15 @@ class TaskService:
         )
         return skills, mcp
 
-    def _accept(self, a: _Acceptance) -> tuple[str | None, SessionRow]:
+    def _accept(self, a: _Acceptance) -> str | SessionRow:
         """On the writer thread: the idempotency record, the session, the input files and the
-        response row. Returns (the response an idempotent repeat refers to, the session)."""
+        response row. Returns the claimed session, or the id of the response an idempotent
+        repeat refers to."""
         principal_id = a.task.principal_id
         if a.idempotency_key and a.fingerprint:
             winner = self._idempotent(principal_id, a.idempotency_key, a.fingerprint)
             if winner:
-                return winner, a.session  # type: ignore[return-value]
+                return winner
         store = a.task.store
         # A store=false task leaves no trace of its input, not even as a session title.
         title = _title(a.normalized.prompt) if store else ""
@@ -481,7 +368,7 @@ class TaskService:
                 input_items=a.normalized.items if store else [],
             ),
         )
-        return None, session
+        return session
 
     def _resolve_chain(self, task: EngineTask) -> tuple[HarnessRow, SessionRow | None, str | None]:
         principal_id = task.principal_id
@@ -491,8 +378,10 @@ class TaskService:
             return self._resolve_door_session(task)
         if previous_id is not None:  # an empty id names no response: 404, never "absent"
             previous = response_store.get_response(self.db, principal_id, previous_id)
-            session = previous and session_store.get_session(
-                self.db, principal_id, previous.session_id
+            session = (
+                session_store.get_session(self.db, principal_id, previous.session_id)
+                if previous is not None
+                else None
             )
             if previous is None or session is None:
                 raise ApiError(

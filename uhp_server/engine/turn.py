@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from uhp_server.engine.turn_files import TurnFiles
 from uhp_server.errors import error_body
 from uhp_server.gateway.mcp_targets import McpTarget, degraded_notice, mcp_path, probe
 from uhp_server.gateway.paths import gateway_path
+from uhp_server.metrics import Metrics
 from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SessionMounts
 
 log = logging.getLogger("uhp_server.turn")
@@ -115,6 +117,7 @@ class TurnExecutor:
         grace_seconds: float,
         files: TurnFiles | None = None,
         admission: AdmissionQueue | None = None,
+        metrics: Metrics | None = None,
     ):
         self.sandbox = sandbox
         self.tokens = tokens
@@ -122,6 +125,8 @@ class TurnExecutor:
         self.grace_seconds = grace_seconds
         self.files = files  # attachments in, artifacts out; None: neither
         self.admission = admission  # None: no limit on concurrent turns
+        self._queued = 0  # turns waiting for admission now
+        self.metrics = metrics
 
     async def execute(self, run: Run, on_terminal: Callable[[Run], None]) -> None:
         """Run the turn; `on_terminal` is called once the terminal event is written, before
@@ -145,6 +150,9 @@ class TurnExecutor:
         outcome = Outcome("failed", "harness_error", "The agent could not be started.")
         before = None  # the workspace as the turn found it, once known
         admitted = False
+        started = asyncio.get_running_loop().time()
+        if self.metrics is not None:
+            self.metrics.turn_started(plan.base.name)
         try:
             await run.record(run.builder.in_progress)
             await self._previous_turn_gone(run)
@@ -172,11 +180,14 @@ class TurnExecutor:
                 proc = await self.sandbox.start(invocation, mounts)
                 agent_turn = plan.base.start_turn(proc, spec)
                 agen = agent_turn.events()
-                outcome, pending = await self._consume(run, agen)
+                outcome, pending = await self._consume(run, agen, started)
         except Exception:
             log.exception("turn_error", extra={"response_id": run.response_id})
         finally:
             outcome = await _limit_outcome(proc, outcome)
+            if self.metrics is not None:
+                elapsed = asyncio.get_running_loop().time() - started
+                self.metrics.turn_ended(plan.base.name, outcome.status, elapsed)
             # The outcome is known: no model call may follow it, even while the CLI winds
             # down (the grant is kept for its usage).
             self.tokens.revoke(grant.token)
@@ -197,12 +208,18 @@ class TurnExecutor:
                     self.admission.release()
                 run.stopped.set()
 
+    def _report_queue(self) -> None:
+        if self.metrics is not None:
+            self.metrics.set_queued(self._queued)
+
     async def _admit(self, run: Run) -> bool:
         """Wait (queued) for a slot to run in. False when there is no limit, or when the task
         was cancelled while it waited: it then leaves the line at once."""
         if self.admission is None:
             return False
         run.queued = True
+        self._queued += 1
+        self._report_queue()
         acquiring = asyncio.ensure_future(self.admission.acquire())
         stopping = asyncio.ensure_future(run.stop.wait())
         try:
@@ -214,6 +231,8 @@ class TurnExecutor:
             raise
         finally:
             run.queued = False
+            self._queued -= 1
+            self._report_queue()
             stopping.cancel()
         if not acquiring.done():
             acquiring.cancel()
@@ -275,7 +294,7 @@ class TurnExecutor:
                 usable.append(target)
             else:
                 notice = ev.Notice(degraded_notice(target.name, problem))
-                await run.record(lambda notice=notice: run.builder.apply(notice))
+                await run.record(functools.partial(run.builder.apply, notice))
         return tuple(usable)
 
     @staticmethod
@@ -314,14 +333,16 @@ class TurnExecutor:
         )
 
     async def _consume(
-        self, run: Run, agen: AsyncIterator[ev.AgentEvent]
+        self, run: Run, agen: AsyncIterator[ev.AgentEvent], started: float
     ) -> tuple[Outcome, asyncio.Future[ev.AgentEvent] | None]:
         """Feed the CLI's events to the log until an outcome; returns it and any read still
-        in flight (left running so the wind-down can keep draining stdout)."""
+        in flight (left running so the wind-down can keep draining stdout). `started`: when
+        the turn began (loop time), for the time-to-first-event metric."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + run.plan.timeout_seconds
         stop_wait = asyncio.ensure_future(run.stop.wait())
         park_wait = asyncio.ensure_future(run.park.wait())
+        first = True
         try:
             while True:
                 pending = asyncio.ensure_future(anext(agen))
@@ -334,8 +355,8 @@ class TurnExecutor:
                     if stop_wait in done:
                         return Outcome("cancelled"), pending
                     if park_wait in done:
-                        details = {"reason": PARKED_REASON, "pending_call_ids": list(run.parked)}
-                        return Outcome("incomplete", incomplete_details=details), pending
+                        parked = {"reason": PARKED_REASON, "pending_call_ids": list(run.parked)}
+                        return Outcome("incomplete", incomplete_details=parked), pending
                     budget = run.plan.timeout_seconds
                     details = {"reason": "timeout_seconds", "timeout_seconds": budget}
                     return Outcome("incomplete", incomplete_details=details), pending
@@ -345,6 +366,9 @@ class TurnExecutor:
                     return Outcome(
                         "failed", "harness_error", "The agent exited without reporting a result."
                     ), None
+                if first and self.metrics is not None:
+                    self.metrics.turn_first_event(run.plan.base.name, loop.time() - started)
+                first = False
                 outcome = await self._handle(run, event)
                 if outcome is not None:
                     return outcome, None

@@ -37,6 +37,7 @@ from uhp_server.gateway.url_policy import PinnedUrl, UrlRefused, pin_url
 from uhp_server.gateway.usage import UsageExtractor
 from uhp_server.gateway.wire import StreamTranslator, Translation, Untranslatable
 from uhp_server.gateway.wire import translation as find_translation
+from uhp_server.metrics import CONNECTION_MODEL, Metrics
 
 log = logging.getLogger(__name__)
 
@@ -271,7 +272,12 @@ async def _count_tokens(request: Request, backend: str, translation: Translation
 
 
 async def forward(
-    backend: str, path: str, request: Request, tokens: TokenRegistry, upstreams: Upstreams
+    backend: str,
+    path: str,
+    request: Request,
+    tokens: TokenRegistry,
+    upstreams: Upstreams,
+    metrics: Metrics | None = None,
 ) -> Response:
     token = _token(request)
     grant: TurnGrant | None = (
@@ -329,17 +335,30 @@ async def forward(
         content=body if request.method == "POST" else None,
         extensions={"sni_hostname": pinned.host} if pinned else None,
     )
+    # A per-turn connection's model name is the client's to choose: one label for them all.
+    model_label = CONNECTION_MODEL if provider.allow_private is not None else grant.model
     try:
         resp = await upstreams.http.send(req, stream=True)
     except httpx.HTTPError as exc:
         log.warning(
             "gateway %s: provider %s unreachable: %s", backend, provider.name, type(exc).__name__
         )
+        if metrics is not None:
+            metrics.gateway_call(provider.name, model_label, None)
         return bad_gateway(backend, "The model provider could not be reached.")
 
+    if metrics is not None:
+        metrics.gateway_call(provider.name, model_label, resp.status_code)
     if not resp.is_success:
         return await _error_response(resp, provider, backend, translation)
-    extractor = UsageExtractor(provider.backend, resp.headers.get("content-type", ""), grant.usage)
+    on_usage = (
+        None
+        if metrics is None
+        else lambda tokens: metrics.gateway_usage(provider.name, model_label, tokens)
+    )
+    extractor = UsageExtractor(
+        provider.backend, resp.headers.get("content-type", ""), grant.usage, on_usage=on_usage
+    )
     if translation is not None and not stream:
         return await _translated_answer(resp, translation, extractor)
     translator = translation.stream() if translation is not None else None
@@ -354,16 +373,18 @@ async def forward(
     )
 
 
-def make_gateway_router(tokens: TokenRegistry, upstreams: Upstreams) -> APIRouter:
+def make_gateway_router(
+    tokens: TokenRegistry, upstreams: Upstreams, metrics: Metrics | None = None
+) -> APIRouter:
     """Routes for /gateway/openai/v1/... and /gateway/anthropic/v1/... (see paths.py)."""
     router = APIRouter(include_in_schema=False)
 
     @router.api_route("/gateway/openai/v1/{path:path}", methods=["GET", "POST"])
     async def openai_gateway(path: str, request: Request) -> Response:
-        return await forward("openai", path, request, tokens, upstreams)
+        return await forward("openai", path, request, tokens, upstreams, metrics)
 
     @router.api_route("/gateway/anthropic/v1/{path:path}", methods=["GET", "POST"])
     async def anthropic_gateway(path: str, request: Request) -> Response:
-        return await forward("anthropic", path, request, tokens, upstreams)
+        return await forward("anthropic", path, request, tokens, upstreams, metrics)
 
     return router

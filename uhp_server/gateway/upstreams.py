@@ -10,7 +10,9 @@ within UHP_MODELS_CACHE_SECONDS. Both cached; a failure only briefly.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import ssl
 import time
 from collections.abc import Callable
 
@@ -24,10 +26,18 @@ log = logging.getLogger(__name__)
 FAILURE_CACHE_SECONDS = 5.0  # short, so a recovered upstream is seen again soon
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """httpx's default verification, built once per process: loading the CA bundle costs
+    tens of milliseconds, paid again by every app built in one process otherwise."""
+    return httpx.create_ssl_context()
+
+
 def new_http_client() -> httpx.AsyncClient:
     """The client the gateway shares: no read timeout, since a model may think for minutes
     between two streamed events; connecting must still be quick."""
     return httpx.AsyncClient(
+        verify=_tls_context(),
         timeout=httpx.Timeout(connect=10.0, read=None, write=60.0, pool=10.0),
         follow_redirects=False,  # a redirect could carry the real key to another host
     )

@@ -68,7 +68,8 @@ async def _answer(token: str, message: Any, ask: Asker) -> dict[str, Any] | None
     if "id" not in message:
         return None  # a notification (e.g. notifications/initialized)
     call_id, method = message["id"], message["method"]
-    params = message.get("params") if isinstance(message.get("params"), dict) else {}
+    raw_params = message.get("params")
+    params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
     if method == "initialize":
         version = params.get("protocolVersion")
         return _result(
@@ -91,12 +92,13 @@ async def _answer(token: str, message: Any, ask: Asker) -> dict[str, Any] | None
 async def _call(call_id: Any, params: dict[str, Any], token: str, ask: Asker) -> dict[str, Any]:
     if params.get("name") != QUESTION_TOOL:
         return _error(call_id, -32602, "Unknown tool.")
-    arguments = params.get("arguments") if isinstance(params.get("arguments"), dict) else {}
+    raw_arguments = params.get("arguments")
+    arguments: dict[str, Any] = raw_arguments if isinstance(raw_arguments, dict) else {}
     question = arguments.get("question")
     if not isinstance(question, str) or not question.strip():
         return _tool_text(call_id, "ask_user needs a non-empty 'question'.", error=True)
-    options = arguments.get("options") or []
-    options = tuple(str(o) for o in options) if isinstance(options, list) else ()
+    listed = arguments.get("options") or []
+    options = tuple(str(o) for o in listed) if isinstance(listed, list) else ()
     answer = await ask(token, question.strip(), options)
     if answer is None:
         return _tool_text(call_id, _NOT_ANSWERED, error=True)

@@ -41,22 +41,36 @@ _SECRETISH = re.compile(r"\b(?:uhpgw_|sk-)[\w-]{6,}")
 class OumiInvocations:
     def __init__(self, tasks: TaskService) -> None:
         self.tasks = tasks
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # lock, requests using it
 
     # -- submit --------------------------------------------------------------------------
     async def submit(self, principal_id: str, harness_id: str, sub: Submission) -> dict[str, Any]:
-        async with self._lock(principal_id, sub.invocation_id):
-            response_id = await self._latest(principal_id, harness_id, sub.invocation_id)
-            if sub.action == "start":
-                if response_id is None:
-                    response_id = await self._start(principal_id, harness_id, sub)
-                else:
-                    await self._fresh_key(principal_id, response_id, sub.connection)
+        """One submission at a time per invocation: a retry racing its original waits."""
+        name = f"{principal_id}\0{sub.invocation_id}"
+        lock, users = self._locks.get(name, (asyncio.Lock(), 0))
+        self._locks[name] = (lock, users + 1)
+        try:
+            async with lock:
+                return await self._submit(principal_id, harness_id, sub)
+        finally:
+            lock, users = self._locks[name]
+            if users == 1:
+                del self._locks[name]  # a lock lives only while requests use it
             else:
-                if response_id is None:
-                    raise ApiError(404, "invocation_not_found", "No invocation with that id.")
-                response_id = await self._resume(principal_id, response_id, sub)
-            return await self._status(principal_id, response_id, sub.session_id, sub.invocation_id)
+                self._locks[name] = (lock, users - 1)
+
+    async def _submit(self, principal_id: str, harness_id: str, sub: Submission) -> dict[str, Any]:
+        response_id = await self._latest(principal_id, harness_id, sub.invocation_id)
+        if sub.action == "start":
+            if response_id is None:
+                response_id = await self._start(principal_id, harness_id, sub)
+            else:
+                await self._fresh_key(principal_id, response_id, sub.connection)
+        else:
+            if response_id is None:
+                raise ApiError(404, "invocation_not_found", "No invocation with that id.")
+            response_id = await self._resume(principal_id, response_id, sub)
+        return await self._status(principal_id, response_id, sub.session_id, sub.invocation_id)
 
     async def _start(self, principal_id: str, harness_id: str, sub: Submission) -> str:
         final = sub.messages[-1]
@@ -134,9 +148,6 @@ class OumiInvocations:
         return await self._latest(principal_id, harness_id, invocation_id) is not None
 
     # -- helpers -------------------------------------------------------------------------
-    def _lock(self, principal_id: str, invocation_id: str) -> asyncio.Lock:
-        return self._locks.setdefault(f"{principal_id}\0{invocation_id}", asyncio.Lock())
-
     async def _latest(self, principal_id: str, harness_id: str, invocation_id: str) -> str | None:
         key = SessionKey(DOOR, invocation_id)
         return await self.tasks.latest_in_session(principal_id, harness_id, key)

@@ -1,0 +1,171 @@
+"""Reading and steering accepted tasks, for every door: state, events, cancel, answers.
+
+A mixin of TaskService (engine/tasks.py), kept apart from accepting tasks: doors read and
+steer tasks only through these, never through storage or the run registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from storage import door_sessions, session_listing
+from storage import harnesses as harness_store
+from storage import responses as response_store
+from storage import sessions as session_store
+from storage.models import ResponseRow
+from uhp_server.engine.questions import answers_prompt
+from uhp_server.engine.reading import follow_events, task_state
+from uhp_server.engine.requests import (
+    INPUT_REQUIRED,
+    EngineTask,
+    QuestionPolicy,
+    SessionKey,
+    TaskState,
+    ToolAnswer,
+)
+from uhp_server.engine.withdrawal import withdraw_parked
+from uhp_server.errors import ApiError
+from uhp_server.gateway.connection import ModelConnection, connection_provider
+from uhp_server.harnesses import default_harness
+
+if TYPE_CHECKING:
+    from harness_bases.base import HarnessBase
+    from storage.db import Database
+    from uhp_server.engine.runs import RunManager
+    from uhp_server.engine.tasks import Accepted
+    from uhp_server.settings import Settings
+
+
+class TaskSteering:
+    settings: Settings
+    db: Database
+    bases: dict[str, HarnessBase]
+    runs: RunManager
+
+    if TYPE_CHECKING:  # TaskService's own, used here
+
+        async def started(self, response_id: str) -> None: ...
+
+        async def start(
+            self,
+            task: EngineTask,
+            *,
+            idempotency_key: str | None = None,
+            fingerprint: str | None = None,
+            base_url: str = "",
+        ) -> Accepted: ...
+
+    async def state(self, principal_id: str, response_id: str) -> TaskState:
+        """The task as it stands (404 response_not_found for another principal's)."""
+        await self.started(response_id)
+        row = await self._row(principal_id, response_id)
+        return await self.db.read(task_state, self.db, self.runs, row)
+
+    async def follow(
+        self, principal_id: str, response_id: str, after: int = -1
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The task's events after `after`, live until the terminal one, or as stored."""
+        await self.started(response_id)
+        row = await self._row(principal_id, response_id)
+        async for event in follow_events(self.db, self.runs, row, after):
+            yield event
+
+    async def cancel(self, principal_id: str, response_id: str) -> TaskState:
+        """Stop the task (a queued one leaves the queue at once); its state afterwards (a
+        parked one's questions are withdrawn: the state of the closing `cancelled` turn)."""
+        await self.started(response_id)
+        row = await self._row(principal_id, response_id)
+        run = self.runs.get(row.id)
+        if run is not None and not run.log.finished:
+            await self.runs.cancel(run)
+        state = await self.db.read(task_state, self.db, self.runs, row)
+        if state.status == INPUT_REQUIRED and state.response["status"] != "in_progress":
+            # Parked: the task ends `cancelled` in a closing turn after it.
+            closing = await withdraw_parked(self.db, row, state.response)
+            return await self.state(principal_id, closing)
+        return state
+
+    async def answer(
+        self,
+        principal_id: str,
+        response_id: str,
+        answers: list[ToolAnswer],
+        *,
+        model_connection: ModelConnection | None = None,
+    ) -> str:
+        """Answer the questions a paused task waits on (one answer per pending call). The
+        answers reach the agent as its question tool's results and the turn goes on; returns
+        the id of the response that carries on (this one while its turn is still alive).
+        `model_connection`, when given, is the one used from then on."""
+        await self.started(response_id)
+        row = await self._row(principal_id, response_id)
+        state = await self.db.read(task_state, self.db, self.runs, row)
+        if state.status != INPUT_REQUIRED:
+            raise ApiError(409, "not_waiting", "This task is not waiting for an answer.")
+        pending = sorted(q.call_id for q in state.questions)
+        if sorted(a.call_id for a in answers) != pending:
+            raise ApiError(
+                400, "invalid_input", "Give exactly one answer for each pending question."
+            )
+        run = self.runs.get(row.id)
+        if run is not None and run.asking and not run.parked:
+            if model_connection is not None:
+                allow = self.settings.model_connection_allow_private_hosts
+                self.runs.switch_connection(run, connection_provider(model_connection, allow))
+            self.runs.deliver_answers(run, answers)
+            return row.id
+        # The paused process is gone (kept long enough, or the server restarted): a new turn
+        # resumes the CLI's conversation and tells the agent the answers.
+        continuation = EngineTask(
+            principal_id=principal_id,
+            harness_id=None,
+            input=answers_prompt(state.questions, answers),
+            previous_response_id=row.id,
+            model_connection=model_connection,
+            questions=run.questions if run is not None else QuestionPolicy.pause(),
+            store=row.store,
+            metadata={
+                k: v
+                for k, v in state.response.get("metadata", {}).items()
+                if k not in ("session_id", "harness_id")
+            },
+        )
+        return (await self.start(continuation)).response_id
+
+    async def harness_exists(self, principal_id: str, harness_id: str) -> bool:
+        """Whether the principal has this harness (its default harnesses included)."""
+
+        def look() -> bool:
+            default_harness(self.db, principal_id, self.bases)  # creates the defaults
+            return harness_store.get_harness(self.db, principal_id, harness_id) is not None
+
+        return await self.db.write(look)
+
+    def use_connection(self, response_id: str, connection: ModelConnection) -> None:
+        """A door's fresher model connection for a task still running: used from now on."""
+        run = self.runs.get(response_id)
+        if run is not None and not run.log.finished:
+            allow = self.settings.model_connection_allow_private_hosts
+            self.runs.switch_connection(run, connection_provider(connection, allow))
+
+    async def latest_in_session(
+        self, principal_id: str, harness_id: str, key: SessionKey
+    ) -> str | None:
+        """The latest response of the UHP session a door's session key maps to, if any."""
+        return await self.db.read(self._latest_in_session, principal_id, harness_id, key)
+
+    def _latest_in_session(self, principal_id: str, harness_id: str, key: SessionKey) -> str | None:
+        session_id = door_sessions.find(
+            self.db, principal_id, harness_id, key.door, key.external_id
+        )
+        if session_id is None or not session_store.get_session(self.db, principal_id, session_id):
+            return None
+        responses = session_listing.responses_of(self.db, session_id)
+        return responses[-1].id if responses else None
+
+    async def _row(self, principal_id: str, response_id: str) -> ResponseRow:
+        row = await self.db.read(response_store.get_response, self.db, principal_id, response_id)
+        if row is None:
+            raise ApiError(404, "response_not_found", "No response with that id.")
+        return row

@@ -1,0 +1,60 @@
+"""Cancelling a parked task: its open questions are withdrawn.
+
+A parked turn already ended (`incomplete`, reason `input_required`) and its log cannot take
+another event, yet a door must see the task end `cancelled`. So the cancel closes the
+session's conversation with one more turn that never runs: a `cancelled` response after the
+parked one, which the session's history and every door then read as the task's outcome.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from storage import responses as response_store
+from storage.db import Database
+from storage.models import ResponseRow
+from uhp_server.engine.builder import ResponseBuilder
+from uhp_server.engine.eventlog import EventLog
+from uhp_server.ids import new_id
+
+
+async def withdraw_parked(db: Database, parked: ResponseRow, response: dict[str, Any]) -> str:
+    """Record the closing `cancelled` turn after `parked`; returns its response id."""
+    response_id, now = new_id("response"), int(time.time())
+    row = ResponseRow(
+        id=response_id,
+        principal_id=parked.principal_id,
+        session_id=parked.session_id,
+        previous_response_id=parked.id,
+        status="in_progress",
+        store=parked.store,
+        model=parked.model,
+        created_at=now,
+        input_items=[],
+    )
+    await db.write(response_store.insert_response, db, row)
+    closing = {
+        "id": response_id,
+        "object": "response",
+        "created_at": now,
+        "status": "in_progress",
+        "error": None,
+        "incomplete_details": None,
+        "previous_response_id": parked.id,
+        "model": parked.model,
+        "output": [],
+        "store": parked.store,
+        "usage": None,
+        "metadata": dict(response.get("metadata") or {}),
+        "instructions": None,
+        "background": False,
+        "max_output_tokens": None,
+        "parallel_tool_calls": False,
+        "tool_choice": "auto",
+        "tools": [],
+    }
+    builder = ResponseBuilder(closing)
+    log = EventLog(db, response_id, persist=parked.store)
+    await log.append([*builder.created(), *builder.finish("cancelled")])
+    return response_id
