@@ -58,7 +58,7 @@ base_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security
   tests/test_token_binding_e2e.py tests/test_sandbox_limits_e2e.py tests/test_egress_e2e.py
   tests/test_ops.py tests/test_oumi_harness_e2e.py tests/test_tool_door_e2e.py
   tests/test_agentos_e2e.py)
-for base in $(.venv/bin/uhp-server bases list --names); do
+for base in $(.venv/bin/uhp-server bases list --names --default); do
   [[ "$base" == codex ]] && continue
   run_pass "end-to-end tests again with UHP_TEST_BASE=$base" UHP_TEST_BASE="$base" -- \
     "${base_e2e[@]}"

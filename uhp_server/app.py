@@ -60,7 +60,9 @@ def usable_bases(settings: Settings) -> dict[str, HarnessBase]:
     usable: dict[str, HarnessBase] = {}
     for name in known if named is None else named:
         base = known.get(name)
-        if base is None:
+        if named is None and base is not None and not base.enabled_by_default:
+            log.info("base_opt_in", extra={"base": name, "hint": "name it in UHP_BASES"})
+        elif base is None:
             log.warning("unknown_base", extra={"base": name})
         elif base.installed_version(settings.tools_dir) != base.cli_version:
             hint = f"run: uhp-server bases install {name}"

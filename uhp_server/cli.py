@@ -101,6 +101,8 @@ def cmd_bases(args: argparse.Namespace) -> int:
     known = registry()
     if args.bases_command == "list":
         for name, base in known.items():
+            if args.default_only and not base.enabled_by_default:
+                continue
             if args.names_only:
                 print(name)
                 continue
@@ -203,6 +205,12 @@ def build_parser() -> argparse.ArgumentParser:
     install.add_argument("names", nargs="*")
     listing = bases_sub.add_parser("list", help="every registered base: pins, installed versions")
     listing.add_argument("--names", dest="names_only", action="store_true", help="names only")
+    listing.add_argument(
+        "--default",
+        dest="default_only",
+        action="store_true",
+        help="only the bases enabled when UHP_BASES is unset",
+    )
     bases_sub.add_parser("host-packages", help="Debian packages the bases' installs need")
     bases.set_defaults(func=cmd_bases)
 
