@@ -7,12 +7,10 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from sqlmodel import col, select
-
 from storage import harnesses as harness_store
+from storage import responses as response_store
 from storage import sessions as session_store
 from storage.db import Database
-from storage.models import ResponseRow
 from uhp_server.context import AppContext
 from uhp_server.engine.requests import EngineTask, SessionKey
 from uhp_server.errors import ApiError
@@ -70,15 +68,10 @@ def _latest_response(db: Database, principal_id: str, session_id: str) -> str:
     session = session_store.get_session(db, principal_id, session_id)
     if session is None:
         raise Refusal(404, "No session with that session_id; omit it to start a new one.")
-    with db.session() as s:
-        row = s.exec(
-            select(ResponseRow)
-            .where(ResponseRow.session_id == session_id)
-            .order_by(col(ResponseRow.created_at).desc(), col(ResponseRow.id).desc())
-        ).first()
-    if row is None:
+    latest = response_store.latest_in_session(db, session_id)
+    if latest is None:
         raise Refusal(404, "That session has no turn to continue; omit session_id.")
-    return row.id
+    return latest
 
 
 def _harness_or_refuse(db: Database, principal_id: str, harness_id: str) -> None:
