@@ -91,6 +91,7 @@ def read_invocation(body: Any) -> Invocation:
     if kind not in ("start", "resume"):
         raise BadInvocation("invalid_invocation", "invocation.kind must be start or resume.")
     evaluation = context.get("eval")
+    api_key = llm.get("api_key")
     return Invocation(
         capability=_text(body.get("capability"), "capability"),
         run_id=_text(body.get("run_id"), "run_id"),
@@ -101,7 +102,7 @@ def read_invocation(body: Any) -> Invocation:
         token=_text(context.get("token"), "context.token"),
         api_url=_text(context.get("api_url"), "context.api_url", required=False),
         llm_base_url=_text(llm.get("base_url"), "context.llm.base_url"),
-        llm_api_key=llm.get("api_key") if isinstance(llm.get("api_key"), str) else "",
+        llm_api_key=api_key if isinstance(api_key, str) else "",
         models=_object(config.get("models")),
         eval=evaluation if isinstance(evaluation, dict) else None,
     )

@@ -21,7 +21,6 @@ from typing import Any
 import httpx
 
 from uhp_server.context import AppContext
-from uhp_server.engine.fold import TERMINAL_TYPES
 from uhp_server.engine.requests import (
     INPUT_REQUIRED,
     EngineTask,
@@ -36,7 +35,7 @@ from uhp_server.frontdoors.agentos.contract import BadInvocation, Invocation
 from uhp_server.frontdoors.agentos.holds import RUN_TOKEN_HEADER, HoldFailed, open_hold
 from uhp_server.frontdoors.agentos.models import model_for
 from uhp_server.frontdoors.harness_result import failure_reason
-from uhp_server.frontdoors.tool_runs import task_result
+from uhp_server.frontdoors.tool_runs import task_result, until_terminal
 from uhp_server.gateway.connection import ModelConnection
 
 SESSION_DOOR = "agentos"
@@ -194,9 +193,12 @@ class AgentosRuns:
     async def _outcome(self, principal_id: str, record: RunRecord) -> dict[str, Any]:
         """Wait for the task's end or its question's hold; the answer for the platform."""
         assert record.suspended is not None
-        finished = asyncio.ensure_future(self._terminal(principal_id, record.response_id))
+        finished: asyncio.Future[Any] = asyncio.ensure_future(
+            until_terminal(self.ctx, principal_id, record.response_id)
+        )
         try:
-            await asyncio.wait({finished, record.suspended}, return_when="FIRST_COMPLETED")
+            waits: set[asyncio.Future[Any]] = {finished, record.suspended}
+            await asyncio.wait(waits, return_when="FIRST_COMPLETED")
         finally:
             if not finished.done():
                 finished.cancel()
@@ -216,8 +218,3 @@ class AgentosRuns:
             code = (response.get("error") or {}).get("code") or response["status"]
             return contract.failed(code, failure_reason(response))
         return contract.completed(await task_result(self.ctx, response, ""))
-
-    async def _terminal(self, principal_id: str, response_id: str) -> None:
-        async for event in self.ctx.tasks.follow(principal_id, response_id):
-            if event.get("type") in TERMINAL_TYPES:
-                return
