@@ -12,7 +12,12 @@ import pytest
 
 from storage import door_sessions
 from tests.support.fake_engine import CONNECTION, StandInEngine
-from uhp_server.engine.questions import QUESTION_SERVER, QUESTION_TOOL
+from uhp_server.engine.questions import (
+    QUESTION_SERVER,
+    QUESTION_TOOL,
+    TEXT_INSTRUCTION,
+    TEXT_MARKER,
+)
 from uhp_server.engine.requests import (
     ChatMessage,
     EngineTask,
@@ -229,3 +234,26 @@ async def test_follow_yields_every_event_until_the_terminal_one(engine: StandInE
     assert stored[0]["sequence_number"] == 2
     with pytest.raises(ApiError):
         await engine.tasks.state("someone-else", accepted.response_id)
+
+
+async def test_a_base_without_http_mcp_asks_in_its_final_text(tmp_path: Path) -> None:
+    engine = StandInEngine(tmp_path)
+    engine.base.mcp_transports = ()
+    try:
+        ask = f"SAY I need to know.\\n{TEXT_MARKER} Which city?"
+        accepted = await engine.tasks.start(task(engine, ask, questions=QuestionPolicy.pause()))
+        state = await until(engine, accepted.response_id, "input_required")
+        (question,) = state.questions
+        assert question.text == "Which city?"
+        assert TEXT_INSTRUCTION in engine.base.system_prompts[-1]
+        assert QUESTION_SERVER not in engine.base.mcp_names[-1]
+        carried = await engine.tasks.answer(
+            engine.principal_id,
+            accepted.response_id,
+            [ToolAnswer(question.call_id, "Oslo")],
+            model_connection=CONNECTION,
+        )
+        await until(engine, carried, "completed")
+        assert "The user's answer: Oslo" in engine.base.prompts[-1]
+    finally:
+        await engine.close()

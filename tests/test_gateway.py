@@ -251,6 +251,20 @@ async def test_key_swapped_and_model_rewritten(
     assert seen["body"] == {"model": "gpt-turn-model", "input": "hi"}
 
 
+async def test_a_turn_waiting_for_the_user_makes_no_model_call(
+    client: httpx.AsyncClient, tokens: TokenRegistry, upstream: tuple[FakeUpstream, str]
+) -> None:
+    grant = tokens.issue("openai", "m", 60)
+    grant.model_paused = True  # engine/questions.py: the agent asked the user and waits
+    before = len(upstream[0].requests)
+    body = {"model": "m", "input": "hi"}
+    r = await client.post(f"{OPENAI}/responses", headers=bearer(grant.token), json=body)
+    assert r.status_code == 502 and len(upstream[0].requests) == before
+    grant.model_paused = False  # answered: the turn goes on
+    r = await client.post(f"{OPENAI}/responses", headers=bearer(grant.token), json=body)
+    assert r.status_code == 200
+
+
 async def test_anthropic_key_swap_query_and_model(
     client: httpx.AsyncClient, tokens: TokenRegistry, upstream: tuple[FakeUpstream, str]
 ) -> None:

@@ -2,7 +2,7 @@
 (the sandbox is tests/support/fakes.py's FakeSandbox).
 
 The stand-in agent reads its prompt's last line as a script:
-- `SAY <text>`: answers <text> and finishes;
+- `SAY <text>`: answers <text> (a literal `\\n` in it is a line break) and finishes;
 - `WAIT <name>`: waits until the test calls `release(<name>)`, then answers "released";
 - `ASK <question>`: asks the user through the engine's question tool, then answers
   "answer: <the user's answer>" (or fails when no answer came);
@@ -62,7 +62,7 @@ class StandInTurn(AgentTurn):
                     await asyncio.Event().wait()  # parked: the engine ends the turn
                 text = f"answer: {answer}"
             elif verb == "SAY":
-                text = rest
+                text = rest.replace("\\n", "\n")  # a literal \n is a line break
             else:
                 text = spec.prompt
             yield ev.TextDelta("m1", text)

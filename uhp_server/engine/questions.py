@@ -28,6 +28,13 @@ if TYPE_CHECKING:
 QUESTION_SERVER = "uhp-user"
 QUESTION_TOOL = "ask_user"
 PARKED_REASON = "input_required"
+# Bases whose CLI takes no HTTP MCP server ask in their final text instead (TEXT_MARKER).
+TEXT_MARKER = "QUESTION FOR THE USER:"
+TEXT_INSTRUCTION = (
+    "If you cannot go on without asking the user something, end your turn with the question "
+    f"alone on its last line, starting with '{TEXT_MARKER}'. The user's answer will come as "
+    "the next message."
+)
 _NO_RECORDED_ANSWER = "(No answer was recorded for this question; carry on as you judge best.)"
 
 
@@ -149,3 +156,32 @@ def answers_prompt(questions: tuple[Question, ...], answers: list[ToolAnswer]) -
         )
     lines.append("Carry on with the task using these answers.")
     return "\n\n".join(lines)
+
+
+def asks_in_text(run: Run) -> bool:
+    """Whether this turn's agent asks in its final text (no HTTP MCP for the question tool)."""
+    plan = run.plan
+    return plan.ask_user and "http" not in plan.base.mcp_transports
+
+
+def text_question(response: dict[str, Any]) -> str | None:
+    """The question a final message ends with (TEXT_MARKER), if any."""
+    messages = [i for i in response["output"] if i["type"] == "message"]
+    if not messages:
+        return None
+    parts = messages[-1].get("content") or []
+    text = "".join(p.get("text", "") for p in parts if p.get("type") == "output_text")
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines or not lines[-1].startswith(TEXT_MARKER):
+        return None
+    return lines[-1][len(TEXT_MARKER) :].strip() or None
+
+
+async def park_on_text_question(run: Run, text: str) -> list[str]:
+    """Record the question the agent ended its text with as a pending ask_user call."""
+    call_id = "call_" + secrets.token_hex(12)
+    arguments = question_arguments(text, ())
+    started = ev.ToolCallStarted(call=call_id, name=QUESTION_TOOL, arguments=arguments)
+    await run.record(lambda: run.builder.apply(started))
+    run.parked = [call_id]
+    return run.parked

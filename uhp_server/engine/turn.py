@@ -26,7 +26,15 @@ from uhp_server.engine.admission import AdmissionQueue
 from uhp_server.engine.builder import ResponseBuilder
 from uhp_server.engine.eventlog import EventLog
 from uhp_server.engine.inputs import Attachment
-from uhp_server.engine.questions import PARKED_REASON, QUESTION_SERVER, is_question_tool
+from uhp_server.engine.questions import (
+    PARKED_REASON,
+    QUESTION_SERVER,
+    TEXT_INSTRUCTION,
+    asks_in_text,
+    is_question_tool,
+    park_on_text_question,
+    text_question,
+)
 from uhp_server.engine.requests import Question, QuestionPolicy
 from uhp_server.engine.turn_files import TurnFiles
 from uhp_server.errors import error_body
@@ -311,9 +319,12 @@ class TurnExecutor:
         servers = tuple(
             McpServerSpec(t.name, origin + mcp_path(t.name), token, t.transport) for t in mcp
         )
+        system_prompt = plan.system_prompt
         if plan.ask_user and "http" in plan.base.mcp_transports:
             asking = McpServerSpec(QUESTION_SERVER, origin + mcp_path(QUESTION_SERVER), token)
             servers = (*servers, asking)
+        elif plan.ask_user:  # no MCP in its structured mode: the agent asks in its text
+            system_prompt = "\n\n".join(p for p in (system_prompt, TEXT_INSTRUCTION) if p)
         return TurnSpec(
             prompt=plan.prompt,
             model=plan.model,
@@ -324,7 +335,7 @@ class TurnExecutor:
             host_tools=self.tools_dir,
             paths=self.sandbox.paths,
             native_session_id=plan.native_session_id,
-            system_prompt=plan.system_prompt,
+            system_prompt=system_prompt,
             disabled_tools=plan.disabled_tools,
             max_output_tokens=plan.max_output_tokens,
             max_step=plan.max_step,
@@ -385,6 +396,10 @@ class TurnExecutor:
             case ev.Usage():
                 run.cli_usage = event
             case ev.TurnFinished():
+                if asks_in_text(run) and (question := text_question(run.builder.response)):
+                    pending = await park_on_text_question(run, question)
+                    parked = {"reason": PARKED_REASON, "pending_call_ids": pending}
+                    return Outcome("incomplete", incomplete_details=parked)
                 return Outcome("completed")
             case ev.TurnFailed(message=message, code=code):
                 return Outcome("failed", code, message)
