@@ -40,6 +40,10 @@ class Settings(BaseSettings):
     idempotency_retention_hours: float = 24.0
     max_timeout_seconds: int = 3600  # the longest wall-clock budget any task gets
     default_timeout_seconds: int = 1800  # budget of a task that names none
+    # A tool call's budget without ?timeout_seconds= (under the platform's default 30 s wait).
+    tool_timeout_seconds: int = Field(default=25, ge=1, le=120)
+    # Turns on GET /health and POST /invoke (the AgentOS contract) acting as this principal.
+    agentos_principal: str | None = None
     keepalive_seconds: float = 15.0
     cancel_grace_seconds: float = 3.0  # after a clean interrupt, kill the sandbox
     models_cache_seconds: float = 60.0
