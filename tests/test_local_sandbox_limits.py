@@ -128,7 +128,6 @@ async def test_a_starting_server_leaves_another_servers_cgroups_alone(tmp_path: 
     assert hierarchy is not None
     running = LocalSandbox.from_settings(Settings(data_dir=tmp_path / "one"))
     starting = LocalSandbox.from_settings(Settings(data_dir=tmp_path / "two"))
-    assert running.cgroup_prefix != starting.cgroup_prefix
     # The just-made, still-empty cgroup of the running server's starting turn.
     turn = running._cgroup("local:resp_starting")
     assert turn is not None
@@ -141,6 +140,13 @@ async def test_a_starting_server_leaves_another_servers_cgroups_alone(tmp_path: 
             (hierarchy.pids_parent / "cgroup.procs").write_text(str(os.getpid()))
     finally:
         turn.remove()
-    # A server's id stays with its data folder.
+
+
+def test_a_servers_cgroup_prefix_is_its_own_and_stays_with_its_data_folder(
+    tmp_path: Path,
+) -> None:
+    one = LocalSandbox.from_settings(Settings(data_dir=tmp_path / "one"))
+    two = LocalSandbox.from_settings(Settings(data_dir=tmp_path / "two"))
     again = LocalSandbox.from_settings(Settings(data_dir=tmp_path / "one"))
-    assert again.cgroup_prefix == running.cgroup_prefix
+    assert one.cgroup_prefix != two.cgroup_prefix
+    assert again.cgroup_prefix == one.cgroup_prefix
