@@ -152,6 +152,9 @@ class HarnessBase(abc.ABC):
     runtime_packages: tuple[str, ...]
     host_packages: tuple[str, ...]
     honours_max_output_tokens: bool = False  # True when the CLI can cap generated tokens
+    # False for a base that is registered and installable but not yet at the bar every base
+    # meets (the README says what it lacks): UHP_BASES must name it to enable it.
+    enabled_by_default: bool = True
     # MCP transports the CLI can speak to the gateway's MCP proxy: "http" (Streamable HTTP),
     # "sse" (legacy HTTP+SSE). Harness config naming another is refused for this base.
     mcp_transports: tuple[str, ...] = ("http", "sse")

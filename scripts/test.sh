@@ -17,6 +17,7 @@ if ((${#test_apt[@]})) && [[ $(id -u) -eq 0 ]]; then
 fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+.venv/bin/mypy  # the engine, the gateway and storage ([tool.mypy] in pyproject.toml)
 
 # The docker sandbox: an engine (started here when none runs) and its runtime image (built
 # once; a no-op when its labels say it is current). Without an engine the docker tests skip,
@@ -48,13 +49,15 @@ run_pass() {
 # The end-to-end files that differ per sandbox, again in the docker sandbox.
 run_pass "end-to-end tests again with UHP_TEST_SANDBOX=docker" UHP_TEST_SANDBOX=docker -- \
   tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security_e2e.py \
-  tests/test_restart_e2e.py tests/test_token_binding_e2e.py tests/test_egress_e2e.py
+  tests/test_restart_e2e.py tests/test_token_binding_e2e.py tests/test_egress_e2e.py \
+  tests/test_ops.py
 # The base-agnostic end-to-end files again on every other registered base (the runs above
 # use Codex).
 base_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security_e2e.py
   tests/test_restart_e2e.py tests/test_harnesses_e2e.py tests/test_openai_sdk.py
-  tests/test_token_binding_e2e.py tests/test_sandbox_limits_e2e.py tests/test_egress_e2e.py)
-for base in $(.venv/bin/uhp-server bases list --names); do
+  tests/test_token_binding_e2e.py tests/test_sandbox_limits_e2e.py tests/test_egress_e2e.py
+  tests/test_ops.py)
+for base in $(.venv/bin/uhp-server bases list --names --default); do
   [[ "$base" == codex ]] && continue
   run_pass "end-to-end tests again with UHP_TEST_BASE=$base" UHP_TEST_BASE="$base" -- \
     "${base_e2e[@]}"

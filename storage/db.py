@@ -34,7 +34,7 @@ T = TypeVar("T")
 READ_THREADS = 4
 
 
-def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     # WAL lets readers (stream replays) run beside the writer; NORMAL sync is durable across
     # process crashes, which is the failure we design for (not power loss mid-commit).
@@ -69,6 +69,8 @@ class Database:
         self._lock = threading.Lock()
         self._readers: ThreadPoolExecutor | None = None
         self._writer: _Writer | None = None
+        # Called on the writer thread with the seconds each event-log commit took (metrics).
+        self.on_event_commit: Callable[[float], None] | None = None
 
     # -- synchronous access (threads, the CLI, start-up) -----------------------------------
     @contextmanager
@@ -177,8 +179,10 @@ class _Writer:
                 group.append(more)
             self._commit(conn, group)
 
-    @staticmethod
-    def _commit(conn: sqlite3.Connection, group: list[tuple[EventBatch, Future[None]]]) -> None:
+    def _commit(
+        self, conn: sqlite3.Connection, group: list[tuple[EventBatch, Future[None]]]
+    ) -> None:
+        started = time.perf_counter()
         try:
             conn.execute("BEGIN IMMEDIATE")
             for batch, _ in group:
@@ -189,10 +193,13 @@ class _Writer:
                 conn.execute("ROLLBACK")
             if len(group) > 1:
                 for single in group:  # one bad batch must not fail the others
-                    _Writer._commit(conn, [single])
+                    self._commit(conn, [single])
             elif group[0][1].set_running_or_notify_cancel():
                 group[0][1].set_exception(exc)
             return
+        observe = self._db.on_event_commit
+        if observe is not None:
+            observe(time.perf_counter() - started)
         for _, future in group:
             if future.set_running_or_notify_cancel():
                 future.set_result(None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlmodel import select
+from sqlmodel import col, select
 
 from storage.db import Database
 from storage.models import HarnessRow
@@ -23,8 +23,8 @@ def list_harnesses(db: Database, principal_id: str) -> list[HarnessRow]:
     with db.session() as s:
         rows = s.exec(
             select(HarnessRow)
-            .where(HarnessRow.principal_id == principal_id, HarnessRow.deleted_at.is_(None))  # type: ignore[union-attr]
-            .order_by(HarnessRow.created_at_ms, HarnessRow.id)
+            .where(HarnessRow.principal_id == principal_id, col(HarnessRow.deleted_at).is_(None))
+            .order_by(col(HarnessRow.created_at_ms), col(HarnessRow.id))
         ).all()
         return list(rows)
 

@@ -102,7 +102,9 @@ def _add_origin_column(_target: Any, connection: Connection, **_kw: Any) -> None
     if not columns or "origin" in columns:
         return
     connection.execute(text("ALTER TABLE mcp_secret ADD COLUMN origin VARCHAR"))
-    owners = dict(connection.execute(text("SELECT id, principal_id FROM mcp_secret")).all())
+    owners: dict[str, str] = dict(
+        connection.execute(text("SELECT id, principal_id FROM mcp_secret")).all()
+    )
     bound: dict[str, str] = {}
     harnesses = connection.execute(
         text("SELECT principal_id, config FROM harness ORDER BY created_at_ms, id")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import JSON, Column, Index
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field, SQLModel, col
 
 
 class Principal(SQLModel, table=True):
@@ -84,7 +84,7 @@ class IdempotencyRow(SQLModel, table=True):
     created_at: float
 
 
-Index("ix_session_principal_updated", SessionRow.principal_id, SessionRow.updated_at)
+Index("ix_session_principal_updated", col(SessionRow.principal_id), col(SessionRow.updated_at))
 
 
 class FileRow(SQLModel, table=True):

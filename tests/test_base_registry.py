@@ -21,7 +21,7 @@ from uhp_server.engine import artifacts
 from uhp_server.sandbox.docker import images
 from uhp_server.settings import Settings
 
-BUILT_IN = {"codex", "claude-code", "hermes", "opencode"}
+BUILT_IN = {"codex", "claude-code", "hermes", "opencode", "pi", "qwen-code"}
 
 THIRD_PARTY = """
 from harness_bases.acp import AcpBase
@@ -161,6 +161,7 @@ def test_what_derives_from_the_declarations(third_party: Path, tmp_path: Path) -
     assert images.runtime_tag(packages) != images.runtime_tag(("python3",))
 
 
+@pytest.mark.heavy
 def test_the_cli_lists_and_installs_every_registered_base(third_party: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(third_party)}
     cli = [sys.executable, "-m", "uhp_server.cli"]
@@ -169,3 +170,13 @@ def test_the_cli_lists_and_installs_every_registered_base(third_party: Path) -> 
     assert names.stdout.decode().split() == sorted([*BUILT_IN, "tiny-agent"])
     host = subprocess.run([*cli, "bases", "host-packages"], env=env, capture_output=True)
     assert "tiny-host-tool" in host.stdout.decode().split()
+
+
+def test_an_opt_in_base_is_enabled_only_when_named(
+    third_party: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tiny = type(registry()["tiny-agent"])
+    monkeypatch.setattr(tiny, "enabled_by_default", False)
+    assert "tiny-agent" not in usable_bases(Settings(tools_dir=tmp_path / "t", bases=None))
+    named = usable_bases(Settings(tools_dir=tmp_path / "t", bases="tiny-agent"))
+    assert "tiny-agent" in named

@@ -22,6 +22,8 @@ from uhp_server.sandbox.docker.container import Limits
 from uhp_server.sandbox.docker.process import DockerProcess
 from uhp_server.sandbox.egress import EgressPolicy
 
+pytestmark = pytest.mark.heavy  # a real engine: containers take a second each
+
 ENV = {"PATH": "/usr/bin:/bin", "HOME": "/home/agent", "UHP_TEST_MARK": "yes"}
 AGENT_UID = 1000  # the tests run as root: the sandbox then runs agents as 1000:1000
 

@@ -231,3 +231,34 @@ async def test_a_connection_is_checked_again_on_every_call(
     assert answer.status_code == 200
     (call,) = chat_only.requests()
     assert call["headers"]["host"].startswith("localhost:")  # the name kept, the address pinned
+
+
+async def test_a_model_the_provider_says_does_not_exist_is_listed_unavailable(
+    chat_only: RunningProvider,
+) -> None:
+    # A static list names a model the provider does not serve: the list alone would call it
+    # available; the provider's own "does not exist" on a real call corrects it.
+    settings = Settings(
+        OPENAI_API_KEY=KEY,
+        OPENAI_BASE_URL=chat_only.base_url,
+        ANTHROPIC_API_KEY=None,
+        openai_api="chat",
+        openai_models="llama,only-local",
+        models_cache_seconds=300,
+    )
+    tokens = TokenRegistry()
+    upstreams = Upstreams(settings)
+    app = FastAPI()
+    app.include_router(make_gateway_router(tokens, upstreams))
+    transport = httpx.ASGITransport(app=app)
+    try:
+        assert await upstreams.list_models("openai") == ["llama", "only-local"]
+        grant = tokens.issue("openai", "only-local", 60)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+            answer = await client.post(
+                f"{OPENAI}/responses", headers=bearer(grant.token), json=RESPONSES_BODY
+            )
+        assert answer.status_code == 404
+        assert await upstreams.list_models("openai") == ["llama"]
+    finally:
+        await upstreams.aclose()

@@ -18,7 +18,10 @@ from uhp_server.sandbox.limits import LocalLimits, parse_size
 from uhp_server.sandbox.local import LocalSandbox
 from uhp_server.settings import Settings
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
+pytestmark = [
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed"),
+    pytest.mark.heavy,  # fills memory, disk and the process table for real
+]
 
 ENV = {"PATH": "/usr/bin:/bin", "HOME": "/home/agent"}
 # Cgroups need root; CI and this project's machines run the tests as root.

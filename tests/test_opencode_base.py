@@ -89,6 +89,7 @@ def offered_tools(body: dict) -> list[str]:
 # -- live: the real CLI -----------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 def test_installed_version_and_install_is_idempotent(opencode_installed: Path) -> None:
     assert installer.installed_version(opencode_installed) == installer.CLI_VERSION
     installer.install(opencode_installed)  # already there: a no-op

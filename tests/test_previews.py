@@ -164,6 +164,7 @@ def failing_program(tmp_path: Path, name: str) -> str:
 
 
 # -- no network while converting ------------------------------------------------------------
+@pytest.mark.heavy
 def test_a_document_cannot_make_the_server_fetch_a_url(tmp_path: Path, listener: Listener) -> None:
     previews = renderer(tmp_path)
     runs = recording(previews)
@@ -177,6 +178,7 @@ def test_a_document_cannot_make_the_server_fetch_a_url(tmp_path: Path, listener:
     assert argv[argv.index("--cap-drop") + 1] == "ALL" and "--die-with-parent" in argv
 
 
+@pytest.mark.heavy
 def test_a_normal_document_still_converts_to_a_real_pdf(tmp_path: Path) -> None:
     previews = renderer(tmp_path)
     text = artifact(previews.blobs, "notes.txt", b"Quarterly notes\nLine two\n", "text/plain")
@@ -189,6 +191,7 @@ def test_a_normal_document_still_converts_to_a_real_pdf(tmp_path: Path) -> None:
         assert is_pdf(pdf.read_bytes())
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("bwrap", ["missing", "failing"])
 def test_without_bubblewrap_the_conversion_still_has_no_network(
     tmp_path: Path, listener: Listener, bwrap: str
@@ -270,6 +273,7 @@ def test_an_agent_written_pdf_is_served_sandboxed(http: TestClient) -> None:
     assert_hardened(answer.headers)
 
 
+@pytest.mark.heavy
 def test_a_converted_preview_is_hardened_and_fetched_nothing(
     http: TestClient, listener: Listener
 ) -> None:

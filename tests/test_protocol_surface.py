@@ -228,6 +228,7 @@ def _cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.heavy
 def test_keys_created_by_the_cli_work_and_revocation_is_immediate(
     http: TestClient, data_dir: Path
 ) -> None:

@@ -12,8 +12,10 @@ import pytest
 from harness_bases import registry
 from tests.scripted_provider import RunningProvider, start_provider
 from tests.support.server import ServerProcess
+from uhp_server import cli
 from uhp_server.app import create_app
 from uhp_server.catalog import ModelCatalog
+from uhp_server.errors import ApiError
 from uhp_server.gateway.providers_file import ProvidersFileError, read_providers_file
 from uhp_server.gateway.upstreams import Upstreams
 from uhp_server.settings import Settings
@@ -96,6 +98,10 @@ def test_a_toml_file_defines_named_providers(tmp_path: Path) -> None:
             "providers.bad.headers.Authorization",
         ),
         ("api: chat\n    base_url: https://x.example\n    headers: [a]", "providers.bad.headers"),
+        (
+            "api: chat\n    base_url: https://x.example\n    models: [a]\n    default_model: b",
+            "providers.bad.default_model",
+        ),
         ("api: chat\n    base_url: https://x.example\n    key: sk-inline", "providers.bad.key"),
     ],
 )
@@ -127,8 +133,25 @@ def test_unparseable_and_missing_files(tmp_path: Path) -> None:
         read_providers_file(write(tmp_path, "p.toml", "[providers\n"), set())
     with pytest.raises(ProvidersFileError, match="cannot be read"):
         read_providers_file(tmp_path / "missing.yaml", set())
+    not_utf8 = tmp_path / "p.yaml"
+    not_utf8.write_bytes(b"\xff\xfe garbage: [")
+    with pytest.raises(ProvidersFileError, match=f"^{not_utf8}: not UTF-8"):
+        read_providers_file(not_utf8, set())
 
 
+def test_a_bad_setting_is_one_line_and_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setenv("UHP_OPENAI_API", "bogus")
+    assert cli.main(["serve", "--data-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "uhp-server: bad setting UHP_OPENAI_API (got 'bogus'): "
+        "Input should be 'responses' or 'chat'\n"
+    )
+
+
+@pytest.mark.heavy
 def test_a_bad_file_stops_start_up_naming_file_and_field(tmp_path: Path) -> None:
     path = write(tmp_path, "providers.yaml", "providers:\n  x:\n    api: grpc\n")
     env = {
@@ -269,7 +292,14 @@ async def test_a_static_list_is_available_only_while_the_provider_answers(
                     "backend": "openai",
                     "available": False,
                     "default": True,
-                }
+                },
+                {
+                    "id": "shared",
+                    "label": "shared",
+                    "backend": "openai",
+                    "available": False,
+                    "default": False,
+                },
             ],
         }
         await dead.aclose()
@@ -336,5 +366,54 @@ async def test_the_default_model_comes_from_a_provider_that_serves_it(
     try:
         route, meta = await ModelCatalog(upstreams).resolve(registry()["claude-code"], None, None)
         assert (route.provider.name, route.model, meta) == ("openai", "llama-a", {})
+    finally:
+        await upstreams.aclose()
+
+
+async def test_a_model_of_a_provider_the_base_cannot_use_is_not_served(
+    full: RunningProvider,
+) -> None:
+    # Codex cannot use an Anthropic-only provider: naming it does not route there.
+    settings = Settings(
+        OPENAI_API_KEY=KEY,
+        OPENAI_BASE_URL=full.base_url,
+        ANTHROPIC_API_KEY=KEY,
+        ANTHROPIC_BASE_URL=full.url,
+        openai_default_model=None,
+    )
+    upstreams = Upstreams(settings)
+    only_anthropic = Upstreams(settings.model_copy(update={"openai_api_key": None}))
+    codex = registry()["codex"]
+    try:
+        route, meta = await ModelCatalog(upstreams).resolve(codex, None, "anthropic/shared")
+        assert route.provider.name == "openai"
+        assert meta["requested_model"] == "anthropic/shared" and meta["model_fallback"]
+        with pytest.raises(ApiError) as caught:
+            await ModelCatalog(only_anthropic).resolve(codex, None, "anthropic/shared")
+        assert (caught.value.status, caught.value.code) == (422, "model_unavailable")
+    finally:
+        await upstreams.aclose()
+        await only_anthropic.aclose()
+
+
+async def test_both_listings_show_an_unreachable_providers_models_unavailable(
+    tmp_path: Path,
+) -> None:
+    path = write(
+        tmp_path,
+        "p.yaml",
+        "providers:\n  local:\n    api: chat\n    base_url: http://127.0.0.1:9/v1\n"
+        "    models: [llama-a, llama-b]\n",
+    )
+    settings = Settings(OPENAI_API_KEY=None, ANTHROPIC_API_KEY=None, providers_file=path)
+    upstreams = Upstreams(settings, failure_cache_seconds=0)
+    catalog = ModelCatalog(upstreams)
+    try:
+        listing = await catalog.harness_models("h", registry()["hermes"], None)
+        entry = await catalog.provider_entry("local")
+        assert entry is not None
+        in_harness = [(m["id"], m["available"]) for m in listing["models"]]
+        in_models = [(m["id"], m["available"]) for m in entry["models"]]
+        assert in_harness == in_models == [("llama-a", False), ("llama-b", False)]
     finally:
         await upstreams.aclose()

@@ -120,6 +120,11 @@ def test_directives_found_after_whitespace_only_at_line_start() -> None:
         ("Exit code: 0\nWall time: 0.1 seconds\nOutput:\nhello\nworld\n", "hello\nworld"),
         (json.dumps({"output": "from json\n", "metadata": {"exit_code": 0}}), "from json"),
         ("  plain  \n", "plain"),
+        (
+            "Command: printf 'a\\nb'\nDirectory: (root)\nOutput: a\nb\nError: (none)\n"
+            "Exit Code: 0\nSignal: (none)\nProcess Group PGID: 14471",
+            "a\nb",
+        ),
     ],
 )
 def test_tool_output_extraction(raw: str, expected: str) -> None:

@@ -43,3 +43,14 @@ def test_images_and_raw_html_never_become_elements() -> None:
     html = str(markdown('![t](https://example.com/p.png) <img src=x onerror="y"> <b>b</b>'))
     assert "<img" not in html and "<b>" not in html
     assert "&lt;img src=x" in html
+
+
+def test_an_image_is_a_plain_link_labelled_with_its_alt_text() -> None:
+    html = str(markdown("see ![a <b>chart</b>](https://example.com/p.png) here"))
+    expected = f'<a href="https://example.com/p.png" {REL}>a &lt;b&gt;chart&lt;/b&gt;</a>'
+    assert f"<p>see {expected} here</p>" in html
+    assert "!" not in html and "<img" not in html
+
+
+def test_an_image_to_anything_but_http_stays_text() -> None:
+    assert "<a" not in str(markdown("![x](javascript:alert(1)) ![y](/v1/uhp)"))

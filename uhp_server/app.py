@@ -26,18 +26,23 @@ from uhp_server.gateway.mcp_proxy import make_mcp_router
 from uhp_server.gateway.proxy import make_gateway_router
 from uhp_server.gateway.tokens import TokenRegistry
 from uhp_server.gateway.upstreams import Upstreams
+from uhp_server.head_requests import HeadAsGet
+from uhp_server.metrics import Metrics
+from uhp_server.readiness import ReadinessProbe
 from uhp_server.routers import (
     api_docs,
     discovery,
     files,
     harness_events,
     harnesses,
+    ops,
     sessions,
     share,
     tasks,
 )
 from uhp_server.sandbox.base import Sandbox
 from uhp_server.settings import Settings
+from uhp_server.unread_bodies import CloseOnUnreadBody
 from uhp_server.versioning import VersionMiddleware
 
 log = logging.getLogger("uhp_server.app")
@@ -52,7 +57,9 @@ def usable_bases(settings: Settings) -> dict[str, HarnessBase]:
     usable: dict[str, HarnessBase] = {}
     for name in known if named is None else named:
         base = known.get(name)
-        if base is None:
+        if named is None and base is not None and not base.enabled_by_default:
+            log.info("base_opt_in", extra={"base": name, "hint": "name it in UHP_BASES"})
+        elif base is None:
             log.warning("unknown_base", extra={"base": name})
         elif base.installed_version(settings.tools_dir) != base.cli_version:
             hint = f"run: uhp-server bases install {name}"
@@ -93,19 +100,28 @@ def make_sandbox(settings: Settings, bases: dict[str, HarnessBase] | None = None
     raise ValueError(f"unknown sandbox {settings.sandbox!r} (UHP_SANDBOX)")
 
 
-def build_context(settings: Settings, bases: dict[str, HarnessBase] | None = None) -> AppContext:
+def build_context(
+    settings: Settings,
+    bases: dict[str, HarnessBase] | None = None,
+    sandbox: Sandbox | None = None,
+) -> AppContext:
+    """`sandbox`: use this one instead of the one settings name (tests inject a fake)."""
     db = Database(settings.db_path)
+    metrics = Metrics()
+    db.on_event_commit = metrics.event_log_committed
     tokens = TokenRegistry()
     upstreams = Upstreams(settings)
     catalog = ModelCatalog(upstreams)
     file_parts = build_file_parts(settings, db)
     enabled = usable_bases(settings) if bases is None else bases
+    sandbox = sandbox or make_sandbox(settings, enabled)
     executor = TurnExecutor(
-        make_sandbox(settings, enabled),
+        sandbox,
         tokens,
         settings.tools_dir,
         settings.cancel_grace_seconds,
         files=file_parts.turn_files,
+        metrics=metrics,
     )
     runs = RunManager(db, executor)
     return AppContext(
@@ -127,11 +143,17 @@ def build_context(settings: Settings, bases: dict[str, HarnessBase] | None = Non
             settings.previews_dir,
             settings.cancel_grace_seconds,
         ),
+        metrics=metrics,
+        readiness=ReadinessProbe(db, sandbox, settings.data_dir / "readyz"),
     )
 
 
-def create_app(settings: Settings, bases: dict[str, HarnessBase] | None = None) -> FastAPI:
-    ctx = build_context(settings, bases)
+def create_app(
+    settings: Settings,
+    bases: dict[str, HarnessBase] | None = None,
+    sandbox: Sandbox | None = None,
+) -> FastAPI:
+    ctx = build_context(settings, bases, sandbox)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -159,9 +181,11 @@ def create_app(settings: Settings, bases: dict[str, HarnessBase] | None = None) 
     install_error_handlers(app)
     for router in (discovery.router, harnesses.router, tasks.router, sessions.router):
         app.include_router(router)
-    app.include_router(make_gateway_router(ctx.tokens, ctx.upstreams))
+    app.include_router(make_gateway_router(ctx.tokens, ctx.upstreams, ctx.metrics))
     app.include_router(make_mcp_router(ctx.tokens, ctx.upstreams.http))
-    for router in (files.router, share.router, harness_events.router, api_docs.router):
+    for router in (files.router, share.router, harness_events.router, api_docs.router, ops.router):
         app.include_router(router)
     app.add_middleware(VersionMiddleware)
+    app.add_middleware(CloseOnUnreadBody)
+    app.add_middleware(HeadAsGet)
     return app

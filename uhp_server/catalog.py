@@ -67,7 +67,8 @@ class ModelCatalog:
     def _route(self, model_id: str, order: list[Provider], listings: Listings) -> ModelRoute | None:
         prefix, _, rest = model_id.partition("/")
         named = self.upstreams.providers.get(prefix) if rest else None
-        if named is not None and rest in listings[named.name]:
+        # A provider the base cannot use is no route, even when named explicitly.
+        if named in order and rest in listings[named.name]:
             return ModelRoute(model_id, named, rest)
         for provider in order:
             if model_id in listings[provider.name]:
@@ -101,9 +102,9 @@ class ModelCatalog:
         """One provider's models for `GET /v1/models`, under their own (bare) names."""
         listed = await self.upstreams.list_models(name) or []
         default = await self.upstreams.default_model(name)
-        names = list(listed)
+        names = list(listed) + _unlisted(self.upstreams.providers[name], listed)
         if default and default not in names:
-            names.append(default)  # configured but not served: shown, and unavailable
+            names.append(default)
         if not names:
             return None
         models = [_model(m, m, name, m in listed, m == default) for m in names]
@@ -117,8 +118,14 @@ class ModelCatalog:
         default = harness_default or await self._default(order, listings)
         routes = self._ids(order, listings)
         models = [_model(r.id, r.model, r.provider.name, True, r.id == default) for r in routes]
+        seen = {r.model for r in routes}
+        for provider in order:  # configured but not served now: listed, unavailable
+            for model in _unlisted(provider, listings[provider.name]):
+                model_id = model if model not in seen else f"{provider.name}/{model}"
+                seen.add(model)
+                models.append(_model(model_id, model, provider.name, False, model_id == default))
         served = default is not None and self._route(default, order, listings) is not None
-        if default and not any(r.id == default for r in routes):
+        if default and not any(m["id"] == default for m in models):
             models.append(_model(default, default, "", served, True))
         result: dict[str, Any] = {"harness_id": harness_id, "backend": base.backend}
         result["models"] = models
@@ -153,6 +160,13 @@ class ModelCatalog:
             f"{f' (asked for {requested!r})' if requested else ''}.",
             param="model" if requested else None,
         )
+
+
+def _unlisted(provider: Provider, listed: list[str]) -> list[str]:
+    """The models configured for a provider (static list, default) it does not serve now:
+    both listings show them, unavailable."""
+    configured = [*(provider.models or ()), provider.default_model]
+    return list(dict.fromkeys(m for m in configured if m and m not in listed))
 
 
 def _model(model_id: str, label: str, provider: str, available: bool, default: bool) -> dict:

@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from harness_bases import registry
 from storage import keys
 from storage.db import Database
@@ -101,6 +103,8 @@ def cmd_bases(args: argparse.Namespace) -> int:
     known = registry()
     if args.bases_command == "list":
         for name, base in known.items():
+            if args.default_only and not base.enabled_by_default:
+                continue
             if args.names_only:
                 print(name)
                 continue
@@ -203,6 +207,12 @@ def build_parser() -> argparse.ArgumentParser:
     install.add_argument("names", nargs="*")
     listing = bases_sub.add_parser("list", help="every registered base: pins, installed versions")
     listing.add_argument("--names", dest="names_only", action="store_true", help="names only")
+    listing.add_argument(
+        "--default",
+        dest="default_only",
+        action="store_true",
+        help="only the bases enabled when UHP_BASES is unset",
+    )
     bases_sub.add_parser("host-packages", help="Debian packages the bases' installs need")
     bases.set_defaults(func=cmd_bases)
 
@@ -226,7 +236,20 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except ValidationError as exc:
+        print(f"uhp-server: {settings_problem(exc)}", file=sys.stderr)
+        return 2
+
+
+def settings_problem(exc: ValidationError) -> str:
+    """pydantic's multi-line dump as one line a person can act on: the first bad variable."""
+    first = exc.errors()[0]
+    field = ".".join(str(part) for part in first.get("loc", ())) or "settings"
+    value = first.get("input")
+    shown = f" (got {value!r})" if isinstance(value, (str, int, float)) else ""
+    return f"bad setting UHP_{field.upper()}{shown}: {first.get('msg', 'invalid')}"
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@ from uhp_server.catalog import ModelCatalog
 from uhp_server.engine.runs import RunManager
 from uhp_server.engine.tasks import TaskService
 from uhp_server.engine.traces import TraceDeleter
+from uhp_server.metrics import Metrics
 from uhp_server.previews import PreviewRenderer
+from uhp_server.readiness import ReadinessProbe
 from uhp_server.settings import Settings
 
 
@@ -31,6 +33,8 @@ class AppContext:
     blobs: BlobStore  # uploads and artifacts, content-addressed
     previews: PreviewRenderer
     traces: TraceDeleter
+    metrics: Metrics
+    readiness: ReadinessProbe
 
 
 def get_ctx(request: Request) -> AppContext:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -94,18 +95,47 @@ def error_body(
     }
 
 
+class AuthFailureSummary:
+    """Refused credentials are counted and logged once a minute, not per request: anyone can
+    send them, and a flood must not become a flood of log lines."""
+
+    interval = 60.0
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.last = float("-inf")
+
+    def record(self, code: str) -> None:
+        self.count += 1
+        now = time.monotonic()
+        if now - self.last < self.interval:
+            return
+        log.info(
+            "auth_failures",
+            extra={"count": self.count, "last_code": code, "next_report_in_seconds": 60},
+        )
+        self.count = 0
+        self.last = now
+
+
+auth_failures = AuthFailureSummary()
+
+
 def error_response(request: Request | None, err: ApiError) -> JSONResponse:
     correlation_id = new_correlation_id()
-    log.info(
-        "request_error",
-        extra={
-            "correlation_id": correlation_id,
-            "status": err.status,
-            "code": err.code,
-            "path": request.url.path if request else None,
-            "internal": err.log_detail,
-        },
-    )
+    if err.status == 401:
+        auth_failures.record(err.code)
+    else:
+        log.info(
+            "request_error",
+            extra={
+                "correlation_id": correlation_id,
+                "status": err.status,
+                "code": err.code,
+                "path": request.url.path if request else None,
+                "internal": err.log_detail,
+            },
+        )
     body = error_body(
         err.status,
         err.code,
@@ -158,12 +188,15 @@ async def _on_validation_error(request: Request, exc: Exception) -> JSONResponse
 
 def allowed_methods(request: Request) -> list[str]:
     """Every method some route serves at this path. Starlette's 405 names only the first
-    route whose path matched, although routes for other methods may share the path."""
+    route whose path matched, although routes for other methods may share the path. HEAD
+    is served wherever GET is (head_requests.py)."""
     methods: set[str] = set()
     for route in served_routes(request.app):
         match, _ = route.matches(request.scope)
         if match is not Match.NONE:
             methods |= getattr(route, "methods", None) or set()
+    if "GET" in methods:
+        methods.add("HEAD")
     return sorted(methods)
 
 

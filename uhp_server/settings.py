@@ -108,6 +108,9 @@ class Settings(BaseSettings):
     providers_file: Path | None = None  # several named providers (YAML or TOML)
     # Per-turn model connections on private or loopback addresses; link-local stays refused.
     model_connection_allow_private_hosts: bool = False
+    # Bearer token GET /metrics requires; unset: /metrics is open, like /healthz (README:
+    # Operations). Set it whenever the port is reachable by anyone who must not see the counts.
+    metrics_token: str | None = None
 
     @property
     def enabled_bases(self) -> list[str] | None:

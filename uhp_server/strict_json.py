@@ -9,10 +9,15 @@ FastAPI reads and parses a body before it resolves a route's dependencies, authe
 among them, so anyone could make the server hold a body of the maximum size. A route that
 needs a principal therefore authenticates here, first, and a refused caller's body is never
 read.
+
+A JSON body is parsed once: the value is left where FastAPI and `request.json()` find it and
+the raw bytes are let go, so a route reads a JSON body with `request.json()`, never
+`request.body()`.
 """
 
 from __future__ import annotations
 
+import email.message
 import json
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -26,6 +31,9 @@ from uhp_server.auth import require_principal
 from uhp_server.errors import VENDOR, ApiError
 
 MAX_DEPTH = 64  # no protocol object comes near this
+# Stands in for a body already parsed into Request._json: FastAPI only tests that there was a
+# body. Not JSON, so code that reads `request.body()` instead of `request.json()` fails loudly.
+_PARSED = b"<parsed: read request.json()>"
 
 
 def _reject_constant(name: str) -> Any:
@@ -56,9 +64,10 @@ def check_json(value: Any) -> None:
             stack.extend((child, depth + 1) for child in item)
 
 
-def parse_strict(body: bytes) -> Any:
+def parse_strict(body: bytes | bytearray | str) -> Any:
     try:
-        value = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
+        text = body if isinstance(body, str) else str(body, "utf-8")
+        value = json.loads(text, parse_constant=_reject_constant)
         check_json(value)
     except UnicodeDecodeError:
         raise ValueError("the body is not UTF-8") from None
@@ -67,16 +76,17 @@ def parse_strict(body: bytes) -> Any:
     return value
 
 
-async def _read_limited(request: Request, limit: int) -> bytes:
+async def _read_limited(request: Request, limit: int) -> bytearray:
+    """The body, in one buffer: a large body is never copied whole (json reads a bytearray)."""
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
-    chunks = bytearray()
+    body = bytearray()
     async for chunk in request.stream():
-        chunks += chunk
-        if len(chunks) > limit:
+        body += chunk
+        if len(body) > limit:
             raise _too_large(limit)
-    return bytes(chunks)
+    return body
 
 
 def _too_large(limit: int) -> ApiError:
@@ -86,6 +96,35 @@ def _too_large(limit: int) -> ApiError:
         "The request body is larger than this server accepts.",
         detail={"max_bytes": limit},
     )
+
+
+def is_json(content_type: str) -> bool:
+    """The content types FastAPI parses as JSON (application/json, application/*+json)."""
+    message = email.message.Message()
+    message["content-type"] = content_type
+    subtype = message.get_content_subtype()
+    return message.get_content_maintype() == "application" and (
+        subtype == "json" or subtype.endswith("+json")
+    )
+
+
+def _parse_for_fastapi(request: Request, body: bytearray) -> None:
+    """Parse once, strictly, and leave the value where FastAPI looks for it (Request.json).
+    The raw bytes are let go first: FastAPI needs only to see that there was a body, and a
+    large body would otherwise be held three times over (bytes, text, value) while parsing."""
+    try:
+        text = str(body, "utf-8")
+        request._body = _PARSED
+        body.clear()
+        request._json = parse_strict(text)
+    except UnicodeDecodeError:
+        raise ApiError(
+            400, "invalid_input", "The request body is not valid JSON: the body is not UTF-8."
+        ) from None
+    except ValueError as exc:
+        raise ApiError(
+            400, "invalid_input", f"The request body is not valid JSON: {exc}."
+        ) from None
 
 
 def _needs_principal(dependant: Dependant) -> bool:
@@ -115,13 +154,8 @@ class StrictJsonRoute(APIRoute):
                 limit = request.app.state.ctx.settings.max_json_body_bytes
                 body = await _read_limited(request, limit)
                 request._body = body  # FastAPI reads the cached body; it is consumed once
-                if body.strip() and "json" in content_type:
-                    try:
-                        parse_strict(body)
-                    except ValueError as exc:
-                        raise ApiError(
-                            400, "invalid_input", f"The request body is not valid JSON: {exc}."
-                        ) from None
+                if body.strip() and is_json(content_type):
+                    _parse_for_fastapi(request, body)
             return await handler(request)
 
         return strict_handler

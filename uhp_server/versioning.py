@@ -9,6 +9,7 @@ import json
 import logging
 from typing import Any
 
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from uhp_server.errors import VENDOR, error_body, new_correlation_id
@@ -48,6 +49,9 @@ class VersionMiddleware:
 
         try:
             await self.app(scope, receive, send_with_version)
+        except ClientDisconnect:
+            # The client left mid-body: no answer is owed to it, nothing failed here.
+            log.debug("client_disconnected", extra={"path": scope.get("path")})
         except Exception:
             # Answered here rather than by Starlette's outermost error middleware, which would
             # drop the version header and re-raise, closing the client's connection.

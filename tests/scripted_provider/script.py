@@ -147,6 +147,10 @@ def tool_output_text(raw: str) -> str:
         value = None
     if isinstance(value, dict) and isinstance(value.get("output"), str):
         text = value["output"].strip()
+    # Qwen Code and Gemini CLI report "Command: …", "Output: <output>", then "Error: …".
+    qwen = re.match(r"Command: .*?\nOutput: (.*?)\nError: ", text, re.S)
+    if qwen:
+        return qwen.group(1).strip()
     # Codex prefixes shell output with a header ending in an "Output:" line.
     lines = text.split("\n")
     for i, line in enumerate(lines[:10]):

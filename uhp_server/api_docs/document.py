@@ -22,6 +22,8 @@ SPEC_PATH = Path(__file__).resolve().parent / "uhp-2026-08-11.openapi.yaml"
 EXTENSION_TAG = "UHP Server extensions"
 METHODS = ("get", "put", "post", "delete", "patch", "options", "head")
 PUBLIC_PREFIXES = ("/s/",)  # the share page: its token is in the path, no credential
+# Probes and metrics (routers/ops.py): no API key; /metrics takes UHP_METRICS_TOKEN when set.
+OPERATIONS_PATHS = ("/healthz", "/readyz", "/metrics")
 SCHEMA_REF = "#/components/schemas/"
 
 
@@ -58,7 +60,9 @@ def _as_extension(path: str, operation: dict[str, Any]) -> dict[str, Any]:
     responses = {
         code: answer for code, answer in operation.get("responses", {}).items() if code != "422"
     }
-    if path.startswith(PUBLIC_PREFIXES):
+    if path in OPERATIONS_PATHS:
+        operation["security"] = []
+    elif path.startswith(PUBLIC_PREFIXES):
         operation["security"] = []
         responses.setdefault("404", {"description": "No such share, or it was revoked."})
     else:

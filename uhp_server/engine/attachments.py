@@ -59,6 +59,7 @@ def record_inline_files(
     if not keep:
         return
     for attachment in inline:
+        assert attachment.sha256 is not None, "write_inline_blobs stored it first"
         file_store.insert_file(
             db,
             FileRow(

@@ -144,7 +144,7 @@ class ResponseBuilder:
     def _open_message(self, key: str) -> tuple[int, list[Event]]:
         if key in self._messages:
             return self._messages[key], []
-        item = {
+        item: dict[str, Any] = {
             "id": new_id("message"),
             "type": "message",
             "role": "assistant",
@@ -266,7 +266,7 @@ class ResponseBuilder:
     def _open_reasoning(self, key: str) -> tuple[int, list[Event]]:
         if key in self._reasoning:
             return self._reasoning[key], []
-        item = {
+        item: dict[str, Any] = {
             "id": new_id("reasoning"),
             "type": "reasoning",
             "summary": [],

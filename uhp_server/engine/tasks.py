@@ -198,7 +198,7 @@ class TaskService:
         response_id, now = new_id("response"), int(time.time())
         self._starting[response_id] = asyncio.get_running_loop().create_future()
         try:
-            winner, session = await self.db.write(
+            accepted = await self.db.write(
                 self._accept,
                 _Acceptance(
                     principal_id,
@@ -215,8 +215,9 @@ class TaskService:
                     inline,
                 ),
             )
-            if winner:
-                return Accepted(winner, None)
+            if isinstance(accepted, str):  # an idempotent repeat: the response it refers to
+                return Accepted(accepted, None)
+            session = accepted
             plan = TurnPlan(
                 base=base,
                 prompt=normalized.prompt,
@@ -268,13 +269,14 @@ class TaskService:
         )
         return skills, mcp
 
-    def _accept(self, a: _Acceptance) -> tuple[str | None, SessionRow]:
+    def _accept(self, a: _Acceptance) -> str | SessionRow:
         """On the writer thread: the idempotency record, the session, the input files and the
-        response row. Returns (the response an idempotent repeat refers to, the session)."""
+        response row. Returns the claimed session, or the id of the response an idempotent
+        repeat refers to."""
         if a.idempotency_key:
             winner = self.idempotent_target(a.principal_id, a.idempotency_key, a.body)
             if winner:
-                return winner, a.session  # type: ignore[return-value]
+                return winner
         store = a.body.get("store", True)
         # A store=false task leaves no trace of its input, not even as a session title.
         title = _title(a.normalized.prompt) if store else ""
@@ -308,7 +310,7 @@ class TaskService:
                 input_items=a.normalized.items if store else [],
             ),
         )
-        return None, session
+        return session
 
     def _resolve_chain(
         self, principal_id: str, body: dict[str, Any]
@@ -318,8 +320,10 @@ class TaskService:
         previous_id = body.get("previous_response_id")
         if previous_id is not None:  # an empty id names no response: 404, never "absent"
             previous = response_store.get_response(self.db, principal_id, previous_id)
-            session = previous and session_store.get_session(
-                self.db, principal_id, previous.session_id
+            session = (
+                session_store.get_session(self.db, principal_id, previous.session_id)
+                if previous is not None
+                else None
             )
             if previous is None or session is None:
                 raise ApiError(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from uhp_server.engine.turn_files import TurnFiles
 from uhp_server.errors import error_body
 from uhp_server.gateway.mcp_targets import McpTarget, degraded_notice, mcp_path, probe
 from uhp_server.gateway.paths import gateway_path
+from uhp_server.metrics import Metrics
 from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SessionMounts
 
 log = logging.getLogger("uhp_server.turn")
@@ -101,12 +103,14 @@ class TurnExecutor:
         tools_dir: Path,
         grace_seconds: float,
         files: TurnFiles | None = None,
+        metrics: Metrics | None = None,
     ):
         self.sandbox = sandbox
         self.tokens = tokens
         self.tools_dir = tools_dir
         self.grace_seconds = grace_seconds
         self.files = files  # attachments in, artifacts out; None: neither
+        self.metrics = metrics
 
     async def execute(self, run: Run, on_terminal: Callable[[Run], None]) -> None:
         """Run the turn; `on_terminal` is called once the terminal event is written, before
@@ -127,6 +131,9 @@ class TurnExecutor:
         pending: asyncio.Future[ev.AgentEvent] | None = None
         outcome = Outcome("failed", "harness_error", "The agent could not be started.")
         before = None  # the workspace as the turn found it, once known
+        started = asyncio.get_running_loop().time()
+        if self.metrics is not None:
+            self.metrics.turn_started(plan.base.name)
         try:
             await run.record(run.builder.in_progress)
             await self._previous_turn_gone(run)
@@ -153,11 +160,14 @@ class TurnExecutor:
                 proc = await self.sandbox.start(invocation, mounts)
                 agent_turn = plan.base.start_turn(proc, spec)
                 agen = agent_turn.events()
-                outcome, pending = await self._consume(run, agen)
+                outcome, pending = await self._consume(run, agen, started)
         except Exception:
             log.exception("turn_error", extra={"response_id": run.response_id})
         finally:
             outcome = await _limit_outcome(proc, outcome)
+            if self.metrics is not None:
+                elapsed = asyncio.get_running_loop().time() - started
+                self.metrics.turn_ended(plan.base.name, outcome.status, elapsed)
             # The outcome is known: no model call may follow it, even while the CLI winds
             # down (the grant is kept for its usage).
             self.tokens.revoke(grant.token)
@@ -227,7 +237,7 @@ class TurnExecutor:
                 usable.append(target)
             else:
                 notice = ev.Notice(degraded_notice(target.name, problem))
-                await run.record(lambda notice=notice: run.builder.apply(notice))
+                await run.record(functools.partial(run.builder.apply, notice))
         return tuple(usable)
 
     @staticmethod
@@ -263,13 +273,15 @@ class TurnExecutor:
         )
 
     async def _consume(
-        self, run: Run, agen: AsyncIterator[ev.AgentEvent]
+        self, run: Run, agen: AsyncIterator[ev.AgentEvent], started: float
     ) -> tuple[Outcome, asyncio.Future[ev.AgentEvent] | None]:
         """Feed the CLI's events to the log until an outcome; returns it and any read still
-        in flight (left running so the wind-down can keep draining stdout)."""
+        in flight (left running so the wind-down can keep draining stdout). `started`: when
+        the turn began (loop time), for the time-to-first-event metric."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + run.plan.timeout_seconds
         stop_wait = asyncio.ensure_future(run.stop.wait())
+        first = True
         try:
             while True:
                 pending = asyncio.ensure_future(anext(agen))
@@ -290,6 +302,9 @@ class TurnExecutor:
                     return Outcome(
                         "failed", "harness_error", "The agent exited without reporting a result."
                     ), None
+                if first and self.metrics is not None:
+                    self.metrics.turn_first_event(run.plan.base.name, loop.time() - started)
+                first = False
                 outcome = await self._handle(run, event)
                 if outcome is not None:
                     return outcome, None

@@ -59,9 +59,11 @@ def read_providers_file(path: Path, taken: set[str]) -> list[Provider]:
 
 def _parse(path: Path) -> Any:
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ProvidersFileError(f"{path}: cannot be read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ProvidersFileError(f"{path}: not UTF-8 (byte {exc.start})") from None
     try:
         if path.suffix.lower() == ".toml":
             return tomllib.loads(text)
@@ -87,6 +89,8 @@ def _provider(where: str, name: str, entry: Any) -> Provider:
     default = entry.get("default_model")
     if default is not None and (not isinstance(default, str) or not default.strip()):
         raise ProvidersFileError(f"{where}.default_model: must be a model name")
+    if default is not None and models is not None and default not in models:
+        raise ProvidersFileError(f"{where}.default_model: {default!r} is not in `models`")
     return Provider(
         name=name,
         api=api,

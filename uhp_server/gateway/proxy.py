@@ -9,10 +9,11 @@ the body in the shape the CLI parses).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from urllib.parse import urlsplit
 
 import httpx
@@ -37,6 +38,7 @@ from uhp_server.gateway.url_policy import PinnedUrl, UrlRefused, pin_url
 from uhp_server.gateway.usage import UsageExtractor
 from uhp_server.gateway.wire import StreamTranslator, Translation, Untranslatable
 from uhp_server.gateway.wire import translation as find_translation
+from uhp_server.metrics import CONNECTION_MODEL, Metrics
 
 log = logging.getLogger(__name__)
 
@@ -168,11 +170,33 @@ def _scrub(body: bytes, provider: Provider) -> bytes:
     return body
 
 
+def says_model_missing(status: int, body: bytes) -> bool:
+    """Whether an upstream error says the requested model does not exist. Providers word it
+    differently (OpenAI: code model_not_found; vLLM: "The model `x` does not exist"; Ollama:
+    'model "x" not found'; Anthropic: not_found_error "model: x"), all with 404 or 400."""
+    if status not in (400, 404):
+        return False
+    text = body[:MAX_ERROR_BODY].decode("utf-8", "replace").lower()
+    if "model_not_found" in text:
+        return True
+    return "model" in text and (
+        "does not exist" in text
+        or "not found" in text
+        or (status == 404 and "not_found_error" in text)
+    )
+
+
 async def _error_response(
-    resp: httpx.Response, provider: Provider, backend: str, translation: Translation | None
+    resp: httpx.Response,
+    provider: Provider,
+    backend: str,
+    translation: Translation | None,
+    on_missing_model: Callable[[], None] | None = None,
 ) -> Response:
     """An upstream error, its status and retry headers kept, in the CLI's own shape."""
     body = await _read_body(resp, MAX_ERROR_BODY)
+    if on_missing_model is not None and says_model_missing(resp.status_code, body):
+        on_missing_model()
     if resp.status_code in (401, 403):
         # The server's own credential was refused: the agent's token is fine, so say so
         # as a gateway failure rather than an auth error the CLI would blame on itself.
@@ -271,7 +295,12 @@ async def _count_tokens(request: Request, backend: str, translation: Translation
 
 
 async def forward(
-    backend: str, path: str, request: Request, tokens: TokenRegistry, upstreams: Upstreams
+    backend: str,
+    path: str,
+    request: Request,
+    tokens: TokenRegistry,
+    upstreams: Upstreams,
+    metrics: Metrics | None = None,
 ) -> Response:
     token = _token(request)
     grant: TurnGrant | None = (
@@ -327,17 +356,32 @@ async def forward(
         content=body if request.method == "POST" else None,
         extensions={"sni_hostname": pinned.host} if pinned else None,
     )
+    # A per-turn connection's model name is the client's to choose: one label for them all.
+    model_label = CONNECTION_MODEL if provider.allow_private is not None else grant.model
     try:
         resp = await upstreams.http.send(req, stream=True)
     except httpx.HTTPError as exc:
         log.warning(
             "gateway %s: provider %s unreachable: %s", backend, provider.name, type(exc).__name__
         )
+        if metrics is not None:
+            metrics.gateway_call(provider.name, model_label, None)
         return bad_gateway(backend, "The model provider could not be reached.")
 
+    if metrics is not None:
+        metrics.gateway_call(provider.name, model_label, resp.status_code)
     if not resp.is_success:
-        return await _error_response(resp, provider, backend, translation)
-    extractor = UsageExtractor(provider.backend, resp.headers.get("content-type", ""), grant.usage)
+        return await _error_response(
+            resp, provider, backend, translation, _missing_model_hook(upstreams, provider, grant)
+        )
+    on_usage = (
+        None
+        if metrics is None
+        else lambda tokens: metrics.gateway_usage(provider.name, model_label, tokens)
+    )
+    extractor = UsageExtractor(
+        provider.backend, resp.headers.get("content-type", ""), grant.usage, on_usage=on_usage
+    )
     if translation is not None and not stream:
         return await _translated_answer(resp, translation, extractor)
     translator = translation.stream() if translation is not None else None
@@ -352,16 +396,27 @@ async def forward(
     )
 
 
-def make_gateway_router(tokens: TokenRegistry, upstreams: Upstreams) -> APIRouter:
+def _missing_model_hook(
+    upstreams: Upstreams, provider: Provider, grant: TurnGrant
+) -> Callable[[], None] | None:
+    """Only a configured provider's models are catalogued (not a per-turn connection's)."""
+    if upstreams.get(provider.name) is not provider:
+        return None
+    return functools.partial(upstreams.mark_missing, provider.name, grant.model)
+
+
+def make_gateway_router(
+    tokens: TokenRegistry, upstreams: Upstreams, metrics: Metrics | None = None
+) -> APIRouter:
     """Routes for /gateway/openai/v1/... and /gateway/anthropic/v1/... (see paths.py)."""
     router = APIRouter(include_in_schema=False)
 
     @router.api_route("/gateway/openai/v1/{path:path}", methods=["GET", "POST"])
     async def openai_gateway(path: str, request: Request) -> Response:
-        return await forward("openai", path, request, tokens, upstreams)
+        return await forward("openai", path, request, tokens, upstreams, metrics)
 
     @router.api_route("/gateway/anthropic/v1/{path:path}", methods=["GET", "POST"])
     async def anthropic_gateway(path: str, request: Request) -> Response:
-        return await forward("anthropic", path, request, tokens, upstreams)
+        return await forward("anthropic", path, request, tokens, upstreams, metrics)
 
     return router

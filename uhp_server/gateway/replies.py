@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi.responses import JSONResponse, Response
 
 from uhp_server.gateway.providers import Provider
@@ -40,7 +42,7 @@ def models_answer(backend: str, provider: Provider, model: str) -> JSONResponse:
     """The turn's one model, in the wire's shape: for providers whose models route is absent
     or speaks another API (the model is pinned, so no other would run anyway)."""
     if backend == "anthropic":
-        item = {"id": model, "type": "model", "display_name": model}
+        item: dict[str, Any] = {"id": model, "type": "model", "display_name": model}
         item["created_at"] = "1970-01-01T00:00:00Z"
         body = {"data": [item], "has_more": False, "first_id": model, "last_id": model}
     else:

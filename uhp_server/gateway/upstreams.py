@@ -5,12 +5,19 @@ now. A provider with a static model list (UHP_OPENAI_MODELS, `models:` in the pr
 for endpoints without a models route): that list, while the provider answered a probe of its
 models route (any HTTP answer but 401/403/5xx: a bare Chat Completions server answers 404)
 within UHP_MODELS_CACHE_SECONDS. Both cached; a failure only briefly.
+
+Per model, the gateway's real traffic corrects either: a provider that answers a model call
+with "this model does not exist" has that model left out for UHP_MODELS_CACHE_SECONDS
+(`mark_missing`). That costs nothing when all is well, where probing each model of a static
+list would cost a paid model call per model per cache period.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import ssl
 import time
 from collections.abc import Callable
 
@@ -24,10 +31,18 @@ log = logging.getLogger(__name__)
 FAILURE_CACHE_SECONDS = 5.0  # short, so a recovered upstream is seen again soon
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """httpx's default verification, built once per process: loading the CA bundle costs
+    tens of milliseconds, paid again by every app built in one process otherwise."""
+    return httpx.create_ssl_context()
+
+
 def new_http_client() -> httpx.AsyncClient:
     """The client the gateway shares: no read timeout, since a model may think for minutes
     between two streamed events; connecting must still be quick."""
     return httpx.AsyncClient(
+        verify=_tls_context(),
         timeout=httpx.Timeout(connect=10.0, read=None, write=60.0, pool=10.0),
         follow_redirects=False,  # a redirect could carry the real key to another host
     )
@@ -53,13 +68,29 @@ class Upstreams:
         self.providers: dict[str, Provider] = {p.name: p for p in load_providers(settings)}
         self._models: dict[str, tuple[float, list[str] | None]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        # (provider, model) -> until when: models the provider said it does not have.
+        self._missing: dict[tuple[str, str], float] = {}
 
     def get(self, name: str) -> Provider | None:
         """The provider called `name` ("openai", "anthropic" or a providers-file name)."""
         return self.providers.get(name)
 
+    def mark_missing(self, name: str, model: str) -> None:
+        """The provider answered a call for `model` with "no such model": leave it out of the
+        listings for a cache period (so the catalogue falls back instead of failing again)."""
+        if (name, model) not in self._missing or self._missing[(name, model)] <= self._clock():
+            log.warning("provider %s does not serve model %s: listed unavailable", name, model)
+        self._missing[(name, model)] = self._clock() + self._settings.models_cache_seconds
+
     async def list_models(self, name: str) -> list[str] | None:
         """The models the provider serves now; None when unknown, unreachable or refusing."""
+        models = await self._listed(name)
+        if models is None:
+            return None
+        now = self._clock()
+        return [m for m in models if self._missing.get((name, m), now) <= now]
+
+    async def _listed(self, name: str) -> list[str] | None:
         upstream = self.get(name)
         if upstream is None:
             return None

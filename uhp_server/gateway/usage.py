@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from uhp_server.gateway.tokens import UsageTotals
@@ -62,7 +63,14 @@ class UsageExtractor:
     that carry it are passed on, so it is in place by the time the client reads them.
     """
 
-    def __init__(self, backend: str, content_type: str, totals: UsageTotals) -> None:
+    def __init__(
+        self,
+        backend: str,
+        content_type: str,
+        totals: UsageTotals,
+        on_usage: Callable[[dict[str, int]], None] | None = None,
+    ) -> None:
+        """`on_usage` sees each change of this response's counters (the server's metrics)."""
         ct = content_type.split(";")[0].strip().lower()
         self._mode = (
             "sse"
@@ -73,6 +81,7 @@ class UsageExtractor:
         )
         self._backend = backend
         self._totals = totals
+        self._on_usage = on_usage
         self._buf = bytearray()
         self._data: list[bytes] = []  # data: lines of the SSE event being read
         self._fields: dict[str, int] = {}
@@ -134,3 +143,5 @@ class UsageExtractor:
         delta = {k: v - self._applied.get(k, 0) for k, v in now.items()}
         self._totals.add(**delta)
         self._applied = now
+        if self._on_usage is not None:
+            self._on_usage(delta)

@@ -11,7 +11,6 @@ script or style, no framing, no form posts, nothing loaded from elsewhere.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -57,7 +56,7 @@ async def _wants_enabled(request: Request) -> bool:
     if not raw.strip():
         return True
     try:
-        body = json.loads(raw)
+        body = await request.json()  # already parsed, for a JSON content type (strict_json)
     except ValueError:
         raise ApiError(400, "invalid_input", "The request body is not valid JSON.") from None
     if not isinstance(body, dict):

@@ -1,7 +1,7 @@
 """Rendering a shared session as HTML a person wants to read.
 
 Everything a transcript holds is hostile until escaped: templates autoescape, the answer's
-Markdown is rendered with raw HTML off and images off (they would load from anywhere), and
+Markdown is rendered with raw HTML off and images as plain links (never loaded), and
 the page's CSP forbids any script but the page's own file. Only what the page shows is
 rendered: prompts, answers, reasoning summaries, tool calls and their outputs, artifact
 links. No ids, metadata, usage or anything else about the principal reaches it.
@@ -19,6 +19,7 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import escapeHtml
 from markdown_it.rules_core import StateCore
 from markupsafe import Markup
 
@@ -39,7 +40,7 @@ LINK_REL = "nofollow noopener noreferrer"
 
 
 class _SafeMarkdown(MarkdownIt):
-    """CommonMark plus tables, with raw HTML and images off, and links that go nowhere but an
+    """CommonMark plus tables, with raw HTML off, and links that go nowhere but an
     absolute http(s) or mailto target (a relative link would resolve inside the share)."""
 
     def validateLink(self, url: str) -> bool:
@@ -54,11 +55,19 @@ def _mark_links(state: StateCore) -> None:
                 token.attrSet("rel", LINK_REL)
 
 
-_markdown = (
-    _SafeMarkdown("commonmark", {"html": False, "linkify": False, "typographer": False})
-    .enable(["table", "strikethrough"])
-    .disable("image")
-)
+def _image_as_link(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    """An image is never loaded (it could come from anywhere): it becomes a plain link
+    labelled with its alt text. Its target passed validateLink like any link's."""
+    token = tokens[idx]
+    label = self.renderInlineAsText(token.children or [], options, env) or "image"
+    href = escapeHtml(str(token.attrGet("src") or ""))
+    return f'<a href="{href}" rel="{LINK_REL}">{escapeHtml(label)}</a>'
+
+
+_markdown = _SafeMarkdown(
+    "commonmark", {"html": False, "linkify": False, "typographer": False}
+).enable(["table", "strikethrough"])
+_markdown.add_render_rule("image", _image_as_link)
 _markdown.core.ruler.push("mark_links", _mark_links)
 
 STATUS_LABELS = {

@@ -106,7 +106,9 @@ def _flush_assistant(parts: list[dict], messages: ChatMessages) -> None:
 
 
 def _media(block: dict, where: str) -> dict:
-    source = block.get("source") if isinstance(block.get("source"), dict) else {}
+    source = block.get("source")
+    if not isinstance(source, dict):
+        source = {}
     kind, source_type = block.get("type"), source.get("type")
     if kind == "document" and source_type == "text":
         return text_part(source.get("data", ""))

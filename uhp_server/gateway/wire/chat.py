@@ -74,7 +74,9 @@ def _tool_call_deltas(raw: object) -> list[ToolCallDelta]:
     for position, call in enumerate(raw if isinstance(raw, list) else []):
         if not isinstance(call, dict):
             continue
-        function = call.get("function") if isinstance(call.get("function"), dict) else {}
+        function = call.get("function")
+        if not isinstance(function, dict):
+            function = {}
         index = call.get("index")
         arguments = function.get("arguments")
         if isinstance(arguments, dict):  # a few servers send the object itself

@@ -139,7 +139,9 @@ def _function(tool: dict, chat_name: str) -> dict:
 
 def _custom_function(tool: dict, chat_name: str) -> dict:
     """A freeform tool as a function taking its raw input as one string."""
-    fmt = tool.get("format") if isinstance(tool.get("format"), dict) else {}
+    fmt = tool.get("format")
+    if not isinstance(fmt, dict):
+        fmt = {}
     about = "The tool's raw input."
     if fmt.get("type") == "grammar" and fmt.get("definition"):
         about += f" It must match this {fmt.get('syntax', '')} grammar:\n{fmt['definition']}"

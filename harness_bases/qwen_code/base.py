@@ -1,0 +1,75 @@
+"""QwenCodeBase: Qwen Code (`@qwen-code/qwen-code`) as a UHP harness base, over ACP."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness_bases import node_runtime
+from harness_bases.acp import AcpBase
+from harness_bases.base import SYSTEM_PATH, CliPin, Enforcement, Invocation, TurnSpec
+from harness_bases.qwen_code import config
+from harness_bases.qwen_code import install as installer
+from harness_bases.qwen_code.parser import QwenParser
+
+
+class QwenCodeBase(AcpBase):
+    name = "qwen-code"
+    label = "Qwen Code"
+    backend = "openai"
+    wire = "chat"
+    cli_version = installer.CLI_VERSION
+    cli_pins = (
+        CliPin("npm", installer.PACKAGE, installer.CLI_VERSION),
+        CliPin("npm", node_runtime.package(), node_runtime.NODE_VERSION),
+    )
+    state_dirs = (config.CONFIG_DIR,)
+    runtime_packages = ()  # its own node (under the tools folder) and the image's shell tools
+    host_packages = ("nodejs", "npm")  # npm fetches it
+    # A `permissions.deny` rule takes the tool out of the registry: not offered, a call
+    # refused (proven live in tests/test_qwen_code_base.py). No step limit is used: the
+    # engine counts the tool calls.
+    enforcement = Enforcement(disabled_tools="hard", max_step="counted")
+    # Qwen Code 0.24.4 in ACP mode connects to the MCP servers it is given (through ACP or
+    # settings.json) and lists their tools, yet never offers them to the model (its headless
+    # mode does): rather than run a harness without its MCP servers, they are refused.
+    mcp_transports: tuple[str, ...] = ()
+    # Opt-in until a failed turn no longer leaks into the next one: after a refused model
+    # call, Qwen Code keeps the failed prompt in its session file and resends it merged with
+    # the next prompt (ACP's rewind only edits the live process's copy).
+    enabled_by_default = False
+
+    def install(self, tools_dir: Path) -> None:
+        installer.install(tools_dir)
+
+    def installed_version(self, tools_dir: Path) -> str | None:
+        return installer.installed_version(tools_dir)
+
+    def prepare(self, turn: TurnSpec) -> Invocation:
+        config.write_turn_files(turn)
+        argv = [
+            *installer.command(turn.paths.tools),
+            "--acp",
+            "--auth-type",
+            "openai",
+            "--model",
+            turn.model,
+            "--approval-mode",
+            "yolo",
+        ]
+        if turn.system_prompt.strip():
+            argv += ["--append-system-prompt", turn.system_prompt]
+        env = {
+            "PATH": SYSTEM_PATH,
+            "HOME": turn.paths.home,
+            config.TOKEN_ENV: turn.gateway_token,
+            "BASH_ENV": config.scrub_script_path(turn.paths.home),
+            # One process: no relaunch of itself with a bigger heap (it would double the
+            # start-up).
+            "QWEN_CODE_NO_RELAUNCH": "true",
+            "LANG": "C.UTF-8",
+            "TERM": "dumb",
+        }
+        return Invocation(argv=argv, env=env, cwd=turn.paths.workspace)
+
+    def acp_parser(self, turn: TurnSpec) -> QwenParser:
+        return QwenParser(max_step=turn.max_step)

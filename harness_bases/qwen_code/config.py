@@ -1,0 +1,100 @@
+"""The files a Qwen Code turn reads, written into the session's agent home before it starts.
+
+`~/.qwen/settings.json` (rewritten every turn) switches off what would go online or call the
+model behind the agent's back (auto-update, usage statistics, telemetry, the next-speaker
+check, follow-up suggestions, managed auto-memory), approves every tool (`yolo`: the sandbox
+is the boundary, and nobody is at a keyboard), and lists the disabled tools as
+`permissions.deny` rules, which take them out of the model's tool list and refuse a call.
+
+The gateway is the `openai` auth's `baseUrl`; its `apiKey` is `$UHP_GATEWAY_TOKEN`, which Qwen
+Code expands from its environment, so the turn token is never written into a file (and no
+`OPENAI_*` variable exists in the sandbox). Qwen Code passes its whole environment to every
+shell command: `BASH_ENV` names a script, rewritten every turn, that each of those
+(non-interactive) bash shells runs first; it unsets the credentials, so the commands the
+agent runs never see them.
+
+Skills go whole into `~/.qwen/skills/<name>/`, where Qwen Code lists them to the model.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path, PurePosixPath
+
+from harness_bases.base import SkillBundle, TurnSpec
+from harness_bases.safe_files import real_dir, remove, write_file
+
+CONFIG_DIR = ".qwen"
+SKILLS_DIR = "skills"
+SCRUB_SCRIPT = "uhp/scrub-credentials.sh"
+_MANAGED_SKILLS = "uhp/skills.json"
+TOKEN_ENV = "UHP_GATEWAY_TOKEN"
+
+SCRUB = """# Written by uhp-server: shell commands never inherit the agent's credentials.
+for _uhp_var in $(compgen -e); do case "$_uhp_var" in UHP_*) unset "$_uhp_var";; esac; done
+unset _uhp_var BASH_ENV
+"""
+
+
+def settings(turn: TurnSpec) -> dict:
+    return {
+        "general": {
+            "enableAutoUpdate": False,
+            "chatRecording": True,  # the session files that session/load resumes
+            "gitCoAuthor": {"commit": False, "pr": False},
+        },
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "model": {"skipNextSpeakerCheck": True, "generationConfig": {"maxRetries": 2}},
+        "ui": {"enableFollowupSuggestions": False},
+        "memory": {"enableManagedAutoMemory": False},
+        "tools": {"approvalMode": "yolo"},
+        "permissions": {"deny": list(turn.disabled_tools)},
+        "security": {
+            "auth": {
+                "selectedType": "openai",
+                "baseUrl": turn.gateway_url,
+                "apiKey": f"${TOKEN_ENV}",
+            },
+            "folderTrust": {"enabled": False},
+        },
+    }
+
+
+def scrub_script_path(home: str) -> str:
+    return str(PurePosixPath(home) / CONFIG_DIR / SCRUB_SCRIPT)
+
+
+def write_turn_files(turn: TurnSpec) -> None:
+    host = real_dir(turn.host_home, CONFIG_DIR)
+    data = json.dumps(settings(turn), indent=2, ensure_ascii=False).encode("utf-8")
+    write_file(host / "settings.json", data)
+    uhp = real_dir(host, "uhp")
+    write_file(uhp / Path(SCRUB_SCRIPT).name, SCRUB.encode("utf-8"))
+    materialise_skills(host, turn.skills)
+
+
+def materialise_skills(host_config: Path, skills: tuple[SkillBundle, ...]) -> None:
+    """Write every skill folder whole, replacing what the previous turn wrote."""
+    root = real_dir(host_config, SKILLS_DIR)
+    for name in {*_previous_skills(host_config), *(s.name for s in skills)}:
+        target = root / name
+        if target.is_symlink() or target.exists():
+            remove(target)
+    for skill in skills:
+        folder = real_dir(root, skill.name)
+        for file in skill.files:
+            relative = PurePosixPath(file.path)
+            where = real_dir(folder, str(relative.parent))
+            mode = 0o755 if file.data.startswith(b"#!") else 0o644
+            write_file(where / relative.name, file.data, mode)
+    managed = real_dir(host_config, "uhp") / Path(_MANAGED_SKILLS).name
+    write_file(managed, json.dumps([s.name for s in skills]).encode())
+
+
+def _previous_skills(host_config: Path) -> list[str]:
+    try:
+        names = json.loads((host_config / _MANAGED_SKILLS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [n for n in names if isinstance(n, str) and n and "/" not in n and n[0] != "."]

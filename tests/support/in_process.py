@@ -1,0 +1,73 @@
+"""The whole app in this process, on a FakeBase and a FakeSandbox, reached through httpx's
+ASGITransport (lifespan included: recovery and sandbox hooks run as in `serve`)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+
+from tests.support.fakes import FakeBase, FakeSandbox
+from uhp_server.app import create_app
+from uhp_server.context import AppContext
+from uhp_server.settings import Settings
+
+API_KEY = "uhp_sk_fast_tier_key"
+
+
+@dataclass
+class InProcess:
+    app: FastAPI
+    client: httpx.AsyncClient
+    base: FakeBase
+    sandbox: FakeSandbox
+
+    @property
+    def ctx(self) -> AppContext:
+        return self.app.state.ctx
+
+    async def submit(self, input: str, **body: Any) -> httpx.Response:
+        headers = body.pop("headers", {})
+        return await self.client.post(
+            "/v1/responses", json={"input": input, **body}, headers=headers
+        )
+
+
+@asynccontextmanager
+async def in_process(
+    data_dir: Path,
+    provider_url: str,
+    provider_key: str,
+    base: FakeBase | None = None,
+    sandbox: FakeSandbox | None = None,
+    **settings: Any,
+) -> AsyncIterator[InProcess]:
+    """`provider_url`: an OpenAI-style base URL (the scripted provider's): the catalog lists
+    its models; the fake turns never call it."""
+    base = base or FakeBase()
+    sandbox = sandbox or FakeSandbox()
+    config = Settings(
+        data_dir=data_dir,
+        api_key=API_KEY,
+        providers_file=None,
+        # Settings read these by their environment names only.
+        OPENAI_API_KEY=provider_key,
+        OPENAI_BASE_URL=provider_url,
+        cancel_grace_seconds=0.5,
+        **settings,
+    )
+    app = create_app(config, bases={base.name: base}, sandbox=sandbox)
+    transport = httpx.ASGITransport(app=app)
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=transport, base_url="http://uhp.test", headers=headers, timeout=30
+        ) as client,
+    ):
+        yield InProcess(app, client, base, sandbox)

@@ -1,0 +1,202 @@
+"""The engine in-process, on the FakeBase and FakeSandbox: task service, turn executor, runs,
+recovery, cancellation, budgets, idempotency, store=false and session busy, in seconds."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from harness_bases.events import (
+    NativeSession,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFailed,
+    TurnFinished,
+)
+from tests.conftest import PROVIDER_KEY
+from tests.scripted_provider import RunningProvider
+from tests.support.fakes import FakeBase, Hang, answer
+from tests.support.in_process import InProcess, in_process
+
+MODEL = "gpt-test"
+
+
+@pytest.fixture
+async def server(tmp_path: Path, provider: RunningProvider):
+    async with in_process(tmp_path / "data", provider.base_url, PROVIDER_KEY) as running:
+        yield running
+
+
+async def _wait_for(condition, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
+
+
+async def _status(server: InProcess, response_id: str) -> dict:
+    resp = await server.client.get(f"/v1/responses/{response_id}")
+    assert resp.status_code == 200, resp.text
+    return resp.json()
+
+
+def _text(response: dict) -> str:
+    return "".join(
+        part.get("text", "")
+        for item in response["output"]
+        if item["type"] == "message"
+        for part in item["content"]
+    )
+
+
+async def test_a_turn_completes_with_the_scripted_answer_and_the_spec_it_was_given(server):
+    server.base.script("hello", answer("hi there"))
+    resp = await server.submit("hello", instructions="Be brief.", model=MODEL)
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body["status"] == "completed"
+    assert _text(body) == "hi there"
+    (spec,) = server.base.specs
+    assert spec.prompt == "hello" and spec.model == MODEL
+    assert "Be brief." in spec.system_prompt
+    assert spec.gateway_token  # a per-turn token was issued
+    (proc,) = server.sandbox.started
+    assert proc.mounts.workspace.name == "workspace"
+
+
+async def test_a_reported_failure_ends_failed_with_its_code(server):
+    server.base.script("break", [TurnFailed("upstream said no", "provider_error")])
+    body = (await server.submit("break")).json()
+    assert body["status"] == "failed"
+    assert body["error"]["code"] == "provider_error"
+    assert body["error"]["message"] == "upstream said no"
+
+
+async def test_max_step_stops_the_turn_incomplete(server):
+    steps = [
+        ToolCallStarted("c1", "shell", "{}"),
+        ToolCallFinished("c1", "ok"),
+        ToolCallStarted("c2", "shell", "{}"),
+        ToolCallFinished("c2", "ok"),
+        TurnFinished(),
+    ]
+    server.base.script("two tools", steps)
+    body = (await server.submit("two tools", max_step=1)).json()
+    assert body["status"] == "incomplete"
+    assert body["incomplete_details"]["reason"] == "max_step"
+    # Cut short: the CLI is asked to stop cleanly (as the process winds down).
+    await _wait_for(lambda: server.base.turns[0].interrupted.is_set())
+    calls = [item for item in body["output"] if item["type"] == "function_call"]
+    assert len(calls) == 1
+
+
+async def test_timeout_seconds_ends_a_hung_turn_incomplete_and_kills_it(server):
+    server.base.script("hang", [TextDelta("m", "thinking"), Hang()])
+    started = time.monotonic()
+    body = (await server.submit("hang", timeout_seconds=1)).json()
+    assert time.monotonic() - started < 5
+    assert body["status"] == "incomplete"
+    assert body["incomplete_details"] == {"reason": "timeout_seconds", "timeout_seconds": 1}
+    await _wait_for(lambda: not server.sandbox.running)
+
+
+async def test_cancel_answers_in_time_is_idempotent_and_ends_cancelled(server):
+    server.base.script("hang", [Hang()])
+    response_id = (await server.submit("hang", background=True)).json()["id"]
+    await _wait_for(lambda: server.base.turns)
+    started = time.monotonic()
+    first = await server.client.post(f"/v1/responses/{response_id}/cancel")
+    assert time.monotonic() - started < 1.0
+    assert first.status_code == 200, first.text
+    assert first.json()["status"] == "cancelled"
+    again = await server.client.post(f"/v1/responses/{response_id}/cancel")
+    assert again.status_code == 200 and again.json()["status"] == "cancelled"
+    assert (await _status(server, response_id))["status"] == "cancelled"
+    assert server.base.turns[0].interrupted.is_set()
+    await _wait_for(lambda: not server.sandbox.running)
+
+
+async def test_a_busy_session_refuses_a_second_turn_then_takes_the_next(server):
+    server.base.script("first", [NativeSession("native-1"), Hang()])
+    first_id = (await server.submit("first", background=True)).json()["id"]
+    await _wait_for(lambda: server.base.turns)
+    busy = await server.submit("second", previous_response_id=first_id)
+    assert busy.status_code == 409
+    assert busy.json()["error"]["code"] == "session_busy"
+    await server.client.post(f"/v1/responses/{first_id}/cancel")
+    resumed = await server.submit("second", previous_response_id=first_id)
+    assert resumed.status_code == 200, resumed.text
+    assert resumed.json()["status"] == "completed"
+    assert server.base.specs[-1].native_session_id == "native-1"  # resumed the CLI's session
+
+
+async def test_an_idempotent_repeat_that_only_changes_delivery_is_the_same_task(server):
+    key = {"Idempotency-Key": "task-1"}
+    first = await server.submit("once", background=True, headers=key)
+    assert first.status_code == 200, first.text
+    # background and stream decide how the answer is delivered, not what runs.
+    repeat = await server.submit("once", headers=key)
+    assert repeat.status_code == 200, repeat.text
+    assert repeat.json()["id"] == first.json()["id"]
+    assert len(server.base.specs) == 1
+    other = await server.submit("something else", headers=key)
+    assert other.status_code == 409
+    assert other.json()["error"]["code"].endswith("idempotency_key_reused")
+
+
+async def test_store_false_leaves_no_title_and_store_true_does(server):
+    stored = (await server.submit("a remembered prompt")).json()
+    secret = (await server.submit("a secret prompt", store=False)).json()
+    assert secret["status"] == "completed"
+    titles = {}
+    for body in (stored, secret):
+        session_id = body["metadata"]["session_id"]
+        session = await server.client.get(f"/v1/sessions/{session_id}")
+        assert session.status_code == 200, session.text
+        titles[body["id"]] = session.json().get("title") or ""
+    assert titles[stored["id"]] == "a remembered prompt"
+    assert "secret" not in titles[secret["id"]]
+
+
+async def test_a_run_left_in_progress_ends_failed_on_start_up(tmp_path, provider):
+    """A crash leaves the database as it was mid-turn; the next start finishes the turn
+    `failed`, keeps its partial output and frees its session."""
+    crashed = tmp_path / "crashed"
+    crashed.mkdir()
+    async with in_process(tmp_path / "live", provider.base_url, PROVIDER_KEY) as live:
+        live.base.script("long", [TextDelta("m", "partial answer"), Hang()])
+        response_id = (await live.submit("long", background=True)).json()["id"]
+        await _wait_for(lambda: live.base.turns)
+        run = live.ctx.runs.get(response_id)
+        await _wait_for(lambda: any(e["type"].endswith("delta") for e in run.log.events))
+        # The database file as a crash would leave it, while the turn is still running.
+        source = sqlite3.connect(live.ctx.settings.db_path)
+        target = sqlite3.connect(crashed / "uhp.sqlite3")
+        source.backup(target)
+        source.close()
+        target.close()
+    async with in_process(crashed, provider.base_url, PROVIDER_KEY) as restarted:
+        body = await _status(restarted, response_id)
+        assert body["status"] == "failed"
+        assert "restarted" in body["error"]["message"]
+        assert _text(body) == "partial answer"
+        follow_up = await restarted.submit("next", previous_response_id=response_id)
+        assert follow_up.status_code == 200, follow_up.text  # the session is free again
+
+
+async def test_a_turn_the_base_never_ends_fails_instead_of_hanging(server):
+    server.base.script("mute", [TextDelta("m", "half")])  # stdout ends without an outcome
+    body = (await server.submit("mute")).json()
+    assert body["status"] == "failed"
+    assert body["error"]["code"] == "harness_error"
+
+
+def test_fake_base_declares_what_every_base_declares() -> None:
+    from harness_bases.base import missing_declarations
+
+    assert missing_declarations(FakeBase()) == []

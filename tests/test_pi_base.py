@@ -1,0 +1,535 @@
+"""PiBase against the real pinned Pi CLI and the scripted provider (no sandbox), plus fast
+checks of prepare() and of the parser on replayed real output.
+
+The CLI comes from the `pi_installed` fixture (PiBase.install into the tools cache, once
+per machine). Set UHP_CAPTURE_PI_FIXTURES=1 to rewrite the parser fixtures in
+harness_bases/pi/fixtures/ from these live runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from harness_bases import events as ev
+from harness_bases import node_runtime
+from harness_bases.base import McpServerSpec, SkillBundle, SkillFile, TurnSpec
+from harness_bases.messages import RESUME_FAILED_NOTICE
+from harness_bases.pi import PiBase
+from harness_bases.pi import config as pi_config
+from tests.conftest import PROVIDER_KEY, installed_tools
+from tests.scripted_provider import RunningProvider
+from tests.support.direct_turn import OUTCOMES, DirectTurn, direct_spec, run_direct_turn
+from tests.support.mcp_server import ANSWER_PREFIX, RunningMcpServer
+
+FIXTURES = Path(__file__).parent.parent / "harness_bases" / "pi" / "fixtures"
+CAPTURE = os.environ.get("UHP_CAPTURE_PI_FIXTURES") == "1"
+MODEL = "gpt-test"
+
+
+@pytest.fixture(scope="session")
+def pi_installed() -> Path:
+    """The pinned Pi CLI and its node, installed once (CI installs them before the tests)."""
+    return installed_tools("pi")
+
+
+@dataclass
+class Env:
+    base: PiBase
+    provider: RunningProvider
+    tools: Path
+    home: Path
+    workspace: Path
+
+    def spec(self, prompt: str, **kw: object) -> TurnSpec:
+        return direct_spec(
+            prompt,
+            model=MODEL,
+            gateway_url=self.provider.base_url,
+            home=self.home,
+            workspace=self.workspace,
+            tools=self.tools,
+            **kw,
+        )
+
+    async def run(
+        self,
+        prompt: str,
+        interrupt_when: Callable[[DirectTurn], bool] | None = None,
+        capture: str | None = None,
+        wrap: list[str] | None = None,
+        **kw: object,
+    ) -> DirectTurn:
+        """One turn the way the engine runs it (`capture` names the fixture it may become,
+        `wrap` goes in front of the CLI's argv)."""
+        turn = await run_direct_turn(
+            self.base,
+            self.spec(prompt, **kw),
+            timeout=90,
+            exit_timeout=15,
+            interrupt_when=interrupt_when,
+            wrap=wrap,
+        )
+        if capture and CAPTURE:
+            turn.proc.save_stdout(FIXTURES / f"{capture}.jsonl")
+        return turn
+
+
+@pytest.fixture
+def env(pi_installed: Path, provider: RunningProvider, tmp_path: Path) -> Env:
+    provider.reset()
+    home, workspace = tmp_path / "home", tmp_path / "ws"
+    home.mkdir()
+    workspace.mkdir()
+    return Env(PiBase(), provider, pi_installed, home, workspace)
+
+
+def chat_bodies(provider: RunningProvider) -> list[dict]:
+    return [r["body"] for r in provider.requests() if r["path"] == "/v1/chat/completions"]
+
+
+def offered_tools(body: dict) -> list[str]:
+    return [tool["function"]["name"] for tool in body.get("tools") or []]
+
+
+def system_text(body: dict) -> str:
+    return "\n".join(
+        json.dumps(m.get("content")) for m in body["messages"] if m.get("role") == "system"
+    )
+
+
+# -- live: the real CLI -----------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_installed_version_and_install_is_idempotent(pi_installed: Path) -> None:
+    base = PiBase()
+    assert base.installed_version(pi_installed) == "0.73.1"
+    assert node_runtime.installed_version(pi_installed) == node_runtime.NODE_VERSION
+    started = time.monotonic()
+    base.install(pi_installed)  # already there: no npm run
+    assert time.monotonic() - started < 10
+    assert base.installed_version(pi_installed.parent / "nowhere") is None
+
+
+@pytest.mark.slow
+def test_every_flag_is_one_the_pinned_cli_knows(env: Env) -> None:
+    env.home.joinpath(".pi/agent/sessions").mkdir(parents=True)
+    env.home.joinpath(".pi/agent/sessions/t_01a22ca3-9914-75cd-b695-94688d6d86c6.jsonl").touch()
+    spec = env.spec(
+        "x",
+        system_prompt="p",
+        disabled_tools=("bash",),
+        native_session_id="01a22ca3-9914-75cd-b695-94688d6d86c6",
+    )
+    invocation = env.base.prepare(spec)
+    help_text = subprocess.run(
+        [*invocation.argv[:2], "--help"], env=invocation.env, capture_output=True, text=True
+    )
+    text = help_text.stdout + help_text.stderr
+    flags = [a for a in invocation.argv[2:] if a.startswith("--")]
+    assert {"--session", "--append-system-prompt", "--tools"} <= set(flags)
+    for flag in flags:
+        assert re.search(rf"^\s+{re.escape(flag)}\b", text, re.M), flag
+
+
+@pytest.mark.slow
+async def test_text_streams_real_deltas(env: Env) -> None:
+    turn = await env.run("SAY hello world, this is streamed", capture="text")
+    deltas = turn.of(ev.TextDelta)
+    assert len(deltas) > 1
+    assert "".join(d.delta for d in deltas) == "hello world, this is streamed"
+    assert turn.text == "hello world, this is streamed"
+    assert isinstance(turn.events[-1], ev.TurnFinished)
+    assert turn.events[0] == ev.NativeSession(turn.native_id)
+    usage = turn.of(ev.Usage)
+    assert usage and usage[-1].input_tokens > 0 and usage[-1].output_tokens > 0
+    (request,) = [r for r in env.provider.requests() if r["path"] == "/v1/chat/completions"]
+    assert request["headers"]["authorization"] == f"Bearer {PROVIDER_KEY}"
+    assert request["body"]["model"] == MODEL and request["body"]["stream"] is True
+    assert turn.proc.returncode == 0  # stdin closed after agent_end: Pi exits by itself
+
+
+@pytest.mark.slow
+async def test_tool_call(env: Env) -> None:
+    turn = await env.run("RUN echo hi\nSAY got {output}", capture="tool_call")
+    (started,) = turn.of(ev.ToolCallStarted)
+    (finished,) = turn.of(ev.ToolCallFinished)
+    assert started.name == "bash"
+    assert json.loads(started.arguments) == {"command": "echo hi"}
+    assert finished == ev.ToolCallFinished(started.call, "hi\n", True)
+    assert turn.text == "got hi"
+    kinds = [type(e) for e in turn.events]
+    assert kinds.index(ev.ToolCallStarted) < kinds.index(ev.ToolCallFinished)
+    assert kinds.index(ev.ToolCallFinished) < kinds.index(ev.TextDone)
+    assert isinstance(turn.events[-1], ev.TurnFinished)
+
+
+@pytest.mark.slow
+async def test_failed_command_is_not_ok(env: Env) -> None:
+    turn = await env.run("RUN exit 3\nSAY done")
+    (finished,) = turn.of(ev.ToolCallFinished)
+    assert not finished.ok
+    assert isinstance(turn.events[-1], ev.TurnFinished)
+
+
+@pytest.mark.slow
+async def test_thinking_streams_as_reasoning_closed_before_the_text(env: Env) -> None:
+    turn = await env.run("THINK plan the work carefully\nSAY x", capture="thinking")
+    deltas = turn.of(ev.ReasoningDelta)
+    (done,) = turn.of(ev.ReasoningDone)
+    assert len(deltas) > 1 and "".join(d.delta for d in deltas) == done.text
+    assert done.text == "plan the work carefully"
+    kinds = [type(e) for e in turn.events]
+    # Pi itself ends the thinking block after the text; the parser closes it first.
+    assert kinds.index(ev.ReasoningDone) < kinds.index(ev.TextDelta)
+    assert turn.text == "x"
+
+
+@pytest.mark.slow
+async def test_resume_remembers(env: Env) -> None:
+    first = await env.run("REMEMBER apple")
+    assert first.text == "noted apple"
+    second = await env.run("RECALL", native_session_id=first.native_id, capture="resume")
+    assert second.native_id == first.native_id
+    assert second.text == "you said apple"
+    assert not second.of(ev.Notice)
+
+
+@pytest.mark.slow
+async def test_resume_of_a_lost_session_starts_fresh_and_says_so(env: Env) -> None:
+    first = await env.run("REMEMBER pear")
+    shutil.rmtree(env.home / ".pi" / "agent" / "sessions")
+    turn = await env.run("RECALL", native_session_id=first.native_id)
+    assert turn.events[0] == ev.Notice(RESUME_FAILED_NOTICE)
+    assert turn.native_id != first.native_id
+    assert turn.text == "nothing to recall"
+    assert isinstance(turn.events[-1], ev.TurnFinished)
+
+
+@pytest.mark.slow
+async def test_provider_failure(env: Env) -> None:
+    turn = await env.run("FAIL 400 bad request words", capture="provider_failure")
+    assert turn.events[-1] == ev.TurnFailed("bad request words", "provider_error")
+    assert not turn.of(ev.TextDone)
+
+
+@pytest.mark.slow
+async def test_server_error_is_retried_briefly(env: Env) -> None:
+    started = time.monotonic()
+    turn = await env.run("FAIL 500 upstream exploded")
+    assert turn.events[-1] == ev.TurnFailed("upstream exploded", "provider_error")
+    assert len(chat_bodies(env.provider)) == 3  # two retries
+    assert time.monotonic() - started < 30
+
+
+@pytest.mark.slow
+async def test_interrupt_stops_slow_text_and_the_session_resumes(env: Env) -> None:
+    turn = await env.run(
+        "SLOW 10\nSAY " + "word " * 40,
+        interrupt_when=lambda t: t.first_text_at is not None,
+        capture="interrupted",
+    )
+    assert turn.interrupted_at is not None
+    stamp = next(s for s, line in turn.proc.stdout if b'"type":"agent_end"' in line)
+    assert stamp - turn.interrupted_at < 3
+    # Interrupted: no outcome event (the engine asked for it and knows), the partial text
+    # is kept, and the CLI exited.
+    assert not [e for e in turn.events if isinstance(e, OUTCOMES)]
+    assert turn.text.startswith("word") and len(turn.text) < len("word " * 40)
+    assert turn.proc.returncode is not None
+    again = await env.run("SAY after the cancel", native_session_id=turn.native_id)
+    assert again.native_id == turn.native_id and not again.of(ev.Notice)
+    assert again.text == "after the cancel"
+
+
+@pytest.mark.slow
+async def test_interrupt_stops_a_running_tool(env: Env) -> None:
+    turn = await env.run(
+        "RUN python3 -c 'import time; time.sleep(30)'; echo late\nSAY x",
+        interrupt_when=lambda t: bool(t.of(ev.ToolCallStarted)),
+    )
+    assert turn.interrupted_at is not None
+    assert time.monotonic() - turn.interrupted_at < 10
+    (finished,) = turn.of(ev.ToolCallFinished)
+    assert not finished.ok and "late" not in finished.output
+    assert not [e for e in turn.events if isinstance(e, OUTCOMES)]
+
+
+@pytest.mark.slow
+async def test_tool_commands_do_not_inherit_credentials(env: Env) -> None:
+    turn = await env.run("RUN env\nSAY {output}")
+    (finished,) = turn.of(ev.ToolCallFinished)
+    assert "HOME=" in finished.output
+    for leaked in ("UHP_", PROVIDER_KEY):
+        assert leaked not in finished.output
+
+
+@pytest.mark.slow
+async def test_disabled_tool_is_blocked_hard_and_back_when_enabled(env: Env) -> None:
+    call_bash = 'TOOL bash {"command": "echo ran"}\nSAY {output}'
+    enabled = await env.run(call_bash)
+    assert enabled.of(ev.ToolCallFinished)[0].output == "ran\n"
+    env.provider.reset()
+    blocked = await env.run(
+        call_bash, native_session_id=enabled.native_id, disabled_tools=("bash",), capture="denied"
+    )
+    (started,) = blocked.of(ev.ToolCallStarted)
+    (finished,) = blocked.of(ev.ToolCallFinished)
+    assert started.name == "bash"  # the scripted model really called it
+    assert not finished.ok and "bash" in finished.output and "ran" not in finished.output
+    assert blocked.text == finished.output  # the task says so
+    bodies = chat_bodies(env.provider)
+    assert all("bash" not in offered_tools(body) for body in bodies)
+    assert "read" in offered_tools(bodies[0])
+    env.provider.reset()
+    again = await env.run(call_bash, native_session_id=enabled.native_id)
+    assert again.of(ev.ToolCallFinished)[0].output == "ran\n"
+    assert "bash" in offered_tools(chat_bodies(env.provider)[0])
+
+
+@pytest.mark.slow
+async def test_system_prompt_reaches_the_model_and_follows_each_turn(env: Env) -> None:
+    first = await env.run("SAY one", system_prompt="Always answer like a pirate 7731.")
+    await env.run("SAY two", system_prompt="Beta rule 8842.", native_session_id=first.native_id)
+    await env.run("SAY three", native_session_id=first.native_id)
+    systems = [system_text(body) for body in chat_bodies(env.provider)]
+    assert "pirate 7731" in systems[0]
+    assert "Beta rule 8842" in systems[1] and "pirate 7731" not in systems[1]
+    assert "Beta rule" not in systems[2] and "pirate" not in systems[2]
+    assert not (env.workspace / "AGENTS.md").exists()
+
+
+@pytest.mark.slow
+async def test_long_prompt_over_stdin(env: Env) -> None:
+    filler = "x" * (200 * 1024)
+    turn = await env.run(f"SAY long ok\n{filler}")
+    assert turn.text == "long ok"
+    assert filler in json.dumps(chat_bodies(env.provider)[0])
+
+
+@pytest.mark.slow
+async def test_skills_are_found_listed_and_loaded(env: Env) -> None:
+    skill = SkillBundle(
+        "uhp-zebra",
+        (
+            SkillFile(
+                "SKILL.md",
+                b"---\nname: uhp-zebra\ndescription: Knows the zebra-42 word.\n---\n\n"
+                b"The secret word is zebra-42. Details in notes/more.txt.\n",
+            ),
+            SkillFile("notes/more.txt", b"more zebra\n"),
+        ),
+    )
+    folder = env.home / ".pi" / "agent" / "skills" / "uhp-zebra"
+    read = json.dumps({"path": str(folder / "SKILL.md")})
+    turn = await env.run(f"TOOL read {read}\nSAY {{output}}", skills=(skill,))
+    assert "Knows the zebra-42 word." in system_text(chat_bodies(env.provider)[0])
+    (finished,) = turn.of(ev.ToolCallFinished)
+    assert finished.ok and "secret word is zebra-42" in finished.output
+    assert (folder / "notes" / "more.txt").read_bytes() == b"more zebra\n"
+    env.provider.reset()
+    await env.run("SAY gone", native_session_id=turn.native_id)  # the skill is disabled
+    assert not folder.exists()
+    assert "zebra-42 word" not in system_text(chat_bodies(env.provider)[0])
+
+
+def _mcp_spec(url: str, token: str = "mcp-tok-1") -> McpServerSpec:
+    return McpServerSpec(name="vault", url=url, bearer_token=token)
+
+
+@pytest.mark.slow
+async def test_mcp_server_is_reached_with_its_bearer_token(env: Env) -> None:
+    server = RunningMcpServer("http").start()
+    try:
+        turn = await env.run(
+            'TOOL mcp__vault__lookup {"code": "abc"}\nSAY {output}',
+            mcp_servers=(_mcp_spec(server.url),),
+        )
+    finally:
+        server.stop()
+    assert "mcp__vault__lookup" in offered_tools(chat_bodies(env.provider)[0])
+    (started,) = turn.of(ev.ToolCallStarted)
+    (finished,) = turn.of(ev.ToolCallFinished)
+    assert started.name == "mcp__vault__lookup" and json.loads(started.arguments) == {"code": "abc"}
+    assert finished.ok and finished.output == ANSWER_PREFIX + "abc"
+    assert turn.text == ANSWER_PREFIX + "abc" and not turn.of(ev.Notice)
+    assert {r.headers.get("authorization") for r in server.requests} == {"Bearer mcp-tok-1"}
+    for path in (env.home / ".pi").rglob("*"):
+        if path.is_file():
+            assert "mcp-tok-1" not in path.read_text(errors="replace")
+
+
+@pytest.mark.slow
+async def test_an_unreachable_mcp_server_is_a_notice_not_a_failure(env: Env) -> None:
+    turn = await env.run("SAY still fine", mcp_servers=(_mcp_spec("http://127.0.0.1:9/mcp"),))
+    assert ev.Notice("The MCP server vault could not be started.") in turn.events
+    assert turn.text == "still fine" and isinstance(turn.events[-1], ev.TurnFinished)
+
+
+@pytest.mark.slow
+async def test_disabled_tools_and_mcp_tools_together(env: Env) -> None:
+    server = RunningMcpServer("http").start()
+    try:
+        mcp = (_mcp_spec(server.url),)
+        await env.run("SAY x", mcp_servers=mcp, disabled_tools=("bash",))
+        offered = offered_tools(chat_bodies(env.provider)[0])
+        assert "mcp__vault__lookup" in offered and "bash" not in offered
+        assert "grep" not in offered  # the tools Pi leaves off stay off
+        env.provider.reset()
+        call = 'TOOL mcp__vault__lookup {"code": "abc"}\nSAY {output}'
+        blocked = await env.run(call, mcp_servers=mcp, disabled_tools=("mcp__vault__lookup",))
+    finally:
+        server.stop()
+    offered = offered_tools(chat_bodies(env.provider)[0])
+    assert "mcp__vault__lookup" not in offered and "bash" in offered
+    (finished,) = blocked.of(ev.ToolCallFinished)
+    assert not finished.ok and ANSWER_PREFIX not in finished.output
+
+
+@pytest.mark.slow
+async def test_the_cli_connects_to_nothing_but_the_gateway(env: Env) -> None:
+    strace = shutil.which("strace")
+    if strace is None:
+        pytest.skip("SKIPPED LOUDLY: no strace here, so the CLI's connections cannot be traced")
+    trace = env.home.parent / "connect.trace"
+    wrap = [strace, "-f", "-qq", "-e", "trace=connect", "-o", str(trace)]
+    turn = await env.run("RUN echo hi\nSAY {output}", wrap=wrap)
+    assert turn.text == "hi"
+    port = env.provider.url.rsplit(":", 1)[1]
+    inet = [line for line in trace.read_text().splitlines() if "AF_INET" in line]
+    assert inet, "no connection traced at all"
+    for line in inet:
+        assert f"htons({port})" in line and "127.0.0.1" in line, line
+
+
+# -- fast: prepare, and the parser on replayed real output (no CLI) ---------------------------
+
+
+def fast_spec(tmp_path: Path, **kw: object) -> TurnSpec:
+    fields: dict = {
+        "prompt": "SAY hi",
+        "model": MODEL,
+        "gateway_url": "http://gateway.invalid/gateway/openai/v1",
+        "gateway_token": "uhpgw_turn_token",
+        "host_workspace": tmp_path / "ws",
+        "host_home": tmp_path / "home",
+        "host_tools": tmp_path / "tools",
+    }
+    return TurnSpec(**{**fields, **kw})
+
+
+def test_prepare_builds_env_from_nothing_and_the_exact_command(tmp_path: Path) -> None:
+    invocation = PiBase().prepare(fast_spec(tmp_path))
+    assert invocation.cwd == "/workspace"
+    assert invocation.env == {
+        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "HOME": "/home/agent",
+        "PI_CODING_AGENT_DIR": "/home/agent/.pi/agent",
+        "UHP_GATEWAY_TOKEN": "uhpgw_turn_token",
+        "PI_OFFLINE": "1",
+        "PI_SKIP_VERSION_CHECK": "1",
+        "PI_TELEMETRY": "0",
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+    }
+    assert invocation.argv == [
+        node_runtime.node_path("/opt/uhp-tools"),
+        "/opt/uhp-tools/pi/0.73.1/node_modules/@mariozechner/pi-coding-agent/dist/cli.js",
+        "--mode",
+        "rpc",
+        "--provider",
+        "uhp",
+        "--model",
+        MODEL,
+        "--session-dir",
+        "/home/agent/.pi/agent/sessions",
+        "--no-extensions",
+        "--no-prompt-templates",
+        "--no-themes",
+    ]
+
+
+def test_config_names_the_token_never_holds_it(tmp_path: Path) -> None:
+    PiBase().prepare(fast_spec(tmp_path, system_prompt="Be brief."))
+    agent = tmp_path / "home" / ".pi" / "agent"
+    models = json.loads((agent / "models.json").read_text())
+    provider = models["providers"]["uhp"]
+    assert provider["baseUrl"] == "http://gateway.invalid/gateway/openai/v1"
+    assert provider["apiKey"] == "UHP_GATEWAY_TOKEN" and provider["api"] == "openai-completions"
+    assert [m["id"] for m in provider["models"]] == [MODEL]
+    for path in agent.rglob("*"):
+        if path.is_file():
+            assert "uhpgw_turn_token" not in path.read_text()
+    assert (agent / "uhp" / "system-prompt.md").read_text() == "Be brief."
+    settings = json.loads((agent / "settings.json").read_text())
+    assert settings["enableInstallTelemetry"] is False
+    assert settings["shellCommandPrefix"] == pi_config.SHELL_PREFIX
+
+
+def test_mcp_servers_go_to_the_extension_by_token_name(tmp_path: Path) -> None:
+    server = McpServerSpec("vault", "http://gateway.invalid/gateway/mcp/vault", "mcp-tok-1")
+    invocation = PiBase().prepare(fast_spec(tmp_path, mcp_servers=(server,)))
+    extension = invocation.argv[invocation.argv.index("--extension") + 1]
+    assert extension == "/opt/uhp-tools/pi/0.73.1/uhp-mcp-extension.js"
+    assert invocation.env["UHP_PI_MCP_CONFIG"] == "/home/agent/.pi/agent/uhp/mcp.json"
+    assert invocation.env["UHP_MCP_TOKEN_0"] == "mcp-tok-1"
+    written = (tmp_path / "home" / ".pi" / "agent" / "uhp" / "mcp.json").read_text()
+    assert json.loads(written)["servers"] == [
+        {"name": "vault", "url": server.url, "tokenEnv": "UHP_MCP_TOKEN_0"}
+    ]
+    assert "mcp-tok-1" not in written
+    assert "--extension" not in PiBase().prepare(fast_spec(tmp_path)).argv
+
+
+def test_disabled_tools_become_an_allowlist(tmp_path: Path) -> None:
+    argv = PiBase().prepare(fast_spec(tmp_path, disabled_tools=("bash", "edit"))).argv
+    assert argv[argv.index("--tools") + 1] == "read,write"
+    every = ("read", "bash", "edit", "write")
+    assert "--no-tools" in PiBase().prepare(fast_spec(tmp_path, disabled_tools=every)).argv
+
+
+def test_resume_only_when_the_session_file_is_there(tmp_path: Path) -> None:
+    session_id = "01a22ca3-9914-75cd-b695-94688d6d86c6"
+    argv = PiBase().prepare(fast_spec(tmp_path, native_session_id=session_id)).argv
+    assert "--session" not in argv
+    sessions = tmp_path / "home" / ".pi" / "agent" / "sessions"
+    (sessions / f"2026-11-30T13-27-28-789Z_{session_id}.jsonl").write_text("{}\n")
+    argv = PiBase().prepare(fast_spec(tmp_path, native_session_id=session_id)).argv
+    expected = f"/home/agent/.pi/agent/sessions/2026-11-30T13-27-28-789Z_{session_id}.jsonl"
+    assert argv[argv.index("--session") + 1] == expected
+    # An id that is not Pi's is never turned into a file pattern.
+    assert "--session" not in PiBase().prepare(fast_spec(tmp_path, native_session_id="*")).argv
+
+
+def test_skills_written_whole_and_removed_when_gone(tmp_path: Path) -> None:
+    skill = SkillBundle(
+        "tidy", (SkillFile("SKILL.md", b"# tidy\n"), SkillFile("bin/run", b"#!/bin/sh\n"))
+    )
+    PiBase().prepare(fast_spec(tmp_path, skills=(skill,)))
+    folder = tmp_path / "home" / ".pi" / "agent" / "skills" / "tidy"
+    assert (folder / "SKILL.md").read_bytes() == b"# tidy\n"
+    assert os.access(folder / "bin" / "run", os.X_OK)
+    PiBase().prepare(fast_spec(tmp_path))
+    assert not folder.exists()
+
+
+def test_links_the_agent_left_in_its_home_are_replaced_not_followed(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    agent = tmp_path / "home" / ".pi" / "agent"
+    agent.mkdir(parents=True)
+    (agent / "models.json").symlink_to(outside / "models.json")
+    (agent / "skills").symlink_to(outside)
+    PiBase().prepare(fast_spec(tmp_path))
+    assert not (agent / "models.json").is_symlink() and not list(outside.iterdir())
+    assert not (agent / "skills").is_symlink()

@@ -1,0 +1,50 @@
+"""Answers given before a request body was read close the connection.
+
+A request refused before its body is read (401 before authentication lets the body in, 413
+on a declared size, ...) would otherwise keep its connection: h11 waits for the rest of the
+body before the next request may start, so a client that trickles a byte now and then holds
+a connection slot for as long as it likes without ever authenticating. Marking such an answer
+`Connection: close` makes uvicorn close the connection once the answer is written, and the
+rest of the body is never read.
+"""
+
+from __future__ import annotations
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+CLOSE = (b"connection", b"close")
+
+
+def declares_body(scope: Scope) -> bool:
+    for name, value in scope["headers"]:
+        if name == b"transfer-encoding" or (name == b"content-length" and value.strip() != b"0"):
+            return True
+    return False
+
+
+class CloseOnUnreadBody:
+    """A pure ASGI middleware: streamed answers pass through untouched."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not declares_body(scope):
+            await self.app(scope, receive, send)
+            return
+        body_read = False
+
+        async def tracked_receive() -> Message:
+            nonlocal body_read
+            message = await receive()
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                body_read = True
+            return message
+
+        async def send_closing(message: Message) -> None:
+            if message["type"] == "http.response.start" and not body_read:
+                headers = [(k, v) for k, v in message.get("headers", []) if k != CLOSE[0]]
+                message = {**message, "headers": [*headers, CLOSE]}
+            await send(message)
+
+        await self.app(scope, tracked_receive, send_closing)
