@@ -76,6 +76,7 @@ class Settings(BaseSettings):
     local_sandbox_pids_limit: int = 512  # processes and threads
     local_sandbox_file_size: str = "4g"  # the largest file a turn may write
     local_sandbox_disk: str = "20g"  # the session's workspace and agent home together
+    local_sandbox_user: str = "auto"  # uid:gid the agent runs as; auto: own, 1000:1000 for root
     # Hosts a sandbox may reach, through the server's egress proxy (README: "Egress");
     # comma-separated names or IP literals. Empty: no egress at all.
     egress_allow_hosts: str = ""
