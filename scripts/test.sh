@@ -51,12 +51,15 @@ run_pass "end-to-end tests again with UHP_TEST_SANDBOX=docker" UHP_TEST_SANDBOX=
   tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security_e2e.py \
   tests/test_restart_e2e.py tests/test_token_binding_e2e.py tests/test_egress_e2e.py \
   tests/test_ops.py
-# The base-agnostic end-to-end files again on every other registered base (the runs above
-# use Codex).
+# The end-to-end files whose outcome depends on the base, again on every other default base
+# (the runs above use Codex): the CLI's own events, resume, environment, token and catalogue,
+# and every front door (each drives the agent's questions and sessions through the base).
+# Sandbox-level checks (limits, egress) and engine-level ones (the SDK's view, metrics) do not
+# change with the CLI: they run once above, on the local and the docker sandbox.
 base_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security_e2e.py
-  tests/test_restart_e2e.py tests/test_harnesses_e2e.py tests/test_openai_sdk.py
-  tests/test_token_binding_e2e.py tests/test_sandbox_limits_e2e.py tests/test_egress_e2e.py
-  tests/test_ops.py tests/test_oumi_harness_e2e.py tests/test_openai_chat_e2e.py)
+  tests/test_restart_e2e.py tests/test_harnesses_e2e.py tests/test_token_binding_e2e.py
+  tests/test_oumi_harness_e2e.py tests/test_tool_door_e2e.py tests/test_agentos_e2e.py
+  tests/test_openai_chat_e2e.py)
 for base in $(.venv/bin/uhp-server bases list --names --default); do
   [[ "$base" == codex ]] && continue
   run_pass "end-to-end tests again with UHP_TEST_BASE=$base" UHP_TEST_BASE="$base" -- \

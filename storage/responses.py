@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from sqlmodel import delete, select
+from sqlmodel import col, delete, select
 
 from storage.db import Database, EventBatch
 from storage.models import EventRow, IdempotencyRow, ResponseRow
@@ -120,3 +120,15 @@ def mark_failed_unstored(db: Database, response_id: str) -> None:
             row.finished_at = time.time()
             s.add(row)
             s.commit()
+
+
+def latest_in_session(db: Database, session_id: str) -> str | None:
+    """The id of the session's most recent response (what continuing the session follows)."""
+    with db.session() as s:
+        row = s.exec(
+            select(ResponseRow)
+            .where(ResponseRow.session_id == session_id)
+            .where(col(ResponseRow.deleted_at).is_(None))
+            .order_by(col(ResponseRow.created_at).desc(), col(ResponseRow.id).desc())
+        ).first()
+        return row.id if row is not None else None

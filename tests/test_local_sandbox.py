@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 import secrets
 import shutil
 import subprocess
@@ -114,6 +115,42 @@ async def test_host_paths_outside_mounts_invisible(
 async def test_no_capabilities(sandbox: LocalSandbox, mounts: SessionMounts) -> None:
     _, out = await run(sandbox, mounts, "grep CapEff /proc/self/status")
     assert out == ["CapEff:\t0000000000000000"]
+
+
+async def test_host_wide_kernel_settings_are_read_only(
+    sandbox: LocalSandbox, mounts: SessionMounts
+) -> None:
+    # Writes the value swappiness already has: harmless should the guard ever fail.
+    code, out = await run(
+        sandbox,
+        mounts,
+        'v=$(cat /proc/sys/vm/swappiness); echo "$v" > /proc/sys/vm/swappiness 2>/dev/null '
+        "&& echo SYSCTL_WRITE_OK; "
+        "test -w /proc/sys/kernel/core_pattern && echo core-pattern-writable; "
+        "test -w /proc/sysrq-trigger && echo sysrq-writable; "
+        "head -c1 /proc/kcore 2>/dev/null | wc -c; echo done",
+    )
+    assert code == 0
+    assert out == ["0", "done"]
+
+
+async def test_the_agent_never_runs_as_host_root(
+    sandbox: LocalSandbox, mounts: SessionMounts
+) -> None:
+    mounts.home.mkdir()
+    (mounts.home / "config.toml").write_text("written by the server\n")  # as base.prepare() does
+    code, out = await run(
+        sandbox, mounts, "id -u; cat ~/config.toml; echo more >> ~/config.toml; touch /workspace/f"
+    )
+    assert code == 0
+    expected_uid = 1000 if os.getuid() == 0 else os.getuid()
+    assert out == [str(expected_uid), "written by the server"]
+    assert (mounts.workspace / "f").stat().st_uid == expected_uid
+
+
+def test_root_is_refused_as_the_agent_user() -> None:
+    with pytest.raises(ValueError, match="root"):
+        LocalSandbox(user="0:0")
 
 
 async def test_host_loopback_unreachable_no_dns(

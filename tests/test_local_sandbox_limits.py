@@ -16,6 +16,7 @@ from uhp_server.sandbox import cgroups
 from uhp_server.sandbox.base import SessionMounts
 from uhp_server.sandbox.limits import LocalLimits, parse_size
 from uhp_server.sandbox.local import LocalSandbox
+from uhp_server.settings import Settings
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed"),
@@ -118,7 +119,37 @@ async def test_a_turn_within_its_limits_reports_none(tmp_path: Path) -> None:
 async def test_open_removes_empty_cgroups_a_killed_server_left(tmp_path: Path) -> None:
     hierarchy = cgroups.detect()
     assert hierarchy is not None
-    left = hierarchy.create("uhp-local-resp_left_by_a_killed_server", 1 << 30, 10)
-    sandbox = LocalSandbox(tmp_path / "run")
+    sandbox = LocalSandbox(tmp_path / "run", server_id="killedserver")
+    left = hierarchy.create(sandbox.cgroup_prefix + "local-resp_left_by_it", 1 << 30, 10)
     await sandbox.open(None)  # type: ignore[arg-type]
     assert not left.memory_dir.exists() and not left.pids_dir.exists()
+
+
+@needs_cgroups
+async def test_a_starting_server_leaves_another_servers_cgroups_alone(tmp_path: Path) -> None:
+    hierarchy = cgroups.detect()
+    assert hierarchy is not None
+    running = LocalSandbox.from_settings(Settings(data_dir=tmp_path / "one"))
+    starting = LocalSandbox.from_settings(Settings(data_dir=tmp_path / "two"))
+    # The just-made, still-empty cgroup of the running server's starting turn.
+    turn = running._cgroup("local:resp_starting")
+    assert turn is not None
+    try:
+        await starting.open(None)  # type: ignore[arg-type]
+        assert turn.memory_dir.exists() and turn.pids_dir.exists()
+        turn.add(os.getpid())  # what the turn does next must still work
+        (hierarchy.memory_parent / "cgroup.procs").write_text(str(os.getpid()))
+        if hierarchy.pids_parent != hierarchy.memory_parent:
+            (hierarchy.pids_parent / "cgroup.procs").write_text(str(os.getpid()))
+    finally:
+        turn.remove()
+
+
+def test_a_servers_cgroup_prefix_is_its_own_and_stays_with_its_data_folder(
+    tmp_path: Path,
+) -> None:
+    one = LocalSandbox.from_settings(Settings(data_dir=tmp_path / "one"))
+    two = LocalSandbox.from_settings(Settings(data_dir=tmp_path / "two"))
+    again = LocalSandbox.from_settings(Settings(data_dir=tmp_path / "one"))
+    assert one.cgroup_prefix != two.cgroup_prefix
+    assert again.cgroup_prefix == one.cgroup_prefix

@@ -84,6 +84,26 @@ def test_tool_commands_do_not_inherit_the_gateway_token(client: httpx.Client) ->
     assert "UHP_GATEWAY_TOKEN" not in env and PROVIDER_KEY not in env
 
 
+# The reviewer's repro: write swappiness (its own value, so a failure of the guard is
+# harmless), probe core_pattern (host code execution if writable), and the agent's uid.
+TOUCH_KERNEL_SETTINGS = (
+    'RUN v=$(cat /proc/sys/vm/swappiness); echo "$v" > /proc/sys/vm/swappiness '
+    "&& echo SYSCTL_WRITE_OK; test -w /proc/sys/kernel/core_pattern && echo CORE_PATTERN_WRITABLE;"
+    " echo uid=$(id -u)\n"
+    "SAY {output}"
+)
+
+
+def test_a_tool_command_cannot_change_host_kernel_settings_nor_run_as_root(
+    client: httpx.Client,
+) -> None:
+    outputs = tool_outputs(create(client, {"input": TOUCH_KERNEL_SETTINGS}))
+    assert "uid=" in outputs  # the command really ran
+    assert "SYSCTL_WRITE_OK" not in outputs
+    assert "CORE_PATTERN_WRITABLE" not in outputs
+    assert "uid=0" not in outputs.split()
+
+
 def test_the_gateway_refuses_anything_but_a_live_turn_token(server: ServerProcess) -> None:
     for headers in (
         {},

@@ -24,7 +24,10 @@ from uhp_server.engine.turn import TurnExecutor
 from uhp_server.errors import install_error_handlers
 from uhp_server.file_parts import build_file_parts
 from uhp_server.frontdoors import oumi_harness
+from uhp_server.frontdoors.agentos.routes import router as agentos_router
 from uhp_server.frontdoors.openai_chat import MOUNT_PATH, make_chat_app
+from uhp_server.frontdoors.oumi_tools.http import router as tool_router
+from uhp_server.frontdoors.oumi_tools.mcp import router as mcp_tool_router
 from uhp_server.gateway.mcp_proxy import make_mcp_router
 from uhp_server.gateway.proxy import make_gateway_router
 from uhp_server.gateway.tokens import TokenRegistry
@@ -190,6 +193,8 @@ def create_app(
     for router in (files.router, share.router, harness_events.router, api_docs.router, ops.router):
         app.include_router(router)
     app.include_router(oumi_harness.router)
+    for router in (tool_router, mcp_tool_router, agentos_router):  # more front doors
+        app.include_router(router)
     app.mount(MOUNT_PATH, make_chat_app(ctx))  # the Chat Completions door, in OpenAI's shapes
     app.add_middleware(VersionMiddleware)
     app.add_middleware(CloseOnUnreadBody)

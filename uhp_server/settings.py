@@ -40,6 +40,10 @@ class Settings(BaseSettings):
     idempotency_retention_hours: float = 24.0
     max_timeout_seconds: int = 3600  # the longest wall-clock budget any task gets
     default_timeout_seconds: int = 1800  # budget of a task that names none
+    # A tool call's budget without ?timeout_seconds= (under the platform's default 30 s wait).
+    tool_timeout_seconds: int = Field(default=25, ge=1, le=120)
+    # Turns on GET /health and POST /invoke (the AgentOS contract) acting as this principal.
+    agentos_principal: str | None = None
     keepalive_seconds: float = 15.0
     cancel_grace_seconds: float = 3.0  # after a clean interrupt, kill the sandbox
     models_cache_seconds: float = 60.0
@@ -75,6 +79,7 @@ class Settings(BaseSettings):
     local_sandbox_pids_limit: int = 512  # processes and threads
     local_sandbox_file_size: str = "4g"  # the largest file a turn may write
     local_sandbox_disk: str = "20g"  # the session's workspace and agent home together
+    local_sandbox_user: str = "auto"  # uid:gid the agent runs as; auto: own, 1000:1000 for root
     # Hosts a sandbox may reach, through the server's egress proxy (README: "Egress");
     # comma-separated names or IP literals. Empty: no egress at all.
     egress_allow_hosts: str = ""

@@ -27,6 +27,7 @@ Usage::
     provider = start_provider("sk-test", ["gpt-test"])
     provider.url          # http://127.0.0.1:PORT   (OpenAI base URL: provider.base_url)
     provider.requests()   # recorded requests
+    provider.require_headers({...})  # with required_headers=: change them (a new run token)
     provider.reset(); provider.stop()
 
 or ``python -m tests.scripted_provider --port 0 --api-key KEY --models a,b``.

@@ -211,5 +211,6 @@ def create_app(
     ]
     app = Starlette(routes=routes)
     app.state.recorder = recorder
+    app.state.required_headers = required  # changed in place by RunningProvider.require_headers
     app.state.closing = False  # set by RunningProvider.stop() to end SLEEPs early
     return app

@@ -64,6 +64,13 @@ class RunningProvider:
         """The recorded requests (method, path, headers, body, script, step, answer)."""
         return self.app.state.recorder.entries()
 
+    def require_headers(self, headers: dict[str, str]) -> None:
+        """From now on, refuse (401) a model call without these headers (a platform's run
+        token, which changes with every invocation of a run)."""
+        required = self.app.state.required_headers
+        required.clear()
+        required.update({k.lower(): v for k, v in headers.items()})
+
     def reset(self) -> None:
         """Forget the recorded requests."""
         self.app.state.recorder.clear()

@@ -1,8 +1,9 @@
 """The local sandbox: bubblewrap on the server's own machine.
 
 Isolates the filesystem (read-only system, only the session's folders writable, nothing
-else of the host visible), processes, IPC, hostname, cgroups and the network, and drops
-every capability. The sandbox has its own network namespace with nothing but loopback: a
+else of the host visible, /proc's host-wide entries read-only), processes, IPC, hostname,
+cgroups and the network, drops every capability, and never runs the agent as root
+(local_hardening.py). The sandbox has its own network namespace with nothing but loopback: a
 relay inside (socat) turns 127.0.0.1:GATEWAY_PORT into the turn's own gateway socket, and,
 when the operator allows egress, 127.0.0.1:EGRESS_PROXY_PORT into the egress proxy's
 (local_doors.py). Memory, processes, file size and workspace disk are limited (limits.py).
@@ -10,6 +11,9 @@ when the operator allows egress, 127.0.0.1:EGRESS_PROXY_PORT into the egress pro
 The agent's environment (its gateway token among it) is bwrap's own environment, never its
 command line: /proc/<pid>/environ is readable by the same uid only, while every local user
 sees command lines.
+
+Every cgroup this server makes is named uhp-<its id>-…, the id kept in its data folder, so
+that a starting server clears what it left itself and never another server's turn.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from harness_bases.base import Invocation
 from uhp_server.gateway.paths import gateway_path
 from uhp_server.sandbox import cgroups
 from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SandboxError, SessionMounts
+from uhp_server.sandbox.docker.ownership import hand_over
 from uhp_server.sandbox.egress import EGRESS_PROXY_PORT, EgressPolicy, with_proxy
 from uhp_server.sandbox.gateway_door import ASGIApp, wound_down
 from uhp_server.sandbox.limits import LimitWatch, LocalLimits, parse_size
@@ -40,6 +45,14 @@ from uhp_server.sandbox.local_doors import (
     TurnDoors,
     run_dir,
 )
+from uhp_server.sandbox.local_hardening import (
+    mount_parent_args,
+    namespace_args,
+    proc_guard_args,
+    resolve_agent_user,
+    switch_user_argv,
+    switches_user,
+)
 from uhp_server.sandbox.local_process import STDOUT_LINE_LIMIT, LocalProcess
 from uhp_server.sandbox.spawn import spawn
 from uhp_server.settings import Settings
@@ -47,7 +60,8 @@ from uhp_server.settings import Settings
 log = logging.getLogger(__name__)
 
 START_TIMEOUT = 30.0
-CGROUP_PREFIX = "uhp-"  # + the door: uhp-local-<response id>
+CGROUP_PREFIX = "uhp-"  # + the server's id + "-" + the door: uhp-<id>-local-<response id>
+ID_FILE = "local-sandbox-id"
 GATEWAY_PORT = 8080  # the gateway inside the sandbox: 127.0.0.1:8080, as in the docker one
 
 # Runs first in the sandbox: start the relays, wait (about 2 s at most) until their ports
@@ -111,12 +125,16 @@ class LocalSandbox(Sandbox):
         bwrap: str = "bwrap",
         limits: LocalLimits = LocalLimits(),  # noqa: B008 (frozen, shared safely)
         egress: EgressPolicy = EgressPolicy(),  # noqa: B008 (frozen, shared safely)
+        user: str = "auto",
+        server_id: str | None = None,
     ) -> None:
         # Tests run sandboxes without a server: then a private temp folder holds the doors.
         self._run_dir = run_dir or Path(tempfile.mkdtemp(prefix="uhp-local-"))
         self._bwrap = bwrap
         self.limits = limits
         self.egress = egress
+        self.user = resolve_agent_user(user)
+        self.cgroup_prefix = f"{CGROUP_PREFIX}{server_id or secrets.token_hex(8)}-"
         self._gateway_app: ASGIApp | None = None
         self._cgroups: cgroups.Hierarchy | None = None
         if limits.memory_bytes or limits.pids:
@@ -133,7 +151,13 @@ class LocalSandbox(Sandbox):
         egress = EgressPolicy.from_settings(
             settings.egress_allow_hosts, settings.egress_allow_private_hosts
         )
-        return cls(run_dir(settings.data_dir), limits=limits, egress=egress)
+        return cls(
+            run_dir(settings.data_dir),
+            limits=limits,
+            egress=egress,
+            user=settings.local_sandbox_user,
+            server_id=local_server_id(settings.data_dir),
+        )
 
     def gateway_url(self, backend: str) -> str:
         return f"http://127.0.0.1:{GATEWAY_PORT}{gateway_path(backend)}"
@@ -150,7 +174,7 @@ class LocalSandbox(Sandbox):
         for stale in self._run_dir.iterdir():
             shutil.rmtree(stale, ignore_errors=True)
         if self._cgroups is not None:
-            await asyncio.to_thread(self._cgroups.remove_empty, CGROUP_PREFIX)
+            await asyncio.to_thread(self._cgroups.remove_empty, self.cgroup_prefix)
         self._gateway_app = gateway_app
 
     async def close(self) -> None:
@@ -167,12 +191,22 @@ class LocalSandbox(Sandbox):
         """The full bwrap argv (without the executable) for `invocation`. It holds no
         secret: the environment travels as bwrap's own (see the module docstring)."""
         egress_port = str(EGRESS_PROXY_PORT) if self.egress.enabled else ""
-        launch = ["/bin/sh", "-c", LAUNCH, "uhp-launch", str(GATEWAY_PORT), egress_port]
+        launch = [
+            *switch_user_argv(self.user),
+            *("/bin/sh", "-c", LAUNCH, "uhp-launch", str(GATEWAY_PORT), egress_port),
+        ]
+        binds = [
+            *system_binds(_ETC_ENTRIES),
+            *("--ro-bind", str(mounts.tools), self.paths.tools),
+            *("--bind", str(mounts.workspace), self.paths.workspace),
+            *("--bind", str(mounts.home), self.paths.home),
+            *("--ro-bind", str(doors), INSIDE_DIR),
+        ]
         return [
-            "--unshare-all",  # the network too: loopback only
+            # The network too (loopback only); as root, bwrap would otherwise leave the child
+            # every capability.
+            *namespace_args(self.user),
             "--die-with-parent",
-            "--cap-drop",
-            "ALL",  # as root, bwrap would otherwise leave the child every capability
             "--hostname",
             "uhp-sandbox",
             "--info-fd",
@@ -180,25 +214,17 @@ class LocalSandbox(Sandbox):
             # Waits until the server has put the sandbox in its cgroup and set its limits.
             "--block-fd",
             str(block_fd),
-            *system_binds(_ETC_ENTRIES),
+            *mount_parent_args(binds),
+            *binds,
             "--proc",
             "/proc",
+            *proc_guard_args(),
             "--dev",
             "/dev",
+            "--perms",
+            "1777",  # bwrap makes it root's: the agent's uid must write it too
             "--tmpfs",
             "/tmp",
-            "--ro-bind",
-            str(mounts.tools),
-            self.paths.tools,
-            "--bind",
-            str(mounts.workspace),
-            self.paths.workspace,
-            "--bind",
-            str(mounts.home),
-            self.paths.home,
-            "--ro-bind",
-            str(doors),
-            INSIDE_DIR,
             # The root is bwrap's scratch tmpfs; read-only, so /etc and friends stay as bound.
             "--remount-ro",
             "/",
@@ -232,6 +258,8 @@ class LocalSandbox(Sandbox):
             raise SandboxError(f"tools folder missing: {mounts.tools}")
         for folder in (mounts.workspace, mounts.home):
             folder.mkdir(parents=True, exist_ok=True)
+        if switches_user(self.user):  # what the server wrote (the CLI's config) is root's
+            hand_over(*self.user, mounts.workspace, mounts.home)
         self._preflight(invocation, mounts)
         return exe
 
@@ -249,6 +277,8 @@ class LocalSandbox(Sandbox):
 
         try:
             await doors.open(self._gateway_app)
+            if switches_user(self.user):  # the agent's uid must enter the folder and connect
+                hand_over(*self.user, doors.folder)
             group = self._cgroup(door)
             watch = LimitWatch(self.limits, group, [mounts.workspace, mounts.home])
             return await self._spawn(exe, invocation, mounts, doors.folder, watch, cleanup)
@@ -261,7 +291,7 @@ class LocalSandbox(Sandbox):
     def _cgroup(self, door: str) -> cgroups.TurnCgroup | None:
         if self._cgroups is None:
             return None
-        name = CGROUP_PREFIX + door.replace(":", "-").replace("/", "-")[:80]
+        name = self.cgroup_prefix + door.replace(":", "-").replace("/", "-")[:80]
         try:
             return self._cgroups.create(name, self.limits.memory_bytes, self.limits.pids)
         except OSError as exc:
@@ -330,6 +360,20 @@ class LocalSandbox(Sandbox):
                     resource.prlimit(pid, resource.RLIMIT_FSIZE, (size, size))
         except OSError as exc:
             raise SandboxError(f"cannot limit the sandbox: {exc}") from exc
+
+
+def local_server_id(data_dir: Path) -> str:
+    """This server's id, kept in its data folder: stable across restarts, distinct for two
+    servers on one machine (each clears only its own cgroups)."""
+    path = data_dir / ID_FILE
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    data_dir.mkdir(parents=True, exist_ok=True)
+    value = secrets.token_hex(8)
+    path.write_text(value + "\n")
+    return value
 
 
 async def _read_info(fd: int) -> dict:

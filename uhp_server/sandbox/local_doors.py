@@ -1,6 +1,7 @@
 """The sockets of one local sandbox: its own door to the model gateway, and (when the
 operator allows egress) to the egress proxy. Both live in a per-turn folder only the
-server's uid can enter; the sandbox sees that folder, read-only, at INSIDE_DIR."""
+server's uid (and, for a root server, that turn's agent uid) can enter; the sandbox sees
+that folder, read-only, at INSIDE_DIR."""
 
 from __future__ import annotations
 

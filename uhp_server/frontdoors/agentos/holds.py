@@ -1,0 +1,44 @@
+"""Asking a person: `POST {api_url}/v0/holds` with the run token, the question as intent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+RUN_TOKEN_HEADER = "x-agentos-run-token"
+_TIMEOUT = httpx.Timeout(10.0)
+
+
+class HoldFailed(Exception):
+    """The platform did not open the hold (the message names no token or URL)."""
+
+
+async def open_hold(
+    http: httpx.AsyncClient, api_url: str, token: str, question: str, run_id: str
+) -> str:
+    """Open a hold for the agent's question; returns its id."""
+    body: dict[str, Any] = {
+        "intent": question,
+        "actions": ["answer"],
+        "details": {"kind": "question", "run_id": run_id},
+    }
+    try:
+        answer = await http.post(
+            f"{api_url.rstrip('/')}/v0/holds",
+            json=body,
+            headers={RUN_TOKEN_HEADER: token},
+            timeout=_TIMEOUT,
+        )
+    except httpx.HTTPError:
+        raise HoldFailed("The platform's holds endpoint could not be reached.") from None
+    if not answer.is_success:
+        raise HoldFailed(f"The platform refused to open a hold ({answer.status_code}).")
+    try:
+        payload = answer.json()
+    except ValueError:
+        raise HoldFailed("The platform's hold answer was not JSON.") from None
+    hold_id = payload.get("id") or payload.get("hold_id") if isinstance(payload, dict) else None
+    if not isinstance(hold_id, str) or not hold_id:
+        raise HoldFailed("The platform's hold answer named no hold id.")
+    return hold_id
