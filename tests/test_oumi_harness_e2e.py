@@ -207,6 +207,14 @@ def test_a_retry_with_a_fresh_key_starts_nothing_twice(oumi: Platform) -> None:
     assert status["status"] in ("completed", "failed")
     done = oumi.submit(retry)
     assert done.status_code == 200 and done.json()["status"] == status["status"]
+    # The invocation belongs to its row: named under another session_id it is refused (a 400
+    # fails only that row), for a start and a cancel alike, and nothing is echoed.
+    elsewhere = dict(retry, session_id="another-row")
+    answer = oumi.submit(elsewhere)
+    assert answer.status_code == 400, answer.text
+    cancel = {k: elsewhere[k] for k in ("protocol_version", "session_id", "invocation_id")}
+    assert oumi.http.post(f"{oumi.endpoint}/cancel", json=cancel).status_code == 400
+    assert oumi.status(body["invocation_id"]).json()["session_id"] == body["session_id"]
 
 
 def test_a_question_pauses_as_input_required_and_the_resume_answers_it(oumi: Platform) -> None:

@@ -61,6 +61,8 @@ class OumiInvocations:
 
     async def _submit(self, principal_id: str, harness_id: str, sub: Submission) -> dict[str, Any]:
         response_id = await self._latest(principal_id, harness_id, sub.invocation_id)
+        if response_id is not None:
+            await self._same_session(principal_id, response_id, sub.session_id)
         if sub.action == "start":
             if response_id is None:
                 response_id = await self._start(principal_id, harness_id, sub)
@@ -141,6 +143,7 @@ class OumiInvocations:
         self, principal_id: str, harness_id: str, session_id: str, invocation_id: str
     ) -> dict[str, Any]:
         response_id = await self._known(principal_id, harness_id, invocation_id)
+        await self._same_session(principal_id, response_id, session_id)
         state = await self.tasks.cancel(principal_id, response_id)
         return self._render(state, invocation_id, session_id)
 
@@ -157,6 +160,14 @@ class OumiInvocations:
         if response_id is None:
             raise ApiError(404, "invocation_not_found", "No invocation with that id.")
         return response_id
+
+    async def _same_session(self, principal_id: str, response_id: str, session_id: str) -> None:
+        """An invocation belongs to the row it was started for: a request naming it under
+        another session_id is refused (a 400 fails only that row), never applied or echoed."""
+        state = await self.tasks.state(principal_id, response_id)
+        started_for = state.response.get("metadata", {}).get(SESSION_META)
+        if started_for and started_for != session_id:
+            raise bad_request("This invocation belongs to another session_id.", "session_id")
 
     async def _status(
         self, principal_id: str, response_id: str, session_id: str, invocation_id: str
