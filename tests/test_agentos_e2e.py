@@ -152,9 +152,19 @@ def test_a_question_opens_a_hold_and_the_resume_goes_on(
     hold = platform.holds[-1]
     assert len(platform.holds) == holds_before + 1
     assert suspended["hold_id"] == hold["id"] and hold["intent"] == "Which colour?"
+    # A repeated attempt of the same invocation gets the same hold; nothing runs or asks again.
+    repeat = platform.invoke_body(run_id, prompt)
+    repeat["invocation"]["attempt"] = 2
+    assert invoke(agent, platform, repeat) == suspended
+    assert len(platform.holds) == holds_before + 1
     time.sleep(decided_after)  # a person deciding; past KEEP_SECONDS the process is gone
     resume = platform.invoke_body(run_id, prompt, seq=2, resume={"answer": "blue"})
     output = completed_output(invoke(agent, platform, resume))
+    calls = len(model_calls(gateway))
+    resume_again = platform.invoke_body(run_id, prompt, seq=2, resume={"answer": "blue"})
+    resume_again["invocation"]["attempt"] = 2
+    assert completed_output(invoke(agent, platform, resume_again)) == output
+    assert len(model_calls(gateway)) == calls  # the decision was applied once
     if decided_after:
         # Parked: a new turn resumed the CLI's conversation and told the agent the decision
         # (the scripted model still follows the first prompt's script).

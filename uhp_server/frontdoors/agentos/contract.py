@@ -52,6 +52,7 @@ class Invocation:
 
     capability: str
     run_id: str
+    invocation_id: str  # `invocation.id`: the same on every attempt of one invocation
     session_id: str | None
     kind: str  # "start" | "resume"
     input: dict[str, Any]
@@ -95,6 +96,7 @@ def read_invocation(body: Any) -> Invocation:
     return Invocation(
         capability=_text(body.get("capability"), "capability"),
         run_id=_text(body.get("run_id"), "run_id"),
+        invocation_id=invocation.get("id") if isinstance(invocation.get("id"), str) else "",
         session_id=session_id if isinstance(session_id, str) and session_id else None,
         kind=kind,
         input=_object(body.get("input")),

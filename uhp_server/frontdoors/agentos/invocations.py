@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,9 @@ from uhp_server.frontdoors.tool_runs import task_result, until_terminal
 from uhp_server.gateway.connection import ModelConnection
 
 SESSION_DOOR = "agentos"
+# Answers kept for a repeated attempt of an invocation (same run, same `invocation.id`): it
+# gets the first attempt's answer — the same hold, the same result — and nothing runs again.
+ANSWERS_KEPT = 1024
 
 
 @dataclass(eq=False)
@@ -58,6 +62,7 @@ class AgentosRuns:
         self.ctx = ctx
         self._runs: dict[str, RunRecord] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self._answered: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
 
     async def invoke(self, principal_id: str, invocation: Invocation) -> dict[str, Any]:
         if invocation.capability != contract.CAPABILITY:
@@ -67,6 +72,9 @@ class AgentosRuns:
             )
         lock = self._locks.setdefault(invocation.run_id, asyncio.Lock())
         async with lock:  # one invocation of a run at a time
+            attempt = (invocation.run_id, invocation.invocation_id)
+            if invocation.invocation_id and attempt in self._answered:
+                return self._answered[attempt]  # a repeated attempt: the first one's answer
             record = self._runs.setdefault(invocation.run_id, RunRecord(invocation.run_id))
             record.token, record.api_url = invocation.token, invocation.api_url
             record.suspended = asyncio.get_running_loop().create_future()
@@ -83,7 +91,14 @@ class AgentosRuns:
                 if answer["status"] != "suspended":  # the run is over: nothing left to keep
                     self._runs.pop(invocation.run_id, None)
                     self._locks.pop(invocation.run_id, None)
+            if invocation.invocation_id:
+                self._remember(attempt, answer)
             return answer
+
+    def _remember(self, attempt: tuple[str, str], answer: dict[str, Any]) -> None:
+        self._answered[attempt] = answer
+        while len(self._answered) > ANSWERS_KEPT:
+            self._answered.popitem(last=False)
 
     async def _invoke(
         self, principal_id: str, invocation: Invocation, record: RunRecord
