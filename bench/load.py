@@ -261,6 +261,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=50, help="tasks started at once")
     parser.add_argument("--probes", type=int, default=200, help="idle /v1/uhp probes")
     parser.add_argument("--server-log", type=Path, help="keep a copy of the server's log here")
+    parser.add_argument(
+        "--admitted",
+        type=int,
+        help="UHP_MAX_CONCURRENT_TURNS for the server (default: --tasks, so every task really "
+        "starts at once, as the target means; a smaller value measures the queue instead)",
+    )
     args = parser.parse_args(argv)
     if args.tasks < 1 or args.probes < 1:
         parser.error("--tasks and --probes must be at least 1")
@@ -277,7 +283,10 @@ def main(argv: list[str] | None = None) -> int:
             scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=cache)))
             provider = start_provider(PROVIDER_KEY, MODELS)
             stack.callback(provider.stop)
-            env = server_env(provider, UHP_BASES="codex", UHP_SANDBOX="local")
+            admitted = str(args.admitted or args.tasks)
+            env = server_env(
+                provider, UHP_BASES="codex", UHP_SANDBOX="local", UHP_MAX_CONCURRENT_TURNS=admitted
+            )
             server = ServerProcess(scratch / "server", env)
             stack.callback(server.stop)  # registered first: stops a half-started server too
             if args.server_log:
