@@ -13,7 +13,14 @@ import httpx
 import pytest
 
 from harness_bases import registry
-from tests.conftest import DEFAULT_MODEL, MODELS, TEST_BASE, provider_under_test, server_env
+from tests.conftest import (
+    DEFAULT_MODEL,
+    MODELS,
+    TEST_BASE,
+    TEST_PROVIDER,
+    provider_under_test,
+    server_env,
+)
 from tests.support.schema import validate
 from tests.support.server import ServerProcess, free_port
 from tests.test_tasks_e2e import create
@@ -76,14 +83,18 @@ def test_an_unreachable_upstream_makes_models_unavailable_and_tasks_refused(
         catalog = httpx.get(f"{server.url}/v1/models", headers=headers).json()
         backend = provider_under_test()
         models = catalog["backends"][backend]["models"]
+        # Every model the provider is configured with — its default, and its static list when
+        # it has one (the Chat-only provider) — is listed, and none is available.
+        configured = MODELS if TEST_PROVIDER == "chat" else [DEFAULT_MODEL]
         assert models == [
             {
-                "id": DEFAULT_MODEL,
-                "label": DEFAULT_MODEL,
+                "id": name,
+                "label": name,
                 "backend": backend,
                 "available": False,
-                "default": True,
+                "default": name == DEFAULT_MODEL,
             }
+            for name in configured
         ]
         answer = httpx.post(f"{server.url}/v1/responses", headers=headers, json={"input": "SAY x"})
         assert answer.status_code == 422
