@@ -23,6 +23,7 @@ from typing import Any
 
 from harness_bases import events as ev
 from harness_bases.claude_code.failures import classify_failure
+from harness_bases.tool_results import tool_result_text
 
 Message = dict[str, Any]
 
@@ -169,7 +170,7 @@ class ClaudeParser:
             return []  # not a call this parser saw start (a sub-agent's)
         self._open_calls.discard(call)
         ok = not block.get("is_error") and "error" not in str(block.get("type"))
-        return [ev.ToolCallFinished(call, _content_text(block.get("content")), ok)]
+        return [ev.ToolCallFinished(call, tool_result_text(block.get("content")), ok)]
 
     # -- outcome --------------------------------------------------------------------------
 
@@ -225,21 +226,6 @@ def _usage(usage: Any) -> list[ev.AgentEvent]:
     if not (fresh or cache_read or cache_write or output):
         return []
     return [ev.Usage(fresh + cache_read + cache_write, output, cache_read)]
-
-
-def _content_text(content: Any) -> str:
-    """The text of a tool result: a string, or text parts (other parts as JSON)."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return "" if content is None else json.dumps(content, ensure_ascii=False)
-    parts = []
-    for part in content:
-        if isinstance(part, dict) and isinstance(part.get("text"), str):
-            parts.append(part["text"])
-        else:
-            parts.append(json.dumps(part, ensure_ascii=False))
-    return "\n".join(parts)
 
 
 _HANDLERS = {

@@ -23,6 +23,7 @@ from typing import Any
 
 from harness_bases import events as ev
 from harness_bases.messages import PROVIDER_REFUSED, safe_message
+from harness_bases.tool_results import tool_result_text
 
 Message = dict[str, Any]
 
@@ -148,7 +149,7 @@ class PiParser:
         self._open_calls.discard(call)
         result = msg.get("result")
         content = result.get("content") if isinstance(result, dict) else result
-        return [ev.ToolCallFinished(call, _content_text(content), not msg.get("isError"))]
+        return [ev.ToolCallFinished(call, tool_result_text(content), not msg.get("isError"))]
 
     # -- outcome --------------------------------------------------------------------------
 
@@ -202,21 +203,6 @@ def _failure(error: Any) -> ev.TurnFailed:
     """A failed model call: the provider's own words, without the status Pi puts first."""
     text = _STATUS_PREFIX.sub("", str(error or "")).strip()
     return ev.TurnFailed(safe_message(text, PROVIDER_REFUSED), "provider_error")
-
-
-def _content_text(content: Any) -> str:
-    """The text of a tool result: text parts joined (other parts as JSON)."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return "" if content is None else json.dumps(content, ensure_ascii=False)
-    parts = []
-    for part in content:
-        if isinstance(part, dict) and isinstance(part.get("text"), str):
-            parts.append(part["text"])
-        else:
-            parts.append(json.dumps(part, ensure_ascii=False))
-    return "\n".join(parts)
 
 
 _HANDLERS = {
