@@ -457,7 +457,7 @@ def test_same_wire_passes_through() -> None:
     assert translation("chat", "chat") is None
     assert translation("responses", "responses") is None
     with pytest.raises(ValueError):
-        translation("gemini", "chat")
+        translation("bedrock", "chat")
 
 
 def test_multibyte_text_split_inside_a_character() -> None:
