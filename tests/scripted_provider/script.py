@@ -138,6 +138,9 @@ def content_text(raw: object) -> str:
     return "" if raw is None else str(raw)
 
 
+_GEMINI_FIELDS = "Error|Exit Code|Signal|Background PIDs|Process Group PGID"
+
+
 def tool_output_text(raw: str) -> str:
     """The useful text of a tool result: a command's stdout where recognisable."""
     text = raw.strip()
@@ -151,6 +154,13 @@ def tool_output_text(raw: str) -> str:
     qwen = re.match(r"Command: .*?\nOutput: (.*?)\nError: ", text, re.S)
     if qwen:
         return qwen.group(1).strip()
+    # Gemini CLI 0.61 wraps its report in <untrusted_context>: "Output: <output>", then lines
+    # such as "Exit Code: …" and "Process Group PGID: …".
+    if text.startswith("<untrusted_context>\n") and text.endswith("\n</untrusted_context>"):
+        inner = text.removeprefix("<untrusted_context>\n").removesuffix("\n</untrusted_context>")
+        gemini = re.match(r"Output: (.*?)(?:\n(?:" + _GEMINI_FIELDS + r"): |\Z)", inner, re.S)
+        if gemini:
+            return "" if gemini.group(1) == "(empty)" else gemini.group(1).strip()
     # Codex prefixes shell output with a header ending in an "Output:" line.
     lines = text.split("\n")
     for i, line in enumerate(lines[:10]):

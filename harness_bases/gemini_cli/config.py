@@ -1,0 +1,117 @@
+"""The files a Gemini CLI turn reads, written into the session's agent home before it starts.
+
+`~/.gemini/settings.json` (rewritten every turn) switches off what would go online or call the
+model behind the agent's back (auto-update and its notice, usage statistics, telemetry, IDE
+integration, checkpointing, the next-speaker check, model-driven loop detection, a ripgrep
+download), uses the `gemini-api-key` auth (the key is `$GEMINI_API_KEY`, the turn token, read
+from the environment: never written into a file), and lists the disabled tools in
+`tools.exclude`, which takes them out of the tool registry. Shell commands run without a
+pseudo-terminal (`enableInteractiveShell: false`): only then does the ACP tool update carry
+the command's output (a terminal rendering is dropped from it).
+
+The system prompt goes into `~/.gemini/GEMINI.md`, the user-level context file Gemini CLI
+adds to every request (removed when the turn has none). Skills go whole into
+`~/.gemini/skills/<name>/`, where it lists them to the model.
+
+A node load hook (`acp_tool_input.mjs`, copied beside it every turn and started with
+`--import`) adds each tool call's arguments to its ACP update, which the CLI leaves out.
+
+Gemini CLI passes its environment to every shell command: `BASH_ENV` names a script,
+rewritten every turn, that each of those (non-interactive) bash shells runs first; it unsets
+the credentials, so the commands the agent runs never see them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path, PurePosixPath
+
+from harness_bases.base import SkillBundle, TurnSpec
+from harness_bases.safe_files import real_dir, remove, write_file
+
+CONFIG_DIR = ".gemini"
+SKILLS_DIR = "skills"
+CONTEXT_FILE = "GEMINI.md"
+SCRUB_SCRIPT = "uhp/scrub-credentials.sh"
+TOOL_INPUT_HOOK = "uhp/acp_tool_input.mjs"
+_MANAGED_SKILLS = "uhp/skills.json"
+TOKEN_ENV = "GEMINI_API_KEY"
+BASE_URL_ENV = "GOOGLE_GEMINI_BASE_URL"
+
+SCRUB = """# Written by uhp-server: shell commands never inherit the agent's credentials.
+unset GEMINI_API_KEY GOOGLE_GEMINI_BASE_URL BASH_ENV
+"""
+
+
+def settings(turn: TurnSpec) -> dict:
+    return {
+        "general": {
+            "enableAutoUpdate": False,
+            "enableAutoUpdateNotification": False,
+            "checkpointing": {"enabled": False},
+        },
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "ide": {"enabled": False},
+        "model": {"skipNextSpeakerCheck": True, "disableLoopDetection": True},
+        "tools": {
+            "exclude": list(turn.disabled_tools),
+            "useRipgrep": False,
+            "shell": {"enableInteractiveShell": False},
+        },
+        "security": {
+            "auth": {"selectedType": "gemini-api-key"},
+            "folderTrust": {"enabled": False},
+        },
+    }
+
+
+def scrub_script_path(home: str) -> str:
+    return str(PurePosixPath(home) / CONFIG_DIR / SCRUB_SCRIPT)
+
+
+def tool_input_hook_path(home: str) -> str:
+    """The node `--import` module that adds tool arguments to ACP updates (see the .mjs)."""
+    return str(PurePosixPath(home) / CONFIG_DIR / TOOL_INPUT_HOOK)
+
+
+def write_turn_files(turn: TurnSpec) -> None:
+    host = real_dir(turn.host_home, CONFIG_DIR)
+    data = json.dumps(settings(turn), indent=2, ensure_ascii=False).encode("utf-8")
+    write_file(host / "settings.json", data)
+    uhp = real_dir(host, "uhp")
+    write_file(uhp / Path(SCRUB_SCRIPT).name, SCRUB.encode("utf-8"))
+    hook = (Path(__file__).parent / Path(TOOL_INPUT_HOOK).name).read_bytes()
+    write_file(uhp / Path(TOOL_INPUT_HOOK).name, hook)
+    context = host / CONTEXT_FILE
+    if turn.system_prompt.strip():
+        write_file(context, turn.system_prompt.encode("utf-8"))
+    elif context.is_symlink() or context.exists():
+        remove(context)
+    materialise_skills(host, turn.skills)
+
+
+def materialise_skills(host_config: Path, skills: tuple[SkillBundle, ...]) -> None:
+    """Write every skill folder whole, replacing what the previous turn wrote."""
+    root = real_dir(host_config, SKILLS_DIR)
+    for name in {*_previous_skills(host_config), *(s.name for s in skills)}:
+        target = root / name
+        if target.is_symlink() or target.exists():
+            remove(target)
+    for skill in skills:
+        folder = real_dir(root, skill.name)
+        for file in skill.files:
+            relative = PurePosixPath(file.path)
+            where = real_dir(folder, str(relative.parent))
+            mode = 0o755 if file.data.startswith(b"#!") else 0o644
+            write_file(where / relative.name, file.data, mode)
+    managed = real_dir(host_config, "uhp") / Path(_MANAGED_SKILLS).name
+    write_file(managed, json.dumps([s.name for s in skills]).encode())
+
+
+def _previous_skills(host_config: Path) -> list[str]:
+    try:
+        names = json.loads((host_config / _MANAGED_SKILLS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [n for n in names if isinstance(n, str) and n and "/" not in n and n[0] != "."]
