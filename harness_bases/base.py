@@ -127,7 +127,7 @@ DECLARATIONS = (
     "name",  # the protocol's `base` string, e.g. "codex"
     "label",  # baseLabel, e.g. "Codex"
     "backend",  # which gateway backend it talks to: "openai" | "anthropic"
-    "wire",  # the API its CLI speaks: "responses" | "chat" | "anthropic"
+    "wire",  # the API its CLI speaks: "responses" | "chat" | "anthropic" | "gemini"
     "cli_version",  # the pinned CLI version, as the CLI reports it
     "cli_pins",  # tuple[CliPin, ...]: the packages `install` puts under the tools folder
     "enforcement",  # Enforcement: what it really enforces

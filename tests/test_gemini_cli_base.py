@@ -168,7 +168,7 @@ async def test_tool_call_with_its_arguments(env: Env) -> None:
     assert finished == ev.ToolCallFinished(started.call, "hi", True)
     assert turn.text == "got hi"
     # The CLI trims each streamed piece of a thought: "plan it" arrives as "plan", "it".
-    assert [d.text for d in turn.of(ev.ReasoningDone)][0] == "planit"
+    assert next(d.text for d in turn.of(ev.ReasoningDone)) == "planit"
     assert isinstance(turn.events[-1], ev.TurnFinished)
 
 
@@ -210,9 +210,11 @@ async def test_interrupt_stops_slow_text_and_the_session_resumes(env: Env) -> No
     assert turn.proc.returncode is not None
     assert time.monotonic() - turn.interrupted_at < 15
     assert not [e for e in turn.events if isinstance(e, ev.TurnFinished)]
+    # Known gap: Gemini CLI 0.61.0 records nothing of a cancelled first prompt, so that
+    # session cannot be loaded; the next turn says so and starts a new one.
     again = await env.run("SAY after the cancel", native_session_id=turn.native_id)
-    assert again.native_id == turn.native_id and not again.of(ev.Notice)
     assert again.text == "after the cancel"
+    assert again.native_id != turn.native_id and ev.Notice(RESUME_FAILED_NOTICE) in again.events
 
 
 @pytest.mark.slow
@@ -315,7 +317,7 @@ def test_prepare_builds_env_from_nothing_and_offline_settings(tmp_path: Path) ->
     spec = fast_spec(tmp_path, disabled_tools=("web_fetch",), system_prompt="Be a pirate.")
     invocation = GeminiCliBase().prepare(spec)
     assert invocation.cwd == "/workspace"
-    hook = "file:///home/agent/.gemini/uhp/acp_tool_input.mjs"
+    hook = "file:///home/agent/.gemini/uhp/acp_fixes.mjs"
     assert invocation.argv[1:3] == ["--import", hook]
     assert invocation.argv[4:] == ["--acp", "--model", MODEL, "--approval-mode", "yolo"]
     assert invocation.env == {
@@ -338,7 +340,7 @@ def test_prepare_builds_env_from_nothing_and_offline_settings(tmp_path: Path) ->
     assert settings["security"]["auth"] == {"selectedType": "gemini-api-key"}
     assert "uhpgw_turn_token" not in json.dumps(settings)
     assert (config_dir / "GEMINI.md").read_text() == "Be a pirate."
-    assert (config_dir / "uhp" / "acp_tool_input.mjs").read_text().startswith("// Written by")
+    assert (config_dir / "uhp" / "acp_fixes.mjs").read_text().startswith("// Written by")
     GeminiCliBase().prepare(fast_spec(tmp_path))
     assert not (config_dir / "GEMINI.md").exists()
 

@@ -38,7 +38,7 @@ class GeminiCliBase(AcpBase):
     def prepare(self, turn: TurnSpec) -> Invocation:
         config.write_turn_files(turn)
         node, cli = installer.command(turn.paths.tools)
-        hook = config.tool_input_hook_path(turn.paths.home)
+        hook = config.acp_fixes_path(turn.paths.home)
         argv = [
             node,
             "--import",

@@ -13,8 +13,10 @@ The system prompt goes into `~/.gemini/GEMINI.md`, the user-level context file G
 adds to every request (removed when the turn has none). Skills go whole into
 `~/.gemini/skills/<name>/`, where it lists them to the model.
 
-A node load hook (`acp_tool_input.mjs`, copied beside it every turn and started with
-`--import`) adds each tool call's arguments to its ACP update, which the CLI leaves out.
+A node load hook (`acp_fixes.mjs`, copied beside it every turn and started with `--import`)
+fixes three faults of the pinned CLI's ACP server: tool calls without their arguments, a
+`session/load` that overwrites the conversation it is about to read, and one that answers
+before its replay of the history is sent.
 
 Gemini CLI passes its environment to every shell command: `BASH_ENV` names a script,
 rewritten every turn, that each of those (non-interactive) bash shells runs first; it unsets
@@ -33,7 +35,7 @@ CONFIG_DIR = ".gemini"
 SKILLS_DIR = "skills"
 CONTEXT_FILE = "GEMINI.md"
 SCRUB_SCRIPT = "uhp/scrub-credentials.sh"
-TOOL_INPUT_HOOK = "uhp/acp_tool_input.mjs"
+ACP_FIXES = "uhp/acp_fixes.mjs"
 _MANAGED_SKILLS = "uhp/skills.json"
 TOKEN_ENV = "GEMINI_API_KEY"
 BASE_URL_ENV = "GOOGLE_GEMINI_BASE_URL"
@@ -70,9 +72,9 @@ def scrub_script_path(home: str) -> str:
     return str(PurePosixPath(home) / CONFIG_DIR / SCRUB_SCRIPT)
 
 
-def tool_input_hook_path(home: str) -> str:
-    """The node `--import` module that adds tool arguments to ACP updates (see the .mjs)."""
-    return str(PurePosixPath(home) / CONFIG_DIR / TOOL_INPUT_HOOK)
+def acp_fixes_path(home: str) -> str:
+    """The node `--import` module that fixes the CLI's ACP server (see the .mjs)."""
+    return str(PurePosixPath(home) / CONFIG_DIR / ACP_FIXES)
 
 
 def write_turn_files(turn: TurnSpec) -> None:
@@ -81,8 +83,8 @@ def write_turn_files(turn: TurnSpec) -> None:
     write_file(host / "settings.json", data)
     uhp = real_dir(host, "uhp")
     write_file(uhp / Path(SCRUB_SCRIPT).name, SCRUB.encode("utf-8"))
-    hook = (Path(__file__).parent / Path(TOOL_INPUT_HOOK).name).read_bytes()
-    write_file(uhp / Path(TOOL_INPUT_HOOK).name, hook)
+    hook = (Path(__file__).parent / Path(ACP_FIXES).name).read_bytes()
+    write_file(uhp / Path(ACP_FIXES).name, hook)
     context = host / CONTEXT_FILE
     if turn.system_prompt.strip():
         write_file(context, turn.system_prompt.encode("utf-8"))
