@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from harness_bases import events as ev
-from harness_bases.base import McpServerSpec, SkillBundle, SkillFile, TurnSpec
+from harness_bases.base import SkillBundle, SkillFile, TurnSpec
 from harness_bases.gemini_cli import GeminiCliBase
 from harness_bases.gemini_cli import config as gemini_config
 from harness_bases.messages import RESUME_FAILED_NOTICE
@@ -282,6 +282,10 @@ async def test_skills_are_found_listed_and_loaded(env: Env) -> None:
     assert not folder.exists()
 
 
+def test_mcp_servers_are_refused_not_left_to_hang_the_turn() -> None:
+    assert GeminiCliBase().mcp_transports == ()
+
+
 @pytest.mark.slow
 async def test_the_cli_connects_to_nothing_but_the_gateway(env: Env) -> None:
     strace = shutil.which("strace")
@@ -369,11 +373,3 @@ def test_skills_written_whole_and_removed_when_gone(tmp_path: Path) -> None:
     assert os.access(folder / "bin" / "run", os.X_OK)
     GeminiCliBase().prepare(fast_spec(tmp_path))
     assert not folder.exists()
-
-
-def test_mcp_servers_go_to_the_gateway_proxy_through_acp(tmp_path: Path) -> None:
-    server = McpServerSpec("docs", "http://gw/mcp/docs", "tok")
-    spec = fast_spec(tmp_path, mcp_servers=(server,))
-    (entry,) = GeminiCliBase().acp_mcp_servers(spec)
-    assert entry["url"] == "http://gw/mcp/docs"
-    assert entry["headers"] == [{"name": "Authorization", "value": "Bearer tok"}]

@@ -28,6 +28,10 @@ class GeminiCliBase(AcpBase):
     # `tools.exclude` takes a tool out of the registry (not offered to the model); no step
     # limit is used (`maxSessionTurns` counts the whole session): the engine counts.
     enforcement = Enforcement(disabled_tools="hard", max_step="counted")
+    # Given an MCP server through ACP (session/new `mcpServers`), Gemini CLI 0.61.0 never
+    # answered the first prompt (the turn timed out after 120 s): rather than hang a harness's
+    # turns, its MCP servers are refused for this base.
+    mcp_transports: tuple[str, ...] = ()
     # Opt-in until a session whose first turn failed or was cancelled can be resumed: Gemini
     # CLI 0.61.0 deletes such a session's recording on exit, so the next turn starts anew
     # (with a notice) instead of continuing it.
