@@ -120,3 +120,28 @@ async def test_refusals_are_in_the_gemini_shape(
     assert [r["body"]["messages"][-1]["content"] for r in chat_only.requests()] == [
         "FAIL 429 slow down"
     ]
+
+
+async def test_a_connections_generation_settings_apply_to_gemini_calls(
+    chat_only: RunningProvider,
+) -> None:
+    chat_only.reset()
+    tokens = TokenRegistry()
+    upstreams = Upstreams(Settings(OPENAI_API_KEY=None, ANTHROPIC_API_KEY=None))
+    generation = {"temperature": 0.2, "max_tokens": 50}
+    provider = Provider("c", "chat", chat_only.base_url, KEY, generation=generation)
+    grant = tokens.issue("openai", "llama", 60, provider=provider)
+    app = FastAPI()
+    app.include_router(make_gateway_router(tokens, upstreams))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+        cli_config = {"generationConfig": {"temperature": 1, "maxOutputTokens": 9000}}
+        answer = await client.post(
+            f"{MODELS}/m:generateContent",
+            json={**body("SAY hi"), **cli_config},
+            headers={"x-goog-api-key": grant.token},
+        )
+    await upstreams.aclose()
+    assert answer.status_code == 200, answer.text
+    (call,) = chat_only.requests()
+    assert call["body"]["temperature"] == 0.2 and call["body"]["max_tokens"] == 50

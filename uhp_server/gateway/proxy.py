@@ -282,7 +282,8 @@ def _request_body(
             return bad_request(backend, translation, exc.message)
     if "model" in obj or path in _MODEL_ENDPOINTS:
         obj["model"] = model  # only the top-level key: the model that runs is the turn's
-    if path in _MODEL_ENDPOINTS and provider.generation:
+    model_call = path in _MODEL_ENDPOINTS or bool(_GEMINI_CALL.fullmatch(path))
+    if model_call and provider.generation:
         obj.update(provider.generation)
         for cap, other in _TOKEN_CAPS:  # one cap, not two that disagree
             if cap in provider.generation and other not in provider.generation:
