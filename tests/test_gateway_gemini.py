@@ -81,6 +81,19 @@ async def test_a_whole_answer(gateway: tuple[httpx.AsyncClient, str]) -> None:
     assert candidate["content"]["parts"] == [{"text": "whole"}]
 
 
+async def test_model_ids_with_slashes_and_tags_reach_the_routes(
+    gateway: tuple[httpx.AsyncClient, str],
+) -> None:
+    client, _ = gateway
+    answer = await client.post(f"{MODELS}/org/llama:8b:generateContent", json=body("SAY ok"))
+    assert answer.status_code == 200, answer.text
+    counted = await client.post(f"{MODELS}/org/llama:8b:countTokens", json=body("SAY ok"))
+    assert counted.json()["totalTokens"] > 0
+    one = await client.get(f"{MODELS}/org/llama:8b")
+    assert one.json()["name"] == "models/llama"  # the turn's model, pinned
+    assert (await client.get(f"{MODELS}/../../responses")).status_code == 404
+
+
 async def test_models_and_token_counting_are_answered_by_the_gateway(
     gateway: tuple[httpx.AsyncClient, str], chat_only: RunningProvider
 ) -> None:

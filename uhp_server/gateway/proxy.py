@@ -52,8 +52,7 @@ MAX_RESPONSE_BODY = 64 * 1024 * 1024  # a whole (non-streamed) answer that is tr
 _ALLOWED = {
     "openai": re.compile(
         r"responses(/.+)?|chat/completions|models(/.+)?"
-        r"|v1beta/models(/[^/:]+)?|v1beta/models/[^/:]+:(generateContent|streamGenerateContent"
-        r"|countTokens)"
+        r"|v1beta/models(/.+)?"  # model ids may hold "/" and ":" (org/name, name:tag)
     ),
     "anthropic": re.compile(r"messages|messages/count_tokens|models(/.+)?"),
 }
@@ -64,8 +63,8 @@ _TRANSLATED_PATHS = {"responses", "messages"}  # the model calls a translation c
 # The Gemini API (Gemini CLI) under the openai backend: its SDK appends `v1beta/models/…` to
 # the gateway's base URL. It names the model and whether to stream in the path.
 _GEMINI_ROOT = "v1beta/"
-_GEMINI_CALL = re.compile(r"v1beta/models/[^/:]+:(generateContent|streamGenerateContent)")
-_COUNT_TOKENS = re.compile(r"messages/count_tokens|v1beta/models/[^/:]+:countTokens")
+_GEMINI_CALL = re.compile(r"v1beta/models/.+:(generateContent|streamGenerateContent)")
+_COUNT_TOKENS = re.compile(r"messages/count_tokens|v1beta/models/.+:countTokens")
 # Chat Completions' two names for the output cap.
 _TOKEN_CAPS = (("max_tokens", "max_completion_tokens"), ("max_completion_tokens", "max_tokens"))
 
@@ -101,7 +100,8 @@ def _path_allowed(backend: str, path: str) -> bool:
 def _wire_of(backend: str, path: str) -> str | None:
     """The API a request speaks, from its path; None for the models routes."""
     if path.startswith(_GEMINI_ROOT):
-        return None if path.startswith("v1beta/models") and ":" not in path else "gemini"
+        model_call = _GEMINI_CALL.fullmatch(path) or _COUNT_TOKENS.fullmatch(path)
+        return "gemini" if model_call else None
     if path.startswith("models"):
         return None
     if backend == "anthropic":
@@ -335,6 +335,8 @@ async def forward(
 
     wire = _wire_of(backend, path)
     if wire is None and replies_as == "gemini":  # no provider lists models the Gemini way
+        if request.method != "GET":
+            return not_found(replies_as)
         return gemini_models_answer(grant.model, one=path != "v1beta/models")
     if wire is None and _answers_models_itself(backend, provider):
         return models_answer(backend, provider, grant.model)
