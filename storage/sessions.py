@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 
-from sqlmodel import select
+from sqlalchemy import update
+from sqlmodel import col, select
 
 from storage.db import Database
 from storage.models import SessionRow
@@ -30,10 +31,12 @@ def claim_session(db: Database, session_id: str, response_id: str) -> bool:
 
     One statement, so two requests racing for the same session cannot both win."""
     with db.session() as s:
-        result = s.connection().exec_driver_sql(
-            "UPDATE session SET active_response_id = ?, status = 'in_progress', updated_at = ? "
-            "WHERE id = ? AND active_response_id IS NULL",
-            (response_id, int(time.time()), session_id),
+        result = s.connection().execute(
+            update(SessionRow)
+            .where(col(SessionRow.id) == session_id, col(SessionRow.active_response_id).is_(None))
+            .values(
+                active_response_id=response_id, status="in_progress", updated_at=int(time.time())
+            )
         )
         s.commit()
         return result.rowcount == 1
