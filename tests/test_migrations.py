@@ -36,7 +36,9 @@ def schema_differences(db: Database) -> list[Any]:
 def test_a_new_database_is_made_by_the_migrations_and_matches_the_models(
     tmp_path: Path,
 ) -> None:
-    db = Database(tmp_path / "uhp.sqlite3")
+    """On the database under test (UHP_TEST_DATABASE): types included, so a column too
+    narrow for PostgreSQL (milliseconds in a 32-bit integer) shows here."""
+    db = Database(Settings(data_dir=tmp_path).database)
     try:
         assert migrate.current(db.engine) == migrate.head()
         with db.engine.connect() as connection:
@@ -46,7 +48,9 @@ def test_a_new_database_is_made_by_the_migrations_and_matches_the_models(
 
 
 def start(data_dir: Path) -> TestClient:
-    app = create_app(Settings(data_dir=data_dir), bases={"codex": CodexBase()})
+    """The fixtures are SQLite files: named, so the PostgreSQL pass also opens them."""
+    settings = Settings(data_dir=data_dir, database_url=f"sqlite:///{data_dir / 'uhp.sqlite3'}")
+    app = create_app(settings, bases={"codex": CodexBase()})
     return TestClient(app, raise_server_exceptions=False)
 
 

@@ -41,7 +41,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ProvidersFileError as exc:
         print(f"uhp-server: bad UHP_PROVIDERS_FILE: {exc}", file=sys.stderr)
         return 2
-    db = Database(settings.db_path)
+    db = Database(settings.database)
     if not settings.api_key and not keys.any_key_exists(db):
         _key_id, key = keys.create_key(db, keys.DEFAULT_PRINCIPAL)
         print("Created an API key for the default principal. It is shown only this once:")
@@ -76,7 +76,7 @@ def _connection_guarded_protocol(settings: Settings) -> type:
 
 def cmd_keys(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    db = Database(settings.db_path)
+    db = Database(settings.database)
     if args.keys_command == "create":
         key_id, key = keys.create_key(db, args.principal)
         # The key alone on stdout, so `export UHP_KEY=$(uhp-server keys create …)` works.

@@ -212,6 +212,10 @@ def _add_missing_columns(table: str, columns: list[sa.Column], have: set[str]) -
             )
 
 
+def _index_names(inspector: sa.Inspector, table: str) -> set[str]:
+    return {str(ix["name"]) for ix in inspector.get_indexes(table)}
+
+
 def upgrade() -> None:
     inspector = sa.inspect(op.get_bind())
     existing = set(inspector.get_table_names())
@@ -221,15 +225,13 @@ def upgrade() -> None:
         else:
             have = {c["name"] for c in inspector.get_columns(table)}
             _add_missing_columns(table, columns, have)
-        have = {ix["name"] for ix in inspector.get_indexes(table)} if table in existing else set()
+        indexed = _index_names(inspector, table) if table in existing else set()
         for column, unique in indexes:
             name = f"ix_{table}_{column}"
-            if name not in have:
+            if name not in indexed:
                 op.create_index(name, table, [column], unique=unique)
-    have = (
-        {ix["name"] for ix in inspector.get_indexes("session")} if "session" in existing else set()
-    )
-    if "ix_session_principal_updated" not in have:
+    indexed = _index_names(inspector, "session") if "session" in existing else set()
+    if "ix_session_principal_updated" not in indexed:
         op.create_index("ix_session_principal_updated", "session", ["principal_id", "updated_at"])
 
 

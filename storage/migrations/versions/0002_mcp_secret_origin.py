@@ -32,7 +32,9 @@ def upgrade() -> None:
         return
     with op.batch_alter_table("mcp_secret") as batch:
         batch.add_column(sa.Column("origin", sa.String(), nullable=True))
-    owners = dict(bind.execute(sa.text("SELECT id, principal_id FROM mcp_secret")).all())
+    owners: dict[str, str] = dict(
+        bind.execute(sa.text("SELECT id, principal_id FROM mcp_secret")).all()
+    )
     bound: dict[str, str] = {}
     harnesses = bind.execute(
         sa.text("SELECT principal_id, config FROM harness ORDER BY created_at_ms, id")
