@@ -33,4 +33,6 @@ DO \$\$ BEGIN
     CREATE ROLE $ROLE LOGIN CREATEDB PASSWORD '$PASSWORD';
   END IF;
 END \$\$;
+-- DROP DATABASE … WITH (FORCE) ends the autovacuum worker a new database may have.
+GRANT pg_signal_backend TO $ROLE;
 SQL
