@@ -4,7 +4,10 @@ upgrades in place on first start and keeps serving what it stored."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +96,22 @@ def test_a_data_dir_of_a_release_before_migrations_upgrades_in_place(
             db = http.app.state.ctx.db  # type: ignore[attr-defined]
             assert migrate.current(db.engine) == migrate.head()
             assert schema_differences(db) == []
+
+
+def test_db_upgrade_migrates_a_data_dir_without_starting_the_server(tmp_path: Path) -> None:
+    shutil.copy(FIXTURES / "before-origin.sqlite3", tmp_path / "uhp.sqlite3")
+    env = {**os.environ, "UHP_DATABASE_URL": f"sqlite:///{tmp_path / 'uhp.sqlite3'}"}
+    done = subprocess.run(
+        [sys.executable, "-m", "uhp_server.cli", "db", "upgrade", "--data-dir", str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"at revision {migrate.head()} (newest: {migrate.head()})"
+    db = Database(tmp_path / "uhp.sqlite3")
+    try:
+        assert schema_differences(db) == []
+    finally:
+        db.close()

@@ -98,6 +98,18 @@ def cmd_keys(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_db(args: argparse.Namespace) -> int:
+    from storage import migrate
+
+    settings = _settings(args)
+    db = Database(settings.database)  # opening it upgrades it (storage/migrate.py)
+    try:
+        print(f"at revision {migrate.current(db.engine)} (newest: {migrate.head()})")
+    finally:
+        db.close()
+    return 0
+
+
 def cmd_bases(args: argparse.Namespace) -> int:
     settings = _settings(args)
     known = registry()
@@ -200,6 +212,11 @@ def build_parser() -> argparse.ArgumentParser:
     data_dir(revoke)
     data_dir(keys_sub.add_parser("list", help="list keys (ids only)"))
     keys_parser.set_defaults(func=cmd_keys)
+
+    db_parser = sub.add_parser("db", help="the database's schema (UHP_DATABASE_URL)")
+    db_sub = db_parser.add_subparsers(dest="db_command", required=True)
+    data_dir(db_sub.add_parser("upgrade", help="migrate it to the newest revision now"))
+    db_parser.set_defaults(func=cmd_db)
 
     bases = sub.add_parser("bases", help="install and inspect the pinned agent CLIs")
     bases_sub = bases.add_subparsers(dest="bases_command", required=True)
