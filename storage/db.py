@@ -60,7 +60,11 @@ class Database:
             self.engine: Engine = create_engine(url, connect_args={"check_same_thread": False})
             event.listen(self.engine, "connect", sqlite_pragmas)
         else:
-            self.engine = create_engine(url, pool_size=READ_THREADS + 2, pool_pre_ping=True)
+            # Sync routes run on FastAPI's thread pool (40 threads) beside the readers and the
+            # writer: the pool grows with them instead of making them wait.
+            self.engine = create_engine(
+                url, pool_size=READ_THREADS + 2, max_overflow=40, pool_pre_ping=True
+            )
         migrate.upgrade(self.engine)
         self._local = threading.local()
         self._connections: list[Any] = []
@@ -80,7 +84,7 @@ class Database:
         """This thread's plain DB-API connection, in autocommit mode (for the event log's raw
         SQL, storage/raw_sql.py). Write statements through `self.raw.sql(…)`."""
         conn: Any = getattr(self._local, "conn", None)
-        if conn is None:
+        if conn is None or not self.raw.usable(conn):
             conn = self.raw.connect()
             self._local.conn = conn
             with self._lock:
@@ -153,7 +157,6 @@ class _Writer:
         self._thread.join(timeout=10)
 
     def _run(self) -> None:
-        conn = self._db.connection()
         carried: Any = None
         while True:
             job = carried if carried is not None else self._jobs.get()
@@ -174,7 +177,7 @@ class _Writer:
                     carried = more
                     break
                 group.append(more)
-            self._commit(conn, group)
+            self._commit(self._db.connection(), group)  # reconnected if the link dropped
 
     def _commit(self, conn: Any, group: list[tuple[EventBatch, Future[None]]]) -> None:
         started = time.perf_counter()

@@ -22,6 +22,8 @@ class RawBackend(Protocol):
 
     def in_transaction(self, conn: Any) -> bool: ...
 
+    def usable(self, conn: Any) -> bool: ...
+
     def sql(self, statement: str) -> str: ...
 
 
@@ -53,6 +55,9 @@ class SQLiteBackend:
     def in_transaction(self, conn: Any) -> bool:
         return bool(conn.in_transaction)
 
+    def usable(self, conn: Any) -> bool:
+        return True  # a file: nothing to lose
+
     def sql(self, statement: str) -> str:
         return statement
 
@@ -73,6 +78,9 @@ class PostgresBackend:
         import psycopg
 
         return bool(conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE)
+
+    def usable(self, conn: Any) -> bool:
+        return not conn.closed  # a restarted server or a dropped link closes it
 
     def sql(self, statement: str) -> str:
         return statement.replace("?", "%s")
