@@ -31,7 +31,7 @@ CLIENT_TIMEOUT_SECONDS = 60  # one engine call; an attach or a wait has no timeo
 PROBE_TIMEOUT_SECONDS = 5.0
 HEALTH_INTERVAL_SECONDS = 5.0  # how often an engine in rotation is pinged
 BACKOFF_FIRST_SECONDS = 1.0
-BACKOFF_MAX_SECONDS = 30.0
+BACKOFF_MAX_SECONDS = 10.0
 LOOP_TICK_SECONDS = 0.5
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
 
