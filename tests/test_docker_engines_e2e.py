@@ -15,11 +15,14 @@ import docker
 import httpx
 import pytest
 
+from harness_bases.base import Invocation
 from tests.conftest import API_KEY, server_env
 from tests.support.docker import runtime_image_or_skip, server_id
 from tests.support.server import ServerProcess
 from tests.test_sessions_e2e import first_delta
 from tests.test_tasks_e2e import create, wait_terminal
+from uhp_server.sandbox.base import SessionMounts
+from uhp_server.sandbox.docker import DockerSandbox, engines
 
 pytestmark = pytest.mark.slow
 
@@ -132,3 +135,31 @@ def test_turns_spread_a_lost_engine_fails_its_turn_and_rejoins_reaped(
             if engines == {ENGINE_1, ENGINE_2} or time.monotonic() > deadline:
                 break  # joining finishes (image check) just after the reap
         assert engines == {ENGINE_1, ENGINE_2}
+
+
+async def gateway_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """No turn here calls the gateway."""
+
+
+async def test_a_turn_placed_on_an_engine_that_just_went_away_starts_on_the_next(
+    tmp_path: Path, second_engine: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No health probe gets there first: the turn's own create call finds engine 2 gone.
+    monkeypatch.setattr(engines, "HEALTH_INTERVAL_SECONDS", 3600.0)
+    image = runtime_image_or_skip()
+    sandbox = DockerSandbox(tmp_path / "data", image=image, hosts=f"{ENGINE_1},{ENGINE_2}")
+    await sandbox.open(gateway_app)
+    mounts = SessionMounts(tmp_path / "ws", tmp_path / "home", tmp_path / "tools")
+    mounts.tools.mkdir()
+    sleeping = Invocation(["/bin/sleep", "30"], {"PATH": "/usr/bin:/bin"}, "/workspace")
+    try:
+        on_1 = await sandbox.start(sleeping, mounts)  # engine 1 now has more load
+        engine_2("stop")
+        moved = await sandbox.start(sleeping, mounts)
+        one, two = sandbox.engines.engines
+        assert not two.up and one.load == 2  # engine 2 left rotation; both turns on 1
+        for proc in (on_1, moved):
+            await proc.kill()
+    finally:
+        engine_2()
+        await sandbox.close()
