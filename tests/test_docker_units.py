@@ -87,9 +87,13 @@ def test_settings_reach_the_sandbox(tmp_path: Path) -> None:
         docker_pids_limit=64,
         docker_tmp_size="32m",
         docker_user="2000:2000",
+        docker_hosts="unix:///run/a.sock, ssh://me@b",
+        docker_host_max_turns=3,
     )
     sandbox = make_sandbox(settings)
     assert isinstance(sandbox, DockerSandbox)
+    assert [e.url for e in sandbox.engines.engines] == ["unix:///run/a.sock", "ssh://me@b"]
+    assert sandbox.engines.max_turns == 3
     assert sandbox.image == "my/agent:1"
     assert sandbox.limits == Limits("1g", 0.5, 64, "32m")
     assert sandbox.user == (2000, 2000)
