@@ -108,6 +108,8 @@ class EnginePool:
         self.max_turns = max_turns  # 0: no cap of the engine's own
         self._join = join
         self._health: asyncio.Task[None] | None = None
+        # Joins run beside the health loop: one may copy the image for a minute.
+        self._joining: dict[Engine, asyncio.Task[str | None]] = {}
 
     def up_engines(self) -> list[Engine]:
         return [engine for engine in self.engines if engine.up]
@@ -125,10 +127,11 @@ class EnginePool:
         self._health = asyncio.create_task(self._watch(), name="docker engine health")
 
     async def close(self) -> None:
-        if self._health is not None:
-            self._health.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._health
+        for task in [self._health, *self._joining.values()]:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     # -- placement ---------------------------------------------------------------------------
 
@@ -181,8 +184,10 @@ class EnginePool:
                     continue
                 if engine.up:
                     await self._ping(engine)
-                else:
-                    await self._try_join(engine)
+                elif engine not in self._joining:
+                    task = asyncio.create_task(self._try_join(engine))
+                    self._joining[engine] = task
+                    task.add_done_callback(lambda _, e=engine: self._joining.pop(e, None))
 
     async def _ping(self, engine: Engine) -> None:
         engine.next_probe = time.monotonic() + HEALTH_INTERVAL_SECONDS
