@@ -23,9 +23,9 @@ from uhp_server.sandbox.docker.container import (
 )
 from uhp_server.sandbox.docker.gateway_socket import socket_dir
 from uhp_server.sandbox.docker.host_paths import HostPaths
-from uhp_server.sandbox.docker.ownership import hand_over
 from uhp_server.sandbox.docker.sandbox import DockerSandbox
 from uhp_server.sandbox.gateway_door import gateway_only
+from uhp_server.sandbox.ownership import hand_over
 from uhp_server.settings import Settings
 
 MOUNTS = HostMounts("/h/ws", "/h/home", "/h/tools", "/h/gw", "/h/gw/resolv.conf")

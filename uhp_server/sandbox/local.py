@@ -34,7 +34,6 @@ from harness_bases.base import Invocation
 from uhp_server.gateway.paths import gateway_path
 from uhp_server.sandbox import cgroups
 from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SandboxError, SessionMounts
-from uhp_server.sandbox.docker.ownership import hand_over
 from uhp_server.sandbox.egress import EGRESS_PROXY_PORT, EgressPolicy, with_proxy
 from uhp_server.sandbox.gateway_door import ASGIApp, wound_down
 from uhp_server.sandbox.limits import LimitWatch, LocalLimits, parse_size
@@ -54,6 +53,7 @@ from uhp_server.sandbox.local_hardening import (
     switches_user,
 )
 from uhp_server.sandbox.local_process import STDOUT_LINE_LIMIT, LocalProcess
+from uhp_server.sandbox.ownership import hand_over
 from uhp_server.sandbox.spawn import spawn
 from uhp_server.settings import Settings
 

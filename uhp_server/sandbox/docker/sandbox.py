@@ -54,10 +54,10 @@ from uhp_server.sandbox.docker.gateway_socket import (
     socket_dir,
 )
 from uhp_server.sandbox.docker.host_paths import HostPaths
-from uhp_server.sandbox.docker.ownership import hand_over
 from uhp_server.sandbox.docker.process import DockerProcess, attach_socket, wait_for_exit
 from uhp_server.sandbox.egress import EgressPolicy, with_proxy
 from uhp_server.sandbox.gateway_door import wound_down
+from uhp_server.sandbox.ownership import hand_over
 
 log = logging.getLogger(__name__)
 
