@@ -14,6 +14,7 @@ group commit runs through psycopg's own `executemany`, as SQLite's through sqlit
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 import time
@@ -179,7 +180,13 @@ class _Writer:
                 group.append(more)
             self._commit(self._db.connection(), group)  # reconnected if the link dropped
 
-    def _commit(self, conn: Any, group: list[tuple[EventBatch, Future[None]]]) -> None:
+    def _commit(
+        self,
+        conn: Any,
+        group: list[tuple[EventBatch, Future[None]]],
+        *,
+        reconnected: bool = False,
+    ) -> None:
         started = time.perf_counter()
         raw = self._db.raw
         try:
@@ -188,11 +195,18 @@ class _Writer:
                 _write_batch(conn, raw.sql, batch)
             conn.execute("COMMIT")
         except Exception as exc:
-            if raw.in_transaction(conn):
-                conn.execute("ROLLBACK")
+            if raw.usable(conn) and raw.in_transaction(conn):
+                with contextlib.suppress(Exception):
+                    conn.execute("ROLLBACK")
+            if not raw.usable(conn) and not reconnected:
+                # The database's end of the link went away (a restart, a failover): once more
+                # on a new connection. Had the COMMIT itself landed, the rows' primary keys
+                # refuse the second write, so nothing is ever written twice.
+                self._commit(self._db.connection(), group, reconnected=True)
+                return
             if len(group) > 1:
                 for single in group:  # one bad batch must not fail the others
-                    self._commit(conn, [single])
+                    self._commit(self._db.connection(), [single], reconnected=True)
             elif group[0][1].set_running_or_notify_cancel():
                 group[0][1].set_exception(exc)
             return
