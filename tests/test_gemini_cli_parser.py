@@ -104,6 +104,12 @@ def test_a_silent_failed_command_is_not_ok() -> None:
     }
     assert GeminiParser().tool_result(update) == ("Command exited with code: 3", False)
     assert GeminiParser().tool_name(update) == "run_shell_command"
+    blocked = "Blocked: command substitution detected in shell command."
+    refused = {
+        **update,
+        "content": [{"type": "content", "content": {"type": "text", "text": blocked}}],
+    }
+    assert GeminiParser().tool_result(refused) == (blocked, False)
     assert GeminiParser().tool_name({"toolCallId": "plain", "title": "T"}) == "T"
 
 

@@ -3,7 +3,8 @@
 - The tool's own name is the part of `toolCallId` before `__` (`run_shell_command__<id>`);
   `title` is a label (a shell call's is the command itself).
 - A shell command's exit code is not in the update: a command that printed nothing says
-  "Command exited with code: N" as its output, which is read as a failure.
+  "Command exited with code: N" as its output, which is read as a failure; so is a command
+  its shell tool refused to run ("Blocked: command substitution detected …").
 - A refused model call answers `session/prompt` with a JSON-RPC error whose message holds
   the provider's error body; it is reported as `provider_error` without it.
 - Token usage is in the prompt's answer, `_meta.quota.token_count`.
@@ -22,7 +23,9 @@ from harness_bases import events as ev
 from harness_bases.acp.parser import AcpParser, Message
 from harness_bases.messages import PROVIDER_REFUSED, safe_message
 
-_FAILED_COMMAND = re.compile(r"^Command (exited with code: [1-9]\d*|terminated by signal|failed:)")
+_FAILED_COMMAND = re.compile(
+    r"^(Command (exited with code: [1-9]\d*|terminated by signal|failed:)|Blocked: )"
+)
 _PROVIDER_MESSAGE = re.compile(r'"message"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
