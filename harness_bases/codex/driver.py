@@ -15,7 +15,7 @@ from typing import Any
 
 from harness_bases import events as ev
 from harness_bases.base import Process, TurnSpec
-from harness_bases.codex import instructions
+from harness_bases.codex import instructions, long_input
 from harness_bases.codex.install import CLI_VERSION
 from harness_bases.codex.parser import CodexParser
 from harness_bases.codex.replies import reply_for
@@ -88,7 +88,8 @@ class CodexTurn(AgentTurn):
                 with contextlib.suppress(Exception):
                     await proc.close_stdin()
                 return
-            text = {"type": "text", "text": self.turn.prompt, "text_elements": []}
+            prompt = await asyncio.to_thread(long_input.turn_text, self.turn)
+            text = {"type": "text", "text": prompt, "text_elements": []}
             result = await rpc.call("turn/start", {"threadId": thread_id, "input": [text]})
             self.turn_id = str(result["turn"]["id"])
             if self.interrupt_requested:  # asked while turn/start was under way
