@@ -86,6 +86,17 @@ class TaskSteering:
             return await self.state(principal_id, closing)
         return state
 
+    async def time_out(self, principal_id: str, response_id: str, seconds: float) -> TaskState:
+        """End the task now as `incomplete` with the timeout reason: a caller's deadline of
+        `seconds` fired before the turn's own budget. Its state afterwards."""
+        await self.started(response_id)
+        row = await self._row(principal_id, response_id)
+        run = self.runs.get(row.id)
+        if run is not None and not run.log.finished:
+            details = {"reason": "timeout_seconds", "timeout_seconds": seconds}
+            await self.runs.time_out(run, details)
+        return await self.db.read(task_state, self.db, self.runs, row)
+
     async def answer(
         self,
         principal_id: str,

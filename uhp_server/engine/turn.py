@@ -45,7 +45,7 @@ from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SessionMounts
 
 log = logging.getLogger("uhp_server.turn")
 
-CANCELLED_COLLECT_SECONDS = 0.3  # what a cancelled turn's artifact collection may delay it
+CANCELLED_COLLECT_SECONDS = 0.3  # what a stopped turn's artifact collection may delay it
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,9 @@ class Run:
     log: EventLog
     builder: ResponseBuilder
     stop: asyncio.Event = field(default_factory=asyncio.Event)
+    # Set with `stop` when a caller's deadline ended the turn: it ends `incomplete` with these
+    # details (the timeout reason), not `cancelled`.
+    time_out: dict[str, Any] | None = None
     native_session_id: str | None = None
     cli_usage: ev.Usage | None = None
     # The previous turn of this session, still winding down: this turn starts after it.
@@ -108,6 +111,12 @@ class Run:
     park: asyncio.Event = field(default_factory=asyncio.Event)  # kept long enough: end it
     grant: Any = field(default=None, repr=False)  # the turn's gateway grant while it runs
     hidden_calls: set[str] = field(default_factory=set)  # the CLI's own reports of ask_user
+
+    def stopped_outcome(self) -> Outcome:
+        """How a stopped turn ends: `incomplete` when a deadline stopped it, else cancelled."""
+        if self.time_out is not None:
+            return Outcome("incomplete", incomplete_details=dict(self.time_out))
+        return Outcome("cancelled")
 
     async def record(self, make_events: Callable[[], list[dict[str, Any]]]) -> None:
         """Append what `make_events` builds, unless the outcome is already decided (a cancel
@@ -182,8 +191,8 @@ class TurnExecutor:
                 },
                 door=door,
             )
-            if run.stop.is_set():
-                outcome = Outcome("cancelled")  # cancelled while the turn was being prepared
+            if run.stop.is_set():  # stopped while the turn was being prepared
+                outcome = run.stopped_outcome()
             else:
                 proc = await self.sandbox.start(invocation, mounts)
                 agent_turn = plan.base.start_turn(proc, spec)
@@ -281,7 +290,7 @@ class TurnExecutor:
         if self.files is None or before is None:
             return [], None, None
         collecting = asyncio.ensure_future(self.files.collect(run, before))
-        budget = CANCELLED_COLLECT_SECONDS if outcome.status == "cancelled" else None
+        budget = CANCELLED_COLLECT_SECONDS if run.stop.is_set() else None
         try:
             files, notice = await asyncio.wait_for(asyncio.shield(collecting), budget)
         except TimeoutError:
@@ -364,7 +373,7 @@ class TurnExecutor:
                 )
                 if pending not in done:
                     if stop_wait in done:
-                        return Outcome("cancelled"), pending
+                        return run.stopped_outcome(), pending
                     if park_wait in done:
                         parked = {"reason": PARKED_REASON, "pending_call_ids": list(run.parked)}
                         return Outcome("incomplete", incomplete_details=parked), pending
