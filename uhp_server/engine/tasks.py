@@ -176,6 +176,11 @@ class TaskService(TaskSteering):
             )
         return row.response_id
 
+    async def idempotent_response(self, principal_id: str, key: str, print_: str) -> str | None:
+        """The response a request with this idempotency key (and fingerprint) created, if
+        it is still remembered: a door finds its task again without starting one."""
+        return await self.db.write(self._idempotent, principal_id, key, print_)
+
     # -- submission ----------------------------------------------------------------------
     async def submit(
         self,

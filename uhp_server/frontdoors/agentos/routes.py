@@ -47,7 +47,8 @@ async def invoke(request: Request) -> JSONResponse:
     try:
         invocation = read_invocation(await _read_body(request))
         principal = await ctx.db.write(keys.ensure_principal, ctx.db, principal_name)
-        answer = await runs_of(request).invoke(principal.id, invocation)
+        base_url = ctx.settings.public_base_url or str(request.base_url)
+        answer = await runs_of(request).invoke(principal.id, invocation, base_url)
     except BadInvocation as bad:
         answer = failed(bad.code, bad.message)
     except Exception:
