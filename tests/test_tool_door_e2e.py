@@ -194,6 +194,25 @@ def test_mcp_refusals_and_protocol_faults(client: httpx.Client, harness_id: str)
     assert no_key.status_code == 401
 
 
+@pytest.mark.parametrize("request_id", [None, {"a": 1}, [1], True])
+def test_a_request_id_that_is_not_a_string_or_number_is_an_invalid_request(
+    client: httpx.Client, request_id: Any
+) -> None:
+    message = {"jsonrpc": "2.0", "id": request_id, "method": "ping"}
+    answer = client.post("/mcp", json=message)
+    assert answer.status_code == 200
+    assert answer.json() == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32600, "message": answer.json()["error"]["message"]},
+    }
+    for good_id in ("abc", 0, 7):
+        ping = client.post("/mcp", json={**message, "id": good_id}).json()
+        assert ping == {"jsonrpc": "2.0", "id": good_id, "result": {}}
+    note = client.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert note.status_code == 202 and not note.content
+
+
 def test_the_official_mcp_client_lists_and_calls_the_harnesses(
     server: ServerProcess, harness_id: str, schemas: dict[str, Any]
 ) -> None:

@@ -66,6 +66,11 @@ async def mcp_endpoint(request: Request) -> Response:
     if "method" not in message or "id" not in message:
         return Response(status_code=202)  # a notification or a response: accepted
     request_id = message["id"]
+    if not valid_request_id(request_id) or not isinstance(message["method"], str):
+        # JSON-RPC 2.0: a request id is a string or a number (MCP forbids null), so no
+        # request can be answered under this one: Invalid Request, with id null.
+        reason = "A request id must be a string or a number, and its method a string."
+        return _reply(request, _error(None, INVALID_REQUEST, reason))
     try:
         result = await _dispatch(request, principal.id, message)
     except ProtocolFault as fault:
@@ -133,6 +138,10 @@ async def _call(
         return refused
     text = json.dumps(result, ensure_ascii=False)
     return {"content": [{"type": "text", "text": text}], "structuredContent": result}
+
+
+def valid_request_id(request_id: Any) -> bool:
+    return isinstance(request_id, str | int | float) and not isinstance(request_id, bool)
 
 
 def _error(request_id: Any, code: int, message: str) -> dict[str, Any]:
