@@ -330,6 +330,42 @@ def test_an_oumi_session_is_an_ordinary_session(oumi: Platform, oumi_server: Ser
     http.close()
 
 
+def test_an_invocation_whose_session_was_deleted_fails_only_its_row(
+    oumi: Platform, oumi_server: ServerProcess
+) -> None:
+    """Never a 404 for a submitted invocation (that fails the whole evaluation): `failed`,
+    with a readable reason, and a retried start runs nothing again."""
+    marker = "deleted-" + uuid.uuid4().hex[:8]
+    body = oumi.start([{"role": "user", "content": f"SAY {marker}"}])
+    oumi.submit(body)
+    oumi.wait(body["invocation_id"], ("completed", "failed"))
+    http = httpx.Client(base_url=oumi_server.url, headers={"Authorization": f"Bearer {API_KEY}"})
+    sessions = http.get("/v1/sessions").json()["sessions"]
+    (session,) = [s for s in sessions if s["title"] == f"SAY {marker}"]
+    assert http.delete(f"/v1/traces/{session['id']}").status_code == 200
+    http.close()
+    oumi.provider.reset()
+    status = oumi.status(body["invocation_id"])
+    assert status.status_code == 200, status.text
+    check_status_object(status.json())
+    assert status.json()["status"] == "failed" and status.json()["session_id"] == body["session_id"]
+    assert "deleted" in status.json()["error"]["message"]
+    assert oumi.collect(body["invocation_id"]).status_code == 409
+    retried = oumi.submit(body)
+    assert retried.status_code == 200 and retried.json()["status"] == "failed", retried.text
+    resume = dict(
+        body,
+        session_action="resume",
+        input_messages=[{"role": "tool", "tool_call_id": "call_x", "content": "x"}],
+    )
+    assert oumi.submit(resume).json()["status"] == "failed"
+    cancel = {k: body[k] for k in ("protocol_version", "session_id", "invocation_id")}
+    cancelled = oumi.http.post(f"{oumi.endpoint}/cancel", json=cancel)
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "failed"
+    time.sleep(1)
+    assert oumi.provider.requests() == []  # nothing was started again
+
+
 def test_no_platform_key_is_stored_or_logged(oumi: Platform, oumi_server: ServerProcess) -> None:
     body = oumi.start([{"role": "user", "content": "SAY keyless"}])
     oumi.submit(body)

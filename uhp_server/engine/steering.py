@@ -166,6 +166,20 @@ class TaskSteering:
         """The latest response of the UHP session a door's session key maps to, if any."""
         return await self.db.read(self._latest_in_session, principal_id, harness_id, key)
 
+    async def door_session_gone(self, principal_id: str, harness_id: str, key: SessionKey) -> bool:
+        """Whether the door's key was mapped to a session that has since been deleted (a key
+        never mapped is not gone: it is unknown)."""
+
+        def look() -> bool:
+            session_id = door_sessions.find(
+                self.db, principal_id, harness_id, key.door, key.external_id
+            )
+            if session_id is None:
+                return False
+            return session_store.get_session(self.db, principal_id, session_id) is None
+
+        return await self.db.read(look)
+
     def _latest_in_session(self, principal_id: str, harness_id: str, key: SessionKey) -> str | None:
         session_id = door_sessions.find(
             self.db, principal_id, harness_id, key.door, key.external_id
