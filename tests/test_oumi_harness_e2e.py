@@ -276,6 +276,24 @@ def test_a_refusing_model_fails_the_row_readably(oumi: Platform) -> None:
     assert oumi.collect(body["invocation_id"]).status_code == 409
 
 
+@pytest.mark.parametrize(
+    ("base_url", "said"),
+    [
+        ("http://127.0.0.1:9/v1", "refused the connection"),
+        ("http://no-such-host.invalid/v1", "could not be resolved"),
+    ],
+)
+def test_an_unreachable_model_says_what_happened(oumi: Platform, base_url: str, said: str) -> None:
+    body = oumi.start([{"role": "user", "content": "SAY hi"}])
+    body["model_connection"]["base_url"] = base_url
+    assert oumi.submit(body).status_code == 202
+    status = oumi.wait(body["invocation_id"], ("completed", "failed"))
+    assert status["status"] == "failed"
+    message = status["error"]["message"]
+    assert said in message, message
+    assert "://" not in message and "127.0.0.1" not in message and ".invalid" not in message
+
+
 def test_bad_bodies_fail_only_the_row_and_unknown_invocations_are_404(
     oumi: Platform, oumi_server: ServerProcess
 ) -> None:

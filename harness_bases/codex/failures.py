@@ -65,7 +65,8 @@ def _http_error_body_message(text: str) -> str | None:
     try:
         body = json.loads(text)
     except ValueError:
-        return None
+        # Codex quotes an error body's message itself: the gateway's own sentence.
+        return text.strip() if quoted and text.strip() else None
     error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict):
         return str(error.get("message") or text)
