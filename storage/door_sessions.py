@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+from sqlmodel import col, delete
+
 from storage.db import Database
 from storage.models import DoorSessionRow
 
@@ -33,3 +35,17 @@ def bind(
             )
         )
         s.commit()
+
+
+def rekey(
+    db: Database, principal_id: str, harness_id: str, door: str, external_id: str, session_id: str
+) -> None:
+    """Make this key the door's only one for the session (on the writer thread)."""
+    with db.session() as s:
+        s.exec(
+            delete(DoorSessionRow).where(
+                col(DoorSessionRow.door) == door, col(DoorSessionRow.session_id) == session_id
+            )
+        )
+        s.commit()
+    bind(db, principal_id, harness_id, door, external_id, session_id)

@@ -29,6 +29,7 @@ from uhp_server.engine.attachments import record_inline_files, write_inline_blob
 from uhp_server.engine.builder import ResponseBuilder
 from uhp_server.engine.eventlog import EventLog
 from uhp_server.engine.inputs import Attachment, NormalizedInput, normalize_input
+from uhp_server.engine.lookups import TaskLookups
 from uhp_server.engine.opening import opening_system_text, with_opening
 from uhp_server.engine.requests import (
     EngineTask,
@@ -138,7 +139,7 @@ def fingerprint(body: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-class TaskService(TaskSteering):
+class TaskService(TaskSteering, TaskLookups):
     def __init__(
         self,
         settings: Settings,

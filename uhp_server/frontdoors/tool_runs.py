@@ -59,4 +59,4 @@ async def task_result(ctx: AppContext, response: dict[str, Any], base_url: str) 
     """The result object of a finished response; download links on `base_url` (else the
     configured public origin)."""
     origin = ctx.settings.public_base_url or base_url
-    return await ctx.db.read(harness_result, ctx.db, response, origin)
+    return harness_result(response, await ctx.tasks.turn_files(response["id"], origin))

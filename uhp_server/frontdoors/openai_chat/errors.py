@@ -14,7 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from uhp_server.errors import ApiError, _validation_message, allowed_methods, new_correlation_id
+from uhp_server.errors import ApiError, allowed_methods, new_correlation_id, validation_message
 
 log = logging.getLogger("uhp_server.openai_chat")
 
@@ -58,7 +58,7 @@ async def _on_validation_error(request: Request, exc: Exception) -> JSONResponse
     first: dict[str, Any] = errors[0] if errors else {}
     loc = [str(p) for p in first.get("loc", ()) if p != "body"]
     param = None if first.get("type") == "json_invalid" else ".".join(loc) or None
-    err = ApiError(400, "invalid_request", _validation_message(first), param=param)
+    err = ApiError(400, "invalid_request", validation_message(first), param=param)
     return openai_error(request, err)
 
 

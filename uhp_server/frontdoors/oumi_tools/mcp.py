@@ -21,7 +21,6 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from storage import harnesses as harness_store
 from uhp_server import __version__
 from uhp_server.auth import require_principal
 from uhp_server.context import AppContext
@@ -88,8 +87,8 @@ async def _dispatch(request: Request, principal_id: str, message: dict[str, Any]
     if method == "ping":
         return {}
     if method == "tools/list":
-        tools = await ctx.db.write(harness_tools, ctx.db, principal_id, ctx.bases)
-        return {"tools": tools}
+        harnesses = await ctx.tasks.harnesses(principal_id)
+        return {"tools": harness_tools(harnesses, ctx.bases)}
     if method == "tools/call":
         return await _call(request, ctx, principal_id, params)
     raise ProtocolFault(METHOD_NOT_FOUND, f"Method '{str(method)[:60]}' is not supported.")
@@ -113,7 +112,7 @@ async def _call(
     name = params.get("name")
     if not isinstance(name, str) or not name:
         raise ProtocolFault(INVALID_PARAMS, "tools/call needs a tool name.")
-    if await ctx.db.read(harness_store.get_harness, ctx.db, principal_id, name) is None:
+    if await ctx.tasks.harness(principal_id, name) is None:
         raise ProtocolFault(INVALID_PARAMS, f"Unknown tool '{name[:80]}'.")
     meta = params.get("_meta") or {}
     external = meta.get(SESSION_META) if isinstance(meta, dict) else None
