@@ -1,6 +1,6 @@
 """A prompt longer than Codex takes in one turn (1 Mi characters) reaches the agent whole,
 through the chat door and through UHP alike: its end, past the limit, is what the agent
-reads back from the file it was given."""
+reads back from the file it was given. Codex only: the limit and the file are its base's."""
 
 from __future__ import annotations
 
@@ -8,10 +8,13 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import API_KEY
+from tests.conftest import API_KEY, TEST_BASE
 from tests.support.server import ServerProcess
 
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(TEST_BASE != "codex", reason="Codex's per-turn input limit and its file"),
+]
 
 END_MARKER = "tail-marker-77413"
 # ~1.1 M characters; the scripted model reads the message's last 30 bytes back.

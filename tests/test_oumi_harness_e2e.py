@@ -384,6 +384,23 @@ def test_an_invocation_whose_session_was_deleted_fails_only_its_row(
     assert oumi.provider.requests() == []  # nothing was started again
 
 
+@pytest.mark.skipif(TEST_BASE != "codex", reason="Codex's per-turn input limit and its file")
+def test_a_prompt_over_a_million_characters_completes(oumi: Platform) -> None:
+    """Past Codex's per-turn input limit: the agent still reads the whole message."""
+    marker = "oumi-tail-" + uuid.uuid4().hex[:8]
+    prompt = (
+        f"RUN tail -c {len(marker)} ~/.uhp/input/message.md\nSAY read back: {{output}}\n"
+        + "lorem ipsum " * 92_000
+        + marker
+    )
+    body = oumi.start([{"role": "user", "content": prompt}])
+    assert oumi.submit(body).status_code == 202
+    status = oumi.wait(body["invocation_id"], ("completed", "failed"))
+    assert status["status"] == "completed", status
+    messages = oumi.collect(body["invocation_id"]).json()["messages"]
+    assert marker in messages[-1]["content"]
+
+
 def test_no_platform_key_is_stored_or_logged(oumi: Platform, oumi_server: ServerProcess) -> None:
     body = oumi.start([{"role": "user", "content": "SAY keyless"}])
     oumi.submit(body)
