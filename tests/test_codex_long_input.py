@@ -6,6 +6,8 @@ from pathlib import Path
 
 from harness_bases.base import TurnSpec
 from harness_bases.codex import long_input
+from harness_bases.codex.failures import setup_failure
+from uhp_server.frontdoors.openai_chat.errors import turn_failure
 
 
 def spec(tmp_path: Path, prompt: str) -> TurnSpec:
@@ -33,3 +35,16 @@ def test_a_longer_prompt_is_written_whole_and_the_turn_names_its_file(tmp_path: 
     assert "/home/agent/.uhp/input/message.md" in text
     written = tmp_path / "home" / ".uhp" / "input" / "message.md"
     assert written.read_text(encoding="utf-8") == prompt
+
+
+def test_an_input_app_server_refuses_is_the_callers_and_answers_413_at_the_chat_door() -> None:
+    refused = setup_failure(
+        "turn/start", "Input exceeds the maximum length of 1048576 characters (1100000 provided)"
+    )
+    assert refused.code == "input_too_large"
+    final = {"status": "failed", "error": {"code": refused.code, "message": refused.message}}
+    assert turn_failure(final).status == 413
+    other = setup_failure("thread/start", "boom")
+    assert other.code == "harness_error"
+    final = {"status": "failed", "error": {"code": other.code, "message": other.message}}
+    assert turn_failure(final).status == 502

@@ -16,6 +16,7 @@ from typing import Any
 from harness_bases import events as ev
 from harness_bases.base import Process, TurnSpec
 from harness_bases.codex import instructions, long_input
+from harness_bases.codex.failures import setup_failure
 from harness_bases.codex.install import CLI_VERSION
 from harness_bases.codex.parser import CodexParser
 from harness_bases.codex.replies import reply_for
@@ -99,7 +100,11 @@ class CodexTurn(AgentTurn):
             log.warning("codex_exited_during_setup", extra={"stderr": proc.stderr_tail()})
             yield ev.TurnFailed("the agent exited unexpectedly", "harness_error")
             return
-        except (RpcError, KeyError, TypeError) as exc:
+        except RpcError as exc:
+            log.warning("codex_setup_failed", extra={"error": str(exc)})
+            yield setup_failure(exc.method, exc.message)
+            return
+        except (KeyError, TypeError) as exc:
             log.warning("codex_setup_failed", extra={"error": str(exc)})
             yield ev.TurnFailed("The agent could not start the turn.", "harness_error")
             return

@@ -29,6 +29,20 @@ def openai_error_body(status: int, code: str | None, message: str, param: str | 
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
+# A failed turn is the harness's fault (502), except when it refused the caller's input.
+_CALLER_INPUT_STATUS = {"input_too_large": 413, "invalid_input": 400}
+
+
+def turn_failure(final: dict[str, Any]) -> ApiError:
+    """The error a failed or cancelled task answers with."""
+    if final.get("status") == "cancelled":
+        return ApiError(409, "cancelled", "The task was cancelled before it finished.")
+    error = final.get("error") or {}
+    code = error.get("code") or "harness_error"
+    message = error.get("message") or "The task failed."
+    return ApiError(_CALLER_INPUT_STATUS.get(code, 502), code, message)
+
+
 def openai_error(request: Request, err: ApiError) -> JSONResponse:
     correlation_id = new_correlation_id()
     log.info(

@@ -17,7 +17,7 @@ from uhp_server.engine.lookups import HarnessInfo
 from uhp_server.errors import ApiError
 from uhp_server.frontdoors.openai_chat import turns
 from uhp_server.frontdoors.openai_chat.conversation import ChatRequest, answered, split_request
-from uhp_server.frontdoors.openai_chat.errors import openai_error_body
+from uhp_server.frontdoors.openai_chat.errors import openai_error_body, turn_failure
 from uhp_server.frontdoors.openai_chat.models import model_object, resolve_model
 from uhp_server.frontdoors.openai_chat.render import ChatRenderer
 from uhp_server.frontdoors.openai_chat.shapes import ChunkWriter, CompletionIds, completion
@@ -88,15 +88,7 @@ async def _finish(
     if final["status"] in ("completed", "incomplete"):
         await turns.remember_answer(ctx, turn, answered(chat, renderer.text))
         return
-    raise _failure(final)
-
-
-def _failure(final: dict[str, Any]) -> ApiError:
-    if final.get("status") == "cancelled":
-        return ApiError(409, "cancelled", "The task was cancelled before it finished.")
-    error = final.get("error") or {}
-    message = error.get("message") or "The task failed."
-    return ApiError(502, error.get("code") or "harness_error", message)
+    raise turn_failure(final)
 
 
 def _data(payload: Any) -> ServerSentEvent:
