@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from base64 import b64encode
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,10 @@ class ImageInput:
     host_path: Path
     path: str  # as the CLI sees it inside the sandbox
     media_type: str
+
+    def base64(self) -> str:
+        """The image's bytes in base64 (a file read: call it off the event loop)."""
+        return b64encode(self.host_path.read_bytes()).decode("ascii")
 
 
 @dataclass(frozen=True)

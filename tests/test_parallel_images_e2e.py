@@ -24,10 +24,12 @@ from tests.support.sse import read_stream
 pytestmark = pytest.mark.slow
 
 MODEL_PATHS = ("/v1/responses", "/v1/chat/completions", "/v1/messages")
-# The bases whose CLI takes an image as model input (Codex: a `localImage` turn input; Claude
-# Code: an image block in its stream-json user message). The others get the file in the
-# workspace and its name in the prompt, and nothing reaches the model as an image.
-IMAGE_BASES = {"codex", "claude-code"}
+# The bases that send an input image to the model: Codex (a `localImage` turn input), Claude
+# Code (an image block in its stream-json user message), Pi (its RPC prompt's `images`) and
+# OpenCode (an ACP image block). Hermes 0.19.0 takes ACP image blocks too, yet none reached the
+# provider (README, "Files and artifacts"). Every base gets the file in the workspace and its
+# name in the prompt.
+IMAGE_BASES = {"codex", "claude-code", "pi", "opencode"}
 
 
 def png(rgb: tuple[int, int, int], size: int = 4) -> bytes:

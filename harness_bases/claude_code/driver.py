@@ -8,7 +8,6 @@ stdin after the `result` lets the CLI flush its transcript and exit on its own.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 import logging
@@ -34,8 +33,7 @@ def user_message(prompt: str, images: tuple[ImageInput, ...] = ()) -> dict[str, 
         return {"type": "user", "message": {"role": "user", "content": prompt}}
     blocks: list[dict[str, Any]] = [{"type": "text", "text": prompt}]
     for image in images:
-        data = base64.b64encode(image.host_path.read_bytes()).decode("ascii")
-        source = {"type": "base64", "media_type": image.media_type, "data": data}
+        source = {"type": "base64", "media_type": image.media_type, "data": image.base64()}
         blocks.append({"type": "image", "source": source})
     return {"type": "user", "message": {"role": "user", "content": blocks}}
 
