@@ -41,7 +41,6 @@ class RunManager:
         self.executor = executor
         self.feed = feed or HarnessFeed()
         self.paused_keep_seconds = paused_keep_seconds  # UHP_PAUSED_TURN_KEEP_SECONDS
-        executor.asker = self.ask  # a CLI's own question tool asks like ask_user does
         self._forwarders: dict[str, asyncio.Task[None]] = {}  # by response id, while live
         self._live: dict[str, Run] = {}  # by response id, until LINGER_SECONDS after the end
         self._running: dict[str, Run] = {}  # by session id, until the terminal event
