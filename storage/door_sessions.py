@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from sqlmodel import Session
+from sqlmodel import Session, col, delete
 
 from storage.db import Database
 from storage.models import DoorSessionRow
@@ -42,3 +42,18 @@ def add_binding(
             created_at=int(time.time()),
         )
     )
+
+
+def rekey(
+    db: Database, principal_id: str, harness_id: str, door: str, external_id: str, session_id: str
+) -> None:
+    """Make this key the door's only one for the session (on the writer thread), in one
+    transaction."""
+    with db.session() as s:
+        s.exec(
+            delete(DoorSessionRow).where(
+                col(DoorSessionRow.door) == door, col(DoorSessionRow.session_id) == session_id
+            )
+        )
+        add_binding(s, principal_id, harness_id, door, external_id, session_id)
+        s.commit()

@@ -33,6 +33,7 @@ from uhp_server.engine.attachments import write_inline_blobs
 from uhp_server.engine.builder import ResponseBuilder
 from uhp_server.engine.eventlog import EventLog, numbered
 from uhp_server.engine.inputs import NormalizedInput, normalize_input
+from uhp_server.engine.lookups import TaskLookups
 from uhp_server.engine.opening import opening_system_text, with_opening
 from uhp_server.engine.requests import (
     EngineTask,
@@ -124,7 +125,7 @@ def fingerprint(body: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-class TaskService(TaskSteering):
+class TaskService(TaskSteering, TaskLookups):
     def __init__(
         self,
         settings: Settings,
@@ -161,6 +162,11 @@ class TaskService(TaskSteering):
                 param="Idempotency-Key",
             )
         return row.response_id
+
+    async def idempotent_response(self, principal_id: str, key: str, print_: str) -> str | None:
+        """The response a request with this idempotency key (and fingerprint) created, if
+        it is still remembered: a door finds its task again without starting one."""
+        return await self.db.write(self._idempotent, principal_id, key, print_)
 
     # -- submission ----------------------------------------------------------------------
     async def submit(

@@ -34,6 +34,7 @@ from uhp_server.gateway.replies import (
     wire_error,
 )
 from uhp_server.gateway.tokens import DOOR_SCOPE_KEY, TokenRegistry, TurnGrant
+from uhp_server.gateway.unreachable import refused_address_message, unreachable_message
 from uhp_server.gateway.upstreams import Upstreams
 from uhp_server.gateway.url_policy import PinnedUrl, UrlRefused, pin_url
 from uhp_server.gateway.usage import UsageExtractor
@@ -368,7 +369,7 @@ async def forward(
             pinned = await pin_url(url, provider.allow_private)
         except UrlRefused as exc:
             log.warning("gateway %s: model connection refused by the URL policy: %s", backend, exc)
-            return bad_gateway(replies_as, "The model connection's address is not allowed.")
+            return bad_gateway(replies_as, refused_address_message(exc))
         url = pinned.connect_url
     # Scheme, host and root come only from the provider; the caller adds a checked path + query.
     req = upstreams.http.build_request(
@@ -389,7 +390,7 @@ async def forward(
         )
         if metrics is not None:
             metrics.gateway_call(provider.name, model_label, None)
-        return bad_gateway(replies_as, "The model provider could not be reached.")
+        return bad_gateway(replies_as, unreachable_message(exc))
 
     if metrics is not None:
         metrics.gateway_call(provider.name, model_label, resp.status_code)
