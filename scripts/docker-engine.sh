@@ -1,11 +1,58 @@
 #!/usr/bin/env bash
-# Make sure a Docker engine answers, for the docker sandbox and its tests: as root, install
-# Debian's docker.io (plus debootstrap, to make a base image without a registry, and
-# docker-compose when no Compose CLI exists) and start dockerd in the background when no
-# engine runs. Exits 0 when an engine answers, 1 (saying why, loudly) when none can start.
+# Make sure a Docker engine answers, for the docker sandbox and its tests.
+#
+#   docker-engine.sh            engine 1: the default engine (/var/run/docker.sock). As root,
+#                               install Debian's docker.io (plus debootstrap, to make a base
+#                               image without a registry, and docker-compose when no Compose CLI
+#                               exists) and start dockerd in the background when none runs.
+#   docker-engine.sh N [start]  engine N (N >= 2): a second, fully separate dockerd on this host
+#                               (unix:///run/uhp-docker<N>.sock) with its own data root, exec
+#                               root, pidfile and containerd, no bridge and no iptables rules (it
+#                               runs network-less agent containers only), and live-restore (its
+#                               containers outlive a stop, as on a lost engine). A server copies the
+#                               runtime image to it from another engine (docker save | load).
+#   docker-engine.sh N stop     stop engine N's dockerd only (an outage: its containers and
+#                               containerd keep running, to be reaped when it is back).
+#   docker-engine.sh N down     engine N gone for good: its containers, dockerd and containerd.
+#
+# Exits 0 when the engine answers (stop/down: when it is stopped), 1 (saying why, loudly)
+# when not.
 set -uo pipefail
 
-engine_up() { docker info >/dev/null 2>&1; }
+number=${1:-1}
+action=${2:-start}
+if [[ $number == 1 ]]; then
+  host=unix:///var/run/docker.sock
+else
+  name=uhp-docker$number
+  host=unix:///run/$name.sock
+  exec_root=/run/$name
+  pidfile=/run/$name.pid
+fi
+
+engine_up() { docker -H "$host" info >/dev/null 2>&1; }
+
+stop_pid() {  # stop_pid FILE: TERM the process whose id FILE holds and wait for it
+  local pid
+  pid=$(cat "$1" 2>/dev/null) || return 0
+  kill "$pid" 2>/dev/null || return 0
+  for _ in $(seq 1 100); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  kill -9 "$pid" 2>/dev/null
+}
+
+if [[ $number != 1 && $action != start ]]; then
+  if [[ $action == down ]] && engine_up; then
+    ids=$(docker -H "$host" ps -aq)
+    [[ -z $ids ]] || docker -H "$host" rm -f $ids >/dev/null
+  fi
+  stop_pid "$pidfile"
+  [[ $action == down ]] && stop_pid "$exec_root/containerd/containerd.pid"
+  ! engine_up
+  exit $?
+fi
 
 if [[ $(id -u) -eq 0 ]]; then
   need=()
@@ -20,9 +67,17 @@ if [[ $(id -u) -eq 0 ]]; then
       "${need[@]}" >/dev/null
   fi
   if ! engine_up && command -v dockerd >/dev/null; then
-    log=/var/log/uhp-dockerd.log
-    echo "starting dockerd (log: $log)"
-    setsid nohup dockerd >"$log" 2>&1 </dev/null &
+    if [[ $number == 1 ]]; then
+      log=/var/log/uhp-dockerd.log
+      flags=()
+    else
+      log=/var/log/$name.log
+      flags=(-H "$host" --data-root "/var/lib/$name" --exec-root "$exec_root"
+        --pidfile "$pidfile" --bridge=none --iptables=false --ip6tables=false
+        --live-restore)
+    fi
+    echo "starting dockerd $number (log: $log)"
+    setsid nohup dockerd "${flags[@]}" >"$log" 2>&1 </dev/null &
     for _ in $(seq 1 60); do
       engine_up && break
       sleep 1
@@ -30,14 +85,13 @@ if [[ $(id -u) -eq 0 ]]; then
   fi
 fi
 
-if engine_up; then
-  echo "Docker engine: $(docker version --format '{{.Server.Version}}' 2>/dev/null)"
-  exit 0
-fi
-cat >&2 <<'MSG'
+if ! engine_up; then
+  cat >&2 <<MSG
 ************************************************************************************
-*  NO DOCKER ENGINE could be started: the docker sandbox tests will be SKIPPED.     *
-*  (Needs root to install docker.io and run dockerd; see /var/log/uhp-dockerd.log.) *
+*  NO DOCKER ENGINE $number could be started: its docker sandbox tests will be SKIPPED.
+*  (Needs root to install docker.io and run dockerd; see /var/log/uhp-dockerd*.log.)
 ************************************************************************************
 MSG
-exit 1
+  exit 1
+fi
+echo "Docker engine $number ($host): $(docker -H "$host" version --format '{{.Server.Version}}')"

@@ -24,6 +24,8 @@ fi
 # loudly; the rest still runs.
 if bash scripts/docker-engine.sh; then
   .venv/bin/uhp-server images build
+  # A second engine of this host, for the several-engines tests (test_docker_engines_e2e.py).
+  bash scripts/docker-engine.sh 2 || true
 fi
 
 status=0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import os
 from collections.abc import AsyncIterator
@@ -170,12 +171,17 @@ async def test_the_cli_ends_when_its_attach_goes_away(
     sandbox: DockerSandbox, mounts: SessionMounts
 ) -> None:
     # What happens when the server dies: its end of the attach socket closes. stdin_once
-    # makes the container's stdin reach end-of-file, and a CLI reading it exits.
-    proc = await sandbox.start(Invocation(["/bin/cat"], ENV, "/workspace"), mounts)
-    await proc.write(b"x\n")
-    assert await asyncio.wait_for(anext(proc.lines()), 10) == b"x"
-    proc._writer.transport.abort()  # as a SIGKILL of the server would
-    assert await gone(proc.container_id, timeout=20)
+    # makes the container's stdin reach end-of-file, and a CLI reading it exits. With the
+    # garbage collector off, no copy of the socket left in the SDK's objects can close it.
+    gc.disable()
+    try:
+        proc = await sandbox.start(Invocation(["/bin/cat"], ENV, "/workspace"), mounts)
+        await proc.write(b"x\n")
+        assert await asyncio.wait_for(anext(proc.lines()), 10) == b"x"
+        proc._writer.transport.abort()  # as a SIGKILL of the server would
+        assert await gone(proc.container_id, timeout=20)
+    finally:
+        gc.enable()
 
 
 async def test_missing_program_or_cwd_raises(sandbox: DockerSandbox, mounts: SessionMounts) -> None:

@@ -23,9 +23,9 @@ from uhp_server.sandbox.docker.container import (
 )
 from uhp_server.sandbox.docker.gateway_socket import socket_dir
 from uhp_server.sandbox.docker.host_paths import HostPaths
-from uhp_server.sandbox.docker.ownership import hand_over
 from uhp_server.sandbox.docker.sandbox import DockerSandbox
 from uhp_server.sandbox.gateway_door import gateway_only
+from uhp_server.sandbox.ownership import hand_over
 from uhp_server.settings import Settings
 
 MOUNTS = HostMounts("/h/ws", "/h/home", "/h/tools", "/h/gw", "/h/gw/resolv.conf")
@@ -87,9 +87,13 @@ def test_settings_reach_the_sandbox(tmp_path: Path) -> None:
         docker_pids_limit=64,
         docker_tmp_size="32m",
         docker_user="2000:2000",
+        docker_hosts="unix:///run/a.sock, ssh://me@b",
+        docker_host_max_turns=3,
     )
     sandbox = make_sandbox(settings)
     assert isinstance(sandbox, DockerSandbox)
+    assert [e.url for e in sandbox.engines.engines] == ["unix:///run/a.sock", "ssh://me@b"]
+    assert sandbox.engines.max_turns == 3
     assert sandbox.image == "my/agent:1"
     assert sandbox.limits == Limits("1g", 0.5, 64, "32m")
     assert sandbox.user == (2000, 2000)

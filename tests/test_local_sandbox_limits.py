@@ -123,6 +123,7 @@ async def test_open_removes_empty_cgroups_a_killed_server_left(tmp_path: Path) -
     left = hierarchy.create(sandbox.cgroup_prefix + "local-resp_left_by_it", 1 << 30, 10)
     await sandbox.open(None)  # type: ignore[arg-type]
     assert not left.memory_dir.exists() and not left.pids_dir.exists()
+    await sandbox.close()
 
 
 @needs_cgroups
@@ -143,6 +144,7 @@ async def test_a_starting_server_leaves_another_servers_cgroups_alone(tmp_path: 
             (hierarchy.pids_parent / "cgroup.procs").write_text(str(os.getpid()))
     finally:
         turn.remove()
+        await starting.close()
 
 
 def test_a_servers_cgroup_prefix_is_its_own_and_stays_with_its_data_folder(
@@ -153,3 +155,23 @@ def test_a_servers_cgroup_prefix_is_its_own_and_stays_with_its_data_folder(
     again = LocalSandbox.from_settings(Settings(data_dir=tmp_path / "one"))
     assert one.cgroup_prefix != two.cgroup_prefix
     assert again.cgroup_prefix == one.cgroup_prefix
+
+
+@needs_cgroups
+async def test_every_turn_joins_one_cpu_group_weighted_below_the_server(tmp_path: Path) -> None:
+    # Fifty agents starting at once must compete with the server as one, not as fifty.
+    hierarchy = cgroups.detect()
+    assert hierarchy is not None and hierarchy.cpu_parent is not None
+    sandbox = LocalSandbox(tmp_path / "run", limits=SMALL, server_id="cpupool")
+    await sandbox.open(None)  # type: ignore[arg-type]
+    script = "grep ':cpu' /proc/self/cgroup > /workspace/cgroup"
+    for name in ("a", "b"):
+        assert await run(sandbox, mounts_in(tmp_path / name), script) == (0, None)
+    pool = hierarchy.cpu_parent / (sandbox.cgroup_prefix + "cpu")
+    for name in ("a", "b"):
+        line = (tmp_path / name / "ws" / "cgroup").read_text()
+        assert line.strip().endswith("/" + pool.name), line
+    assert int((pool / "cpu.shares").read_text()) == cgroups.TURNS_CPU_SHARES
+    assert int((hierarchy.cpu_parent / "cpu.shares").read_text()) > cgroups.TURNS_CPU_SHARES
+    await sandbox.close()
+    assert not pool.exists()  # a stopped server leaves no group behind

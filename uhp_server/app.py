@@ -99,6 +99,8 @@ def make_sandbox(settings: Settings, bases: dict[str, HarnessBase] | None = None
             base_image=settings.docker_base_image,
             user=settings.docker_user,
             limits=limits,
+            hosts=settings.docker_hosts,
+            host_max_turns=settings.docker_host_max_turns,
             egress=EgressPolicy.from_settings(
                 settings.egress_allow_hosts, settings.egress_allow_private_hosts
             ),

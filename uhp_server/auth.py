@@ -22,25 +22,29 @@ def _unauthorized(code: str, message: str) -> ApiError:
     return ApiError(401, code, message, headers=_CHALLENGE)
 
 
-def _default_principal(request: Request) -> Principal:
+async def _default_principal(request: Request) -> Principal:
     """The principal UHP_API_KEY belongs to: it never changes, so it is looked up once."""
     state = request.app.state
     if getattr(state, "default_principal", None) is None:
-        state.default_principal = keys.ensure_principal(state.ctx.db, keys.DEFAULT_PRINCIPAL)
+        db = state.ctx.db
+        state.default_principal = await db.write(keys.ensure_principal, db, keys.DEFAULT_PRINCIPAL)
     return state.default_principal
 
 
-def require_principal(request: Request) -> Principal:
+async def require_principal(request: Request) -> Principal:
     """The caller's principal; remembered on the request, since routes that take a body ask
-    for it before reading the body (strict_json) and again as their dependency."""
+    for it before reading the body (strict_json) and again as their dependency.
+
+    Async, so it runs on the loop: the configured key costs a comparison, and only a key
+    from the database leaves the loop (a reader thread), never a threadpool hop per request."""
     known = getattr(request.state, "principal", None)
     if known is not None:
         return known
-    request.state.principal = principal = _authenticate(request)
+    request.state.principal = principal = await _authenticate(request)
     return principal
 
 
-def _authenticate(request: Request) -> Principal:
+async def _authenticate(request: Request) -> Principal:
     ctx = request.app.state.ctx
     header = request.headers.get("authorization")
     if not header:
@@ -51,8 +55,8 @@ def _authenticate(request: Request) -> Principal:
         raise _unauthorized("invalid_credential", "The credential is not valid.")
     configured = ctx.settings.api_key
     if configured and hmac.compare_digest(token.encode(), configured.encode()):
-        return _default_principal(request)
-    principal = keys.principal_for_key(ctx.db, token)
+        return await _default_principal(request)
+    principal = await ctx.db.read(keys.principal_for_key, ctx.db, token)
     if principal is None:
         raise _unauthorized("invalid_credential", "The credential is not valid.")
     return principal

@@ -94,6 +94,10 @@ class Settings(BaseSettings):
     docker_cpus: float = 2.0  # CPU limit, in cores
     docker_pids_limit: int = 512  # processes and threads
     docker_tmp_size: str = "512m"  # the writable /tmp (the root filesystem is read-only)
+    # Engines the turns spread over: comma-separated unix://, tcp://, ssh:// urls (README:
+    # "Several Docker engines"); empty: the one engine DOCKER_HOST names (default socket).
+    docker_hosts: str = ""
+    docker_host_max_turns: int = Field(default=0, ge=0)  # turns per engine at once; 0: no cap
 
     # Model upstreams, the conventional way.
     openai_api_key: str | None = Field(

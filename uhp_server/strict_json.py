@@ -25,7 +25,6 @@ from typing import Any
 from fastapi import Request, Response
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
-from starlette.concurrency import run_in_threadpool
 
 from uhp_server.auth import require_principal
 from uhp_server.errors import VENDOR, ApiError
@@ -148,7 +147,7 @@ class StrictJsonRoute(APIRoute):
         async def strict_handler(request: Request) -> Response:
             if authenticate_first:
                 # Raises 401 before a byte of the body is read; the dependency reuses it.
-                await run_in_threadpool(require_principal, request)
+                await require_principal(request)
             content_type = request.headers.get("content-type", "")
             if request.method in ("POST", "PUT", "PATCH") and "multipart/" not in content_type:
                 limit = request.app.state.ctx.settings.max_json_body_bytes

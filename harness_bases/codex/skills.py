@@ -11,11 +11,10 @@ deleted is gone.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path, PurePosixPath
 
 from harness_bases.base import SkillBundle
-from harness_bases.safe_files import real_dir, remove, write_file
+from harness_bases.skill_folders import write_skill_folders
 
 SKILLS_DIR = "skills"
 _MANAGED = "uhp-skills.json"  # in CODEX_HOME: the folders this base wrote last turn
@@ -26,30 +25,6 @@ def skill_folder(codex_home: str, name: str) -> str:
     return str(PurePosixPath(codex_home) / SKILLS_DIR / name)
 
 
-def _previous(codex_home: Path) -> list[str]:
-    try:
-        names = json.loads((codex_home / _MANAGED).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    return [n for n in names if isinstance(n, str) and n and "/" not in n and n[0] != "."]
-
-
-def _mode(data: bytes) -> int:
-    # The wire carries no file modes: scripts (a #! line) are made runnable.
-    return 0o755 if data.startswith(b"#!") else 0o644
-
-
 def materialise_skills(codex_home: Path, skills: tuple[SkillBundle, ...]) -> None:
     """Write every skill folder whole, replacing what the previous turn wrote."""
-    root = real_dir(codex_home, SKILLS_DIR)
-    for name in {*_previous(codex_home), *(s.name for s in skills)}:
-        target = root / name
-        if target.is_symlink() or target.exists():
-            remove(target)
-    for skill in skills:
-        folder = real_dir(root, skill.name)
-        for file in skill.files:
-            relative = PurePosixPath(file.path)
-            where = real_dir(folder, str(relative.parent))  # "." is the folder itself
-            write_file(where / relative.name, file.data, _mode(file.data))
-    write_file(codex_home / _MANAGED, json.dumps([s.name for s in skills]).encode())
+    write_skill_folders(codex_home, SKILLS_DIR, _MANAGED, skills)

@@ -16,8 +16,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from harness_bases.base import TurnSpec
-from harness_bases.claude_code.skills import materialise_skills
 from harness_bases.safe_files import real_dir, write_file
+from harness_bases.skill_folders import write_skill_folders
 
 PROVIDER_ID = "uhp"
 TOKEN_ENV = "UHP_GATEWAY_TOKEN"
@@ -101,7 +101,7 @@ def write_turn_files(turn: TurnSpec) -> Path:
     text = json.dumps(opencode_config(turn), indent=2, ensure_ascii=False)
     write_file(folder / CONFIG_FILE, text.encode("utf-8"))
     write_file(folder / INSTRUCTIONS_FILE, instructions(turn).encode("utf-8"))
-    materialise_skills(folder, turn.skills)
+    write_skill_folders(folder, "skills", "uhp-skills.json", turn.skills)
     _mark_plugin_package_present(folder)
     write_file(folder / MODELS_FILE, b"{}")
     real_dir(turn.host_home, DATA_HOME)

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from harness_bases.base import SkillBundle, TurnSpec
-from harness_bases.safe_files import real_dir, remove, write_file
+from harness_bases.safe_files import real_dir, write_file
+from harness_bases.skill_folders import write_skill_folders
 
 AGENT_DIR = ".pi/agent"
 PROVIDER = "uhp"
@@ -128,30 +129,7 @@ def session_file(host_agent_dir: Path, session_id: str | None) -> Path | None:
 
 def materialise_skills(host_agent_dir: Path, skills: tuple[SkillBundle, ...]) -> None:
     """Write every skill folder whole, replacing what the previous turn wrote."""
-    root = real_dir(host_agent_dir, SKILLS_DIR)
-    for name in {*_previous_skills(host_agent_dir), *(s.name for s in skills)}:
-        target = root / name
-        if target.is_symlink() or target.exists():
-            remove(target)
-    for skill in skills:
-        folder = real_dir(root, skill.name)
-        for file in skill.files:
-            relative = PurePosixPath(file.path)
-            where = real_dir(folder, str(relative.parent))
-            # The wire carries no file modes: scripts (a #! line) are made runnable.
-            mode = 0o755 if file.data.startswith(b"#!") else 0o644
-            write_file(where / relative.name, file.data, mode)
-    managed = real_dir(host_agent_dir, "uhp") / _MANAGED_SKILLS
-    write_file(managed, json.dumps([s.name for s in skills]).encode())
-
-
-def _previous_skills(host_agent_dir: Path) -> list[str]:
-    try:
-        managed = host_agent_dir / "uhp" / _MANAGED_SKILLS
-        names = json.loads(managed.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    return [n for n in names if isinstance(n, str) and n and "/" not in n and n[0] != "."]
+    write_skill_folders(host_agent_dir, SKILLS_DIR, f"uhp/{_MANAGED_SKILLS}", skills)
 
 
 def _json(value: dict) -> bytes:

@@ -22,7 +22,8 @@ import json
 from pathlib import Path, PurePosixPath
 
 from harness_bases.base import SkillBundle, TurnSpec
-from harness_bases.safe_files import real_dir, remove, write_file
+from harness_bases.safe_files import real_dir, write_file
+from harness_bases.skill_folders import write_skill_folders
 
 CONFIG_DIR = ".qwen"
 SKILLS_DIR = "skills"
@@ -76,25 +77,4 @@ def write_turn_files(turn: TurnSpec) -> None:
 
 def materialise_skills(host_config: Path, skills: tuple[SkillBundle, ...]) -> None:
     """Write every skill folder whole, replacing what the previous turn wrote."""
-    root = real_dir(host_config, SKILLS_DIR)
-    for name in {*_previous_skills(host_config), *(s.name for s in skills)}:
-        target = root / name
-        if target.is_symlink() or target.exists():
-            remove(target)
-    for skill in skills:
-        folder = real_dir(root, skill.name)
-        for file in skill.files:
-            relative = PurePosixPath(file.path)
-            where = real_dir(folder, str(relative.parent))
-            mode = 0o755 if file.data.startswith(b"#!") else 0o644
-            write_file(where / relative.name, file.data, mode)
-    managed = real_dir(host_config, "uhp") / Path(_MANAGED_SKILLS).name
-    write_file(managed, json.dumps([s.name for s in skills]).encode())
-
-
-def _previous_skills(host_config: Path) -> list[str]:
-    try:
-        names = json.loads((host_config / _MANAGED_SKILLS).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    return [n for n in names if isinstance(n, str) and n and "/" not in n and n[0] != "."]
+    write_skill_folders(host_config, SKILLS_DIR, _MANAGED_SKILLS, skills)

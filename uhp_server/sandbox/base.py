@@ -50,8 +50,9 @@ class SandboxedProcess(abc.ABC):
         """Kill the process and everything it started. Idempotent."""
 
     async def limit_exceeded(self) -> str | None:
-        """Why the sandbox stopped (or must stop) the process for a resource limit, as a
-        sentence for the turn's error message; None while every limit held."""
+        """Why the sandbox stopped (or must stop) the process, for a resource limit or
+        because what ran it was lost (e.g. its Docker engine), as a sentence for the turn's
+        error message; None while every limit held."""
         return None
 
 

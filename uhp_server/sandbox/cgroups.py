@@ -1,7 +1,13 @@
-"""Per-turn control groups for the local sandbox: a memory and a process limit.
+"""Control groups for the local sandbox: per-turn memory and process limits, and one CPU
+group shared by every turn.
 
 The server makes one cgroup per turn under its own, puts the sandbox in it before the
 agent's program starts, and reads the kernel's counters to tell when a limit was hit.
+Every turn also joins one CPU group, weighted well below the server: fifty agents starting
+at once then compete with the server as one, and the server keeps answering (requests,
+cancels, the agents' own model calls) however many turns run. The weight only matters under
+contention: idle CPU still all goes to the agents. (cgroup v1 only for now; on v2 the agents
+still start at nice 10, sandbox/spawn.py.)
 Both hierarchies exist in the wild: cgroup v1 (one mount per controller, e.g. inside many
 Docker hosts) and v2 (one unified mount). Creating cgroups needs root, or a delegated v2
 subtree; without either, `detect` returns None and says so in a log line.
@@ -20,6 +26,9 @@ log = logging.getLogger(__name__)
 
 ROOT = Path("/sys/fs/cgroup")
 REMOVE_TIMEOUT = 5.0  # the killed sandbox's processes take a moment to leave
+# Every turn together weighs this much against a process of the server (1024, nice 0): an
+# eighth, so the server's loop gets most of a core when it wants one.
+TURNS_CPU_SHARES = 128
 
 
 @dataclass(frozen=True)
@@ -29,15 +38,31 @@ class Hierarchy:
     version: int
     memory_parent: Path
     pids_parent: Path
+    # Where the turns' shared CPU group goes (v1's cpu hierarchy). None on v2, whose one
+    # cgroup per process would need the turn cgroups nested inside that group: not built yet.
+    cpu_parent: Path | None = None
 
-    def create(self, name: str, memory_bytes: int, pids: int) -> TurnCgroup:
-        """A new cgroup `name` with the given limits (0: none). Raises OSError."""
+    def cpu_pool(self, name: str) -> Path | None:
+        """The CPU group `name` every turn joins (made if missing), or None without a cpu
+        controller. Raises OSError."""
+        if self.cpu_parent is None:
+            return None
+        pool = self.cpu_parent / name
+        pool.mkdir(exist_ok=True)
+        _write(pool / "cpu.shares", TURNS_CPU_SHARES)
+        return pool
+
+    def create(
+        self, name: str, memory_bytes: int, pids: int, cpu_pool: Path | None = None
+    ) -> TurnCgroup:
+        """A new cgroup `name` with the given limits (0: none), in `cpu_pool` for the CPU.
+        Raises OSError."""
         memory_dir = self.memory_parent / name
         pids_dir = self.pids_parent / name
         dirs = [memory_dir] if memory_dir == pids_dir else [memory_dir, pids_dir]
         for folder in dirs:
             folder.mkdir()
-        group = TurnCgroup(self.version, memory_dir, pids_dir)
+        group = TurnCgroup(self.version, memory_dir, pids_dir, cpu_pool)
         try:
             group.set_limits(memory_bytes, pids)
         except OSError:
@@ -57,10 +82,13 @@ class Hierarchy:
 class TurnCgroup:
     """One turn's cgroup (on v1, a folder in each of the memory and pids hierarchies)."""
 
-    def __init__(self, version: int, memory_dir: Path, pids_dir: Path) -> None:
+    def __init__(
+        self, version: int, memory_dir: Path, pids_dir: Path, cpu_pool: Path | None = None
+    ) -> None:
         self.version = version
         self.memory_dir = memory_dir
         self.pids_dir = pids_dir
+        self.cpu_pool = cpu_pool  # shared by every turn: never removed with this one
 
     @property
     def _dirs(self) -> list[Path]:
@@ -83,6 +111,8 @@ class TurnCgroup:
         """Move process `pid` (not its existing children) into the cgroup."""
         for folder in self._dirs:
             _write(folder / "cgroup.procs", pid)
+        if self.cpu_pool is not None:
+            _write(self.cpu_pool / "cgroup.procs", pid)
 
     def memory_exceeded(self) -> bool:
         """True once the kernel killed a process of this cgroup for memory."""
@@ -118,7 +148,7 @@ def detect() -> Hierarchy | None:
     own = _own_cgroups()
     if (ROOT / "cgroup.controllers").is_file():  # v2 mounted at the root: unified only
         return _v2(ROOT / own.get("", "/").lstrip("/"))
-    memory, pids = ROOT / "memory", ROOT / "pids"
+    memory, pids, cpu = ROOT / "memory", ROOT / "pids", ROOT / "cpu"
     # (The root of a v1 pids hierarchy has no pids.max of its own.)
     if (memory / "memory.limit_in_bytes").is_file() and (pids / "cgroup.procs").is_file():
         return _probe(
@@ -126,6 +156,7 @@ def detect() -> Hierarchy | None:
                 1,
                 memory / own.get("memory", "/").lstrip("/"),
                 pids / own.get("pids", "/").lstrip("/"),
+                cpu / own.get("cpu", "/").lstrip("/") if (cpu / "cpu.shares").is_file() else None,
             )
         )
     return _unavailable("no memory and pids cgroup controllers are mounted")

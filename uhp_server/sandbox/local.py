@@ -34,7 +34,6 @@ from harness_bases.base import Invocation
 from uhp_server.gateway.paths import gateway_path
 from uhp_server.sandbox import cgroups
 from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SandboxError, SessionMounts
-from uhp_server.sandbox.docker.ownership import hand_over
 from uhp_server.sandbox.egress import EGRESS_PROXY_PORT, EgressPolicy, with_proxy
 from uhp_server.sandbox.gateway_door import ASGIApp, wound_down
 from uhp_server.sandbox.limits import LimitWatch, LocalLimits, parse_size
@@ -54,6 +53,7 @@ from uhp_server.sandbox.local_hardening import (
     switches_user,
 )
 from uhp_server.sandbox.local_process import STDOUT_LINE_LIMIT, LocalProcess
+from uhp_server.sandbox.ownership import hand_over
 from uhp_server.sandbox.spawn import spawn
 from uhp_server.settings import Settings
 
@@ -61,6 +61,7 @@ log = logging.getLogger(__name__)
 
 START_TIMEOUT = 30.0
 CGROUP_PREFIX = "uhp-"  # + the server's id + "-" + the door: uhp-<id>-local-<response id>
+CPU_POOL = "cpu"  # the CPU group every turn of this server joins: uhp-<id>-cpu
 ID_FILE = "local-sandbox-id"
 GATEWAY_PORT = 8080  # the gateway inside the sandbox: 127.0.0.1:8080, as in the docker one
 
@@ -136,9 +137,9 @@ class LocalSandbox(Sandbox):
         self.user = resolve_agent_user(user)
         self.cgroup_prefix = f"{CGROUP_PREFIX}{server_id or secrets.token_hex(8)}-"
         self._gateway_app: ASGIApp | None = None
-        self._cgroups: cgroups.Hierarchy | None = None
-        if limits.memory_bytes or limits.pids:
-            self._cgroups = cgroups.detect()
+        # Detected even without memory and process limits: every turn joins the CPU pool.
+        self._cgroups: cgroups.Hierarchy | None = cgroups.detect()
+        self._cpu_pool: Path | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LocalSandbox:
@@ -175,10 +176,21 @@ class LocalSandbox(Sandbox):
             shutil.rmtree(stale, ignore_errors=True)
         if self._cgroups is not None:
             await asyncio.to_thread(self._cgroups.remove_empty, self.cgroup_prefix)
+            self._cpu_pool = await asyncio.to_thread(self._open_cpu_pool, self._cgroups)
         self._gateway_app = gateway_app
+
+    def _open_cpu_pool(self, hierarchy: cgroups.Hierarchy) -> Path | None:
+        try:
+            return hierarchy.cpu_pool(self.cgroup_prefix + CPU_POOL)
+        except OSError as exc:
+            log.warning("sandbox_cpu_pool_unavailable", extra={"reason": str(exc)})
+            return None
 
     async def close(self) -> None:
         await wound_down()
+        if self._cpu_pool is not None:  # empty once every turn is gone; else the next start's
+            with contextlib.suppress(OSError):
+                self._cpu_pool.rmdir()
 
     def command(
         self,
@@ -293,7 +305,9 @@ class LocalSandbox(Sandbox):
             return None
         name = self.cgroup_prefix + door.replace(":", "-").replace("/", "-")[:80]
         try:
-            return self._cgroups.create(name, self.limits.memory_bytes, self.limits.pids)
+            return self._cgroups.create(
+                name, self.limits.memory_bytes, self.limits.pids, self._cpu_pool
+            )
         except OSError as exc:
             raise SandboxError(f"cannot create the sandbox's cgroup: {exc}") from exc
 

@@ -33,7 +33,7 @@ def tool_schemas() -> dict[str, Any]:
 
 @router.post("/oumi/tools/{harness_id}")
 async def call_tool(harness_id: str, request: Request) -> Any:
-    principal = require_principal(request)  # before a byte of the body is read
+    principal = await require_principal(request)  # before a byte of the body is read
     ctx = request.app.state.ctx
     try:
         budget = parse_budget(

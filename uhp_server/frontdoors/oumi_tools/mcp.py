@@ -56,7 +56,7 @@ def no_stream() -> Response:
 
 @router.post("/mcp")
 async def mcp_endpoint(request: Request) -> Response:
-    principal = require_principal(request)  # before a byte of the body is read
+    principal = await require_principal(request)  # before a byte of the body is read
     try:
         message = await read_json(request)
     except Refusal as refusal:

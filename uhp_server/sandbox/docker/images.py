@@ -134,3 +134,11 @@ def build_runtime(
         raise ImageError(f"building {tag} produced no image")
     say(f"built {tag}")
     return tag
+
+
+def copy_image(source: Any, target: Any, ref: str) -> None:
+    """Copy image `ref` from engine `source` to engine `target` (docker save | docker load,
+    streamed): engines with no registry between them still run one image."""
+    target.load_image(source.get_image(ref))
+    if image_labels(target, ref) is None:
+        raise ImageError(f"copying {ref} to another engine produced no image")

@@ -12,10 +12,11 @@ import contextlib
 import logging
 import socket
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import docker.errors
+import requests.exceptions
 
 from uhp_server.sandbox.base import SandboxedProcess, SandboxError
 
@@ -34,17 +35,22 @@ def attach_socket(api: Any, container_id: str) -> socket.socket:
     params = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
     raw = api.attach_socket(container_id, params=params)
     inner = getattr(raw, "_sock", raw)
-    # A duplicate we own outright: the SDK's response object may close its copy when it is
-    # collected, and asyncio needs a real socket to make non-blocking.
-    sock = inner.dup()
-    with contextlib.suppress(Exception):
-        raw.close()
-    return sock
+    # The descriptor taken over outright: asyncio needs a real socket to make non-blocking,
+    # and no copy may stay open in the SDK's response object (it sits in a reference cycle,
+    # so only a garbage collection would close it): the engine must see our close at once.
+    return socket.socket(fileno=inner.detach())
 
 
-def wait_for_exit(api: Any, container_id: str, loop: asyncio.AbstractEventLoop) -> asyncio.Future:
+def wait_for_exit(
+    api: Any,
+    container_id: str,
+    loop: asyncio.AbstractEventLoop,
+    on_failure: Callable[[BaseException], None] | None = None,
+) -> asyncio.Future:
     """A future for the container's exit code, waited for on a thread of its own: the wait
-    blocks for the whole turn and must not occupy the loop's shared executor."""
+    blocks for the whole turn and must not occupy the loop's shared executor. When the wait
+    fails (e.g. the engine went away), `on_failure(error)` runs on the loop before the
+    future resolves with -1."""
     future: asyncio.Future[int] = loop.create_future()
 
     def resolve(code: int) -> None:
@@ -59,9 +65,12 @@ def wait_for_exit(api: Any, container_id: str, loop: asyncio.AbstractEventLoop) 
             code = int(answer.get("StatusCode", -1))
         except docker.errors.NotFound:
             code = -1  # gone before we could ask
-        except Exception:
-            log.warning("docker_wait_failed", exc_info=True)
+        except Exception as exc:
+            log.warning("docker_wait_failed", extra={"error": str(exc)})
             code = -1
+            if on_failure is not None:
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(on_failure, exc)
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting
             loop.call_soon_threadsafe(resolve, code)
 
@@ -86,6 +95,7 @@ class DockerProcess(SandboxedProcess):
         self._stdout: asyncio.Queue[bytes | None] = asyncio.Queue(QUEUED_CHUNKS)
         self._stderr = bytearray()
         self._killed = False
+        self._lost: str | None = None  # why the turn's engine was lost, once it was
         self._pump_task = asyncio.create_task(self._pump(), name=f"attach {container_id[:12]}")
 
     @classmethod
@@ -161,6 +171,17 @@ class DockerProcess(SandboxedProcess):
             return -(code - 128)  # like a process killed by a signal
         return code
 
+    def engine_lost(self, reason: str) -> None:
+        """The engine running the container is gone: end the process here, with `reason`
+        (the engine reaps the container when it is back)."""
+        if self._lost is None and not self._exited.done():
+            self._lost = reason
+            self._writer.transport.abort()  # the pump sees the end of the streams
+            self._exited.set_result(-1)
+
+    async def limit_exceeded(self) -> str | None:
+        return self._lost
+
     async def kill(self) -> None:
         if not self._exited.done():
             self._killed = True
@@ -168,6 +189,8 @@ class DockerProcess(SandboxedProcess):
                 await asyncio.to_thread(self.api.kill, self.container_id)
             except docker.errors.NotFound:
                 pass  # already gone
+            except requests.exceptions.ConnectionError:
+                pass  # the engine is gone (its turns are ended by the engine pool)
             except docker.errors.APIError as exc:
                 if exc.status_code != 409:  # 409: not running any more
                     log.warning("docker_kill_failed", extra={"error": str(exc)})

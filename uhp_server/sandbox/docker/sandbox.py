@@ -6,6 +6,10 @@ runs as a non-root uid with every capability dropped, no-new-privileges, a read-
 with a small /tmp, and pids/memory/CPU limits; it has no network but loopback, where a relay
 reaches the model gateway's Unix socket. README, "Docker sandbox", says why per turn (not
 per session) and why no network (not an internal Docker network).
+
+The turns spread over the engines of UHP_DOCKER_HOSTS (engines.py). Every engine must run on
+this host (or see its data folder and socket folder at the same paths): a container mounts
+the session's folders and the gateway's socket by host path.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 
 import docker
 import docker.errors
+import requests.exceptions
 
 from harness_bases.base import Invocation
 from uhp_server.gateway.paths import gateway_path
@@ -35,6 +40,13 @@ from uhp_server.sandbox.docker.container import (
     host_config_kwargs,
     resolve_user,
 )
+from uhp_server.sandbox.docker.engines import (
+    Engine,
+    EnginePool,
+    lost_reason,
+    parse_hosts,
+    unreachable,
+)
 from uhp_server.sandbox.docker.gateway_socket import (
     ASGIApp,
     GatewaySocket,
@@ -42,12 +54,15 @@ from uhp_server.sandbox.docker.gateway_socket import (
     socket_dir,
 )
 from uhp_server.sandbox.docker.host_paths import HostPaths
-from uhp_server.sandbox.docker.ownership import hand_over
 from uhp_server.sandbox.docker.process import DockerProcess, attach_socket, wait_for_exit
 from uhp_server.sandbox.egress import EgressPolicy, with_proxy
 from uhp_server.sandbox.gateway_door import wound_down
+from uhp_server.sandbox.ownership import hand_over
 
 log = logging.getLogger(__name__)
+
+# What an engine call raises: a refusal, or no answer (the SDK lets requests' errors through).
+ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
 
 
 def engine_client() -> Any:
@@ -68,6 +83,8 @@ class DockerSandbox(Sandbox):
         user: str = "auto",
         limits: Limits = Limits(),  # noqa: B008 (frozen, shared safely)
         egress: EgressPolicy = EgressPolicy(),  # noqa: B008 (frozen, shared safely)
+        hosts: str = "",
+        host_max_turns: int = 0,
     ) -> None:
         self.data_dir = data_dir
         self.packages = packages  # what the enabled bases need in the runtime image
@@ -80,8 +97,8 @@ class DockerSandbox(Sandbox):
         self.egress = egress
         self.gateway = GatewaySocket(socket_dir(data_dir), egress)
         self.owner = ""  # this server's id, labelled on every container (set by open)
-        self._api: Any = None
-        self._host_paths = HostPaths()
+        self.engines = EnginePool(parse_hosts(hosts), host_max_turns, self._join)
+        self._opened = False
         self._closing: set[asyncio.Future[None]] = set()
 
     def gateway_url(self, backend: str) -> str:
@@ -93,39 +110,59 @@ class DockerSandbox(Sandbox):
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def open(self, gateway_app: ASGIApp) -> None:
-        """Connect to the engine, remove what a previous run left, make sure the image exists,
-        and serve the gateway's socket. Raises (and the server does not start) when any of
-        that fails: a docker server that cannot run a turn must say so at once."""
-        self._api = await asyncio.to_thread(engine_client)
-        self._host_paths = await asyncio.to_thread(HostPaths.detect, self._api)
+        """Join the engines (each: connect, remove what a previous run left, make sure the
+        image exists) and serve the gateway's socket. Raises (and the server does not start)
+        when no engine can run a turn: a docker server that cannot must say so at once. An
+        engine that does not answer yet joins when it does."""
         self.owner = await asyncio.to_thread(reaper.server_id, self.data_dir)
-        await asyncio.to_thread(reaper.reap, self._api, self.owner)
-        await asyncio.to_thread(self._ensure_image)
+        await self.engines.open()
         await self.gateway.open(gateway_app)
+        self._opened = True
         log.info("docker_sandbox_ready", extra={"image": self.image, "server": self.owner})
 
     async def close(self) -> None:
+        await self.engines.close()
         await self.gateway.close()
         await wound_down()
-        if self._api is not None:
-            with contextlib.suppress(docker.errors.DockerException):
-                await asyncio.to_thread(reaper.reap, self._api, self.owner)
+        for engine in self.engines.up_engines():
+            with contextlib.suppress(docker.errors.DockerException, OSError):
+                await asyncio.to_thread(reaper.reap, engine.api, self.owner)
 
-    def _ensure_image(self) -> None:
-        if self.image == images.runtime_tag(self.packages):
+    def _join(self, engine: Engine) -> None:
+        """Ready an engine that answers (on a thread): connect, reap this server's leftovers,
+        make the image present."""
+        api = engine.connect()
+        engine.host_paths = HostPaths.detect(api)
+        reaper.reap(api, self.owner)
+        self._ensure_image(api, engine.name)
+        engine.api = api
+
+    def _ensure_image(self, api: Any, name: str) -> None:
+        runtime = self.image == images.runtime_tag(self.packages)
+        if runtime and images.is_current(api, self.image, packages=self.packages):
+            return
+        if not runtime and images.image_labels(api, self.image) is not None:
+            return
+        # No registry needed between engines: copy the image from one that has it.
+        for peer in self.engines.up_engines():
+            if images.image_labels(peer.api, self.image) is not None:
+                log.info("docker_image_copy", extra={"image": self.image, "engine": name})
+                images.copy_image(peer.api, api, self.image)
+                return
+        if runtime:
             images.build_runtime(
-                self._api,
+                api,
                 base_image=self.base_image,
                 packages=self.packages,
                 say=lambda text: log.info(text),
             )
-        elif images.image_labels(self._api, self.image) is None:
-            self._api.pull(self.image)
+        else:
+            api.pull(self.image)
 
     # -- one turn ----------------------------------------------------------------------------
 
     async def start(self, invocation: Invocation, mounts: SessionMounts) -> SandboxedProcess:
-        if self._api is None:
+        if not self._opened:
             raise SandboxError("the docker sandbox is not open")
         for folder in (mounts.workspace, mounts.home):
             folder.mkdir(parents=True, exist_ok=True)
@@ -137,15 +174,39 @@ class DockerSandbox(Sandbox):
         except OSError as exc:
             raise SandboxError(f"cannot open the turn's gateway socket: {exc}") from exc
         try:
-            process = await self._run(invocation, mounts, turn_socket)
+            engine, process = await self._place(invocation, mounts, turn_socket)
         except BaseException:
             await asyncio.shield(self.gateway.close_turn(turn_socket))
             raise
-        # The socket goes with the container: a token copied out has no door left.
-        process.exited.add_done_callback(
-            lambda _: self._closing.add(asyncio.ensure_future(self._close(turn_socket)))
-        )
+
+        def exited(_: object) -> None:
+            self.engines.ended(engine, process)
+            # The socket goes with the container: a token copied out has no door left.
+            self._closing.add(asyncio.ensure_future(self._close(turn_socket)))
+
+        process.exited.add_done_callback(exited)
         return process
+
+    async def _place(
+        self, invocation: Invocation, mounts: SessionMounts, turn_socket: TurnSocket
+    ) -> tuple[Engine, DockerProcess]:
+        """Run the turn on an engine with room; one that does not answer is taken out of
+        rotation and the next one tried."""
+        while True:
+            engine = self.engines.place()
+            try:
+                process = await self._run(engine, invocation, mounts, turn_socket)
+            except BaseException as exc:
+                self.engines.unreserve(engine)
+                cause = exc.__cause__ if isinstance(exc, SandboxError) else exc
+                if cause is not None and unreachable(cause):
+                    self.engines.lost(engine, cause)
+                    continue  # place() raises once no engine is left
+                raise
+            self.engines.started(engine, process)
+            if not engine.up:  # lost while the container started
+                process.engine_lost(lost_reason(engine))
+            return engine, process
 
     async def _close(self, turn_socket: TurnSocket) -> None:
         try:
@@ -154,36 +215,52 @@ class DockerSandbox(Sandbox):
             self._closing.discard(asyncio.current_task())  # type: ignore[arg-type]
 
     async def _run(
-        self, invocation: Invocation, mounts: SessionMounts, turn_socket: TurnSocket
+        self,
+        engine: Engine,
+        invocation: Invocation,
+        mounts: SessionMounts,
+        turn_socket: TurnSocket,
     ) -> DockerProcess:
-        kwargs = self._container(invocation, mounts, turn_socket)
+        api = engine.api
+        kwargs = self._container(engine, invocation, mounts, turn_socket)
         try:
-            created = await asyncio.to_thread(self._api.create_container, **kwargs)
-        except docker.errors.DockerException as exc:
+            created = await asyncio.to_thread(api.create_container, **kwargs)
+        except ENGINE_ERRORS as exc:
             raise SandboxError(f"cannot create the agent container: {exc}") from exc
         container_id = created["Id"]
+        loop = asyncio.get_running_loop()
+
+        def wait_failed(error: BaseException) -> None:
+            if unreachable(error):
+                self.engines.lost(engine, error)
+
         try:
-            sock = await asyncio.to_thread(attach_socket, self._api, container_id)
-            exited = wait_for_exit(self._api, container_id, asyncio.get_running_loop())
-            await asyncio.to_thread(self._api.start, container_id)
-            return await DockerProcess.connect(self._api, container_id, sock, exited)
+            sock = await asyncio.to_thread(attach_socket, api, container_id)
+            exited = wait_for_exit(api, container_id, loop, wait_failed)
+            await asyncio.to_thread(api.start, container_id)
+            return await DockerProcess.connect(api, container_id, sock, exited)
         except BaseException as exc:  # cancelled or failed while starting: leave nothing
-            await asyncio.shield(asyncio.to_thread(self._remove, container_id))
-            if isinstance(exc, docker.errors.DockerException):
+            await asyncio.shield(asyncio.to_thread(self._remove, api, container_id))
+            if isinstance(exc, ENGINE_ERRORS):
                 raise SandboxError(f"cannot start the agent container: {exc}") from exc
             raise
 
     def _container(
-        self, invocation: Invocation, mounts: SessionMounts, turn_socket: TurnSocket
+        self,
+        engine: Engine,
+        invocation: Invocation,
+        mounts: SessionMounts,
+        turn_socket: TurnSocket,
     ) -> dict[str, Any]:
+        host_path = engine.host_paths
         host = HostMounts(
-            workspace=self._host_paths(mounts.workspace),
-            home=self._host_paths(mounts.home),
-            tools=self._host_paths(mounts.tools),
-            gateway_dir=self._host_paths(turn_socket.folder),
-            resolv_conf=self._host_paths(self.gateway.resolv_conf),
+            workspace=host_path(mounts.workspace),
+            home=host_path(mounts.home),
+            tools=host_path(mounts.tools),
+            gateway_dir=host_path(turn_socket.folder),
+            resolv_conf=host_path(self.gateway.resolv_conf),
         )
-        host_config = self._api.create_host_config(
+        host_config = engine.api.create_host_config(
             **host_config_kwargs(host, self.paths, self.limits)
         )
         labels = {**mounts.labels, LABEL_SERVER: self.owner}
@@ -208,6 +285,8 @@ class DockerSandbox(Sandbox):
         if cwd is not None and not cwd.is_dir():
             raise SandboxError(f"working directory missing: {invocation.cwd}")
 
-    def _remove(self, container_id: str) -> None:
-        with contextlib.suppress(docker.errors.NotFound):
-            self._api.remove_container(container_id, force=True)
+    @staticmethod
+    def _remove(api: Any, container_id: str) -> None:
+        # An engine that went away reaps the container when it is back.
+        with contextlib.suppress(docker.errors.NotFound, requests.exceptions.ConnectionError):
+            api.remove_container(container_id, force=True)
