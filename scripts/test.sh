@@ -28,6 +28,7 @@ if bash scripts/docker-engine.sh; then
   bash scripts/docker-engine.sh 2 || true
 fi
 
+echo "=== installs, checks and the image done at $SECONDS s ==="
 status=0
 pytest_args=("$@")
 # The passes below mostly wait on a CLI starting or on the scripted model, so two of them run
@@ -37,7 +38,7 @@ passes_at_once=${TEST_PASSES_AT_ONCE:-2}
 pass_logs=$(mktemp -d)
 declare -A pass_what pass_log pass_started
 passes_running=0 passes_started=0
-trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$pass_logs"' EXIT
 # finish_pass: wait for one running pass and print its log (exit 5 means the arguments
 # selected none of its tests: not a failure).
 finish_pass() {
