@@ -88,6 +88,18 @@ for base in $(.venv/bin/uhp-server bases list --names --default); do
   run_pass "end-to-end tests again with UHP_TEST_BASE=$base" UHP_TEST_BASE="$base" -- \
     "${base_e2e[@]}"
 done
+# On PostgreSQL (scripts/postgres.sh installs and starts Debian's cluster): the in-process
+# engine tests, storage's own and the end-to-end files of tasks, sessions, restarts and the
+# SDK, each test server on a fresh database (tests/support/postgres.py).
+if bash scripts/postgres.sh; then
+  run_pass "storage and end-to-end tests again with UHP_TEST_DATABASE=postgresql" \
+    UHP_TEST_DATABASE=postgresql -- tests/test_engine_fast.py tests/test_ops.py \
+    tests/test_migrations.py tests/test_submit_transaction.py tests/test_postgres_storage.py \
+    tests/test_sessions_listing.py tests/test_tasks_e2e.py tests/test_sessions_e2e.py \
+    tests/test_restart_e2e.py tests/test_openai_sdk.py
+else
+  status=1
+fi
 # Against a Chat-Completions-only provider (no models route, like a bare vLLM): the gateway
 # translates Codex's Responses and Claude Code's Anthropic Messages; Chat passes through.
 # Tasks + SDK exercise the translated traffic (text, tools, streaming, errors, sessions);

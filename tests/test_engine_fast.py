@@ -4,7 +4,6 @@ recovery, cancellation, budgets, idempotency, store=false and session busy, in s
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import time
 from pathlib import Path
 
@@ -22,6 +21,8 @@ from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
 from tests.support.fakes import FakeBase, Hang, answer
 from tests.support.in_process import InProcess, in_process
+from tests.support.snapshot import snapshot
+from uhp_server.settings import Settings
 
 MODEL = "gpt-test"
 
@@ -175,11 +176,7 @@ async def test_a_run_left_in_progress_ends_failed_on_start_up(tmp_path, provider
         run = live.ctx.runs.get(response_id)
         await _wait_for(lambda: any(e["type"].endswith("delta") for e in run.log.events))
         # The database file as a crash would leave it, while the turn is still running.
-        source = sqlite3.connect(live.ctx.settings.db_path)
-        target = sqlite3.connect(crashed / "uhp.sqlite3")
-        source.backup(target)
-        source.close()
-        target.close()
+        snapshot(live.ctx.db, Settings(data_dir=crashed).database)
     async with in_process(crashed, provider.base_url, PROVIDER_KEY) as restarted:
         body = await _status(restarted, response_id)
         assert body["status"] == "failed"

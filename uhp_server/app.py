@@ -114,7 +114,7 @@ def build_context(
     sandbox: Sandbox | None = None,
 ) -> AppContext:
     """`sandbox`: use this one instead of the one settings name (tests inject a fake)."""
-    db = Database(settings.db_path)
+    db = Database(settings.database)
     metrics = Metrics()
     db.on_event_commit = metrics.event_log_committed
     tokens = TokenRegistry()

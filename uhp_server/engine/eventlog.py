@@ -1,6 +1,6 @@
 """A response's ordered event log: numbered, persisted, then published.
 
-Each event is committed to SQLite before any subscriber sees it, so anything a client was
+Each event is committed to the database before any subscriber sees it, so anything a client was
 sent survives a crash. The write happens on the database's writer thread, never on the event
 loop: an append numbers its events at once (so concurrent appenders keep an exact, gapless
 order), queues them, and publishes them once the commit is done — in queue order, because the
@@ -28,13 +28,22 @@ def numbered(event: dict[str, Any], seq: int) -> dict[str, Any]:
 
 
 class EventLog:
-    def __init__(self, db: Database, response_id: str, *, persist: bool) -> None:
+    def __init__(
+        self,
+        db: Database,
+        response_id: str,
+        *,
+        persist: bool,
+        committed: list[dict[str, Any]] | tuple[()] = (),
+    ) -> None:
+        """`committed`: numbered events already written with the response row (its first
+        event, in the transaction that accepted it); the log goes on after them."""
         self._db = db
         self.response_id = response_id
         self.persist = persist
-        self.events: list[dict[str, Any]] = []  # published: committed, in order
+        self.events: list[dict[str, Any]] = list(committed)  # published: committed, in order
         self._changed = asyncio.Event()  # replaced by a fresh one each time events arrive
-        self._next_seq = 0
+        self._next_seq = len(self.events)
         self._ending = False  # a terminal event is queued: nothing may follow it
         self._queued = 0  # appends waiting for their commit
 
