@@ -39,6 +39,15 @@ READ_THREADS = 4
 
 
 @dataclass
+class SessionRelease:
+    """A session whose turn ends with this batch: it is free for its next task the moment
+    the terminal event is committed, in the same transaction."""
+
+    session_id: str
+    native_session_id: str | None  # the CLI's conversation id, for the next turn's resume
+
+
+@dataclass
 class EventBatch:
     """Rows for the event log, written in one transaction with whatever else is queued."""
 
@@ -46,6 +55,7 @@ class EventBatch:
     rows: list[tuple[int, str]]  # (seq, the event as JSON)
     final: str | None = None  # the terminal response object as JSON, when the log ends here
     status: str | None = None
+    release: SessionRelease | None = None  # with `final`: the session the turn held
 
 
 class Database:
@@ -228,6 +238,24 @@ def _write_batch(conn: Any, sql: Callable[[str], str], batch: EventBatch) -> Non
         conn.execute(
             sql("UPDATE response SET status = ?, final = ?, finished_at = ? WHERE id = ?"),
             (batch.status, batch.final, time.time(), batch.response_id),
+        )
+    if batch.final is not None and batch.release is not None:
+        release = batch.release
+        conn.execute(
+            sql(
+                "UPDATE session SET status = ?, updated_at = ?,"
+                " native_session_id = COALESCE(?, native_session_id),"
+                " active_response_id = CASE WHEN active_response_id = ? THEN NULL"
+                " ELSE active_response_id END"
+                " WHERE id = ?"
+            ),
+            (
+                batch.status,
+                int(time.time()),
+                release.native_session_id,
+                batch.response_id,
+                release.session_id,
+            ),
         )
 
 

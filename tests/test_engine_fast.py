@@ -17,6 +17,7 @@ from harness_bases.events import (
     TurnFailed,
     TurnFinished,
 )
+from storage.models import SessionRow
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
 from tests.support.fakes import FakeBase, Hang, answer
@@ -197,3 +198,23 @@ def test_fake_base_declares_what_every_base_declares() -> None:
     from harness_bases.base import missing_declarations
 
     assert missing_declarations(FakeBase()) == []
+
+
+async def test_the_session_is_released_in_the_terminal_events_own_transaction(server, monkeypatch):
+    # Nothing after the commit of the terminal event is needed to free the session: a crash
+    # right after it (here: the old separate release failing) leaves no busy session and
+    # keeps the CLI's conversation id for the next turn's resume.
+    from storage import sessions as session_store
+
+    def crashed(*args, **kwargs):
+        raise RuntimeError("the process died here")
+
+    monkeypatch.setattr(session_store, "release_session", crashed)
+    server.base.script("hello", [NativeSession("native-7"), *answer("hi")])
+    body = (await server.submit("hello")).json()
+    assert body["status"] == "completed"
+    with server.ctx.db.session() as s:
+        row = s.get(SessionRow, body["metadata"]["session_id"])
+    assert row is not None
+    assert row.active_response_id is None and row.status == "completed"
+    assert row.native_session_id == "native-7"

@@ -26,6 +26,10 @@ SETTINGS = {"temperature": 0.2, "max_tokens": 400, "seed": 3}
 # The question tool as the CLI names it to its model (the scripted provider also matches a
 # prefixed name by its suffix, but Claude Code defers MCP tools, listing none).
 ASK_TOOL = {"claude-code": "mcp__uhp-user__ask_user"}.get(TEST_BASE, "ask_user")
+# The CLI's own question tool, where it has one that asks through the same machinery.
+NATIVE_ASK_TOOLS = {"claude-code": ["AskUserQuestion"], "codex": ["request_user_input"]}.get(
+    TEST_BASE, []
+)
 STATUS_FIELDS = {"protocol_version", "session_id", "invocation_id", "status", "error"}
 
 
@@ -217,11 +221,28 @@ def test_a_retry_with_a_fresh_key_starts_nothing_twice(oumi: Platform) -> None:
     assert oumi.status(body["invocation_id"]).json()["session_id"] == body["session_id"]
 
 
-def test_a_question_pauses_as_input_required_and_the_resume_answers_it(oumi: Platform) -> None:
+def question_call(tool: str, text: str) -> str:
+    """The arguments a model gives `tool` to ask `text`."""
+    options = [
+        {"label": "Paris", "description": "France"},
+        {"label": "Rome", "description": "Italy"},
+    ]
+    asked = {"question": text, "header": "City", "options": options}
+    if tool == "AskUserQuestion":
+        return json.dumps({"questions": [{**asked, "multiSelect": False}]})
+    if tool == "request_user_input":
+        return json.dumps({"questions": [{**asked, "id": "city"}]})
+    return json.dumps({"question": text})
+
+
+@pytest.mark.parametrize("tool", [ASK_TOOL, *NATIVE_ASK_TOOLS])
+def test_a_question_pauses_as_input_required_and_the_resume_answers_it(
+    oumi: Platform, tool: str
+) -> None:
     oumi.provider.reset()
-    question = json.dumps({"question": "Which city, Paris or Rome?"})
+    question = question_call(tool, "Which city, Paris or Rome?")
     body = oumi.start(
-        [{"role": "user", "content": f"TOOL {ASK_TOOL} {question}\nSAY city is {{output}}"}]
+        [{"role": "user", "content": f"TOOL {tool} {question}\nSAY city is {{output}}"}]
     )
     assert oumi.submit(body).status_code == 202
     status = oumi.wait(body["invocation_id"], ("input_required", "completed", "failed"))

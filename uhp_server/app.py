@@ -133,6 +133,7 @@ def build_context(
         metrics=metrics,
     )
     runs = RunManager(db, executor, paused_keep_seconds=settings.paused_turn_keep_seconds)
+    executor.asker = runs.ask  # a CLI's own question tool asks like ask_user does
     return AppContext(
         settings=settings,
         db=db,

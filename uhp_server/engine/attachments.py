@@ -33,6 +33,7 @@ class Placed:
     name: str
     media_type: str
     size: int
+    image: bool = False  # came as an input_image
 
 
 def write_inline_blobs(blobs: BlobStore, items: list[Attachment]) -> list[Attachment]:
@@ -80,7 +81,7 @@ def place_all(workspace: Path, blobs: BlobStore, items: tuple[Attachment, ...]) 
         if attachment.sha256 is None:
             continue
         name = _place(workspace, blobs, attachment.filename, attachment.sha256)
-        placed.append(Placed(name, attachment.media_type, attachment.size))
+        placed.append(Placed(name, attachment.media_type, attachment.size, attachment.image))
     return placed
 
 

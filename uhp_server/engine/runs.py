@@ -157,6 +157,9 @@ class RunManager:
         if self._running.get(run.session_id) is not run:
             return
         del self._running[run.session_id]
+        if run.log.released:  # with the terminal event, in its transaction
+            return
+        # Not stored, or the terminal event never reached the database: released here.
         status = run.log.current()["status"] if run.log.finished else "failed"
         if not run.log.persist:
             session_listing.record_status(self.db, run.response_id, status)

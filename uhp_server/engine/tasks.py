@@ -24,7 +24,7 @@ from storage import harnesses as harness_store
 from storage import responses as response_store
 from storage import sessions as session_store
 from storage.blobs import BlobStore
-from storage.db import Database
+from storage.db import Database, SessionRelease
 from storage.models import HarnessRow, SessionRow
 from uhp_server.catalog import ModelCatalog, ModelRoute
 from uhp_server.engine import acceptance
@@ -294,6 +294,9 @@ class TaskService(TaskSteering):
                 questions=task.questions,
                 log=log,
                 builder=builder,
+            )
+            log.release_on_end = lambda: SessionRelease(
+                run.session_id, run.native_session_id or None
             )
             run.container_id = session.container_id
             run.public_base_url = self.settings.public_base_url or base_url
