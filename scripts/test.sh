@@ -83,10 +83,15 @@ base_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security
   tests/test_restart_e2e.py tests/test_harnesses_e2e.py tests/test_token_binding_e2e.py
   tests/test_oumi_harness_e2e.py tests/test_tool_door_e2e.py tests/test_agentos_e2e.py
   tests/test_openai_chat_e2e.py tests/test_parallel_images_e2e.py)
+# A base whose CLI speaks Chat Completions runs against the Chat-only provider (no models
+# route, every other path 404, like a bare vLLM): the stricter of the two, its bytes the same.
+chat_bases=" $(.venv/bin/uhp-server bases list --names --default --wire chat | tr '\n' ' ') "
 for base in $(.venv/bin/uhp-server bases list --names --default); do
   [[ "$base" == codex ]] && continue
-  run_pass "end-to-end tests again with UHP_TEST_BASE=$base" UHP_TEST_BASE="$base" -- \
-    "${base_e2e[@]}"
+  provider=native
+  [[ "$chat_bases" == *" $base "* ]] && provider=chat
+  run_pass "end-to-end tests again with UHP_TEST_BASE=$base (UHP_TEST_PROVIDER=$provider)" \
+    UHP_TEST_BASE="$base" UHP_TEST_PROVIDER="$provider" -- "${base_e2e[@]}"
 done
 # On PostgreSQL (scripts/postgres.sh installs and starts Debian's cluster): the in-process
 # engine tests, storage's own and the end-to-end files of tasks, sessions, restarts and the
@@ -100,20 +105,13 @@ if bash scripts/postgres.sh; then
 else
   status=1
 fi
-# Against a Chat-Completions-only provider (no models route, like a bare vLLM): the gateway
-# translates Codex's Responses and Claude Code's Anthropic Messages; Chat passes through.
-# Tasks + SDK exercise the translated traffic (text, tools, streaming, errors, sessions),
-# test_parallel_images_e2e parallel tool calls and input images;
-# test_harnesses_e2e checks the catalogue of a static model list. A Chat base's bytes are the
-# same as in its own pass, so only the catalogue runs for Hermes.
+# Against a Chat-Completions-only provider, the bases that speak another wire: the gateway
+# translates Codex's Responses and Claude Code's Anthropic Messages, and the same
+# base-dependent end-to-end files (every door, tools, parallel calls, images, errors, sessions,
+# the catalogue of a static model list) run through the translation, plus the official SDK.
 for base in codex claude-code; do
-  run_pass "tasks again with UHP_TEST_PROVIDER=chat on $base" \
-    UHP_TEST_PROVIDER=chat UHP_TEST_BASE="$base" -- tests/test_tasks_e2e.py tests/test_openai_sdk.py \
-    tests/test_parallel_images_e2e.py
-done
-for base in codex hermes; do
-  run_pass "the catalogue again with UHP_TEST_PROVIDER=chat on $base" \
-    UHP_TEST_PROVIDER=chat UHP_TEST_BASE="$base" -- tests/test_harnesses_e2e.py
+  run_pass "end-to-end tests again with UHP_TEST_PROVIDER=chat on $base" \
+    UHP_TEST_PROVIDER=chat UHP_TEST_BASE="$base" -- "${base_e2e[@]}" tests/test_openai_sdk.py
 done
 while ((passes_running > 0)); do finish_pass; done
 exit "$status"
