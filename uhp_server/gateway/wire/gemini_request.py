@@ -221,7 +221,7 @@ def json_schema(schema: object) -> object:
         return [json_schema(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
-    out = {}
+    out: dict[str, object] = {}
     for key, value in schema.items():
         if key == "type" and isinstance(value, str):
             out[key] = value.lower()

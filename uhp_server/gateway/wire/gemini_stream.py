@@ -117,8 +117,8 @@ class CandidateBuilder:
         """The whole answer (for `:generateContent`), parts of a kind merged."""
         merged: list[dict] = []
         for part in self.parts:
-            previous = merged[-1] if merged else None
-            same_kind = previous is not None and "text" in previous and "text" in part
+            previous = merged[-1] if merged else {}
+            same_kind = "text" in previous and "text" in part
             if same_kind and previous.get("thought") == part.get("thought"):
                 previous["text"] += part["text"]
             else:
