@@ -186,6 +186,18 @@ async def test_provider_failure(env: Env) -> None:
 
 
 @pytest.mark.slow
+async def test_a_failed_turn_is_not_sent_again_with_the_next(env: Env) -> None:
+    first = await env.run("REMEMBER apple")
+    failed = await env.run("FAIL 400 refused words", native_session_id=first.native_id)
+    assert failed.outcome == ev.TurnFailed("refused words", "provider_error")
+    env.provider.reset()
+    again = await env.run("RECALL", native_session_id=first.native_id)
+    assert again.native_id == first.native_id and not again.of(ev.Notice)
+    assert again.text == "you said apple"  # the turn before the failed one is kept
+    assert "refused words" not in json.dumps(chat_bodies(env.provider))
+
+
+@pytest.mark.slow
 async def test_interrupt_stops_slow_text_and_the_session_resumes(env: Env) -> None:
     turn = await env.run(
         "SLOW 10\nSAY " + "word " * 40,

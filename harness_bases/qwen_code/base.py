@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from harness_bases import node_runtime
 from harness_bases.acp import AcpBase
 from harness_bases.base import SYSTEM_PATH, CliPin, Enforcement, Invocation, TurnSpec
+from harness_bases.jsonrpc import ConnectionClosed, RpcConnection, RpcError
 from harness_bases.qwen_code import config
 from harness_bases.qwen_code import install as installer
 from harness_bases.qwen_code.parser import QwenParser
+
+log = logging.getLogger(__name__)
+
+# An ACP extension of Qwen Code: the session's rewindable prompts, oldest first.
+REWIND_SNAPSHOTS = "qwen/status/session/rewind_snapshots"
 
 
 class QwenCodeBase(AcpBase):
@@ -73,3 +80,18 @@ class QwenCodeBase(AcpBase):
 
     def acp_parser(self, turn: TurnSpec) -> QwenParser:
         return QwenParser(max_step=turn.max_step)
+
+    async def after_failed_prompt(self, rpc: RpcConnection, session_id: str) -> None:
+        """Rewind the conversation to before the failed prompt. Qwen Code keeps a prompt
+        whose model call failed in its history (and its session file), so the next turn
+        would send it again merged with the new prompt. Every prompt leaves a rewind
+        snapshot; the last one still rewindable is the failed prompt's."""
+        try:
+            found = await rpc.call(REWIND_SNAPSHOTS, {"sessionId": session_id})
+            snapshots = (found or {}).get("snapshots") or []
+            if not snapshots:
+                return
+            target = {"targetTurnIndex": int(snapshots[-1]["turnIndex"]), "rewindFiles": False}
+            await rpc.call("rewindSession", {"sessionId": session_id, **target})
+        except (RpcError, ConnectionClosed, KeyError, TypeError, ValueError) as exc:
+            log.warning("qwen_code_rewind_failed", extra={"error": str(exc)})
