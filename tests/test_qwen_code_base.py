@@ -21,13 +21,14 @@ from pathlib import Path
 import pytest
 
 from harness_bases import events as ev
-from harness_bases.base import SkillBundle, SkillFile, TurnSpec
+from harness_bases.base import McpServerSpec, SkillBundle, SkillFile, TurnSpec
 from harness_bases.messages import RESUME_FAILED_NOTICE
 from harness_bases.qwen_code import QwenCodeBase
 from harness_bases.qwen_code import config as qwen_config
 from tests.conftest import PROVIDER_KEY, installed_tools
 from tests.scripted_provider import RunningProvider
 from tests.support.direct_turn import DirectTurn, direct_spec, run_direct_turn
+from tests.support.mcp_server import ANSWER_PREFIX, RunningMcpServer
 
 FIXTURES = Path(__file__).parent.parent / "harness_bases" / "qwen_code" / "fixtures"
 CAPTURE = os.environ.get("UHP_CAPTURE_QWEN_CODE_FIXTURES") == "1"
@@ -278,8 +279,20 @@ async def test_skills_are_found_listed_and_loaded(env: Env) -> None:
     assert not folder.exists()
 
 
-def test_mcp_servers_are_refused_not_silently_dropped() -> None:
-    assert QwenCodeBase().mcp_transports == ()
+@pytest.mark.slow
+async def test_mcp_tools_are_offered_and_reached_with_the_bearer_token(env: Env) -> None:
+    server = RunningMcpServer("http").start()
+    try:
+        mcp = (McpServerSpec("vault", server.url, "mcp-tok-1"),)
+        turn = await env.run('TOOL lookup {"code": "abc"}\nSAY {output}', mcp_servers=mcp)
+    finally:
+        server.stop()
+    assert any(name.endswith("lookup") for name in offered_tools(chat_bodies(env.provider)[0]))
+    (finished,) = turn.of(ev.ToolCallFinished)
+    assert finished.ok and ANSWER_PREFIX + "abc" in finished.output
+    assert ANSWER_PREFIX + "abc" in turn.text
+    assert {r.headers.get("authorization") for r in server.requests} == {"Bearer mcp-tok-1"}
+    assert "mcp-tok-1" not in (env.home / ".qwen" / "settings.json").read_text()
 
 
 @pytest.mark.slow
@@ -323,6 +336,7 @@ def test_prepare_builds_env_from_nothing_and_offline_settings(tmp_path: Path) ->
         "UHP_GATEWAY_TOKEN",
         "BASH_ENV",
         "QWEN_CODE_NO_RELAUNCH",
+        "QWEN_CODE_LEGACY_MCP_BLOCKING",
         "LANG",
         "TERM",
     }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 from harness_bases import node_runtime
 from harness_bases.acp import AcpBase
@@ -36,13 +37,8 @@ class QwenCodeBase(AcpBase):
     # refused (proven live in tests/test_qwen_code_base.py). No step limit is used: the
     # engine counts the tool calls.
     enforcement = Enforcement(disabled_tools="hard", max_step="counted")
-    # Qwen Code 0.24.4 in ACP mode connects to the MCP servers it is given (through ACP or
-    # settings.json) and lists their tools, yet never offers them to the model (its headless
-    # mode does): rather than run a harness without its MCP servers, they are refused.
-    mcp_transports: tuple[str, ...] = ()
-    # Opt-in until a failed turn no longer leaks into the next one: after a refused model
-    # call, Qwen Code keeps the failed prompt in its session file and resends it merged with
-    # the next prompt (ACP's rewind only edits the live process's copy).
+    # Its MCP servers are in settings.json (see config.py), Streamable HTTP only here.
+    mcp_transports = ("http",)
     enabled_by_default = False
 
     def install(self, tools_dir: Path) -> None:
@@ -73,10 +69,18 @@ class QwenCodeBase(AcpBase):
             # One process: no relaunch of itself with a bigger heap (it would double the
             # start-up).
             "QWEN_CODE_NO_RELAUNCH": "true",
+            # MCP servers connect while the session starts, not in the background: else the
+            # first model request goes out before their tools are registered.
+            "QWEN_CODE_LEGACY_MCP_BLOCKING": "1",
             "LANG": "C.UTF-8",
             "TERM": "dumb",
         }
+        for index, server in enumerate(turn.mcp_servers):
+            env[config.mcp_token_env(index)] = server.bearer_token
         return Invocation(argv=argv, env=env, cwd=turn.paths.workspace)
+
+    def acp_mcp_servers(self, turn: TurnSpec) -> list[dict[str, Any]]:
+        return []  # in settings.json: ACP's mcpServers cannot say `alwaysLoadTools`
 
     def acp_parser(self, turn: TurnSpec) -> QwenParser:
         return QwenParser(max_step=turn.max_step)
