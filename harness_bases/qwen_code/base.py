@@ -39,7 +39,6 @@ class QwenCodeBase(AcpBase):
     enforcement = Enforcement(disabled_tools="hard", max_step="counted")
     # Its MCP servers are in settings.json (see config.py), Streamable HTTP only here.
     mcp_transports = ("http",)
-    enabled_by_default = False
 
     def install(self, tools_dir: Path) -> None:
         installer.install(tools_dir)
