@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator
+from base64 import b64encode
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -21,6 +22,25 @@ class SandboxPaths:
     workspace: str = "/workspace"
     home: str = "/home/agent"
     tools: str = "/opt/uhp-tools"
+
+
+# Asks the user (question, suggested answers) through the engine's question machinery; the
+# answer, or None when none came while the turn could wait (it is parked or stopping).
+UserAsker = Callable[[str, tuple[str, ...]], Awaitable[str | None]]
+
+
+@dataclass(frozen=True)
+class ImageInput:
+    """An image the user attached, placed in the workspace: the base shows it to the model
+    (as the CLI's own image input) when its CLI can take one."""
+
+    host_path: Path
+    path: str  # as the CLI sees it inside the sandbox
+    media_type: str
+
+    def base64(self) -> str:
+        """The image's bytes in base64 (a file read: call it off the event loop)."""
+        return b64encode(self.host_path.read_bytes()).decode("ascii")
 
 
 @dataclass(frozen=True)
@@ -78,6 +98,10 @@ class TurnSpec:
     max_step: int | None = None
     skills: tuple[SkillBundle, ...] = ()  # materialise each whole folder where the CLI looks
     mcp_servers: tuple[McpServerSpec, ...] = ()  # configure with the CLI's own MCP format
+    images: tuple[ImageInput, ...] = ()  # the turn's input images, already in the workspace
+    # Set when the turn's door can take a question: the CLI's own question tool asks through
+    # it. None: that tool behaves as the CLI's headless mode makes it (see README).
+    ask_user: UserAsker | None = None
 
 
 @dataclass(frozen=True)
@@ -127,7 +151,7 @@ DECLARATIONS = (
     "name",  # the protocol's `base` string, e.g. "codex"
     "label",  # baseLabel, e.g. "Codex"
     "backend",  # which gateway backend it talks to: "openai" | "anthropic"
-    "wire",  # the API its CLI speaks: "responses" | "chat" | "anthropic"
+    "wire",  # the API its CLI speaks: "responses" | "chat" | "anthropic" | "gemini"
     "cli_version",  # the pinned CLI version, as the CLI reports it
     "cli_pins",  # tuple[CliPin, ...]: the packages `install` puts under the tools folder
     "enforcement",  # Enforcement: what it really enforces

@@ -61,20 +61,34 @@ run_pass "end-to-end tests again with UHP_TEST_SANDBOX=docker" UHP_TEST_SANDBOX=
 base_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security_e2e.py
   tests/test_restart_e2e.py tests/test_harnesses_e2e.py tests/test_token_binding_e2e.py
   tests/test_oumi_harness_e2e.py tests/test_tool_door_e2e.py tests/test_agentos_e2e.py
-  tests/test_openai_chat_e2e.py)
+  tests/test_openai_chat_e2e.py tests/test_parallel_images_e2e.py)
 for base in $(.venv/bin/uhp-server bases list --names --default); do
   [[ "$base" == codex ]] && continue
   run_pass "end-to-end tests again with UHP_TEST_BASE=$base" UHP_TEST_BASE="$base" -- \
     "${base_e2e[@]}"
 done
+# On PostgreSQL (scripts/postgres.sh installs and starts Debian's cluster): the in-process
+# engine tests, storage's own and the end-to-end files of tasks, sessions, restarts and the
+# SDK, each test server on a fresh database (tests/support/postgres.py).
+if bash scripts/postgres.sh; then
+  run_pass "storage and end-to-end tests again with UHP_TEST_DATABASE=postgresql" \
+    UHP_TEST_DATABASE=postgresql -- tests/test_engine_fast.py tests/test_ops.py \
+    tests/test_migrations.py tests/test_submit_transaction.py tests/test_postgres_storage.py \
+    tests/test_sessions_listing.py tests/test_tasks_e2e.py tests/test_sessions_e2e.py \
+    tests/test_restart_e2e.py tests/test_openai_sdk.py
+else
+  status=1
+fi
 # Against a Chat-Completions-only provider (no models route, like a bare vLLM): the gateway
 # translates Codex's Responses and Claude Code's Anthropic Messages; Chat passes through.
-# Tasks + SDK exercise the translated traffic (text, tools, streaming, errors, sessions);
+# Tasks + SDK exercise the translated traffic (text, tools, streaming, errors, sessions),
+# test_parallel_images_e2e parallel tool calls and input images;
 # test_harnesses_e2e checks the catalogue of a static model list. A Chat base's bytes are the
 # same as in its own pass, so only the catalogue runs for Hermes.
 for base in codex claude-code; do
   run_pass "tasks again with UHP_TEST_PROVIDER=chat on $base" \
-    UHP_TEST_PROVIDER=chat UHP_TEST_BASE="$base" -- tests/test_tasks_e2e.py tests/test_openai_sdk.py
+    UHP_TEST_PROVIDER=chat UHP_TEST_BASE="$base" -- tests/test_tasks_e2e.py tests/test_openai_sdk.py \
+    tests/test_parallel_images_e2e.py
 done
 for base in codex hermes; do
   run_pass "the catalogue again with UHP_TEST_PROVIDER=chat on $base" \

@@ -1,18 +1,21 @@
-"""The SQLite database: one file under the data dir, WAL mode, created on first use.
+"""The database: SQLite (one file under the data dir, WAL mode) or PostgreSQL, brought to
+the current schema by its migrations on first use (storage/migrate.py).
 
 Storage work stays off the event loop. Async callers use `await db.read(fn, …)`, which runs
 `fn` on a pool of reader threads (each with its own connections), and `await db.write(fn, …)`,
 which runs `fn` on the one writer thread: SQLite allows one writer at a time, and funnelling
 every write through one thread means they queue in order instead of contending for the lock.
 The event log's appends (`db.append_events`) ride the same thread and are group-committed:
-whatever queued up while the previous commit ran goes into the next transaction.
+whatever queued up while the previous commit ran goes into the next transaction. PostgreSQL
+takes the same path (one writer keeps each response's events in exact order for free); its
+group commit runs through psycopg's own `executemany`, as SQLite's through sqlite3's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,9 +27,10 @@ from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, SQLModel, create_engine
+from sqlmodel import Session, create_engine
 
-from storage import mcp_secrets, models, skills  # noqa: F401  (registers the tables)
+from storage import mcp_secrets, migrate, models, skills  # noqa: F401  (registers the tables)
+from storage.raw_sql import backend_for, sqlalchemy_url, sqlite_pragmas
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -34,15 +38,13 @@ T = TypeVar("T")
 READ_THREADS = 4
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    # WAL lets readers (stream replays) run beside the writer; NORMAL sync is durable across
-    # process crashes, which is the failure we design for (not power loss mid-commit).
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA busy_timeout=5000")
-    cursor.close()
+@dataclass
+class SessionRelease:
+    """A session whose turn ends with this batch: it is free for its next task the moment
+    the terminal event is committed, in the same transaction."""
+
+    session_id: str
+    native_session_id: str | None  # the CLI's conversation id, for the next turn's resume
 
 
 @dataclass
@@ -53,19 +55,30 @@ class EventBatch:
     rows: list[tuple[int, str]]  # (seq, the event as JSON)
     final: str | None = None  # the terminal response object as JSON, when the log ends here
     status: str | None = None
+    release: SessionRelease | None = None  # with `final`: the session the turn held
 
 
 class Database:
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self.engine: Engine = create_engine(
-            f"sqlite:///{path}", connect_args={"check_same_thread": False}
-        )
-        event.listen(self.engine, "connect", _sqlite_pragmas)
-        SQLModel.metadata.create_all(self.engine)
+    def __init__(self, target: Path | str) -> None:
+        """`target`: a SQLite file, or a database URL (`sqlite:///…`, `postgresql://…`)."""
+        url = sqlalchemy_url(f"sqlite:///{target}" if isinstance(target, Path) else target)
+        self.dialect = url.get_backend_name()
+        self.path = Path(url.database) if self.dialect == "sqlite" and url.database else None
+        self.raw = backend_for(url)
+        if self.dialect == "sqlite":
+            if self.path is not None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.engine: Engine = create_engine(url, connect_args={"check_same_thread": False})
+            event.listen(self.engine, "connect", sqlite_pragmas)
+        else:
+            # Sync routes run on FastAPI's thread pool (40 threads) beside the readers and the
+            # writer: the pool grows with them instead of making them wait.
+            self.engine = create_engine(
+                url, pool_size=READ_THREADS + 2, max_overflow=40, pool_pre_ping=True
+            )
+        migrate.upgrade(self.engine)
         self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
+        self._connections: list[Any] = []
         self._lock = threading.Lock()
         self._readers: ThreadPoolExecutor | None = None
         self._writer: _Writer | None = None
@@ -78,13 +91,12 @@ class Database:
         with Session(self.engine, expire_on_commit=False) as session:
             yield session
 
-    def connection(self) -> sqlite3.Connection:
-        """This thread's plain sqlite3 connection (for the event log's raw SQL: the ORM costs
-        about a millisecond per row, this tens of microseconds)."""
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            _sqlite_pragmas(conn, None)
+    def connection(self) -> Any:
+        """This thread's plain DB-API connection, in autocommit mode (for the event log's raw
+        SQL, storage/raw_sql.py). Write statements through `self.raw.sql(…)`."""
+        conn: Any = getattr(self._local, "conn", None)
+        if conn is None or not self.raw.usable(conn):
+            conn = self.raw.connect()
             self._local.conn = conn
             with self._lock:
                 self._connections.append(conn)
@@ -156,7 +168,6 @@ class _Writer:
         self._thread.join(timeout=10)
 
     def _run(self) -> None:
-        conn = self._db.connection()
         carried: Any = None
         while True:
             job = carried if carried is not None else self._jobs.get()
@@ -177,23 +188,35 @@ class _Writer:
                     carried = more
                     break
                 group.append(more)
-            self._commit(conn, group)
+            self._commit(self._db.connection(), group)  # reconnected if the link dropped
 
     def _commit(
-        self, conn: sqlite3.Connection, group: list[tuple[EventBatch, Future[None]]]
+        self,
+        conn: Any,
+        group: list[tuple[EventBatch, Future[None]]],
+        *,
+        reconnected: bool = False,
     ) -> None:
         started = time.perf_counter()
+        raw = self._db.raw
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            raw.begin_write(conn)
             for batch, _ in group:
-                _write_batch(conn, batch)
+                _write_batch(conn, raw.sql, batch)
             conn.execute("COMMIT")
         except Exception as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            if raw.usable(conn) and raw.in_transaction(conn):
+                with contextlib.suppress(Exception):
+                    conn.execute("ROLLBACK")
+            if not raw.usable(conn) and not reconnected:
+                # The database's end of the link went away (a restart, a failover): once more
+                # on a new connection. Had the COMMIT itself landed, the rows' primary keys
+                # refuse the second write, so nothing is ever written twice.
+                self._commit(self._db.connection(), group, reconnected=True)
+                return
             if len(group) > 1:
                 for single in group:  # one bad batch must not fail the others
-                    self._commit(conn, [single])
+                    self._commit(self._db.connection(), [single], reconnected=True)
             elif group[0][1].set_running_or_notify_cancel():
                 group[0][1].set_exception(exc)
             return
@@ -205,15 +228,34 @@ class _Writer:
                 future.set_result(None)
 
 
-def _write_batch(conn: sqlite3.Connection, batch: EventBatch) -> None:
-    conn.executemany(
-        "INSERT INTO event (response_id, seq, data) VALUES (?, ?, ?)",
-        [(batch.response_id, seq, data) for seq, data in batch.rows],
-    )
+def _write_batch(conn: Any, sql: Callable[[str], str], batch: EventBatch) -> None:
+    if batch.rows:
+        conn.cursor().executemany(
+            sql("INSERT INTO event (response_id, seq, data) VALUES (?, ?, ?)"),
+            [(batch.response_id, seq, data) for seq, data in batch.rows],
+        )
     if batch.final is not None:
         conn.execute(
-            "UPDATE response SET status = ?, final = ?, finished_at = ? WHERE id = ?",
+            sql("UPDATE response SET status = ?, final = ?, finished_at = ? WHERE id = ?"),
             (batch.status, batch.final, time.time(), batch.response_id),
+        )
+    if batch.final is not None and batch.release is not None:
+        release = batch.release
+        conn.execute(
+            sql(
+                "UPDATE session SET status = ?, updated_at = ?,"
+                " native_session_id = COALESCE(?, native_session_id),"
+                " active_response_id = CASE WHEN active_response_id = ? THEN NULL"
+                " ELSE active_response_id END"
+                " WHERE id = ?"
+            ),
+            (
+                batch.status,
+                int(time.time()),
+                release.native_session_id,
+                batch.response_id,
+                release.session_id,
+            ),
         )
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+from sqlmodel import Session, col, delete
+
 from storage.db import Database
 from storage.models import DoorSessionRow
 
@@ -22,14 +24,36 @@ def bind(
 ) -> None:
     """Map the key to the session (on the writer thread, after `find` found none)."""
     with db.session() as s:
-        s.merge(
-            DoorSessionRow(
-                principal_id=principal_id,
-                harness_id=harness_id,
-                door=door,
-                external_id=external_id,
-                session_id=session_id,
-                created_at=int(time.time()),
+        add_binding(s, principal_id, harness_id, door, external_id, session_id)
+        s.commit()
+
+
+def add_binding(
+    s: Session, principal_id: str, harness_id: str, door: str, external_id: str, session_id: str
+) -> None:
+    """`bind` inside the caller's transaction."""
+    s.merge(
+        DoorSessionRow(
+            principal_id=principal_id,
+            harness_id=harness_id,
+            door=door,
+            external_id=external_id,
+            session_id=session_id,
+            created_at=int(time.time()),
+        )
+    )
+
+
+def rekey(
+    db: Database, principal_id: str, harness_id: str, door: str, external_id: str, session_id: str
+) -> None:
+    """Make this key the door's only one for the session (on the writer thread), in one
+    transaction."""
+    with db.session() as s:
+        s.exec(
+            delete(DoorSessionRow).where(
+                col(DoorSessionRow.door) == door, col(DoorSessionRow.session_id) == session_id
             )
         )
+        add_binding(s, principal_id, harness_id, door, external_id, session_id)
         s.commit()

@@ -59,13 +59,20 @@ def delete_harness(db: Database, harness_id: str) -> None:
             s.commit()
 
 
-def default_harness_for(db: Database, principal_id: str, base: str) -> HarnessRow | None:
+def defaults_of(db: Database, principal_id: str) -> dict[str, HarnessRow]:
+    """The principal's default harness per base, in one query (the oldest, should two
+    requests have raced to create one)."""
     with db.session() as s:
-        return s.exec(
-            select(HarnessRow).where(
+        rows = s.exec(
+            select(HarnessRow)
+            .where(
                 HarnessRow.principal_id == principal_id,
-                HarnessRow.base == base,
                 HarnessRow.is_default == True,  # noqa: E712
                 HarnessRow.deleted_at.is_(None),  # type: ignore[union-attr]
             )
-        ).first()
+            .order_by(HarnessRow.created_at_ms, HarnessRow.id)  # type: ignore[arg-type]
+        ).all()
+    found: dict[str, HarnessRow] = {}
+    for row in rows:
+        found.setdefault(row.base, row)
+    return found

@@ -15,20 +15,15 @@ other, the client must send the credential itself again.
 from __future__ import annotations
 
 import json
-import logging
 import secrets
 import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from sqlalchemy import event, text
-from sqlalchemy.engine import Connection
 from sqlmodel import Field, SQLModel
 
 if TYPE_CHECKING:  # storage.db imports this module to register its tables
     from storage.db import Database
-
-log = logging.getLogger(__name__)
 
 SECRET_PREFIX = "mcps_"
 SECRET_REF = "uhp-secret:"
@@ -42,7 +37,7 @@ class McpSecretRow(SQLModel, table=True):
     value: str
     created_at: float
     # url_origin() of the server URL the secret was stored for; None only for a secret of
-    # an older database that no harness used (see _add_origin_column): good for nothing.
+    # an older database that no harness used (migration 0002): good for nothing.
     origin: str | None = None
 
 
@@ -93,37 +88,7 @@ def get_secret(db: Database, principal_id: str, secret_id: str, origin: str) -> 
     return row.value
 
 
-# -- databases from before the origin binding ----------------------------------------------
-@event.listens_for(SQLModel.metadata, "after_create")
-def _add_origin_column(_target: Any, connection: Connection, **_kw: Any) -> None:
-    """create_all() adds missing tables, never missing columns: add `origin` to the table of
-    an older database, and bind each of its secrets to the server it was configured for."""
-    columns = {row[1] for row in connection.execute(text("PRAGMA table_info(mcp_secret)"))}
-    if not columns or "origin" in columns:
-        return
-    connection.execute(text("ALTER TABLE mcp_secret ADD COLUMN origin VARCHAR"))
-    owners: dict[str, str] = dict(
-        connection.execute(text("SELECT id, principal_id FROM mcp_secret")).all()
-    )
-    bound: dict[str, str] = {}
-    harnesses = connection.execute(
-        text("SELECT principal_id, config FROM harness ORDER BY created_at_ms, id")
-    )
-    for principal_id, raw in harnesses:
-        for secret_id, origin in _references(raw):
-            # The earliest harness to use a secret is taken as where it was stored: one that
-            # was re-pointed later (what this binding stops) does not get it.
-            if owners.get(secret_id) == principal_id and secret_id not in bound:
-                bound[secret_id] = origin
-    for secret_id, origin in bound.items():
-        connection.execute(
-            text("UPDATE mcp_secret SET origin = :origin WHERE id = :id"),
-            {"origin": origin, "id": secret_id},
-        )
-    log.info("mcp_secret_origins_added", extra={"bound": len(bound), "secrets": len(owners)})
-
-
-def _references(raw_config: Any) -> list[tuple[str, str]]:
+def secret_references(raw_config: Any) -> list[tuple[str, str]]:
     """(secret id, origin of its server's URL) for every reference in a harness config."""
     try:
         config = json.loads(raw_config) if isinstance(raw_config, str) else raw_config

@@ -1,10 +1,13 @@
-"""SQLModel tables. One row type per protocol object, plus keys, events and idempotency."""
+"""SQLModel tables. One row type per protocol object, plus keys, events and idempotency.
+
+The schema itself is made by the migrations (storage/migrations/): a change here needs a new
+revision there."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index
+from sqlalchemy import JSON, BigInteger, Column, Index
 from sqlmodel import Field, SQLModel, col
 
 
@@ -29,7 +32,7 @@ class HarnessRow(SQLModel, table=True):
     name: str
     base: str
     config: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
-    created_at_ms: int
+    created_at_ms: int = Field(sa_type=BigInteger)  # past PostgreSQL's 32-bit integer
     is_default: bool = False
     deleted_at: float | None = None
 
@@ -94,7 +97,7 @@ class FileRow(SQLModel, table=True):
     id: str = Field(primary_key=True)
     principal_id: str = Field(index=True)
     filename: str  # already made safe for a workspace
-    bytes: int
+    bytes: int = Field(sa_type=BigInteger)
     media_type: str
     sha256: str = Field(index=True)
     purpose: str = "user_data"
@@ -112,7 +115,7 @@ class ArtifactRow(SQLModel, table=True):
     container_id: str = Field(index=True)
     response_id: str = Field(index=True)
     filename: str  # the path relative to the workspace
-    bytes: int
+    bytes: int = Field(sa_type=BigInteger)
     media_type: str
     sha256: str = Field(index=True)
     created_at: int

@@ -8,7 +8,9 @@ twice or not at all.
 
 from __future__ import annotations
 
-from sqlalchemy import and_, or_, text
+import time
+
+from sqlalchemy import and_, or_
 from sqlmodel import col, select
 
 from storage.db import Database
@@ -45,16 +47,21 @@ def page(
 def responses_of(db: Database, session_id: str) -> list[ResponseRow]:
     """The session's responses that still exist, in the order they were created.
 
-    Ordered by insertion (SQLite's rowid): created_at has one-second resolution, and a
-    session's turns never overlap, so insertion order is turn order."""
-    with db.session() as s:
-        return list(
-            s.exec(
-                select(ResponseRow)
-                .where(ResponseRow.session_id == session_id, col(ResponseRow.deleted_at).is_(None))
-                .order_by(text("response.rowid"))
-            )
+    A session's turns never overlap: each ends (finished_at) before the next is created, and
+    only the last can still be running (no finished_at). created_at has one-second
+    resolution, so within one second the finish time orders them, the running one last."""
+    query = (
+        select(ResponseRow)
+        .where(ResponseRow.session_id == session_id, col(ResponseRow.deleted_at).is_(None))
+        .order_by(
+            col(ResponseRow.created_at),
+            col(ResponseRow.finished_at).is_(None),
+            col(ResponseRow.finished_at),
+            col(ResponseRow.id),
         )
+    )
+    with db.session() as s:
+        return list(s.exec(query))
 
 
 def all_response_ids(db: Database, session_id: str) -> list[str]:
@@ -70,5 +77,6 @@ def record_status(db: Database, response_id: str, status: str) -> None:
         row = s.get(ResponseRow, response_id)
         if row is not None and row.status == "in_progress":
             row.status = status
+            row.finished_at = time.time()  # orders it among the session's turns
             s.add(row)
             s.commit()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 
-from sqlmodel import select
+from sqlalchemy import update
+from sqlmodel import Session, col, select
 
 from storage.db import Database
 from storage.models import SessionRow
@@ -26,17 +27,22 @@ def get_session(db: Database, principal_id: str, session_id: str) -> SessionRow 
 
 
 def claim_session(db: Database, session_id: str, response_id: str) -> bool:
-    """Mark the session busy with response_id; False when another turn holds it.
-
-    One statement, so two requests racing for the same session cannot both win."""
+    """Mark the session busy with response_id; False when another turn holds it."""
     with db.session() as s:
-        result = s.connection().exec_driver_sql(
-            "UPDATE session SET active_response_id = ?, status = 'in_progress', updated_at = ? "
-            "WHERE id = ? AND active_response_id IS NULL",
-            (response_id, int(time.time()), session_id),
-        )
+        claimed = claim(s, session_id, response_id)
         s.commit()
-        return result.rowcount == 1
+        return claimed
+
+
+def claim(s: Session, session_id: str, response_id: str) -> bool:
+    """claim_session inside the caller's transaction. One conditional statement: the database
+    decides which of two requests racing for the session wins, on any number of writers."""
+    result = s.connection().execute(
+        update(SessionRow)
+        .where(col(SessionRow.id) == session_id, col(SessionRow.active_response_id).is_(None))
+        .values(active_response_id=response_id, status="in_progress", updated_at=int(time.time()))
+    )
+    return result.rowcount == 1
 
 
 def release_session(

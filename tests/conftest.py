@@ -10,7 +10,9 @@ import httpx
 import pytest
 
 from tests.scripted_provider import RunningProvider, start_provider
+from tests.support import postgres
 from tests.support.server import ServerProcess
+from uhp_server.settings import Settings
 
 PROVIDER_KEY = "sk-scripted-provider-secret"
 MODELS = ["gpt-test", "gpt-test-mini", "claude-test", "claude-test-mini"]
@@ -47,6 +49,24 @@ OTHER_MODEL = OTHER_MODELS[backend_under_test()]
 def tools_dir() -> Path:
     configured = os.environ.get("UHP_TOOLS_DIR")
     return Path(configured) if configured else Path.home() / ".cache" / "uhp-server" / "tools"
+
+
+@pytest.fixture(autouse=True)
+def database_under_test(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """UHP_TEST_DATABASE=postgresql: every server a test starts (in process or not) stores
+    in a fresh PostgreSQL database of its data directory's own, unless the test names one."""
+    if postgres.TEST_DATABASE != "postgresql":
+        yield
+        return
+    databases = postgres.Databases()
+
+    def database(settings: Settings) -> Path | str:
+        return settings.database_url or databases.url_for(settings.data_dir)
+
+    monkeypatch.setattr(Settings, "database", property(database))
+    monkeypatch.setattr(postgres, "current", databases)
+    yield
+    databases.drop_all()
 
 
 @pytest.fixture(scope="session")

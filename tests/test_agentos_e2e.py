@@ -87,6 +87,11 @@ def model_calls(gateway: RunningProvider) -> list[dict[str, Any]]:
     return [r for r in gateway.requests() if r["path"] == "/v1/chat/completions"]
 
 
+def agent_sessions(agent: ServerProcess) -> list[dict[str, Any]]:
+    headers = {"Authorization": f"Bearer {agent.create_key('agentos')}"}
+    return httpx.get(f"{agent.url}/v1/sessions?limit=100", headers=headers).json()["sessions"]
+
+
 def test_the_doors_are_off_unless_a_principal_is_named(server: ServerProcess) -> None:
     assert httpx.get(f"{server.url}/health").status_code == 404
     assert httpx.post(f"{server.url}/invoke", json={}).status_code == 404
@@ -106,13 +111,17 @@ def test_health_and_a_run_through_the_platform_gateway(
     output = completed_output(invoke(agent, platform, body))
     assert output["text"] == "wrote it" and output["status"] == "completed"
     assert [f["filename"] for f in output["files"]] == ["made.txt"]
+    headers = {"Authorization": f"Bearer {agent.create_key('agentos')}"}
+    # The contract's output is read outside this server: every download link is absolute.
+    link = output["files"][0]["download_url"]
+    assert link.startswith(agent.url + "/"), link
+    assert httpx.get(link, headers=headers).content.strip() == b"made"
     calls = model_calls(gateway)
     assert len(calls) >= 2
     for call in calls:
         assert call["headers"][RUN_TOKEN_HEADER] == token
         assert call["body"]["model"] == PLATFORM_MODEL
     # An ordinary session of the principal (readable over UHP with its own key).
-    headers = {"Authorization": f"Bearer {agent.create_key('agentos')}"}
     session = httpx.get(f"{agent.url}/v1/sessions/{output['session_id']}", headers=headers)
     assert session.status_code == 200
     # The same start repeated (same run_id) runs nothing again.
@@ -202,6 +211,12 @@ def test_faults_are_200_failed_with_a_valid_code(
     assert down["status"] == "failed", down
     assert re.fullmatch(code, down["error"]["code"]), down
     assert down["error"]["message"]
+    # A resume of a run that never started starts nothing: the contract's failed answer.
+    sessions_before = len(agent_sessions(agent))
+    never = platform.invoke_body("r_never_started", "SAY x", seq=2, resume={"answer": "yes"})
+    stray = invoke(agent, platform, never)
+    assert stray["status"] == "failed" and stray["error"]["code"] == "unknown_run", stray
+    assert len(agent_sessions(agent)) == sessions_before
     for broken in (b"{", b"[]", json.dumps({"capability": "run"}).encode()):
         answer = httpx.post(f"{agent.url}/invoke", content=broken)
         assert answer.status_code == 200 and answer.json()["status"] == "failed"

@@ -21,7 +21,7 @@ from uhp_server.engine import artifacts
 from uhp_server.sandbox.docker import images
 from uhp_server.settings import Settings
 
-BUILT_IN = {"codex", "claude-code", "hermes", "opencode", "pi", "qwen-code"}
+BUILT_IN = {"codex", "claude-code", "hermes", "opencode", "pi", "qwen-code", "gemini-cli"}
 
 THIRD_PARTY = """
 from harness_bases.acp import AcpBase

@@ -130,18 +130,22 @@ def test_installed_version_and_install_is_idempotent(claude_installed: Path) -> 
 
 
 @pytest.mark.slow
-def test_every_flag_is_one_the_pinned_cli_knows(env: Env) -> None:
-    invocation = env.base.prepare(env.spec("x", system_prompt="p", max_step=3))
+@pytest.mark.parametrize("asks", [False, True])
+def test_every_flag_is_one_the_pinned_cli_knows(env: Env, asks: bool) -> None:
+    spec = env.spec("x", system_prompt="p", max_step=3, ask_user=answer_blue if asks else None)
+    invocation = env.base.prepare(spec)
     help_text = subprocess.run(
         [invocation.argv[0], "--help"], env=invocation.env, capture_output=True, text=True
     ).stdout
-    # Two flags the help leaves out, yet the CLI honours: the live tests below prove each
-    # (test_step_budget_is_the_clis_own_limit, test_system_prompt_reaches_the_model_...).
-    hidden = {"--max-turns", "--append-system-prompt-file"}
+    # Flags the help leaves out (or only names in another's text), yet the CLI honours: the
+    # live tests below prove each (test_step_budget_is_the_clis_own_limit,
+    # test_system_prompt_reaches_the_model_..., test_ask_user_question_asks_through_...).
+    hidden = {"--max-turns", "--append-system-prompt-file", "--permission-prompt-tool"}
     for arg in invocation.argv[1:]:
         flag = arg.split("=", 1)[0]
         if flag not in hidden:
             assert re.search(rf"(^|[ ,]){re.escape(flag)}\b", help_text, re.M), flag
+    assert ("--permission-prompt-tool=stdio" in invocation.argv) == asks
 
 
 @pytest.mark.slow
@@ -186,6 +190,44 @@ async def test_tool_call(env: Env) -> None:
     assert kinds.index(ev.ToolCallStarted) < kinds.index(ev.ToolCallFinished)
     assert kinds.index(ev.ToolCallFinished) < kinds.index(ev.TextDone)
     assert isinstance(turn.events[-1], ev.TurnFinished)
+
+
+ASKED_COLOUR = {
+    "questions": [
+        {
+            "question": "Which colour?",
+            "header": "Colour",
+            "multiSelect": False,
+            "options": [
+                {"label": "red", "description": "warm"},
+                {"label": "blue", "description": "cool"},
+            ],
+        }
+    ]
+}
+
+
+async def answer_blue(text: str, options: tuple[str, ...]) -> str | None:
+    return "blue"
+
+
+@pytest.mark.slow
+async def test_ask_user_question_asks_through_the_turns_asker(env: Env) -> None:
+    asked: list[tuple[str, tuple[str, ...]]] = []
+
+    async def ask(text: str, options: tuple[str, ...]) -> str | None:
+        asked.append((text, options))
+        return "blue"
+
+    prompt = f"TOOL AskUserQuestion {json.dumps(ASKED_COLOUR)}\nSAY answer was {{output}}"
+    turn = await env.run(prompt, ask_user=ask)
+    assert asked == [("Which colour?", ("red", "blue"))]
+    assert '"Which colour?"="blue"' in turn.text
+    assert isinstance(turn.events[-1], ev.TurnFinished)
+    # Without an asker (a plain task) the CLI's headless behaviour is unchanged: no tool.
+    env.provider.reset()
+    turn = await env.run(prompt)
+    assert "AskUserQuestion is disabled" in turn.text
 
 
 @pytest.mark.slow
@@ -671,6 +713,23 @@ async def test_driver_denies_the_clis_own_questions(tmp_path: Path) -> None:
         "subtype": "error",
         "request_id": "q2",
         "error": "No user is available to answer; continue without it.",
+    }
+    assert isinstance(events[-1], ev.TurnFinished)
+
+
+async def test_driver_answers_ask_user_question_with_the_users_answers(tmp_path: Path) -> None:
+    lines = fixture_lines("text")
+    request = {"subtype": "can_use_tool", "tool_name": "AskUserQuestion", "input": ASKED_COLOUR}
+    lines[1:1] = [json.dumps({"type": "control_request", "request_id": "q7", "request": request})]
+    # Like the CLI, the replay waits for the answer before it goes on.
+    proc = ReplayProcess(lines, pause_after=lambda m: m.get("type") == "control_request")
+    events = await drive_all(proc, fast_spec(tmp_path, ask_user=answer_blue))
+    (reply,) = [m for m in proc.written if m.get("type") == "control_response"]
+    assert reply["response"]["request_id"] == "q7"
+    allowed = reply["response"]["response"]
+    assert allowed == {
+        "behavior": "allow",
+        "updatedInput": {**ASKED_COLOUR, "answers": {"Which colour?": "blue"}},
     }
     assert isinstance(events[-1], ev.TurnFinished)
 

@@ -4,7 +4,6 @@ recovery, cancellation, budgets, idempotency, store=false and session busy, in s
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import time
 from pathlib import Path
 
@@ -18,10 +17,13 @@ from harness_bases.events import (
     TurnFailed,
     TurnFinished,
 )
+from storage.models import SessionRow
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
 from tests.support.fakes import FakeBase, Hang, answer
 from tests.support.in_process import InProcess, in_process
+from tests.support.snapshot import snapshot
+from uhp_server.settings import Settings
 
 MODEL = "gpt-test"
 
@@ -175,11 +177,7 @@ async def test_a_run_left_in_progress_ends_failed_on_start_up(tmp_path, provider
         run = live.ctx.runs.get(response_id)
         await _wait_for(lambda: any(e["type"].endswith("delta") for e in run.log.events))
         # The database file as a crash would leave it, while the turn is still running.
-        source = sqlite3.connect(live.ctx.settings.db_path)
-        target = sqlite3.connect(crashed / "uhp.sqlite3")
-        source.backup(target)
-        source.close()
-        target.close()
+        snapshot(live.ctx.db, Settings(data_dir=crashed).database)
     async with in_process(crashed, provider.base_url, PROVIDER_KEY) as restarted:
         body = await _status(restarted, response_id)
         assert body["status"] == "failed"
@@ -200,3 +198,23 @@ def test_fake_base_declares_what_every_base_declares() -> None:
     from harness_bases.base import missing_declarations
 
     assert missing_declarations(FakeBase()) == []
+
+
+async def test_the_session_is_released_in_the_terminal_events_own_transaction(server, monkeypatch):
+    # Nothing after the commit of the terminal event is needed to free the session: a crash
+    # right after it (here: the old separate release failing) leaves no busy session and
+    # keeps the CLI's conversation id for the next turn's resume.
+    from storage import sessions as session_store
+
+    def crashed(*args, **kwargs):
+        raise RuntimeError("the process died here")
+
+    monkeypatch.setattr(session_store, "release_session", crashed)
+    server.base.script("hello", [NativeSession("native-7"), *answer("hi")])
+    body = (await server.submit("hello")).json()
+    assert body["status"] == "completed"
+    with server.ctx.db.session() as s:
+        row = s.get(SessionRow, body["metadata"]["session_id"])
+    assert row is not None
+    assert row.active_response_id is None and row.status == "completed"
+    assert row.native_session_id == "native-7"

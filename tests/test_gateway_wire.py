@@ -457,7 +457,7 @@ def test_same_wire_passes_through() -> None:
     assert translation("chat", "chat") is None
     assert translation("responses", "responses") is None
     with pytest.raises(ValueError):
-        translation("gemini", "chat")
+        translation("bedrock", "chat")
 
 
 def test_multibyte_text_split_inside_a_character() -> None:
@@ -483,18 +483,37 @@ def test_tool_name_arriving_after_its_arguments() -> None:
     assert anthropic_summary(evs)["blocks"] == [("tool_use", "exec_command")]
 
 
-def test_interleaved_tool_arguments_fail_visibly_in_anthropic() -> None:
+def test_interleaved_tool_arguments_become_consecutive_anthropic_blocks() -> None:
     def call(i: int, arguments: str, name: str | None = None) -> dict:
         function = {"arguments": arguments, **({"name": name} if name else {})}
         return chunk({"tool_calls": [{"index": i, "id": f"c{i}", "function": function}]})
 
     raw = chat_sse(
-        call(0, '{"a":', "f"), call(1, '{"b": 1}', "g"), call(0, " 1}"), chunk({}, "tool_calls")
+        call(0, '{"a":', "f"),
+        call(1, '{"b":', "g"),
+        call(0, " 1}"),
+        call(1, " 2}"),
+        call(2, '{"c": 3}', "h"),
+        chunk({}, "tool_calls"),
     )
-    assert run_stream(translation("anthropic", "chat"), raw, 11)[-1]["type"] == "error"
+    evs = run_stream(translation("anthropic", "chat"), raw, 11)
+    assert evs[-1]["type"] == "message_stop"
+    # One block at a time: each starts, streams and stops before the next starts.
+    starts = [e["index"] for e in evs if e["type"] == "content_block_start"]
+    stops = [e["index"] for e in evs if e["type"] == "content_block_stop"]
+    assert starts == stops == [0, 1, 2]
+    blocks = [e for e in evs if e["type"].startswith("content_block")]
+    assert [b["index"] for b in blocks] == sorted(b["index"] for b in blocks)
+    arguments = {}
+    for e in evs:
+        if e["type"] == "content_block_delta":
+            arguments[e["index"]] = arguments.get(e["index"], "") + e["delta"]["partial_json"]
+    assert [json.loads(arguments[i]) for i in range(3)] == [{"a": 1}, {"b": 2}, {"c": 3}]
+    ids = [e["content_block"]["id"] for e in evs if e["type"] == "content_block_start"]
+    assert ids == ["c0", "c1", "c2"]
     # Responses items carry their own output_index, so the same stream translates whole.
     calls = run_stream(translation("responses", "chat"), raw, 11)[-1]["response"]["output"]
-    assert [json.loads(c["arguments"]) for c in calls] == [{"a": 1}, {"b": 1}]
+    assert [json.loads(c["arguments"]) for c in calls] == [{"a": 1}, {"b": 2}, {"c": 3}]
 
 
 def test_a_non_streamed_request_asks_for_no_stream() -> None:

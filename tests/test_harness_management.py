@@ -709,6 +709,7 @@ def test_secrets_of_an_older_database_are_bound_to_the_server_that_used_them(
             s.commit()
             # ... and a database from before the `origin` column.
             s.exec(text("ALTER TABLE mcp_secret DROP COLUMN origin"))  # type: ignore[call-overload]
+            s.exec(text("DROP TABLE alembic_version"))  # type: ignore[call-overload]
             s.commit()
     with make_client(data) as http:  # the restarted server upgrades the table
         assert {row.origin for row in secret_rows(http)} == {"https://mcp.example.com:443"}

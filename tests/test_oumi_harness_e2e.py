@@ -26,6 +26,10 @@ SETTINGS = {"temperature": 0.2, "max_tokens": 400, "seed": 3}
 # The question tool as the CLI names it to its model (the scripted provider also matches a
 # prefixed name by its suffix, but Claude Code defers MCP tools, listing none).
 ASK_TOOL = {"claude-code": "mcp__uhp-user__ask_user"}.get(TEST_BASE, "ask_user")
+# The CLI's own question tool, where it has one that asks through the same machinery.
+NATIVE_ASK_TOOLS = {"claude-code": ["AskUserQuestion"], "codex": ["request_user_input"]}.get(
+    TEST_BASE, []
+)
 STATUS_FIELDS = {"protocol_version", "session_id", "invocation_id", "status", "error"}
 
 
@@ -217,11 +221,28 @@ def test_a_retry_with_a_fresh_key_starts_nothing_twice(oumi: Platform) -> None:
     assert oumi.status(body["invocation_id"]).json()["session_id"] == body["session_id"]
 
 
-def test_a_question_pauses_as_input_required_and_the_resume_answers_it(oumi: Platform) -> None:
+def question_call(tool: str, text: str) -> str:
+    """The arguments a model gives `tool` to ask `text`."""
+    options = [
+        {"label": "Paris", "description": "France"},
+        {"label": "Rome", "description": "Italy"},
+    ]
+    asked = {"question": text, "header": "City", "options": options}
+    if tool == "AskUserQuestion":
+        return json.dumps({"questions": [{**asked, "multiSelect": False}]})
+    if tool == "request_user_input":
+        return json.dumps({"questions": [{**asked, "id": "city"}]})
+    return json.dumps({"question": text})
+
+
+@pytest.mark.parametrize("tool", [ASK_TOOL, *NATIVE_ASK_TOOLS])
+def test_a_question_pauses_as_input_required_and_the_resume_answers_it(
+    oumi: Platform, tool: str
+) -> None:
     oumi.provider.reset()
-    question = json.dumps({"question": "Which city, Paris or Rome?"})
+    question = question_call(tool, "Which city, Paris or Rome?")
     body = oumi.start(
-        [{"role": "user", "content": f"TOOL {ASK_TOOL} {question}\nSAY city is {{output}}"}]
+        [{"role": "user", "content": f"TOOL {tool} {question}\nSAY city is {{output}}"}]
     )
     assert oumi.submit(body).status_code == 202
     status = oumi.wait(body["invocation_id"], ("input_required", "completed", "failed"))
@@ -276,6 +297,24 @@ def test_a_refusing_model_fails_the_row_readably(oumi: Platform) -> None:
     assert oumi.collect(body["invocation_id"]).status_code == 409
 
 
+@pytest.mark.parametrize(
+    ("base_url", "said"),
+    [
+        ("http://127.0.0.1:9/v1", "refused the connection"),
+        ("http://no-such-host.invalid/v1", "could not be resolved"),
+    ],
+)
+def test_an_unreachable_model_says_what_happened(oumi: Platform, base_url: str, said: str) -> None:
+    body = oumi.start([{"role": "user", "content": "SAY hi"}])
+    body["model_connection"]["base_url"] = base_url
+    assert oumi.submit(body).status_code == 202
+    status = oumi.wait(body["invocation_id"], ("completed", "failed"))
+    assert status["status"] == "failed"
+    message = status["error"]["message"]
+    assert said in message, message
+    assert "://" not in message and "127.0.0.1" not in message and ".invalid" not in message
+
+
 def test_bad_bodies_fail_only_the_row_and_unknown_invocations_are_404(
     oumi: Platform, oumi_server: ServerProcess
 ) -> None:
@@ -328,6 +367,59 @@ def test_an_oumi_session_is_an_ordinary_session(oumi: Platform, oumi_server: Ser
     assert http.post(f"/v1/sessions/{session['id']}/share").status_code in (200, 201)
     assert http.delete(f"/v1/traces/{session['id']}").status_code == 200
     http.close()
+
+
+def test_an_invocation_whose_session_was_deleted_fails_only_its_row(
+    oumi: Platform, oumi_server: ServerProcess
+) -> None:
+    """Never a 404 for a submitted invocation (that fails the whole evaluation): `failed`,
+    with a readable reason, and a retried start runs nothing again."""
+    marker = "deleted-" + uuid.uuid4().hex[:8]
+    body = oumi.start([{"role": "user", "content": f"SAY {marker}"}])
+    oumi.submit(body)
+    oumi.wait(body["invocation_id"], ("completed", "failed"))
+    http = httpx.Client(base_url=oumi_server.url, headers={"Authorization": f"Bearer {API_KEY}"})
+    sessions = http.get("/v1/sessions").json()["sessions"]
+    (session,) = [s for s in sessions if s["title"] == f"SAY {marker}"]
+    assert http.delete(f"/v1/traces/{session['id']}").status_code == 200
+    http.close()
+    oumi.provider.reset()
+    status = oumi.status(body["invocation_id"])
+    assert status.status_code == 200, status.text
+    check_status_object(status.json())
+    assert status.json()["status"] == "failed" and status.json()["session_id"] == body["session_id"]
+    assert "deleted" in status.json()["error"]["message"]
+    assert oumi.collect(body["invocation_id"]).status_code == 409
+    retried = oumi.submit(body)
+    assert retried.status_code == 200 and retried.json()["status"] == "failed", retried.text
+    resume = dict(
+        body,
+        session_action="resume",
+        input_messages=[{"role": "tool", "tool_call_id": "call_x", "content": "x"}],
+    )
+    assert oumi.submit(resume).json()["status"] == "failed"
+    cancel = {k: body[k] for k in ("protocol_version", "session_id", "invocation_id")}
+    cancelled = oumi.http.post(f"{oumi.endpoint}/cancel", json=cancel)
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "failed"
+    time.sleep(1)
+    assert oumi.provider.requests() == []  # nothing was started again
+
+
+@pytest.mark.skipif(TEST_BASE != "codex", reason="Codex's per-turn input limit and its file")
+def test_a_prompt_over_a_million_characters_completes(oumi: Platform) -> None:
+    """Past Codex's per-turn input limit: the agent still reads the whole message."""
+    marker = "oumi-tail-" + uuid.uuid4().hex[:8]
+    prompt = (
+        f"RUN tail -c {len(marker)} ~/.uhp/input/message.md\nSAY read back: {{output}}\n"
+        + "lorem ipsum " * 92_000
+        + marker
+    )
+    body = oumi.start([{"role": "user", "content": prompt}])
+    assert oumi.submit(body).status_code == 202
+    status = oumi.wait(body["invocation_id"], ("completed", "failed"))
+    assert status["status"] == "completed", status
+    messages = oumi.collect(body["invocation_id"]).json()["messages"]
+    assert marker in messages[-1]["content"]
 
 
 def test_no_platform_key_is_stored_or_logged(oumi: Platform, oumi_server: ServerProcess) -> None:

@@ -126,6 +126,36 @@ def test_at_the_budget_the_call_answers_incomplete_before_the_platform_gives_up(
     assert elapsed < 5, elapsed
 
 
+@pytest.mark.parametrize("budget", [1, 2])
+def test_a_budget_too_short_for_the_turn_still_answers_incomplete_in_time(
+    client: httpx.Client, harness_id: str, budget: int
+) -> None:
+    """The turn's own budget is whole seconds and cannot fit inside 1 or 2: the call's
+    deadline ends it `incomplete` with the timeout reason, never `cancelled`."""
+    started = time.monotonic()
+    answer = call_http(
+        client, harness_id, {"prompt": "SLOW 60\nSAY slow words"}, f"?timeout_seconds={budget}"
+    )
+    elapsed = time.monotonic() - started
+    assert answer.status_code == 200, answer.text
+    result = answer.json()
+    assert result["status"] == "incomplete", result
+    assert elapsed < budget, elapsed
+    turn = client.get(f"/v1/sessions/{result['session_id']}/turns").json()["turns"][-1]
+    response = client.get(f"/v1/responses/{turn['id']}").json()
+    assert response["incomplete_details"]["reason"] == "timeout_seconds"
+
+
+def test_an_mcp_call_past_its_budget_is_incomplete(client: httpx.Client, harness_id: str) -> None:
+    started = time.monotonic()
+    params = {"name": harness_id, "arguments": {"prompt": "SLOW 60\nSAY slow words"}}
+    message = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params}
+    answer = client.post("/mcp?timeout_seconds=1", json=message)
+    assert time.monotonic() - started < 1
+    result = answer.json()["result"]
+    assert not result.get("isError") and result["structuredContent"]["status"] == "incomplete"
+
+
 def test_stateless_mcp_calls_continue_one_session_per_platform_session(
     client: httpx.Client, harness_id: str, schemas: dict[str, Any]
 ) -> None:
@@ -162,6 +192,25 @@ def test_mcp_refusals_and_protocol_faults(client: httpx.Client, harness_id: str)
     ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
     no_key = httpx.post(f"{client.base_url}/mcp", json=ping)
     assert no_key.status_code == 401
+
+
+@pytest.mark.parametrize("request_id", [None, {"a": 1}, [1], True])
+def test_a_request_id_that_is_not_a_string_or_number_is_an_invalid_request(
+    client: httpx.Client, request_id: Any
+) -> None:
+    message = {"jsonrpc": "2.0", "id": request_id, "method": "ping"}
+    answer = client.post("/mcp", json=message)
+    assert answer.status_code == 200
+    assert answer.json() == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32600, "message": answer.json()["error"]["message"]},
+    }
+    for good_id in ("abc", 0, 7):
+        ping = client.post("/mcp", json={**message, "id": good_id}).json()
+        assert ping == {"jsonrpc": "2.0", "id": good_id, "result": {}}
+    note = client.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert note.status_code == 202 and not note.content
 
 
 def test_the_official_mcp_client_lists_and_calls_the_harnesses(

@@ -114,7 +114,7 @@ def build_context(
     sandbox: Sandbox | None = None,
 ) -> AppContext:
     """`sandbox`: use this one instead of the one settings name (tests inject a fake)."""
-    db = Database(settings.db_path)
+    db = Database(settings.database)
     metrics = Metrics()
     db.on_event_commit = metrics.event_log_committed
     tokens = TokenRegistry()
@@ -133,6 +133,7 @@ def build_context(
         metrics=metrics,
     )
     runs = RunManager(db, executor, paused_keep_seconds=settings.paused_turn_keep_seconds)
+    executor.asker = runs.ask  # a CLI's own question tool asks like ask_user does
     return AppContext(
         settings=settings,
         db=db,

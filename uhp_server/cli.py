@@ -41,7 +41,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ProvidersFileError as exc:
         print(f"uhp-server: bad UHP_PROVIDERS_FILE: {exc}", file=sys.stderr)
         return 2
-    db = Database(settings.db_path)
+    db = Database(settings.database)
     if not settings.api_key and not keys.any_key_exists(db):
         _key_id, key = keys.create_key(db, keys.DEFAULT_PRINCIPAL)
         print("Created an API key for the default principal. It is shown only this once:")
@@ -76,7 +76,7 @@ def _connection_guarded_protocol(settings: Settings) -> type:
 
 def cmd_keys(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    db = Database(settings.db_path)
+    db = Database(settings.database)
     if args.keys_command == "create":
         key_id, key = keys.create_key(db, args.principal)
         # The key alone on stdout, so `export UHP_KEY=$(uhp-server keys create …)` works.
@@ -95,6 +95,18 @@ def cmd_keys(args: argparse.Namespace) -> int:
     for row, principal in keys.list_keys(db):
         state = "revoked" if row.revoked_at else "active"
         print(f"{row.id} {principal} {state}")
+    return 0
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    from storage import migrate
+
+    settings = _settings(args)
+    db = Database(settings.database)  # opening it upgrades it (storage/migrate.py)
+    try:
+        print(f"at revision {migrate.current(db.engine)} (newest: {migrate.head()})")
+    finally:
+        db.close()
     return 0
 
 
@@ -200,6 +212,11 @@ def build_parser() -> argparse.ArgumentParser:
     data_dir(revoke)
     data_dir(keys_sub.add_parser("list", help="list keys (ids only)"))
     keys_parser.set_defaults(func=cmd_keys)
+
+    db_parser = sub.add_parser("db", help="the database's schema (UHP_DATABASE_URL)")
+    db_sub = db_parser.add_subparsers(dest="db_command", required=True)
+    data_dir(db_sub.add_parser("upgrade", help="migrate it to the newest revision now"))
+    db_parser.set_defaults(func=cmd_db)
 
     bases = sub.add_parser("bases", help="install and inspect the pinned agent CLIs")
     bases_sub = bases.add_subparsers(dest="bases_command", required=True)

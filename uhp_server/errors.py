@@ -152,7 +152,7 @@ def _dotted(loc: tuple[Any, ...]) -> str | None:
     return ".".join(parts) or None
 
 
-def _validation_message(first: dict[str, Any]) -> str:
+def validation_message(first: dict[str, Any]) -> str:
     kind = first.get("type", "")
     param = _dotted(tuple(first.get("loc", ())))
     if kind == "json_invalid":
@@ -182,7 +182,7 @@ async def _on_validation_error(request: Request, exc: Exception) -> JSONResponse
         param = None
     return error_response(
         request,
-        ApiError(400, "invalid_input", _validation_message(first), param=param),
+        ApiError(400, "invalid_input", validation_message(first), param=param),
     )
 
 

@@ -60,11 +60,15 @@ def to_wire(
     return wire
 
 
-def ensure_defaults(db: Database, principal_id: str, bases: dict[str, HarnessBase]) -> None:
-    """Give the principal one default harness per enabled base, without any configuration."""
+def ensure_defaults(
+    db: Database, principal_id: str, bases: dict[str, HarnessBase]
+) -> dict[str, HarnessRow]:
+    """Give the principal one default harness per enabled base, without any configuration;
+    returns them by base."""
+    found = harness_store.defaults_of(db, principal_id)
     for name, base in bases.items():
-        if harness_store.default_harness_for(db, principal_id, name) is None:
-            harness_store.insert_harness(
+        if name not in found:
+            found[name] = harness_store.insert_harness(
                 db,
                 HarnessRow(
                     id=new_id("harness"),
@@ -76,15 +80,12 @@ def ensure_defaults(db: Database, principal_id: str, bases: dict[str, HarnessBas
                     is_default=True,
                 ),
             )
+    return found
 
 
 def default_harness(
     db: Database, principal_id: str, bases: dict[str, HarnessBase]
 ) -> HarnessRow | None:
     """The harness a task without `metadata.harness_id` runs on: the first enabled base's."""
-    ensure_defaults(db, principal_id, bases)
-    for name in bases:
-        row = harness_store.default_harness_for(db, principal_id, name)
-        if row is not None:
-            return row
-    return None
+    found = ensure_defaults(db, principal_id, bases)
+    return next((found[name] for name in bases if name in found), None)

@@ -28,6 +28,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="UHP_", extra="ignore")
 
     data_dir: Path = Path("./uhp-data")
+    # Where everything but blobs and workspaces is stored: unset, SQLite at <data dir>/uhp.sqlite3;
+    # or a SQLAlchemy URL, e.g. postgresql://user:password@host/db (README: "Storage").
+    database_url: str | None = None
     host: str = "127.0.0.1"
     port: int = 8080
     api_key: str | None = None  # UHP_API_KEY: a valid key of the default principal
@@ -148,6 +151,11 @@ class Settings(BaseSettings):
     @property
     def db_path(self) -> Path:
         return self.data_dir / "uhp.sqlite3"
+
+    @property
+    def database(self) -> Path | str:
+        """What storage.db.Database opens: UHP_DATABASE_URL, else the SQLite file."""
+        return self.database_url or self.db_path
 
     @property
     def sessions_dir(self) -> Path:

@@ -19,7 +19,7 @@ STREAM_HEADERS = {
 }
 
 
-class _KeepAlive(ServerSentEvent):
+class KeepAlive(ServerSentEvent):
     """`: keep-alive` as a lone comment line, without the blank line that ends an event.
 
     Clients keep the last event id across events (as the SSE spec says), and the official
@@ -47,6 +47,6 @@ def sse_response(events: AsyncIterator[dict[str, Any]], keepalive_seconds: float
         messages(),
         headers=STREAM_HEADERS,
         ping=keepalive_seconds,
-        ping_message_factory=_KeepAlive,
+        ping_message_factory=KeepAlive,
         sep=SEPARATOR,
     )

@@ -9,6 +9,7 @@ the prompt is never sent.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -56,6 +57,20 @@ class AcpTurn(AgentTurn):
         log.info(f"{self.name}_client_request", extra={"method": method})
         return self.base.reply_for(method, params)
 
+    async def _image_blocks(self) -> list[dict[str, Any]]:
+        """The turn's images as ACP image blocks, when the agent says it takes them."""
+        prompt_capabilities = self.agent_capabilities.get("promptCapabilities") or {}
+        if not self.turn.images or not prompt_capabilities.get("image"):
+            return []
+        return [
+            {
+                "type": "image",
+                "mimeType": image.media_type,
+                "data": await asyncio.to_thread(image.base64),
+            }
+            for image in self.turn.images
+        ]
+
     async def run(self) -> AsyncIterator[ev.AgentEvent]:
         async for event in self._setup():
             yield event
@@ -66,7 +81,7 @@ class AcpTurn(AgentTurn):
                 await self.proc.close_stdin()
             return
         parser = self.base.acp_parser(self.turn)
-        prompt = [{"type": "text", "text": self.turn.prompt}]
+        prompt = [{"type": "text", "text": self.turn.prompt}, *await self._image_blocks()]
         try:
             parser.prompt_id = await self.rpc.request(
                 "session/prompt", {"sessionId": self.session_id, "prompt": prompt}

@@ -29,7 +29,13 @@ def argv(turn: TurnSpec, files: TurnFiles, resume: str | None) -> list[str]:
         "--include-partial-messages",  # real text and thinking deltas
         # Our sandbox is the sandbox; nothing asks a person (who is not there).
         "--dangerously-skip-permissions",
-        "--permission-prompts=none",
+        # With a door that takes questions, we are the host that answers AskUserQuestion
+        # (harness_bases/claude_code/questions.py); otherwise nobody answers anything.
+        *(
+            ["--permission-prompts=host", "--permission-prompt-tool=stdio"]
+            if turn.ask_user
+            else ["--permission-prompts=none"]
+        ),
         f"--model={turn.model}",
         "--system-prompt-snapshot=off",
         f"--mcp-config={files.mcp_config}",

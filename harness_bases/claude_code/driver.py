@@ -15,7 +15,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from harness_bases import events as ev
-from harness_bases.base import Process, TurnSpec
+from harness_bases.base import ImageInput, Process, TurnSpec, UserAsker
+from harness_bases.claude_code import questions
 from harness_bases.claude_code.parser import EXITED, ClaudeParser
 from harness_bases.messages import RESUME_FAILED_NOTICE
 from harness_bases.turns import AgentTurn, Message, drain
@@ -25,8 +26,16 @@ log = logging.getLogger(__name__)
 _NO_ONE = "No user is available to answer; continue without it."
 
 
-def user_message(prompt: str) -> dict[str, Any]:
-    return {"type": "user", "message": {"role": "user", "content": prompt}}
+def user_message(prompt: str, images: tuple[ImageInput, ...] = ()) -> dict[str, Any]:
+    """The stream-json user message; images go along as base64 image blocks (the CLI has no
+    flag that reads an image file into the prompt)."""
+    if not images:
+        return {"type": "user", "message": {"role": "user", "content": prompt}}
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": prompt}]
+    for image in images:
+        source = {"type": "base64", "media_type": image.media_type, "data": image.base64()}
+        blocks.append({"type": "image", "source": source})
+    return {"type": "user", "message": {"role": "user", "content": blocks}}
 
 
 def control_reply(request: dict[str, Any]) -> dict[str, Any]:
@@ -56,6 +65,9 @@ class ClaudeCodeTurn(AgentTurn):
         super().__init__()
         self.proc = proc
         self.prompt = turn.prompt
+        self.images = turn.images
+        self.ask_user = turn.ask_user
+        self._asking: set[asyncio.Task[None]] = set()  # questions waiting for the user
         self.fresh_start = fresh_start  # the native session could not be resumed
         self.parser = ClaudeParser()
         self.stdin_open = True
@@ -98,7 +110,8 @@ class ClaudeCodeTurn(AgentTurn):
         """Send the prompt, then yield the turn's events until the CLI's stdout ends."""
         if self.fresh_start:
             yield ev.Notice(RESUME_FAILED_NOTICE)
-        if not await self.send(user_message(self.prompt)):
+        message = await asyncio.to_thread(user_message, self.prompt, self.images)  # file reads
+        if not await self.send(message):
             log.warning("claude_code_stdin_closed", extra={"stderr": self.proc.stderr_tail()})
             yield ev.TurnFailed(EXITED, "harness_error")
             return
@@ -112,6 +125,11 @@ class ClaudeCodeTurn(AgentTurn):
         async for event in events:
             yield event
 
+    async def _answer_question(self, msg: dict[str, Any], ask: UserAsker) -> None:
+        reply = await questions.answered(msg, ask)
+        if reply is not None:
+            await self.send(reply)
+
     async def _messages(self) -> AsyncIterator[Message]:
         """stdout's JSON messages; the CLI's own control requests are answered on the way."""
         async for line in self.proc.lines():
@@ -120,7 +138,13 @@ class ClaudeCodeTurn(AgentTurn):
                 continue
             if msg.get("type") == "control_request":
                 log.info("claude_code_control_request", extra={"request": msg.get("request")})
-                await self.send(control_reply(msg))
+                if self.ask_user is not None and questions.is_question_request(msg):
+                    # Answered off the read loop: the CLI's output keeps flowing meanwhile.
+                    task = asyncio.create_task(self._answer_question(msg, self.ask_user))
+                    self._asking.add(task)
+                    task.add_done_callback(self._asking.discard)
+                else:
+                    await self.send(control_reply(msg))
                 continue
             yield msg
 

@@ -43,7 +43,8 @@ class CodexBase(HarnessBase):
 
     def prepare(self, turn: TurnSpec) -> Invocation:
         codex_home = real_dir(turn.host_home, ".codex")  # never a link the agent left
-        write_config(codex_home, turn.model, turn.gateway_url, turn.mcp_servers)
+        ask_user = turn.ask_user is not None
+        write_config(codex_home, turn.model, turn.gateway_url, turn.mcp_servers, ask_user)
         materialise_skills(codex_home, turn.skills)
         home = turn.paths.home
         env = {

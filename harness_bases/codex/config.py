@@ -20,6 +20,7 @@ TOKEN_ENV = "UHP_GATEWAY_TOKEN"
 
 # Features that reach the internet on their own (plugin sync talks to github.com and
 # chatgpt.com at start-up) or that can stall a turn on a closed network.
+USER_INPUT_FEATURE = "default_mode_request_user_input"
 _DISABLED_FEATURES = (
     "plugins",
     "remote_plugin",
@@ -55,9 +56,18 @@ def mcp_server_tables(servers: tuple[McpServerSpec, ...]) -> dict[str, Any]:
 
 
 def codex_config(
-    model: str, gateway_url: str, mcp_servers: tuple[McpServerSpec, ...] = ()
+    model: str,
+    gateway_url: str,
+    mcp_servers: tuple[McpServerSpec, ...] = (),
+    ask_user: bool = False,
 ) -> dict[str, Any]:
-    """The config.toml contents for a turn."""
+    """The config.toml contents for a turn; `ask_user`: someone answers request_user_input."""
+    features = {name: False for name in _DISABLED_FEATURES}
+    if ask_user:
+        # request_user_input is a Plan-mode tool; this flag (the pinned version's, "under
+        # development") lets the Default mode we run in call it. Its call then comes to us as
+        # an `item/tool/requestUserInput` request (harness_bases/codex/questions.py).
+        features[USER_INPUT_FEATURE] = True
     return {
         "model": model,
         "model_provider": PROVIDER_ID,
@@ -73,7 +83,7 @@ def codex_config(
         "analytics": {"enabled": False},
         "feedback": {"enabled": False},
         "otel": {"exporter": "none"},
-        "features": {name: False for name in _DISABLED_FEATURES},
+        "features": features,
         "shell_environment_policy": {
             "inherit": "all",  # the CLI's env is already built from an allow-list
             # Tool commands do not inherit the gateway token. (They run as the CLI's uid and
@@ -98,11 +108,15 @@ def codex_config(
 
 
 def write_config(
-    codex_home: Path, model: str, gateway_url: str, mcp_servers: tuple[McpServerSpec, ...] = ()
+    codex_home: Path,
+    model: str,
+    gateway_url: str,
+    mcp_servers: tuple[McpServerSpec, ...] = (),
+    ask_user: bool = False,
 ) -> Path:
     """Write `config.toml` into codex_home (created if needed); returns its path."""
     codex_home.mkdir(parents=True, exist_ok=True)
     path = codex_home / "config.toml"
-    config = codex_config(model, gateway_url, mcp_servers)
+    config = codex_config(model, gateway_url, mcp_servers, ask_user)
     write_file(path, tomli_w.dumps(config).encode("utf-8"), 0o600)
     return path

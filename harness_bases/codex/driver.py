@@ -14,8 +14,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from harness_bases import events as ev
-from harness_bases.base import Process, TurnSpec
-from harness_bases.codex import instructions
+from harness_bases.base import Process, TurnSpec, UserAsker
+from harness_bases.codex import instructions, long_input, questions
+from harness_bases.codex.failures import setup_failure
 from harness_bases.codex.install import CLI_VERSION
 from harness_bases.codex.parser import CodexParser
 from harness_bases.codex.replies import reply_for
@@ -44,9 +45,17 @@ async def answer_request(method: str, params: dict[str, Any]) -> dict[str, Any] 
     return reply_for(method)
 
 
-def connect(proc: Process) -> RpcConnection:
-    """app-server's JSON-RPC dialect leaves out the `"jsonrpc": "2.0"` member."""
-    return RpcConnection(proc, answer_request, name="codex")
+def connect(proc: Process, ask_user: UserAsker | None = None) -> RpcConnection:
+    """app-server's JSON-RPC dialect leaves out the `"jsonrpc": "2.0"` member. With
+    `ask_user`, the CLI's own question tool asks the user (the read waits for the answer,
+    as the CLI itself does)."""
+
+    async def on_request(method: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        if ask_user is not None and method == questions.REQUEST_METHOD:
+            return await questions.answered(params, ask_user)
+        return await answer_request(method, params)
+
+    return RpcConnection(proc, on_request, name="codex")
 
 
 class CodexTurn(AgentTurn):
@@ -58,7 +67,7 @@ class CodexTurn(AgentTurn):
         super().__init__()
         self.proc = proc
         self.turn = turn
-        self.rpc = connect(proc)
+        self.rpc = connect(proc, turn.ask_user)
         self.thread_id: str | None = None
         self.turn_id: str | None = None
         self.interrupt_requested = False  # asked before the turn id was known
@@ -88,8 +97,12 @@ class CodexTurn(AgentTurn):
                 with contextlib.suppress(Exception):
                     await proc.close_stdin()
                 return
-            text = {"type": "text", "text": self.turn.prompt, "text_elements": []}
-            result = await rpc.call("turn/start", {"threadId": thread_id, "input": [text]})
+            prompt = await asyncio.to_thread(long_input.turn_text, self.turn)
+            text = {"type": "text", "text": prompt, "text_elements": []}
+            # Codex reads each image itself, inside the sandbox, and sends it to the model.
+            images = [{"type": "localImage", "path": image.path} for image in self.turn.images]
+            turn_input = [text, *images]
+            result = await rpc.call("turn/start", {"threadId": thread_id, "input": turn_input})
             self.turn_id = str(result["turn"]["id"])
             if self.interrupt_requested:  # asked while turn/start was under way
                 await self.send_interrupt()
@@ -98,7 +111,11 @@ class CodexTurn(AgentTurn):
             log.warning("codex_exited_during_setup", extra={"stderr": proc.stderr_tail()})
             yield ev.TurnFailed("the agent exited unexpectedly", "harness_error")
             return
-        except (RpcError, KeyError, TypeError) as exc:
+        except RpcError as exc:
+            log.warning("codex_setup_failed", extra={"error": str(exc)})
+            yield setup_failure(exc.method, exc.message)
+            return
+        except (KeyError, TypeError) as exc:
             log.warning("codex_setup_failed", extra={"error": str(exc)})
             yield ev.TurnFailed("The agent could not start the turn.", "harness_error")
             return

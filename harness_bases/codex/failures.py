@@ -52,6 +52,19 @@ def classify_failure(error: dict[str, Any] | None) -> ev.TurnFailed:
     return ev.TurnFailed(safe_message(raw, "The agent reported a failure."), "harness_error")
 
 
+INPUT_TOO_LARGE = "input_too_large"
+
+
+def setup_failure(method: str, message: str) -> ev.TurnFailed:
+    """A TurnFailed for a request app-server refused while the turn was being set up: an
+    input it will not take is the caller's (`input_too_large`), anything else the harness's."""
+    if method == "turn/start" and "exceeds the maximum length" in message:
+        return ev.TurnFailed(
+            "The input is longer than the agent takes in one turn.", INPUT_TOO_LARGE
+        )
+    return ev.TurnFailed("The agent could not start the turn.", "harness_error")
+
+
 # Codex's wording for an HTTP failure: "unexpected status 502 Bad Gateway: {body}, url: …".
 _UNEXPECTED_STATUS = re.compile(r"^unexpected status \d{3}[^:]*: (.*?)(?:, url: \S+)?$", re.S)
 
@@ -65,7 +78,8 @@ def _http_error_body_message(text: str) -> str | None:
     try:
         body = json.loads(text)
     except ValueError:
-        return None
+        # Codex quotes an error body's message itself: the gateway's own sentence.
+        return text.strip() if quoted and text.strip() else None
     error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict):
         return str(error.get("message") or text)

@@ -41,6 +41,9 @@ def opencode_config(turn: TurnSpec) -> dict[str, Any]:
     model = {"name": turn.model, "tool_call": True, "reasoning": True}
     if turn.max_output_tokens:
         model["limit"] = {"context": 200_000, "output": turn.max_output_tokens}
+    if turn.images:  # OpenCode sends a prompt's images only to a model that takes them
+        model["attachment"] = True
+        model["modalities"] = {"input": ["text", "image"], "output": ["text"]}
     config: dict[str, Any] = {
         "$schema": "https://opencode.ai/config.json",
         "model": f"{PROVIDER_ID}/{turn.model}",

@@ -56,7 +56,7 @@ class PiBase(HarnessBase):
         )
 
     def start_turn(self, proc: Process, turn: TurnSpec) -> PiTurn:
-        return PiTurn(proc, turn.prompt, fresh_start=_fresh_start(turn))
+        return PiTurn(proc, turn.prompt, fresh_start=_fresh_start(turn), images=turn.images)
 
 
 def _fresh_start(turn: TurnSpec) -> bool:

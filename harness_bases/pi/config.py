@@ -62,6 +62,8 @@ def agent_dir(root: str) -> str:
 
 def models_config(turn: TurnSpec) -> dict:
     model: dict = {"id": turn.model, "name": turn.model, "reasoning": False}
+    if turn.images:  # pi leaves a prompt's images out for a text-only model
+        model["input"] = ["text", "image"]
     provider = {
         "baseUrl": turn.gateway_url,
         "api": "openai-completions",

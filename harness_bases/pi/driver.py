@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from harness_bases import events as ev
-from harness_bases.base import Process
+from harness_bases.base import ImageInput, Process
 from harness_bases.messages import RESUME_FAILED_NOTICE
 from harness_bases.pi.parser import EXITED, PROMPT_ID, STATE_ID, PiParser
 from harness_bases.turns import AgentTurn, Message, drain
@@ -32,10 +32,18 @@ class PiTurn(AgentTurn):
 
     name = "pi"
 
-    def __init__(self, proc: Process, prompt: str, *, fresh_start: bool) -> None:
+    def __init__(
+        self,
+        proc: Process,
+        prompt: str,
+        *,
+        fresh_start: bool,
+        images: tuple[ImageInput, ...] = (),
+    ) -> None:
         super().__init__()
         self.proc = proc
         self.prompt = prompt
+        self.images = images
         self.fresh_start = fresh_start
         self.parser = PiParser()
         self.prompt_sent = False
@@ -79,7 +87,16 @@ class PiTurn(AgentTurn):
         if self.parser.interrupt_requested:  # stopped before it began: no prompt to send
             await self.close_stdin()
             return
-        prompt = {"id": PROMPT_ID, "type": "prompt", "message": self.prompt}
+        prompt: dict[str, Any] = {"id": PROMPT_ID, "type": "prompt", "message": self.prompt}
+        if self.images:  # pi's RPC prompt takes images beside the message
+            prompt["images"] = [
+                {
+                    "type": "image",
+                    "mimeType": i.media_type,
+                    "data": await asyncio.to_thread(i.base64),
+                }
+                for i in self.images
+            ]
         if not (await self.send({"id": STATE_ID, "type": "get_state"}) and await self.send(prompt)):
             log.warning("pi_stdin_closed", extra={"stderr": self.proc.stderr_tail()})
             yield ev.TurnFailed(EXITED, "harness_error")

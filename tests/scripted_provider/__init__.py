@@ -5,13 +5,20 @@ It speaks OpenAI Responses (``/v1/responses``), OpenAI Chat Completions
 well enough for the real agent CLIs. What it answers is scripted by directive lines in
 the last user message that has any (a directive line starts, after optional
 whitespace, with one of the keywords below). The step is the number of tool results
-after that message.
+after that message (a PARALLEL step takes one per call).
 
-- ``SAY <text>``: the final answer; ``{output}`` is the last tool result's output.
+- ``SAY <text>``: the final answer; ``{output}`` is the last tool result's output,
+  ``{outputs}`` every tool result's output since the directives, joined by `` | ``.
 - ``THINK <text>``: a reasoning summary / thinking block before every response's content.
 - ``RUN <command>``: one step calling the client's shell tool with ``command``.
 - ``TOOL <name> <json>``: one step calling tool ``name`` with those arguments (a tool the
   CLI names with its own prefix for an MCP server, e.g. ``mcp__server__name``, matches too).
+- ``PARALLEL RUN <command>`` / ``PARALLEL TOOL <name> <json>``: consecutive PARALLEL lines
+  are one step whose reply carries all their calls at once (Responses: one output item each,
+  argument deltas interleaved; Chat: a ``tool_calls`` array streamed interleaved by index;
+  Anthropic: consecutive ``tool_use`` blocks). The step takes one result per call.
+- ``IMAGES``: the final answer reports the request's image parts (``images 1: image/png 68B
+  sha256:<12 hex>``); ``{images}`` puts the same report into a SAY.
 - ``LOOP``: every response calls the shell tool with ``echo step <n>`` (n = step + 1).
 - ``SLOW <seconds>``: spread the final answer's deltas over that many seconds.
 - ``SLEEP <seconds>``: wait that long before sending response headers.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from .script import Event, Reply, ToolSpec, content_text, split_text, usage
+from .script import Event, Reply, ToolCall, ToolSpec, content_text, split_text, usage
 from .sse import pace, sse
 
 ERROR_TYPES = {
@@ -61,15 +61,15 @@ def _blocks(reply: Reply) -> list[dict]:
     blocks = []
     if reply.thinking:
         blocks.append({"type": "thinking", "thinking": reply.thinking, "signature": _sig(reply)})
-    if reply.tool_call:
-        call = reply.tool_call
-        blocks.append(
+    if reply.tool_calls:
+        blocks.extend(
             {
                 "type": "tool_use",
-                "id": _tool_id(reply),
+                "id": _tool_id(call),
                 "name": call.name,
                 "input": call.input_object(),
             }
+            for call in reply.tool_calls
         )
     else:
         blocks.append({"type": "text", "text": reply.text})
@@ -80,8 +80,8 @@ def _sig(reply: Reply) -> str:
     return f"c2NyaXB0ZWQ{reply.tag}"
 
 
-def _tool_id(reply: Reply) -> str:
-    return f"toolu_{reply.tag}"
+def _tool_id(call: ToolCall) -> str:
+    return "toolu_" + call.call_id.removeprefix("call_")
 
 
 def _message(reply: Reply, model: str, body_len: int, done: bool) -> dict:
@@ -129,13 +129,18 @@ async def stream(reply: Reply, model: str, body_len: int) -> AsyncIterator[str]:
         yield event("content_block_delta", index=index, delta=signature)
         yield event("content_block_stop", index=index)
         index += 1
-    if reply.tool_call:
-        call = reply.tool_call
-        start = {"type": "tool_use", "id": _tool_id(reply), "name": call.name, "input": {}}
-        yield event("content_block_start", index=index, content_block=start)
-        for piece in split_text(call.arguments):
-            delta = {"type": "input_json_delta", "partial_json": piece}
-            yield event("content_block_delta", index=index, delta=delta)
+    if reply.tool_calls:
+        # Blocks never interleave on this wire: one block starts, streams and stops, then
+        # the next; parallel calls are consecutive tool_use blocks of one message.
+        for number, call in enumerate(reply.tool_calls):
+            if number:
+                yield event("content_block_stop", index=index)
+                index += 1
+            start = {"type": "tool_use", "id": _tool_id(call), "name": call.name, "input": {}}
+            yield event("content_block_start", index=index, content_block=start)
+            for piece in split_text(call.arguments):
+                delta = {"type": "input_json_delta", "partial_json": piece}
+                yield event("content_block_delta", index=index, delta=delta)
     else:
         yield event("content_block_start", index=index, content_block={"type": "text", "text": ""})
         for delta in reply.deltas():

@@ -15,6 +15,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from . import anthropic_messages, openai_chat, openai_responses
+from .images import find_images
 from .script import plan
 
 WIRES: dict[str, ModuleType] = {
@@ -150,10 +151,14 @@ def create_app(
             message = f"The model `{model}` does not exist"
             return _error(anthropic, 404, message, "model_not_found")
         events, tools = wire.parse(body)
-        reply = plan(events, tools)
+        reply = plan(events, tools, find_images(body))
         call = reply.tool_call
         if reply.fail:
             answer: dict = {"error": reply.fail[0]}
+        elif len(reply.tool_calls) > 1:
+            answer = {
+                "tools": [{"tool": c.name, "arguments": c.arguments} for c in reply.tool_calls]
+            }
         elif call:
             answer = {"tool": call.name, "arguments": call.arguments}
         else:

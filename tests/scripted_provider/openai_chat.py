@@ -5,6 +5,7 @@ THINK is sent as ``reasoning_content`` (a field many OpenAI-compatible clients a
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator
 
 from .script import Event, Reply, ToolSpec, content_text, split_text, usage
@@ -67,13 +68,33 @@ def render(reply: Reply, model: str, body_len: int) -> dict:
     message: dict = {"role": "assistant", "content": None if reply.tool_call else reply.text}
     if reply.thinking:
         message["reasoning_content"] = reply.thinking
-    if reply.tool_call:
-        call = reply.tool_call
-        function = {"name": call.name, "arguments": call.arguments}
-        message["tool_calls"] = [{"id": call.call_id, "type": "function", "function": function}]
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": call.call_id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            for call in reply.tool_calls
+        ]
     choice = {"index": 0, "message": message, "finish_reason": _finish(reply), "logprobs": None}
     body = _base(reply, model, "chat.completion")
     return {**body, "choices": [choice], "usage": _usage(reply, body_len)}
+
+
+def _tool_call_deltas(reply: Reply) -> list[dict]:
+    """Each call's head (id, name), then the argument fragments of all calls interleaved by
+    ``index``, as the API allows: a client must join fragments by index, not by order."""
+    deltas = []
+    pieces = []
+    for index, call in enumerate(reply.tool_calls):
+        head = {"index": index, "id": call.call_id, "type": "function"}
+        deltas.append({**head, "function": {"name": call.name, "arguments": ""}})
+        pieces.append([(index, piece) for piece in split_text(call.arguments)])
+    for row in itertools.zip_longest(*pieces):
+        for index, piece in (p for p in row if p):
+            deltas.append({"index": index, "function": {"arguments": piece}})
+    return deltas
 
 
 async def stream(
@@ -90,12 +111,9 @@ async def stream(
     yield chunk({"role": "assistant", "content": ""})
     for delta in split_text(reply.thinking) if reply.thinking else []:
         yield chunk({"reasoning_content": delta})
-    if reply.tool_call:
-        call = reply.tool_call
-        head = {"index": 0, "id": call.call_id, "type": "function"}
-        yield chunk({"tool_calls": [{**head, "function": {"name": call.name, "arguments": ""}}]})
-        for piece in split_text(call.arguments):
-            yield chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
+    if reply.tool_calls:
+        for delta in _tool_call_deltas(reply):
+            yield chunk({"tool_calls": [delta]})
     else:
         for delta in reply.deltas():
             await pace(reply)

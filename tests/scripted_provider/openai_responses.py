@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncIterator
 
-from .script import Event, Reply, ToolSpec, content_text, split_text, usage
+from .script import Event, Reply, ToolCall, ToolSpec, content_text, split_text, usage
 from .sse import CREATED, pace, sse
 
 
@@ -58,7 +58,7 @@ def error_body(message: str, code: str, kind: str = "invalid_request_error") -> 
 
 
 def _ids(reply: Reply) -> dict[str, str]:
-    return {k: f"{k}_{reply.tag}" for k in ("resp", "rs", "msg", "fc", "ctc")}
+    return {k: f"{k}_{reply.tag}" for k in ("resp", "rs", "msg")}
 
 
 def _reasoning_item(reply: Reply, done: bool) -> dict:
@@ -77,27 +77,30 @@ def _text_part(text: str) -> dict:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
-def _call_item(reply: Reply, done: bool) -> dict:
-    call = reply.tool_call
-    assert call is not None
+def _call_item(call: ToolCall, done: bool) -> dict:
     status = "completed" if done else "in_progress"
+    suffix = call.call_id.removeprefix("call_")
     if call.kind == "custom":
-        item = {"id": _ids(reply)["ctc"], "type": "custom_tool_call", "status": status}
+        item = {"id": f"ctc_{suffix}", "type": "custom_tool_call", "status": status}
         return {**item, "call_id": call.call_id, "name": call.name, "input": ""}
-    item = {"id": _ids(reply)["fc"], "type": "function_call", "status": status}
+    item = {"id": f"fc_{suffix}", "type": "function_call", "status": status}
     item.update(call_id=call.call_id, name=call.name, arguments=call.arguments if done else "")
     if call.namespace:
         item["namespace"] = call.namespace
     return item
 
 
+def _done_call_item(call: ToolCall) -> dict:
+    item = _call_item(call, True)
+    if call.kind == "custom":
+        item["input"] = call.arguments
+    return item
+
+
 def _outputs(reply: Reply) -> list[dict]:
     items = [_reasoning_item(reply, True)] if reply.thinking else []
-    if reply.tool_call:
-        item = _call_item(reply, True)
-        if reply.tool_call.kind == "custom":
-            item["input"] = reply.tool_call.arguments
-        return [*items, item]
+    if reply.tool_calls:
+        return [*items, *(_done_call_item(call) for call in reply.tool_calls)]
     return [*items, _message_item(reply, True)]
 
 
@@ -135,6 +138,32 @@ def render(reply: Reply, model: str, body_len: int) -> dict:
     return _response(reply, model, body_len, done=True)
 
 
+def _call_events(calls: list[ToolCall], first: int) -> list[tuple[str, dict]]:
+    """Every call's item added, then their argument deltas interleaved (each names its
+    ``item_id`` and ``output_index``), then each call's done events, in output order."""
+    events: list[tuple[str, dict]] = []
+    wheres, pieces = [], []
+    for index, call in enumerate(calls, start=first):
+        item = _call_item(call, False)
+        events.append(("response.output_item.added", {"output_index": index, "item": item}))
+        where = {"item_id": item["id"], "output_index": index}
+        prefix = "custom_tool_call_input" if call.kind == "custom" else "function_call_arguments"
+        wheres.append((where, prefix))
+        pieces.append([(where, prefix, piece) for piece in split_text(call.arguments)])
+    for row in itertools.zip_longest(*pieces):
+        for where, prefix, piece in (p for p in row if p):
+            events.append((f"response.{prefix}.delta", {**where, "delta": piece}))
+    for call, (where, prefix) in zip(calls, wheres, strict=True):
+        if call.kind == "custom":
+            events.append((f"response.{prefix}.done", {**where, "input": call.arguments}))
+        else:
+            done = {**where, "name": call.name, "arguments": call.arguments}
+            events.append((f"response.{prefix}.done", done))
+        item = {"output_index": where["output_index"], "item": _done_call_item(call)}
+        events.append(("response.output_item.done", item))
+    return events
+
+
 async def stream(reply: Reply, model: str, body_len: int) -> AsyncIterator[str]:
     """The SSE event sequence of a streamed response."""
     counter = itertools.count()
@@ -162,20 +191,9 @@ async def stream(reply: Reply, model: str, body_len: int) -> AsyncIterator[str]:
             "response.output_item.done", output_index=index, item=_reasoning_item(reply, True)
         )
         index += 1
-    if reply.tool_call:
-        call = reply.tool_call
-        item = _call_item(reply, False)
-        where = {"item_id": item["id"], "output_index": index}
-        yield event("response.output_item.added", output_index=index, item=item)
-        prefix = "custom_tool_call_input" if call.kind == "custom" else "function_call_arguments"
-        for delta in split_text(call.arguments):
-            yield event(f"response.{prefix}.delta", **where, delta=delta)
-        if call.kind == "custom":
-            yield event(f"response.{prefix}.done", **where, input=call.arguments)
-        else:
-            yield event(
-                f"response.{prefix}.done", **where, name=call.name, arguments=call.arguments
-            )
+    if reply.tool_calls:
+        for name, fields in _call_events(reply.tool_calls, index):
+            yield event(name, **fields)
     else:
         item_id = _ids(reply)["msg"]
         where = {"item_id": item_id, "output_index": index, "content_index": 0}
@@ -188,5 +206,5 @@ async def stream(reply: Reply, model: str, body_len: int) -> AsyncIterator[str]:
             yield event("response.output_text.delta", **where, delta=delta, logprobs=[])
         yield event("response.output_text.done", **where, text=reply.text, logprobs=[])
         yield event("response.content_part.done", **where, part=_text_part(reply.text))
-    yield event("response.output_item.done", output_index=index, item=_outputs(reply)[-1])
+        yield event("response.output_item.done", output_index=index, item=_outputs(reply)[-1])
     yield event("response.completed", response=_response(reply, model, body_len, done=True))

@@ -25,6 +25,8 @@ KEYWORDS = (
     "FAIL",
     "REMEMBER",
     "RECALL",
+    "PARALLEL",
+    "IMAGES",
 )
 _DIRECTIVE = re.compile(r"^\s*(" + "|".join(KEYWORDS) + r")(?:[ \t]+(.*?))?\s*$")
 
@@ -89,18 +91,23 @@ class Reply:
     script: list[str] = field(default_factory=list)
     text: str = ""
     thinking: str | None = None
-    tool_call: ToolCall | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)  # two or more: parallel calls
     slow: float = 0.0
     sleep: float = 0.0
     fail: tuple[int, str] | None = None
+
+    @property
+    def tool_call(self) -> ToolCall | None:
+        """The first tool call (the only one unless the step is PARALLEL)."""
+        return self.tool_calls[0] if self.tool_calls else None
 
     def deltas(self) -> list[str]:
         """The final text split into deterministic deltas."""
         return split_text(self.text, slow=self.slow > 0)
 
     def output_len(self) -> int:
-        tool = self.tool_call
-        return len(self.text) + len(self.thinking or "") + (len(tool.arguments) if tool else 0)
+        arguments = sum(len(call.arguments) for call in self.tool_calls)
+        return len(self.text) + len(self.thinking or "") + arguments
 
 
 def parse_directives(text: str) -> list[tuple[str, str]]:
@@ -138,6 +145,9 @@ def content_text(raw: object) -> str:
     return "" if raw is None else str(raw)
 
 
+_GEMINI_FIELDS = "Error|Exit Code|Signal|Background PIDs|Process Group PGID"
+
+
 def tool_output_text(raw: str) -> str:
     """The useful text of a tool result: a command's stdout where recognisable."""
     text = raw.strip()
@@ -151,6 +161,13 @@ def tool_output_text(raw: str) -> str:
     qwen = re.match(r"Command: .*?\nOutput: (.*?)\nError: ", text, re.S)
     if qwen:
         return qwen.group(1).strip()
+    # Gemini CLI 0.61 wraps its report in <untrusted_context>: "Output: <output>", then lines
+    # such as "Exit Code: …" and "Process Group PGID: …".
+    if text.startswith("<untrusted_context>\n") and text.endswith("\n</untrusted_context>"):
+        inner = text.removeprefix("<untrusted_context>\n").removesuffix("\n</untrusted_context>")
+        gemini = re.match(r"Output: (.*?)(?:\n(?:" + _GEMINI_FIELDS + r"): |\Z)", inner, re.S)
+        if gemini:
+            return "" if gemini.group(1) == "(empty)" else gemini.group(1).strip()
     # Codex prefixes shell output with a header ending in an "Output:" line.
     lines = text.split("\n")
     for i, line in enumerate(lines[:10]):
@@ -194,7 +211,9 @@ class _Script:
 
     says: list[str] = field(default_factory=list)
     thinks: list[str] = field(default_factory=list)
-    steps: list[tuple[str, str]] = field(default_factory=list)  # ("RUN"|"TOOL", argument)
+    # Each step is a group of calls made in one reply: ("RUN"|"TOOL", argument) pairs.
+    steps: list[list[tuple[str, str]]] = field(default_factory=list)
+    images: bool = False
     remember: str | None = None
     recall: bool = False
     loop: bool = False
@@ -205,13 +224,22 @@ class _Script:
     @classmethod
     def read(cls, directives: list[tuple[str, str]]) -> _Script:
         script = cls()
+        previous = None
         for key, arg in directives:
-            if key == "SAY":
+            if key == "PARALLEL":
+                call = _parallel_call(arg)
+                if previous == "PARALLEL" and call:
+                    script.steps[-1].append(call)
+                elif call:
+                    script.steps.append([call])
+            elif key == "IMAGES":
+                script.images = True
+            elif key == "SAY":
                 script.says.append(arg)
             elif key == "THINK":
                 script.thinks.append(arg)
             elif key in ("RUN", "TOOL"):
-                script.steps.append((key, arg))
+                script.steps.append([(key, arg)])
             elif key == "LOOP":
                 script.loop = True
             elif key == "SLOW":
@@ -226,7 +254,25 @@ class _Script:
                 script.remember = arg.split()[0] if arg.split() else ""
             elif key == "RECALL":
                 script.recall = True
+            previous = key
         return script
+
+    def step_index(self, results: int) -> int:
+        """How many steps the ``results`` tool results after the anchor have completed."""
+        if self.loop:
+            return results
+        step = consumed = 0
+        while step < len(self.steps) and consumed + len(self.steps[step]) <= results:
+            consumed += len(self.steps[step])
+            step += 1
+        # Past the last step, each further result counts as one (as with single calls).
+        return step + (results - consumed if step == len(self.steps) else 0)
+
+
+def _parallel_call(arg: str) -> tuple[str, str] | None:
+    """``PARALLEL RUN <command>`` / ``PARALLEL TOOL <name> <json>`` as a step's call."""
+    key, _, rest = arg.strip().partition(" ")
+    return (key, rest.strip()) if key in ("RUN", "TOOL") and rest.strip() else None
 
 
 def _turn_finished(after: list[Event]) -> bool:
@@ -277,8 +323,8 @@ def _by_suffix(tools: list[ToolSpec], name: str) -> ToolSpec | None:
     return None
 
 
-def plan(events: list[Event], tools: list[ToolSpec]) -> Reply:
-    """Decide the reply for a conversation."""
+def plan(events: list[Event], tools: list[ToolSpec], images: list[str] | None = None) -> Reply:
+    """Decide the reply for a conversation; ``images`` describes the request's image parts."""
     anchors = [i for i, e in enumerate(events) if e.kind == "user" and parse_directives(e.text)]
     if not anchors:
         return Reply(text="ok")
@@ -286,7 +332,8 @@ def plan(events: list[Event], tools: list[ToolSpec]) -> Reply:
     directives = parse_directives(events[index].text)
     after = events[index + 1 :]
     results = [e for e in after if e.kind == "tool_result"]
-    step = len(results)
+    script = _Script.read(directives)
+    step = script.step_index(len(results))
     turn = len(anchors)
     reply = Reply(
         tag=f"s{step}" if turn == 1 else f"s{step}_t{turn}",
@@ -297,46 +344,32 @@ def plan(events: list[Event], tools: list[ToolSpec]) -> Reply:
         reply.text = "ok"
         return reply
 
-    script = _Script.read(directives)
     reply.slow, reply.sleep, reply.fail = script.slow, script.sleep, script.fail
     reply.thinking = "\n".join(script.thinks) if script.thinks else None
 
-    call_id = f"call_{reply.tag}"
     if script.loop:
-        step_spec: tuple[str, str] | None = ("RUN", f"echo step {step + 1}")
+        group: list[tuple[str, str]] = [("RUN", f"echo step {step + 1}")]
     else:
-        step_spec = script.steps[step] if step < len(script.steps) else None
-    if step_spec and step_spec[0] == "RUN":
-        shell = find_shell_tool(tools)
-        if shell is None:
+        group = script.steps[step] if step < len(script.steps) else []
+    if group:
+        suffixes = [f"_{n}" for n in range(len(group))] if len(group) > 1 else [""]
+        calls = [
+            _tool_call(f"call_{reply.tag}{suffix}", spec, events, tools)
+            for suffix, spec in zip(suffixes, group, strict=True)
+        ]
+        if any(call is None for call in calls):
             reply.text = "no shell tool"
-            return reply
-        args = shell_arguments(shell, step_spec[1], _cwd(events))
-        reply.tool_call = ToolCall(call_id, shell.name, json.dumps(args))
-        return reply
-    if step_spec:
-        name, _, raw_args = step_spec[1].strip().partition(" ")
-        spec = next((t for t in tools if name in (t.name, f"{t.namespace}__{t.name}")), None)
-        spec = spec or _by_suffix(tools, name)
-        arguments = raw_args.strip() or "{}"
-        if spec and spec.kind == "custom":
-            try:
-                value = json.loads(arguments)
-                arguments = value if isinstance(value, str) else arguments
-            except ValueError:
-                pass
-        reply.tool_call = ToolCall(
-            call_id,
-            spec.name if spec else name,
-            arguments,
-            kind=spec.kind if spec else "function",
-            namespace=spec.namespace if spec else None,
-        )
+        else:
+            reply.tool_calls = [call for call in calls if call]
         return reply
 
-    last_output = tool_output_text(results[-1].text) if results else ""
+    outputs = [tool_output_text(r.text) for r in results]
+    report = images_report(images or [])
     if script.says:
-        reply.text = "\n".join(script.says).replace("{output}", last_output)
+        text = "\n".join(script.says).replace("{output}", outputs[-1] if outputs else "")
+        reply.text = text.replace("{outputs}", " | ".join(outputs)).replace("{images}", report)
+    elif script.images:
+        reply.text = report
     elif script.recall:
         reply.text = _recall(events[:index])
     elif script.remember is not None:
@@ -344,3 +377,38 @@ def plan(events: list[Event], tools: list[ToolSpec]) -> Reply:
     else:
         reply.text = "done"
     return reply
+
+
+def images_report(images: list[str]) -> str:
+    """What IMAGES answers: ``images 2: <one>; <two>``."""
+    return f"images {len(images)}: " + "; ".join(images) if images else "images 0"
+
+
+def _tool_call(
+    call_id: str, spec: tuple[str, str], events: list[Event], tools: list[ToolSpec]
+) -> ToolCall | None:
+    """The call a RUN or TOOL directive makes (None: RUN without a shell tool)."""
+    key, argument = spec
+    if key == "RUN":
+        shell = find_shell_tool(tools)
+        if shell is None:
+            return None
+        args = shell_arguments(shell, argument, _cwd(events))
+        return ToolCall(call_id, shell.name, json.dumps(args))
+    name, _, raw_args = argument.strip().partition(" ")
+    tool = next((t for t in tools if name in (t.name, f"{t.namespace}__{t.name}")), None)
+    tool = tool or _by_suffix(tools, name)
+    arguments = raw_args.strip() or "{}"
+    if tool and tool.kind == "custom":
+        try:
+            value = json.loads(arguments)
+            arguments = value if isinstance(value, str) else arguments
+        except ValueError:
+            pass
+    return ToolCall(
+        call_id,
+        tool.name if tool else name,
+        arguments,
+        kind=tool.kind if tool else "function",
+        namespace=tool.namespace if tool else None,
+    )

@@ -127,7 +127,7 @@ class StandInEngine:
             OPENAI_API_KEY=None,
             ANTHROPIC_API_KEY=None,
         )
-        self.db = Database(self.settings.db_path)
+        self.db = Database(self.settings.database)
         self.base = StandInBase()
         self.sandbox = FakeSandbox()
         self.admission = AdmissionQueue(max_turns)

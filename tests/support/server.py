@@ -14,6 +14,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.support import postgres
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -38,6 +40,8 @@ class ServerProcess:
         self.log_path = self.data_dir / f"server-{self.port}.log"
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 (kept open for the child's lifetime)
+        if postgres.current is not None and "UHP_DATABASE_URL" not in self.env:
+            self.env = {**self.env, "UHP_DATABASE_URL": postgres.current.url_for(self.data_dir)}
         self.proc = subprocess.Popen(
             [
                 sys.executable,

@@ -135,10 +135,13 @@ class ArtifactCollector:
         response_id: str,
     ) -> Collected:
         after = snapshot(root)
-        count, total = artifact_store.session_totals(self.db, session_id)
         result = Collected()
+        changed = changed_paths(before, after)
+        if not changed:  # most turns: no database work at all
+            return result
+        count, total = artifact_store.session_totals(self.db, session_id)
         now = int(time.time())
-        for path in changed_paths(before, after):
+        for path in changed:
             why = self._refusal(path, after[path][0], count, total)
             stored = None if why else self._store(root, path, after[path])
             if stored is None:

@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage import files as file_store
+from sqlmodel import Session
+
 from storage.blobs import BlobStore
-from storage.db import Database
 from storage.models import FileRow
 from uhp_server.engine.inputs import Attachment
 
@@ -33,6 +33,7 @@ class Placed:
     name: str
     media_type: str
     size: int
+    image: bool = False  # came as an input_image
 
 
 def write_inline_blobs(blobs: BlobStore, items: list[Attachment]) -> list[Attachment]:
@@ -51,7 +52,7 @@ def write_inline_blobs(blobs: BlobStore, items: list[Attachment]) -> list[Attach
 
 
 def record_inline_files(
-    db: Database, principal_id: str, inline: list[Attachment], *, keep: bool
+    s: Session, principal_id: str, inline: list[Attachment], *, keep: bool
 ) -> None:
     """With `keep` (store is true) the inline files become the principal's File objects (ids
     already in the stored input items), so a later task can reference them by file_id; with
@@ -60,8 +61,7 @@ def record_inline_files(
         return
     for attachment in inline:
         assert attachment.sha256 is not None, "write_inline_blobs stored it first"
-        file_store.insert_file(
-            db,
+        s.add(
             FileRow(
                 id=attachment.file_id,
                 principal_id=principal_id,
@@ -81,7 +81,7 @@ def place_all(workspace: Path, blobs: BlobStore, items: tuple[Attachment, ...]) 
         if attachment.sha256 is None:
             continue
         name = _place(workspace, blobs, attachment.filename, attachment.sha256)
-        placed.append(Placed(name, attachment.media_type, attachment.size))
+        placed.append(Placed(name, attachment.media_type, attachment.size, attachment.image))
     return placed
 
 

@@ -1,6 +1,6 @@
 """A response's ordered event log: numbered, persisted, then published.
 
-Each event is committed to SQLite before any subscriber sees it, so anything a client was
+Each event is committed to the database before any subscriber sees it, so anything a client was
 sent survives a crash. The write happens on the database's writer thread, never on the event
 loop: an append numbers its events at once (so concurrent appenders keep an exact, gapless
 order), queues them, and publishes them once the commit is done — in queue order, because the
@@ -12,12 +12,12 @@ from the database (or from memory, when store is false).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future
 from typing import Any
 
 from storage import responses as response_store
-from storage.db import Database
+from storage.db import Database, SessionRelease
 from uhp_server.engine.fold import TERMINAL_TYPES, fold
 
 
@@ -28,15 +28,27 @@ def numbered(event: dict[str, Any], seq: int) -> dict[str, Any]:
 
 
 class EventLog:
-    def __init__(self, db: Database, response_id: str, *, persist: bool) -> None:
+    def __init__(
+        self,
+        db: Database,
+        response_id: str,
+        *,
+        persist: bool,
+        committed: list[dict[str, Any]] | tuple[()] = (),
+    ) -> None:
+        """`committed`: numbered events already written with the response row (its first
+        event, in the transaction that accepted it); the log goes on after them."""
         self._db = db
         self.response_id = response_id
         self.persist = persist
-        self.events: list[dict[str, Any]] = []  # published: committed, in order
+        self.events: list[dict[str, Any]] = list(committed)  # published: committed, in order
         self._changed = asyncio.Event()  # replaced by a fresh one each time events arrive
-        self._next_seq = 0
+        self._next_seq = len(self.events)
         self._ending = False  # a terminal event is queued: nothing may follow it
         self._queued = 0  # appends waiting for their commit
+        # The session this task holds, released in the terminal event's own transaction.
+        self.release_on_end: Callable[[], SessionRelease] | None = None
+        self.released = False  # that transaction committed: the session is free
 
     @property
     def finished(self) -> bool:
@@ -65,19 +77,27 @@ class EventLog:
         batch = response_store.event_batch(
             self.response_id, entries if self.persist else [], final if self.persist else None
         )
+        if batch.final is not None and self.release_on_end is not None:
+            batch.release = self.release_on_end()
         loop = asyncio.get_running_loop()
         published: asyncio.Future[None] = loop.create_future()
         self._queued += 1
 
         def committed(write: Future[None]) -> None:  # on the writer thread
-            loop.call_soon_threadsafe(self._committed, entries, write, published)
+            loop.call_soon_threadsafe(
+                self._committed, entries, write, published, batch.release is not None
+            )
 
         self._db.append_events(batch).add_done_callback(committed)
         # Shielded: a cancelled appender must not unpublish what the writer committed.
         await asyncio.shield(published)
 
     def _committed(
-        self, entries: list[dict[str, Any]], write: Future[None], published: asyncio.Future[None]
+        self,
+        entries: list[dict[str, Any]],
+        write: Future[None],
+        published: asyncio.Future[None],
+        released: bool,
     ) -> None:
         self._queued -= 1
         error = write.exception()
@@ -88,6 +108,7 @@ class EventLog:
             if not published.done():
                 published.set_exception(error)
             return
+        self.released = self.released or released
         self._publish(entries)
         if not published.done():
             published.set_result(None)

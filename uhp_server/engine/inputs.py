@@ -35,6 +35,7 @@ class Attachment:
     size: int
     data: bytes | None = None
     sha256: str | None = None
+    image: bool = False  # an input_image: also shown to the model, where the base can
 
 
 @dataclass
@@ -95,6 +96,7 @@ class _Reader:
             attachment = self._inline(inline, part.get("filename"), kind, f"{where}.{data_key}")
         if kind == "input_image" and not attachment.media_type.startswith("image/"):
             raise _invalid("An input_image must be an image.", where)
+        attachment.image = kind == "input_image"
         self.attachments.append(attachment)
         stored = {"type": kind, "file_id": attachment.file_id, "filename": attachment.filename}
         if kind == "input_image" and isinstance(part.get("detail"), str):

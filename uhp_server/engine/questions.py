@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 
 QUESTION_SERVER = "uhp-user"
 QUESTION_TOOL = "ask_user"
+# The CLIs' own question tools that ask through the same machinery when the door can take a
+# question (the base's driver calls TurnSpec.ask_user); the engine records the question
+# itself as an ask_user call, so the CLI's own report of that call is left out.
+NATIVE_QUESTION_TOOLS = frozenset({"AskUserQuestion", "request_user_input"})
 PARKED_REASON = "input_required"
 # Bases whose CLI takes no HTTP MCP server ask in their final text instead (TEXT_MARKER).
 TEXT_MARKER = "QUESTION FOR THE USER:"

@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import logging
 import time
+from typing import Any
 
 from storage import session_listing
 from storage import sessions as session_store
@@ -157,6 +158,9 @@ class RunManager:
         if self._running.get(run.session_id) is not run:
             return
         del self._running[run.session_id]
+        if run.log.released:  # with the terminal event, in its transaction
+            return
+        # Not stored, or the terminal event never reached the database: released here.
         status = run.log.current()["status"] if run.log.finished else "failed"
         if not run.log.persist:
             session_listing.record_status(self.db, run.response_id, status)
@@ -178,6 +182,19 @@ class RunManager:
             await run.log.append(run.builder.finish("cancelled"))
             self._on_terminal(run)  # the session takes its next task at once, as usual
         with contextlib.suppress(TimeoutError):  # the turn's own terminal event, if in flight
+            await asyncio.wait_for(run.log.wait_finished(), timeout=CANCEL_TURN_WAIT)
+
+    async def time_out(self, run: Run, details: dict[str, Any]) -> None:
+        """End the turn now as `incomplete` with `details` (a caller's deadline fired); like
+        `cancel`, the terminal event is written before this returns."""
+        run.time_out = details
+        run.stop.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(run.log.wait_finished(), timeout=CANCEL_TURN_WAIT)
+        if not run.log.ending:
+            await run.log.append(run.builder.finish("incomplete", incomplete_details=details))
+            self._on_terminal(run)
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(run.log.wait_finished(), timeout=CANCEL_TURN_WAIT)
 
     async def wait_stopped(self, session_id: str, timeout: float) -> None:

@@ -86,6 +86,17 @@ class TaskSteering:
             return await self.state(principal_id, closing)
         return state
 
+    async def time_out(self, principal_id: str, response_id: str, seconds: float) -> TaskState:
+        """End the task now as `incomplete` with the timeout reason: a caller's deadline of
+        `seconds` fired before the turn's own budget. Its state afterwards."""
+        await self.started(response_id)
+        row = await self._row(principal_id, response_id)
+        run = self.runs.get(row.id)
+        if run is not None and not run.log.finished:
+            details = {"reason": "timeout_seconds", "timeout_seconds": seconds}
+            await self.runs.time_out(run, details)
+        return await self.db.read(task_state, self.db, self.runs, row)
+
     async def answer(
         self,
         principal_id: str,
@@ -154,6 +165,20 @@ class TaskSteering:
     ) -> str | None:
         """The latest response of the UHP session a door's session key maps to, if any."""
         return await self.db.read(self._latest_in_session, principal_id, harness_id, key)
+
+    async def door_session_gone(self, principal_id: str, harness_id: str, key: SessionKey) -> bool:
+        """Whether the door's key was mapped to a session that has since been deleted (a key
+        never mapped is not gone: it is unknown)."""
+
+        def look() -> bool:
+            session_id = door_sessions.find(
+                self.db, principal_id, harness_id, key.door, key.external_id
+            )
+            if session_id is None:
+                return False
+            return session_store.get_session(self.db, principal_id, session_id) is None
+
+        return await self.db.read(look)
 
     def _latest_in_session(self, principal_id: str, harness_id: str, key: SessionKey) -> str | None:
         session_id = door_sessions.find(

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.exc import IntegrityError
+
 from harness_bases.base import HarnessBase, SkillBundle
 from storage import door_sessions, session_listing
 from storage import files as file_store
@@ -22,13 +24,16 @@ from storage import harnesses as harness_store
 from storage import responses as response_store
 from storage import sessions as session_store
 from storage.blobs import BlobStore
-from storage.db import Database
-from storage.models import HarnessRow, IdempotencyRow, ResponseRow, SessionRow
+from storage.db import Database, SessionRelease
+from storage.models import HarnessRow, SessionRow
 from uhp_server.catalog import ModelCatalog, ModelRoute
-from uhp_server.engine.attachments import record_inline_files, write_inline_blobs
+from uhp_server.engine import acceptance
+from uhp_server.engine.acceptance import Acceptance
+from uhp_server.engine.attachments import write_inline_blobs
 from uhp_server.engine.builder import ResponseBuilder
-from uhp_server.engine.eventlog import EventLog
-from uhp_server.engine.inputs import Attachment, NormalizedInput, normalize_input
+from uhp_server.engine.eventlog import EventLog, numbered
+from uhp_server.engine.inputs import NormalizedInput, normalize_input
+from uhp_server.engine.lookups import TaskLookups
 from uhp_server.engine.opening import opening_system_text, with_opening
 from uhp_server.engine.requests import (
     EngineTask,
@@ -64,24 +69,6 @@ HONOURED_FIELDS = frozenset(
 # Fields that do not change what runs, left out of the idempotency fingerprint: a retry
 # that switches to streaming is still the same task.
 _DELIVERY_FIELDS = ("stream", "background")
-
-
-@dataclass(frozen=True)
-class _Acceptance:
-    """What the writer thread needs to accept a task."""
-
-    task: EngineTask
-    idempotency_key: str | None
-    fingerprint: str | None
-    harness: HarnessRow
-    session: SessionRow | None  # the continued session; None: a new one
-    new_session_id: str | None
-    previous: str | None
-    response_id: str
-    model: str
-    created_at: int
-    normalized: NormalizedInput
-    inline: list[Attachment]
 
 
 @dataclass
@@ -138,7 +125,7 @@ def fingerprint(body: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-class TaskService(TaskSteering):
+class TaskService(TaskSteering, TaskLookups):
     def __init__(
         self,
         settings: Settings,
@@ -175,6 +162,11 @@ class TaskService(TaskSteering):
                 param="Idempotency-Key",
             )
         return row.response_id
+
+    async def idempotent_response(self, principal_id: str, key: str, print_: str) -> str | None:
+        """The response a request with this idempotency key (and fingerprint) created, if
+        it is still remembered: a door finds its task again without starting one."""
+        return await self.db.write(self._idempotent, principal_id, key, print_)
 
     # -- submission ----------------------------------------------------------------------
     async def submit(
@@ -249,11 +241,19 @@ class TaskService(TaskSteering):
             new_session_id = new_id("session")
             await asyncio.to_thread(self._make_session_dirs, new_session_id)
         response_id, now = new_id("response"), int(time.time())
+        session_id = session.id if session is not None else new_session_id
+        assert session_id is not None
+        builder = ResponseBuilder(
+            self._response_object(response_id, task, harness, session_id, previous, model, now)
+        )
+        builder.response["metadata"].update(model_meta)
+        builder.response["metadata"].update(self._ignored(task, base))
+        first_event = numbered(builder.created()[0], 0)
         self._starting[response_id] = asyncio.get_running_loop().create_future()
         try:
             accepted = await self.db.write(
                 self._accept,
-                _Acceptance(
+                Acceptance(
                     task,
                     idempotency_key,
                     fingerprint,
@@ -266,6 +266,7 @@ class TaskService(TaskSteering):
                     now,
                     normalized,
                     inline,
+                    first_event,
                 ),
             )
             if isinstance(accepted, str):  # an idempotent repeat: the response it refers to
@@ -289,17 +290,26 @@ class TaskService(TaskSteering):
                 mcp_servers=mcp_servers,
                 ask_user=task.questions.offers_tool,
             )
-            run = self._new_run(response_id, task, harness, session, previous, plan, now)
+            # The first event is committed with the response: the log goes on from it.
+            log = EventLog(self.db, response_id, persist=task.store, committed=[first_event])
+            run = Run(
+                response_id=response_id,
+                principal_id=task.principal_id,
+                session_id=session.id,
+                plan=plan,
+                questions=task.questions,
+                log=log,
+                builder=builder,
+            )
+            log.release_on_end = lambda: SessionRelease(
+                run.session_id, run.native_session_id or None
+            )
             run.container_id = session.container_id
             run.public_base_url = self.settings.public_base_url or base_url
-            run.builder.response["metadata"].update(model_meta)
-            run.builder.response["metadata"].update(self._ignored(task, base))
-            # Registered before the next await, so a racing request finds the run; `created`
-            # is numbered before the turn's own first event, as its task has not run yet.
+            # Registered before the next await, so a racing request finds the run.
             self.runs.start(run)
         finally:
             self._starting.pop(response_id).set_result(None)
-        await run.log.append(run.builder.created())
         return Accepted(response_id, run)
 
     async def started(self, response_id: str) -> None:
@@ -321,54 +331,27 @@ class TaskService(TaskSteering):
         )
         return skills, mcp
 
-    def _accept(self, a: _Acceptance) -> str | SessionRow:
-        """On the writer thread: the idempotency record, the session, the input files and the
-        response row. Returns the claimed session, or the id of the response an idempotent
-        repeat refers to."""
+    def _accept(self, a: Acceptance) -> str | SessionRow:
+        """On the writer thread, one transaction (engine/acceptance.py). Returns the claimed
+        session, or the id of the response an idempotent repeat refers to."""
         principal_id = a.task.principal_id
         if a.idempotency_key and a.fingerprint:
             winner = self._idempotent(principal_id, a.idempotency_key, a.fingerprint)
             if winner:
                 return winner
-        store = a.task.store
-        # A store=false task leaves no trace of its input, not even as a session title.
-        title = _title(a.normalized.prompt) if store else ""
-        session = self._claim_or_create(
-            principal_id, a.harness, a.session, a.response_id, title, a.new_session_id
-        )
-        key = a.task.session
-        if key is not None and a.session is None:
-            door_sessions.bind(
-                self.db, principal_id, a.harness.id, key.door, key.external_id, session.id
-            )
-        if a.idempotency_key and a.fingerprint:
-            # Cannot collide: the key was looked up above, and every write runs on this thread.
-            response_store.put_idempotency(
-                self.db,
-                IdempotencyRow(
-                    principal_id=principal_id,
-                    key=a.idempotency_key,
-                    fingerprint=a.fingerprint,
-                    response_id=a.response_id,
-                    created_at=time.time(),
-                ),
-            )
-        record_inline_files(self.db, principal_id, a.inline, keep=store)
-        response_store.insert_response(
-            self.db,
-            ResponseRow(
-                id=a.response_id,
-                principal_id=principal_id,
-                session_id=session.id,
-                previous_response_id=a.previous,
-                status="in_progress",
-                store=store,
-                model=a.model,
-                created_at=a.created_at,
-                input_items=a.normalized.items if store else [],
-            ),
-        )
-        return session
+        try:
+            with self.db.session() as s:
+                session = acceptance.record(s, a)
+                s.commit()
+                return session
+        except IntegrityError:
+            # Another request recorded the key since the look-up above: it won.
+            if not (a.idempotency_key and a.fingerprint):
+                raise
+            winner = self._idempotent(principal_id, a.idempotency_key, a.fingerprint)
+            if winner is None:
+                raise
+            return winner
 
     def _resolve_chain(self, task: EngineTask) -> tuple[HarnessRow, SessionRow | None, str | None]:
         principal_id = task.principal_id
@@ -493,34 +476,6 @@ class TaskService(TaskSteering):
                 detail={"max_timeout_seconds": limit},
             )
 
-    def _claim_or_create(
-        self,
-        principal_id: str,
-        harness: HarnessRow,
-        session: SessionRow | None,
-        response_id: str,
-        title: str,
-        new_session_id: str | None,
-    ) -> SessionRow:
-        """Claim the continued session, or create the new one (titled by its first prompt)."""
-        if session is not None:
-            if not session_store.claim_session(self.db, session.id, response_id):
-                # No retry_after_ms: how long an agent task will run cannot be known.
-                raise ApiError(409, "session_busy", "A task is already running in this session.")
-            return session
-        now = int(time.time())
-        session = SessionRow(
-            id=new_session_id or new_id("session"),
-            principal_id=principal_id,
-            harness_id=harness.id,
-            container_id=new_id("container"),
-            title=title,
-            created_at=now,
-            updated_at=now,
-            active_response_id=response_id,
-        )
-        return session_store.insert_session(self.db, session)
-
     def _make_session_dirs(self, session_id: str) -> None:
         for sub in ("workspace", "home"):
             (self._session_dir(session_id) / sub).mkdir(parents=True, exist_ok=True)
@@ -549,20 +504,19 @@ class TaskService(TaskSteering):
             ignored.remove("max_output_tokens")
         return {"ignored_fields": ignored} if ignored else {}
 
-    def _new_run(
-        self,
+    @staticmethod
+    def _response_object(
         response_id: str,
         task: EngineTask,
         harness: HarnessRow,
-        session: SessionRow,
+        session_id: str,
         previous_id: str | None,
-        plan: TurnPlan,
+        model: str,
         now: int,
-    ) -> Run:
-        store = task.store
+    ) -> dict[str, Any]:
         metadata = dict(task.metadata)
-        metadata.update(session_id=session.id, harness_id=harness.id)
-        response = {
+        metadata.update(session_id=session_id, harness_id=harness.id)
+        return {
             "id": response_id,
             "object": "response",
             "created_at": now,
@@ -570,9 +524,9 @@ class TaskService(TaskSteering):
             "error": None,
             "incomplete_details": None,
             "previous_response_id": previous_id,
-            "model": plan.model,
+            "model": model,
             "output": [],
-            "store": store,
+            "store": task.store,
             "usage": None,
             "metadata": metadata,
             # Fields of the borrowed Responses shape that OpenAI-style clients read.
@@ -583,17 +537,3 @@ class TaskService(TaskSteering):
             "tool_choice": "auto",
             "tools": [],
         }
-        return Run(
-            response_id=response_id,
-            principal_id=task.principal_id,
-            session_id=session.id,
-            plan=plan,
-            questions=task.questions,
-            log=EventLog(self.db, response_id, persist=store),
-            builder=ResponseBuilder(response),
-        )
-
-
-def _title(prompt: str) -> str:
-    first = prompt.strip().splitlines()[0] if prompt.strip() else ""
-    return first[:80]

@@ -13,20 +13,22 @@ import contextlib
 import dataclasses
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness_bases import events as ev
-from harness_bases.base import HarnessBase, McpServerSpec, SkillBundle, TurnSpec
+from harness_bases.base import HarnessBase, ImageInput, McpServerSpec, SkillBundle, TurnSpec
 from harness_bases.turns import AgentTurn
 from uhp_server.catalog import ModelRoute
 from uhp_server.engine.admission import AdmissionQueue
+from uhp_server.engine.attachments import prompt_note
 from uhp_server.engine.builder import ResponseBuilder
 from uhp_server.engine.eventlog import EventLog
 from uhp_server.engine.inputs import Attachment
 from uhp_server.engine.questions import (
+    NATIVE_QUESTION_TOOLS,
     PARKED_REASON,
     QUESTION_SERVER,
     TEXT_INSTRUCTION,
@@ -45,7 +47,7 @@ from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SessionMounts
 
 log = logging.getLogger("uhp_server.turn")
 
-CANCELLED_COLLECT_SECONDS = 0.3  # what a cancelled turn's artifact collection may delay it
+CANCELLED_COLLECT_SECONDS = 0.3  # what a stopped turn's artifact collection may delay it
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,9 @@ class Run:
     log: EventLog
     builder: ResponseBuilder
     stop: asyncio.Event = field(default_factory=asyncio.Event)
+    # Set with `stop` when a caller's deadline ended the turn: it ends `incomplete` with these
+    # details (the timeout reason), not `cancelled`.
+    time_out: dict[str, Any] | None = None
     native_session_id: str | None = None
     cli_usage: ev.Usage | None = None
     # The previous turn of this session, still winding down: this turn starts after it.
@@ -108,6 +113,12 @@ class Run:
     park: asyncio.Event = field(default_factory=asyncio.Event)  # kept long enough: end it
     grant: Any = field(default=None, repr=False)  # the turn's gateway grant while it runs
     hidden_calls: set[str] = field(default_factory=set)  # the CLI's own reports of ask_user
+
+    def stopped_outcome(self) -> Outcome:
+        """How a stopped turn ends: `incomplete` when a deadline stopped it, else cancelled."""
+        if self.time_out is not None:
+            return Outcome("incomplete", incomplete_details=dict(self.time_out))
+        return Outcome("cancelled")
 
     async def record(self, make_events: Callable[[], list[dict[str, Any]]]) -> None:
         """Append what `make_events` builds, unless the outcome is already decided (a cancel
@@ -135,6 +146,9 @@ class TurnExecutor:
         self.admission = admission  # None: no limit on concurrent turns
         self._queued = 0  # turns waiting for admission now
         self.metrics = metrics
+        # How a run's agent asks the user (RunManager.ask); the CLI's own question tool uses
+        # it on a turn whose door can take a question.
+        self.asker: Callable[[Run, str, tuple[str, ...]], Awaitable[str | None]] | None = None
 
     async def execute(self, run: Run, on_terminal: Callable[[Run], None]) -> None:
         """Run the turn; `on_terminal` is called once the terminal event is written, before
@@ -168,6 +182,8 @@ class TurnExecutor:
             mcp = await self._reachable_mcp(run)
             grant.mcp_servers = {target.name: target for target in mcp}
             spec = await self._with_attachments(run, self._spec(plan, grant.token, mcp))
+            if plan.ask_user and self.asker is not None:
+                spec = dataclasses.replace(spec, ask_user=functools.partial(self.asker, run))
             # Writes the CLI's config files: disk work, kept off the event loop.
             invocation = await asyncio.to_thread(plan.base.prepare, spec)
             before = await self.files.baseline(run) if self.files else None
@@ -182,8 +198,8 @@ class TurnExecutor:
                 },
                 door=door,
             )
-            if run.stop.is_set():
-                outcome = Outcome("cancelled")  # cancelled while the turn was being prepared
+            if run.stop.is_set():  # stopped while the turn was being prepared
+                outcome = run.stopped_outcome()
             else:
                 proc = await self.sandbox.start(invocation, mounts)
                 agent_turn = plan.base.start_turn(proc, spec)
@@ -265,11 +281,22 @@ class TurnExecutor:
             run.after = None
 
     async def _with_attachments(self, run: Run, spec: TurnSpec) -> TurnSpec:
-        """Place the task's files in the workspace and tell the agent where they are."""
-        note = await self.files.bring_in(run) if self.files else ""
-        if not note:
+        """Place the task's files in the workspace and tell the agent where they are; the
+        input images also go to the model as images, on the bases that send them."""
+        placed = await self.files.bring_in(run) if self.files else []
+        if not placed:
             return spec
-        return dataclasses.replace(spec, prompt=f"{spec.prompt}\n\n{note}".lstrip())
+        images = tuple(
+            ImageInput(
+                host_path=run.plan.workspace / p.name,
+                path=f"{spec.paths.workspace}/{p.name}",
+                media_type=p.media_type,
+            )
+            for p in placed
+            if p.image
+        )
+        prompt = f"{spec.prompt}\n\n{prompt_note(placed)}".lstrip()
+        return dataclasses.replace(spec, prompt=prompt, images=images)
 
     async def _artifacts(
         self, run: Run, before: Any, outcome: Outcome
@@ -281,7 +308,7 @@ class TurnExecutor:
         if self.files is None or before is None:
             return [], None, None
         collecting = asyncio.ensure_future(self.files.collect(run, before))
-        budget = CANCELLED_COLLECT_SECONDS if outcome.status == "cancelled" else None
+        budget = CANCELLED_COLLECT_SECONDS if run.stop.is_set() else None
         try:
             files, notice = await asyncio.wait_for(asyncio.shield(collecting), budget)
         except TimeoutError:
@@ -364,7 +391,7 @@ class TurnExecutor:
                 )
                 if pending not in done:
                     if stop_wait in done:
-                        return Outcome("cancelled"), pending
+                        return run.stopped_outcome(), pending
                     if park_wait in done:
                         parked = {"reason": PARKED_REASON, "pending_call_ids": list(run.parked)}
                         return Outcome("incomplete", incomplete_details=parked), pending
@@ -406,7 +433,9 @@ class TurnExecutor:
             case ev.StepBudgetReached():
                 details = {"reason": "max_step", "max_step": run.plan.max_step}
                 return Outcome("incomplete", incomplete_details=details)
-            case ev.ToolCallStarted(name=name, call=call) if is_question_tool(name):
+            case ev.ToolCallStarted(name=name, call=call) if is_question_tool(name) or (
+                run.plan.ask_user and name in NATIVE_QUESTION_TOOLS
+            ):
                 run.hidden_calls.add(call)  # the engine records the question itself
             case ev.ToolCallFinished(call=call) if call in run.hidden_calls:
                 pass

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from storage.blobs import BlobStore
 from storage.models import ArtifactRow
 from uhp_server.engine.artifacts import ArtifactCollector, Snapshot, snapshot
-from uhp_server.engine.attachments import place_all, prompt_note
+from uhp_server.engine.attachments import Placed, place_all
 from uhp_server.engine.inputs import Attachment
 
 
@@ -48,13 +48,12 @@ class TurnFiles:
         self.blobs = blobs
         self.collector = collector
 
-    async def bring_in(self, run: FileTurn) -> str:
-        """Place the attachments in the workspace; returns the line telling the agent where."""
+    async def bring_in(self, run: FileTurn) -> list[Placed]:
+        """Place the attachments in the workspace; returns where each landed."""
         attachments: tuple[Attachment, ...] = run.plan.attachments
         if not attachments:
-            return ""
-        placed = await asyncio.to_thread(place_all, run.plan.workspace, self.blobs, attachments)
-        return prompt_note(placed)
+            return []
+        return await asyncio.to_thread(place_all, run.plan.workspace, self.blobs, attachments)
 
     async def baseline(self, run: FileTurn) -> Snapshot:
         return await asyncio.to_thread(snapshot, run.plan.workspace)

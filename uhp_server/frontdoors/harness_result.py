@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from storage import artifacts as artifact_store
-from storage.db import Database
-from uhp_server.engine.turn_files import download_url
+from uhp_server.engine.lookups import TurnFile
 
 STATUSES = ("completed", "incomplete", "failed", "cancelled")
 
@@ -73,18 +71,15 @@ def answer_text(response: dict[str, Any]) -> str:
     return ""
 
 
-def harness_result(db: Database, response: dict[str, Any], base_url: str) -> dict[str, Any]:
-    """The result object of a finished response (a read: call it off the event loop)."""
-    rows = artifact_store.for_response(db, response["id"])
-    files = [
-        {"filename": r.filename, "size": r.bytes, "download_url": download_url(base_url, r)}
-        for r in rows
-    ]
+def harness_result(response: dict[str, Any], files: list[TurnFile]) -> dict[str, Any]:
+    """The result object of a finished response and the files its turn produced."""
     return {
         "status": response["status"],
         "text": answer_text(response),
         "session_id": response["metadata"]["session_id"],
-        "files": files,
+        "files": [
+            {"filename": f.filename, "size": f.size, "download_url": f.download_url} for f in files
+        ],
     }
 
 

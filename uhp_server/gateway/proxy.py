@@ -27,12 +27,14 @@ from uhp_server.gateway.replies import (
     STREAM_HEADERS,
     bad_gateway,
     bad_request,
+    gemini_models_answer,
     models_answer,
     not_found,
     unauthorized,
     wire_error,
 )
 from uhp_server.gateway.tokens import DOOR_SCOPE_KEY, TokenRegistry, TurnGrant
+from uhp_server.gateway.unreachable import refused_address_message, unreachable_message
 from uhp_server.gateway.upstreams import Upstreams
 from uhp_server.gateway.url_policy import PinnedUrl, UrlRefused, pin_url
 from uhp_server.gateway.usage import UsageExtractor
@@ -49,13 +51,21 @@ MAX_RESPONSE_BODY = 64 * 1024 * 1024  # a whole (non-streamed) answer that is tr
 # Endpoints an agent needs, relative to the API root. Anything else is 404, so a token can
 # never reach files, batches, fine-tuning or admin endpoints with the server's key.
 _ALLOWED = {
-    "openai": re.compile(r"responses(/.+)?|chat/completions|models(/.+)?"),
+    "openai": re.compile(
+        r"responses(/.+)?|chat/completions|models(/.+)?"
+        r"|v1beta/models(/.+)?"  # model ids may hold "/" and ":" (org/name, name:tag)
+    ),
     "anthropic": re.compile(r"messages|messages/count_tokens|models(/.+)?"),
 }
 _SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._:@~-]*")  # no "", ".", "..", "%", "?", "#"
 # POSTs to these always run the turn's model, even when the body names none.
 _MODEL_ENDPOINTS = {"responses", "chat/completions", "messages", "messages/count_tokens"}
 _TRANSLATED_PATHS = {"responses", "messages"}  # the model calls a translation carries
+# The Gemini API (Gemini CLI) under the openai backend: its SDK appends `v1beta/models/…` to
+# the gateway's base URL. It names the model and whether to stream in the path.
+_GEMINI_ROOT = "v1beta/"
+_GEMINI_CALL = re.compile(r"v1beta/models/.+:(generateContent|streamGenerateContent)")
+_COUNT_TOKENS = re.compile(r"messages/count_tokens|v1beta/models/.+:countTokens")
 # Chat Completions' two names for the output cap.
 _TOKEN_CAPS = (("max_tokens", "max_completion_tokens"), ("max_completion_tokens", "max_tokens"))
 
@@ -80,7 +90,7 @@ def _token(request: Request) -> str | None:
     scheme, _, value = auth.partition(" ")
     if scheme.lower() == "bearer" and value.strip():
         return value.strip()
-    return request.headers.get("x-api-key") or None
+    return request.headers.get("x-api-key") or request.headers.get("x-goog-api-key") or None
 
 
 def _path_allowed(backend: str, path: str) -> bool:
@@ -90,6 +100,9 @@ def _path_allowed(backend: str, path: str) -> bool:
 
 def _wire_of(backend: str, path: str) -> str | None:
     """The API a request speaks, from its path; None for the models routes."""
+    if path.startswith(_GEMINI_ROOT):
+        model_call = _GEMINI_CALL.fullmatch(path) or _COUNT_TOKENS.fullmatch(path)
+        return "gemini" if model_call else None
     if path.startswith("models"):
         return None
     if backend == "anthropic":
@@ -260,6 +273,8 @@ def _request_body(
         obj = None
     if not isinstance(obj, dict):
         return bad_request(backend, translation, "Request body must be a JSON object.")
+    if path.endswith(":streamGenerateContent"):
+        obj["stream"] = True  # what every other wire says in its body
     stream = bool(obj.get("stream"))
     if translation is not None:
         try:
@@ -268,7 +283,8 @@ def _request_body(
             return bad_request(backend, translation, exc.message)
     if "model" in obj or path in _MODEL_ENDPOINTS:
         obj["model"] = model  # only the top-level key: the model that runs is the turn's
-    if path in _MODEL_ENDPOINTS and provider.generation:
+    model_call = path in _MODEL_ENDPOINTS or bool(_GEMINI_CALL.fullmatch(path))
+    if model_call and provider.generation:
         obj.update(provider.generation)
         for cap, other in _TOKEN_CAPS:  # one cap, not two that disagree
             if cap in provider.generation and other not in provider.generation:
@@ -302,40 +318,46 @@ async def forward(
     upstreams: Upstreams,
     metrics: Metrics | None = None,
 ) -> Response:
+    replies_as = "gemini" if path.startswith(_GEMINI_ROOT) else backend  # the error shape
     token = _token(request)
     grant: TurnGrant | None = (
         tokens.get(token, request.scope.get(DOOR_SCOPE_KEY)) if token else None
     )
     if grant is None or grant.backend != backend:
-        return unauthorized(backend)
+        return unauthorized(replies_as)
     if not _path_allowed(backend, path):
-        return not_found(backend)
+        return not_found(replies_as)
     if grant.model_paused:
-        return bad_gateway(backend, "The agent is waiting for the user; no model call now.")
+        return bad_gateway(replies_as, "The agent is waiting for the user; no model call now.")
     provider: Provider | None = grant.provider or upstreams.get(backend)
     if provider is None:
         log.error("gateway %s: a token was issued but no provider is configured", backend)
-        return bad_gateway(backend, "The model provider is not configured.")
+        return bad_gateway(replies_as, "The model provider is not configured.")
 
     wire = _wire_of(backend, path)
+    if wire is None and replies_as == "gemini":  # no provider lists models the Gemini way
+        if request.method != "GET":
+            return not_found(replies_as)
+        return gemini_models_answer(grant.model, one=path != "v1beta/models")
     if wire is None and _answers_models_itself(backend, provider):
         return models_answer(backend, provider, grant.model)
     try:
         translation = _translation_for(wire, provider) if wire else None
     except ValueError:
         log.error("gateway %s: provider %s cannot serve the %s API", backend, provider.name, wire)
-        return bad_gateway(backend, "The model provider does not serve this agent's API.")
-    if translation is not None and path == "messages/count_tokens":
-        return await _count_tokens(request, backend, translation)
-    if translation is not None and (path not in _TRANSLATED_PATHS or request.method != "POST"):
-        return not_found(backend)  # e.g. a stored response: the provider has no equivalent
+        return bad_gateway(replies_as, "The model provider does not serve this agent's API.")
+    if translation is not None and _COUNT_TOKENS.fullmatch(path):
+        return await _count_tokens(request, replies_as, translation)
+    translated_call = path in _TRANSLATED_PATHS or _GEMINI_CALL.fullmatch(path)
+    if translation is not None and (not translated_call or request.method != "POST"):
+        return not_found(replies_as)  # e.g. a stored response: the provider has no equivalent
     upstream_path = translation.upstream_path if translation is not None else path
 
     body, stream = b"", False
     if request.method == "POST":
         raw = await read_capped(request, MAX_REQUEST_BYTES)
         if raw is None:
-            return wire_error(backend, 413, "Request body too large.", "invalid_request_error")
+            return wire_error(replies_as, 413, "Request body too large.", "invalid_request_error")
         prepared = _request_body(backend, raw, path, grant.model, provider, translation)
         if isinstance(prepared, Response):
             return prepared
@@ -347,7 +369,7 @@ async def forward(
             pinned = await pin_url(url, provider.allow_private)
         except UrlRefused as exc:
             log.warning("gateway %s: model connection refused by the URL policy: %s", backend, exc)
-            return bad_gateway(backend, "The model connection's address is not allowed.")
+            return bad_gateway(replies_as, refused_address_message(exc))
         url = pinned.connect_url
     # Scheme, host and root come only from the provider; the caller adds a checked path + query.
     req = upstreams.http.build_request(
@@ -368,13 +390,13 @@ async def forward(
         )
         if metrics is not None:
             metrics.gateway_call(provider.name, model_label, None)
-        return bad_gateway(backend, "The model provider could not be reached.")
+        return bad_gateway(replies_as, unreachable_message(exc))
 
     if metrics is not None:
         metrics.gateway_call(provider.name, model_label, resp.status_code)
     if not resp.is_success:
         return await _error_response(
-            resp, provider, backend, translation, _missing_model_hook(upstreams, provider, grant)
+            resp, provider, replies_as, translation, _missing_model_hook(upstreams, provider, grant)
         )
     on_usage = (
         None

@@ -8,15 +8,19 @@ from fastapi.responses import JSONResponse, Response
 
 from uhp_server.gateway.providers import Provider
 from uhp_server.gateway.wire import Translation
+from uhp_server.gateway.wire.errors import gemini_error
 
 # Streamed answers must reach the CLI as they are written, never held by a proxy.
 STREAM_HEADERS = {"x-accel-buffering": "no", "cache-control": "no-cache"}
 
 
 def wire_error(backend: str, status: int, message: str, kind: str) -> JSONResponse:
-    """An error in the shape the backend's own clients parse."""
-    if backend == "anthropic":
-        body: dict = {"type": "error", "error": {"type": kind, "message": message}}
+    """An error in the shape the backend's own clients parse ("gemini": the Gemini API's
+    routes under the openai backend, whose clients parse Google's shape)."""
+    if backend == "gemini":
+        body: dict = gemini_error(status, message)
+    elif backend == "anthropic":
+        body = {"type": "error", "error": {"type": kind, "message": message}}
     else:
         body = {"error": {"message": message, "type": kind, "param": None, "code": None}}
     return JSONResponse(body, status_code=status, headers=STREAM_HEADERS)
@@ -36,6 +40,16 @@ def not_found(backend: str) -> JSONResponse:
 def bad_gateway(backend: str, message: str) -> JSONResponse:
     kind = "api_error" if backend == "anthropic" else "server_error"
     return wire_error(backend, 502, message, kind)
+
+
+def gemini_models_answer(model: str, one: bool) -> JSONResponse:
+    """The turn's one model as the Gemini API lists it (`models.list`, or `models.get`)."""
+    item = {
+        "name": f"models/{model}",
+        "displayName": model,
+        "supportedGenerationMethods": ["generateContent", "countTokens"],
+    }
+    return JSONResponse(item if one else {"models": [item]}, headers=STREAM_HEADERS)
 
 
 def models_answer(backend: str, provider: Provider, model: str) -> JSONResponse:

@@ -45,6 +45,11 @@ SESSION_DOOR = "agentos"
 ANSWERS_KEPT = 1024
 
 
+def run_key(run_id: str) -> str:
+    """The idempotency key (and fingerprint) of a run's task: one task per run."""
+    return f"agentos:{run_id}"
+
+
 @dataclass(eq=False)
 class RunRecord:
     """What this server keeps of one AgentOS run while it lives (memory only)."""
@@ -64,7 +69,10 @@ class AgentosRuns:
         self._locks: dict[str, asyncio.Lock] = {}
         self._answered: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
 
-    async def invoke(self, principal_id: str, invocation: Invocation) -> dict[str, Any]:
+    async def invoke(
+        self, principal_id: str, invocation: Invocation, base_url: str
+    ) -> dict[str, Any]:
+        """Answer one invocation; `base_url`: the origin artifact download links are on."""
         if invocation.capability != contract.CAPABILITY:
             return contract.failed(
                 "unknown_capability",
@@ -80,7 +88,7 @@ class AgentosRuns:
             record.suspended = asyncio.get_running_loop().create_future()
             answer = contract.failed("internal_error", "The agent failed inside the server.")
             try:
-                answer = await self._invoke(principal_id, invocation, record)
+                answer = await self._invoke(principal_id, invocation, record, base_url)
             except ApiError as exc:
                 answer = contract.failed(exc.code, str(exc))
             except BadInvocation as bad:
@@ -101,7 +109,7 @@ class AgentosRuns:
             self._answered.popitem(last=False)
 
     async def _invoke(
-        self, principal_id: str, invocation: Invocation, record: RunRecord
+        self, principal_id: str, invocation: Invocation, record: RunRecord, base_url: str
     ) -> dict[str, Any]:
         harness_id = invocation.input.get("harness_id")
         if harness_id is not None and not isinstance(harness_id, str):
@@ -116,9 +124,9 @@ class AgentosRuns:
         if invocation.kind == "resume":
             response_id = await self._resume(principal_id, invocation, record, connection)
         else:
-            response_id = await self._start(principal_id, invocation, record, connection)
+            response_id = await self._start(principal_id, invocation, record, connection, base_url)
         record.response_id = response_id
-        return await self._outcome(principal_id, record)
+        return await self._outcome(principal_id, record, base_url)
 
     async def _start(
         self,
@@ -126,6 +134,7 @@ class AgentosRuns:
         invocation: Invocation,
         record: RunRecord,
         connection: ModelConnection,
+        base_url: str,
     ) -> str:
         prompt = invocation.input.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
@@ -143,10 +152,9 @@ class AgentosRuns:
             metadata={"agentos_run_id": invocation.run_id[:200]},
         )
         # Keyed by run_id: a start the platform repeats finds this run's task, never a second.
+        key = run_key(invocation.run_id)
         accepted = await self.ctx.tasks.start(
-            task,
-            idempotency_key=f"agentos:{invocation.run_id}",
-            fingerprint=f"agentos:{invocation.run_id}",
+            task, idempotency_key=key, fingerprint=key, base_url=base_url
         )
         return accepted.response_id
 
@@ -192,10 +200,16 @@ class AgentosRuns:
         record: RunRecord,
         connection: ModelConnection,
     ) -> str:
-        # After a restart the record is gone: the run's key still finds its task.
-        response_id = record.response_id or await self._start(
-            principal_id, invocation, record, connection
+        # After a restart the record is gone: the run's key still finds its task. A run this
+        # server never started is refused, never started by its resume.
+        key = run_key(invocation.run_id)
+        response_id = record.response_id or await self.ctx.tasks.idempotent_response(
+            principal_id, key, key
         )
+        if response_id is None:
+            raise BadInvocation(
+                "unknown_run", "No run with this run_id was started by this agent to resume."
+            )
         state = await self.ctx.tasks.state(principal_id, response_id)
         if state.status != INPUT_REQUIRED:
             return response_id  # nothing waits on a decision: report where the run stands
@@ -205,7 +219,7 @@ class AgentosRuns:
             principal_id, response_id, answers, model_connection=connection
         )
 
-    async def _outcome(self, principal_id: str, record: RunRecord) -> dict[str, Any]:
+    async def _outcome(self, principal_id: str, record: RunRecord, base_url: str) -> dict[str, Any]:
         """Wait for the task's end or its question's hold; the answer for the platform."""
         assert record.suspended is not None
         finished: asyncio.Future[Any] = asyncio.ensure_future(
@@ -232,4 +246,4 @@ class AgentosRuns:
         if response["status"] in ("failed", "cancelled"):
             code = (response.get("error") or {}).get("code") or response["status"]
             return contract.failed(code, failure_reason(response))
-        return contract.completed(await task_result(self.ctx, response, ""))
+        return contract.completed(await task_result(self.ctx, response, base_url))

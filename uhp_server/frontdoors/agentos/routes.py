@@ -13,7 +13,6 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from storage import keys
 from uhp_server.errors import ApiError
 from uhp_server.frontdoors.agentos.contract import BadInvocation, failed, read_invocation
 from uhp_server.frontdoors.agentos.invocations import AgentosRuns
@@ -46,8 +45,9 @@ async def invoke(request: Request) -> JSONResponse:
     ctx = request.app.state.ctx
     try:
         invocation = read_invocation(await _read_body(request))
-        principal = await ctx.db.write(keys.ensure_principal, ctx.db, principal_name)
-        answer = await runs_of(request).invoke(principal.id, invocation)
+        principal_id = await ctx.tasks.principal_named(principal_name)
+        base_url = ctx.settings.public_base_url or str(request.base_url)
+        answer = await runs_of(request).invoke(principal_id, invocation, base_url)
     except BadInvocation as bad:
         answer = failed(bad.code, bad.message)
     except Exception:

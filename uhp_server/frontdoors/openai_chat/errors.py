@@ -14,7 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from uhp_server.errors import ApiError, _validation_message, allowed_methods, new_correlation_id
+from uhp_server.errors import ApiError, allowed_methods, new_correlation_id, validation_message
 
 log = logging.getLogger("uhp_server.openai_chat")
 
@@ -27,6 +27,20 @@ _CODE_ALIASES = {"missing_credential": "invalid_api_key", "invalid_credential": 
 def openai_error_body(status: int, code: str | None, message: str, param: str | None) -> dict:
     kind = _TYPE_BY_STATUS.get(status, "server_error" if status >= 500 else "invalid_request_error")
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+# A failed turn is the harness's fault (502), except when it refused the caller's input.
+_CALLER_INPUT_STATUS = {"input_too_large": 413, "invalid_input": 400}
+
+
+def turn_failure(final: dict[str, Any]) -> ApiError:
+    """The error a failed or cancelled task answers with."""
+    if final.get("status") == "cancelled":
+        return ApiError(409, "cancelled", "The task was cancelled before it finished.")
+    error = final.get("error") or {}
+    code = error.get("code") or "harness_error"
+    message = error.get("message") or "The task failed."
+    return ApiError(_CALLER_INPUT_STATUS.get(code, 502), code, message)
 
 
 def openai_error(request: Request, err: ApiError) -> JSONResponse:
@@ -58,7 +72,7 @@ async def _on_validation_error(request: Request, exc: Exception) -> JSONResponse
     first: dict[str, Any] = errors[0] if errors else {}
     loc = [str(p) for p in first.get("loc", ()) if p != "body"]
     param = None if first.get("type") == "json_invalid" else ".".join(loc) or None
-    err = ApiError(400, "invalid_request", _validation_message(first), param=param)
+    err = ApiError(400, "invalid_request", validation_message(first), param=param)
     return openai_error(request, err)
 
 

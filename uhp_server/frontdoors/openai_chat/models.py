@@ -10,9 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from storage import harnesses as harness_store
-from storage.db import Database
-from storage.models import HarnessRow
+from uhp_server.engine.lookups import HarnessInfo
 from uhp_server.errors import ApiError
 
 OWNER = "uhp-server"
@@ -23,11 +21,11 @@ def slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "harness"
 
 
-def model_id(row: HarnessRow) -> str:
+def model_id(row: HarnessInfo) -> str:
     return f"{slug(row.name)}--{row.id}"
 
 
-def model_object(row: HarnessRow) -> dict[str, Any]:
+def model_object(row: HarnessInfo) -> dict[str, Any]:
     return {
         "id": model_id(row),
         "object": "model",
@@ -36,17 +34,16 @@ def model_object(row: HarnessRow) -> dict[str, Any]:
     }
 
 
-def resolve_model(db: Database, principal_id: str, name: str) -> HarnessRow:
-    """The principal's harness a model name refers to; 404 model_not_found otherwise."""
+def resolve_model(harnesses: list[HarnessInfo], name: str) -> HarnessInfo:
+    """The harness (of the principal's `harnesses`) a model name refers to; 404
+    model_not_found otherwise."""
     found = _HARNESS_ID.search(name)
     if found and found.end() == len(name):
-        row = harness_store.get_harness(db, principal_id, found.group())
-        if row is not None:
-            return row
+        by_id = [r for r in harnesses if r.id == found.group()]
+        if by_id:
+            return by_id[0]
     else:
-        matches = [
-            r for r in harness_store.list_harnesses(db, principal_id) if slug(r.name) == name
-        ]
+        matches = [r for r in harnesses if slug(r.name) == name]
         if len(matches) == 1:
             return matches[0]
     raise ApiError(

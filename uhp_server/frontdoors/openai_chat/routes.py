@@ -11,20 +11,18 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from storage import harnesses as harness_store
-from storage.models import HarnessRow
 from uhp_server.auth import CurrentPrincipal
 from uhp_server.context import AppContext, Ctx
+from uhp_server.engine.lookups import HarnessInfo
 from uhp_server.errors import ApiError
 from uhp_server.frontdoors.openai_chat import turns
 from uhp_server.frontdoors.openai_chat.conversation import ChatRequest, answered, split_request
-from uhp_server.frontdoors.openai_chat.errors import openai_error_body
+from uhp_server.frontdoors.openai_chat.errors import openai_error_body, turn_failure
 from uhp_server.frontdoors.openai_chat.models import model_object, resolve_model
 from uhp_server.frontdoors.openai_chat.render import ChatRenderer
 from uhp_server.frontdoors.openai_chat.shapes import ChunkWriter, CompletionIds, completion
 from uhp_server.frontdoors.openai_chat.wire import IGNORED_FIELDS_HEADER, ChatCompletionBody
-from uhp_server.harnesses import ensure_defaults
-from uhp_server.streaming import SEPARATOR, STREAM_HEADERS, _KeepAlive
+from uhp_server.streaming import SEPARATOR, STREAM_HEADERS, KeepAlive
 from uhp_server.strict_json import StrictJsonRoute
 
 router = APIRouter(route_class=StrictJsonRoute)
@@ -35,29 +33,22 @@ _cancels: set[asyncio.Task[None]] = set()  # cancels of abandoned streams, while
 
 @router.get("/models")
 async def list_models(principal: CurrentPrincipal, ctx: Ctx) -> dict[str, Any]:
-    rows = await ctx.db.write(_harnesses, ctx, principal.id)
-    return {"object": "list", "data": [model_object(row) for row in rows]}
+    harnesses = await ctx.tasks.harnesses(principal.id)  # a new principal's defaults, as /v1
+    return {"object": "list", "data": [model_object(row) for row in harnesses]}
 
 
 @router.get("/models/{model:path}")
 async def retrieve_model(model: str, principal: CurrentPrincipal, ctx: Ctx) -> dict[str, Any]:
-    await ctx.db.write(_harnesses, ctx, principal.id)
-    return model_object(await ctx.db.read(resolve_model, ctx.db, principal.id, model))
+    return model_object(resolve_model(await ctx.tasks.harnesses(principal.id), model))
 
 
-def _harnesses(ctx: AppContext, principal_id: str) -> list[HarnessRow]:
-    ensure_defaults(ctx.db, principal_id, ctx.bases)  # a new principal's defaults, as /v1 does
-    return harness_store.list_harnesses(ctx.db, principal_id)
-
-
-async def _harness_for(ctx: AppContext, principal_id: str, model: str) -> HarnessRow:
+async def _harness_for(ctx: AppContext, principal_id: str, model: str) -> HarnessInfo:
     """The harness `model` names. Only a name not found (a new principal's first call may
     name a default harness not created yet) takes a job on the writer thread."""
     try:
-        return await ctx.db.read(resolve_model, ctx.db, principal_id, model)
+        return resolve_model(await ctx.tasks.harnesses(principal_id, create_defaults=False), model)
     except ApiError:
-        await ctx.db.write(_harnesses, ctx, principal_id)
-        return await ctx.db.read(resolve_model, ctx.db, principal_id, model)
+        return resolve_model(await ctx.tasks.harnesses(principal_id), model)
 
 
 @router.post("/chat/completions")
@@ -79,7 +70,7 @@ async def chat_completions(
             _stream(ctx, turn, chat, writer),
             headers={**STREAM_HEADERS, **headers},
             ping=ctx.settings.keepalive_seconds,
-            ping_message_factory=_KeepAlive,
+            ping_message_factory=KeepAlive,
             sep=SEPARATOR,
         )
     renderer = ChatRenderer()
@@ -97,15 +88,7 @@ async def _finish(
     if final["status"] in ("completed", "incomplete"):
         await turns.remember_answer(ctx, turn, answered(chat, renderer.text))
         return
-    raise _failure(final)
-
-
-def _failure(final: dict[str, Any]) -> ApiError:
-    if final.get("status") == "cancelled":
-        return ApiError(409, "cancelled", "The task was cancelled before it finished.")
-    error = final.get("error") or {}
-    message = error.get("message") or "The task failed."
-    return ApiError(502, error.get("code") or "harness_error", message)
+    raise turn_failure(final)
 
 
 def _data(payload: Any) -> ServerSentEvent:

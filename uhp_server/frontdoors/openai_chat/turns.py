@@ -11,12 +11,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlmodel import delete
-
-from storage import door_sessions
-from storage.db import Database
-from storage.models import DoorSessionRow, HarnessRow
 from uhp_server.context import AppContext
+from uhp_server.engine.lookups import HarnessInfo
 from uhp_server.engine.requests import ChatMessage, EngineTask, QuestionPolicy, SessionKey
 from uhp_server.frontdoors.openai_chat.conversation import DOOR, ChatRequest
 
@@ -32,7 +28,7 @@ class StartedTurn:
 
 def engine_task(
     principal_id: str,
-    harness: HarnessRow,
+    harness: HarnessInfo,
     chat: ChatRequest,
     metadata: dict[str, str] | None,
     ignored_fields: list[str],
@@ -78,17 +74,6 @@ async def cancel(ctx: AppContext, turn: StartedTurn) -> None:
 
 
 async def remember_answer(ctx: AppContext, turn: StartedTurn, digest: str) -> None:
-    await ctx.db.write(_rekey, ctx.db, turn, digest)
-
-
-def _rekey(db: Database, turn: StartedTurn, digest: str) -> None:
-    """The session's one key becomes `digest` (on the writer thread): only its latest answer
-    continues it."""
-    with db.session() as s:
-        s.exec(
-            delete(DoorSessionRow).where(
-                DoorSessionRow.door == DOOR, DoorSessionRow.session_id == turn.session_id
-            )
-        )
-        s.commit()
-    door_sessions.bind(db, turn.principal_id, turn.harness_id, DOOR, digest, turn.session_id)
+    """The session's one key becomes `digest`: only its latest answer continues it."""
+    key = SessionKey(DOOR, digest)
+    await ctx.tasks.rekey_door_session(turn.principal_id, turn.harness_id, key, turn.session_id)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+from collections import OrderedDict
 from typing import Any
 
 from uhp_server.engine.requests import (
@@ -33,15 +34,30 @@ from uhp_server.gateway.connection import ModelConnection
 
 DOOR = "oumi-harness"
 SESSION_META = "oumi_session_id"
+# A submitted invocation whose UHP session was deleted: a 404 would fail the whole
+# evaluation, so it reports `failed` (only its row fails) and nothing starts again.
+GONE_MESSAGE = (
+    "This invocation's session was deleted on the harness server, so its turn can no "
+    "longer be reported or continued."
+)
+# The Oumi session id of recent invocations, to answer for one whose session (and the
+# responses that carried the id) was deleted; past this many, or after a restart, unknown.
+ROWS_REMEMBERED = 4096
+UNKNOWN_SESSION = "unknown"
 _URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://\S+")
 _PATH = re.compile(r"(?<![\w.])(?:/[\w.@+-]+){2,}/?")
 _SECRETISH = re.compile(r"\b(?:uhpgw_|sk-)[\w-]{6,}")
+
+
+class InvocationGone(Exception):
+    """The invocation was submitted, but its session has since been deleted."""
 
 
 class OumiInvocations:
     def __init__(self, tasks: TaskService) -> None:
         self.tasks = tasks
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # lock, requests using it
+        self._rows: OrderedDict[tuple[str, str], str] = OrderedDict()  # -> Oumi session id
 
     # -- submit --------------------------------------------------------------------------
     async def submit(self, principal_id: str, harness_id: str, sub: Submission) -> dict[str, Any]:
@@ -61,6 +77,9 @@ class OumiInvocations:
 
     async def _submit(self, principal_id: str, harness_id: str, sub: Submission) -> dict[str, Any]:
         response_id = await self._latest(principal_id, harness_id, sub.invocation_id)
+        if response_id is None and await self._gone(principal_id, harness_id, sub.invocation_id):
+            return status_object(sub.session_id, sub.invocation_id, "failed", GONE_MESSAGE)
+        self._remember(principal_id, sub.invocation_id, sub.session_id)
         if response_id is not None:
             await self._same_session(principal_id, response_id, sub.session_id)
         if sub.action == "start":
@@ -114,22 +133,38 @@ class OumiInvocations:
         answers = [
             ToolAnswer(by_door_id[m.tool_call_id or ""], m.content or "") for m in sub.messages
         ]
-        return await self.tasks.answer(
-            principal_id, response_id, answers, model_connection=sub.connection
-        )
+        try:
+            return await self.tasks.answer(
+                principal_id, response_id, answers, model_connection=sub.connection
+            )
+        except ApiError as exc:
+            # e.g. session_expired: the paused turn cannot go on. Fails the row, never the
+            # evaluation (which a 401/403/404 would).
+            if exc.status in (401, 403, 404, 409):
+                raise bad_request(readable(exc.message)) from None
+            raise
 
     # -- get_status, collect_output, cancel ----------------------------------------------
     async def status(
         self, principal_id: str, harness_id: str, invocation_id: str
     ) -> dict[str, Any]:
-        response_id = await self._known(principal_id, harness_id, invocation_id)
+        try:
+            response_id = await self._known(principal_id, harness_id, invocation_id)
+        except InvocationGone:
+            session_id = self._rows.get((principal_id, invocation_id), UNKNOWN_SESSION)
+            return status_object(session_id, invocation_id, "failed", GONE_MESSAGE)
         state = await self.tasks.state(principal_id, response_id)
-        return self._render(state, invocation_id)
+        status = self._render(state, invocation_id)
+        self._remember(principal_id, invocation_id, status["session_id"])
+        return status
 
     async def output(
         self, principal_id: str, harness_id: str, invocation_id: str
     ) -> dict[str, Any]:
-        response_id = await self._known(principal_id, harness_id, invocation_id)
+        try:
+            response_id = await self._known(principal_id, harness_id, invocation_id)
+        except InvocationGone:  # `failed`, as get_status says: no output will come
+            raise ApiError(409, "output_not_ready", "The turn has no output.") from None
         state = await self.tasks.state(principal_id, response_id)
         status = self._render(state, invocation_id)
         if status["status"] not in ("completed", INPUT_REQUIRED):
@@ -142,7 +177,10 @@ class OumiInvocations:
     async def cancel(
         self, principal_id: str, harness_id: str, session_id: str, invocation_id: str
     ) -> dict[str, Any]:
-        response_id = await self._known(principal_id, harness_id, invocation_id)
+        try:
+            response_id = await self._known(principal_id, harness_id, invocation_id)
+        except InvocationGone:
+            return status_object(session_id, invocation_id, "failed", GONE_MESSAGE)
         await self._same_session(principal_id, response_id, session_id)
         state = await self.tasks.cancel(principal_id, response_id)
         return self._render(state, invocation_id, session_id)
@@ -155,11 +193,25 @@ class OumiInvocations:
         key = SessionKey(DOOR, invocation_id)
         return await self.tasks.latest_in_session(principal_id, harness_id, key)
 
+    async def _gone(self, principal_id: str, harness_id: str, invocation_id: str) -> bool:
+        key = SessionKey(DOOR, invocation_id)
+        return await self.tasks.door_session_gone(principal_id, harness_id, key)
+
     async def _known(self, principal_id: str, harness_id: str, invocation_id: str) -> str:
+        """The invocation's latest response; InvocationGone when its session was deleted,
+        404 when it was never submitted."""
         response_id = await self._latest(principal_id, harness_id, invocation_id)
         if response_id is None:
+            if await self._gone(principal_id, harness_id, invocation_id):
+                raise InvocationGone
             raise ApiError(404, "invocation_not_found", "No invocation with that id.")
         return response_id
+
+    def _remember(self, principal_id: str, invocation_id: str, session_id: str) -> None:
+        self._rows[(principal_id, invocation_id)] = session_id
+        self._rows.move_to_end((principal_id, invocation_id))
+        while len(self._rows) > ROWS_REMEMBERED:
+            self._rows.popitem(last=False)
 
     async def _same_session(self, principal_id: str, response_id: str, session_id: str) -> None:
         """An invocation belongs to the row it was started for: a request naming it under

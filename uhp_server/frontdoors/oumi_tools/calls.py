@@ -7,10 +7,6 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from storage import harnesses as harness_store
-from storage import responses as response_store
-from storage import sessions as session_store
-from storage.db import Database
 from uhp_server.context import AppContext
 from uhp_server.engine.requests import EngineTask, SessionKey
 from uhp_server.errors import ApiError
@@ -64,18 +60,18 @@ def parse_budget(raw: str | None, default: int) -> int:
     return int(raw)
 
 
-def _latest_response(db: Database, principal_id: str, session_id: str) -> str:
-    session = session_store.get_session(db, principal_id, session_id)
-    if session is None:
-        raise Refusal(404, "No session with that session_id; omit it to start a new one.")
-    latest = response_store.latest_in_session(db, session_id)
+async def _latest_response(ctx: AppContext, principal_id: str, session_id: str) -> str:
+    try:
+        latest = await ctx.tasks.latest_in_uhp_session(principal_id, session_id)
+    except ApiError:
+        raise Refusal(404, "No session with that session_id; omit it to start a new one.") from None
     if latest is None:
         raise Refusal(404, "That session has no turn to continue; omit session_id.")
     return latest
 
 
-def _harness_or_refuse(db: Database, principal_id: str, harness_id: str) -> None:
-    if harness_store.get_harness(db, principal_id, harness_id) is None:
+async def _harness_or_refuse(ctx: AppContext, principal_id: str, harness_id: str) -> None:
+    if await ctx.tasks.harness(principal_id, harness_id) is None:
         raise Refusal(404, f"No harness '{harness_id[:80]}' for this credential.")
 
 
@@ -93,10 +89,10 @@ async def run_tool_call(
     `external_session`: the platform's own session id (MCP `_meta`), one UHP session per
     principal, harness and id; `arguments.session_id` names a UHP session directly."""
     started = asyncio.get_running_loop().time()
-    await ctx.db.read(_harness_or_refuse, ctx.db, principal_id, harness_id)
+    await _harness_or_refuse(ctx, principal_id, harness_id)
     previous = None
     if arguments.session_id is not None:
-        previous = await ctx.db.read(_latest_response, ctx.db, principal_id, arguments.session_id)
+        previous = await _latest_response(ctx, principal_id, arguments.session_id)
     task = EngineTask(
         principal_id=principal_id,
         harness_id=harness_id,

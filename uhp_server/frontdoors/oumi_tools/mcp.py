@@ -21,7 +21,6 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from storage import harnesses as harness_store
 from uhp_server import __version__
 from uhp_server.auth import require_principal
 from uhp_server.context import AppContext
@@ -66,6 +65,11 @@ async def mcp_endpoint(request: Request) -> Response:
     if "method" not in message or "id" not in message:
         return Response(status_code=202)  # a notification or a response: accepted
     request_id = message["id"]
+    if not valid_request_id(request_id) or not isinstance(message["method"], str):
+        # JSON-RPC 2.0: a request id is a string or a number (MCP forbids null), so no
+        # request can be answered under this one: Invalid Request, with id null.
+        reason = "A request id must be a string or a number, and its method a string."
+        return _reply(request, _error(None, INVALID_REQUEST, reason))
     try:
         result = await _dispatch(request, principal.id, message)
     except ProtocolFault as fault:
@@ -83,8 +87,8 @@ async def _dispatch(request: Request, principal_id: str, message: dict[str, Any]
     if method == "ping":
         return {}
     if method == "tools/list":
-        tools = await ctx.db.write(harness_tools, ctx.db, principal_id, ctx.bases)
-        return {"tools": tools}
+        harnesses = await ctx.tasks.harnesses(principal_id)
+        return {"tools": harness_tools(harnesses, ctx.bases)}
     if method == "tools/call":
         return await _call(request, ctx, principal_id, params)
     raise ProtocolFault(METHOD_NOT_FOUND, f"Method '{str(method)[:60]}' is not supported.")
@@ -108,7 +112,7 @@ async def _call(
     name = params.get("name")
     if not isinstance(name, str) or not name:
         raise ProtocolFault(INVALID_PARAMS, "tools/call needs a tool name.")
-    if await ctx.db.read(harness_store.get_harness, ctx.db, principal_id, name) is None:
+    if await ctx.tasks.harness(principal_id, name) is None:
         raise ProtocolFault(INVALID_PARAMS, f"Unknown tool '{name[:80]}'.")
     meta = params.get("_meta") or {}
     external = meta.get(SESSION_META) if isinstance(meta, dict) else None
@@ -133,6 +137,10 @@ async def _call(
         return refused
     text = json.dumps(result, ensure_ascii=False)
     return {"content": [{"type": "text", "text": text}], "structuredContent": result}
+
+
+def valid_request_id(request_id: Any) -> bool:
+    return isinstance(request_id, str | int | float) and not isinstance(request_id, bool)
 
 
 def _error(request_id: Any, code: int, message: str) -> dict[str, Any]:

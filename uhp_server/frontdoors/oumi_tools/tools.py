@@ -5,10 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from harness_bases.base import HarnessBase
-from storage import harnesses as harness_store
-from storage.db import Database
+from uhp_server.engine.lookups import HarnessInfo
 from uhp_server.frontdoors.harness_result import RESULT_SCHEMA, TOOL_INPUT_SCHEMA
-from uhp_server.harnesses import ensure_defaults
 
 
 def public_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -17,12 +15,10 @@ def public_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def harness_tools(
-    db: Database, principal_id: str, bases: dict[str, HarnessBase]
+    harnesses: list[HarnessInfo], bases: dict[str, HarnessBase]
 ) -> list[dict[str, Any]]:
-    """On the writer thread: the principal's default harnesses are created on first use."""
-    ensure_defaults(db, principal_id, bases)
     tools = []
-    for row in harness_store.list_harnesses(db, principal_id):
+    for row in harnesses:
         base = bases.get(row.base)
         label = base.label if base else row.base
         tools.append(

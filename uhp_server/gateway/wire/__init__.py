@@ -12,9 +12,13 @@ from __future__ import annotations
 from typing import Protocol
 
 from uhp_server.gateway.wire.errors import Untranslatable
-from uhp_server.gateway.wire.translations import AnthropicOverChat, ResponsesOverChat
+from uhp_server.gateway.wire.translations import (
+    AnthropicOverChat,
+    GeminiOverChat,
+    ResponsesOverChat,
+)
 
-WIRES = ("responses", "anthropic", "chat")  # what a CLI speaks
+WIRES = ("responses", "anthropic", "chat", "gemini")  # what a CLI speaks
 APIS = ("responses", "anthropic", "chat")  # what a provider serves
 
 __all__ = [
@@ -69,6 +73,7 @@ class Translation(Protocol):
 _TRANSLATIONS: dict[tuple[str, str], type] = {
     ("responses", "chat"): ResponsesOverChat,
     ("anthropic", "chat"): AnthropicOverChat,
+    ("gemini", "chat"): GeminiOverChat,
 }
 PAIRS = frozenset({*_TRANSLATIONS, *((w, w) for w in WIRES if w in APIS)})  # (wire, api) served
 

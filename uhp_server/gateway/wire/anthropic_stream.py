@@ -26,8 +26,8 @@ STOP_REASONS = {
 }
 EARLY_END = "The model provider's stream ended before the answer was finished."
 INTERLEAVED = (
-    "The model provider interleaved the arguments of parallel tool calls, which Anthropic "
-    "Messages cannot stream; the answer was stopped rather than cut."
+    "The model provider sent more arguments for a tool call after other content, which "
+    "Anthropic Messages cannot stream; the answer was stopped rather than cut."
 )
 
 
@@ -168,10 +168,23 @@ class MessageBuilder:
         if tool.block is None:
             if delta.arguments:
                 tool.pending.append(delta.arguments)
-            if tool.name:
-                self._start_tool(tool)
+            if tool.name and self._open_tool_done():
+                self._start_tool(next(t for t in self._tools.values() if t.block is None))
             return
         self._args_delta(tool.block, delta.arguments)
+
+    def _open_tool_done(self) -> bool:
+        """Whether another tool block may start: Messages streams one block at a time, and
+        Chat may interleave parallel calls' arguments by index. A later call is held back
+        (its arguments kept) while the open call's arguments are not yet a whole JSON value;
+        whatever is held starts in order once they are, or at the end."""
+        if self._open is None or self.content[self._open]["type"] != "tool_use":
+            return True
+        try:
+            json.loads("".join(self._parts[self._open]))
+        except ValueError:
+            return False
+        return True
 
     def _start_tool(self, tool: _Tool) -> None:
         self._close()

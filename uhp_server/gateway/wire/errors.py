@@ -36,6 +36,22 @@ ANTHROPIC_TYPES = {
     529: "overloaded_error",
 }
 
+# google.rpc status names, which the Gemini API (and so Gemini CLI) pairs with each code.
+GEMINI_STATUSES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "ABORTED",
+    413: "INVALID_ARGUMENT",
+    422: "INVALID_ARGUMENT",
+    429: "RESOURCE_EXHAUSTED",
+    499: "CANCELLED",
+    501: "UNIMPLEMENTED",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+
 
 def upstream_error(status: int, body: bytes) -> dict:
     """What a provider said, from any of the shapes OpenAI-compatible servers answer with:
@@ -77,6 +93,12 @@ def anthropic_error(status: int, message: str) -> dict:
     """Anthropic's `{"type": "error", "error": {"type", "message"}}`."""
     kind = ANTHROPIC_TYPES.get(status, "api_error")
     return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def gemini_error(status: int, message: str) -> dict:
+    """The Gemini API's `{"error": {"code", "message", "status"}}`."""
+    kind = GEMINI_STATUSES.get(status, "INTERNAL" if status >= 500 else "FAILED_PRECONDITION")
+    return {"error": {"code": status, "message": message, "status": kind}}
 
 
 def to_bytes(body: dict) -> bytes:

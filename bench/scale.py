@@ -1,0 +1,86 @@
+"""Short-task throughput on PostgreSQL ÷ SQLite, side by side in one run.
+
+The whole server in process (tests/support/in_process.py: the real app, engine, event log
+and storage; a FakeBase whose turns answer at once and a FakeSandbox), so what differs
+between the two columns is the database: every task is a submit transaction, its events
+(group-committed), its final row and the session release. Rounds alternate between the two
+databases so that a busy machine slows both alike. Issue 13's target: PostgreSQL at least 0.9 x
+SQLite. Needs the local cluster and role of scripts/postgres.sh.
+
+Usage:
+
+    python bench/scale.py [--tasks N] [--concurrency C] [--rounds R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.conftest import MODELS, PROVIDER_KEY
+from tests.scripted_provider import start_provider
+from tests.support.fakes import answer
+from tests.support.in_process import in_process
+from tests.support.postgres import Databases
+
+
+async def one_round(database: str, data_dir: Path, url: str, tasks: int, concurrency: int) -> float:
+    """Tasks per second: `tasks` short tasks, `concurrency` at a time."""
+    async with in_process(data_dir, url, PROVIDER_KEY, database_url=database) as server:
+        server.base.script("short", answer("done"))
+        warm = await server.submit("short")
+        assert warm.status_code == 200, warm.text
+        gate = asyncio.Semaphore(concurrency)
+
+        async def task() -> None:
+            async with gate:
+                done = await server.submit("short")
+                assert done.status_code == 200 and done.json()["status"] == "completed"
+
+        started = time.perf_counter()
+        await asyncio.gather(*(task() for _ in range(tasks)))
+        return tasks / (time.perf_counter() - started)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=200)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    provider = start_provider(PROVIDER_KEY, MODELS)
+    databases = Databases()
+    rates: dict[str, list[float]] = {"sqlite": [], "postgresql": []}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for n in range(args.rounds):
+                for kind in rates:
+                    data_dir = Path(tmp) / f"{kind}-{n}"
+                    database = (
+                        f"sqlite:///{data_dir / 'uhp.sqlite3'}"
+                        if kind == "sqlite"
+                        else databases.url_for(data_dir)
+                    )
+                    rate = await one_round(
+                        database, data_dir, provider.base_url, args.tasks, args.concurrency
+                    )
+                    rates[kind].append(rate)
+                    print(f"round {n + 1} {kind:10} {rate:7.1f} tasks/s", flush=True)
+    finally:
+        databases.drop_all()
+        provider.stop()
+    sqlite, postgres = (statistics.median(rates[k]) for k in ("sqlite", "postgresql"))
+    print(
+        f"median: sqlite {sqlite:.1f} tasks/s, postgresql {postgres:.1f} tasks/s; "
+        f"postgresql ÷ sqlite = {postgres / sqlite:.2f} (target ≥ 0.9)"
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

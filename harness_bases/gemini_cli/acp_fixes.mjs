@@ -1,0 +1,42 @@
+// Written by uhp-server; started with `node --import` before Gemini CLI.
+// Three fixes to Gemini CLI 0.61.0's ACP server, made in the bundle's source as it is loaded
+// (the CLI's files stay untouched). The pinned version's source is known: a fix whose text
+// is not found changes nothing.
+// 1. Its `tool_call` update names the tool but leaves out the arguments (`rawInput`).
+// 2. `session/load` starts the session's new chat recording before it reads the recorded
+//    conversation; the new recording overwrites it, so the load finds nothing to resume
+//    (or only sometimes finds it, by a race). The fix reads the conversation first.
+// 3. `session/load` answers before the replayed history it streams has been sent, so the
+//    replay is mixed into the next prompt's updates. The fix sends it first.
+import { register } from "node:module";
+
+const HOOKS = `
+const FIXES = [
+  [
+    'toolCallId: callId,\\n          status: "in_progress",\\n          title: displayTitle,',
+    'toolCallId: callId,\\n          status: "in_progress",\\n          title: displayTitle, rawInput: args,',
+  ],
+  [
+    "    const config = await this.initializeSessionConfig(\\n      sessionId,\\n      cwd,\\n" +
+      "      mcpServers,\\n      authDetails\\n    );\\n" +
+      "    const sessionSelector = new SessionSelector(config.storage);\\n" +
+      "    const { sessionData, sessionPath } = await sessionSelector.resolveSession(sessionId);",
+    "    const recorded = new Storage(cwd);\\n    await recorded.initialize();\\n" +
+      "    const { sessionData, sessionPath } = await new SessionSelector(recorded).resolveSession(sessionId);\\n" +
+      "    const config = await this.initializeSessionConfig(sessionId, cwd, mcpServers, authDetails);",
+  ],
+  [
+    "    session.streamHistory(sessionData.messages);\\n    setTimeout(",
+    "    await session.streamHistory(sessionData.messages);\\n    setTimeout(",
+  ],
+];
+export async function load(url, context, nextLoad) {
+  const result = await nextLoad(url, context);
+  if (!url.includes("/@google/gemini-cli/bundle/") || result.source == null) return result;
+  let source = String(result.source);
+  for (const [before, after] of FIXES) source = source.replace(before, after);
+  return { ...result, source };
+}
+`;
+
+register(`data:text/javascript,${encodeURIComponent(HOOKS)}`);

@@ -1,0 +1,75 @@
+"""GeminiCliBase: Gemini CLI (`@google/gemini-cli`) as a UHP harness base, over ACP."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness_bases import node_runtime
+from harness_bases.acp import AcpBase
+from harness_bases.base import SYSTEM_PATH, CliPin, Enforcement, Invocation, TurnSpec
+from harness_bases.gemini_cli import config
+from harness_bases.gemini_cli import install as installer
+from harness_bases.gemini_cli.parser import GeminiParser
+
+
+class GeminiCliBase(AcpBase):
+    name = "gemini-cli"
+    label = "Gemini CLI"
+    backend = "openai"  # its calls reach the openai backend's provider, translated
+    wire = "gemini"
+    cli_version = installer.CLI_VERSION
+    cli_pins = (
+        CliPin("npm", installer.PACKAGE, installer.CLI_VERSION),
+        CliPin("npm", node_runtime.package(), node_runtime.NODE_VERSION),
+    )
+    state_dirs = (config.CONFIG_DIR,)
+    runtime_packages = ()  # its own node (under the tools folder) and the image's shell tools
+    host_packages = ("nodejs", "npm")  # npm fetches it
+    # `tools.exclude` takes a tool out of the registry (not offered to the model); no step
+    # limit is used (`maxSessionTurns` counts the whole session): the engine counts.
+    enforcement = Enforcement(disabled_tools="hard", max_step="counted")
+    # Given an MCP server through ACP (session/new `mcpServers`), Gemini CLI 0.61.0 never
+    # answered the first prompt (the turn timed out after 120 s): rather than hang a harness's
+    # turns, its MCP servers are refused for this base.
+    mcp_transports: tuple[str, ...] = ()
+    # Opt-in until a session whose first turn failed or was cancelled can be resumed: Gemini
+    # CLI 0.61.0 deletes such a session's recording on exit, so the next turn starts anew
+    # (with a notice) instead of continuing it.
+    enabled_by_default = False
+
+    def install(self, tools_dir: Path) -> None:
+        installer.install(tools_dir)
+
+    def installed_version(self, tools_dir: Path) -> str | None:
+        return installer.installed_version(tools_dir)
+
+    def prepare(self, turn: TurnSpec) -> Invocation:
+        config.write_turn_files(turn)
+        node, cli = installer.command(turn.paths.tools)
+        hook = config.acp_fixes_path(turn.paths.home)
+        argv = [
+            node,
+            "--import",
+            f"file://{hook}",
+            cli,
+            "--acp",
+            "--model",
+            turn.model,
+            "--approval-mode",
+            "yolo",
+        ]
+        env = {
+            "PATH": SYSTEM_PATH,
+            "HOME": turn.paths.home,
+            config.TOKEN_ENV: turn.gateway_token,
+            # The SDK appends `v1beta/models/…` to it: the gateway serves the Gemini API there.
+            config.BASE_URL_ENV: turn.gateway_url,
+            "BASH_ENV": config.scrub_script_path(turn.paths.home),
+            **installer.NO_RELAUNCH,
+            "LANG": "C.UTF-8",
+            "TERM": "dumb",
+        }
+        return Invocation(argv=argv, env=env, cwd=turn.paths.workspace)
+
+    def acp_parser(self, turn: TurnSpec) -> GeminiParser:
+        return GeminiParser(max_step=turn.max_step)

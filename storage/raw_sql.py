@@ -1,0 +1,102 @@
+"""Plain DB-API connections for the event log's hot path, one kind per database.
+
+The ORM costs about a millisecond per row; the driver's own `executemany` tens of
+microseconds. Each backend says how to open a connection, how to start a write transaction
+and how its driver spells a parameter; the SQL itself is written once, with `?`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any, Protocol
+
+from sqlalchemy.engine import URL, make_url
+
+
+class RawBackend(Protocol):
+    """What the writer and the event readers need from a database's own driver."""
+
+    def connect(self) -> Any: ...
+
+    def begin_write(self, conn: Any) -> None: ...
+
+    def in_transaction(self, conn: Any) -> bool: ...
+
+    def usable(self, conn: Any) -> bool: ...
+
+    def sql(self, statement: str) -> str: ...
+
+
+def sqlite_pragmas(dbapi_connection: Any, _record: Any = None) -> None:
+    cursor = dbapi_connection.cursor()
+    # WAL lets readers (stream replays) run beside the writer; NORMAL sync is durable across
+    # process crashes, which is the failure we design for (not power loss mid-commit).
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=5000")
+    cursor.close()
+
+
+class SQLiteBackend:
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        sqlite_pragmas(conn)
+        return conn
+
+    def begin_write(self, conn: Any) -> None:
+        # Take the write lock now, not at the first write: a reader's upgrade to writer
+        # midway through a transaction is what fails with SQLITE_BUSY.
+        conn.execute("BEGIN IMMEDIATE")
+
+    def in_transaction(self, conn: Any) -> bool:
+        return bool(conn.in_transaction)
+
+    def usable(self, conn: Any) -> bool:
+        return True  # a file: nothing to lose
+
+    def sql(self, statement: str) -> str:
+        return statement
+
+
+class PostgresBackend:
+    def __init__(self, url: URL) -> None:
+        self.conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+    def connect(self) -> Any:
+        import psycopg  # only a PostgreSQL deployment needs the driver loaded
+
+        return psycopg.connect(self.conninfo, autocommit=True)
+
+    def begin_write(self, conn: Any) -> None:
+        conn.execute("BEGIN")
+
+    def in_transaction(self, conn: Any) -> bool:
+        import psycopg
+
+        return bool(conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE)
+
+    def usable(self, conn: Any) -> bool:
+        return not conn.closed  # a restarted server or a dropped link closes it
+
+    def sql(self, statement: str) -> str:
+        return statement.replace("?", "%s")
+
+
+def sqlalchemy_url(target: str) -> URL:
+    """The URL SQLAlchemy opens: `postgresql://` means psycopg 3 (not psycopg2)."""
+    url = make_url(target)
+    if url.drivername in ("postgresql", "postgres"):
+        url = url.set(drivername="postgresql+psycopg")
+    return url
+
+
+def backend_for(url: URL) -> RawBackend:
+    if url.get_backend_name() == "sqlite":
+        return SQLiteBackend(url.database or ":memory:")
+    if url.get_backend_name() == "postgresql":
+        return PostgresBackend(url)
+    raise ValueError(f"unsupported database {url.get_backend_name()!r} (UHP_DATABASE_URL)")

@@ -1,0 +1,375 @@
+"""GeminiCliBase against the real pinned Gemini CLI (over ACP), through the real model gateway
+(its Gemini wire translated to Chat Completions) to the scripted provider (no sandbox), plus
+fast checks of prepare().
+
+The CLI comes from the `gemini_installed` fixture (GeminiCliBase.install into the tools
+cache, once per machine). Set UHP_CAPTURE_GEMINI_CLI_FIXTURES=1 to rewrite the parser
+fixtures in harness_bases/gemini_cli/fixtures/ from these live runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from harness_bases import events as ev
+from harness_bases.base import SkillBundle, SkillFile, TurnSpec
+from harness_bases.gemini_cli import GeminiCliBase
+from harness_bases.gemini_cli import config as gemini_config
+from harness_bases.messages import RESUME_FAILED_NOTICE
+from tests.conftest import PROVIDER_KEY, installed_tools
+from tests.scripted_provider import RunningProvider
+from tests.support.direct_turn import DirectTurn, direct_spec, run_direct_turn
+from tests.support.gateway_server import RunningGateway
+
+FIXTURES = Path(__file__).parent.parent / "harness_bases" / "gemini_cli" / "fixtures"
+CAPTURE = os.environ.get("UHP_CAPTURE_GEMINI_CLI_FIXTURES") == "1"
+MODEL = "gpt-test"
+
+
+@pytest.fixture(scope="session")
+def gemini_installed() -> Path:
+    """The pinned Gemini CLI and its node, installed once (CI installs them first)."""
+    return installed_tools("gemini-cli")
+
+
+@pytest.fixture(scope="module")
+def gateway(provider: RunningProvider) -> Iterator[RunningGateway]:
+    running = RunningGateway(provider.base_url, PROVIDER_KEY, MODEL)
+    yield running
+    running.stop()
+
+
+@dataclass
+class Env:
+    base: GeminiCliBase
+    provider: RunningProvider
+    gateway: RunningGateway
+    tools: Path
+    home: Path
+    workspace: Path
+
+    def spec(self, prompt: str, **kw: object) -> TurnSpec:
+        spec = direct_spec(
+            prompt,
+            model=MODEL,
+            gateway_url=self.gateway.url,
+            home=self.home,
+            workspace=self.workspace,
+            tools=self.tools,
+            **kw,
+        )
+        return dataclasses.replace(spec, gateway_token=self.gateway.token)
+
+    async def run(
+        self,
+        prompt: str,
+        interrupt_when: Callable[[DirectTurn], bool] | None = None,
+        capture: str | None = None,
+        wrap: list[str] | None = None,
+        **kw: object,
+    ) -> DirectTurn:
+        turn = await run_direct_turn(
+            self.base,
+            self.spec(prompt, **kw),
+            timeout=120,
+            exit_timeout=15,
+            interrupt_when=interrupt_when,
+            wrap=wrap,
+        )
+        if capture and CAPTURE:
+            turn.proc.save_stdout(FIXTURES / f"{capture}.jsonl")
+        return turn
+
+
+@pytest.fixture
+def env(
+    gemini_installed: Path, provider: RunningProvider, gateway: RunningGateway, tmp_path: Path
+) -> Env:
+    provider.reset()
+    home, workspace = tmp_path / "home", tmp_path / "ws"
+    home.mkdir()
+    workspace.mkdir()
+    return Env(GeminiCliBase(), provider, gateway, gemini_installed, home, workspace)
+
+
+def chat_bodies(provider: RunningProvider) -> list[dict]:
+    return [r["body"] for r in provider.requests() if r["path"] == "/v1/chat/completions"]
+
+
+def offered_tools(body: dict) -> list[str]:
+    return [tool["function"]["name"] for tool in body.get("tools") or []]
+
+
+def conversation_text(body: dict) -> str:
+    return json.dumps(body["messages"])
+
+
+# -- live: the real CLI -----------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_installed_version_and_install_is_idempotent(gemini_installed: Path) -> None:
+    base = GeminiCliBase()
+    assert base.installed_version(gemini_installed) == "0.61.0"
+    started = time.monotonic()
+    base.install(gemini_installed)  # already there: no npm run
+    assert time.monotonic() - started < 60
+    assert base.installed_version(gemini_installed.parent / "nowhere") is None
+
+
+@pytest.mark.slow
+def test_every_flag_is_one_the_pinned_cli_knows(env: Env) -> None:
+    invocation = env.base.prepare(env.spec("x", system_prompt="p"))
+    help_text = subprocess.run(
+        [*invocation.argv[:4], "--help"], env=invocation.env, capture_output=True, text=True
+    ).stdout
+    flags = [a for a in invocation.argv[4:] if a.startswith("--")]
+    assert "--acp" in flags
+    for flag in flags:
+        assert re.search(rf"^\s+(-\w, )?{re.escape(flag)}\b", help_text, re.M), flag
+
+
+@pytest.mark.slow
+async def test_text_streams_real_deltas(env: Env) -> None:
+    turn = await env.run("SAY hello world, this is streamed", capture="text")
+    deltas = turn.of(ev.TextDelta)
+    assert len(deltas) > 1
+    assert "".join(d.delta for d in deltas) == "hello world, this is streamed"
+    assert turn.text == "hello world, this is streamed"
+    assert isinstance(turn.events[-1], ev.TurnFinished)
+    assert turn.events[0] == ev.NativeSession(turn.native_id)
+    usage = turn.of(ev.Usage)
+    assert usage and usage[-1].input_tokens > 0 and usage[-1].output_tokens > 0
+    # One model call: no next-speaker check or loop detection behind the agent's back.
+    (request,) = env.provider.requests()
+    assert request["path"] == "/v1/chat/completions"
+    assert request["headers"]["authorization"] == f"Bearer {PROVIDER_KEY}"
+    assert request["body"]["model"] == MODEL and request["body"]["stream"] is True
+
+
+@pytest.mark.slow
+async def test_tool_call_with_its_arguments(env: Env) -> None:
+    turn = await env.run("THINK plan it\nRUN echo hi\nSAY got {output}", capture="tool_call")
+    (started,) = turn.of(ev.ToolCallStarted)
+    (finished,) = turn.of(ev.ToolCallFinished)
+    assert started.name == "run_shell_command"
+    assert json.loads(started.arguments)["command"] == "echo hi"
+    assert finished == ev.ToolCallFinished(started.call, "hi", True)
+    assert turn.text == "got hi"
+    # The CLI trims each streamed piece of a thought: "plan it" arrives as "plan", "it".
+    assert next(d.text for d in turn.of(ev.ReasoningDone)) == "planit"
+    assert isinstance(turn.events[-1], ev.TurnFinished)
+
+
+@pytest.mark.slow
+async def test_failed_silent_command_is_not_ok(env: Env) -> None:
+    turn = await env.run("RUN exit 3\nSAY done")
+    (finished,) = turn.of(ev.ToolCallFinished)
+    assert not finished.ok and "3" in finished.output
+    assert isinstance(turn.events[-1], ev.TurnFinished)
+
+
+@pytest.mark.slow
+async def test_resume_remembers_and_a_lost_session_starts_fresh(env: Env) -> None:
+    first = await env.run("REMEMBER apple")
+    assert first.text == "noted apple"
+    second = await env.run("RECALL", native_session_id=first.native_id, capture="resume")
+    assert second.native_id == first.native_id
+    assert second.text == "you said apple" and not second.of(ev.Notice)
+    lost = await env.run("RECALL", native_session_id="5c1b2a3d-0000-4000-8000-000000000000")
+    assert ev.Notice(RESUME_FAILED_NOTICE) in lost.events
+    assert lost.text == "nothing to recall"
+
+
+@pytest.mark.slow
+async def test_provider_failure(env: Env) -> None:
+    turn = await env.run("FAIL 400 bad request words", capture="provider_failure")
+    assert turn.outcome == ev.TurnFailed("bad request words", "provider_error")
+    assert not turn.of(ev.TextDone)
+
+
+@pytest.mark.slow
+async def test_interrupt_stops_slow_text_and_the_session_resumes(env: Env) -> None:
+    turn = await env.run(
+        "SLOW 10\nSAY " + "word " * 40,
+        interrupt_when=lambda t: t.first_text_at is not None,
+        capture="interrupted",
+    )
+    assert turn.interrupted_at is not None
+    assert turn.proc.returncode is not None
+    assert time.monotonic() - turn.interrupted_at < 15
+    assert not [e for e in turn.events if isinstance(e, ev.TurnFinished)]
+    # Known gap: Gemini CLI 0.61.0 records nothing of a cancelled first prompt, so that
+    # session cannot be loaded; the next turn says so and starts a new one.
+    again = await env.run("SAY after the cancel", native_session_id=turn.native_id)
+    assert again.text == "after the cancel"
+    assert again.native_id != turn.native_id and ev.Notice(RESUME_FAILED_NOTICE) in again.events
+
+
+@pytest.mark.slow
+async def test_tool_commands_do_not_inherit_credentials(env: Env) -> None:
+    turn = await env.run("RUN env\nSAY {output}")
+    (finished,) = turn.of(ev.ToolCallFinished)
+    assert "HOME=" in finished.output
+    for leaked in ("GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL", env.gateway.token, PROVIDER_KEY):
+        assert leaked not in finished.output
+
+
+@pytest.mark.slow
+async def test_disabled_tool_is_blocked_hard_and_back_when_enabled(env: Env) -> None:
+    call = 'TOOL run_shell_command {"command": "echo ran"}\nSAY {output}'
+    enabled = await env.run(call)
+    assert enabled.of(ev.ToolCallFinished)[0].output == "ran"
+    env.provider.reset()
+    blocked = await env.run(
+        call,
+        native_session_id=enabled.native_id,
+        disabled_tools=("run_shell_command",),
+        capture="denied",
+    )
+    assert not [f for f in blocked.of(ev.ToolCallFinished) if f.ok and f.output == "ran"]
+    assert all("run_shell_command" not in offered_tools(b) for b in chat_bodies(env.provider))
+    assert "read_file" in offered_tools(chat_bodies(env.provider)[0])
+    env.provider.reset()
+    again = await env.run(call, native_session_id=enabled.native_id)
+    assert again.of(ev.ToolCallFinished)[0].output == "ran"
+    assert "run_shell_command" in offered_tools(chat_bodies(env.provider)[0])
+
+
+@pytest.mark.slow
+async def test_system_prompt_reaches_the_model_and_follows_each_turn(env: Env) -> None:
+    first = await env.run("SAY one", system_prompt="Always answer like a pirate 7731.")
+    await env.run("SAY two", system_prompt="Beta rule 8842.", native_session_id=first.native_id)
+    await env.run("SAY three", native_session_id=first.native_id)
+    bodies = chat_bodies(env.provider)
+    last_user = [json.dumps([m for m in b["messages"] if m["role"] != "assistant"]) for b in bodies]
+    assert "pirate 7731" in conversation_text(bodies[0])
+    assert "Beta rule 8842" in conversation_text(bodies[1])
+    assert "Beta rule" not in last_user[2].split("SAY two")[-1]
+
+
+@pytest.mark.slow
+async def test_skills_are_found_listed_and_loaded(env: Env) -> None:
+    skill = SkillBundle(
+        "uhp-zebra",
+        (
+            SkillFile(
+                "SKILL.md",
+                b"---\nname: uhp-zebra\ndescription: Knows the zebra-42 word.\n---\n\n"
+                b"The secret word is zebra-42.\n",
+            ),
+            SkillFile("notes/more.txt", b"more zebra\n"),
+        ),
+    )
+    turn = await env.run('TOOL activate_skill {"name": "uhp-zebra"}\nSAY {output}', skills=(skill,))
+    assert "Knows the zebra-42 word." in json.dumps(chat_bodies(env.provider)[0])
+    (finished,) = turn.of(ev.ToolCallFinished)
+    assert finished.ok and "zebra-42" in json.dumps(chat_bodies(env.provider)[-1])
+    folder = env.home / ".gemini" / "skills" / "uhp-zebra"
+    assert (folder / "notes" / "more.txt").read_bytes() == b"more zebra\n"
+    await env.run("SAY gone", native_session_id=turn.native_id)
+    assert not folder.exists()
+
+
+def test_mcp_servers_are_refused_not_left_to_hang_the_turn() -> None:
+    assert GeminiCliBase().mcp_transports == ()
+
+
+@pytest.mark.slow
+async def test_the_cli_connects_to_nothing_but_the_gateway(env: Env) -> None:
+    strace = shutil.which("strace")
+    if strace is None:
+        pytest.skip("SKIPPED LOUDLY: no strace here, so the CLI's connections cannot be traced")
+    trace = env.home.parent / "connect.trace"
+    wrap = [strace, "-f", "-qq", "-e", "trace=connect", "-o", str(trace)]
+    turn = await env.run("RUN echo hi\nSAY {output}", wrap=wrap)
+    assert turn.text == "hi"
+    inet = [line for line in trace.read_text().splitlines() if "AF_INET" in line]
+    assert inet, "no connection traced at all"
+    for line in inet:
+        assert f"htons({env.gateway.port})" in line and "127.0.0.1" in line, line
+
+
+# -- fast: prepare (no CLI) -------------------------------------------------------------------
+
+
+def fast_spec(tmp_path: Path, **kw: object) -> TurnSpec:
+    fields: dict = {
+        "prompt": "SAY hi",
+        "model": MODEL,
+        "gateway_url": "http://gateway.invalid/gateway/openai/v1",
+        "gateway_token": "uhpgw_turn_token",
+        "host_workspace": tmp_path / "ws",
+        "host_home": tmp_path / "home",
+        "host_tools": tmp_path / "tools",
+    }
+    return TurnSpec(**{**fields, **kw})
+
+
+def test_prepare_builds_env_from_nothing_and_offline_settings(tmp_path: Path) -> None:
+    spec = fast_spec(tmp_path, disabled_tools=("web_fetch",), system_prompt="Be a pirate.")
+    invocation = GeminiCliBase().prepare(spec)
+    assert invocation.cwd == "/workspace"
+    hook = "file:///home/agent/.gemini/uhp/acp_fixes.mjs"
+    assert invocation.argv[1:3] == ["--import", hook]
+    assert invocation.argv[4:] == ["--acp", "--model", MODEL, "--approval-mode", "yolo"]
+    assert invocation.env == {
+        "PATH": invocation.env["PATH"],
+        "HOME": "/home/agent",
+        "GEMINI_API_KEY": "uhpgw_turn_token",
+        "GOOGLE_GEMINI_BASE_URL": "http://gateway.invalid/gateway/openai/v1",
+        "BASH_ENV": "/home/agent/.gemini/uhp/scrub-credentials.sh",
+        "GEMINI_CLI_NO_RELAUNCH": "true",
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+    }
+    config_dir = tmp_path / "home" / ".gemini"
+    settings = json.loads((config_dir / "settings.json").read_text())
+    assert settings["tools"]["exclude"] == ["web_fetch"]
+    assert settings["privacy"]["usageStatisticsEnabled"] is False
+    assert settings["telemetry"]["enabled"] is False
+    assert settings["general"]["enableAutoUpdate"] is False
+    assert settings["ide"]["enabled"] is False
+    assert settings["security"]["auth"] == {"selectedType": "gemini-api-key"}
+    assert "uhpgw_turn_token" not in json.dumps(settings)
+    assert (config_dir / "GEMINI.md").read_text() == "Be a pirate."
+    assert (config_dir / "uhp" / "acp_fixes.mjs").read_text().startswith("// Written by")
+    GeminiCliBase().prepare(fast_spec(tmp_path))
+    assert not (config_dir / "GEMINI.md").exists()
+
+
+def test_scrub_script_unsets_the_credentials(tmp_path: Path) -> None:
+    GeminiCliBase().prepare(fast_spec(tmp_path))
+    script = tmp_path / "home" / ".gemini" / "uhp" / "scrub-credentials.sh"
+    assert script.read_text() == gemini_config.SCRUB
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "BASH_ENV": str(script),
+        "GEMINI_API_KEY": "k",
+        "GOOGLE_GEMINI_BASE_URL": "u",
+    }
+    out = subprocess.run(["bash", "-c", "env"], env=env, capture_output=True, text=True).stdout
+    assert "GEMINI" not in out and "BASH_ENV" not in out and "PATH=" in out
+
+
+def test_skills_written_whole_and_removed_when_gone(tmp_path: Path) -> None:
+    skill = SkillBundle(
+        "tidy", (SkillFile("SKILL.md", b"# tidy\n"), SkillFile("bin/run", b"#!/bin/sh\n"))
+    )
+    GeminiCliBase().prepare(fast_spec(tmp_path, skills=(skill,)))
+    folder = tmp_path / "home" / ".gemini" / "skills" / "tidy"
+    assert (folder / "SKILL.md").read_bytes() == b"# tidy\n"
+    assert os.access(folder / "bin" / "run", os.X_OK)
+    GeminiCliBase().prepare(fast_spec(tmp_path))
+    assert not folder.exists()

@@ -1,0 +1,117 @@
+"""Schema migrations: a fresh database is made by them, and a data directory of a release
+from before migrations (a real one, tests/fixtures/databases/, see make_legacy.py there)
+upgrades in place on first start and keeps serving what it stored."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from fastapi.testclient import TestClient
+from sqlmodel import SQLModel, select
+
+from harness_bases.codex import CodexBase
+from storage import migrate
+from storage.db import Database
+from storage.mcp_secrets import McpSecretRow
+from uhp_server.app import create_app
+from uhp_server.settings import Settings
+
+FIXTURES = Path(__file__).parent / "fixtures" / "databases"
+AUTH = {"Authorization": "Bearer uhp_sk_legacy_fixture_key"}  # make_legacy.KEY
+SECRET = "mcps_0123456789abcdef0123456789abcdef"
+
+
+def schema_differences(db: Database) -> list[Any]:
+    with db.engine.connect() as connection:
+        found = compare_metadata(MigrationContext.configure(connection), SQLModel.metadata)
+    # SQLite stores every integer in 64 bits: INTEGER and BIGINT are the same column there.
+    return [d for d in found if not (isinstance(d, list) and d[0][0] == "modify_type")]
+
+
+def test_a_new_database_is_made_by_the_migrations_and_matches_the_models(
+    tmp_path: Path,
+) -> None:
+    """On the database under test (UHP_TEST_DATABASE): types included, so a column too
+    narrow for PostgreSQL (milliseconds in a 32-bit integer) shows here."""
+    db = Database(Settings(data_dir=tmp_path).database)
+    try:
+        assert migrate.current(db.engine) == migrate.head()
+        with db.engine.connect() as connection:
+            assert compare_metadata(MigrationContext.configure(connection), SQLModel.metadata) == []
+    finally:
+        db.close()
+
+
+def start(data_dir: Path) -> TestClient:
+    """The fixtures are SQLite files: named, so the PostgreSQL pass also opens them."""
+    settings = Settings(data_dir=data_dir, database_url=f"sqlite:///{data_dir / 'uhp.sqlite3'}")
+    app = create_app(settings, bases={"codex": CodexBase()})
+    return TestClient(app, raise_server_exceptions=False)
+
+
+def secret_origin(http: TestClient) -> str | None:
+    with http.app.state.ctx.db.session() as s:  # type: ignore[attr-defined]
+        return s.exec(select(McpSecretRow).where(McpSecretRow.id == SECRET)).one().origin
+
+
+@pytest.mark.parametrize(
+    ("fixture", "origin"),
+    [
+        # The release before MCP secrets were bound to a server: no `origin`, no
+        # `response.model`, no `door_session` table.
+        ("before-origin.sqlite3", "https://mcp.example.com:443"),
+        # The last release made by create_all: the schema is complete, only unversioned.
+        ("release-09bbcea.sqlite3", None),
+    ],
+)
+def test_a_data_dir_of_a_release_before_migrations_upgrades_in_place(
+    tmp_path: Path, fixture: str, origin: str | None
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copy(FIXTURES / fixture, data / "uhp.sqlite3")
+    for _ in range(2):  # the first start upgrades, the second finds nothing to do
+        with start(data) as http:
+            response = http.get("/v1/responses/resp_legacy1", headers=AUTH)
+            assert response.status_code == 200, response.text
+            assert response.json()["status"] == "completed"
+            assert "legacy answer" in response.text
+            turns = http.get("/v1/sessions/sess_legacy1/turns", headers=AUTH)
+            assert turns.status_code == 200, turns.text
+            assert "resp_legacy1" in turns.text
+            replay = http.get("/v1/responses/resp_legacy1?stream=true", headers=AUTH)
+            assert replay.status_code == 200
+            assert "response.completed" in replay.text
+            # The secret is bound to the server of the earliest harness that used it, not to
+            # the one that re-pointed it (a release with the column keeps what it had).
+            assert secret_origin(http) == origin
+            db = http.app.state.ctx.db  # type: ignore[attr-defined]
+            assert migrate.current(db.engine) == migrate.head()
+            assert schema_differences(db) == []
+
+
+def test_db_upgrade_migrates_a_data_dir_without_starting_the_server(tmp_path: Path) -> None:
+    shutil.copy(FIXTURES / "before-origin.sqlite3", tmp_path / "uhp.sqlite3")
+    env = {**os.environ, "UHP_DATABASE_URL": f"sqlite:///{tmp_path / 'uhp.sqlite3'}"}
+    done = subprocess.run(
+        [sys.executable, "-m", "uhp_server.cli", "db", "upgrade", "--data-dir", str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"at revision {migrate.head()} (newest: {migrate.head()})"
+    db = Database(tmp_path / "uhp.sqlite3")
+    try:
+        assert schema_differences(db) == []
+    finally:
+        db.close()

@@ -1,0 +1,89 @@
+"""Submitting a task is one unit of work (engine/acceptance.py): a failure halfway leaves
+nothing behind, and the database decides who wins a session or an Idempotency-Key."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PROVIDER_KEY
+from tests.scripted_provider import RunningProvider
+from tests.support.fakes import Hang, TextDelta, answer
+from tests.support.in_process import InProcess, in_process
+from uhp_server.engine import attachments, tasks
+
+
+@pytest.fixture
+async def server(tmp_path: Path, provider: RunningProvider):
+    async with in_process(tmp_path / "data", provider.base_url, PROVIDER_KEY) as running:
+        yield running
+
+
+async def _first_turn(server: InProcess) -> dict:
+    server.base.script("one", answer("first"))
+    first = await server.submit("one")
+    assert first.status_code == 200, first.text
+    assert first.json()["status"] == "completed"
+    return first.json()
+
+
+async def test_a_failure_halfway_through_submit_leaves_no_busy_session_and_no_key(
+    server: InProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = await _first_turn(server)
+    session_id = first["metadata"]["session_id"]
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("injected: the disk filled up")
+
+    # Between the session claim and the response row, in any version of submit.
+    monkeypatch.setattr(attachments, "record_inline_files", broken)
+    monkeypatch.setattr(tasks, "record_inline_files", broken, raising=False)
+    retry = {"headers": {"Idempotency-Key": "k-1"}, "previous_response_id": first["id"]}
+    failed = await server.submit("two", **retry)
+    assert failed.status_code == 500
+    monkeypatch.undo()
+
+    session = await server.client.get(f"/v1/sessions/{session_id}")
+    assert session.status_code == 200
+    assert session.json()["status"] != "in_progress"  # not left busy
+    # The key points at nothing, so the retry runs the task now, in the same session.
+    server.base.script("two", answer("second"))
+    again = await server.submit("two", **retry)
+    assert again.status_code == 200, again.text
+    assert again.json()["status"] == "completed"
+    assert again.json()["metadata"]["session_id"] == session_id
+    turns = (await server.client.get(f"/v1/sessions/{session_id}/turns")).json()["turns"]
+    assert len(turns) == 2
+
+
+async def test_two_submits_to_one_session_at_once_one_wins_the_other_is_busy(
+    server: InProcess,
+) -> None:
+    first = await _first_turn(server)
+    server.base.script("race", [TextDelta("m", "working"), Hang()])
+    both = await asyncio.gather(
+        *(
+            server.submit("race", previous_response_id=first["id"], background=True)
+            for _ in range(2)
+        )
+    )
+    codes = sorted(r.status_code for r in both)
+    assert codes == [200, 409], [r.text for r in both]
+    busy = next(r for r in both if r.status_code == 409).json()["error"]
+    assert busy["code"] == "session_busy"
+    winner = next(r for r in both if r.status_code == 200).json()["id"]
+    await server.client.post(f"/v1/responses/{winner}/cancel")
+
+
+async def test_two_submits_with_one_idempotency_key_at_once_get_one_response(
+    server: InProcess,
+) -> None:
+    server.base.script("same", answer("once"))
+    headers = {"Idempotency-Key": "k-same"}
+    both = await asyncio.gather(*(server.submit("same", headers=headers) for _ in range(2)))
+    assert [r.status_code for r in both] == [200, 200], [r.text for r in both]
+    assert both[0].json()["id"] == both[1].json()["id"]
+    assert len(server.base.turns) == 1
