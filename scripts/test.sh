@@ -28,10 +28,30 @@ if bash scripts/docker-engine.sh; then
   bash scripts/docker-engine.sh 2 || true
 fi
 
+echo "=== installs, checks and the image done at $SECONDS s ==="
 status=0
 pytest_args=("$@")
-# run_pass "WHAT" [VAR=value ...] -- FILE...: one more pytest pass over FILEs with those
-# variables (exit 5 means the arguments selected none of its tests: not a failure).
+# The passes below mostly wait on a CLI starting or on the scripted model, so two of them run
+# side by side on two cores (TEST_PASSES_AT_ONCE=1: one after another). Each writes its own
+# log, printed whole with its wall time when it ends; the exit status combines them all.
+passes_at_once=${TEST_PASSES_AT_ONCE:-2}
+pass_logs=$(mktemp -d)
+declare -A pass_what pass_log pass_started
+passes_running=0 passes_started=0
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$pass_logs"' EXIT
+# finish_pass: wait for one running pass and print its log (exit 5 means the arguments
+# selected none of its tests: not a failure).
+finish_pass() {
+  local pid code=0
+  wait -n -p pid || code=$?
+  passes_running=$((passes_running - 1))
+  echo "=== ${pass_what[$pid]}: exit $code, $((SECONDS - pass_started[$pid])) s" \
+    "(ended at $SECONDS s) ==="
+  cat "${pass_log[$pid]}"
+  ((code == 0 || code == 5)) || status=$code
+}
+# run_pass "WHAT" [VAR=value ...] -- [FILE...]: one more pytest pass over FILEs (every test
+# when none) with those variables.
 run_pass() {
   local what=$1 vars=()
   shift
@@ -40,14 +60,15 @@ run_pass() {
     shift
   done
   shift
-  echo "=== $what ==="
-  env "${vars[@]}" .venv/bin/python -m pytest "$@" "${pytest_args[@]}" || {
-    local code=$?
-    ((code == 5)) || status=$code
-  }
+  while ((passes_running >= passes_at_once)); do finish_pass; done
+  local log="$pass_logs/$((passes_started += 1)).log"
+  env "${vars[@]}" .venv/bin/python -m pytest "$@" "${pytest_args[@]}" >"$log" 2>&1 &
+  pass_what[$!]=$what pass_log[$!]=$log pass_started[$!]=$SECONDS
+  passes_running=$((passes_running + 1))
+  echo "=== started at $SECONDS s: $what ==="
 }
 
-.venv/bin/python -m pytest "${pytest_args[@]}" || status=$?
+run_pass "the whole suite (Codex, local sandbox)" --
 # The end-to-end files that differ per sandbox, again in the docker sandbox.
 run_pass "end-to-end tests again with UHP_TEST_SANDBOX=docker" UHP_TEST_SANDBOX=docker -- \
   tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security_e2e.py \
@@ -62,10 +83,15 @@ base_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security
   tests/test_restart_e2e.py tests/test_harnesses_e2e.py tests/test_token_binding_e2e.py
   tests/test_oumi_harness_e2e.py tests/test_tool_door_e2e.py tests/test_agentos_e2e.py
   tests/test_openai_chat_e2e.py tests/test_parallel_images_e2e.py)
+# A base whose CLI speaks Chat Completions runs against the Chat-only provider (no models
+# route, every other path 404, like a bare vLLM): the stricter of the two, its bytes the same.
+chat_bases=" $(.venv/bin/uhp-server bases list --names --default --wire chat | tr '\n' ' ') "
 for base in $(.venv/bin/uhp-server bases list --names --default); do
   [[ "$base" == codex ]] && continue
-  run_pass "end-to-end tests again with UHP_TEST_BASE=$base" UHP_TEST_BASE="$base" -- \
-    "${base_e2e[@]}"
+  provider=native
+  [[ "$chat_bases" == *" $base "* ]] && provider=chat
+  run_pass "end-to-end tests again with UHP_TEST_BASE=$base (UHP_TEST_PROVIDER=$provider)" \
+    UHP_TEST_BASE="$base" UHP_TEST_PROVIDER="$provider" -- "${base_e2e[@]}"
 done
 # On PostgreSQL (scripts/postgres.sh installs and starts Debian's cluster): the in-process
 # engine tests, storage's own and the end-to-end files of tasks, sessions, restarts and the
@@ -79,19 +105,13 @@ if bash scripts/postgres.sh; then
 else
   status=1
 fi
-# Against a Chat-Completions-only provider (no models route, like a bare vLLM): the gateway
-# translates Codex's Responses and Claude Code's Anthropic Messages; Chat passes through.
-# Tasks + SDK exercise the translated traffic (text, tools, streaming, errors, sessions),
-# test_parallel_images_e2e parallel tool calls and input images;
-# test_harnesses_e2e checks the catalogue of a static model list. A Chat base's bytes are the
-# same as in its own pass, so only the catalogue runs for Hermes.
+# Against a Chat-Completions-only provider, the bases that speak another wire: the gateway
+# translates Codex's Responses and Claude Code's Anthropic Messages, and the same
+# base-dependent end-to-end files (every door, tools, parallel calls, images, errors, sessions,
+# the catalogue of a static model list) run through the translation, plus the official SDK.
 for base in codex claude-code; do
-  run_pass "tasks again with UHP_TEST_PROVIDER=chat on $base" \
-    UHP_TEST_PROVIDER=chat UHP_TEST_BASE="$base" -- tests/test_tasks_e2e.py tests/test_openai_sdk.py \
-    tests/test_parallel_images_e2e.py
+  run_pass "end-to-end tests again with UHP_TEST_PROVIDER=chat on $base" \
+    UHP_TEST_PROVIDER=chat UHP_TEST_BASE="$base" -- "${base_e2e[@]}" tests/test_openai_sdk.py
 done
-for base in codex hermes; do
-  run_pass "the catalogue again with UHP_TEST_PROVIDER=chat on $base" \
-    UHP_TEST_PROVIDER=chat UHP_TEST_BASE="$base" -- tests/test_harnesses_e2e.py
-done
+while ((passes_running > 0)); do finish_pass; done
 exit "$status"

@@ -152,3 +152,12 @@ def client(server: ServerProcess) -> Iterator[httpx.Client]:
         base_url=server.url, headers={"Authorization": f"Bearer {API_KEY}"}, timeout=120
     ) as http:
         yield http
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A `heavy` test is slow too, so `-m "not slow"` is the fast, in-process tier (it runs
+    before `-m` deselects)."""
+    for item in items:
+        if item.get_closest_marker("heavy") and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)

@@ -77,6 +77,8 @@ def test_config_makes_the_gateway_the_only_provider_and_holds_no_secret(tmp_path
     assert config["approvals"]["mode"] == "off"
     assert config["auxiliary"]["title_generation"]["enabled"] is False
     assert config["security"]["tirith_enabled"] is False
+    # No toolchain probe (subprocesses) before every turn's first model call.
+    assert config["agent"]["environment_probe"] is False
     # Without a step budget Hermes keeps its own limit.
     HermesBase().prepare(spec(tmp_path))
     assert (

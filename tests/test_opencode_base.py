@@ -247,6 +247,19 @@ async def test_the_cli_connects_to_nothing_but_the_gateway(env: Env) -> None:
         assert port in allowed and "127.0.0.1" in line, line
 
 
+@pytest.mark.slow
+async def test_the_cli_reads_the_empty_provider_catalogue_not_its_built_in_one(env: Env) -> None:
+    strace = shutil.which("strace")
+    if strace is None:
+        pytest.skip("SKIPPED LOUDLY: no strace here, so the CLI's file reads cannot be traced")
+    trace = env.home.parent / "open.trace"
+    wrap = [strace, "-f", "-qq", "-e", "trace=openat", "-o", str(trace)]
+    turn = await env.run("SAY hello", wrap=wrap)
+    assert turn.text == "hello"
+    catalogue = str(env.home / oc_config.CONFIG_DIR / oc_config.MODELS_FILE)
+    assert f'"{catalogue}"' in trace.read_text()
+
+
 # -- fast: prepare ----------------------------------------------------------------------------
 
 
@@ -286,6 +299,10 @@ def test_prepare_builds_env_from_nothing_and_a_config_without_secrets(tmp_path: 
     assert instructions == "Be brief 5521.\n\nDo not use these tools: webfetch."
     # The plugin package counts as present, so OpenCode never fetches it.
     assert (folder / "node_modules").is_dir() and (folder / "package-lock.json").is_file()
+    # An empty provider catalogue: OpenCode never parses the one built into it.
+    models_path = invocation.env["OPENCODE_MODELS_PATH"]
+    assert models_path == f"/home/agent/{oc_config.CONFIG_DIR}/{oc_config.MODELS_FILE}"
+    assert json.loads((folder / oc_config.MODELS_FILE).read_text()) == {}
 
 
 @pytest.mark.slow

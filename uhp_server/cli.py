@@ -117,6 +117,8 @@ def cmd_bases(args: argparse.Namespace) -> int:
         for name, base in known.items():
             if args.default_only and not base.enabled_by_default:
                 continue
+            if args.wire and base.wire != args.wire:
+                continue
             if args.names_only:
                 print(name)
                 continue
@@ -230,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="only the bases enabled when UHP_BASES is unset",
     )
+    listing.add_argument("--wire", help="only the bases whose CLI speaks this wire (e.g. chat)")
     bases_sub.add_parser("host-packages", help="Debian packages the bases' installs need")
     bases.set_defaults(func=cmd_bases)
 

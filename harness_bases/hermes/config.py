@@ -64,7 +64,10 @@ def hermes_config(turn: TurnSpec) -> dict[str, Any]:
                 "default_model": turn.model,
             }
         },
-        "agent": {"api_max_retries": 2},
+        # No start-up probe of the Python toolchain: four subprocesses (`python3 -m pip
+        # --version`, …) before every turn's first model call, about a second of CPU, for a
+        # hint about the runtime image, which is the same every turn.
+        "agent": {"api_max_retries": 2, "environment_probe": False},
         "mcp_servers": _mcp_servers(turn.mcp_servers),
         "skills": {"external_dirs": [f"{home}/{SKILLS_DIR}"], "creation_nudge_interval": 0},
         # Our sandbox is the security boundary and nobody is there to approve anything;

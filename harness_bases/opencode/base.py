@@ -45,6 +45,7 @@ class OpenCodeBase(AcpBase):
             "XDG_CACHE_HOME": f"{home}/.cache",
             "XDG_STATE_HOME": f"{home}/.local/state",
             "OPENCODE_CONFIG": f"{config.config_dir(home)}/{config.CONFIG_FILE}",
+            "OPENCODE_MODELS_PATH": f"{config.config_dir(home)}/{config.MODELS_FILE}",
             config.TOKEN_ENV: turn.gateway_token,
             "SHELL": installer.shell_path(turn.paths.tools),  # drops UHP_* for commands
             # `opencode acp` serves its own HTTP API on a loopback port, which the local

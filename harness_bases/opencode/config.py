@@ -3,7 +3,8 @@
 `opencode.json` makes our gateway the only provider (Chat Completions through the bundled
 `@ai-sdk/openai-compatible`), its key read from the environment (`{env:…}`: no secret in the
 file), and switches off what would go online on its own (auto-update, sharing, the models.dev
-catalogue and plugin installs are also off by environment, see base.py). The system prompt
+catalogue and plugin installs are also off by environment, see base.py); the provider
+catalogue it reads is an empty file, so it never parses its built-in one. The system prompt
 and the disabled tools reach the model as an instructions file. Skills are written whole to
 `<config>/skills/<name>/`, where OpenCode looks. Everything is rewritten every turn.
 """
@@ -29,6 +30,11 @@ CONFIG_DIR = f"{CONFIG_HOME}/opencode"
 PLUGIN_PACKAGE = "@opencode-ai/plugin"
 CONFIG_FILE = "opencode.json"
 INSTRUCTIONS_FILE = "uhp-instructions.md"
+# OpenCode's provider catalogue (models.dev). Without a file it parses the snapshot built
+# into the binary on every start: a third of a turn's CPU time and 150 MB, for providers
+# that `enabled_providers` then drops. Our only provider is defined whole in opencode.json,
+# so an empty catalogue is all it needs (bench/overhead.py --base opencode).
+MODELS_FILE = "uhp-models.json"
 
 
 def config_dir(root: str) -> str:
@@ -100,5 +106,6 @@ def write_turn_files(turn: TurnSpec) -> Path:
     write_file(folder / INSTRUCTIONS_FILE, instructions(turn).encode("utf-8"))
     write_skill_folders(folder, "skills", "uhp-skills.json", turn.skills)
     _mark_plugin_package_present(folder)
+    write_file(folder / MODELS_FILE, b"{}")
     real_dir(turn.host_home, DATA_HOME)
     return folder
