@@ -21,13 +21,14 @@ from pathlib import Path
 import pytest
 
 from harness_bases import events as ev
-from harness_bases.base import SkillBundle, SkillFile, TurnSpec
+from harness_bases.base import McpServerSpec, SkillBundle, SkillFile, TurnSpec
 from harness_bases.messages import RESUME_FAILED_NOTICE
 from harness_bases.qwen_code import QwenCodeBase
 from harness_bases.qwen_code import config as qwen_config
 from tests.conftest import PROVIDER_KEY, installed_tools
 from tests.scripted_provider import RunningProvider
 from tests.support.direct_turn import DirectTurn, direct_spec, run_direct_turn
+from tests.support.mcp_server import ANSWER_PREFIX, RunningMcpServer
 
 FIXTURES = Path(__file__).parent.parent / "harness_bases" / "qwen_code" / "fixtures"
 CAPTURE = os.environ.get("UHP_CAPTURE_QWEN_CODE_FIXTURES") == "1"
@@ -186,6 +187,18 @@ async def test_provider_failure(env: Env) -> None:
 
 
 @pytest.mark.slow
+async def test_a_failed_turn_is_not_sent_again_with_the_next(env: Env) -> None:
+    first = await env.run("REMEMBER apple")
+    failed = await env.run("FAIL 400 refused words", native_session_id=first.native_id)
+    assert failed.outcome == ev.TurnFailed("refused words", "provider_error")
+    env.provider.reset()
+    again = await env.run("RECALL", native_session_id=first.native_id)
+    assert again.native_id == first.native_id and not again.of(ev.Notice)
+    assert again.text == "you said apple"  # the turn before the failed one is kept
+    assert "refused words" not in json.dumps(chat_bodies(env.provider))
+
+
+@pytest.mark.slow
 async def test_interrupt_stops_slow_text_and_the_session_resumes(env: Env) -> None:
     turn = await env.run(
         "SLOW 10\nSAY " + "word " * 40,
@@ -266,8 +279,20 @@ async def test_skills_are_found_listed_and_loaded(env: Env) -> None:
     assert not folder.exists()
 
 
-def test_mcp_servers_are_refused_not_silently_dropped() -> None:
-    assert QwenCodeBase().mcp_transports == ()
+@pytest.mark.slow
+async def test_mcp_tools_are_offered_and_reached_with_the_bearer_token(env: Env) -> None:
+    server = RunningMcpServer("http").start()
+    try:
+        mcp = (McpServerSpec("vault", server.url, "mcp-tok-1"),)
+        turn = await env.run('TOOL lookup {"code": "abc"}\nSAY {output}', mcp_servers=mcp)
+    finally:
+        server.stop()
+    assert any(name.endswith("lookup") for name in offered_tools(chat_bodies(env.provider)[0]))
+    (finished,) = turn.of(ev.ToolCallFinished)
+    assert finished.ok and ANSWER_PREFIX + "abc" in finished.output
+    assert ANSWER_PREFIX + "abc" in turn.text
+    assert {r.headers.get("authorization") for r in server.requests} == {"Bearer mcp-tok-1"}
+    assert "mcp-tok-1" not in (env.home / ".qwen" / "settings.json").read_text()
 
 
 @pytest.mark.slow
@@ -311,6 +336,7 @@ def test_prepare_builds_env_from_nothing_and_offline_settings(tmp_path: Path) ->
         "UHP_GATEWAY_TOKEN",
         "BASH_ENV",
         "QWEN_CODE_NO_RELAUNCH",
+        "QWEN_CODE_LEGACY_MCP_BLOCKING",
         "LANG",
         "TERM",
     }

@@ -13,6 +13,7 @@ from harness_bases.acp import replies
 from harness_bases.acp.driver import AcpTurn
 from harness_bases.acp.parser import AcpParser
 from harness_bases.base import HarnessBase, Process, TurnSpec
+from harness_bases.jsonrpc import RpcConnection
 
 
 class AcpBase(HarnessBase):
@@ -53,6 +54,10 @@ class AcpBase(HarnessBase):
     def session_notices(self, result: Any) -> list[ev.Notice]:
         """Notices from a session/new or session/load answer (e.g. MCP servers that failed)."""
         return []
+
+    async def after_failed_prompt(self, rpc: RpcConnection, session_id: str) -> None:
+        """Called when `session/prompt` was answered with an error, while the agent still
+        runs: e.g. to take the failed prompt out of the conversation."""
 
     def reply_for(self, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
         """The answer to a request from the agent; None answers "method not found"."""

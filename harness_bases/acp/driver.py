@@ -108,6 +108,8 @@ class AcpTurn(AgentTurn):
                 error = msg.get("error") or {}
                 message = str(error.get("message", "")) if isinstance(error, dict) else ""
                 log.warning(f"{self.name}_prompt_error", extra={"error": message})
+                # Before the parser sees the answer: once it has, stdin closes.
+                await self.base.after_failed_prompt(self.rpc, str(self.session_id))
             yield msg
 
     async def _setup(self) -> AsyncIterator[ev.AgentEvent]:

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+from typing import Any
 
 from harness_bases import node_runtime
 from harness_bases.acp import AcpBase
 from harness_bases.base import SYSTEM_PATH, CliPin, Enforcement, Invocation, TurnSpec
+from harness_bases.jsonrpc import ConnectionClosed, RpcConnection, RpcError
 from harness_bases.qwen_code import config
 from harness_bases.qwen_code import install as installer
 from harness_bases.qwen_code.parser import QwenParser
+
+log = logging.getLogger(__name__)
+
+# An ACP extension of Qwen Code: the session's rewindable prompts, oldest first.
+REWIND_SNAPSHOTS = "qwen/status/session/rewind_snapshots"
 
 
 class QwenCodeBase(AcpBase):
@@ -29,14 +37,8 @@ class QwenCodeBase(AcpBase):
     # refused (proven live in tests/test_qwen_code_base.py). No step limit is used: the
     # engine counts the tool calls.
     enforcement = Enforcement(disabled_tools="hard", max_step="counted")
-    # Qwen Code 0.24.4 in ACP mode connects to the MCP servers it is given (through ACP or
-    # settings.json) and lists their tools, yet never offers them to the model (its headless
-    # mode does): rather than run a harness without its MCP servers, they are refused.
-    mcp_transports: tuple[str, ...] = ()
-    # Opt-in until a failed turn no longer leaks into the next one: after a refused model
-    # call, Qwen Code keeps the failed prompt in its session file and resends it merged with
-    # the next prompt (ACP's rewind only edits the live process's copy).
-    enabled_by_default = False
+    # Its MCP servers are in settings.json (see config.py), Streamable HTTP only here.
+    mcp_transports = ("http",)
 
     def install(self, tools_dir: Path) -> None:
         installer.install(tools_dir)
@@ -66,10 +68,33 @@ class QwenCodeBase(AcpBase):
             # One process: no relaunch of itself with a bigger heap (it would double the
             # start-up).
             "QWEN_CODE_NO_RELAUNCH": "true",
+            # MCP servers connect while the session starts, not in the background: else the
+            # first model request goes out before their tools are registered.
+            "QWEN_CODE_LEGACY_MCP_BLOCKING": "1",
             "LANG": "C.UTF-8",
             "TERM": "dumb",
         }
+        for index, server in enumerate(turn.mcp_servers):
+            env[config.mcp_token_env(index)] = server.bearer_token
         return Invocation(argv=argv, env=env, cwd=turn.paths.workspace)
+
+    def acp_mcp_servers(self, turn: TurnSpec) -> list[dict[str, Any]]:
+        return []  # in settings.json: ACP's mcpServers cannot say `alwaysLoadTools`
 
     def acp_parser(self, turn: TurnSpec) -> QwenParser:
         return QwenParser(max_step=turn.max_step)
+
+    async def after_failed_prompt(self, rpc: RpcConnection, session_id: str) -> None:
+        """Rewind the conversation to before the failed prompt. Qwen Code keeps a prompt
+        whose model call failed in its history (and its session file), so the next turn
+        would send it again merged with the new prompt. Every prompt leaves a rewind
+        snapshot; the last one still rewindable is the failed prompt's."""
+        try:
+            found = await rpc.call(REWIND_SNAPSHOTS, {"sessionId": session_id})
+            snapshots = (found or {}).get("snapshots") or []
+            if not snapshots:
+                return
+            target = {"targetTurnIndex": int(snapshots[-1]["turnIndex"]), "rewindFiles": False}
+            await rpc.call("rewindSession", {"sessionId": session_id, **target})
+        except (RpcError, ConnectionClosed, KeyError, TypeError, ValueError) as exc:
+            log.warning("qwen_code_rewind_failed", extra={"error": str(exc)})

@@ -13,6 +13,12 @@ shell command: `BASH_ENV` names a script, rewritten every turn, that each of tho
 (non-interactive) bash shells runs first; it unsets the credentials, so the commands the
 agent runs never see them.
 
+MCP servers (the gateway's MCP proxy routes) go into the same file's `mcpServers`, not into
+ACP's `session/new`: only there can a server say `alwaysLoadTools`. Without it Qwen Code puts
+MCP tools behind its ToolSearch/ToolCall bridge (declared to the model only when all deferred
+schemas fit a token budget at session start). Each server's bearer token is
+`$UHP_MCP_TOKEN_<n>` in its headers, expanded by the CLI like the API key.
+
 Skills go whole into `~/.qwen/skills/<name>/`, where Qwen Code lists them to the model.
 """
 
@@ -21,7 +27,7 @@ from __future__ import annotations
 import json
 from pathlib import Path, PurePosixPath
 
-from harness_bases.base import SkillBundle, TurnSpec
+from harness_bases.base import McpServerSpec, SkillBundle, TurnSpec
 from harness_bases.safe_files import real_dir, write_file
 from harness_bases.skill_folders import write_skill_folders
 
@@ -30,11 +36,29 @@ SKILLS_DIR = "skills"
 SCRUB_SCRIPT = "uhp/scrub-credentials.sh"
 _MANAGED_SKILLS = "uhp/skills.json"
 TOKEN_ENV = "UHP_GATEWAY_TOKEN"
+MCP_TOKEN_ENV = "UHP_MCP_TOKEN_{index}"
 
 SCRUB = """# Written by uhp-server: shell commands never inherit the agent's credentials.
 for _uhp_var in $(compgen -e); do case "$_uhp_var" in UHP_*) unset "$_uhp_var";; esac; done
 unset _uhp_var BASH_ENV
 """
+
+
+def mcp_token_env(index: int) -> str:
+    return MCP_TOKEN_ENV.format(index=index)
+
+
+def mcp_servers(servers: tuple[McpServerSpec, ...]) -> dict[str, dict]:
+    """`mcpServers`: Streamable HTTP, trusted (no confirmation), every tool offered."""
+    return {
+        server.name: {
+            "httpUrl": server.url,
+            "headers": {"Authorization": f"Bearer ${mcp_token_env(index)}"},
+            "trust": True,
+            "alwaysLoadTools": True,
+        }
+        for index, server in enumerate(servers)
+    }
 
 
 def settings(turn: TurnSpec) -> dict:
@@ -51,6 +75,7 @@ def settings(turn: TurnSpec) -> dict:
         "memory": {"enableManagedAutoMemory": False},
         "tools": {"approvalMode": "yolo"},
         "permissions": {"deny": list(turn.disabled_tools)},
+        "mcpServers": mcp_servers(turn.mcp_servers),
         "security": {
             "auth": {
                 "selectedType": "openai",
