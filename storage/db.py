@@ -36,6 +36,9 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 READ_THREADS = 4
+# How long the writer waits for a database that went away (a restart, a failover) to answer
+# again before failing what it was writing.
+RECONNECT_SECONDS = 15.0
 
 
 @dataclass
@@ -125,6 +128,11 @@ class Database:
                     self._writer = _Writer(self)
         return self._writer
 
+    @property
+    def writer_alive(self) -> bool:
+        """False once the writer thread died: nothing written would ever commit."""
+        return self._writer is None or self._writer.alive
+
     def close(self) -> None:
         if self._writer is not None:
             self._writer.stop()
@@ -188,7 +196,30 @@ class _Writer:
                     carried = more
                     break
                 group.append(more)
-            self._commit(self._db.connection(), group)  # reconnected if the link dropped
+            try:
+                conn = self._connection()
+            except Exception as exc:  # the database stayed away: this group fails, not the writer
+                _fail(group, exc)
+                continue
+            self._commit(conn, group)
+
+    def _connection(self) -> Any:
+        """The writer's connection, reopened while the database is away (a PostgreSQL restart
+        takes seconds) for up to RECONNECT_SECONDS; then what the last attempt raised."""
+        deadline = time.monotonic() + RECONNECT_SECONDS
+        delay = 0.1
+        while True:
+            try:
+                return self._db.connection()
+            except Exception:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
 
     def _commit(
         self,
@@ -208,17 +239,19 @@ class _Writer:
             if raw.usable(conn) and raw.in_transaction(conn):
                 with contextlib.suppress(Exception):
                     conn.execute("ROLLBACK")
-            if not raw.usable(conn) and not reconnected:
-                # The database's end of the link went away (a restart, a failover): once more
-                # on a new connection. Had the COMMIT itself landed, the rows' primary keys
-                # refuse the second write, so nothing is ever written twice.
-                self._commit(self._db.connection(), group, reconnected=True)
-                return
-            if len(group) > 1:
-                for single in group:  # one bad batch must not fail the others
-                    self._commit(self._db.connection(), [single], reconnected=True)
-            elif group[0][1].set_running_or_notify_cancel():
-                group[0][1].set_exception(exc)
+            try:
+                if not raw.usable(conn) and not reconnected:
+                    # The database's end of the link went away (a restart, a failover): once
+                    # more on a new connection. Had the COMMIT itself landed, the rows' primary
+                    # keys refuse the second write, so nothing is ever written twice.
+                    self._commit(self._connection(), group, reconnected=True)
+                elif len(group) > 1:
+                    for single in group:  # one bad batch must not fail the others
+                        self._commit(self._connection(), [single], reconnected=True)
+                else:
+                    _fail(group, exc)
+            except Exception as lost:  # no connection came back: fail, and keep the thread
+                _fail(group, lost)
             return
         observe = self._db.on_event_commit
         if observe is not None:
@@ -226,6 +259,12 @@ class _Writer:
         for _, future in group:
             if future.set_running_or_notify_cancel():
                 future.set_result(None)
+
+
+def _fail(group: list[tuple[EventBatch, Future[None]]], error: BaseException) -> None:
+    for _, future in group:
+        if future.set_running_or_notify_cancel():
+            future.set_exception(error)
 
 
 def _write_batch(conn: Any, sql: Callable[[str], str], batch: EventBatch) -> None:

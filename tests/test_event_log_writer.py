@@ -223,3 +223,49 @@ async def test_a_cancel_answers_cancelled_even_when_the_turn_never_reacts(db: Da
     assert _stored(db.path, "resp_stuck") == [e["sequence_number"] for e in stuck.log.events]
     for log in busy:  # every append of the other runs was persisted, gapless
         assert _stored(db.path, log.response_id) == list(range(len(log.events)))
+
+
+def _database_away(db: Database, monkeypatch: pytest.MonkeyPatch, failures: int) -> None:
+    """The next `failures` connections the writer opens fail, as while a database restarts;
+    its current connection is gone."""
+    real = db.connection
+    left = {"failures": failures}
+
+    def connection() -> Any:
+        if left["failures"] > 0:
+            left["failures"] -= 1
+            raise sqlite3.OperationalError("the database system is shutting down")
+        return real()
+
+    monkeypatch.setattr(db, "connection", connection)
+
+
+def _append(db: Database, seq: int) -> None:
+    event = {"type": "response.in_progress", "sequence_number": seq}
+    db.append_events(response_store.event_batch("resp_away", [event])).result(timeout=30)
+
+
+def test_the_writer_waits_for_a_database_that_comes_back(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _insert_response(db, "resp_away")
+    _database_away(db, monkeypatch, failures=3)  # about 0.7 s of backoff
+    _append(db, 0)
+    assert [e["sequence_number"] for e in response_store.events_after(db, "resp_away")] == [0]
+    assert db.writer_alive
+
+
+def test_a_database_that_stays_away_fails_the_write_not_the_writer(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from storage import db as db_module
+
+    _insert_response(db, "resp_away")
+    monkeypatch.setattr(db_module, "RECONNECT_SECONDS", 0.2)
+    _database_away(db, monkeypatch, failures=1_000_000)
+    with pytest.raises(sqlite3.OperationalError):
+        _append(db, 0)
+    assert db.writer_alive  # and /readyz would say so if it were not
+    monkeypatch.setattr(db, "connection", Database.connection.__get__(db))
+    _append(db, 0)  # back: the same writer commits again
+    assert [e["sequence_number"] for e in response_store.events_after(db, "resp_away")] == [0]

@@ -48,6 +48,9 @@ class ReadinessProbe:
         return Readiness(True)
 
     async def _database_answers(self) -> bool:
+        if not self.db.writer_alive:
+            log.error("readiness_database_writer_dead")
+            return False
         try:
             await asyncio.wait_for(self.db.read(_select_one, self.db), DATABASE_TIMEOUT_SECONDS)
         except Exception:
