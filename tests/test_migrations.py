@@ -21,6 +21,7 @@ from harness_bases.codex import CodexBase
 from storage import migrate
 from storage.db import Database
 from storage.mcp_secrets import McpSecretRow
+from tests.support import postgres
 from uhp_server.app import create_app
 from uhp_server.settings import Settings
 
@@ -115,3 +116,41 @@ def test_db_upgrade_migrates_a_data_dir_without_starting_the_server(tmp_path: Pa
         assert schema_differences(db) == []
     finally:
         db.close()
+
+
+@pytest.mark.skipif(
+    postgres.TEST_DATABASE != "postgresql",
+    reason="the PostgreSQL pass runs it (UHP_TEST_DATABASE=postgresql)",
+)
+def test_replicas_starting_at_once_on_an_empty_database_migrate_one_at_a_time(
+    tmp_path: Path,
+) -> None:
+    # Without a lock both run 0001's CREATE TABLEs and one dies on a duplicate type.
+    for attempt in range(3):
+        name = f"uhp_test_race_{os.getpid()}_{attempt}"
+        postgres._admin_execute(f"CREATE DATABASE {name}")
+        try:
+            env = {**os.environ, "UHP_DATABASE_URL": postgres._url(name)}
+            starts = [
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "uhp_server.cli",
+                        "db",
+                        "upgrade",
+                        "--data-dir",
+                        str(tmp_path / f"{attempt}-{replica}"),
+                    ],
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+                for replica in range(3)
+            ]
+            for start in starts:
+                _, err = start.communicate(timeout=120)
+                assert start.returncode == 0, err[-2000:]
+        finally:
+            postgres._admin_execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
