@@ -218,3 +218,15 @@ async def test_the_session_is_released_in_the_terminal_events_own_transaction(se
     assert row is not None
     assert row.active_response_id is None and row.status == "completed"
     assert row.native_session_id == "native-7"
+
+
+async def test_a_nul_character_in_client_text_is_never_a_server_error(server):
+    # PostgreSQL's text columns refuse NUL: the session title drops it, a name refuses it.
+    server.base.script("a\x00b", answer("ok"))
+    body = (await server.submit("a\x00b")).json()
+    assert body["status"] == "completed"
+    session = await server.client.get(f"/v1/sessions/{body['metadata']['session_id']}")
+    assert session.status_code == 200 and session.json()["title"] == "ab"
+    named = await server.client.post("/v1/harnesses", json={"name": "h\x00x", "base": "fake"})
+    assert named.status_code == 400, named.text
+    assert named.json()["error"]["param"] == "name"

@@ -113,5 +113,6 @@ def _claim_or_create(s: Session, a: Acceptance, title: str) -> SessionRow:
 
 
 def _title(prompt: str) -> str:
-    first = prompt.strip().splitlines()[0] if prompt.strip() else ""
-    return first[:80]
+    # NUL is dropped: no database text column holds it (PostgreSQL refuses it).
+    text = prompt.replace("\x00", "").strip()
+    return text.splitlines()[0][:80] if text else ""

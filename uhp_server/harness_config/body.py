@@ -98,6 +98,8 @@ def _name(key: str, raw: Any, default: str) -> str:
         return default
     if not isinstance(raw, str) or not raw.strip() or len(raw) > MAX_NAME:
         invalid(key, f"`{key}` must be a non-empty string of at most {MAX_NAME} characters.")
+    if "\x00" in raw:  # no database text column holds it (PostgreSQL refuses it)
+        invalid(key, f"`{key}` must not contain a NUL character.")
     return raw
 
 
