@@ -175,3 +175,41 @@ async def test_every_turn_joins_one_cpu_group_weighted_below_the_server(tmp_path
     assert int((hierarchy.cpu_parent / "cpu.shares").read_text()) > cgroups.TURNS_CPU_SHARES
     await sandbox.close()
     assert not pool.exists()  # a stopped server leaves no group behind
+
+
+@needs_cgroups
+def test_a_server_killed_for_good_leaves_no_cgroups_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its data folder never starts again: the next server to start sweeps its groups once
+    # they are stale (here at once), the CPU group too. (The family is narrowed to the killed
+    # server's groups: the sweep must not touch the servers of tests running beside this.)
+    hierarchy = cgroups.detect()
+    assert hierarchy is not None and hierarchy.cpu_parent is not None
+    killed = LocalSandbox(tmp_path / "killed", server_id="killedforgood")
+    turn = hierarchy.create(killed.cgroup_prefix + "local-resp_x", 1 << 30, 10)
+    pool = hierarchy.cpu_pool(killed.cgroup_prefix + "cpu")
+    assert pool is not None
+    hierarchy.remove_empty("uhp-nextserver-", killed.cgroup_prefix)
+    assert turn.pids_dir.exists() and pool.exists()  # not stale yet: maybe a starting turn's
+    monkeypatch.setattr(cgroups, "STALE_SECONDS", 0.0)
+    hierarchy.remove_empty("uhp-nextserver-", killed.cgroup_prefix)
+    assert not turn.pids_dir.exists() and not turn.memory_dir.exists()
+    assert not pool.exists()
+
+
+@needs_cgroups
+async def test_a_cpu_group_swept_while_its_server_idled_comes_back_with_the_next_turn(
+    tmp_path: Path,
+) -> None:
+    sandbox = LocalSandbox(tmp_path / "run", limits=SMALL, server_id="sweptpool")
+    await sandbox.open(None)  # type: ignore[arg-type]
+    try:
+        pool = cgroups.detect().cpu_parent / (sandbox.cgroup_prefix + "cpu")  # type: ignore[union-attr]
+        pool.rmdir()  # another server found it empty and old
+        script = "grep ':cpu' /proc/self/cgroup > /workspace/cgroup"
+        assert await run(sandbox, mounts_in(tmp_path / "a"), script) == (0, None)
+        assert (tmp_path / "a" / "ws" / "cgroup").read_text().strip().endswith(pool.name)
+        assert int((pool / "cpu.shares").read_text()) == cgroups.TURNS_CPU_SHARES
+    finally:
+        await sandbox.close()

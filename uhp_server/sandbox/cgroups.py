@@ -29,6 +29,8 @@ REMOVE_TIMEOUT = 5.0  # the killed sandbox's processes take a moment to leave
 # Every turn together weighs this much against a process of the server (1024, nice 0): an
 # eighth, so the server's loop gets most of a core when it wants one.
 TURNS_CPU_SHARES = 128
+# An empty cgroup of another server this old is a killed server's leftover.
+STALE_SECONDS = 120.0
 
 
 @dataclass(frozen=True)
@@ -70,13 +72,21 @@ class Hierarchy:
             raise
         return group
 
-    def remove_empty(self, prefix: str) -> None:
-        """Remove the `prefix`* cgroups a killed server left. Only empty ones go: the kernel
-        refuses to remove a cgroup that still holds a process (a live turn's)."""
-        for parent in {self.memory_parent, self.pids_parent}:
-            for leftover in parent.glob(f"{prefix}*"):
+    def remove_empty(self, prefix: str, family: str) -> None:
+        """Remove the cgroups a killed server left: this server's (`prefix`*) when empty, and
+        any other server's (`family`*: a server killed for good leaves them forever) when
+        empty and older than STALE_SECONDS — never another server's just-made cgroup, which
+        is empty for the moment its turn takes to start. The kernel refuses to remove a
+        cgroup that still holds a process."""
+        parents = {self.memory_parent, self.pids_parent}
+        if self.cpu_parent is not None:
+            parents.add(self.cpu_parent)
+        stale_before = time.time() - STALE_SECONDS
+        for parent in parents:
+            for leftover in parent.glob(f"{family}*"):
                 with contextlib.suppress(OSError):
-                    leftover.rmdir()
+                    if leftover.name.startswith(prefix) or leftover.stat().st_mtime < stale_before:
+                        leftover.rmdir()
 
 
 class TurnCgroup:
@@ -112,7 +122,12 @@ class TurnCgroup:
         for folder in self._dirs:
             _write(folder / "cgroup.procs", pid)
         if self.cpu_pool is not None:
-            _write(self.cpu_pool / "cgroup.procs", pid)
+            try:
+                _write(self.cpu_pool / "cgroup.procs", pid)
+            except FileNotFoundError:  # swept as stale by another server while this one idled
+                self.cpu_pool.mkdir(exist_ok=True)
+                _write(self.cpu_pool / "cpu.shares", TURNS_CPU_SHARES)
+                _write(self.cpu_pool / "cgroup.procs", pid)
 
     def memory_exceeded(self) -> bool:
         """True once the kernel killed a process of this cgroup for memory."""
