@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -154,3 +155,21 @@ def test_replicas_starting_at_once_on_an_empty_database_migrate_one_at_a_time(
                 assert start.returncode == 0, err[-2000:]
         finally:
             postgres._admin_execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def test_a_database_from_an_unknown_release_stops_start_up_in_one_line(tmp_path: Path) -> None:
+    shutil.copy(FIXTURES / "before-origin.sqlite3", tmp_path / "uhp.sqlite3")
+    with sqlite3.connect(tmp_path / "uhp.sqlite3") as conn:  # as a newer release leaves it
+        conn.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)")
+        conn.execute("INSERT INTO alembic_version VALUES ('9999')")
+    env = {**os.environ, "UHP_DATABASE_URL": f"sqlite:///{tmp_path / 'uhp.sqlite3'}"}
+    done = subprocess.run(
+        [sys.executable, "-m", "uhp_server.cli", "db", "upgrade", "--data-dir", str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert "not one this release knows" in done.stderr and "9999" in done.stderr

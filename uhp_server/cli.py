@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import sqlite3
 import sys
 from pathlib import Path
 
+from alembic.util.exc import CommandError as AlembicError
 from pydantic import ValidationError
+from sqlalchemy.exc import SQLAlchemyError
 
 from harness_bases import registry
 from storage import keys
@@ -261,6 +264,21 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as exc:
         print(f"uhp-server: {settings_problem(exc)}", file=sys.stderr)
         return 2
+    except (AlembicError, SQLAlchemyError, sqlite3.Error) as exc:
+        # The database cannot be opened or brought to this release's schema: one line that
+        # says which, not a traceback.
+        print(f"uhp-server: {database_problem(exc)}", file=sys.stderr)
+        return 1
+
+
+def database_problem(exc: Exception) -> str:
+    first = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+    if isinstance(exc, AlembicError):
+        return (
+            f"the database's schema is not one this release knows ({first}); was it made by a "
+            "newer release? Point UHP_DATABASE_URL at this release's database."
+        )
+    return f"cannot open the database (UHP_DATABASE_URL / UHP_DATA_DIR): {first}"
 
 
 def settings_problem(exc: ValidationError) -> str:
