@@ -3,6 +3,8 @@ Runs in the PostgreSQL pass (UHP_TEST_DATABASE=postgresql, scripts/test.sh)."""
 
 from __future__ import annotations
 
+import subprocess
+import time
 from pathlib import Path
 
 import psycopg
@@ -49,5 +51,34 @@ def test_event_appends_survive_the_database_ending_the_writers_connection(
         later = {"type": "response.in_progress", "sequence_number": 1}
         db.append_events(response_store.event_batch("resp_1", [later])).result(timeout=30)
         assert [e["sequence_number"] for e in response_store.events_after(db, "resp_1")] == [0, 1]
+    finally:
+        db.close()
+
+
+def test_event_appends_wait_out_a_postgresql_restart(tmp_path: Path) -> None:
+    # The whole cluster restarts (seconds in which no connection can open): the writer waits
+    # for it, and the append made meanwhile commits once it is back.
+    url = str(Settings(data_dir=tmp_path).database)
+    db = Database(url)
+    try:
+        response_store.insert_response(
+            db,
+            ResponseRow(
+                id="resp_2", principal_id="p", session_id="s", status="in_progress", created_at=0
+            ),
+        )
+        event = {"type": "response.in_progress", "sequence_number": 0}
+        response_store.append_events_now(db, "resp_2", [event], None)
+        version = sorted(p.name for p in Path("/etc/postgresql").iterdir())[-1]
+        stopped = subprocess.run(["pg_ctlcluster", version, "main", "stop"], timeout=60)
+        assert stopped.returncode == 0
+        later = {"type": "response.in_progress", "sequence_number": 1}
+        pending = db.append_events(response_store.event_batch("resp_2", [later]))
+        time.sleep(2)  # the database stays away a while
+        started = subprocess.run(["pg_ctlcluster", version, "main", "start"], timeout=60)
+        assert started.returncode == 0
+        pending.result(timeout=30)
+        assert db.writer_alive
+        assert [e["sequence_number"] for e in response_store.events_after(db, "resp_2")] == [0, 1]
     finally:
         db.close()
