@@ -175,9 +175,7 @@ class LocalSandbox(Sandbox):
         for stale in self._run_dir.iterdir():
             shutil.rmtree(stale, ignore_errors=True)
         if self._cgroups is not None:
-            await asyncio.to_thread(
-                self._cgroups.remove_empty, self.cgroup_prefix, CGROUP_PREFIX
-            )
+            await asyncio.to_thread(self._cgroups.remove_empty, self.cgroup_prefix, CGROUP_PREFIX)
             self._cpu_pool = await asyncio.to_thread(self._open_cpu_pool, self._cgroups)
         self._gateway_app = gateway_app
 
