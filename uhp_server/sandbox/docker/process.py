@@ -58,6 +58,7 @@ def wait_for_exit(
             future.set_result(code)
 
     def waiting() -> None:
+        failure: BaseException | None = None
         try:
             # Asked before start, "next-exit" answers as the process ends; the engine then
             # removes the container (auto_remove) without making the turn wait for it.
@@ -67,10 +68,16 @@ def wait_for_exit(
             code = -1  # gone before we could ask
         except Exception as exc:
             log.warning("docker_wait_failed", extra={"error": str(exc)})
-            code = -1
-            if on_failure is not None:
-                with contextlib.suppress(RuntimeError):
-                    loop.call_soon_threadsafe(on_failure, exc)
+            code, failure = -1, exc
+        # An engine shutting down may answer the wait (an error, or an exit it made up)
+        # before it stops answering: whether it still answers is what tells a lost engine.
+        try:
+            api.ping()
+        except Exception as exc:
+            failure = exc
+        if failure is not None and on_failure is not None:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(on_failure, failure)
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting
             loop.call_soon_threadsafe(resolve, code)
 
