@@ -25,6 +25,9 @@ log = logging.getLogger(__name__)
 STDOUT_LINE_LIMIT = 64 * 1024 * 1024  # CLIs print single JSON lines of several MB
 STDERR_TAIL_BYTES = 8 * 1024
 QUEUED_CHUNKS = 256  # stdout back-pressure: the pump stops reading past this many chunks
+# How long a turn whose streams ended waits for its container's exit to be known before
+# saying whether its engine was lost (a stopping engine ends the streams first).
+EXIT_SETTLE_SECONDS = 5.0
 _STDOUT, _STDERR = 1, 2
 _HEADER = 8
 
@@ -187,6 +190,12 @@ class DockerProcess(SandboxedProcess):
             self._exited.set_result(-1)
 
     async def limit_exceeded(self) -> str | None:
+        # The attach stream of a stopping engine can end before its wait does: once the
+        # streams ended, the exit (and with it whether the engine still answers) is awaited,
+        # briefly, before saying. A container still running is not waited for.
+        if self._pump_task.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._exited), EXIT_SETTLE_SECONDS)
         return self._lost
 
     async def kill(self) -> None:
