@@ -50,8 +50,7 @@ class Hierarchy:
         if self.cpu_parent is None:
             return None
         pool = self.cpu_parent / name
-        pool.mkdir(exist_ok=True)
-        _write(pool / "cpu.shares", TURNS_CPU_SHARES)
+        _make_cpu_pool(pool)
         return pool
 
     def create(
@@ -125,8 +124,7 @@ class TurnCgroup:
             try:
                 _write(self.cpu_pool / "cgroup.procs", pid)
             except FileNotFoundError:  # swept as stale by another server while this one idled
-                self.cpu_pool.mkdir(exist_ok=True)
-                _write(self.cpu_pool / "cpu.shares", TURNS_CPU_SHARES)
+                _make_cpu_pool(self.cpu_pool)
                 _write(self.cpu_pool / "cgroup.procs", pid)
 
     def memory_exceeded(self) -> bool:
@@ -218,6 +216,12 @@ def _own_cgroups() -> dict[str, str]:
             for controller in controllers.split(",") if controllers else [""]:
                 found[controller] = path
     return found
+
+
+def _make_cpu_pool(pool: Path) -> None:
+    """The turns' shared CPU group at `pool` (made if missing), weighted below the server."""
+    pool.mkdir(exist_ok=True)
+    _write(pool / "cpu.shares", TURNS_CPU_SHARES)
 
 
 def _write(path: Path, value: int) -> None:
