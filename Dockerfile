@@ -17,8 +17,9 @@ COPY . /src
 RUN set -eu; \
     packages="ca-certificates python3 python3-venv nodejs"; \
     [ -d /src/.docker-vendor/tools ] || packages="$packages npm"; \
-    apt-get update; \
-    apt-get install -y --no-install-recommends $packages; \
+    # Retries: a package mirror that drops one connection must not fail the whole build.
+    apt-get -o Acquire::Retries=5 update; \
+    apt-get -o Acquire::Retries=5 install -y --no-install-recommends $packages; \
     rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb
 
 RUN set -eu; \

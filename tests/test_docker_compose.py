@@ -80,7 +80,13 @@ def deployment() -> Iterator[tuple[str, str]]:
     command = [*compose, "-p", project, *files]
     try:
         # Build first: the provider service runs the image the server service builds.
-        subprocess.run([*command, "build"], check=True, env=env, timeout=BUILD_TIMEOUT)
+        build = subprocess.run(
+            [*command, "build"], env=env, timeout=BUILD_TIMEOUT, capture_output=True, text=True
+        )
+        # The build's own last lines, not only its exit status, say why it failed.
+        assert build.returncode == 0, (
+            f"compose build failed:\n{(build.stdout + build.stderr)[-4000:]}"
+        )
         subprocess.run([*command, "up", "-d"], check=True, env=env, timeout=300)
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 120
