@@ -27,9 +27,11 @@ SETTINGS = {"temperature": 0.2, "max_tokens": 400, "seed": 3}
 # prefixed name by its suffix, but Claude Code defers MCP tools, listing none).
 ASK_TOOL = {"claude-code": "mcp__uhp-user__ask_user"}.get(TEST_BASE, "ask_user")
 # The CLI's own question tool, where it has one that asks through the same machinery.
-NATIVE_ASK_TOOLS = {"claude-code": ["AskUserQuestion"], "codex": ["request_user_input"]}.get(
-    TEST_BASE, []
-)
+NATIVE_ASK_TOOLS = {
+    "claude-code": ["AskUserQuestion"],
+    "codex": ["request_user_input"],
+    "hermes": ["clarify"],
+}.get(TEST_BASE, [])
 STATUS_FIELDS = {"protocol_version", "session_id", "invocation_id", "status", "error"}
 
 
@@ -232,6 +234,8 @@ def question_call(tool: str, text: str) -> str:
         return json.dumps({"questions": [{**asked, "multiSelect": False}]})
     if tool == "request_user_input":
         return json.dumps({"questions": [{**asked, "id": "city"}]})
+    if tool == "clarify":
+        return json.dumps({"question": text, "choices": ["Paris", "Rome"]})
     return json.dumps({"question": text})
 
 

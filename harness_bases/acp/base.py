@@ -59,6 +59,13 @@ class AcpBase(HarnessBase):
         """Called when `session/prompt` was answered with an error, while the agent still
         runs: e.g. to take the failed prompt out of the conversation."""
 
+    async def answer_request(
+        self, method: str, params: dict[str, Any], turn: TurnSpec
+    ) -> dict[str, Any] | None:
+        """The answer to a request from the agent; None answers "method not found". An agent
+        whose own question tool reaches us as a request answers it here (turn.ask_user)."""
+        return self.reply_for(method, params)
+
     def reply_for(self, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
-        """The answer to a request from the agent; None answers "method not found"."""
+        """The answer to a request that needs no one (permissions); None: "method not found"."""
         return replies.reply_for(method, params)

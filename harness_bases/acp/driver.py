@@ -55,7 +55,7 @@ class AcpTurn(AgentTurn):
 
     async def _answer_request(self, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
         log.info(f"{self.name}_client_request", extra={"method": method})
-        return self.base.reply_for(method, params)
+        return await self.base.answer_request(method, params, self.turn)
 
     async def _image_blocks(self) -> list[dict[str, Any]]:
         """The turn's images as ACP image blocks, when the agent says it takes them."""

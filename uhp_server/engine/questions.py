@@ -1,10 +1,11 @@
 """Questions the agent asks the user, and what the task's question policy does with them.
 
 The agent asks through the server's own question tool (`ask_user` on the built-in MCP
-server `uhp-user`, gateway/user_questions.py). The question becomes a function_call item in
-the event log. The policy decides the answer: RECORDED takes the next recorded answer, HOLD
-asks the door's callback, PAUSE (or a HOLD callback that defers) waits for
-`TaskService.answer`: the task reports input_required, the agent's model connection is
+server `uhp-user`, gateway/user_questions.py) or through its CLI's own question tool, which
+the base's driver maps onto the same `ask` (TurnSpec.ask_user). The question becomes a
+function_call item in the event log. The policy decides the answer: RECORDED takes the next
+recorded answer, HOLD asks the door's callback, PAUSE (or a HOLD callback that defers) waits
+for `TaskService.answer`: the task reports input_required, the agent's model connection is
 suspended, and the answer comes back as the tool's result in the same conversation.
 
 A paused turn keeps its process for `keep_seconds`; after that it is parked: the turn ends
@@ -30,7 +31,13 @@ QUESTION_TOOL = "ask_user"
 # The CLIs' own question tools that ask through the same machinery when the door can take a
 # question (the base's driver calls TurnSpec.ask_user); the engine records the question
 # itself as an ask_user call, so the CLI's own report of that call is left out.
-NATIVE_QUESTION_TOOLS = frozenset({"AskUserQuestion", "request_user_input"})
+NATIVE_QUESTION_TOOLS = frozenset(
+    {
+        "AskUserQuestion",  # Claude Code (harness_bases/claude_code/questions.py)
+        "request_user_input",  # Codex (harness_bases/codex/questions.py)
+        "clarify",  # Hermes (harness_bases/hermes/questions.py)
+    }
+)
 PARKED_REASON = "input_required"
 # Bases whose CLI takes no HTTP MCP server ask in their final text instead (TEXT_MARKER).
 TEXT_MARKER = "QUESTION FOR THE USER:"
