@@ -373,3 +373,53 @@ def test_skills_written_whole_and_removed_when_gone(tmp_path: Path) -> None:
     assert os.access(folder / "bin" / "run", os.X_OK)
     GeminiCliBase().prepare(fast_spec(tmp_path))
     assert not folder.exists()
+
+
+ASKED_CITY = {
+    "questions": [
+        {
+            "question": "Which city?",
+            "header": "City",
+            "type": "choice",
+            "options": [
+                {"label": "Paris", "description": "France"},
+                {"label": "Rome", "description": "Italy"},
+            ],
+        }
+    ]
+}
+
+
+@pytest.mark.slow
+async def test_ask_user_asks_through_the_turns_asker(env: Env) -> None:
+    asked: list[tuple[str, tuple[str, ...]]] = []
+
+    async def ask(text: str, options: tuple[str, ...]) -> str | None:
+        asked.append((text, options))
+        return "Rome-8812"
+
+    prompt = f"TOOL ask_user {json.dumps(ASKED_CITY)}\nSAY answer was {{output}}"
+    turn = await env.run(prompt, ask_user=ask)
+    assert "ask_user" in offered_tools(chat_bodies(env.provider)[0])
+    assert asked == [("Which city?", ("Paris", "Rome"))]
+    # The model reads the answers as the CLI's own dialog gives them.
+    assert turn.text == 'answer was {"answers":{"0":"Rome-8812"}}'
+    assert isinstance(turn.events[-1], ev.TurnFinished)
+    # Without an asker (a plain task) the CLI's ACP mode is unchanged: no ask_user tool.
+    env.provider.reset()
+    await env.run("SAY fine")
+    assert "ask_user" not in offered_tools(chat_bodies(env.provider)[0])
+
+
+@pytest.mark.slow
+async def test_a_question_left_unanswered_leaves_a_resumable_session(env: Env) -> None:
+    """An answer that does not come: the request is refused (the tool fails) and the turn
+    ends; the next turn resumes the same conversation."""
+
+    async def no_answer(text: str, options: tuple[str, ...]) -> str | None:
+        return None
+
+    prompt = f"REMEMBER kiwi\nTOOL ask_user {json.dumps(ASKED_CITY)}"
+    first = await env.run(prompt, ask_user=no_answer)
+    second = await env.run("RECALL", native_session_id=first.native_id)
+    assert not second.of(ev.Notice) and second.text == "you said kiwi"

@@ -25,6 +25,7 @@ MODEL = "oumi-eval-model"
 SETTINGS = {"temperature": 0.2, "max_tokens": 400, "seed": 3}
 # The question tool as the CLI names it to its model (the scripted provider also matches a
 # prefixed name by its suffix, but Claude Code defers MCP tools, listing none).
+# Gemini CLI's is its own `ask_user` (it takes no MCP server).
 ASK_TOOL = {"claude-code": "mcp__uhp-user__ask_user"}.get(TEST_BASE, "ask_user")
 # The CLI's own question tool, where it has one that asks through the same machinery.
 NATIVE_ASK_TOOLS = {
@@ -236,6 +237,8 @@ def question_call(tool: str, text: str) -> str:
         return json.dumps({"questions": [{**asked, "id": "city"}]})
     if tool == "clarify":
         return json.dumps({"question": text, "choices": ["Paris", "Rome"]})
+    if TEST_BASE == "gemini-cli":  # its own ask_user (the server's is not offered to it)
+        return json.dumps({"questions": [{**asked, "type": "choice"}]})
     return json.dumps({"question": text})
 
 
@@ -448,7 +451,7 @@ def test_a_question_outlives_a_server_restart(
         ).json()
         harness_id = next(h["id"] for h in listing["harnesses"] if h["base"] == TEST_BASE)
         door = Platform(first, platform, harness_id)
-        question = json.dumps({"question": "Which colour?"})
+        question = question_call(ASK_TOOL, "Which colour?")
         body = door.start(
             [{"role": "user", "content": f"REMEMBER kiwi-3391\nTOOL {ASK_TOOL} {question}"}]
         )
@@ -501,7 +504,7 @@ def test_a_resume_after_the_session_expired_fails_only_the_row(
         ).json()
         harness_id = next(h["id"] for h in listing["harnesses"] if h["base"] == TEST_BASE)
         door = Platform(server, platform, harness_id)
-        question = json.dumps({"question": "Which colour?"})
+        question = question_call(ASK_TOOL, "Which colour?")
         body = door.start([{"role": "user", "content": f"TOOL {ASK_TOOL} {question}"}])
         assert door.submit(body).status_code == 202
         assert door.wait(body["invocation_id"], ("input_required", "failed"))["status"] == (

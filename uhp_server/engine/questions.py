@@ -24,7 +24,7 @@ from harness_bases import events as ev
 from uhp_server.engine.requests import Question, QuestionMode, ToolAnswer
 
 if TYPE_CHECKING:
-    from uhp_server.engine.turn import Run
+    from uhp_server.engine.turn import Run, TurnPlan
 
 QUESTION_SERVER = "uhp-user"
 QUESTION_TOOL = "ask_user"
@@ -36,6 +36,7 @@ NATIVE_QUESTION_TOOLS = frozenset(
         "AskUserQuestion",  # Claude Code (harness_bases/claude_code/questions.py)
         "request_user_input",  # Codex (harness_bases/codex/questions.py)
         "clarify",  # Hermes (harness_bases/hermes/questions.py)
+        "ask_user",  # Gemini CLI (harness_bases/gemini_cli/questions.py)
     }
 )
 PARKED_REASON = "input_required"
@@ -169,10 +170,11 @@ def answers_prompt(questions: tuple[Question, ...], answers: list[ToolAnswer]) -
     return "\n\n".join(lines)
 
 
-def asks_in_text(run: Run) -> bool:
-    """Whether this turn's agent asks in its final text (no HTTP MCP for the question tool)."""
-    plan = run.plan
-    return plan.ask_user and "http" not in plan.base.mcp_transports
+def asks_in_text(plan: TurnPlan) -> bool:
+    """Whether this turn's agent asks in its final text (no HTTP MCP for the server's question
+    tool, and no question tool of its CLI's own)."""
+    base = plan.base
+    return plan.ask_user and "http" not in base.mcp_transports and not base.asks_natively
 
 
 def text_question(response: dict[str, Any]) -> str | None:
