@@ -438,8 +438,13 @@ def test_no_platform_key_is_stored_or_logged(oumi: Platform, oumi_server: Server
         assert key.encode() not in written
 
 
+@pytest.mark.parametrize("tool", [ASK_TOOL, *NATIVE_ASK_TOOLS])
 def test_a_question_outlives_a_server_restart(
-    tmp_path: Path, provider: RunningProvider, platform: RunningProvider, base_installed: Path
+    tmp_path: Path,
+    provider: RunningProvider,
+    platform: RunningProvider,
+    base_installed: Path,
+    tool: str,
 ) -> None:
     """Paused when the server stops: after the restart the invocation still reports
     input_required, and the resume continues the same native conversation in a new turn."""
@@ -451,9 +456,9 @@ def test_a_question_outlives_a_server_restart(
         ).json()
         harness_id = next(h["id"] for h in listing["harnesses"] if h["base"] == TEST_BASE)
         door = Platform(first, platform, harness_id)
-        question = question_call(ASK_TOOL, "Which colour?")
+        question = question_call(tool, "Which colour?")
         body = door.start(
-            [{"role": "user", "content": f"REMEMBER kiwi-3391\nTOOL {ASK_TOOL} {question}"}]
+            [{"role": "user", "content": f"REMEMBER kiwi-3391\nTOOL {tool} {question}"}]
         )
         assert door.submit(body).status_code == 202
         assert door.wait(body["invocation_id"], ("input_required", "failed"))["status"] == (
