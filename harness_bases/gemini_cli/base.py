@@ -33,9 +33,9 @@ class GeminiCliBase(AcpBase):
     # answered the first prompt (the turn timed out after 120 s): rather than hang a harness's
     # turns, its MCP servers are refused for this base.
     mcp_transports: tuple[str, ...] = ()
-    # Opt-in until a session whose first turn failed or was cancelled can be resumed: Gemini
-    # CLI 0.61.0 deletes such a session's recording on exit, so the next turn starts anew
-    # (with a notice) instead of continuing it.
+    # A failed or cancelled turn is taken back out of its conversation, and a conversation
+    # left with nothing is deleted on exit: see AcpBase.forgets_unfinished_sessions.
+    forgets_unfinished_sessions = True
     enabled_by_default = False
     # Its own `ask_user` asks through us (questions.py), with MCP refused.
     asks_natively = True
