@@ -366,7 +366,7 @@ ASKED_CITY = {
 
 
 @pytest.mark.slow
-async def test_ask_user_asks_through_the_turns_asker(env: Env) -> None:
+async def test_ask_user_asks_through_the_turns_asker(env: LiveBase) -> None:
     asked: list[tuple[str, tuple[str, ...]]] = []
 
     async def ask(text: str, options: tuple[str, ...]) -> str | None:
@@ -387,7 +387,7 @@ async def test_ask_user_asks_through_the_turns_asker(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_a_question_left_unanswered_leaves_a_resumable_session(env: Env) -> None:
+async def test_a_question_left_unanswered_leaves_a_resumable_session(env: LiveBase) -> None:
     """An answer that does not come: the request is refused (the tool fails) and the turn
     ends; the next turn resumes the same conversation."""
 
