@@ -185,6 +185,11 @@ class HarnessBase(abc.ABC):
     # True when the CLI's own question tool asks through TurnSpec.ask_user: a base that
     # cannot take the server's `ask_user` over HTTP MCP then needs no text fallback.
     asks_natively: bool = False
+    # True when the CLI takes a turn stopped before it finished (failed, cancelled, parked on
+    # a question) back out of its conversation, and drops a new conversation left empty
+    # (Gemini CLI): the driver then reports a new session's id only once its first turn
+    # finished, and an answer to a parked question repeats the request it was asked about.
+    forgets_unfinished_turns: bool = False
 
     @abc.abstractmethod
     def install(self, tools_dir: Path) -> None:

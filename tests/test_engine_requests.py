@@ -191,6 +191,34 @@ async def test_a_question_kept_too_long_parks_and_a_new_turn_carries_the_answer(
         await engine.close()
 
 
+@pytest.mark.parametrize("forgets", [False, True])
+async def test_a_parked_answer_repeats_the_request_a_forgetful_cli_took_back(
+    tmp_path: Path, forgets: bool
+) -> None:
+    """A CLI that takes a stopped turn back out of its conversation (Gemini CLI) would see the
+    answer without what it was asked about: the new turn quotes the request for it."""
+    engine = StandInEngine(tmp_path, keep_seconds=0.2)
+    engine.base.forgets_unfinished_turns = forgets
+    try:
+        request = "Plan my trip.\nASK Which city?"
+        accepted = await engine.tasks.start(task(engine, request, questions=QuestionPolicy.pause()))
+        await until(engine, accepted.response_id, "input_required")
+        await asyncio.sleep(0.5)  # parked
+        state = await engine.tasks.state(engine.principal_id, accepted.response_id)
+        (question,) = state.questions
+        answers = [ToolAnswer(question.call_id, "Lyon")]
+        carried = await engine.tasks.answer(
+            engine.principal_id, accepted.response_id, answers, model_connection=CONNECTION
+        )
+        await until(engine, carried, "completed")
+        prompt = engine.base.prompts[-1]
+        assert "The user's answer: Lyon" in prompt
+        quoted = "> Plan my trip.\n> ASK Which city?"
+        assert (quoted in prompt) is forgets
+    finally:
+        await engine.close()
+
+
 async def test_recorded_and_held_answers(engine: StandInEngine) -> None:
     recorded = QuestionPolicy.recorded_answers(("first",))
     one = await engine.tasks.start(task(engine, "ASK a?", questions=recorded))

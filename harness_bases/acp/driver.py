@@ -107,7 +107,7 @@ class AcpTurn(AgentTurn):
         self, events: AsyncIterator[ev.AgentEvent]
     ) -> AsyncIterator[ev.AgentEvent]:
         """The turn's events; the id of a new session the agent forgets unless its first turn
-        finishes (`forgets_unfinished_sessions`) goes out just before the turn's end."""
+        finishes (`forgets_unfinished_turns`) goes out just before the turn's end."""
         async for event in events:
             if self.held_native_session is not None and isinstance(event, ev.TurnFinished):
                 yield self.held_native_session
@@ -148,7 +148,7 @@ class AcpTurn(AgentTurn):
             return
         native = ev.NativeSession(str(self.session_id))
         resumed = self.session_id == self.turn.native_session_id
-        if self.base.forgets_unfinished_sessions and not resumed:
+        if self.base.forgets_unfinished_turns and not resumed:
             self.held_native_session = native
         else:
             yield native

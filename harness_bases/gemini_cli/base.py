@@ -33,9 +33,9 @@ class GeminiCliBase(AcpBase):
     # answered the first prompt (the turn timed out after 120 s): rather than hang a harness's
     # turns, its MCP servers are refused for this base.
     mcp_transports: tuple[str, ...] = ()
-    # A failed or cancelled turn is taken back out of its conversation, and a conversation
-    # left with nothing is deleted on exit: see AcpBase.forgets_unfinished_sessions.
-    forgets_unfinished_sessions = True
+    # A failed, cancelled or parked turn is taken back out of its conversation, and one left
+    # empty is deleted on exit (see HarnessBase.forgets_unfinished_turns).
+    forgets_unfinished_turns = True
     enabled_by_default = False
     # Its own `ask_user` asks through us (questions.py), with MCP refused.
     asks_natively = True

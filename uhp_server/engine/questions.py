@@ -158,10 +158,19 @@ def pending_questions(response: dict[str, Any]) -> tuple[Question, ...]:
     return tuple(pending)
 
 
-def answers_prompt(questions: tuple[Question, ...], answers: list[ToolAnswer]) -> str:
-    """The new turn's prompt when the paused process is gone: the user's answers."""
+def answers_prompt(
+    questions: tuple[Question, ...], answers: list[ToolAnswer], *, request: str = ""
+) -> str:
+    """The new turn's prompt when the paused process is gone: the user's answers, after the
+    request the agent was working on when the CLI forgot the paused turn (`request`)."""
     by_call = {a.call_id: a.output for a in answers}
     lines = ["You asked the user a question and paused. The user has now answered."]
+    if request:
+        quoted = "\n".join(f"> {line}" for line in request.splitlines())
+        lines[0] = (
+            "You were working on this request from the user when you asked them a question "
+            f"and paused:\n\n{quoted}\n\nThe user has now answered."
+        )
     for q in questions:
         lines.append(
             f"Your question ({q.call_id}): {q.text}\nThe user's answer: {by_call[q.call_id]}"
