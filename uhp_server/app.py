@@ -16,6 +16,7 @@ from storage.responses import prune_idempotency
 from uhp_server.catalog import ModelCatalog
 from uhp_server.context import AppContext
 from uhp_server.engine.admission import AdmissionQueue
+from uhp_server.engine.cluster import Cluster
 from uhp_server.engine.recovery import recover
 from uhp_server.engine.runs import RunManager
 from uhp_server.engine.tasks import TaskService
@@ -35,6 +36,7 @@ from uhp_server.gateway.upstreams import Upstreams
 from uhp_server.head_requests import HeadAsGet
 from uhp_server.metrics import Metrics
 from uhp_server.readiness import ReadinessProbe
+from uhp_server.replica import replica_id
 from uhp_server.routers import (
     api_docs,
     discovery,
@@ -101,6 +103,7 @@ def make_sandbox(settings: Settings, bases: dict[str, HarnessBase] | None = None
             limits=limits,
             hosts=settings.docker_hosts,
             host_max_turns=settings.docker_host_max_turns,
+            owner=settings.replica_id or "",
             egress=EgressPolicy.from_settings(
                 settings.egress_allow_hosts, settings.egress_allow_private_hosts
             ),
@@ -132,7 +135,12 @@ def build_context(
         admission=AdmissionQueue(settings.max_concurrent_turns),
         metrics=metrics,
     )
-    runs = RunManager(db, executor, paused_keep_seconds=settings.paused_turn_keep_seconds)
+    replica = replica_id(settings.replica_id, settings.data_dir)
+    runs = RunManager(
+        db, executor, paused_keep_seconds=settings.paused_turn_keep_seconds, replica_id=replica
+    )
+    if db.dialect == "postgresql":  # replicas may share it: leases, tails, relayed cancels
+        runs.cluster = Cluster(db, replica, settings.replica_lease_seconds, sandbox)
     executor.asker = runs.ask  # a CLI's own question tool asks like ask_user does
     return AppContext(
         settings=settings,
@@ -167,7 +175,11 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        recover(ctx.db)
+        cluster = ctx.runs.cluster
+        if cluster is not None:
+            await cluster.open(ctx.runs)  # recovers only what no live replica runs
+        else:
+            recover(ctx.db)
         retention = ctx.settings.idempotency_retention_hours * 3600
         prune_idempotency(ctx.db, time.time() - retention)
         sandbox = ctx.runs.executor.sandbox
@@ -176,6 +188,8 @@ def create_app(
             yield
         finally:
             await ctx.runs.shutdown()
+            if cluster is not None:
+                await cluster.close()
             await sandbox.close()
             await ctx.upstreams.aclose()
 
