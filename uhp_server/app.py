@@ -15,10 +15,11 @@ from storage.db import Database
 from storage.responses import prune_idempotency
 from uhp_server.catalog import ModelCatalog
 from uhp_server.context import AppContext
-from uhp_server.engine.admission import AdmissionQueue
+from uhp_server.engine.admission import Admission, AdmissionQueue
 from uhp_server.engine.cluster import Cluster
 from uhp_server.engine.recovery import recover
 from uhp_server.engine.runs import RunManager
+from uhp_server.engine.shared_admission import SharedAdmission
 from uhp_server.engine.tasks import TaskService
 from uhp_server.engine.traces import TraceDeleter
 from uhp_server.engine.turn import TurnExecutor
@@ -126,21 +127,27 @@ def build_context(
     file_parts = build_file_parts(settings, db)
     enabled = usable_bases(settings) if bases is None else bases
     sandbox = sandbox or make_sandbox(settings, enabled)
+    replica = replica_id(settings.replica_id, settings.data_dir)
+    cluster = None
+    admission: Admission = AdmissionQueue(settings.max_concurrent_turns)
+    if db.dialect == "postgresql":  # replicas may share it: leases, tails, cancels, admission
+        cluster = Cluster(db, replica, settings.replica_lease_seconds, sandbox)
+        admission = SharedAdmission(
+            db, settings.max_concurrent_turns, settings.replica_lease_seconds, cluster.notes
+        )
     executor = TurnExecutor(
         sandbox,
         tokens,
         settings.tools_dir,
         settings.cancel_grace_seconds,
         files=file_parts.turn_files,
-        admission=AdmissionQueue(settings.max_concurrent_turns),
+        admission=admission,
         metrics=metrics,
     )
-    replica = replica_id(settings.replica_id, settings.data_dir)
     runs = RunManager(
         db, executor, paused_keep_seconds=settings.paused_turn_keep_seconds, replica_id=replica
     )
-    if db.dialect == "postgresql":  # replicas may share it: leases, tails, relayed cancels
-        runs.cluster = Cluster(db, replica, settings.replica_lease_seconds, sandbox)
+    runs.cluster = cluster
     executor.asker = runs.ask  # a CLI's own question tool asks like ask_user does
     return AppContext(
         settings=settings,
