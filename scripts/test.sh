@@ -102,7 +102,8 @@ if bash scripts/postgres.sh; then
     UHP_TEST_DATABASE=postgresql -- tests/test_engine_fast.py tests/test_ops.py \
     tests/test_migrations.py tests/test_submit_transaction.py tests/test_postgres_storage.py \
     tests/test_sessions_listing.py tests/test_tasks_e2e.py tests/test_sessions_e2e.py \
-    tests/test_restart_e2e.py tests/test_openai_sdk.py tests/test_replicas_e2e.py
+    tests/test_restart_e2e.py tests/test_openai_sdk.py tests/test_replicas_fast.py \
+    tests/test_replicas_e2e.py
 else
   status=1
 fi

@@ -74,11 +74,30 @@ class Cluster:
         """Take the lease, finish what no live replica runs (this one's former turns too),
         then listen and keep the lease."""
         self._runs = runs
+        await self._wait_for_own_lease()
         await self.db.write(replica_store.renew_lease, self.db, self.replica_id)
         await self._sweep(own=True)
         self.notes.on(replica_store.CANCEL_CHANNEL, self._cancel_requested)
         await self.notes.open()
         self._loop_task = asyncio.create_task(self._keep_lease(), name="replica lease")
+
+    async def _wait_for_own_lease(self) -> None:
+        """A live lease of this id is this replica's former life, killed a moment ago (its
+        turns are finished once it expires), or another process of the same id: then this
+        one must not start, or it would fail that one's turns."""
+        waited = 0.0
+        while await self.db.read(
+            replica_store.lease_live, self.db, self.replica_id, self.lease_seconds
+        ):
+            if waited > self.lease_seconds * 2:
+                raise RuntimeError(
+                    f"another running server holds the replica id {self.replica_id!r}: give"
+                    " each replica sharing a data folder its own UHP_REPLICA_ID"
+                )
+            if waited == 0:
+                log.warning("replica_lease_held", extra={"replica": self.replica_id})
+            await asyncio.sleep(0.5)
+            waited += 0.5
 
     async def close(self) -> None:
         """After the turns were stopped: give the lease up (nothing of this replica is left)."""
