@@ -41,6 +41,7 @@ log = logging.getLogger("uhp_server.cluster")
 # How long a cancel relayed to another replica waits for its terminal event: the owner
 # answers within RunManager's two CANCEL_TURN_WAITs, plus a notification each way.
 RELAY_WAIT_SECONDS = 2.0
+FINISH_ATTEMPTS = 3
 # A tail looks at the table this often even without a notification.
 POLL_SECONDS = 1.0
 
@@ -138,16 +139,32 @@ class Cluster:
         for orphan in replica_store.orphans(self.db, self.replica_id, self.lease_seconds, own=own):
             if not replica_store.take_over(self.db, orphan, self.replica_id):
                 continue  # another replica finishes it
-            error = LOST_REPLICA if orphan.replica_id != self.replica_id else None
-            if error is None:
-                finish_interrupted(self.db, orphan.response_id)
-            else:
-                finish_interrupted(self.db, orphan.response_id, error)
+            try:
+                self._finish(orphan)
+            except Exception:  # left in progress: this replica's next start ends it
+                log.exception("replica_turn_unfinished", extra={"response_id": orphan.response_id})
+                continue
             session_store.release_session(
                 self.db, orphan.session_id, orphan.response_id, "failed", None
             )
             finished += 1
         return finished
+
+    def _finish(self, orphan: replica_store.Orphan) -> None:
+        """Its closing events, after the last one stored. A dead replica's write landing in
+        between makes the append collide on the event's key: read again and retry (this
+        replica now owns the turn, so no later sweep would)."""
+        error = LOST_REPLICA if orphan.replica_id != self.replica_id else None
+        for attempt in range(FINISH_ATTEMPTS):
+            try:
+                if error is None:
+                    finish_interrupted(self.db, orphan.response_id)
+                else:
+                    finish_interrupted(self.db, orphan.response_id, error)
+                return
+            except Exception:
+                if attempt == FINISH_ATTEMPTS - 1:
+                    raise
 
     # -- cancel between replicas ---------------------------------------------------------
     def _cancel_requested(self, response_id: str) -> None:
