@@ -18,6 +18,22 @@ depends_on = None
 
 _RESPONSE_COLUMNS = ("replica_id", "cancel_requested", "admission", "admission_at")
 
+# PostgreSQL: every statement inserting events NOTIFYs `uhp_events` with each response id it
+# wrote to (storage.db.EVENTS_CHANNEL), delivered when its transaction commits: replicas
+# tailing a response that runs elsewhere wake on it. A trigger costs the writer no round trip;
+# PostgreSQL folds repeats of one payload within a transaction into one notification.
+_NOTIFY_FUNCTION = """
+CREATE OR REPLACE FUNCTION uhp_notify_events() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_notify('uhp_events', id) FROM (SELECT DISTINCT response_id AS id FROM added) AS r;
+  RETURN NULL;
+END $$
+"""
+_NOTIFY_TRIGGER = """
+CREATE TRIGGER uhp_event_added AFTER INSERT ON event
+REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION uhp_notify_events()
+"""
+
 
 def upgrade() -> None:
     inspector = sa.inspect(op.get_bind())
@@ -45,9 +61,16 @@ def upgrade() -> None:
     indexes = {str(ix["name"]) for ix in inspector.get_indexes("response")}
     if "ix_response_status" not in indexes:  # the sweeps look for what is in progress
         op.create_index("ix_response_status", "response", ["status"])
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute(_NOTIFY_FUNCTION)
+        op.execute("DROP TRIGGER IF EXISTS uhp_event_added ON event")
+        op.execute(_NOTIFY_TRIGGER)
 
 
 def downgrade() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute("DROP TRIGGER IF EXISTS uhp_event_added ON event")
+        op.execute("DROP FUNCTION IF EXISTS uhp_notify_events()")
     op.drop_index("ix_response_status", "response")
     with op.batch_alter_table("response") as batch:
         for name in _RESPONSE_COLUMNS:
