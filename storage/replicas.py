@@ -134,6 +134,17 @@ def cancel_requests(db: Database, me: str) -> list[str]:
     return [row[0] for row in rows]
 
 
+def deleted_while_running(db: Database, me: str) -> list[str]:
+    """This replica's running responses that were deleted on another replica."""
+    rows = _run(
+        db,
+        "SELECT id FROM response WHERE replica_id = :me AND deleted_at IS NOT NULL"
+        " AND status = 'in_progress'",
+        me=me,
+    )
+    return [row[0] for row in rows]
+
+
 def join_line(db: Database, response_id: str) -> None:
     _run(
         db,

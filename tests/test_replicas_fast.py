@@ -168,3 +168,31 @@ async def test_the_turn_limit_counts_the_turns_of_every_replica(
             return bool(body["status"] == "completed")
 
         await _wait_for(completed, 10)
+
+
+async def test_a_response_deleted_on_another_replica_is_no_longer_stored_where_it_runs(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    async with AsyncExitStack() as stack:
+        a, b = await _replicas(stack, tmp_path, provider)
+        response_id = await _running_with_text(a)
+        deleted = await b.client.delete(f"/v1/responses/{response_id}")
+        assert deleted.status_code == 200, deleted.text
+        run = a.ctx.runs.get(response_id)
+
+        async def unstored() -> bool:
+            return not run.log.persist
+
+        await _wait_for(unstored, LEASE * 5)  # the turn runs on (deleting never cancels)
+        assert not run.log.finished
+        await a.client.post(f"/v1/responses/{response_id}/cancel")
+        with a.ctx.db.session() as s:
+            conn = s.connection()
+            events = conn.execute(
+                text("SELECT count(*) FROM event WHERE response_id = :id"), {"id": response_id}
+            ).scalar()
+            final = conn.execute(
+                text("SELECT final FROM response WHERE id = :id"), {"id": response_id}
+            ).scalar()
+        assert events == 0 and final is None
+        assert (await b.client.get(f"/v1/responses/{response_id}")).status_code == 404

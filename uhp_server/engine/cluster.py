@@ -120,8 +120,21 @@ class Cluster:
                     replica_store.cancel_requests, self.db, self.replica_id
                 ):
                     self._cancel_requested(response_id)  # a notification may have been lost
+                await self._stop_storing_deleted()
             except Exception:
                 log.exception("replica_lease_round_failed")
+
+    async def _stop_storing_deleted(self) -> None:
+        """A response deleted on another replica while it runs here: the turn runs on, no
+        longer stored (as a local delete does), and what it stored meanwhile is dropped."""
+        runs = self._runs
+        for response_id in await self.db.read(
+            replica_store.deleted_while_running, self.db, self.replica_id
+        ):
+            run = runs.get(response_id) if runs is not None else None
+            if run is not None and run.log.persist:
+                run.log.persist = False
+                await self.db.write(response_store.delete_response, self.db, response_id)
 
     async def _sweep(self, *, own: bool) -> None:
         # A thread of its own: finishing appends through the writer and waits for it.
