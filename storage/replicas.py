@@ -75,14 +75,15 @@ def drop_lease(db: Database, replica_id: str) -> None:
 
 
 def orphans(db: Database, me: str, lease: float, *, own: bool) -> list[Orphan]:
-    """Unfinished responses no live replica runs: their replica's lease expired (or it has
-    none, as rows from before leases), and, with `own`, this replica's from a former life."""
-    mine = "OR r.replica_id = :me" if own else ""
+    """Unfinished responses no live replica runs: their replica's lease expired; with `own`
+    (at start), also this replica's from a former life and those of no replica (rows from
+    before leases)."""
+    mine = "r.replica_id IS NULL OR r.replica_id = :me OR" if own else ""
     rows = _run(
         db,
         "SELECT r.id, r.session_id, r.replica_id FROM response r"
-        f" WHERE r.status = 'in_progress' AND (r.replica_id IS NULL {mine}"
-        f" OR (r.replica_id <> :me AND NOT {_LIVE}))",
+        f" WHERE r.status = 'in_progress' AND ({mine}"
+        f" (r.replica_id <> :me AND NOT {_LIVE}))",
         me=me,
         lease=lease,
     )

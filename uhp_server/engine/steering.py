@@ -85,7 +85,9 @@ class TaskSteering:
         state = await self.db.read(task_state, self.db, self.runs, row)
         if state.status == INPUT_REQUIRED and state.response["status"] != "in_progress":
             # Parked: the task ends `cancelled` in a closing turn after it.
-            closing = await withdraw_parked(self.db, row, state.response)
+            closing = await withdraw_parked(
+                self.db, row, state.response, replica_id=self.runs.replica_id
+            )
             return await self.state(principal_id, closing)
         return state
 
