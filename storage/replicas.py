@@ -90,16 +90,19 @@ def orphans(db: Database, me: str, lease: float, *, own: bool) -> list[Orphan]:
     return [Orphan(*row) for row in rows]
 
 
-def take_over(db: Database, orphan: Orphan, me: str) -> bool:
-    """Claim an orphan for this replica to finish; False when another replica did first."""
+def take_over(db: Database, orphan: Orphan, me: str, lease: float) -> bool:
+    """Claim an orphan for this replica to finish; False when another replica did first (or
+    its owner renewed its lease since it was found)."""
     owner = "r.replica_id IS NULL" if orphan.replica_id is None else "r.replica_id = :old"
     changed = _run(
         db,
         "UPDATE response r SET replica_id = :me, admission = NULL"
-        f" WHERE r.id = :id AND r.status = 'in_progress' AND {owner}",
+        f" WHERE r.id = :id AND r.status = 'in_progress' AND {owner}"
+        f" AND (r.replica_id IS NULL OR r.replica_id = :me OR NOT {_LIVE})",
         me=me,
         id=orphan.response_id,
         old=orphan.replica_id,
+        lease=lease,
     )
     return bool(changed == 1)
 

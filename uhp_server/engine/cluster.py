@@ -150,7 +150,7 @@ class Cluster:
         """End every turn no live replica runs that this one claims (blocking)."""
         finished = 0
         for orphan in replica_store.orphans(self.db, self.replica_id, self.lease_seconds, own=own):
-            if not replica_store.take_over(self.db, orphan, self.replica_id):
+            if not replica_store.take_over(self.db, orphan, self.replica_id, self.lease_seconds):
                 continue  # another replica finishes it
             try:
                 self._finish(orphan)
