@@ -8,6 +8,7 @@ conditional UPDATEs are what decide between replicas racing for the same row.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,26 +117,29 @@ def forget_expired(db: Database, lease: float) -> list[str]:
     return [row[0] for row in rows]
 
 
-def request_cancel(db: Database, response_id: str) -> bool:
-    """Ask the replica running the response to stop it; False when it is no longer running."""
+def request_cancel(db: Database, response_id: str, details: dict[str, Any] | None = None) -> bool:
+    """Ask the replica running the response to stop it (`details`: a deadline's reason, to end
+    it `incomplete`; else `cancelled`); False when it is no longer running."""
     changed = _run(
         db,
-        "UPDATE response SET cancel_requested = TRUE WHERE id = :id AND status = 'in_progress'",
+        "UPDATE response SET cancel_requested = TRUE, stop_details = :details"
+        " WHERE id = :id AND status = 'in_progress'",
         notify=CANCEL_CHANNEL,
         id=response_id,
+        details=json.dumps(details) if details is not None else None,
     )
     return bool(changed)
 
 
-def cancel_requests(db: Database, me: str) -> list[str]:
-    """This replica's running responses another replica asked to cancel."""
+def cancel_requests(db: Database, me: str) -> list[tuple[str, dict[str, Any] | None]]:
+    """This replica's running responses another replica asked to stop, with their details."""
     rows = _run(
         db,
-        "SELECT id FROM response WHERE replica_id = :me AND cancel_requested"
+        "SELECT id, stop_details FROM response WHERE replica_id = :me AND cancel_requested"
         " AND status = 'in_progress'",
         me=me,
     )
-    return [row[0] for row in rows]
+    return [(row[0], json.loads(row[1]) if row[1] else None) for row in rows]
 
 
 def deleted_while_running(db: Database, me: str) -> list[str]:

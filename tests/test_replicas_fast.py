@@ -196,3 +196,19 @@ async def test_a_response_deleted_on_another_replica_is_no_longer_stored_where_i
             ).scalar()
         assert events == 0 and final is None
         assert (await b.client.get(f"/v1/responses/{response_id}")).status_code == 404
+
+
+async def test_a_doors_deadline_on_another_replica_ends_the_turn_incomplete_where_it_runs(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    async with AsyncExitStack() as stack:
+        a, b = await _replicas(stack, tmp_path, provider)
+        response_id = await _running_with_text(a)
+        principal_id = a.ctx.runs.get(response_id).principal_id
+        started = time.monotonic()
+        state = await b.ctx.tasks.time_out(principal_id, response_id, 7.0)
+        assert time.monotonic() - started < 1.5
+        assert state.status == "incomplete", state
+        details = state.response["incomplete_details"]
+        assert details == {"reason": "timeout_seconds", "timeout_seconds": 7.0}
+        assert a.ctx.runs.get(response_id).log.current() == state.response

@@ -116,10 +116,7 @@ class Cluster:
             try:
                 await self.db.write(replica_store.renew_lease, self.db, self.replica_id)
                 await self._sweep(own=False)
-                for response_id in await self.db.read(
-                    replica_store.cancel_requests, self.db, self.replica_id
-                ):
-                    self._cancel_requested(response_id)  # a notification may have been lost
+                await self._look_for_cancels()  # a notification may have been lost
                 await self._stop_storing_deleted()
             except Exception:
                 log.exception("replica_lease_round_failed")
@@ -181,30 +178,33 @@ class Cluster:
 
     # -- cancel between replicas ---------------------------------------------------------
     def _cancel_requested(self, response_id: str) -> None:
-        """Another replica asked to stop a turn: stop it if it runs here ("": look them up)."""
+        """Another replica asked to stop a turn (the payload names it; "": any may have been
+        missed): stop those that run here."""
         runs = self._runs
-        if runs is None:
+        if runs is None or (response_id and runs.get(response_id) is None):
             return
-        if not response_id:
-            task = asyncio.create_task(self._look_for_cancels())
-        else:
-            run = runs.get(response_id)
-            if run is None or run.log.ending:
-                return
-            task = asyncio.create_task(runs.cancel(run))
+        task = asyncio.create_task(self._look_for_cancels())
         self._cancelling.add(task)
         task.add_done_callback(self._cancelling.discard)
 
     async def _look_for_cancels(self) -> None:
-        for response_id in await self.db.read(
+        runs = self._runs
+        assert runs is not None
+        for response_id, details in await self.db.read(
             replica_store.cancel_requests, self.db, self.replica_id
         ):
-            self._cancel_requested(response_id)
+            run = runs.get(response_id)
+            if run is None or run.log.ending or run.stop.is_set():
+                continue
+            stopping = runs.cancel(run) if details is None else runs.time_out(run, details)
+            task = asyncio.create_task(stopping)
+            self._cancelling.add(task)
+            task.add_done_callback(self._cancelling.discard)
 
-    async def relay_cancel(self, response_id: str) -> None:
-        """Ask the replica running the response to cancel it, and wait (bounded) for the
-        terminal event it writes."""
-        if not await self.db.write(replica_store.request_cancel, self.db, response_id):
+    async def relay_cancel(self, response_id: str, details: dict[str, Any] | None = None) -> None:
+        """Ask the replica running the response to stop it (`details`: a deadline's, ending
+        it `incomplete`), and wait (bounded) for the terminal event it writes."""
+        if not await self.db.write(replica_store.request_cancel, self.db, response_id, details):
             return  # already over
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.wait_finished(response_id), RELAY_WAIT_SECONDS)

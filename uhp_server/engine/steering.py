@@ -97,9 +97,12 @@ class TaskSteering:
         await self.started(response_id)
         row = await self._row(principal_id, response_id)
         run = self.runs.get(row.id)
+        details = {"reason": "timeout_seconds", "timeout_seconds": seconds}
         if run is not None and not run.log.finished:
-            details = {"reason": "timeout_seconds", "timeout_seconds": seconds}
             await self.runs.time_out(run, details)
+        elif run is None and row.status == "in_progress":  # it runs on another replica
+            await self.runs.time_out_elsewhere(row.id, details)
+            row = await self._row(principal_id, response_id)
         return await self.db.read(task_state, self.db, self.runs, row)
 
     async def answer(

@@ -16,7 +16,13 @@ down_revision = "0002"
 branch_labels = None
 depends_on = None
 
-_RESPONSE_COLUMNS = ("replica_id", "cancel_requested", "admission", "admission_at")
+_RESPONSE_COLUMNS = (
+    "replica_id",
+    "cancel_requested",
+    "stop_details",
+    "admission",
+    "admission_at",
+)
 
 # PostgreSQL: every statement inserting events NOTIFYs `uhp_events` with each response id it
 # wrote to (storage.db.EVENTS_CHANNEL), delivered when its transaction commits: replicas
@@ -54,6 +60,8 @@ def upgrade() -> None:
                     "cancel_requested", sa.Boolean(), nullable=False, server_default=sa.false()
                 )
             )
+        if "stop_details" not in present:
+            batch.add_column(sa.Column("stop_details", sa.String(), nullable=True))
         if "admission" not in present:
             batch.add_column(sa.Column("admission", sa.String(), nullable=True))
         if "admission_at" not in present:
