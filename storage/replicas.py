@@ -185,6 +185,18 @@ def take_slot(db: Database, response_id: str, limit: int, lease: float) -> bool:
     return bool(changed == 1)
 
 
+def clear_slots(db: Database, me: str, *, finished_before: float | None = None) -> None:
+    """Free the slots this replica's turns still hold on paper: every one (at start, when
+    none of its turns runs), or those of turns finished before `finished_before` (a slot
+    whose release never reached the database; a turn winds down in seconds)."""
+    statement = (
+        "UPDATE response SET admission = NULL WHERE replica_id = :me AND admission IS NOT NULL"
+    )
+    if finished_before is not None:
+        statement += " AND status <> 'in_progress' AND finished_at < :before"
+    _run(db, statement, me=me, before=finished_before)
+
+
 def leave_line(db: Database, response_id: str) -> None:
     """Give the slot back (or leave the line): the next waiter, on any replica, is told."""
     _run(

@@ -14,12 +14,14 @@ import pytest
 from sqlalchemy import text
 
 from harness_bases.events import TextDelta
+from storage.db import Database
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
 from tests.support import postgres
 from tests.support.fakes import Hang, answer
 from tests.support.in_process import InProcess, in_process
 from tests.support.sse import Stream, parse_lines
+from uhp_server.settings import Settings
 
 pytestmark = pytest.mark.skipif(
     postgres.TEST_DATABASE != "postgresql",
@@ -212,3 +214,26 @@ async def test_a_doors_deadline_on_another_replica_ends_the_turn_incomplete_wher
         details = state.response["incomplete_details"]
         assert details == {"reason": "timeout_seconds", "timeout_seconds": 7.0}
         assert a.ctx.runs.get(response_id).log.current() == state.response
+
+
+async def test_a_slot_whose_release_was_lost_is_free_again_when_its_replica_restarts(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    settings = {"replica_id": "a", "replica_lease_seconds": LEASE, "max_concurrent_turns": 1}
+    async with in_process(tmp_path, provider.base_url, PROVIDER_KEY, **settings) as a:
+        a.base.script("first", answer("one"))
+        first = (await a.submit("first")).json()
+        assert first["status"] == "completed"
+    # The server stopped before the slot's release was written (it is written after the
+    # turn's process is gone, by a task the stopping server may not wait for).
+    db = Database(Settings(data_dir=tmp_path).database)
+    with db.session() as s:
+        s.connection().execute(
+            text("UPDATE response SET admission = 'admitted' WHERE id = :id"), {"id": first["id"]}
+        )
+        s.commit()
+    db.close()
+    async with in_process(tmp_path, provider.base_url, PROVIDER_KEY, **settings) as again:
+        again.base.script("second", answer("two"))
+        second = await asyncio.wait_for(again.submit("second"), 10)
+        assert second.json()["status"] == "completed"

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,8 @@ log = logging.getLogger("uhp_server.cluster")
 # answers within RunManager's two CANCEL_TURN_WAITs, plus a notification each way.
 RELAY_WAIT_SECONDS = 2.0
 FINISH_ATTEMPTS = 3
+# A finished turn still holding an admission slot this long after its end lost its release.
+LOST_SLOT_SECONDS = 120.0
 # A tail looks at the table this often even without a notification.
 POLL_SECONDS = 1.0
 
@@ -78,6 +81,7 @@ class Cluster:
         await self._wait_for_own_lease()
         await self.db.write(replica_store.renew_lease, self.db, self.replica_id)
         await self._sweep(own=True)
+        await self.db.write(replica_store.clear_slots, self.db, self.replica_id)
         self.notes.on(replica_store.CANCEL_CHANNEL, self._cancel_requested)
         await self.notes.open()
         self._loop_task = asyncio.create_task(self._keep_lease(), name="replica lease")
@@ -117,6 +121,12 @@ class Cluster:
                 await self.db.write(replica_store.renew_lease, self.db, self.replica_id)
                 await self._sweep(own=False)
                 await self._look_for_cancels()  # a notification may have been lost
+                await self.db.write(
+                    replica_store.clear_slots,
+                    self.db,
+                    self.replica_id,
+                    finished_before=time.time() - LOST_SLOT_SECONDS,
+                )
                 await self._stop_storing_deleted()
             except Exception:
                 log.exception("replica_lease_round_failed")
