@@ -95,13 +95,15 @@ for base in $(.venv/bin/uhp-server bases list --names --default); do
 done
 # On PostgreSQL (scripts/postgres.sh installs and starts Debian's cluster): the in-process
 # engine tests, storage's own and the end-to-end files of tasks, sessions, restarts and the
-# SDK, each test server on a fresh database (tests/support/postgres.py).
+# SDK, each test server on a fresh database (tests/support/postgres.py); and two replicas on
+# one database (tests/test_replicas_e2e.py).
 if bash scripts/postgres.sh; then
   run_pass "storage and end-to-end tests again with UHP_TEST_DATABASE=postgresql" \
     UHP_TEST_DATABASE=postgresql -- tests/test_engine_fast.py tests/test_ops.py \
     tests/test_migrations.py tests/test_submit_transaction.py tests/test_postgres_storage.py \
     tests/test_sessions_listing.py tests/test_tasks_e2e.py tests/test_sessions_e2e.py \
-    tests/test_restart_e2e.py tests/test_openai_sdk.py
+    tests/test_restart_e2e.py tests/test_openai_sdk.py tests/test_replicas_fast.py \
+    tests/test_replicas_e2e.py
 else
   status=1
 fi

@@ -39,6 +39,9 @@ READ_THREADS = 4
 # How long the writer waits for a database that went away (a restart, a failover) to answer
 # again before failing what it was writing.
 RECONNECT_SECONDS = 15.0
+# PostgreSQL: each commit of events tells this channel which responses grew (a trigger on the
+# event table, migration 0003); replicas tailing a response that runs elsewhere wake on it.
+EVENTS_CHANNEL = "uhp_events"
 
 
 @dataclass

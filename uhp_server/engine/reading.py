@@ -49,6 +49,8 @@ def task_state(db: Database, runs: RunManager, row: ResponseRow) -> TaskState:
             status = QUEUED
         elif run.asking:
             return TaskState(INPUT_REQUIRED, response, tuple(run.asking))
+    elif run is None and status == "in_progress" and row.admission == "waiting":
+        status = QUEUED  # waiting for a slot on another replica
     details = response.get("incomplete_details") or {}
     if status == "incomplete" and details.get("reason") == PARKED_REASON:
         return TaskState(INPUT_REQUIRED, response, pending_questions(response))
@@ -62,6 +64,10 @@ async def follow_events(
     run = runs.get(row.id)
     if run is not None:
         async for event in run.log.follow(after):
+            yield event
+        return
+    if runs.cluster is not None and row.status == "in_progress":  # it runs on another replica
+        async for event in runs.cluster.follow(row.id, after):
             yield event
         return
     for event in await db.read(response_store.events_after, db, row.id, after):
