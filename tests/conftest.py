@@ -27,6 +27,9 @@ TEST_SANDBOX = os.environ.get("UHP_TEST_SANDBOX", "local")
 # ... and against one kind of provider: UHP_TEST_PROVIDER=chat serves Chat Completions only
 # (no models route, like a bare vLLM), so every base's wire is translated by the gateway.
 TEST_PROVIDER = os.environ.get("UHP_TEST_PROVIDER", "native")
+# ... and against one server or several: UHP_TEST_REPLICAS=2 makes the `server` fixture that
+# many replicas on one PostgreSQL database behind haproxy (tests/support/replicas.py).
+TEST_REPLICAS = int(os.environ.get("UHP_TEST_REPLICAS", "1"))
 DEFAULT_MODELS = {"openai": "gpt-test", "anthropic": "claude-test"}
 OTHER_MODELS = {"openai": "gpt-test-mini", "anthropic": "claude-test-mini"}
 
@@ -136,7 +139,15 @@ def server_env(provider: RunningProvider, **extra: str) -> dict[str, str]:
 def server(
     tmp_path_factory: pytest.TempPathFactory, provider: RunningProvider, base_installed: Path
 ) -> Iterator[ServerProcess]:
-    running = ServerProcess(tmp_path_factory.mktemp("server"), server_env(provider)).start()
+    data_dir = tmp_path_factory.mktemp("server")
+    if TEST_REPLICAS > 1:
+        from tests.support.replicas import Replicas
+
+        replicas = Replicas(data_dir, server_env(provider), count=TEST_REPLICAS).start()
+        yield replicas  # type: ignore[misc] (the URL, data dir and keys of a ServerProcess)
+        replicas.stop()
+        return
+    running = ServerProcess(data_dir, server_env(provider)).start()
     yield running
     running.stop()
 
