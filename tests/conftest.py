@@ -140,16 +140,24 @@ def server(
     tmp_path_factory: pytest.TempPathFactory, provider: RunningProvider, base_installed: Path
 ) -> Iterator[ServerProcess]:
     data_dir = tmp_path_factory.mktemp("server")
+    env = server_env(provider)
+    # It outlives every test, so it cannot take the database of the test that first uses it
+    # (`database_under_test`): on PostgreSQL, one of its own for the whole run.
+    databases = postgres.Databases() if postgres.TEST_DATABASE == "postgresql" else None
+    if databases is not None:
+        env["UHP_DATABASE_URL"] = databases.url_for(data_dir)
+    running: ServerProcess
     if TEST_REPLICAS > 1:
         from tests.support.replicas import Replicas
 
-        replicas = Replicas(data_dir, server_env(provider), count=TEST_REPLICAS).start()
-        yield replicas  # type: ignore[misc] (the URL, data dir and keys of a ServerProcess)
-        replicas.stop()
-        return
-    running = ServerProcess(data_dir, server_env(provider)).start()
+        # Quacks like a ServerProcess: the balancer's URL, the shared data dir, the keys.
+        running = Replicas(data_dir, env, count=TEST_REPLICAS).start()  # type: ignore[assignment]
+    else:
+        running = ServerProcess(data_dir, env).start()
     yield running
     running.stop()
+    if databases is not None:
+        databases.drop_all()
 
 
 @pytest.fixture(scope="session")
