@@ -109,7 +109,11 @@ class Replicas:
         if "UHP_DATABASE_URL" not in self.env:
             self._databases = Databases()
             self.env = {**self.env, "UHP_DATABASE_URL": self._databases.url_for(self.data_dir)}
-        self.replicas = [ServerProcess(self.data_dir, dict(self.env)) for _ in range(self.count)]
+        # One data directory, so each names itself (the id it would keep there is shared).
+        self.replicas = [
+            ServerProcess(self.data_dir, {"UHP_REPLICA_ID": replica_name(i), **self.env})
+            for i in range(self.count)
+        ]
         try:
             # At once, as a deployment starts them (migrations take turns on an advisory lock).
             with ThreadPoolExecutor(self.count) as starting:

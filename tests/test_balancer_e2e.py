@@ -1,7 +1,8 @@
-"""Several replicas behave as one server (issue 13 §3): two real `uhp-server serve` processes
-on one PostgreSQL database and one data directory, behind a real haproxy
-(tests/support/replicas.py). Every request goes through the balancer; a test that needs a
-given replica pins it with a header the balancer routes on."""
+"""Several replicas behave as one server behind a load balancer (issue 13 §3): real
+`uhp-server serve` processes on one PostgreSQL database and one data directory, behind a real
+haproxy (tests/support/replicas.py). Every request goes through the balancer; a test that needs
+a given replica pins it with a header the balancer routes on. (tests/test_replicas_e2e.py asks
+each replica on its own port.)"""
 
 from __future__ import annotations
 
@@ -16,27 +17,30 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import API_KEY, server_env
+from tests.conftest import API_KEY, TEST_REPLICAS, server_env
 from tests.support.replicas import Replicas
 from tests.support.schema import check_stream, validate
 from tests.support.sse import Stream, parse_lines, read_stream
 from tests.test_sessions_e2e import agent_processes, first_delta, wait_no_agents
 from tests.test_tasks_e2e import message_text, wait_terminal
 
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        TEST_REPLICAS < 2,
+        reason="the several-replicas pass runs it (UHP_TEST_REPLICAS=2, scripts/test.sh)",
+    ),
+]
 
 # A replica whose heartbeat stops is given up for dead this soon, so the kill -9 test waits
 # seconds, not the production default.
 LEASE_ENV = {"UHP_REPLICA_LEASE_SECONDS": "3"}
 
 
-@pytest.fixture(scope="module")
-def replicas(
-    tmp_path_factory: pytest.TempPathFactory, provider: Any, base_installed: Path
-) -> Iterator[Replicas]:
-    running = Replicas(tmp_path_factory.mktemp("replicas"), server_env(provider)).start()
-    yield running
-    running.stop()
+@pytest.fixture
+def replicas(server: Replicas) -> Replicas:
+    """The shared server: in the several-replicas pass, the replicas behind haproxy."""
+    return server
 
 
 @pytest.fixture
