@@ -95,16 +95,18 @@ for base in $(.venv/bin/uhp-server bases list --names --default); do
 done
 # On PostgreSQL (scripts/postgres.sh installs and starts Debian's cluster): the in-process
 # engine tests, storage's own and the end-to-end files of tasks, sessions, restarts and the
-# SDK, each test server on a fresh database (tests/support/postgres.py).
+# SDK, each test server on a fresh database (tests/support/postgres.py); and two replicas on
+# one database (tests/test_replicas_e2e.py).
 if bash scripts/postgres.sh; then
   run_pass "storage and end-to-end tests again with UHP_TEST_DATABASE=postgresql" \
     UHP_TEST_DATABASE=postgresql -- tests/test_engine_fast.py tests/test_ops.py \
     tests/test_migrations.py tests/test_submit_transaction.py tests/test_postgres_storage.py \
     tests/test_sessions_listing.py tests/test_tasks_e2e.py tests/test_sessions_e2e.py \
-    tests/test_restart_e2e.py tests/test_openai_sdk.py
+    tests/test_restart_e2e.py tests/test_openai_sdk.py tests/test_replicas_e2e.py \
+    tests/test_test_servers.py
   # Two replicas on one PostgreSQL database behind Debian's haproxy (scripts/haproxy.sh installs
   # it; tests/support/replicas.py starts them): the end-to-end files of tasks, sessions and the
-  # SDK through the balancer, and the replicas' own tests (a stream, a replay and a cancel on
+  # SDK through the balancer, and the balancer's own tests (a stream, a replay and a cancel on
   # the replica that does not run the turn; kill -9 of a replica mid-stream).
   if bash scripts/haproxy.sh; then
     run_pass "end-to-end tests again through haproxy with UHP_TEST_REPLICAS=2" \

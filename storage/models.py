@@ -58,7 +58,7 @@ class ResponseRow(SQLModel, table=True):
     principal_id: str = Field(index=True)
     session_id: str = Field(index=True)
     previous_response_id: str | None = None
-    status: str
+    status: str = Field(index=True)
     store: bool = True
     model: str = ""  # the model that ran; lets an unretained response still be named
     created_at: int
@@ -67,6 +67,21 @@ class ResponseRow(SQLModel, table=True):
     # The final response object, written once when the task reaches a terminal state.
     final: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
     deleted_at: float | None = None
+    # Several replicas (engine/cluster.py): the replica that runs the turn, a cancel asked
+    # for on another one, and the turn's place in the shared admission line.
+    replica_id: str | None = None
+    cancel_requested: bool = False
+    admission: str | None = None  # "waiting" or "admitted" while it takes or holds a slot
+    admission_at: float | None = None  # when it joined the line: the line's order
+
+
+class ReplicaRow(SQLModel, table=True):
+    """A running server process on a shared database, alive while its lease is renewed."""
+
+    __tablename__ = "replica"
+    id: str = Field(primary_key=True)
+    heartbeat_at: float  # the database's clock, in seconds
+    started_at: float
 
 
 class EventRow(SQLModel, table=True):

@@ -73,6 +73,13 @@ def set_native_session_id(db: Database, session_id: str, native_session_id: str)
             s.commit()
 
 
+def active_response(db: Database, session_id: str) -> str | None:
+    """The response running in the session now, on whichever replica."""
+    with db.session() as s:
+        row = s.get(SessionRow, session_id)
+        return row.active_response_id if row is not None else None
+
+
 def sessions_with_active_turns(db: Database) -> list[SessionRow]:
     with db.session() as s:
         return list(s.exec(select(SessionRow).where(SessionRow.active_response_id.is_not(None))))  # type: ignore[union-attr]

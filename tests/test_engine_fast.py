@@ -170,7 +170,9 @@ async def test_a_run_left_in_progress_ends_failed_on_start_up(tmp_path, provider
     `failed`, keeps its partial output and frees its session."""
     crashed = tmp_path / "crashed"
     crashed.mkdir()
-    async with in_process(tmp_path / "live", provider.base_url, PROVIDER_KEY) as live:
+    # The same server started again (its data folder copied, so its id is set alike).
+    same = {"replica_id": "restarted-server"}
+    async with in_process(tmp_path / "live", provider.base_url, PROVIDER_KEY, **same) as live:
         live.base.script("long", [TextDelta("m", "partial answer"), Hang()])
         response_id = (await live.submit("long", background=True)).json()["id"]
         await _wait_for(lambda: live.base.turns)
@@ -178,7 +180,7 @@ async def test_a_run_left_in_progress_ends_failed_on_start_up(tmp_path, provider
         await _wait_for(lambda: any(e["type"].endswith("delta") for e in run.log.events))
         # The database file as a crash would leave it, while the turn is still running.
         snapshot(live.ctx.db, Settings(data_dir=crashed).database)
-    async with in_process(crashed, provider.base_url, PROVIDER_KEY) as restarted:
+    async with in_process(crashed, provider.base_url, PROVIDER_KEY, **same) as restarted:
         body = await _status(restarted, response_id)
         assert body["status"] == "failed"
         assert "restarted" in body["error"]["message"]

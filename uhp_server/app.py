@@ -15,9 +15,11 @@ from storage.db import Database
 from storage.responses import prune_idempotency
 from uhp_server.catalog import ModelCatalog
 from uhp_server.context import AppContext
-from uhp_server.engine.admission import AdmissionQueue
+from uhp_server.engine.admission import Admission, AdmissionQueue
+from uhp_server.engine.cluster import Cluster
 from uhp_server.engine.recovery import recover
 from uhp_server.engine.runs import RunManager
+from uhp_server.engine.shared_admission import SharedAdmission
 from uhp_server.engine.tasks import TaskService
 from uhp_server.engine.traces import TraceDeleter
 from uhp_server.engine.turn import TurnExecutor
@@ -35,6 +37,7 @@ from uhp_server.gateway.upstreams import Upstreams
 from uhp_server.head_requests import HeadAsGet
 from uhp_server.metrics import Metrics
 from uhp_server.readiness import ReadinessProbe
+from uhp_server.replica import replica_id
 from uhp_server.routers import (
     api_docs,
     discovery,
@@ -101,6 +104,7 @@ def make_sandbox(settings: Settings, bases: dict[str, HarnessBase] | None = None
             limits=limits,
             hosts=settings.docker_hosts,
             host_max_turns=settings.docker_host_max_turns,
+            owner=settings.replica_id or "",
             egress=EgressPolicy.from_settings(
                 settings.egress_allow_hosts, settings.egress_allow_private_hosts
             ),
@@ -123,16 +127,27 @@ def build_context(
     file_parts = build_file_parts(settings, db)
     enabled = usable_bases(settings) if bases is None else bases
     sandbox = sandbox or make_sandbox(settings, enabled)
+    replica = replica_id(settings.replica_id, settings.data_dir)
+    cluster = None
+    admission: Admission = AdmissionQueue(settings.max_concurrent_turns)
+    if db.dialect == "postgresql":  # replicas may share it: leases, tails, cancels, admission
+        cluster = Cluster(db, replica, settings.replica_lease_seconds, sandbox)
+        admission = SharedAdmission(
+            db, settings.max_concurrent_turns, settings.replica_lease_seconds, cluster.notes
+        )
     executor = TurnExecutor(
         sandbox,
         tokens,
         settings.tools_dir,
         settings.cancel_grace_seconds,
         files=file_parts.turn_files,
-        admission=AdmissionQueue(settings.max_concurrent_turns),
+        admission=admission,
         metrics=metrics,
     )
-    runs = RunManager(db, executor, paused_keep_seconds=settings.paused_turn_keep_seconds)
+    runs = RunManager(
+        db, executor, paused_keep_seconds=settings.paused_turn_keep_seconds, replica_id=replica
+    )
+    runs.cluster = cluster
     executor.asker = runs.ask  # a CLI's own question tool asks like ask_user does
     return AppContext(
         settings=settings,
@@ -167,7 +182,11 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        recover(ctx.db)
+        cluster = ctx.runs.cluster
+        if cluster is not None:
+            await cluster.open(ctx.runs)  # recovers only what no live replica runs
+        else:
+            recover(ctx.db)
         retention = ctx.settings.idempotency_retention_hours * 3600
         prune_idempotency(ctx.db, time.time() - retention)
         sandbox = ctx.runs.executor.sandbox
@@ -176,6 +195,8 @@ def create_app(
             yield
         finally:
             await ctx.runs.shutdown()
+            if cluster is not None:
+                await cluster.close()
             await sandbox.close()
             await ctx.upstreams.aclose()
 

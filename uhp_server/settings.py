@@ -132,6 +132,11 @@ class Settings(BaseSettings):
     # Front doors (README: "Front doors"): turns running their sandbox at once (the others
     # wait in order, reported queued); how long a turn paused on a question keeps its process.
     max_concurrent_turns: int = Field(default_factory=default_max_concurrent_turns, ge=1)
+    # Several replicas on one PostgreSQL (README: "Several replicas"): this process's id (unset:
+    # the id kept in the data directory, so replicas sharing one must each set their own), and
+    # how long a replica's lease lasts without a renewal before the others take over its turns.
+    replica_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    replica_lease_seconds: float = Field(default=15.0, ge=1)
     paused_turn_keep_seconds: float = Field(default=45.0, ge=0)
     # Bearer token GET /metrics requires; unset: /metrics is open, like /healthz (README:
     # Operations). Set it whenever the port is reachable by anyone who must not see the counts.

@@ -42,6 +42,7 @@ class Acceptance:
     normalized: NormalizedInput
     inline: list[Attachment]
     first_event: dict[str, Any]  # `response.created`, numbered 0
+    replica_id: str | None = None  # the replica that runs it (engine/cluster.py)
 
 
 def record(s: Session, a: Acceptance) -> SessionRow:
@@ -81,6 +82,7 @@ def record(s: Session, a: Acceptance) -> SessionRow:
             model=a.model,
             created_at=a.created_at,
             input_items=a.normalized.items if store else [],
+            replica_id=a.replica_id,
         )
     )
     if store:

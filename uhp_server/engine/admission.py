@@ -10,6 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import collections
+from typing import Protocol
+
+
+class Admission(Protocol):
+    """A turn's way to a slot: this queue in one process, engine/shared_admission.py over
+    replicas. `holder` is the turn's response id."""
+
+    async def acquire(self, holder: str) -> None: ...
+
+    def release(self, holder: str) -> None: ...
 
 
 class AdmissionQueue:
@@ -28,7 +38,7 @@ class AdmissionQueue:
     def waiting(self) -> int:
         return sum(1 for waiter in self._waiters if not waiter.done())
 
-    async def acquire(self) -> None:
+    async def acquire(self, holder: str = "") -> None:
         """Wait for a slot, in arrival order. Cancelling the wait leaves the line at once."""
         if self._running < self.limit and not self._waiters:
             self._running += 1
@@ -44,7 +54,7 @@ class AdmissionQueue:
                 self._waiters.remove(waiter)
             raise
 
-    def release(self) -> None:
+    def release(self, holder: str = "") -> None:
         """Give a slot back: the longest waiter takes it."""
         while self._waiters:
             waiter = self._waiters.popleft()

@@ -64,5 +64,9 @@ async def follow_events(
         async for event in run.log.follow(after):
             yield event
         return
+    if runs.cluster is not None and row.status == "in_progress":  # it runs on another replica
+        async for event in runs.cluster.follow(row.id, after):
+            yield event
+        return
     for event in await db.read(response_store.events_after, db, row.id, after):
         yield event

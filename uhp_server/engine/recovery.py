@@ -29,34 +29,39 @@ _INTERRUPTED = {
 }
 
 
-def _closing(response: dict) -> list[dict]:
+def _closing(response: dict, error: dict) -> list[dict]:
     """The terminal events of an interrupted response: parked when it awaited an answer."""
     builder = ResponseBuilder.resume(response)
     pending = [q.call_id for q in pending_questions(response)]
     if pending:
         details = {"reason": PARKED_REASON, "pending_call_ids": pending}
         return builder.finish("incomplete", incomplete_details=details)
-    return builder.finish("failed", error=dict(_INTERRUPTED))
+    return builder.finish("failed", error=dict(error))
+
+
+def finish_interrupted(db: Database, response_id: str, error: dict = _INTERRUPTED) -> None:
+    """End one response whose turn is gone, keeping every event it wrote (on a thread)."""
+    events = response_store.events_after(db, response_id)
+    if events and events[-1]["type"] in TERMINAL_TYPES:
+        final = events[-1]["response"]
+    elif events:
+        closing = _closing(fold(events), error)
+        rows = [numbered(event, seq) for seq, event in enumerate(closing, len(events))]
+        final = closing[-1]["response"]
+        response_store.append_events_now(db, response_id, rows, final)
+    else:
+        final = None
+    if final is not None:
+        response_store.finish_response(db, response_id, final)
+    else:
+        response_store.mark_failed_unstored(db, response_id)
 
 
 def recover(db: Database) -> int:
     """Finish every response left in progress; returns how many were finished."""
     finished = 0
     for row in response_store.unfinished_responses(db):
-        events = response_store.events_after(db, row.id)
-        if events and events[-1]["type"] in TERMINAL_TYPES:
-            final = events[-1]["response"]
-        elif events:
-            closing = _closing(fold(events))
-            rows = [numbered(event, seq) for seq, event in enumerate(closing, len(events))]
-            final = closing[-1]["response"]
-            response_store.append_events_now(db, row.id, rows, final)
-        else:
-            final = None
-        if final is not None:
-            response_store.finish_response(db, row.id, final)
-        else:
-            response_store.mark_failed_unstored(db, row.id)
+        finish_interrupted(db, row.id)
         finished += 1
     for session in session_store.sessions_with_active_turns(db):
         session_store.release_session(

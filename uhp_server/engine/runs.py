@@ -7,7 +7,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from storage import session_listing
 from storage import sessions as session_store
@@ -18,6 +18,9 @@ from uhp_server.engine.feed import HarnessFeed, feed_event
 from uhp_server.engine.requests import ToolAnswer
 from uhp_server.engine.turn import Run, TurnExecutor
 from uhp_server.gateway.providers import Provider
+
+if TYPE_CHECKING:
+    from uhp_server.engine.cluster import Cluster
 
 log = logging.getLogger("uhp_server.runs")
 
@@ -37,8 +40,12 @@ class RunManager:
         executor: TurnExecutor,
         feed: HarnessFeed | None = None,
         paused_keep_seconds: float = 45.0,
+        replica_id: str | None = None,
     ) -> None:
         self.db = db
+        self.replica_id = replica_id  # recorded on the responses this process runs
+        # Several replicas on one PostgreSQL: the runs of the others (engine/cluster.py).
+        self.cluster: Cluster | None = None
         self.executor = executor
         self.feed = feed or HarnessFeed()
         self.paused_keep_seconds = paused_keep_seconds  # UHP_PAUSED_TURN_KEEP_SECONDS
@@ -183,6 +190,17 @@ class RunManager:
             self._on_terminal(run)  # the session takes its next task at once, as usual
         with contextlib.suppress(TimeoutError):  # the turn's own terminal event, if in flight
             await asyncio.wait_for(run.log.wait_finished(), timeout=CANCEL_TURN_WAIT)
+
+    async def cancel_elsewhere(self, response_id: str) -> None:
+        """Cancel a response that runs on another replica: it stops there, and this returns
+        once its terminal event is written (bounded, like `cancel`)."""
+        if self.cluster is not None:
+            await self.cluster.relay_cancel(response_id)
+
+    async def wait_elsewhere(self, response_id: str) -> None:
+        """Wait until a response that runs on another replica is over."""
+        if self.cluster is not None:
+            await self.cluster.wait_finished(response_id)
 
     async def time_out(self, run: Run, details: dict[str, Any]) -> None:
         """End the turn now as `incomplete` with `details` (a caller's deadline fired); like

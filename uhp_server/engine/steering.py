@@ -79,6 +79,9 @@ class TaskSteering:
         run = self.runs.get(row.id)
         if run is not None and not run.log.finished:
             await self.runs.cancel(run)
+        elif run is None and row.status == "in_progress":  # it runs on another replica
+            await self.runs.cancel_elsewhere(row.id)
+            row = await self._row(principal_id, response_id)
         state = await self.db.read(task_state, self.db, self.runs, row)
         if state.status == INPUT_REQUIRED and state.response["status"] != "in_progress":
             # Parked: the task ends `cancelled` in a closing turn after it.

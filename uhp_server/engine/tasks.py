@@ -267,6 +267,7 @@ class TaskService(TaskSteering, TaskLookups):
                     normalized,
                     inline,
                     first_event,
+                    self.runs.replica_id,
                 ),
             )
             if isinstance(accepted, str):  # an idempotent repeat: the response it refers to

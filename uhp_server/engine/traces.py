@@ -17,6 +17,7 @@ from storage import artifacts as artifact_store
 from storage import files as file_store
 from storage import responses as response_store
 from storage import session_listing, shares, traces
+from storage import sessions as session_store
 from storage.blobs import BlobStore
 from storage.db import Database
 from uhp_server.engine.runs import RunManager
@@ -45,6 +46,10 @@ class TraceDeleter:
         run = self.runs.for_session(session_id)
         if run is not None and not run.log.finished:
             await self.runs.cancel(run)
+        elif run is None and self.runs.cluster is not None:  # it may run on another replica
+            active = await self.db.read(session_store.active_response, self.db, session_id)
+            if active is not None:
+                await self.runs.cancel_elsewhere(active)
         await self.runs.wait_stopped(session_id, self.grace_seconds + 10)
         await asyncio.to_thread(self._purge, session_id)
 

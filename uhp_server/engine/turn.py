@@ -22,7 +22,7 @@ from harness_bases import events as ev
 from harness_bases.base import HarnessBase, ImageInput, McpServerSpec, SkillBundle, TurnSpec
 from harness_bases.turns import AgentTurn
 from uhp_server.catalog import ModelRoute
-from uhp_server.engine.admission import AdmissionQueue
+from uhp_server.engine.admission import Admission
 from uhp_server.engine.attachments import prompt_note
 from uhp_server.engine.builder import ResponseBuilder
 from uhp_server.engine.eventlog import EventLog
@@ -135,7 +135,7 @@ class TurnExecutor:
         tools_dir: Path,
         grace_seconds: float,
         files: TurnFiles | None = None,
-        admission: AdmissionQueue | None = None,
+        admission: Admission | None = None,
         metrics: Metrics | None = None,
     ):
         self.sandbox = sandbox
@@ -229,7 +229,7 @@ class TurnExecutor:
                 if collecting is not None:  # a late collection is part of the turn's work
                     await asyncio.gather(collecting, return_exceptions=True)
                 if admitted and self.admission is not None:
-                    self.admission.release()
+                    self.admission.release(run.response_id)
                 run.stopped.set()
 
     def _report_queue(self) -> None:
@@ -244,14 +244,14 @@ class TurnExecutor:
         run.queued = True
         self._queued += 1
         self._report_queue()
-        acquiring = asyncio.ensure_future(self.admission.acquire())
+        acquiring = asyncio.ensure_future(self.admission.acquire(run.response_id))
         stopping = asyncio.ensure_future(run.stop.wait())
         try:
             await asyncio.wait({acquiring, stopping}, return_when=asyncio.FIRST_COMPLETED)
         except BaseException:  # the server is stopping: leave the line, keep no slot
             acquiring.cancel()
             if acquiring.done() and not acquiring.cancelled():
-                self.admission.release()
+                self.admission.release(run.response_id)
             raise
         finally:
             run.queued = False

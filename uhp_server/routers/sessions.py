@@ -114,6 +114,12 @@ async def cancel_session(
     if run is not None and not run.log.finished:
         await ctx.runs.cancel(run)
         cancelled = run.response_id
+    elif run is None and session.active_response_id:  # it runs on another replica
+        await ctx.runs.cancel_elsewhere(session.active_response_id)
+        cancelled = session.active_response_id
+        session = await ctx.db.read(session_store.get_session, ctx.db, principal.id, session_id)
+        if session is None:
+            raise ApiError(404, "session_not_found", "No session with that id.")
     status = run.log.current()["status"] if run is not None else session.status
     result: dict[str, Any] = {"id": session.id, "object": "session", "status": status}
     if cancelled:

@@ -94,6 +94,9 @@ async def _deliver(
     run = ctx.runs.get(row.id)
     if run is not None and not background:
         await run.log.wait_finished()
+    elif run is None and not background and row.status == "in_progress":  # on another replica
+        await ctx.runs.wait_elsewhere(row.id)
+        row = await ctx.db.read(_row_or_404, ctx, principal, response_id)
     return JSONResponse(current_response(ctx, row, replay=True))
 
 
@@ -198,6 +201,9 @@ async def cancel_response(
     run = ctx.runs.get(row.id)
     if run is not None and not run.log.finished:
         await ctx.runs.cancel(run)
+    elif run is None and row.status == "in_progress":  # it runs on another replica
+        await ctx.runs.cancel_elsewhere(row.id)
+        row = await ctx.db.read(_row_or_404, ctx, principal, response_id)
     if not row.store and (run is None or run.log.finished):
         # Cancelling a finished task succeeds and changes nothing (Sessions §4), also when
         # its content was never retained: answer with what is known without it.

@@ -81,6 +81,10 @@ class Sandbox(abc.ABC):
     async def close(self) -> None:  # noqa: B027 (optional hook)
         """Called once as the server stops, after every turn was stopped."""
 
+    async def reap_owner(self, owner: str) -> None:  # noqa: B027 (optional hook)
+        """Remove whatever another server (a replica whose lease expired) left running here.
+        A sandbox whose processes die with their server (local) has nothing to do."""
+
     def host_path(self, path: str, mounts: SessionMounts) -> Path | None:
         """The host path behind a sandbox path inside one of the mounts, else None (lets a
         sandbox check an invocation's program and cwd before starting it)."""

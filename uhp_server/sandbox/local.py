@@ -157,7 +157,8 @@ class LocalSandbox(Sandbox):
             limits=limits,
             egress=egress,
             user=settings.local_sandbox_user,
-            server_id=local_server_id(settings.data_dir),
+            # Replicas sharing a data folder each clear only their own cgroups.
+            server_id=settings.replica_id or local_server_id(settings.data_dir),
         )
 
     def gateway_url(self, backend: str) -> str:

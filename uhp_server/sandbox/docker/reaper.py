@@ -4,31 +4,21 @@ server removes whatever of its own is still there, e.g. after it was killed."""
 from __future__ import annotations
 
 import logging
-import secrets
 from pathlib import Path
 from typing import Any
 
 import docker.errors
 
+from uhp_server.replica import ID_FILE, stored_id  # noqa: F401 (ID_FILE: for callers)
 from uhp_server.sandbox.docker.container import LABEL_SERVER
 
 log = logging.getLogger(__name__)
-
-ID_FILE = "docker-sandbox-id"
 
 
 def server_id(data_dir: Path) -> str:
     """This server's id, kept in its data folder: stable across restarts, and distinct for
     two servers that share one Docker engine (each reaps only its own containers)."""
-    path = data_dir / ID_FILE
-    try:
-        return path.read_text().strip()
-    except FileNotFoundError:
-        pass
-    data_dir.mkdir(parents=True, exist_ok=True)
-    value = secrets.token_hex(8)
-    path.write_text(value + "\n")
-    return value
+    return stored_id(data_dir)
 
 
 def owned_containers(api: Any, owner: str) -> list[str]:

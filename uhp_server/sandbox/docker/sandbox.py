@@ -85,7 +85,10 @@ class DockerSandbox(Sandbox):
         egress: EgressPolicy = EgressPolicy(),  # noqa: B008 (frozen, shared safely)
         hosts: str = "",
         host_max_turns: int = 0,
+        owner: str = "",
     ) -> None:
+        """`owner`: the id labelled on this server's containers (UHP_REPLICA_ID); empty, the
+        id kept in the data directory."""
         self.data_dir = data_dir
         self.packages = packages  # what the enabled bases need in the runtime image
         self.image = image or images.runtime_tag(packages)
@@ -96,7 +99,7 @@ class DockerSandbox(Sandbox):
         self.limits = replace(limits, cpus=min(limits.cpus, float(os.cpu_count() or 1)))
         self.egress = egress
         self.gateway = GatewaySocket(socket_dir(data_dir), egress)
-        self.owner = ""  # this server's id, labelled on every container (set by open)
+        self.owner = owner  # this server's id, labelled on every container (set by open)
         self.engines = EnginePool(parse_hosts(hosts), host_max_turns, self._join)
         self._opened = False
         self._closing: set[asyncio.Future[None]] = set()
@@ -114,7 +117,7 @@ class DockerSandbox(Sandbox):
         image exists) and serve the gateway's socket. Raises (and the server does not start)
         when no engine can run a turn: a docker server that cannot must say so at once. An
         engine that does not answer yet joins when it does."""
-        self.owner = await asyncio.to_thread(reaper.server_id, self.data_dir)
+        self.owner = self.owner or await asyncio.to_thread(reaper.server_id, self.data_dir)
         await self.engines.open()
         await self.gateway.open(gateway_app)
         self._opened = True
@@ -127,6 +130,12 @@ class DockerSandbox(Sandbox):
         for engine in self.engines.up_engines():
             with contextlib.suppress(docker.errors.DockerException, OSError):
                 await asyncio.to_thread(reaper.reap, engine.api, self.owner)
+
+    async def reap_owner(self, owner: str) -> None:
+        """Remove every container of another server (a replica whose lease expired)."""
+        for engine in self.engines.up_engines():
+            with contextlib.suppress(docker.errors.DockerException, OSError):
+                await asyncio.to_thread(reaper.reap, engine.api, owner)
 
     def _join(self, engine: Engine) -> None:
         """Ready an engine that answers (on a thread): connect, reap this server's leftovers,

@@ -1,0 +1,165 @@
+"""Replicas on one PostgreSQL database: leases, turns taken over from a dead replica, cancel
+requests between replicas, and the shared admission line (engine/cluster.py uses them).
+
+Times are the database's clock (`clock_timestamp()`), so replicas on hosts whose clocks
+disagree still agree on whose lease expired. Each function is one transaction; the
+conditional UPDATEs are what decide between replicas racing for the same row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+
+from storage.db import Database
+
+NOW = "EXTRACT(EPOCH FROM clock_timestamp())"
+# Cancel requests and freed admission slots are announced on these channels, as committed
+# events are on storage.db.EVENTS_CHANNEL (payload: the response id).
+CANCEL_CHANNEL = "uhp_cancel"
+ADMISSION_CHANNEL = "uhp_admission"
+# One key for the admission line's transaction lock (pg_advisory_xact_lock).
+_ADMISSION_LOCK = 0x75687061  # "uhpa"
+
+# A response whose replica holds a live lease; `:lease` seconds, `r` the response.
+_LIVE = (
+    "EXISTS (SELECT 1 FROM replica l WHERE l.id = r.replica_id"
+    f" AND l.heartbeat_at > {NOW} - :lease)"
+)
+
+
+@dataclass(frozen=True)
+class Orphan:
+    response_id: str
+    session_id: str
+    replica_id: str | None
+
+
+def _run(db: Database, statement: str, *, notify: str | None = None, **params: Any) -> Any:
+    """One statement in its own transaction (rows, or the count of rows changed); with
+    `notify`, the channel told the response id `:id` when the transaction commits."""
+    with db.session() as s:
+        conn = s.connection()
+        result = conn.execute(text(statement), params)
+        rows = result.all() if result.returns_rows else result.rowcount
+        if notify is not None:
+            conn.execute(text("SELECT pg_notify(:channel, :id)"), {"channel": notify, **params})
+        s.commit()
+        return rows
+
+
+def renew_lease(db: Database, replica_id: str) -> None:
+    _run(
+        db,
+        f"INSERT INTO replica (id, heartbeat_at, started_at) VALUES (:id, {NOW}, {NOW})"
+        f" ON CONFLICT (id) DO UPDATE SET heartbeat_at = {NOW}",
+        id=replica_id,
+    )
+
+
+def drop_lease(db: Database, replica_id: str) -> None:
+    _run(db, "DELETE FROM replica WHERE id = :id", id=replica_id)
+
+
+def orphans(db: Database, me: str, lease: float, *, own: bool) -> list[Orphan]:
+    """Unfinished responses no live replica runs: their replica's lease expired (or it has
+    none, as rows from before leases), and, with `own`, this replica's from a former life."""
+    mine = "OR r.replica_id = :me" if own else ""
+    rows = _run(
+        db,
+        "SELECT r.id, r.session_id, r.replica_id FROM response r"
+        f" WHERE r.status = 'in_progress' AND (r.replica_id IS NULL {mine}"
+        f" OR (r.replica_id <> :me AND NOT {_LIVE}))",
+        me=me,
+        lease=lease,
+    )
+    return [Orphan(*row) for row in rows]
+
+
+def take_over(db: Database, orphan: Orphan, me: str) -> bool:
+    """Claim an orphan for this replica to finish; False when another replica did first."""
+    owner = "r.replica_id IS NULL" if orphan.replica_id is None else "r.replica_id = :old"
+    changed = _run(
+        db,
+        "UPDATE response r SET replica_id = :me, admission = NULL"
+        f" WHERE r.id = :id AND r.status = 'in_progress' AND {owner}",
+        me=me,
+        id=orphan.response_id,
+        old=orphan.replica_id,
+    )
+    return bool(changed == 1)
+
+
+def forget_expired(db: Database, lease: float) -> list[str]:
+    """Delete the leases that expired; the ids this call deleted (each replica's containers
+    are then reaped by the one replica that deleted its lease)."""
+    rows = _run(
+        db, f"DELETE FROM replica WHERE heartbeat_at <= {NOW} - :lease RETURNING id", lease=lease
+    )
+    return [row[0] for row in rows]
+
+
+def request_cancel(db: Database, response_id: str) -> bool:
+    """Ask the replica running the response to stop it; False when it is no longer running."""
+    changed = _run(
+        db,
+        "UPDATE response SET cancel_requested = TRUE WHERE id = :id AND status = 'in_progress'",
+        notify=CANCEL_CHANNEL,
+        id=response_id,
+    )
+    return bool(changed)
+
+
+def cancel_requests(db: Database, me: str) -> list[str]:
+    """This replica's running responses another replica asked to cancel."""
+    rows = _run(
+        db,
+        "SELECT id FROM response WHERE replica_id = :me AND cancel_requested"
+        " AND status = 'in_progress'",
+        me=me,
+    )
+    return [row[0] for row in rows]
+
+
+def join_line(db: Database, response_id: str) -> None:
+    _run(
+        db,
+        f"UPDATE response SET admission = 'waiting', admission_at = {NOW} WHERE id = :id",
+        id=response_id,
+    )
+
+
+def take_slot(db: Database, response_id: str, limit: int, lease: float) -> bool:
+    """Admit the response when fewer than `limit` turns of live replicas hold a slot and no
+    turn of a live replica waits before it. The transaction lock makes the count and the
+    update one step for every replica at once."""
+    with db.session() as s:
+        conn = s.connection()
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _ADMISSION_LOCK})
+        changed = conn.execute(
+            text(
+                "UPDATE response SET admission = 'admitted' WHERE id = :id"
+                " AND admission = 'waiting'"
+                " AND (SELECT count(*) FROM response r WHERE r.admission = 'admitted'"
+                f"   AND {_LIVE}) < :limit"
+                " AND NOT EXISTS (SELECT 1 FROM response r, response me WHERE me.id = :id"
+                "   AND r.admission = 'waiting' AND r.id <> :id"
+                "   AND (r.admission_at, r.id) < (me.admission_at, me.id)"
+                f"   AND {_LIVE})"
+            ),
+            {"id": response_id, "limit": limit, "lease": lease},
+        ).rowcount
+        s.commit()
+    return bool(changed == 1)
+
+
+def leave_line(db: Database, response_id: str) -> None:
+    """Give the slot back (or leave the line): the next waiter, on any replica, is told."""
+    _run(
+        db,
+        "UPDATE response SET admission = NULL WHERE id = :id",
+        notify=ADMISSION_CHANNEL,
+        id=response_id,
+    )

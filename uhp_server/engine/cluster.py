@@ -1,0 +1,203 @@
+"""Several replicas on one PostgreSQL database behave as one server (docs/scale-out.md §3).
+
+- **Leases.** Each replica renews its row in `replica` every third of
+  UHP_REPLICA_LEASE_SECONDS and records itself on the responses it runs. At start, and then
+  on every renewal, it finishes the turns no live replica runs (`failed`, partial output
+  kept, as start-up recovery does): those of replicas whose lease expired, and at start its
+  own from a former life. A conditional UPDATE decides which replica finishes each one; the
+  replica that deletes an expired lease reaps that replica's containers.
+- **Events.** A response running on another replica is followed by tailing the event table
+  from the last sequence number seen, woken by the NOTIFY of the writer's commit.
+- **Cancel.** A cancel for a response running elsewhere is recorded on its row and notified;
+  the owner stops the turn as it would a local cancel, and the asking replica awaits the
+  terminal event through the tail.
+
+SQLite keeps none of this: one process, and the in-memory paths alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from storage import replicas as replica_store
+from storage import responses as response_store
+from storage import sessions as session_store
+from storage.db import EVENTS_CHANNEL, Database
+from storage.models import ResponseRow
+from uhp_server.engine.fold import TERMINAL_TYPES
+from uhp_server.engine.notifications import Notifications
+from uhp_server.engine.recovery import finish_interrupted
+from uhp_server.sandbox.base import Sandbox
+
+if TYPE_CHECKING:
+    from uhp_server.engine.runs import RunManager
+
+log = logging.getLogger("uhp_server.cluster")
+
+# How long a cancel relayed to another replica waits for its terminal event: the owner
+# answers within RunManager's two CANCEL_TURN_WAITs, plus a notification each way.
+RELAY_WAIT_SECONDS = 2.0
+# A tail looks at the table this often even without a notification.
+POLL_SECONDS = 1.0
+
+LOST_REPLICA = {
+    "type": "harness_error",
+    "code": "harness_error",
+    "message": "The server replica running this task stopped.",
+    "param": None,
+    "detail": None,
+}
+
+
+class Cluster:
+    def __init__(
+        self, db: Database, replica_id: str, lease_seconds: float, sandbox: Sandbox
+    ) -> None:
+        self.db = db
+        self.replica_id = replica_id
+        self.lease_seconds = lease_seconds
+        self.sandbox = sandbox
+        self.notes = Notifications(
+            str(getattr(db.raw, "conninfo", "")),
+            (EVENTS_CHANNEL, replica_store.CANCEL_CHANNEL, replica_store.ADMISSION_CHANNEL),
+        )
+        self._runs: RunManager | None = None
+        self._loop_task: asyncio.Task[None] | None = None
+        self._cancelling: set[asyncio.Task[None]] = set()
+
+    # -- lifecycle -----------------------------------------------------------------------
+    async def open(self, runs: RunManager) -> None:
+        """Take the lease, finish what no live replica runs (this one's former turns too),
+        then listen and keep the lease."""
+        self._runs = runs
+        await self.db.write(replica_store.renew_lease, self.db, self.replica_id)
+        await self._sweep(own=True)
+        self.notes.on(replica_store.CANCEL_CHANNEL, self._cancel_requested)
+        await self.notes.open()
+        self._loop_task = asyncio.create_task(self._keep_lease(), name="replica lease")
+
+    async def close(self) -> None:
+        """After the turns were stopped: give the lease up (nothing of this replica is left)."""
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_task
+        await self.notes.close()
+        with contextlib.suppress(Exception):
+            await self.db.write(replica_store.drop_lease, self.db, self.replica_id)
+
+    async def _keep_lease(self) -> None:
+        while True:
+            await asyncio.sleep(self.lease_seconds / 3)
+            try:
+                await self.db.write(replica_store.renew_lease, self.db, self.replica_id)
+                await self._sweep(own=False)
+                for response_id in await self.db.read(
+                    replica_store.cancel_requests, self.db, self.replica_id
+                ):
+                    self._cancel_requested(response_id)  # a notification may have been lost
+            except Exception:
+                log.exception("replica_lease_round_failed")
+
+    async def _sweep(self, *, own: bool) -> None:
+        # A thread of its own: finishing appends through the writer and waits for it.
+        finished = await asyncio.to_thread(self._finish_orphans, own)
+        if finished:
+            log.warning("replica_turns_taken_over", extra={"count": finished})
+        for dead in await self.db.write(replica_store.forget_expired, self.db, self.lease_seconds):
+            log.warning("replica_lease_expired", extra={"replica": dead})
+            if dead != self.replica_id:
+                await self.sandbox.reap_owner(dead)
+
+    def _finish_orphans(self, own: bool) -> int:
+        """End every turn no live replica runs that this one claims (blocking)."""
+        finished = 0
+        for orphan in replica_store.orphans(self.db, self.replica_id, self.lease_seconds, own=own):
+            if not replica_store.take_over(self.db, orphan, self.replica_id):
+                continue  # another replica finishes it
+            error = LOST_REPLICA if orphan.replica_id != self.replica_id else None
+            if error is None:
+                finish_interrupted(self.db, orphan.response_id)
+            else:
+                finish_interrupted(self.db, orphan.response_id, error)
+            session_store.release_session(
+                self.db, orphan.session_id, orphan.response_id, "failed", None
+            )
+            finished += 1
+        return finished
+
+    # -- cancel between replicas ---------------------------------------------------------
+    def _cancel_requested(self, response_id: str) -> None:
+        """Another replica asked to stop a turn: stop it if it runs here ("": look them up)."""
+        runs = self._runs
+        if runs is None:
+            return
+        if not response_id:
+            task = asyncio.create_task(self._look_for_cancels())
+        else:
+            run = runs.get(response_id)
+            if run is None or run.log.ending:
+                return
+            task = asyncio.create_task(runs.cancel(run))
+        self._cancelling.add(task)
+        task.add_done_callback(self._cancelling.discard)
+
+    async def _look_for_cancels(self) -> None:
+        for response_id in await self.db.read(
+            replica_store.cancel_requests, self.db, self.replica_id
+        ):
+            self._cancel_requested(response_id)
+
+    async def relay_cancel(self, response_id: str) -> None:
+        """Ask the replica running the response to cancel it, and wait (bounded) for the
+        terminal event it writes."""
+        if not await self.db.write(replica_store.request_cancel, self.db, response_id):
+            return  # already over
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.wait_finished(response_id), RELAY_WAIT_SECONDS)
+
+    # -- events of a response running elsewhere ------------------------------------------
+    async def follow(self, response_id: str, after: int = -1) -> AsyncIterator[dict[str, Any]]:
+        """The response's stored events after `after`, then each one as it is committed
+        (by whichever replica), until the terminal one or the response is over."""
+        position = after
+        while True:
+            changed = self.notes.changed(EVENTS_CHANNEL, response_id)
+            events = await self.db.read(response_store.events_after, self.db, response_id, position)
+            for event in events:
+                position = event["sequence_number"]
+                yield event
+                if event["type"] in TERMINAL_TYPES:
+                    return
+            if events:
+                continue
+            try:
+                await asyncio.wait_for(changed.wait(), POLL_SECONDS)
+            except TimeoutError:
+                if not await self.db.read(self._running, response_id):
+                    # Over with no terminal event after `after` (resumed past it, or never
+                    # stored): one last look, then the stream ends.
+                    for event in await self.db.read(
+                        response_store.events_after, self.db, response_id, position
+                    ):
+                        yield event
+                    return
+
+    async def wait_finished(self, response_id: str) -> None:
+        """Until the response's turn is over, wherever it runs (its status changes in the
+        terminal event's own transaction)."""
+        while True:
+            changed = self.notes.changed(EVENTS_CHANNEL, response_id)
+            if not await self.db.read(self._running, response_id):
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), POLL_SECONDS)
+
+    def _running(self, response_id: str) -> bool:
+        with self.db.session() as s:
+            row = s.get(ResponseRow, response_id)
+            return row is not None and row.status == "in_progress"
