@@ -19,6 +19,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -94,6 +95,8 @@ class Replicas:
     port: int = field(default_factory=free_port)
     replicas: list[ServerProcess] = field(default_factory=list)
     haproxy: subprocess.Popen[bytes] | None = None
+    # Outside the data directory: tests find a server's agents by its path on command lines.
+    haproxy_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="haproxy-")))
     _databases: Databases | None = None
 
     @property
@@ -126,9 +129,9 @@ class Replicas:
         return self
 
     def _start_haproxy(self, timeout: float) -> None:
-        config = self.data_dir / f"haproxy-{self.port}.cfg"
+        config = self.haproxy_dir / "haproxy.cfg"
         config.write_text(haproxy_config(self.port, [r.port for r in self.replicas]))
-        log = open(self.data_dir / f"haproxy-{self.port}.log", "ab")  # noqa: SIM115
+        log = open(self.haproxy_dir / "haproxy.log", "ab")  # noqa: SIM115
         self.haproxy = subprocess.Popen(
             [haproxy_binary(), "-db", "-f", str(config)],
             stdout=log,
@@ -176,9 +179,7 @@ class Replicas:
         return self.replicas[0].create_key(principal)
 
     def log(self) -> str:
-        logs = sorted(self.data_dir.glob("haproxy-*.log")) + sorted(
-            self.data_dir.glob("server-*.log")
-        )
+        logs = sorted(self.haproxy_dir.glob("*.log")) + sorted(self.data_dir.glob("server-*.log"))
         return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')}" for p in logs)
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
@@ -195,6 +196,7 @@ class Replicas:
             except subprocess.TimeoutExpired:
                 self.haproxy.kill()
                 self.haproxy.wait(5)
+        shutil.rmtree(self.haproxy_dir, ignore_errors=True)
         if self._databases is not None:
             self._databases.drop_all()
             self._databases = None
