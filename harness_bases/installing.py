@@ -29,9 +29,10 @@ def reported_version(
     timeout: float,
     extra_env: Mapping[str, str] | None = None,
     exact: bool = False,
+    also_stderr: bool = False,
 ) -> str | None:
     """The version `argv` (a program and its version flag) prints, or None when it does not
-    start, fails, times out or prints none."""
+    start, fails, times out or prints none. `also_stderr`: for programs that print it there."""
     try:
         result = subprocess.run(
             argv,
@@ -43,7 +44,9 @@ def reported_version(
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return parse_version(result.stdout, exact=exact) if result.returncode == 0 else None
+    if result.returncode != 0:
+        return None
+    return parse_version(result.stdout + (result.stderr if also_stderr else ""), exact=exact)
 
 
 def run_install_command(

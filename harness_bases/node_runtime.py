@@ -10,6 +10,8 @@ sandbox, and nothing depends on the system's node.
 from __future__ import annotations
 
 import platform
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from harness_bases.installing import npm_install, reported_version
@@ -65,3 +67,61 @@ def install(tools_dir: Path) -> None:
     found = installed_version(tools_dir)
     if found != NODE_VERSION:
         raise NodeInstallError(f"node reports {found!r} after install, expected {NODE_VERSION}")
+
+
+@dataclass(frozen=True)
+class NodeCli:
+    """A CLI that is one npm package run as `<pinned node> <its entry script>`: where it lives
+    under a tools root (the sandbox's view or the host's), how it starts, what counts as
+    installed (the pinned version reported on the pinned node) and how it gets installed."""
+
+    label: str  # for messages: "Qwen Code"
+    package: str  # the npm package
+    version: str  # pinned
+    folder: str  # under the tools root; the version is a folder below it
+    entry: str  # the entry script, inside the package
+    error: type[RuntimeError]
+    version_env: Mapping[str, str] = field(default_factory=dict)
+    version_timeout: float = 30.0
+    version_on_stderr: bool = False
+
+    def prefix(self, tools_root: str) -> str:
+        return str(PurePosixPath(tools_root) / self.folder / self.version)
+
+    def cli_path(self, tools_root: str) -> str:
+        return f"{self.prefix(tools_root)}/node_modules/{self.package}/{self.entry}"
+
+    def command(self, tools_root: str) -> list[str]:
+        return [node_path(tools_root), self.cli_path(tools_root)]
+
+    def installed_version(self, tools_dir: Path) -> str | None:
+        """What the installed CLI reports with --version on the pinned node, or None."""
+        root = str(tools_dir)
+        if not (Path(self.cli_path(root)).is_file() and Path(node_path(root)).is_file()):
+            return None
+        return reported_version(
+            [*self.command(root), "--version"],
+            timeout=self.version_timeout,
+            extra_env={"HOME": "/nonexistent", **self.version_env},
+            exact=True,
+            also_stderr=self.version_on_stderr,
+        )
+
+    def install(self, tools_dir: Path) -> None:
+        """Install the pinned node and this CLI under tools_dir unless they already run."""
+        install(tools_dir)
+        if self.installed_version(tools_dir) == self.version:
+            return
+        npm_install(
+            Path(self.prefix(str(tools_dir))),
+            self.package,
+            self.version,
+            label=self.label,
+            timeout=INSTALL_TIMEOUT,
+            error=self.error,
+        )
+        found = self.installed_version(tools_dir)
+        if found != self.version:
+            raise self.error(
+                f"{self.label} reports {found!r} after install, expected {self.version}"
+            )

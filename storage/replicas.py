@@ -59,6 +59,17 @@ def renew_lease(db: Database, replica_id: str) -> None:
     )
 
 
+def lease_live(db: Database, replica_id: str, lease: float) -> bool:
+    """Whether a replica of this id holds a live lease."""
+    rows = _run(
+        db,
+        f"SELECT 1 FROM replica WHERE id = :id AND heartbeat_at > {NOW} - :lease",
+        id=replica_id,
+        lease=lease,
+    )
+    return bool(rows)
+
+
 def drop_lease(db: Database, replica_id: str) -> None:
     _run(db, "DELETE FROM replica WHERE id = :id", id=replica_id)
 

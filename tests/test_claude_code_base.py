@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -35,11 +34,12 @@ from harness_bases.claude_code.failures import provider_message
 from harness_bases.messages import RESUME_FAILED_NOTICE
 from tests.conftest import PROVIDER_KEY, installed_tools
 from tests.scripted_provider import RunningProvider
-from tests.support.direct_turn import OUTCOMES, DirectTurn, direct_spec, run_direct_turn
+from tests.support.direct_turn import OUTCOMES, DirectTurn
+from tests.support.live_base import LiveBase, capturing
 from tests.support.mcp_server import ANSWER_PREFIX, RunningMcpServer
 
 FIXTURES = Path(__file__).parent.parent / "harness_bases" / "claude_code" / "fixtures"
-CAPTURE = os.environ.get("UHP_CAPTURE_CLAUDE_CODE_FIXTURES") == "1"
+CAPTURE = FIXTURES if capturing("UHP_CAPTURE_CLAUDE_CODE_FIXTURES") else None
 MODEL = "claude-test"
 
 
@@ -55,55 +55,18 @@ def cli_result(turn: DirectTurn) -> dict:
     return result
 
 
-@dataclass
-class Env:
-    base: ClaudeCodeBase
-    provider: RunningProvider
-    tools: Path
-    home: Path
-    workspace: Path
-
-    def spec(self, prompt: str, **kw: object) -> TurnSpec:
-        return direct_spec(
-            prompt,
-            model=MODEL,
-            gateway_url=self.provider.url,
-            home=self.home,
-            workspace=self.workspace,
-            tools=self.tools,
-            **kw,
-        )
-
-    async def run(
-        self,
-        prompt: str,
-        interrupt_when: Callable[[DirectTurn], bool] | None = None,
-        capture: str | None = None,
-        wrap: list[str] | None = None,
-        **kw: object,
-    ) -> DirectTurn:
-        """One turn the way the engine runs it (`capture` names the fixture it may become,
-        `wrap` goes in front of the CLI's argv)."""
-        turn = await run_direct_turn(
-            self.base,
-            self.spec(prompt, **kw),
-            timeout=90,
-            exit_timeout=15,
-            interrupt_when=interrupt_when,
-            wrap=wrap,
-        )
-        if capture and CAPTURE:
-            turn.proc.save_stdout(FIXTURES / f"{capture}.jsonl")
-        return turn
-
-
 @pytest.fixture
-def env(claude_installed: Path, provider: RunningProvider, tmp_path: Path) -> Env:
-    provider.reset()
-    home, workspace = tmp_path / "home", tmp_path / "ws"
-    home.mkdir()
-    workspace.mkdir()
-    return Env(ClaudeCodeBase(), provider, claude_installed, home, workspace)
+def env(claude_installed: Path, provider: RunningProvider, tmp_path: Path) -> LiveBase:
+    return LiveBase.fresh(
+        ClaudeCodeBase(),
+        provider,
+        claude_installed,
+        tmp_path,
+        timeout=90,
+        model=MODEL,
+        gateway_url=provider.url,
+        fixtures=CAPTURE,
+    )
 
 
 def message_bodies(provider: RunningProvider) -> list[dict]:
@@ -131,7 +94,7 @@ def test_installed_version_and_install_is_idempotent(claude_installed: Path) -> 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("asks", [False, True])
-def test_every_flag_is_one_the_pinned_cli_knows(env: Env, asks: bool) -> None:
+def test_every_flag_is_one_the_pinned_cli_knows(env: LiveBase, asks: bool) -> None:
     spec = env.spec("x", system_prompt="p", max_step=3, ask_user=answer_blue if asks else None)
     invocation = env.base.prepare(spec)
     help_text = subprocess.run(
@@ -149,7 +112,7 @@ def test_every_flag_is_one_the_pinned_cli_knows(env: Env, asks: bool) -> None:
 
 
 @pytest.mark.slow
-async def test_text_streams_real_deltas(env: Env) -> None:
+async def test_text_streams_real_deltas(env: LiveBase) -> None:
     turn = await env.run("SAY hello world, this is streamed", capture="text")
     deltas = turn.of(ev.TextDelta)
     assert len(deltas) > 1
@@ -169,7 +132,7 @@ async def test_text_streams_real_deltas(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_time_to_first_text(env: Env) -> None:
+async def test_time_to_first_text(env: LiveBase) -> None:
     turn = await env.run("SAY hi")
     assert turn.first_text_at is not None
     elapsed = turn.first_text_at - turn.started
@@ -178,7 +141,7 @@ async def test_time_to_first_text(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_tool_call(env: Env) -> None:
+async def test_tool_call(env: LiveBase) -> None:
     turn = await env.run("RUN echo hi\nSAY got {output}", capture="tool_call")
     (started,) = turn.of(ev.ToolCallStarted)
     (finished,) = turn.of(ev.ToolCallFinished)
@@ -212,7 +175,7 @@ async def answer_blue(text: str, options: tuple[str, ...]) -> str | None:
 
 
 @pytest.mark.slow
-async def test_ask_user_question_asks_through_the_turns_asker(env: Env) -> None:
+async def test_ask_user_question_asks_through_the_turns_asker(env: LiveBase) -> None:
     asked: list[tuple[str, tuple[str, ...]]] = []
 
     async def ask(text: str, options: tuple[str, ...]) -> str | None:
@@ -231,7 +194,7 @@ async def test_ask_user_question_asks_through_the_turns_asker(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_failed_command_is_not_ok(env: Env) -> None:
+async def test_failed_command_is_not_ok(env: LiveBase) -> None:
     turn = await env.run("RUN exit 3\nSAY done")
     (finished,) = turn.of(ev.ToolCallFinished)
     assert not finished.ok
@@ -239,7 +202,7 @@ async def test_failed_command_is_not_ok(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_thinking_streams_as_reasoning(env: Env) -> None:
+async def test_thinking_streams_as_reasoning(env: LiveBase) -> None:
     turn = await env.run("THINK plan the work carefully\nSAY x", capture="thinking")
     deltas = turn.of(ev.ReasoningDelta)
     (done,) = turn.of(ev.ReasoningDone)
@@ -251,7 +214,7 @@ async def test_thinking_streams_as_reasoning(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_resume_remembers(env: Env) -> None:
+async def test_resume_remembers(env: LiveBase) -> None:
     first = await env.run("REMEMBER apple")
     assert first.text == "noted apple"
     second = await env.run("RECALL", native_session_id=first.native_id, capture="resume")
@@ -263,7 +226,7 @@ async def test_resume_remembers(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_resume_of_lost_transcript_starts_fresh_and_says_so(env: Env) -> None:
+async def test_resume_of_lost_transcript_starts_fresh_and_says_so(env: LiveBase) -> None:
     first = await env.run("REMEMBER pear")
     shutil.rmtree(env.home / ".claude" / "projects")
     turn = await env.run("RECALL", native_session_id=first.native_id)
@@ -276,14 +239,14 @@ async def test_resume_of_lost_transcript_starts_fresh_and_says_so(env: Env) -> N
 
 
 @pytest.mark.slow
-async def test_provider_failure(env: Env) -> None:
+async def test_provider_failure(env: LiveBase) -> None:
     turn = await env.run("FAIL 400 bad", capture="provider_failure")
     assert turn.events[-1] == ev.TurnFailed("bad", "provider_error")
     assert not turn.of(ev.TextDone)  # the CLI's "API Error: ..." note is not an answer
 
 
 @pytest.mark.slow
-async def test_server_error_is_retried_briefly_and_names_no_host(env: Env) -> None:
+async def test_server_error_is_retried_briefly_and_names_no_host(env: LiveBase) -> None:
     started = time.monotonic()
     turn = await env.run("FAIL 500 upstream exploded")
     assert turn.events[-1] == ev.TurnFailed("upstream exploded", "provider_error")
@@ -293,7 +256,7 @@ async def test_server_error_is_retried_briefly_and_names_no_host(env: Env) -> No
 
 
 @pytest.mark.slow
-async def test_interrupt_stops_slow_text_and_the_session_resumes(env: Env) -> None:
+async def test_interrupt_stops_slow_text_and_the_session_resumes(env: LiveBase) -> None:
     turn = await env.run(
         "SLOW 10\nSAY " + "word " * 40,
         interrupt_when=lambda t: t.first_text_at is not None,
@@ -315,7 +278,7 @@ async def test_interrupt_stops_slow_text_and_the_session_resumes(env: Env) -> No
 
 
 @pytest.mark.slow
-async def test_interrupt_stops_a_running_tool(env: Env) -> None:
+async def test_interrupt_stops_a_running_tool(env: LiveBase) -> None:
     turn = await env.run(
         "RUN python3 -c 'import time; time.sleep(30)'; echo late\nSAY x",
         interrupt_when=lambda t: bool(t.of(ev.ToolCallStarted)),
@@ -328,7 +291,7 @@ async def test_interrupt_stops_a_running_tool(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_step_budget_is_the_clis_own_limit(env: Env) -> None:
+async def test_step_budget_is_the_clis_own_limit(env: LiveBase) -> None:
     # max_step 2: two tool-call rounds and the answer after them; a third round is where
     # the CLI itself stops (the engine, counting, stops the turn before it).
     turn = await env.run("LOOP", max_step=2, capture="max_turns")
@@ -340,7 +303,7 @@ async def test_step_budget_is_the_clis_own_limit(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_tool_commands_do_not_inherit_credentials(env: Env) -> None:
+async def test_tool_commands_do_not_inherit_credentials(env: LiveBase) -> None:
     turn = await env.run(
         "RUN env\nSAY {output}", mcp_servers=(_mcp_spec("http://127.0.0.1:9/mcp"),)
     )
@@ -351,7 +314,7 @@ async def test_tool_commands_do_not_inherit_credentials(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_disabled_tool_is_blocked_hard_and_back_when_enabled(env: Env) -> None:
+async def test_disabled_tool_is_blocked_hard_and_back_when_enabled(env: LiveBase) -> None:
     call_bash = 'TOOL Bash {"command": "echo ran"}\nSAY {output}'
     enabled = await env.run(call_bash)
     assert enabled.of(ev.ToolCallFinished)[0] == ev.ToolCallFinished(
@@ -379,7 +342,7 @@ async def test_disabled_tool_is_blocked_hard_and_back_when_enabled(env: Env) -> 
 
 
 @pytest.mark.slow
-async def test_system_prompt_reaches_the_model_and_follows_each_turn(env: Env) -> None:
+async def test_system_prompt_reaches_the_model_and_follows_each_turn(env: LiveBase) -> None:
     first = await env.run("SAY one", system_prompt="Always answer like a pirate 7731.")
     await env.run("SAY two", system_prompt="Beta rule 8842.", native_session_id=first.native_id)
     await env.run("SAY three", native_session_id=first.native_id)
@@ -391,7 +354,7 @@ async def test_system_prompt_reaches_the_model_and_follows_each_turn(env: Env) -
 
 
 @pytest.mark.slow
-async def test_long_prompt_over_stdin(env: Env) -> None:
+async def test_long_prompt_over_stdin(env: LiveBase) -> None:
     filler = "x" * (200 * 1024)
     turn = await env.run(f"SAY long ok\n{filler}")
     assert turn.text == "long ok"
@@ -399,7 +362,7 @@ async def test_long_prompt_over_stdin(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_skills_are_found_listed_and_loaded(env: Env) -> None:
+async def test_skills_are_found_listed_and_loaded(env: LiveBase) -> None:
     skill = SkillBundle(
         "uhp-zebra",
         (
@@ -429,7 +392,7 @@ def _mcp_spec(url: str, token: str = "mcp-tok-1") -> McpServerSpec:
 
 
 @pytest.mark.slow
-async def test_mcp_server_is_reached_with_its_bearer_token(env: Env) -> None:
+async def test_mcp_server_is_reached_with_its_bearer_token(env: LiveBase) -> None:
     server = RunningMcpServer("http").start()
     try:
         turn = await env.run(
@@ -446,7 +409,7 @@ async def test_mcp_server_is_reached_with_its_bearer_token(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_an_unreachable_mcp_server_is_reported_not_fatal(env: Env) -> None:
+async def test_an_unreachable_mcp_server_is_reported_not_fatal(env: LiveBase) -> None:
     turn = await env.run(
         "SAY still fine", mcp_servers=(_mcp_spec("http://127.0.0.1:9/mcp"),), capture="mcp_failed"
     )
@@ -455,7 +418,7 @@ async def test_an_unreachable_mcp_server_is_reported_not_fatal(env: Env) -> None
 
 
 @pytest.mark.slow
-async def test_the_cli_connects_to_nothing_but_the_gateway(env: Env) -> None:
+async def test_the_cli_connects_to_nothing_but_the_gateway(env: LiveBase) -> None:
     strace = shutil.which("strace")
     if strace is None:
         pytest.skip("SKIPPED LOUDLY: no strace here, so the CLI's connections cannot be traced")

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import time
 import tomllib
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -28,54 +26,18 @@ from harness_bases.codex.instructions import UPDATE_PREFIX, update_message
 from harness_bases.messages import RESUME_FAILED_NOTICE
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
-from tests.support.direct_turn import OUTCOMES, DirectTurn, direct_spec, run_direct_turn
+from tests.support.direct_turn import OUTCOMES, DirectTurn
+from tests.support.live_base import LiveBase, capturing
 
 FIXTURES = Path(__file__).parent.parent / "harness_bases" / "codex" / "fixtures"
-CAPTURE = os.environ.get("UHP_CAPTURE_CODEX_FIXTURES") == "1"
-
-
-@dataclass
-class Env:
-    base: CodexBase
-    provider: RunningProvider
-    tools: Path
-    home: Path
-    workspace: Path
-
-    def spec(self, prompt: str, **kw: object) -> TurnSpec:
-        return direct_spec(
-            prompt,
-            model="gpt-test",
-            gateway_url=self.provider.base_url,
-            home=self.home,
-            workspace=self.workspace,
-            tools=self.tools,
-            **kw,
-        )
-
-    async def run(
-        self,
-        prompt: str,
-        interrupt_when: Callable[[DirectTurn], bool] | None = None,
-        capture: str | None = None,
-        **kw: object,
-    ) -> DirectTurn:
-        """One turn the way the engine runs it (`capture` names the fixture it may become)."""
-        spec = self.spec(prompt, **kw)
-        turn = await run_direct_turn(self.base, spec, timeout=60, interrupt_when=interrupt_when)
-        if capture and CAPTURE:
-            turn.proc.save_stdout(FIXTURES / f"{capture}.jsonl")
-        return turn
+CAPTURE = FIXTURES if capturing("UHP_CAPTURE_CODEX_FIXTURES") else None
 
 
 @pytest.fixture
-def env(codex_installed: Path, provider: RunningProvider, tmp_path: Path) -> Env:
-    provider.reset()
-    # Under /tmp, Codex warns on stderr that it will not create helper aliases; harmless.
-    home, workspace = tmp_path / "home", tmp_path / "ws"
-    home.mkdir()
-    workspace.mkdir()
-    return Env(CodexBase(), provider, codex_installed, home, workspace)
+def env(codex_installed: Path, provider: RunningProvider, tmp_path: Path) -> LiveBase:
+    return LiveBase.fresh(
+        CodexBase(), provider, codex_installed, tmp_path, timeout=60, fixtures=CAPTURE
+    )
 
 
 def responses_bodies(provider: RunningProvider) -> list[dict]:
@@ -93,7 +55,7 @@ def test_installed_version_and_install_is_idempotent(codex_installed: Path) -> N
 
 
 @pytest.mark.slow
-def test_config_passes_strict_validation(env: Env) -> None:
+def test_config_passes_strict_validation(env: LiveBase) -> None:
     invocation = env.base.prepare(env.spec("x"))
     assert invocation.argv == [binary_path(str(env.tools)), "app-server"]
     result = subprocess.run(
@@ -110,7 +72,7 @@ def test_config_passes_strict_validation(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_text_streams_real_deltas(env: Env) -> None:
+async def test_text_streams_real_deltas(env: LiveBase) -> None:
     turn = await env.run("SAY hello world, this is streamed", capture="text")
     deltas = turn.of(ev.TextDelta)
     assert len(deltas) > 1
@@ -126,7 +88,7 @@ async def test_text_streams_real_deltas(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_time_to_first_text(env: Env) -> None:
+async def test_time_to_first_text(env: LiveBase) -> None:
     turn = await env.run("SAY hi")
     assert turn.first_text_at is not None
     elapsed = turn.first_text_at - turn.started
@@ -135,7 +97,7 @@ async def test_time_to_first_text(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_tool_call(env: Env) -> None:
+async def test_tool_call(env: LiveBase) -> None:
     turn = await env.run("RUN echo hi\nSAY got {output}", capture="tool_call")
     (started,) = turn.of(ev.ToolCallStarted)
     (finished,) = turn.of(ev.ToolCallFinished)
@@ -148,14 +110,14 @@ async def test_tool_call(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_failed_command_is_not_ok(env: Env) -> None:
+async def test_failed_command_is_not_ok(env: LiveBase) -> None:
     turn = await env.run("RUN exit 3\nSAY done")
     (finished,) = turn.of(ev.ToolCallFinished)
     assert not finished.ok
 
 
 @pytest.mark.slow
-async def test_reasoning_summary(env: Env) -> None:
+async def test_reasoning_summary(env: LiveBase) -> None:
     turn = await env.run("THINK plan the work carefully\nSAY x", capture="reasoning")
     deltas = turn.of(ev.ReasoningDelta)
     (done,) = turn.of(ev.ReasoningDone)
@@ -166,7 +128,7 @@ async def test_reasoning_summary(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_resume_remembers(env: Env) -> None:
+async def test_resume_remembers(env: LiveBase) -> None:
     first = await env.run("REMEMBER apple")
     assert first.text == "noted apple"
     second = await env.run("RECALL", native_session_id=first.native_id, capture="resume")
@@ -178,7 +140,7 @@ async def test_resume_remembers(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_resume_of_lost_transcript_starts_fresh(env: Env) -> None:
+async def test_resume_of_lost_transcript_starts_fresh(env: LiveBase) -> None:
     turn = await env.run("SAY fresh", native_session_id="01a22b3c-0000-7000-8000-000000000000")
     assert turn.events[0] == ev.Notice(RESUME_FAILED_NOTICE)
     assert turn.native_id != "01a22b3c-0000-7000-8000-000000000000"
@@ -186,7 +148,7 @@ async def test_resume_of_lost_transcript_starts_fresh(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_provider_failure(env: Env) -> None:
+async def test_provider_failure(env: LiveBase) -> None:
     turn = await env.run("FAIL 400 bad", capture="provider_failure")
     assert turn.events[-1] == ev.TurnFailed("bad", "provider_error")
     assert len(responses_bodies(env.provider)) == 1  # a 400 is not retried
@@ -203,7 +165,7 @@ def outcome_line(turn: DirectTurn) -> tuple[float, dict]:
 
 
 @pytest.mark.slow
-async def test_interrupt_stops_slow_turn(env: Env) -> None:
+async def test_interrupt_stops_slow_turn(env: LiveBase) -> None:
     turn = await env.run(
         "SLOW 10\nSAY " + "word " * 40,
         interrupt_when=lambda t: t.first_text_at is not None,
@@ -219,7 +181,7 @@ async def test_interrupt_stops_slow_turn(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_interrupt_stops_a_tool_loop(env: Env) -> None:
+async def test_interrupt_stops_a_tool_loop(env: LiveBase) -> None:
     # What the engine does at a spent max_step: interrupt at the next tool call.
     turn = await env.run("LOOP", interrupt_when=lambda t: len(t.of(ev.ToolCallStarted)) == 3)
     assert turn.interrupted_at is not None
@@ -230,7 +192,7 @@ async def test_interrupt_stops_a_tool_loop(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_tool_env_has_no_gateway_token(env: Env) -> None:
+async def test_tool_env_has_no_gateway_token(env: LiveBase) -> None:
     turn = await env.run("RUN env\nSAY {output}")
     (finished,) = turn.of(ev.ToolCallFinished)
     assert "HOME=" in finished.output
@@ -239,7 +201,7 @@ async def test_tool_env_has_no_gateway_token(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_system_prompt_and_disabled_tools_reach_the_model(env: Env) -> None:
+async def test_system_prompt_and_disabled_tools_reach_the_model(env: LiveBase) -> None:
     await env.run(
         "SAY ok",
         system_prompt="Always answer like a pirate.",
@@ -252,7 +214,7 @@ async def test_system_prompt_and_disabled_tools_reach_the_model(env: Env) -> Non
 
 
 @pytest.mark.slow
-async def test_changed_instructions_reach_a_resumed_thread(env: Env) -> None:
+async def test_changed_instructions_reach_a_resumed_thread(env: LiveBase) -> None:
     first = await env.run("SAY one", system_prompt="Alpha rule.")
     same = await env.run("SAY two", system_prompt="Alpha rule.", native_session_id=first.native_id)
     changed = await env.run(
@@ -271,7 +233,7 @@ async def test_changed_instructions_reach_a_resumed_thread(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_long_prompt_over_stdin(env: Env) -> None:
+async def test_long_prompt_over_stdin(env: LiveBase) -> None:
     filler = "x" * (200 * 1024)
     turn = await env.run(f"SAY long ok\n{filler}")
     assert turn.text == "long ok"

@@ -171,7 +171,7 @@ async def test_a_run_left_in_progress_ends_failed_on_start_up(tmp_path, provider
     crashed = tmp_path / "crashed"
     crashed.mkdir()
     # The same server started again (its data folder copied, so its id is set alike).
-    same = {"replica_id": "restarted-server"}
+    same = {"replica_id": "restarted-server", "replica_lease_seconds": 1.0}
     async with in_process(tmp_path / "live", provider.base_url, PROVIDER_KEY, **same) as live:
         live.base.script("long", [TextDelta("m", "partial answer"), Hang()])
         response_id = (await live.submit("long", background=True)).json()["id"]

@@ -9,15 +9,13 @@ fixtures in harness_bases/gemini_cli/fixtures/ from these live runs.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,11 +27,11 @@ from harness_bases.gemini_cli import config as gemini_config
 from harness_bases.messages import RESUME_FAILED_NOTICE
 from tests.conftest import PROVIDER_KEY, installed_tools
 from tests.scripted_provider import RunningProvider
-from tests.support.direct_turn import DirectTurn, direct_spec, run_direct_turn
 from tests.support.gateway_server import RunningGateway
+from tests.support.live_base import LiveBase, capturing, chat_bodies, offered_tools
 
 FIXTURES = Path(__file__).parent.parent / "harness_bases" / "gemini_cli" / "fixtures"
-CAPTURE = os.environ.get("UHP_CAPTURE_GEMINI_CLI_FIXTURES") == "1"
+CAPTURE = FIXTURES if capturing("UHP_CAPTURE_GEMINI_CLI_FIXTURES") else None
 MODEL = "gpt-test"
 
 
@@ -50,65 +48,20 @@ def gateway(provider: RunningProvider) -> Iterator[RunningGateway]:
     running.stop()
 
 
-@dataclass
-class Env:
-    base: GeminiCliBase
-    provider: RunningProvider
-    gateway: RunningGateway
-    tools: Path
-    home: Path
-    workspace: Path
-
-    def spec(self, prompt: str, **kw: object) -> TurnSpec:
-        spec = direct_spec(
-            prompt,
-            model=MODEL,
-            gateway_url=self.gateway.url,
-            home=self.home,
-            workspace=self.workspace,
-            tools=self.tools,
-            **kw,
-        )
-        return dataclasses.replace(spec, gateway_token=self.gateway.token)
-
-    async def run(
-        self,
-        prompt: str,
-        interrupt_when: Callable[[DirectTurn], bool] | None = None,
-        capture: str | None = None,
-        wrap: list[str] | None = None,
-        **kw: object,
-    ) -> DirectTurn:
-        turn = await run_direct_turn(
-            self.base,
-            self.spec(prompt, **kw),
-            timeout=120,
-            exit_timeout=15,
-            interrupt_when=interrupt_when,
-            wrap=wrap,
-        )
-        if capture and CAPTURE:
-            turn.proc.save_stdout(FIXTURES / f"{capture}.jsonl")
-        return turn
-
-
 @pytest.fixture
 def env(
     gemini_installed: Path, provider: RunningProvider, gateway: RunningGateway, tmp_path: Path
-) -> Env:
-    provider.reset()
-    home, workspace = tmp_path / "home", tmp_path / "ws"
-    home.mkdir()
-    workspace.mkdir()
-    return Env(GeminiCliBase(), provider, gateway, gemini_installed, home, workspace)
-
-
-def chat_bodies(provider: RunningProvider) -> list[dict]:
-    return [r["body"] for r in provider.requests() if r["path"] == "/v1/chat/completions"]
-
-
-def offered_tools(body: dict) -> list[str]:
-    return [tool["function"]["name"] for tool in body.get("tools") or []]
+) -> LiveBase:
+    return LiveBase.fresh(
+        GeminiCliBase(),
+        provider,
+        gemini_installed,
+        tmp_path,
+        timeout=120,
+        gateway_url=gateway.url,
+        gateway_token=gateway.token,
+        fixtures=CAPTURE,
+    )
 
 
 def conversation_text(body: dict) -> str:
@@ -129,7 +82,7 @@ def test_installed_version_and_install_is_idempotent(gemini_installed: Path) -> 
 
 
 @pytest.mark.slow
-def test_every_flag_is_one_the_pinned_cli_knows(env: Env) -> None:
+def test_every_flag_is_one_the_pinned_cli_knows(env: LiveBase) -> None:
     invocation = env.base.prepare(env.spec("x", system_prompt="p"))
     help_text = subprocess.run(
         [*invocation.argv[:4], "--help"], env=invocation.env, capture_output=True, text=True
@@ -141,7 +94,7 @@ def test_every_flag_is_one_the_pinned_cli_knows(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_text_streams_real_deltas(env: Env) -> None:
+async def test_text_streams_real_deltas(env: LiveBase) -> None:
     turn = await env.run("SAY hello world, this is streamed", capture="text")
     deltas = turn.of(ev.TextDelta)
     assert len(deltas) > 1
@@ -159,7 +112,7 @@ async def test_text_streams_real_deltas(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_tool_call_with_its_arguments(env: Env) -> None:
+async def test_tool_call_with_its_arguments(env: LiveBase) -> None:
     turn = await env.run("THINK plan it\nRUN echo hi\nSAY got {output}", capture="tool_call")
     (started,) = turn.of(ev.ToolCallStarted)
     (finished,) = turn.of(ev.ToolCallFinished)
@@ -173,7 +126,7 @@ async def test_tool_call_with_its_arguments(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_failed_silent_command_is_not_ok(env: Env) -> None:
+async def test_failed_silent_command_is_not_ok(env: LiveBase) -> None:
     turn = await env.run("RUN exit 3\nSAY done")
     (finished,) = turn.of(ev.ToolCallFinished)
     assert not finished.ok and "3" in finished.output
@@ -181,7 +134,7 @@ async def test_failed_silent_command_is_not_ok(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_resume_remembers_and_a_lost_session_starts_fresh(env: Env) -> None:
+async def test_resume_remembers_and_a_lost_session_starts_fresh(env: LiveBase) -> None:
     first = await env.run("REMEMBER apple")
     assert first.text == "noted apple"
     second = await env.run("RECALL", native_session_id=first.native_id, capture="resume")
@@ -193,14 +146,14 @@ async def test_resume_remembers_and_a_lost_session_starts_fresh(env: Env) -> Non
 
 
 @pytest.mark.slow
-async def test_provider_failure(env: Env) -> None:
+async def test_provider_failure(env: LiveBase) -> None:
     turn = await env.run("FAIL 400 bad request words", capture="provider_failure")
     assert turn.outcome == ev.TurnFailed("bad request words", "provider_error")
     assert not turn.of(ev.TextDone)
 
 
 @pytest.mark.slow
-async def test_interrupt_stops_slow_text_and_the_session_resumes(env: Env) -> None:
+async def test_interrupt_stops_slow_text_and_the_session_resumes(env: LiveBase) -> None:
     turn = await env.run(
         "SLOW 10\nSAY " + "word " * 40,
         interrupt_when=lambda t: t.first_text_at is not None,
@@ -218,16 +171,18 @@ async def test_interrupt_stops_slow_text_and_the_session_resumes(env: Env) -> No
 
 
 @pytest.mark.slow
-async def test_tool_commands_do_not_inherit_credentials(env: Env) -> None:
+async def test_tool_commands_do_not_inherit_credentials(
+    env: LiveBase, gateway: RunningGateway
+) -> None:
     turn = await env.run("RUN env\nSAY {output}")
     (finished,) = turn.of(ev.ToolCallFinished)
     assert "HOME=" in finished.output
-    for leaked in ("GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL", env.gateway.token, PROVIDER_KEY):
+    for leaked in ("GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL", gateway.token, PROVIDER_KEY):
         assert leaked not in finished.output
 
 
 @pytest.mark.slow
-async def test_disabled_tool_is_blocked_hard_and_back_when_enabled(env: Env) -> None:
+async def test_disabled_tool_is_blocked_hard_and_back_when_enabled(env: LiveBase) -> None:
     call = 'TOOL run_shell_command {"command": "echo ran"}\nSAY {output}'
     enabled = await env.run(call)
     assert enabled.of(ev.ToolCallFinished)[0].output == "ran"
@@ -248,7 +203,7 @@ async def test_disabled_tool_is_blocked_hard_and_back_when_enabled(env: Env) -> 
 
 
 @pytest.mark.slow
-async def test_system_prompt_reaches_the_model_and_follows_each_turn(env: Env) -> None:
+async def test_system_prompt_reaches_the_model_and_follows_each_turn(env: LiveBase) -> None:
     first = await env.run("SAY one", system_prompt="Always answer like a pirate 7731.")
     await env.run("SAY two", system_prompt="Beta rule 8842.", native_session_id=first.native_id)
     await env.run("SAY three", native_session_id=first.native_id)
@@ -260,7 +215,7 @@ async def test_system_prompt_reaches_the_model_and_follows_each_turn(env: Env) -
 
 
 @pytest.mark.slow
-async def test_skills_are_found_listed_and_loaded(env: Env) -> None:
+async def test_skills_are_found_listed_and_loaded(env: LiveBase) -> None:
     skill = SkillBundle(
         "uhp-zebra",
         (
@@ -287,7 +242,9 @@ def test_mcp_servers_are_refused_not_left_to_hang_the_turn() -> None:
 
 
 @pytest.mark.slow
-async def test_the_cli_connects_to_nothing_but_the_gateway(env: Env) -> None:
+async def test_the_cli_connects_to_nothing_but_the_gateway(
+    env: LiveBase, gateway: RunningGateway
+) -> None:
     strace = shutil.which("strace")
     if strace is None:
         pytest.skip("SKIPPED LOUDLY: no strace here, so the CLI's connections cannot be traced")
@@ -298,7 +255,7 @@ async def test_the_cli_connects_to_nothing_but_the_gateway(env: Env) -> None:
     inet = [line for line in trace.read_text().splitlines() if "AF_INET" in line]
     assert inet, "no connection traced at all"
     for line in inet:
-        assert f"htons({env.gateway.port})" in line and "127.0.0.1" in line, line
+        assert f"htons({gateway.port})" in line and "127.0.0.1" in line, line
 
 
 # -- fast: prepare (no CLI) -------------------------------------------------------------------

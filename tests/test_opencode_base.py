@@ -4,12 +4,9 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -23,11 +20,12 @@ from harness_bases.opencode import config as oc_config
 from harness_bases.opencode import install as installer
 from tests.conftest import PROVIDER_KEY, installed_tools
 from tests.scripted_provider import RunningProvider
-from tests.support.direct_turn import DirectTurn, direct_spec, run_direct_turn
+from tests.support.direct_turn import DirectTurn
+from tests.support.live_base import LiveBase, capturing, chat_bodies, offered_tools
 from tests.support.mcp_server import ANSWER_PREFIX, RunningMcpServer
 
 FIXTURES = Path(__file__).parent.parent / "harness_bases" / "opencode" / "fixtures"
-CAPTURE = os.environ.get("UHP_CAPTURE_OPENCODE_FIXTURES") == "1"
+CAPTURE = FIXTURES if capturing("UHP_CAPTURE_OPENCODE_FIXTURES") else None
 MODEL = "gpt-test"
 
 
@@ -36,54 +34,11 @@ def opencode_installed() -> Path:
     return installed_tools("opencode")
 
 
-@dataclass
-class Env:
-    base: OpenCodeBase
-    provider: RunningProvider
-    tools: Path
-    home: Path
-    workspace: Path
-
-    async def run(
-        self,
-        prompt: str,
-        interrupt_when: Callable[[DirectTurn], bool] | None = None,
-        capture: str | None = None,
-        wrap: list[str] | None = None,
-        **kw: object,
-    ) -> DirectTurn:
-        spec = direct_spec(
-            prompt,
-            model=MODEL,
-            gateway_url=self.provider.base_url,
-            home=self.home,
-            workspace=self.workspace,
-            tools=self.tools,
-            **kw,
-        )
-        turn = await run_direct_turn(
-            self.base, spec, timeout=90, exit_timeout=15, interrupt_when=interrupt_when, wrap=wrap
-        )
-        if capture and CAPTURE:
-            turn.proc.save_stdout(FIXTURES / f"{capture}.jsonl")
-        return turn
-
-
 @pytest.fixture
-def env(opencode_installed: Path, provider: RunningProvider, tmp_path: Path) -> Env:
-    provider.reset()
-    home, workspace = tmp_path / "home", tmp_path / "ws"
-    home.mkdir()
-    workspace.mkdir()
-    return Env(OpenCodeBase(), provider, opencode_installed, home, workspace)
-
-
-def chat_bodies(provider: RunningProvider) -> list[dict]:
-    return [r["body"] for r in provider.requests() if r["path"].endswith("/chat/completions")]
-
-
-def offered_tools(body: dict) -> list[str]:
-    return [tool["function"]["name"] for tool in body.get("tools") or []]
+def env(opencode_installed: Path, provider: RunningProvider, tmp_path: Path) -> LiveBase:
+    return LiveBase.fresh(
+        OpenCodeBase(), provider, opencode_installed, tmp_path, timeout=90, fixtures=CAPTURE
+    )
 
 
 # -- live: the real CLI -----------------------------------------------------------------------
@@ -98,7 +53,7 @@ def test_installed_version_and_install_is_idempotent(opencode_installed: Path) -
 
 @pytest.mark.slow
 async def test_text_streams_as_deltas_and_no_call_is_made_behind_the_agents_back(
-    env: Env,
+    env: LiveBase,
 ) -> None:
     turn = await env.run("SAY hello world", capture="text")
     assert len(turn.of(ev.TextDelta)) > 1 and turn.text == "hello world"
@@ -108,7 +63,7 @@ async def test_text_streams_as_deltas_and_no_call_is_made_behind_the_agents_back
 
 
 @pytest.mark.slow
-async def test_tool_call_and_reasoning(env: Env) -> None:
+async def test_tool_call_and_reasoning(env: LiveBase) -> None:
     turn = await env.run("THINK first this\nRUN echo hi\nSAY got {output}")
     (started,) = turn.of(ev.ToolCallStarted)
     assert started.name == "bash" and json.loads(started.arguments)["command"] == "echo hi"
@@ -118,13 +73,13 @@ async def test_tool_call_and_reasoning(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_failed_command_is_not_ok(env: Env) -> None:
+async def test_failed_command_is_not_ok(env: LiveBase) -> None:
     turn = await env.run("RUN exit 3\nSAY done")
     assert [f.ok for f in turn.of(ev.ToolCallFinished)] == [False]
 
 
 @pytest.mark.slow
-async def test_resume_remembers_and_a_lost_session_starts_fresh(env: Env) -> None:
+async def test_resume_remembers_and_a_lost_session_starts_fresh(env: LiveBase) -> None:
     first = await env.run("REMEMBER walrus")
     again = await env.run("RECALL", native_session_id=first.native_id)
     assert again.native_id == first.native_id and again.text == "you said walrus"
@@ -133,13 +88,13 @@ async def test_resume_remembers_and_a_lost_session_starts_fresh(env: Env) -> Non
 
 
 @pytest.mark.slow
-async def test_provider_failure_is_a_provider_error(env: Env) -> None:
+async def test_provider_failure_is_a_provider_error(env: LiveBase) -> None:
     turn = await env.run("FAIL 400 the upstream refused this")
     assert turn.outcome == ev.TurnFailed("the upstream refused this", "provider_error")
 
 
 @pytest.mark.slow
-async def test_interrupt_stops_slow_text_and_the_session_resumes(env: Env) -> None:
+async def test_interrupt_stops_slow_text_and_the_session_resumes(env: LiveBase) -> None:
     turn = await env.run(
         "SLOW 6\nSAY " + " ".join(f"w{i}" for i in range(40)),
         interrupt_when=lambda t: bool(t.of(ev.TextDelta)),
@@ -152,7 +107,7 @@ async def test_interrupt_stops_slow_text_and_the_session_resumes(env: Env) -> No
 
 
 @pytest.mark.slow
-async def test_tool_commands_do_not_inherit_credentials(env: Env) -> None:
+async def test_tool_commands_do_not_inherit_credentials(env: LiveBase) -> None:
     mcp = (McpServerSpec("vault", "http://127.0.0.1:9/mcp", "mcp-tok-1"),)
     turn = await env.run("RUN env\nSAY done", mcp_servers=mcp)
     (finished,) = turn.of(ev.ToolCallFinished)
@@ -162,7 +117,7 @@ async def test_tool_commands_do_not_inherit_credentials(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_disabled_tool_is_blocked_hard_and_back_when_enabled(env: Env) -> None:
+async def test_disabled_tool_is_blocked_hard_and_back_when_enabled(env: LiveBase) -> None:
     blocked = await env.run("RUN echo ran\nSAY {output}", disabled_tools=("bash",))
     assert all("bash" not in offered_tools(body) for body in chat_bodies(env.provider))
     assert blocked.text == "no shell tool"  # the scripted model found none to call
@@ -181,7 +136,7 @@ async def test_disabled_tool_is_blocked_hard_and_back_when_enabled(env: Env) -> 
 
 
 @pytest.mark.slow
-async def test_system_prompt_reaches_the_model_and_follows_each_turn(env: Env) -> None:
+async def test_system_prompt_reaches_the_model_and_follows_each_turn(env: LiveBase) -> None:
     first = await env.run("SAY one", system_prompt="Always answer like a pirate 7731.")
     await env.run("SAY two", system_prompt="Beta rule 8842.", native_session_id=first.native_id)
     systems = [json.dumps(body["messages"][0]) for body in chat_bodies(env.provider)]
@@ -190,7 +145,7 @@ async def test_system_prompt_reaches_the_model_and_follows_each_turn(env: Env) -
 
 
 @pytest.mark.slow
-async def test_skills_are_found_listed_and_loaded(env: Env) -> None:
+async def test_skills_are_found_listed_and_loaded(env: LiveBase) -> None:
     skill = SkillBundle(
         "uhp-zebra",
         (
@@ -213,7 +168,7 @@ async def test_skills_are_found_listed_and_loaded(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_mcp_server_is_reached_with_its_bearer_token(env: Env) -> None:
+async def test_mcp_server_is_reached_with_its_bearer_token(env: LiveBase) -> None:
     server = RunningMcpServer("http").start()
     try:
         mcp = (McpServerSpec("vault", server.url, "mcp-tok-1"),)
@@ -227,7 +182,7 @@ async def test_mcp_server_is_reached_with_its_bearer_token(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_the_cli_connects_to_nothing_but_the_gateway(env: Env) -> None:
+async def test_the_cli_connects_to_nothing_but_the_gateway(env: LiveBase) -> None:
     strace = shutil.which("strace")
     if strace is None:
         pytest.skip("SKIPPED LOUDLY: no strace here, so the CLI's connections cannot be traced")
@@ -248,7 +203,9 @@ async def test_the_cli_connects_to_nothing_but_the_gateway(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_the_cli_reads_the_empty_provider_catalogue_not_its_built_in_one(env: Env) -> None:
+async def test_the_cli_reads_the_empty_provider_catalogue_not_its_built_in_one(
+    env: LiveBase,
+) -> None:
     strace = shutil.which("strace")
     if strace is None:
         pytest.skip("SKIPPED LOUDLY: no strace here, so the CLI's file reads cannot be traced")
@@ -306,7 +263,7 @@ def test_prepare_builds_env_from_nothing_and_a_config_without_secrets(tmp_path: 
 
 
 @pytest.mark.slow
-async def test_its_own_http_api_refuses_other_local_processes(env: Env) -> None:
+async def test_its_own_http_api_refuses_other_local_processes(env: LiveBase) -> None:
     """`opencode acp` serves an HTTP API on loopback, which the local sandbox shares with
     every other session: without this turn's password it answers 401."""
     ss = shutil.which("ss")

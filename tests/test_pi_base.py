@@ -14,8 +14,6 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -28,11 +26,12 @@ from harness_bases.pi import PiBase
 from harness_bases.pi import config as pi_config
 from tests.conftest import PROVIDER_KEY, installed_tools
 from tests.scripted_provider import RunningProvider
-from tests.support.direct_turn import OUTCOMES, DirectTurn, direct_spec, run_direct_turn
+from tests.support.direct_turn import OUTCOMES
+from tests.support.live_base import LiveBase, capturing, chat_bodies, offered_tools, system_text
 from tests.support.mcp_server import ANSWER_PREFIX, RunningMcpServer
 
 FIXTURES = Path(__file__).parent.parent / "harness_bases" / "pi" / "fixtures"
-CAPTURE = os.environ.get("UHP_CAPTURE_PI_FIXTURES") == "1"
+CAPTURE = FIXTURES if capturing("UHP_CAPTURE_PI_FIXTURES") else None
 MODEL = "gpt-test"
 
 
@@ -42,69 +41,9 @@ def pi_installed() -> Path:
     return installed_tools("pi")
 
 
-@dataclass
-class Env:
-    base: PiBase
-    provider: RunningProvider
-    tools: Path
-    home: Path
-    workspace: Path
-
-    def spec(self, prompt: str, **kw: object) -> TurnSpec:
-        return direct_spec(
-            prompt,
-            model=MODEL,
-            gateway_url=self.provider.base_url,
-            home=self.home,
-            workspace=self.workspace,
-            tools=self.tools,
-            **kw,
-        )
-
-    async def run(
-        self,
-        prompt: str,
-        interrupt_when: Callable[[DirectTurn], bool] | None = None,
-        capture: str | None = None,
-        wrap: list[str] | None = None,
-        **kw: object,
-    ) -> DirectTurn:
-        """One turn the way the engine runs it (`capture` names the fixture it may become,
-        `wrap` goes in front of the CLI's argv)."""
-        turn = await run_direct_turn(
-            self.base,
-            self.spec(prompt, **kw),
-            timeout=90,
-            exit_timeout=15,
-            interrupt_when=interrupt_when,
-            wrap=wrap,
-        )
-        if capture and CAPTURE:
-            turn.proc.save_stdout(FIXTURES / f"{capture}.jsonl")
-        return turn
-
-
 @pytest.fixture
-def env(pi_installed: Path, provider: RunningProvider, tmp_path: Path) -> Env:
-    provider.reset()
-    home, workspace = tmp_path / "home", tmp_path / "ws"
-    home.mkdir()
-    workspace.mkdir()
-    return Env(PiBase(), provider, pi_installed, home, workspace)
-
-
-def chat_bodies(provider: RunningProvider) -> list[dict]:
-    return [r["body"] for r in provider.requests() if r["path"] == "/v1/chat/completions"]
-
-
-def offered_tools(body: dict) -> list[str]:
-    return [tool["function"]["name"] for tool in body.get("tools") or []]
-
-
-def system_text(body: dict) -> str:
-    return "\n".join(
-        json.dumps(m.get("content")) for m in body["messages"] if m.get("role") == "system"
-    )
+def env(pi_installed: Path, provider: RunningProvider, tmp_path: Path) -> LiveBase:
+    return LiveBase.fresh(PiBase(), provider, pi_installed, tmp_path, timeout=90, fixtures=CAPTURE)
 
 
 # -- live: the real CLI -----------------------------------------------------------------------
@@ -122,7 +61,7 @@ def test_installed_version_and_install_is_idempotent(pi_installed: Path) -> None
 
 
 @pytest.mark.slow
-def test_every_flag_is_one_the_pinned_cli_knows(env: Env) -> None:
+def test_every_flag_is_one_the_pinned_cli_knows(env: LiveBase) -> None:
     env.home.joinpath(".pi/agent/sessions").mkdir(parents=True)
     env.home.joinpath(".pi/agent/sessions/t_01a22ca3-9914-75cd-b695-94688d6d86c6.jsonl").touch()
     spec = env.spec(
@@ -143,7 +82,7 @@ def test_every_flag_is_one_the_pinned_cli_knows(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_text_streams_real_deltas(env: Env) -> None:
+async def test_text_streams_real_deltas(env: LiveBase) -> None:
     turn = await env.run("SAY hello world, this is streamed", capture="text")
     deltas = turn.of(ev.TextDelta)
     assert len(deltas) > 1
@@ -160,7 +99,7 @@ async def test_text_streams_real_deltas(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_tool_call(env: Env) -> None:
+async def test_tool_call(env: LiveBase) -> None:
     turn = await env.run("RUN echo hi\nSAY got {output}", capture="tool_call")
     (started,) = turn.of(ev.ToolCallStarted)
     (finished,) = turn.of(ev.ToolCallFinished)
@@ -175,7 +114,7 @@ async def test_tool_call(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_failed_command_is_not_ok(env: Env) -> None:
+async def test_failed_command_is_not_ok(env: LiveBase) -> None:
     turn = await env.run("RUN exit 3\nSAY done")
     (finished,) = turn.of(ev.ToolCallFinished)
     assert not finished.ok
@@ -183,7 +122,7 @@ async def test_failed_command_is_not_ok(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_thinking_streams_as_reasoning_closed_before_the_text(env: Env) -> None:
+async def test_thinking_streams_as_reasoning_closed_before_the_text(env: LiveBase) -> None:
     turn = await env.run("THINK plan the work carefully\nSAY x", capture="thinking")
     deltas = turn.of(ev.ReasoningDelta)
     (done,) = turn.of(ev.ReasoningDone)
@@ -196,7 +135,7 @@ async def test_thinking_streams_as_reasoning_closed_before_the_text(env: Env) ->
 
 
 @pytest.mark.slow
-async def test_resume_remembers(env: Env) -> None:
+async def test_resume_remembers(env: LiveBase) -> None:
     first = await env.run("REMEMBER apple")
     assert first.text == "noted apple"
     second = await env.run("RECALL", native_session_id=first.native_id, capture="resume")
@@ -206,7 +145,7 @@ async def test_resume_remembers(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_resume_of_a_lost_session_starts_fresh_and_says_so(env: Env) -> None:
+async def test_resume_of_a_lost_session_starts_fresh_and_says_so(env: LiveBase) -> None:
     first = await env.run("REMEMBER pear")
     shutil.rmtree(env.home / ".pi" / "agent" / "sessions")
     turn = await env.run("RECALL", native_session_id=first.native_id)
@@ -217,14 +156,14 @@ async def test_resume_of_a_lost_session_starts_fresh_and_says_so(env: Env) -> No
 
 
 @pytest.mark.slow
-async def test_provider_failure(env: Env) -> None:
+async def test_provider_failure(env: LiveBase) -> None:
     turn = await env.run("FAIL 400 bad request words", capture="provider_failure")
     assert turn.events[-1] == ev.TurnFailed("bad request words", "provider_error")
     assert not turn.of(ev.TextDone)
 
 
 @pytest.mark.slow
-async def test_server_error_is_retried_briefly(env: Env) -> None:
+async def test_server_error_is_retried_briefly(env: LiveBase) -> None:
     started = time.monotonic()
     turn = await env.run("FAIL 500 upstream exploded")
     assert turn.events[-1] == ev.TurnFailed("upstream exploded", "provider_error")
@@ -233,7 +172,7 @@ async def test_server_error_is_retried_briefly(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_interrupt_stops_slow_text_and_the_session_resumes(env: Env) -> None:
+async def test_interrupt_stops_slow_text_and_the_session_resumes(env: LiveBase) -> None:
     turn = await env.run(
         "SLOW 10\nSAY " + "word " * 40,
         interrupt_when=lambda t: t.first_text_at is not None,
@@ -253,7 +192,7 @@ async def test_interrupt_stops_slow_text_and_the_session_resumes(env: Env) -> No
 
 
 @pytest.mark.slow
-async def test_interrupt_stops_a_running_tool(env: Env) -> None:
+async def test_interrupt_stops_a_running_tool(env: LiveBase) -> None:
     turn = await env.run(
         "RUN python3 -c 'import time; time.sleep(30)'; echo late\nSAY x",
         interrupt_when=lambda t: bool(t.of(ev.ToolCallStarted)),
@@ -266,7 +205,7 @@ async def test_interrupt_stops_a_running_tool(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_tool_commands_do_not_inherit_credentials(env: Env) -> None:
+async def test_tool_commands_do_not_inherit_credentials(env: LiveBase) -> None:
     turn = await env.run("RUN env\nSAY {output}")
     (finished,) = turn.of(ev.ToolCallFinished)
     assert "HOME=" in finished.output
@@ -275,7 +214,7 @@ async def test_tool_commands_do_not_inherit_credentials(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_disabled_tool_is_blocked_hard_and_back_when_enabled(env: Env) -> None:
+async def test_disabled_tool_is_blocked_hard_and_back_when_enabled(env: LiveBase) -> None:
     call_bash = 'TOOL bash {"command": "echo ran"}\nSAY {output}'
     enabled = await env.run(call_bash)
     assert enabled.of(ev.ToolCallFinished)[0].output == "ran\n"
@@ -298,7 +237,7 @@ async def test_disabled_tool_is_blocked_hard_and_back_when_enabled(env: Env) -> 
 
 
 @pytest.mark.slow
-async def test_system_prompt_reaches_the_model_and_follows_each_turn(env: Env) -> None:
+async def test_system_prompt_reaches_the_model_and_follows_each_turn(env: LiveBase) -> None:
     first = await env.run("SAY one", system_prompt="Always answer like a pirate 7731.")
     await env.run("SAY two", system_prompt="Beta rule 8842.", native_session_id=first.native_id)
     await env.run("SAY three", native_session_id=first.native_id)
@@ -310,7 +249,7 @@ async def test_system_prompt_reaches_the_model_and_follows_each_turn(env: Env) -
 
 
 @pytest.mark.slow
-async def test_long_prompt_over_stdin(env: Env) -> None:
+async def test_long_prompt_over_stdin(env: LiveBase) -> None:
     filler = "x" * (200 * 1024)
     turn = await env.run(f"SAY long ok\n{filler}")
     assert turn.text == "long ok"
@@ -318,7 +257,7 @@ async def test_long_prompt_over_stdin(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_skills_are_found_listed_and_loaded(env: Env) -> None:
+async def test_skills_are_found_listed_and_loaded(env: LiveBase) -> None:
     skill = SkillBundle(
         "uhp-zebra",
         (
@@ -348,7 +287,7 @@ def _mcp_spec(url: str, token: str = "mcp-tok-1") -> McpServerSpec:
 
 
 @pytest.mark.slow
-async def test_mcp_server_is_reached_with_its_bearer_token(env: Env) -> None:
+async def test_mcp_server_is_reached_with_its_bearer_token(env: LiveBase) -> None:
     server = RunningMcpServer("http").start()
     try:
         turn = await env.run(
@@ -370,14 +309,14 @@ async def test_mcp_server_is_reached_with_its_bearer_token(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_an_unreachable_mcp_server_is_a_notice_not_a_failure(env: Env) -> None:
+async def test_an_unreachable_mcp_server_is_a_notice_not_a_failure(env: LiveBase) -> None:
     turn = await env.run("SAY still fine", mcp_servers=(_mcp_spec("http://127.0.0.1:9/mcp"),))
     assert ev.Notice("The MCP server vault could not be started.") in turn.events
     assert turn.text == "still fine" and isinstance(turn.events[-1], ev.TurnFinished)
 
 
 @pytest.mark.slow
-async def test_disabled_tools_and_mcp_tools_together(env: Env) -> None:
+async def test_disabled_tools_and_mcp_tools_together(env: LiveBase) -> None:
     server = RunningMcpServer("http").start()
     try:
         mcp = (_mcp_spec(server.url),)
@@ -397,7 +336,7 @@ async def test_disabled_tools_and_mcp_tools_together(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_the_cli_connects_to_nothing_but_the_gateway(env: Env) -> None:
+async def test_the_cli_connects_to_nothing_but_the_gateway(env: LiveBase) -> None:
     strace = shutil.which("strace")
     if strace is None:
         pytest.skip("SKIPPED LOUDLY: no strace here, so the CLI's connections cannot be traced")

@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from storage import keys
+from storage.db import Database
+from storage.models import Principal
 from tests.support.schema import validate
 from uhp_server.app import create_app
 from uhp_server.settings import Settings
@@ -288,3 +291,32 @@ def test_starting_after_must_be_a_sequence_number(http: TestClient) -> None:
             f"/v1/responses/resp_x?stream=true&starting_after={value}", headers=AUTH
         )
         assert _is_envelope(response, 400, "invalid_input")["param"] == "starting_after"
+
+
+def test_wrong_keys_cost_at_most_one_database_lookup_each(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flood of wrong keys must not queue database lookups in front of the good keys'."""
+    lookups: list[str] = []
+    real_lookup = keys.principal_for_key
+
+    def counted(db: Database, key: str) -> Principal | None:
+        lookups.append(key)
+        return real_lookup(db, key)
+
+    monkeypatch.setattr(keys, "principal_for_key", counted)
+    app = create_app(Settings(data_dir=data_dir, api_key="uhp_sk_configured"), bases={})
+    with TestClient(app, raise_server_exceptions=False) as http:
+        _, issued = keys.create_key(app.state.ctx.db, "alice")
+        guess = keys.KEY_PREFIX + "x" * 43
+        for token in ("not-a-key", "Bearer-ish", guess, guess, guess):
+            answer = http.get("/v1/harnesses", headers={"Authorization": f"Bearer {token}"})
+            assert answer.status_code == 401
+        assert lookups == [guess]  # no prefix: refused on the loop; a guess: looked up once
+        for _ in range(2):  # a real key is looked up every time, so revoking it is immediate
+            answer = http.get("/v1/harnesses", headers={"Authorization": f"Bearer {issued}"})
+            assert answer.status_code == 200
+        assert lookups == [guess, issued, issued]
+        keys.revoke_key(app.state.ctx.db, issued)
+        answer = http.get("/v1/harnesses", headers={"Authorization": f"Bearer {issued}"})
+        assert answer.status_code == 401

@@ -14,8 +14,6 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -27,11 +25,11 @@ from harness_bases.qwen_code import QwenCodeBase
 from harness_bases.qwen_code import config as qwen_config
 from tests.conftest import PROVIDER_KEY, installed_tools
 from tests.scripted_provider import RunningProvider
-from tests.support.direct_turn import DirectTurn, direct_spec, run_direct_turn
+from tests.support.live_base import LiveBase, capturing, chat_bodies, offered_tools, system_text
 from tests.support.mcp_server import ANSWER_PREFIX, RunningMcpServer
 
 FIXTURES = Path(__file__).parent.parent / "harness_bases" / "qwen_code" / "fixtures"
-CAPTURE = os.environ.get("UHP_CAPTURE_QWEN_CODE_FIXTURES") == "1"
+CAPTURE = FIXTURES if capturing("UHP_CAPTURE_QWEN_CODE_FIXTURES") else None
 MODEL = "gpt-test"
 
 
@@ -41,66 +39,10 @@ def qwen_installed() -> Path:
     return installed_tools("qwen-code")
 
 
-@dataclass
-class Env:
-    base: QwenCodeBase
-    provider: RunningProvider
-    tools: Path
-    home: Path
-    workspace: Path
-
-    def spec(self, prompt: str, **kw: object) -> TurnSpec:
-        return direct_spec(
-            prompt,
-            model=MODEL,
-            gateway_url=self.provider.base_url,
-            home=self.home,
-            workspace=self.workspace,
-            tools=self.tools,
-            **kw,
-        )
-
-    async def run(
-        self,
-        prompt: str,
-        interrupt_when: Callable[[DirectTurn], bool] | None = None,
-        capture: str | None = None,
-        wrap: list[str] | None = None,
-        **kw: object,
-    ) -> DirectTurn:
-        turn = await run_direct_turn(
-            self.base,
-            self.spec(prompt, **kw),
-            timeout=120,
-            exit_timeout=15,
-            interrupt_when=interrupt_when,
-            wrap=wrap,
-        )
-        if capture and CAPTURE:
-            turn.proc.save_stdout(FIXTURES / f"{capture}.jsonl")
-        return turn
-
-
 @pytest.fixture
-def env(qwen_installed: Path, provider: RunningProvider, tmp_path: Path) -> Env:
-    provider.reset()
-    home, workspace = tmp_path / "home", tmp_path / "ws"
-    home.mkdir()
-    workspace.mkdir()
-    return Env(QwenCodeBase(), provider, qwen_installed, home, workspace)
-
-
-def chat_bodies(provider: RunningProvider) -> list[dict]:
-    return [r["body"] for r in provider.requests() if r["path"] == "/v1/chat/completions"]
-
-
-def offered_tools(body: dict) -> list[str]:
-    return [tool["function"]["name"] for tool in body.get("tools") or []]
-
-
-def system_text(body: dict) -> str:
-    return "\n".join(
-        json.dumps(m.get("content")) for m in body["messages"] if m.get("role") == "system"
+def env(qwen_installed: Path, provider: RunningProvider, tmp_path: Path) -> LiveBase:
+    return LiveBase.fresh(
+        QwenCodeBase(), provider, qwen_installed, tmp_path, timeout=120, fixtures=CAPTURE
     )
 
 
@@ -118,7 +60,7 @@ def test_installed_version_and_install_is_idempotent(qwen_installed: Path) -> No
 
 
 @pytest.mark.slow
-def test_every_flag_is_one_the_pinned_cli_knows(env: Env) -> None:
+def test_every_flag_is_one_the_pinned_cli_knows(env: LiveBase) -> None:
     invocation = env.base.prepare(env.spec("x", system_prompt="p"))
     help_text = subprocess.run(
         [*invocation.argv[:2], "--help"], env=invocation.env, capture_output=True, text=True
@@ -130,7 +72,7 @@ def test_every_flag_is_one_the_pinned_cli_knows(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_text_streams_real_deltas(env: Env) -> None:
+async def test_text_streams_real_deltas(env: LiveBase) -> None:
     turn = await env.run("SAY hello world, this is streamed", capture="text")
     deltas = turn.of(ev.TextDelta)
     assert len(deltas) > 1
@@ -147,7 +89,7 @@ async def test_text_streams_real_deltas(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_tool_call_with_its_arguments(env: Env) -> None:
+async def test_tool_call_with_its_arguments(env: LiveBase) -> None:
     turn = await env.run("THINK plan it\nRUN echo hi\nSAY got {output}", capture="tool_call")
     (started,) = turn.of(ev.ToolCallStarted)
     (finished,) = turn.of(ev.ToolCallFinished)
@@ -160,7 +102,7 @@ async def test_tool_call_with_its_arguments(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_failed_command_is_not_ok(env: Env) -> None:
+async def test_failed_command_is_not_ok(env: LiveBase) -> None:
     turn = await env.run("RUN exit 3\nSAY done")
     (finished,) = turn.of(ev.ToolCallFinished)
     assert not finished.ok
@@ -168,7 +110,7 @@ async def test_failed_command_is_not_ok(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_resume_remembers_and_a_lost_session_starts_fresh(env: Env) -> None:
+async def test_resume_remembers_and_a_lost_session_starts_fresh(env: LiveBase) -> None:
     first = await env.run("REMEMBER apple")
     assert first.text == "noted apple"
     second = await env.run("RECALL", native_session_id=first.native_id, capture="resume")
@@ -180,14 +122,14 @@ async def test_resume_remembers_and_a_lost_session_starts_fresh(env: Env) -> Non
 
 
 @pytest.mark.slow
-async def test_provider_failure(env: Env) -> None:
+async def test_provider_failure(env: LiveBase) -> None:
     turn = await env.run("FAIL 400 bad request words", capture="provider_failure")
     assert turn.outcome == ev.TurnFailed("bad request words", "provider_error")
     assert not turn.of(ev.TextDone)
 
 
 @pytest.mark.slow
-async def test_a_failed_turn_is_not_sent_again_with_the_next(env: Env) -> None:
+async def test_a_failed_turn_is_not_sent_again_with_the_next(env: LiveBase) -> None:
     first = await env.run("REMEMBER apple")
     failed = await env.run("FAIL 400 refused words", native_session_id=first.native_id)
     assert failed.outcome == ev.TurnFailed("refused words", "provider_error")
@@ -199,7 +141,7 @@ async def test_a_failed_turn_is_not_sent_again_with_the_next(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_interrupt_stops_slow_text_and_the_session_resumes(env: Env) -> None:
+async def test_interrupt_stops_slow_text_and_the_session_resumes(env: LiveBase) -> None:
     turn = await env.run(
         "SLOW 10\nSAY " + "word " * 40,
         interrupt_when=lambda t: t.first_text_at is not None,
@@ -215,7 +157,7 @@ async def test_interrupt_stops_slow_text_and_the_session_resumes(env: Env) -> No
 
 
 @pytest.mark.slow
-async def test_tool_commands_do_not_inherit_credentials(env: Env) -> None:
+async def test_tool_commands_do_not_inherit_credentials(env: LiveBase) -> None:
     turn = await env.run("RUN env\nSAY {output}")
     (finished,) = turn.of(ev.ToolCallFinished)
     assert "HOME=" in finished.output
@@ -224,7 +166,7 @@ async def test_tool_commands_do_not_inherit_credentials(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_disabled_tool_is_blocked_hard_and_back_when_enabled(env: Env) -> None:
+async def test_disabled_tool_is_blocked_hard_and_back_when_enabled(env: LiveBase) -> None:
     call = 'TOOL run_shell_command {"command": "echo ran"}\nSAY {output}'
     enabled = await env.run(call)
     assert enabled.of(ev.ToolCallFinished)[0].output == "ran"
@@ -246,7 +188,7 @@ async def test_disabled_tool_is_blocked_hard_and_back_when_enabled(env: Env) -> 
 
 
 @pytest.mark.slow
-async def test_system_prompt_reaches_the_model_and_follows_each_turn(env: Env) -> None:
+async def test_system_prompt_reaches_the_model_and_follows_each_turn(env: LiveBase) -> None:
     first = await env.run("SAY one", system_prompt="Always answer like a pirate 7731.")
     await env.run("SAY two", system_prompt="Beta rule 8842.", native_session_id=first.native_id)
     await env.run("SAY three", native_session_id=first.native_id)
@@ -257,7 +199,7 @@ async def test_system_prompt_reaches_the_model_and_follows_each_turn(env: Env) -
 
 
 @pytest.mark.slow
-async def test_skills_are_found_listed_and_loaded(env: Env) -> None:
+async def test_skills_are_found_listed_and_loaded(env: LiveBase) -> None:
     skill = SkillBundle(
         "uhp-zebra",
         (
@@ -280,7 +222,7 @@ async def test_skills_are_found_listed_and_loaded(env: Env) -> None:
 
 
 @pytest.mark.slow
-async def test_mcp_tools_are_offered_and_reached_with_the_bearer_token(env: Env) -> None:
+async def test_mcp_tools_are_offered_and_reached_with_the_bearer_token(env: LiveBase) -> None:
     server = RunningMcpServer("http").start()
     try:
         mcp = (McpServerSpec("vault", server.url, "mcp-tok-1"),)
@@ -296,7 +238,7 @@ async def test_mcp_tools_are_offered_and_reached_with_the_bearer_token(env: Env)
 
 
 @pytest.mark.slow
-async def test_the_cli_connects_to_nothing_but_the_gateway(env: Env) -> None:
+async def test_the_cli_connects_to_nothing_but_the_gateway(env: LiveBase) -> None:
     strace = shutil.which("strace")
     if strace is None:
         pytest.skip("SKIPPED LOUDLY: no strace here, so the CLI's connections cannot be traced")

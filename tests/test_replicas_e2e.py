@@ -247,3 +247,51 @@ def test_the_turn_limit_holds_across_replicas_in_arrival_order(
     finally:
         a.stop()
         b.stop()
+
+
+def test_the_containers_of_a_killed_replica_are_reaped_by_the_one_expiring_its_lease(
+    tmp_path: Path, provider: Any, base_installed: Path
+) -> None:
+    from tests.support.docker import engine_or_skip, runtime_image_or_skip
+
+    image = runtime_image_or_skip()
+    api = engine_or_skip()
+    docker = {"UHP_SANDBOX": "docker"}
+    a = _replica(tmp_path, provider, "a", **docker).start(timeout=120)
+    b = _replica(tmp_path, provider, "b", **docker).start(timeout=120)
+
+    def plant(owner: str) -> str:
+        """A container of `owner` that outlives its server (e.g. an engine's live-restore)."""
+        planted = api.create_container(
+            image,
+            command=["sleep", "600"],
+            labels={"uhp.server": owner},
+            host_config=api.create_host_config(network_mode="none"),
+        )["Id"]
+        api.start(planted)
+        return str(planted)
+
+    def of(owner: str) -> list[str]:
+        found = api.containers(all=True, filters={"label": f"uhp.server={owner}"})
+        return [c["Id"] for c in found]
+
+    survivor = plant("b")
+    try:
+        with _client(a) as on_a, _client(b) as on_b:
+            running = create(on_a, {**SLOW_TURN, "input": "SLOW 60\nSAY " + "partial " * 80})
+            first_delta(on_a, running["id"])
+            plant("a")
+            assert len(of("a")) == 2  # the turn's own and the planted one
+            a.stop(signal.SIGKILL)
+            after = _wait_status(on_b, running["id"], LEASE_SECONDS * 5)
+            assert after["status"] == "failed", after
+            deadline = time.monotonic() + LEASE_SECONDS * 5
+            while of("a") and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert of("a") == []
+            assert survivor in of("b")  # another live replica's containers are left alone
+    finally:
+        a.stop()
+        b.stop()
+        for leftover in of("a") + of("b"):
+            api.remove_container(leftover, force=True)

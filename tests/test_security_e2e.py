@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import API_KEY, DEFAULT_MODEL, PROVIDER_KEY, backend_under_test
 from tests.support.server import ServerProcess
+from tests.support.shell_probe import as_one_command
 from tests.test_tasks_e2e import create
 from uhp_server.gateway.tokens import TOKEN_PREFIX
 
@@ -87,10 +88,13 @@ def test_tool_commands_do_not_inherit_the_gateway_token(client: httpx.Client) ->
 # The reviewer's repro: write swappiness (its own value, so a failure of the guard is
 # harmless), probe core_pattern (host code execution if writable), and the agent's uid.
 TOUCH_KERNEL_SETTINGS = (
-    'RUN v=$(cat /proc/sys/vm/swappiness); echo "$v" > /proc/sys/vm/swappiness '
-    "&& echo SYSCTL_WRITE_OK; test -w /proc/sys/kernel/core_pattern && echo CORE_PATTERN_WRITABLE;"
-    " echo uid=$(id -u)\n"
-    "SAY {output}"
+    "RUN "
+    + as_one_command(
+        'v=$(cat /proc/sys/vm/swappiness); echo "$v" > /proc/sys/vm/swappiness '
+        "&& echo SYSCTL_WRITE_OK; test -w /proc/sys/kernel/core_pattern "
+        "&& echo CORE_PATTERN_WRITABLE; echo uid=$(id -u)"
+    )
+    + "\nSAY {output}"
 )
 
 

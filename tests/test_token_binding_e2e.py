@@ -13,6 +13,7 @@ import pytest
 
 from tests.conftest import TEST_SANDBOX, backend_under_test
 from tests.support.server import ServerProcess
+from tests.support.shell_probe import as_one_command
 from tests.test_security_e2e import tool_outputs
 from tests.test_tasks_e2e import create, wait_terminal
 from uhp_server.gateway.tokens import TOKEN_PREFIX
@@ -72,7 +73,8 @@ def test_a_token_copied_out_of_a_live_turn_is_useless_elsewhere(
     client: httpx.Client, server: ServerProcess
 ) -> None:
     # Turn A leaves its token where the test can take it, and stays alive a while.
-    script_a = f"RUN echo {OWN_TOKEN} > /workspace/stolen-token; sleep 12\nSAY done"
+    probe_a = f"echo {OWN_TOKEN} > /workspace/stolen-token; sleep 12"
+    script_a = f"RUN {as_one_command(probe_a)}\nSAY done"
     a = create(client, {"input": script_a, "background": True})
     stolen = _wait_for("stolen-token", server.data_dir).read_text().strip()
     assert stolen.startswith(TOKEN_PREFIX)
@@ -96,7 +98,7 @@ def test_a_token_copied_out_of_a_live_turn_is_useless_elsewhere(
 
     # Turn B (another session) presents A's token through its own socket: refused, while
     # its own token works there.
-    script_b = f"RUN {STATUS}echo own=$(status {OWN_TOKEN}) stolen=$(status {stolen})"
-    b = create(client, {"input": script_b + "\nSAY {output}"})
+    probe_b = f"{STATUS}echo own=$(status {OWN_TOKEN}) stolen=$(status {stolen})"
+    b = create(client, {"input": f"RUN {as_one_command(probe_b)}\nSAY {{output}}"})
     assert "own=200 stolen=401" in tool_outputs(b)
     assert wait_terminal(client, a["id"])["status"] == "completed"

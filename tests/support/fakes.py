@@ -98,6 +98,7 @@ class FakeSandbox(Sandbox):
     def __init__(self) -> None:
         self.started: list[FakeProcess] = []
         self.start_error: str | None = None
+        self.reaped: list[str] = []  # other servers whose leftovers this one was told to reap
 
     def gateway_url(self, backend: str) -> str:
         return "http://127.0.0.1:9" + gateway_path(backend)  # nothing listens: no calls made
@@ -114,6 +115,9 @@ class FakeSandbox(Sandbox):
     @property
     def running(self) -> list[FakeProcess]:
         return [p for p in self.started if not p._exit_code.done()]
+
+    async def reap_owner(self, owner: str) -> None:
+        self.reaped.append(owner)
 
 
 # -- the base ----------------------------------------------------------------------------------

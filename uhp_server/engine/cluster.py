@@ -41,6 +41,7 @@ log = logging.getLogger("uhp_server.cluster")
 # How long a cancel relayed to another replica waits for its terminal event: the owner
 # answers within RunManager's two CANCEL_TURN_WAITs, plus a notification each way.
 RELAY_WAIT_SECONDS = 2.0
+FINISH_ATTEMPTS = 3
 # A tail looks at the table this often even without a notification.
 POLL_SECONDS = 1.0
 
@@ -74,11 +75,30 @@ class Cluster:
         """Take the lease, finish what no live replica runs (this one's former turns too),
         then listen and keep the lease."""
         self._runs = runs
+        await self._wait_for_own_lease()
         await self.db.write(replica_store.renew_lease, self.db, self.replica_id)
         await self._sweep(own=True)
         self.notes.on(replica_store.CANCEL_CHANNEL, self._cancel_requested)
         await self.notes.open()
         self._loop_task = asyncio.create_task(self._keep_lease(), name="replica lease")
+
+    async def _wait_for_own_lease(self) -> None:
+        """A live lease of this id is this replica's former life, killed a moment ago (its
+        turns are finished once it expires), or another process of the same id: then this
+        one must not start, or it would fail that one's turns."""
+        waited = 0.0
+        while await self.db.read(
+            replica_store.lease_live, self.db, self.replica_id, self.lease_seconds
+        ):
+            if waited > self.lease_seconds * 2:
+                raise RuntimeError(
+                    f"another running server holds the replica id {self.replica_id!r}: give"
+                    " each replica sharing a data folder its own UHP_REPLICA_ID"
+                )
+            if waited == 0:
+                log.warning("replica_lease_held", extra={"replica": self.replica_id})
+            await asyncio.sleep(0.5)
+            waited += 0.5
 
     async def close(self) -> None:
         """After the turns were stopped: give the lease up (nothing of this replica is left)."""
@@ -119,16 +139,32 @@ class Cluster:
         for orphan in replica_store.orphans(self.db, self.replica_id, self.lease_seconds, own=own):
             if not replica_store.take_over(self.db, orphan, self.replica_id):
                 continue  # another replica finishes it
-            error = LOST_REPLICA if orphan.replica_id != self.replica_id else None
-            if error is None:
-                finish_interrupted(self.db, orphan.response_id)
-            else:
-                finish_interrupted(self.db, orphan.response_id, error)
+            try:
+                self._finish(orphan)
+            except Exception:  # left in progress: this replica's next start ends it
+                log.exception("replica_turn_unfinished", extra={"response_id": orphan.response_id})
+                continue
             session_store.release_session(
                 self.db, orphan.session_id, orphan.response_id, "failed", None
             )
             finished += 1
         return finished
+
+    def _finish(self, orphan: replica_store.Orphan) -> None:
+        """Its closing events, after the last one stored. A dead replica's write landing in
+        between makes the append collide on the event's key: read again and retry (this
+        replica now owns the turn, so no later sweep would)."""
+        error = LOST_REPLICA if orphan.replica_id != self.replica_id else None
+        for attempt in range(FINISH_ATTEMPTS):
+            try:
+                if error is None:
+                    finish_interrupted(self.db, orphan.response_id)
+                else:
+                    finish_interrupted(self.db, orphan.response_id, error)
+                return
+            except Exception:
+                if attempt == FINISH_ATTEMPTS - 1:
+                    raise
 
     # -- cancel between replicas ---------------------------------------------------------
     def _cancel_requested(self, response_id: str) -> None:

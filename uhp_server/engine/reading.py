@@ -49,6 +49,8 @@ def task_state(db: Database, runs: RunManager, row: ResponseRow) -> TaskState:
             status = QUEUED
         elif run.asking:
             return TaskState(INPUT_REQUIRED, response, tuple(run.asking))
+    elif run is None and status == "in_progress" and row.admission == "waiting":
+        status = QUEUED  # waiting for a slot on another replica
     details = response.get("incomplete_details") or {}
     if status == "incomplete" and details.get("reason") == PARKED_REASON:
         return TaskState(INPUT_REQUIRED, response, pending_questions(response))

@@ -16,6 +16,7 @@ from uhp_server.gateway.wire.chat import (
 )
 from uhp_server.gateway.wire.errors import anthropic_error
 from uhp_server.gateway.wire.sse import encode
+from uhp_server.gateway.wire.translated_stream import EARLY_END, TranslatedStream, arguments_object
 
 STOP_REASONS = {
     "stop": "end_turn",
@@ -24,7 +25,6 @@ STOP_REASONS = {
     "function_call": "tool_use",
     "content_filter": "refusal",
 }
-EARLY_END = "The model provider's stream ended before the answer was finished."
 INTERLEAVED = (
     "The model provider sent more arguments for a tool call after other content, which "
     "Anthropic Messages cannot stream; the answer was stopped rather than cut."
@@ -149,7 +149,7 @@ class MessageBuilder:
         block = self.content[self._open]
         joined = "".join(self._parts.pop(self._open))
         if block["type"] == "tool_use":
-            block["input"] = _input_object(joined)
+            block["input"] = arguments_object(joined)
         else:
             block["thinking" if block["type"] == "thinking" else "text"] = joined
         self._emit("content_block_stop", index=self._open)
@@ -210,44 +210,14 @@ def _zero_usage() -> dict:
     }
 
 
-def _input_object(arguments: str) -> dict:
-    try:
-        value = json.loads(arguments) if arguments.strip() else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-class AnthropicStream:
+class AnthropicStream(TranslatedStream[MessageBuilder]):
     """Chat SSE bytes in, Messages SSE bytes out; each delta goes out as it arrives."""
 
-    content_type = "text/event-stream"
-
     def __init__(self) -> None:
-        self._reader = ChatStreamReader()
-        self._builder = MessageBuilder()
-        self._started = False
+        super().__init__(MessageBuilder())
 
-    def feed(self, chunk: bytes) -> bytes:
-        return self._apply(self._reader.feed(chunk))
-
-    def finish(self) -> bytes:
-        out = self._apply(self._reader.flush())
-        if not self._started:
-            self._start()
-        self._builder.end(self._reader.done)
-        return out + self._take()
-
-    def _apply(self, deltas: list[ChatDelta]) -> bytes:
-        for delta in deltas:
-            if not self._started:
-                self._start()
-            self._builder.apply(delta)
-        return self._take()
-
-    def _start(self) -> None:
-        self._started = True
-        self._builder.start(self._reader.id, self._reader.model)
+    def _begin(self, reader: ChatStreamReader) -> None:
+        self._builder.start(reader.id, reader.model)
 
     def _take(self) -> bytes:
         events, self._builder.events = self._builder.events, []

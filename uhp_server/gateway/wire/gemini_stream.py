@@ -10,13 +10,13 @@ the usage, as Gemini itself sends them.
 
 from __future__ import annotations
 
-import json
 import secrets
 from dataclasses import dataclass, field
 
 from uhp_server.gateway.wire.chat import ChatDelta, ChatStreamReader, completion_delta, usage_of
 from uhp_server.gateway.wire.errors import gemini_error
 from uhp_server.gateway.wire.sse import encode
+from uhp_server.gateway.wire.translated_stream import EARLY_END, TranslatedStream, arguments_object
 
 FINISH_REASONS = {
     "stop": "STOP",
@@ -25,7 +25,6 @@ FINISH_REASONS = {
     "length": "MAX_TOKENS",
     "content_filter": "SAFETY",
 }
-EARLY_END = "The model provider's stream ended before the answer was finished."
 
 
 @dataclass
@@ -35,7 +34,7 @@ class _Call:
     arguments: list[str] = field(default_factory=list)
 
     def part(self) -> dict:
-        call: dict = {"name": self.name, "args": _args_object("".join(self.arguments))}
+        call: dict = {"name": self.name, "args": arguments_object("".join(self.arguments))}
         if self.id:
             call["id"] = self.id
         return {"functionCall": call}
@@ -137,51 +136,21 @@ class CandidateBuilder:
         return {"candidates": [candidate], "modelVersion": self.model, "responseId": self.id}
 
 
-def _args_object(arguments: str) -> dict:
-    try:
-        value = json.loads(arguments) if arguments.strip() else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-class GeminiStream:
+class GeminiStream(TranslatedStream[CandidateBuilder]):
     """Chat SSE bytes in, Gemini SSE bytes out (`data:` lines only, as `alt=sse` sends)."""
 
-    content_type = "text/event-stream"
-
     def __init__(self) -> None:
-        self._reader = ChatStreamReader()
-        self._builder = CandidateBuilder()
-        self._started = False
+        super().__init__(CandidateBuilder())
 
-    def feed(self, chunk: bytes) -> bytes:
-        return self._apply(self._reader.feed(chunk))
-
-    def finish(self) -> bytes:
-        out = self._apply(self._reader.flush())
-        if not self._started:
-            self._start()
-        self._builder.end(self._reader.done)
-        tail = self._take()
-        if self._builder.error is not None:
-            tail += encode(self._builder.failure())
-        return out + tail
-
-    def _apply(self, deltas: list[ChatDelta]) -> bytes:
-        for delta in deltas:
-            if not self._started:
-                self._start()
-            self._builder.apply(delta)
-        return self._take()
-
-    def _start(self) -> None:
-        self._started = True
-        self._builder.start(self._reader.id, self._reader.model)
+    def _begin(self, reader: ChatStreamReader) -> None:
+        self._builder.start(reader.id, reader.model)
 
     def _take(self) -> bytes:
         chunks, self._builder.chunks = self._builder.chunks, []
         return b"".join(encode(chunk) for chunk in chunks)
+
+    def _closing(self) -> bytes:
+        return encode(self._builder.failure()) if self._builder.error is not None else b""
 
 
 def translate_completion(completion: dict) -> dict:

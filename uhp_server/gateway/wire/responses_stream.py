@@ -17,9 +17,9 @@ from uhp_server.gateway.wire.chat import (
 )
 from uhp_server.gateway.wire.responses_request import CUSTOM_INPUT, ToolMap
 from uhp_server.gateway.wire.sse import encode
+from uhp_server.gateway.wire.translated_stream import EARLY_END, TranslatedStream
 
 INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}
-EARLY_END = "The model provider's stream ended before the answer was finished."
 
 
 @dataclass
@@ -281,36 +281,13 @@ def _custom_input(arguments: str) -> str:
     return arguments
 
 
-class ResponsesStream:
+class ResponsesStream(TranslatedStream[ResponseBuilder]):
     """Chat SSE bytes in, Responses SSE bytes out; each delta goes out as it arrives."""
 
-    content_type = "text/event-stream"
-
     def __init__(self, tools: ToolMap) -> None:
-        self._reader = ChatStreamReader()
-        self._builder = ResponseBuilder(tools)
-        self._started = False
+        super().__init__(ResponseBuilder(tools))
 
-    def feed(self, chunk: bytes) -> bytes:
-        return self._apply(self._reader.feed(chunk))
-
-    def finish(self) -> bytes:
-        out = self._apply(self._reader.flush())
-        if not self._started:
-            self._start()
-        self._builder.end(self._reader.done)
-        return out + self._take()
-
-    def _apply(self, deltas: list[ChatDelta]) -> bytes:
-        for delta in deltas:
-            if not self._started:
-                self._start()
-            self._builder.apply(delta)
-        return self._take()
-
-    def _start(self) -> None:
-        self._started = True
-        reader = self._reader
+    def _begin(self, reader: ChatStreamReader) -> None:
         self._builder.start(reader.id, reader.model, reader.created)
 
     def _take(self) -> bytes:

@@ -1,0 +1,254 @@
+"""Harness skills as whole folders: validation, size limits, bytes that round-trip, the
+built-in skills every harness inherits. In-process, no agent CLI."""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from storage.harnesses import get_harness
+from tests.support.harness_api import (
+    AUTH,
+    BUILTINS,
+    SKILL_MD,
+    create,
+    ctx,
+    decode,
+    folder,
+    make_client,
+    own_skills,
+    principal_id,
+    refused,
+    skill,
+)
+from tests.support.schema import validate
+from uhp_server.harness_config import skills as skill_rules
+from uhp_server.harness_config.builtin_skills import builtin_skills
+from uhp_server.harness_config.runtime import turn_skills
+
+
+@pytest.fixture
+def http(tmp_path: Path) -> Iterator[TestClient]:
+    with make_client(tmp_path / "data") as client:
+        yield client
+
+
+# -- skills ---------------------------------------------------------------------------------
+
+BAD_SKILLS = [
+    ({"name": "s", "files": [{"path": "README.md", "content": "x"}]}, "skills[0].files"),
+    (skill({"path": "../escape.md", "content": "x"}), "skills[0].files[1].path"),
+    (skill({"path": "a/../../escape.md", "content": "x"}), "skills[0].files[1].path"),
+    (skill({"path": "/etc/passwd", "content": "x"}), "skills[0].files[1].path"),
+    (skill({"path": "..\\escape.md", "content": "x"}), "skills[0].files[1].path"),
+    (skill({"path": "a\\..\\..\\x", "content": "x"}), "skills[0].files[1].path"),
+    (skill({"path": "C:/x.md", "content": "x"}), "skills[0].files[1].path"),
+    (skill({"path": "a\u0000b", "content": "x"}), "skills[0].files[1].path"),
+    (skill({"path": "", "content": "x"}), "skills[0].files[1].path"),
+    (skill({"path": ".", "content": "x"}), "skills[0].files[1].path"),
+    (skill({"path": 7, "content": "x"}), "skills[0].files[1].path"),
+    (
+        skill({"path": "a.md", "content": "x"}, {"path": "./a.md", "content": "y"}),
+        "skills[0].files[2].path",
+    ),
+    (
+        skill({"path": "Notes.md", "content": "x"}, {"path": "notes.md", "content": "y"}),
+        "skills[0].files[2].path",
+    ),
+    (skill({"path": "SKILL.md", "content": "again"}), "skills[0].files[1].path"),
+    (
+        skill({"path": "ref", "content": "x"}, {"path": "ref/x.md", "content": "y"}),
+        "skills[0].files[1].path",
+    ),
+    (skill({"path": "a.bin", "content": "x", "content_b64": "eA=="}), "skills[0].files[1]"),
+    (skill({"path": "a.bin", "content_b64": "not base64!"}), "skills[0].files[1].content_b64"),
+    (skill({"path": "a.txt", "content": 5}), "skills[0].files[1].content"),
+    (skill({"path": "a.txt"}), "skills[0].files[1].content"),
+    (skill("nope"), "skills[0].files[1]"),  # type: ignore[arg-type]
+    ({"name": "s", "files": "SKILL.md"}, "skills[0].files"),
+    ({"name": "s"}, "skills[0].files"),
+    ({"name": "s", "content": "x", "files": []}, "skills[0].content"),
+    ({"name": "s", "content": 3}, "skills[0].content"),
+    ({"name": "s", "blob": "skb_unknown"}, "skills[0].blob"),
+    ({"name": "s", "builtin": True}, "skills[0].builtin"),
+    ({"name": "../evil", "content": "x"}, "skills[0].name"),
+    ({"name": "", "content": "x"}, "skills[0].name"),
+    ({"name": "a b", "content": "x"}, "skills[0].name"),
+    ({"name": "s", "content": "x", "enabled": "yes"}, "skills[0].enabled"),
+    ("SKILL.md", "skills[0]"),
+]
+
+
+@pytest.mark.parametrize(("entry", "param"), BAD_SKILLS)
+def test_bad_skills_are_refused_at_configuration_time(
+    http: TestClient, entry: Any, param: str
+) -> None:
+    refused(
+        http.post("/v1/harnesses", json={"base": "codex", "skills": [entry]}, headers=AUTH), param
+    )
+
+
+def test_repeated_skill_names_and_builtin_edits_are_refused(http: TestClient) -> None:
+    twice = [skill(), skill(name="Vault-Manual")]
+    refused(
+        http.post("/v1/harnesses", json={"base": "codex", "skills": twice}, headers=AUTH),
+        "skills[1].name",
+    )
+    edit = {
+        "name": "uhp-artifacts",
+        "builtin": True,
+        "files": [{"path": "SKILL.md", "content": "x"}],
+    }
+    refused(
+        http.post("/v1/harnesses", json={"base": "codex", "skills": [edit]}, headers=AUTH),
+        "skills[0].files",
+    )
+
+
+def test_size_limits_are_documented_and_enforced(http: TestClient) -> None:
+    big = "x" * (skill_rules.MAX_FILE_BYTES + 1)
+    error = refused(
+        http.post(
+            "/v1/harnesses",
+            json={"base": "codex", "skills": [skill({"path": "big.txt", "content": big})]},
+            headers=AUTH,
+        ),
+        "skills[0].files[1]",
+    )
+    assert error["detail"]["max_file_bytes"] == skill_rules.MAX_FILE_BYTES
+    chunk = base64.b64encode(b"\0" * skill_rules.MAX_FILE_BYTES).decode()
+    parts = [{"path": f"p{i}.bin", "content_b64": chunk} for i in range(3)]
+    error = refused(
+        http.post("/v1/harnesses", json={"base": "codex", "skills": [skill(*parts)]}, headers=AUTH),
+        "skills[0].files",
+    )
+    assert error["detail"]["max_bundle_bytes"] == skill_rules.MAX_BUNDLE_BYTES
+    many = [{"path": f"f{i}.md", "content": "x"} for i in range(skill_rules.MAX_FILES)]
+    refused(
+        http.post("/v1/harnesses", json={"base": "codex", "skills": [skill(*many)]}, headers=AUTH),
+        "skills[0].files",
+    )
+
+
+def binary_bundle() -> tuple[dict[str, Any], dict[str, bytes]]:
+    noise = os.urandom(4096) + b"\x00\xff\xfe\x80 not utf-8 \xc3\x28"
+    text = "Grüße, ☃ — line\r\nendings\tkept\n\x00nul in text\n"
+    script = "#!/bin/sh\necho helper\n"
+    entry = skill(
+        {"path": "references/codes.md", "content": text},
+        {"path": "scripts/helper.sh", "content": script},
+        {"path": "assets/deep/nested/logo.bin", "content_b64": base64.b64encode(noise).decode()},
+        {"path": "assets/empty.bin", "content_b64": ""},
+    )
+    expected = {
+        "SKILL.md": SKILL_MD.encode(),
+        "references/codes.md": text.encode(),
+        "scripts/helper.sh": script.encode(),
+        "assets/deep/nested/logo.bin": noise,
+        "assets/empty.bin": b"",
+    }
+    return entry, expected
+
+
+def test_skill_bytes_survive_post_get_files_and_a_rename_round_trip(http: TestClient) -> None:
+    entry, expected = binary_bundle()
+    harness = create(http, {"name": "before", "base": "codex", "skills": [entry]})
+    validate("Harness", harness)
+    (own,) = own_skills(harness)
+    assert own["blob"].startswith("skb_") and own["enabled"] is True
+    # Small bundles come back inline, each file in the form it was sent.
+    assert {f["path"]: decode(f) for f in own["files"]} == expected
+    by_path = {f["path"]: f for f in own["files"]}
+    assert "content_b64" in by_path["assets/deep/nested/logo.bin"]
+    assert "content" in by_path["references/codes.md"]
+    assert folder(http, harness["id"], "vault-manual") == expected
+
+    fetched = http.get(f"/v1/harnesses/{harness['id']}", headers=AUTH).json()
+    renamed = http.put(
+        f"/v1/harnesses/{harness['id']}", json={**fetched, "name": "after"}, headers=AUTH
+    ).json()
+    assert renamed["name"] == "after"
+    assert own_skills(renamed) == own_skills(fetched)
+    assert folder(http, harness["id"], "vault-manual") == expected
+
+
+def test_a_large_bundle_is_out_of_line_and_still_round_trips(http: TestClient) -> None:
+    payload = os.urandom(skill_rules.INLINE_BYTES)
+    entry = skill({"path": "data/blob.bin", "content_b64": base64.b64encode(payload).decode()})
+    harness = create(http, {"base": "codex", "skills": [entry]})
+    (own,) = own_skills(harness)
+    assert all("content" not in f and "content_b64" not in f for f in own["files"])
+    assert {f["path"]: f["size"] for f in own["files"]} == {
+        "SKILL.md": len(SKILL_MD.encode()),
+        "data/blob.bin": len(payload),
+    }
+    url = f"/v1/harnesses/{harness['id']}"
+    # GET → PUT with a rename: the blob handle carries every byte.
+    put = http.put(url, json={**harness, "name": "renamed"}, headers=AUTH)
+    assert put.status_code == 200, put.text
+    assert folder(http, harness["id"], "vault-manual")["data/blob.bin"] == payload
+    # Add a file: listed files without content come from the blob, new ones are sent.
+    edited = {**own, "files": [*own["files"], {"path": "notes.md", "content": "new"}]}
+    put = http.put(url, json={**harness, "skills": [edited]}, headers=AUTH)
+    assert put.status_code == 200, put.text
+    files = folder(http, harness["id"], "vault-manual")
+    assert files["data/blob.bin"] == payload and files["notes.md"] == b"new"
+    # Dropping the handle but keeping content-less files is refused, never silently emptied.
+    no_blob = {k: v for k, v in own.items() if k != "blob"}
+    refused(
+        http.put(url, json={**harness, "skills": [no_blob]}, headers=AUTH),
+        "skills[0].files[0].content",
+    )
+    assert folder(http, harness["id"], "vault-manual")["data/blob.bin"] == payload
+
+
+def test_content_is_shorthand_for_a_lone_skill_md(http: TestClient) -> None:
+    harness = create(http, {"base": "codex", "skills": [{"name": "tiny", "content": SKILL_MD}]})
+    assert folder(http, harness["id"], "tiny") == {"SKILL.md": SKILL_MD.encode()}
+    missing = http.get(f"/v1/harnesses/{harness['id']}/skills/nope/files", headers=AUTH)
+    refused(missing, "skill", 404, "uhpserver_skill_not_found")
+
+
+def test_every_harness_inherits_the_builtin_skills_and_can_suppress_one(
+    http: TestClient,
+) -> None:
+    assert set(BUILTINS) <= set(builtin_skills())
+    plain = create(http, {"base": "codex"})
+    inherited = {s["name"]: s for s in plain["skills"]}
+    for name in BUILTINS:
+        assert inherited[name]["builtin"] is True and inherited[name]["enabled"] is True
+        files = folder(http, plain["id"], name)
+        assert files["SKILL.md"].startswith(b"---\nname: " + name.encode())
+    assert "references/checklist.md" in folder(http, plain["id"], "uhp-artifacts")
+
+    suppressed = create(
+        http, {"base": "codex", "skills": [{"name": "uhp-artifacts", "enabled": False}]}
+    )
+    states = {s["name"]: s["enabled"] for s in suppressed["skills"]}
+    assert states == {"uhp-artifacts": False, "workspace-hygiene": True}
+    # A GET → PUT round trip keeps the suppression and stores nothing for the inherited one.
+    again = http.put(f"/v1/harnesses/{suppressed['id']}", json=suppressed, headers=AUTH).json()
+    assert again["skills"] == suppressed["skills"]
+
+    db, row = ctx(http).db, get_harness(ctx(http).db, principal_id(http), suppressed["id"])
+    assert row is not None
+    assert row.config["skills"] == [{"name": "uhp-artifacts", "enabled": False, "builtin": True}]
+    names = [b.name for b in turn_skills(db, row.principal_id, row.config["skills"])]
+    assert names == ["workspace-hygiene"]
+
+    # A skill of the harness's own under a built-in's name replaces it for its turns.
+    own = create(
+        http, {"base": "codex", "skills": [{"name": "workspace-hygiene", "content": SKILL_MD}]}
+    )
+    row = get_harness(db, principal_id(http), own["id"])
+    assert row is not None
+    bundles = {b.name: b for b in turn_skills(db, row.principal_id, row.config["skills"])}
+    assert set(bundles) == set(BUILTINS)
+    assert [f.data for f in bundles["workspace-hygiene"].files] == [SKILL_MD.encode()]
+    assert len(bundles["uhp-artifacts"].files) == 2  # the whole folder, references included

@@ -1,0 +1,170 @@
+"""Replicas on one PostgreSQL database, in process (FakeBase, FakeSandbox): two apps share
+one database and one data folder, each with its own replica id, as `serve` processes do
+(tests/test_replicas_e2e.py runs the same with real processes and the real CLI)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from harness_bases.events import TextDelta
+from tests.conftest import PROVIDER_KEY
+from tests.scripted_provider import RunningProvider
+from tests.support import postgres
+from tests.support.fakes import Hang, answer
+from tests.support.in_process import InProcess, in_process
+from tests.support.sse import Stream, parse_lines
+
+pytestmark = pytest.mark.skipif(
+    postgres.TEST_DATABASE != "postgresql",
+    reason="replicas share a PostgreSQL database: the PostgreSQL pass runs these",
+)
+
+LEASE = 1.0
+
+
+async def _replicas(
+    stack: AsyncExitStack, data_dir: Path, provider: RunningProvider, **settings: Any
+) -> tuple[InProcess, InProcess]:
+    started = []
+    for name in ("a", "b"):
+        replica = in_process(
+            data_dir,
+            provider.base_url,
+            PROVIDER_KEY,
+            replica_id=name,
+            replica_lease_seconds=LEASE,
+            **settings,
+        )
+        started.append(await stack.enter_async_context(replica))
+    a, b = started
+    return a, b
+
+
+async def _wait_for(condition: Any, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not await condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.02)
+
+
+async def _running_with_text(a: InProcess) -> str:
+    a.base.script("long", [TextDelta("m", "partial answer"), Hang()])
+    response_id = (await a.submit("long", background=True)).json()["id"]
+
+    async def has_text() -> bool:
+        run = a.ctx.runs.get(response_id)
+        return run is not None and any(e["type"].endswith("delta") for e in run.log.events)
+
+    await _wait_for(has_text)
+    return response_id
+
+
+async def _stream(replica: InProcess, response_id: str) -> Stream:
+    async with replica.client.stream(
+        "GET", f"/v1/responses/{response_id}?stream=true", timeout=30
+    ) as response:
+        lines = [line async for line in response.aiter_lines()]
+    return parse_lines(lines, Stream())
+
+
+def _text(response: dict[str, Any]) -> str:
+    return "".join(
+        part.get("text", "")
+        for item in response["output"]
+        if item["type"] == "message"
+        for part in item["content"]
+    )
+
+
+async def test_a_turn_on_one_replica_is_streamed_and_cancelled_from_the_other(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    async with AsyncExitStack() as stack:
+        a, b = await _replicas(stack, tmp_path, provider)
+        response_id = await _running_with_text(a)
+        streaming = asyncio.create_task(_stream(b, response_id))
+        await asyncio.sleep(0.3)
+        started = time.monotonic()
+        cancelled = (await b.client.post(f"/v1/responses/{response_id}/cancel")).json()
+        assert time.monotonic() - started < 1.5
+        assert cancelled["status"] == "cancelled", cancelled
+        assert _text(cancelled) == "partial answer"
+        assert a.ctx.runs.get(response_id).log.finished  # stopped where it ran
+        stream = await asyncio.wait_for(streaming, 10)
+        assert stream.events[-1]["type"] == "response.failed"  # cancelled (Streaming §4)
+        assert stream.events[-1]["response"] == cancelled
+
+
+async def test_a_replica_whose_lease_lapses_has_its_turns_failed_and_reaped_by_another(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    async with AsyncExitStack() as stack:
+        a, b = await _replicas(stack, tmp_path, provider)
+        response_id = await _running_with_text(a)
+        # a stops renewing its lease, as a process killed or cut off from the database does.
+        cluster = a.ctx.runs.cluster
+        assert cluster is not None and cluster._loop_task is not None
+        cluster._loop_task.cancel()
+
+        async def failed() -> bool:
+            body = (await b.client.get(f"/v1/responses/{response_id}")).json()
+            return bool(body["status"] == "failed")
+
+        await _wait_for(failed, LEASE * 5)
+        body = (await b.client.get(f"/v1/responses/{response_id}")).json()
+        assert "replica" in body["error"]["message"]
+        assert _text(body) == "partial answer"
+
+        async def reaped() -> bool:  # just after the turns, by the replica that expired it
+            return b.sandbox.reaped == ["a"]
+
+        await _wait_for(reaped, LEASE * 5)
+        b.base.script("next", answer("on b"))
+        follow = await b.submit("next", previous_response_id=response_id)
+        assert follow.status_code == 200, follow.text  # the session was released
+        with a.ctx.db.session() as s:
+            leases = s.connection().execute(text("SELECT id FROM replica")).all()
+        assert [row[0] for row in leases] == ["b"]
+
+
+async def test_a_second_process_with_the_same_replica_id_refuses_to_start(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    same = {"replica_id": "same", "replica_lease_seconds": LEASE}
+    async with in_process(tmp_path, provider.base_url, PROVIDER_KEY, **same) as first:
+        response_id = await _running_with_text(first)
+        with pytest.raises(RuntimeError, match="UHP_REPLICA_ID"):
+            async with in_process(tmp_path, provider.base_url, PROVIDER_KEY, **same):
+                pass
+        run = first.ctx.runs.get(response_id)
+        assert run is not None and not run.log.finished  # its turn was left alone
+
+
+async def test_the_turn_limit_counts_the_turns_of_every_replica(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    async with AsyncExitStack() as stack:
+        a, b = await _replicas(stack, tmp_path, provider, max_concurrent_turns=1)
+        holding = await _running_with_text(a)
+        b.base.script("quick", answer("done"))
+        waiting = (await b.submit("quick", background=True)).json()["id"]
+        await asyncio.sleep(1.0)
+        body = (await b.client.get(f"/v1/responses/{waiting}")).json()
+        assert body["status"] == "in_progress" and body["output"] == []
+        assert b.ctx.runs.get(waiting).queued
+        state = await a.ctx.tasks.state(a.ctx.runs.get(holding).principal_id, waiting)
+        assert state.status == "queued"  # seen from the replica it does not wait on, too
+        await a.client.post(f"/v1/responses/{holding}/cancel")
+
+        async def completed() -> bool:
+            body = (await b.client.get(f"/v1/responses/{waiting}")).json()
+            return bool(body["status"] == "completed")
+
+        await _wait_for(completed, 10)
