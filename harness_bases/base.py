@@ -182,6 +182,9 @@ class HarnessBase(abc.ABC):
     # MCP transports the CLI can speak to the gateway's MCP proxy: "http" (Streamable HTTP),
     # "sse" (legacy HTTP+SSE). Harness config naming another is refused for this base.
     mcp_transports: tuple[str, ...] = ("http", "sse")
+    # True when the CLI's own question tool asks through TurnSpec.ask_user: a base that
+    # cannot take the server's `ask_user` over HTTP MCP then needs no text fallback.
+    asks_natively: bool = False
 
     @abc.abstractmethod
     def install(self, tools_dir: Path) -> None:

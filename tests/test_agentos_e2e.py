@@ -29,6 +29,12 @@ DEPLOY = Path(__file__).resolve().parents[1] / "deploy" / "agentos" / "agentos.y
 # The question tool as the CLI names it to its model (the scripted provider matches a prefixed
 # name by its suffix, but Claude Code defers MCP tools, listing none).
 ASK_TOOL = {"claude-code": "mcp__uhp-user__ask_user"}.get(TEST_BASE, "ask_user")
+# Gemini CLI asks through its own ask_user (a list of questions); the others through ours.
+ASK_ARGUMENTS = (
+    '{"questions": [{"question": "Which colour?", "header": "Colour", "type": "text"}]}'
+    if TEST_BASE == "gemini-cli"
+    else '{"question": "Which colour?"}'
+)
 KEEP_SECONDS = 4  # a question waits this long with its process, then the turn is parked
 OUTPUT_SCHEMA = yaml.safe_load(DEPLOY.read_text())["capabilities"]["run"]["output"]
 
@@ -153,7 +159,7 @@ def test_a_question_opens_a_hold_and_the_resume_goes_on(
     agent: ServerProcess, platform: AgentosPlatform, gateway: RunningProvider, decided_after: int
 ) -> None:
     gateway.reset()
-    prompt = f'TOOL {ASK_TOOL} {{"question": "Which colour?"}}\nSAY picked {{output}}'
+    prompt = f"TOOL {ASK_TOOL} {ASK_ARGUMENTS}\nSAY picked {{output}}"
     holds_before = len(platform.holds)
     run_id = f"r_ask_{decided_after}"
     suspended = invoke(agent, platform, platform.invoke_body(run_id, prompt))
@@ -190,7 +196,7 @@ def test_a_question_opens_a_hold_and_the_resume_goes_on(
 def test_an_experiment_run_answers_from_recorded_holds_and_opens_none(
     agent: ServerProcess, platform: AgentosPlatform, gateway: RunningProvider
 ) -> None:
-    prompt = f'TOOL {ASK_TOOL} {{"question": "Which colour?"}}\nSAY picked {{output}}'
+    prompt = f"TOOL {ASK_TOOL} {ASK_ARGUMENTS}\nSAY picked {{output}}"
     recorded = {"intent": "Which colour?", "actions": [], "items": [], "details": {}}
     evaluation = {"recorded_holds": [{**recorded, "decision": "green"}]}
     holds_before, refused_before = len(platform.holds), platform.refused_holds

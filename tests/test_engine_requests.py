@@ -257,3 +257,17 @@ async def test_a_base_without_http_mcp_asks_in_its_final_text(tmp_path: Path) ->
         assert "The user's answer: Oslo" in engine.base.prompts[-1]
     finally:
         await engine.close()
+
+
+async def test_a_base_asking_through_its_own_tool_gets_no_text_fallback(tmp_path: Path) -> None:
+    engine = StandInEngine(tmp_path)
+    engine.base.mcp_transports = ()
+    engine.base.asks_natively = True  # e.g. Gemini CLI's own ask_user
+    try:
+        said = f"SAY I need to know.\\n{TEXT_MARKER} Which city?"
+        accepted = await engine.tasks.start(task(engine, said, questions=QuestionPolicy.pause()))
+        await until(engine, accepted.response_id, "completed")  # a marker line is just text
+        assert TEXT_INSTRUCTION not in engine.base.system_prompts[-1]
+        assert QUESTION_SERVER not in engine.base.mcp_names[-1]
+    finally:
+        await engine.close()

@@ -100,8 +100,8 @@ async def test_text_streams_real_deltas(env: LiveBase) -> None:
     assert len(deltas) > 1
     assert "".join(d.delta for d in deltas) == "hello world, this is streamed"
     assert turn.text == "hello world, this is streamed"
-    assert isinstance(turn.events[-1], ev.TurnFinished)
-    assert turn.events[0] == ev.NativeSession(turn.native_id)
+    # A new session's id is reported only when its first turn finishes.
+    assert turn.events[-2:] == [ev.NativeSession(turn.native_id), ev.TurnFinished()]
     usage = turn.of(ev.Usage)
     assert usage and usage[-1].input_tokens > 0 and usage[-1].output_tokens > 0
     # One model call: no next-speaker check or loop detection behind the agent's back.
@@ -163,11 +163,29 @@ async def test_interrupt_stops_slow_text_and_the_session_resumes(env: LiveBase) 
     assert turn.proc.returncode is not None
     assert time.monotonic() - turn.interrupted_at < 15
     assert not [e for e in turn.events if isinstance(e, ev.TurnFinished)]
-    # Known gap: Gemini CLI 0.61.0 records nothing of a cancelled first prompt, so that
-    # session cannot be loaded; the next turn says so and starts a new one.
-    again = await env.run("SAY after the cancel", native_session_id=turn.native_id)
-    assert again.text == "after the cancel"
-    assert again.native_id != turn.native_id and ev.Notice(RESUME_FAILED_NOTICE) in again.events
+    # Gemini CLI takes a cancelled prompt back out of its conversation and forgets a new
+    # one left empty: no id is reported for it, so the next turn starts anew, no notice.
+    assert not turn.of(ev.NativeSession)
+    again = await env.run("SAY after the cancel")
+    assert again.text == "after the cancel" and not again.of(ev.Notice)
+
+
+@pytest.mark.slow
+async def test_a_cancelled_or_failed_later_turn_keeps_the_earlier_conversation(
+    env: LiveBase,
+) -> None:
+    first = await env.run("REMEMBER apple")
+    assert first.of(ev.NativeSession)  # a finished first turn reports its session
+    cancelled = await env.run(
+        "SLOW 10\nSAY " + "word " * 40,
+        interrupt_when=lambda t: t.first_text_at is not None,
+        native_session_id=first.native_id,
+    )
+    assert cancelled.interrupted_at is not None and cancelled.native_id == first.native_id
+    failed = await env.run("FAIL 400 refused", native_session_id=first.native_id)
+    assert failed.outcome == ev.TurnFailed("refused", "provider_error")
+    recalled = await env.run("RECALL", native_session_id=first.native_id)
+    assert recalled.text == "you said apple" and not recalled.of(ev.Notice)
 
 
 @pytest.mark.slow
@@ -330,3 +348,53 @@ def test_skills_written_whole_and_removed_when_gone(tmp_path: Path) -> None:
     assert os.access(folder / "bin" / "run", os.X_OK)
     GeminiCliBase().prepare(fast_spec(tmp_path))
     assert not folder.exists()
+
+
+ASKED_CITY = {
+    "questions": [
+        {
+            "question": "Which city?",
+            "header": "City",
+            "type": "choice",
+            "options": [
+                {"label": "Paris", "description": "France"},
+                {"label": "Rome", "description": "Italy"},
+            ],
+        }
+    ]
+}
+
+
+@pytest.mark.slow
+async def test_ask_user_asks_through_the_turns_asker(env: LiveBase) -> None:
+    asked: list[tuple[str, tuple[str, ...]]] = []
+
+    async def ask(text: str, options: tuple[str, ...]) -> str | None:
+        asked.append((text, options))
+        return "Rome-8812"
+
+    prompt = f"TOOL ask_user {json.dumps(ASKED_CITY)}\nSAY answer was {{output}}"
+    turn = await env.run(prompt, ask_user=ask)
+    assert "ask_user" in offered_tools(chat_bodies(env.provider)[0])
+    assert asked == [("Which city?", ("Paris", "Rome"))]
+    # The model reads the answers as the CLI's own dialog gives them.
+    assert turn.text == 'answer was {"answers":{"0":"Rome-8812"}}'
+    assert isinstance(turn.events[-1], ev.TurnFinished)
+    # Without an asker (a plain task) the CLI's ACP mode is unchanged: no ask_user tool.
+    env.provider.reset()
+    await env.run("SAY fine")
+    assert "ask_user" not in offered_tools(chat_bodies(env.provider)[0])
+
+
+@pytest.mark.slow
+async def test_a_question_left_unanswered_leaves_a_resumable_session(env: LiveBase) -> None:
+    """An answer that does not come: the request is refused (the tool fails) and the turn
+    ends; the next turn resumes the same conversation."""
+
+    async def no_answer(text: str, options: tuple[str, ...]) -> str | None:
+        return None
+
+    prompt = f"REMEMBER kiwi\nTOOL ask_user {json.dumps(ASKED_CITY)}"
+    first = await env.run(prompt, ask_user=no_answer)
+    second = await env.run("RECALL", native_session_id=first.native_id)
+    assert not second.of(ev.Notice) and second.text == "you said kiwi"

@@ -287,3 +287,37 @@ async def test_interrupt_stops_a_slow_answer_and_the_process_exits(session: Sess
     assert turn.text.startswith("word") and len(turn.text) < len("word " * 40)
     assert isinstance(turn.outcome, ev.TurnFailed)  # the engine reports `cancelled` itself
     assert turn.exit_seconds < 10
+
+
+async def test_clarify_asks_through_the_turns_asker(session: Session) -> None:
+    asked: list[tuple[str, tuple[str, ...]]] = []
+
+    async def ask(text: str, options: tuple[str, ...]) -> str | None:
+        asked.append((text, options))
+        return "blue-4471"
+
+    question = json.dumps({"question": "Which colour?", "choices": ["red", "blue"]})
+    prompt = f"TOOL clarify {question}\nSAY answer was {{output}}"
+    turn = await session.run(prompt, ask_user=ask)
+    assert asked == [("Which colour?", ("red", "blue"))]
+    offered = {t["function"]["name"] for t in session.model_requests()[0]["body"]["tools"]}
+    assert "clarify" in offered
+    assert json.loads(turn.of(ev.ToolCallFinished)[0].output)["user_response"] == "blue-4471"
+    assert "blue-4471" in turn.text and turn.outcome == ev.TurnFinished()
+    # Without an asker (a plain task) Hermes' ACP mode is unchanged: no clarify tool.
+    session.provider.reset()
+    turn = await session.run(prompt)
+    offered = {t["function"]["name"] for t in session.model_requests()[0]["body"]["tools"]}
+    assert "clarify" not in offered and "blue-4471" not in turn.text
+
+
+async def test_a_clarify_nobody_answers_ends_with_the_process(session: Session) -> None:
+    """An answer that does not come (the turn parked): the request is refused and the
+    engine ends the process; the agent is never left waiting on an answer."""
+
+    async def no_answer(text: str, options: tuple[str, ...]) -> str | None:
+        return None
+
+    question = json.dumps({"question": "Which colour?"})
+    turn = await session.run(f"TOOL clarify {question}\nSAY {{output}}", ask_user=no_answer)
+    assert "Failed to get user input" in turn.text

@@ -53,6 +53,14 @@ def test_prepare_starts_the_launcher_with_an_environment_built_from_nothing(
     }
 
 
+def test_a_turn_that_can_ask_offers_hermes_own_clarify(tmp_path: Path) -> None:
+    async def ask(text: str, options: tuple[str, ...]) -> str | None:
+        return "yes"
+
+    invocation = HermesBase().prepare(spec(tmp_path, ask_user=ask))
+    assert invocation.env["UHP_CLARIFY"] == "1"
+
+
 def test_config_makes_the_gateway_the_only_provider_and_holds_no_secret(tmp_path: Path) -> None:
     mcp = McpServerSpec("docs", "http://127.0.0.1:8080/gateway/mcp/docs", "uhpgw_mcp", "sse")
     HermesBase().prepare(spec(tmp_path, mcp_servers=(mcp,), max_step=3))

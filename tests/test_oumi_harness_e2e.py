@@ -25,11 +25,14 @@ MODEL = "oumi-eval-model"
 SETTINGS = {"temperature": 0.2, "max_tokens": 400, "seed": 3}
 # The question tool as the CLI names it to its model (the scripted provider also matches a
 # prefixed name by its suffix, but Claude Code defers MCP tools, listing none).
+# Gemini CLI's is its own `ask_user` (it takes no MCP server).
 ASK_TOOL = {"claude-code": "mcp__uhp-user__ask_user"}.get(TEST_BASE, "ask_user")
 # The CLI's own question tool, where it has one that asks through the same machinery.
-NATIVE_ASK_TOOLS = {"claude-code": ["AskUserQuestion"], "codex": ["request_user_input"]}.get(
-    TEST_BASE, []
-)
+NATIVE_ASK_TOOLS = {
+    "claude-code": ["AskUserQuestion"],
+    "codex": ["request_user_input"],
+    "hermes": ["clarify"],
+}.get(TEST_BASE, [])
 STATUS_FIELDS = {"protocol_version", "session_id", "invocation_id", "status", "error"}
 
 
@@ -232,6 +235,10 @@ def question_call(tool: str, text: str) -> str:
         return json.dumps({"questions": [{**asked, "multiSelect": False}]})
     if tool == "request_user_input":
         return json.dumps({"questions": [{**asked, "id": "city"}]})
+    if tool == "clarify":
+        return json.dumps({"question": text, "choices": ["Paris", "Rome"]})
+    if TEST_BASE == "gemini-cli":  # its own ask_user (the server's is not offered to it)
+        return json.dumps({"questions": [{**asked, "type": "choice"}]})
     return json.dumps({"question": text})
 
 
@@ -431,8 +438,13 @@ def test_no_platform_key_is_stored_or_logged(oumi: Platform, oumi_server: Server
         assert key.encode() not in written
 
 
+@pytest.mark.parametrize("tool", [ASK_TOOL, *NATIVE_ASK_TOOLS])
 def test_a_question_outlives_a_server_restart(
-    tmp_path: Path, provider: RunningProvider, platform: RunningProvider, base_installed: Path
+    tmp_path: Path,
+    provider: RunningProvider,
+    platform: RunningProvider,
+    base_installed: Path,
+    tool: str,
 ) -> None:
     """Paused when the server stops: after the restart the invocation still reports
     input_required, and the resume continues the same native conversation in a new turn."""
@@ -444,9 +456,9 @@ def test_a_question_outlives_a_server_restart(
         ).json()
         harness_id = next(h["id"] for h in listing["harnesses"] if h["base"] == TEST_BASE)
         door = Platform(first, platform, harness_id)
-        question = json.dumps({"question": "Which colour?"})
+        question = question_call(tool, "Which colour?")
         body = door.start(
-            [{"role": "user", "content": f"REMEMBER kiwi-3391\nTOOL {ASK_TOOL} {question}"}]
+            [{"role": "user", "content": f"REMEMBER kiwi-3391\nTOOL {tool} {question}"}]
         )
         assert door.submit(body).status_code == 202
         assert door.wait(body["invocation_id"], ("input_required", "failed"))["status"] == (
@@ -476,3 +488,53 @@ def test_a_question_outlives_a_server_restart(
         assert "kiwi-3391" in seen  # in the same conversation as before the restart
     finally:
         second.stop()
+
+
+def test_a_resume_after_the_session_expired_fails_only_the_row(
+    tmp_path: Path, provider: RunningProvider, platform: RunningProvider, base_installed: Path
+) -> None:
+    """The paused turn's session expires before the answer comes: the resume is refused the
+    way the protocol's error table fails a row (never 401/403/404, which fail the whole
+    evaluation, nor a 5xx), and the invocation stays known to get_status afterwards."""
+    env = server_env(
+        provider,
+        UHP_MODEL_CONNECTION_ALLOW_PRIVATE_HOSTS="true",
+        UHP_PAUSED_TURN_KEEP_SECONDS="1",  # parked at once: the answer needs a new turn
+        UHP_SESSION_RETENTION_DAYS=str(4 / 86400),  # idle for 4 s: expired
+    )
+    server = ServerProcess(tmp_path / "data", env).start()
+    try:
+        listing = httpx.get(
+            f"{server.url}/v1/harnesses", headers={"Authorization": f"Bearer {API_KEY}"}
+        ).json()
+        harness_id = next(h["id"] for h in listing["harnesses"] if h["base"] == TEST_BASE)
+        door = Platform(server, platform, harness_id)
+        question = question_call(ASK_TOOL, "Which colour?")
+        body = door.start([{"role": "user", "content": f"TOOL {ASK_TOOL} {question}"}])
+        assert door.submit(body).status_code == 202
+        assert door.wait(body["invocation_id"], ("input_required", "failed"))["status"] == (
+            "input_required"
+        )
+        (call,) = door.collect(body["invocation_id"]).json()["messages"][-1]["tool_calls"]
+        time.sleep(6)  # the session expires while it waits for the answer
+        resume = dict(
+            body,
+            session_action="resume",
+            input_messages=[{"role": "tool", "tool_call_id": call["id"], "content": "teal"}],
+        )
+        refused = door.submit(resume)
+        assert refused.status_code not in (401, 403, 404), refused.text
+        assert refused.status_code < 500, refused.text
+        if refused.status_code in (200, 202):
+            assert refused.json()["status"] == "failed", refused.text
+        else:
+            assert 400 <= refused.status_code < 500
+            assert "expired" in refused.text
+        for _ in range(2):  # a retry is refused the same way
+            assert door.submit(resume).status_code == refused.status_code
+        status = door.status(body["invocation_id"])
+        assert status.status_code == 200, status.text
+        check_status_object(status.json())
+        assert door.collect(body["invocation_id"]).status_code != 404
+    finally:
+        server.stop()

@@ -55,10 +55,22 @@ class AcpBase(HarnessBase):
         """Notices from a session/new or session/load answer (e.g. MCP servers that failed)."""
         return []
 
+    # An agent that takes a failed or cancelled turn back out of its conversation and drops
+    # a new conversation left with nothing in it (Gemini CLI): a new session's id is reported
+    # only when its first turn finishes, so no id is left behind whose resume would fail.
+    forgets_unfinished_sessions = False
+
     async def after_failed_prompt(self, rpc: RpcConnection, session_id: str) -> None:
         """Called when `session/prompt` was answered with an error, while the agent still
         runs: e.g. to take the failed prompt out of the conversation."""
 
+    async def answer_request(
+        self, method: str, params: dict[str, Any], turn: TurnSpec
+    ) -> dict[str, Any] | None:
+        """The answer to a request from the agent; None answers "method not found". An agent
+        whose own question tool reaches us as a request answers it here (turn.ask_user)."""
+        return self.reply_for(method, params)
+
     def reply_for(self, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
-        """The answer to a request from the agent; None answers "method not found"."""
+        """The answer to a request that needs no one (permissions); None: "method not found"."""
         return replies.reply_for(method, params)

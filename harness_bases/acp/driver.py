@@ -45,6 +45,7 @@ class AcpTurn(AgentTurn):
         self.session_id: str | None = None
         self.prompt_sent = False
         self.interrupt_requested = False  # asked before the prompt was sent
+        self.held_native_session: ev.NativeSession | None = None
 
     async def send_interrupt(self) -> bool:
         """Send session/cancel now, or make sure the prompt is never sent."""
@@ -55,7 +56,7 @@ class AcpTurn(AgentTurn):
 
     async def _answer_request(self, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
         log.info(f"{self.name}_client_request", extra={"method": method})
-        return self.base.reply_for(method, params)
+        return await self.base.answer_request(method, params, self.turn)
 
     async def _image_blocks(self) -> list[dict[str, Any]]:
         """The turn's images as ACP image blocks, when the agent says it takes them."""
@@ -99,7 +100,17 @@ class AcpTurn(AgentTurn):
             stderr_tail=self.proc.stderr_tail,
             name=self.name,
         )
+        async for event in self._with_native_session(events):
+            yield event
+
+    async def _with_native_session(
+        self, events: AsyncIterator[ev.AgentEvent]
+    ) -> AsyncIterator[ev.AgentEvent]:
+        """The turn's events; the id of a new session the agent forgets unless its first turn
+        finishes (`forgets_unfinished_sessions`) goes out just before the turn's end."""
         async for event in events:
+            if self.held_native_session is not None and isinstance(event, ev.TurnFinished):
+                yield self.held_native_session
             yield event
 
     async def _messages(self, prompt_id: int) -> AsyncIterator[Message]:
@@ -135,7 +146,12 @@ class AcpTurn(AgentTurn):
             log.warning(f"{self.name}_setup_failed", extra={"error": str(exc)})
             yield ev.TurnFailed("The agent could not start the turn.", "harness_error")
             return
-        yield ev.NativeSession(str(self.session_id))
+        native = ev.NativeSession(str(self.session_id))
+        resumed = self.session_id == self.turn.native_session_id
+        if self.base.forgets_unfinished_sessions and not resumed:
+            self.held_native_session = native
+        else:
+            yield native
 
     async def _open_session(self) -> AsyncIterator[ev.AgentEvent]:
         """Load the turn's native session when there is one, else start a new one."""

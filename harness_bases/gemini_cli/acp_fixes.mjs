@@ -1,5 +1,5 @@
 // Written by uhp-server; started with `node --import` before Gemini CLI.
-// Three fixes to Gemini CLI 0.61.0's ACP server, made in the bundle's source as it is loaded
+// Four fixes to Gemini CLI 0.61.0's ACP server, made in the bundle's source as it is loaded
 // (the CLI's files stay untouched). The pinned version's source is known: a fix whose text
 // is not found changes nothing.
 // 1. Its `tool_call` update names the tool but leaves out the arguments (`rawInput`).
@@ -8,6 +8,11 @@
 //    (or only sometimes finds it, by a race). The fix reads the conversation first.
 // 3. `session/load` answers before the replayed history it streams has been sent, so the
 //    replay is mixed into the next prompt's updates. The fix sends it first.
+// 4. Its own question tool, `ask_user`, is taken out of the registry in ACP mode, and a call
+//    of it would only be a permission request (allow or cancel) that carries no answers.
+//    With UHP_ASK_USER=1 (someone can answer) the tool stays, and its questions go to the
+//    client as the extension request `_uhp/ask_user` ({sessionId, questions}); the reply's
+//    `answers` ({question index: text}) are the tool's answers, as its own dialog gives them.
 import { register } from "node:module";
 
 const HOOKS = `
@@ -28,6 +33,21 @@ const FIXES = [
   [
     "    session.streamHistory(sessionData.messages);\\n    setTimeout(",
     "    await session.streamHistory(sessionData.messages);\\n    setTimeout(",
+  ],
+  [
+    "  if (!interactive || isAcpMode) {\\n    extraExcludes.push(ASK_USER_TOOL_NAME);",
+    '  if ((!interactive || isAcpMode) && process.env.UHP_ASK_USER !== "1") {\\n' +
+      "    extraExcludes.push(ASK_USER_TOOL_NAME);",
+  ],
+  [
+    "      const confirmationDetails = await invocation.shouldConfirmExecute(abortSignal);\\n" +
+      "      if (confirmationDetails) {",
+    "      const confirmationDetails = await invocation.shouldConfirmExecute(abortSignal);\\n" +
+      '      if (confirmationDetails?.type === "ask_user" && process.env.UHP_ASK_USER === "1") {\\n' +
+      '        const questions = { sessionId: this.id, questions: confirmationDetails.questions };\\n' +
+      '        const reply = await this.connection.extMethod("_uhp/ask_user", questions);\\n' +
+      '        await confirmationDetails.onConfirm("proceed_once", { answers: reply?.answers ?? {} });\\n' +
+      "      } else if (confirmationDetails) {",
   ],
 ];
 export async function load(url, context, nextLoad) {

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from harness_bases import node_runtime
 from harness_bases.acp import AcpBase
 from harness_bases.base import SYSTEM_PATH, CliPin, Enforcement, Invocation, TurnSpec
-from harness_bases.gemini_cli import config
+from harness_bases.gemini_cli import config, questions
 from harness_bases.gemini_cli import install as installer
 from harness_bases.gemini_cli.parser import GeminiParser
 
@@ -32,10 +33,12 @@ class GeminiCliBase(AcpBase):
     # answered the first prompt (the turn timed out after 120 s): rather than hang a harness's
     # turns, its MCP servers are refused for this base.
     mcp_transports: tuple[str, ...] = ()
-    # Opt-in until a session whose first turn failed or was cancelled can be resumed: Gemini
-    # CLI 0.61.0 deletes such a session's recording on exit, so the next turn starts anew
-    # (with a notice) instead of continuing it.
+    # A failed or cancelled turn is taken back out of its conversation, and a conversation
+    # left with nothing is deleted on exit: see AcpBase.forgets_unfinished_sessions.
+    forgets_unfinished_sessions = True
     enabled_by_default = False
+    # Its own `ask_user` asks through us (questions.py), with MCP refused.
+    asks_natively = True
 
     def install(self, tools_dir: Path) -> None:
         installer.install(tools_dir)
@@ -69,7 +72,16 @@ class GeminiCliBase(AcpBase):
             "LANG": "C.UTF-8",
             "TERM": "dumb",
         }
+        if turn.ask_user is not None:
+            env[questions.ASK_USER_ENV] = "1"
         return Invocation(argv=argv, env=env, cwd=turn.paths.workspace)
 
     def acp_parser(self, turn: TurnSpec) -> GeminiParser:
         return GeminiParser(max_step=turn.max_step)
+
+    async def answer_request(
+        self, method: str, params: dict[str, Any], turn: TurnSpec
+    ) -> dict[str, Any] | None:
+        if method == questions.REQUEST_METHOD and turn.ask_user is not None:
+            return await questions.answered(params, turn.ask_user)
+        return await super().answer_request(method, params, turn)

@@ -25,12 +25,19 @@ loop, tools and transcript are untouched. What changes is only what the pinned A
 6. No slash commands: every prompt is the user's message to the model.
 7. A quick exit once stdin closes (Hermes' exit hooks run; the interpreter's slow teardown
    does not).
+8. Questions. The adapter leaves Hermes' own question tool, `clarify`, out of its toolset
+   and gives it no callback ("Clarify tool is not available in this execution context").
+   With `UHP_CLARIFY=1` (someone can answer) the toolset has it, and its callback asks the
+   client with the ACP extension request `_uhp/clarify` ({sessionId, question, choices})
+   and gives Hermes the `answer` of the reply as the user's response. Without it, nothing
+   changes.
 
 `--version` prints the Hermes version once the ACP adapter imports, and nothing else.
 """
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import os
@@ -39,6 +46,9 @@ from typing import Any
 
 SECRET_PREFIX = "UHP_"
 INSTRUCTIONS_ENV = "UHP_INSTRUCTIONS_FILE"
+CLARIFY_ENV = "UHP_CLARIFY"  # "1": offer `clarify`, answered by the client
+CLARIFY_METHOD = "uhp/clarify"  # an ACP extension method: `_uhp/clarify` on the wire
+CLARIFY_TOOLSET = "clarify"
 MCP_STATUS_KEYS = ("name", "status", "error", "tools")
 
 
@@ -92,6 +102,37 @@ def _instructions() -> str | None:
             return handle.read().strip() or None
     except FileNotFoundError:
         return None
+
+
+def _clarify_wanted() -> bool:
+    return os.environ.get(CLARIFY_ENV) == "1"
+
+
+def _offer_clarify() -> None:
+    """Every agent the adapter makes gets the `clarify` toolset too."""
+    from acp_adapter import session
+
+    expand = session._expand_acp_enabled_toolsets
+
+    def with_clarify(*args: Any, **kwargs: Any) -> list[str]:
+        toolsets = expand(*args, **kwargs)
+        return toolsets if CLARIFY_TOOLSET in toolsets else [*toolsets, CLARIFY_TOOLSET]
+
+    session._expand_acp_enabled_toolsets = with_clarify
+
+
+def _clarify_callback(conn: Any, loop: Any, session_id: str) -> Any:
+    """Hermes' clarify callback (called on the agent's worker thread): ask the client and
+    wait for its answer, however long the user takes (the client ends the process when
+    nobody will answer). An error reply becomes the tool's error result."""
+
+    def ask(question: str, choices: list[str] | None) -> str:
+        params = {"sessionId": session_id, "question": question, "choices": choices or []}
+        request = conn.ext_method(CLARIFY_METHOD, params)
+        reply = asyncio.run_coroutine_threadsafe(request, loop).result()
+        return str((reply or {}).get("answer") or "")
+
+    return ask
 
 
 def _session_manager_class() -> type:
@@ -209,6 +250,9 @@ def _agent_class() -> type:
             verdict: dict[str, Any] = {}
             if state is not None:
                 _record_verdict(state.agent, verdict)
+                if _clarify_wanted() and self._conn is not None:
+                    loop = asyncio.get_running_loop()
+                    state.agent.clarify_callback = _clarify_callback(self._conn, loop, session_id)
             response = await super().prompt(prompt=prompt, session_id=session_id, **kwargs)
             if verdict:
                 response.field_meta = _meta(response.field_meta, **verdict)
@@ -233,6 +277,8 @@ def main(argv: list[str]) -> None:
 
     _hide_secrets_from_tools()
     _add_raw_tool_data()
+    if _clarify_wanted():
+        _offer_clarify()
     server.HermesACPAgent = _agent_class()  # entry.main() imports it from there
     entry.main([])
     # Stdin closed: the client is done. Hermes' exit hooks run, but the interpreter's own

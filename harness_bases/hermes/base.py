@@ -8,9 +8,9 @@ from typing import Any
 from harness_bases import events as ev
 from harness_bases.acp import AcpBase
 from harness_bases.base import SYSTEM_PATH, CliPin, Enforcement, Invocation, TurnSpec
-from harness_bases.hermes import config
+from harness_bases.hermes import config, questions
 from harness_bases.hermes import install as installer
-from harness_bases.hermes.acp_launcher import INSTRUCTIONS_ENV
+from harness_bases.hermes.acp_launcher import CLARIFY_ENV, INSTRUCTIONS_ENV
 from harness_bases.hermes.parser import HermesParser, mcp_notices
 
 
@@ -48,6 +48,8 @@ class HermesBase(AcpBase):
             "LANG": "C.UTF-8",
             "TERM": "dumb",
         }
+        if turn.ask_user is not None:
+            env[CLARIFY_ENV] = "1"  # Hermes' own `clarify` asks through us
         for index, server in enumerate(turn.mcp_servers):
             env[config.mcp_token_env(index)] = server.bearer_token
         argv = [
@@ -69,3 +71,10 @@ class HermesBase(AcpBase):
 
     def session_notices(self, result: Any) -> list[ev.Notice]:
         return mcp_notices(result)
+
+    async def answer_request(
+        self, method: str, params: dict[str, Any], turn: TurnSpec
+    ) -> dict[str, Any] | None:
+        if method == questions.REQUEST_METHOD and turn.ask_user is not None:
+            return await questions.answered(params, turn.ask_user)
+        return await super().answer_request(method, params, turn)

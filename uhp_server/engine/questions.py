@@ -1,10 +1,11 @@
 """Questions the agent asks the user, and what the task's question policy does with them.
 
 The agent asks through the server's own question tool (`ask_user` on the built-in MCP
-server `uhp-user`, gateway/user_questions.py). The question becomes a function_call item in
-the event log. The policy decides the answer: RECORDED takes the next recorded answer, HOLD
-asks the door's callback, PAUSE (or a HOLD callback that defers) waits for
-`TaskService.answer`: the task reports input_required, the agent's model connection is
+server `uhp-user`, gateway/user_questions.py) or through its CLI's own question tool, which
+the base's driver maps onto the same `ask` (TurnSpec.ask_user). The question becomes a
+function_call item in the event log. The policy decides the answer: RECORDED takes the next
+recorded answer, HOLD asks the door's callback, PAUSE (or a HOLD callback that defers) waits
+for `TaskService.answer`: the task reports input_required, the agent's model connection is
 suspended, and the answer comes back as the tool's result in the same conversation.
 
 A paused turn keeps its process for `keep_seconds`; after that it is parked: the turn ends
@@ -23,14 +24,21 @@ from harness_bases import events as ev
 from uhp_server.engine.requests import Question, QuestionMode, ToolAnswer
 
 if TYPE_CHECKING:
-    from uhp_server.engine.turn import Run
+    from uhp_server.engine.turn import Run, TurnPlan
 
 QUESTION_SERVER = "uhp-user"
 QUESTION_TOOL = "ask_user"
 # The CLIs' own question tools that ask through the same machinery when the door can take a
 # question (the base's driver calls TurnSpec.ask_user); the engine records the question
 # itself as an ask_user call, so the CLI's own report of that call is left out.
-NATIVE_QUESTION_TOOLS = frozenset({"AskUserQuestion", "request_user_input"})
+NATIVE_QUESTION_TOOLS = frozenset(
+    {
+        "AskUserQuestion",  # Claude Code (harness_bases/claude_code/questions.py)
+        "request_user_input",  # Codex (harness_bases/codex/questions.py)
+        "clarify",  # Hermes (harness_bases/hermes/questions.py)
+        "ask_user",  # Gemini CLI (harness_bases/gemini_cli/questions.py)
+    }
+)
 PARKED_REASON = "input_required"
 # Bases whose CLI takes no HTTP MCP server ask in their final text instead (TEXT_MARKER).
 TEXT_MARKER = "QUESTION FOR THE USER:"
@@ -162,10 +170,11 @@ def answers_prompt(questions: tuple[Question, ...], answers: list[ToolAnswer]) -
     return "\n\n".join(lines)
 
 
-def asks_in_text(run: Run) -> bool:
-    """Whether this turn's agent asks in its final text (no HTTP MCP for the question tool)."""
-    plan = run.plan
-    return plan.ask_user and "http" not in plan.base.mcp_transports
+def asks_in_text(plan: TurnPlan) -> bool:
+    """Whether this turn's agent asks in its final text (no HTTP MCP for the server's question
+    tool, and no question tool of its CLI's own)."""
+    base = plan.base
+    return plan.ask_user and "http" not in base.mcp_transports and not base.asks_natively
 
 
 def text_question(response: dict[str, Any]) -> str | None:

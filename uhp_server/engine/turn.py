@@ -350,7 +350,7 @@ class TurnExecutor:
         if plan.ask_user and "http" in plan.base.mcp_transports:
             asking = McpServerSpec(QUESTION_SERVER, origin + mcp_path(QUESTION_SERVER), token)
             servers = (*servers, asking)
-        elif plan.ask_user:  # no MCP in its structured mode: the agent asks in its text
+        elif asks_in_text(plan):  # neither MCP nor its own tool: the agent asks in its text
             system_prompt = "\n\n".join(p for p in (system_prompt, TEXT_INSTRUCTION) if p)
         return TurnSpec(
             prompt=plan.prompt,
@@ -423,7 +423,7 @@ class TurnExecutor:
             case ev.Usage():
                 run.cli_usage = event
             case ev.TurnFinished():
-                if asks_in_text(run) and (question := text_question(run.builder.response)):
+                if asks_in_text(run.plan) and (question := text_question(run.builder.response)):
                     pending = await park_on_text_question(run, question)
                     parked = {"reason": PARKED_REASON, "pending_call_ids": pending}
                     return Outcome("incomplete", incomplete_details=parked)
