@@ -39,8 +39,8 @@ READ_THREADS = 4
 # How long the writer waits for a database that went away (a restart, a failover) to answer
 # again before failing what it was writing.
 RECONNECT_SECONDS = 15.0
-# PostgreSQL: each commit of events tells this channel which responses grew (replicas tailing
-# a response that runs elsewhere wake on it; storage/replicas.py).
+# PostgreSQL: each commit of events tells this channel which responses grew (a trigger on the
+# event table, migration 0003); replicas tailing a response that runs elsewhere wake on it.
 EVENTS_CHANNEL = "uhp_events"
 
 
@@ -237,8 +237,6 @@ class _Writer:
             raw.begin_write(conn)
             for batch, _ in group:
                 _write_batch(conn, raw.sql, batch)
-            if self._db.dialect == "postgresql":
-                _notify_events(conn, group)
             conn.execute("COMMIT")
         except Exception as exc:
             if raw.usable(conn) and raw.in_transaction(conn):
@@ -270,15 +268,6 @@ def _fail(group: list[tuple[EventBatch, Future[None]]], error: BaseException) ->
     for _, future in group:
         if future.set_running_or_notify_cancel():
             future.set_exception(error)
-
-
-def _notify_events(conn: Any, group: list[tuple[EventBatch, Future[None]]]) -> None:
-    """One NOTIFY per response the group wrote to, delivered when the transaction commits."""
-    grown = sorted({batch.response_id for batch, _ in group if batch.rows or batch.final})
-    if grown:
-        conn.execute(
-            "SELECT pg_notify(%s, id) FROM unnest(%s::text[]) AS id", (EVENTS_CHANNEL, grown)
-        )
 
 
 def _write_batch(conn: Any, sql: Callable[[str], str], batch: EventBatch) -> None:

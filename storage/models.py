@@ -71,6 +71,7 @@ class ResponseRow(SQLModel, table=True):
     # for on another one, and the turn's place in the shared admission line.
     replica_id: str | None = None
     cancel_requested: bool = False
+    stop_details: str | None = None  # with cancel_requested: a deadline's reason (JSON)
     admission: str | None = None  # "waiting" or "admitted" while it takes or holds a slot
     admission_at: float | None = None  # when it joined the line: the line's order
 

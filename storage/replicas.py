@@ -8,6 +8,7 @@ conditional UPDATEs are what decide between replicas racing for the same row.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,30 +76,34 @@ def drop_lease(db: Database, replica_id: str) -> None:
 
 
 def orphans(db: Database, me: str, lease: float, *, own: bool) -> list[Orphan]:
-    """Unfinished responses no live replica runs: their replica's lease expired (or it has
-    none, as rows from before leases), and, with `own`, this replica's from a former life."""
-    mine = "OR r.replica_id = :me" if own else ""
+    """Unfinished responses no live replica runs: their replica's lease expired; with `own`
+    (at start), also this replica's from a former life and those of no replica (rows from
+    before leases)."""
+    mine = "r.replica_id IS NULL OR r.replica_id = :me OR" if own else ""
     rows = _run(
         db,
         "SELECT r.id, r.session_id, r.replica_id FROM response r"
-        f" WHERE r.status = 'in_progress' AND (r.replica_id IS NULL {mine}"
-        f" OR (r.replica_id <> :me AND NOT {_LIVE}))",
+        f" WHERE r.status = 'in_progress' AND ({mine}"
+        f" (r.replica_id <> :me AND NOT {_LIVE}))",
         me=me,
         lease=lease,
     )
     return [Orphan(*row) for row in rows]
 
 
-def take_over(db: Database, orphan: Orphan, me: str) -> bool:
-    """Claim an orphan for this replica to finish; False when another replica did first."""
+def take_over(db: Database, orphan: Orphan, me: str, lease: float) -> bool:
+    """Claim an orphan for this replica to finish; False when another replica did first (or
+    its owner renewed its lease since it was found)."""
     owner = "r.replica_id IS NULL" if orphan.replica_id is None else "r.replica_id = :old"
     changed = _run(
         db,
         "UPDATE response r SET replica_id = :me, admission = NULL"
-        f" WHERE r.id = :id AND r.status = 'in_progress' AND {owner}",
+        f" WHERE r.id = :id AND r.status = 'in_progress' AND {owner}"
+        f" AND (r.replica_id IS NULL OR r.replica_id = :me OR NOT {_LIVE})",
         me=me,
         id=orphan.response_id,
         old=orphan.replica_id,
+        lease=lease,
     )
     return bool(changed == 1)
 
@@ -112,22 +117,36 @@ def forget_expired(db: Database, lease: float) -> list[str]:
     return [row[0] for row in rows]
 
 
-def request_cancel(db: Database, response_id: str) -> bool:
-    """Ask the replica running the response to stop it; False when it is no longer running."""
+def request_cancel(db: Database, response_id: str, details: dict[str, Any] | None = None) -> bool:
+    """Ask the replica running the response to stop it (`details`: a deadline's reason, to end
+    it `incomplete`; else `cancelled`); False when it is no longer running."""
     changed = _run(
         db,
-        "UPDATE response SET cancel_requested = TRUE WHERE id = :id AND status = 'in_progress'",
+        "UPDATE response SET cancel_requested = TRUE, stop_details = :details"
+        " WHERE id = :id AND status = 'in_progress'",
         notify=CANCEL_CHANNEL,
         id=response_id,
+        details=json.dumps(details) if details is not None else None,
     )
     return bool(changed)
 
 
-def cancel_requests(db: Database, me: str) -> list[str]:
-    """This replica's running responses another replica asked to cancel."""
+def cancel_requests(db: Database, me: str) -> list[tuple[str, dict[str, Any] | None]]:
+    """This replica's running responses another replica asked to stop, with their details."""
     rows = _run(
         db,
-        "SELECT id FROM response WHERE replica_id = :me AND cancel_requested"
+        "SELECT id, stop_details FROM response WHERE replica_id = :me AND cancel_requested"
+        " AND status = 'in_progress'",
+        me=me,
+    )
+    return [(row[0], json.loads(row[1]) if row[1] else None) for row in rows]
+
+
+def deleted_while_running(db: Database, me: str) -> list[str]:
+    """This replica's running responses that were deleted on another replica."""
+    rows = _run(
+        db,
+        "SELECT id FROM response WHERE replica_id = :me AND deleted_at IS NOT NULL"
         " AND status = 'in_progress'",
         me=me,
     )
@@ -164,6 +183,18 @@ def take_slot(db: Database, response_id: str, limit: int, lease: float) -> bool:
         ).rowcount
         s.commit()
     return bool(changed == 1)
+
+
+def clear_slots(db: Database, me: str, *, finished_before: float | None = None) -> None:
+    """Free the slots this replica's turns still hold on paper: every one (at start, when
+    none of its turns runs), or those of turns finished before `finished_before` (a slot
+    whose release never reached the database; a turn winds down in seconds)."""
+    statement = (
+        "UPDATE response SET admission = NULL WHERE replica_id = :me AND admission IS NOT NULL"
+    )
+    if finished_before is not None:
+        statement += " AND status <> 'in_progress' AND finished_at < :before"
+    _run(db, statement, me=me, before=finished_before)
 
 
 def leave_line(db: Database, response_id: str) -> None:

@@ -68,6 +68,16 @@ def _wait_status(client: httpx.Client, response_id: str, timeout: float) -> dict
         time.sleep(0.2)
 
 
+def _wait_output(client: httpx.Client, response_id: str, kind: str) -> None:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        current = client.get(f"/v1/responses/{response_id}").json()
+        if any(item["type"] == kind for item in current["output"]):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"no {kind} arrived")
+
+
 def test_a_replica_starting_leaves_the_others_turn_running_and_streams_it_live(
     tmp_path: Path, provider: Any, base_installed: Path
 ) -> None:
@@ -75,13 +85,18 @@ def test_a_replica_starting_leaves_the_others_turn_running_and_streams_it_live(
     b = _replica(tmp_path, provider, "b")
     try:
         with _client(a) as on_a:
-            running = create(on_a, SLOW_TURN)
-            first_delta(on_a, running["id"])
+            # A model call before b starts and one after: b's start must leave a's turn,
+            # its sandbox and its door to the gateway as they were.
+            running = create(
+                on_a, {"input": "RUN sleep 8\nSLOW 3\nSAY after the wait", "background": True}
+            )
+            _wait_output(on_a, running["id"], "function_call")
             b.start()  # its start-up recovery must not end a's live turn
             with _client(b) as on_b:
                 live = read_stream(on_b, "GET", f"/v1/responses/{running['id']}?stream=true")
                 final = on_a.get(f"/v1/responses/{running['id']}").json()
-                assert final["status"] == "completed"
+                assert final["status"] == "completed", (final["error"], final["output"])
+                assert message_text(final) == "after the wait"
                 assert live.events[-1]["type"] == "response.completed"
                 assert check_stream(live.events) == final
                 # The same events, in order, as the replica that ran the turn sends them.

@@ -14,12 +14,14 @@ import pytest
 from sqlalchemy import text
 
 from harness_bases.events import TextDelta
+from storage.db import Database
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
 from tests.support import postgres
 from tests.support.fakes import Hang, answer
 from tests.support.in_process import InProcess, in_process
 from tests.support.sse import Stream, parse_lines
+from uhp_server.settings import Settings
 
 pytestmark = pytest.mark.skipif(
     postgres.TEST_DATABASE != "postgresql",
@@ -168,3 +170,70 @@ async def test_the_turn_limit_counts_the_turns_of_every_replica(
             return bool(body["status"] == "completed")
 
         await _wait_for(completed, 10)
+
+
+async def test_a_response_deleted_on_another_replica_is_no_longer_stored_where_it_runs(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    async with AsyncExitStack() as stack:
+        a, b = await _replicas(stack, tmp_path, provider)
+        response_id = await _running_with_text(a)
+        deleted = await b.client.delete(f"/v1/responses/{response_id}")
+        assert deleted.status_code == 200, deleted.text
+        run = a.ctx.runs.get(response_id)
+
+        async def unstored() -> bool:
+            return not run.log.persist
+
+        await _wait_for(unstored, LEASE * 5)  # the turn runs on (deleting never cancels)
+        assert not run.log.finished
+        await a.client.post(f"/v1/responses/{response_id}/cancel")
+        with a.ctx.db.session() as s:
+            conn = s.connection()
+            events = conn.execute(
+                text("SELECT count(*) FROM event WHERE response_id = :id"), {"id": response_id}
+            ).scalar()
+            final = conn.execute(
+                text("SELECT final FROM response WHERE id = :id"), {"id": response_id}
+            ).scalar()
+        assert events == 0 and final is None
+        assert (await b.client.get(f"/v1/responses/{response_id}")).status_code == 404
+
+
+async def test_a_doors_deadline_on_another_replica_ends_the_turn_incomplete_where_it_runs(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    async with AsyncExitStack() as stack:
+        a, b = await _replicas(stack, tmp_path, provider)
+        response_id = await _running_with_text(a)
+        principal_id = a.ctx.runs.get(response_id).principal_id
+        started = time.monotonic()
+        state = await b.ctx.tasks.time_out(principal_id, response_id, 7.0)
+        assert time.monotonic() - started < 1.5
+        assert state.status == "incomplete", state
+        details = state.response["incomplete_details"]
+        assert details == {"reason": "timeout_seconds", "timeout_seconds": 7.0}
+        assert a.ctx.runs.get(response_id).log.current() == state.response
+
+
+async def test_a_slot_whose_release_was_lost_is_free_again_when_its_replica_restarts(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    settings = {"replica_id": "a", "replica_lease_seconds": LEASE, "max_concurrent_turns": 1}
+    async with in_process(tmp_path, provider.base_url, PROVIDER_KEY, **settings) as a:
+        a.base.script("first", answer("one"))
+        first = (await a.submit("first")).json()
+        assert first["status"] == "completed"
+    # The server stopped before the slot's release was written (it is written after the
+    # turn's process is gone, by a task the stopping server may not wait for).
+    db = Database(Settings(data_dir=tmp_path).database)
+    with db.session() as s:
+        s.connection().execute(
+            text("UPDATE response SET admission = 'admitted' WHERE id = :id"), {"id": first["id"]}
+        )
+        s.commit()
+    db.close()
+    async with in_process(tmp_path, provider.base_url, PROVIDER_KEY, **settings) as again:
+        again.base.script("second", answer("two"))
+        second = await asyncio.wait_for(again.submit("second"), 10)
+        assert second.json()["status"] == "completed"

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,8 @@ log = logging.getLogger("uhp_server.cluster")
 # answers within RunManager's two CANCEL_TURN_WAITs, plus a notification each way.
 RELAY_WAIT_SECONDS = 2.0
 FINISH_ATTEMPTS = 3
+# A finished turn still holding an admission slot this long after its end lost its release.
+LOST_SLOT_SECONDS = 120.0
 # A tail looks at the table this often even without a notification.
 POLL_SECONDS = 1.0
 
@@ -78,6 +81,7 @@ class Cluster:
         await self._wait_for_own_lease()
         await self.db.write(replica_store.renew_lease, self.db, self.replica_id)
         await self._sweep(own=True)
+        await self.db.write(replica_store.clear_slots, self.db, self.replica_id)
         self.notes.on(replica_store.CANCEL_CHANNEL, self._cancel_requested)
         await self.notes.open()
         self._loop_task = asyncio.create_task(self._keep_lease(), name="replica lease")
@@ -116,12 +120,28 @@ class Cluster:
             try:
                 await self.db.write(replica_store.renew_lease, self.db, self.replica_id)
                 await self._sweep(own=False)
-                for response_id in await self.db.read(
-                    replica_store.cancel_requests, self.db, self.replica_id
-                ):
-                    self._cancel_requested(response_id)  # a notification may have been lost
+                await self._look_for_cancels()  # a notification may have been lost
+                await self.db.write(
+                    replica_store.clear_slots,
+                    self.db,
+                    self.replica_id,
+                    finished_before=time.time() - LOST_SLOT_SECONDS,
+                )
+                await self._stop_storing_deleted()
             except Exception:
                 log.exception("replica_lease_round_failed")
+
+    async def _stop_storing_deleted(self) -> None:
+        """A response deleted on another replica while it runs here: the turn runs on, no
+        longer stored (as a local delete does), and what it stored meanwhile is dropped."""
+        runs = self._runs
+        for response_id in await self.db.read(
+            replica_store.deleted_while_running, self.db, self.replica_id
+        ):
+            run = runs.get(response_id) if runs is not None else None
+            if run is not None and run.log.persist:
+                run.log.persist = False
+                await self.db.write(response_store.delete_response, self.db, response_id)
 
     async def _sweep(self, *, own: bool) -> None:
         # A thread of its own: finishing appends through the writer and waits for it.
@@ -137,7 +157,7 @@ class Cluster:
         """End every turn no live replica runs that this one claims (blocking)."""
         finished = 0
         for orphan in replica_store.orphans(self.db, self.replica_id, self.lease_seconds, own=own):
-            if not replica_store.take_over(self.db, orphan, self.replica_id):
+            if not replica_store.take_over(self.db, orphan, self.replica_id, self.lease_seconds):
                 continue  # another replica finishes it
             try:
                 self._finish(orphan)
@@ -168,30 +188,33 @@ class Cluster:
 
     # -- cancel between replicas ---------------------------------------------------------
     def _cancel_requested(self, response_id: str) -> None:
-        """Another replica asked to stop a turn: stop it if it runs here ("": look them up)."""
+        """Another replica asked to stop a turn (the payload names it; "": any may have been
+        missed): stop those that run here."""
         runs = self._runs
-        if runs is None:
+        if runs is None or (response_id and runs.get(response_id) is None):
             return
-        if not response_id:
-            task = asyncio.create_task(self._look_for_cancels())
-        else:
-            run = runs.get(response_id)
-            if run is None or run.log.ending:
-                return
-            task = asyncio.create_task(runs.cancel(run))
+        task = asyncio.create_task(self._look_for_cancels())
         self._cancelling.add(task)
         task.add_done_callback(self._cancelling.discard)
 
     async def _look_for_cancels(self) -> None:
-        for response_id in await self.db.read(
+        runs = self._runs
+        assert runs is not None
+        for response_id, details in await self.db.read(
             replica_store.cancel_requests, self.db, self.replica_id
         ):
-            self._cancel_requested(response_id)
+            run = runs.get(response_id)
+            if run is None or run.log.ending or run.stop.is_set():
+                continue
+            stopping = runs.cancel(run) if details is None else runs.time_out(run, details)
+            task = asyncio.create_task(stopping)
+            self._cancelling.add(task)
+            task.add_done_callback(self._cancelling.discard)
 
-    async def relay_cancel(self, response_id: str) -> None:
-        """Ask the replica running the response to cancel it, and wait (bounded) for the
-        terminal event it writes."""
-        if not await self.db.write(replica_store.request_cancel, self.db, response_id):
+    async def relay_cancel(self, response_id: str, details: dict[str, Any] | None = None) -> None:
+        """Ask the replica running the response to stop it (`details`: a deadline's, ending
+        it `incomplete`), and wait (bounded) for the terminal event it writes."""
+        if not await self.db.write(replica_store.request_cancel, self.db, response_id, details):
             return  # already over
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.wait_finished(response_id), RELAY_WAIT_SECONDS)

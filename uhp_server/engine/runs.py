@@ -197,6 +197,11 @@ class RunManager:
         if self.cluster is not None:
             await self.cluster.relay_cancel(response_id)
 
+    async def time_out_elsewhere(self, response_id: str, details: dict[str, Any]) -> None:
+        """`time_out` for a response that runs on another replica."""
+        if self.cluster is not None:
+            await self.cluster.relay_cancel(response_id, details)
+
     async def wait_elsewhere(self, response_id: str) -> None:
         """Wait until a response that runs on another replica is over."""
         if self.cluster is not None:

@@ -85,7 +85,9 @@ class TaskSteering:
         state = await self.db.read(task_state, self.db, self.runs, row)
         if state.status == INPUT_REQUIRED and state.response["status"] != "in_progress":
             # Parked: the task ends `cancelled` in a closing turn after it.
-            closing = await withdraw_parked(self.db, row, state.response)
+            closing = await withdraw_parked(
+                self.db, row, state.response, replica_id=self.runs.replica_id
+            )
             return await self.state(principal_id, closing)
         return state
 
@@ -95,9 +97,12 @@ class TaskSteering:
         await self.started(response_id)
         row = await self._row(principal_id, response_id)
         run = self.runs.get(row.id)
+        details = {"reason": "timeout_seconds", "timeout_seconds": seconds}
         if run is not None and not run.log.finished:
-            details = {"reason": "timeout_seconds", "timeout_seconds": seconds}
             await self.runs.time_out(run, details)
+        elif run is None and row.status == "in_progress":  # it runs on another replica
+            await self.runs.time_out_elsewhere(row.id, details)
+            row = await self._row(principal_id, response_id)
         return await self.db.read(task_state, self.db, self.runs, row)
 
     async def answer(

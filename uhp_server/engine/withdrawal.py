@@ -19,8 +19,11 @@ from uhp_server.engine.eventlog import EventLog
 from uhp_server.ids import new_id
 
 
-async def withdraw_parked(db: Database, parked: ResponseRow, response: dict[str, Any]) -> str:
-    """Record the closing `cancelled` turn after `parked`; returns its response id."""
+async def withdraw_parked(
+    db: Database, parked: ResponseRow, response: dict[str, Any], *, replica_id: str | None = None
+) -> str:
+    """Record the closing `cancelled` turn after `parked`; returns its response id.
+    `replica_id`: the replica writing it (no other replica's sweep then ends it meanwhile)."""
     response_id, now = new_id("response"), int(time.time())
     row = ResponseRow(
         id=response_id,
@@ -32,6 +35,7 @@ async def withdraw_parked(db: Database, parked: ResponseRow, response: dict[str,
         model=parked.model,
         created_at=now,
         input_items=[],
+        replica_id=replica_id,
     )
     await db.write(response_store.insert_response, db, row)
     closing = {

@@ -152,8 +152,10 @@ class LocalSandbox(Sandbox):
         egress = EgressPolicy.from_settings(
             settings.egress_allow_hosts, settings.egress_allow_private_hosts
         )
+        # Replicas sharing a data folder each clear only their own turn folders at start.
+        own = settings.data_dir / "replicas" / settings.replica_id if settings.replica_id else None
         return cls(
-            run_dir(settings.data_dir),
+            run_dir(own or settings.data_dir),
             limits=limits,
             egress=egress,
             user=settings.local_sandbox_user,
