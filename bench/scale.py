@@ -1,4 +1,5 @@
-"""Short-task throughput on PostgreSQL ÷ SQLite, side by side in one run.
+"""Short-task throughput on PostgreSQL ÷ SQLite, and of two replicas ÷ one behind haproxy, and
+the delay of an event to a client of the other replica, side by side in one run.
 
 The whole server in process (tests/support/in_process.py: the real app, engine, event log
 and storage; a FakeBase whose turns answer at once and a FakeSandbox), so what differs
@@ -7,9 +8,15 @@ between the two columns is the database: every task is a submit transaction, its
 databases so that a busy machine slows both alike. Issue 13's target: PostgreSQL at least 0.9 x
 SQLite. Needs the local cluster and role of scripts/postgres.sh.
 
+Then real replicas behind haproxy (bench/scale_replicas.py: the real server processes and
+Codex CLI; scripts/haproxy.sh installs haproxy): short-task throughput with two replicas ÷ one
+(report it: what it can reach depends on the cores), and the p99 time from an event's append on
+one replica to a client of the other (target < 50 ms).
+
 Usage:
 
     python bench/scale.py [--tasks N] [--concurrency C] [--rounds R]
+        [--replica-tasks N] [--replica-concurrency C] [--streams S] [--no-replicas]
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import scale_replicas
 from tests.conftest import MODELS, PROVIDER_KEY
 from tests.scripted_provider import start_provider
 from tests.support.fakes import answer
@@ -53,6 +61,10 @@ async def main() -> None:
     parser.add_argument("--tasks", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--replica-tasks", type=int, default=40)
+    parser.add_argument("--replica-concurrency", type=int, default=8)
+    parser.add_argument("--streams", type=int, default=5, help="streamed tasks per delay round")
+    parser.add_argument("--no-replicas", action="store_true", help="the in-process half only")
     args = parser.parse_args()
     provider = start_provider(PROVIDER_KEY, MODELS)
     databases = Databases()
@@ -72,14 +84,28 @@ async def main() -> None:
                     )
                     rates[kind].append(rate)
                     print(f"round {n + 1} {kind:10} {rate:7.1f} tasks/s", flush=True)
+        replicas = (
+            ""
+            if args.no_replicas
+            else await asyncio.to_thread(
+                scale_replicas.run,
+                provider,
+                args.replica_tasks,
+                args.replica_concurrency,
+                args.rounds,
+                args.streams,
+            )
+        )
     finally:
         databases.drop_all()
         provider.stop()
     sqlite, postgres = (statistics.median(rates[k]) for k in ("sqlite", "postgresql"))
     print(
-        f"median: sqlite {sqlite:.1f} tasks/s, postgresql {postgres:.1f} tasks/s; "
+        f"median in process: sqlite {sqlite:.1f} tasks/s, postgresql {postgres:.1f} tasks/s; "
         f"postgresql ÷ sqlite = {postgres / sqlite:.2f} (target ≥ 0.9)"
     )
+    if replicas:
+        print(replicas)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,9 @@ TEST_SANDBOX = os.environ.get("UHP_TEST_SANDBOX", "local")
 # ... and against one kind of provider: UHP_TEST_PROVIDER=chat serves Chat Completions only
 # (no models route, like a bare vLLM), so every base's wire is translated by the gateway.
 TEST_PROVIDER = os.environ.get("UHP_TEST_PROVIDER", "native")
+# ... and against one server or several: UHP_TEST_REPLICAS=2 makes the `server` fixture that
+# many replicas on one PostgreSQL database behind haproxy (tests/support/replicas.py).
+TEST_REPLICAS = int(os.environ.get("UHP_TEST_REPLICAS", "1"))
 DEFAULT_MODELS = {"openai": "gpt-test", "anthropic": "claude-test"}
 OTHER_MODELS = {"openai": "gpt-test-mini", "anthropic": "claude-test-mini"}
 
@@ -136,9 +139,25 @@ def server_env(provider: RunningProvider, **extra: str) -> dict[str, str]:
 def server(
     tmp_path_factory: pytest.TempPathFactory, provider: RunningProvider, base_installed: Path
 ) -> Iterator[ServerProcess]:
-    running = ServerProcess(tmp_path_factory.mktemp("server"), server_env(provider)).start()
+    data_dir = tmp_path_factory.mktemp("server")
+    env = server_env(provider)
+    # It outlives every test, so it cannot take the database of the test that first uses it
+    # (`database_under_test`): on PostgreSQL, one of its own for the whole run.
+    databases = postgres.Databases() if postgres.TEST_DATABASE == "postgresql" else None
+    if databases is not None:
+        env["UHP_DATABASE_URL"] = databases.url_for(data_dir)
+    running: ServerProcess
+    if TEST_REPLICAS > 1:
+        from tests.support.replicas import Replicas
+
+        # Quacks like a ServerProcess: the balancer's URL, the shared data dir, the keys.
+        running = Replicas(data_dir, env, count=TEST_REPLICAS).start()  # type: ignore[assignment]
+    else:
+        running = ServerProcess(data_dir, env).start()
     yield running
     running.stop()
+    if databases is not None:
+        databases.drop_all()
 
 
 @pytest.fixture(scope="session")

@@ -36,6 +36,11 @@ class ServerProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def database(self) -> str:
+        """The URL of the database it stores in (for tests that look at the rows)."""
+        return self.env.get("UHP_DATABASE_URL") or f"sqlite:///{self.data_dir / 'uhp.sqlite3'}"
+
     def start(self, timeout: float = 30.0) -> ServerProcess:
         self.log_path = self.data_dir / f"server-{self.port}.log"
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -101,3 +106,17 @@ class ServerProcess:
             text=True,
         ).stdout
         return out.split()[-1]
+
+
+def query(database: str, statement: str, **params: object) -> list[tuple[object, ...]]:
+    """Rows of one SQL statement (`:name` parameters) on a server's database, whichever it is."""
+    from sqlalchemy import create_engine, text
+
+    from storage.db import sqlalchemy_url
+
+    engine = create_engine(sqlalchemy_url(database))
+    try:
+        with engine.connect() as conn:
+            return [tuple(row) for row in conn.execute(text(statement), params)]
+    finally:
+        engine.dispose()
