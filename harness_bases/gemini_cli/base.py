@@ -36,7 +36,6 @@ class GeminiCliBase(AcpBase):
     # A failed, cancelled or parked turn is taken back out of its conversation, and one left
     # empty is deleted on exit (see HarnessBase.forgets_unfinished_turns).
     forgets_unfinished_turns = True
-    enabled_by_default = False
     # Its own `ask_user` asks through us (questions.py), with MCP refused.
     asks_natively = True
 
