@@ -60,6 +60,9 @@ global
 defaults
   mode http
   option http-server-close
+  # Event streams: send each small write at once instead of waiting to fill a packet
+  # (without it, SSE events reached clients in bursts of ~240 ms).
+  option http-no-delay
   option redispatch
   retries 2
   timeout connect 2s
