@@ -10,9 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from storage import keys
+from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
 from tests.support import postgres
-from tests.test_replicas_fast import _replicas, _running_with_text, _stream, _wait_for
+from tests.support.fake_engine import CONNECTION, StandInBase
+from tests.support.in_process import InProcess, in_process
+from tests.test_replicas_fast import LEASE, _replicas, _running_with_text, _stream, _wait_for
+from uhp_server.engine.requests import EngineTask, QuestionPolicy, ToolAnswer
 
 pytestmark = pytest.mark.skipif(
     postgres.TEST_DATABASE != "postgresql",
@@ -44,3 +49,58 @@ async def test_relayed_cancels_and_streams_leave_no_waiters_behind(
         with contextlib.suppress(AssertionError):
             await _wait_for(no_waiters, 3.0)
         assert not notes._changed, f"left behind: {sorted(notes._changed)}"
+
+
+async def _asking_replicas(
+    stack: AsyncExitStack, data_dir: Path, provider: RunningProvider
+) -> tuple[InProcess, InProcess]:
+    started = []
+    for name in ("a", "b"):
+        base = StandInBase()
+        replica = in_process(
+            data_dir,
+            provider.base_url,
+            PROVIDER_KEY,
+            base=base,  # type: ignore[arg-type]
+            replica_id=name,
+            replica_lease_seconds=LEASE,
+            model_connection_allow_private_hosts=True,
+        )
+        running = await stack.enter_async_context(replica)
+        base.runs = running.ctx.runs
+        started.append(running)
+    a, b = started
+    return a, b
+
+
+async def test_a_question_asked_on_one_replica_is_seen_and_answered_on_the_other(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    """Behind a balancer without stickiness (docs/scale-out.md: "any replica serves any
+    request"), a client polls a task and answers its question through whichever replica it
+    reaches. While the asking turn is alive on replica a, replica b reads the task as
+    `in_progress` and refuses the answer (409 not_waiting)."""
+    async with AsyncExitStack() as stack:
+        a, b = await _asking_replicas(stack, tmp_path, provider)
+        principal_id = keys.ensure_principal(a.ctx.db, keys.DEFAULT_PRINCIPAL).id
+        accepted = await a.ctx.tasks.start(
+            EngineTask(
+                principal_id=principal_id,
+                harness_id=None,
+                input="ASK Which city?",
+                model_connection=CONNECTION,
+                questions=QuestionPolicy.pause(),
+            )
+        )
+        response_id = accepted.response_id
+
+        async def asking_on_a() -> bool:
+            state = await a.ctx.tasks.state(principal_id, response_id)
+            return state.status == "input_required"
+
+        await _wait_for(asking_on_a)
+        (question,) = (await a.ctx.tasks.state(principal_id, response_id)).questions
+        seen_on_b = await b.ctx.tasks.state(principal_id, response_id)
+        assert seen_on_b.status == "input_required", seen_on_b.status
+        answers = [ToolAnswer(question.call_id, "Paris")]
+        await b.ctx.tasks.answer(principal_id, response_id, answers)
