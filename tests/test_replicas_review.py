@@ -16,7 +16,14 @@ from tests.scripted_provider import RunningProvider
 from tests.support import postgres
 from tests.support.fake_engine import CONNECTION, StandInBase
 from tests.support.in_process import InProcess, in_process
-from tests.test_replicas_fast import LEASE, _replicas, _running_with_text, _stream, _wait_for
+from tests.test_replicas_fast import (
+    LEASE,
+    _replicas,
+    _running_with_text,
+    _stream,
+    _text,
+    _wait_for,
+)
 from uhp_server.engine.requests import EngineTask, QuestionPolicy, ToolAnswer
 
 pytestmark = pytest.mark.skipif(
@@ -104,3 +111,30 @@ async def test_a_question_asked_on_one_replica_is_seen_and_answered_on_the_other
         assert seen_on_b.status == "input_required", seen_on_b.status
         answers = [ToolAnswer(question.call_id, "Paris")]
         await b.ctx.tasks.answer(principal_id, response_id, answers)
+
+
+async def test_a_task_cancelled_while_its_replica_is_dead_ends_cancelled(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    """Sessions §4: a cancelled task MUST end `cancelled`, never `failed`. The cancel of a
+    turn whose replica died is recorded (cancel_requested) and answered 200, but the replica
+    that takes the turn over ends it `failed` ("The server replica running this task
+    stopped.") without looking at the request."""
+    async with AsyncExitStack() as stack:
+        a, b = await _replicas(stack, tmp_path, provider)
+        response_id = await _running_with_text(a)
+        cluster = a.ctx.runs.cluster
+        assert cluster is not None and cluster._loop_task is not None
+        cluster._loop_task.cancel()  # a renews no lease and hears no cancel: as if killed
+        await cluster.notes.close()
+        cancel = await b.client.post(f"/v1/responses/{response_id}/cancel")
+        assert cancel.status_code == 200, cancel.text
+
+        async def over() -> bool:
+            body = (await b.client.get(f"/v1/responses/{response_id}")).json()
+            return bool(body["status"] != "in_progress")
+
+        await _wait_for(over, LEASE * 5)
+        body = (await b.client.get(f"/v1/responses/{response_id}")).json()
+        assert body["status"] == "cancelled", body
+        assert _text(body) == "partial answer"  # output before the cancel is kept
