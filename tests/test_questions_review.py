@@ -1,0 +1,88 @@
+"""Review finding: a CLI that takes a stopped turn back out of its conversation
+(`forgets_unfinished_turns`: Gemini CLI) also forgets the answers the user gave earlier in
+that turn. When the turn asks twice and parks on the second question, the new turn carrying
+the second answer quotes the request but not the first answer, which the server stored
+(a function_call_output of the parked response): the agent asks the user again."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from pathlib import Path
+
+from harness_bases import events as ev
+from harness_bases.base import Process, TurnSpec
+from harness_bases.turns import AgentTurn
+from tests.support.fake_engine import CONNECTION, StandInBase, StandInEngine
+from tests.test_engine_requests import task, until
+from uhp_server.engine.requests import QuestionPolicy, ToolAnswer
+
+
+class TwoQuestions(AgentTurn):
+    """Asks "Which city?", then "Which month?" (parked there when nobody answers in time)."""
+
+    def __init__(self, base: StandInBase, spec: TurnSpec) -> None:
+        super().__init__()
+        self.base, self.spec = base, spec
+
+    async def run(self) -> AsyncGenerator[ev.AgentEvent, None]:
+        self.base.prompts.append(self.spec.prompt)
+        yield ev.NativeSession(f"native-{len(self.base.prompts)}")
+        if self.spec.prompt.strip().splitlines()[-1] == "ASK TWICE":
+            assert self.base.runs is not None
+            run = self.base.runs.by_token(self.spec.gateway_token)
+            assert run is not None
+            for question in ("Which city?", "Which month?"):
+                if await self.base.runs.ask(run, question, ()) is None:
+                    await asyncio.Event().wait()  # parked: the engine ends the turn
+        yield ev.TextDelta("m1", "done")
+        yield ev.TextDone("m1", "done")
+        yield ev.TurnFinished()
+
+    async def send_interrupt(self) -> bool:
+        return True
+
+
+async def test_a_forgetful_clis_earlier_answers_reach_the_turn_that_carries_on(
+    tmp_path: Path,
+) -> None:
+    engine = StandInEngine(tmp_path, keep_seconds=0.3)
+    engine.base.forgets_unfinished_turns = True
+
+    def start_turn(proc: Process, turn: TurnSpec) -> AgentTurn:
+        return TwoQuestions(engine.base, turn)
+
+    engine.base.start_turn = start_turn  # type: ignore[method-assign]
+    try:
+        request = "Plan my trip.\nASK TWICE"
+        accepted = await engine.tasks.start(task(engine, request, questions=QuestionPolicy.pause()))
+        first = await until(engine, accepted.response_id, "input_required")
+        (city,) = first.questions
+        await engine.tasks.answer(
+            engine.principal_id, accepted.response_id, [ToolAnswer(city.call_id, "Lyon")]
+        )
+
+        async def second_question() -> None:
+            while True:
+                state = await engine.tasks.state(engine.principal_id, accepted.response_id)
+                if state.status == "input_required" and state.questions[0].text == "Which month?":
+                    return
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(second_question(), 5)
+        await asyncio.sleep(0.6)  # parked: the process is gone
+        state = await engine.tasks.state(engine.principal_id, accepted.response_id)
+        assert state.response["status"] == "incomplete"
+        (month,) = state.questions
+        carried = await engine.tasks.answer(
+            engine.principal_id,
+            accepted.response_id,
+            [ToolAnswer(month.call_id, "May")],
+            model_connection=CONNECTION,
+        )
+        await until(engine, carried, "completed")
+        prompt = engine.base.prompts[-1]
+        assert "> Plan my trip." in prompt and "May" in prompt
+        assert "Lyon" in prompt, prompt
+    finally:
+        await engine.close()
