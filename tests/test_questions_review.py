@@ -10,6 +10,8 @@ import asyncio
 from collections.abc import AsyncGenerator
 from pathlib import Path
 
+from sqlalchemy import text
+
 from harness_bases import events as ev
 from harness_bases.base import Process, TurnSpec
 from harness_bases.turns import AgentTurn
@@ -84,5 +86,34 @@ async def test_a_forgetful_clis_earlier_answers_reach_the_turn_that_carries_on(
         prompt = engine.base.prompts[-1]
         assert "> Plan my trip." in prompt and "May" in prompt
         assert "Lyon" in prompt, prompt
+    finally:
+        await engine.close()
+
+
+async def test_concurrent_cancels_of_a_parked_task_withdraw_it_once(tmp_path: Path) -> None:
+    """Sessions §4: cancelling an already-terminal task changes nothing, and a client retries
+    a cancel after a dropped connection (through a balancer: on another replica). Cancels of a
+    parked task that overlap each write their own closing `cancelled` turn (withdrawal.py
+    inserts one without claiming the session), so the conversation grows one per cancel and
+    each caller is told a different response id ended it."""
+    engine = StandInEngine(tmp_path, keep_seconds=0.2)
+    try:
+        accepted = await engine.tasks.start(
+            task(engine, "ASK x?", questions=QuestionPolicy.pause())
+        )
+        await until(engine, accepted.response_id, "input_required")
+        await asyncio.sleep(0.5)  # parked
+        states = await asyncio.gather(
+            *(engine.tasks.cancel(engine.principal_id, accepted.response_id) for _ in range(3))
+        )
+        assert {state.status for state in states} == {"cancelled"}
+        with engine.db.session() as s:
+            closing = s.connection().execute(
+                text("SELECT id FROM response WHERE previous_response_id = :id"),
+                {"id": accepted.response_id},
+            )
+            closing_ids = [row[0] for row in closing]
+        assert len(closing_ids) == 1, closing_ids
+        assert {state.response["id"] for state in states} == set(closing_ids)
     finally:
         await engine.close()
