@@ -1,8 +1,11 @@
-"""Review finding: a CLI that takes a stopped turn back out of its conversation
-(`forgets_unfinished_turns`: Gemini CLI) also forgets the answers the user gave earlier in
-that turn. When the turn asks twice and parks on the second question, the new turn carrying
-the second answer quotes the request but not the first answer, which the server stored
-(a function_call_output of the parked response): the agent asks the user again."""
+"""Review findings on paused questions (the engine on its stand-ins):
+
+- A CLI that takes a stopped turn back out of its conversation (`forgets_unfinished_turns`:
+  Gemini CLI) also forgets the answers the user gave earlier in that turn. When the turn asks
+  twice and parks on the second question, the new turn carrying the second answer quotes the
+  request but not the first answer, which the server stored (a function_call_output of the
+  parked response): the agent asks the user again.
+- Overlapping cancels of one parked task each withdraw it again."""
 
 from __future__ import annotations
 
