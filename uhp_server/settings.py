@@ -135,7 +135,8 @@ class Settings(BaseSettings):
     # Several replicas on one PostgreSQL (README: "Several replicas"): this process's id (unset:
     # the id kept in the data directory, so replicas sharing one must each set their own), and
     # how long a replica's lease lasts without a renewal before the others take over its turns.
-    replica_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    # (The id names a folder: it starts with a letter or digit, so it is never "." or "..".)
+    replica_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     replica_lease_seconds: float = Field(default=15.0, ge=1)
     paused_turn_keep_seconds: float = Field(default=45.0, ge=0)
     # Bearer token GET /metrics requires; unset: /metrics is open, like /healthz (README:
