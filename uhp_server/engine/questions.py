@@ -152,17 +152,46 @@ def pending_questions(response: dict[str, Any]) -> tuple[Question, ...]:
             parsed = json.loads(item["arguments"])
         except ValueError:
             parsed = {}
-        text = str(parsed.get("question", "")) if isinstance(parsed, dict) else ""
+        text = _question_text(item["arguments"])
         options = tuple(str(o) for o in parsed.get("options") or ()) if text else ()
         pending.append(Question(item["call_id"], QUESTION_TOOL, item["arguments"], text, options))
     return tuple(pending)
 
 
+def answered_questions(response: dict[str, Any]) -> list[tuple[str, str]]:
+    """(question, the user's answer) of every question the response asked and got answered."""
+    outputs = {
+        i["call_id"]: str(i.get("output", ""))
+        for i in response["output"]
+        if i["type"] == "function_call_output"
+    }
+    return [
+        (_question_text(item["arguments"]), outputs[item["call_id"]])
+        for item in response["output"]
+        if item["type"] == "function_call"
+        and item["name"] == QUESTION_TOOL
+        and item["call_id"] in outputs
+    ]
+
+
+def _question_text(arguments: str) -> str:
+    try:
+        parsed = json.loads(arguments)
+    except ValueError:
+        return ""
+    return str(parsed.get("question", "")) if isinstance(parsed, dict) else ""
+
+
 def answers_prompt(
-    questions: tuple[Question, ...], answers: list[ToolAnswer], *, request: str = ""
+    questions: tuple[Question, ...],
+    answers: list[ToolAnswer],
+    *,
+    request: str = "",
+    answered_before: list[tuple[str, str]] | None = None,
 ) -> str:
-    """The new turn's prompt when the paused process is gone: the user's answers, after the
-    request the agent was working on when the CLI forgot the paused turn (`request`)."""
+    """The new turn's prompt when the paused process is gone: the user's answers. For a CLI
+    that forgot the paused turn: first the request it was working on, and the questions the
+    user had already answered in that turn (`answered_before`)."""
     by_call = {a.call_id: a.output for a in answers}
     lines = ["You asked the user a question and paused. The user has now answered."]
     if request:
@@ -171,6 +200,8 @@ def answers_prompt(
             "You were working on this request from the user when you asked them a question "
             f"and paused:\n\n{quoted}\n\nThe user has now answered."
         )
+    for text, answer in answered_before or ():
+        lines.append(f"Your earlier question: {text}\nThe user's answer: {answer}")
     for q in questions:
         lines.append(
             f"Your question ({q.call_id}): {q.text}\nThe user's answer: {by_call[q.call_id]}"

@@ -15,7 +15,7 @@ from storage import responses as response_store
 from storage import sessions as session_store
 from storage.models import ResponseRow
 from uhp_server.engine.history import user_text
-from uhp_server.engine.questions import answers_prompt
+from uhp_server.engine.questions import answered_questions, answers_prompt
 from uhp_server.engine.reading import follow_events, task_state
 from uhp_server.engine.requests import (
     INPUT_REQUIRED,
@@ -140,9 +140,7 @@ class TaskSteering:
         continuation = EngineTask(
             principal_id=principal_id,
             harness_id=None,
-            input=answers_prompt(
-                state.questions, answers, request=await self._forgotten_request(row, state)
-            ),
+            input=await self._answers_prompt(row, state, answers),
             previous_response_id=row.id,
             model_connection=model_connection,
             questions=run.questions if run is not None else QuestionPolicy.pause(),
@@ -155,15 +153,23 @@ class TaskSteering:
         )
         return (await self.start(continuation)).response_id
 
-    async def _forgotten_request(self, row: ResponseRow, state: TaskState) -> str:
-        """The parked turn's request, when its CLI took the stopped turn back out of its
-        conversation (`forgets_unfinished_turns`): the answer alone would lack it."""
+    async def _answers_prompt(
+        self, row: ResponseRow, state: TaskState, answers: list[ToolAnswer]
+    ) -> str:
+        """The carrying-on turn's prompt. A CLI that took the stopped turn back out of its
+        conversation (`forgets_unfinished_turns`) is also given the turn's request and the
+        answers the user gave earlier in it: the answer alone would lack them."""
         harness_id = state.response.get("metadata", {}).get("harness_id")
         harness = await self.db.read(
             harness_store.get_harness, self.db, row.principal_id, str(harness_id)
         )
         base = self.bases.get(harness.base) if harness is not None else None
-        return user_text(row) if base is not None and base.forgets_unfinished_turns else ""
+        if base is None or not base.forgets_unfinished_turns:
+            return answers_prompt(state.questions, answers)
+        earlier = answered_questions(state.response)
+        return answers_prompt(
+            state.questions, answers, request=user_text(row), answered_before=earlier
+        )
 
     async def harness_exists(self, principal_id: str, harness_id: str) -> bool:
         """Whether the principal has this harness (its default harnesses included)."""
