@@ -19,6 +19,29 @@ def insert_response(db: Database, row: ResponseRow) -> ResponseRow:
         return row
 
 
+def insert_successor(db: Database, row: ResponseRow) -> str:
+    """Insert `row` as the one successor of its previous response, unless that one already
+    has a successor: then nothing is written. Returns the successor's id. The previous row is
+    locked meanwhile (PostgreSQL; SQLite's one writer already serializes), so of two writers
+    racing, one inserts and the other finds it."""
+    with db.session() as s:
+        s.exec(
+            select(ResponseRow.id)
+            .where(ResponseRow.id == row.previous_response_id)
+            .with_for_update()
+        ).first()
+        existing = s.exec(
+            select(ResponseRow.id).where(
+                ResponseRow.previous_response_id == row.previous_response_id
+            )
+        ).first()
+        if existing is not None:
+            return existing
+        s.add(row)
+        s.commit()
+        return row.id
+
+
 def get_response(db: Database, principal_id: str, response_id: str) -> ResponseRow | None:
     with db.session() as s:
         row = s.get(ResponseRow, response_id)

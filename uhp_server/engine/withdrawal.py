@@ -8,6 +8,7 @@ parked one, which the session's history and every door then read as the task's o
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -22,8 +23,10 @@ from uhp_server.ids import new_id
 async def withdraw_parked(
     db: Database, parked: ResponseRow, response: dict[str, Any], *, replica_id: str | None = None
 ) -> str:
-    """Record the closing `cancelled` turn after `parked`; returns its response id.
-    `replica_id`: the replica writing it (no other replica's sweep then ends it meanwhile)."""
+    """Record the closing `cancelled` turn after `parked`; returns its response id (of the
+    one turn after it: cancels that overlap, a client's retry on another replica, close it
+    once). `replica_id`: the replica writing it (no other replica's sweep then ends it
+    meanwhile)."""
     response_id, now = new_id("response"), int(time.time())
     row = ResponseRow(
         id=response_id,
@@ -37,7 +40,10 @@ async def withdraw_parked(
         input_items=[],
         replica_id=replica_id,
     )
-    await db.write(response_store.insert_response, db, row)
+    successor = await db.write(response_store.insert_successor, db, row)
+    if successor != response_id:  # another cancel closes it: its end is the answer
+        await _until_finished(db, parked.principal_id, successor)
+        return successor
     closing = {
         "id": response_id,
         "object": "response",
@@ -62,3 +68,15 @@ async def withdraw_parked(
     log = EventLog(db, response_id, persist=parked.store)
     await log.append([*builder.created(), *builder.finish("cancelled")])
     return response_id
+
+
+async def _until_finished(
+    db: Database, principal_id: str, response_id: str, timeout: float = 5.0
+) -> None:
+    """Until the response's closing turn is written (the racing cancel writes it at once)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        row = await db.read(response_store.get_response, db, principal_id, response_id)
+        if row is None or row.status != "in_progress":
+            return
+        await asyncio.sleep(0.02)
