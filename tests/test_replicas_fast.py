@@ -333,3 +333,38 @@ async def test_an_answer_racing_the_turn_parking_on_its_replica_continues_it_in_
 
 async def _finished(run: Any) -> bool:
     return bool(run.log.finished)
+
+
+async def test_the_harness_events_feed_of_one_replica_shows_the_turns_of_the_other(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    async with AsyncExitStack() as stack:
+        a, b = await _replicas(stack, tmp_path, provider)
+        a.base.script("who", answer("me"))
+        first = (await a.submit("who")).json()
+        principal_id = a.ctx.runs.get(first["id"]).principal_id
+        harness_id = first["metadata"]["harness_id"]
+        feed = b.ctx.runs.feed.subscribe(principal_id, harness_id)
+        a.base.script("feed me", answer("fed"))
+        response_id = (await a.submit("feed me", background=True)).json()["id"]
+        seen: list[dict[str, Any]] = []
+
+        async def until_terminal() -> None:
+            async for event in feed:
+                seen.append(event)
+                if event["type"] == "response.completed":
+                    return
+
+        await asyncio.wait_for(until_terminal(), 10)
+        assert [e["type"] for e in seen] == [
+            "session.created",
+            "response.created",
+            "response.in_progress",
+            "response.output_item.done",
+            "response.completed",
+        ]
+        assert [e["sequence_number"] for e in seen] == [0, 1, 2, 3, 4]
+        assert {e["response_id"] for e in seen[1:]} == {response_id}
+        assert {e["harness_id"] for e in seen} == {harness_id}
+        assert seen[0]["session_id"] == seen[-1]["response"]["metadata"]["session_id"]
+        assert _text(seen[-1]["response"]) == "fed"

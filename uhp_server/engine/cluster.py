@@ -10,6 +10,8 @@
   from the last sequence number seen, woken by the NOTIFY of the writer's commit.
 - **Answers.** A question a turn here waits on is shown to every replica; answers another
   replica takes are relayed to the live turn (engine/answer_relay.py).
+- **Feed.** The harness events feed also shows the turns of the other replicas, read as
+  their commits are notified (engine/remote_feed.py).
 - **Cancel.** A cancel for a response running elsewhere is recorded on its row and notified;
   the owner stops the turn as it would a local cancel, and the asking replica awaits the
   terminal event through the tail.
@@ -36,6 +38,7 @@ from uhp_server.engine.answer_relay import AnswerRelay
 from uhp_server.engine.fold import TERMINAL_TYPES
 from uhp_server.engine.notifications import Notifications
 from uhp_server.engine.recovery import finish_interrupted
+from uhp_server.engine.remote_feed import RemoteFeed
 from uhp_server.sandbox.base import Sandbox
 
 if TYPE_CHECKING:
@@ -95,6 +98,7 @@ class Cluster:
         self.notes.on(replica_store.CANCEL_CHANNEL, self._cancel_requested)
         self.answers.runs = runs
         self.notes.on(relayed_questions.ANSWERS_CHANNEL, self.answers.notified)
+        self.notes.on(EVENTS_CHANNEL, RemoteFeed(self.db, runs, runs.feed).notified)
         await self.notes.open()
         self._loop_task = asyncio.create_task(self._keep_lease(), name="replica lease")
 
