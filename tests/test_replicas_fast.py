@@ -368,3 +368,49 @@ async def test_the_harness_events_feed_of_one_replica_shows_the_turns_of_the_oth
         assert {e["harness_id"] for e in seen} == {harness_id}
         assert seen[0]["session_id"] == seen[-1]["response"]["metadata"]["session_id"]
         assert _text(seen[-1]["response"]) == "fed"
+
+
+async def test_an_oumi_resume_on_one_replica_answers_the_turn_paused_on_the_other(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    async with AsyncExitStack() as stack:
+        a, b = await _replicas(stack, tmp_path, provider, model_connection_allow_private_hosts=True)
+        a.base.script("who", answer("me"))
+        harness_id = (await a.submit("who")).json()["metadata"]["harness_id"]
+        a.base.script("ask", [Ask("Which city?"), TurnFinished()])
+        connection = {"base_url": provider.base_url, "model": "m", "api_key": "sk-platform"}
+        start = {
+            "protocol_version": "1",
+            "session_id": "ses_replicas",
+            "invocation_id": "inv_replicas",
+            "session_action": "start",
+            "input_messages": [{"role": "user", "content": "ask"}],
+            "model_connection": connection,
+        }
+        door = f"/oumi/harnesses/{harness_id}"
+        assert (await a.client.post(f"{door}/submit", json=start)).status_code == 202
+        params = {"invocation_id": "inv_replicas"}
+
+        async def input_required_on_b() -> bool:
+            status = (await b.client.get(f"{door}/get_status", params=params)).json()
+            return bool(status["status"] == "input_required")
+
+        await _wait_for(input_required_on_b)
+        paused = (await b.client.get(f"{door}/collect_output", params=params)).json()
+        (call,) = paused["messages"][-1]["tool_calls"]
+        resume = dict(
+            start,
+            session_action="resume",
+            input_messages=[{"role": "tool", "tool_call_id": call["id"], "content": "Rome"}],
+        )
+        resumed = await b.client.post(f"{door}/submit", json=resume)
+        assert resumed.status_code in (200, 202), resumed.text
+
+        async def completed_on_b() -> bool:
+            status = (await b.client.get(f"{door}/get_status", params=params)).json()
+            return bool(status["status"] == "completed")
+
+        await _wait_for(completed_on_b)
+        output = (await b.client.get(f"{door}/collect_output", params=params)).json()
+        assert output["messages"][-1]["content"] == "answered: Rome"
+        assert (len(a.base.turns), len(b.base.turns)) == (2, 0)  # the paused turn went on
