@@ -9,9 +9,10 @@ from pathlib import Path
 ID_FILE = "docker-sandbox-id"
 
 
-def stored_id(data_dir: Path) -> str:
-    """The id kept in the data folder: stable across restarts, made on first use."""
-    path = data_dir / ID_FILE
+def stored_id(data_dir: Path, file_name: str = ID_FILE) -> str:
+    """The id kept in the data folder (in `file_name`): stable across restarts, made on first
+    use."""
+    path = data_dir / file_name
     try:
         return path.read_text().strip()
     except FileNotFoundError:

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from harness_bases.base import Invocation
 from uhp_server.gateway.paths import gateway_path
+from uhp_server.replica import stored_id
 from uhp_server.sandbox import cgroups
 from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SandboxError, SessionMounts
 from uhp_server.sandbox.egress import EGRESS_PROXY_PORT, EgressPolicy, with_proxy
@@ -62,7 +63,7 @@ log = logging.getLogger(__name__)
 START_TIMEOUT = 30.0
 CGROUP_PREFIX = "uhp-"  # + the server's id + "-" + the door: uhp-<id>-local-<response id>
 CPU_POOL = "cpu"  # the CPU group every turn of this server joins: uhp-<id>-cpu
-ID_FILE = "local-sandbox-id"
+ID_FILE = "local-sandbox-id"  # its own, as earlier releases kept it: cgroups carry it
 GATEWAY_PORT = 8080  # the gateway inside the sandbox: 127.0.0.1:8080, as in the docker one
 
 # Runs first in the sandbox: start the relays, wait (about 2 s at most) until their ports
@@ -160,7 +161,7 @@ class LocalSandbox(Sandbox):
             egress=egress,
             user=settings.local_sandbox_user,
             # Replicas sharing a data folder each clear only their own cgroups.
-            server_id=settings.replica_id or local_server_id(settings.data_dir),
+            server_id=settings.replica_id or stored_id(settings.data_dir, ID_FILE),
         )
 
     def gateway_url(self, backend: str) -> str:
@@ -377,20 +378,6 @@ class LocalSandbox(Sandbox):
                     resource.prlimit(pid, resource.RLIMIT_FSIZE, (size, size))
         except OSError as exc:
             raise SandboxError(f"cannot limit the sandbox: {exc}") from exc
-
-
-def local_server_id(data_dir: Path) -> str:
-    """This server's id, kept in its data folder: stable across restarts, distinct for two
-    servers on one machine (each clears only its own cgroups)."""
-    path = data_dir / ID_FILE
-    try:
-        return path.read_text().strip()
-    except FileNotFoundError:
-        pass
-    data_dir.mkdir(parents=True, exist_ok=True)
-    value = secrets.token_hex(8)
-    path.write_text(value + "\n")
-    return value
 
 
 async def _read_info(fd: int) -> dict:
