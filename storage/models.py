@@ -85,6 +85,17 @@ class ReplicaRow(SQLModel, table=True):
     started_at: float
 
 
+class RelayedQuestionRow(SQLModel, table=True):
+    """A question a turn waits on, while it waits, and the answer another replica took for
+    it until the replica running the turn delivers it (engine/answer_relay.py)."""
+
+    __tablename__ = "relayed_question"
+    response_id: str = Field(primary_key=True)
+    call_id: str = Field(primary_key=True)
+    arguments: str
+    answer: str | None = None
+
+
 class EventRow(SQLModel, table=True):
     """One streamed event. The ordered events of a response are its source of truth."""
 

@@ -13,14 +13,16 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from harness_bases.events import TextDelta
+from harness_bases.events import TextDelta, TurnFinished
 from storage.db import Database
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
 from tests.support import postgres
-from tests.support.fakes import Hang, answer
+from tests.support.fakes import Ask, Hang, answer
 from tests.support.in_process import InProcess, in_process
 from tests.support.sse import Stream, parse_lines
+from uhp_server.engine import questions
+from uhp_server.engine.requests import EngineTask, QuestionPolicy, ToolAnswer
 from uhp_server.settings import Settings
 
 pytestmark = pytest.mark.skipif(
@@ -237,3 +239,178 @@ async def test_a_slot_whose_release_was_lost_is_free_again_when_its_replica_rest
         again.base.script("second", answer("two"))
         second = await asyncio.wait_for(again.submit("second"), 10)
         assert second.json()["status"] == "completed"
+
+
+async def _paused_on(replica: InProcess) -> tuple[str, str]:
+    """A turn paused on `replica`, waiting for the user; its principal and response ids."""
+    replica.base.script("who", answer("me"))
+    first = (await replica.submit("who")).json()["id"]
+    principal_id = replica.ctx.runs.get(first).principal_id
+    replica.base.script("ask", [Ask("Which colour?"), TurnFinished()])
+    task = EngineTask(principal_id, None, "ask", questions=QuestionPolicy.pause())
+    response_id = (await replica.ctx.tasks.start(task)).response_id
+
+    async def asking() -> bool:
+        run = replica.ctx.runs.get(response_id)
+        return run is not None and bool(run.asking)
+
+    await _wait_for(asking)
+    return principal_id, response_id
+
+
+async def test_a_question_paused_on_one_replica_is_answered_from_the_other_in_the_same_turn(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    async with AsyncExitStack() as stack:
+        a, b = await _replicas(stack, tmp_path, provider)
+        principal_id, response_id = await _paused_on(a)
+
+        async def waiting_on_b() -> bool:
+            state = await b.ctx.tasks.state(principal_id, response_id)
+            return state.status == "input_required"
+
+        await _wait_for(waiting_on_b)
+        state = await b.ctx.tasks.state(principal_id, response_id)
+        assert [q.text for q in state.questions] == ["Which colour?"]
+        call_id = state.questions[0].call_id
+        answered = await b.ctx.tasks.answer(
+            principal_id, response_id, [ToolAnswer(call_id, "blue")]
+        )
+        assert answered == response_id  # the live turn goes on, as a local answer does
+        done = await asyncio.wait_for(b.ctx.runs.wait_elsewhere(response_id), 10)
+        assert done is None
+        final = (await b.client.get(f"/v1/responses/{response_id}")).json()
+        assert final["status"] == "completed", final
+        assert _text(final) == "answered: blue"
+        assert len(a.base.turns) == 2  # no new turn was started anywhere
+        assert len(b.base.turns) == 0
+        outputs = [i for i in final["output"] if i["type"] == "function_call_output"]
+        assert [(o["call_id"], o["output"]) for o in outputs] == [(call_id, "blue")]
+        again = b.ctx.tasks.answer(principal_id, response_id, [ToolAnswer(call_id, "red")])
+        with pytest.raises(Exception, match="not waiting"):
+            await again
+        with a.ctx.db.session() as s:
+            left = s.connection().execute(text("SELECT count(*) FROM relayed_question")).scalar()
+        assert left == 0
+
+
+async def test_an_answer_racing_the_turn_parking_on_its_replica_continues_it_in_a_new_turn(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    async with AsyncExitStack() as stack:
+        a, b = await _replicas(stack, tmp_path, provider)
+        principal_id, response_id = await _paused_on(a)
+
+        async def waiting_on_b() -> bool:
+            state = await b.ctx.tasks.state(principal_id, response_id)
+            return state.status == "input_required"
+
+        await _wait_for(waiting_on_b)
+        call_id = (await b.ctx.tasks.state(principal_id, response_id)).questions[0].call_id
+        relay = b.ctx.runs.cluster.answers
+        record = relay.relay
+
+        async def parked_first(response_id: str, answers: list[ToolAnswer]) -> bool:
+            run = a.ctx.runs.get(response_id)
+            questions.park(run)  # its keep ran out just before the answer was recorded
+            await _wait_for(lambda: _finished(run))
+            return await record(response_id, answers)
+
+        relay.relay = parked_first  # type: ignore[method-assign]
+        b.base.script(questions.answers_prompt((), []).splitlines()[0], answer("carried on"))
+        carrying = await b.ctx.tasks.answer(
+            principal_id, response_id, [ToolAnswer(call_id, "blue")]
+        )
+        assert carrying != response_id  # the parked turn goes on in a new one
+        parked = (await b.client.get(f"/v1/responses/{response_id}")).json()
+        assert parked["status"] == "incomplete"
+        assert parked["incomplete_details"]["reason"] == "input_required"
+        await asyncio.wait_for(b.ctx.runs.wait_elsewhere(carrying), 10)
+        follow = (await b.client.get(f"/v1/responses/{carrying}")).json()
+        assert follow["previous_response_id"] == response_id
+        assert follow["status"] == "completed", follow
+
+
+async def _finished(run: Any) -> bool:
+    return bool(run.log.finished)
+
+
+async def test_the_harness_events_feed_of_one_replica_shows_the_turns_of_the_other(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    async with AsyncExitStack() as stack:
+        a, b = await _replicas(stack, tmp_path, provider)
+        a.base.script("who", answer("me"))
+        first = (await a.submit("who")).json()
+        principal_id = a.ctx.runs.get(first["id"]).principal_id
+        harness_id = first["metadata"]["harness_id"]
+        feed = b.ctx.runs.feed.subscribe(principal_id, harness_id)
+        a.base.script("feed me", answer("fed"))
+        response_id = (await a.submit("feed me", background=True)).json()["id"]
+        seen: list[dict[str, Any]] = []
+
+        async def until_terminal() -> None:
+            async for event in feed:
+                seen.append(event)
+                if event["type"] == "response.completed":
+                    return
+
+        await asyncio.wait_for(until_terminal(), 10)
+        assert [e["type"] for e in seen] == [
+            "session.created",
+            "response.created",
+            "response.in_progress",
+            "response.output_item.done",
+            "response.completed",
+        ]
+        assert [e["sequence_number"] for e in seen] == [0, 1, 2, 3, 4]
+        assert {e["response_id"] for e in seen[1:]} == {response_id}
+        assert {e["harness_id"] for e in seen} == {harness_id}
+        assert seen[0]["session_id"] == seen[-1]["response"]["metadata"]["session_id"]
+        assert _text(seen[-1]["response"]) == "fed"
+
+
+async def test_an_oumi_resume_on_one_replica_answers_the_turn_paused_on_the_other(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    async with AsyncExitStack() as stack:
+        a, b = await _replicas(stack, tmp_path, provider, model_connection_allow_private_hosts=True)
+        a.base.script("who", answer("me"))
+        harness_id = (await a.submit("who")).json()["metadata"]["harness_id"]
+        a.base.script("ask", [Ask("Which city?"), TurnFinished()])
+        connection = {"base_url": provider.base_url, "model": "m", "api_key": "sk-platform"}
+        start = {
+            "protocol_version": "1",
+            "session_id": "ses_replicas",
+            "invocation_id": "inv_replicas",
+            "session_action": "start",
+            "input_messages": [{"role": "user", "content": "ask"}],
+            "model_connection": connection,
+        }
+        door = f"/oumi/harnesses/{harness_id}"
+        assert (await a.client.post(f"{door}/submit", json=start)).status_code == 202
+        params = {"invocation_id": "inv_replicas"}
+
+        async def input_required_on_b() -> bool:
+            status = (await b.client.get(f"{door}/get_status", params=params)).json()
+            return bool(status["status"] == "input_required")
+
+        await _wait_for(input_required_on_b)
+        paused = (await b.client.get(f"{door}/collect_output", params=params)).json()
+        (call,) = paused["messages"][-1]["tool_calls"]
+        resume = dict(
+            start,
+            session_action="resume",
+            input_messages=[{"role": "tool", "tool_call_id": call["id"], "content": "Rome"}],
+        )
+        resumed = await b.client.post(f"{door}/submit", json=resume)
+        assert resumed.status_code in (200, 202), resumed.text
+
+        async def completed_on_b() -> bool:
+            status = (await b.client.get(f"{door}/get_status", params=params)).json()
+            return bool(status["status"] == "completed")
+
+        await _wait_for(completed_on_b)
+        output = (await b.client.get(f"{door}/collect_output", params=params)).json()
+        assert output["messages"][-1]["content"] == "answered: Rome"
+        assert (len(a.base.turns), len(b.base.turns)) == (2, 0)  # the paused turn went on

@@ -43,7 +43,15 @@ class Pause:
     seconds: float
 
 
-Step = AgentEvent | Hang | Pause
+@dataclass(frozen=True)
+class Ask:
+    """The agent asks the user (TurnSpec.ask_user) and says the answer it got; with no answer
+    (the turn parked or stopped) its stdout ends."""
+
+    question: str
+
+
+Step = AgentEvent | Hang | Pause | Ask
 
 
 def answer(text: str) -> list[Step]:
@@ -137,7 +145,14 @@ class FakeTurn(AgentTurn):
                 if isinstance(step, Hang):
                     await self.interrupted.wait()
                     return
-                if isinstance(step, Pause):
+                if isinstance(step, Ask):
+                    assert self.spec.ask_user is not None, "the door takes no question"
+                    reply = await self.spec.ask_user(step.question, ())
+                    if reply is None:
+                        return
+                    yield TextDelta("asked", f"answered: {reply}")
+                    yield TextDone("asked", f"answered: {reply}")
+                elif isinstance(step, Pause):
                     await asyncio.sleep(step.seconds)
                 else:
                     yield step

@@ -8,6 +8,10 @@
   replica that deletes an expired lease reaps that replica's containers.
 - **Events.** A response running on another replica is followed by tailing the event table
   from the last sequence number seen, woken by the NOTIFY of the writer's commit.
+- **Answers.** A question a turn here waits on is shown to every replica; answers another
+  replica takes are relayed to the live turn (engine/answer_relay.py).
+- **Feed.** The harness events feed also shows the turns of the other replicas, read as
+  their commits are notified (engine/remote_feed.py).
 - **Cancel.** A cancel for a response running elsewhere is recorded on its row and notified;
   the owner stops the turn as it would a local cancel, and the asking replica awaits the
   terminal event through the tail.
@@ -24,14 +28,17 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from storage import relayed_questions
 from storage import replicas as replica_store
 from storage import responses as response_store
 from storage import sessions as session_store
 from storage.db import EVENTS_CHANNEL, Database
 from storage.models import ResponseRow
+from uhp_server.engine.answer_relay import AnswerRelay
 from uhp_server.engine.fold import TERMINAL_TYPES
 from uhp_server.engine.notifications import Notifications
 from uhp_server.engine.recovery import finish_interrupted
+from uhp_server.engine.remote_feed import RemoteFeed
 from uhp_server.sandbox.base import Sandbox
 
 if TYPE_CHECKING:
@@ -67,8 +74,14 @@ class Cluster:
         self.sandbox = sandbox
         self.notes = Notifications(
             str(getattr(db.raw, "conninfo", "")),
-            (EVENTS_CHANNEL, replica_store.CANCEL_CHANNEL, replica_store.ADMISSION_CHANNEL),
+            (
+                EVENTS_CHANNEL,
+                replica_store.CANCEL_CHANNEL,
+                replica_store.ADMISSION_CHANNEL,
+                relayed_questions.ANSWERS_CHANNEL,
+            ),
         )
+        self.answers = AnswerRelay(db, replica_id)
         self._runs: RunManager | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._cancelling: set[asyncio.Task[None]] = set()
@@ -83,6 +96,9 @@ class Cluster:
         await self._sweep(own=True)
         await self.db.write(replica_store.clear_slots, self.db, self.replica_id)
         self.notes.on(replica_store.CANCEL_CHANNEL, self._cancel_requested)
+        self.answers.runs = runs
+        self.notes.on(relayed_questions.ANSWERS_CHANNEL, self.answers.notified)
+        self.notes.on(EVENTS_CHANNEL, RemoteFeed(self.db, runs, runs.feed).notified)
         await self.notes.open()
         self._loop_task = asyncio.create_task(self._keep_lease(), name="replica lease")
 
@@ -121,6 +137,8 @@ class Cluster:
                 await self.db.write(replica_store.renew_lease, self.db, self.replica_id)
                 await self._sweep(own=False)
                 await self._look_for_cancels()  # a notification may have been lost
+                await self.answers.look_for_answers()
+                await self.db.write(relayed_questions.forget_finished, self.db)
                 await self.db.write(
                     replica_store.clear_slots,
                     self.db,

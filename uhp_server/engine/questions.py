@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from harness_bases import events as ev
 from uhp_server.engine.requests import Question, QuestionMode, ToolAnswer
@@ -47,6 +47,18 @@ TEXT_INSTRUCTION = (
     f"alone on its last line, starting with '{TEXT_MARKER}'. The user's answer will come as "
     "the next message."
 )
+
+
+class QuestionBoard(Protocol):
+    """Where a waiting question is shown to the other replicas (engine/answer_relay.py)."""
+
+    async def post(self, run: Run, question: Question) -> None: ...
+
+    async def withdraw(self, run: Run, question: Question) -> str | None: ...
+
+    def withdraw_later(self, run: Run, question: Question) -> None: ...
+
+
 _NO_RECORDED_ANSWER = "(No answer was recorded for this question; carry on as you judge best.)"
 
 
@@ -64,9 +76,16 @@ def question_arguments(text: str, options: tuple[str, ...]) -> str:
     return json.dumps(body)
 
 
-async def ask(run: Run, text: str, options: tuple[str, ...], keep_seconds: float) -> str | None:
+async def ask(
+    run: Run,
+    text: str,
+    options: tuple[str, ...],
+    keep_seconds: float,
+    board: QuestionBoard | None = None,
+) -> str | None:
     """The agent asks `text`: record the call, get the answer as the policy says, record it.
-    None: no answer came while the process was kept (the turn is parked) or it stopped."""
+    None: no answer came while the process was kept (the turn is parked) or it stopped.
+    `board`: other replicas see the question while it waits, and may answer it."""
     call_id = "call_" + secrets.token_hex(12)
     arguments = question_arguments(text, options)
     question = Question(call_id, QUESTION_TOOL, arguments, text, options)
@@ -74,7 +93,7 @@ async def ask(run: Run, text: str, options: tuple[str, ...], keep_seconds: float
     await run.record(lambda: run.builder.apply(started))
     answer = await _policy_answer(run, question)
     if answer is None:
-        answer = await _wait_for_user(run, question, keep_seconds)
+        answer = await _wait_for_user(run, question, keep_seconds, board)
     if answer is None:
         return None
     finished = ev.ToolCallFinished(call=call_id, output=answer)
@@ -93,28 +112,42 @@ async def _policy_answer(run: Run, question: Question) -> str | None:
     return None
 
 
-async def _wait_for_user(run: Run, question: Question, keep_seconds: float) -> str | None:
+async def _wait_for_user(
+    run: Run, question: Question, keep_seconds: float, board: QuestionBoard | None
+) -> str | None:
     loop = asyncio.get_running_loop()
     answered: asyncio.Future[str] = loop.create_future()
     run.answer_waiters[question.call_id] = answered
     run.asking.append(question)
     if run.grant is not None:
         run.grant.model_paused = True  # a waiting agent holds no model connection
+    posted = False
     stopping: asyncio.Future[Any] = asyncio.ensure_future(run.stop.wait())
     parking: asyncio.Future[Any] = asyncio.ensure_future(run.park.wait())
     waits: set[asyncio.Future[Any]] = {answered, stopping, parking}
     try:
+        if board is not None:
+            await board.post(run, question)
+            posted = True
         await asyncio.wait(
             waits,
             timeout=keep_seconds,
             return_when=asyncio.FIRST_COMPLETED,
         )
+        # Withdrawing decides against an answer another replica is recording right now:
+        # one recorded first is used rather than parking.
+        relayed = await board.withdraw(run, question) if board is not None else None
+        posted = False
         if answered.done():
             return answered.result()
+        if relayed is not None and not run.stop.is_set() and not run.park.is_set():
+            return relayed
         if not run.stop.is_set():
             park(run)
         return None
     finally:
+        if posted and board is not None:
+            board.withdraw_later(run, question)
         stopping.cancel()
         parking.cancel()
         run.answer_waiters.pop(question.call_id, None)
@@ -148,14 +181,19 @@ def pending_questions(response: dict[str, Any]) -> tuple[Question, ...]:
             continue
         if item["call_id"] in answered:
             continue
-        try:
-            parsed = json.loads(item["arguments"])
-        except ValueError:
-            parsed = {}
-        text = _question_text(item["arguments"])
-        options = tuple(str(o) for o in parsed.get("options") or ()) if text else ()
-        pending.append(Question(item["call_id"], QUESTION_TOOL, item["arguments"], text, options))
+        pending.append(question_of_call(item["call_id"], item["arguments"]))
     return tuple(pending)
+
+
+def question_of_call(call_id: str, arguments: str) -> Question:
+    """The question an ask_user call's arguments ask."""
+    try:
+        parsed = json.loads(arguments)
+    except ValueError:
+        parsed = {}
+    text = str(parsed.get("question", "")) if isinstance(parsed, dict) else ""
+    options = tuple(str(o) for o in parsed.get("options") or ()) if text else ()
+    return Question(call_id, QUESTION_TOOL, arguments, text, options)
 
 
 def answered_questions(response: dict[str, Any]) -> list[tuple[str, str]]:
@@ -166,20 +204,12 @@ def answered_questions(response: dict[str, Any]) -> list[tuple[str, str]]:
         if i["type"] == "function_call_output"
     }
     return [
-        (_question_text(item["arguments"]), outputs[item["call_id"]])
+        (question_of_call(item["call_id"], item["arguments"]).text, outputs[item["call_id"]])
         for item in response["output"]
         if item["type"] == "function_call"
         and item["name"] == QUESTION_TOOL
         and item["call_id"] in outputs
     ]
-
-
-def _question_text(arguments: str) -> str:
-    try:
-        parsed = json.loads(arguments)
-    except ValueError:
-        return ""
-    return str(parsed.get("question", "")) if isinstance(parsed, dict) else ""
 
 
 def answers_prompt(

@@ -9,11 +9,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+from storage import relayed_questions
 from storage import responses as response_store
 from storage.db import Database
 from storage.models import ResponseRow
 from uhp_server.engine.fold import fold
-from uhp_server.engine.questions import PARKED_REASON, pending_questions
+from uhp_server.engine.questions import PARKED_REASON, pending_questions, question_of_call
 from uhp_server.engine.requests import INPUT_REQUIRED, QUEUED, TaskState
 from uhp_server.engine.runs import RunManager
 from uhp_server.errors import ApiError
@@ -49,8 +50,12 @@ def task_state(db: Database, runs: RunManager, row: ResponseRow) -> TaskState:
             status = QUEUED
         elif run.asking:
             return TaskState(INPUT_REQUIRED, response, tuple(run.asking))
-    elif run is None and status == "in_progress" and row.admission == "waiting":
-        status = QUEUED  # waiting for a slot on another replica
+    elif run is None and status == "in_progress" and runs.cluster is not None:
+        if row.admission == "waiting":
+            status = QUEUED  # waiting for a slot on another replica
+        elif waiting := relayed_questions.pending(db, row.id):  # paused on another replica
+            asked = tuple(question_of_call(call, arguments) for call, arguments in waiting)
+            return TaskState(INPUT_REQUIRED, response, asked)
     details = response.get("incomplete_details") or {}
     if status == "incomplete" and details.get("reason") == PARKED_REASON:
         return TaskState(INPUT_REQUIRED, response, pending_questions(response))

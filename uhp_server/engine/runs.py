@@ -75,7 +75,8 @@ class RunManager:
             await self.db.write(
                 session_store.set_native_session_id, self.db, run.session_id, run.native_session_id
             )
-        return await questions.ask(run, text, options, self.paused_keep_seconds)
+        board = self.cluster.answers if self.cluster is not None else None
+        return await questions.ask(run, text, options, self.paused_keep_seconds, board)
 
     async def ask_by_token(self, token: str, text: str, options: tuple[str, ...]) -> str | None:
         """The question tool's call, made with a turn's gateway token."""
@@ -196,6 +197,13 @@ class RunManager:
         once its terminal event is written (bounded, like `cancel`)."""
         if self.cluster is not None:
             await self.cluster.relay_cancel(response_id)
+
+    async def answer_elsewhere(self, response_id: str, answers: list[ToolAnswer]) -> bool:
+        """Relay the answers to the replica whose live turn waits on them; False when it no
+        longer waits (parked, answered, over)."""
+        if self.cluster is None:
+            return False
+        return await self.cluster.answers.relay(response_id, answers)
 
     async def time_out_elsewhere(self, response_id: str, details: dict[str, Any]) -> None:
         """`time_out` for a response that runs on another replica."""

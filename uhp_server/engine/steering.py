@@ -6,6 +6,8 @@ steer tasks only through these, never through storage or the run registry.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +38,9 @@ if TYPE_CHECKING:
     from uhp_server.engine.runs import RunManager
     from uhp_server.engine.tasks import Accepted
     from uhp_server.settings import Settings
+
+# How long an answer for a turn that parked on another replica waits for its end.
+PARKING_WAIT_SECONDS = 5.0
 
 
 class TaskSteering:
@@ -135,6 +140,17 @@ class TaskSteering:
                 self.runs.switch_connection(run, connection_provider(model_connection, allow))
             self.runs.deliver_answers(run, answers)
             return row.id
+        if run is None and row.status == "in_progress":  # paused on another replica
+            if await self.runs.answer_elsewhere(row.id, answers):
+                return row.id
+            # It parked (or was answered) meanwhile: once its turn has ended, a parked one
+            # goes on in a new turn as below.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.runs.wait_elsewhere(row.id), PARKING_WAIT_SECONDS)
+            row = await self._row(principal_id, response_id)
+            state = await self.db.read(task_state, self.db, self.runs, row)
+            if state.status != INPUT_REQUIRED or row.status == "in_progress":
+                raise ApiError(409, "not_waiting", "This task is not waiting for an answer.")
         # The paused process is gone (kept long enough, or the server restarted): a new turn
         # resumes the CLI's conversation and tells the agent the answers.
         continuation = EngineTask(

@@ -1,0 +1,121 @@
+"""Questions a paused turn waits on, and answers relayed to the replica running it (engine/
+answer_relay.py). The runner posts each question it waits on; a replica that takes an answer
+for it sets `answer` in one transaction for all the turn's pending calls (the conditional
+UPDATE decides against a second answer and against the runner withdrawing them on parking);
+the runner takes the answers with a DELETE … RETURNING, so each is delivered once.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+
+from storage.db import Database
+
+ANSWERS_CHANNEL = "uhp_answers"  # payload: the response id answered
+
+
+def post(db: Database, response_id: str, call_id: str, arguments: str) -> None:
+    with db.session() as s:
+        s.connection().execute(
+            text(
+                "INSERT INTO relayed_question (response_id, call_id, arguments)"
+                " VALUES (:id, :call, :arguments) ON CONFLICT DO NOTHING"
+            ),
+            {"id": response_id, "call": call_id, "arguments": arguments},
+        )
+        s.commit()
+
+
+def pending(db: Database, response_id: str) -> list[tuple[str, str]]:
+    """The (call id, arguments) of the questions the turn waits on, unanswered."""
+    with db.session() as s:
+        rows = s.connection().execute(
+            text(
+                "SELECT call_id, arguments FROM relayed_question"
+                " WHERE response_id = :id AND answer IS NULL ORDER BY call_id"
+            ),
+            {"id": response_id},
+        )
+        return [(row[0], row[1]) for row in rows]
+
+
+def record_answers(db: Database, response_id: str, answers: dict[str, str]) -> bool:
+    """Answer every given call at once; False (nothing written) when any of them is no
+    longer waiting: answered already, or withdrawn by its parked turn."""
+    with db.session() as s:
+        conn = s.connection()
+        for call_id, output in answers.items():
+            changed = conn.execute(
+                text(
+                    "UPDATE relayed_question SET answer = :answer"
+                    " WHERE response_id = :id AND call_id = :call AND answer IS NULL"
+                ),
+                {"id": response_id, "call": call_id, "answer": output},
+            ).rowcount
+            if changed != 1:
+                s.rollback()
+                return False
+        conn.execute(
+            text("SELECT pg_notify(:channel, :id)"), {"channel": ANSWERS_CHANNEL, "id": response_id}
+        )
+        s.commit()
+        return True
+
+
+def take_answers(db: Database, response_id: str) -> dict[str, str]:
+    """The answers relayed for the response, removed as they are read (delivered once)."""
+    with db.session() as s:
+        rows = s.connection().execute(
+            text(
+                "DELETE FROM relayed_question WHERE response_id = :id AND answer IS NOT NULL"
+                " RETURNING call_id, answer"
+            ),
+            {"id": response_id},
+        )
+        taken = {row[0]: row[1] for row in rows}
+        s.commit()
+        return taken
+
+
+def withdraw(db: Database, response_id: str, call_id: str) -> str | None:
+    """The question no longer waits (answered here, parked, stopped): its row goes; an answer
+    relayed for it meanwhile is returned."""
+    with db.session() as s:
+        rows = (
+            s.connection()
+            .execute(
+                text(
+                    "DELETE FROM relayed_question WHERE response_id = :id AND call_id = :call"
+                    " RETURNING answer"
+                ),
+                {"id": response_id, "call": call_id},
+            )
+            .all()
+        )
+        s.commit()
+        return rows[0][0] if rows else None
+
+
+def answered_on(db: Database, replica_id: str) -> list[str]:
+    """The responses this replica runs that have relayed answers waiting."""
+    with db.session() as s:
+        rows = s.connection().execute(
+            text(
+                "SELECT DISTINCT q.response_id FROM relayed_question q JOIN response r"
+                " ON r.id = q.response_id WHERE r.replica_id = :me AND q.answer IS NOT NULL"
+            ),
+            {"me": replica_id},
+        )
+        return [row[0] for row in rows]
+
+
+def forget_finished(db: Database) -> None:
+    """Rows of turns no longer running (their replica died while they waited)."""
+    with db.session() as s:
+        s.connection().execute(
+            text(
+                "DELETE FROM relayed_question q WHERE NOT EXISTS (SELECT 1 FROM response r"
+                " WHERE r.id = q.response_id AND r.status = 'in_progress')"
+            )
+        )
+        s.commit()

@@ -1,0 +1,104 @@
+"""Answers to a turn paused on another replica (docs/scale-out.md §3).
+
+The replica running a turn posts each question the turn waits on (storage/relayed_questions
+.py), so every replica reads the task as `input_required`. A replica that takes the answers
+records them on those rows and NOTIFYs `uhp_answers`; the runner takes them (once: a DELETE
+… RETURNING) and delivers them to the live run as a local answer would. When the runner
+withdraws a question first (its turn parked, stopped), recording fails and the asking replica
+starts the new turn that continues a parked one. The runner also looks for answers on every
+lease renewal, so a lost notification only delays one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
+
+from storage import relayed_questions as store
+from storage.db import Database
+from uhp_server.engine import questions
+from uhp_server.engine.requests import Question, ToolAnswer
+
+if TYPE_CHECKING:
+    from uhp_server.engine.runs import RunManager
+    from uhp_server.engine.turn import Run
+
+log = logging.getLogger("uhp_server.answer_relay")
+
+
+class AnswerRelay:
+    def __init__(self, db: Database, replica_id: str) -> None:
+        self.db = db
+        self.replica_id = replica_id
+        self.runs: RunManager | None = None
+        self._tasks: set[asyncio.Task[object]] = set()
+
+    # -- the replica running the turn ----------------------------------------------------
+    async def post(self, run: Run, question: Question) -> None:
+        """Shown to every replica (not shown: the question still waits here, for local
+        answers only)."""
+        try:
+            await self.db.write(
+                store.post, self.db, run.response_id, question.call_id, question.arguments
+            )
+        except Exception:
+            log.exception("question_not_posted", extra={"response_id": run.response_id})
+
+    async def withdraw(self, run: Run, question: Question) -> str | None:
+        """The question no longer waits; an answer relayed for it meanwhile, if any."""
+        try:
+            result: str | None = await self.db.write(
+                store.withdraw, self.db, run.response_id, question.call_id
+            )
+        except Exception:  # the row goes with the turn (Cluster's sweep)
+            log.exception("question_not_withdrawn", extra={"response_id": run.response_id})
+            return None
+        return result
+
+    def withdraw_later(self, run: Run, question: Question) -> None:
+        self._spawn(self.withdraw(run, question))
+
+    def notified(self, response_id: str) -> None:
+        """`uhp_answers` (the payload names the response; "": any may have been missed)."""
+        runs = self.runs
+        if runs is None:
+            return
+        if not response_id:
+            self._spawn(self.look_for_answers())
+        elif runs.get(response_id) is not None:
+            self._spawn(self.deliver(response_id))
+
+    async def look_for_answers(self) -> None:
+        for response_id in await self.db.read(store.answered_on, self.db, self.replica_id):
+            await self.deliver(response_id)
+
+    async def deliver(self, response_id: str) -> None:
+        runs = self.runs
+        run = runs.get(response_id) if runs is not None else None
+        if run is None:
+            return
+        taken = await self.db.write(store.take_answers, self.db, response_id)
+        if taken:
+            questions.deliver(run, [ToolAnswer(call, output) for call, output in taken.items()])
+
+    # -- the replica that takes the answers ----------------------------------------------
+    async def relay(self, response_id: str, answers: list[ToolAnswer]) -> bool:
+        """Record the answers for the runner; False when its turn no longer waits on them."""
+        recorded: bool = await self.db.write(
+            store.record_answers, self.db, response_id, {a.call_id: a.output for a in answers}
+        )
+        return recorded
+
+    def _spawn(self, work: Coroutine[Any, Any, object]) -> None:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[object]) -> None:
+        self._tasks.discard(task)
+        with contextlib.suppress(asyncio.CancelledError):
+            if task.exception() is not None:
+                log.error("answer_relay_failed", exc_info=task.exception())

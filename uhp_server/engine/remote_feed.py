@@ -1,0 +1,104 @@
+"""The harness events feed's view of turns running on other replicas (docs/scale-out.md §3).
+
+Every commit of events NOTIFYs `uhp_events` with its response id (migration 0003). While this
+replica's feed has subscribers, a notification for a response it does not run is followed by
+reading that response's events after the last one passed on, and the feed gets them as
+`RunManager` hands it a local run's. Best effort like the feed itself: a response first
+noticed mid-turn is passed on from its first event, and a notification lost while the
+listener reconnects delays its events until the response's next commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from storage import responses as response_store
+from storage.db import Database
+from storage.models import ResponseRow, SessionRow
+from uhp_server.engine.feed import HarnessFeed, feed_event
+from uhp_server.engine.fold import TERMINAL_TYPES
+
+if TYPE_CHECKING:
+    from uhp_server.engine.runs import RunManager
+
+log = logging.getLogger("uhp_server.remote_feed")
+
+
+@dataclass(frozen=True)
+class _Turn:
+    principal_id: str
+    session_id: str
+    harness_id: str
+    new_session: bool
+
+
+class RemoteFeed:
+    def __init__(self, db: Database, runs: RunManager, feed: HarnessFeed) -> None:
+        self.db = db
+        self.runs = runs
+        self.feed = feed
+        self._positions: dict[str, int] = {}  # by response id: the last event passed on
+        self._turns: dict[str, _Turn] = {}
+        self._reading: dict[str, asyncio.Task[None]] = {}
+        self._again: set[str] = set()  # notified while being read: read once more
+
+    def notified(self, response_id: str) -> None:
+        """A commit of `response_id`'s events, on any replica."""
+        if not response_id or self.feed.subscriber_count == 0:
+            return
+        if self.runs.get(response_id) is not None:  # runs here: RunManager passes it on
+            return
+        if response_id in self._reading:
+            self._again.add(response_id)
+            return
+        task = asyncio.create_task(self._catch_up(response_id))
+        self._reading[response_id] = task
+        task.add_done_callback(lambda _: self._reading.pop(response_id, None))
+
+    async def _catch_up(self, response_id: str) -> None:
+        try:
+            while True:
+                self._again.discard(response_id)
+                await self._pass_on(response_id)
+                if response_id not in self._again:
+                    return
+        except Exception:
+            log.exception("remote_feed_read_failed", extra={"response_id": response_id})
+
+    async def _pass_on(self, response_id: str) -> None:
+        turn = self._turns.get(response_id) or await self.db.read(self._turn, response_id)
+        if turn is None:
+            return
+        self._turns[response_id] = turn
+        after = self._positions.get(response_id, -1)
+        events = await self.db.read(response_store.events_after, self.db, response_id, after)
+        for event in events:
+            self._positions[response_id] = event["sequence_number"]
+            for item in feed_event(
+                event,
+                response_id=response_id,
+                session_id=turn.session_id,
+                harness_id=turn.harness_id,
+                new_session=turn.new_session,
+            ):
+                self.feed.publish(turn.principal_id, turn.harness_id, item)
+            if event["type"] in TERMINAL_TYPES:
+                self._positions.pop(response_id, None)
+                self._turns.pop(response_id, None)
+                return
+
+    def _turn(self, response_id: str) -> _Turn | None:
+        with self.db.session() as s:
+            row = s.get(ResponseRow, response_id)
+            session = s.get(SessionRow, row.session_id) if row is not None else None
+            if row is None or session is None:
+                return None
+            return _Turn(
+                row.principal_id,
+                row.session_id,
+                session.harness_id,
+                row.previous_response_id is None,
+            )
