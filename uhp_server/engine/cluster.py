@@ -241,6 +241,11 @@ class Cluster:
     async def follow(self, response_id: str, after: int = -1) -> AsyncIterator[dict[str, Any]]:
         """The response's stored events after `after`, then each one as it is committed
         (by whichever replica), until the terminal one or the response is over."""
+        with self.notes.watching(EVENTS_CHANNEL, response_id):
+            async for event in self._follow(response_id, after):
+                yield event
+
+    async def _follow(self, response_id: str, after: int) -> AsyncIterator[dict[str, Any]]:
         position = after
         while True:
             changed = self.notes.changed(EVENTS_CHANNEL, response_id)
@@ -267,12 +272,13 @@ class Cluster:
     async def wait_finished(self, response_id: str) -> None:
         """Until the response's turn is over, wherever it runs (its status changes in the
         terminal event's own transaction)."""
-        while True:
-            changed = self.notes.changed(EVENTS_CHANNEL, response_id)
-            if not await self.db.read(self._running, response_id):
-                return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), POLL_SECONDS)
+        with self.notes.watching(EVENTS_CHANNEL, response_id):
+            while True:
+                changed = self.notes.changed(EVENTS_CHANNEL, response_id)
+                if not await self.db.read(self._running, response_id):
+                    return
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), POLL_SECONDS)
 
     def _running(self, response_id: str) -> bool:
         with self.db.session() as s:

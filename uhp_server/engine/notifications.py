@@ -9,9 +9,10 @@ the connection was being re-made only delays them. A re-made connection wakes ev
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 log = logging.getLogger("uhp_server.notifications")
@@ -24,15 +25,30 @@ class Notifications:
         self._conninfo = conninfo
         self._channels = channels
         self._changed: dict[tuple[str, str], asyncio.Event] = {}
+        self._watchers: collections.Counter[tuple[str, str]] = collections.Counter()
         self._handlers: dict[str, Callable[[str], None]] = {}
         self._task: asyncio.Task[None] | None = None
         self.listening = asyncio.Event()  # set while the connection is up
 
     def changed(self, channel: str, key: str) -> asyncio.Event:
         """An event set at the next notification of `key` on `channel`. Take it BEFORE
-        reading what it announces, then wait on it: nothing falls in between. (Dropped when
-        it is set; one nobody waits on any more goes with its key's next notification.)"""
+        reading what it announces, then wait on it: nothing falls in between. Take it inside
+        `watching(channel, key)`, so that it goes once nobody waits for that key any more
+        (the last notification of a response often came before its last waiter's look)."""
         return self._changed.setdefault((channel, key), asyncio.Event())
+
+    @contextlib.contextmanager
+    def watching(self, channel: str, key: str) -> Iterator[None]:
+        """While a waiter takes `changed(channel, key)` events: the last one out drops it."""
+        watched = (channel, key)
+        self._watchers[watched] += 1
+        try:
+            yield
+        finally:
+            self._watchers[watched] -= 1
+            if self._watchers[watched] <= 0:
+                del self._watchers[watched]
+                self._changed.pop(watched, None)
 
     def on(self, channel: str, handler: Callable[[str], None]) -> None:
         """Call `handler(payload)` on the event loop for every notification on `channel`."""
