@@ -36,6 +36,15 @@ class Orphan:
     response_id: str
     session_id: str
     replica_id: str | None
+    cancel_requested: bool = False  # a stop was asked before its replica died: honour it
+    stop_details: str | None = None  # with it: a deadline's reason (JSON), else a cancel
+
+    @property
+    def stop(self) -> dict[str, Any] | None:
+        """What the stop asked for: {} a cancel, else a deadline's incomplete_details."""
+        if not self.cancel_requested:
+            return None
+        return json.loads(self.stop_details) if self.stop_details else {}
 
 
 def _run(db: Database, statement: str, *, notify: str | None = None, **params: Any) -> Any:
@@ -82,7 +91,8 @@ def orphans(db: Database, me: str, lease: float, *, own: bool) -> list[Orphan]:
     mine = "r.replica_id IS NULL OR r.replica_id = :me OR" if own else ""
     rows = _run(
         db,
-        "SELECT r.id, r.session_id, r.replica_id FROM response r"
+        "SELECT r.id, r.session_id, r.replica_id, r.cancel_requested, r.stop_details"
+        " FROM response r"
         f" WHERE r.status = 'in_progress' AND ({mine}"
         f" (r.replica_id <> :me AND NOT {_LIVE}))",
         me=me,

@@ -178,17 +178,17 @@ class Cluster:
             if not replica_store.take_over(self.db, orphan, self.replica_id, self.lease_seconds):
                 continue  # another replica finishes it
             try:
-                self._finish(orphan)
+                status = self._finish(orphan)
             except Exception:  # left in progress: this replica's next start ends it
                 log.exception("replica_turn_unfinished", extra={"response_id": orphan.response_id})
                 continue
             session_store.release_session(
-                self.db, orphan.session_id, orphan.response_id, "failed", None
+                self.db, orphan.session_id, orphan.response_id, status, None
             )
             finished += 1
         return finished
 
-    def _finish(self, orphan: replica_store.Orphan) -> None:
+    def _finish(self, orphan: replica_store.Orphan) -> str:
         """Its closing events, after the last one stored. A dead replica's write landing in
         between makes the append collide on the event's key: read again and retry (this
         replica now owns the turn, so no later sweep would)."""
@@ -196,13 +196,12 @@ class Cluster:
         for attempt in range(FINISH_ATTEMPTS):
             try:
                 if error is None:
-                    finish_interrupted(self.db, orphan.response_id)
-                else:
-                    finish_interrupted(self.db, orphan.response_id, error)
-                return
+                    return finish_interrupted(self.db, orphan.response_id, stop=orphan.stop)
+                return finish_interrupted(self.db, orphan.response_id, error, orphan.stop)
             except Exception:
                 if attempt == FINISH_ATTEMPTS - 1:
                     raise
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     # -- cancel between replicas ---------------------------------------------------------
     def _cancel_requested(self, response_id: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,7 @@ class Subscriber:
     harness_id: str
     queue: asyncio.Queue[Any] = field(default_factory=lambda: asyncio.Queue(QUEUE_SIZE))
     dropped: bool = False
+    since: float = field(default_factory=time.time)  # when it subscribed (wall clock)
 
 
 class HarnessFeed:
@@ -82,6 +84,10 @@ class HarnessFeed:
     @property
     def subscriber_count(self) -> int:
         return len(self._subscribers)
+
+    def watching_since(self) -> float | None:
+        """When the longest-standing subscriber subscribed (None: nobody watches)."""
+        return min((sub.since for sub in self._subscribers), default=None)
 
 
 def _rest(event: dict[str, Any]) -> dict[str, Any]:

@@ -29,9 +29,15 @@ _INTERRUPTED = {
 }
 
 
-def _closing(response: dict, error: dict) -> list[dict]:
-    """The terminal events of an interrupted response: parked when it awaited an answer."""
+def _closing(response: dict, error: dict, stop: dict | None = None) -> list[dict]:
+    """The terminal events of an interrupted response: what a stop asked before its turn was
+    lost (`stop`: {} a cancel, else a deadline's details), else parked when it awaited an
+    answer, else failed."""
     builder = ResponseBuilder.resume(response)
+    if stop is not None:
+        if stop:
+            return builder.finish("incomplete", incomplete_details=stop)
+        return builder.finish("cancelled")
     pending = [q.call_id for q in pending_questions(response)]
     if pending:
         details = {"reason": PARKED_REASON, "pending_call_ids": pending}
@@ -39,13 +45,17 @@ def _closing(response: dict, error: dict) -> list[dict]:
     return builder.finish("failed", error=dict(error))
 
 
-def finish_interrupted(db: Database, response_id: str, error: dict = _INTERRUPTED) -> None:
-    """End one response whose turn is gone, keeping every event it wrote (on a thread)."""
+def finish_interrupted(
+    db: Database, response_id: str, error: dict = _INTERRUPTED, stop: dict | None = None
+) -> str:
+    """End one response whose turn is gone, keeping every event it wrote (on a thread);
+    `stop`: a cancel ({}) or deadline (its details) asked before the turn was lost. Returns
+    the status it ended with."""
     events = response_store.events_after(db, response_id)
     if events and events[-1]["type"] in TERMINAL_TYPES:
         final = events[-1]["response"]
     elif events:
-        closing = _closing(fold(events), error)
+        closing = _closing(fold(events), error, stop)
         rows = [numbered(event, seq) for seq, event in enumerate(closing, len(events))]
         final = closing[-1]["response"]
         response_store.append_events_now(db, response_id, rows, final)
@@ -53,8 +63,9 @@ def finish_interrupted(db: Database, response_id: str, error: dict = _INTERRUPTE
         final = None
     if final is not None:
         response_store.finish_response(db, response_id, final)
-    else:
-        response_store.mark_failed_unstored(db, response_id)
+        return str(final["status"])
+    response_store.mark_failed_unstored(db, response_id)
+    return "failed"
 
 
 def recover(db: Database) -> int:

@@ -27,12 +27,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("uhp_server.remote_feed")
 
 
+OVER_KEPT = 4096
+
+
 @dataclass(frozen=True)
 class _Turn:
     principal_id: str
     session_id: str
     harness_id: str
     new_session: bool
+    finished_at: float | None  # when it was read first: ended already
 
 
 class RemoteFeed:
@@ -44,12 +48,17 @@ class RemoteFeed:
         self._turns: dict[str, _Turn] = {}
         self._reading: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()  # notified while being read: read once more
+        # Responses passed on to their end, or ended before anyone watched: a late
+        # notification of theirs is not a new turn (newest last; bounded).
+        self._over: dict[str, None] = {}
 
     def notified(self, response_id: str) -> None:
         """A commit of `response_id`'s events, on any replica."""
         if not response_id or self.feed.subscriber_count == 0:
             return
         if self.runs.get(response_id) is not None:  # runs here: RunManager passes it on
+            return
+        if response_id in self._over:
             return
         if response_id in self._reading:
             self._again.add(response_id)
@@ -72,6 +81,11 @@ class RemoteFeed:
         turn = self._turns.get(response_id) or await self.db.read(self._turn, response_id)
         if turn is None:
             return
+        if turn.finished_at is not None and response_id not in self._positions:
+            since = self.feed.watching_since()
+            if since is None or turn.finished_at < since:  # over before anyone watched
+                self._end(response_id)
+                return
         self._turns[response_id] = turn
         after = self._positions.get(response_id, -1)
         events = await self.db.read(response_store.events_after, self.db, response_id, after)
@@ -86,9 +100,15 @@ class RemoteFeed:
             ):
                 self.feed.publish(turn.principal_id, turn.harness_id, item)
             if event["type"] in TERMINAL_TYPES:
-                self._positions.pop(response_id, None)
-                self._turns.pop(response_id, None)
+                self._end(response_id)
                 return
+
+    def _end(self, response_id: str) -> None:
+        self._positions.pop(response_id, None)
+        self._turns.pop(response_id, None)
+        self._over[response_id] = None
+        while len(self._over) > OVER_KEPT:
+            del self._over[next(iter(self._over))]
 
     def _turn(self, response_id: str) -> _Turn | None:
         with self.db.session() as s:
@@ -101,4 +121,5 @@ class RemoteFeed:
                 row.session_id,
                 session.harness_id,
                 row.previous_response_id is None,
+                row.finished_at if row.status != "in_progress" else None,
             )
