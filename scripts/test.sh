@@ -103,7 +103,7 @@ if bash scripts/postgres.sh; then
     tests/test_migrations.py tests/test_submit_transaction.py tests/test_postgres_storage.py \
     tests/test_sessions_listing.py tests/test_tasks_e2e.py tests/test_sessions_e2e.py \
     tests/test_restart_e2e.py tests/test_openai_sdk.py tests/test_replicas_fast.py \
-    tests/test_replicas_e2e.py tests/test_test_servers.py
+    tests/test_replicas_e2e.py tests/test_replicas_edges.py tests/test_test_servers.py
   # Two replicas on one PostgreSQL database behind Debian's haproxy (scripts/haproxy.sh installs
   # it; tests/support/replicas.py starts them): the end-to-end files of tasks, sessions and the
   # SDK through the balancer, and the balancer's own tests (a stream, a replay and a cancel on
