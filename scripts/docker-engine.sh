@@ -7,10 +7,12 @@
 #                               exists) and start dockerd in the background when none runs.
 #   docker-engine.sh N [start]  engine N (N >= 2): a second, fully separate dockerd on this host
 #                               (unix:///run/uhp-docker<N>.sock) with its own data root, exec
-#                               root, pidfile and containerd, no bridge and no iptables rules (it
-#                               runs network-less agent containers only), and live-restore (its
-#                               containers outlive a stop, as on a lost engine). A server copies the
-#                               runtime image to it from another engine (docker save | load).
+#                               root, pidfile and containerd, its own bridge (uhp-docker<N>) and
+#                               no iptables rules (it runs network-less agent containers only),
+#                               and live-restore (its containers outlive a stop, as on a lost
+#                               engine). A server copies the runtime image to it from another
+#                               engine (docker save | load). Never `--bridge=none`: a dockerd
+#                               started so deletes the interface named docker0, engine 1's.
 #   docker-engine.sh N stop     stop engine N's dockerd only (an outage: its containers and
 #                               containerd keep running, to be reaped when it is back).
 #   docker-engine.sh N down     engine N gone for good: its containers, dockerd and containerd.
@@ -72,8 +74,13 @@ if [[ $(id -u) -eq 0 ]]; then
       flags=()
     else
       log=/var/log/$name.log
+      if ! ip link show "$name" >/dev/null 2>&1; then
+        ip link add name "$name" type bridge
+        ip addr add "172.31.$((250 + number)).1/24" dev "$name"
+        ip link set "$name" up
+      fi
       flags=(-H "$host" --data-root "/var/lib/$name" --exec-root "$exec_root"
-        --pidfile "$pidfile" --bridge=none --iptables=false --ip6tables=false
+        --pidfile "$pidfile" --bridge="$name" --iptables=false --ip6tables=false
         --live-restore)
     fi
     echo "starting dockerd $number (log: $log)"

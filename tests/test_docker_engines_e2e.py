@@ -137,6 +137,20 @@ def test_turns_spread_a_lost_engine_fails_its_turn_and_rejoins_reaped(
         assert engines == {ENGINE_1, ENGINE_2}
 
 
+def bridge_exists(name: str) -> bool:
+    return subprocess.run(["ip", "link", "show", name], capture_output=True).returncode == 0
+
+
+def test_starting_the_second_engine_leaves_the_first_engines_bridge(second_engine: Any) -> None:
+    """A dockerd started with `--bridge=none` deletes the interface named docker0, engine 1's
+    default bridge: every build and bridged container on engine 1 then failed (the compose
+    test did, in CI). Engine 2 has a bridge of its own instead."""
+    assert bridge_exists("docker0"), "engine 1's default bridge is missing before the test"
+    engine_2("stop")
+    engine_2("start")
+    assert bridge_exists("docker0")
+
+
 async def gateway_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """No turn here calls the gateway."""
 
