@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, create_engine
 
@@ -152,6 +152,19 @@ class Database:
 
 
 _STOP = object()
+
+
+def run_statement(db: Database, statement: str, *, notify: str | None = None, **params: Any) -> Any:
+    """One statement in its own transaction (rows, or the count of rows changed); with
+    `notify`, the channel told the response id `:id` when the transaction commits."""
+    with db.session() as s:
+        conn = s.connection()
+        result = conn.execute(text(statement), params)
+        rows = result.all() if result.returns_rows else result.rowcount
+        if notify is not None:
+            conn.execute(text("SELECT pg_notify(:channel, :id)"), {"channel": notify, **params})
+        s.commit()
+        return rows
 
 
 class _Writer:

@@ -9,34 +9,31 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
-from storage.db import Database
+from storage.db import Database, run_statement
 
 ANSWERS_CHANNEL = "uhp_answers"  # payload: the response id answered
 
 
 def post(db: Database, response_id: str, call_id: str, arguments: str) -> None:
-    with db.session() as s:
-        s.connection().execute(
-            text(
-                "INSERT INTO relayed_question (response_id, call_id, arguments)"
-                " VALUES (:id, :call, :arguments) ON CONFLICT DO NOTHING"
-            ),
-            {"id": response_id, "call": call_id, "arguments": arguments},
-        )
-        s.commit()
+    run_statement(
+        db,
+        "INSERT INTO relayed_question (response_id, call_id, arguments)"
+        " VALUES (:id, :call, :arguments) ON CONFLICT DO NOTHING",
+        id=response_id,
+        call=call_id,
+        arguments=arguments,
+    )
 
 
 def pending(db: Database, response_id: str) -> list[tuple[str, str]]:
     """The (call id, arguments) of the questions the turn waits on, unanswered."""
-    with db.session() as s:
-        rows = s.connection().execute(
-            text(
-                "SELECT call_id, arguments FROM relayed_question"
-                " WHERE response_id = :id AND answer IS NULL ORDER BY call_id"
-            ),
-            {"id": response_id},
-        )
-        return [(row[0], row[1]) for row in rows]
+    rows = run_statement(
+        db,
+        "SELECT call_id, arguments FROM relayed_question"
+        " WHERE response_id = :id AND answer IS NULL ORDER BY call_id",
+        id=response_id,
+    )
+    return [(row[0], row[1]) for row in rows]
 
 
 def record_answers(db: Database, response_id: str, answers: dict[str, str]) -> bool:
@@ -64,58 +61,42 @@ def record_answers(db: Database, response_id: str, answers: dict[str, str]) -> b
 
 def take_answers(db: Database, response_id: str) -> dict[str, str]:
     """The answers relayed for the response, removed as they are read (delivered once)."""
-    with db.session() as s:
-        rows = s.connection().execute(
-            text(
-                "DELETE FROM relayed_question WHERE response_id = :id AND answer IS NOT NULL"
-                " RETURNING call_id, answer"
-            ),
-            {"id": response_id},
-        )
-        taken = {row[0]: row[1] for row in rows}
-        s.commit()
-        return taken
+    rows = run_statement(
+        db,
+        "DELETE FROM relayed_question WHERE response_id = :id AND answer IS NOT NULL"
+        " RETURNING call_id, answer",
+        id=response_id,
+    )
+    return {row[0]: row[1] for row in rows}
 
 
 def withdraw(db: Database, response_id: str, call_id: str) -> str | None:
     """The question no longer waits (answered here, parked, stopped): its row goes; an answer
     relayed for it meanwhile is returned."""
-    with db.session() as s:
-        rows = (
-            s.connection()
-            .execute(
-                text(
-                    "DELETE FROM relayed_question WHERE response_id = :id AND call_id = :call"
-                    " RETURNING answer"
-                ),
-                {"id": response_id, "call": call_id},
-            )
-            .all()
-        )
-        s.commit()
-        return rows[0][0] if rows else None
+    rows = run_statement(
+        db,
+        "DELETE FROM relayed_question WHERE response_id = :id AND call_id = :call RETURNING answer",
+        id=response_id,
+        call=call_id,
+    )
+    return rows[0][0] if rows else None
 
 
 def answered_on(db: Database, replica_id: str) -> list[str]:
     """The responses this replica runs that have relayed answers waiting."""
-    with db.session() as s:
-        rows = s.connection().execute(
-            text(
-                "SELECT DISTINCT q.response_id FROM relayed_question q JOIN response r"
-                " ON r.id = q.response_id WHERE r.replica_id = :me AND q.answer IS NOT NULL"
-            ),
-            {"me": replica_id},
-        )
-        return [row[0] for row in rows]
+    rows = run_statement(
+        db,
+        "SELECT DISTINCT q.response_id FROM relayed_question q JOIN response r"
+        " ON r.id = q.response_id WHERE r.replica_id = :me AND q.answer IS NOT NULL",
+        me=replica_id,
+    )
+    return [row[0] for row in rows]
 
 
 def forget_finished(db: Database) -> None:
     """Rows of turns no longer running (their replica died while they waited)."""
-    with db.session() as s:
-        s.connection().execute(
-            text(
-                "DELETE FROM relayed_question q WHERE NOT EXISTS (SELECT 1 FROM response r"
-                " WHERE r.id = q.response_id AND r.status = 'in_progress')"
-            )
-        )
-        s.commit()
+    run_statement(
+        db,
+        "DELETE FROM relayed_question q WHERE NOT EXISTS (SELECT 1 FROM response r"
+        " WHERE r.id = q.response_id AND r.status = 'in_progress')",
+    )

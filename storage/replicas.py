@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from storage.db import Database
+from storage.db import Database, run_statement
 
 NOW = "EXTRACT(EPOCH FROM clock_timestamp())"
 # Cancel requests and freed admission slots are announced on these channels, as committed
@@ -47,21 +47,8 @@ class Orphan:
         return json.loads(self.stop_details) if self.stop_details else {}
 
 
-def _run(db: Database, statement: str, *, notify: str | None = None, **params: Any) -> Any:
-    """One statement in its own transaction (rows, or the count of rows changed); with
-    `notify`, the channel told the response id `:id` when the transaction commits."""
-    with db.session() as s:
-        conn = s.connection()
-        result = conn.execute(text(statement), params)
-        rows = result.all() if result.returns_rows else result.rowcount
-        if notify is not None:
-            conn.execute(text("SELECT pg_notify(:channel, :id)"), {"channel": notify, **params})
-        s.commit()
-        return rows
-
-
 def renew_lease(db: Database, replica_id: str) -> None:
-    _run(
+    run_statement(
         db,
         f"INSERT INTO replica (id, heartbeat_at, started_at) VALUES (:id, {NOW}, {NOW})"
         f" ON CONFLICT (id) DO UPDATE SET heartbeat_at = {NOW}",
@@ -71,7 +58,7 @@ def renew_lease(db: Database, replica_id: str) -> None:
 
 def lease_live(db: Database, replica_id: str, lease: float) -> bool:
     """Whether a replica of this id holds a live lease."""
-    rows = _run(
+    rows = run_statement(
         db,
         f"SELECT 1 FROM replica WHERE id = :id AND heartbeat_at > {NOW} - :lease",
         id=replica_id,
@@ -81,7 +68,7 @@ def lease_live(db: Database, replica_id: str, lease: float) -> bool:
 
 
 def drop_lease(db: Database, replica_id: str) -> None:
-    _run(db, "DELETE FROM replica WHERE id = :id", id=replica_id)
+    run_statement(db, "DELETE FROM replica WHERE id = :id", id=replica_id)
 
 
 def orphans(db: Database, me: str, lease: float, *, own: bool) -> list[Orphan]:
@@ -89,7 +76,7 @@ def orphans(db: Database, me: str, lease: float, *, own: bool) -> list[Orphan]:
     (at start), also this replica's from a former life and those of no replica (rows from
     before leases)."""
     mine = "r.replica_id IS NULL OR r.replica_id = :me OR" if own else ""
-    rows = _run(
+    rows = run_statement(
         db,
         "SELECT r.id, r.session_id, r.replica_id, r.cancel_requested, r.stop_details"
         " FROM response r"
@@ -105,7 +92,7 @@ def take_over(db: Database, orphan: Orphan, me: str, lease: float) -> bool:
     """Claim an orphan for this replica to finish; False when another replica did first (or
     its owner renewed its lease since it was found)."""
     owner = "r.replica_id IS NULL" if orphan.replica_id is None else "r.replica_id = :old"
-    changed = _run(
+    changed = run_statement(
         db,
         "UPDATE response r SET replica_id = :me, admission = NULL"
         f" WHERE r.id = :id AND r.status = 'in_progress' AND {owner}"
@@ -121,7 +108,7 @@ def take_over(db: Database, orphan: Orphan, me: str, lease: float) -> bool:
 def forget_expired(db: Database, lease: float) -> list[str]:
     """Delete the leases that expired; the ids this call deleted (each replica's containers
     are then reaped by the one replica that deleted its lease)."""
-    rows = _run(
+    rows = run_statement(
         db, f"DELETE FROM replica WHERE heartbeat_at <= {NOW} - :lease RETURNING id", lease=lease
     )
     return [row[0] for row in rows]
@@ -130,7 +117,7 @@ def forget_expired(db: Database, lease: float) -> list[str]:
 def request_cancel(db: Database, response_id: str, details: dict[str, Any] | None = None) -> bool:
     """Ask the replica running the response to stop it (`details`: a deadline's reason, to end
     it `incomplete`; else `cancelled`); False when it is no longer running."""
-    changed = _run(
+    changed = run_statement(
         db,
         "UPDATE response SET cancel_requested = TRUE, stop_details = :details"
         " WHERE id = :id AND status = 'in_progress'",
@@ -143,7 +130,7 @@ def request_cancel(db: Database, response_id: str, details: dict[str, Any] | Non
 
 def cancel_requests(db: Database, me: str) -> list[tuple[str, dict[str, Any] | None]]:
     """This replica's running responses another replica asked to stop, with their details."""
-    rows = _run(
+    rows = run_statement(
         db,
         "SELECT id, stop_details FROM response WHERE replica_id = :me AND cancel_requested"
         " AND status = 'in_progress'",
@@ -154,7 +141,7 @@ def cancel_requests(db: Database, me: str) -> list[tuple[str, dict[str, Any] | N
 
 def deleted_while_running(db: Database, me: str) -> list[str]:
     """This replica's running responses that were deleted on another replica."""
-    rows = _run(
+    rows = run_statement(
         db,
         "SELECT id FROM response WHERE replica_id = :me AND deleted_at IS NOT NULL"
         " AND status = 'in_progress'",
@@ -164,7 +151,7 @@ def deleted_while_running(db: Database, me: str) -> list[str]:
 
 
 def join_line(db: Database, response_id: str) -> None:
-    _run(
+    run_statement(
         db,
         f"UPDATE response SET admission = 'waiting', admission_at = {NOW} WHERE id = :id",
         id=response_id,
@@ -204,12 +191,12 @@ def clear_slots(db: Database, me: str, *, finished_before: float | None = None) 
     )
     if finished_before is not None:
         statement += " AND status <> 'in_progress' AND finished_at < :before"
-    _run(db, statement, me=me, before=finished_before)
+    run_statement(db, statement, me=me, before=finished_before)
 
 
 def leave_line(db: Database, response_id: str) -> None:
     """Give the slot back (or leave the line): the next waiter, on any replica, is told."""
-    _run(
+    run_statement(
         db,
         "UPDATE response SET admission = NULL WHERE id = :id",
         notify=ADMISSION_CHANNEL,
