@@ -1,5 +1,6 @@
-"""What only PostgreSQL can do to storage: its server ends a connection under the writer.
-Runs in the PostgreSQL pass (UHP_TEST_DATABASE=postgresql, scripts/test.sh)."""
+"""What only PostgreSQL can do to storage: its server ends a connection under the writer or
+in the pool, and it counts every connection a server leaves open. Runs in the PostgreSQL pass
+(UHP_TEST_DATABASE=postgresql, scripts/test.sh)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,17 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from sqlalchemy import text
 
+from storage import db as db_module
 from storage import responses as response_store
 from storage.db import Database
 from storage.models import ResponseRow
+from tests.conftest import PROVIDER_KEY
+from tests.scripted_provider import RunningProvider
 from tests.support import postgres
+from tests.support.fakes import answer
+from tests.support.in_process import in_process
 from uhp_server.settings import Settings
 
 pytestmark = pytest.mark.skipif(
@@ -82,3 +89,60 @@ def test_event_appends_wait_out_a_postgresql_restart(tmp_path: Path) -> None:
         assert [e["sequence_number"] for e in response_store.events_after(db, "resp_2")] == [0, 1]
     finally:
         db.close()
+
+
+def test_a_pooled_connection_the_database_ended_while_idle_is_replaced_before_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Pooled connections are pinged only after sitting idle (no round trip per use): one the
+    # server ended meanwhile is replaced, and the session using it never sees the loss.
+    monkeypatch.setattr(db_module, "IDLE_PING_SECONDS", 0.05)
+    url = str(Settings(data_dir=tmp_path).database)
+    db = Database(url)
+    try:
+        with db.session() as s:
+            assert s.connection().execute(text("SELECT 1")).scalar() == 1
+        assert _end_every_connection_of(url) >= 1  # the pooled one among them
+        time.sleep(0.1)
+        with db.session() as s:
+            assert s.connection().execute(text("SELECT 2")).scalar() == 2
+    finally:
+        db.close()
+
+
+async def test_reads_and_lone_statements_run_without_a_transaction(tmp_path: Path) -> None:
+    # PostgreSQL's READ COMMITTED gives each statement its own snapshot anyway, so a read
+    # opens no transaction: no BEGIN and ROLLBACK round trips around it.
+    db = Database(str(Settings(data_dir=tmp_path).database))
+
+    def autocommit(**options: bool) -> bool:
+        with db.session(**options) as s:
+            return bool(s.connection().connection.dbapi_connection.autocommit)  # type: ignore[union-attr]
+
+    try:
+        assert await db.read(autocommit) is True
+        assert autocommit(autocommit=True) is True
+        assert await db.write(autocommit) is False  # a writer's transaction is one unit
+    finally:
+        db.close()
+
+
+async def test_a_stopped_server_leaves_no_connection_to_its_database(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    url = str(Settings(data_dir=tmp_path).database)
+    async with in_process(tmp_path, provider.base_url, PROVIDER_KEY, database_url=url) as server:
+        server.base.script("short", answer("done"))
+        assert (await server.submit("short")).json()["status"] == "completed"
+        assert _connections_to(url) >= 1
+    assert _connections_to(url) == 0
+
+
+def _connections_to(url: str) -> int:
+    name = psycopg.conninfo.conninfo_to_dict(url)["dbname"]
+    with psycopg.connect(postgres.ADMIN_URL, autocommit=True) as admin:
+        found = admin.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (name,)
+        ).fetchone()
+    assert found is not None
+    return int(found[0])
