@@ -37,6 +37,23 @@ def not_found(backend: str) -> JSONResponse:
     return wire_error(backend, 404, "This endpoint is not available through the gateway.", kind)
 
 
+# A refused server credential is permanent, so the CLI is told in a way it does not retry:
+# every CLI retries a 5xx (OpenCode backs off for over a minute, Qwen Code sends it 21
+# times), none retries a plain 4xx. 424: the model call depended on the provider accepting
+# the server's credential. Its type avoids "server_error", which OpenCode retries by name.
+CREDENTIAL_REFUSED_STATUS = 424
+
+
+def credential_refused(backend: str) -> JSONResponse:
+    """The provider refused the server's own credential: not the agent's token (no 401 the
+    CLI would blame on itself), and not worth asking again."""
+    kind = "api_error" if backend == "anthropic" else "provider_credential_refused"
+    message = "The model provider refused the server's credential."
+    answer = wire_error(backend, CREDENTIAL_REFUSED_STATUS, message, kind)
+    answer.headers["x-should-retry"] = "false"  # the OpenAI and Anthropic SDKs' own hint
+    return answer
+
+
 def bad_gateway(backend: str, message: str) -> JSONResponse:
     kind = "api_error" if backend == "anthropic" else "server_error"
     return wire_error(backend, 502, message, kind)
