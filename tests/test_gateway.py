@@ -484,6 +484,8 @@ async def test_unreachable_upstream_is_502_without_host(tokens: TokenRegistry) -
     assert r1.status_code == r2.status_code == 502
     assert r1.json()["error"]["type"] == "server_error"
     assert r2.json()["type"] == "error"
+    # When to ask again, so that no CLI backs off for a minute (OpenCode did, on its own).
+    assert r1.headers["retry-after-ms"] == r2.headers["retry-after-ms"] == "500"
     for r in (r1, r2):
         assert "localhost" not in r.text
         assert str(port) not in r.text

@@ -54,9 +54,18 @@ def credential_refused(backend: str) -> JSONResponse:
     return answer
 
 
+# The gateway's own 502 (the provider unreachable, the agent waiting for its user) says when
+# to ask again. Without it a CLI uses its own back-off: OpenCode waits 2, 4, 8, 16 and 30 s,
+# Qwen Code 1.5 s doubling over 7 attempts; with it they retry as briefly as the bases that
+# are configured for two quick retries (Codex, Claude Code, Pi, Hermes).
+RETRY_AFTER_MS = 500
+
+
 def bad_gateway(backend: str, message: str) -> JSONResponse:
     kind = "api_error" if backend == "anthropic" else "server_error"
-    return wire_error(backend, 502, message, kind)
+    answer = wire_error(backend, 502, message, kind)
+    answer.headers["retry-after-ms"] = str(RETRY_AFTER_MS)
+    return answer
 
 
 def gemini_models_answer(model: str, one: bool) -> JSONResponse:
