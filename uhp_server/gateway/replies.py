@@ -55,9 +55,9 @@ def credential_refused(backend: str) -> JSONResponse:
 
 
 # The gateway's own 502 (the provider unreachable, the agent waiting for its user) says when
-# to ask again. Without it a CLI uses its own back-off: OpenCode waits 2, 4, 8, 16 and 30 s,
-# Qwen Code 1.5 s doubling over 7 attempts; with it they retry as briefly as the bases that
-# are configured for two quick retries (Codex, Claude Code, Pi, Hermes).
+# to ask again. Without it OpenCode backs off 2, 4, 8, 16 and 30 s; with it it retries as
+# briefly as the bases configured for two quick retries (Codex, Claude Code, Pi, Hermes).
+# Qwen Code takes the hint only on a 429 or 503, and on a 503 it keeps retrying for minutes.
 RETRY_AFTER_MS = 500
 
 
