@@ -69,16 +69,11 @@ run_pass() {
 }
 
 run_pass "the whole suite (Codex, local sandbox)" --
-# The end-to-end files that differ per sandbox, again in the docker sandbox.
-run_pass "end-to-end tests again with UHP_TEST_SANDBOX=docker" UHP_TEST_SANDBOX=docker -- \
-  tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security_e2e.py \
-  tests/test_restart_e2e.py tests/test_token_binding_e2e.py tests/test_egress_e2e.py \
-  tests/test_ops.py
 # The end-to-end files whose outcome depends on the base, again on every other default base
 # (the runs above use Codex): the CLI's own events, resume, environment, token and catalogue,
 # and every front door (each drives the agent's questions and sessions through the base).
 # Sandbox-level checks (limits, egress) and engine-level ones (the SDK's view, metrics) do not
-# change with the CLI: they run once above, on the local and the docker sandbox.
+# change with the CLI: they run once, on the local and (below) the docker sandbox.
 base_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security_e2e.py
   tests/test_restart_e2e.py tests/test_harnesses_e2e.py tests/test_token_binding_e2e.py
   tests/test_oumi_harness_e2e.py tests/test_tool_door_e2e.py tests/test_agentos_e2e.py
@@ -86,13 +81,25 @@ base_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security
 # A base whose CLI speaks Chat Completions runs against the Chat-only provider (no models
 # route, every other path 404, like a bare vLLM): the stricter of the two, its bytes the same.
 chat_bases=" $(.venv/bin/uhp-server bases list --names --default --wire chat | tr '\n' ' ') "
-for base in $(.venv/bin/uhp-server bases list --names --default); do
+# Slowest first, so that the longest passes never end last: the simplest turn costs OpenCode
+# 3-5 s of CPU, Qwen Code 3 s, Claude Code 1 s (measured with /usr/bin/time).
+default_bases=" $(.venv/bin/uhp-server bases list --names --default | tr '\n' ' ') "
+slowest_first=(opencode qwen-code hermes gemini-cli)
+bases=()
+for base in "${slowest_first[@]}"; do [[ "$default_bases" == *" $base "* ]] && bases+=("$base"); done
+for base in $default_bases; do [[ " ${bases[*]} " == *" $base "* ]] || bases+=("$base"); done
+for base in "${bases[@]}"; do
   [[ "$base" == codex ]] && continue
   provider=native
   [[ "$chat_bases" == *" $base "* ]] && provider=chat
   run_pass "end-to-end tests again with UHP_TEST_BASE=$base (UHP_TEST_PROVIDER=$provider)" \
     UHP_TEST_BASE="$base" UHP_TEST_PROVIDER="$provider" -- "${base_e2e[@]}"
 done
+# The end-to-end files that differ per sandbox, again in the docker sandbox.
+run_pass "end-to-end tests again with UHP_TEST_SANDBOX=docker" UHP_TEST_SANDBOX=docker -- \
+  tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security_e2e.py \
+  tests/test_restart_e2e.py tests/test_token_binding_e2e.py tests/test_egress_e2e.py \
+  tests/test_ops.py
 # On PostgreSQL (scripts/postgres.sh installs and starts Debian's cluster): the in-process
 # engine tests, storage's own and the end-to-end files of tasks, sessions, restarts and the
 # SDK, each test server on a fresh database (tests/support/postgres.py); and two replicas on

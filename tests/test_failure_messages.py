@@ -32,8 +32,9 @@ def test_plain_text_is_kept() -> None:
 
 def test_codex_http_failure_keeps_the_providers_message_without_the_url() -> None:
     raw = (
-        'unexpected status 502 Bad Gateway: {"error": {"message": "The model provider refused '
-        f'the server\'s credential.", "type": "gateway_error"}}}}, url: {GATEWAY}'
+        'unexpected status 424 Failed Dependency: {"error": {"message": "The model provider '
+        'refused the server\'s credential.", "type": "provider_credential_refused"}}, '
+        f"url: {GATEWAY}"
     )
     failed = classify_failure({"message": raw, "codexErrorInfo": "other"})
     assert failed.code == "provider_error"

@@ -484,6 +484,8 @@ async def test_unreachable_upstream_is_502_without_host(tokens: TokenRegistry) -
     assert r1.status_code == r2.status_code == 502
     assert r1.json()["error"]["type"] == "server_error"
     assert r2.json()["type"] == "error"
+    # When to ask again, so that no CLI backs off for a minute (OpenCode did, on its own).
+    assert r1.headers["retry-after-ms"] == r2.headers["retry-after-ms"] == "500"
     for r in (r1, r2):
         assert "localhost" not in r.text
         assert str(port) not in r.text
@@ -498,8 +500,21 @@ async def test_upstream_errors_never_echo_the_key(
     assert OPENAI_KEY not in r.text
     assert "[redacted]" in r.text
     r = await client.post(f"{OPENAI}/responses", headers=h, json={"x_scenario": "upstream_401"})
-    assert r.status_code == 502
     assert OPENAI_KEY not in r.text
+
+
+async def test_a_refused_server_credential_is_answered_so_no_cli_retries_it(
+    client: httpx.AsyncClient, tokens: TokenRegistry
+) -> None:
+    # Not a 401 (the agent's token is fine), not a 5xx (every CLI retries those, OpenCode
+    # for over a minute), and no word that OpenCode retries by name ("server_error").
+    h = bearer(tokens.issue("openai", "m", 60).token)
+    r = await client.post(f"{OPENAI}/responses", headers=h, json={"x_scenario": "upstream_401"})
+    assert r.status_code == 424
+    assert r.headers["x-should-retry"] == "false"
+    error = r.json()["error"]
+    assert error["message"] == "The model provider refused the server's credential."
+    assert "server_error" not in r.text
 
 
 async def test_unconfigured_backend_is_502(upstream: tuple[FakeUpstream, str]) -> None:

@@ -325,13 +325,18 @@ def test_the_users_own_agents_md_is_never_rewritten(client: httpx.Client) -> Non
 
 
 def test_a_refused_server_credential_fails_without_naming_the_gateway(
-    client: httpx.Client,
+    client: httpx.Client, provider: Any
 ) -> None:
-    # The upstream refuses the server's own key: the gateway answers 502 to the CLI, whose
-    # error text names the gateway's internal URL. None of that may reach the client.
+    # The upstream refuses the server's own key: the gateway answers the CLI with an error
+    # whose text names the gateway's internal URL. None of that may reach the client.
+    provider.reset()
     result = create(client, {"input": "FAIL 401 bad key sk-abc"})
     assert result["status"] == "failed"
     assert result["error"]["code"] == "provider_error"
     message = result["error"]["message"]
     for leak in ("127.0.0.1", "/gateway", "http", "sk-abc"):
         assert leak not in message
+    # Asking again cannot help, so the CLI is told in a way it does not retry (on a 5xx
+    # OpenCode backed off for over a minute, Qwen Code asked 21 times): at most the two
+    # retries of any failure that Codex is configured with.
+    assert len([r for r in provider.requests() if r["path"] in MODEL_PATHS]) <= 3

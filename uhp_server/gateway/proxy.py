@@ -27,6 +27,7 @@ from uhp_server.gateway.replies import (
     STREAM_HEADERS,
     bad_gateway,
     bad_request,
+    credential_refused,
     gemini_models_answer,
     models_answer,
     not_found,
@@ -211,12 +212,10 @@ async def _error_response(
     if on_missing_model is not None and says_model_missing(resp.status_code, body):
         on_missing_model()
     if resp.status_code in (401, 403):
-        # The server's own credential was refused: the agent's token is fine, so say so
-        # as a gateway failure rather than an auth error the CLI would blame on itself.
         log.error(
             "gateway: provider %s refused the credential (%d)", provider.name, resp.status_code
         )
-        return bad_gateway(backend, "The model provider refused the server's credential.")
+        return credential_refused(backend)
     body = _scrub(body, provider)
     headers = _response_headers(resp, translated=translation is not None)
     if translation is not None:

@@ -37,9 +37,35 @@ def not_found(backend: str) -> JSONResponse:
     return wire_error(backend, 404, "This endpoint is not available through the gateway.", kind)
 
 
+# A refused server credential is permanent, so the CLI is told in a way it does not retry:
+# every CLI retries a 5xx (OpenCode backs off for over a minute, Qwen Code sends it 21
+# times), none retries a plain 4xx. 424: the model call depended on the provider accepting
+# the server's credential. Its type avoids "server_error", which OpenCode retries by name.
+CREDENTIAL_REFUSED_STATUS = 424
+
+
+def credential_refused(backend: str) -> JSONResponse:
+    """The provider refused the server's own credential: not the agent's token (no 401 the
+    CLI would blame on itself), and not worth asking again."""
+    kind = "api_error" if backend == "anthropic" else "provider_credential_refused"
+    message = "The model provider refused the server's credential."
+    answer = wire_error(backend, CREDENTIAL_REFUSED_STATUS, message, kind)
+    answer.headers["x-should-retry"] = "false"  # the OpenAI and Anthropic SDKs' own hint
+    return answer
+
+
+# The gateway's own 502 (the provider unreachable, the agent waiting for its user) says when
+# to ask again. Without it OpenCode backs off 2, 4, 8, 16 and 30 s; with it it retries as
+# briefly as the bases configured for two quick retries (Codex, Claude Code, Pi, Hermes).
+# Qwen Code takes the hint only on a 429 or 503, and on a 503 it keeps retrying for minutes.
+RETRY_AFTER_MS = 500
+
+
 def bad_gateway(backend: str, message: str) -> JSONResponse:
     kind = "api_error" if backend == "anthropic" else "server_error"
-    return wire_error(backend, 502, message, kind)
+    answer = wire_error(backend, 502, message, kind)
+    answer.headers["retry-after-ms"] = str(RETRY_AFTER_MS)
+    return answer
 
 
 def gemini_models_answer(model: str, one: bool) -> JSONResponse:
