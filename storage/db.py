@@ -27,6 +27,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DisconnectionError
 from sqlmodel import Session, create_engine
 
 from storage import mcp_secrets, migrate, models, skills  # noqa: F401  (registers the tables)
@@ -36,9 +37,12 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 READ_THREADS = 4
+WRITE_THREADS = 4  # PostgreSQL's writes beside the writer (`write_beside`)
 # How long the writer waits for a database that went away (a restart, a failover) to answer
 # again before failing what it was writing.
 RECONNECT_SECONDS = 15.0
+# A pooled PostgreSQL connection idle this long is pinged before use (_ping_when_idle).
+IDLE_PING_SECONDS = 1.0
 # PostgreSQL: each commit of events tells this channel which responses grew (a trigger on the
 # event table, migration 0003); replicas tailing a response that runs elsewhere wake on it.
 EVENTS_CHANNEL = "uhp_events"
@@ -79,22 +83,35 @@ class Database:
         else:
             # Sync routes run on FastAPI's thread pool (40 threads) beside the readers and the
             # writer: the pool grows with them instead of making them wait.
-            self.engine = create_engine(
-                url, pool_size=READ_THREADS + 2, max_overflow=40, pool_pre_ping=True
-            )
+            self.engine = create_engine(url, pool_size=READ_THREADS + 2, max_overflow=40)
+            _ping_when_idle(self.engine)
+        # One statement is a transaction of its own, and PostgreSQL's READ COMMITTED gives each
+        # statement of a read its own snapshot anyway: reads and lone statements run without
+        # BEGIN and COMMIT/ROLLBACK, two round trips fewer each (SQLite's are calls in process).
+        self._autocommit_engine = (
+            self.engine
+            if self.dialect == "sqlite"
+            else self.engine.execution_options(isolation_level="AUTOCOMMIT")
+        )
         migrate.upgrade(self.engine)
         self._local = threading.local()
         self._connections: list[Any] = []
         self._lock = threading.Lock()
         self._readers: ThreadPoolExecutor | None = None
         self._writer: _Writer | None = None
+        self._apart: ThreadPoolExecutor | None = None
+        self._pool: ThreadPoolExecutor | None = None
         # Called on the writer thread with the seconds each event-log commit took (metrics).
         self.on_event_commit: Callable[[float], None] | None = None
 
     # -- synchronous access (threads, the CLI, start-up) -----------------------------------
     @contextmanager
-    def session(self) -> Iterator[Session]:
-        with Session(self.engine, expire_on_commit=False) as session:
+    def session(self, *, autocommit: bool = False) -> Iterator[Session]:
+        """A session on this thread; on a reader thread (`read`), or with `autocommit`, each
+        statement commits on its own."""
+        reading = autocommit or getattr(self._local, "reader", False)
+        engine = self._autocommit_engine if reading else self.engine
+        with Session(engine, expire_on_commit=False) as session:
             yield session
 
     def connection(self) -> Any:
@@ -112,13 +129,51 @@ class Database:
     async def read(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run a read on a reader thread."""
         if self._readers is None:
-            self._readers = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="db-read")
+            self._readers = ThreadPoolExecutor(
+                READ_THREADS, thread_name_prefix="db-read", initializer=self._mark_reader
+            )
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._readers, lambda: fn(*args, **kwargs))
+
+    def _mark_reader(self) -> None:
+        self._local.reader = True
 
     async def write(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run a write on the writer thread, in order with every other write."""
         return await asyncio.wrap_future(self._the_writer().submit(lambda: fn(*args, **kwargs)))
+
+    async def write_apart(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run a write that needs no order with the event log's (the admission line's) on a
+        writer thread of its own, in order with every other such write: it runs beside the
+        event log's commits instead of queuing behind them. SQLite has one writer: `write`."""
+        return await self._beside(self._apart_lane, fn, *args, **kwargs)
+
+    async def write_beside(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run a write whose conflicts the database decides (a primary key, a conditional
+        UPDATE), so it needs no place in any order: on one of a pool of threads beside the
+        writer, where a transaction's round trips keep no other write waiting. SQLite has one
+        writer: `write`."""
+        return await self._beside(self._pool_lane, fn, *args, **kwargs)
+
+    async def _beside(
+        self, lane: Callable[[], ThreadPoolExecutor], fn: Callable[P, T], *args: Any, **kwargs: Any
+    ) -> T:
+        if self.dialect == "sqlite":
+            return await self.write(fn, *args, **kwargs)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(lane(), lambda: fn(*args, **kwargs))
+
+    def _apart_lane(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._apart is None:
+                self._apart = ThreadPoolExecutor(1, thread_name_prefix="db-write-apart")
+            return self._apart
+
+    def _pool_lane(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="db-write-pool")
+            return self._pool
 
     def append_events(self, batch: EventBatch) -> Future[None]:
         """Queue event rows; the future resolves once they are committed."""
@@ -140,9 +195,10 @@ class Database:
         if self._writer is not None:
             self._writer.stop()
             self._writer = None
-        if self._readers is not None:
-            self._readers.shutdown(wait=True)
-            self._readers = None
+        for pool in (self._readers, self._apart, self._pool):
+            if pool is not None:
+                pool.shutdown(wait=True)
+        self._readers = self._apart = self._pool = None
         with self._lock:
             for conn in self._connections:
                 conn.close()
@@ -155,16 +211,41 @@ _STOP = object()
 
 
 def run_statement(db: Database, statement: str, *, notify: str | None = None, **params: Any) -> Any:
-    """One statement in its own transaction (rows, or the count of rows changed); with
-    `notify`, the channel told the response id `:id` when the transaction commits."""
-    with db.session() as s:
-        conn = s.connection()
-        result = conn.execute(text(statement), params)
-        rows = result.all() if result.returns_rows else result.rowcount
+    """One statement, a transaction of its own (rows, or the count of rows changed). With
+    `notify` (PostgreSQL; `statement` an UPDATE), the channel is told the id of every row it
+    changed when it commits."""
+    if notify is not None:
+        statement = (
+            f"WITH changed AS ({statement} RETURNING id)"
+            " SELECT pg_notify(:channel, id) FROM changed"
+        )
+        params["channel"] = notify
+    with db.session(autocommit=True) as s:
+        result = s.connection().execute(text(statement), params)
         if notify is not None:
-            conn.execute(text("SELECT pg_notify(:channel, :id)"), {"channel": notify, **params})
-        s.commit()
+            return len(result.all())
+        rows = result.all() if result.returns_rows else result.rowcount
+        s.commit()  # SQLite's: PostgreSQL's statement committed as it ran
         return rows
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """Check a pooled connection before use only when it sat idle a while: a database restart
+    closes idle connections, while pinging at every checkout costs a round trip per use."""
+
+    @event.listens_for(engine, "checkin")
+    def _idle_from_now(_dbapi_conn: Any, record: Any) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _ping_if_idle(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        idle_since = record.info.get("idle_since")
+        if idle_since is None or time.monotonic() - idle_since < IDLE_PING_SECONDS:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_conn)
+        except Exception as exc:  # the pool replaces the connection and tries again
+            raise DisconnectionError() from exc
 
 
 class _Writer:
@@ -247,10 +328,11 @@ class _Writer:
         started = time.perf_counter()
         raw = self._db.raw
         try:
-            raw.begin_write(conn)
-            for batch, _ in group:
-                _write_batch(conn, raw.sql, batch)
-            conn.execute("COMMIT")
+            with raw.pipelined(conn):
+                raw.begin_write(conn)
+                for batch, _ in group:
+                    _write_batch(conn, raw.sql, batch)
+                conn.execute("COMMIT")
         except Exception as exc:
             if raw.usable(conn) and raw.in_transaction(conn):
                 with contextlib.suppress(Exception):

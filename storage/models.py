@@ -72,7 +72,9 @@ class ResponseRow(SQLModel, table=True):
     replica_id: str | None = None
     cancel_requested: bool = False
     stop_details: str | None = None  # with cancel_requested: a deadline's reason (JSON)
-    admission: str | None = None  # "waiting" or "admitted" while it takes or holds a slot
+    # "waiting" or "admitted" while it takes or holds a slot (indexed: the line is counted
+    # at every admission, among every response ever run)
+    admission: str | None = Field(default=None, index=True)
     admission_at: float | None = None  # when it joined the line: the line's order
 
 

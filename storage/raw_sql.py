@@ -7,7 +7,9 @@ and how its driver spells a parameter; the SQL itself is written once, with `?`.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from sqlalchemy.engine import URL, make_url
@@ -19,6 +21,8 @@ class RawBackend(Protocol):
     def connect(self) -> Any: ...
 
     def begin_write(self, conn: Any) -> None: ...
+
+    def pipelined(self, conn: Any) -> AbstractContextManager[Any]: ...
 
     def in_transaction(self, conn: Any) -> bool: ...
 
@@ -52,6 +56,9 @@ class SQLiteBackend:
         # midway through a transaction is what fails with SQLITE_BUSY.
         conn.execute("BEGIN IMMEDIATE")
 
+    def pipelined(self, conn: Any) -> AbstractContextManager[Any]:
+        return contextlib.nullcontext()  # calls in process: nothing to save
+
     def in_transaction(self, conn: Any) -> bool:
         return bool(conn.in_transaction)
 
@@ -73,6 +80,11 @@ class PostgresBackend:
 
     def begin_write(self, conn: Any) -> None:
         conn.execute("BEGIN")
+
+    def pipelined(self, conn: Any) -> AbstractContextManager[Any]:
+        """Statements sent without waiting for each answer: a transaction of events is one
+        round trip instead of one per statement (an error surfaces when the block ends)."""
+        return conn.pipeline()
 
     def in_transaction(self, conn: Any) -> bool:
         import psycopg

@@ -9,10 +9,9 @@ conditional UPDATEs are what decide between replicas racing for the same row.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
-
-from sqlalchemy import text
 
 from storage.db import Database, run_statement
 
@@ -29,6 +28,10 @@ _LIVE = (
     "EXISTS (SELECT 1 FROM replica l WHERE l.id = r.replica_id"
     f" AND l.heartbeat_at > {NOW} - :lease)"
 )
+# The admission statements' `:name` parameters, as psycopg spells them.
+_NAMED = re.compile(r"(?<!:):(\w+)")
+# How many turns of live replicas hold a slot.
+_ADMITTED = f"SELECT count(*) FROM response r WHERE r.admission = 'admitted' AND {_LIVE}"
 
 
 @dataclass(frozen=True)
@@ -150,36 +153,62 @@ def deleted_while_running(db: Database, me: str) -> list[str]:
     return [row[0] for row in rows]
 
 
-def join_line(db: Database, response_id: str) -> None:
-    run_statement(
-        db,
-        f"UPDATE response SET admission = 'waiting', admission_at = {NOW} WHERE id = :id",
-        id=response_id,
+def join_line(db: Database, response_id: str, limit: int, lease: float) -> bool:
+    """Join the line, and take a slot at once when one is free and no turn of a live replica
+    waits (the common case: one transaction instead of two). True when admitted."""
+    return bool(
+        _under_admission_lock(
+            db,
+            f"UPDATE response SET admission_at = {NOW}, admission = CASE"
+            f" WHEN ({_ADMITTED}) < :limit AND NOT EXISTS (SELECT 1 FROM response r"
+            f"   WHERE r.admission = 'waiting' AND r.id <> :id AND {_LIVE})"
+            " THEN 'admitted' ELSE 'waiting' END"
+            " WHERE id = :id RETURNING admission = 'admitted'",
+            id=response_id,
+            limit=limit,
+            lease=lease,
+        )
     )
 
 
 def take_slot(db: Database, response_id: str, limit: int, lease: float) -> bool:
-    """Admit the response when fewer than `limit` turns of live replicas hold a slot and no
-    turn of a live replica waits before it. The transaction lock makes the count and the
-    update one step for every replica at once."""
-    with db.session() as s:
-        conn = s.connection()
-        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _ADMISSION_LOCK})
-        changed = conn.execute(
-            text(
-                "UPDATE response SET admission = 'admitted' WHERE id = :id"
-                " AND admission = 'waiting'"
-                " AND (SELECT count(*) FROM response r WHERE r.admission = 'admitted'"
-                f"   AND {_LIVE}) < :limit"
-                " AND NOT EXISTS (SELECT 1 FROM response r, response me WHERE me.id = :id"
-                "   AND r.admission = 'waiting' AND r.id <> :id"
-                "   AND (r.admission_at, r.id) < (me.admission_at, me.id)"
-                f"   AND {_LIVE})"
-            ),
-            {"id": response_id, "limit": limit, "lease": lease},
-        ).rowcount
-        s.commit()
-    return bool(changed == 1)
+    """Admit a waiting response when fewer than `limit` turns of live replicas hold a slot
+    and no turn of a live replica waits before it."""
+    return bool(
+        _under_admission_lock(
+            db,
+            "UPDATE response SET admission = 'admitted' WHERE id = :id"
+            f" AND admission = 'waiting' AND ({_ADMITTED}) < :limit"
+            " AND NOT EXISTS (SELECT 1 FROM response r, response me WHERE me.id = :id"
+            "   AND r.admission = 'waiting' AND r.id <> :id"
+            "   AND (r.admission_at, r.id) < (me.admission_at, me.id)"
+            f"   AND {_LIVE})"
+            " RETURNING TRUE",
+            id=response_id,
+            limit=limit,
+            lease=lease,
+        )
+    )
+
+
+def _under_admission_lock(db: Database, statement: str, **params: Any) -> Any:
+    """Run an admission statement under the line's transaction lock, which makes its count
+    and its change one step for every replica at once; its first column, or None. The
+    transaction is sent whole (psycopg's pipeline): one round trip, where each would cost a
+    wait for the GIL on a busy server."""
+    conn = db.connection()
+    try:
+        with conn.pipeline():
+            conn.execute("BEGIN")
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_ADMISSION_LOCK,))
+            cursor = conn.execute(_NAMED.sub(r"%(\1)s", statement), params)
+            conn.execute("COMMIT")
+    except Exception:
+        if not conn.closed:
+            conn.rollback()  # a failed pipeline leaves its transaction open
+        raise
+    row = cursor.fetchone() if cursor.description else None
+    return row[0] if row else None
 
 
 def clear_slots(db: Database, me: str, *, finished_before: float | None = None) -> None:
@@ -194,11 +223,20 @@ def clear_slots(db: Database, me: str, *, finished_before: float | None = None) 
     run_statement(db, statement, me=me, before=finished_before)
 
 
-def leave_line(db: Database, response_id: str) -> None:
-    """Give the slot back (or leave the line): the next waiter, on any replica, is told."""
-    run_statement(
+def leave_line(db: Database, response_id: str, limit: int, lease: float) -> None:
+    """Give the slot back (or leave the line), handing it to the first turn in line on any
+    live replica: that turn is admitted here, and its id told on ADMISSION_CHANNEL."""
+    _under_admission_lock(
         db,
-        "UPDATE response SET admission = NULL WHERE id = :id",
-        notify=ADMISSION_CHANNEL,
+        "WITH freed AS (UPDATE response SET admission = NULL WHERE id = :id),"
+        " handed AS (UPDATE response SET admission = 'admitted' WHERE id = ("
+        "   SELECT r.id FROM response r WHERE r.admission = 'waiting' AND r.id <> :id"
+        f"   AND {_LIVE} ORDER BY r.admission_at, r.id LIMIT 1)"
+        # (the statement's snapshot still counts the leaving turn's slot: not it)
+        f" AND ({_ADMITTED} AND r.id <> :id) < :limit RETURNING id)"
+        " SELECT pg_notify(:channel, id) FROM handed",
         id=response_id,
+        limit=limit,
+        lease=lease,
+        channel=ADMISSION_CHANNEL,
     )

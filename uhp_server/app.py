@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -199,6 +200,8 @@ def create_app(
                 await cluster.close()
             await sandbox.close()
             await ctx.upstreams.aclose()
+            # Its threads and connections (a PostgreSQL server counts every one of them).
+            await asyncio.to_thread(ctx.db.close)
 
     app = FastAPI(
         title="UHP Server",

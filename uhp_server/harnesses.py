@@ -89,3 +89,14 @@ def default_harness(
     """The harness a task without `metadata.harness_id` runs on: the first enabled base's."""
     found = ensure_defaults(db, principal_id, bases)
     return next((found[name] for name in bases if name in found), None)
+
+
+def made_default(
+    db: Database, principal_id: str, bases: dict[str, HarnessBase]
+) -> HarnessRow | None:
+    """`default_harness` without writing: None when some of the principal's defaults are not
+    made yet (then `default_harness`, on the writer, makes them)."""
+    found = harness_store.defaults_of(db, principal_id)
+    if any(name not in found for name in bases):
+        return None
+    return next((found[name] for name in bases), None)

@@ -20,7 +20,7 @@ from storage.models import HarnessRow
 from uhp_server.engine.requests import SessionKey
 from uhp_server.engine.turn_files import download_url
 from uhp_server.errors import ApiError
-from uhp_server.harnesses import default_harness, ensure_defaults
+from uhp_server.harnesses import default_harness, ensure_defaults, made_default
 
 if TYPE_CHECKING:
     from harness_bases.base import HarnessBase
@@ -74,16 +74,21 @@ class TaskLookups:
     async def harness(self, principal_id: str, harness_id: str | None) -> HarnessInfo | None:
         """The principal's harness with this id, or its default harness for None."""
 
-        def look() -> HarnessInfo | None:
-            default = default_harness(self.db, principal_id, self.bases)  # creates the defaults
-            row = (
-                default
-                if harness_id is None
-                else harness_store.get_harness(self.db, principal_id, harness_id)
-            )
+        def look(create_defaults: bool) -> HarnessInfo | None:
+            if harness_id is not None:
+                row = harness_store.get_harness(self.db, principal_id, harness_id)
+            elif create_defaults:
+                row = default_harness(self.db, principal_id, self.bases)
+            else:
+                row = made_default(self.db, principal_id, self.bases)
             return _info(row) if row is not None else None
 
-        return await self.db.write(look)
+        # A read finds the harness nearly always; only a principal's first task waits on the
+        # writer, to create its defaults.
+        found = await self.db.read(look, False)
+        if found is None and harness_id is None:
+            found = await self.db.write(look, True)
+        return found
 
     async def latest_in_uhp_session(self, principal_id: str, session_id: str) -> str | None:
         """The latest response of the principal's UHP session (None: it has none yet);

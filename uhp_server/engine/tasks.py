@@ -46,7 +46,7 @@ from uhp_server.errors import VENDOR, ApiError
 from uhp_server.gateway.connection import ModelConnection, connection_provider
 from uhp_server.gateway.mcp_targets import McpTarget
 from uhp_server.harness_config.runtime import turn_mcp_targets, turn_skills
-from uhp_server.harnesses import default_harness
+from uhp_server.harnesses import default_harness, made_default
 from uhp_server.ids import new_id
 from uhp_server.settings import Settings
 
@@ -202,8 +202,8 @@ class TaskService(TaskSteering, TaskLookups):
 
         Storage work runs off the event loop: reads on the database's readers, and everything
         that decides the task — the idempotency record, the session claim, the input files and
-        the response row — as one job on its writer thread, so two racing requests cannot
-        both claim a session or an idempotency key."""
+        the response row — as one transaction, whose primary keys and conditional UPDATE keep
+        two racing requests from both claiming a session or an idempotency key."""
         principal_id = task.principal_id
         model_connection = task.model_connection
         normalized = await self.db.read(
@@ -213,8 +213,7 @@ class TaskService(TaskSteering, TaskLookups):
             self.settings.max_file_bytes,
         )
         self._check_timeout(task.timeout_seconds)
-        # A write: the principal's default harnesses are created on first use.
-        harness, session, previous = await self.db.write(self._resolve_chain, task)
+        harness, session, previous = await self._resolve(task)
         base = self.bases.get(harness.base)
         if base is None:
             raise ApiError(
@@ -251,7 +250,7 @@ class TaskService(TaskSteering, TaskLookups):
         first_event = numbered(builder.created()[0], 0)
         self._starting[response_id] = asyncio.get_running_loop().create_future()
         try:
-            accepted = await self.db.write(
+            accepted = await self.db.write_beside(
                 self._accept,
                 Acceptance(
                     task,
@@ -333,7 +332,7 @@ class TaskService(TaskSteering, TaskLookups):
         return skills, mcp
 
     def _accept(self, a: Acceptance) -> str | SessionRow:
-        """On the writer thread, one transaction (engine/acceptance.py). Returns the claimed
+        """One transaction, beside the writer (engine/acceptance.py). Returns the claimed
         session, or the id of the response an idempotent repeat refers to."""
         principal_id = a.task.principal_id
         if a.idempotency_key and a.fingerprint:
@@ -354,12 +353,25 @@ class TaskService(TaskSteering, TaskLookups):
                 raise
             return winner
 
-    def _resolve_chain(self, task: EngineTask) -> tuple[HarnessRow, SessionRow | None, str | None]:
+    async def _resolve(self, task: EngineTask) -> tuple[HarnessRow, SessionRow | None, str | None]:
+        """The task's harness, session and previous response. Reads, on a reader thread; on
+        the writer only where it writes: a door's session key, and a principal's first task,
+        which creates its default harnesses."""
+        if task.previous_response_id is None and task.session is not None:
+            return await self.db.write(self._resolve_door_session, task)
+        found = await self.db.read(self._resolve_chain, task, False)
+        if found is None:
+            found = await self.db.write(self._resolve_chain, task, True)
+        assert found is not None, "the defaults exist once the writer made them"
+        return found
+
+    def _resolve_chain(
+        self, task: EngineTask, create_defaults: bool
+    ) -> tuple[HarnessRow, SessionRow | None, str | None] | None:
+        """None: the principal has no default harnesses yet and `create_defaults` is off."""
         principal_id = task.principal_id
         requested_harness = task.harness_id
         previous_id = task.previous_response_id
-        if previous_id is None and task.session is not None:
-            return self._resolve_door_session(task)
         if previous_id is not None:  # an empty id names no response: 404, never "absent"
             previous = response_store.get_response(self.db, principal_id, previous_id)
             session = (
@@ -416,7 +428,12 @@ class TaskService(TaskSteering, TaskLookups):
                     param="metadata.harness_id",
                 )
             return harness, None, None
-        harness = default_harness(self.db, principal_id, self.bases)
+        if create_defaults:
+            harness = default_harness(self.db, principal_id, self.bases)
+        else:
+            harness = made_default(self.db, principal_id, self.bases)
+            if harness is None:
+                return None
         if harness is None:
             raise ApiError(503, "harness_unavailable", "No harness base is enabled on this server.")
         return harness, None, None
