@@ -7,7 +7,10 @@ Runs the same scripted tasks several ways, interleaved, in one go:
 - server: a real `uhp-server serve` subprocess with only that base enabled,
   `POST /v1/responses` with `stream: true`.
 
-All of them talk to the same in-process scripted provider. Usage:
+All of them talk to the same in-process scripted provider. A CLI speaking a wire the provider
+does not (Gemini CLI's Gemini API) reaches it in direct mode through the real model gateway,
+in-process, as its base tests do: the translation the server also does is then on both sides.
+Usage:
 
     python bench/overhead.py [--base B] [--tasks N]   # B: any registered base
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import math
 import signal
@@ -44,10 +48,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.conftest import API_KEY, DEFAULT_MODELS, MODELS, PROVIDER_KEY, server_env, tools_dir
 from tests.scripted_provider import RunningProvider, start_provider
 from tests.support.direct_turn import direct_spec, run_direct_turn
+from tests.support.gateway_server import RunningGateway
 from tests.support.server import ServerProcess
 
 TURN_TIMEOUT = 120.0
 RATIO_TARGET = 1.10
+# The wires the scripted provider speaks itself (Chat Completions, Responses, Messages).
+PROVIDER_WIRES = ("chat", "responses", "anthropic")
 CREATED_TARGET_MS = 20.0
 
 # kind -> (prompt, the answer every mode must produce)
@@ -72,6 +79,7 @@ class Direct:
     provider: RunningProvider
     tools: Path
     scratch: Path
+    gateway: RunningGateway | None = None  # for a wire the provider does not speak
     _count: int = 0
 
     def folders(self) -> tuple[Path, Path]:
@@ -86,14 +94,17 @@ class Direct:
         """Seconds from preparing the turn to the outcome the CLI reports (answer checked)."""
         home, workspace = self.folders()
         backend = self.base.backend
+        gateway = self.gateway
         spec = direct_spec(
             prompt,
             model=DEFAULT_MODELS[backend],
-            gateway_url=self.provider.url_for(backend),
+            gateway_url=gateway.url if gateway else self.provider.url_for(backend),
             home=home,
             workspace=workspace,
             tools=self.tools,
         )
+        if gateway is not None:
+            spec = dataclasses.replace(spec, gateway_token=gateway.token)
         # The wind-down after the outcome (stdin closed, the CLI flushes its transcript and
         # exits) is left out of the measured time, as the server's is.
         turn = asyncio.run(run_direct_turn(self.base, spec, timeout=TURN_TIMEOUT))
@@ -289,7 +300,11 @@ def run_bench(subject: Subject, tasks: int, scratch: Path, log: Callable[[str], 
                 timeout=TURN_TIMEOUT,
             )
         )
-        direct = Direct(base, provider, tools, scratch)
+        gateway = None
+        if base.wire not in PROVIDER_WIRES:
+            gateway = RunningGateway(provider.base_url, PROVIDER_KEY, DEFAULT_MODELS[base.backend])
+            stack.callback(gateway.stop)
+        direct = Direct(base, provider, tools, scratch, gateway)
 
         def once(kind: str, mode: str, record: bool) -> None:
             prompt = TASKS[kind][0]

@@ -182,8 +182,8 @@ class HarnessBase(abc.ABC):
     # MCP transports the CLI can speak to the gateway's MCP proxy: "http" (Streamable HTTP),
     # "sse" (legacy HTTP+SSE). Harness config naming another is refused for this base.
     mcp_transports: tuple[str, ...] = ("http", "sse")
-    # True when the CLI's own question tool asks through TurnSpec.ask_user: a base that
-    # cannot take the server's `ask_user` over HTTP MCP then needs no text fallback.
+    # True when the CLI's own question tool asks through TurnSpec.ask_user: the server's
+    # `ask_user` MCP server is then not added to its turns, nor the text fallback.
     asks_natively: bool = False
     # True when the CLI takes a turn stopped before it finished (failed, cancelled, parked on
     # a question) back out of its conversation, and drops a new conversation left empty

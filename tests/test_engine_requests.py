@@ -299,3 +299,20 @@ async def test_a_base_asking_through_its_own_tool_gets_no_text_fallback(tmp_path
         assert QUESTION_SERVER not in engine.base.mcp_names[-1]
     finally:
         await engine.close()
+
+
+async def test_a_base_asking_through_its_own_tool_gets_no_question_mcp_server(
+    tmp_path: Path,
+) -> None:
+    engine = StandInEngine(tmp_path)
+    engine.base.mcp_transports = ("http", "sse")  # it takes MCP servers (Gemini CLI)
+    engine.base.asks_natively = True  # and asks through its own tool: one way to ask
+    try:
+        accepted = await engine.tasks.start(
+            task(engine, "SAY fine", questions=QuestionPolicy.pause())
+        )
+        await until(engine, accepted.response_id, "completed")
+        assert QUESTION_SERVER not in engine.base.mcp_names[-1]
+        assert TEXT_INSTRUCTION not in engine.base.system_prompts[-1]
+    finally:
+        await engine.close()

@@ -25,7 +25,7 @@ MODEL = "oumi-eval-model"
 SETTINGS = {"temperature": 0.2, "max_tokens": 400, "seed": 3}
 # The question tool as the CLI names it to its model (the scripted provider also matches a
 # prefixed name by its suffix, but Claude Code defers MCP tools, listing none).
-# Gemini CLI's is its own `ask_user` (it takes no MCP server).
+# Gemini CLI's is its own `ask_user` (it asks natively, so the server's is not added).
 ASK_TOOL = {"claude-code": "mcp__uhp-user__ask_user"}.get(TEST_BASE, "ask_user")
 # The CLI's own question tool, where it has one that asks through the same machinery.
 NATIVE_ASK_TOOLS = {

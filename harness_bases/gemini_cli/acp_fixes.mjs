@@ -1,5 +1,5 @@
 // Written by uhp-server; started with `node --import` before Gemini CLI.
-// Four fixes to Gemini CLI 0.61.0's ACP server, made in the bundle's source as it is loaded
+// Five fixes to Gemini CLI 0.61.0's ACP server, made in the bundle's source as it is loaded
 // (the CLI's files stay untouched). The pinned version's source is known: a fix whose text
 // is not found changes nothing.
 // 1. Its `tool_call` update names the tool but leaves out the arguments (`rawInput`).
@@ -13,6 +13,10 @@
 //    With UHP_ASK_USER=1 (someone can answer) the tool stays, and its questions go to the
 //    client as the extension request `_uhp/ask_user` ({sessionId, questions}); the reply's
 //    `answers` ({question index: text}) are the tool's answers, as its own dialog gives them.
+// 5. When its stdin ends, the ACP server runs its exit cleanup but does not exit (its
+//    non-interactive mode does): the process lives on while anything holds node's event loop,
+//    and a connected MCP server's open stream (Streamable HTTP's GET, SSE) always does, so
+//    a turn with an MCP server never ended. The fix exits once the cleanup has run.
 import { register } from "node:module";
 
 const HOOKS = `
@@ -48,6 +52,10 @@ const FIXES = [
       '        const reply = await this.connection.extMethod("_uhp/ask_user", questions);\\n' +
       '        await confirmationDetails.onConfirm("proceed_once", { answers: reply?.answers ?? {} });\\n' +
       "      } else if (confirmationDetails) {",
+  ],
+  [
+    "  await connection.closed.finally(runExitCleanup);\\n}",
+    "  await connection.closed.finally(runExitCleanup);\\n  process.exit(0);\\n}",
   ],
 ];
 export async function load(url, context, nextLoad) {

@@ -29,14 +29,14 @@ class GeminiCliBase(AcpBase):
     # `tools.exclude` takes a tool out of the registry (not offered to the model); no step
     # limit is used (`maxSessionTurns` counts the whole session): the engine counts.
     enforcement = Enforcement(disabled_tools="hard", max_step="counted")
-    # Given an MCP server through ACP (session/new `mcpServers`), Gemini CLI 0.61.0 never
-    # answered the first prompt (the turn timed out after 120 s): rather than hang a harness's
-    # turns, its MCP servers are refused for this base.
-    mcp_transports: tuple[str, ...] = ()
+    # Its MCP servers come through ACP (session/new `mcpServers`, the AcpBase default):
+    # `http` becomes the CLI's `httpUrl` (Streamable HTTP), `sse` its `url` (HTTP+SSE).
+    mcp_transports = ("http", "sse")
     # A failed, cancelled or parked turn is taken back out of its conversation, and one left
     # empty is deleted on exit (see HarnessBase.forgets_unfinished_turns).
     forgets_unfinished_turns = True
-    # Its own `ask_user` asks through us (questions.py), with MCP refused.
+    # Its own `ask_user` asks through us (questions.py): the server's question tool is not
+    # added to its MCP servers.
     asks_natively = True
 
     def install(self, tools_dir: Path) -> None:

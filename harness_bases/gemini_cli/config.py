@@ -15,9 +15,13 @@ adds to every request (removed when the turn has none). Skills go whole into
 `~/.gemini/skills/<name>/`, where it lists them to the model.
 
 A node load hook (`acp_fixes.mjs`, copied beside it every turn and started with `--import`)
-fixes three faults of the pinned CLI's ACP server: tool calls without their arguments, a
-`session/load` that overwrites the conversation it is about to read, and one that answers
-before its replay of the history is sent.
+fixes four faults of the pinned CLI's ACP server: tool calls without their arguments, a
+`session/load` that overwrites the conversation it is about to read, one that answers
+before its replay of the history is sent, and a process that does not exit when its stdin
+ends while an MCP server's stream is open; and it routes the CLI's own `ask_user` to us.
+
+MCP servers (the gateway's MCP proxy routes) are not in this file: they come through ACP's
+`session/new` `mcpServers`, their bearer token in a header there, never written to disk.
 
 Gemini CLI passes its environment to every shell command: `BASH_ENV` names a script,
 rewritten every turn, that each of those (non-interactive) bash shells runs first; it unsets

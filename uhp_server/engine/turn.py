@@ -347,7 +347,8 @@ class TurnExecutor:
             McpServerSpec(t.name, origin + mcp_path(t.name), token, t.transport) for t in mcp
         )
         system_prompt = plan.system_prompt
-        if plan.ask_user and "http" in plan.base.mcp_transports:
+        asks_over_mcp = "http" in plan.base.mcp_transports and not plan.base.asks_natively
+        if plan.ask_user and asks_over_mcp:
             asking = McpServerSpec(QUESTION_SERVER, origin + mcp_path(QUESTION_SERVER), token)
             servers = (*servers, asking)
         elif asks_in_text(plan):  # neither MCP nor its own tool: the agent asks in its text
