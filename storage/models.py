@@ -75,7 +75,7 @@ class ResponseRow(SQLModel, table=True):
     # "waiting" or "admitted" while it takes or holds a slot (indexed: the line is counted
     # at every admission, among every response ever run)
     admission: str | None = Field(default=None, index=True)
-    admission_at: float | None = None  # when it joined the line: the line's order
+    admission_at: float | None = None  # when it arrived: its place in the line
 
 
 class ReplicaRow(SQLModel, table=True):

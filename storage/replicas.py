@@ -154,12 +154,13 @@ def deleted_while_running(db: Database, me: str) -> list[str]:
 
 
 def join_line(db: Database, response_id: str, limit: int, lease: float) -> bool:
-    """Join the line, and take a slot at once when one is free and no turn of a live replica
-    waits (the common case: one transaction instead of two). True when admitted."""
+    """Join the line at the place the response took when it arrived (its `admission_at`),
+    and take a slot at once when one is free and no turn of a live replica waits (the
+    common case: one transaction instead of two). True when admitted."""
     return bool(
         _under_admission_lock(
             db,
-            f"UPDATE response SET admission_at = {NOW}, admission = CASE"
+            f"UPDATE response SET admission_at = COALESCE(admission_at, {NOW}), admission = CASE"
             f" WHEN ({_ADMITTED}) < :limit AND NOT EXISTS (SELECT 1 FROM response r"
             f"   WHERE r.admission = 'waiting' AND r.id <> :id AND {_LIVE})"
             " THEN 'admitted' ELSE 'waiting' END"
@@ -172,17 +173,18 @@ def join_line(db: Database, response_id: str, limit: int, lease: float) -> bool:
 
 
 def take_slot(db: Database, response_id: str, limit: int, lease: float) -> bool:
-    """Admit a waiting response when fewer than `limit` turns of live replicas hold a slot
-    and no turn of a live replica waits before it."""
+    """Whether the response holds a slot: one handed to it already (whose notification may
+    have been lost), or one it takes now because fewer than `limit` turns of live replicas
+    hold a slot and no turn of a live replica waits before it."""
     return bool(
         _under_admission_lock(
             db,
-            "UPDATE response SET admission = 'admitted' WHERE id = :id"
-            f" AND admission = 'waiting' AND ({_ADMITTED}) < :limit"
+            "UPDATE response SET admission = 'admitted' WHERE id = :id AND (admission = 'admitted'"
+            f" OR admission = 'waiting' AND ({_ADMITTED}) < :limit"
             " AND NOT EXISTS (SELECT 1 FROM response r, response me WHERE me.id = :id"
             "   AND r.admission = 'waiting' AND r.id <> :id"
             "   AND (r.admission_at, r.id) < (me.admission_at, me.id)"
-            f"   AND {_LIVE})"
+            f"   AND {_LIVE}))"
             " RETURNING TRUE",
             id=response_id,
             limit=limit,

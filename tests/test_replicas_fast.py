@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import text
 
 from harness_bases.events import TextDelta, TurnFinished
+from storage import replicas as replica_store
 from storage.db import Database
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
@@ -21,7 +22,7 @@ from tests.support import postgres
 from tests.support.fakes import Ask, Hang, answer
 from tests.support.in_process import InProcess, in_process
 from tests.support.sse import Stream, parse_lines
-from uhp_server.engine import questions
+from uhp_server.engine import questions, shared_admission
 from uhp_server.engine.requests import EngineTask, QuestionPolicy, ToolAnswer
 from uhp_server.settings import Settings
 
@@ -174,6 +175,85 @@ async def test_the_turn_limit_counts_the_turns_of_every_replica(
         await _wait_for(completed, 10)
 
 
+def _line_states(db: Database, *response_ids: str) -> list[str | None]:
+    with db.session() as s:
+        rows = s.connection().execute(
+            text("SELECT id, admission FROM response WHERE id = ANY(:ids)"),
+            {"ids": list(response_ids)},
+        )
+        states = dict(rows.all())
+    return [states.get(response_id) for response_id in response_ids]
+
+
+async def test_turns_are_admitted_in_the_order_they_arrived_not_the_order_they_joined(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    async with AsyncExitStack() as stack:
+        a, b = await _replicas(stack, tmp_path, provider, max_concurrent_turns=1)
+        holding = await _running_with_text(a)
+        # b is slow to get its turn to the line (a cold replica opening its connections,
+        # say): a's later turn joins the line before it.
+        line = b.ctx.runs.executor.admission
+        join_now = line.acquire
+
+        async def join_late(holder: str) -> None:
+            await asyncio.sleep(0.5)
+            await join_now(holder)
+
+        line.acquire = join_late  # type: ignore[method-assign]
+        b.base.script("second", answer("two"))
+        second = (await b.submit("second", background=True)).json()["id"]
+        a.base.script("third", answer("three"))
+        third = (await a.submit("third", background=True)).json()["id"]
+
+        async def both_wait() -> bool:
+            return _line_states(a.ctx.db, second, third) == ["waiting", "waiting"]
+
+        await _wait_for(both_wait)
+        await a.client.post(f"/v1/responses/{holding}/cancel")
+
+        async def both_done() -> bool:
+            bodies = [(await b.client.get(f"/v1/responses/{i}")).json() for i in (second, third)]
+            return all(body["status"] == "completed" for body in bodies)
+
+        await _wait_for(both_done, 15)
+        with a.ctx.db.session() as s:
+            finished = dict(
+                s.connection()
+                .execute(
+                    text("SELECT id, finished_at FROM response WHERE id IN (:s, :t)"),
+                    {"s": second, "t": third},
+                )
+                .all()
+            )
+        assert finished[second] < finished[third]  # one slot: the first to arrive ran first
+
+
+async def test_a_slot_handed_over_is_taken_though_its_notification_was_lost(
+    tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shared_admission, "POLL_SECONDS", 0.2)
+    async with AsyncExitStack() as stack:
+        a, b = await _replicas(stack, tmp_path, provider, max_concurrent_turns=1)
+        assert b.ctx.runs.cluster is not None
+        b.ctx.runs.cluster.notes.on(replica_store.ADMISSION_CHANNEL, lambda _id: None)
+        holding = await _running_with_text(a)
+        b.base.script("quick", answer("done"))
+        waiting = (await b.submit("quick", background=True)).json()["id"]
+
+        async def in_line() -> bool:
+            return _line_states(a.ctx.db, waiting) == ["waiting"]
+
+        await _wait_for(in_line)
+        await a.client.post(f"/v1/responses/{holding}/cancel")
+
+        async def completed() -> bool:
+            body = (await b.client.get(f"/v1/responses/{waiting}")).json()
+            return bool(body["status"] == "completed")
+
+        await _wait_for(completed, 10)
+
+
 async def test_a_response_deleted_on_another_replica_is_no_longer_stored_where_it_runs(
     tmp_path: Path, provider: RunningProvider
 ) -> None:
@@ -215,7 +295,15 @@ async def test_a_doors_deadline_on_another_replica_ends_the_turn_incomplete_wher
         assert state.status == "incomplete", state
         details = state.response["incomplete_details"]
         assert details == {"reason": "timeout_seconds", "timeout_seconds": 7.0}
-        assert a.ctx.runs.get(response_id).log.current() == state.response
+        # Where it runs, the log publishes the terminal event once its commit is reported
+        # back from the writer thread, which can come a moment after b read it.
+        log = a.ctx.runs.get(response_id).log
+
+        async def published() -> bool:
+            return bool(log.finished)
+
+        await _wait_for(published, 2)
+        assert log.current() == state.response
 
 
 async def test_a_slot_whose_release_was_lost_is_free_again_when_its_replica_restarts(

@@ -83,6 +83,10 @@ def record(s: Session, a: Acceptance) -> SessionRow:
             created_at=a.created_at,
             input_items=a.normalized.items if store else [],
             replica_id=a.replica_id,
+            # Its place in the shared admission line (engine/shared_admission.py): when it
+            # arrived, not when its turn got round to joining, which a slower replica
+            # reaches later.
+            admission_at=time.time(),
         )
     )
     if store:

@@ -1,14 +1,15 @@
 """Admission control over every replica of one PostgreSQL database: UHP_MAX_CONCURRENT_TURNS
 counts the turns holding a slot on any replica whose lease is live, and the line's order is
-the order turns joined it, whichever replica they wait on (engine/admission.py is the same
-contract for one process).
+the order turns arrived (`admission_at`, written when the task was accepted), whichever
+replica they wait on (engine/admission.py is the same contract for one process).
 
 A turn joins the line by marking its response row `waiting`, or `admitted` at once when a
 slot is free and nobody waits. A turn that gives its slot back hands it to the first in line
 in the same transaction and names it on a notification channel, so a waiter is woken once,
 already admitted (storage/replicas.py; every change under one transaction lock, so two
-replicas never both take the last slot). Waiters also look for a free slot every
-POLL_SECONDS: the slots of a replica that died come back when its lease expires.
+replicas never both take the last slot). Waiters also look every POLL_SECONDS: for a slot
+handed to them whose notification was lost, and for the slots of a replica that died,
+which come back when its lease expires.
 """
 
 from __future__ import annotations
