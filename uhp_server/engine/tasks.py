@@ -1,8 +1,10 @@
-"""Accepting a task: resolve harness, session, model and budgets, then start the turn.
+"""Accepting a task: resolve harness and session (engine/resolution.py), model and budgets,
+then start the turn.
 
-Everything that decides the task (idempotency record, session claim, response row) runs as
-one job on the database's writer thread, so two racing requests cannot both claim a session or
-an idempotency key.
+Everything that decides the task (idempotency record, session claim, response row) is one
+transaction (engine/acceptance.py), and the database decides between racing requests (the
+key's primary key, the session claim's conditional UPDATE): two can never both claim a
+session or an idempotency key.
 """
 
 from __future__ import annotations
@@ -18,11 +20,8 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 
 from harness_bases.base import HarnessBase, SkillBundle
-from storage import door_sessions, session_listing
 from storage import files as file_store
-from storage import harnesses as harness_store
 from storage import responses as response_store
-from storage import sessions as session_store
 from storage.blobs import BlobStore
 from storage.db import Database, SessionRelease
 from storage.models import HarnessRow, SessionRow
@@ -39,6 +38,7 @@ from uhp_server.engine.requests import (
     EngineTask,
     QuestionPolicy,
 )
+from uhp_server.engine.resolution import TaskResolution
 from uhp_server.engine.runs import RunManager
 from uhp_server.engine.steering import TaskSteering
 from uhp_server.engine.turn import Run, TurnPlan
@@ -46,7 +46,6 @@ from uhp_server.errors import VENDOR, ApiError
 from uhp_server.gateway.connection import ModelConnection, connection_provider
 from uhp_server.gateway.mcp_targets import McpTarget
 from uhp_server.harness_config.runtime import turn_mcp_targets, turn_skills
-from uhp_server.harnesses import default_harness, made_default
 from uhp_server.ids import new_id
 from uhp_server.settings import Settings
 
@@ -141,6 +140,7 @@ class TaskService(TaskSteering, TaskLookups):
         self.catalog = catalog
         self.runs = runs
         self.blobs = blobs or BlobStore(settings.blobs_dir)
+        self.resolution = TaskResolution(settings, db, bases)
         self._starting: dict[str, asyncio.Future[None]] = {}  # being accepted, by response id
 
     # -- idempotency ---------------------------------------------------------------------
@@ -213,7 +213,7 @@ class TaskService(TaskSteering, TaskLookups):
             self.settings.max_file_bytes,
         )
         self._check_timeout(task.timeout_seconds)
-        harness, session, previous = await self._resolve(task)
+        harness, session, previous = await self.resolution.resolve(task)
         base = self.bases.get(harness.base)
         if base is None:
             raise ApiError(
@@ -352,128 +352,6 @@ class TaskService(TaskSteering, TaskLookups):
             if winner is None:
                 raise
             return winner
-
-    async def _resolve(self, task: EngineTask) -> tuple[HarnessRow, SessionRow | None, str | None]:
-        """The task's harness, session and previous response. Reads, on a reader thread; on
-        the writer only where it writes: a door's session key, and a principal's first task,
-        which creates its default harnesses."""
-        if task.previous_response_id is None and task.session is not None:
-            return await self.db.write(self._resolve_door_session, task)
-        found = await self.db.read(self._resolve_chain, task, False)
-        if found is None:
-            found = await self.db.write(self._resolve_chain, task, True)
-        assert found is not None, "the defaults exist once the writer made them"
-        return found
-
-    def _resolve_chain(
-        self, task: EngineTask, create_defaults: bool
-    ) -> tuple[HarnessRow, SessionRow | None, str | None] | None:
-        """None: the principal has no default harnesses yet and `create_defaults` is off."""
-        principal_id = task.principal_id
-        requested_harness = task.harness_id
-        previous_id = task.previous_response_id
-        if previous_id is not None:  # an empty id names no response: 404, never "absent"
-            previous = response_store.get_response(self.db, principal_id, previous_id)
-            session = (
-                session_store.get_session(self.db, principal_id, previous.session_id)
-                if previous is not None
-                else None
-            )
-            if previous is None or session is None:
-                raise ApiError(
-                    404,
-                    "response_not_found",
-                    "No response with that id.",
-                    param="previous_response_id",
-                )
-            if self._expired(session):
-                raise ApiError(
-                    404,
-                    "session_expired",
-                    "The session this response belongs to has expired.",
-                    param="previous_response_id",
-                )
-            if requested_harness is not None and not harness_store.get_harness(
-                self.db, principal_id, requested_harness
-            ):
-                raise ApiError(
-                    404,
-                    "harness_not_found",
-                    "No harness with that id.",
-                    param="metadata.harness_id",
-                )
-            if requested_harness is not None and requested_harness != session.harness_id:
-                raise ApiError(
-                    409,
-                    "harness_mismatch",
-                    "The session was started with a different harness.",
-                    param="metadata.harness_id",
-                )
-            harness = harness_store.get_harness(self.db, principal_id, session.harness_id)
-            if harness is None:
-                raise ApiError(
-                    404,
-                    "harness_not_found",
-                    "The harness this session used has been deleted.",
-                    param="previous_response_id",
-                )
-            return harness, session, previous_id
-        if requested_harness is not None:
-            harness = harness_store.get_harness(self.db, principal_id, str(requested_harness))
-            if harness is None:
-                raise ApiError(
-                    404,
-                    "harness_not_found",
-                    "No harness with that id.",
-                    param="metadata.harness_id",
-                )
-            return harness, None, None
-        if create_defaults:
-            harness = default_harness(self.db, principal_id, self.bases)
-        else:
-            harness = made_default(self.db, principal_id, self.bases)
-            if harness is None:
-                return None
-        if harness is None:
-            raise ApiError(503, "harness_unavailable", "No harness base is enabled on this server.")
-        return harness, None, None
-
-    def _resolve_door_session(
-        self, task: EngineTask
-    ) -> tuple[HarnessRow, SessionRow | None, str | None]:
-        """The harness, and the UHP session the door's session key maps to (None: a new
-        one, bound to the key when the task is accepted) with its latest response."""
-        assert task.session is not None
-        harness = self._named_or_default_harness(task.principal_id, task.harness_id)
-        key = task.session
-        session_id = door_sessions.find(
-            self.db, task.principal_id, harness.id, key.door, key.external_id
-        )
-        session = session_id and session_store.get_session(self.db, task.principal_id, session_id)
-        if not session or self._expired(session):
-            return harness, None, None
-        responses = session_listing.responses_of(self.db, session.id)
-        return harness, session, responses[-1].id if responses else None
-
-    def _named_or_default_harness(self, principal_id: str, harness_id: str | None) -> HarnessRow:
-        if harness_id is not None:
-            harness = harness_store.get_harness(self.db, principal_id, harness_id)
-            if harness is None:
-                raise ApiError(
-                    404,
-                    "harness_not_found",
-                    "No harness with that id.",
-                    param="metadata.harness_id",
-                )
-            return harness
-        harness = default_harness(self.db, principal_id, self.bases)
-        if harness is None:
-            raise ApiError(503, "harness_unavailable", "No harness base is enabled on this server.")
-        return harness
-
-    def _expired(self, session: SessionRow) -> bool:
-        idle = time.time() - session.updated_at
-        return idle > self.settings.session_retention_days * 86400
 
     def _budgets(self, task: EngineTask, config: dict[str, Any]) -> tuple[int | None, int]:
         max_step = task.max_step
