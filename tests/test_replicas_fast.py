@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,14 @@ async def _stream(replica: InProcess, response_id: str) -> Stream:
     ) as response:
         lines = [line async for line in response.aiter_lines()]
     return parse_lines(lines, Stream())
+
+
+def _completed_on(replica: InProcess, response_id: str) -> Callable[[], Awaitable[bool]]:
+    async def completed() -> bool:
+        body = (await replica.client.get(f"/v1/responses/{response_id}")).json()
+        return bool(body["status"] == "completed")
+
+    return completed
 
 
 def _text(response: dict[str, Any]) -> str:
@@ -168,11 +177,7 @@ async def test_the_turn_limit_counts_the_turns_of_every_replica(
         assert state.status == "queued"  # seen from the replica it does not wait on, too
         await a.client.post(f"/v1/responses/{holding}/cancel")
 
-        async def completed() -> bool:
-            body = (await b.client.get(f"/v1/responses/{waiting}")).json()
-            return bool(body["status"] == "completed")
-
-        await _wait_for(completed, 10)
+        await _wait_for(_completed_on(b, waiting), 10)
 
 
 def _line_states(db: Database, *response_ids: str) -> list[str | None]:
@@ -247,11 +252,7 @@ async def test_a_slot_handed_over_is_taken_though_its_notification_was_lost(
         await _wait_for(in_line)
         await a.client.post(f"/v1/responses/{holding}/cancel")
 
-        async def completed() -> bool:
-            body = (await b.client.get(f"/v1/responses/{waiting}")).json()
-            return bool(body["status"] == "completed")
-
-        await _wait_for(completed, 10)
+        await _wait_for(_completed_on(b, waiting), 10)
 
 
 async def test_a_response_deleted_on_another_replica_is_no_longer_stored_where_it_runs(

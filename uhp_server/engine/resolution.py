@@ -91,25 +91,10 @@ class TaskResolution:
                     param="previous_response_id",
                 )
             return harness, session, previous_id
-        if requested_harness is not None:
-            harness = harness_store.get_harness(self.db, principal_id, str(requested_harness))
-            if harness is None:
-                raise ApiError(
-                    404,
-                    "harness_not_found",
-                    "No harness with that id.",
-                    param="metadata.harness_id",
-                )
-            return harness, None, None
-        if create_defaults:
-            harness = default_harness(self.db, principal_id, self.bases)
-        else:
-            harness = made_default(self.db, principal_id, self.bases)
-            if harness is None:
-                return None
-        if harness is None:
-            raise ApiError(503, "harness_unavailable", "No harness base is enabled on this server.")
-        return harness, None, None
+        if requested_harness is not None or create_defaults:
+            return self._named_or_default_harness(principal_id, requested_harness), None, None
+        harness = made_default(self.db, principal_id, self.bases)
+        return (harness, None, None) if harness is not None else None
 
     def _door_session(self, task: EngineTask) -> Resolved:
         """The harness, and the UHP session the door's session key maps to (None: a new
