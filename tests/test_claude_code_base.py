@@ -36,7 +36,10 @@ from tests.conftest import PROVIDER_KEY, installed_tools
 from tests.scripted_provider import RunningProvider
 from tests.support.direct_turn import OUTCOMES, DirectTurn
 from tests.support.live_base import LiveBase, capturing
-from tests.support.mcp_server import ANSWER_PREFIX, RunningMcpServer
+from tests.support.mcp_server import (
+    assert_vault_answered,
+    vault_turn,
+)
 
 FIXTURES = Path(__file__).parent.parent / "harness_bases" / "claude_code" / "fixtures"
 CAPTURE = FIXTURES if capturing("UHP_CAPTURE_CLAUDE_CODE_FIXTURES") else None
@@ -393,17 +396,8 @@ def _mcp_spec(url: str, token: str = "mcp-tok-1") -> McpServerSpec:
 
 @pytest.mark.slow
 async def test_mcp_server_is_reached_with_its_bearer_token(env: LiveBase) -> None:
-    server = RunningMcpServer("http").start()
-    try:
-        turn = await env.run(
-            'TOOL mcp__vault__lookup {"code": "abc"}\nSAY {output}',
-            mcp_servers=(_mcp_spec(server.url),),
-        )
-    finally:
-        server.stop()
-    (finished,) = turn.of(ev.ToolCallFinished)
-    assert finished.ok and ANSWER_PREFIX + "abc" in finished.output
-    assert {r.headers.get("authorization") for r in server.requests} == {"Bearer mcp-tok-1"}
+    turn, server = await vault_turn(env, "mcp__vault__lookup")
+    assert_vault_answered(turn, server)
     assert "mcp-tok-1" not in (env.home / ".claude" / "uhp" / "mcp.json").read_text()
     assert not turn.of(ev.Notice)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from harness_bases import events as ev
-from harness_bases.base import McpServerSpec, SkillBundle, SkillFile, TurnSpec
+from harness_bases.base import SkillBundle, SkillFile, TurnSpec
 from harness_bases.gemini_cli import GeminiCliBase
 from harness_bases.gemini_cli import config as gemini_config
 from harness_bases.messages import RESUME_FAILED_NOTICE
@@ -29,7 +29,11 @@ from tests.conftest import PROVIDER_KEY, installed_tools
 from tests.scripted_provider import RunningProvider
 from tests.support.gateway_server import RunningGateway
 from tests.support.live_base import LiveBase, capturing, chat_bodies, offered_tools
-from tests.support.mcp_server import ANSWER_PREFIX, RunningMcpServer
+from tests.support.mcp_server import (
+    ANSWER_PREFIX,
+    assert_vault_answered,
+    vault_turn,
+)
 
 FIXTURES = Path(__file__).parent.parent / "harness_bases" / "gemini_cli" / "fixtures"
 CAPTURE = FIXTURES if capturing("UHP_CAPTURE_GEMINI_CLI_FIXTURES") else None
@@ -261,17 +265,10 @@ async def test_skills_are_found_listed_and_loaded(env: LiveBase) -> None:
 async def test_mcp_tools_are_offered_reached_and_the_cli_still_exits(
     env: LiveBase, transport: str
 ) -> None:
-    server = RunningMcpServer(transport).start()
-    try:
-        mcp = (McpServerSpec("vault", server.url, "mcp-tok-1", transport),)
-        turn = await env.run('TOOL lookup {"code": "abc"}\nSAY {output}', mcp_servers=mcp)
-    finally:
-        server.stop()
+    turn, server = await vault_turn(env, "lookup", transport)
     assert any(name.endswith("lookup") for name in offered_tools(chat_bodies(env.provider)[0]))
-    (finished,) = turn.of(ev.ToolCallFinished)
-    assert finished.ok and ANSWER_PREFIX + "abc" in finished.output
+    assert_vault_answered(turn, server)
     assert ANSWER_PREFIX + "abc" in turn.text
-    assert {r.headers.get("authorization") for r in server.requests} == {"Bearer mcp-tok-1"}
     # Its stdin closed after the outcome, the CLI exited by itself (the MCP server's open
     # stream kept it running until it was killed, before the load hook's exit fix).
     assert turn.proc.returncode == 0

@@ -22,7 +22,10 @@ from tests.conftest import PROVIDER_KEY, installed_tools
 from tests.scripted_provider import RunningProvider
 from tests.support.direct_turn import DirectTurn
 from tests.support.live_base import LiveBase, capturing, chat_bodies, offered_tools
-from tests.support.mcp_server import ANSWER_PREFIX, RunningMcpServer
+from tests.support.mcp_server import (
+    assert_vault_answered,
+    vault_turn,
+)
 
 FIXTURES = Path(__file__).parent.parent / "harness_bases" / "opencode" / "fixtures"
 CAPTURE = FIXTURES if capturing("UHP_CAPTURE_OPENCODE_FIXTURES") else None
@@ -169,15 +172,8 @@ async def test_skills_are_found_listed_and_loaded(env: LiveBase) -> None:
 
 @pytest.mark.slow
 async def test_mcp_server_is_reached_with_its_bearer_token(env: LiveBase) -> None:
-    server = RunningMcpServer("http").start()
-    try:
-        mcp = (McpServerSpec("vault", server.url, "mcp-tok-1"),)
-        turn = await env.run('TOOL vault_lookup {"code": "abc"}\nSAY {output}', mcp_servers=mcp)
-    finally:
-        server.stop()
-    (finished,) = turn.of(ev.ToolCallFinished)
-    assert finished.ok and ANSWER_PREFIX + "abc" in finished.output
-    assert {r.headers.get("authorization") for r in server.requests} == {"Bearer mcp-tok-1"}
+    turn, server = await vault_turn(env, "vault_lookup")
+    assert_vault_answered(turn, server)
     assert "mcp-tok-1" not in (env.home / oc_config.CONFIG_DIR / "opencode.json").read_text()
 
 

@@ -19,14 +19,18 @@ from pathlib import Path
 import pytest
 
 from harness_bases import events as ev
-from harness_bases.base import McpServerSpec, SkillBundle, SkillFile, TurnSpec
+from harness_bases.base import SkillBundle, SkillFile, TurnSpec
 from harness_bases.messages import RESUME_FAILED_NOTICE
 from harness_bases.qwen_code import QwenCodeBase
 from harness_bases.qwen_code import config as qwen_config
 from tests.conftest import PROVIDER_KEY, installed_tools
 from tests.scripted_provider import RunningProvider
 from tests.support.live_base import LiveBase, capturing, chat_bodies, offered_tools, system_text
-from tests.support.mcp_server import ANSWER_PREFIX, RunningMcpServer
+from tests.support.mcp_server import (
+    ANSWER_PREFIX,
+    assert_vault_answered,
+    vault_turn,
+)
 
 FIXTURES = Path(__file__).parent.parent / "harness_bases" / "qwen_code" / "fixtures"
 CAPTURE = FIXTURES if capturing("UHP_CAPTURE_QWEN_CODE_FIXTURES") else None
@@ -223,17 +227,10 @@ async def test_skills_are_found_listed_and_loaded(env: LiveBase) -> None:
 
 @pytest.mark.slow
 async def test_mcp_tools_are_offered_and_reached_with_the_bearer_token(env: LiveBase) -> None:
-    server = RunningMcpServer("http").start()
-    try:
-        mcp = (McpServerSpec("vault", server.url, "mcp-tok-1"),)
-        turn = await env.run('TOOL lookup {"code": "abc"}\nSAY {output}', mcp_servers=mcp)
-    finally:
-        server.stop()
+    turn, server = await vault_turn(env, "lookup")
     assert any(name.endswith("lookup") for name in offered_tools(chat_bodies(env.provider)[0]))
-    (finished,) = turn.of(ev.ToolCallFinished)
-    assert finished.ok and ANSWER_PREFIX + "abc" in finished.output
+    assert_vault_answered(turn, server)
     assert ANSWER_PREFIX + "abc" in turn.text
-    assert {r.headers.get("authorization") for r in server.requests} == {"Bearer mcp-tok-1"}
     assert "mcp-tok-1" not in (env.home / ".qwen" / "settings.json").read_text()
 
 

@@ -16,7 +16,11 @@ from typing import Any
 import uvicorn
 from mcp.server.fastmcp import FastMCP
 
+from harness_bases import events as ev
+from harness_bases.base import McpServerSpec
 from tests.scripted_provider.fixture import bind_loopback
+from tests.support.direct_turn import DirectTurn
+from tests.support.live_base import LiveBase
 
 ANSWER_PREFIX = "vault says "
 
@@ -84,3 +88,30 @@ class RunningMcpServer:
         self._server.should_exit = True
         self._thread.join(timeout=10)
         self._sock.close()
+
+
+VAULT_TOKEN = "mcp-tok-1"
+
+
+async def vault_turn(
+    env: LiveBase, tool: str, transport: str = "http"
+) -> tuple[DirectTurn, RunningMcpServer]:
+    """A turn whose model calls the vault's `lookup("abc")`, by the name `tool` the CLI offers
+    it under, and says what it answered; the server is stopped afterwards and keeps the
+    requests it got."""
+    server = RunningMcpServer(transport).start()
+    try:
+        vault = McpServerSpec("vault", server.url, VAULT_TOKEN, transport)
+        prompt = f'TOOL {tool} {{"code": "abc"}}\nSAY {{output}}'
+        turn = await env.run(prompt, mcp_servers=(vault,))
+    finally:
+        server.stop()
+    return turn, server
+
+
+def assert_vault_answered(turn: DirectTurn, server: RunningMcpServer) -> None:
+    """The call reached the vault and came back with its answer, and every request the vault
+    got carried the vault's bearer token."""
+    (finished,) = turn.of(ev.ToolCallFinished)
+    assert finished.ok and ANSWER_PREFIX + "abc" in finished.output
+    assert {r.headers.get("authorization") for r in server.requests} == {f"Bearer {VAULT_TOKEN}"}
