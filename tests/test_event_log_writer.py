@@ -24,8 +24,8 @@ from storage.models import ResponseRow, SessionRow
 from uhp_server.engine.builder import ResponseBuilder
 from uhp_server.engine.eventlog import EventLog
 from uhp_server.engine.fold import TERMINAL_TYPES
+from uhp_server.engine.run import Run
 from uhp_server.engine.runs import RunManager
-from uhp_server.engine.turn import Run
 
 
 def _response(response_id: str) -> dict[str, Any]:

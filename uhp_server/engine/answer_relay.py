@@ -23,8 +23,8 @@ from uhp_server.engine import questions
 from uhp_server.engine.requests import Question, ToolAnswer
 
 if TYPE_CHECKING:
+    from uhp_server.engine.run import Run
     from uhp_server.engine.runs import RunManager
-    from uhp_server.engine.turn import Run
 
 log = logging.getLogger("uhp_server.answer_relay")
 

@@ -24,7 +24,7 @@ from harness_bases import events as ev
 from uhp_server.engine.requests import Question, QuestionMode, ToolAnswer
 
 if TYPE_CHECKING:
-    from uhp_server.engine.turn import Run, TurnPlan
+    from uhp_server.engine.run import Run, TurnPlan
 
 QUESTION_SERVER = "uhp-user"
 QUESTION_TOOL = "ask_user"

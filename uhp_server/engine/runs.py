@@ -16,7 +16,8 @@ from uhp_server.catalog import ModelRoute
 from uhp_server.engine import questions
 from uhp_server.engine.feed import HarnessFeed, feed_event
 from uhp_server.engine.requests import ToolAnswer
-from uhp_server.engine.turn import Run, TurnExecutor
+from uhp_server.engine.run import Run
+from uhp_server.engine.turn import TurnExecutor
 from uhp_server.gateway.providers import Provider
 
 if TYPE_CHECKING:

@@ -39,9 +39,9 @@ from uhp_server.engine.requests import (
     QuestionPolicy,
 )
 from uhp_server.engine.resolution import TaskResolution
+from uhp_server.engine.run import Run, TurnPlan
 from uhp_server.engine.runs import RunManager
 from uhp_server.engine.steering import TaskSteering
-from uhp_server.engine.turn import Run, TurnPlan
 from uhp_server.errors import VENDOR, ApiError
 from uhp_server.gateway.connection import ModelConnection, connection_provider
 from uhp_server.gateway.mcp_targets import McpTarget

@@ -2,31 +2,26 @@
 
 The terminal event is written the moment the outcome is known — a cancel, a spent budget, or
 the CLI's own report — so a Stop button answers at once. Winding the process down (a clean
-interrupt, then a kill after a grace period) happens afterwards, and the session stays busy
-until the process is gone so the next turn never shares the workspace with a dying one.
+interrupt, then a kill after a grace period: engine/wind_down.py) happens afterwards, and the
+session stays busy until the process is gone so the next turn never shares the workspace with
+a dying one. What a turn runs and the live run itself are engine/run.py's.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness_bases import events as ev
-from harness_bases.base import HarnessBase, ImageInput, McpServerSpec, SkillBundle, TurnSpec
+from harness_bases.base import HarnessBase, ImageInput, McpServerSpec, TurnSpec
 from harness_bases.turns import AgentTurn
-from uhp_server.catalog import ModelRoute
 from uhp_server.engine.admission import Admission
 from uhp_server.engine.attachments import prompt_note
-from uhp_server.engine.builder import ResponseBuilder
-from uhp_server.engine.eventlog import EventLog
-from uhp_server.engine.inputs import Attachment
 from uhp_server.engine.questions import (
     NATIVE_QUESTION_TOOLS,
     PARKED_REASON,
@@ -37,8 +32,9 @@ from uhp_server.engine.questions import (
     park_on_text_question,
     text_question,
 )
-from uhp_server.engine.requests import Question, QuestionPolicy
+from uhp_server.engine.run import Outcome, Run, TurnPlan
 from uhp_server.engine.turn_files import TurnFiles
+from uhp_server.engine.wind_down import limit_outcome, wind_down
 from uhp_server.errors import error_body
 from uhp_server.gateway.mcp_targets import McpTarget, degraded_notice, mcp_path, probe
 from uhp_server.gateway.paths import gateway_path
@@ -48,83 +44,6 @@ from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SessionMounts
 log = logging.getLogger("uhp_server.turn")
 
 CANCELLED_COLLECT_SECONDS = 0.3  # what a stopped turn's artifact collection may delay it
-
-
-@dataclass(frozen=True)
-class TurnPlan:
-    """What a turn runs, decided when the task was accepted."""
-
-    base: HarnessBase
-    prompt: str
-    model: str
-    system_prompt: str
-    disabled_tools: tuple[str, ...]
-    max_step: int | None
-    timeout_seconds: int
-    max_output_tokens: int | None
-    native_session_id: str | None
-    workspace: Path
-    home: Path
-    skills: tuple[SkillBundle, ...] = ()  # enabled skills, built-ins included, whole folders
-    mcp_servers: tuple[McpTarget, ...] = ()  # enabled MCP servers, credentials resolved
-    attachments: tuple[Attachment, ...] = ()  # files the task brings, placed before the run
-    # Where the model calls go (provider, its name for the model); None: the provider named
-    # like the base's backend, with `model` as is. A per-turn connection's key lives here.
-    route: ModelRoute | None = field(default=None, repr=False)
-    ask_user: bool = False  # offer the server's question tool (engine/questions.py)
-
-
-@dataclass
-class Outcome:
-    status: str  # completed | failed | incomplete | cancelled
-    code: str | None = None
-    message: str | None = None
-    incomplete_details: dict[str, Any] | None = None
-
-
-@dataclass
-class Run:
-    """A live task: its log, its builder, and the switch that stops it."""
-
-    response_id: str
-    principal_id: str
-    session_id: str
-    plan: TurnPlan
-    log: EventLog
-    builder: ResponseBuilder
-    stop: asyncio.Event = field(default_factory=asyncio.Event)
-    # Set with `stop` when a caller's deadline ended the turn: it ends `incomplete` with these
-    # details (the timeout reason), not `cancelled`.
-    time_out: dict[str, Any] | None = None
-    native_session_id: str | None = None
-    cli_usage: ev.Usage | None = None
-    # The previous turn of this session, still winding down: this turn starts after it.
-    after: Run | None = None
-    stopped: asyncio.Event = field(default_factory=asyncio.Event)  # its process is gone
-    task: asyncio.Task[None] | None = None
-    container_id: str = ""  # the session's container: where the turn's artifacts go
-    public_base_url: str = ""  # the origin the client used; artifact download_url is on it
-    questions: QuestionPolicy = field(default_factory=QuestionPolicy)
-    queued: bool = False  # waiting for admission (engine/admission.py)
-    asking: list[Question] = field(default_factory=list)  # questions waiting for the user
-    answer_waiters: dict[str, asyncio.Future[str]] = field(default_factory=dict)
-    recorded_used: int = 0  # RECORDED answers given so far
-    parked: list[str] = field(default_factory=list)  # call ids left pending when parked
-    park: asyncio.Event = field(default_factory=asyncio.Event)  # kept long enough: end it
-    grant: Any = field(default=None, repr=False)  # the turn's gateway grant while it runs
-    hidden_calls: set[str] = field(default_factory=set)  # the CLI's own reports of ask_user
-
-    def stopped_outcome(self) -> Outcome:
-        """How a stopped turn ends: `incomplete` when a deadline stopped it, else cancelled."""
-        if self.time_out is not None:
-            return Outcome("incomplete", incomplete_details=dict(self.time_out))
-        return Outcome("cancelled")
-
-    async def record(self, make_events: Callable[[], list[dict[str, Any]]]) -> None:
-        """Append what `make_events` builds, unless the outcome is already decided (a cancel
-        wrote the terminal event itself): then nothing may follow it."""
-        if not self.log.ending:
-            await self.log.append(make_events())
 
 
 class TurnExecutor:
@@ -208,7 +127,7 @@ class TurnExecutor:
         except Exception:
             log.exception("turn_error", extra={"response_id": run.response_id})
         finally:
-            outcome = await _limit_outcome(proc, outcome)
+            outcome = await limit_outcome(proc, outcome)
             if self.metrics is not None:
                 elapsed = asyncio.get_running_loop().time() - started
                 self.metrics.turn_ended(plan.base.name, outcome.status, elapsed)
@@ -224,7 +143,7 @@ class TurnExecutor:
             await self._finish(run, outcome, usage, files, notice)
             on_terminal(run)
             try:
-                await self._wind_down(proc, agent_turn, agen, pending, outcome)
+                await wind_down(proc, agent_turn, agen, pending, outcome, self.grace_seconds)
             finally:
                 if collecting is not None:  # a late collection is part of the turn's work
                     await asyncio.gather(collecting, return_exceptions=True)
@@ -475,69 +394,6 @@ class TurnExecutor:
                 notice=notice,
             )
         )
-
-    async def _wind_down(
-        self,
-        proc: SandboxedProcess | None,
-        agent_turn: AgentTurn | None,
-        agen: AsyncIterator[ev.AgentEvent] | None,
-        pending: asyncio.Future[ev.AgentEvent] | None,
-        outcome: Outcome,
-    ) -> None:
-        """Stop the CLI: a clean interrupt when the turn was cut short, then a kill."""
-        if proc is None:
-            return
-        try:
-            if outcome.status in ("cancelled", "incomplete") and agent_turn is not None:
-                with contextlib.suppress(Exception):
-                    await agent_turn.interrupt()
-            else:
-                # Closing stdin lets the CLI flush its transcript and exit on its own.
-                with contextlib.suppress(Exception):
-                    await proc.close_stdin()
-            await self._drain(agen, pending, self.grace_seconds)
-        finally:
-            await proc.kill()
-            if agen is not None:
-                with contextlib.suppress(BaseException):
-                    await agen.aclose()  # type: ignore[attr-defined]
-
-    @staticmethod
-    async def _drain(
-        agen: AsyncIterator[ev.AgentEvent] | None,
-        pending: asyncio.Future[ev.AgentEvent] | None,
-        seconds: float,
-    ) -> None:
-        """Keep reading (and discarding) the CLI's output so it can finish its interrupt."""
-        if agen is None:
-            return
-        deadline = asyncio.get_running_loop().time() + seconds
-        try:
-            while True:
-                remaining = deadline - asyncio.get_running_loop().time()
-                if remaining <= 0:
-                    break
-                pending = pending or asyncio.ensure_future(anext(agen))
-                await asyncio.wait_for(pending, remaining)
-                pending = None
-        except (StopAsyncIteration, TimeoutError, Exception):
-            pass
-        finally:
-            if pending is not None:
-                pending.cancel()
-
-
-async def _limit_outcome(proc: SandboxedProcess | None, outcome: Outcome) -> Outcome:
-    """A turn whose sandbox hit a resource limit failed, whatever the CLI made of it (it
-    may have been killed mid-sentence, or carried on after its command was)."""
-    if proc is None or outcome.status == "cancelled":
-        return outcome
-    try:
-        reason = await proc.limit_exceeded()
-    except Exception:
-        log.exception("limit_check_failed")
-        return outcome
-    return outcome if reason is None else Outcome("failed", "harness_error", reason)
 
 
 def _cli_usage(usage: ev.Usage | None) -> dict[str, Any] | None:
