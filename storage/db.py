@@ -27,11 +27,11 @@ from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlmodel import Session, create_engine
 
 from storage import mcp_secrets, migrate, models, skills  # noqa: F401  (registers the tables)
-from storage.raw_sql import backend_for, sqlalchemy_url, sqlite_pragmas
+from storage.raw_sql import backend_for, hung_up, sqlalchemy_url, sqlite_pragmas
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -41,7 +41,8 @@ WRITE_THREADS = 4  # PostgreSQL's writes beside the writer (`write_beside`)
 # How long the writer waits for a database that went away (a restart, a failover) to answer
 # again before failing what it was writing.
 RECONNECT_SECONDS = 15.0
-# A pooled PostgreSQL connection idle this long is pinged before use (_ping_when_idle).
+# A pooled PostgreSQL connection idle this long is pinged before use (_ping_when_idle); one
+# the server is seen to have closed is replaced whatever its idle time.
 IDLE_PING_SECONDS = 1.0
 # PostgreSQL: each commit of events tells this channel which responses grew (a trigger on the
 # event table, migration 0003); replicas tailing a response that runs elsewhere wake on it.
@@ -133,7 +134,9 @@ class Database:
                 READ_THREADS, thread_name_prefix="db-read", initializer=self._mark_reader
             )
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._readers, lambda: fn(*args, **kwargs))
+        return await loop.run_in_executor(
+            self._readers, lambda: _again_if_disconnected(lambda: fn(*args, **kwargs))
+        )
 
     def _mark_reader(self) -> None:
         self._local.reader = True
@@ -229,9 +232,22 @@ def run_statement(db: Database, statement: str, *, notify: str | None = None, **
         return rows
 
 
+def _again_if_disconnected(read: Callable[[], T]) -> T:
+    """A read, once more if the database had ended its connection (a restart, a terminated
+    backend) in the moment between the check at checkout and the statement: the pool has then
+    dropped the dead connections, and a read can always be repeated."""
+    try:
+        return read()
+    except DBAPIError as exc:
+        if not exc.connection_invalidated:
+            raise
+    return read()
+
+
 def _ping_when_idle(engine: Engine) -> None:
-    """Check a pooled connection before use only when it sat idle a while: a database restart
-    closes idle connections, while pinging at every checkout costs a round trip per use."""
+    """Check a pooled connection before use: replaced at once when the server is seen to have
+    closed it (no round trip), pinged when it sat idle a while (a link dropped without a word
+    says nothing), while pinging at every checkout would cost a round trip per use."""
 
     @event.listens_for(engine, "checkin")
     def _idle_from_now(_dbapi_conn: Any, record: Any) -> None:
@@ -239,6 +255,8 @@ def _ping_when_idle(engine: Engine) -> None:
 
     @event.listens_for(engine, "checkout")
     def _ping_if_idle(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        if hung_up(dbapi_conn):
+            raise DisconnectionError("the server closed the connection")
         idle_since = record.info.get("idle_since")
         if idle_since is None or time.monotonic() - idle_since < IDLE_PING_SECONDS:
             return

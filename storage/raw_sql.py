@@ -8,6 +8,7 @@ and how its driver spells a parameter; the SQL itself is written once, with `?`.
 from __future__ import annotations
 
 import contextlib
+import select
 import sqlite3
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
@@ -92,10 +93,24 @@ class PostgresBackend:
         return bool(conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE)
 
     def usable(self, conn: Any) -> bool:
-        return not conn.closed  # a restarted server or a dropped link closes it
+        return not conn.closed and not hung_up(conn)
 
     def sql(self, statement: str) -> str:
         return statement.replace("?", "%s")
+
+
+def hung_up(conn: Any) -> bool:
+    """Whether the server ended this idle psycopg connection, found without a round trip: at
+    rest the server never speaks on it, except to say it is closing it (a terminated backend,
+    a restart, `idle_session_timeout`), so a readable socket means it is gone. (A connection
+    that LISTENs is not at rest: this is for the others.)"""
+    if conn.closed:
+        return True
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
 
 
 def sqlalchemy_url(target: str) -> URL:

@@ -8,6 +8,7 @@ conditional UPDATEs are what decide between replicas racing for the same row.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -28,8 +29,8 @@ _LIVE = (
     "EXISTS (SELECT 1 FROM replica l WHERE l.id = r.replica_id"
     f" AND l.heartbeat_at > {NOW} - :lease)"
 )
-# The admission statements' `:name` parameters, as psycopg spells them.
-_NAMED = re.compile(r"(?<!:):(\w+)")
+# What `_as_psycopg` rewrites: a quoted literal, a `::` cast, a `:name` parameter, a `%`.
+_TOKENS = re.compile(r"'(?:[^']|'')*'|::|:(\w+)|%")
 # How many turns of live replicas hold a slot.
 _ADMITTED = f"SELECT count(*) FROM response r WHERE r.admission = 'admitted' AND {_LIVE}"
 
@@ -117,6 +118,18 @@ def forget_expired(db: Database, lease: float) -> list[str]:
     return [row[0] for row in rows]
 
 
+def taken_over(db: Database, response_ids: list[str], me: str) -> list[str]:
+    """Of these responses, the ones another replica has claimed (it found this one's lease
+    expired and finished them)."""
+    rows = run_statement(
+        db,
+        "SELECT id FROM response WHERE id = ANY(:ids) AND replica_id IS DISTINCT FROM :me",
+        ids=response_ids,
+        me=me,
+    )
+    return [row[0] for row in rows]
+
+
 def request_cancel(db: Database, response_id: str, details: dict[str, Any] | None = None) -> bool:
     """Ask the replica running the response to stop it (`details`: a deadline's reason, to end
     it `incomplete`; else `cancelled`); False when it is no longer running."""
@@ -161,6 +174,8 @@ def join_line(db: Database, response_id: str, limit: int, lease: float) -> bool:
         _under_admission_lock(
             db,
             f"UPDATE response SET admission_at = COALESCE(admission_at, {NOW}), admission = CASE"
+            # (a repeat after a commit whose answer was lost keeps the slot it took)
+            " WHEN admission = 'admitted' THEN 'admitted'"
             f" WHEN ({_ADMITTED}) < :limit AND NOT EXISTS (SELECT 1 FROM response r"
             f"   WHERE r.admission = 'waiting' AND r.id <> :id AND {_LIVE})"
             " THEN 'admitted' ELSE 'waiting' END"
@@ -197,20 +212,42 @@ def _under_admission_lock(db: Database, statement: str, **params: Any) -> Any:
     """Run an admission statement under the line's transaction lock, which makes its count
     and its change one step for every replica at once; its first column, or None. The
     transaction is sent whole (psycopg's pipeline): one round trip, where each would cost a
-    wait for the GIL on a busy server."""
-    conn = db.connection()
-    try:
-        with conn.pipeline():
-            conn.execute("BEGIN")
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_ADMISSION_LOCK,))
-            cursor = conn.execute(_NAMED.sub(r"%(\1)s", statement), params)
-            conn.execute("COMMIT")
-    except Exception:
-        if not conn.closed:
-            conn.rollback()  # a failed pipeline leaves its transaction open
-        raise
-    row = cursor.fetchone() if cursor.description else None
-    return row[0] if row else None
+    wait for the GIL on a busy server. A connection the database ended under it is replaced
+    and the statement sent once more: each of them can be repeated (join_line keeps a slot
+    its lost commit took)."""
+    query = _as_psycopg(statement)
+    for attempt in (1, 2):
+        conn = db.connection()
+        try:
+            with conn.pipeline():
+                conn.execute("BEGIN")
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_ADMISSION_LOCK,))
+                cursor = conn.execute(query, params)
+                conn.execute("COMMIT")
+        except Exception:
+            if not conn.closed:
+                conn.rollback()  # a failed pipeline leaves its transaction open
+                raise
+            if attempt == 2:
+                raise
+            continue
+        row = cursor.fetchone() if cursor.description else None
+        return row[0] if row else None
+    raise AssertionError("unreachable: the second attempt returns or raises")
+
+
+@functools.cache
+def _as_psycopg(statement: str) -> str:
+    """A statement written with SQLAlchemy's `:name` parameters (the fragments it shares with
+    `run_statement`'s), as psycopg spells them: `%(name)s`, every literal `%` doubled, quoted
+    literals and `::` casts otherwise left alone."""
+
+    def rewrite(token: re.Match[str]) -> str:
+        if token.group(1) is not None:
+            return f"%({token.group(1)})s"
+        return token.group(0).replace("%", "%%")
+
+    return _TOKENS.sub(rewrite, statement)
 
 
 def clear_slots(db: Database, me: str, *, finished_before: float | None = None) -> None:

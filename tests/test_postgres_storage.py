@@ -29,17 +29,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _end_every_connection_of(url: str) -> int:
-    name = psycopg.conninfo.conninfo_to_dict(url)["dbname"]
-    with psycopg.connect(postgres.ADMIN_URL, autocommit=True) as admin:
-        ended = admin.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = %s",
-            (name,),
-        ).fetchone()
-    assert ended is not None
-    return int(ended[0])
-
-
 def test_event_appends_survive_the_database_ending_the_writers_connection(
     tmp_path: Path,
 ) -> None:
@@ -54,7 +43,7 @@ def test_event_appends_survive_the_database_ending_the_writers_connection(
         )
         event = {"type": "response.in_progress", "sequence_number": 0}
         response_store.append_events_now(db, "resp_1", [event], None)
-        assert _end_every_connection_of(url) >= 1  # the writer's among them
+        assert postgres.end_connections_to(url) >= 1  # the writer's among them
         later = {"type": "response.in_progress", "sequence_number": 1}
         db.append_events(response_store.event_batch("resp_1", [later])).result(timeout=30)
         assert [e["sequence_number"] for e in response_store.events_after(db, "resp_1")] == [0, 1]
@@ -102,7 +91,7 @@ def test_a_pooled_connection_the_database_ended_while_idle_is_replaced_before_us
     try:
         with db.session() as s:
             assert s.connection().execute(text("SELECT 1")).scalar() == 1
-        assert _end_every_connection_of(url) >= 1  # the pooled one among them
+        assert postgres.end_connections_to(url) >= 1  # the pooled one among them
         time.sleep(0.1)
         with db.session() as s:
             assert s.connection().execute(text("SELECT 2")).scalar() == 2
@@ -146,3 +135,99 @@ def _connections_to(url: str) -> int:
         ).fetchone()
     assert found is not None
     return int(found[0])
+
+
+def test_a_pooled_connection_ended_right_after_its_last_use_is_not_handed_out(
+    tmp_path: Path,
+) -> None:
+    # Sooner than the idle ping's second: the server's closing word on the socket says so.
+    url = str(Settings(data_dir=tmp_path).database)
+    db = Database(url)
+    try:
+        with db.session() as s:
+            assert s.connection().execute(text("SELECT 1")).scalar() == 1
+        assert postgres.end_connections_to(url) >= 1
+        time.sleep(0.05)  # the backends' exits are asynchronous to pg_terminate_backend
+        with db.session() as s:
+            assert s.connection().execute(text("SELECT 2")).scalar() == 2
+    finally:
+        db.close()
+
+
+async def test_a_read_the_database_ended_the_connection_under_is_read_again(
+    tmp_path: Path,
+) -> None:
+    url = str(Settings(data_dir=tmp_path).database)
+    db = Database(url)
+    ended: list[int] = []
+
+    def read_once_ended() -> int:
+        with db.session() as s:
+            conn = s.connection()
+            if not ended:  # ended after the checkout's check: the statement meets it
+                ended.append(postgres.end_connections_to(url))
+                time.sleep(0.05)
+            return int(conn.execute(text("SELECT 3")).scalar_one())
+
+    try:
+        assert await db.read(read_once_ended) == 3
+        assert ended and ended[0] >= 1
+    finally:
+        db.close()
+
+
+async def test_the_admission_line_outlives_the_database_ending_its_connection(
+    tmp_path: Path,
+) -> None:
+    from storage import replicas as replica_store
+
+    url = str(Settings(data_dir=tmp_path).database)
+    db = Database(url)
+    try:
+        replica_store.renew_lease(db, "a")
+        for n in (1, 2):
+            response_store.insert_response(
+                db,
+                ResponseRow(
+                    id=f"resp_{n}",
+                    principal_id="p",
+                    session_id="s",
+                    status="in_progress",
+                    created_at=0,
+                    replica_id="a",
+                ),
+            )
+        assert await db.write_apart(replica_store.join_line, db, "resp_1", 4, 30.0) is True
+        assert postgres.end_connections_to(url) >= 1
+        assert await db.write_apart(replica_store.join_line, db, "resp_2", 4, 30.0) is True
+        # A repeat of a join whose commit's answer was lost keeps the slot it took.
+        assert await db.write_apart(replica_store.join_line, db, "resp_2", 1, 30.0) is True
+    finally:
+        db.close()
+
+
+def test_admission_statements_reach_psycopg_with_literals_intact() -> None:
+    from storage.replicas import _as_psycopg
+
+    statement = "SELECT 'a:b', '10%', x::text, 'it''s :not', 5 % 2 WHERE id = :id"
+    assert _as_psycopg(statement) == (
+        "SELECT 'a:b', '10%%', x::text, 'it''s :not', 5 %% 2 WHERE id = %(id)s"
+    )
+
+
+async def test_requests_right_after_the_database_ended_its_connections_get_no_500(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    url = str(Settings(data_dir=tmp_path).database)
+    async with in_process(tmp_path, provider.base_url, PROVIDER_KEY, database_url=url) as server:
+        server.base.script("short", answer("done"))
+        first = (await server.submit("short")).json()
+        assert first["status"] == "completed"
+        assert (await server.client.get(f"/v1/responses/{first['id']}")).status_code == 200
+        assert postgres.end_connections_to(url) >= 1
+        statuses = [
+            (await server.client.get(f"/v1/responses/{first['id']}")).status_code for _ in range(3)
+        ]
+        server.base.script("again", answer("done"))
+        again = await server.submit("again")
+        assert statuses == [200, 200, 200] and again.status_code == 200, (statuses, again.text)

@@ -148,6 +148,96 @@ async def test_a_replica_whose_lease_lapses_has_its_turns_failed_and_reaped_by_a
         assert [row[0] for row in leases] == ["b"]
 
 
+async def test_a_replica_that_was_taken_over_lets_its_turns_go(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    async with AsyncExitStack() as stack:
+        a, b = await _replicas(stack, tmp_path, provider)
+        response_id = await _running_with_text(a)
+        # a stalls for longer than its lease (its renewals stop), and b takes the turn over.
+        cluster = a.ctx.runs.cluster
+        assert cluster is not None and cluster._loop_task is not None
+        cluster._loop_task.cancel()
+
+        async def failed() -> bool:
+            body = (await b.client.get(f"/v1/responses/{response_id}")).json()
+            return bool(body["status"] == "failed")
+
+        await _wait_for(failed, LEASE * 5)
+        stored = (await b.client.get(f"/v1/responses/{response_id}")).json()
+        assert a.sandbox.running  # the turn's process still runs on a
+        # a comes back: at its first renewal it sees the turn is no longer its own.
+        cluster._loop_task = asyncio.create_task(cluster._keep_lease())
+        run = a.ctx.runs.get(response_id)
+
+        async def let_go() -> bool:
+            return not a.sandbox.running and run.log.finished
+
+        await _wait_for(let_go, LEASE * 5)
+        assert run.log.current()["status"] == "failed"
+        assert "replica" in run.log.current()["error"]["message"]
+        assert (await b.client.get(f"/v1/responses/{response_id}")).json() == stored
+
+
+async def test_a_replica_cut_off_from_the_database_stops_its_turns_and_ends_them_when_back(
+    tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = {"replica_id": "a", "replica_lease_seconds": LEASE}
+    async with in_process(tmp_path, provider.base_url, PROVIDER_KEY, **settings) as a:
+        response_id = await _running_with_text(a)
+        renew = replica_store.renew_lease
+        cut_off = True
+
+        def renew_unless_cut_off(db: Database, replica_id: str) -> None:
+            if cut_off:
+                raise ConnectionError("the database is out of reach")
+            renew(db, replica_id)
+
+        monkeypatch.setattr(replica_store, "renew_lease", renew_unless_cut_off)
+        run = a.ctx.runs.get(response_id)
+
+        async def stopped() -> bool:
+            return not a.sandbox.running and run.log.finished
+
+        await _wait_for(stopped, LEASE * 5)  # nobody took it over: no other replica
+        assert run.log.current()["status"] == "failed"
+        cut_off = False
+
+        async def ended_in_the_database() -> bool:
+            with a.ctx.db.session() as s:
+                status = s.connection().execute(
+                    text("SELECT status FROM response WHERE id = :id"), {"id": response_id}
+                )
+                return bool(status.scalar_one() == "failed")
+
+        await _wait_for(ended_in_the_database, LEASE * 5)
+        a.ctx.runs.forget(response_id)  # read back from the database, not from memory
+        body = (await a.client.get(f"/v1/responses/{response_id}")).json()
+        assert "replica" in body["error"]["message"] and _text(body) == "partial answer"
+        a.base.script("next", answer("again"))
+        follow = await a.submit("next", previous_response_id=response_id)
+        assert follow.status_code == 200, follow.text  # its session was released
+        assert follow.json()["status"] == "completed"
+
+
+async def test_a_turn_queued_right_after_the_database_ended_its_connections_runs(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    # The admission line's own connection (write_apart's thread) is ended with the others:
+    # the first turn's release and the next turn's join must still go through.
+    url = str(Settings(data_dir=tmp_path).database)
+    async with AsyncExitStack() as stack:
+        a, _b = await _replicas(stack, tmp_path, provider, max_concurrent_turns=1)
+        a.base.script("short", answer("done"))
+        assert (await a.submit("short")).json()["status"] == "completed"
+        assert postgres.end_connections_to(url) >= 1
+        await asyncio.sleep(0.05)  # the backends' exits are asynchronous to the call
+        a.base.script("again", answer("done again"))
+        again = await a.submit("again", background=True)
+        assert again.status_code == 200, again.text
+        await _wait_for(_completed_on(a, again.json()["id"]), 10)
+
+
 async def test_a_second_process_with_the_same_replica_id_refuses_to_start(
     tmp_path: Path, provider: RunningProvider
 ) -> None:

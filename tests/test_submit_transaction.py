@@ -10,9 +10,12 @@ import pytest
 
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
+from tests.support.fake_engine import CONNECTION, StandInEngine
 from tests.support.fakes import Hang, TextDelta, answer
 from tests.support.in_process import InProcess, in_process
 from uhp_server.engine import attachments, tasks
+from uhp_server.engine.requests import EngineTask, SessionKey
+from uhp_server.errors import ApiError
 
 
 @pytest.fixture
@@ -87,3 +90,34 @@ async def test_two_submits_with_one_idempotency_key_at_once_get_one_response(
     assert [r.status_code for r in both] == [200, 200], [r.text for r in both]
     assert both[0].json()["id"] == both[1].json()["id"]
     assert len(server.base.turns) == 1
+
+
+async def test_two_requests_opening_one_door_session_at_once_start_one_turn(
+    tmp_path: Path,
+) -> None:
+    # Both find the key bound to nothing, and both accept at once (beside the writer on
+    # PostgreSQL): the second is told the session is busy, never a 500, never a second turn.
+    engine = StandInEngine(tmp_path, max_turns=4, keep_seconds=30)
+    try:
+
+        def opening(text: str, key: SessionKey) -> EngineTask:
+            principal = engine.principal_id
+            return EngineTask(principal, None, text, model_connection=CONNECTION, session=key)
+
+        await engine.tasks.start(opening("SAY warm", SessionKey("oumi", "warm-up")))
+        for attempt in range(5):
+            key = SessionKey("oumi-harness", f"row-{attempt}")
+            results = await asyncio.gather(
+                engine.tasks.start(opening("WAIT a", key)),
+                engine.tasks.start(opening("WAIT b", key)),
+                return_exceptions=True,
+            )
+            accepted = [r for r in results if not isinstance(r, BaseException)]
+            refused = [r for r in results if isinstance(r, BaseException)]
+            assert len(accepted) == 1, results
+            assert [(r.status, r.code) for r in refused if isinstance(r, ApiError)] == [
+                (409, "session_busy")
+            ], refused
+            await engine.tasks.cancel(engine.principal_id, accepted[0].response_id)
+    finally:
+        await engine.close()

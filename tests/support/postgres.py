@@ -22,6 +22,21 @@ ADMIN_URL = os.environ.get(
 )
 
 
+def end_connections_to(url: str) -> int:
+    """End every connection to the database of `url`, as a restart or an administrator does
+    (pg_terminate_backend); how many there were."""
+    import psycopg
+
+    name = psycopg.conninfo.conninfo_to_dict(url)["dbname"]
+    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+        ended = admin.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = %s",
+            (name,),
+        ).fetchone()
+    assert ended is not None
+    return int(ended[0])
+
+
 def _admin_execute(statement: str) -> None:
     import psycopg
 

@@ -43,6 +43,7 @@ class Acceptance:
     inline: list[Attachment]
     first_event: dict[str, Any]  # `response.created`, numbered 0
     replica_id: str | None = None  # the replica that runs it (engine/cluster.py)
+    door_bound_to: str | None = None  # the session a door's key leaves for the new one
 
 
 def record(s: Session, a: Acceptance) -> SessionRow:
@@ -67,9 +68,11 @@ def record(s: Session, a: Acceptance) -> SessionRow:
     session = _claim_or_create(s, a, title)
     key = a.task.session
     if key is not None and a.session is None:
-        door_sessions.add_binding(
-            s, principal_id, a.harness.id, key.door, key.external_id, session.id
+        opened = door_sessions.open_session(
+            s, principal_id, a.harness.id, key.door, key.external_id, session.id, a.door_bound_to
         )
+        if not opened:  # another request opened the key's session since it was looked up
+            raise session_busy()
     attachments.record_inline_files(s, principal_id, a.inline, keep=store)
     s.add(
         ResponseRow(
@@ -94,12 +97,16 @@ def record(s: Session, a: Acceptance) -> SessionRow:
     return session
 
 
+def session_busy() -> ApiError:
+    # No retry_after_ms: how long an agent task will run cannot be known.
+    return ApiError(409, "session_busy", "A task is already running in this session.")
+
+
 def _claim_or_create(s: Session, a: Acceptance, title: str) -> SessionRow:
     """Claim the continued session, or create the new one (titled by its first prompt)."""
     if a.session is not None:
         if not session_store.claim(s, a.session.id, a.response_id):
-            # No retry_after_ms: how long an agent task will run cannot be known.
-            raise ApiError(409, "session_busy", "A task is already running in this session.")
+            raise session_busy()
         claimed = s.get(SessionRow, a.session.id, populate_existing=True)
         assert claimed is not None, "the claim just updated it"
         return claimed

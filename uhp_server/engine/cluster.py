@@ -15,6 +15,11 @@
 - **Cancel.** A cancel for a response running elsewhere is recorded on its row and notified;
   the owner stops the turn as it would a local cancel, and the asking replica awaits the
   terminal event through the tail.
+- **Letting go.** A replica whose lease lapsed stops the turns it may no longer own: those
+  another replica took over (seen at its next renewal, e.g. after a stalled process), and all
+  of them once it has failed to renew for longer than a lease (cut off from the database).
+  Their processes stop; nothing more of them is stored. One that nobody took over meanwhile
+  (the whole database was out of reach) is ended `failed` by this replica once it renews.
 
 SQLite keeps none of this: one process, and the in-memory paths alone.
 """
@@ -39,6 +44,7 @@ from uhp_server.engine.fold import TERMINAL_TYPES
 from uhp_server.engine.notifications import Notifications
 from uhp_server.engine.recovery import finish_interrupted
 from uhp_server.engine.remote_feed import RemoteFeed
+from uhp_server.engine.run import REPLICA_STOPPED
 from uhp_server.sandbox.base import Sandbox
 
 if TYPE_CHECKING:
@@ -58,7 +64,7 @@ POLL_SECONDS = 1.0
 LOST_REPLICA = {
     "type": "harness_error",
     "code": "harness_error",
-    "message": "The server replica running this task stopped.",
+    "message": REPLICA_STOPPED,
     "param": None,
     "detail": None,
 }
@@ -85,6 +91,8 @@ class Cluster:
         self._runs: RunManager | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._cancelling: set[asyncio.Task[None]] = set()
+        self._renewed = 0.0  # when the lease was last renewed (monotonic)
+        self._given_up: dict[str, str] = {}  # turns let go while cut off: response → session
 
     # -- lifecycle -----------------------------------------------------------------------
     async def open(self, runs: RunManager) -> None:
@@ -93,6 +101,7 @@ class Cluster:
         self._runs = runs
         await self._wait_for_own_lease()
         await self.db.write(replica_store.renew_lease, self.db, self.replica_id)
+        self._renewed = time.monotonic()
         await self._sweep(own=True)
         await self.db.write(replica_store.clear_slots, self.db, self.replica_id)
         self.notes.on(replica_store.CANCEL_CHANNEL, self._cancel_requested)
@@ -135,6 +144,15 @@ class Cluster:
             await asyncio.sleep(self.lease_seconds / 3)
             try:
                 await self.db.write(replica_store.renew_lease, self.db, self.replica_id)
+            except Exception:
+                log.exception("replica_lease_renewal_failed")
+                if time.monotonic() - self._renewed > self.lease_seconds:
+                    self._give_up_turns()
+                continue
+            self._renewed = time.monotonic()
+            try:
+                await self._let_go_of_turns_taken_over()
+                await self._finish_given_up()
                 await self._sweep(own=False)
                 await self._look_for_cancels()  # a notification may have been lost
                 await self.answers.look_for_answers()
@@ -148,6 +166,46 @@ class Cluster:
                 await self._stop_storing_deleted()
             except Exception:
                 log.exception("replica_lease_round_failed")
+
+    # -- letting go of turns this replica may no longer own ---------------------------------
+    def _give_up_turns(self) -> None:
+        """The lease lapsed without a renewal: other replicas take this one's turns over, and a
+        session of theirs may start its next turn elsewhere, so no process of them may go on
+        writing to its workspace here."""
+        assert self._runs is not None
+        for run in self._runs.running():
+            if not run.abandoned:
+                log.warning("replica_turn_given_up", extra={"response_id": run.response_id})
+                self._given_up[run.response_id] = run.session_id
+                self._runs.abandon(run)
+
+    async def _let_go_of_turns_taken_over(self) -> None:
+        """Turns running here that another replica claimed while this one's lease had lapsed
+        (a process stalled for longer than a lease): the database already has their end."""
+        runs = self._runs
+        assert runs is not None
+        here = [run.response_id for run in runs.running() if not run.abandoned]
+        if not here:
+            return
+        for response_id in await self.db.read(
+            replica_store.taken_over, self.db, here, self.replica_id
+        ):
+            run = runs.get(response_id)
+            if run is not None:
+                log.warning("replica_turn_taken_over", extra={"response_id": response_id})
+                runs.abandon(run)
+
+    async def _finish_given_up(self) -> None:
+        """End in the database the turns given up while cut off that no other replica took
+        over meanwhile (this one's renewed lease keeps the others from doing it now)."""
+        if not self._given_up:
+            return
+        orphans = [
+            replica_store.Orphan(response_id, session_id, self.replica_id)
+            for response_id, session_id in self._given_up.items()
+        ]
+        _, failed = await asyncio.to_thread(self._finish_each, orphans, True)
+        self._given_up = {r: s for r, s in self._given_up.items() if r in failed}
 
     async def _stop_storing_deleted(self) -> None:
         """A response deleted on another replica while it runs here: the turn runs on, no
@@ -173,26 +231,37 @@ class Cluster:
 
     def _finish_orphans(self, own: bool) -> int:
         """End every turn no live replica runs that this one claims (blocking)."""
-        finished = 0
-        for orphan in replica_store.orphans(self.db, self.replica_id, self.lease_seconds, own=own):
+        orphans = replica_store.orphans(self.db, self.replica_id, self.lease_seconds, own=own)
+        ended, _ = self._finish_each(orphans, False)
+        return len(ended)
+
+    def _finish_each(
+        self, orphans: list[replica_store.Orphan], lost: bool
+    ) -> tuple[list[str], list[str]]:
+        """Claim and end each turn (blocking; `lost`: as a lost replica's, though this one's).
+        The ids it ended, and those it could not end (left in progress); the rest another
+        replica ended."""
+        ended, failed = [], []
+        for orphan in orphans:
             if not replica_store.take_over(self.db, orphan, self.replica_id, self.lease_seconds):
                 continue  # another replica finishes it
             try:
-                status = self._finish(orphan)
+                status = self._finish(orphan, lost)
+                session_store.release_session(
+                    self.db, orphan.session_id, orphan.response_id, status, None
+                )
             except Exception:  # left in progress: this replica's next start ends it
                 log.exception("replica_turn_unfinished", extra={"response_id": orphan.response_id})
+                failed.append(orphan.response_id)
                 continue
-            session_store.release_session(
-                self.db, orphan.session_id, orphan.response_id, status, None
-            )
-            finished += 1
-        return finished
+            ended.append(orphan.response_id)
+        return ended, failed
 
-    def _finish(self, orphan: replica_store.Orphan) -> str:
+    def _finish(self, orphan: replica_store.Orphan, lost: bool = False) -> str:
         """Its closing events, after the last one stored. A dead replica's write landing in
         between makes the append collide on the event's key: read again and retry (this
         replica now owns the turn, so no later sweep would)."""
-        error = LOST_REPLICA if orphan.replica_id != self.replica_id else None
+        error = LOST_REPLICA if lost or orphan.replica_id != self.replica_id else None
         for attempt in range(FINISH_ATTEMPTS):
             try:
                 if error is None:

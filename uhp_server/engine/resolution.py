@@ -6,6 +6,7 @@ resolving writes."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from harness_bases.base import HarnessBase
 from storage import door_sessions, session_listing
@@ -19,7 +20,15 @@ from uhp_server.errors import ApiError
 from uhp_server.harnesses import default_harness, made_default
 from uhp_server.settings import Settings
 
-Resolved = tuple[HarnessRow, SessionRow | None, str | None]
+
+@dataclass(frozen=True)
+class Resolved:
+    harness: HarnessRow
+    session: SessionRow | None = None  # the session it continues; None: a new one
+    previous: str | None = None  # the response it follows
+    # A door's key bound to a session it can no longer continue (expired, deleted): the new
+    # session takes the key over from this one (engine/acceptance.py).
+    door_bound_to: str | None = None
 
 
 class TaskResolution:
@@ -90,11 +99,11 @@ class TaskResolution:
                     "The harness this session used has been deleted.",
                     param="previous_response_id",
                 )
-            return harness, session, previous_id
+            return Resolved(harness, session, previous_id)
         if requested_harness is not None or create_defaults:
-            return self._named_or_default_harness(principal_id, requested_harness), None, None
+            return Resolved(self._named_or_default_harness(principal_id, requested_harness))
         harness = made_default(self.db, principal_id, self.bases)
-        return (harness, None, None) if harness is not None else None
+        return Resolved(harness) if harness is not None else None
 
     def _door_session(self, task: EngineTask) -> Resolved:
         """The harness, and the UHP session the door's session key maps to (None: a new
@@ -107,9 +116,9 @@ class TaskResolution:
         )
         session = session_id and session_store.get_session(self.db, task.principal_id, session_id)
         if not session or self.expired(session):
-            return harness, None, None
+            return Resolved(harness, door_bound_to=session_id)
         responses = session_listing.responses_of(self.db, session.id)
-        return harness, session, responses[-1].id if responses else None
+        return Resolved(harness, session, responses[-1].id if responses else None)
 
     def _named_or_default_harness(self, principal_id: str, harness_id: str | None) -> HarnessRow:
         if harness_id is not None:

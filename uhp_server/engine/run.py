@@ -19,6 +19,10 @@ from uhp_server.engine.inputs import Attachment
 from uhp_server.engine.requests import Question, QuestionPolicy
 from uhp_server.gateway.mcp_targets import McpTarget
 
+# How a turn ends when its replica no longer runs it (engine/cluster.py): the message both the
+# replica that takes it over and the one that lets it go give.
+REPLICA_STOPPED = "The server replica running this task stopped."
+
 
 @dataclass(frozen=True)
 class TurnPlan:
@@ -83,9 +87,15 @@ class Run:
     park: asyncio.Event = field(default_factory=asyncio.Event)  # kept long enough: end it
     grant: Any = field(default=None, repr=False)  # the turn's gateway grant while it runs
     hidden_calls: set[str] = field(default_factory=set)  # the CLI's own reports of ask_user
+    # Set with `stop` when this replica gave the turn up (engine/cluster.py): it ends
+    # `failed` here, and nothing more of it is stored.
+    abandoned: bool = False
 
     def stopped_outcome(self) -> Outcome:
-        """How a stopped turn ends: `incomplete` when a deadline stopped it, else cancelled."""
+        """How a stopped turn ends: `incomplete` when a deadline stopped it, `failed` when its
+        replica gave it up, else cancelled."""
+        if self.abandoned:
+            return Outcome("failed", "harness_error", REPLICA_STOPPED)
         if self.time_out is not None:
             return Outcome("incomplete", incomplete_details=dict(self.time_out))
         return Outcome("cancelled")

@@ -59,6 +59,10 @@ class RunManager:
     def get(self, response_id: str) -> Run | None:
         return self._live.get(response_id)
 
+    def running(self) -> list[Run]:
+        """The runs whose terminal event is not written yet."""
+        return list(self._running.values())
+
     def for_session(self, session_id: str) -> Run | None:
         """The task running in the session now, if any."""
         return self._running.get(session_id)
@@ -167,7 +171,7 @@ class RunManager:
         if self._running.get(run.session_id) is not run:
             return
         del self._running[run.session_id]
-        if run.log.released:  # with the terminal event, in its transaction
+        if run.log.released or run.abandoned:  # released with the terminal event, or elsewhere
             return
         # Not stored, or the terminal event never reached the database: released here.
         status = run.log.current()["status"] if run.log.finished else "failed"
@@ -192,6 +196,19 @@ class RunManager:
             self._on_terminal(run)  # the session takes its next task at once, as usual
         with contextlib.suppress(TimeoutError):  # the turn's own terminal event, if in flight
             await asyncio.wait_for(run.log.wait_finished(), timeout=CANCEL_TURN_WAIT)
+
+    @staticmethod
+    def abandon(run: Run) -> None:
+        """Let go of a turn this replica no longer runs as far as the database knows (another
+        replica took it over, or this one's lease lapsed while the database was out of reach):
+        its process stops, it ends `failed` for this replica's own readers, and nothing more of
+        it is stored, nor its session released; the database's account of it is the
+        cluster's (engine/cluster.py)."""
+        if run.log.ending or run.abandoned:
+            return
+        run.abandoned = True
+        run.log.persist = False
+        run.stop.set()
 
     async def cancel_elsewhere(self, response_id: str) -> None:
         """Cancel a response that runs on another replica: it stops there, and this returns

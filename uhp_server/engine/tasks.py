@@ -213,7 +213,8 @@ class TaskService(TaskSteering, TaskLookups):
             self.settings.max_file_bytes,
         )
         self._check_timeout(task.timeout_seconds)
-        harness, session, previous = await self.resolution.resolve(task)
+        resolved = await self.resolution.resolve(task)
+        harness, session, previous = resolved.harness, resolved.session, resolved.previous
         base = self.bases.get(harness.base)
         if base is None:
             raise ApiError(
@@ -267,6 +268,7 @@ class TaskService(TaskSteering, TaskLookups):
                     inline,
                     first_event,
                     self.runs.replica_id,
+                    door_bound_to=resolved.door_bound_to,
                 ),
             )
             if isinstance(accepted, str):  # an idempotent repeat: the response it refers to
@@ -346,12 +348,14 @@ class TaskService(TaskSteering, TaskLookups):
                 return session
         except IntegrityError:
             # Another request recorded the key since the look-up above: it won.
-            if not (a.idempotency_key and a.fingerprint):
-                raise
-            winner = self._idempotent(principal_id, a.idempotency_key, a.fingerprint)
-            if winner is None:
-                raise
-            return winner
+            if a.idempotency_key and a.fingerprint:
+                winner = self._idempotent(principal_id, a.idempotency_key, a.fingerprint)
+                if winner is not None:
+                    return winner
+            if a.task.session is not None and a.session is None:
+                # Another request opened the door's session first, and runs in it.
+                raise acceptance.session_busy() from None
+            raise
 
     def _budgets(self, task: EngineTask, config: dict[str, Any]) -> tuple[int | None, int]:
         max_step = task.max_step

@@ -140,16 +140,18 @@ class TurnExecutor:
             run.plan = dataclasses.replace(plan, route=None)
             usage = grant.usage.as_uhp() or _cli_usage(run.cli_usage)
             files, notice, collecting = await self._artifacts(run, before, outcome)
-            await self._finish(run, outcome, usage, files, notice)
-            on_terminal(run)
             try:
-                await wind_down(proc, agent_turn, agen, pending, outcome, self.grace_seconds)
-            finally:
-                if collecting is not None:  # a late collection is part of the turn's work
-                    await asyncio.gather(collecting, return_exceptions=True)
-                if admitted and self.admission is not None:
-                    self.admission.release(run.response_id)
-                run.stopped.set()
+                await self._finish(run, outcome, usage, files, notice)
+                on_terminal(run)
+            finally:  # the process stops even when its end could not be recorded
+                try:
+                    await wind_down(proc, agent_turn, agen, pending, outcome, self.grace_seconds)
+                finally:
+                    if collecting is not None:  # a late collection is part of the turn's work
+                        await asyncio.gather(collecting, return_exceptions=True)
+                    if admitted and self.admission is not None:
+                        self.admission.release(run.response_id)
+                    run.stopped.set()
 
     def _report_queue(self) -> None:
         if self.metrics is not None:
