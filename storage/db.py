@@ -37,6 +37,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 READ_THREADS = 4
+SYNC_ROUTE_THREADS = 40  # FastAPI's (anyio's) default thread pool, where sync routes run
 WRITE_THREADS = 4  # PostgreSQL's writes beside the writer (`write_beside`)
 # How long the writer waits for a database that went away (a restart, a failover) to answer
 # again before failing what it was writing.
@@ -82,9 +83,12 @@ class Database:
             self.engine: Engine = create_engine(url, connect_args={"check_same_thread": False})
             event.listen(self.engine, "connect", sqlite_pragmas)
         else:
-            # Sync routes run on FastAPI's thread pool (40 threads) beside the readers and the
-            # writer: the pool grows with them instead of making them wait.
-            self.engine = create_engine(url, pool_size=READ_THREADS + 2, max_overflow=40)
+            # Sync routes run on FastAPI's thread pool beside the readers and the writes beside
+            # the writer: the pool grows to one connection for every thread that can hold one,
+            # instead of making any of them wait.
+            steady = READ_THREADS + 2
+            most = READ_THREADS + WRITE_THREADS + SYNC_ROUTE_THREADS
+            self.engine = create_engine(url, pool_size=steady, max_overflow=most - steady)
             _ping_when_idle(self.engine)
         # One statement is a transaction of its own, and PostgreSQL's READ COMMITTED gives each
         # statement of a read its own snapshot anyway: reads and lone statements run without
