@@ -187,9 +187,9 @@ def create_app(
         if cluster is not None:
             await cluster.open(ctx.runs)  # recovers only what no live replica runs
         else:
-            recover(ctx.db)
+            await asyncio.to_thread(recover, ctx.db)  # appends through the writer, and waits
         retention = ctx.settings.idempotency_retention_hours * 3600
-        prune_idempotency(ctx.db, time.time() - retention)
+        await ctx.db.write(prune_idempotency, ctx.db, time.time() - retention)
         sandbox = ctx.runs.executor.sandbox
         await sandbox.open(_app)  # e.g. the docker sandbox serves the gateway on a socket
         try:

@@ -123,7 +123,7 @@ def download_artifact(
 async def preview_artifact(
     container_id: str, file_id: str, principal: CurrentPrincipal, ctx: Ctx
 ) -> FileResponse:
-    row = artifact_or_404(ctx, principal, container_id, file_id)
+    row = await ctx.db.read(artifact_or_404, ctx, principal, container_id, file_id)
     try:
         pdf = await ctx.previews.pdf(row)
     except ApiError as exc:

@@ -35,7 +35,9 @@ async def _wire(ctx: AppContext, row: HarnessRow) -> dict[str, Any]:
     default = None
     if base is not None and not row.config.get("defaultModel"):
         default = await ctx.catalog.default_for(base, None)
-    skills = render_skills(ctx.db, row.principal_id, row.config.get("skills") or [])
+    skills = await ctx.db.read(
+        render_skills, ctx.db, row.principal_id, row.config.get("skills") or []
+    )
     return to_wire(row, base, default, skills)
 
 
@@ -49,8 +51,11 @@ JsonObject = Annotated[dict[str, Any], Body()]
 
 @router.get("/v1/harnesses")
 async def list_harnesses(principal: CurrentPrincipal, ctx: Ctx) -> dict[str, Any]:
-    ensure_defaults(ctx.db, principal.id, ctx.bases)
-    rows = harness_store.list_harnesses(ctx.db, principal.id)
+    def listed() -> list[HarnessRow]:
+        ensure_defaults(ctx.db, principal.id, ctx.bases)  # a principal's first look makes them
+        return harness_store.list_harnesses(ctx.db, principal.id)
+
+    rows = await ctx.db.write(listed)
     return {"object": "list", "harnesses": [await _wire(ctx, row) for row in rows]}
 
 
@@ -68,19 +73,23 @@ async def create_harness(body: JsonObject, principal: CurrentPrincipal, ctx: Ctx
             param="base",
             detail={"supported": sorted(ctx.bases)},
         )
-    name, config = parse_harness_body(
-        ctx.db, principal.id, body, base, _rules(ctx), default_name=base.label
-    )
-    row = HarnessRow(
-        id=new_id("harness"),
-        principal_id=principal.id,
-        name=name,
-        base=base.name,
-        config=config,
-        created_at_ms=int(time.time() * 1000),
-    )
-    harness_store.insert_harness(ctx.db, row)
-    return await _wire(ctx, row)
+
+    def created() -> HarnessRow:
+        name, config = parse_harness_body(
+            ctx.db, principal.id, body, base, _rules(ctx), default_name=base.label
+        )
+        row = HarnessRow(
+            id=new_id("harness"),
+            principal_id=principal.id,
+            name=name,
+            base=base.name,
+            config=config,
+            created_at_ms=int(time.time() * 1000),
+        )
+        harness_store.insert_harness(ctx.db, row)
+        return row
+
+    return await _wire(ctx, await ctx.db.write_beside(created))
 
 
 @router.get("/v1/harnesses/{harness_id}")
@@ -89,7 +98,7 @@ async def get_harness(
     principal: CurrentPrincipal,
     ctx: Ctx,
 ) -> dict[str, Any]:
-    return await _wire(ctx, _harness_or_404(ctx, principal, harness_id))
+    return await _wire(ctx, await ctx.db.read(_harness_or_404, ctx, principal, harness_id))
 
 
 @router.put("/v1/harnesses/{harness_id}")
@@ -98,23 +107,32 @@ async def replace_harness(
 ) -> dict[str, Any]:
     """Replaces the mutable configuration: a field left out takes its default (the name,
     a label, keeps its value). `id`, `base` and `createdAt` never change."""
-    row = _harness_or_404(ctx, principal, harness_id)
-    check_immutables(body, row)
-    name, config = parse_harness_body(
-        ctx.db, principal.id, body, ctx.bases.get(row.base), _rules(ctx), default_name=row.name
-    )
-    updated = harness_store.update_harness(ctx.db, row.id, name, config)
-    if updated is None:
-        raise ApiError(404, "harness_not_found", "No harness with that id.", param="harness_id")
-    return await _wire(ctx, updated)
+
+    def replaced() -> HarnessRow:
+        row = _harness_or_404(ctx, principal, harness_id)
+        check_immutables(body, row)
+        name, config = parse_harness_body(
+            ctx.db, principal.id, body, ctx.bases.get(row.base), _rules(ctx), default_name=row.name
+        )
+        updated = harness_store.update_harness(ctx.db, row.id, name, config)
+        if updated is None:
+            raise ApiError(404, "harness_not_found", "No harness with that id.", param="harness_id")
+        return updated
+
+    return await _wire(ctx, await ctx.db.write_beside(replaced))
 
 
 @router.delete("/v1/harnesses/{harness_id}")
 async def delete_harness(harness_id: str, principal: CurrentPrincipal, ctx: Ctx) -> dict[str, Any]:
     """Soft delete: the sessions and responses that used it stay readable; continuing such
     a session answers harness_not_found."""
-    row = _harness_or_404(ctx, principal, harness_id)
-    harness_store.delete_harness(ctx.db, row.id)
+
+    def deleted() -> HarnessRow:
+        row = _harness_or_404(ctx, principal, harness_id)
+        harness_store.delete_harness(ctx.db, row.id)
+        return row
+
+    row = await ctx.db.write_beside(deleted)
     return {"id": row.id, "object": "harness.deleted", "deleted": True}
 
 
@@ -123,8 +141,9 @@ async def get_skill_files(
     harness_id: str, skill: str, principal: CurrentPrincipal, ctx: Ctx
 ) -> dict[str, Any]:
     """The whole folder of one of the harness's skills (its own or an inherited built-in)."""
-    row = _harness_or_404(ctx, principal, harness_id)
-    folder = skill_folder(ctx.db, principal.id, row.config.get("skills") or [], skill)
+    row = await ctx.db.read(_harness_or_404, ctx, principal, harness_id)
+    skills = row.config.get("skills") or []
+    folder = await ctx.db.read(skill_folder, ctx.db, principal.id, skills, skill)
     if folder is None:
         raise ApiError(
             404,
@@ -155,7 +174,7 @@ async def list_harness_models(
     principal: CurrentPrincipal,
     ctx: Ctx,
 ) -> dict[str, Any]:
-    row = _harness_or_404(ctx, principal, harness_id)
+    row = await ctx.db.read(_harness_or_404, ctx, principal, harness_id)
     base = ctx.bases.get(row.base)
     if base is None:
         return {"harness_id": row.id, "models": []}

@@ -95,7 +95,7 @@ def get_turns(session_id: str, principal: CurrentPrincipal, ctx: Ctx) -> dict[st
 
 @router.delete("/v1/traces/{session_id}")
 async def delete_trace(session_id: str, principal: CurrentPrincipal, ctx: Ctx) -> dict[str, Any]:
-    session = session_or_404(ctx, principal, session_id)
+    session = await ctx.db.read(session_or_404, ctx, principal, session_id)
     await ctx.traces.delete(session.id)
     return {"id": session.id, "object": "session.deleted", "deleted": True}
 
@@ -106,7 +106,7 @@ async def cancel_session(
     principal: CurrentPrincipal,
     ctx: Ctx,
 ) -> dict[str, Any]:
-    session = session_store.get_session(ctx.db, principal.id, session_id)
+    session = await ctx.db.read(session_store.get_session, ctx.db, principal.id, session_id)
     if session is None:
         raise ApiError(404, "session_not_found", "No session with that id.")
     run = ctx.runs.for_session(session.id)

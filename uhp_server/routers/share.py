@@ -79,10 +79,11 @@ def _revoke(ctx: AppContext, principal_id: str, session: SessionRow) -> dict[str
 async def share_session(
     session_id: str, request: Request, principal: CurrentPrincipal, ctx: Ctx
 ) -> dict[str, Any]:
-    session = session_or_404(ctx, principal, session_id)
-    if not await _wants_enabled(request):
-        return _revoke(ctx, principal.id, session)
-    return shares.to_wire(shares.publish(ctx.db, principal.id, session.id))
+    enabled = await _wants_enabled(request)  # the body is read first, on the loop
+    session = await ctx.db.read(session_or_404, ctx, principal, session_id)
+    if not enabled:
+        return await ctx.db.write(_revoke, ctx, principal.id, session)
+    return shares.to_wire(await ctx.db.write(shares.publish, ctx.db, principal.id, session.id))
 
 
 @router.get("/v1/sessions/{session_id}/share")
