@@ -231,3 +231,28 @@ async def test_requests_right_after_the_database_ended_its_connections_get_no_50
         server.base.script("again", answer("done"))
         again = await server.submit("again")
         assert statuses == [200, 200, 200] and again.status_code == 200, (statuses, again.text)
+
+
+def test_connections_numbered_past_what_select_can_watch_are_not_taken_for_closed(
+    tmp_path: Path,
+) -> None:
+    # A busy server holds more than 1,024 descriptors (streams, sandboxes, event logs): its
+    # next connections are numbered past select()'s FD_SETSIZE, and must still be usable and
+    # kept (not replaced at every use, nor refused at every checkout).
+    import os
+
+    url = str(Settings(data_dir=tmp_path).database)
+    spare = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    db: Database | None = None
+    try:
+        db = Database(url)
+        with db.session() as s:
+            assert s.connection().execute(text("SELECT 1")).scalar() == 1
+        raw = db.connection()
+        assert raw.fileno() >= 1024
+        assert db.connection() is raw  # not a new connection per use
+    finally:
+        for fd in spare:
+            os.close(fd)
+        if db is not None:
+            db.close()
