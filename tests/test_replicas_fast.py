@@ -593,3 +593,33 @@ async def test_an_oumi_resume_on_one_replica_answers_the_turn_paused_on_the_othe
         output = (await b.client.get(f"{door}/collect_output", params=params)).json()
         assert output["messages"][-1]["content"] == "answered: Rome"
         assert (len(a.base.turns), len(b.base.turns)) == (2, 0)  # the paused turn went on
+
+
+async def test_a_replica_whose_renewal_hangs_stops_its_turns_when_its_lease_lapses(
+    tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Cut off by a dropped link (no reset: packets lost), a renewal does not fail, it hangs
+    # for as long as TCP retries (minutes): other replicas take the turns over once the lease
+    # lapses, so this replica must let them go by the clock, not at the renewal's failure.
+    import threading
+
+    settings = {"replica_id": "a", "replica_lease_seconds": LEASE}
+    reachable = threading.Event()
+    async with in_process(tmp_path, provider.base_url, PROVIDER_KEY, **settings) as a:
+        try:
+            response_id = await _running_with_text(a)
+            renew = replica_store.renew_lease
+
+            def renew_when_reachable(db: Database, replica_id: str) -> None:
+                reachable.wait(timeout=30)
+                renew(db, replica_id)
+
+            monkeypatch.setattr(replica_store, "renew_lease", renew_when_reachable)
+            assert a.ctx.runs.get(response_id) is not None
+
+            async def stopped() -> bool:
+                return not a.sandbox.running
+
+            await _wait_for(stopped, LEASE * 5)
+        finally:
+            reachable.set()
