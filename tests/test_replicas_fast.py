@@ -623,3 +623,50 @@ async def test_a_replica_whose_renewal_hangs_stops_its_turns_when_its_lease_laps
             await _wait_for(stopped, LEASE * 5)
         finally:
             reachable.set()
+
+
+async def test_a_given_up_turn_whose_session_release_failed_once_frees_its_session(
+    tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ending a given-up turn is two steps (its closing events, then its session's release),
+    # right after the database came back, when a second hiccup is most likely: a release that
+    # fails once must be tried again, not forgotten with the session left busy for good.
+    from storage import sessions as session_store
+
+    settings = {"replica_id": "a", "replica_lease_seconds": LEASE}
+    async with in_process(tmp_path, provider.base_url, PROVIDER_KEY, **settings) as a:
+        response_id = await _running_with_text(a)
+        session_id = a.ctx.runs.get(response_id).session_id
+        renew, release = replica_store.renew_lease, session_store.release_session
+        cut_off, hiccups = True, [ConnectionError("the database went away again")]
+
+        def renew_unless_cut_off(db: Database, replica_id: str) -> None:
+            if cut_off:
+                raise ConnectionError("the database is out of reach")
+            renew(db, replica_id)
+
+        def release_after_a_hiccup(*args: Any) -> None:
+            if hiccups:
+                raise hiccups.pop()
+            release(*args)
+
+        monkeypatch.setattr(replica_store, "renew_lease", renew_unless_cut_off)
+        monkeypatch.setattr(session_store, "release_session", release_after_a_hiccup)
+        run = a.ctx.runs.get(response_id)
+
+        async def stopped() -> bool:
+            return not a.sandbox.running and run.log.finished
+
+        await _wait_for(stopped, LEASE * 5)
+        cut_off = False
+
+        async def session_free() -> bool:
+            with a.ctx.db.session() as s:
+                active = s.connection().execute(
+                    text("SELECT active_response_id FROM session WHERE id = :id"),
+                    {"id": session_id},
+                )
+                return active.scalar_one() is None
+
+        await _wait_for(session_free, LEASE * 8)
+        assert not hiccups  # the release did meet its hiccup
