@@ -670,3 +670,47 @@ async def test_a_given_up_turn_whose_session_release_failed_once_frees_its_sessi
 
         await _wait_for(session_free, LEASE * 8)
         assert not hiccups  # the release did meet its hiccup
+
+
+async def test_the_line_order_does_not_follow_a_replicas_own_clock(
+    tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Leases are timed by the database's clock; a turn's place in line must be too: a
+    # replica whose host clock runs a minute behind would otherwise put each of its turns
+    # before every turn the others accepted in the last minute.
+    from types import SimpleNamespace
+
+    from uhp_server.engine import acceptance
+
+    async with AsyncExitStack() as stack:
+        a, b = await _replicas(stack, tmp_path, provider, max_concurrent_turns=1)
+        holding = await _running_with_text(a)
+        a.base.script("second", answer("two"))
+        second = (await a.submit("second", background=True)).json()["id"]
+        behind = SimpleNamespace(time=lambda: time.time() - 60)
+        monkeypatch.setattr(acceptance, "time", behind)  # b's host clock, a minute behind
+        b.base.script("third", answer("three"))
+        third = (await b.submit("third", background=True)).json()["id"]
+        monkeypatch.undo()
+
+        async def both_wait() -> bool:
+            return _line_states(a.ctx.db, second, third) == ["waiting", "waiting"]
+
+        await _wait_for(both_wait)
+        await a.client.post(f"/v1/responses/{holding}/cancel")
+
+        async def both_done() -> bool:
+            bodies = [(await b.client.get(f"/v1/responses/{i}")).json() for i in (second, third)]
+            return all(body["status"] == "completed" for body in bodies)
+
+        await _wait_for(both_done, 15)
+        with a.ctx.db.session() as s:
+            finished = dict(
+                s.connection()
+                .execute(
+                    text("SELECT id, finished_at FROM response WHERE id IN (:s, :t)"),
+                    {"s": second, "t": third},
+                )
+                .all()
+            )
+        assert finished[second] < finished[third]  # one slot: the first to arrive ran first
