@@ -66,7 +66,7 @@ class EventBatch:
     response_id: str
     rows: list[tuple[int, str]]  # (seq, the event as JSON)
     final: str | None = None  # the terminal response object as JSON, when the log ends here
-    status: str | None = None
+    status: str | None = None  # with `final`, or alone: the end of a response not kept
     release: SessionRelease | None = None  # with `final`: the session the turn held
 
 
@@ -398,7 +398,15 @@ def _write_batch(conn: Any, sql: Callable[[str], str], batch: EventBatch) -> Non
             sql("UPDATE response SET status = ?, final = ?, finished_at = ? WHERE id = ?"),
             (batch.status, batch.final, time.time(), batch.response_id),
         )
-    if batch.final is not None and batch.release is not None:
+    elif batch.status is not None:  # the end of a response not kept: its status, for histories
+        conn.execute(
+            sql(
+                "UPDATE response SET status = ?, finished_at = ?"
+                " WHERE id = ? AND status = 'in_progress'"
+            ),
+            (batch.status, time.time(), batch.response_id),
+        )
+    if batch.status is not None and batch.release is not None:
         release = batch.release
         conn.execute(
             sql(

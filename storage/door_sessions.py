@@ -34,16 +34,7 @@ def add_binding(
     s: Session, principal_id: str, harness_id: str, door: str, external_id: str, session_id: str
 ) -> None:
     """`bind` inside the caller's transaction."""
-    s.merge(
-        DoorSessionRow(
-            principal_id=principal_id,
-            harness_id=harness_id,
-            door=door,
-            external_id=external_id,
-            session_id=session_id,
-            created_at=int(time.time()),
-        )
-    )
+    s.merge(_binding(principal_id, harness_id, door, external_id, session_id))
 
 
 def open_session(
@@ -74,18 +65,22 @@ def open_session(
         return bool(cast(CursorResult[Any], moved).rowcount == 1)
     if s.get(DoorSessionRow, (principal_id, harness_id, door, external_id)) is not None:
         return False
-    s.add(
-        DoorSessionRow(
-            principal_id=principal_id,
-            harness_id=harness_id,
-            door=door,
-            external_id=external_id,
-            session_id=session_id,
-            created_at=int(time.time()),
-        )
-    )
+    s.add(_binding(principal_id, harness_id, door, external_id, session_id))
     s.flush()
     return True
+
+
+def _binding(
+    principal_id: str, harness_id: str, door: str, external_id: str, session_id: str
+) -> DoorSessionRow:
+    return DoorSessionRow(
+        principal_id=principal_id,
+        harness_id=harness_id,
+        door=door,
+        external_id=external_id,
+        session_id=session_id,
+        created_at=int(time.time()),
+    )
 
 
 def rekey(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import traceback
 from pathlib import Path
 
 import pytest
@@ -232,3 +233,29 @@ async def test_a_nul_character_in_client_text_is_never_a_server_error(server):
     named = await server.client.post("/v1/harnesses", json={"name": "h\x00x", "base": "fake"})
     assert named.status_code == 400, named.text
     assert named.json()["error"]["param"] == "name"
+
+
+async def test_no_storage_call_runs_on_the_event_loop_for_a_task_kept_or_not(
+    server: InProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A turn's end (an unkept one's status and session release included) is written on the
+    # writer thread: a call on the loop would stall every stream for its duration.
+    on_loop: list[str] = []
+    opened = server.ctx.db.session
+
+    def session(**options: bool):  # type: ignore[no-untyped-def]
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return opened(**options)
+        on_loop.append("".join(traceback.format_stack(limit=6)))
+        return opened(**options)
+
+    monkeypatch.setattr(server.ctx.db, "session", session)
+    server.base.script("short", answer("done"))
+    unkept = await server.submit("short", store=False)
+    assert unkept.json()["status"] == "completed"
+    follow = await server.submit("short", previous_response_id=unkept.json()["id"])
+    assert follow.status_code == 200, follow.text  # its session was released first
+    assert (await server.client.get(f"/v1/responses/{follow.json()['id']}")).status_code == 200
+    assert on_loop == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -29,74 +30,71 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def test_event_appends_survive_the_database_ending_the_writers_connection(
-    tmp_path: Path,
-) -> None:
+@pytest.fixture
+def database(tmp_path: Path) -> Iterator[tuple[str, Database]]:
+    """A test's own PostgreSQL database: its URL, and the server's view of it."""
     url = str(Settings(data_dir=tmp_path).database)
     db = Database(url)
-    try:
-        response_store.insert_response(
-            db,
-            ResponseRow(
-                id="resp_1", principal_id="p", session_id="s", status="in_progress", created_at=0
-            ),
-        )
-        event = {"type": "response.in_progress", "sequence_number": 0}
-        response_store.append_events_now(db, "resp_1", [event], None)
-        assert postgres.end_connections_to(url) >= 1  # the writer's among them
-        later = {"type": "response.in_progress", "sequence_number": 1}
-        db.append_events(response_store.event_batch("resp_1", [later])).result(timeout=30)
-        assert [e["sequence_number"] for e in response_store.events_after(db, "resp_1")] == [0, 1]
-    finally:
-        db.close()
+    yield url, db
+    db.close()
 
 
-def test_event_appends_wait_out_a_postgresql_restart(tmp_path: Path) -> None:
+def test_event_appends_survive_the_database_ending_the_writers_connection(
+    database: tuple[str, Database],
+) -> None:
+    url, db = database
+    response_store.insert_response(
+        db,
+        ResponseRow(
+            id="resp_1", principal_id="p", session_id="s", status="in_progress", created_at=0
+        ),
+    )
+    event = {"type": "response.in_progress", "sequence_number": 0}
+    response_store.append_events_now(db, "resp_1", [event], None)
+    assert postgres.end_connections_to(url) >= 1  # the writer's among them
+    later = {"type": "response.in_progress", "sequence_number": 1}
+    db.append_events(response_store.event_batch("resp_1", [later])).result(timeout=30)
+    assert [e["sequence_number"] for e in response_store.events_after(db, "resp_1")] == [0, 1]
+
+
+def test_event_appends_wait_out_a_postgresql_restart(database: tuple[str, Database]) -> None:
     # The whole cluster restarts (seconds in which no connection can open): the writer waits
     # for it, and the append made meanwhile commits once it is back.
-    url = str(Settings(data_dir=tmp_path).database)
-    db = Database(url)
-    try:
-        response_store.insert_response(
-            db,
-            ResponseRow(
-                id="resp_2", principal_id="p", session_id="s", status="in_progress", created_at=0
-            ),
-        )
-        event = {"type": "response.in_progress", "sequence_number": 0}
-        response_store.append_events_now(db, "resp_2", [event], None)
-        version = sorted(p.name for p in Path("/etc/postgresql").iterdir())[-1]
-        stopped = subprocess.run(["pg_ctlcluster", version, "main", "stop"], timeout=60)
-        assert stopped.returncode == 0
-        later = {"type": "response.in_progress", "sequence_number": 1}
-        pending = db.append_events(response_store.event_batch("resp_2", [later]))
-        time.sleep(2)  # the database stays away a while
-        started = subprocess.run(["pg_ctlcluster", version, "main", "start"], timeout=60)
-        assert started.returncode == 0
-        pending.result(timeout=30)
-        assert db.writer_alive
-        assert [e["sequence_number"] for e in response_store.events_after(db, "resp_2")] == [0, 1]
-    finally:
-        db.close()
+    _, db = database
+    response_store.insert_response(
+        db,
+        ResponseRow(
+            id="resp_2", principal_id="p", session_id="s", status="in_progress", created_at=0
+        ),
+    )
+    event = {"type": "response.in_progress", "sequence_number": 0}
+    response_store.append_events_now(db, "resp_2", [event], None)
+    version = sorted(p.name for p in Path("/etc/postgresql").iterdir())[-1]
+    stopped = subprocess.run(["pg_ctlcluster", version, "main", "stop"], timeout=60)
+    assert stopped.returncode == 0
+    later = {"type": "response.in_progress", "sequence_number": 1}
+    pending = db.append_events(response_store.event_batch("resp_2", [later]))
+    time.sleep(2)  # the database stays away a while
+    started = subprocess.run(["pg_ctlcluster", version, "main", "start"], timeout=60)
+    assert started.returncode == 0
+    pending.result(timeout=30)
+    assert db.writer_alive
+    assert [e["sequence_number"] for e in response_store.events_after(db, "resp_2")] == [0, 1]
 
 
 def test_a_pooled_connection_the_database_ended_while_idle_is_replaced_before_use(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    database: tuple[str, Database], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Pooled connections are pinged only after sitting idle (no round trip per use): one the
     # server ended meanwhile is replaced, and the session using it never sees the loss.
     monkeypatch.setattr(db_module, "IDLE_PING_SECONDS", 0.05)
-    url = str(Settings(data_dir=tmp_path).database)
-    db = Database(url)
-    try:
-        with db.session() as s:
-            assert s.connection().execute(text("SELECT 1")).scalar() == 1
-        assert postgres.end_connections_to(url) >= 1  # the pooled one among them
-        time.sleep(0.1)
-        with db.session() as s:
-            assert s.connection().execute(text("SELECT 2")).scalar() == 2
-    finally:
-        db.close()
+    url, db = database
+    with db.session() as s:
+        assert s.connection().execute(text("SELECT 1")).scalar() == 1
+    assert postgres.end_connections_to(url) >= 1  # the pooled one among them
+    time.sleep(0.1)
+    with db.session() as s:
+        assert s.connection().execute(text("SELECT 2")).scalar() == 2
 
 
 async def test_reads_and_lone_statements_run_without_a_transaction(tmp_path: Path) -> None:
@@ -138,27 +136,22 @@ def _connections_to(url: str) -> int:
 
 
 def test_a_pooled_connection_ended_right_after_its_last_use_is_not_handed_out(
-    tmp_path: Path,
+    database: tuple[str, Database],
 ) -> None:
     # Sooner than the idle ping's second: the server's closing word on the socket says so.
-    url = str(Settings(data_dir=tmp_path).database)
-    db = Database(url)
-    try:
-        with db.session() as s:
-            assert s.connection().execute(text("SELECT 1")).scalar() == 1
-        assert postgres.end_connections_to(url) >= 1
-        time.sleep(0.05)  # the backends' exits are asynchronous to pg_terminate_backend
-        with db.session() as s:
-            assert s.connection().execute(text("SELECT 2")).scalar() == 2
-    finally:
-        db.close()
+    url, db = database
+    with db.session() as s:
+        assert s.connection().execute(text("SELECT 1")).scalar() == 1
+    assert postgres.end_connections_to(url) >= 1
+    time.sleep(0.05)  # the backends' exits are asynchronous to pg_terminate_backend
+    with db.session() as s:
+        assert s.connection().execute(text("SELECT 2")).scalar() == 2
 
 
 async def test_a_read_the_database_ended_the_connection_under_is_read_again(
-    tmp_path: Path,
+    database: tuple[str, Database],
 ) -> None:
-    url = str(Settings(data_dir=tmp_path).database)
-    db = Database(url)
+    url, db = database
     ended: list[int] = []
 
     def read_once_ended() -> int:
@@ -169,41 +162,34 @@ async def test_a_read_the_database_ended_the_connection_under_is_read_again(
                 time.sleep(0.05)
             return int(conn.execute(text("SELECT 3")).scalar_one())
 
-    try:
-        assert await db.read(read_once_ended) == 3
-        assert ended and ended[0] >= 1
-    finally:
-        db.close()
+    assert await db.read(read_once_ended) == 3
+    assert ended and ended[0] >= 1
 
 
 async def test_the_admission_line_outlives_the_database_ending_its_connection(
-    tmp_path: Path,
+    database: tuple[str, Database],
 ) -> None:
     from storage import replicas as replica_store
 
-    url = str(Settings(data_dir=tmp_path).database)
-    db = Database(url)
-    try:
-        replica_store.renew_lease(db, "a")
-        for n in (1, 2):
-            response_store.insert_response(
-                db,
-                ResponseRow(
-                    id=f"resp_{n}",
-                    principal_id="p",
-                    session_id="s",
-                    status="in_progress",
-                    created_at=0,
-                    replica_id="a",
-                ),
-            )
-        assert await db.write_apart(replica_store.join_line, db, "resp_1", 4, 30.0) is True
-        assert postgres.end_connections_to(url) >= 1
-        assert await db.write_apart(replica_store.join_line, db, "resp_2", 4, 30.0) is True
-        # A repeat of a join whose commit's answer was lost keeps the slot it took.
-        assert await db.write_apart(replica_store.join_line, db, "resp_2", 1, 30.0) is True
-    finally:
-        db.close()
+    url, db = database
+    replica_store.renew_lease(db, "a")
+    for n in (1, 2):
+        response_store.insert_response(
+            db,
+            ResponseRow(
+                id=f"resp_{n}",
+                principal_id="p",
+                session_id="s",
+                status="in_progress",
+                created_at=0,
+                replica_id="a",
+            ),
+        )
+    assert await db.write_apart(replica_store.join_line, db, "resp_1", 4, 30.0) is True
+    assert postgres.end_connections_to(url) >= 1
+    assert await db.write_apart(replica_store.join_line, db, "resp_2", 4, 30.0) is True
+    # A repeat of a join whose commit's answer was lost keeps the slot it took.
+    assert await db.write_apart(replica_store.join_line, db, "resp_2", 1, 30.0) is True
 
 
 def test_admission_statements_reach_psycopg_with_literals_intact() -> None:

@@ -116,6 +116,21 @@ async def test_a_turn_on_one_replica_is_streamed_and_cancelled_from_the_other(
         assert stream.events[-1]["response"] == cancelled
 
 
+async def _lapsed_and_taken_over(a: InProcess, b: InProcess, response_id: str) -> dict[str, Any]:
+    """Stop a's lease renewals until b has ended a's turn; the turn as b stored it."""
+    cluster = a.ctx.runs.cluster
+    assert cluster is not None and cluster._loop_task is not None
+    cluster._loop_task.cancel()
+
+    async def failed() -> bool:
+        body = (await b.client.get(f"/v1/responses/{response_id}")).json()
+        return bool(body["status"] == "failed")
+
+    await _wait_for(failed, LEASE * 5)
+    body: dict[str, Any] = (await b.client.get(f"/v1/responses/{response_id}")).json()
+    return body
+
+
 async def test_a_replica_whose_lease_lapses_has_its_turns_failed_and_reaped_by_another(
     tmp_path: Path, provider: RunningProvider
 ) -> None:
@@ -123,16 +138,7 @@ async def test_a_replica_whose_lease_lapses_has_its_turns_failed_and_reaped_by_a
         a, b = await _replicas(stack, tmp_path, provider)
         response_id = await _running_with_text(a)
         # a stops renewing its lease, as a process killed or cut off from the database does.
-        cluster = a.ctx.runs.cluster
-        assert cluster is not None and cluster._loop_task is not None
-        cluster._loop_task.cancel()
-
-        async def failed() -> bool:
-            body = (await b.client.get(f"/v1/responses/{response_id}")).json()
-            return bool(body["status"] == "failed")
-
-        await _wait_for(failed, LEASE * 5)
-        body = (await b.client.get(f"/v1/responses/{response_id}")).json()
+        body = await _lapsed_and_taken_over(a, b, response_id)
         assert "replica" in body["error"]["message"]
         assert _text(body) == "partial answer"
 
@@ -155,18 +161,11 @@ async def test_a_replica_that_was_taken_over_lets_its_turns_go(
         a, b = await _replicas(stack, tmp_path, provider)
         response_id = await _running_with_text(a)
         # a stalls for longer than its lease (its renewals stop), and b takes the turn over.
-        cluster = a.ctx.runs.cluster
-        assert cluster is not None and cluster._loop_task is not None
-        cluster._loop_task.cancel()
-
-        async def failed() -> bool:
-            body = (await b.client.get(f"/v1/responses/{response_id}")).json()
-            return bool(body["status"] == "failed")
-
-        await _wait_for(failed, LEASE * 5)
-        stored = (await b.client.get(f"/v1/responses/{response_id}")).json()
+        stored = await _lapsed_and_taken_over(a, b, response_id)
         assert a.sandbox.running  # the turn's process still runs on a
         # a comes back: at its first renewal it sees the turn is no longer its own.
+        cluster = a.ctx.runs.cluster
+        assert cluster is not None
         cluster._loop_task = asyncio.create_task(cluster._keep_lease())
         run = a.ctx.runs.get(response_id)
 

@@ -68,7 +68,8 @@ class EventLog:
         self._next_seq += len(entries)
         terminal = next((e for e in entries if e["type"] in TERMINAL_TYPES), None)
         self._ending = terminal is not None
-        if not self.persist and self._queued == 0:
+        ends_unstored = terminal is not None and self.release_on_end is not None
+        if not self.persist and self._queued == 0 and not ends_unstored:
             self._publish(entries)
             return
         final = terminal["response"] if terminal is not None else None
@@ -77,7 +78,9 @@ class EventLog:
         batch = response_store.event_batch(
             self.response_id, entries if self.persist else [], final if self.persist else None
         )
-        if batch.final is not None and self.release_on_end is not None:
+        if final is not None and not self.persist:
+            batch.status = final["status"]  # an unkept response's end: its status alone
+        if final is not None and self.release_on_end is not None:
             batch.release = self.release_on_end()
         loop = asyncio.get_running_loop()
         published: asyncio.Future[None] = loop.create_future()
@@ -101,14 +104,16 @@ class EventLog:
     ) -> None:
         self._queued -= 1
         error = write.exception()
-        if error is not None:
+        if error is not None and self.persist:
             if self._next_seq == entries[-1]["sequence_number"] + 1:
                 self._next_seq = entries[0]["sequence_number"]  # nothing was numbered after
                 self._ending = False
             if not published.done():
                 published.set_exception(error)
             return
-        self.released = self.released or released
+        # (Unkept events are published even when their write failed: nothing of them was to be
+        # stored, and the session is then released by RunManager.)
+        self.released = self.released or (released and error is None)
         self._publish(entries)
         if not published.done():
             published.set_result(None)

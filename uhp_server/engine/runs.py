@@ -55,6 +55,7 @@ class RunManager:
         self._running: dict[str, Run] = {}  # by session id, until the terminal event
         self._last: dict[str, Run] = {}  # by session id, until its process is gone
         self._finished_at: dict[str, float] = {}
+        self._releasing: set[asyncio.Task[None]] = set()  # sessions released after a failure
 
     def get(self, response_id: str) -> Run | None:
         return self._live.get(response_id)
@@ -173,13 +174,24 @@ class RunManager:
         del self._running[run.session_id]
         if run.log.released or run.abandoned:  # released with the terminal event, or elsewhere
             return
-        # Not stored, or the terminal event never reached the database: released here.
+        # The terminal event's write failed (the database was out of reach): released on the
+        # writer once it answers again.
         status = run.log.current()["status"] if run.log.finished else "failed"
+        releasing = asyncio.create_task(self.db.write(self._release_unrecorded, run, status))
+        self._releasing.add(releasing)
+        releasing.add_done_callback(self._released)
+
+    def _release_unrecorded(self, run: Run, status: str) -> None:
         if not run.log.persist:
             session_listing.record_status(self.db, run.response_id, status)
         session_store.release_session(
             self.db, run.session_id, run.response_id, status, run.native_session_id
         )
+
+    def _released(self, releasing: asyncio.Task[None]) -> None:
+        self._releasing.discard(releasing)
+        if not releasing.cancelled() and releasing.exception() is not None:
+            log.error("session_release_failed", exc_info=releasing.exception())
 
     async def cancel(self, run: Run) -> None:
         """Request a stop; the terminal event is written before this returns.
@@ -208,6 +220,7 @@ class RunManager:
             return
         run.abandoned = True
         run.log.persist = False
+        run.log.release_on_end = None  # its session is the database's owner's to release
         run.stop.set()
 
     async def cancel_elsewhere(self, response_id: str) -> None:
