@@ -106,11 +106,14 @@ def hung_up(conn: Any) -> bool:
     that LISTENs is not at rest: this is for the others.)"""
     if conn.closed:
         return True
+    # poll(), not select(): select() cannot watch a descriptor numbered past FD_SETSIZE (1024),
+    # which a busy server's connections reach.
+    watch = select.poll()
     try:
-        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+        watch.register(conn.fileno(), select.POLLIN)
     except (OSError, ValueError):
         return True
-    return bool(readable)
+    return bool(watch.poll(0))
 
 
 def sqlalchemy_url(target: str) -> URL:

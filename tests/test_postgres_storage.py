@@ -217,3 +217,55 @@ async def test_requests_right_after_the_database_ended_its_connections_get_no_50
         server.base.script("again", answer("done"))
         again = await server.submit("again")
         assert statuses == [200, 200, 200] and again.status_code == 200, (statuses, again.text)
+
+
+def test_connections_numbered_past_what_select_can_watch_are_not_taken_for_closed(
+    tmp_path: Path,
+) -> None:
+    # A busy server holds more than 1,024 descriptors (streams, sandboxes, event logs): its
+    # next connections are numbered past select()'s FD_SETSIZE, and must still be usable and
+    # kept (not replaced at every use, nor refused at every checkout).
+    import os
+
+    url = str(Settings(data_dir=tmp_path).database)
+    spare = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    db: Database | None = None
+    try:
+        db = Database(url)
+        with db.session() as s:
+            assert s.connection().execute(text("SELECT 1")).scalar() == 1
+        raw = db.connection()
+        assert raw.fileno() >= 1024
+        assert db.connection() is raw  # not a new connection per use
+    finally:
+        for fd in spare:
+            os.close(fd)
+        if db is not None:
+            db.close()
+
+
+def test_threads_outside_the_pool_keep_no_connection_of_their_own(tmp_path: Path) -> None:
+    # docs/scale-out.md: a replica holds at most 51 connections, 48 of them pooled. Sync
+    # routes (FastAPI's 40 threads) read events (GET /v1/sessions/{id}/turns of a turn running
+    # elsewhere) through `db.connection()`, a connection per thread kept for the thread's life
+    # beside the pool's: 40 more, past PostgreSQL's default max_connections of 100.
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    url = str(Settings(data_dir=tmp_path).database)
+    db = Database(url)
+    threads = 8
+    together = threading.Barrier(threads)
+
+    def read_events(_: int) -> None:
+        together.wait()  # each on a thread of its own, as concurrent requests are
+        response_store.events_after(db, "response_none")
+
+    try:
+        with ThreadPoolExecutor(threads) as route_threads:
+            list(route_threads.map(read_events, range(threads)))
+            held = [conn for conn in db._connections if not conn.closed]
+            # The documented ones outside the pool: the event writer's and the admission line's.
+            assert len(held) <= 2, f"{len(held)} connections held outside the pool"
+    finally:
+        db.close()

@@ -592,3 +592,124 @@ async def test_an_oumi_resume_on_one_replica_answers_the_turn_paused_on_the_othe
         output = (await b.client.get(f"{door}/collect_output", params=params)).json()
         assert output["messages"][-1]["content"] == "answered: Rome"
         assert (len(a.base.turns), len(b.base.turns)) == (2, 0)  # the paused turn went on
+
+
+async def test_a_replica_whose_renewal_hangs_stops_its_turns_when_its_lease_lapses(
+    tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Cut off by a dropped link (no reset: packets lost), a renewal does not fail, it hangs
+    # for as long as TCP retries (minutes): other replicas take the turns over once the lease
+    # lapses, so this replica must let them go by the clock, not at the renewal's failure.
+    import threading
+
+    settings = {"replica_id": "a", "replica_lease_seconds": LEASE}
+    reachable = threading.Event()
+    async with in_process(tmp_path, provider.base_url, PROVIDER_KEY, **settings) as a:
+        try:
+            response_id = await _running_with_text(a)
+            renew = replica_store.renew_lease
+
+            def renew_when_reachable(db: Database, replica_id: str) -> None:
+                reachable.wait(timeout=30)
+                renew(db, replica_id)
+
+            monkeypatch.setattr(replica_store, "renew_lease", renew_when_reachable)
+            assert a.ctx.runs.get(response_id) is not None
+
+            async def stopped() -> bool:
+                return not a.sandbox.running
+
+            await _wait_for(stopped, LEASE * 5)
+        finally:
+            reachable.set()
+
+
+async def test_a_given_up_turn_whose_session_release_failed_once_frees_its_session(
+    tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ending a given-up turn is two steps (its closing events, then its session's release),
+    # right after the database came back, when a second hiccup is most likely: a release that
+    # fails once must be tried again, not forgotten with the session left busy for good.
+    from storage import sessions as session_store
+
+    settings = {"replica_id": "a", "replica_lease_seconds": LEASE}
+    async with in_process(tmp_path, provider.base_url, PROVIDER_KEY, **settings) as a:
+        response_id = await _running_with_text(a)
+        session_id = a.ctx.runs.get(response_id).session_id
+        renew, release = replica_store.renew_lease, session_store.release_session
+        cut_off, hiccups = True, [ConnectionError("the database went away again")]
+
+        def renew_unless_cut_off(db: Database, replica_id: str) -> None:
+            if cut_off:
+                raise ConnectionError("the database is out of reach")
+            renew(db, replica_id)
+
+        def release_after_a_hiccup(*args: Any) -> None:
+            if hiccups:
+                raise hiccups.pop()
+            release(*args)
+
+        monkeypatch.setattr(replica_store, "renew_lease", renew_unless_cut_off)
+        monkeypatch.setattr(session_store, "release_session", release_after_a_hiccup)
+        run = a.ctx.runs.get(response_id)
+
+        async def stopped() -> bool:
+            return not a.sandbox.running and run.log.finished
+
+        await _wait_for(stopped, LEASE * 5)
+        cut_off = False
+
+        async def session_free() -> bool:
+            with a.ctx.db.session() as s:
+                active = s.connection().execute(
+                    text("SELECT active_response_id FROM session WHERE id = :id"),
+                    {"id": session_id},
+                )
+                return active.scalar_one() is None
+
+        await _wait_for(session_free, LEASE * 8)
+        assert not hiccups  # the release did meet its hiccup
+
+
+async def test_the_line_order_does_not_follow_a_replicas_own_clock(
+    tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Leases are timed by the database's clock; a turn's place in line must be too: a
+    # replica whose host clock runs a minute behind would otherwise put each of its turns
+    # before every turn the others accepted in the last minute.
+    from types import SimpleNamespace
+
+    from uhp_server.engine import acceptance
+
+    async with AsyncExitStack() as stack:
+        a, b = await _replicas(stack, tmp_path, provider, max_concurrent_turns=1)
+        holding = await _running_with_text(a)
+        a.base.script("second", answer("two"))
+        second = (await a.submit("second", background=True)).json()["id"]
+        behind = SimpleNamespace(time=lambda: time.time() - 60)
+        monkeypatch.setattr(acceptance, "time", behind)  # b's host clock, a minute behind
+        b.base.script("third", answer("three"))
+        third = (await b.submit("third", background=True)).json()["id"]
+        monkeypatch.undo()
+
+        async def both_wait() -> bool:
+            return _line_states(a.ctx.db, second, third) == ["waiting", "waiting"]
+
+        await _wait_for(both_wait)
+        await a.client.post(f"/v1/responses/{holding}/cancel")
+
+        async def both_done() -> bool:
+            bodies = [(await b.client.get(f"/v1/responses/{i}")).json() for i in (second, third)]
+            return all(body["status"] == "completed" for body in bodies)
+
+        await _wait_for(both_done, 15)
+        with a.ctx.db.session() as s:
+            finished = dict(
+                s.connection()
+                .execute(
+                    text("SELECT id, finished_at FROM response WHERE id IN (:s, :t)"),
+                    {"s": second, "t": third},
+                )
+                .all()
+            )
+        assert finished[second] < finished[third]  # one slot: the first to arrive ran first
