@@ -31,7 +31,7 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlmodel import Session, create_engine
 
 from storage import mcp_secrets, migrate, models, skills  # noqa: F401  (registers the tables)
-from storage.raw_sql import backend_for, hung_up, sqlalchemy_url, sqlite_pragmas
+from storage.raw_sql import backend_for, hung_up, link_timeouts, sqlalchemy_url, sqlite_pragmas
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -88,7 +88,12 @@ class Database:
             # instead of making any of them wait.
             steady = READ_THREADS + 2
             most = READ_THREADS + WRITE_THREADS + SYNC_ROUTE_THREADS
-            self.engine = create_engine(url, pool_size=steady, max_overflow=most - steady)
+            self.engine = create_engine(
+                url,
+                pool_size=steady,
+                max_overflow=most - steady,
+                connect_args=link_timeouts(url),
+            )
             _ping_when_idle(self.engine)
         # One statement is a transaction of its own, and PostgreSQL's READ COMMITTED gives each
         # statement of a read its own snapshot anyway: reads and lone statements run without
@@ -119,9 +124,18 @@ class Database:
         with Session(engine, expire_on_commit=False) as session:
             yield session
 
+    @contextmanager
+    def plain_connection(self) -> Iterator[Any]:
+        """A pooled DB-API connection for a few plain statements (reads of the event log,
+        storage/raw_sql.py's SQL through `self.raw.sql(…)`), in autocommit; back to the pool
+        after, so no thread keeps one."""
+        with self._autocommit_engine.connect() as conn:
+            yield conn.connection.dbapi_connection
+
     def connection(self) -> Any:
-        """This thread's plain DB-API connection, in autocommit mode (for the event log's raw
-        SQL, storage/raw_sql.py). Write statements through `self.raw.sql(…)`."""
+        """This thread's own plain DB-API connection, in autocommit mode, kept for the thread's
+        life: for the threads that write without the ORM (the event log's writer, the
+        admission line's), never for others (`plain_connection`)."""
         conn: Any = getattr(self._local, "conn", None)
         if conn is None or not self.raw.usable(conn):
             conn = self.raw.connect()

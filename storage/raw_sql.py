@@ -70,9 +70,28 @@ class SQLiteBackend:
         return statement
 
 
+# Every PostgreSQL connection fails, rather than hangs, once the server stops answering: a
+# dropped link (packets lost, no reset) would otherwise hold a statement for as long as TCP
+# retries, minutes. Settings the deployment's URL gives win.
+LINK_TIMEOUTS = {
+    "connect_timeout": "10",
+    "keepalives": "1",
+    "keepalives_idle": "5",
+    "keepalives_interval": "2",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "10000",  # milliseconds a sent byte may stay unacknowledged
+}
+
+
+def link_timeouts(url: URL) -> dict[str, str]:
+    """LINK_TIMEOUTS that the URL does not set itself."""
+    return {key: value for key, value in LINK_TIMEOUTS.items() if key not in url.query}
+
+
 class PostgresBackend:
     def __init__(self, url: URL) -> None:
-        self.conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
+        url = url.set(drivername="postgresql").update_query_dict(link_timeouts(url))
+        self.conninfo = url.render_as_string(hide_password=False)
 
     def connect(self) -> Any:
         import psycopg  # only a PostgreSQL deployment needs the driver loaded

@@ -68,10 +68,11 @@ def append_events_now(
 
 
 def events_after(db: Database, response_id: str, after: int = -1) -> list[dict[str, Any]]:
-    rows = db.connection().execute(
-        db.raw.sql("SELECT data FROM event WHERE response_id = ? AND seq > ? ORDER BY seq"),
-        (response_id, after),
-    )
+    with db.plain_connection() as conn:
+        rows = conn.execute(
+            db.raw.sql("SELECT data FROM event WHERE response_id = ? AND seq > ? ORDER BY seq"),
+            (response_id, after),
+        ).fetchall()
     # SQLite hands back the JSON text; psycopg has already parsed PostgreSQL's json.
     return [json.loads(data) if isinstance(data, str) else data for (data,) in rows]
 

@@ -7,7 +7,7 @@ import time
 from sqlalchemy import update
 from sqlmodel import Session, col, select
 
-from storage.db import Database
+from storage.db import Database, run_statement
 from storage.models import SessionRow
 
 
@@ -83,3 +83,18 @@ def active_response(db: Database, session_id: str) -> str | None:
 def sessions_with_active_turns(db: Database) -> list[SessionRow]:
     with db.session() as s:
         return list(s.exec(select(SessionRow).where(SessionRow.active_response_id.is_not(None))))  # type: ignore[union-attr]
+
+
+def release_ended(db: Database, before: float) -> list[str]:
+    """Free the sessions still held by a turn that ended before `before` (their release was
+    lost), taking that turn's status; their ids."""
+    rows = run_statement(
+        db,
+        "UPDATE session SET active_response_id = NULL, status = r.status, updated_at = :now"
+        " FROM response r WHERE session.active_response_id = r.id"
+        " AND r.status <> 'in_progress' AND COALESCE(r.finished_at, 0) < :before"
+        " RETURNING session.id",
+        now=int(time.time()),
+        before=before,
+    )
+    return [row[0] for row in rows]

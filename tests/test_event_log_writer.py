@@ -19,7 +19,7 @@ import pytest
 from harness_bases import events as ev
 from storage import responses as response_store
 from storage import sessions as session_store
-from storage.db import Database
+from storage.db import Database, SessionRelease
 from storage.models import ResponseRow, SessionRow
 from uhp_server.engine.builder import ResponseBuilder
 from uhp_server.engine.eventlog import EventLog
@@ -193,6 +193,8 @@ async def test_a_cancel_answers_cancelled_even_when_the_turn_never_reacts(db: Da
         log=EventLog(db, "resp_stuck", persist=True),
         builder=ResponseBuilder(_response("resp_stuck")),
     )
+    # The session goes free with the terminal event, as TaskService.start arranges.
+    stuck.log.release_on_end = lambda: SessionRelease("sess_stuck", None)
     await _stream(stuck.log, stuck.builder, 3)
     manager._running[stuck.session_id] = stuck  # registered as RunManager.start would
     busy = [EventLog(db, f"resp_busy_{i}", persist=True) for i in range(30)]

@@ -108,7 +108,8 @@ class ReadinessProbe:
 
 
 def _select_one(db: Database) -> None:
-    db.connection().execute("SELECT 1").fetchone()
+    with db.plain_connection() as conn:
+        conn.execute("SELECT 1").fetchone()
 
 
 def _make_dirs(mounts: SessionMounts) -> None:

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import func
 from sqlmodel import Session
 
 from storage import door_sessions
@@ -74,27 +75,34 @@ def record(s: Session, a: Acceptance) -> SessionRow:
         if not opened:  # another request opened the key's session since it was looked up
             raise session_busy()
     attachments.record_inline_files(s, principal_id, a.inline, keep=store)
-    s.add(
-        ResponseRow(
-            id=a.response_id,
-            principal_id=principal_id,
-            session_id=session.id,
-            previous_response_id=a.previous,
-            status="in_progress",
-            store=store,
-            model=a.model,
-            created_at=a.created_at,
-            input_items=a.normalized.items if store else [],
-            replica_id=a.replica_id,
-            # Its place in the shared admission line (engine/shared_admission.py): when it
-            # arrived, not when its turn got round to joining, which a slower replica
-            # reaches later.
-            admission_at=time.time(),
-        )
+    response = ResponseRow(
+        id=a.response_id,
+        principal_id=principal_id,
+        session_id=session.id,
+        previous_response_id=a.previous,
+        status="in_progress",
+        store=store,
+        model=a.model,
+        created_at=a.created_at,
+        input_items=a.normalized.items if store else [],
+        replica_id=a.replica_id,
     )
+    # Its place in the shared admission line (engine/shared_admission.py): when it arrived,
+    # not when its turn got round to joining, which a slower replica reaches later; by the
+    # database's clock, as leases are, since the replicas' hosts may disagree.
+    response.admission_at = _database_time(s)
+    s.add(response)
     if store:
         s.add(EventRow(response_id=a.response_id, seq=0, data=a.first_event))
     return session
+
+
+def _database_time(s: Session) -> Any:
+    """Now, in seconds, by the database's clock: a SQL expression on PostgreSQL, which the
+    insert evaluates; SQLite is one process on one host."""
+    if s.get_bind().dialect.name == "postgresql":
+        return func.extract("epoch", func.clock_timestamp())
+    return time.time()
 
 
 def session_busy() -> ApiError:

@@ -58,6 +58,8 @@ RELAY_WAIT_SECONDS = 2.0
 FINISH_ATTEMPTS = 3
 # A finished turn still holding an admission slot this long after its end lost its release.
 LOST_SLOT_SECONDS = 120.0
+# A session held by a turn that ended this long ago lost its release.
+ENDED_TURN_GRACE_SECONDS = 5.0
 # A tail looks at the table this often even without a notification.
 POLL_SECONDS = 1.0
 
@@ -100,8 +102,7 @@ class Cluster:
         then listen and keep the lease."""
         self._runs = runs
         await self._wait_for_own_lease()
-        await self.db.write(replica_store.renew_lease, self.db, self.replica_id)
-        self._renewed = time.monotonic()
+        self._renewed = await self._renew()
         await self._sweep(own=True)
         await self.db.write(replica_store.clear_slots, self.db, self.replica_id)
         self.notes.on(replica_store.CANCEL_CHANNEL, self._cancel_requested)
@@ -140,17 +141,24 @@ class Cluster:
             await self.db.write(replica_store.drop_lease, self.db, self.replica_id)
 
     async def _keep_lease(self) -> None:
+        renewal: asyncio.Future[float] | None = None
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
+            renewal = renewal or asyncio.ensure_future(self._renew())
             try:
-                await self.db.write(replica_store.renew_lease, self.db, self.replica_id)
-            except Exception:
-                log.exception("replica_lease_renewal_failed")
+                # Waited on for a third of a lease at most: a renewal that hangs (a dropped
+                # link) must not keep this replica from seeing its lease lapse.
+                renewed = await asyncio.wait_for(asyncio.shield(renewal), self.lease_seconds / 3)
+            except Exception as exc:
+                if renewal.done():
+                    renewal = None
+                    log.error("replica_lease_renewal_failed", exc_info=exc)
                 if time.monotonic() - self._renewed > self.lease_seconds:
                     self._give_up_turns()
                 continue
-            self._renewed = time.monotonic()
+            renewal, self._renewed = None, renewed
             try:
+                await self._release_sessions_of_ended_turns()
                 await self._let_go_of_turns_taken_over()
                 await self._finish_given_up()
                 await self._sweep(own=False)
@@ -166,6 +174,19 @@ class Cluster:
                 await self._stop_storing_deleted()
             except Exception:
                 log.exception("replica_lease_round_failed")
+
+    async def _renew(self) -> float:
+        """Renew the lease; when the renewal set out (the lease runs from no later than that)."""
+        setting_out = time.monotonic()
+        await self.db.write(replica_store.renew_lease, self.db, self.replica_id)
+        return setting_out
+
+    async def _release_sessions_of_ended_turns(self) -> None:
+        """A session still held by a turn that ended a while ago lost its release (a failure
+        between a turn's end and its session's release, on any replica): free it."""
+        before = time.time() - ENDED_TURN_GRACE_SECONDS
+        for session_id in await self.db.write(session_store.release_ended, self.db, before):
+            log.warning("session_release_repaired", extra={"session_id": session_id})
 
     # -- letting go of turns this replica may no longer own ---------------------------------
     def _give_up_turns(self) -> None:
