@@ -713,3 +713,25 @@ async def test_the_line_order_does_not_follow_a_replicas_own_clock(
                 .all()
             )
         assert finished[second] < finished[third]  # one slot: the first to arrive ran first
+
+
+async def test_a_replica_whose_renewals_are_slow_but_succeed_keeps_its_turns(
+    tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A busy writer delays each renewal by a little over a third of a lease; every renewal
+    # still lands well within the lease (each one a little over two thirds of a lease after
+    # the last), so the replica's lease never lapses and it must keep its turns.
+    settings = {"replica_id": "a", "replica_lease_seconds": LEASE}
+    async with in_process(tmp_path, provider.base_url, PROVIDER_KEY, **settings) as a:
+        response_id = await _running_with_text(a)
+        run = a.ctx.runs.get(response_id)
+        renew = replica_store.renew_lease
+
+        def renew_behind_a_busy_writer(db: Database, replica_id: str) -> None:
+            time.sleep(LEASE * 0.4)
+            renew(db, replica_id)
+
+        monkeypatch.setattr(replica_store, "renew_lease", renew_behind_a_busy_writer)
+        await asyncio.sleep(LEASE * 4)
+        assert not run.abandoned
+        assert a.sandbox.running
