@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncGenerator
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from harness_bases.turns import AgentTurn
 from tests.support.fake_engine import CONNECTION, StandInBase, StandInEngine
 from tests.test_engine_requests import task, until
 from uhp_server.engine.requests import QuestionPolicy, ToolAnswer
+from uhp_server.errors import ApiError
 
 
 class TwoQuestions(AgentTurn):
@@ -118,5 +120,48 @@ async def test_concurrent_cancels_of_a_parked_task_withdraw_it_once(tmp_path: Pa
             closing_ids = [row[0] for row in closing]
         assert len(closing_ids) == 1, closing_ids
         assert {state.response["id"] for state in states} == set(closing_ids)
+    finally:
+        await engine.close()
+
+
+async def _parked_unkept(engine: StandInEngine) -> str:
+    accepted = await engine.tasks.start(
+        task(engine, "ASK x?", questions=QuestionPolicy.pause(), store=False)
+    )
+    await until(engine, accepted.response_id, "input_required")
+    await asyncio.sleep(0.5)  # parked
+    return accepted.response_id
+
+
+async def test_cancelling_an_unkept_parked_task_answers_cancelled(tmp_path: Path) -> None:
+    """Sessions §4: a cancel of a task waiting on its questions ends it `cancelled`, kept or
+    not (the closing turn has no run to read and, unkept, no stored form)."""
+    engine = StandInEngine(tmp_path, keep_seconds=0.2)
+    try:
+        parked = await _parked_unkept(engine)
+        state = await engine.tasks.cancel(engine.principal_id, parked)
+        assert state.status == "cancelled"
+    finally:
+        await engine.close()
+
+
+async def test_withdrawing_an_unkept_parked_task_records_its_closing_turns_end(
+    tmp_path: Path,
+) -> None:
+    """An unkept (store: false) response keeps no content, but its end is recorded (its
+    status and finished_at: session_listing.record_status) so histories list it as finished
+    and no sweep or restart ends it again as `failed`. The closing `cancelled` turn of a
+    withdrawn unkept task is an unkept response too."""
+    engine = StandInEngine(tmp_path, keep_seconds=0.2)
+    try:
+        parked = await _parked_unkept(engine)
+        with contextlib.suppress(ApiError):  # (the cancel's own answer: the test above)
+            await engine.tasks.cancel(engine.principal_id, parked)
+        with engine.db.session() as s:
+            closing = s.connection().execute(
+                text("SELECT status FROM response WHERE previous_response_id = :id"),
+                {"id": parked},
+            )
+            assert [row[0] for row in closing] == ["cancelled"]
     finally:
         await engine.close()
