@@ -735,3 +735,31 @@ async def test_a_replica_whose_renewals_are_slow_but_succeed_keeps_its_turns(
         await asyncio.sleep(LEASE * 4)
         assert not run.abandoned
         assert a.sandbox.running
+
+
+async def test_reading_a_turn_that_runs_on_another_replica_reads_its_events_off_the_loop(
+    tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GET /v1/responses/{id} of a stored turn running elsewhere has no final form and no
+    # run here: it folds the turn's events from the database. An async route must read
+    # through the database's threads: on the loop, one slow round trip (a dropped link
+    # waits out tcp_user_timeout, 10 s) stalls every stream and lease renewal of the replica.
+    import threading
+
+    from storage import responses as response_store
+
+    async with AsyncExitStack() as stack:
+        a, b = await _replicas(stack, tmp_path, provider)
+        response_id = await _running_with_text(a)
+        readers: list[threading.Thread] = []
+        events_after = response_store.events_after
+
+        def noting_the_thread(*args: Any, **kwargs: Any) -> Any:
+            readers.append(threading.current_thread())
+            return events_after(*args, **kwargs)
+
+        monkeypatch.setattr(response_store, "events_after", noting_the_thread)
+        body = (await b.client.get(f"/v1/responses/{response_id}")).json()
+        assert body["status"] == "in_progress"
+        assert _text(body) == "partial answer"
+        assert readers and threading.current_thread() not in readers
