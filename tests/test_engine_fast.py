@@ -259,3 +259,29 @@ async def test_no_storage_call_runs_on_the_event_loop_for_a_task_kept_or_not(
     assert follow.status_code == 200, follow.text  # its session was released first
     assert (await server.client.get(f"/v1/responses/{follow.json()['id']}")).status_code == 200
     assert on_loop == []
+
+
+async def test_deleting_a_trace_does_no_storage_on_the_event_loop(
+    server: InProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # DELETE /v1/traces/{id} is an async route: marking the session deleted and revoking its
+    # share are writes, which on the loop stall every stream (and on SQLite wait out the
+    # writer's transaction, up to busy_timeout).
+    server.base.script("short", answer("done"))
+    done = await server.submit("short")
+    session_id = done.json()["metadata"]["session_id"]
+    on_loop: list[str] = []
+    opened = server.ctx.db.session
+
+    def session(**options: bool):  # type: ignore[no-untyped-def]
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return opened(**options)
+        on_loop.append("".join(traceback.format_stack(limit=6)))
+        return opened(**options)
+
+    monkeypatch.setattr(server.ctx.db, "session", session)
+    deleted = await server.client.delete(f"/v1/traces/{session_id}")
+    assert deleted.status_code == 200, deleted.text
+    assert on_loop == [], on_loop[0]
