@@ -763,3 +763,29 @@ async def test_reading_a_turn_that_runs_on_another_replica_reads_its_events_off_
         assert body["status"] == "in_progress"
         assert _text(body) == "partial answer"
         assert readers and threading.current_thread() not in readers
+
+
+async def test_a_renewal_that_succeeds_during_an_event_loop_stall_keeps_the_turns(
+    tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The renewal commits on the writer thread while the event loop is stalled (a long
+    # synchronous call) for most of a lease: the lease was renewed in time, yet when the loop
+    # wakes, the third-of-a-lease timeout is handled before the renewal's result reaches it.
+    settings = {"replica_id": "a", "replica_lease_seconds": LEASE}
+    async with in_process(tmp_path, provider.base_url, PROVIDER_KEY, **settings) as a:
+        response_id = await _running_with_text(a)
+        run = a.ctx.runs.get(response_id)
+        renew, loop, stalls = replica_store.renew_lease, asyncio.get_running_loop(), [1]
+
+        def renew_while_the_loop_stalls(db: Database, replica_id: str) -> None:
+            if stalls:
+                stalls.pop()
+                loop.call_soon_threadsafe(time.sleep, LEASE * 0.8)
+                time.sleep(LEASE * 0.1)  # the loop is stalled by now
+            renew(db, replica_id)
+
+        monkeypatch.setattr(replica_store, "renew_lease", renew_while_the_loop_stalls)
+        await asyncio.sleep(LEASE * 3)
+        assert not stalls
+        assert not run.abandoned
+        assert a.sandbox.running
