@@ -14,7 +14,7 @@ import pytest
 from harness_bases.base import Invocation
 from uhp_server.sandbox import cgroups
 from uhp_server.sandbox.base import SessionMounts
-from uhp_server.sandbox.limits import LocalLimits, parse_size
+from uhp_server.sandbox.limits import LimitWatch, LocalLimits, parse_size
 from uhp_server.sandbox.local import LocalSandbox
 from uhp_server.settings import Settings
 
@@ -213,3 +213,17 @@ async def test_a_cpu_group_swept_while_its_server_idled_comes_back_with_the_next
         assert int((pool / "cpu.shares").read_text()) == cgroups.TURNS_CPU_SHARES
     finally:
         await sandbox.close()
+
+
+def test_a_turn_past_both_limits_is_told_of_its_processes() -> None:
+    # A fork bomb stopped at the process limit can fill the memory limit with its processes
+    # too (it did, on a loaded machine): the cause, its processes, is what the turn reports.
+    class BothExceeded:
+        def memory_exceeded(self) -> bool:
+            return True
+
+        def pids_exceeded(self) -> bool:
+            return True
+
+    watch = LimitWatch(SMALL, BothExceeded(), [])  # type: ignore[arg-type]
+    assert watch.cgroup_reason() == "The turn exceeded the sandbox's process limit (64 processes)."

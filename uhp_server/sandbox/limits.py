@@ -115,10 +115,12 @@ class LimitWatch:
     def cgroup_reason(self) -> str | None:
         if self.cgroup is None:
             return None
-        if self.limits.memory_bytes and self.cgroup.memory_exceeded():
-            return self.limits.memory_message()
+        # The process limit first: a runaway of processes (a fork bomb) can also fill the
+        # memory limit with them, and the processes are the cause to report.
         if self.limits.pids and self.cgroup.pids_exceeded():
             return self.limits.pids_message()
+        if self.limits.memory_bytes and self.cgroup.memory_exceeded():
+            return self.limits.memory_message()
         return None
 
     async def disk_reason(self, force: bool = False) -> str | None:
