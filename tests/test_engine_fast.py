@@ -285,3 +285,43 @@ async def test_deleting_a_trace_does_no_storage_on_the_event_loop(
     deleted = await server.client.delete(f"/v1/traces/{session_id}")
     assert deleted.status_code == 200, deleted.text
     assert on_loop == [], on_loop[0]
+
+
+async def test_an_unkept_turn_whose_end_was_not_written_frees_its_session_once_the_db_is_back(
+    server: InProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The database is away when an unkept turn ends: the writer gives its end up (after
+    # RECONNECT_SECONDS) and RunManager queues the session's release right behind it, which
+    # then meets the database still away. That release must be tried again: otherwise the
+    # session stays busy (its response in_progress, so nothing else frees it) until restart.
+    import sqlite3
+
+    from storage import db as db_module
+    from storage import session_listing
+
+    write_batch, record_status = db_module._write_batch, session_listing.record_status
+    away = {"end": True, "release": True}
+
+    def end_not_written(conn, sql, batch):  # type: ignore[no-untyped-def]
+        if batch.status is not None and away.pop("end", False):
+            raise sqlite3.OperationalError("the database is away")
+        write_batch(conn, sql, batch)
+
+    def release_not_written(*args):  # type: ignore[no-untyped-def]
+        if away.pop("release", False):
+            raise sqlite3.OperationalError("the database is still away")
+        record_status(*args)
+
+    monkeypatch.setattr(db_module, "_write_batch", end_not_written)
+    monkeypatch.setattr(session_listing, "record_status", release_not_written)
+    server.base.script("short", answer("done"))
+    unkept = await server.submit("short", store=False)
+    assert unkept.json()["status"] == "completed"
+    await _wait_for(lambda: away == {})  # the end and the release each met the database away
+    deadline = time.monotonic() + 5
+    while True:
+        follow = await server.submit("short", previous_response_id=unkept.json()["id"])
+        if follow.status_code == 200 or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.2)
+    assert follow.status_code == 200, follow.text
