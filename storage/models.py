@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, Index
+from sqlalchemy import JSON, BigInteger, Column, Index, text
 from sqlmodel import Field, SQLModel, col
 
 
@@ -39,6 +39,16 @@ class HarnessRow(SQLModel, table=True):
 
 class SessionRow(SQLModel, table=True):
     __tablename__ = "session"
+    # The few sessions a turn holds now: what the replicas' lease rounds look among for one
+    # whose release was lost (engine/cluster.py), without reading every session.
+    __table_args__ = (
+        Index(
+            "ix_session_held",
+            "active_response_id",
+            postgresql_where=text("active_response_id IS NOT NULL"),
+            sqlite_where=text("active_response_id IS NOT NULL"),
+        ),
+    )
     id: str = Field(primary_key=True)
     principal_id: str = Field(index=True)
     harness_id: str = Field(index=True)

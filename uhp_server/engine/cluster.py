@@ -58,6 +58,8 @@ RELAY_WAIT_SECONDS = 2.0
 FINISH_ATTEMPTS = 3
 # A finished turn still holding an admission slot this long after its end lost its release.
 LOST_SLOT_SECONDS = 120.0
+# Renewals sent and not yet back, at most (a hung link must not pile them up).
+RENEWALS_IN_FLIGHT = 2
 # A session held by a turn that ended this long ago lost its release.
 ENDED_TURN_GRACE_SECONDS = 5.0
 # A tail looks at the table this often even without a notification.
@@ -93,7 +95,9 @@ class Cluster:
         self._runs: RunManager | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._cancelling: set[asyncio.Task[None]] = set()
-        self._renewed = 0.0  # when the lease was last renewed (monotonic)
+        self._renewed = 0.0  # when the last renewal that landed set out (monotonic)
+        self._renewals: set[asyncio.Task[None]] = set()  # sent, not yet back
+        self._looking_around = asyncio.Lock()  # one round of the renewal's other work at once
         self._given_up: dict[str, str] = {}  # turns let go while cut off: response → session
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -102,7 +106,7 @@ class Cluster:
         then listen and keep the lease."""
         self._runs = runs
         await self._wait_for_own_lease()
-        self._renewed = await self._renew()
+        await self.db.write_apart(self._renew_lease)
         await self._sweep(own=True)
         await self.db.write(replica_store.clear_slots, self.db, self.replica_id)
         self.notes.on(replica_store.CANCEL_CHANNEL, self._cancel_requested)
@@ -136,27 +140,42 @@ class Cluster:
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._loop_task
+        for renewal in list(self._renewals):
+            renewal.cancel()
+        await asyncio.gather(*self._renewals, return_exceptions=True)
         await self.notes.close()
-        with contextlib.suppress(Exception):
-            await self.db.write(replica_store.drop_lease, self.db, self.replica_id)
+        with contextlib.suppress(Exception):  # on the renewals' line: after any still on it
+            await self.db.write_apart(replica_store.drop_lease, self.db, self.replica_id)
 
     async def _keep_lease(self) -> None:
-        renewal: asyncio.Future[float] | None = None
+        """Every third of a lease: judge the lease by the last renewal that reached the
+        database, and send the next one without waiting for the last to come back (a slow
+        or hung one must neither space them out nor hide a lapse)."""
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
-            renewal = renewal or asyncio.ensure_future(self._renew())
-            try:
-                # Waited on for a third of a lease at most: a renewal that hangs (a dropped
-                # link) must not keep this replica from seeing its lease lapse.
-                renewed = await asyncio.wait_for(asyncio.shield(renewal), self.lease_seconds / 3)
-            except Exception as exc:
-                if renewal.done():
-                    renewal = None
-                    log.error("replica_lease_renewal_failed", exc_info=exc)
-                if time.monotonic() - self._renewed > self.lease_seconds:
-                    self._give_up_turns()
-                continue
-            renewal, self._renewed = None, renewed
+            if time.monotonic() - self._renewed > self.lease_seconds:
+                self._give_up_turns()
+            if len(self._renewals) < RENEWALS_IN_FLIGHT:
+                renewal = asyncio.create_task(self._renewal_round())
+                self._renewals.add(renewal)
+                renewal.add_done_callback(self._renewals.discard)
+
+    def _renew_lease(self) -> None:
+        """On the admission line's thread: renew, and record when this renewal set out (the
+        lease runs from no later than that), whatever the event loop is doing meanwhile."""
+        setting_out = time.monotonic()
+        replica_store.renew_lease(self.db, self.replica_id)
+        self._renewed = max(self._renewed, setting_out)
+
+    async def _renewal_round(self) -> None:
+        try:
+            await self.db.write_apart(self._renew_lease)
+        except Exception:
+            log.exception("replica_lease_renewal_failed")
+            return
+        if self._looking_around.locked():
+            return  # the last round still runs
+        async with self._looking_around:
             try:
                 await self._release_sessions_of_ended_turns()
                 await self._let_go_of_turns_taken_over()
@@ -175,17 +194,11 @@ class Cluster:
             except Exception:
                 log.exception("replica_lease_round_failed")
 
-    async def _renew(self) -> float:
-        """Renew the lease; when the renewal set out (the lease runs from no later than that)."""
-        setting_out = time.monotonic()
-        await self.db.write(replica_store.renew_lease, self.db, self.replica_id)
-        return setting_out
-
     async def _release_sessions_of_ended_turns(self) -> None:
         """A session still held by a turn that ended a while ago lost its release (a failure
         between a turn's end and its session's release, on any replica): free it."""
         before = time.time() - ENDED_TURN_GRACE_SECONDS
-        for session_id in await self.db.write(session_store.release_ended, self.db, before):
+        for session_id in await self.db.write_beside(session_store.release_ended, self.db, before):
             log.warning("session_release_repaired", extra={"session_id": session_id})
 
     # -- letting go of turns this replica may no longer own ---------------------------------

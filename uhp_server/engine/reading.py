@@ -27,9 +27,9 @@ def current_response(
 
     A finished store=false response is not readable back; only an idempotent repeat of the
     request that created it (replay) still gets its result while the run is remembered."""
-    run = runs.get(row.id)
-    if run is not None and (row.store or replay or not run.log.finished):
-        return run.log.current()
+    live = live_response(runs, row, replay=replay)
+    if live is not None:
+        return live
     if row.final is not None:
         return row.final
     if row.store:
@@ -37,6 +37,35 @@ def current_response(
         if events:
             return fold(events)
     raise ApiError(404, "response_not_found", "That response was not retained (store: false).")
+
+
+def unretained_response(row: ResponseRow) -> dict[str, Any]:
+    """What is known of a response whose content was not kept (store: false): its row."""
+    return {
+        "id": row.id,
+        "object": "response",
+        "created_at": row.created_at,
+        "status": row.status,
+        "error": None,
+        "incomplete_details": None,
+        "previous_response_id": row.previous_response_id,
+        "model": row.model,
+        "output": [],
+        "store": False,
+        "usage": None,
+        "metadata": {"session_id": row.session_id},
+    }
+
+
+def live_response(
+    runs: RunManager, row: ResponseRow, *, replay: bool = False
+) -> dict[str, Any] | None:
+    """`current_response` when the run in memory answers it (no storage: fit for the event
+    loop), else None."""
+    run = runs.get(row.id)
+    if run is not None and (row.store or replay or not run.log.finished):
+        return run.log.current()
+    return None
 
 
 def task_state(db: Database, runs: RunManager, row: ResponseRow) -> TaskState:

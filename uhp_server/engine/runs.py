@@ -32,6 +32,9 @@ LINGER_SECONDS = 600.0
 # itself: room for the turn's artifact collection (turn.CANCELLED_COLLECT_SECONDS), and still
 # an answer within the second.
 CANCEL_TURN_WAIT = 0.45
+# A session release that met the database away is tried again after this, doubling to the max.
+RELEASE_RETRY_SECONDS = 0.5
+RELEASE_RETRY_MAX_SECONDS = 30.0
 
 
 class RunManager:
@@ -177,9 +180,22 @@ class RunManager:
         # The terminal event's write failed (the database was out of reach): released on the
         # writer once it answers again.
         status = run.log.current()["status"] if run.log.finished else "failed"
-        releasing = asyncio.create_task(self.db.write(self._release_unrecorded, run, status))
+        releasing = asyncio.create_task(self._release_when_possible(run, status))
         self._releasing.add(releasing)
-        releasing.add_done_callback(self._released)
+        releasing.add_done_callback(self._releasing.discard)
+
+    async def _release_when_possible(self, run: Run, status: str) -> None:
+        """Tried until the database answers: a session left held would refuse its
+        conversation's next turn for good."""
+        delay = RELEASE_RETRY_SECONDS
+        while True:
+            try:
+                await self.db.write(self._release_unrecorded, run, status)
+                return
+            except Exception:
+                log.warning("session_release_failed", exc_info=True)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RELEASE_RETRY_MAX_SECONDS)
 
     def _release_unrecorded(self, run: Run, status: str) -> None:
         if not run.log.persist:
@@ -187,11 +203,6 @@ class RunManager:
         session_store.release_session(
             self.db, run.session_id, run.response_id, status, run.native_session_id
         )
-
-    def _released(self, releasing: asyncio.Task[None]) -> None:
-        self._releasing.discard(releasing)
-        if not releasing.cancelled() and releasing.exception() is not None:
-            log.error("session_release_failed", exc_info=releasing.exception())
 
     async def cancel(self, run: Run) -> None:
         """Request a stop; the terminal event is written before this returns.
@@ -284,6 +295,8 @@ class RunManager:
         tasks = [run.task for run in runs if run.task]
         if tasks:
             await asyncio.wait(tasks, timeout=10)
+        for releasing in list(self._releasing):  # the next start's recovery frees those
+            releasing.cancel()
 
     def _prune(self) -> None:
         cutoff = time.monotonic() - LINGER_SECONDS

@@ -18,7 +18,7 @@ from storage import sessions as session_store
 from storage.models import ResponseRow
 from uhp_server.engine.history import user_text
 from uhp_server.engine.questions import answered_questions, answers_prompt
-from uhp_server.engine.reading import follow_events, task_state
+from uhp_server.engine.reading import follow_events, task_state, unretained_response
 from uhp_server.engine.requests import (
     INPUT_REQUIRED,
     EngineTask,
@@ -94,6 +94,9 @@ class TaskSteering:
             closing = await withdraw_parked(
                 self.db, row, state.response, replica_id=self.runs.replica_id
             )
+            if not row.store:  # nothing of the closing turn is kept to read back but its row
+                closing_row = await self._row(principal_id, closing)
+                return TaskState(closing_row.status, unretained_response(closing_row))
             return await self.state(principal_id, closing)
         return state
 

@@ -41,8 +41,7 @@ class TraceDeleter:
         self.grace_seconds = grace_seconds
 
     async def delete(self, session_id: str) -> None:
-        traces.forget_session(self.db, session_id)
-        shares.revoke(self.db, session_id)
+        await self.db.write(self._unaddressable, session_id)
         run = self.runs.for_session(session_id)
         if run is not None and not run.log.finished:
             await self.runs.cancel(run)
@@ -51,20 +50,32 @@ class TraceDeleter:
             if active is not None:
                 await self.runs.cancel_elsewhere(active)
         await self.runs.wait_stopped(session_id, self.grace_seconds + 10)
-        await asyncio.to_thread(self._purge, session_id)
-
-    def _purge(self, session_id: str) -> None:
-        inputs = traces.inline_inputs(self.db, session_id)
-        for response_id in session_listing.all_response_ids(self.db, session_id):
+        response_ids = await self.db.read(session_listing.all_response_ids, self.db, session_id)
+        for response_id in response_ids:  # a late append of theirs is stored no more
             run = self.runs.get(response_id)
             if run is not None:
                 run.log.persist = False
-            response_store.delete_response(self.db, response_id)
+        unused = await self.db.write(self._delete_rows, session_id, response_ids)
+        for response_id in response_ids:
             self.runs.forget(response_id)
+        await asyncio.to_thread(self._delete_files, session_id, unused)
+
+    def _unaddressable(self, session_id: str) -> None:
+        traces.forget_session(self.db, session_id)
+        shares.revoke(self.db, session_id)
+
+    def _delete_rows(self, session_id: str, response_ids: list[str]) -> list[str]:
+        """Delete the trace's rows; the blobs nothing else references now."""
+        inputs = traces.inline_inputs(self.db, session_id)
+        for response_id in response_ids:
+            response_store.delete_response(self.db, response_id)
         traces.delete_files(self.db, [row.id for row in inputs])
         hashes = artifact_store.delete_for_session(self.db, session_id)
-        for sha256 in sorted({*hashes, *(row.sha256 for row in inputs)}):
-            if not file_store.blob_in_use(self.db, sha256):
-                self.blobs.delete(sha256)
-                (self.previews_dir / f"{sha256}.pdf").unlink(missing_ok=True)
+        candidates = sorted({*hashes, *(row.sha256 for row in inputs)})
+        return [sha256 for sha256 in candidates if not file_store.blob_in_use(self.db, sha256)]
+
+    def _delete_files(self, session_id: str, unused: list[str]) -> None:
+        for sha256 in unused:
+            self.blobs.delete(sha256)
+            (self.previews_dir / f"{sha256}.pdf").unlink(missing_ok=True)
         shutil.rmtree(self.sessions_dir / session_id, ignore_errors=True)

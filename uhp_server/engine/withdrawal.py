@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from storage import responses as response_store
+from storage import session_listing
 from storage.db import Database
 from storage.models import ResponseRow
 from uhp_server.engine.builder import ResponseBuilder
@@ -67,6 +68,8 @@ async def withdraw_parked(
     builder = ResponseBuilder(closing)
     log = EventLog(db, response_id, persist=parked.store)
     await log.append([*builder.created(), *builder.finish("cancelled")])
+    if not parked.store:  # nothing of it is kept but its end, which histories list
+        await db.write(session_listing.record_status, db, response_id, "cancelled")
     return response_id
 
 

@@ -70,8 +70,14 @@ def _row_or_404(ctx: AppContext, principal: Principal, response_id: str) -> Resp
     return row
 
 
-def current_response(ctx: AppContext, row: ResponseRow, *, replay: bool = False) -> dict[str, Any]:
-    return reading.current_response(ctx.db, ctx.runs, row, replay=replay)
+async def current_response(
+    ctx: AppContext, row: ResponseRow, *, replay: bool = False
+) -> dict[str, Any]:
+    """From the run in memory, else read (stored events are folded) on a reader thread."""
+    live = reading.live_response(ctx.runs, row, replay=replay)
+    if live is not None:
+        return live
+    return await ctx.db.read(reading.current_response, ctx.db, ctx.runs, row, replay=replay)
 
 
 def _events(ctx: AppContext, row: ResponseRow, after: int) -> AsyncIterator[dict[str, Any]]:
@@ -97,7 +103,7 @@ async def _deliver(
     elif run is None and not background and row.status == "in_progress":  # on another replica
         await ctx.runs.wait_elsewhere(row.id)
         row = await ctx.db.read(_row_or_404, ctx, principal, response_id)
-    return JSONResponse(current_response(ctx, row, replay=True))
+    return JSONResponse(await current_response(ctx, row, replay=True))
 
 
 # -- routes ------------------------------------------------------------------------------
@@ -141,7 +147,7 @@ async def get_response(
 ) -> Any:
     row = await ctx.db.read(_row_or_404, ctx, principal, response_id)
     if not stream:
-        return current_response(ctx, row)
+        return await current_response(ctx, row)
     after = starting_after if starting_after is not None else -1
     last_event_id = request.headers.get("last-event-id")
     if last_event_id is not None:
@@ -208,23 +214,10 @@ async def cancel_response(
         # Cancelling a finished task succeeds and changes nothing (Sessions §4), also when
         # its content was never retained: answer with what is known without it.
         return _unretained(row, run)
-    return current_response(ctx, row)
+    return await current_response(ctx, row)
 
 
 def _unretained(row: ResponseRow, run: Any) -> dict[str, Any]:
     if run is not None:
         return run.log.current()
-    return {
-        "id": row.id,
-        "object": "response",
-        "created_at": row.created_at,
-        "status": row.status,
-        "error": None,
-        "incomplete_details": None,
-        "previous_response_id": row.previous_response_id,
-        "model": row.model,
-        "output": [],
-        "store": False,
-        "usage": None,
-        "metadata": {"session_id": row.session_id},
-    }
+    return reading.unretained_response(row)
