@@ -235,11 +235,8 @@ async def test_a_nul_character_in_client_text_is_never_a_server_error(server):
     assert named.json()["error"]["param"] == "name"
 
 
-async def test_no_storage_call_runs_on_the_event_loop_for_a_task_kept_or_not(
-    server: InProcess, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # A turn's end (an unkept one's status and session release included) is written on the
-    # writer thread: a call on the loop would stall every stream for its duration.
+def _storage_on_the_loop(server: InProcess, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Where the server opens a database session on the event loop from now on (stacks)."""
     on_loop: list[str] = []
     opened = server.ctx.db.session
 
@@ -252,6 +249,15 @@ async def test_no_storage_call_runs_on_the_event_loop_for_a_task_kept_or_not(
         return opened(**options)
 
     monkeypatch.setattr(server.ctx.db, "session", session)
+    return on_loop
+
+
+async def test_no_storage_call_runs_on_the_event_loop_for_a_task_kept_or_not(
+    server: InProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A turn's end (an unkept one's status and session release included) is written on the
+    # writer thread: a call on the loop would stall every stream for its duration.
+    on_loop = _storage_on_the_loop(server, monkeypatch)
     server.base.script("short", answer("done"))
     unkept = await server.submit("short", store=False)
     assert unkept.json()["status"] == "completed"
@@ -270,18 +276,7 @@ async def test_deleting_a_trace_does_no_storage_on_the_event_loop(
     server.base.script("short", answer("done"))
     done = await server.submit("short")
     session_id = done.json()["metadata"]["session_id"]
-    on_loop: list[str] = []
-    opened = server.ctx.db.session
-
-    def session(**options: bool):  # type: ignore[no-untyped-def]
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return opened(**options)
-        on_loop.append("".join(traceback.format_stack(limit=6)))
-        return opened(**options)
-
-    monkeypatch.setattr(server.ctx.db, "session", session)
+    on_loop = _storage_on_the_loop(server, monkeypatch)
     deleted = await server.client.delete(f"/v1/traces/{session_id}")
     assert deleted.status_code == 200, deleted.text
     assert on_loop == [], on_loop[0]

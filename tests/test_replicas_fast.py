@@ -279,6 +279,33 @@ def _line_states(db: Database, *response_ids: str) -> list[str | None]:
     return [states.get(response_id) for response_id in response_ids]
 
 
+async def _ran_in_order(a: InProcess, b: InProcess, holding: str, first: str, then: str) -> None:
+    """Once both wait in line, free `holding`'s slot: `first` must run before `then` (the
+    limit is one turn)."""
+
+    async def both_wait() -> bool:
+        return _line_states(a.ctx.db, first, then) == ["waiting", "waiting"]
+
+    await _wait_for(both_wait)
+    await a.client.post(f"/v1/responses/{holding}/cancel")
+
+    async def both_done() -> bool:
+        bodies = [(await b.client.get(f"/v1/responses/{i}")).json() for i in (first, then)]
+        return all(body["status"] == "completed" for body in bodies)
+
+    await _wait_for(both_done, 15)
+    with a.ctx.db.session() as s:
+        finished = dict(
+            s.connection()
+            .execute(
+                text("SELECT id, finished_at FROM response WHERE id IN (:f, :t)"),
+                {"f": first, "t": then},
+            )
+            .all()
+        )
+    assert finished[first] < finished[then]
+
+
 async def test_turns_are_admitted_in_the_order_they_arrived_not_the_order_they_joined(
     tmp_path: Path, provider: RunningProvider
 ) -> None:
@@ -300,27 +327,7 @@ async def test_turns_are_admitted_in_the_order_they_arrived_not_the_order_they_j
         a.base.script("third", answer("three"))
         third = (await a.submit("third", background=True)).json()["id"]
 
-        async def both_wait() -> bool:
-            return _line_states(a.ctx.db, second, third) == ["waiting", "waiting"]
-
-        await _wait_for(both_wait)
-        await a.client.post(f"/v1/responses/{holding}/cancel")
-
-        async def both_done() -> bool:
-            bodies = [(await b.client.get(f"/v1/responses/{i}")).json() for i in (second, third)]
-            return all(body["status"] == "completed" for body in bodies)
-
-        await _wait_for(both_done, 15)
-        with a.ctx.db.session() as s:
-            finished = dict(
-                s.connection()
-                .execute(
-                    text("SELECT id, finished_at FROM response WHERE id IN (:s, :t)"),
-                    {"s": second, "t": third},
-                )
-                .all()
-            )
-        assert finished[second] < finished[third]  # one slot: the first to arrive ran first
+        await _ran_in_order(a, b, holding, second, third)
 
 
 async def test_a_slot_handed_over_is_taken_though_its_notification_was_lost(
@@ -692,27 +699,7 @@ async def test_the_line_order_does_not_follow_a_replicas_own_clock(
         third = (await b.submit("third", background=True)).json()["id"]
         monkeypatch.undo()
 
-        async def both_wait() -> bool:
-            return _line_states(a.ctx.db, second, third) == ["waiting", "waiting"]
-
-        await _wait_for(both_wait)
-        await a.client.post(f"/v1/responses/{holding}/cancel")
-
-        async def both_done() -> bool:
-            bodies = [(await b.client.get(f"/v1/responses/{i}")).json() for i in (second, third)]
-            return all(body["status"] == "completed" for body in bodies)
-
-        await _wait_for(both_done, 15)
-        with a.ctx.db.session() as s:
-            finished = dict(
-                s.connection()
-                .execute(
-                    text("SELECT id, finished_at FROM response WHERE id IN (:s, :t)"),
-                    {"s": second, "t": third},
-                )
-                .all()
-            )
-        assert finished[second] < finished[third]  # one slot: the first to arrive ran first
+        await _ran_in_order(a, b, holding, second, third)
 
 
 async def test_a_replica_whose_renewals_are_slow_but_succeed_keeps_its_turns(
