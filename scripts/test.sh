@@ -48,6 +48,7 @@ finish_pass() {
   echo "=== ${pass_what[$pid]}: exit $code, $((SECONDS - pass_started[$pid])) s" \
     "(ended at $SECONDS s) ==="
   cat "${pass_log[$pid]}"
+  unset "pass_what[$pid]"  # (`pass_what` holds the passes still running)
   ((code == 0 || code == 5)) || status=$code
 }
 # run_pass "WHAT" [VAR=value ...] -- [FILE...]: one more pytest pass over FILEs (every test
@@ -111,6 +112,10 @@ if bash scripts/postgres.sh; then
     tests/test_sessions_listing.py tests/test_tasks_e2e.py tests/test_sessions_e2e.py \
     tests/test_restart_e2e.py tests/test_openai_sdk.py tests/test_replicas_fast.py \
     tests/test_replicas_e2e.py tests/test_replicas_edges.py tests/test_test_servers.py
+  postgres_pass=$!
+  # That pass stops and starts the cluster once (a restart under a running server,
+  # tests/test_postgres_storage.py): the next pass on the same cluster waits for it to end.
+  while [[ -v "pass_what[$postgres_pass]" ]]; do finish_pass; done
   # Two replicas on one PostgreSQL database behind Debian's haproxy (scripts/haproxy.sh installs
   # it; tests/support/replicas.py starts them): the end-to-end files of tasks, sessions and the
   # SDK through the balancer, and the balancer's own tests (a stream, a replay and a cancel on
