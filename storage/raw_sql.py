@@ -112,7 +112,7 @@ class PostgresBackend:
         return bool(conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE)
 
     def usable(self, conn: Any) -> bool:
-        return not conn.closed and not hung_up(conn)
+        return not hung_up(conn)  # closed, or the server said it is closing it
 
     def sql(self, statement: str) -> str:
         return statement.replace("?", "%s")

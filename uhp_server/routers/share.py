@@ -79,9 +79,8 @@ def _revoke(ctx: AppContext, principal_id: str, session: SessionRow) -> dict[str
 async def share_session(
     session_id: str, request: Request, principal: CurrentPrincipal, ctx: Ctx
 ) -> dict[str, Any]:
-    enabled = await _wants_enabled(request)  # the body is read first, on the loop
     session = await ctx.db.read(session_or_404, ctx, principal, session_id)
-    if not enabled:
+    if not await _wants_enabled(request):
         return await ctx.db.write(_revoke, ctx, principal.id, session)
     return shares.to_wire(await ctx.db.write(shares.publish, ctx.db, principal.id, session.id))
 
