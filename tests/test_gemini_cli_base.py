@@ -193,6 +193,44 @@ async def test_a_cancelled_or_failed_later_turn_keeps_the_earlier_conversation(
     assert recalled.text == "you said apple" and not recalled.of(ev.Notice)
 
 
+def _chat_files(home: Path, native_id: str) -> list[Path]:
+    return sorted(
+        home.glob(f"{gemini_config.CONFIG_DIR}/tmp/*/chats/session-*-{native_id[:8]}.jsonl")
+    )
+
+
+def _left_by_a_load_in_a_later_minute(conversation: Path) -> None:
+    # What `session/load` leaves when it runs in a later minute than the conversation's
+    # file was named in: a second file of the same session holding only its metadata.
+    metadata = conversation.read_text().splitlines()[0]
+    later = re.sub(r"T\d\d-\d\d-", "T23-59-", conversation.name)
+    if later == conversation.name:
+        later = re.sub(r"T\d\d-\d\d-", "T23-58-", conversation.name)
+    (conversation.parent / later).write_text(metadata + "\n")
+
+
+def _idle_for_40_days(conversation: Path) -> None:
+    stamp = re.compile(r'"(startTime|lastUpdated|timestamp)":"[^"]+"')
+    old = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(time.time() - 40 * 86400))
+    conversation.write_text(
+        stamp.sub(lambda m: f'"{m.group(1)}":"{old}"', conversation.read_text())
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("aged", [_left_by_a_load_in_a_later_minute, _idle_for_40_days])
+async def test_the_cli_never_deletes_a_conversation_the_server_holds(
+    env: LiveBase, aged: object
+) -> None:
+    # The server alone decides when a session ends (DELETE /v1/sessions/{id}); Gemini CLI's
+    # session cleanup, run as each of its processes starts, must not decide it instead.
+    first = await env.run("REMEMBER apple")
+    [conversation] = _chat_files(env.home, first.native_id)
+    aged(conversation)  # type: ignore[operator]
+    recalled = await env.run("RECALL", native_session_id=first.native_id)
+    assert recalled.text == "you said apple" and not recalled.of(ev.Notice)
+
+
 @pytest.mark.slow
 async def test_tool_commands_do_not_inherit_credentials(
     env: LiveBase, gateway: RunningGateway

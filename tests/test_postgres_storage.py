@@ -231,6 +231,11 @@ def test_connections_numbered_past_what_select_can_watch_are_not_taken_for_close
     # kept (not replaced at every use, nor refused at every checkout).
     import os
 
+    from uhp_server.connections import raise_fd_limit
+
+    # As `serve` does: a soft limit of 1,024 (a container's default) would stop the spare
+    # descriptors below before they reach select()'s reach.
+    assert raise_fd_limit() > 1200, "this host's hard descriptor limit is below 1,200"
     url = str(Settings(data_dir=tmp_path).database)
     spare = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
     db: Database | None = None

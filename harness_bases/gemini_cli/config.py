@@ -3,7 +3,7 @@
 `~/.gemini/settings.json` (rewritten every turn) switches off what would go online or call the
 model behind the agent's back (auto-update and its notice, usage statistics, telemetry, IDE
 integration, checkpointing, the next-speaker check, model-driven loop detection, a ripgrep
-download), caps a model call at 2 attempts (10 with backoff would hold a failed turn), uses
+download) or delete a conversation the server still holds (the session cleanup), caps a model call at 2 attempts (10 with backoff would hold a failed turn), uses
 the `gemini-api-key` auth (the key is `$GEMINI_API_KEY`, the turn token, read from the
 environment: never written into a file), and lists the disabled tools in
 `tools.exclude`, which takes them out of the tool registry. Shell commands run without a
@@ -59,6 +59,12 @@ def settings(turn: TurnSpec) -> dict:
             "checkpointing": {"enabled": False},
             # Its default, 10 attempts with backoff, holds a failed turn for minutes.
             "maxAttempts": 2,
+            # The server decides how long a session lives. The CLI's own cleanup, run as each
+            # process starts, deletes conversations idle past 30 days, and deletes every file
+            # that shares a short id with a file that has no conversation in it. A
+            # `session/load` in a later minute than the conversation's file leaves exactly
+            # such a file, so the next start deleted the conversation it had just resumed.
+            "sessionRetention": {"enabled": False},
         },
         "privacy": {"usageStatisticsEnabled": False},
         "telemetry": {"enabled": False},
