@@ -3,12 +3,13 @@
 `~/.gemini/settings.json` (rewritten every turn) switches off what would go online or call the
 model behind the agent's back (auto-update and its notice, usage statistics, telemetry, IDE
 integration, checkpointing, the next-speaker check, model-driven loop detection, a ripgrep
-download) or delete a conversation the server still holds (the session cleanup), caps a model call at 2 attempts (10 with backoff would hold a failed turn), uses
-the `gemini-api-key` auth (the key is `$GEMINI_API_KEY`, the turn token, read from the
-environment: never written into a file), and lists the disabled tools in
-`tools.exclude`, which takes them out of the tool registry. Shell commands run without a
-pseudo-terminal (`enableInteractiveShell: false`): only then does the ACP tool update carry
-the command's output (a terminal rendering is dropped from it).
+download) or delete a conversation the server still holds (the session cleanup), caps a model
+call at 2 attempts (10 with backoff would hold a failed turn), uses the `gemini-api-key` auth
+(the key is `$GEMINI_API_KEY`, the turn token, read from the environment: never written into a
+file), and lists the disabled tools in `tools.exclude`, which takes them out of the tool
+registry. Shell commands run without a pseudo-terminal (`enableInteractiveShell: false`): only
+then does the ACP tool update carry the command's output (a terminal rendering is dropped from
+it).
 
 The system prompt goes into `~/.gemini/GEMINI.md`, the user-level context file Gemini CLI
 adds to every request (removed when the turn has none). Skills go whole into
