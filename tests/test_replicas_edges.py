@@ -8,28 +8,23 @@ import contextlib
 from contextlib import AsyncExitStack
 from pathlib import Path
 
-import pytest
-
 from storage import keys
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
-from tests.support import postgres
 from tests.support.fake_engine import CONNECTION, StandInBase
 from tests.support.in_process import InProcess, in_process
-from tests.test_replicas_fast import (
+from tests.support.replica_pair import (
     LEASE,
-    _replicas,
-    _running_with_text,
-    _stream,
-    _text,
-    _wait_for,
+    ONLY_ON_POSTGRESQL,
+    output_text,
+    running_with_text,
+    stream_of,
+    two_replicas,
+    wait_for,
 )
 from uhp_server.engine.requests import EngineTask, QuestionPolicy, ToolAnswer
 
-pytestmark = pytest.mark.skipif(
-    postgres.TEST_DATABASE != "postgresql",
-    reason="replicas share a PostgreSQL database: the PostgreSQL pass runs these",
-)
+pytestmark = ONLY_ON_POSTGRESQL
 
 
 async def test_relayed_cancels_and_streams_leave_no_waiters_behind(
@@ -40,11 +35,11 @@ async def test_relayed_cancels_and_streams_leave_no_waiters_behind(
     and so never dropped. Many turns streamed or cancelled across replicas must not grow the
     table without bound."""
     async with AsyncExitStack() as stack:
-        a, b = await _replicas(stack, tmp_path, provider)
+        a, b = await two_replicas(stack, tmp_path, provider)
         notes = b.ctx.runs.cluster.notes
         for _ in range(3):
-            response_id = await _running_with_text(a)
-            streaming = asyncio.create_task(_stream(b, response_id))
+            response_id = await running_with_text(a)
+            streaming = asyncio.create_task(stream_of(b, response_id))
             await asyncio.sleep(0.3)
             cancelled = (await b.client.post(f"/v1/responses/{response_id}/cancel")).json()
             assert cancelled["status"] == "cancelled", cancelled
@@ -54,7 +49,7 @@ async def test_relayed_cancels_and_streams_leave_no_waiters_behind(
             return not notes._changed
 
         with contextlib.suppress(AssertionError):
-            await _wait_for(no_waiters, 3.0)
+            await wait_for(no_waiters, 3.0)
         assert not notes._changed, f"left behind: {sorted(notes._changed)}"
 
 
@@ -105,7 +100,7 @@ async def test_a_question_asked_on_one_replica_is_seen_and_answered_on_the_other
             state = await a.ctx.tasks.state(principal_id, response_id)
             return state.status == "input_required"
 
-        await _wait_for(asking_on_a)
+        await wait_for(asking_on_a)
         (question,) = (await a.ctx.tasks.state(principal_id, response_id)).questions
         seen_on_b = await b.ctx.tasks.state(principal_id, response_id)
         assert seen_on_b.status == "input_required", seen_on_b.status
@@ -121,8 +116,8 @@ async def test_a_task_cancelled_while_its_replica_is_dead_ends_cancelled(
     that takes the turn over ends it `failed` ("The server replica running this task
     stopped.") without looking at the request."""
     async with AsyncExitStack() as stack:
-        a, b = await _replicas(stack, tmp_path, provider)
-        response_id = await _running_with_text(a)
+        a, b = await two_replicas(stack, tmp_path, provider)
+        response_id = await running_with_text(a)
         cluster = a.ctx.runs.cluster
         assert cluster is not None and cluster._loop_task is not None
         cluster._loop_task.cancel()  # a renews no lease and hears no cancel: as if killed
@@ -134,7 +129,7 @@ async def test_a_task_cancelled_while_its_replica_is_dead_ends_cancelled(
             body = (await b.client.get(f"/v1/responses/{response_id}")).json()
             return bool(body["status"] != "in_progress")
 
-        await _wait_for(over, LEASE * 5)
+        await wait_for(over, LEASE * 5)
         body = (await b.client.get(f"/v1/responses/{response_id}")).json()
         assert body["status"] == "cancelled", body
-        assert _text(body) == "partial answer"  # output before the cancel is kept
+        assert output_text(body) == "partial answer"  # output before the cancel is kept

@@ -1,0 +1,91 @@
+"""Two replicas of the server on one PostgreSQL database, in process (FakeBase,
+FakeSandbox): two apps share one database and one data folder, each with its own replica id,
+as `serve` processes do. Used by tests/test_replicas_*.py."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness_bases.events import TextDelta
+from tests.conftest import PROVIDER_KEY
+from tests.scripted_provider import RunningProvider
+from tests.support import postgres
+from tests.support.fakes import Hang
+from tests.support.in_process import InProcess, in_process
+from tests.support.sse import Stream, parse_lines
+
+ONLY_ON_POSTGRESQL = pytest.mark.skipif(
+    postgres.TEST_DATABASE != "postgresql",
+    reason="replicas share a PostgreSQL database: the PostgreSQL pass runs these",
+)
+
+LEASE = 1.0
+
+
+async def two_replicas(
+    stack: AsyncExitStack, data_dir: Path, provider: RunningProvider, **settings: Any
+) -> tuple[InProcess, InProcess]:
+    started = []
+    for name in ("a", "b"):
+        replica = in_process(
+            data_dir,
+            provider.base_url,
+            PROVIDER_KEY,
+            replica_id=name,
+            replica_lease_seconds=LEASE,
+            **settings,
+        )
+        started.append(await stack.enter_async_context(replica))
+    a, b = started
+    return a, b
+
+
+async def wait_for(condition: Any, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not await condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.02)
+
+
+async def running_with_text(a: InProcess) -> str:
+    a.base.script("long", [TextDelta("m", "partial answer"), Hang()])
+    response_id = (await a.submit("long", background=True)).json()["id"]
+
+    async def has_text() -> bool:
+        run = a.ctx.runs.get(response_id)
+        return run is not None and any(e["type"].endswith("delta") for e in run.log.events)
+
+    await wait_for(has_text)
+    return response_id
+
+
+async def stream_of(replica: InProcess, response_id: str) -> Stream:
+    async with replica.client.stream(
+        "GET", f"/v1/responses/{response_id}?stream=true", timeout=30
+    ) as response:
+        lines = [line async for line in response.aiter_lines()]
+    return parse_lines(lines, Stream())
+
+
+def completed_on(replica: InProcess, response_id: str) -> Callable[[], Awaitable[bool]]:
+    async def completed() -> bool:
+        body = (await replica.client.get(f"/v1/responses/{response_id}")).json()
+        return bool(body["status"] == "completed")
+
+    return completed
+
+
+def output_text(response: dict[str, Any]) -> str:
+    return "".join(
+        part.get("text", "")
+        for item in response["output"]
+        if item["type"] == "message"
+        for part in item["content"]
+    )

@@ -1,0 +1,180 @@
+"""The admission line shared by replicas, two in process on one PostgreSQL database
+(tests/support/replica_pair.py): the turn limit counts every replica's turns, and turns are
+admitted in the order they arrived."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from storage import replicas as replica_store
+from storage.db import Database
+from tests.conftest import PROVIDER_KEY
+from tests.scripted_provider import RunningProvider
+from tests.support.fakes import answer
+from tests.support.in_process import InProcess, in_process
+from tests.support.replica_pair import (
+    LEASE,
+    ONLY_ON_POSTGRESQL,
+    completed_on,
+    running_with_text,
+    two_replicas,
+    wait_for,
+)
+from uhp_server.engine import shared_admission
+from uhp_server.settings import Settings
+
+pytestmark = ONLY_ON_POSTGRESQL
+
+
+async def test_the_turn_limit_counts_the_turns_of_every_replica(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    async with AsyncExitStack() as stack:
+        a, b = await two_replicas(stack, tmp_path, provider, max_concurrent_turns=1)
+        holding = await running_with_text(a)
+        b.base.script("quick", answer("done"))
+        waiting = (await b.submit("quick", background=True)).json()["id"]
+        await asyncio.sleep(1.0)
+        body = (await b.client.get(f"/v1/responses/{waiting}")).json()
+        assert body["status"] == "in_progress" and body["output"] == []
+        assert b.ctx.runs.get(waiting).queued
+        state = await a.ctx.tasks.state(a.ctx.runs.get(holding).principal_id, waiting)
+        assert state.status == "queued"  # seen from the replica it does not wait on, too
+        await a.client.post(f"/v1/responses/{holding}/cancel")
+
+        await wait_for(completed_on(b, waiting), 10)
+
+
+def _line_states(db: Database, *response_ids: str) -> list[str | None]:
+    with db.session() as s:
+        rows = s.connection().execute(
+            text("SELECT id, admission FROM response WHERE id = ANY(:ids)"),
+            {"ids": list(response_ids)},
+        )
+        states = dict(rows.all())
+    return [states.get(response_id) for response_id in response_ids]
+
+
+async def _ran_in_order(a: InProcess, b: InProcess, holding: str, first: str, then: str) -> None:
+    """Once both wait in line, free `holding`'s slot: `first` must run before `then` (the
+    limit is one turn)."""
+
+    async def both_wait() -> bool:
+        return _line_states(a.ctx.db, first, then) == ["waiting", "waiting"]
+
+    await wait_for(both_wait)
+    await a.client.post(f"/v1/responses/{holding}/cancel")
+
+    async def both_done() -> bool:
+        bodies = [(await b.client.get(f"/v1/responses/{i}")).json() for i in (first, then)]
+        return all(body["status"] == "completed" for body in bodies)
+
+    await wait_for(both_done, 15)
+    with a.ctx.db.session() as s:
+        finished = dict(
+            s.connection()
+            .execute(
+                text("SELECT id, finished_at FROM response WHERE id IN (:f, :t)"),
+                {"f": first, "t": then},
+            )
+            .all()
+        )
+    assert finished[first] < finished[then]
+
+
+async def test_turns_are_admitted_in_the_order_they_arrived_not_the_order_they_joined(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    async with AsyncExitStack() as stack:
+        a, b = await two_replicas(stack, tmp_path, provider, max_concurrent_turns=1)
+        holding = await running_with_text(a)
+        # b is slow to get its turn to the line (a cold replica opening its connections,
+        # say): a's later turn joins the line before it.
+        line = b.ctx.runs.executor.admission
+        join_now = line.acquire
+
+        async def join_late(holder: str) -> None:
+            await asyncio.sleep(0.5)
+            await join_now(holder)
+
+        line.acquire = join_late  # type: ignore[method-assign]
+        b.base.script("second", answer("two"))
+        second = (await b.submit("second", background=True)).json()["id"]
+        a.base.script("third", answer("three"))
+        third = (await a.submit("third", background=True)).json()["id"]
+
+        await _ran_in_order(a, b, holding, second, third)
+
+
+async def test_a_slot_handed_over_is_taken_though_its_notification_was_lost(
+    tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shared_admission, "POLL_SECONDS", 0.2)
+    async with AsyncExitStack() as stack:
+        a, b = await two_replicas(stack, tmp_path, provider, max_concurrent_turns=1)
+        assert b.ctx.runs.cluster is not None
+        b.ctx.runs.cluster.notes.on(replica_store.ADMISSION_CHANNEL, lambda _id: None)
+        holding = await running_with_text(a)
+        b.base.script("quick", answer("done"))
+        waiting = (await b.submit("quick", background=True)).json()["id"]
+
+        async def in_line() -> bool:
+            return _line_states(a.ctx.db, waiting) == ["waiting"]
+
+        await wait_for(in_line)
+        await a.client.post(f"/v1/responses/{holding}/cancel")
+
+        await wait_for(completed_on(b, waiting), 10)
+
+
+async def test_a_slot_whose_release_was_lost_is_free_again_when_its_replica_restarts(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    settings = {"replica_id": "a", "replica_lease_seconds": LEASE, "max_concurrent_turns": 1}
+    async with in_process(tmp_path, provider.base_url, PROVIDER_KEY, **settings) as a:
+        a.base.script("first", answer("one"))
+        first = (await a.submit("first")).json()
+        assert first["status"] == "completed"
+    # The server stopped before the slot's release was written (it is written after the
+    # turn's process is gone, by a task the stopping server may not wait for).
+    db = Database(Settings(data_dir=tmp_path).database)
+    with db.session() as s:
+        s.connection().execute(
+            text("UPDATE response SET admission = 'admitted' WHERE id = :id"), {"id": first["id"]}
+        )
+        s.commit()
+    db.close()
+    async with in_process(tmp_path, provider.base_url, PROVIDER_KEY, **settings) as again:
+        again.base.script("second", answer("two"))
+        second = await asyncio.wait_for(again.submit("second"), 10)
+        assert second.json()["status"] == "completed"
+
+
+async def test_the_line_order_does_not_follow_a_replicas_own_clock(
+    tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Leases are timed by the database's clock; a turn's place in line must be too: a
+    # replica whose host clock runs a minute behind would otherwise put each of its turns
+    # before every turn the others accepted in the last minute.
+    from types import SimpleNamespace
+
+    from uhp_server.engine import acceptance
+
+    async with AsyncExitStack() as stack:
+        a, b = await two_replicas(stack, tmp_path, provider, max_concurrent_turns=1)
+        holding = await running_with_text(a)
+        a.base.script("second", answer("two"))
+        second = (await a.submit("second", background=True)).json()["id"]
+        behind = SimpleNamespace(time=lambda: time.time() - 60)
+        monkeypatch.setattr(acceptance, "time", behind)  # b's host clock, a minute behind
+        b.base.script("third", answer("three"))
+        third = (await b.submit("third", background=True)).json()["id"]
+        monkeypatch.undo()
+
+        await _ran_in_order(a, b, holding, second, third)
