@@ -5,6 +5,7 @@ as `serve` processes do. Used by tests/test_replicas_*.py."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -45,6 +46,15 @@ async def two_replicas(
         started.append(await stack.enter_async_context(replica))
     a, b = started
     return a, b
+
+
+def lone_replica(
+    data_dir: Path, provider: RunningProvider
+) -> contextlib.AbstractAsyncContextManager[InProcess]:
+    """Replica "a" alone, with the pair's short lease."""
+    return in_process(
+        data_dir, provider.base_url, PROVIDER_KEY, replica_id="a", replica_lease_seconds=LEASE
+    )
 
 
 async def wait_for(condition: Any, timeout: float = 5.0) -> None:
