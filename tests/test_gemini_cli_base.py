@@ -203,10 +203,10 @@ def _left_by_a_load_in_a_later_minute(conversation: Path) -> None:
     # What `session/load` leaves when it runs in a later minute than the conversation's
     # file was named in: a second file of the same session holding only its metadata.
     metadata = conversation.read_text().splitlines()[0]
-    later = re.sub(r"T\d\d-\d\d-", "T23-59-", conversation.name)
-    if later == conversation.name:
-        later = re.sub(r"T\d\d-\d\d-", "T23-58-", conversation.name)
-    (conversation.parent / later).write_text(metadata + "\n")
+    other = re.sub(r"T\d\d-\d\d-", "T23-59-", conversation.name)
+    if other == conversation.name:  # (the cleanup groups files by short id, not by minute)
+        other = re.sub(r"T\d\d-\d\d-", "T23-58-", conversation.name)
+    (conversation.parent / other).write_text(metadata + "\n")
 
 
 def _idle_for_40_days(conversation: Path) -> None:
@@ -227,6 +227,40 @@ async def test_the_cli_never_deletes_a_conversation_the_server_holds(
     first = await env.run("REMEMBER apple")
     [conversation] = _chat_files(env.home, first.native_id)
     aged(conversation)  # type: ignore[operator]
+    recalled = await env.run("RECALL", native_session_id=first.native_id)
+    assert recalled.text == "you said apple" and not recalled.of(ev.Notice)
+
+
+@pytest.mark.slow
+async def test_a_workspace_settings_file_does_not_turn_the_cleanup_back_on(
+    env: LiveBase,
+) -> None:
+    # A workspace's `.gemini/settings.json` (a repository's, or one the agent wrote) outranks
+    # the per-turn settings in the agent's home: the cleanup itself is taken out of the CLI.
+    first = await env.run("REMEMBER apple")
+    [conversation] = _chat_files(env.home, first.native_id)
+    _left_by_a_load_in_a_later_minute(conversation)
+    (env.workspace / ".gemini").mkdir()
+    (env.workspace / ".gemini" / "settings.json").write_text(
+        json.dumps({"general": {"sessionRetention": {"enabled": True, "maxAge": "1d"}}})
+    )
+    recalled = await env.run("RECALL", native_session_id=first.native_id)
+    assert recalled.text == "you said apple" and not recalled.of(ev.Notice)
+
+
+@pytest.mark.slow
+async def test_a_conversation_resumed_in_a_later_minute_is_resumed_again(env: LiveBase) -> None:
+    # The CLI itself leaves the metadata-only file: its conversation's file is named for an
+    # earlier minute than the load's (renamed here: a minute need not pass during the test).
+    first = await env.run("REMEMBER apple")
+    [conversation] = _chat_files(env.home, first.native_id)
+    earlier = re.sub(r"T\d\d-\d\d-", "T00-00-", conversation.name)
+    if earlier == conversation.name:
+        earlier = re.sub(r"T\d\d-\d\d-", "T00-01-", conversation.name)
+    conversation.rename(conversation.parent / earlier)
+    again = await env.run("RECALL", native_session_id=first.native_id)
+    assert again.text == "you said apple"
+    assert len(_chat_files(env.home, first.native_id)) == 2  # the load's own file beside it
     recalled = await env.run("RECALL", native_session_id=first.native_id)
     assert recalled.text == "you said apple" and not recalled.of(ev.Notice)
 

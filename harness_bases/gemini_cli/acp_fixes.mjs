@@ -1,7 +1,7 @@
 // Written by uhp-server; started with `node --import` before Gemini CLI.
-// Five fixes to Gemini CLI 0.61.0's ACP server, made in the bundle's source as it is loaded
-// (the CLI's files stay untouched). The pinned version's source is known: a fix whose text
-// is not found changes nothing.
+// Six fixes to Gemini CLI 0.61.0, made in the bundle's source as it is loaded (the CLI's
+// files stay untouched). The pinned version's source is known: a fix whose text is not found
+// changes nothing.
 // 1. Its `tool_call` update names the tool but leaves out the arguments (`rawInput`).
 // 2. `session/load` starts the session's new chat recording before it reads the recorded
 //    conversation; the new recording overwrites it, so the load finds nothing to resume
@@ -17,6 +17,13 @@
 //    non-interactive mode does): the process lives on while anything holds node's event loop,
 //    and a connected MCP server's open stream (Streamable HTTP's GET, SSE) always does, so
 //    a turn with an MCP server never ended. The fix exits once the cleanup has run.
+// 6. The session cleanup it runs as each process starts deletes conversations idle for 30
+//    days, and every file sharing a short id with one that holds no conversation, which a
+//    `session/load` in a later minute than the conversation's file leaves: the next start
+//    deleted the conversation just resumed. The server decides when a session ends. The
+//    per-turn settings switch the cleanup off, but a `.gemini/settings.json` in the
+//    workspace (a repository's, or one the agent wrote) outranks them: the fix takes the
+//    cleanup out.
 import { register } from "node:module";
 
 const HOOKS = `
@@ -52,6 +59,11 @@ const FIXES = [
       '        const reply = await this.connection.extMethod("_uhp/ask_user", questions);\\n' +
       '        await confirmationDetails.onConfirm("proceed_once", { answers: reply?.answers ?? {} });\\n' +
       "      } else if (confirmationDetails) {",
+  ],
+  [
+    "async function cleanupExpiredSessions(config, settings) {",
+    "async function cleanupExpiredSessions(config, settings) {\\n" +
+      "  return { disabled: true, scanned: 0, deleted: 0, skipped: 0, failed: 0 };",
   ],
   [
     "  await connection.closed.finally(runExitCleanup);\\n}",

@@ -16,10 +16,12 @@ adds to every request (removed when the turn has none). Skills go whole into
 `~/.gemini/skills/<name>/`, where it lists them to the model.
 
 A node load hook (`acp_fixes.mjs`, copied beside it every turn and started with `--import`)
-fixes four faults of the pinned CLI's ACP server: tool calls without their arguments, a
-`session/load` that overwrites the conversation it is about to read, one that answers
-before its replay of the history is sent, and a process that does not exit when its stdin
-ends while an MCP server's stream is open; and it routes the CLI's own `ask_user` to us.
+fixes five faults of the pinned CLI: tool calls without their arguments, a `session/load` that
+overwrites the conversation it is about to read, one that answers before its replay of the
+history is sent, a process that does not exit when its stdin ends while an MCP server's
+stream is open, and a session cleanup that deletes conversations the server still holds
+(which a workspace's own settings could switch back on); and it routes the CLI's own
+`ask_user` to us.
 
 MCP servers (the gateway's MCP proxy routes) are not in this file: they come through ACP's
 `session/new` `mcpServers`, their bearer token in a header there, never written to disk.
