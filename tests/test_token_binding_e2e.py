@@ -69,6 +69,17 @@ def _command_lines(under: int) -> list[str]:
     return lines
 
 
+def _tree_with_sleep(under: int, timeout: float = 10.0) -> list[str]:
+    """The command lines under `under` once the turn's `sleep 12` runs: the token file is
+    written just before the shell starts it, and a busy machine can be read in between."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = _command_lines(under)
+        if any("sleep 12" in line for line in lines) or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.05)
+
+
 def test_a_token_copied_out_of_a_live_turn_is_useless_elsewhere(
     client: httpx.Client, server: ServerProcess
 ) -> None:
@@ -85,7 +96,7 @@ def test_a_token_copied_out_of_a_live_turn_is_useless_elsewhere(
     # the container's, never a command line.)
     if TEST_SANDBOX == "local":
         assert server.proc is not None
-        lines = _command_lines(server.proc.pid)
+        lines = _tree_with_sleep(server.proc.pid)
         assert any("bwrap" in line for line in lines) and any("sleep 12" in line for line in lines)
         # (The tool command itself names the prefix in its grep pattern; a token is longer.)
         token = re.compile(rf"{TOKEN_PREFIX}[A-Za-z0-9_-]{{40,}}")
