@@ -14,14 +14,13 @@ from sqlalchemy import text
 
 from storage import replicas as replica_store
 from storage.db import Database
-from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
 from tests.support.fakes import answer
-from tests.support.in_process import InProcess, in_process
+from tests.support.in_process import InProcess
 from tests.support.replica_pair import (
-    LEASE,
     ONLY_ON_POSTGRESQL,
     completed_on,
+    replica,
     running_with_text,
     two_replicas,
     wait_for,
@@ -136,8 +135,7 @@ async def test_a_slot_handed_over_is_taken_though_its_notification_was_lost(
 async def test_a_slot_whose_release_was_lost_is_free_again_when_its_replica_restarts(
     tmp_path: Path, provider: RunningProvider
 ) -> None:
-    settings = {"replica_id": "a", "replica_lease_seconds": LEASE, "max_concurrent_turns": 1}
-    async with in_process(tmp_path, provider.base_url, PROVIDER_KEY, **settings) as a:
+    async with replica(tmp_path, provider, max_concurrent_turns=1) as a:
         a.base.script("first", answer("one"))
         first = (await a.submit("first")).json()
         assert first["status"] == "completed"
@@ -150,7 +148,7 @@ async def test_a_slot_whose_release_was_lost_is_free_again_when_its_replica_rest
         )
         s.commit()
     db.close()
-    async with in_process(tmp_path, provider.base_url, PROVIDER_KEY, **settings) as again:
+    async with replica(tmp_path, provider, max_concurrent_turns=1) as again:
         again.base.script("second", answer("two"))
         second = await asyncio.wait_for(again.submit("second"), 10)
         assert second.json()["status"] == "completed"

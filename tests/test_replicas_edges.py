@@ -9,14 +9,14 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 from storage import keys
-from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
 from tests.support.fake_engine import CONNECTION, StandInBase
-from tests.support.in_process import InProcess, in_process
+from tests.support.in_process import InProcess
 from tests.support.replica_pair import (
     LEASE,
     ONLY_ON_POSTGRESQL,
     output_text,
+    replica,
     running_with_text,
     stream_of,
     two_replicas,
@@ -59,16 +59,14 @@ async def _asking_replicas(
     started = []
     for name in ("a", "b"):
         base = StandInBase()
-        replica = in_process(
+        started_replica = replica(
             data_dir,
-            provider.base_url,
-            PROVIDER_KEY,
-            base=base,  # type: ignore[arg-type]
-            replica_id=name,
-            replica_lease_seconds=LEASE,
+            provider,
+            name,
+            base=base,
             model_connection_allow_private_hosts=True,
         )
-        running = await stack.enter_async_context(replica)
+        running = await stack.enter_async_context(started_replica)
         base.runs = running.ctx.runs
         started.append(running)
     a, b = started

@@ -15,15 +15,14 @@ from sqlalchemy import text
 
 from storage import replicas as replica_store
 from storage.db import Database
-from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
 from tests.support.fakes import answer
-from tests.support.in_process import InProcess, in_process
+from tests.support.in_process import InProcess
 from tests.support.replica_pair import (
     LEASE,
     ONLY_ON_POSTGRESQL,
-    lone_replica,
     output_text,
+    replica,
     running_with_text,
     two_replicas,
     wait_for,
@@ -97,7 +96,7 @@ async def test_a_replica_that_was_taken_over_lets_its_turns_go(
 async def test_a_replica_cut_off_from_the_database_stops_its_turns_and_ends_them_when_back(
     tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with lone_replica(tmp_path, provider) as a:
+    async with replica(tmp_path, provider) as a:
         response_id = await running_with_text(a)
         renew = replica_store.renew_lease
         cut_off = True
@@ -137,11 +136,10 @@ async def test_a_replica_cut_off_from_the_database_stops_its_turns_and_ends_them
 async def test_a_second_process_with_the_same_replica_id_refuses_to_start(
     tmp_path: Path, provider: RunningProvider
 ) -> None:
-    same = {"replica_id": "same", "replica_lease_seconds": LEASE}
-    async with in_process(tmp_path, provider.base_url, PROVIDER_KEY, **same) as first:
+    async with replica(tmp_path, provider, "same") as first:
         response_id = await running_with_text(first)
         with pytest.raises(RuntimeError, match="UHP_REPLICA_ID"):
-            async with in_process(tmp_path, provider.base_url, PROVIDER_KEY, **same):
+            async with replica(tmp_path, provider, "same"):
                 pass
         run = first.ctx.runs.get(response_id)
         assert run is not None and not run.log.finished  # its turn was left alone
@@ -156,7 +154,7 @@ async def test_a_replica_whose_renewal_hangs_stops_its_turns_when_its_lease_laps
     import threading
 
     reachable = threading.Event()
-    async with lone_replica(tmp_path, provider) as a:
+    async with replica(tmp_path, provider) as a:
         try:
             response_id = await running_with_text(a)
             renew = replica_store.renew_lease
@@ -184,7 +182,7 @@ async def test_a_given_up_turn_whose_session_release_failed_once_frees_its_sessi
     # fails once must be tried again, not forgotten with the session left busy for good.
     from storage import sessions as session_store
 
-    async with lone_replica(tmp_path, provider) as a:
+    async with replica(tmp_path, provider) as a:
         response_id = await running_with_text(a)
         session_id = a.ctx.runs.get(response_id).session_id
         renew, release = replica_store.renew_lease, session_store.release_session
@@ -228,7 +226,7 @@ async def test_a_replica_whose_renewals_are_slow_but_succeed_keeps_its_turns(
     # A busy writer delays each renewal by a little over a third of a lease; every renewal
     # still lands well within the lease (each one a little over two thirds of a lease after
     # the last), so the replica's lease never lapses and it must keep its turns.
-    async with lone_replica(tmp_path, provider) as a:
+    async with replica(tmp_path, provider) as a:
         response_id = await running_with_text(a)
         run = a.ctx.runs.get(response_id)
         renew = replica_store.renew_lease
@@ -249,7 +247,7 @@ async def test_a_renewal_that_succeeds_during_an_event_loop_stall_keeps_the_turn
     # The renewal commits on the writer thread while the event loop is stalled (a long
     # synchronous call) for most of a lease: the lease was renewed in time, yet when the loop
     # wakes, the third-of-a-lease timeout is handled before the renewal's result reaches it.
-    async with lone_replica(tmp_path, provider) as a:
+    async with replica(tmp_path, provider) as a:
         response_id = await running_with_text(a)
         run = a.ctx.runs.get(response_id)
         renew, loop, stalls = replica_store.renew_lease, asyncio.get_running_loop(), [1]

@@ -30,31 +30,27 @@ ONLY_ON_POSTGRESQL = pytest.mark.skipif(
 LEASE = 1.0
 
 
+def replica(
+    data_dir: Path, provider: RunningProvider, name: str = "a", **settings: Any
+) -> contextlib.AbstractAsyncContextManager[InProcess]:
+    """Replica `name` of the server on the data folder's database, with the pair's short
+    lease; `settings` as `in_process` takes them."""
+    return in_process(
+        data_dir,
+        provider.base_url,
+        PROVIDER_KEY,
+        replica_id=name,
+        replica_lease_seconds=LEASE,
+        **settings,
+    )
+
+
 async def two_replicas(
     stack: AsyncExitStack, data_dir: Path, provider: RunningProvider, **settings: Any
 ) -> tuple[InProcess, InProcess]:
-    started = []
-    for name in ("a", "b"):
-        replica = in_process(
-            data_dir,
-            provider.base_url,
-            PROVIDER_KEY,
-            replica_id=name,
-            replica_lease_seconds=LEASE,
-            **settings,
-        )
-        started.append(await stack.enter_async_context(replica))
-    a, b = started
+    a = await stack.enter_async_context(replica(data_dir, provider, "a", **settings))
+    b = await stack.enter_async_context(replica(data_dir, provider, "b", **settings))
     return a, b
-
-
-def lone_replica(
-    data_dir: Path, provider: RunningProvider
-) -> contextlib.AbstractAsyncContextManager[InProcess]:
-    """Replica "a" alone, with the pair's short lease."""
-    return in_process(
-        data_dir, provider.base_url, PROVIDER_KEY, replica_id="a", replica_lease_seconds=LEASE
-    )
 
 
 async def wait_for(condition: Any, timeout: float = 5.0) -> None:
