@@ -4,12 +4,10 @@ engines under a real server."""
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
 import pytest
 import requests.exceptions
 
+from tests.support.waiting import wait_for
 from uhp_server.sandbox.base import SandboxError
 from uhp_server.sandbox.docker import engines
 from uhp_server.sandbox.docker.engines import Engine, EnginePool, parse_hosts, unreachable
@@ -131,10 +129,3 @@ async def test_an_engine_down_at_start_joins_later() -> None:
             pool.place()
     finally:
         await pool.close()
-
-
-async def wait_for(condition: Any, timeout: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, "timed out"
-        await asyncio.sleep(0.01)

@@ -24,6 +24,7 @@ from tests.scripted_provider import RunningProvider
 from tests.support.fakes import FakeBase, Hang, answer
 from tests.support.in_process import InProcess, in_process
 from tests.support.snapshot import snapshot
+from tests.support.waiting import wait_for
 from uhp_server.settings import Settings
 
 MODEL = "gpt-test"
@@ -33,13 +34,6 @@ MODEL = "gpt-test"
 async def server(tmp_path: Path, provider: RunningProvider):
     async with in_process(tmp_path / "data", provider.base_url, PROVIDER_KEY) as running:
         yield running
-
-
-async def _wait_for(condition, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.01)
 
 
 async def _status(server: InProcess, response_id: str) -> dict:
@@ -93,7 +87,7 @@ async def test_max_step_stops_the_turn_incomplete(server):
     assert body["status"] == "incomplete"
     assert body["incomplete_details"]["reason"] == "max_step"
     # Cut short: the CLI is asked to stop cleanly (as the process winds down).
-    await _wait_for(lambda: server.base.turns[0].interrupted.is_set())
+    await wait_for(lambda: server.base.turns[0].interrupted.is_set())
     calls = [item for item in body["output"] if item["type"] == "function_call"]
     assert len(calls) == 1
 
@@ -105,13 +99,13 @@ async def test_timeout_seconds_ends_a_hung_turn_incomplete_and_kills_it(server):
     assert time.monotonic() - started < 5
     assert body["status"] == "incomplete"
     assert body["incomplete_details"] == {"reason": "timeout_seconds", "timeout_seconds": 1}
-    await _wait_for(lambda: not server.sandbox.running)
+    await wait_for(lambda: not server.sandbox.running)
 
 
 async def test_cancel_answers_in_time_is_idempotent_and_ends_cancelled(server):
     server.base.script("hang", [Hang()])
     response_id = (await server.submit("hang", background=True)).json()["id"]
-    await _wait_for(lambda: server.base.turns)
+    await wait_for(lambda: server.base.turns)
     started = time.monotonic()
     first = await server.client.post(f"/v1/responses/{response_id}/cancel")
     assert time.monotonic() - started < 1.0
@@ -121,13 +115,13 @@ async def test_cancel_answers_in_time_is_idempotent_and_ends_cancelled(server):
     assert again.status_code == 200 and again.json()["status"] == "cancelled"
     assert (await _status(server, response_id))["status"] == "cancelled"
     assert server.base.turns[0].interrupted.is_set()
-    await _wait_for(lambda: not server.sandbox.running)
+    await wait_for(lambda: not server.sandbox.running)
 
 
 async def test_a_busy_session_refuses_a_second_turn_then_takes_the_next(server):
     server.base.script("first", [NativeSession("native-1"), Hang()])
     first_id = (await server.submit("first", background=True)).json()["id"]
-    await _wait_for(lambda: server.base.turns)
+    await wait_for(lambda: server.base.turns)
     busy = await server.submit("second", previous_response_id=first_id)
     assert busy.status_code == 409
     assert busy.json()["error"]["code"] == "session_busy"
@@ -176,9 +170,9 @@ async def test_a_run_left_in_progress_ends_failed_on_start_up(tmp_path, provider
     async with in_process(tmp_path / "live", provider.base_url, PROVIDER_KEY, **same) as live:
         live.base.script("long", [TextDelta("m", "partial answer"), Hang()])
         response_id = (await live.submit("long", background=True)).json()["id"]
-        await _wait_for(lambda: live.base.turns)
+        await wait_for(lambda: live.base.turns)
         run = live.ctx.runs.get(response_id)
-        await _wait_for(lambda: any(e["type"].endswith("delta") for e in run.log.events))
+        await wait_for(lambda: any(e["type"].endswith("delta") for e in run.log.events))
         # The database file as a crash would leave it, while the turn is still running.
         snapshot(live.ctx.db, Settings(data_dir=crashed).database)
     async with in_process(crashed, provider.base_url, PROVIDER_KEY, **same) as restarted:
@@ -312,7 +306,7 @@ async def test_an_unkept_turn_whose_end_was_not_written_frees_its_session_once_t
     server.base.script("short", answer("done"))
     unkept = await server.submit("short", store=False)
     assert unkept.json()["status"] == "completed"
-    await _wait_for(lambda: away == {})  # the end and the release each met the database away
+    await wait_for(lambda: away == {})  # the end and the release each met the database away
     deadline = time.monotonic() + 5
     while True:
         follow = await server.submit("short", previous_response_id=unkept.json()["id"])

@@ -23,8 +23,8 @@ from tests.support.replica_pair import (
     replica,
     running_with_text,
     two_replicas,
-    wait_for,
 )
+from tests.support.waiting import wait_for
 from uhp_server.engine import shared_admission
 from uhp_server.settings import Settings
 

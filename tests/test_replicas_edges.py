@@ -20,8 +20,8 @@ from tests.support.replica_pair import (
     running_with_text,
     stream_of,
     two_replicas,
-    wait_for,
 )
+from tests.support.waiting import wait_for
 from uhp_server.engine.requests import EngineTask, QuestionPolicy, ToolAnswer
 
 pytestmark = ONLY_ON_POSTGRESQL

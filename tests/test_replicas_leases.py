@@ -25,8 +25,8 @@ from tests.support.replica_pair import (
     replica,
     running_with_text,
     two_replicas,
-    wait_for,
 )
+from tests.support.waiting import wait_for
 
 pytestmark = ONLY_ON_POSTGRESQL
 

@@ -4,9 +4,7 @@ as `serve` processes do. Used by tests/test_replicas_*.py."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import time
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -21,6 +19,7 @@ from tests.support import postgres
 from tests.support.fakes import Hang
 from tests.support.in_process import InProcess, in_process
 from tests.support.sse import Stream, parse_lines
+from tests.support.waiting import wait_for
 
 ONLY_ON_POSTGRESQL = pytest.mark.skipif(
     postgres.TEST_DATABASE != "postgresql",
@@ -51,13 +50,6 @@ async def two_replicas(
     a = await stack.enter_async_context(replica(data_dir, provider, "a", **settings))
     b = await stack.enter_async_context(replica(data_dir, provider, "b", **settings))
     return a, b
-
-
-async def wait_for(condition: Any, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not await condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.02)
 
 
 async def running_with_text(a: InProcess) -> str:
