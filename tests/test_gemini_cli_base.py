@@ -199,14 +199,22 @@ def _chat_files(home: Path, native_id: str) -> list[Path]:
     )
 
 
+def _in_another_minute(conversation: Path, *minutes: str) -> Path:
+    """The conversation's file named for the first of `minutes` ("HH-MM") it is not named for
+    already (the CLI names a chat file `session-<date>T<HH-MM>-<short id>.jsonl`)."""
+    for minute in minutes:
+        name = re.sub(r"T\d\d-\d\d-", f"T{minute}-", conversation.name)
+        if name != conversation.name:
+            return conversation.parent / name
+    raise AssertionError(f"{conversation.name} is named for each of {minutes}")
+
+
 def _left_by_a_load_in_a_later_minute(conversation: Path) -> None:
     # What `session/load` leaves when it runs in a later minute than the conversation's
     # file was named in: a second file of the same session holding only its metadata.
+    # (The cleanup groups files by short id, whatever their minute.)
     metadata = conversation.read_text().splitlines()[0]
-    other = re.sub(r"T\d\d-\d\d-", "T23-59-", conversation.name)
-    if other == conversation.name:  # (the cleanup groups files by short id, not by minute)
-        other = re.sub(r"T\d\d-\d\d-", "T23-58-", conversation.name)
-    (conversation.parent / other).write_text(metadata + "\n")
+    _in_another_minute(conversation, "23-59", "23-58").write_text(metadata + "\n")
 
 
 def _idle_for_40_days(conversation: Path) -> None:
@@ -254,10 +262,7 @@ async def test_a_conversation_resumed_in_a_later_minute_is_resumed_again(env: Li
     # earlier minute than the load's (renamed here: a minute need not pass during the test).
     first = await env.run("REMEMBER apple")
     [conversation] = _chat_files(env.home, first.native_id)
-    earlier = re.sub(r"T\d\d-\d\d-", "T00-00-", conversation.name)
-    if earlier == conversation.name:
-        earlier = re.sub(r"T\d\d-\d\d-", "T00-01-", conversation.name)
-    conversation.rename(conversation.parent / earlier)
+    conversation.rename(_in_another_minute(conversation, "00-00", "00-01"))
     again = await env.run("RECALL", native_session_id=first.native_id)
     assert again.text == "you said apple"
     assert len(_chat_files(env.home, first.native_id)) == 2  # the load's own file beside it
