@@ -95,6 +95,7 @@ class ReplicaRow(SQLModel, table=True):
     id: str = Field(primary_key=True)
     heartbeat_at: float  # the database's clock, in seconds
     started_at: float
+    slots: int = Field(default=0, sa_column_kwargs={"server_default": "0"})  # its admission block
 
 
 class RelayedQuestionRow(SQLModel, table=True):

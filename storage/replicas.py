@@ -31,8 +31,22 @@ _LIVE = (
 )
 # What `_as_psycopg` rewrites: a quoted literal, a `::` cast, a `:name` parameter, a `%`.
 _TOKENS = re.compile(r"'(?:[^']|'')*'|::|:(\w+)|%")
-# How many turns of live replicas hold a slot.
-_ADMITTED = f"SELECT count(*) FROM response r WHERE r.admission = 'admitted' AND {_LIVE}"
+# Turns of live replicas waiting in the shared line (`r` the response).
+_WAITING = f"r.admission = 'waiting' AND {_LIVE}"
+# The slots the live replicas hold as blocks (replica.slots, engine/shared_admission.py).
+_BLOCKS = f"(SELECT COALESCE(sum(l.slots), 0) FROM replica l WHERE l.heartbeat_at > {NOW} - :lease)"
+# What `join_line`, `take_slot` and `take_block_slot` tell ADMISSION_CHANNEL when a turn waits
+# in the line: every replica gives back the idle slots of its block (never a response id).
+DEMAND = "demand"
+
+
+def _turns_admitted(also: str = "") -> str:
+    """How many turns of live replicas hold a slot of their own (`also`: a further condition)."""
+    return f"(SELECT count(*) FROM response r WHERE r.admission = 'admitted' AND {_LIVE}{also})"
+
+
+# Every slot held: turns admitted one by one, and the blocks.
+_ADMITTED = f"{_turns_admitted()} + {_BLOCKS}"
 
 
 @dataclass(frozen=True)
@@ -51,13 +65,16 @@ class Orphan:
         return json.loads(self.stop_details) if self.stop_details else {}
 
 
-def renew_lease(db: Database, replica_id: str) -> None:
-    run_statement(
+def renew_lease(db: Database, replica_id: str) -> bool:
+    """Renew the lease; True when there was none to renew (the first, or one another replica
+    deleted as expired while this one was cut off): a new lease holds no block."""
+    rows = run_statement(
         db,
         f"INSERT INTO replica (id, heartbeat_at, started_at) VALUES (:id, {NOW}, {NOW})"
-        f" ON CONFLICT (id) DO UPDATE SET heartbeat_at = {NOW}",
+        f" ON CONFLICT (id) DO UPDATE SET heartbeat_at = {NOW} RETURNING xmax = 0",
         id=replica_id,
     )
+    return bool(rows[0][0])
 
 
 def lease_live(db: Database, replica_id: str, lease: float) -> bool:
@@ -169,17 +186,125 @@ def deleted_while_running(db: Database, me: str) -> list[str]:
 def join_line(db: Database, response_id: str, limit: int, lease: float) -> bool:
     """Join the line at the place the response took when it arrived (its `admission_at`),
     and take a slot at once when one is free and no turn of a live replica waits (the
-    common case: one transaction instead of two). True when admitted."""
+    common case: one transaction instead of two). True when admitted; a turn left waiting
+    tells every replica (DEMAND)."""
     return bool(
         _under_admission_lock(
             db,
-            f"UPDATE response SET admission_at = COALESCE(admission_at, {NOW}), admission = CASE"
+            "WITH joined AS (UPDATE response SET"
+            f" admission_at = COALESCE(admission_at, {NOW}), admission = CASE"
             # (a repeat after a commit whose answer was lost keeps the slot it took)
             " WHEN admission = 'admitted' THEN 'admitted'"
             f" WHEN ({_ADMITTED}) < :limit AND NOT EXISTS (SELECT 1 FROM response r"
-            f"   WHERE r.admission = 'waiting' AND r.id <> :id AND {_LIVE})"
+            f"   WHERE {_WAITING} AND r.id <> :id)"
             " THEN 'admitted' ELSE 'waiting' END"
-            " WHERE id = :id RETURNING admission = 'admitted'",
+            " WHERE id = :id RETURNING admission),"
+            " told AS (SELECT pg_notify(:channel, :demand) FROM joined"
+            "   WHERE admission = 'waiting')"
+            " SELECT (SELECT admission = 'admitted' FROM joined), (SELECT count(*) FROM told)",
+            id=response_id,
+            limit=limit,
+            lease=lease,
+            channel=ADMISSION_CHANNEL,
+            demand=DEMAND,
+        )
+    )
+
+
+def take_slot(db: Database, response_id: str, limit: int, lease: float) -> bool:
+    """Whether the response holds a slot: one handed to it already (whose notification may
+    have been lost), or one it takes now because fewer than `limit` slots are held and no
+    turn of a live replica waits before it. Still waiting, it tells every replica again
+    (DEMAND: a replica may have missed it, and hold idle slots in its block)."""
+    return bool(
+        _under_admission_lock(
+            db,
+            "WITH took AS (UPDATE response SET admission = 'admitted' WHERE id = :id"
+            " AND (admission = 'admitted'"
+            f"   OR admission = 'waiting' AND ({_ADMITTED}) < :limit"
+            "   AND NOT EXISTS (SELECT 1 FROM response r, response me WHERE me.id = :id"
+            f"     AND {_WAITING} AND r.id <> :id"
+            "     AND (r.admission_at, r.id) < (me.admission_at, me.id)))"
+            " RETURNING TRUE),"
+            " told AS (SELECT pg_notify(:channel, :demand)"
+            "   WHERE NOT EXISTS (SELECT 1 FROM took))"
+            " SELECT EXISTS (SELECT 1 FROM took), (SELECT count(*) FROM told)",
+            id=response_id,
+            limit=limit,
+            lease=lease,
+            channel=ADMISSION_CHANNEL,
+            demand=DEMAND,
+        )
+    )
+
+
+# What `take_block_slot` found.
+GRANTED = "granted"  # the block grew by the slot
+WAIT_HERE = "here"  # every slot held is in this replica's block, and nobody waits in the line
+IN_LINE = "line"  # a slot is held elsewhere, or turns wait: this turn joins the shared line
+
+
+def take_block_slot(db: Database, me: str, limit: int, lease: float) -> str:
+    """Grow this replica's block by a slot when fewer than `limit` are held and nobody waits
+    in the line (GRANTED). Else whether its turn may wait for a slot of its own block
+    (WAIT_HERE: nobody else holds or wants one) or must join the shared line (IN_LINE)."""
+    return str(
+        _under_admission_lock(
+            db,
+            "WITH held AS (SELECT"
+            f"   {_turns_admitted()} AS turns, {_BLOCKS} AS blocks,"
+            "   (SELECT l.slots FROM replica l WHERE l.id = :me"
+            f"     AND l.heartbeat_at > {NOW} - :lease) AS mine,"
+            f"   EXISTS (SELECT 1 FROM response r WHERE {_WAITING}) AS line),"
+            " grown AS (UPDATE replica SET slots = slots + 1 WHERE id = :me"
+            "   AND (SELECT mine IS NOT NULL AND NOT line AND turns + blocks < :limit FROM held)"
+            "   RETURNING 1)"
+            " SELECT CASE WHEN EXISTS (SELECT 1 FROM grown) THEN :granted"
+            "   WHEN (SELECT NOT line AND turns = 0 AND mine = blocks FROM held) THEN :here"
+            "   ELSE :in_line END",
+            me=me,
+            limit=limit,
+            lease=lease,
+            granted=GRANTED,
+            here=WAIT_HERE,
+            in_line=IN_LINE,
+        )
+    )
+
+
+def give_back_block_slots(db: Database, me: str, count: int, limit: int, lease: float) -> int:
+    """Take `count` slots out of this replica's block, handing each to the next turn in line
+    (admitted here, its id told on ADMISSION_CHANNEL). How many turns still wait after."""
+    mine_after = "CASE WHEN l.id = :me THEN GREATEST(l.slots - :count, 0) ELSE l.slots END"
+    held_after = (
+        f"{_turns_admitted()} + (SELECT COALESCE(sum({mine_after}), 0) FROM replica l"
+        f" WHERE l.heartbeat_at > {NOW} - :lease)"
+    )
+    return int(
+        _hand_over(
+            db,
+            "UPDATE replica SET slots = GREATEST(slots - :count, 0) WHERE id = :me",
+            f"LEAST(:count, :limit - ({held_after}))",
+            "",
+            me=me,
+            count=count,
+            limit=limit,
+            lease=lease,
+        )
+    )
+
+
+def leave_line(db: Database, response_id: str, limit: int, lease: float) -> int:
+    """Give the slot back (or leave the line), handing it to the first turn in line on any
+    live replica: that turn is admitted here, and its id told on ADMISSION_CHANNEL. How many
+    turns still wait after."""
+    return int(
+        _hand_over(
+            db,
+            "UPDATE response SET admission = NULL WHERE id = :id",
+            # (the statement's snapshot still counts the leaving turn's slot: not it)
+            f"LEAST(1, :limit - ({_turns_admitted(' AND r.id <> :id')} + {_BLOCKS}))",
+            " AND r.id <> :id",
             id=response_id,
             limit=limit,
             lease=lease,
@@ -187,24 +312,21 @@ def join_line(db: Database, response_id: str, limit: int, lease: float) -> bool:
     )
 
 
-def take_slot(db: Database, response_id: str, limit: int, lease: float) -> bool:
-    """Whether the response holds a slot: one handed to it already (whose notification may
-    have been lost), or one it takes now because fewer than `limit` turns of live replicas
-    hold a slot and no turn of a live replica waits before it."""
-    return bool(
-        _under_admission_lock(
-            db,
-            "UPDATE response SET admission = 'admitted' WHERE id = :id AND (admission = 'admitted'"
-            f" OR admission = 'waiting' AND ({_ADMITTED}) < :limit"
-            " AND NOT EXISTS (SELECT 1 FROM response r, response me WHERE me.id = :id"
-            "   AND r.admission = 'waiting' AND r.id <> :id"
-            "   AND (r.admission_at, r.id) < (me.admission_at, me.id)"
-            f"   AND {_LIVE}))"
-            " RETURNING TRUE",
-            id=response_id,
-            limit=limit,
-            lease=lease,
-        )
+def _hand_over(db: Database, free: str, how_many: str, also: str, **params: Any) -> Any:
+    """Free slots (`free`, a statement) and hand up to `how_many` (an expression) to the turns
+    first in line (`also`: a further condition on them), in one statement under the line's
+    lock; how many turns wait after."""
+    return _under_admission_lock(
+        db,
+        f"WITH freed AS ({free}),"
+        " handed AS (UPDATE response SET admission = 'admitted' WHERE id IN ("
+        f"   SELECT r.id FROM response r WHERE {_WAITING}{also}"
+        f"   ORDER BY r.admission_at, r.id LIMIT GREATEST(0, {how_many})) RETURNING id),"
+        " told AS (SELECT pg_notify(:channel, id) FROM handed)"
+        f" SELECT (SELECT count(*) FROM response r WHERE {_WAITING}{also})"
+        "   - (SELECT count(*) FROM told)",
+        channel=ADMISSION_CHANNEL,
+        **params,
     )
 
 
@@ -251,31 +373,14 @@ def _as_psycopg(statement: str) -> str:
 
 
 def clear_slots(db: Database, me: str, *, finished_before: float | None = None) -> None:
-    """Free the slots this replica's turns still hold on paper: every one (at start, when
-    none of its turns runs), or those of turns finished before `finished_before` (a slot
-    whose release never reached the database; a turn winds down in seconds)."""
+    """Free the slots this replica's turns still hold on paper: every one and its block (at
+    start, when none of its turns runs), or those of turns finished before `finished_before`
+    (a slot whose release never reached the database; a turn winds down in seconds)."""
     statement = (
         "UPDATE response SET admission = NULL WHERE replica_id = :me AND admission IS NOT NULL"
     )
     if finished_before is not None:
         statement += " AND status <> 'in_progress' AND finished_at < :before"
+    else:
+        run_statement(db, "UPDATE replica SET slots = 0 WHERE id = :me", me=me)
     run_statement(db, statement, me=me, before=finished_before)
-
-
-def leave_line(db: Database, response_id: str, limit: int, lease: float) -> None:
-    """Give the slot back (or leave the line), handing it to the first turn in line on any
-    live replica: that turn is admitted here, and its id told on ADMISSION_CHANNEL."""
-    _under_admission_lock(
-        db,
-        "WITH freed AS (UPDATE response SET admission = NULL WHERE id = :id),"
-        " handed AS (UPDATE response SET admission = 'admitted' WHERE id = ("
-        "   SELECT r.id FROM response r WHERE r.admission = 'waiting' AND r.id <> :id"
-        f"   AND {_LIVE} ORDER BY r.admission_at, r.id LIMIT 1)"
-        # (the statement's snapshot still counts the leaving turn's slot: not it)
-        f" AND ({_ADMITTED} AND r.id <> :id) < :limit RETURNING id)"
-        " SELECT pg_notify(:channel, id) FROM handed",
-        id=response_id,
-        limit=limit,
-        lease=lease,
-        channel=ADMISSION_CHANNEL,
-    )

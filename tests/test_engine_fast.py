@@ -314,3 +314,30 @@ async def test_an_unkept_turn_whose_end_was_not_written_frees_its_session_once_t
             break
         await asyncio.sleep(0.2)
     assert follow.status_code == 200, follow.text
+
+
+async def test_a_finished_run_is_forgotten_after_the_linger_and_a_later_one_is_not(
+    server: InProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from uhp_server.engine import runs as runs_module
+
+    runs = server.ctx.runs
+    server.base.script("short", answer("done"))
+
+    async def run_to_its_end() -> tuple[str, float]:
+        response_id = (await server.submit("short")).json()["id"]
+        run = runs.get(response_id)
+        assert run is not None and run.task is not None
+        await run.task
+        return response_id, time.monotonic()  # at or after its end
+
+    first, first_ended = await run_to_its_end()
+    await asyncio.sleep(0.3)
+    second, _ = await run_to_its_end()
+    # The next start comes just over the linger after `first` ended, `second` 0.3 s later.
+    linger = time.monotonic() - first_ended - 0.1
+    monkeypatch.setattr(runs_module, "LINGER_SECONDS", linger)
+    third = (await server.submit("short")).json()["id"]
+
+    assert runs.get(first) is None
+    assert runs.get(second) is not None and runs.get(third) is not None

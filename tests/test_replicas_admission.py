@@ -8,6 +8,7 @@ import asyncio
 import time
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -15,7 +16,7 @@ from sqlalchemy import text
 from storage import replicas as replica_store
 from storage.db import Database
 from tests.scripted_provider import RunningProvider
-from tests.support.fakes import answer
+from tests.support.fakes import Hang, answer
 from tests.support.in_process import InProcess
 from tests.support.replica_pair import (
     ONLY_ON_POSTGRESQL,
@@ -176,3 +177,84 @@ async def test_the_line_order_does_not_follow_a_replicas_own_clock(
         monkeypatch.undo()
 
         await _ran_in_order(a, b, holding, second, third)
+
+
+def _block_of(db: Database, replica_id: str) -> int:
+    with db.session() as s:
+        slots = s.connection().execute(
+            text("SELECT slots FROM replica WHERE id = :id"), {"id": replica_id}
+        )
+        return int(slots.scalar_one())
+
+
+async def test_a_lone_replica_admits_its_turns_from_its_block_in_arrival_order(
+    tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Nobody else holds or wants a slot: the replica keeps the slots its turns give back and
+    # hands them on in memory, without a transaction of the shared line per turn.
+    calls: list[str] = []
+    for name in ("take_block_slot", "join_line", "take_slot", "leave_line"):
+        real = getattr(replica_store, name)
+
+        def counted(*args: object, _real: Any = real, _name: str = name) -> Any:
+            calls.append(_name)
+            return _real(*args)
+
+        monkeypatch.setattr(replica_store, name, counted)
+    async with replica(tmp_path, provider, max_concurrent_turns=2) as a:
+        a.base.script("long", [Hang()])
+        turns = [(await a.submit("long", background=True)).json()["id"] for _ in range(5)]
+
+        async def two_run_three_wait() -> bool:
+            return len(a.sandbox.running) == 2 and all(
+                a.ctx.runs.get(turn).queued for turn in turns[2:]
+            )
+
+        await wait_for(two_run_three_wait)
+        for n, turn in enumerate(turns[:3]):  # each cancel lets the next in line in
+            await a.client.post(f"/v1/responses/{turn}/cancel")
+            admitted = turns[n + 2]
+            await wait_for(lambda: not a.ctx.runs.get(admitted).queued)  # noqa: B023
+            assert all(a.ctx.runs.get(later).queued for later in turns[n + 3 :])
+
+        assert _block_of(a.ctx.db, "a") == 2
+        assert "join_line" not in calls and "leave_line" not in calls
+        assert calls.count("take_block_slot") <= 3  # two slots taken, perhaps one look
+        await a.client.post(f"/v1/responses/{turns[3]}/cancel")
+        await a.client.post(f"/v1/responses/{turns[4]}/cancel")
+
+
+async def test_the_idle_slots_of_a_block_go_to_a_turn_waiting_on_another_replica(
+    tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shared_admission, "POLL_SECONDS", 60.0)  # told, never found by a poll
+    async with AsyncExitStack() as stack:
+        a, b = await two_replicas(stack, tmp_path, provider, max_concurrent_turns=1)
+        a.base.script("first", answer("one"))
+        assert (await a.submit("first")).json()["status"] == "completed"
+        assert _block_of(a.ctx.db, "a") == 1  # kept, idle, for a's next turn
+
+        b.base.script("second", answer("two"))
+        second = await asyncio.wait_for(b.submit("second"), 10)
+
+        assert second.json()["status"] == "completed"
+        assert _block_of(a.ctx.db, "a") == 0
+
+
+async def test_the_block_of_a_replica_that_stopped_renewing_its_lease_counts_no_more(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    async with AsyncExitStack() as stack:
+        a, b = await two_replicas(stack, tmp_path, provider, max_concurrent_turns=1)
+        a.base.script("first", answer("one"))
+        assert (await a.submit("first")).json()["status"] == "completed"
+        cluster = a.ctx.runs.cluster
+        assert cluster is not None and cluster._loop_task is not None
+        # a goes silent, as a killed replica does: no renewal, no answer to a demand.
+        cluster.notes.on(replica_store.ADMISSION_CHANNEL, lambda _payload: None)
+        cluster._loop_task.cancel()
+
+        b.base.script("second", answer("two"))
+        second = await asyncio.wait_for(b.submit("second"), 10)
+
+        assert second.json()["status"] == "completed"

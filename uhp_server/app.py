@@ -133,9 +133,15 @@ def build_context(
     admission: Admission = AdmissionQueue(settings.max_concurrent_turns)
     if db.dialect == "postgresql":  # replicas may share it: leases, tails, cancels, admission
         cluster = Cluster(db, replica, settings.replica_lease_seconds, sandbox)
-        admission = SharedAdmission(
-            db, settings.max_concurrent_turns, settings.replica_lease_seconds, cluster.notes
+        shared = SharedAdmission(
+            db,
+            replica,
+            settings.max_concurrent_turns,
+            settings.replica_lease_seconds,
+            cluster.notes,
         )
+        cluster.on_new_lease = shared.forget_block
+        admission = shared
     executor = TurnExecutor(
         sandbox,
         tokens,

@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from storage import relayed_questions
@@ -99,12 +99,17 @@ class Cluster:
         self._renewals: set[asyncio.Task[None]] = set()  # sent, not yet back
         self._looking_around = asyncio.Lock()  # one round of the renewal's other work at once
         self._given_up: dict[str, str] = {}  # turns let go while cut off: response → session
+        # Called on the event loop when a renewal had to make the lease anew (the admission
+        # block it held is gone: engine/shared_admission.py).
+        self.on_new_lease: Callable[[], None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
     async def open(self, runs: RunManager) -> None:
         """Take the lease, finish what no live replica runs (this one's former turns too),
         then listen and keep the lease."""
         self._runs = runs
+        self._loop = asyncio.get_running_loop()
         await self._wait_for_own_lease()
         await self.db.write_apart(self._renew_lease)
         await self._sweep(own=True)
@@ -164,8 +169,10 @@ class Cluster:
         """On the admission line's thread: renew, and record when this renewal set out (the
         lease runs from no later than that), whatever the event loop is doing meanwhile."""
         setting_out = time.monotonic()
-        replica_store.renew_lease(self.db, self.replica_id)
+        made_anew = replica_store.renew_lease(self.db, self.replica_id)
         self._renewed = max(self._renewed, setting_out)
+        if made_anew and self.on_new_lease is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(self.on_new_lease)
 
     async def _renewal_round(self) -> None:
         try:

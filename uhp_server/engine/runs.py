@@ -151,6 +151,7 @@ class RunManager:
                 forwarder.cancel()  # a crashed run never ends its log: stop following it
             if self._last.get(run.session_id) is run:
                 del self._last[run.session_id]
+            self._finished_at.pop(run.response_id, None)  # (kept in the order they finished)
             self._finished_at[run.response_id] = time.monotonic()
 
     @staticmethod
@@ -299,8 +300,13 @@ class RunManager:
             releasing.cancel()
 
     def _prune(self) -> None:
+        """Forget the runs that finished over LINGER_SECONDS ago: the oldest come first in
+        `_finished_at`, so this looks at those it forgets and one more (not at every run
+        of the last ten minutes, at every start)."""
         cutoff = time.monotonic() - LINGER_SECONDS
-        for response_id, finished in list(self._finished_at.items()):
-            if finished < cutoff:
-                self._live.pop(response_id, None)
-                del self._finished_at[response_id]
+        while self._finished_at:
+            response_id, finished = next(iter(self._finished_at.items()))
+            if finished >= cutoff:
+                return
+            self._live.pop(response_id, None)
+            del self._finished_at[response_id]

@@ -1,50 +1,199 @@
 """Admission control over every replica of one PostgreSQL database: UHP_MAX_CONCURRENT_TURNS
-counts the turns holding a slot on any replica whose lease is live, and the line's order is
-the order turns arrived (`admission_at`, written when the task was accepted), whichever
-replica they wait on (engine/admission.py is the same contract for one process).
+counts the slots held on every replica whose lease is live, and the line's order is the order
+turns arrived (`admission_at`, written when the task was accepted), whichever replica they
+wait on (engine/admission.py is the same contract for one process).
 
-A turn joins the line by marking its response row `waiting`, or `admitted` at once when a
-slot is free and nobody waits. A turn that gives its slot back hands it to the first in line
-in the same transaction and names it on a notification channel, so a waiter is woken once,
-already admitted (storage/replicas.py; every change under one transaction lock, so two
-replicas never both take the last slot). Waiters also look every POLL_SECONDS: for a slot
-handed to them whose notification was lost, and for the slots of a replica that died,
-which come back when its lease expires.
+Slots are held two ways (storage/replicas.py keeps both in the count):
+
+- **A block per replica** (`replica.slots`). While nobody waits in the shared line, a replica
+  keeps the slots its turns gave back and admits its next turns from them in memory, without
+  a transaction each; it grows its block by a slot when it needs one and fewer than the limit
+  are held. When every slot held is its own, its turns wait for one here, in arrival order.
+- **The shared line** (the response's `admission`: `waiting`, then `admitted`). A turn joins it
+  as soon as a slot is held elsewhere or somebody already waits, and says so on a notification
+  channel (DEMAND): every replica then gives the idle slots of its block to the line and moves
+  its own waiting turns into it, in their order, so that the line holds every waiter. Until the
+  line is empty again, freed slots go to it: the first in line, on any replica, is admitted in
+  the transaction that freed the slot and woken by name, already admitted.
+
+Every change happens under one transaction lock, so two replicas never both take the last
+slot. Waiters also look every POLL_SECONDS, telling DEMAND again: for a slot handed to them
+whose notification was lost, for a block whose replica missed the demand, and for the slots of
+a replica that died, which stop counting when its lease expires.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import logging
+from collections.abc import Coroutine
+from typing import Any
 
 from storage import replicas as replica_store
 from storage.db import Database
 from uhp_server.engine.notifications import Notifications
+
+log = logging.getLogger("uhp_server.admission")
 
 POLL_SECONDS = 1.0
 
 
 class SharedAdmission:
     def __init__(
-        self, db: Database, limit: int, lease_seconds: float, notes: Notifications
+        self,
+        db: Database,
+        replica_id: str,
+        limit: int,
+        lease_seconds: float,
+        notes: Notifications,
     ) -> None:
         if limit < 1:
             raise ValueError("the turn limit must be at least 1")
         self.db = db
+        self.replica_id = replica_id
         self.limit = limit
         self.lease_seconds = lease_seconds
-        self._leaving: set[asyncio.Task[None]] = set()
+        self.block = 0  # slots this replica holds as its block (replica.slots)
+        self._on_block: set[str] = set()  # turns running on a slot of the block
+        self._here: collections.deque[tuple[str, asyncio.Future[bool]]] = collections.deque()
+        self._contended = False  # somebody waits in the shared line: freed slots go to it
+        self._demands = 0  # DEMANDs heard: a count, to tell one that came in meanwhile
+        self._background: set[asyncio.Task[Any]] = set()
         self._handed: dict[str, asyncio.Event] = {}  # a waiting turn's: set when admitted
-        notes.on(replica_store.ADMISSION_CHANNEL, self._slot_handed)
+        notes.on(replica_store.ADMISSION_CHANNEL, self._notified)
 
-    def _slot_handed(self, response_id: str) -> None:
-        handed = self._handed.get(response_id)
-        if handed is not None:
-            handed.set()
-
+    # -- a turn's slot ---------------------------------------------------------------------
     async def acquire(self, holder: str) -> None:
         """Wait for a slot, in the line's order. Cancelling the wait leaves the line (and
         gives back a slot taken in the same instant)."""
+        if not self._contended and await self._from_block(holder):
+            return
+        await self._from_line(holder)
+
+    def release(self, holder: str) -> None:
+        """Give the slot back: to the line when somebody waits in it, else to the block."""
+        if holder in self._on_block:
+            self._on_block.discard(holder)
+            self._block_slot_freed()
+        else:
+            self._in_background(self._leave_line(holder))
+
+    def forget_block(self) -> None:
+        """The lease was made anew (another replica deleted it as expired): the block it held
+        is gone from the count, and the turns running on it were given up."""
+        self.block = 0
+        self._on_block.clear()
+        self._send_waiters_to_line()
+
+    # -- the block -------------------------------------------------------------------------
+    async def _from_block(self, holder: str) -> bool:
+        """A slot of the block, waiting for one here when every slot held is the block's;
+        False when the turn must join the shared line instead."""
+        if self._idle_slot_for(holder):
+            return True
+        if self._holds_every_slot:
+            return await self._wait_here(holder)
+        taking = asyncio.ensure_future(
+            self.db.write_apart(
+                replica_store.take_block_slot,
+                self.db,
+                self.replica_id,
+                self.limit,
+                self.lease_seconds,
+            )
+        )
+        try:
+            found = await asyncio.shield(taking)
+        except asyncio.CancelledError:
+            taking.add_done_callback(self._slot_of_a_turn_gone)
+            raise
+        if found == replica_store.GRANTED:
+            self.block += 1
+            self._on_block.add(holder)
+            return True
+        if found == replica_store.WAIT_HERE and not self._contended:
+            return await self._wait_here(holder)
+        return False
+
+    def _idle_slot_for(self, holder: str) -> bool:
+        if self._here or len(self._on_block) >= self.block:
+            return False
+        self._on_block.add(holder)
+        return True
+
+    @property
+    def _holds_every_slot(self) -> bool:
+        """The block is the whole limit: nobody else holds a slot, nor can take one while it
+        does, so a turn waits here without asking the database."""
+        return self.block >= self.limit
+
+    async def _wait_here(self, holder: str) -> bool:
+        """Wait in this replica's own line for a slot of its block; False when somebody began
+        to wait in the shared line meanwhile (the turn moves there, in its place)."""
+        if self._idle_slot_for(holder):  # freed while the block's answer came back
+            return True
+        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._here.append((holder, waiter))
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled() and waiter.result():
+                self.release(holder)  # handed a slot in the same instant: pass it on
+            else:
+                with contextlib.suppress(ValueError):
+                    self._here.remove((holder, waiter))
+            raise
+
+    def _block_slot_freed(self) -> None:
+        """A slot of the block is free: to the shared line when somebody waits there, else to
+        the first turn waiting here, else it stays in the block, idle."""
+        if self._contended:
+            self._give_back(1)
+            return
+        while self._here:
+            holder, waiter = self._here.popleft()
+            if not waiter.done():
+                self._on_block.add(holder)
+                waiter.set_result(True)
+                return
+
+    def _slot_of_a_turn_gone(self, taking: asyncio.Future[str]) -> None:
+        """A block grew for a turn cancelled meanwhile: its slot is free at once."""
+        granted = (
+            not taking.cancelled()
+            and taking.exception() is None
+            and taking.result() == replica_store.GRANTED
+        )
+        if granted:
+            self.block += 1
+            self._block_slot_freed()
+
+    def _give_back(self, count: int) -> None:
+        self.block -= count
+        self._in_background(self._give_back_to_line(count))
+
+    async def _give_back_to_line(self, count: int) -> None:
+        demands = self._demands
+        try:
+            waiting = await self.db.write_apart(
+                replica_store.give_back_block_slots,
+                self.db,
+                self.replica_id,
+                count,
+                self.limit,
+                self.lease_seconds,
+            )
+        except Exception:
+            log.exception("admission_block_give_back_failed")
+            self.block += count  # still held: idle in the block, given back at the next demand
+            return
+        self._line_looked_at(waiting, demands)
+
+    # -- the shared line -------------------------------------------------------------------
+    async def _from_line(self, holder: str) -> None:
+        self._contended = True
         handed = self._handed[holder] = asyncio.Event()
         try:
             taken = await self.db.write_apart(
@@ -62,12 +211,50 @@ class SharedAdmission:
         finally:
             del self._handed[holder]
 
-    def release(self, holder: str) -> None:
-        """Give the slot back; the first in line, on any replica, takes it."""
-        leaving = asyncio.get_running_loop().create_task(
-            self.db.write_apart(
+    async def _leave_line(self, holder: str) -> None:
+        demands = self._demands
+        try:
+            waiting = await self.db.write_apart(
                 replica_store.leave_line, self.db, holder, self.limit, self.lease_seconds
             )
-        )
-        self._leaving.add(leaving)
-        leaving.add_done_callback(self._leaving.discard)
+        except Exception:  # the slot comes back with the lease round's look for lost ones
+            log.exception("admission_release_failed")
+            return
+        self._line_looked_at(waiting, demands)
+
+    def _line_looked_at(self, waiting: int, demands: int) -> None:
+        """Slots go back to blocks once the line is empty, unless a turn said it waits since
+        the look (its DEMAND may have come before the look's answer)."""
+        if waiting == 0 and demands == self._demands:
+            self._contended = False
+
+    def _notified(self, payload: str) -> None:
+        """ADMISSION_CHANNEL: a slot handed to a turn waiting here (its response id), or
+        DEMAND. ("" says the listener reconnected: waiters look again on their own, and tell
+        DEMAND again while they wait.)"""
+        handed = self._handed.get(payload)
+        if handed is not None:
+            handed.set()
+        elif payload == replica_store.DEMAND:
+            self._demanded()
+
+    def _demanded(self) -> None:
+        """Somebody waits in the shared line: the block's idle slots go to it, and the turns
+        waiting here join it in their order."""
+        self._contended = True
+        self._demands += 1
+        idle = self.block - len(self._on_block)
+        if idle > 0:
+            self._give_back(idle)
+        self._send_waiters_to_line()
+
+    def _send_waiters_to_line(self) -> None:
+        while self._here:
+            _, waiter = self._here.popleft()
+            if not waiter.done():
+                waiter.set_result(False)
+
+    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)

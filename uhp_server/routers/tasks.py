@@ -92,6 +92,14 @@ async def _deliver(
     background: bool,
 ) -> Any:
     await ctx.tasks.started(response_id)  # an idempotent repeat may find it mid-acceptance
+    run = ctx.runs.get(response_id)
+    if run is not None and run.principal_id == principal.id:
+        # Running here (the common case: it was just accepted): all of it is in memory.
+        if stream:
+            return sse_response(run.log.follow(), ctx.settings.keepalive_seconds)
+        if not background:
+            await run.log.wait_finished()
+        return JSONResponse(run.log.current())
     row = await ctx.db.read(_row_or_404, ctx, principal, response_id)
     if stream:
         if ctx.runs.get(row.id) is None and not row.store:
