@@ -366,8 +366,11 @@ class _Writer:
         try:
             with raw.pipelined(conn):
                 raw.begin_write(conn)
+                rows = [(b.response_id, seq, data) for b, _ in group for seq, data in b.rows]
+                if rows:
+                    raw.insert_events(conn, rows)
                 for batch, _ in group:
-                    _write_batch(conn, raw.sql, batch)
+                    _write_ends(conn, raw.sql, batch)
                 conn.execute("COMMIT")
         except Exception as exc:
             if raw.usable(conn) and raw.in_transaction(conn):
@@ -401,12 +404,8 @@ def _fail(group: list[tuple[EventBatch, Future[None]]], error: BaseException) ->
             future.set_exception(error)
 
 
-def _write_batch(conn: Any, sql: Callable[[str], str], batch: EventBatch) -> None:
-    if batch.rows:
-        conn.cursor().executemany(
-            sql("INSERT INTO event (response_id, seq, data) VALUES (?, ?, ?)"),
-            [(batch.response_id, seq, data) for seq, data in batch.rows],
-        )
+def _write_ends(conn: Any, sql: Callable[[str], str], batch: EventBatch) -> None:
+    """The batch's final row, its status, and the session its turn releases."""
     if batch.final is not None:
         conn.execute(
             sql("UPDATE response SET status = ?, final = ?, finished_at = ? WHERE id = ?"),

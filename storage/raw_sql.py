@@ -31,6 +31,11 @@ class RawBackend(Protocol):
 
     def sql(self, statement: str) -> str: ...
 
+    def insert_events(self, conn: Any, rows: list[tuple[str, int, str]]) -> None: ...
+
+
+_INSERT_EVENTS = "INSERT INTO event (response_id, seq, data) VALUES "
+
 
 def sqlite_pragmas(dbapi_connection: Any, _record: Any = None) -> None:
     cursor = dbapi_connection.cursor()
@@ -68,6 +73,9 @@ class SQLiteBackend:
 
     def sql(self, statement: str) -> str:
         return statement
+
+    def insert_events(self, conn: Any, rows: list[tuple[str, int, str]]) -> None:
+        conn.executemany(_INSERT_EVENTS + "(?, ?, ?)", rows)  # a loop in process
 
 
 # Every PostgreSQL connection fails, rather than hangs, once the server stops answering: a
@@ -116,6 +124,12 @@ class PostgresBackend:
 
     def sql(self, statement: str) -> str:
         return statement.replace("?", "%s")
+
+    def insert_events(self, conn: Any, rows: list[tuple[str, int, str]]) -> None:
+        """One statement for the whole group: `executemany` would send one per row, each
+        parsed, executed and firing the NOTIFY trigger on its own."""
+        values = ", ".join(["(%s, %s, %s)"] * len(rows))
+        conn.execute(_INSERT_EVENTS + values, [field for row in rows for field in row])
 
 
 def hung_up(conn: Any) -> bool:

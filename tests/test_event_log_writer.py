@@ -271,3 +271,45 @@ def test_a_database_that_stays_away_fails_the_write_not_the_writer(
     monkeypatch.setattr(db, "connection", Database.connection.__get__(db))
     _append(db, 0)  # back: the same writer commits again
     assert [e["sequence_number"] for e in response_store.events_after(db, "resp_away")] == [0]
+
+
+def a_bad_batch_fails_alone_in_its_group(db: Database) -> None:
+    """Batches of three responses queue while the writer is busy, so that they are committed
+    in one group (one INSERT of all their rows, on PostgreSQL); the middle one repeats a
+    stored event's number. It alone fails: the others' rows are all stored."""
+    for response_id in ("resp_a", "resp_b", "resp_c"):
+        _insert_response(db, response_id)
+    response_store.append_events_now(
+        db, "resp_b", [{"type": "response.in_progress", "sequence_number": 0}], None
+    )
+    busy, go_on = threading.Event(), threading.Event()
+
+    def hold_the_writer() -> None:
+        busy.set()
+        go_on.wait(10)
+
+    held = db._the_writer().submit(hold_the_writer)
+    assert busy.wait(10)
+    writes = {
+        response_id: db.append_events(
+            response_store.event_batch(
+                response_id,
+                [{"type": "response.in_progress", "sequence_number": n} for n in range(2)],
+            )
+        )
+        for response_id in ("resp_a", "resp_b", "resp_c")
+    }
+    go_on.set()
+    held.result(timeout=10)
+
+    with pytest.raises(Exception):  # noqa: B017  (the driver's own integrity error)
+        writes["resp_b"].result(timeout=30)
+    for response_id in ("resp_a", "resp_c"):
+        writes[response_id].result(timeout=30)
+        stored = response_store.events_after(db, response_id)
+        assert [event["sequence_number"] for event in stored] == [0, 1]
+    assert [e["sequence_number"] for e in response_store.events_after(db, "resp_b")] == [0]
+
+
+def test_a_bad_batch_fails_alone_in_its_group(db: Database) -> None:
+    a_bad_batch_fails_alone_in_its_group(db)

@@ -22,6 +22,7 @@ from tests.scripted_provider import RunningProvider
 from tests.support import postgres
 from tests.support.fakes import answer
 from tests.support.in_process import in_process
+from tests.test_event_log_writer import a_bad_batch_fails_alone_in_its_group
 from uhp_server.settings import Settings
 
 pytestmark = pytest.mark.skipif(
@@ -55,6 +56,12 @@ def test_event_appends_survive_the_database_ending_the_writers_connection(
     later = {"type": "response.in_progress", "sequence_number": 1}
     db.append_events(response_store.event_batch("resp_1", [later])).result(timeout=30)
     assert [e["sequence_number"] for e in response_store.events_after(db, "resp_1")] == [0, 1]
+
+
+def test_a_bad_batch_fails_alone_in_its_group_of_one_insert(
+    database: tuple[str, Database],
+) -> None:
+    a_bad_batch_fails_alone_in_its_group(database[1])
 
 
 def test_event_appends_wait_out_a_postgresql_restart(database: tuple[str, Database]) -> None:
