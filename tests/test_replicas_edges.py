@@ -8,9 +8,13 @@ import contextlib
 from contextlib import AsyncExitStack
 from pathlib import Path
 
+import pytest
+
 from storage import keys
+from storage.db import EVENTS_CHANNEL
 from tests.scripted_provider import RunningProvider
 from tests.support.fake_engine import CONNECTION, StandInBase
+from tests.support.fakes import answer
 from tests.support.in_process import InProcess
 from tests.support.replica_pair import (
     LEASE,
@@ -22,6 +26,7 @@ from tests.support.replica_pair import (
     two_replicas,
 )
 from tests.support.waiting import wait_for
+from uhp_server.engine import notifications
 from uhp_server.engine.requests import EngineTask, QuestionPolicy, ToolAnswer
 
 pytestmark = ONLY_ON_POSTGRESQL
@@ -51,6 +56,45 @@ async def test_relayed_cancels_and_streams_leave_no_waiters_behind(
         with contextlib.suppress(AssertionError):
             await wait_for(no_waiters, 3.0)
         assert not notes._changed, f"left behind: {sorted(notes._changed)}"
+
+
+async def test_commits_of_events_are_heard_only_while_a_tail_here_wants_them(
+    tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every commit of events on any replica is told on uhp_events: a replica tailing none of
+    # another's turns (and with nobody on its feed) must not take each of them only to drop it.
+    monkeypatch.setattr(notifications, "LINGER_SECONDS", 0.5)
+    async with AsyncExitStack() as stack:
+        a, b = await two_replicas(stack, tmp_path, provider)
+        notes = b.ctx.runs.cluster.notes
+        heard: list[str] = []
+        deliver = notes._deliver
+
+        def hearing(channel: str, payload: str) -> None:
+            if channel == EVENTS_CHANNEL:
+                heard.append(payload)
+            deliver(channel, payload)
+
+        monkeypatch.setattr(notes, "_deliver", hearing)
+        a.base.script("short", answer("done"))
+
+        async def a_turn_unheard_on_b() -> None:
+            response_id = (await a.submit("short")).json()["id"]
+            await asyncio.sleep(0.5)  # its commits' notifications had time to arrive
+            assert response_id not in heard
+
+        await a_turn_unheard_on_b()
+
+        tailed = await running_with_text(a)
+        streaming = asyncio.create_task(stream_of(b, tailed))
+        await asyncio.sleep(0.3)
+        await a.client.post(f"/v1/responses/{tailed}/cancel")
+        stream = await asyncio.wait_for(streaming, 10)
+        assert stream.events[-1]["type"] == "response.failed"
+        assert tailed in heard  # its last commit reached the tail by notification
+
+        await wait_for(lambda: not notes._heard_event(EVENTS_CHANNEL).is_set(), 5)
+        await a_turn_unheard_on_b()  # let go once the linger is over
 
 
 async def _asking_replicas(

@@ -85,11 +85,11 @@ class Cluster:
         self.notes = Notifications(
             str(getattr(db.raw, "conninfo", "")),
             (
-                EVENTS_CHANNEL,
                 replica_store.CANCEL_CHANNEL,
                 replica_store.ADMISSION_CHANNEL,
                 relayed_questions.ANSWERS_CHANNEL,
             ),
+            on_demand=(EVENTS_CHANNEL,),  # while a tail or the feed here wants them
         )
         self.answers = AnswerRelay(db, replica_id)
         self._runs: RunManager | None = None
@@ -117,7 +117,7 @@ class Cluster:
         self.notes.on(replica_store.CANCEL_CHANNEL, self._cancel_requested)
         self.answers.runs = runs
         self.notes.on(relayed_questions.ANSWERS_CHANNEL, self.answers.notified)
-        self.notes.on(EVENTS_CHANNEL, RemoteFeed(self.db, runs, runs.feed).notified)
+        self.remote_feed = RemoteFeed(self.db, runs, runs.feed, self.notes)
         await self.notes.open()
         self._loop_task = asyncio.create_task(self._keep_lease(), name="replica lease")
 
@@ -351,6 +351,7 @@ class Cluster:
         """The response's stored events after `after`, then each one as it is committed
         (by whichever replica), until the terminal one or the response is over."""
         with self.notes.watching(EVENTS_CHANNEL, response_id):
+            await self.notes.heard(EVENTS_CHANNEL, POLL_SECONDS)
             async for event in self._follow(response_id, after):
                 yield event
 
@@ -382,6 +383,7 @@ class Cluster:
         """Until the response's turn is over, wherever it runs (its status changes in the
         terminal event's own transaction)."""
         with self.notes.watching(EVENTS_CHANNEL, response_id):
+            await self.notes.heard(EVENTS_CHANNEL, POLL_SECONDS)
             while True:
                 changed = self.notes.changed(EVENTS_CHANNEL, response_id)
                 if not await self.db.read(self._running, response_id):

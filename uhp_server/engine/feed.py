@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +41,8 @@ class Subscriber:
 class HarnessFeed:
     def __init__(self) -> None:
         self._subscribers: set[Subscriber] = set()
+        # Told the number of subscribers each time it changes (engine/remote_feed.py).
+        self.subscribers_changed: Callable[[int], None] | None = None
 
     def publish(self, principal_id: str, harness_id: str, event: dict[str, Any]) -> None:
         """Hand the event to every subscriber of that harness; never blocks, never raises."""
@@ -55,7 +57,7 @@ class HarnessFeed:
     def _drop(self, sub: Subscriber) -> None:
         log.info("feed_subscriber_dropped", extra={"harness_id": sub.harness_id})
         sub.dropped = True
-        self._subscribers.discard(sub)
+        self._unsubscribe(sub)
         with contextlib.suppress(asyncio.QueueEmpty):
             sub.queue.get_nowait()  # make room for the end marker
         sub.queue.put_nowait(_CLOSED)
@@ -67,7 +69,17 @@ class HarnessFeed:
         subscriber whose stream is never read is dropped once its queue fills)."""
         sub = Subscriber(principal_id, harness_id)
         self._subscribers.add(sub)
+        self._tell_count()
         return self._events(sub)
+
+    def _unsubscribe(self, sub: Subscriber) -> None:
+        if sub in self._subscribers:
+            self._subscribers.discard(sub)
+            self._tell_count()
+
+    def _tell_count(self) -> None:
+        if self.subscribers_changed is not None:
+            self.subscribers_changed(len(self._subscribers))
 
     async def _events(self, sub: Subscriber) -> AsyncIterator[dict[str, Any]]:
         try:
@@ -79,7 +91,7 @@ class HarnessFeed:
                 yield {"type": event["type"], "sequence_number": sequence, **_rest(event)}
                 sequence += 1
         finally:
-            self._subscribers.discard(sub)
+            self._unsubscribe(sub)
 
     @property
     def subscriber_count(self) -> int:

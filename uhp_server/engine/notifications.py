@@ -4,6 +4,11 @@ asked to cancel, a turn waiting in the shared admission line.
 
 Waiters never depend on a notification alone: they also poll on a timeout, so one lost while
 the connection was being re-made only delays them. A re-made connection wakes every waiter.
+
+A channel named `on_demand` is listened to only while somebody here wants it (a waiter
+`watching` one of its keys, or `want`): every replica's every commit of events is told on
+`uhp_events`, and a replica with nobody tailing a turn of another would take each of them only
+to drop it. It is let go LINGER_SECONDS after the last one stopped wanting it.
 """
 
 from __future__ import annotations
@@ -12,23 +17,34 @@ import asyncio
 import collections
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 log = logging.getLogger("uhp_server.notifications")
 
 RETRY_SECONDS = 1.0
+# An on-demand channel is let go this long after the last one wanting it is gone (tails of
+# other replicas' turns come and go: not a LISTEN and an UNLISTEN for each).
+LINGER_SECONDS = 10.0
 
 
 class Notifications:
-    def __init__(self, conninfo: str, channels: tuple[str, ...]) -> None:
+    def __init__(
+        self, conninfo: str, channels: tuple[str, ...], on_demand: tuple[str, ...] = ()
+    ) -> None:
         self._conninfo = conninfo
         self._channels = channels
+        self._on_demand = on_demand
         self._changed: dict[tuple[str, str], asyncio.Event] = {}
         self._watchers: collections.Counter[tuple[str, str]] = collections.Counter()
         self._handlers: dict[str, Callable[[str], None]] = {}
         self._task: asyncio.Task[None] | None = None
         self.listening = asyncio.Event()  # set while the connection is up
+        self._wanted: collections.Counter[str] = collections.Counter()  # on-demand channels
+        self._unwanted_since: dict[str, float] = {}  # wanted no more, still listened to
+        self._heard: dict[str, asyncio.Event] = {}  # set while the channel is listened to
+        self._wants_changed = asyncio.Event()
 
     def changed(self, channel: str, key: str) -> asyncio.Event:
         """An event set at the next notification of `key` on `channel`. Take it BEFORE
@@ -43,12 +59,47 @@ class Notifications:
         watched = (channel, key)
         self._watchers[watched] += 1
         try:
-            yield
+            with self.want(channel):
+                yield
         finally:
             self._watchers[watched] -= 1
             if self._watchers[watched] <= 0:
                 del self._watchers[watched]
                 self._changed.pop(watched, None)
+
+    @contextlib.contextmanager
+    def want(self, channel: str) -> Iterator[None]:
+        """While inside: an on-demand `channel` is listened to (a no-op for the others)."""
+        self.add_want(channel)
+        try:
+            yield
+        finally:
+            self.drop_want(channel)
+
+    def add_want(self, channel: str) -> None:
+        """`want(channel)` for a holder that is no block of code (drop it with `drop_want`)."""
+        if channel in self._on_demand:
+            self._wanted[channel] += 1
+            self._wants_changed.set()
+
+    def drop_want(self, channel: str) -> None:
+        if channel not in self._on_demand:
+            return
+        self._wanted[channel] -= 1
+        if self._wanted[channel] <= 0:
+            del self._wanted[channel]
+            self._unwanted_since[channel] = time.monotonic()
+            self._wants_changed.set()
+
+    async def heard(self, channel: str, timeout: float) -> None:
+        """Until `channel` is listened to (at most `timeout` seconds: waiters poll anyway).
+        After `want(channel)` and before reading what it announces, so nothing falls between."""
+        if channel in self._on_demand:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._heard_event(channel).wait(), timeout)
+
+    def _heard_event(self, channel: str) -> asyncio.Event:
+        return self._heard.setdefault(channel, asyncio.Event())
 
     def on(self, channel: str, handler: Callable[[str], None]) -> None:
         """Call `handler(payload)` on the event loop for every notification on `channel`."""
@@ -78,14 +129,65 @@ class Notifications:
                         await conn.execute(f'LISTEN "{channel}"')
                     self.listening.set()
                     self._wake_all()  # anything sent while it was down: everyone looks again
-                    async for note in conn.notifies():
-                        self._deliver(note.channel, note.payload)
+                    while True:
+                        await self._listen_as_wanted(conn)
+                        await self._take_notes(conn)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the database went away: listen again when it is back
                 log.warning("listen_lost", extra={"error": str(exc)})
             self.listening.clear()
+            for heard in self._heard.values():
+                heard.clear()
             await asyncio.sleep(RETRY_SECONDS)
+
+    async def _listen_as_wanted(self, conn: Any) -> None:
+        """LISTEN to the on-demand channels somebody wants; UNLISTEN those nobody has wanted
+        for LINGER_SECONDS."""
+        self._wants_changed.clear()
+        for channel in self._on_demand:
+            heard = self._heard_event(channel)
+            if self._wanted[channel] > 0:
+                self._unwanted_since.pop(channel, None)
+                if not heard.is_set():
+                    await conn.execute(f'LISTEN "{channel}"')
+                    heard.set()
+            elif heard.is_set() and self._lingered(channel):
+                await conn.execute(f'UNLISTEN "{channel}"')
+                heard.clear()
+
+    def _lingered(self, channel: str) -> bool:
+        since = self._unwanted_since.get(channel)
+        return since is None or time.monotonic() - since >= LINGER_SECONDS
+
+    async def _take_notes(self, conn: Any) -> None:
+        """Deliver notifications until what is wanted changes, or a lingering channel is due
+        to be let go. (A notification arriving meanwhile waits in the connection's backlog.)"""
+        reading = asyncio.ensure_future(self._deliver_all(conn))
+        changed = asyncio.ensure_future(self._wants_changed.wait())
+        due = [
+            LINGER_SECONDS - (time.monotonic() - since)
+            for channel, since in self._unwanted_since.items()
+            if self._heard_event(channel).is_set()
+        ]
+        try:
+            await asyncio.wait(
+                {reading, changed},
+                timeout=max(0.0, min(due)) if due else None,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            changed.cancel()
+            if not reading.done():
+                reading.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reading
+        if reading.done() and not reading.cancelled():
+            reading.result()  # the connection failed: raise, and reconnect
+
+    async def _deliver_all(self, conn: Any) -> None:
+        async for note in conn.notifies():
+            self._deliver(note.channel, note.payload)
 
     def _deliver(self, channel: str, payload: str) -> None:
         event = self._changed.pop((channel, payload), None)

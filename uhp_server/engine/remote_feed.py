@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from storage import responses as response_store
-from storage.db import Database
+from storage.db import EVENTS_CHANNEL, Database
 from storage.models import ResponseRow, SessionRow
 from uhp_server.engine.feed import HarnessFeed, feed_event
 from uhp_server.engine.fold import TERMINAL_TYPES
+from uhp_server.engine.notifications import Notifications
 
 if TYPE_CHECKING:
     from uhp_server.engine.runs import RunManager
@@ -40,10 +41,17 @@ class _Turn:
 
 
 class RemoteFeed:
-    def __init__(self, db: Database, runs: RunManager, feed: HarnessFeed) -> None:
+    def __init__(
+        self, db: Database, runs: RunManager, feed: HarnessFeed, notes: Notifications
+    ) -> None:
         self.db = db
         self.runs = runs
         self.feed = feed
+        self._notes = notes
+        self._listening = False  # wants EVENTS_CHANNEL: the feed has subscribers
+        feed.subscribers_changed = self._subscribers_changed
+        self._subscribers_changed(feed.subscriber_count)
+        notes.on(EVENTS_CHANNEL, self.notified)
         self._positions: dict[str, int] = {}  # by response id: the last event passed on
         self._turns: dict[str, _Turn] = {}
         self._reading: dict[str, asyncio.Task[None]] = {}
@@ -51,6 +59,14 @@ class RemoteFeed:
         # Responses passed on to their end, or ended before anyone watched: a late
         # notification of theirs is not a new turn (newest last; bounded).
         self._over: dict[str, None] = {}
+
+    def _subscribers_changed(self, count: int) -> None:
+        """Commits of events are heard only while somebody here watches the feed."""
+        if count > 0 and not self._listening:
+            self._notes.add_want(EVENTS_CHANNEL)
+        elif count == 0 and self._listening:
+            self._notes.drop_want(EVENTS_CHANNEL)
+        self._listening = count > 0
 
     def notified(self, response_id: str) -> None:
         """A commit of `response_id`'s events, on any replica."""
