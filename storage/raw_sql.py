@@ -35,6 +35,8 @@ class RawBackend(Protocol):
 
 
 _INSERT_EVENTS = "INSERT INTO event (response_id, seq, data) VALUES "
+# Rows in one multi-row INSERT of events on PostgreSQL (three parameters each).
+EVENT_ROWS_PER_INSERT = 1000
 
 
 def sqlite_pragmas(dbapi_connection: Any, _record: Any = None) -> None:
@@ -126,10 +128,13 @@ class PostgresBackend:
         return statement.replace("?", "%s")
 
     def insert_events(self, conn: Any, rows: list[tuple[str, int, str]]) -> None:
-        """One statement for the whole group: `executemany` would send one per row, each
-        parsed, executed and firing the NOTIFY trigger on its own."""
-        values = ", ".join(["(%s, %s, %s)"] * len(rows))
-        conn.execute(_INSERT_EVENTS + values, [field for row in rows for field in row])
+        """A statement per EVENT_ROWS_PER_INSERT rows (a group is rarely more than one):
+        `executemany` would send one per row, each parsed, executed and firing the NOTIFY
+        trigger on its own; more rows than that would pass the protocol's 65,535 parameters."""
+        for start in range(0, len(rows), EVENT_ROWS_PER_INSERT):
+            chunk = rows[start : start + EVENT_ROWS_PER_INSERT]
+            values = ", ".join(["(%s, %s, %s)"] * len(chunk))
+            conn.execute(_INSERT_EVENTS + values, [field for row in chunk for field in row])
 
 
 def hung_up(conn: Any) -> bool:

@@ -64,6 +64,24 @@ def test_a_bad_batch_fails_alone_in_its_group_of_one_insert(
     a_bad_batch_fails_alone_in_its_group(database[1])
 
 
+def test_a_group_of_events_past_the_protocols_parameter_limit_is_stored_whole(
+    database: tuple[str, Database],
+) -> None:
+    # A long commit (a restart waited out) lets thousands of rows queue into one group: more
+    # than one INSERT may carry (65,535 parameters, three a row).
+    _, db = database
+    response_store.insert_response(
+        db,
+        ResponseRow(
+            id="resp_1", principal_id="p", session_id="s", status="in_progress", created_at=0
+        ),
+    )
+    events = [{"type": "response.output_text.delta", "sequence_number": n} for n in range(22_000)]
+    db.append_events(response_store.event_batch("resp_1", events)).result(timeout=60)
+    stored = response_store.events_after(db, "resp_1")
+    assert [event["sequence_number"] for event in stored] == list(range(22_000))
+
+
 def test_event_appends_wait_out_a_postgresql_restart(database: tuple[str, Database]) -> None:
     # The whole cluster restarts (seconds in which no connection can open): the writer waits
     # for it, and the append made meanwhile commits once it is back.
