@@ -96,6 +96,7 @@ class ReplicaRow(SQLModel, table=True):
     heartbeat_at: float  # the database's clock, in seconds
     started_at: float
     slots: int = Field(default=0, sa_column_kwargs={"server_default": "0"})  # its admission block
+    slots_op: str | None = None  # the id of the block's last change (storage/replicas.py)
 
 
 class RelayedQuestionRow(SQLModel, table=True):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,9 @@ _TOKENS = re.compile(r"'(?:[^']|'')*'|::|:(\w+)|%")
 _WAITING = f"r.admission = 'waiting' AND {_LIVE}"
 # The slots the live replicas hold as blocks (replica.slots, engine/shared_admission.py).
 _BLOCKS = f"(SELECT COALESCE(sum(l.slots), 0) FROM replica l WHERE l.heartbeat_at > {NOW} - :lease)"
+# Whether this change of a block (`:op`, an id of its own) was made already: the commit of a
+# first attempt whose answer was lost (statements under `_under_admission_lock` are repeated).
+_DONE_ALREADY = "EXISTS (SELECT 1 FROM replica l WHERE l.id = :me AND l.slots_op = :op)"
 # What `join_line`, `take_slot` and `take_block_slot` tell ADMISSION_CHANNEL when a turn waits
 # in the line: every replica gives back the idle slots of its block (never a response id).
 DEMAND = "demand"
@@ -65,16 +69,20 @@ class Orphan:
         return json.loads(self.stop_details) if self.stop_details else {}
 
 
-def renew_lease(db: Database, replica_id: str) -> bool:
-    """Renew the lease; True when there was none to renew (the first, or one another replica
-    deleted as expired while this one was cut off): a new lease holds no block."""
+def renew_lease(db: Database, replica_id: str, lease: float) -> int:
+    """Renew the lease; the slots its block holds now. A lease that had lapsed (or was deleted
+    as expired) comes back with an empty block: meanwhile the other replicas did not count it,
+    and may have taken its slots."""
     rows = run_statement(
         db,
         f"INSERT INTO replica (id, heartbeat_at, started_at) VALUES (:id, {NOW}, {NOW})"
-        f" ON CONFLICT (id) DO UPDATE SET heartbeat_at = {NOW} RETURNING xmax = 0",
+        f" ON CONFLICT (id) DO UPDATE SET heartbeat_at = {NOW},"
+        f" slots = CASE WHEN replica.heartbeat_at > {NOW} - :lease THEN replica.slots ELSE 0 END"
+        " RETURNING slots",
         id=replica_id,
+        lease=lease,
     )
-    return bool(rows[0][0])
+    return int(rows[0][0])
 
 
 def lease_live(db: Database, replica_id: str, lease: float) -> bool:
@@ -183,6 +191,14 @@ def deleted_while_running(db: Database, me: str) -> list[str]:
     return [row[0] for row in rows]
 
 
+def anyone_waiting(db: Database, lease: float) -> bool:
+    """Whether a turn of a live replica waits in the shared line."""
+    rows = run_statement(
+        db, f"SELECT EXISTS (SELECT 1 FROM response r WHERE {_WAITING})", lease=lease
+    )
+    return bool(rows[0][0])
+
+
 def join_line(db: Database, response_id: str, limit: int, lease: float) -> bool:
     """Join the line at the place the response took when it arrived (its `admission_at`),
     and take a slot at once when one is free and no turn of a live replica waits (the
@@ -247,7 +263,9 @@ IN_LINE = "line"  # a slot is held elsewhere, or turns wait: this turn joins the
 def take_block_slot(db: Database, me: str, limit: int, lease: float) -> str:
     """Grow this replica's block by a slot when fewer than `limit` are held and nobody waits
     in the line (GRANTED). Else whether its turn may wait for a slot of its own block
-    (WAIT_HERE: nobody else holds or wants one) or must join the shared line (IN_LINE)."""
+    (WAIT_HERE: nobody else holds or wants one) or must join the shared line (IN_LINE).
+    Marked with an id of its own, so that a repeat after a lost answer (`_under_admission_lock`)
+    finds it done instead of taking a second slot."""
     return str(
         _under_admission_lock(
             db,
@@ -255,14 +273,18 @@ def take_block_slot(db: Database, me: str, limit: int, lease: float) -> str:
             f"   {_turns_admitted()} AS turns, {_BLOCKS} AS blocks,"
             "   (SELECT l.slots FROM replica l WHERE l.id = :me"
             f"     AND l.heartbeat_at > {NOW} - :lease) AS mine,"
-            f"   EXISTS (SELECT 1 FROM response r WHERE {_WAITING}) AS line),"
-            " grown AS (UPDATE replica SET slots = slots + 1 WHERE id = :me"
-            "   AND (SELECT mine IS NOT NULL AND NOT line AND turns + blocks < :limit FROM held)"
+            f"   EXISTS (SELECT 1 FROM response r WHERE {_WAITING}) AS line,"
+            f"   {_DONE_ALREADY} AS done),"
+            " grown AS (UPDATE replica SET slots = slots + 1, slots_op = :op WHERE id = :me"
+            "   AND (SELECT NOT done AND mine IS NOT NULL AND NOT line"
+            "     AND turns + blocks < :limit FROM held)"
             "   RETURNING 1)"
-            " SELECT CASE WHEN EXISTS (SELECT 1 FROM grown) THEN :granted"
+            " SELECT CASE WHEN EXISTS (SELECT 1 FROM grown) OR (SELECT done FROM held)"
+            "   THEN :granted"
             "   WHEN (SELECT NOT line AND turns = 0 AND mine = blocks FROM held) THEN :here"
             "   ELSE :in_line END",
             me=me,
+            op=secrets.token_hex(8),
             limit=limit,
             lease=lease,
             granted=GRANTED,
@@ -283,10 +305,13 @@ def give_back_block_slots(db: Database, me: str, count: int, limit: int, lease: 
     return int(
         _hand_over(
             db,
-            "UPDATE replica SET slots = GREATEST(slots - :count, 0) WHERE id = :me",
-            f"LEAST(:count, :limit - ({held_after}))",
+            "UPDATE replica SET slots = GREATEST(slots - :count, 0), slots_op = :op"
+            " WHERE id = :me AND slots_op IS DISTINCT FROM :op",
+            # (a repeat after a lost answer: given back already, nothing more to hand)
+            f"CASE WHEN {_DONE_ALREADY} THEN 0 ELSE LEAST(:count, :limit - ({held_after})) END",
             "",
             me=me,
+            op=secrets.token_hex(8),
             count=count,
             limit=limit,
             lease=lease,

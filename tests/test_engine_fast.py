@@ -341,3 +341,18 @@ async def test_a_finished_run_is_forgotten_after_the_linger_and_a_later_one_is_n
 
     assert runs.get(first) is None
     assert runs.get(second) is not None and runs.get(third) is not None
+
+
+async def test_an_idempotent_repeat_of_a_deleted_response_finds_nothing(server: InProcess) -> None:
+    # The run stays in memory a while after its response was deleted: a repeat of the request
+    # that created it must not read it back from there.
+    server.base.script("secret", [Hang()])
+    key = {"Idempotency-Key": "k-1"}
+    response_id = (await server.submit("secret", background=True, headers=key)).json()["id"]
+    assert (await server.client.delete(f"/v1/responses/{response_id}")).status_code == 200
+    await server.ctx.runs.cancel(server.ctx.runs.get(response_id))
+
+    repeat = await server.submit("secret", background=True, headers=key)
+    streamed = await server.submit("secret", stream=True, headers=key)
+
+    assert (repeat.status_code, streamed.status_code) == (404, 404), repeat.text

@@ -201,7 +201,7 @@ async def test_the_admission_line_outlives_the_database_ending_its_connection(
     from storage import replicas as replica_store
 
     url, db = database
-    replica_store.renew_lease(db, "a")
+    replica_store.renew_lease(db, "a", 30.0)
     for n in (1, 2):
         response_store.insert_response(
             db,

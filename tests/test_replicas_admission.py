@@ -19,6 +19,7 @@ from tests.scripted_provider import RunningProvider
 from tests.support.fakes import Hang, answer
 from tests.support.in_process import InProcess
 from tests.support.replica_pair import (
+    LEASE,
     ONLY_ON_POSTGRESQL,
     completed_on,
     replica,
@@ -258,3 +259,45 @@ async def test_the_block_of_a_replica_that_stopped_renewing_its_lease_counts_no_
         second = await asyncio.wait_for(b.submit("second"), 10)
 
         assert second.json()["status"] == "completed"
+
+
+async def test_a_waiting_turn_gets_the_idle_slot_of_a_replica_that_missed_every_demand(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    # a's listener is down (say): no DEMAND reaches it. Its lease rounds look at the line.
+    async with AsyncExitStack() as stack:
+        a, b = await two_replicas(stack, tmp_path, provider, max_concurrent_turns=1)
+        a.base.script("first", answer("one"))
+        assert (await a.submit("first")).json()["status"] == "completed"
+        assert a.ctx.runs.cluster is not None
+        a.ctx.runs.cluster.notes.on(replica_store.ADMISSION_CHANNEL, lambda _payload: None)
+
+        b.base.script("second", answer("two"))
+        second = await asyncio.wait_for(b.submit("second"), 10)
+
+        assert second.json()["status"] == "completed"
+        assert _block_of(a.ctx.db, "a") == 0
+
+
+async def test_a_replica_whose_lease_lapsed_admits_nothing_from_its_old_block(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    async with AsyncExitStack() as stack:
+        a, b = await two_replicas(stack, tmp_path, provider, max_concurrent_turns=1)
+        a.base.script("first", answer("one"))
+        assert (await a.submit("first")).json()["status"] == "completed"
+        cluster = a.ctx.runs.cluster
+        assert cluster is not None and cluster._loop_task is not None
+        cluster._loop_task.cancel()  # a stalls for longer than its lease
+        await asyncio.sleep(LEASE * 1.5)
+        holding = await running_with_text(b)  # b holds the one slot: a's block no longer counts
+        cluster._loop_task = asyncio.create_task(cluster._keep_lease())  # a is back
+        await wait_for(cluster.lease_current)
+        a.base.script("second", answer("two"))
+        second = (await a.submit("second", background=True)).json()["id"]
+        await asyncio.sleep(0.5)
+
+        assert a.ctx.runs.get(second).queued  # not admitted from the block it held
+        assert _block_of(a.ctx.db, "a") == 0
+        await b.client.post(f"/v1/responses/{holding}/cancel")
+        await wait_for(completed_on(a, second), 10)

@@ -140,7 +140,9 @@ def build_context(
             settings.replica_lease_seconds,
             cluster.notes,
         )
-        cluster.on_new_lease = shared.forget_block
+        shared.lease_current = cluster.lease_current
+        cluster.on_renewed = shared.lease_renewed
+        cluster.on_lease_round = shared.look_at_line
         admission = shared
     executor = TurnExecutor(
         sandbox,

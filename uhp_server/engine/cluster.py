@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from storage import relayed_questions
@@ -99,9 +99,11 @@ class Cluster:
         self._renewals: set[asyncio.Task[None]] = set()  # sent, not yet back
         self._looking_around = asyncio.Lock()  # one round of the renewal's other work at once
         self._given_up: dict[str, str] = {}  # turns let go while cut off: response → session
-        # Called on the event loop when a renewal had to make the lease anew (the admission
-        # block it held is gone: engine/shared_admission.py).
-        self.on_new_lease: Callable[[], None] | None = None
+        # Called on the event loop with the slots of this replica's admission block after each
+        # renewal (engine/shared_admission.py: a lapsed lease comes back with none), and in
+        # each lease round (it looks for turns waiting in the line).
+        self.on_renewed: Callable[[int], None] | None = None
+        self.on_lease_round: Callable[[], Awaitable[None]] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -169,10 +171,15 @@ class Cluster:
         """On the admission line's thread: renew, and record when this renewal set out (the
         lease runs from no later than that), whatever the event loop is doing meanwhile."""
         setting_out = time.monotonic()
-        made_anew = replica_store.renew_lease(self.db, self.replica_id)
+        slots = replica_store.renew_lease(self.db, self.replica_id, self.lease_seconds)
         self._renewed = max(self._renewed, setting_out)
-        if made_anew and self.on_new_lease is not None and self._loop is not None:
-            self._loop.call_soon_threadsafe(self.on_new_lease)
+        if self.on_renewed is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(self.on_renewed, slots)
+
+    def lease_current(self) -> bool:
+        """Whether the last renewal that landed set out less than a lease ago: while it is
+        not, the other replicas may no longer count what this one holds."""
+        return time.monotonic() - self._renewed < self.lease_seconds
 
     async def _renewal_round(self) -> None:
         try:
@@ -198,6 +205,8 @@ class Cluster:
                     finished_before=time.time() - LOST_SLOT_SECONDS,
                 )
                 await self._stop_storing_deleted()
+                if self.on_lease_round is not None:
+                    await self.on_lease_round()
             except Exception:
                 log.exception("replica_lease_round_failed")
 

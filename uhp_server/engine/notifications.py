@@ -180,8 +180,9 @@ class Notifications:
             changed.cancel()
             if not reading.done():
                 reading.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await reading
+                # (`wait`, not `await reading`: the reader's CancelledError is not ours, and
+                # a cancel of this task meanwhile must still stop it)
+                await asyncio.wait({reading})
         if reading.done() and not reading.cancelled():
             reading.result()  # the connection failed: raise, and reconnect
 

@@ -18,8 +18,10 @@ Slots are held two ways (storage/replicas.py keeps both in the count):
 
 Every change happens under one transaction lock, so two replicas never both take the last
 slot. Waiters also look every POLL_SECONDS, telling DEMAND again: for a slot handed to them
-whose notification was lost, for a block whose replica missed the demand, and for the slots of
-a replica that died, which stop counting when its lease expires.
+whose notification was lost, and for the slots of a replica that died, which stop counting
+when its lease expires. A replica with idle slots or waiting turns also looks for waiters in
+each lease round (its listener may be down). A lease that lapsed comes back with an empty
+block (`lease_renewed`), and while the renewal is overdue nothing is admitted from the block.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import asyncio
 import collections
 import contextlib
 import logging
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from storage import replicas as replica_store
@@ -62,6 +64,12 @@ class SharedAdmission:
         self._demands = 0  # DEMANDs heard: a count, to tell one that came in meanwhile
         self._background: set[asyncio.Task[Any]] = set()
         self._handed: dict[str, asyncio.Event] = {}  # a waiting turn's: set when admitted
+        # One turn at a time asks for a slot of the block, the others queue behind it: turns
+        # reach this replica's own queue in the order they came.
+        self._taking = asyncio.Lock()
+        # Whether this replica's lease is known live (engine/cluster.py): while it is not, the
+        # others may not count its block, and nothing is admitted from it in memory.
+        self.lease_current: Callable[[], bool] = lambda: True
         notes.on(replica_store.ADMISSION_CHANNEL, self._notified)
 
     # -- a turn's slot ---------------------------------------------------------------------
@@ -80,21 +88,50 @@ class SharedAdmission:
         else:
             self._in_background(self._leave_line(holder))
 
-    def forget_block(self) -> None:
-        """The lease was made anew (another replica deleted it as expired): the block it held
-        is gone from the count, and the turns running on it were given up."""
-        self.block = 0
-        self._on_block.clear()
-        self._send_waiters_to_line()
+    def lease_renewed(self, slots: int) -> None:
+        """A renewal found `slots` in the block. Fewer than this replica holds: the lease had
+        lapsed (it was cut off for longer than a lease), and came back with an empty block;
+        the other replicas did not count it meanwhile, and the turns running on it were given
+        up. (More is a change of the block on its way back, which adds itself.)"""
+        if slots < self.block:
+            self.block = 0
+            self._on_block.clear()
+            self._send_waiters_to_line()
+
+    async def look_at_line(self) -> None:
+        """In each lease round, while the block holds idle slots or turns wait here: whether
+        somebody waits in the line, in case every DEMAND was missed (the listener down)."""
+        idle_or_waiting = self.block > len(self._on_block) or bool(self._here)
+        if idle_or_waiting and await self.db.read(
+            replica_store.anyone_waiting, self.db, self.lease_seconds
+        ):
+            self._demanded()
 
     # -- the block -------------------------------------------------------------------------
     async def _from_block(self, holder: str) -> bool:
         """A slot of the block, waiting for one here when every slot held is the block's;
         False when the turn must join the shared line instead."""
-        if self._idle_slot_for(holder):
-            return True
-        if self._holds_every_slot:
-            return await self._wait_here(holder)
+        if not self.lease_current():
+            return False
+        if not self._taking.locked() and self._idle_slot_for(holder):
+            return True  # (a turn that came earlier may be asking: it goes first)
+        async with self._taking:
+            if self._contended or not self.lease_current():
+                return False
+            if self._idle_slot_for(holder):
+                return True
+            if self._holds_every_slot:
+                waiting = self._wait_here(holder)
+            else:
+                found = await self._take_block_slot(holder)
+                if found is not None:
+                    return found
+                waiting = self._wait_here(holder)
+        return await waiting
+
+    async def _take_block_slot(self, holder: str) -> bool | None:
+        """Ask for a slot of the block: True when taken, False when the turn must join the
+        line, None when it waits here."""
         taking = asyncio.ensure_future(
             self.db.write_apart(
                 replica_store.take_block_slot,
@@ -114,7 +151,7 @@ class SharedAdmission:
             self._on_block.add(holder)
             return True
         if found == replica_store.WAIT_HERE and not self._contended:
-            return await self._wait_here(holder)
+            return None
         return False
 
     def _idle_slot_for(self, holder: str) -> bool:
@@ -129,13 +166,19 @@ class SharedAdmission:
         does, so a turn waits here without asking the database."""
         return self.block >= self.limit
 
-    async def _wait_here(self, holder: str) -> bool:
-        """Wait in this replica's own line for a slot of its block; False when somebody began
-        to wait in the shared line meanwhile (the turn moves there, in its place)."""
+    def _wait_here(self, holder: str) -> Awaitable[bool]:
+        """Take the turn's place in this replica's own queue now; the wait for a slot of the
+        block, False when somebody began to wait in the shared line meanwhile (the turn moves
+        there, in its place)."""
         if self._idle_slot_for(holder):  # freed while the block's answer came back
-            return True
+            done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            done.set_result(True)
+            return done
         waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._here.append((holder, waiter))
+        return self._wait_for_block_slot(holder, waiter)
+
+    async def _wait_for_block_slot(self, holder: str, waiter: asyncio.Future[bool]) -> bool:
         try:
             return await waiter
         except asyncio.CancelledError:

@@ -15,6 +15,7 @@ from storage.models import Principal, ResponseRow
 from uhp_server.auth import CurrentPrincipal
 from uhp_server.context import AppContext, Ctx
 from uhp_server.engine import reading
+from uhp_server.engine.run import Run
 from uhp_server.errors import ApiError
 from uhp_server.streaming import sse_response
 from uhp_server.strict_json import StrictJsonRoute
@@ -90,11 +91,13 @@ async def _deliver(
     response_id: str,
     stream: bool,
     background: bool,
+    fresh: Run | None = None,
 ) -> Any:
     await ctx.tasks.started(response_id)  # an idempotent repeat may find it mid-acceptance
-    run = ctx.runs.get(response_id)
-    if run is not None and run.principal_id == principal.id:
-        # Running here (the common case: it was just accepted): all of it is in memory.
+    if fresh is not None:
+        # Just accepted here: all of it is in memory. (A repeat reads the row: the response
+        # may have been deleted since.)
+        run = fresh
         if stream:
             return sse_response(run.log.follow(), ctx.settings.keepalive_seconds)
         if not background:
@@ -141,7 +144,9 @@ async def create_response(
             return await _deliver(ctx, principal, existing, body.stream, body.background)
     base_url = str(request.base_url)  # artifact download_url is absolute, on this origin
     accepted = await ctx.tasks.submit(principal.id, raw, idempotency_key, base_url)
-    return await _deliver(ctx, principal, accepted.response_id, body.stream, body.background)
+    return await _deliver(
+        ctx, principal, accepted.response_id, body.stream, body.background, accepted.run
+    )
 
 
 @router.get("/v1/responses/{response_id}")

@@ -19,11 +19,14 @@ depends_on = None
 
 def upgrade() -> None:
     columns = {str(c["name"]) for c in sa.inspect(op.get_bind()).get_columns("replica")}
-    if "slots" not in columns:
-        with op.batch_alter_table("replica") as table:
+    with op.batch_alter_table("replica") as table:
+        if "slots" not in columns:
             table.add_column(sa.Column("slots", sa.Integer(), nullable=False, server_default="0"))
+        if "slots_op" not in columns:  # the last change of the block, by its own id
+            table.add_column(sa.Column("slots_op", sa.String(), nullable=True))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("replica") as table:
+        table.drop_column("slots_op")
         table.drop_column("slots")

@@ -1,0 +1,167 @@
+"""The admission blocks of storage/replicas.py and engine/shared_admission.py on one
+PostgreSQL database, driven directly (no app): a change of a block repeated after a lost answer
+counts once, and a replica's own queue keeps the order its turns came in. (Two replicas in
+process: tests/test_replicas_admission.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from storage import replicas as replica_store
+from storage import responses as response_store
+from storage.db import Database
+from storage.models import ResponseRow
+from tests.support.replica_pair import ONLY_ON_POSTGRESQL
+from uhp_server.engine.shared_admission import SharedAdmission
+from uhp_server.settings import Settings
+
+pytestmark = ONLY_ON_POSTGRESQL
+
+LEASE = 30.0
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[Database]:
+    database = Database(Settings(data_dir=tmp_path).database)
+    yield database
+    database.close()
+
+
+def _sql(db: Database, statement: str, **params: Any) -> Any:
+    with db.session() as s:
+        result = s.connection().execute(text(statement), params)
+        rows = result.all() if result.returns_rows else None
+        s.commit()
+        return rows
+
+
+def _block_of(db: Database, replica_id: str) -> int:
+    return int(_sql(db, "SELECT slots FROM replica WHERE id = :id", id=replica_id)[0][0])
+
+
+def _waiting_turn(db: Database, response_id: str, replica_id: str) -> None:
+    response_store.insert_response(
+        db,
+        ResponseRow(
+            id=response_id,
+            principal_id="p",
+            session_id=f"s_{response_id}",
+            status="in_progress",
+            created_at=1,
+            replica_id=replica_id,
+            admission="waiting",
+            admission_at=time.time(),
+        ),
+    )
+
+
+class _AnswerLost:
+    """A connection whose transaction commits, and whose answer never comes back (the link
+    went away right after the COMMIT): what `_under_admission_lock` sends again."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    @contextlib.contextmanager
+    def pipeline(self) -> Iterator[Any]:
+        import psycopg
+
+        with self._conn.pipeline() as pipeline:
+            yield pipeline
+        self._conn.close()
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+
+def _next_answer_lost(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = Database.connection.__get__(db)
+    lost = [True]  # the next answer only
+
+    def connection() -> Any:
+        conn = real()
+        if lost:
+            lost.pop()
+            return _AnswerLost(conn)
+        return conn
+
+    monkeypatch.setattr(db, "connection", connection)
+
+
+class _NoNotes:
+    def on(self, channel: str, handler: Any) -> None:
+        pass
+
+
+def test_a_block_slot_whose_answer_was_lost_is_taken_once(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    replica_store.renew_lease(db, "a", LEASE)
+    _next_answer_lost(db, monkeypatch)
+
+    assert replica_store.take_block_slot(db, "a", 4, LEASE) == replica_store.GRANTED
+    assert _block_of(db, "a") == 1  # the one slot the caller counts
+
+
+def test_block_slots_given_back_whose_answer_was_lost_are_handed_on_once(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Limit 2, both slots in a's block, one of them running a turn; two turns wait on b.
+    for name in ("a", "b"):
+        replica_store.renew_lease(db, name, LEASE)
+    _sql(db, "UPDATE replica SET slots = 2 WHERE id = 'a'")
+    _waiting_turn(db, "w1", "b")
+    _waiting_turn(db, "w2", "b")
+    _next_answer_lost(db, monkeypatch)
+
+    replica_store.give_back_block_slots(db, "a", 1, 2, LEASE)  # a's idle slot
+
+    admitted = _sql(db, "SELECT id FROM response WHERE admission = 'admitted'")
+    assert (_block_of(db, "a"), [row[0] for row in admitted]) == (1, ["w1"])
+
+
+def test_a_lease_that_lapsed_comes_back_with_an_empty_block(db: Database) -> None:
+    replica_store.renew_lease(db, "a", LEASE)
+    _sql(db, "UPDATE replica SET slots = 2 WHERE id = 'a'")
+    assert replica_store.renew_lease(db, "a", LEASE) == 2
+    # Cut off for longer than a lease, not yet deleted: the others stopped counting its block.
+    _sql(db, "UPDATE replica SET heartbeat_at = heartbeat_at - :gone WHERE id = 'a'", gone=60)
+    assert replica_store.renew_lease(db, "a", LEASE) == 0
+    assert _block_of(db, "a") == 0
+
+
+async def test_a_replica_queues_its_turns_in_the_order_they_came_though_an_answer_is_slow(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    replica_store.renew_lease(db, "a", LEASE)
+    take = replica_store.take_block_slot
+    asked = [0]
+
+    def slow_for_the_third(*args: Any) -> Any:
+        asked[0] += 1
+        if asked[0] == 3:
+            time.sleep(0.3)  # a busy database answers the third turn's look late
+        return take(*args)
+
+    monkeypatch.setattr(replica_store, "take_block_slot", slow_for_the_third)
+    line = SharedAdmission(db, "a", 2, LEASE, _NoNotes())  # type: ignore[arg-type]
+    t1, t2, t3 = (asyncio.ensure_future(line.acquire(turn)) for turn in ("t1", "t2", "t3"))
+    await asyncio.sleep(0.1)
+    t4 = asyncio.ensure_future(line.acquire("t4"))  # came after t3, while t3's look is out
+    await asyncio.sleep(0.6)
+    assert t1.done() and t2.done() and not t3.done() and not t4.done()
+
+    line.release("t1")
+    await asyncio.sleep(0.05)
+
+    assert t3.done() and not t4.done()
+    t4.cancel()
