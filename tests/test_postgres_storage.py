@@ -40,16 +40,20 @@ def database(tmp_path: Path) -> Iterator[tuple[str, Database]]:
     db.close()
 
 
+def _running_response(db: Database, response_id: str) -> None:
+    response_store.insert_response(
+        db,
+        ResponseRow(
+            id=response_id, principal_id="p", session_id="s", status="in_progress", created_at=0
+        ),
+    )
+
+
 def test_event_appends_survive_the_database_ending_the_writers_connection(
     database: tuple[str, Database],
 ) -> None:
     url, db = database
-    response_store.insert_response(
-        db,
-        ResponseRow(
-            id="resp_1", principal_id="p", session_id="s", status="in_progress", created_at=0
-        ),
-    )
+    _running_response(db, "resp_1")
     event = {"type": "response.in_progress", "sequence_number": 0}
     response_store.append_events_now(db, "resp_1", [event], None)
     assert postgres.end_connections_to(url) >= 1  # the writer's among them
@@ -70,12 +74,7 @@ def test_a_group_of_events_past_the_protocols_parameter_limit_is_stored_whole(
     # A long commit (a restart waited out) lets thousands of rows queue into one group: more
     # than one INSERT may carry (65,535 parameters, three a row).
     _, db = database
-    response_store.insert_response(
-        db,
-        ResponseRow(
-            id="resp_1", principal_id="p", session_id="s", status="in_progress", created_at=0
-        ),
-    )
+    _running_response(db, "resp_1")
     events = [{"type": "response.output_text.delta", "sequence_number": n} for n in range(22_000)]
     db.append_events(response_store.event_batch("resp_1", events)).result(timeout=60)
     stored = response_store.events_after(db, "resp_1")

@@ -188,6 +188,24 @@ def _block_of(db: Database, replica_id: str) -> int:
         return int(slots.scalar_one())
 
 
+async def _a_keeping_an_idle_slot(
+    stack: AsyncExitStack, data_dir: Path, provider: RunningProvider
+) -> tuple[InProcess, InProcess]:
+    """Replicas a and b, one turn at a time over both; a ran a turn, and keeps its slot in its
+    block, idle, for its next one."""
+    a, b = await two_replicas(stack, data_dir, provider, max_concurrent_turns=1)
+    a.base.script("first", answer("one"))
+    assert (await a.submit("first")).json()["status"] == "completed"
+    assert _block_of(a.ctx.db, "a") == 1
+    return a, b
+
+
+async def _a_turn_completes_on(b: InProcess) -> None:
+    b.base.script("second", answer("two"))
+    second = await asyncio.wait_for(b.submit("second"), 10)
+    assert second.json()["status"] == "completed"
+
+
 async def test_a_lone_replica_admits_its_turns_from_its_block_in_arrival_order(
     tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -230,15 +248,10 @@ async def test_the_idle_slots_of_a_block_go_to_a_turn_waiting_on_another_replica
 ) -> None:
     monkeypatch.setattr(shared_admission, "POLL_SECONDS", 60.0)  # told, never found by a poll
     async with AsyncExitStack() as stack:
-        a, b = await two_replicas(stack, tmp_path, provider, max_concurrent_turns=1)
-        a.base.script("first", answer("one"))
-        assert (await a.submit("first")).json()["status"] == "completed"
-        assert _block_of(a.ctx.db, "a") == 1  # kept, idle, for a's next turn
+        a, b = await _a_keeping_an_idle_slot(stack, tmp_path, provider)
 
-        b.base.script("second", answer("two"))
-        second = await asyncio.wait_for(b.submit("second"), 10)
+        await _a_turn_completes_on(b)
 
-        assert second.json()["status"] == "completed"
         assert _block_of(a.ctx.db, "a") == 0
 
 
@@ -246,19 +259,14 @@ async def test_the_block_of_a_replica_that_stopped_renewing_its_lease_counts_no_
     tmp_path: Path, provider: RunningProvider
 ) -> None:
     async with AsyncExitStack() as stack:
-        a, b = await two_replicas(stack, tmp_path, provider, max_concurrent_turns=1)
-        a.base.script("first", answer("one"))
-        assert (await a.submit("first")).json()["status"] == "completed"
+        a, b = await _a_keeping_an_idle_slot(stack, tmp_path, provider)
         cluster = a.ctx.runs.cluster
         assert cluster is not None and cluster._loop_task is not None
         # a goes silent, as a killed replica does: no renewal, no answer to a demand.
         cluster.notes.on(replica_store.ADMISSION_CHANNEL, lambda _payload: None)
         cluster._loop_task.cancel()
 
-        b.base.script("second", answer("two"))
-        second = await asyncio.wait_for(b.submit("second"), 10)
-
-        assert second.json()["status"] == "completed"
+        await _a_turn_completes_on(b)
 
 
 async def test_a_waiting_turn_gets_the_idle_slot_of_a_replica_that_missed_every_demand(
@@ -266,16 +274,12 @@ async def test_a_waiting_turn_gets_the_idle_slot_of_a_replica_that_missed_every_
 ) -> None:
     # a's listener is down (say): no DEMAND reaches it. Its lease rounds look at the line.
     async with AsyncExitStack() as stack:
-        a, b = await two_replicas(stack, tmp_path, provider, max_concurrent_turns=1)
-        a.base.script("first", answer("one"))
-        assert (await a.submit("first")).json()["status"] == "completed"
+        a, b = await _a_keeping_an_idle_slot(stack, tmp_path, provider)
         assert a.ctx.runs.cluster is not None
         a.ctx.runs.cluster.notes.on(replica_store.ADMISSION_CHANNEL, lambda _payload: None)
 
-        b.base.script("second", answer("two"))
-        second = await asyncio.wait_for(b.submit("second"), 10)
+        await _a_turn_completes_on(b)
 
-        assert second.json()["status"] == "completed"
         assert _block_of(a.ctx.db, "a") == 0
 
 
@@ -283,9 +287,7 @@ async def test_a_replica_whose_lease_lapsed_admits_nothing_from_its_old_block(
     tmp_path: Path, provider: RunningProvider
 ) -> None:
     async with AsyncExitStack() as stack:
-        a, b = await two_replicas(stack, tmp_path, provider, max_concurrent_turns=1)
-        a.base.script("first", answer("one"))
-        assert (await a.submit("first")).json()["status"] == "completed"
+        a, b = await _a_keeping_an_idle_slot(stack, tmp_path, provider)
         cluster = a.ctx.runs.cluster
         assert cluster is not None and cluster._loop_task is not None
         cluster._loop_task.cancel()  # a stalls for longer than its lease
