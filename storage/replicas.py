@@ -69,20 +69,22 @@ class Orphan:
         return json.loads(self.stop_details) if self.stop_details else {}
 
 
-def renew_lease(db: Database, replica_id: str, lease: float) -> int:
-    """Renew the lease; the slots its block holds now. A lease that had lapsed (or was deleted
-    as expired) comes back with an empty block: meanwhile the other replicas did not count it,
-    and may have taken its slots."""
+def renew_lease(db: Database, replica_id: str, lease: float) -> bool:
+    """Renew the lease; True when it had lapsed (or was gone: deleted as expired, or never
+    taken). A lapsed lease comes back with an empty block: meanwhile the other replicas did not
+    count it, and may have taken its slots."""
     rows = run_statement(
         db,
-        f"INSERT INTO replica (id, heartbeat_at, started_at) VALUES (:id, {NOW}, {NOW})"
+        f"WITH before AS (SELECT heartbeat_at > {NOW} - :lease AS live FROM replica"
+        "   WHERE id = :id)"
+        f" INSERT INTO replica (id, heartbeat_at, started_at) VALUES (:id, {NOW}, {NOW})"
         f" ON CONFLICT (id) DO UPDATE SET heartbeat_at = {NOW},"
         f" slots = CASE WHEN replica.heartbeat_at > {NOW} - :lease THEN replica.slots ELSE 0 END"
-        " RETURNING slots",
+        " RETURNING NOT COALESCE((SELECT live FROM before), FALSE)",
         id=replica_id,
         lease=lease,
     )
-    return int(rows[0][0])
+    return bool(rows[0][0])
 
 
 def lease_live(db: Database, replica_id: str, lease: float) -> bool:

@@ -130,12 +130,13 @@ def test_block_slots_given_back_whose_answer_was_lost_are_handed_on_once(
 
 
 def test_a_lease_that_lapsed_comes_back_with_an_empty_block(db: Database) -> None:
-    replica_store.renew_lease(db, "a", LEASE)
+    assert replica_store.renew_lease(db, "a", LEASE) is True  # none to renew: taken anew
     _sql(db, "UPDATE replica SET slots = 2 WHERE id = 'a'")
-    assert replica_store.renew_lease(db, "a", LEASE) == 2
+    assert replica_store.renew_lease(db, "a", LEASE) is False
+    assert _block_of(db, "a") == 2
     # Cut off for longer than a lease, not yet deleted: the others stopped counting its block.
     _sql(db, "UPDATE replica SET heartbeat_at = heartbeat_at - :gone WHERE id = 'a'", gone=60)
-    assert replica_store.renew_lease(db, "a", LEASE) == 0
+    assert replica_store.renew_lease(db, "a", LEASE) is True
     assert _block_of(db, "a") == 0
 
 
@@ -165,3 +166,48 @@ async def test_a_replica_queues_its_turns_in_the_order_they_came_though_an_answe
 
     assert t3.done() and not t4.done()
     t4.cancel()
+
+
+async def test_a_slot_granted_just_before_the_lease_lapsed_is_not_the_blocks(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On the admission line's thread: the block grows for t2, then the next renewal finds the
+    # lease lapsed and empties the block, before the event loop takes the grant in.
+    replica_store.renew_lease(db, "a", LEASE)
+    line = SharedAdmission(db, "a", 2, LEASE, _NoNotes())  # type: ignore[arg-type]
+    await line.acquire("t1")
+    _insert_turn(db, "t2")
+    write_apart = db.write_apart
+
+    def lapse() -> None:
+        _sql(db, "UPDATE replica SET heartbeat_at = heartbeat_at - 60 WHERE id = 'a'")
+        assert replica_store.renew_lease(db, "a", LEASE) is True
+        line.lease_lapsed()
+
+    async def then_a_lapse(fn: Any, *args: Any) -> Any:
+        answer = await write_apart(fn, *args)
+        if fn == line._take_on_the_line_thread:
+            await write_apart(lapse)
+        return answer
+
+    monkeypatch.setattr(db, "write_apart", then_a_lapse)
+    await asyncio.wait_for(line.acquire("t2"), 10)  # through the shared line instead
+
+    assert line.block == 0 and _block_of(db, "a") == 0
+    states = _sql(db, "SELECT admission FROM response WHERE id = 't2'")
+    assert states[0][0] == "admitted"
+
+
+def _insert_turn(db: Database, response_id: str) -> None:
+    response_store.insert_response(
+        db,
+        ResponseRow(
+            id=response_id,
+            principal_id="p",
+            session_id=f"s_{response_id}",
+            status="in_progress",
+            created_at=1,
+            replica_id="a",
+            admission_at=time.time(),
+        ),
+    )

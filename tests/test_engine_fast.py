@@ -356,3 +356,17 @@ async def test_an_idempotent_repeat_of_a_deleted_response_finds_nothing(server: 
     streamed = await server.submit("secret", stream=True, headers=key)
 
     assert (repeat.status_code, streamed.status_code) == (404, 404), repeat.text
+
+
+async def test_a_repeat_waiting_for_a_response_deleted_meanwhile_finds_nothing(
+    server: InProcess,
+) -> None:
+    server.base.script("secret", [Hang()])
+    key = {"Idempotency-Key": "k-2"}
+    response_id = (await server.submit("secret", background=True, headers=key)).json()["id"]
+    repeat = asyncio.create_task(server.submit("secret", headers=key))  # waits for its end
+    await asyncio.sleep(0.3)
+    assert (await server.client.delete(f"/v1/responses/{response_id}")).status_code == 200
+    await server.ctx.runs.cancel(server.ctx.runs.get(response_id))
+
+    assert (await asyncio.wait_for(repeat, 10)).status_code == 404

@@ -303,3 +303,22 @@ async def test_a_replica_whose_lease_lapsed_admits_nothing_from_its_old_block(
         assert _block_of(a.ctx.db, "a") == 0
         await b.client.post(f"/v1/responses/{holding}/cancel")
         await wait_for(completed_on(a, second), 10)
+
+
+async def test_a_replica_whose_lease_the_database_found_lapsed_stops_the_turns_of_its_block(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    # Its own clock saw every renewal land in time, but one reached the database after the
+    # lease had run out (it set out late): the others had stopped counting its block.
+    async with replica(tmp_path, provider, max_concurrent_turns=1) as a:
+        running = await running_with_text(a)
+        assert _block_of(a.ctx.db, "a") == 1
+        with a.ctx.db.session() as s:
+            s.connection().execute(
+                text("UPDATE replica SET heartbeat_at = heartbeat_at - 60 WHERE id = 'a'")
+            )
+            s.commit()
+
+        await wait_for(lambda: a.ctx.runs.get(running).abandoned, 5)
+
+        assert _block_of(a.ctx.db, "a") == 0

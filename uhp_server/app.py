@@ -141,7 +141,7 @@ def build_context(
             cluster.notes,
         )
         shared.lease_current = cluster.lease_current
-        cluster.on_renewed = shared.lease_renewed
+        cluster.on_lapsed = shared.lease_lapsed
         cluster.on_lease_round = shared.look_at_line
         admission = shared
     executor = TurnExecutor(

@@ -99,10 +99,10 @@ class Cluster:
         self._renewals: set[asyncio.Task[None]] = set()  # sent, not yet back
         self._looking_around = asyncio.Lock()  # one round of the renewal's other work at once
         self._given_up: dict[str, str] = {}  # turns let go while cut off: response → session
-        # Called on the event loop with the slots of this replica's admission block after each
-        # renewal (engine/shared_admission.py: a lapsed lease comes back with none), and in
-        # each lease round (it looks for turns waiting in the line).
-        self.on_renewed: Callable[[int], None] | None = None
+        # The admission line's (engine/shared_admission.py): called on its thread when a
+        # renewal found the lease lapsed (it came back with an empty block), and in each lease
+        # round (it looks for turns waiting in the line).
+        self.on_lapsed: Callable[[], None] | None = None
         self.on_lease_round: Callable[[], Awaitable[None]] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -171,10 +171,15 @@ class Cluster:
         """On the admission line's thread: renew, and record when this renewal set out (the
         lease runs from no later than that), whatever the event loop is doing meanwhile."""
         setting_out = time.monotonic()
-        slots = replica_store.renew_lease(self.db, self.replica_id, self.lease_seconds)
+        lapsed = replica_store.renew_lease(self.db, self.replica_id, self.lease_seconds)
         self._renewed = max(self._renewed, setting_out)
-        if self.on_renewed is not None and self._loop is not None:
-            self._loop.call_soon_threadsafe(self.on_renewed, slots)
+        if lapsed:
+            # The other replicas stopped counting what this one holds, and may have taken its
+            # turns over: its turns stop, as when its own clock finds the lease lapsed.
+            if self.on_lapsed is not None:
+                self.on_lapsed()
+            if self._loop is not None and self._runs is not None:
+                self._loop.call_soon_threadsafe(self._give_up_turns)
 
     def lease_current(self) -> bool:
         """Whether the last renewal that landed set out less than a lease ago: while it is

@@ -21,7 +21,8 @@ slot. Waiters also look every POLL_SECONDS, telling DEMAND again: for a slot han
 whose notification was lost, and for the slots of a replica that died, which stop counting
 when its lease expires. A replica with idle slots or waiting turns also looks for waiters in
 each lease round (its listener may be down). A lease that lapsed comes back with an empty
-block (`lease_renewed`), and while the renewal is overdue nothing is admitted from the block.
+block (`lease_lapsed`; the cluster gives up the turns that ran on it), and while the renewal
+is overdue nothing is admitted from the block.
 """
 
 from __future__ import annotations
@@ -67,6 +68,13 @@ class SharedAdmission:
         # One turn at a time asks for a slot of the block, the others queue behind it: turns
         # reach this replica's own queue in the order they came.
         self._taking = asyncio.Lock()
+        self._looking = 0  # turns holding or queued for `_taking`
+        # Lapsed leases (each came back with an empty block): counted on the admission line's
+        # thread, in order with the block's changes, and as the event loop has handled them.
+        # A slot granted before a lapse the loop handles after it is not the block's.
+        self._lapses_written = 0
+        self._lapses_handled = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
         # Whether this replica's lease is known live (engine/cluster.py): while it is not, the
         # others may not count its block, and nothing is admitted from it in memory.
         self.lease_current: Callable[[], bool] = lambda: True
@@ -76,6 +84,7 @@ class SharedAdmission:
     async def acquire(self, holder: str) -> None:
         """Wait for a slot, in the line's order. Cancelling the wait leaves the line (and
         gives back a slot taken in the same instant)."""
+        self._loop = asyncio.get_running_loop()
         if not self._contended and await self._from_block(holder):
             return
         await self._from_line(holder)
@@ -88,15 +97,21 @@ class SharedAdmission:
         else:
             self._in_background(self._leave_line(holder))
 
-    def lease_renewed(self, slots: int) -> None:
-        """A renewal found `slots` in the block. Fewer than this replica holds: the lease had
-        lapsed (it was cut off for longer than a lease), and came back with an empty block;
-        the other replicas did not count it meanwhile, and the turns running on it were given
-        up. (More is a change of the block on its way back, which adds itself.)"""
-        if slots < self.block:
-            self.block = 0
-            self._on_block.clear()
-            self._send_waiters_to_line()
+    def lease_lapsed(self) -> None:
+        """On the admission line's thread, in order with the block's changes: a renewal found
+        the lease lapsed and emptied the block (the other replicas did not count it; the
+        cluster gives up the turns that ran on it). The block is forgotten here too."""
+        self._lapses_written += 1
+        if self._loop is None:  # nothing was ever admitted: no block to forget
+            self._lapses_handled = self._lapses_written
+        else:
+            self._loop.call_soon_threadsafe(self._forget_block, self._lapses_written)
+
+    def _forget_block(self, lapses: int) -> None:
+        self._lapses_handled = lapses
+        self.block = 0
+        self._on_block.clear()
+        self._send_waiters_to_line()
 
     async def look_at_line(self) -> None:
         """In each lease round, while the block holds idle slots or turns wait here: whether
@@ -113,36 +128,32 @@ class SharedAdmission:
         False when the turn must join the shared line instead."""
         if not self.lease_current():
             return False
-        if not self._taking.locked() and self._idle_slot_for(holder):
-            return True  # (a turn that came earlier may be asking: it goes first)
-        async with self._taking:
-            if self._contended or not self.lease_current():
-                return False
-            if self._idle_slot_for(holder):
-                return True
-            if self._holds_every_slot:
-                waiting = self._wait_here(holder)
-            else:
-                found = await self._take_block_slot(holder)
-                if found is not None:
-                    return found
-                waiting = self._wait_here(holder)
+        if self._looking == 0 and self._idle_slot_for(holder):
+            return True  # (while a turn that came earlier asks, it goes first)
+        self._looking += 1
+        try:
+            async with self._taking:
+                if self._contended or not self.lease_current():
+                    return False
+                if self._idle_slot_for(holder):
+                    return True
+                if self._holds_every_slot:
+                    waiting = self._wait_here(holder)
+                else:
+                    found = await self._take_block_slot(holder)
+                    if found is not None:
+                        return found
+                    waiting = self._wait_here(holder)
+        finally:
+            self._looking -= 1
         return await waiting
 
     async def _take_block_slot(self, holder: str) -> bool | None:
         """Ask for a slot of the block: True when taken, False when the turn must join the
         line, None when it waits here."""
-        taking = asyncio.ensure_future(
-            self.db.write_apart(
-                replica_store.take_block_slot,
-                self.db,
-                self.replica_id,
-                self.limit,
-                self.lease_seconds,
-            )
-        )
+        taking = asyncio.ensure_future(self.db.write_apart(self._take_on_the_line_thread))
         try:
-            found = await asyncio.shield(taking)
+            found = self._still_granted(await asyncio.shield(taking))
         except asyncio.CancelledError:
             taking.add_done_callback(self._slot_of_a_turn_gone)
             raise
@@ -153,6 +164,21 @@ class SharedAdmission:
         if found == replica_store.WAIT_HERE and not self._contended:
             return None
         return False
+
+    def _take_on_the_line_thread(self) -> tuple[str, int]:
+        """take_block_slot, and how many lapses were written before it (same thread)."""
+        found = replica_store.take_block_slot(
+            self.db, self.replica_id, self.limit, self.lease_seconds
+        )
+        return found, self._lapses_written
+
+    def _still_granted(self, answer: tuple[str, int]) -> str:
+        """What take_block_slot found, unless a lapse emptied the block after it granted the
+        slot (the slot is gone: the turn joins the line)."""
+        found, lapses = answer
+        if found == replica_store.GRANTED and lapses != self._lapses_handled:
+            return replica_store.IN_LINE
+        return found
 
     def _idle_slot_for(self, holder: str) -> bool:
         if self._here or len(self._on_block) >= self.block:
@@ -195,6 +221,9 @@ class SharedAdmission:
         if self._contended:
             self._give_back(1)
             return
+        if not self.lease_current():  # nothing is admitted from the block meanwhile
+            self._send_waiters_to_line()
+            return
         while self._here:
             holder, waiter = self._here.popleft()
             if not waiter.done():
@@ -202,12 +231,12 @@ class SharedAdmission:
                 waiter.set_result(True)
                 return
 
-    def _slot_of_a_turn_gone(self, taking: asyncio.Future[str]) -> None:
+    def _slot_of_a_turn_gone(self, taking: asyncio.Future[tuple[str, int]]) -> None:
         """A block grew for a turn cancelled meanwhile: its slot is free at once."""
         granted = (
             not taking.cancelled()
             and taking.exception() is None
-            and taking.result() == replica_store.GRANTED
+            and self._still_granted(taking.result()) == replica_store.GRANTED
         )
         if granted:
             self.block += 1

@@ -111,6 +111,7 @@ async def _deliver(
     run = ctx.runs.get(row.id)
     if run is not None and not background:
         await run.log.wait_finished()
+        row = await ctx.db.read(_row_or_404, ctx, principal, response_id)  # deleted meanwhile?
     elif run is None and not background and row.status == "in_progress":  # on another replica
         await ctx.runs.wait_elsewhere(row.id)
         row = await ctx.db.read(_row_or_404, ctx, principal, response_id)
