@@ -47,7 +47,8 @@ def _block_of(db: Database, replica_id: str) -> int:
     return int(_sql(db, "SELECT slots FROM replica WHERE id = :id", id=replica_id)[0][0])
 
 
-def _waiting_turn(db: Database, response_id: str, replica_id: str) -> None:
+def _turn(db: Database, response_id: str, replica_id: str, admission: str | None) -> None:
+    """A running turn of `replica_id`, in the line as `admission` says."""
     response_store.insert_response(
         db,
         ResponseRow(
@@ -57,7 +58,7 @@ def _waiting_turn(db: Database, response_id: str, replica_id: str) -> None:
             status="in_progress",
             created_at=1,
             replica_id=replica_id,
-            admission="waiting",
+            admission=admission,
             admission_at=time.time(),
         ),
     )
@@ -119,8 +120,8 @@ def test_block_slots_given_back_whose_answer_was_lost_are_handed_on_once(
     for name in ("a", "b"):
         replica_store.renew_lease(db, name, LEASE)
     _sql(db, "UPDATE replica SET slots = 2 WHERE id = 'a'")
-    _waiting_turn(db, "w1", "b")
-    _waiting_turn(db, "w2", "b")
+    _turn(db, "w1", "b", "waiting")
+    _turn(db, "w2", "b", "waiting")
     _next_answer_lost(db, monkeypatch)
 
     replica_store.give_back_block_slots(db, "a", 1, 2, LEASE)  # a's idle slot
@@ -176,7 +177,7 @@ async def test_a_slot_granted_just_before_the_lease_lapsed_is_not_the_blocks(
     replica_store.renew_lease(db, "a", LEASE)
     line = SharedAdmission(db, "a", 2, LEASE, _NoNotes())  # type: ignore[arg-type]
     await line.acquire("t1")
-    _insert_turn(db, "t2")
+    _turn(db, "t2", "a", None)
     write_apart = db.write_apart
 
     def lapse() -> None:
@@ -196,18 +197,3 @@ async def test_a_slot_granted_just_before_the_lease_lapsed_is_not_the_blocks(
     assert line.block == 0 and _block_of(db, "a") == 0
     states = _sql(db, "SELECT admission FROM response WHERE id = 't2'")
     assert states[0][0] == "admitted"
-
-
-def _insert_turn(db: Database, response_id: str) -> None:
-    response_store.insert_response(
-        db,
-        ResponseRow(
-            id=response_id,
-            principal_id="p",
-            session_id=f"s_{response_id}",
-            status="in_progress",
-            created_at=1,
-            replica_id="a",
-            admission_at=time.time(),
-        ),
-    )

@@ -255,32 +255,28 @@ async def test_the_idle_slots_of_a_block_go_to_a_turn_waiting_on_another_replica
         assert _block_of(a.ctx.db, "a") == 0
 
 
-async def test_the_block_of_a_replica_that_stopped_renewing_its_lease_counts_no_more(
-    tmp_path: Path, provider: RunningProvider
+@pytest.mark.parametrize(
+    "renewing",
+    [
+        pytest.param(False, id="killed: no renewal, its block stops counting with its lease"),
+        pytest.param(True, id="listener down: its lease rounds look at the line"),
+    ],
+)
+async def test_a_waiting_turn_gets_the_idle_slot_of_a_replica_deaf_to_every_demand(
+    tmp_path: Path, provider: RunningProvider, renewing: bool
 ) -> None:
     async with AsyncExitStack() as stack:
         a, b = await _a_keeping_an_idle_slot(stack, tmp_path, provider)
         cluster = a.ctx.runs.cluster
         assert cluster is not None and cluster._loop_task is not None
-        # a goes silent, as a killed replica does: no renewal, no answer to a demand.
         cluster.notes.on(replica_store.ADMISSION_CHANNEL, lambda _payload: None)
-        cluster._loop_task.cancel()
+        if not renewing:
+            cluster._loop_task.cancel()
 
         await _a_turn_completes_on(b)
 
-
-async def test_a_waiting_turn_gets_the_idle_slot_of_a_replica_that_missed_every_demand(
-    tmp_path: Path, provider: RunningProvider
-) -> None:
-    # a's listener is down (say): no DEMAND reaches it. Its lease rounds look at the line.
-    async with AsyncExitStack() as stack:
-        a, b = await _a_keeping_an_idle_slot(stack, tmp_path, provider)
-        assert a.ctx.runs.cluster is not None
-        a.ctx.runs.cluster.notes.on(replica_store.ADMISSION_CHANNEL, lambda _payload: None)
-
-        await _a_turn_completes_on(b)
-
-        assert _block_of(a.ctx.db, "a") == 0
+        if renewing:
+            assert _block_of(a.ctx.db, "a") == 0  # given to the line
 
 
 async def test_a_replica_whose_lease_lapsed_admits_nothing_from_its_old_block(
