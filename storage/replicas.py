@@ -34,6 +34,7 @@ _LIVE = (
 _TOKENS = re.compile(r"'(?:[^']|'')*'|::|:(\w+)|%")
 # Turns of live replicas waiting in the shared line (`r` the response).
 _WAITING = f"r.admission = 'waiting' AND {_LIVE}"
+_ANYONE_WAITING = f"EXISTS (SELECT 1 FROM response r WHERE {_WAITING})"
 # The slots the live replicas hold as blocks (replica.slots, engine/shared_admission.py).
 _BLOCKS = f"(SELECT COALESCE(sum(l.slots), 0) FROM replica l WHERE l.heartbeat_at > {NOW} - :lease)"
 # Whether this change of a block (`:op`, an id of its own) was made already: the commit of a
@@ -195,9 +196,7 @@ def deleted_while_running(db: Database, me: str) -> list[str]:
 
 def anyone_waiting(db: Database, lease: float) -> bool:
     """Whether a turn of a live replica waits in the shared line."""
-    rows = run_statement(
-        db, f"SELECT EXISTS (SELECT 1 FROM response r WHERE {_WAITING})", lease=lease
-    )
+    rows = run_statement(db, f"SELECT {_ANYONE_WAITING}", lease=lease)
     return bool(rows[0][0])
 
 
@@ -275,7 +274,7 @@ def take_block_slot(db: Database, me: str, limit: int, lease: float) -> str:
             f"   {_turns_admitted()} AS turns, {_BLOCKS} AS blocks,"
             "   (SELECT l.slots FROM replica l WHERE l.id = :me"
             f"     AND l.heartbeat_at > {NOW} - :lease) AS mine,"
-            f"   EXISTS (SELECT 1 FROM response r WHERE {_WAITING}) AS line,"
+            f"   {_ANYONE_WAITING} AS line,"
             f"   {_DONE_ALREADY} AS done),"
             " grown AS (UPDATE replica SET slots = slots + 1, slots_op = :op WHERE id = :me"
             "   AND (SELECT NOT done AND mine IS NOT NULL AND NOT line"

@@ -137,13 +137,13 @@ class SharedAdmission:
                     return False
                 if self._idle_slot_for(holder):
                     return True
-                if self._holds_every_slot:
-                    waiting = self._wait_here(holder)
-                else:
+                if not self._holds_every_slot:
                     found = await self._take_block_slot(holder)
                     if found is not None:
                         return found
-                    waiting = self._wait_here(holder)
+                    if self._idle_slot_for(holder):  # freed while the answer came back
+                        return True
+                waiting = self._wait_here(holder)
         finally:
             self._looking -= 1
         return await waiting
@@ -196,10 +196,6 @@ class SharedAdmission:
         """Take the turn's place in this replica's own queue now; the wait for a slot of the
         block, False when somebody began to wait in the shared line meanwhile (the turn moves
         there, in its place)."""
-        if self._idle_slot_for(holder):  # freed while the block's answer came back
-            done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-            done.set_result(True)
-            return done
         waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._here.append((holder, waiter))
         return self._wait_for_block_slot(holder, waiter)
@@ -247,21 +243,10 @@ class SharedAdmission:
         self._in_background(self._give_back_to_line(count))
 
     async def _give_back_to_line(self, count: int) -> None:
-        demands = self._demands
-        try:
-            waiting = await self.db.write_apart(
-                replica_store.give_back_block_slots,
-                self.db,
-                self.replica_id,
-                count,
-                self.limit,
-                self.lease_seconds,
-            )
-        except Exception:
-            log.exception("admission_block_give_back_failed")
+        if not await self._free_to_line(
+            replica_store.give_back_block_slots, self.replica_id, count
+        ):
             self.block += count  # still held: idle in the block, given back at the next demand
-            return
-        self._line_looked_at(waiting, demands)
 
     # -- the shared line -------------------------------------------------------------------
     async def _from_line(self, holder: str) -> None:
@@ -284,15 +269,22 @@ class SharedAdmission:
             del self._handed[holder]
 
     async def _leave_line(self, holder: str) -> None:
+        # (failed: the slot comes back with the lease round's look for lost ones)
+        await self._free_to_line(replica_store.leave_line, holder)
+
+    async def _free_to_line(self, free: Callable[..., int], *args: Any) -> bool:
+        """Free slots (`free`: leave_line or give_back_block_slots, with `args`), handing them
+        to the line; False when that failed."""
         demands = self._demands
         try:
             waiting = await self.db.write_apart(
-                replica_store.leave_line, self.db, holder, self.limit, self.lease_seconds
+                free, self.db, *args, self.limit, self.lease_seconds
             )
-        except Exception:  # the slot comes back with the lease round's look for lost ones
-            log.exception("admission_release_failed")
-            return
+        except Exception:
+            log.exception("admission_release_failed", extra={"statement": free.__name__})
+            return False
         self._line_looked_at(waiting, demands)
+        return True
 
     def _line_looked_at(self, waiting: int, demands: int) -> None:
         """Slots go back to blocks once the line is empty, unless a turn said it waits since
