@@ -33,6 +33,16 @@ class RawBackend(Protocol):
 
     def insert_events(self, conn: Any, rows: list[tuple[str, int, str]]) -> None: ...
 
+    @property
+    def now(self) -> str:
+        """SQL for the database's clock, in seconds since the epoch."""
+        ...
+
+    @property
+    def integrity_error(self) -> type[Exception]:
+        """What the driver raises for a broken primary key or constraint."""
+        ...
+
 
 _INSERT_EVENTS = "INSERT INTO event (response_id, seq, data) VALUES "
 # Rows in one multi-row INSERT of events on PostgreSQL (three parameters each).
@@ -78,6 +88,9 @@ class SQLiteBackend:
 
     def insert_events(self, conn: Any, rows: list[tuple[str, int, str]]) -> None:
         conn.executemany(_INSERT_EVENTS + "(?, ?, ?)", rows)  # a loop in process
+
+    now = "((julianday('now') - 2440587.5) * 86400.0)"  # to the millisecond
+    integrity_error = sqlite3.IntegrityError
 
 
 # Every PostgreSQL connection fails, rather than hangs, once the server stops answering: a
@@ -135,6 +148,14 @@ class PostgresBackend:
             chunk = rows[start : start + EVENT_ROWS_PER_INSERT]
             values = ", ".join(["(%s, %s, %s)"] * len(chunk))
             conn.execute(_INSERT_EVENTS + values, [field for row in chunk for field in row])
+
+    now = "EXTRACT(EPOCH FROM clock_timestamp())"
+
+    @property
+    def integrity_error(self) -> type[Exception]:
+        import psycopg
+
+        return psycopg.IntegrityError
 
 
 def hung_up(conn: Any) -> bool:

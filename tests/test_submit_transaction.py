@@ -1,5 +1,6 @@
-"""Submitting a task is one unit of work (engine/acceptance.py): a failure halfway leaves
-nothing behind, and the database decides who wins a session or an Idempotency-Key."""
+"""Submitting a task is one unit of work (engine/acceptance.py, storage/acceptance.py): a
+failure halfway leaves nothing behind, and the database decides who wins a session or an
+Idempotency-Key."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from storage import acceptance as accepting
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
 from tests.support.fake_engine import CONNECTION, StandInEngine
 from tests.support.fakes import Hang, TextDelta, answer
 from tests.support.in_process import InProcess, in_process
-from uhp_server.engine import attachments, tasks
 from uhp_server.engine.requests import EngineTask, SessionKey
 from uhp_server.errors import ApiError
 
@@ -41,9 +42,8 @@ async def test_a_failure_halfway_through_submit_leaves_no_busy_session_and_no_ke
     def broken(*_args: object, **_kwargs: object) -> None:
         raise RuntimeError("injected: the disk filled up")
 
-    # Between the session claim and the response row, in any version of submit.
-    monkeypatch.setattr(attachments, "record_inline_files", broken)
-    monkeypatch.setattr(tasks, "record_inline_files", broken, raising=False)
+    # Between the session claim and the response row, inside the transaction.
+    monkeypatch.setattr(accepting, "record_inline_files", broken)
     retry = {"headers": {"Idempotency-Key": "k-1"}, "previous_response_id": first["id"]}
     failed = await server.submit("two", **retry)
     assert failed.status_code == 500

@@ -13,14 +13,11 @@ import contextlib
 import hashlib
 import os
 import stat
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlmodel import Session
-
+from storage.acceptance import InputFile
 from storage.blobs import BlobStore
-from storage.models import FileRow
 from uhp_server.engine.inputs import Attachment
 
 _MAX_NAME_TRIES = 1000
@@ -51,28 +48,22 @@ def write_inline_blobs(blobs: BlobStore, items: list[Attachment]) -> list[Attach
     return inline
 
 
-def record_inline_files(
-    s: Session, principal_id: str, inline: list[Attachment], *, keep: bool
-) -> None:
-    """With `keep` (store is true) the inline files become the principal's File objects (ids
-    already in the stored input items), so a later task can reference them by file_id; with
-    store false they do not."""
-    if not keep:
-        return
+def input_files(inline: list[Attachment]) -> list[InputFile]:
+    """The inline files, as the principal's File objects a kept task's input makes (ids
+    already in the stored input items), so a later task can reference them by file_id."""
+    files = []
     for attachment in inline:
         assert attachment.sha256 is not None, "write_inline_blobs stored it first"
-        s.add(
-            FileRow(
-                id=attachment.file_id,
-                principal_id=principal_id,
-                filename=attachment.filename,
-                bytes=attachment.size,
-                media_type=attachment.media_type,
-                sha256=attachment.sha256,
-                purpose="input",
-                created_at=int(time.time()),
-            ),
+        files.append(
+            InputFile(
+                attachment.file_id,
+                attachment.filename,
+                attachment.size,
+                attachment.media_type,
+                attachment.sha256,
+            )
         )
+    return files
 
 
 def place_all(workspace: Path, blobs: BlobStore, items: tuple[Attachment, ...]) -> list[Placed]:

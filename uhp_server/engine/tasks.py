@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.exc import IntegrityError
-
 from harness_bases.base import HarnessBase, SkillBundle
+from storage import acceptance as accepting
 from storage import files as file_store
 from storage import responses as response_store
 from storage.blobs import BlobStore
@@ -31,7 +30,7 @@ from uhp_server.engine.acceptance import Acceptance
 from uhp_server.engine.attachments import write_inline_blobs
 from uhp_server.engine.builder import ResponseBuilder
 from uhp_server.engine.eventlog import EventLog, numbered
-from uhp_server.engine.inputs import NormalizedInput, normalize_input
+from uhp_server.engine.inputs import Attachment, NormalizedInput, normalize_input
 from uhp_server.engine.lookups import TaskLookups
 from uhp_server.engine.opening import opening_system_text, with_opening
 from uhp_server.engine.requests import (
@@ -206,12 +205,7 @@ class TaskService(TaskSteering, TaskLookups):
         two racing requests from both claiming a session or an idempotency key."""
         principal_id = task.principal_id
         model_connection = task.model_connection
-        normalized = await self.db.read(
-            normalize_input,
-            task.input,
-            lambda file_id: file_store.get_file(self.db, principal_id, file_id),
-            self.settings.max_file_bytes,
-        )
+        normalized = await self._normalized(task)
         self._check_timeout(task.timeout_seconds)
         resolved = await self.resolution.resolve(task)
         harness, session, previous = resolved.harness, resolved.session, resolved.previous
@@ -234,8 +228,10 @@ class TaskService(TaskSteering, TaskLookups):
             )
         model = route.id
         max_step, timeout = self._budgets(task, config)
-        inline = await asyncio.to_thread(write_inline_blobs, self.blobs, normalized.attachments)
-        skills, mcp_servers = await self.db.read(self._turn_config, principal_id, config)
+        inline: list[Attachment] = []
+        if any(attachment.data is not None for attachment in normalized.attachments):
+            inline = await asyncio.to_thread(write_inline_blobs, self.blobs, normalized.attachments)
+        skills, mcp_servers = await self._turn_config(principal_id, config)
         new_session_id = None
         if session is None:
             new_session_id = new_id("session")
@@ -321,7 +317,27 @@ class TaskService(TaskSteering, TaskLookups):
         if starting is not None:
             await asyncio.shield(starting)
 
-    def _turn_config(
+    # A thread hop costs a task more than most of its reads: the steps below take one only
+    # when the request has something to read or to write.
+    async def _normalized(self, task: EngineTask) -> NormalizedInput:
+        if isinstance(task.input, str):  # a prompt: no file to look up, nothing to decode
+            return normalize_input(task.input)
+        principal_id = task.principal_id
+        return await self.db.read(
+            normalize_input,
+            task.input,
+            lambda file_id: file_store.get_file(self.db, principal_id, file_id),
+            self.settings.max_file_bytes,
+        )
+
+    async def _turn_config(
+        self, principal_id: str, config: dict[str, Any]
+    ) -> tuple[tuple[SkillBundle, ...], tuple[McpTarget, ...]]:
+        if not config.get("skills") and not config.get("mcpServers"):  # built-ins only
+            return turn_skills(self.db, principal_id, []), ()
+        return await self.db.read(self._stored_turn_config, principal_id, config)
+
+    def _stored_turn_config(
         self, principal_id: str, config: dict[str, Any]
     ) -> tuple[tuple[SkillBundle, ...], tuple[McpTarget, ...]]:
         skills = turn_skills(self.db, principal_id, config.get("skills") or [])
@@ -342,19 +358,15 @@ class TaskService(TaskSteering, TaskLookups):
             if winner:
                 return winner
         try:
-            with self.db.session() as s:
-                session = acceptance.record(s, a)
-                s.commit()
-                return session
-        except IntegrityError:
+            return accepting.accept(self.db, acceptance.rows_of(a))
+        except accepting.Busy:
+            raise acceptance.session_busy() from None
+        except self.db.raw.integrity_error:
             # Another request recorded the key since the look-up above: it won.
             if a.idempotency_key and a.fingerprint:
                 winner = self._idempotent(principal_id, a.idempotency_key, a.fingerprint)
                 if winner is not None:
                     return winner
-            if a.task.session is not None and a.session is None:
-                # Another request opened the door's session first, and runs in it.
-                raise acceptance.session_busy() from None
             raise
 
     def _budgets(self, task: EngineTask, config: dict[str, Any]) -> tuple[int | None, int]:
