@@ -9,6 +9,7 @@ for that answer before it commits, since it decides whether to.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,10 +18,20 @@ from storage.db import Database
 from storage.models import SessionRow
 from storage.raw_sql import RawBackend
 
-_SESSION_COLUMNS = (
-    "id, principal_id, harness_id, container_id, title, status, created_at, updated_at,"
-    " native_session_id, active_response_id, deleted_at"
+_SESSION_FIELDS = (
+    "id",
+    "principal_id",
+    "harness_id",
+    "container_id",
+    "title",
+    "status",
+    "created_at",
+    "updated_at",
+    "native_session_id",
+    "active_response_id",
+    "deleted_at",
 )
+_SESSION_COLUMNS = ", ".join(_SESSION_FIELDS)
 
 
 class Busy(Exception):
@@ -98,7 +109,8 @@ def accept(db: Database, unit: AcceptanceRows) -> SessionRow:
             return _write(conn, db.raw, unit)
         except BaseException:
             if db.raw.usable(conn) and db.raw.in_transaction(conn):
-                conn.execute("ROLLBACK")
+                with contextlib.suppress(Exception):  # the first error is the one to report
+                    conn.execute("ROLLBACK")
             raise
 
 
@@ -227,13 +239,17 @@ def record_inline_files(conn: Any, sql: Any, principal_id: str, files: list[Inpu
     if not files:
         return
     now = int(time.time())
-    conn.cursor().executemany(
-        sql(
-            "INSERT INTO file (id, principal_id, filename, bytes, media_type, sha256, purpose,"
-            " created_at) VALUES (?, ?, ?, ?, ?, ?, 'input', ?)"
-        ),
-        [(f.id, principal_id, f.filename, f.size, f.media_type, f.sha256, now) for f in files],
-    )
+    cursor = conn.cursor()
+    try:
+        cursor.executemany(
+            sql(
+                "INSERT INTO file (id, principal_id, filename, bytes, media_type, sha256,"
+                " purpose, created_at) VALUES (?, ?, ?, ?, ?, ?, 'input', ?)"
+            ),
+            [(f.id, principal_id, f.filename, f.size, f.media_type, f.sha256, now) for f in files],
+        )
+    finally:
+        cursor.close()
 
 
 def _insert_response(conn: Any, raw: RawBackend, response: NewResponse, session_id: str) -> None:
@@ -261,5 +277,4 @@ def _insert_response(conn: Any, raw: RawBackend, response: NewResponse, session_
 
 
 def _session_row(values: tuple[Any, ...]) -> SessionRow:
-    names = [name.strip() for name in _SESSION_COLUMNS.split(",")]
-    return SessionRow(**dict(zip(names, values, strict=True)))
+    return SessionRow(**dict(zip(_SESSION_FIELDS, values, strict=True)))

@@ -130,7 +130,17 @@ class Database:
         storage/raw_sql.py's SQL through `self.raw.sql(…)`), in autocommit; back to the pool
         after, so no thread keeps one."""
         with self._autocommit_engine.connect() as conn:
-            yield conn.connection.dbapi_connection
+            plain = conn.connection.dbapi_connection
+            try:
+                yield plain
+            except Exception as exc:
+                if self.raw.usable(plain):
+                    raise
+                # The database ended the link (a restart, a terminated backend): the pool drops
+                # it, and the error says so as the ORM's would, so that a read is repeated
+                # (`_again_if_disconnected`).
+                conn.invalidate(exc)
+                raise DBAPIError(None, None, exc, connection_invalidated=True) from exc
 
     def connection(self) -> Any:
         """This thread's own plain DB-API connection, in autocommit mode, kept for the thread's

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import time
-from typing import Any, cast
 
-from sqlalchemy.engine import CursorResult
-from sqlmodel import Session, col, delete, update
+from sqlmodel import Session, col, delete
 
 from storage.db import Database
 from storage.models import DoorSessionRow
@@ -35,39 +33,6 @@ def add_binding(
 ) -> None:
     """`bind` inside the caller's transaction."""
     s.merge(_binding(principal_id, harness_id, door, external_id, session_id))
-
-
-def open_session(
-    s: Session,
-    principal_id: str,
-    harness_id: str,
-    door: str,
-    external_id: str,
-    session_id: str,
-    replacing: str | None,
-) -> bool:
-    """Bind the key to a session just made for it, inside the caller's transaction: a key bound
-    to nothing yet, or still to `replacing` (the session it was found bound to, which cannot be
-    continued). False when another request bound it since; a racing insert of the same key
-    raises IntegrityError at once, as the second of two."""
-    key = (
-        col(DoorSessionRow.principal_id) == principal_id,
-        col(DoorSessionRow.harness_id) == harness_id,
-        col(DoorSessionRow.door) == door,
-        col(DoorSessionRow.external_id) == external_id,
-    )
-    if replacing is not None:
-        moved = s.execute(
-            update(DoorSessionRow)
-            .where(*key, col(DoorSessionRow.session_id) == replacing)
-            .values(session_id=session_id, created_at=int(time.time()))
-        )
-        return bool(cast(CursorResult[Any], moved).rowcount == 1)
-    if s.get(DoorSessionRow, (principal_id, harness_id, door, external_id)) is not None:
-        return False
-    s.add(_binding(principal_id, harness_id, door, external_id, session_id))
-    s.flush()
-    return True
 
 
 def _binding(

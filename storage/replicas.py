@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from storage.db import Database, run_statement
+from storage.raw_sql import PostgresBackend
 
-NOW = "EXTRACT(EPOCH FROM clock_timestamp())"
+NOW = PostgresBackend.now
 # Cancel requests and freed admission slots are announced on these channels, as committed
 # events are on storage.db.EVENTS_CHANNEL (payload: the response id).
 CANCEL_CHANNEL = "uhp_cancel"

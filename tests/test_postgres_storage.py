@@ -176,19 +176,27 @@ def test_a_pooled_connection_ended_right_after_its_last_use_is_not_handed_out(
         assert s.connection().execute(text("SELECT 2")).scalar() == 2
 
 
+@pytest.mark.parametrize("through", ["the ORM", "a plain connection"])
 async def test_a_read_the_database_ended_the_connection_under_is_read_again(
-    database: tuple[str, Database],
+    database: tuple[str, Database], through: str
 ) -> None:
     url, db = database
     ended: list[int] = []
 
+    def end_once() -> None:
+        if not ended:  # ended after the checkout's check: the statement meets it
+            ended.append(postgres.end_connections_to(url))
+            time.sleep(0.05)
+
     def read_once_ended() -> int:
-        with db.session() as s:
-            conn = s.connection()
-            if not ended:  # ended after the checkout's check: the statement meets it
-                ended.append(postgres.end_connections_to(url))
-                time.sleep(0.05)
-            return int(conn.execute(text("SELECT 3")).scalar_one())
+        if through == "the ORM":
+            with db.session() as s:
+                conn = s.connection()
+                end_once()
+                return int(conn.execute(text("SELECT 3")).scalar_one())
+        with db.plain_connection() as plain:  # storage's plain SQL (storage/harnesses.py)
+            end_once()
+            return int(plain.execute("SELECT 3").fetchone()[0])
 
     assert await db.read(read_once_ended) == 3
     assert ended and ended[0] >= 1

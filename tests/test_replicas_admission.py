@@ -164,7 +164,7 @@ async def test_the_line_order_does_not_follow_a_replicas_own_clock(
     # before every turn the others accepted in the last minute.
     from types import SimpleNamespace
 
-    from uhp_server.engine import acceptance
+    from storage import acceptance
 
     async with AsyncExitStack() as stack:
         a, b = await two_replicas(stack, tmp_path, provider, max_concurrent_turns=1)

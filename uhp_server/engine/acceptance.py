@@ -4,7 +4,9 @@ are written in ONE transaction, so a failure anywhere leaves none of them behind
 
 Conflicts are the database's to decide: a second request with the same Idempotency-Key fails
 on that table's primary key, a second turn for a busy session on the claim's conditional
-UPDATE (no row changed). Neither relies on the writes running on one thread.
+UPDATE (no row changed), a second request opening a door's session on the key's primary key
+(no row inserted). None relies on the writes running on one thread. This module says what
+the rows are; storage/acceptance.py writes them.
 """
 
 from __future__ import annotations

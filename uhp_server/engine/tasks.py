@@ -44,6 +44,7 @@ from uhp_server.engine.steering import TaskSteering
 from uhp_server.errors import VENDOR, ApiError
 from uhp_server.gateway.connection import ModelConnection, connection_provider
 from uhp_server.gateway.mcp_targets import McpTarget
+from uhp_server.harness_config.builtin_skills import builtin_skills
 from uhp_server.harness_config.runtime import turn_mcp_targets, turn_skills
 from uhp_server.ids import new_id
 from uhp_server.settings import Settings
@@ -141,6 +142,7 @@ class TaskService(TaskSteering, TaskLookups):
         self.blobs = blobs or BlobStore(settings.blobs_dir)
         self.resolution = TaskResolution(settings, db, bases)
         self._starting: dict[str, asyncio.Future[None]] = {}  # being accepted, by response id
+        builtin_skills()  # read now, at start-up: a turn takes them on the event loop
 
     # -- idempotency ---------------------------------------------------------------------
     def idempotent_target(self, principal_id: str, key: str, body: dict[str, Any]) -> str | None:
