@@ -2,9 +2,12 @@
 what goes in it and why).
 
 Plain SQL because it runs at every task: the ORM's unit of work for these few rows costs
-about a millisecond. On PostgreSQL the statements go out together (a pipeline), so a new
-session's acceptance is one round trip; continuing a session, or binding a door's key, waits
-for that answer before it commits, since it decides whether to.
+about a millisecond. Two parts: the *gate*, the one write that can lose a race (the continued
+session's claim, or the door's key), and the rows, written only behind a gate that let them
+through. SQLite runs them as statements of one `BEGIN IMMEDIATE` transaction, calls in
+process. PostgreSQL gets them as ONE statement, data-modifying CTEs each inserting `FROM gate`:
+atomic on its own, one round trip and one answer, where a transaction's statements cost a
+round trip each, or a pipeline's machinery several times one statement's.
 """
 
 from __future__ import annotations
@@ -15,23 +18,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from storage.db import Database
-from storage.models import SessionRow
-from storage.raw_sql import RawBackend
+from storage.raw_sql import PostgresBackend, RawBackend, SQLiteBackend
 
-_SESSION_FIELDS = (
-    "id",
-    "principal_id",
-    "harness_id",
-    "container_id",
-    "title",
-    "status",
-    "created_at",
-    "updated_at",
-    "native_session_id",
-    "active_response_id",
-    "deleted_at",
-)
-_SESSION_COLUMNS = ", ".join(_SESSION_FIELDS)
+
+@dataclass(frozen=True)
+class HeldSession:
+    """The session an accepted turn holds: what the turn needs of it."""
+
+    id: str
+    container_id: str
+    native_session_id: str | None  # the agent CLI's own conversation, to resume
 
 
 class Busy(Exception):
@@ -100,181 +96,245 @@ class AcceptanceRows:
     first_event: str | None = None  # JSON, numbered 0; None when the response is not kept
 
 
-def accept(db: Database, unit: AcceptanceRows) -> SessionRow:
+def accept(db: Database, unit: AcceptanceRows) -> HeldSession:
     """Write the unit in one transaction; returns the session the turn holds. Raises Busy, or
     the driver's IntegrityError (`db.raw.integrity_error`) when another request holds the
     Idempotency-Key; either way nothing is written."""
+    gate = _gate(unit)
+    rows = _rows(unit)
     with db.plain_connection() as conn:
-        try:
-            return _write(conn, db.raw, unit)
-        except BaseException:
-            if db.raw.usable(conn) and db.raw.in_transaction(conn):
-                with contextlib.suppress(Exception):  # the first error is the one to report
-                    conn.execute("ROLLBACK")
-            raise
-
-
-def _write(conn: Any, raw: RawBackend, unit: AcceptanceRows) -> SessionRow:
-    sql = raw.sql
-    claim = door = None
-    try:
-        with raw.pipelined(conn):
-            raw.begin_write(conn)
-            if unit.idempotency is not None:
-                _record_key(conn, sql, unit.idempotency, unit.response.id)
-            if unit.claim is not None:
-                claim = _claim(conn, sql, unit.claim, unit.response.id)
-                session_id = unit.claim
-            else:
-                session = _create(conn, sql, unit)
-                session_id = session.id
-            if unit.door is not None:
-                door = _bind_door(conn, sql, unit.door, session_id)
-            record_inline_files(conn, sql, unit.response.principal_id, unit.files)
-            _insert_response(conn, raw, unit.response, session_id)
-            if unit.first_event is not None:
-                conn.execute(
-                    sql("INSERT INTO event (response_id, seq, data) VALUES (?, 0, ?)"),
-                    (unit.response.id, unit.first_event),
-                )
-            if claim is None and door is None:
-                conn.execute("COMMIT")
-                return session
-        # The pipeline's answers are in: a lost claim or key rolls the whole unit back.
-        if claim is not None:
-            claimed = claim.fetchall()
-            if not claimed:
-                raise Busy
-            session = _session_row(claimed[0])
-        if door is not None and door.rowcount != 1:
-            raise Busy
-        conn.execute("COMMIT")
-        return session
-    finally:
-        if claim is not None:
-            claim.close()  # SQLite: an unfinished statement keeps its connection from committing
-
-
-def _record_key(conn: Any, sql: Any, key: IdempotencyKey, response_id: str) -> None:
-    """The Idempotency-Key's record: its primary key refuses a second request with it."""
-    conn.execute(
-        sql(
-            "INSERT INTO idempotency (principal_id, key, fingerprint, response_id, created_at)"
-            " VALUES (?, ?, ?, ?, ?)"
-        ),
-        (key.principal_id, key.key, key.fingerprint, response_id, time.time()),
-    )
-
-
-def _claim(conn: Any, sql: Any, session_id: str, response_id: str) -> Any:
-    """Claim the continued session: one conditional statement, so the database decides which
-    of two racing requests wins. Its cursor's row is the session, when this one did."""
-    return conn.execute(
-        sql(
-            "UPDATE session SET active_response_id = ?, status = 'in_progress', updated_at = ?"
-            f" WHERE id = ? AND active_response_id IS NULL RETURNING {_SESSION_COLUMNS}"
-        ),
-        (response_id, int(time.time()), session_id),
-    )
-
-
-def _create(conn: Any, sql: Any, unit: AcceptanceRows) -> SessionRow:
+        if db.dialect == "postgresql":
+            passed = _at_once(conn, db.raw, gate, rows)
+        else:
+            passed = _in_steps(conn, db.raw, gate, rows)
+    if not passed:
+        raise Busy
+    if unit.claim is not None:
+        return HeldSession(*passed[0])
     new = unit.new_session
     assert new is not None, "an acceptance claims a session or makes one"
-    now = int(time.time())
-    row = SessionRow(
-        id=new.id,
-        principal_id=new.principal_id,
-        harness_id=new.harness_id,
-        container_id=new.container_id,
-        title=new.title,
-        status="in_progress",
-        created_at=now,
-        updated_at=now,
-        active_response_id=unit.response.id,
-    )
-    conn.execute(
-        sql(
-            "INSERT INTO session (id, principal_id, harness_id, container_id, title, status,"
-            " created_at, updated_at, active_response_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        ),
-        (
-            row.id,
-            row.principal_id,
-            row.harness_id,
-            row.container_id,
-            row.title,
-            row.status,
-            now,
-            now,
-            row.active_response_id,
-        ),
-    )
-    return row
+    return HeldSession(new.id, new.container_id, None)
 
 
-def _bind_door(conn: Any, sql: Any, door: DoorBinding, session_id: str) -> Any:
-    """Bind the door's key to the new session; its cursor's rowcount is 1 when it did."""
-    key = (door.principal_id, door.harness_id, door.door, door.external_id)
-    now = int(time.time())
-    if door.replacing is not None:
-        return conn.execute(
-            sql(
-                "UPDATE door_session SET session_id = ?, created_at = ? WHERE principal_id = ?"
-                " AND harness_id = ? AND door = ? AND external_id = ? AND session_id = ?"
-            ),
-            (session_id, now, *key, door.replacing),
+@dataclass(frozen=True)
+class _Gate:
+    """The write that decides: a statement with `?` parameters and a RETURNING clause, whose
+    row says it went through."""
+
+    sql: str
+    params: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """Rows for one table, inserted once the gate let them through."""
+
+    table: str
+    columns: tuple[str, ...]
+    rows: list[tuple[Any, ...]]
+    json: frozenset[str] = frozenset()  # columns given as JSON text
+    clock: str | None = None  # a column set to the database's clock, in seconds
+
+    def sqlite(self) -> str:
+        columns = ", ".join(self.columns + ((self.clock,) if self.clock else ()))
+        values = ", ".join(["?"] * len(self.columns) + ([SQLiteBackend.now] if self.clock else []))
+        return f"INSERT INTO {self.table} ({columns}) VALUES ({values})"
+
+    def postgresql(self) -> tuple[str, list[Any]]:
+        """An INSERT of these rows for each row of `gate`. Only JSON columns are cast: PostgreSQL
+        types the other untyped parameters from the column they go to, or as text (a NULL goes
+        only to text columns here)."""
+        one = ", ".join("%s::json" if c in self.json else "%s" for c in self.columns)
+        values = ", ".join(f"({one})" for _ in self.rows)
+        names = ", ".join(f"v{i}" for i in range(len(self.columns)))
+        columns = ", ".join(self.columns + ((self.clock,) if self.clock else ()))
+        clock = f", {PostgresBackend.now}" if self.clock else ""
+        sql = (
+            f"INSERT INTO {self.table} ({columns}) SELECT {names}{clock}"
+            f" FROM gate, (VALUES {values}) AS v ({names})"
         )
-    return conn.execute(
-        sql(
-            "INSERT INTO door_session (principal_id, harness_id, door, external_id,"
-            " session_id, created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
-        ),
-        (*key, session_id, now),
+        return sql, [field for row in self.rows for field in row]
+
+
+def _in_steps(
+    conn: Any, raw: RawBackend, gate: _Gate | None, rows: list[_Rows]
+) -> list[tuple[Any, ...]]:
+    """SQLite: the gate, then (when it let them through) the rows, in one transaction."""
+    raw.begin_write(conn)
+    try:
+        passed: list[tuple[Any, ...]] = [()]
+        if gate is not None:
+            cursor = conn.execute(gate.sql, gate.params)
+            passed = cursor.fetchall()  # all: an unfinished statement would block the COMMIT
+            cursor.close()
+        if passed:
+            for table in rows:
+                conn.executemany(table.sqlite(), table.rows)
+        conn.execute("COMMIT" if passed else "ROLLBACK")
+        return passed
+    except BaseException:
+        if raw.in_transaction(conn):
+            with contextlib.suppress(Exception):  # the first error is the one to report
+                conn.execute("ROLLBACK")
+        raise
+
+
+def _at_once(
+    conn: Any, raw: RawBackend, gate: _Gate | None, rows: list[_Rows]
+) -> list[tuple[Any, ...]]:
+    """PostgreSQL: one statement, in autocommit: all of it, or (an error, a closed gate) none."""
+    ctes = [f"gate AS ({raw.sql(gate.sql)})" if gate else "gate AS (SELECT 1)"]
+    params = list(gate.params) if gate else []
+    for n, table in enumerate(rows):
+        sql, values = table.postgresql()
+        ctes.append(f"w{n} AS ({sql})")
+        params.extend(values)
+    statement = "WITH " + ", ".join(ctes) + " SELECT * FROM gate"
+    return list(conn.execute(statement, params).fetchall())
+
+
+def _gate(unit: AcceptanceRows) -> _Gate | None:
+    """The claim of the continued session (its row comes back), or the door's key bound to
+    the new session; None when nothing can lose."""
+    now = int(time.time())
+    if unit.claim is not None:
+        # One conditional statement: the database decides which of two racing requests wins.
+        return _Gate(
+            "UPDATE session SET active_response_id = ?, status = 'in_progress', updated_at = ?"
+            " WHERE id = ? AND active_response_id IS NULL"
+            " RETURNING id, container_id, native_session_id",
+            (unit.response.id, now, unit.claim),
+        )
+    door = unit.door
+    if door is None:
+        return None
+    assert unit.new_session is not None, "a door's key is bound to a new session"
+    key = (door.principal_id, door.harness_id, door.door, door.external_id)
+    if door.replacing is not None:
+        return _Gate(
+            "UPDATE door_session SET session_id = ?, created_at = ? WHERE principal_id = ?"
+            " AND harness_id = ? AND door = ? AND external_id = ? AND session_id = ?"
+            " RETURNING 1",
+            (unit.new_session.id, now, *key, door.replacing),
+        )
+    return _Gate(
+        "INSERT INTO door_session (principal_id, harness_id, door, external_id, session_id,"
+        " created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING 1",
+        (*key, unit.new_session.id, now),
     )
 
 
-def record_inline_files(conn: Any, sql: Any, principal_id: str, files: list[InputFile]) -> None:
+def _rows(unit: AcceptanceRows) -> list[_Rows]:
+    response = unit.response
+    session_id = unit.claim or (unit.new_session.id if unit.new_session else None)
+    assert session_id is not None, "an acceptance claims a session or makes one"
+    rows: list[_Rows] = []
+    if unit.idempotency is not None:
+        key = unit.idempotency
+        # Its primary key refuses a second request with the key.
+        rows.append(
+            _Rows(
+                "idempotency",
+                ("principal_id", "key", "fingerprint", "response_id", "created_at"),
+                [(key.principal_id, key.key, key.fingerprint, response.id, time.time())],
+            )
+        )
+    if unit.new_session is not None:
+        new = unit.new_session
+        at = response.created_at
+        rows.append(
+            _Rows(
+                "session",
+                (
+                    "id",
+                    "principal_id",
+                    "harness_id",
+                    "container_id",
+                    "title",
+                    "status",
+                    "created_at",
+                    "updated_at",
+                    "active_response_id",
+                ),
+                [
+                    (
+                        new.id,
+                        new.principal_id,
+                        new.harness_id,
+                        new.container_id,
+                        new.title,
+                        "in_progress",
+                        at,
+                        at,
+                        response.id,
+                    )
+                ],
+            )
+        )
+    rows.extend(record_inline_files(response.principal_id, unit.files))
+    rows.append(
+        _Rows(
+            "response",
+            (
+                "id",
+                "principal_id",
+                "session_id",
+                "previous_response_id",
+                "status",
+                "store",
+                "model",
+                "created_at",
+                "input_items",
+                "replica_id",
+                "cancel_requested",
+            ),
+            [
+                (
+                    response.id,
+                    response.principal_id,
+                    session_id,
+                    response.previous_response_id,
+                    "in_progress",
+                    response.store,
+                    response.model,
+                    response.created_at,
+                    response.input_items,
+                    response.replica_id,
+                    False,
+                )
+            ],
+            json=frozenset({"input_items"}),
+            # Its place in the shared admission line (engine/shared_admission.py): when it
+            # arrived, by the database's clock as leases are, since the replicas' hosts may
+            # disagree.
+            clock="admission_at",
+        )
+    )
+    if unit.first_event is not None:
+        rows.append(
+            _Rows(
+                "event",
+                ("response_id", "seq", "data"),
+                [(response.id, 0, unit.first_event)],
+                json=frozenset({"data"}),
+            )
+        )
+    return rows
+
+
+def record_inline_files(principal_id: str, files: list[InputFile]) -> list[_Rows]:
     """The task's inline files as the principal's File objects (their blobs already stored)."""
     if not files:
-        return
+        return []
     now = int(time.time())
-    cursor = conn.cursor()
-    try:
-        cursor.executemany(
-            sql(
-                "INSERT INTO file (id, principal_id, filename, bytes, media_type, sha256,"
-                " purpose, created_at) VALUES (?, ?, ?, ?, ?, ?, 'input', ?)"
-            ),
-            [(f.id, principal_id, f.filename, f.size, f.media_type, f.sha256, now) for f in files],
+    columns = ("id", "principal_id", "filename", "bytes", "media_type", "sha256", "purpose")
+    return [
+        _Rows(
+            "file",
+            (*columns, "created_at"),
+            [
+                (f.id, principal_id, f.filename, f.size, f.media_type, f.sha256, "input", now)
+                for f in files
+            ],
         )
-    finally:
-        cursor.close()
-
-
-def _insert_response(conn: Any, raw: RawBackend, response: NewResponse, session_id: str) -> None:
-    # `admission_at`, its place in the shared admission line (engine/shared_admission.py), is
-    # when it arrived by the database's clock, as leases are: the replicas' hosts may disagree.
-    conn.execute(
-        raw.sql(
-            "INSERT INTO response (id, principal_id, session_id, previous_response_id, status,"
-            " store, model, created_at, input_items, replica_id, cancel_requested, admission_at)"
-            f" VALUES (?, ?, ?, ?, 'in_progress', ?, ?, ?, ?, ?, ?, {raw.now})"
-        ),
-        (
-            response.id,
-            response.principal_id,
-            session_id,
-            response.previous_response_id,
-            response.store,
-            response.model,
-            response.created_at,
-            response.input_items,
-            response.replica_id,
-            False,
-        ),
-    )
-
-
-def _session_row(values: tuple[Any, ...]) -> SessionRow:
-    return SessionRow(**dict(zip(_SESSION_FIELDS, values, strict=True)))
+    ]

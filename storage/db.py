@@ -31,14 +31,24 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlmodel import Session, create_engine
 
 from storage import mcp_secrets, migrate, models, skills  # noqa: F401  (registers the tables)
-from storage.raw_sql import backend_for, hung_up, link_timeouts, sqlalchemy_url, sqlite_pragmas
+from storage.raw_sql import (
+    RowUpdate,
+    backend_for,
+    hung_up,
+    link_timeouts,
+    sqlalchemy_url,
+    sqlite_pragmas,
+)
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
 READ_THREADS = 4
 SYNC_ROUTE_THREADS = 40  # FastAPI's (anyio's) default thread pool, where sync routes run
-WRITE_THREADS = 4  # PostgreSQL's writes beside the writer (`write_beside`)
+# PostgreSQL's writes beside the writer (`write_beside`): one thread. A task's acceptance is one
+# statement (storage/acceptance.py), and each thread more only contends for the GIL (four
+# measured 231 tasks/s, two 227, one 263: bench/README.md).
+WRITE_THREADS = 1
 # How long the writer waits for a database that went away (a restart, a failover) to answer
 # again before failing what it was writing.
 RECONNECT_SECONDS = 15.0
@@ -181,10 +191,9 @@ class Database:
 
     async def write_beside(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run a write whose conflicts the database decides (a primary key, a conditional
-        UPDATE), so it needs no place in any order: on one of a pool of threads beside the
-        writer, where a transaction's round trips keep no other write waiting. SQLite has one
-        writer: `write`."""
-        return await self._beside(self._pool_lane, fn, *args, **kwargs)
+        UPDATE), so it needs no place in any order: on a lane beside the writer, where its
+        round trips keep no event commit waiting. SQLite has one writer: `write`."""
+        return await self._beside(self._beside_lane, fn, *args, **kwargs)
 
     async def _beside(
         self, lane: Callable[[], ThreadPoolExecutor], fn: Callable[P, T], *args: Any, **kwargs: Any
@@ -200,10 +209,10 @@ class Database:
                 self._apart = ThreadPoolExecutor(1, thread_name_prefix="db-write-apart")
             return self._apart
 
-    def _pool_lane(self) -> ThreadPoolExecutor:
+    def _beside_lane(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="db-write-pool")
+                self._pool = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="db-write-beside")
             return self._pool
 
     def append_events(self, batch: EventBatch) -> Future[None]:
@@ -374,14 +383,16 @@ class _Writer:
         started = time.perf_counter()
         raw = self._db.raw
         try:
-            with raw.pipelined(conn):
-                raw.begin_write(conn)
-                rows = [(b.response_id, seq, data) for b, _ in group for seq, data in b.rows]
-                if rows:
-                    raw.insert_events(conn, rows)
-                for batch, _ in group:
-                    _write_ends(conn, raw.sql, batch)
-                conn.execute("COMMIT")
+            rows = [(b.response_id, seq, data) for b, _ in group for seq, data in b.rows]
+            ends = [end for batch, _ in group for end in _ends(batch)]
+            if not raw.write_at_once(conn, rows, ends):
+                with raw.pipelined(conn):
+                    raw.begin_write(conn)
+                    if rows:
+                        raw.insert_events(conn, rows)
+                    for end in ends:
+                        conn.execute(raw.sql(end.sql), end.params)
+                    conn.execute("COMMIT")
         except Exception as exc:
             if raw.usable(conn) and raw.in_transaction(conn):
                 with contextlib.suppress(Exception):
@@ -414,39 +425,46 @@ def _fail(group: list[tuple[EventBatch, Future[None]]], error: BaseException) ->
             future.set_exception(error)
 
 
-def _write_ends(conn: Any, sql: Callable[[str], str], batch: EventBatch) -> None:
+def _ends(batch: EventBatch) -> list[RowUpdate]:
     """The batch's final row, its status, and the session its turn releases."""
+    ends = []
     if batch.final is not None:
-        conn.execute(
-            sql("UPDATE response SET status = ?, final = ?, finished_at = ? WHERE id = ?"),
-            (batch.status, batch.final, time.time(), batch.response_id),
+        ends.append(
+            RowUpdate(
+                "UPDATE response SET status = ?, final = ?, finished_at = ? WHERE id = ?",
+                (batch.status, batch.final, time.time(), batch.response_id),
+                ("response", batch.response_id),
+            )
         )
     elif batch.status is not None:  # the end of a response not kept: its status, for histories
-        conn.execute(
-            sql(
+        ends.append(
+            RowUpdate(
                 "UPDATE response SET status = ?, finished_at = ?"
-                " WHERE id = ? AND status = 'in_progress'"
-            ),
-            (batch.status, time.time(), batch.response_id),
+                " WHERE id = ? AND status = 'in_progress'",
+                (batch.status, time.time(), batch.response_id),
+                ("response", batch.response_id),
+            )
         )
     if batch.status is not None and batch.release is not None:
         release = batch.release
-        conn.execute(
-            sql(
+        ends.append(
+            RowUpdate(
                 "UPDATE session SET status = ?, updated_at = ?,"
                 " native_session_id = COALESCE(?, native_session_id),"
                 " active_response_id = CASE WHEN active_response_id = ? THEN NULL"
                 " ELSE active_response_id END"
-                " WHERE id = ?"
-            ),
-            (
-                batch.status,
-                int(time.time()),
-                release.native_session_id,
-                batch.response_id,
-                release.session_id,
-            ),
+                " WHERE id = ?",
+                (
+                    batch.status,
+                    int(time.time()),
+                    release.native_session_id,
+                    batch.response_id,
+                    release.session_id,
+                ),
+                ("session", release.session_id),
+            )
         )
+    return ends
 
 
 def _resolve(future: Future[Any], fn: Callable[[], Any]) -> None:

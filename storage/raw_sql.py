@@ -10,10 +10,21 @@ from __future__ import annotations
 import contextlib
 import select
 import sqlite3
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sqlalchemy.engine import URL, make_url
+
+
+@dataclass(frozen=True)
+class RowUpdate:
+    """A statement (with `?` parameters) that changes the one row `row` names."""
+
+    sql: str
+    params: tuple[Any, ...]
+    row: tuple[str, str]  # (table, primary key)
 
 
 class RawBackend(Protocol):
@@ -33,6 +44,13 @@ class RawBackend(Protocol):
 
     def insert_events(self, conn: Any, rows: list[tuple[str, int, str]]) -> None: ...
 
+    def write_at_once(
+        self, conn: Any, rows: list[tuple[str, int, str]], updates: list[RowUpdate]
+    ) -> bool:
+        """Write the event rows and the updates as one statement, when this database can;
+        False when it did not (then a transaction of statements does)."""
+        ...
+
     @property
     def now(self) -> str:
         """SQL for the database's clock, in seconds since the epoch."""
@@ -47,6 +65,7 @@ class RawBackend(Protocol):
 _INSERT_EVENTS = "INSERT INTO event (response_id, seq, data) VALUES "
 # Rows in one multi-row INSERT of events on PostgreSQL (three parameters each).
 EVENT_ROWS_PER_INSERT = 1000
+MAX_PARAMETERS = 65_535  # in one PostgreSQL statement (the protocol's limit)
 
 
 def sqlite_pragmas(dbapi_connection: Any, _record: Any = None) -> None:
@@ -88,6 +107,11 @@ class SQLiteBackend:
 
     def insert_events(self, conn: Any, rows: list[tuple[str, int, str]]) -> None:
         conn.executemany(_INSERT_EVENTS + "(?, ?, ?)", rows)  # a loop in process
+
+    def write_at_once(
+        self, conn: Any, rows: list[tuple[str, int, str]], updates: list[RowUpdate]
+    ) -> bool:
+        return False  # a transaction's statements are calls in process: nothing to save
 
     now = "((julianday('now') - 2440587.5) * 86400.0)"  # to the millisecond
     integrity_error = sqlite3.IntegrityError
@@ -140,14 +164,35 @@ class PostgresBackend:
     def sql(self, statement: str) -> str:
         return statement.replace("?", "%s")
 
+    def write_at_once(
+        self, conn: Any, rows: list[tuple[str, int, str]], updates: list[RowUpdate]
+    ) -> bool:
+        """One statement of data-modifying CTEs, atomic on its own in autocommit: one round
+        trip and one answer, where BEGIN, the statements and COMMIT are a pipeline whose
+        machinery costs several times one statement's. Not when two updates change one row
+        (a statement's CTEs all see the same snapshot, and which of the two wins is
+        undefined), nor past the protocol's parameters per statement."""
+        if len({update.row for update in updates}) < len(updates):
+            return False
+        if 3 * len(rows) + sum(len(update.params) for update in updates) > MAX_PARAMETERS:
+            return False
+        parts, params = [], []
+        for n, (sql, values) in enumerate(_event_inserts(rows)):
+            parts.append(f"e{n} AS ({sql})")
+            params.extend(values)
+        for n, update in enumerate(updates):
+            parts.append(f"u{n} AS ({self.sql(update.sql)})")
+            params.extend(update.params)
+        if parts:
+            conn.execute("WITH " + ", ".join(parts) + " SELECT 1", params)
+        return True
+
     def insert_events(self, conn: Any, rows: list[tuple[str, int, str]]) -> None:
         """A statement per EVENT_ROWS_PER_INSERT rows (a group is rarely more than one):
         `executemany` would send one per row, each parsed, executed and firing the NOTIFY
         trigger on its own; more rows than that would pass the protocol's 65,535 parameters."""
-        for start in range(0, len(rows), EVENT_ROWS_PER_INSERT):
-            chunk = rows[start : start + EVENT_ROWS_PER_INSERT]
-            values = ", ".join(["(%s, %s, %s)"] * len(chunk))
-            conn.execute(_INSERT_EVENTS + values, [field for row in chunk for field in row])
+        for sql, values in _event_inserts(rows):
+            conn.execute(sql, values)
 
     now = "EXTRACT(EPOCH FROM clock_timestamp())"
 
@@ -156,6 +201,14 @@ class PostgresBackend:
         import psycopg
 
         return psycopg.IntegrityError
+
+
+def _event_inserts(rows: list[tuple[str, int, str]]) -> Iterator[tuple[str, list[Any]]]:
+    """PostgreSQL's multi-row INSERTs of events, EVENT_ROWS_PER_INSERT rows each."""
+    for start in range(0, len(rows), EVENT_ROWS_PER_INSERT):
+        chunk = rows[start : start + EVENT_ROWS_PER_INSERT]
+        values = ", ".join(["(%s, %s, %s)"] * len(chunk))
+        yield _INSERT_EVENTS + values, [field for row in chunk for field in row]
 
 
 def hung_up(conn: Any) -> bool:

@@ -288,20 +288,20 @@ async def test_an_unkept_turn_whose_end_was_not_written_frees_its_session_once_t
     from storage import db as db_module
     from storage import session_listing
 
-    write_ends, record_status = db_module._write_ends, session_listing.record_status
+    ends, record_status = db_module._ends, session_listing.record_status
     away = {"end": True, "release": True}
 
-    def end_not_written(conn, sql, batch):  # type: ignore[no-untyped-def]
+    def end_not_written(batch):  # type: ignore[no-untyped-def]
         if batch.status is not None and away.pop("end", False):
             raise sqlite3.OperationalError("the database is away")
-        write_ends(conn, sql, batch)
+        return ends(batch)
 
     def release_not_written(*args):  # type: ignore[no-untyped-def]
         if away.pop("release", False):
             raise sqlite3.OperationalError("the database is still away")
         record_status(*args)
 
-    monkeypatch.setattr(db_module, "_write_ends", end_not_written)
+    monkeypatch.setattr(db_module, "_ends", end_not_written)
     monkeypatch.setattr(session_listing, "record_status", release_not_written)
     server.base.script("short", answer("done"))
     unkept = await server.submit("short", store=False)

@@ -17,6 +17,7 @@ from storage import db as db_module
 from storage import responses as response_store
 from storage.db import Database
 from storage.models import ResponseRow
+from storage.raw_sql import RowUpdate
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
 from tests.support import postgres
@@ -79,6 +80,28 @@ def test_a_group_of_events_past_the_protocols_parameter_limit_is_stored_whole(
     db.append_events(response_store.event_batch("resp_1", events)).result(timeout=60)
     stored = response_store.events_after(db, "resp_1")
     assert [event["sequence_number"] for event in stored] == list(range(22_000))
+
+
+def test_a_group_that_changes_one_row_twice_is_not_written_as_one_statement(
+    database: tuple[str, Database],
+) -> None:
+    # One statement's CTEs share a snapshot: of two updates of one row, which lands is
+    # undefined. Such a group is a transaction of statements, in order.
+    _, db = database
+    _running_response(db, "resp_1")
+    first, second = (
+        RowUpdate("UPDATE response SET status = ? WHERE id = ?", (status, "resp_1"), row)
+        for status, row in (
+            ("failed", ("response", "resp_1")),
+            ("completed", ("response", "resp_1")),
+        )
+    )
+    with db.plain_connection() as conn:
+        assert db.raw.write_at_once(conn, [], [first, second]) is False
+        assert db.raw.write_at_once(conn, [("resp_1", 0, "{}")], [second]) is True
+    assert response_store.events_after(db, "resp_1") == [{}]
+    stored = response_store.get_response(db, "p", "resp_1")
+    assert stored is not None and stored.status == "completed"
 
 
 def test_event_appends_wait_out_a_postgresql_restart(database: tuple[str, Database]) -> None:
@@ -286,7 +309,7 @@ def test_connections_numbered_past_what_select_can_watch_are_not_taken_for_close
 
 
 def test_threads_outside_the_pool_keep_no_connection_of_their_own(tmp_path: Path) -> None:
-    # docs/scale-out.md: a replica holds at most 51 connections, 48 of them pooled. Sync
+    # docs/scale-out.md: a replica holds at most 48 connections, 45 of them pooled. Sync
     # routes (FastAPI's 40 threads) read events (GET /v1/sessions/{id}/turns of a turn running
     # elsewhere) through `db.connection()`, a connection per thread kept for the thread's life
     # beside the pool's: 40 more, past PostgreSQL's default max_connections of 100.

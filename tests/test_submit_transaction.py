@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from storage import acceptance as accepting
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
 from tests.support.fake_engine import CONNECTION, StandInEngine
 from tests.support.fakes import Hang, TextDelta, answer
 from tests.support.in_process import InProcess, in_process
+from uhp_server.engine import tasks
 from uhp_server.engine.requests import EngineTask, SessionKey
 from uhp_server.errors import ApiError
+from uhp_server.ids import new_id
 
 
 @pytest.fixture
@@ -39,11 +40,12 @@ async def test_a_failure_halfway_through_submit_leaves_no_busy_session_and_no_ke
     first = await _first_turn(server)
     session_id = first["metadata"]["session_id"]
 
-    def broken(*_args: object, **_kwargs: object) -> None:
-        raise RuntimeError("injected: the disk filled up")
+    # The response row fails in the database, after the session's claim (SQLite's statements
+    # run in that order; PostgreSQL's one statement fails whole): its id is taken.
+    def taken_response_id(prefix: str) -> str:
+        return first["id"] if prefix == "response" else new_id(prefix)
 
-    # Between the session claim and the response row, inside the transaction.
-    monkeypatch.setattr(accepting, "record_inline_files", broken)
+    monkeypatch.setattr(tasks, "new_id", taken_response_id)
     retry = {"headers": {"Idempotency-Key": "k-1"}, "previous_response_id": first["id"]}
     failed = await server.submit("two", **retry)
     assert failed.status_code == 500

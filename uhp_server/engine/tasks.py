@@ -21,9 +21,10 @@ from harness_bases.base import HarnessBase, SkillBundle
 from storage import acceptance as accepting
 from storage import files as file_store
 from storage import responses as response_store
+from storage.acceptance import HeldSession
 from storage.blobs import BlobStore
 from storage.db import Database, SessionRelease
-from storage.models import HarnessRow, SessionRow
+from storage.models import HarnessRow
 from uhp_server.catalog import ModelCatalog, ModelRoute
 from uhp_server.engine import acceptance
 from uhp_server.engine.acceptance import Acceptance
@@ -271,10 +272,10 @@ class TaskService(TaskSteering, TaskLookups):
             )
             if isinstance(accepted, str):  # an idempotent repeat: the response it refers to
                 return Accepted(accepted, None)
-            session = accepted
+            held = accepted
             plan = TurnPlan(
                 base=base,
-                prompt=self._prompt(task, normalized, opening=session.id == new_session_id),
+                prompt=self._prompt(task, normalized, opening=held.id == new_session_id),
                 model=model,
                 route=route,
                 system_prompt=self._system_prompt(config, task, normalized),
@@ -282,9 +283,9 @@ class TaskService(TaskSteering, TaskLookups):
                 max_step=max_step,
                 timeout_seconds=timeout,
                 max_output_tokens=task.max_output_tokens,
-                native_session_id=session.native_session_id,
-                workspace=self._session_dir(session.id) / "workspace",
-                home=self._session_dir(session.id) / "home",
+                native_session_id=held.native_session_id,
+                workspace=self._session_dir(held.id) / "workspace",
+                home=self._session_dir(held.id) / "home",
                 attachments=tuple(normalized.attachments),
                 skills=skills,
                 mcp_servers=mcp_servers,
@@ -295,7 +296,7 @@ class TaskService(TaskSteering, TaskLookups):
             run = Run(
                 response_id=response_id,
                 principal_id=task.principal_id,
-                session_id=session.id,
+                session_id=held.id,
                 plan=plan,
                 questions=task.questions,
                 log=log,
@@ -304,7 +305,7 @@ class TaskService(TaskSteering, TaskLookups):
             log.release_on_end = lambda: SessionRelease(
                 run.session_id, run.native_session_id or None
             )
-            run.container_id = session.container_id
+            run.container_id = held.container_id
             run.public_base_url = self.settings.public_base_url or base_url
             # Registered before the next await, so a racing request finds the run.
             self.runs.start(run)
@@ -351,7 +352,7 @@ class TaskService(TaskSteering, TaskLookups):
         )
         return skills, mcp
 
-    def _accept(self, a: Acceptance) -> str | SessionRow:
+    def _accept(self, a: Acceptance) -> str | HeldSession:
         """One transaction, beside the writer (engine/acceptance.py). Returns the claimed
         session, or the id of the response an idempotent repeat refers to."""
         principal_id = a.task.principal_id
@@ -361,14 +362,15 @@ class TaskService(TaskSteering, TaskLookups):
                 return winner
         try:
             return accepting.accept(self.db, acceptance.rows_of(a))
-        except accepting.Busy:
-            raise acceptance.session_busy() from None
-        except self.db.raw.integrity_error:
-            # Another request recorded the key since the look-up above: it won.
+        except (accepting.Busy, self.db.raw.integrity_error) as lost:
+            # Another request with this key may have won since the look-up above: its record
+            # refused ours, or its claim of the session came first.
             if a.idempotency_key and a.fingerprint:
                 winner = self._idempotent(principal_id, a.idempotency_key, a.fingerprint)
                 if winner is not None:
                     return winner
+            if isinstance(lost, accepting.Busy):
+                raise acceptance.session_busy() from None
             raise
 
     def _budgets(self, task: EngineTask, config: dict[str, Any]) -> tuple[int | None, int]:
