@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from storage import door_sessions
+from storage import sessions as session_store
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
 from tests.support.fake_engine import CONNECTION, StandInEngine
@@ -121,5 +123,50 @@ async def test_two_requests_opening_one_door_session_at_once_start_one_turn(
                 (409, "session_busy")
             ], refused
             await engine.tasks.cancel(engine.principal_id, accepted[0].response_id)
+    finally:
+        await engine.close()
+
+
+async def test_two_requests_moving_a_door_key_off_its_expired_session_start_one_turn(
+    tmp_path: Path,
+) -> None:
+    # The key's session can no longer be continued: each request makes a new session and moves
+    # the key to it, from the old one. The database lets one move it; the other is busy.
+    engine = StandInEngine(tmp_path, max_turns=4, keep_seconds=30)
+    try:
+        key = SessionKey("oumi-harness", "row-0")
+        task = EngineTask(
+            engine.principal_id, None, "SAY first", model_connection=CONNECTION, session=key
+        )
+        first = await engine.tasks.start(task)
+        assert first.run is not None
+        await first.run.log.wait_finished()
+        old_session = first.run.session_id
+        held = session_store.get_session(engine.db, engine.principal_id, old_session)
+        assert held is not None and held.active_response_id is None
+        engine.settings.session_retention_days = 0  # every idle session has expired
+
+        def moving(text: str) -> EngineTask:
+            return EngineTask(
+                engine.principal_id, None, text, model_connection=CONNECTION, session=key
+            )
+
+        results = await asyncio.gather(
+            engine.tasks.start(moving("WAIT a")),
+            engine.tasks.start(moving("WAIT b")),
+            return_exceptions=True,
+        )
+        accepted = [r for r in results if not isinstance(r, BaseException)]
+        refused = [r for r in results if isinstance(r, ApiError)]
+        assert len(accepted) == 1 and [(r.status, r.code) for r in refused] == [
+            (409, "session_busy")
+        ], results
+        run = accepted[0].run
+        assert run is not None and run.session_id != old_session
+        bound = door_sessions.find(
+            engine.db, engine.principal_id, held.harness_id, key.door, key.external_id
+        )
+        assert bound == run.session_id  # the key moved to the new session
+        await engine.tasks.cancel(engine.principal_id, accepted[0].response_id)
     finally:
         await engine.close()
