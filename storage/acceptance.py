@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from storage.db import Database
-from storage.raw_sql import PostgresBackend, RawBackend, SQLiteBackend
+from storage.raw_sql import MAX_PARAMETERS, PostgresBackend, RawBackend
 
 
 @dataclass(frozen=True)
@@ -103,9 +103,9 @@ def accept(db: Database, unit: AcceptanceRows) -> HeldSession:
     gate = _gate(unit)
     rows = _rows(unit)
     with db.plain_connection() as conn:
-        if db.dialect == "postgresql":
+        if db.dialect == "postgresql" and _parameters(gate, rows) <= MAX_PARAMETERS:
             passed = _at_once(conn, db.raw, gate, rows)
-        else:
+        else:  # SQLite, or more parameters than one statement carries (thousands of files)
             passed = _in_steps(conn, db.raw, gate, rows)
     if not passed:
         raise Busy
@@ -135,9 +135,10 @@ class _Rows:
     json: frozenset[str] = frozenset()  # columns given as JSON text
     clock: str | None = None  # a column set to the database's clock, in seconds
 
-    def sqlite(self) -> str:
+    def insert(self, now: str) -> str:
+        """One row's INSERT, with `?` parameters; `now`: the database's clock in SQL."""
         columns = ", ".join(self.columns + ((self.clock,) if self.clock else ()))
-        values = ", ".join(["?"] * len(self.columns) + ([SQLiteBackend.now] if self.clock else []))
+        values = ", ".join(["?"] * len(self.columns) + ([now] if self.clock else []))
         return f"INSERT INTO {self.table} ({columns}) VALUES ({values})"
 
     def postgresql(self) -> tuple[str, list[Any]]:
@@ -159,17 +160,20 @@ class _Rows:
 def _in_steps(
     conn: Any, raw: RawBackend, gate: _Gate | None, rows: list[_Rows]
 ) -> list[tuple[Any, ...]]:
-    """SQLite: the gate, then (when it let them through) the rows, in one transaction."""
+    """The gate, then (when it let them through) the rows, in one transaction."""
     raw.begin_write(conn)
     try:
         passed: list[tuple[Any, ...]] = [()]
-        if gate is not None:
-            cursor = conn.execute(gate.sql, gate.params)
-            passed = cursor.fetchall()  # all: an unfinished statement would block the COMMIT
+        cursor = conn.cursor()
+        try:
+            if gate is not None:
+                cursor.execute(raw.sql(gate.sql), gate.params)
+                passed = cursor.fetchall()  # all: SQLite cannot commit beside an unfinished one
+            if passed:
+                for table in rows:
+                    cursor.executemany(raw.sql(table.insert(raw.now)), table.rows)
+        finally:
             cursor.close()
-        if passed:
-            for table in rows:
-                conn.executemany(table.sqlite(), table.rows)
         conn.execute("COMMIT" if passed else "ROLLBACK")
         return passed
     except BaseException:
@@ -191,6 +195,12 @@ def _at_once(
         params.extend(values)
     statement = "WITH " + ", ".join(ctes) + " SELECT * FROM gate"
     return list(conn.execute(statement, params).fetchall())
+
+
+def _parameters(gate: _Gate | None, rows: list[_Rows]) -> int:
+    return (len(gate.params) if gate else 0) + sum(
+        len(table.columns) * len(table.rows) for table in rows
+    )
 
 
 def _gate(unit: AcceptanceRows) -> _Gate | None:

@@ -45,10 +45,7 @@ T = TypeVar("T")
 
 READ_THREADS = 4
 SYNC_ROUTE_THREADS = 40  # FastAPI's (anyio's) default thread pool, where sync routes run
-# PostgreSQL's writes beside the writer (`write_beside`): one thread. A task's acceptance is one
-# statement (storage/acceptance.py), and each thread more only contends for the GIL (four
-# measured 231 tasks/s, two 227, one 263: bench/README.md).
-WRITE_THREADS = 1
+WRITE_THREADS = 4  # PostgreSQL's writes beside the writer (`write_beside`)
 # How long the writer waits for a database that went away (a restart, a failover) to answer
 # again before failing what it was writing.
 RECONNECT_SECONDS = 15.0
@@ -97,7 +94,7 @@ class Database:
             # the writer: the pool grows to one connection for every thread that can hold one,
             # instead of making any of them wait.
             steady = READ_THREADS + 2
-            most = READ_THREADS + WRITE_THREADS + SYNC_ROUTE_THREADS
+            most = READ_THREADS + WRITE_THREADS + 1 + SYNC_ROUTE_THREADS  # 1: `write_single`
             self.engine = create_engine(
                 url,
                 pool_size=steady,
@@ -121,6 +118,7 @@ class Database:
         self._writer: _Writer | None = None
         self._apart: ThreadPoolExecutor | None = None
         self._pool: ThreadPoolExecutor | None = None
+        self._single: ThreadPoolExecutor | None = None
         # Called on the writer thread with the seconds each event-log commit took (metrics).
         self.on_event_commit: Callable[[float], None] | None = None
 
@@ -191,9 +189,17 @@ class Database:
 
     async def write_beside(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run a write whose conflicts the database decides (a primary key, a conditional
-        UPDATE), so it needs no place in any order: on a lane beside the writer, where its
-        round trips keep no event commit waiting. SQLite has one writer: `write`."""
-        return await self._beside(self._beside_lane, fn, *args, **kwargs)
+        UPDATE), so it needs no place in any order: on one of a pool of threads beside the
+        writer, where a transaction's round trips keep no other write waiting. SQLite has one
+        writer: `write`."""
+        return await self._beside(self._pool_lane, fn, *args, **kwargs)
+
+    async def write_single(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run a write that is a single statement on PostgreSQL (a task's acceptance, at every
+        task), whose conflicts the database decides: on one thread of its own beside the
+        writer. One: each thread more only contends for the GIL (four measured 231 tasks/s,
+        two 227, one 263: bench/README.md). SQLite has one writer: `write`."""
+        return await self._beside(self._single_lane, fn, *args, **kwargs)
 
     async def _beside(
         self, lane: Callable[[], ThreadPoolExecutor], fn: Callable[P, T], *args: Any, **kwargs: Any
@@ -209,10 +215,16 @@ class Database:
                 self._apart = ThreadPoolExecutor(1, thread_name_prefix="db-write-apart")
             return self._apart
 
-    def _beside_lane(self) -> ThreadPoolExecutor:
+    def _single_lane(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._single is None:
+                self._single = ThreadPoolExecutor(1, thread_name_prefix="db-write-single")
+            return self._single
+
+    def _pool_lane(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="db-write-beside")
+                self._pool = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="db-write-pool")
             return self._pool
 
     def append_events(self, batch: EventBatch) -> Future[None]:
@@ -235,10 +247,10 @@ class Database:
         if self._writer is not None:
             self._writer.stop()
             self._writer = None
-        for pool in (self._readers, self._apart, self._pool):
+        for pool in (self._readers, self._apart, self._pool, self._single):
             if pool is not None:
                 pool.shutdown(wait=True)
-        self._readers = self._apart = self._pool = None
+        self._readers = self._apart = self._pool = self._single = None
         with self._lock:
             for conn in self._connections:
                 conn.close()

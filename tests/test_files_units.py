@@ -81,6 +81,13 @@ def _error(raw: list[dict], **kwargs: object) -> ApiError:
     return caught.value
 
 
+@pytest.mark.parametrize("media_type", ["text/pl\x00ain", "a/b\x07", "text/\nplain"])
+def test_a_data_url_media_type_with_a_control_character_is_refused(media_type: str) -> None:
+    # No database text column holds a NUL: refused as bad input, never a 500 at the insert.
+    error = _error(_file_part(file_data=f"data:{media_type},x", filename="a.txt"))
+    assert (error.status, error.code) == (400, "invalid_input")
+
+
 def test_inline_files_decode_and_are_stored_by_reference() -> None:
     payload = base64.b64encode(b"hello world").decode()
     spaced = payload[:4] + "\n " + payload[4:]  # line-wrapped base64 is still base64

@@ -104,6 +104,30 @@ def test_a_group_that_changes_one_row_twice_is_not_written_as_one_statement(
     assert stored is not None and stored.status == "completed"
 
 
+def test_an_acceptance_past_one_statements_parameters_is_written_whole(
+    database: tuple[str, Database],
+) -> None:
+    # Thousands of inline files are more parameters than one statement carries (65,535): the
+    # acceptance is then a transaction of statements, still whole.
+    from storage import acceptance as accepting
+
+    _, db = database
+    files = [
+        accepting.InputFile(f"file_{n}", "a.txt", 1, "text/plain", "0" * 64) for n in range(9000)
+    ]
+    unit = accepting.AcceptanceRows(
+        response=accepting.NewResponse("resp_1", "p", None, True, "m", 0, "[]", None),
+        new_session=accepting.NewSession("session_1", "p", "harness_1", "container_1", "t"),
+        files=files,
+        first_event="{}",
+    )
+    assert accepting.accept(db, unit).id == "session_1"
+    with db.plain_connection() as conn:
+        stored = conn.execute("SELECT count(*) FROM file WHERE principal_id = 'p'").fetchone()
+    assert stored[0] == 9000
+    assert response_store.events_after(db, "resp_1") == [{}]
+
+
 def test_event_appends_wait_out_a_postgresql_restart(database: tuple[str, Database]) -> None:
     # The whole cluster restarts (seconds in which no connection can open): the writer waits
     # for it, and the append made meanwhile commits once it is back.
@@ -309,7 +333,7 @@ def test_connections_numbered_past_what_select_can_watch_are_not_taken_for_close
 
 
 def test_threads_outside_the_pool_keep_no_connection_of_their_own(tmp_path: Path) -> None:
-    # docs/scale-out.md: a replica holds at most 48 connections, 45 of them pooled. Sync
+    # docs/scale-out.md: a replica holds at most 52 connections, 49 of them pooled. Sync
     # routes (FastAPI's 40 threads) read events (GET /v1/sessions/{id}/turns of a turn running
     # elsewhere) through `db.connection()`, a connection per thread kept for the thread's life
     # beside the pool's: 40 more, past PostgreSQL's default max_connections of 100.

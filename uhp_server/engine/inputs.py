@@ -136,7 +136,8 @@ def _decode_data_url(value: str, limit: int, param: str) -> tuple[str, bytes]:
     header, payload = value[5:].split(",", 1)
     params = header.split(";")
     media_type = params[0].strip().lower() or "text/plain"
-    if "/" not in media_type or len(media_type) > 127:
+    if "/" not in media_type or len(media_type) > 127 or not media_type.isprintable():
+        # (A control character, NUL above all, no database text column holds.)
         raise _invalid("The data URL's media type is not valid.", param)
     is_base64 = "base64" in (p.strip().lower() for p in params[1:])
     if is_base64 and len(payload) // 4 * 3 > limit + 3:

@@ -250,7 +250,7 @@ class TaskService(TaskSteering, TaskLookups):
         first_event = numbered(builder.created()[0], 0)
         self._starting[response_id] = asyncio.get_running_loop().create_future()
         try:
-            accepted = await self.db.write_beside(
+            accepted = await self.db.write_single(
                 self._accept,
                 Acceptance(
                     task,
