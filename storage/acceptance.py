@@ -7,7 +7,8 @@ session's claim, or the door's key), and the rows, written only behind a gate th
 through. SQLite runs them as statements of one `BEGIN IMMEDIATE` transaction, calls in
 process. PostgreSQL gets them as ONE statement, data-modifying CTEs each inserting `FROM gate`:
 atomic on its own, one round trip and one answer, where a transaction's statements cost a
-round trip each, or a pipeline's machinery several times one statement's.
+round trip each, or a pipeline's machinery several times one statement's. (Past the 65,535
+parameters one statement carries, PostgreSQL too gets the transaction of statements.)
 """
 
 from __future__ import annotations

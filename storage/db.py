@@ -195,9 +195,9 @@ class Database:
         return await self._beside(self._pool_lane, fn, *args, **kwargs)
 
     async def write_single(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Run a write that is a single statement on PostgreSQL (a task's acceptance, at every
-        task), whose conflicts the database decides: on one thread of its own beside the
-        writer. One: each thread more only contends for the GIL (four measured 231 tasks/s,
+        """Run a write that is as a rule a single statement on PostgreSQL (a task's acceptance,
+        at every task), whose conflicts the database decides: on one thread of its own beside
+        the writer. One: each thread more only contends for the GIL (four measured 231 tasks/s,
         two 227, one 263: bench/README.md). SQLite has one writer: `write`."""
         return await self._beside(self._single_lane, fn, *args, **kwargs)
 

@@ -25,7 +25,7 @@ from uhp_server.engine.attachments import place_all, prompt_note
 from uhp_server.engine.builder import ResponseBuilder
 from uhp_server.engine.feed import QUEUE_SIZE, HarnessFeed
 from uhp_server.engine.fold import fold
-from uhp_server.engine.inputs import Attachment, normalize_input
+from uhp_server.engine.inputs import MAX_FILES_PER_TASK, Attachment, normalize_input
 from uhp_server.errors import ApiError
 from uhp_server.filenames import content_disposition, safe_filename
 from uhp_server.settings import Settings
@@ -86,6 +86,16 @@ def test_a_data_url_media_type_with_a_control_character_is_refused(media_type: s
     # No database text column holds a NUL: refused as bad input, never a 500 at the insert.
     error = _error(_file_part(file_data=f"data:{media_type},x", filename="a.txt"))
     assert (error.status, error.code) == (400, "invalid_input")
+
+
+def test_a_task_brings_at_most_max_files_per_task_files() -> None:
+    part = {"type": "input_file", "file_data": "data:,x", "filename": "a.txt"}
+    content = [{"type": "input_text", "text": "read them"}, *[part] * MAX_FILES_PER_TASK]
+    allowed = normalize_input([{"role": "user", "content": content}])
+    assert len(allowed.attachments) == MAX_FILES_PER_TASK
+    error = _error([{"role": "user", "content": [*content, part]}])
+    assert (error.status, error.code) == (400, "invalid_input")
+    assert error.param == f"input[0].content[{MAX_FILES_PER_TASK + 1}]"
 
 
 def test_inline_files_decode_and_are_stored_by_reference() -> None:
@@ -392,6 +402,32 @@ def test_uploads_refuse_what_is_not_one_file(http: TestClient) -> None:
         == "invalid_input"
     )
     assert http.post("/v1/files", files={"file": ("a.txt", b"a")}).status_code == 401
+    assert list((http.app.state.ctx.blobs.tmp).iterdir()) == []  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("parts", "param"),
+    [
+        (b'name="file"; filename="a.txt"\r\nContent-Type: text/pl\x00ain\r\n\r\nhello', "file"),
+        (
+            b'name="purpose"\r\n\r\nx\x00y\r\n--b\r\nContent-Disposition: form-data;'
+            b' name="file"; filename="a.txt"\r\n\r\nhello',
+            "purpose",
+        ),
+    ],
+)
+def test_uploads_refuse_a_control_character_in_a_stored_field(
+    http: TestClient, parts: bytes, param: str
+) -> None:
+    # A NUL reaches no database text column (PostgreSQL refuses it): a 400, never a 500.
+    body = b"--b\r\nContent-Disposition: form-data; " + parts + b"\r\n--b--\r\n"
+    answer = http.post(
+        "/v1/files",
+        content=body,
+        headers={**AUTH, "Content-Type": "multipart/form-data; boundary=b"},
+    )
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["param"] == param
     assert list((http.app.state.ctx.blobs.tmp).iterdir()) == []  # type: ignore[attr-defined]
 
 

@@ -122,10 +122,24 @@ def test_an_acceptance_past_one_statements_parameters_is_written_whole(
         first_event="{}",
     )
     assert accepting.accept(db, unit).id == "session_1"
+    # A second turn for the session, still held by the first: the claim loses, nothing is kept.
+    busy = accepting.AcceptanceRows(
+        response=accepting.NewResponse("resp_2", "p", "resp_1", True, "m", 0, "[]", None),
+        claim="session_1",
+        files=[
+            accepting.InputFile(f"other_{n}", "b.txt", 1, "text/plain", "1" * 64)
+            for n in range(9000)
+        ],
+        first_event="{}",
+    )
+    with pytest.raises(accepting.Busy):
+        accepting.accept(db, busy)
     with db.plain_connection() as conn:
         stored = conn.execute("SELECT count(*) FROM file WHERE principal_id = 'p'").fetchone()
-    assert stored[0] == 9000
+        assert stored[0] == 9000
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     assert response_store.events_after(db, "resp_1") == [{}]
+    assert response_store.get_response(db, "p", "resp_2") is None
 
 
 def test_event_appends_wait_out_a_postgresql_restart(database: tuple[str, Database]) -> None:

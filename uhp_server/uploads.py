@@ -223,14 +223,21 @@ def _finish(receiver: _Receiver, blobs: BlobStore) -> Upload:
     if part is None or temp is None or handle is None:
         receiver.discard()
         raise _invalid("The upload has no 'file' part.", "file")
-    handle.close()
-    receiver.handle = None
-    sha256 = receiver.digest.hexdigest()
-    blobs.adopt(temp, sha256)
-    receiver.temp = None
     filename = safe_filename(part.filename)
     media_type = part.media_type
     if not media_type or media_type == "application/octet-stream" or "/" not in media_type:
         media_type = mimetypes.guess_type(filename)[0] or "application/octet-stream"
     purpose = receiver.fields.get("purpose", "user_data").strip()[:64] or "user_data"
+    # A control character (NUL above all, which no database text column holds) is refused.
+    if not media_type.isprintable():
+        receiver.discard()
+        raise _invalid("The file's Content-Type is not valid.", "file")
+    if not purpose.isprintable():
+        receiver.discard()
+        raise _invalid("The purpose is not valid.", "purpose")
+    handle.close()
+    receiver.handle = None
+    sha256 = receiver.digest.hexdigest()
+    blobs.adopt(temp, sha256)
+    receiver.temp = None
     return Upload(sha256, receiver.size, filename, media_type, purpose)

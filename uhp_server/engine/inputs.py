@@ -60,6 +60,11 @@ def _too_large(limit: int, param: str) -> ApiError:
     )
 
 
+# Each file is a row written with the task's acceptance and a file placed in its workspace: a
+# bound keeps one request from holding acceptance up for everyone else (storage/acceptance.py).
+MAX_FILES_PER_TASK = 1000
+
+
 @dataclass
 class _Reader:
     """Reads one input's parts, resolving file references against the caller's own files."""
@@ -86,6 +91,8 @@ class _Reader:
         return part["text"], {}
 
     def _file_part(self, part: dict[str, Any], kind: str, where: str) -> dict[str, Any]:
+        if len(self.attachments) >= MAX_FILES_PER_TASK:
+            raise _invalid(f"A task may bring at most {MAX_FILES_PER_TASK} files.", where)
         data_key = "file_data" if kind == "input_file" else "image_url"
         file_id, inline = part.get("file_id"), part.get(data_key)
         if (file_id is None) == (inline is None):
