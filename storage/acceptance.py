@@ -138,9 +138,8 @@ class _Rows:
 
     def insert(self, now: str) -> str:
         """One row's INSERT, with `?` parameters; `now`: the database's clock in SQL."""
-        columns = ", ".join(self.columns + ((self.clock,) if self.clock else ()))
         values = ", ".join(["?"] * len(self.columns) + ([now] if self.clock else []))
-        return f"INSERT INTO {self.table} ({columns}) VALUES ({values})"
+        return f"INSERT INTO {self.table} ({self._targets()}) VALUES ({values})"
 
     def postgresql(self) -> tuple[str, list[Any]]:
         """An INSERT of these rows for each row of `gate`. Only JSON columns are cast: PostgreSQL
@@ -149,13 +148,15 @@ class _Rows:
         one = ", ".join("%s::json" if c in self.json else "%s" for c in self.columns)
         values = ", ".join(f"({one})" for _ in self.rows)
         names = ", ".join(f"v{i}" for i in range(len(self.columns)))
-        columns = ", ".join(self.columns + ((self.clock,) if self.clock else ()))
         clock = f", {PostgresBackend.now}" if self.clock else ""
         sql = (
-            f"INSERT INTO {self.table} ({columns}) SELECT {names}{clock}"
+            f"INSERT INTO {self.table} ({self._targets()}) SELECT {names}{clock}"
             f" FROM gate, (VALUES {values}) AS v ({names})"
         )
         return sql, [field for row in self.rows for field in row]
+
+    def _targets(self) -> str:
+        return ", ".join(self.columns + ((self.clock,) if self.clock else ()))
 
 
 def _in_steps(
@@ -282,7 +283,7 @@ def _rows(unit: AcceptanceRows) -> list[_Rows]:
                 ],
             )
         )
-    rows.extend(record_inline_files(response.principal_id, unit.files))
+    rows.extend(_input_file_rows(response.principal_id, unit.files))
     rows.append(
         _Rows(
             "response",
@@ -333,16 +334,36 @@ def _rows(unit: AcceptanceRows) -> list[_Rows]:
     return rows
 
 
-def record_inline_files(principal_id: str, files: list[InputFile]) -> list[_Rows]:
+_FILE_COLUMNS = (
+    "id",
+    "principal_id",
+    "filename",
+    "bytes",
+    "media_type",
+    "sha256",
+    "purpose",
+    "created_at",
+)
+
+
+def _input_file_rows(principal_id: str, files: list[InputFile]) -> list[_Rows]:
     """The task's inline files as the principal's File objects (their blobs already stored)."""
     if not files:
         return []
     now = int(time.time())
-    columns = ("id", "principal_id", "filename", "bytes", "media_type", "sha256", "purpose")
     return [
         _Rows(
             "file",
-            (*columns, "created_at"),
+            (
+                "id",
+                "principal_id",
+                "filename",
+                "bytes",
+                "media_type",
+                "sha256",
+                "purpose",
+                "created_at",
+            ),
             [
                 (f.id, principal_id, f.filename, f.size, f.media_type, f.sha256, "input", now)
                 for f in files

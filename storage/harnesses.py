@@ -6,8 +6,6 @@ import json
 import time
 from typing import Any
 
-from sqlmodel import col, select
-
 from storage.db import Database
 from storage.models import HarnessRow
 
@@ -22,13 +20,7 @@ def get_harness(db: Database, principal_id: str, harness_id: str) -> HarnessRow 
 
 
 def list_harnesses(db: Database, principal_id: str) -> list[HarnessRow]:
-    with db.session() as s:
-        rows = s.exec(
-            select(HarnessRow)
-            .where(HarnessRow.principal_id == principal_id, col(HarnessRow.deleted_at).is_(None))
-            .order_by(col(HarnessRow.created_at_ms), col(HarnessRow.id))
-        ).all()
-        return list(rows)
+    return _read(db, "principal_id = ?", (principal_id,))
 
 
 def insert_harness(db: Database, row: HarnessRow) -> HarnessRow:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy import update
-from sqlmodel import Session, col, select
+from sqlmodel import select
 
 from storage.db import Database, run_statement
 from storage.models import SessionRow
@@ -24,25 +23,6 @@ def get_session(db: Database, principal_id: str, session_id: str) -> SessionRow 
         if row is None or row.principal_id != principal_id or row.deleted_at is not None:
             return None
         return row
-
-
-def claim_session(db: Database, session_id: str, response_id: str) -> bool:
-    """Mark the session busy with response_id; False when another turn holds it."""
-    with db.session() as s:
-        claimed = claim(s, session_id, response_id)
-        s.commit()
-        return claimed
-
-
-def claim(s: Session, session_id: str, response_id: str) -> bool:
-    """claim_session inside the caller's transaction. One conditional statement: the database
-    decides which of two requests racing for the session wins, on any number of writers."""
-    result = s.connection().execute(
-        update(SessionRow)
-        .where(col(SessionRow.id) == session_id, col(SessionRow.active_response_id).is_(None))
-        .values(active_response_id=response_id, status="in_progress", updated_at=int(time.time()))
-    )
-    return result.rowcount == 1
 
 
 def release_session(
