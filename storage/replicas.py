@@ -12,6 +12,7 @@ import functools
 import json
 import re
 import secrets
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,8 @@ NOW = PostgresBackend.now
 # events are on storage.db.EVENTS_CHANNEL (payload: the response id).
 CANCEL_CHANNEL = "uhp_cancel"
 ADMISSION_CHANNEL = "uhp_admission"
+# The first pause before a give-back of block slots is sent again (it doubles, up to 1 s).
+GIVE_BACK_RETRY_SECONDS = 0.05
 # One key for the admission line's transaction lock (pg_advisory_xact_lock).
 _ADMISSION_LOCK = 0x75687061  # "uhpa"
 
@@ -298,7 +301,28 @@ def take_block_slot(db: Database, me: str, limit: int, lease: float) -> str:
 
 def give_back_block_slots(db: Database, me: str, count: int, limit: int, lease: float) -> int:
     """Take `count` slots out of this replica's block, handing each to the next turn in line
-    (admitted here, its id told on ADMISSION_CHANNEL). How many turns still wait after."""
+    (admitted here, its id told on ADMISSION_CHANNEL). How many turns still wait after.
+
+    Repeated until the database answers, for up to a lease: an answer lost after its commit
+    must neither let the slots count twice nor come back to the block in memory (which would
+    admit turns the others no longer count). The repeat's token tells a give-back already done
+    as long as no other change of the block came between, and none can: the admission line's
+    thread, which makes them all, waits here. Past a lease the lease has lapsed, and its
+    renewal empties the block anyway."""
+    op = secrets.token_hex(8)
+    deadline = time.monotonic() + lease
+    delay = GIVE_BACK_RETRY_SECONDS
+    while True:
+        try:
+            return _give_back_once(db, me, count, limit, lease, op)
+        except Exception:
+            if time.monotonic() + delay >= deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+
+def _give_back_once(db: Database, me: str, count: int, limit: int, lease: float, op: str) -> int:
     mine_after = "CASE WHEN l.id = :me THEN GREATEST(l.slots - :count, 0) ELSE l.slots END"
     held_after = (
         f"{_turns_admitted()} + (SELECT COALESCE(sum({mine_after}), 0) FROM replica l"
@@ -313,7 +337,7 @@ def give_back_block_slots(db: Database, me: str, count: int, limit: int, lease: 
             f"CASE WHEN {_DONE_ALREADY} THEN 0 ELSE LEAST(:count, :limit - ({held_after})) END",
             "",
             me=me,
-            op=secrets.token_hex(8),
+            op=op,
             count=count,
             limit=limit,
             lease=lease,

@@ -98,6 +98,35 @@ def _next_answer_lost(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(db, "connection", connection)
 
 
+class _Away:
+    """A connection the database is out of reach through: every transaction fails."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    @contextlib.contextmanager
+    def pipeline(self) -> Iterator[Any]:
+        import psycopg
+
+        raise psycopg.OperationalError("connection refused")
+        yield
+
+
+def _answer_lost_then_away(db: Database, monkeypatch: pytest.MonkeyPatch, away: int) -> None:
+    """The next transaction commits and its answer is lost; the `away` after it fail."""
+    real = Database.connection.__get__(db)
+    faults: list[Any] = [_AnswerLost, *[_Away] * away]
+
+    def connection() -> Any:
+        conn = real()
+        return faults.pop(0)(conn) if faults else conn
+
+    monkeypatch.setattr(db, "connection", connection)
+
+
 class _NoNotes:
     def on(self, channel: str, handler: Any) -> None:
         pass
@@ -128,6 +157,25 @@ def test_block_slots_given_back_whose_answer_was_lost_are_handed_on_once(
 
     admitted = _sql(db, "SELECT id FROM response WHERE admission = 'admitted'")
     assert (_block_of(db, "a"), [row[0] for row in admitted]) == (1, ["w1"])
+
+
+def test_a_give_back_is_repeated_no_longer_than_a_lease(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Past a lease the lease has lapsed, and its renewal empties the block: the admission
+    # line's thread, which waits for the give-back, has its other work to do.
+    import psycopg
+
+    replica_store.renew_lease(db, "a", LEASE)
+    _sql(db, "UPDATE replica SET slots = 2 WHERE id = 'a'")
+    _answer_lost_then_away(db, monkeypatch, away=1000)
+    started = time.monotonic()
+
+    with pytest.raises(psycopg.OperationalError):
+        replica_store.give_back_block_slots(db, "a", 1, 2, 0.5)
+
+    assert time.monotonic() - started < 5
+    assert _block_of(db, "a") == 1  # the first attempt's commit
 
 
 def test_a_lease_that_lapsed_comes_back_with_an_empty_block(db: Database) -> None:
@@ -197,3 +245,28 @@ async def test_a_slot_granted_just_before_the_lease_lapsed_is_not_the_blocks(
     assert line.block == 0 and _block_of(db, "a") == 0
     states = _sql(db, "SELECT admission FROM response WHERE id = 't2'")
     assert states[0][0] == "admitted"
+
+
+async def test_block_slots_given_back_whose_answer_was_lost_stay_out_of_the_block(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Limit 2, both slots in a's block, t1 running on one, the other idle; w waits on b. a
+    # gives the idle slot to the line: the commit lands (w is admitted), its answer is lost,
+    # and the database stays away for the repeats after. Back in a's block in memory, the slot
+    # would admit a turn that nobody else counts: three turns on a limit of two.
+    monkeypatch.setattr(replica_store, "GIVE_BACK_RETRY_SECONDS", 0.01)
+    for name in ("a", "b"):
+        replica_store.renew_lease(db, name, LEASE)
+    line = SharedAdmission(db, "a", 2, LEASE, _NoNotes())  # type: ignore[arg-type]
+    await line.acquire("t1")
+    await line.acquire("t2")
+    line.release("t2")  # idle in the block
+    _turn(db, "w", "b", "waiting")
+    _answer_lost_then_away(db, monkeypatch, away=3)
+
+    line._demanded()  # w's DEMAND
+    await asyncio.wait_for(asyncio.gather(*line._background), 10)
+
+    admitted = _sql(db, "SELECT id FROM response WHERE admission = 'admitted'")
+    assert [row[0] for row in admitted] == ["w"]
+    assert line.block == _block_of(db, "a") == 1  # t1's slot only, in memory as on record

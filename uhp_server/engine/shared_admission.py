@@ -243,10 +243,11 @@ class SharedAdmission:
         self._in_background(self._give_back_to_line(count))
 
     async def _give_back_to_line(self, count: int) -> None:
-        if not await self._free_to_line(
-            replica_store.give_back_block_slots, self.replica_id, count
-        ):
-            self.block += count  # still held: idle in the block, given back at the next demand
+        # Out of the block in memory whatever the answer: repeated for a lease, a give-back
+        # that still failed either landed (then the others no longer count the slots) or
+        # outlived the lease, whose renewal empties the block (storage/replicas.py). Back in
+        # the block they could admit turns over the limit; lost, they are at worst idle.
+        await self._free_to_line(replica_store.give_back_block_slots, self.replica_id, count)
 
     # -- the shared line -------------------------------------------------------------------
     async def _from_line(self, holder: str) -> None:
@@ -272,9 +273,9 @@ class SharedAdmission:
         # (failed: the slot comes back with the lease round's look for lost ones)
         await self._free_to_line(replica_store.leave_line, holder)
 
-    async def _free_to_line(self, free: Callable[..., int], *args: Any) -> bool:
+    async def _free_to_line(self, free: Callable[..., int], *args: Any) -> None:
         """Free slots (`free`: leave_line or give_back_block_slots, with `args`), handing them
-        to the line; False when that failed."""
+        to the line."""
         demands = self._demands
         try:
             waiting = await self.db.write_apart(
@@ -282,9 +283,8 @@ class SharedAdmission:
             )
         except Exception:
             log.exception("admission_release_failed", extra={"statement": free.__name__})
-            return False
+            return
         self._line_looked_at(waiting, demands)
-        return True
 
     def _line_looked_at(self, waiting: int, demands: int) -> None:
         """Slots go back to blocks once the line is empty, unless a turn said it waits since
