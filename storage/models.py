@@ -82,8 +82,9 @@ class ResponseRow(SQLModel, table=True):
     replica_id: str | None = None
     cancel_requested: bool = False
     stop_details: str | None = None  # with cancel_requested: a deadline's reason (JSON)
-    # "waiting" or "admitted" while it takes or holds a slot (indexed: the line is counted
-    # at every admission, among every response ever run)
+    # "waiting" or "admitted" while it takes or holds a slot of the shared line, "own_queue"
+    # while it waits in its replica's own queue (indexed: the line is counted at every
+    # admission, among every response ever run)
     admission: str | None = Field(default=None, index=True)
     admission_at: float | None = None  # when it arrived: its place in the line
 

@@ -260,6 +260,22 @@ def take_slot(db: Database, response_id: str, limit: int, lease: float) -> bool:
 
 
 # What `take_block_slot` found.
+# A turn waiting in its replica's own queue (engine/shared_admission.py) holds no slot and no
+# place in the shared line; its row says so, that every replica reads the task as queued.
+IN_OWN_QUEUE = "own_queue"
+
+
+def mark_in_own_queue(db: Database, response_id: str, waiting: bool) -> None:
+    """Mark a turn as waiting in its replica's own queue, or (`waiting` False) as out of it:
+    admitted from the block, or gone. Nothing else is changed: joining the shared line
+    writes over the mark."""
+    if waiting:
+        statement = "UPDATE response SET admission = :queued WHERE id = :id AND admission IS NULL"
+    else:
+        statement = "UPDATE response SET admission = NULL WHERE id = :id AND admission = :queued"
+    run_statement(db, statement, id=response_id, queued=IN_OWN_QUEUE)
+
+
 GRANTED = "granted"  # the block grew by the slot
 WAIT_HERE = "here"  # every slot held is in this replica's block, and nobody waits in the line
 IN_LINE = "line"  # a slot is held elsewhere, or turns wait: this turn joins the shared line

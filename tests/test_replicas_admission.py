@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
+from harness_bases.events import TextDelta
 from storage import replicas as replica_store
 from storage.db import Database
 from tests.scripted_provider import RunningProvider
@@ -50,6 +51,34 @@ async def test_the_turn_limit_counts_the_turns_of_every_replica(
         await a.client.post(f"/v1/responses/{holding}/cancel")
 
         await wait_for(completed_on(b, waiting), 10)
+
+
+async def test_a_turn_in_its_replicas_own_queue_is_queued_on_every_replica(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    # One turn at a time, and a holds the slot in its block: its next turn waits in a's own
+    # queue, in no shared line (nobody else wants a slot). b reads it as queued all the same,
+    # then as running once a's block admits it.
+    async with AsyncExitStack() as stack:
+        a, b = await _a_keeping_an_idle_slot(stack, tmp_path, provider)
+        holding = await running_with_text(a)
+        a.base.script("long", [TextDelta("m", "second answer"), Hang()])
+        waiting = (await a.submit("long", background=True)).json()["id"]
+        principal = a.ctx.runs.get(holding).principal_id
+
+        async def state_on_b() -> str:
+            return (await b.ctx.tasks.state(principal, waiting)).status
+
+        await wait_for(lambda: a.ctx.runs.get(waiting).queued)
+        await wait_for(lambda: _line_states(a.ctx.db, waiting) == ["own_queue"])
+        assert await state_on_b() == "queued"
+        await a.client.post(f"/v1/responses/{holding}/cancel")
+
+        await wait_for(lambda: _line_states(a.ctx.db, waiting) == [None])
+        assert not a.ctx.runs.get(waiting).queued
+        assert await state_on_b() == "in_progress"
+        assert _block_of(a.ctx.db, "a") == 1  # admitted from the block: no shared line
+        await b.client.post(f"/v1/responses/{waiting}/cancel")
 
 
 def _line_states(db: Database, *response_ids: str) -> list[str | None]:

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from storage import relayed_questions
+from storage import replicas as replica_store
 from storage import responses as response_store
 from storage.db import Database
 from storage.models import ResponseRow
@@ -80,7 +81,7 @@ def task_state(db: Database, runs: RunManager, row: ResponseRow) -> TaskState:
         elif run.asking:
             return TaskState(INPUT_REQUIRED, response, tuple(run.asking))
     elif run is None and status == "in_progress" and runs.cluster is not None:
-        if row.admission == "waiting":
+        if row.admission in ("waiting", replica_store.IN_OWN_QUEUE):
             status = QUEUED  # waiting for a slot on another replica
         elif waiting := relayed_questions.pending(db, row.id):  # paused on another replica
             asked = tuple(question_of_call(call, arguments) for call, arguments in waiting)

@@ -198,6 +198,7 @@ class SharedAdmission:
         there, in its place)."""
         waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._here.append((holder, waiter))
+        self._mark_in_own_queue(holder, True)
         return self._wait_for_block_slot(holder, waiter)
 
     async def _wait_for_block_slot(self, holder: str, waiter: asyncio.Future[bool]) -> bool:
@@ -209,6 +210,7 @@ class SharedAdmission:
             else:
                 with contextlib.suppress(ValueError):
                     self._here.remove((holder, waiter))
+                self._mark_in_own_queue(holder, False)
             raise
 
     def _block_slot_freed(self) -> None:
@@ -225,7 +227,20 @@ class SharedAdmission:
             if not waiter.done():
                 self._on_block.add(holder)
                 waiter.set_result(True)
+                self._mark_in_own_queue(holder, False)
                 return
+
+    def _mark_in_own_queue(self, holder: str, waiting: bool) -> None:
+        """Written behind the block's changes, on the admission line's thread: what the other
+        replicas read of the turn (`queued`, or no longer). A turn sent to the shared line
+        needs no unmarking: joining it writes over the mark."""
+        self._in_background(self._write_mark(holder, waiting))
+
+    async def _write_mark(self, holder: str, waiting: bool) -> None:
+        try:
+            await self.db.write_apart(replica_store.mark_in_own_queue, self.db, holder, waiting)
+        except Exception:  # it changes only what other replicas show: not the turn's slot
+            log.warning("own_queue_mark_failed", exc_info=True, extra={"response_id": holder})
 
     def _slot_of_a_turn_gone(self, taking: asyncio.Future[tuple[str, int]]) -> None:
         """A block grew for a turn cancelled meanwhile: its slot is free at once."""
