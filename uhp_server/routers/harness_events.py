@@ -28,4 +28,6 @@ async def harness_events(harness_id: str, principal: CurrentPrincipal, ctx: Ctx)
     if harness is None:
         raise ApiError(404, "harness_not_found", "No harness with that id.", param="harness_id")
     events = ctx.runs.feed.subscribe(principal.id, harness.id)
+    if ctx.runs.cluster is not None:  # the stream opens once turns elsewhere reach it too
+        await ctx.runs.cluster.events_heard()
     return sse_response(events, ctx.settings.keepalive_seconds)
