@@ -24,8 +24,10 @@ NOW = PostgresBackend.now
 # events are on storage.db.EVENTS_CHANNEL (payload: the response id).
 CANCEL_CHANNEL = "uhp_cancel"
 ADMISSION_CHANNEL = "uhp_admission"
-# The first pause before a give-back of block slots is sent again (it doubles, up to 1 s).
+# The first pause before a give-back of block slots is sent again (it doubles, up to 1 s);
+# past a lease and this margin, unanswered, it is over: the lease has lapsed.
 GIVE_BACK_RETRY_SECONDS = 0.05
+LAPSE_MARGIN_SECONDS = 1.0
 # One key for the admission line's transaction lock (pg_advisory_xact_lock).
 _ADMISSION_LOCK = 0x75687061  # "uhpa"
 
@@ -319,23 +321,31 @@ def give_back_block_slots(db: Database, me: str, count: int, limit: int, lease: 
     """Take `count` slots out of this replica's block, handing each to the next turn in line
     (admitted here, its id told on ADMISSION_CHANNEL). How many turns still wait after.
 
-    Repeated until the database answers, for up to a lease: an answer lost after its commit
-    must neither let the slots count twice nor come back to the block in memory (which would
-    admit turns the others no longer count). The repeat's token tells a give-back already done
-    as long as no other change of the block came between, and none can: the admission line's
-    thread, which makes them all, waits here. Past a lease the lease has lapsed, and its
-    renewal empties the block anyway."""
+    A give-back whose outcome is not known (OutcomeUnknown: its answer was lost after the
+    COMMIT, and the repeat failed) is sent again with its token until the database answers:
+    put back in the block in memory, its slots could admit turns the others no longer count.
+    The token tells a give-back already done as long as no other change of the block came
+    between, and none can: the admission line's thread, which makes them all (and renews the
+    lease), waits here. It gives up, raising OutcomeUnknown, only once the lease has lapsed:
+    its renewal then empties the block. Any other failure is raised at once: nothing of it
+    landed, and the slots are still the block's."""
     op = secrets.token_hex(8)
-    deadline = time.monotonic() + lease
+    deadline = time.monotonic() + lease + LAPSE_MARGIN_SECONDS
     delay = GIVE_BACK_RETRY_SECONDS
+    unknown = False
     while True:
         try:
             return _give_back_once(db, me, count, limit, lease, op)
+        except OutcomeUnknown:
+            unknown = True
         except Exception:
-            if time.monotonic() + delay >= deadline:
+            if not unknown:
                 raise
-            time.sleep(delay)
-            delay = min(delay * 2, 1.0)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise OutcomeUnknown("a give-back of block slots outlived its lease unanswered")
+        time.sleep(min(delay, left))
+        delay = min(delay * 2, 1.0)
 
 
 def _give_back_once(db: Database, me: str, count: int, limit: int, lease: float, op: str) -> int:
@@ -397,6 +407,11 @@ def _hand_over(db: Database, free: str, how_many: str, also: str, **params: Any)
     )
 
 
+class OutcomeUnknown(Exception):
+    """An admission statement whose connection the database ended under it, and whose repeat
+    failed too: whether its COMMIT landed is not known."""
+
+
 def _under_admission_lock(db: Database, statement: str, **params: Any) -> Any:
     """Run an admission statement under the line's transaction lock, which makes its count
     and its change one step for every replica at once; its first column, or None. The
@@ -406,19 +421,22 @@ def _under_admission_lock(db: Database, statement: str, **params: Any) -> Any:
     its lost commit took)."""
     query = _as_psycopg(statement)
     for attempt in (1, 2):
-        conn = db.connection()
+        conn = None
         try:
+            conn = db.connection()
             with conn.pipeline():
                 conn.execute("BEGIN")
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_ADMISSION_LOCK,))
                 cursor = conn.execute(query, params)
                 conn.execute("COMMIT")
-        except Exception:
-            if not conn.closed:
+        except Exception as exc:
+            ended = conn is not None and conn.closed
+            if conn is not None and not ended:
                 conn.rollback()  # a failed pipeline leaves its transaction open
-                raise
-            if attempt == 2:
-                raise
+            if attempt == 2:  # the first attempt's COMMIT may have landed
+                raise OutcomeUnknown(str(exc)) from exc
+            if not ended:
+                raise  # refused, or never sent: nothing of it landed
             continue
         row = cursor.fetchone() if cursor.description else None
         return row[0] if row else None

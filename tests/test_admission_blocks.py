@@ -159,23 +159,51 @@ def test_block_slots_given_back_whose_answer_was_lost_are_handed_on_once(
     assert (_block_of(db, "a"), [row[0] for row in admitted]) == (1, ["w1"])
 
 
-def test_a_give_back_is_repeated_no_longer_than_a_lease(
+def test_a_give_back_whose_outcome_is_unknown_is_repeated_until_its_lease_lapsed(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Past a lease the lease has lapsed, and its renewal empties the block: the admission
-    # line's thread, which waits for the give-back, has its other work to do.
-    import psycopg
-
-    replica_store.renew_lease(db, "a", LEASE)
+    # Its answer lost, then the database away: sent again until the lease has surely lapsed
+    # (no renewal runs meanwhile: the same thread makes them), whose renewal empties the block.
+    monkeypatch.setattr(replica_store, "GIVE_BACK_RETRY_SECONDS", 0.01)
+    monkeypatch.setattr(replica_store, "LAPSE_MARGIN_SECONDS", 0.2)
+    lease = 0.5
+    replica_store.renew_lease(db, "a", lease)
     _sql(db, "UPDATE replica SET slots = 2 WHERE id = 'a'")
     _answer_lost_then_away(db, monkeypatch, away=1000)
     started = time.monotonic()
 
-    with pytest.raises(psycopg.OperationalError):
-        replica_store.give_back_block_slots(db, "a", 1, 2, 0.5)
+    with pytest.raises(replica_store.OutcomeUnknown):
+        replica_store.give_back_block_slots(db, "a", 1, 2, lease)
 
-    assert time.monotonic() - started < 5
+    assert lease + 0.2 <= time.monotonic() - started < 5
     assert _block_of(db, "a") == 1  # the first attempt's commit
+    monkeypatch.undo()
+    assert replica_store.renew_lease(db, "a", lease) is True  # lapsed: taken anew
+    assert _block_of(db, "a") == 0
+
+
+def test_a_give_back_the_database_refused_is_not_repeated(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import psycopg
+
+    replica_store.renew_lease(db, "a", LEASE)
+    _sql(db, "UPDATE replica SET slots = 2 WHERE id = 'a'")
+    real = Database.connection.__get__(db)
+    asked: list[int] = []
+
+    def away() -> Any:
+        asked.append(1)
+        return _Away(real())
+
+    monkeypatch.setattr(db, "connection", away)
+
+    with pytest.raises(psycopg.OperationalError):
+        replica_store.give_back_block_slots(db, "a", 1, 2, LEASE)
+
+    assert len(asked) == 1
+    monkeypatch.undo()
+    assert _block_of(db, "a") == 2  # nothing of it landed: still the block's
 
 
 def test_a_lease_that_lapsed_comes_back_with_an_empty_block(db: Database) -> None:
@@ -270,3 +298,23 @@ async def test_block_slots_given_back_whose_answer_was_lost_stay_out_of_the_bloc
     admitted = _sql(db, "SELECT id FROM response WHERE admission = 'admitted'")
     assert [row[0] for row in admitted] == ["w"]
     assert line.block == _block_of(db, "a") == 1  # t1's slot only, in memory as on record
+
+
+async def test_block_slots_whose_give_back_was_refused_stay_in_the_block(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Refused (nothing of it landed): the idle slot is still the block's, in memory as on record.
+    replica_store.renew_lease(db, "a", LEASE)
+    line = SharedAdmission(db, "a", 2, LEASE, _NoNotes())  # type: ignore[arg-type]
+    await line.acquire("t1")
+    await line.acquire("t2")
+    line.release("t2")
+    _turn(db, "w", "b", "waiting")
+    real = Database.connection.__get__(db)
+    monkeypatch.setattr(db, "connection", lambda: _Away(real()))
+
+    line._demanded()
+    await asyncio.wait_for(asyncio.gather(*line._background), 10)
+
+    monkeypatch.undo()
+    assert line.block == _block_of(db, "a") == 2

@@ -81,6 +81,30 @@ async def test_a_turn_in_its_replicas_own_queue_is_queued_on_every_replica(
         await b.client.post(f"/v1/responses/{waiting}/cancel")
 
 
+async def test_a_short_wait_in_a_replicas_own_queue_costs_no_transaction(
+    tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shared_admission, "OWN_QUEUE_MARK_SECONDS", 60.0)
+    marks: list[tuple[str, bool]] = []
+    real = replica_store.mark_in_own_queue
+
+    def counted(db: Database, response_id: str, waiting: bool) -> None:
+        marks.append((response_id, waiting))
+        real(db, response_id, waiting)
+
+    monkeypatch.setattr(replica_store, "mark_in_own_queue", counted)
+    async with AsyncExitStack() as stack:
+        a, _b = await _a_keeping_an_idle_slot(stack, tmp_path, provider)
+        holding = await running_with_text(a)
+        a.base.script("next", answer("next"))
+        waiting = (await a.submit("next", background=True)).json()["id"]
+        await wait_for(lambda: a.ctx.runs.get(waiting).queued)
+        await a.client.post(f"/v1/responses/{holding}/cancel")
+
+        await wait_for(completed_on(a, waiting), 10)
+        assert marks == []
+
+
 def _line_states(db: Database, *response_ids: str) -> list[str | None]:
     with db.session() as s:
         rows = s.connection().execute(

@@ -9,12 +9,14 @@ import asyncio
 import time
 from contextlib import AsyncExitStack
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from sqlalchemy import text
 
 from harness_bases.events import TurnFinished
+from storage.db import EVENTS_CHANNEL
 from tests.scripted_provider import RunningProvider
 from tests.support import postgres
 from tests.support.fakes import Ask, answer
@@ -31,6 +33,7 @@ from tests.support.replica_pair import (
 from tests.support.waiting import wait_for
 from uhp_server.engine import questions
 from uhp_server.engine.requests import EngineTask, QuestionPolicy, ToolAnswer
+from uhp_server.routers.harness_events import harness_events
 from uhp_server.settings import Settings
 
 pytestmark = ONLY_ON_POSTGRESQL
@@ -254,6 +257,33 @@ async def test_the_harness_events_feed_of_one_replica_shows_the_turns_of_the_oth
         assert {e["harness_id"] for e in seen} == {harness_id}
         assert seen[0]["session_id"] == seen[-1]["response"]["metadata"]["session_id"]
         assert output_text(seen[-1]["response"]) == "fed"
+
+
+async def test_the_harness_events_feed_answers_once_it_hears_the_other_replicas(
+    tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # b's LISTEN is slow (a busy database): the feed's response comes only once it is in
+    # place, so a turn a client starts on a as soon as the feed answered is on it.
+    async with AsyncExitStack() as stack:
+        a, b = await two_replicas(stack, tmp_path, provider)
+        a.base.script("who", answer("me"))
+        first = (await a.submit("who")).json()
+        principal = SimpleNamespace(id=a.ctx.runs.get(first["id"]).principal_id)
+        assert b.ctx.runs.cluster is not None
+        notes = b.ctx.runs.cluster.notes
+        listen = notes._listen_as_wanted
+
+        async def late(conn: Any) -> None:
+            await asyncio.sleep(0.3)
+            await listen(conn)
+
+        monkeypatch.setattr(notes, "_listen_as_wanted", late)
+
+        answered = await harness_events(first["metadata"]["harness_id"], principal, b.ctx)
+
+        assert answered.status_code == 200
+        assert notes._heard_event(EVENTS_CHANNEL).is_set()
+        await answered.body_iterator.aclose()  # type: ignore[attr-defined]
 
 
 async def test_an_oumi_resume_on_one_replica_answers_the_turn_paused_on_the_other(

@@ -153,8 +153,8 @@ class Notifications:
                     await conn.execute(f'LISTEN "{channel}"')
                     heard.set()
             elif heard.is_set() and self._lingered(channel):
+                heard.clear()  # (first: a waiter from now on waits for the LISTEN again)
                 await conn.execute(f'UNLISTEN "{channel}"')
-                heard.clear()
 
     def _lingered(self, channel: str) -> bool:
         since = self._unwanted_since.get(channel)

@@ -81,11 +81,13 @@ def task_state(db: Database, runs: RunManager, row: ResponseRow) -> TaskState:
         elif run.asking:
             return TaskState(INPUT_REQUIRED, response, tuple(run.asking))
     elif run is None and status == "in_progress" and runs.cluster is not None:
-        if row.admission in ("waiting", replica_store.IN_OWN_QUEUE):
+        if row.admission == "waiting":
             status = QUEUED  # waiting for a slot on another replica
         elif waiting := relayed_questions.pending(db, row.id):  # paused on another replica
             asked = tuple(question_of_call(call, arguments) for call, arguments in waiting)
             return TaskState(INPUT_REQUIRED, response, asked)
+        elif row.admission == replica_store.IN_OWN_QUEUE:  # (questions first: a stale mark)
+            status = QUEUED
     details = response.get("incomplete_details") or {}
     if status == "incomplete" and details.get("reason") == PARKED_REASON:
         return TaskState(INPUT_REQUIRED, response, pending_questions(response))

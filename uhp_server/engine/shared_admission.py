@@ -41,6 +41,8 @@ from uhp_server.engine.notifications import Notifications
 log = logging.getLogger("uhp_server.admission")
 
 POLL_SECONDS = 1.0
+# A turn waiting this long in its replica's own queue is marked queued for the others to read.
+OWN_QUEUE_MARK_SECONDS = 0.1
 
 
 class SharedAdmission:
@@ -65,6 +67,9 @@ class SharedAdmission:
         self._demands = 0  # DEMANDs heard: a count, to tell one that came in meanwhile
         self._background: set[asyncio.Task[Any]] = set()
         self._handed: dict[str, asyncio.Event] = {}  # a waiting turn's: set when admitted
+        # Turns of this replica's own queue: the marks still to write, and those written.
+        self._marks: dict[str, asyncio.TimerHandle] = {}
+        self._marked: set[str] = set()
         # One turn at a time asks for a slot of the block, the others queue behind it: turns
         # reach this replica's own queue in the order they came.
         self._taking = asyncio.Lock()
@@ -198,7 +203,9 @@ class SharedAdmission:
         there, in its place)."""
         waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._here.append((holder, waiter))
-        self._mark_in_own_queue(holder, True)
+        self._marks[holder] = asyncio.get_running_loop().call_later(
+            OWN_QUEUE_MARK_SECONDS, self._mark_in_own_queue, holder
+        )
         return self._wait_for_block_slot(holder, waiter)
 
     async def _wait_for_block_slot(self, holder: str, waiter: asyncio.Future[bool]) -> bool:
@@ -210,7 +217,7 @@ class SharedAdmission:
             else:
                 with contextlib.suppress(ValueError):
                     self._here.remove((holder, waiter))
-                self._mark_in_own_queue(holder, False)
+                self._out_of_own_queue(holder)
             raise
 
     def _block_slot_freed(self) -> None:
@@ -227,20 +234,40 @@ class SharedAdmission:
             if not waiter.done():
                 self._on_block.add(holder)
                 waiter.set_result(True)
-                self._mark_in_own_queue(holder, False)
+                self._out_of_own_queue(holder)
                 return
 
-    def _mark_in_own_queue(self, holder: str, waiting: bool) -> None:
-        """Written behind the block's changes, on the admission line's thread: what the other
-        replicas read of the turn (`queued`, or no longer). A turn sent to the shared line
-        needs no unmarking: joining it writes over the mark."""
-        self._in_background(self._write_mark(holder, waiting))
+    # -- what the other replicas read of a turn in this replica's own queue -----------------
+    def _mark_in_own_queue(self, holder: str) -> None:
+        """The turn has waited OWN_QUEUE_MARK_SECONDS here: its row says so, written behind
+        the block's changes on the admission line's thread (a shorter wait costs nothing)."""
+        del self._marks[holder]
+        self._marked.add(holder)
+        self._in_background(self._write_mark(holder, True))
+
+    def _out_of_own_queue(self, holder: str, *, to_line: bool = False) -> None:
+        """The turn left this replica's queue: its mark is not written, or is taken back
+        (unless it joins the shared line, which writes over the mark)."""
+        pending = self._marks.pop(holder, None)
+        if pending is not None:
+            pending.cancel()
+        if holder in self._marked:
+            self._marked.discard(holder)
+            if not to_line:
+                self._in_background(self._write_mark(holder, False))
 
     async def _write_mark(self, holder: str, waiting: bool) -> None:
-        try:
-            await self.db.write_apart(replica_store.mark_in_own_queue, self.db, holder, waiting)
-        except Exception:  # it changes only what other replicas show: not the turn's slot
-            log.warning("own_queue_mark_failed", exc_info=True, extra={"response_id": holder})
+        # Taking a mark back is repeated (it changes only a mark: admission = 'own_queue'),
+        # else a running turn would read as queued elsewhere; a mark itself is tried once
+        # (a late repeat could mark a turn already out of the queue).
+        for pause in (0.2, 1.0, 5.0, None) if not waiting else (None,):
+            try:
+                await self.db.write_apart(replica_store.mark_in_own_queue, self.db, holder, waiting)
+                return
+            except Exception:  # only what other replicas show: not the turn's slot
+                log.warning("own_queue_mark_failed", exc_info=True, extra={"response_id": holder})
+            if pause is not None:
+                await asyncio.sleep(pause)
 
     def _slot_of_a_turn_gone(self, taking: asyncio.Future[tuple[str, int]]) -> None:
         """A block grew for a turn cancelled meanwhile: its slot is free at once."""
@@ -258,11 +285,10 @@ class SharedAdmission:
         self._in_background(self._give_back_to_line(count))
 
     async def _give_back_to_line(self, count: int) -> None:
-        # Out of the block in memory whatever the answer: repeated for a lease, a give-back
-        # that still failed either landed (then the others no longer count the slots) or
-        # outlived the lease, whose renewal empties the block (storage/replicas.py). Back in
-        # the block they could admit turns over the limit; lost, they are at worst idle.
-        await self._free_to_line(replica_store.give_back_block_slots, self.replica_id, count)
+        if not await self._free_to_line(
+            replica_store.give_back_block_slots, self.replica_id, count
+        ):
+            self.block += count  # still held: idle in the block, given back at the next demand
 
     # -- the shared line -------------------------------------------------------------------
     async def _from_line(self, holder: str) -> None:
@@ -288,18 +314,20 @@ class SharedAdmission:
         # (failed: the slot comes back with the lease round's look for lost ones)
         await self._free_to_line(replica_store.leave_line, holder)
 
-    async def _free_to_line(self, free: Callable[..., int], *args: Any) -> None:
+    async def _free_to_line(self, free: Callable[..., int], *args: Any) -> bool:
         """Free slots (`free`: leave_line or give_back_block_slots, with `args`), handing them
-        to the line."""
+        to the line; False when nothing of it landed. (A give-back whose outcome stayed
+        unknown outlived the lease, whose renewal empties the block: its slots are gone.)"""
         demands = self._demands
         try:
             waiting = await self.db.write_apart(
                 free, self.db, *args, self.limit, self.lease_seconds
             )
-        except Exception:
+        except Exception as exc:
             log.exception("admission_release_failed", extra={"statement": free.__name__})
-            return
+            return isinstance(exc, replica_store.OutcomeUnknown)
         self._line_looked_at(waiting, demands)
+        return True
 
     def _line_looked_at(self, waiting: int, demands: int) -> None:
         """Slots go back to blocks once the line is empty, unless a turn said it waits since
@@ -329,7 +357,8 @@ class SharedAdmission:
 
     def _send_waiters_to_line(self) -> None:
         while self._here:
-            _, waiter = self._here.popleft()
+            holder, waiter = self._here.popleft()
+            self._out_of_own_queue(holder, to_line=True)
             if not waiter.done():
                 waiter.set_result(False)
 
