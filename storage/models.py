@@ -83,8 +83,8 @@ class ResponseRow(SQLModel, table=True):
     cancel_requested: bool = False
     stop_details: str | None = None  # with cancel_requested: a deadline's reason (JSON)
     # "waiting" or "admitted" while it takes or holds a slot of the shared line, "own_queue"
-    # while it has waited a moment in its replica's own queue (indexed: the line is counted at every
-    # admission, among every response ever run)
+    # once it has waited a moment in its replica's own queue (indexed: the line is counted
+    # at every admission, among every response ever run)
     admission: str | None = Field(default=None, index=True)
     admission_at: float | None = None  # when it arrived: its place in the line
 
