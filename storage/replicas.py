@@ -8,6 +8,7 @@ conditional UPDATEs are what decide between replicas racing for the same row.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import re
@@ -432,7 +433,8 @@ def _under_admission_lock(db: Database, statement: str, **params: Any) -> Any:
         except Exception as exc:
             ended = conn is not None and conn.closed
             if conn is not None and not ended:
-                conn.rollback()  # a failed pipeline leaves its transaction open
+                with contextlib.suppress(Exception):  # (its failure must not hide the first)
+                    conn.rollback()  # a failed pipeline leaves its transaction open
             if attempt == 2:  # the first attempt's COMMIT may have landed
                 raise OutcomeUnknown(str(exc)) from exc
             if not ended:

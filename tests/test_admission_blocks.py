@@ -318,3 +318,33 @@ async def test_block_slots_whose_give_back_was_refused_stay_in_the_block(
 
     monkeypatch.undo()
     assert line.block == _block_of(db, "a") == 2
+
+
+async def test_a_refused_give_back_does_not_refill_a_block_a_lapse_emptied(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A renewal ahead of the give-back on the admission line's thread finds the lease lapsed:
+    # the block is empty, in the database and in memory. The give-back, refused after it, must
+    # not put its slot back: a block nobody else counts would admit turns over the limit.
+    replica_store.renew_lease(db, "a", LEASE)
+    line = SharedAdmission(db, "a", 2, LEASE, _NoNotes())  # type: ignore[arg-type]
+    await line.acquire("t1")
+    await line.acquire("t2")
+    line.release("t2")  # idle in the block
+    _turn(db, "w", "b", "waiting")
+
+    def lapse() -> None:
+        _sql(db, "UPDATE replica SET heartbeat_at = heartbeat_at - 60 WHERE id = 'a'")
+        assert replica_store.renew_lease(db, "a", LEASE) is True
+        line.lease_lapsed()
+
+    lapsing = asyncio.ensure_future(db.write_apart(lapse))
+    real = Database.connection.__get__(db)
+    monkeypatch.setattr(db, "connection", lambda: _Away(real()))
+    line._demanded()  # the idle slot to the line: refused
+    await lapsing
+    await asyncio.wait_for(asyncio.gather(*line._background), 10)
+    await asyncio.sleep(0.05)  # the loop has forgotten the block
+
+    monkeypatch.undo()
+    assert line.block == _block_of(db, "a") == 0

@@ -84,7 +84,7 @@ async def test_a_turn_in_its_replicas_own_queue_is_queued_on_every_replica(
 async def test_a_short_wait_in_a_replicas_own_queue_costs_no_transaction(
     tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(shared_admission, "OWN_QUEUE_MARK_SECONDS", 60.0)
+    monkeypatch.setattr(shared_admission, "OWN_QUEUE_MARK_SECONDS", 0.5)
     marks: list[tuple[str, bool]] = []
     real = replica_store.mark_in_own_queue
 
@@ -102,7 +102,24 @@ async def test_a_short_wait_in_a_replicas_own_queue_costs_no_transaction(
         await a.client.post(f"/v1/responses/{holding}/cancel")
 
         await wait_for(completed_on(a, waiting), 10)
+        await asyncio.sleep(0.7)  # past the mark's time: it was called off, not just late
         assert marks == []
+
+
+async def test_a_turn_cancelled_in_its_replicas_own_queue_is_marked_no_more(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    async with AsyncExitStack() as stack:
+        a, _b = await _a_keeping_an_idle_slot(stack, tmp_path, provider)
+        holding = await running_with_text(a)
+        a.base.script("next", answer("next"))
+        waiting = (await a.submit("next", background=True)).json()["id"]
+        await wait_for(lambda: _line_states(a.ctx.db, waiting) == ["own_queue"])
+
+        await a.client.post(f"/v1/responses/{waiting}/cancel")
+
+        await wait_for(lambda: _line_states(a.ctx.db, waiting) == [None])
+        await a.client.post(f"/v1/responses/{holding}/cancel")
 
 
 def _line_states(db: Database, *response_ids: str) -> list[str | None]:

@@ -231,9 +231,9 @@ async def test_the_harness_events_feed_of_one_replica_shows_the_turns_of_the_oth
         first = (await a.submit("who")).json()
         principal_id = a.ctx.runs.get(first["id"]).principal_id
         harness_id = first["metadata"]["harness_id"]
-        feed = b.ctx.runs.feed.subscribe(principal_id, harness_id)
         assert b.ctx.runs.cluster is not None
-        await b.ctx.runs.cluster.events_heard()  # as the feed's route does before it answers
+        async with b.ctx.runs.cluster.events_heard():  # as the feed's route subscribes
+            feed = b.ctx.runs.feed.subscribe(principal_id, harness_id)
         a.base.script("feed me", answer("fed"))
         response_id = (await a.submit("feed me", background=True)).json()["id"]
         seen: list[dict[str, Any]] = []

@@ -361,10 +361,14 @@ class Cluster:
             await asyncio.wait_for(self.wait_finished(response_id), RELAY_WAIT_SECONDS)
 
     # -- events of a response running elsewhere ------------------------------------------
-    async def events_heard(self) -> None:
-        """Until the other replicas' commits of events are heard here (at most a poll's
-        wait): for a harness events feed subscribed to, whose turns may run elsewhere."""
-        await self.notes.heard(EVENTS_CHANNEL, POLL_SECONDS)
+    @contextlib.asynccontextmanager
+    async def events_heard(self) -> AsyncIterator[None]:
+        """Enters once the other replicas' commits of events are heard here (at most a
+        poll's wait): subscribe a harness events feed inside, and the turns of the others
+        reach it from then on. (Cancelled while it waits, nothing is left subscribed.)"""
+        with self.notes.want(EVENTS_CHANNEL):
+            await self.notes.heard(EVENTS_CHANNEL, POLL_SECONDS)
+            yield
 
     async def follow(self, response_id: str, after: int = -1) -> AsyncIterator[dict[str, Any]]:
         """The response's stored events after `after`, then each one as it is committed

@@ -241,7 +241,8 @@ class SharedAdmission:
     def _mark_in_own_queue(self, holder: str) -> None:
         """The turn has waited OWN_QUEUE_MARK_SECONDS here: its row says so, written behind
         the block's changes on the admission line's thread (a shorter wait costs nothing)."""
-        del self._marks[holder]
+        if self._marks.pop(holder, None) is None:
+            return  # (out of the queue already)
         self._marked.add(holder)
         self._in_background(self._write_mark(holder, True))
 
@@ -282,12 +283,15 @@ class SharedAdmission:
 
     def _give_back(self, count: int) -> None:
         self.block -= count
-        self._in_background(self._give_back_to_line(count))
+        self._in_background(self._give_back_to_line(count, self._lapses_written))
 
-    async def _give_back_to_line(self, count: int) -> None:
-        if not await self._free_to_line(
-            replica_store.give_back_block_slots, self.replica_id, count
-        ):
+    async def _give_back_to_line(self, count: int, lapses: int) -> None:
+        if (
+            not await self._free_to_line(
+                replica_store.give_back_block_slots, self.replica_id, count
+            )
+            and lapses == self._lapses_written
+        ):  # (a lapse meanwhile emptied the block)
             self.block += count  # still held: idle in the block, given back at the next demand
 
     # -- the shared line -------------------------------------------------------------------
@@ -358,7 +362,7 @@ class SharedAdmission:
     def _send_waiters_to_line(self) -> None:
         while self._here:
             holder, waiter = self._here.popleft()
-            self._out_of_own_queue(holder, to_line=True)
+            self._out_of_own_queue(holder, to_line=not waiter.done())
             if not waiter.done():
                 waiter.set_result(False)
 

@@ -27,7 +27,10 @@ async def harness_events(harness_id: str, principal: CurrentPrincipal, ctx: Ctx)
     harness = await ctx.db.read(harness_store.get_harness, ctx.db, principal.id, harness_id)
     if harness is None:
         raise ApiError(404, "harness_not_found", "No harness with that id.", param="harness_id")
-    events = ctx.runs.feed.subscribe(principal.id, harness.id)
-    if ctx.runs.cluster is not None:  # the stream opens once turns elsewhere reach it too
-        await ctx.runs.cluster.events_heard()
+    cluster = ctx.runs.cluster
+    if cluster is None:
+        events = ctx.runs.feed.subscribe(principal.id, harness.id)
+    else:  # the stream opens once the turns of other replicas reach it too
+        async with cluster.events_heard():
+            events = ctx.runs.feed.subscribe(principal.id, harness.id)
     return sse_response(events, ctx.settings.keepalive_seconds)
