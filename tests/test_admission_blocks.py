@@ -64,15 +64,19 @@ def _turn(db: Database, response_id: str, replica_id: str, admission: str | None
     )
 
 
-class _AnswerLost:
-    """A connection whose transaction commits, and whose answer never comes back (the link
-    went away right after the COMMIT): what `_under_admission_lock` sends again."""
+class _Faulty:
+    """A real connection whose transactions go wrong as a subclass's `pipeline` says."""
 
     def __init__(self, conn: Any) -> None:
         self._conn = conn
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._conn, name)
+
+
+class _AnswerLost(_Faulty):
+    """A connection whose transaction commits, and whose answer never comes back (the link
+    went away right after the COMMIT): what `_under_admission_lock` sends again."""
 
     @contextlib.contextmanager
     def pipeline(self) -> Iterator[Any]:
@@ -98,14 +102,8 @@ def _next_answer_lost(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(db, "connection", connection)
 
 
-class _Away:
+class _Away(_Faulty):
     """A connection the database is out of reach through: every transaction fails."""
-
-    def __init__(self, conn: Any) -> None:
-        self._conn = conn
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._conn, name)
 
     @contextlib.contextmanager
     def pipeline(self) -> Iterator[Any]:
@@ -130,6 +128,24 @@ def _answer_lost_then_away(db: Database, monkeypatch: pytest.MonkeyPatch, away: 
 class _NoNotes:
     def on(self, channel: str, handler: Any) -> None:
         pass
+
+
+async def _an_idle_block_slot_and_a_turn_waiting(db: Database) -> SharedAdmission:
+    """Limit 2, both slots in a's block, t1 running on one, the other idle; w waits on b."""
+    replica_store.renew_lease(db, "a", LEASE)
+    line = SharedAdmission(db, "a", 2, LEASE, _NoNotes())  # type: ignore[arg-type]
+    await line.acquire("t1")
+    await line.acquire("t2")
+    line.release("t2")  # idle in the block
+    _turn(db, "w", "b", "waiting")
+    return line
+
+
+def _lapse(db: Database, line: SharedAdmission) -> None:
+    """On the admission line's thread: a renewal finds a's lease lapsed."""
+    _sql(db, "UPDATE replica SET heartbeat_at = heartbeat_at - 60 WHERE id = 'a'")
+    assert replica_store.renew_lease(db, "a", LEASE) is True
+    line.lease_lapsed()
 
 
 def test_a_block_slot_whose_answer_was_lost_is_taken_once(
@@ -256,15 +272,10 @@ async def test_a_slot_granted_just_before_the_lease_lapsed_is_not_the_blocks(
     _turn(db, "t2", "a", None)
     write_apart = db.write_apart
 
-    def lapse() -> None:
-        _sql(db, "UPDATE replica SET heartbeat_at = heartbeat_at - 60 WHERE id = 'a'")
-        assert replica_store.renew_lease(db, "a", LEASE) is True
-        line.lease_lapsed()
-
     async def then_a_lapse(fn: Any, *args: Any) -> Any:
         answer = await write_apart(fn, *args)
         if fn == line._take_on_the_line_thread:
-            await write_apart(lapse)
+            await write_apart(_lapse, db, line)
         return answer
 
     monkeypatch.setattr(db, "write_apart", then_a_lapse)
@@ -278,18 +289,12 @@ async def test_a_slot_granted_just_before_the_lease_lapsed_is_not_the_blocks(
 async def test_block_slots_given_back_whose_answer_was_lost_stay_out_of_the_block(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Limit 2, both slots in a's block, t1 running on one, the other idle; w waits on b. a
-    # gives the idle slot to the line: the commit lands (w is admitted), its answer is lost,
-    # and the database stays away for the repeats after. Back in a's block in memory, the slot
-    # would admit a turn that nobody else counts: three turns on a limit of two.
+    # a gives its idle slot to the line: the commit lands (w is admitted), its answer is
+    # lost, and the database stays away for the repeats after. Back in a's block in memory,
+    # the slot would admit a turn that nobody else counts: three turns on a limit of two.
     monkeypatch.setattr(replica_store, "GIVE_BACK_RETRY_SECONDS", 0.01)
-    for name in ("a", "b"):
-        replica_store.renew_lease(db, name, LEASE)
-    line = SharedAdmission(db, "a", 2, LEASE, _NoNotes())  # type: ignore[arg-type]
-    await line.acquire("t1")
-    await line.acquire("t2")
-    line.release("t2")  # idle in the block
-    _turn(db, "w", "b", "waiting")
+    replica_store.renew_lease(db, "b", LEASE)
+    line = await _an_idle_block_slot_and_a_turn_waiting(db)
     _answer_lost_then_away(db, monkeypatch, away=3)
 
     line._demanded()  # w's DEMAND
@@ -304,12 +309,7 @@ async def test_block_slots_whose_give_back_was_refused_stay_in_the_block(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Refused (nothing of it landed): the idle slot is still the block's, in memory as on record.
-    replica_store.renew_lease(db, "a", LEASE)
-    line = SharedAdmission(db, "a", 2, LEASE, _NoNotes())  # type: ignore[arg-type]
-    await line.acquire("t1")
-    await line.acquire("t2")
-    line.release("t2")
-    _turn(db, "w", "b", "waiting")
+    line = await _an_idle_block_slot_and_a_turn_waiting(db)
     real = Database.connection.__get__(db)
     monkeypatch.setattr(db, "connection", lambda: _Away(real()))
 
@@ -326,19 +326,9 @@ async def test_a_refused_give_back_does_not_refill_a_block_a_lapse_emptied(
     # A renewal ahead of the give-back on the admission line's thread finds the lease lapsed:
     # the block is empty, in the database and in memory. The give-back, refused after it, must
     # not put its slot back: a block nobody else counts would admit turns over the limit.
-    replica_store.renew_lease(db, "a", LEASE)
-    line = SharedAdmission(db, "a", 2, LEASE, _NoNotes())  # type: ignore[arg-type]
-    await line.acquire("t1")
-    await line.acquire("t2")
-    line.release("t2")  # idle in the block
-    _turn(db, "w", "b", "waiting")
+    line = await _an_idle_block_slot_and_a_turn_waiting(db)
 
-    def lapse() -> None:
-        _sql(db, "UPDATE replica SET heartbeat_at = heartbeat_at - 60 WHERE id = 'a'")
-        assert replica_store.renew_lease(db, "a", LEASE) is True
-        line.lease_lapsed()
-
-    lapsing = asyncio.ensure_future(db.write_apart(lapse))
+    lapsing = asyncio.ensure_future(db.write_apart(_lapse, db, line))
     real = Database.connection.__get__(db)
     monkeypatch.setattr(db, "connection", lambda: _Away(real()))
     line._demanded()  # the idle slot to the line: refused
