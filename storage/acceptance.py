@@ -354,16 +354,7 @@ def _input_file_rows(principal_id: str, files: list[InputFile]) -> list[_Rows]:
     return [
         _Rows(
             "file",
-            (
-                "id",
-                "principal_id",
-                "filename",
-                "bytes",
-                "media_type",
-                "sha256",
-                "purpose",
-                "created_at",
-            ),
+            _FILE_COLUMNS,
             [
                 (f.id, principal_id, f.filename, f.size, f.media_type, f.sha256, "input", now)
                 for f in files

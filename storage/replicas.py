@@ -262,7 +262,6 @@ def take_slot(db: Database, response_id: str, limit: int, lease: float) -> bool:
     )
 
 
-# What `take_block_slot` found.
 # A turn waiting in its replica's own queue (engine/shared_admission.py) holds no slot and no
 # place in the shared line; its row says so, that every replica reads the task as queued.
 IN_OWN_QUEUE = "own_queue"
@@ -279,6 +278,7 @@ def mark_in_own_queue(db: Database, response_id: str, waiting: bool) -> None:
     run_statement(db, statement, id=response_id, queued=IN_OWN_QUEUE)
 
 
+# What `take_block_slot` found.
 GRANTED = "granted"  # the block grew by the slot
 WAIT_HERE = "here"  # every slot held is in this replica's block, and nobody waits in the line
 IN_LINE = "line"  # a slot is held elsewhere, or turns wait: this turn joins the shared line

@@ -60,10 +60,9 @@ async def test_a_turn_in_its_replicas_own_queue_is_queued_on_every_replica(
     # queue, in no shared line (nobody else wants a slot). b reads it as queued all the same,
     # then as running once a's block admits it.
     async with AsyncExitStack() as stack:
-        a, b = await _a_keeping_an_idle_slot(stack, tmp_path, provider)
-        holding = await running_with_text(a)
-        a.base.script("long", [TextDelta("m", "second answer"), Hang()])
-        waiting = (await a.submit("long", background=True)).json()["id"]
+        a, b, holding, waiting = await _a_second_turn_of_a(
+            stack, tmp_path, provider, [TextDelta("m", "second answer"), Hang()]
+        )
         principal = a.ctx.runs.get(holding).principal_id
 
         async def state_on_b() -> str:
@@ -94,10 +93,9 @@ async def test_a_short_wait_in_a_replicas_own_queue_costs_no_transaction(
 
     monkeypatch.setattr(replica_store, "mark_in_own_queue", counted)
     async with AsyncExitStack() as stack:
-        a, _b = await _a_keeping_an_idle_slot(stack, tmp_path, provider)
-        holding = await running_with_text(a)
-        a.base.script("next", answer("next"))
-        waiting = (await a.submit("next", background=True)).json()["id"]
+        a, _b, holding, waiting = await _a_second_turn_of_a(
+            stack, tmp_path, provider, answer("next")
+        )
         await wait_for(lambda: a.ctx.runs.get(waiting).queued)
         await a.client.post(f"/v1/responses/{holding}/cancel")
 
@@ -110,10 +108,9 @@ async def test_a_turn_cancelled_in_its_replicas_own_queue_is_marked_no_more(
     tmp_path: Path, provider: RunningProvider
 ) -> None:
     async with AsyncExitStack() as stack:
-        a, _b = await _a_keeping_an_idle_slot(stack, tmp_path, provider)
-        holding = await running_with_text(a)
-        a.base.script("next", answer("next"))
-        waiting = (await a.submit("next", background=True)).json()["id"]
+        a, _b, holding, waiting = await _a_second_turn_of_a(
+            stack, tmp_path, provider, answer("next")
+        )
         await wait_for(lambda: _line_states(a.ctx.db, waiting) == ["own_queue"])
 
         await a.client.post(f"/v1/responses/{waiting}/cancel")
@@ -268,6 +265,18 @@ async def _a_keeping_an_idle_slot(
     assert (await a.submit("first")).json()["status"] == "completed"
     assert _block_of(a.ctx.db, "a") == 1
     return a, b
+
+
+async def _a_second_turn_of_a(
+    stack: AsyncExitStack, data_dir: Path, provider: RunningProvider, steps: list[Any]
+) -> tuple[InProcess, InProcess, str, str]:
+    """Replicas a and b, one turn at a time over both: a runs a turn on the slot of its block
+    (`holding`), and its next one (`steps`) waits in a's own queue. (a, b, holding, waiting)"""
+    a, b = await _a_keeping_an_idle_slot(stack, data_dir, provider)
+    holding = await running_with_text(a)
+    a.base.script("second", steps)
+    waiting = (await a.submit("second", background=True)).json()["id"]
+    return a, b, holding, waiting
 
 
 async def _a_turn_completes_on(b: InProcess) -> None:

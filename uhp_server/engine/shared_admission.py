@@ -286,12 +286,10 @@ class SharedAdmission:
         self._in_background(self._give_back_to_line(count, self._lapses_written))
 
     async def _give_back_to_line(self, count: int, lapses: int) -> None:
-        if (
-            not await self._free_to_line(
-                replica_store.give_back_block_slots, self.replica_id, count
-            )
-            and lapses == self._lapses_written
-        ):  # (a lapse meanwhile emptied the block)
+        landed = await self._free_to_line(
+            replica_store.give_back_block_slots, self.replica_id, count
+        )
+        if not landed and lapses == self._lapses_written:  # (unless a lapse emptied the block)
             self.block += count  # still held: idle in the block, given back at the next demand
 
     # -- the shared line -------------------------------------------------------------------
