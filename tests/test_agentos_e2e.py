@@ -21,6 +21,7 @@ from tests.conftest import DEFAULT_MODEL, TEST_BASE, server_env
 from tests.scripted_provider import RunningProvider, start_provider
 from tests.support.agentos_platform import RUN_TOKEN_HEADER, AgentosPlatform
 from tests.support.server import ServerProcess
+from tests.support.written import everything_written
 
 pytestmark = pytest.mark.slow
 GATEWAY_KEY = "sk-agentos-gateway-ignored"
@@ -234,7 +235,7 @@ def test_no_token_or_secret_is_stored_or_logged(
     body = platform.invoke_body("r_secret", "SAY quiet")
     token = body["context"]["token"]
     completed_output(invoke(agent, platform, body))
-    written = b"".join(p.read_bytes() for p in agent.data_dir.rglob("*") if p.is_file())
+    written = everything_written(agent.data_dir)
     written += agent.log().encode()
     for secret in (token.encode(), b"crm-secret-5b1e"):
         assert secret not in written

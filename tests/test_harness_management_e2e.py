@@ -19,6 +19,7 @@ from harness_bases.base import SandboxPaths
 from tests.conftest import API_KEY, TEST_BASE, server_env
 from tests.support.mcp_server import ANSWER_PREFIX, RunningMcpServer
 from tests.support.server import ServerProcess, free_port
+from tests.support.written import files_written
 from tests.test_tasks_e2e import create, message_text
 
 pytestmark = pytest.mark.slow
@@ -99,11 +100,9 @@ def test_a_cli_calls_a_tool_on_a_real_mcp_server_through_the_gateway(
     assert all(r.headers.get("authorization") == f"Bearer {MCP_SECRET}" for r in reached)
     assert off.requests == []  # disabled: never contacted, not even probed
     # Neither the MCP server's credential nor its address was written where the agent works.
-    for path in session_dir(server, response).rglob("*"):
-        if path.is_file() and not path.is_symlink():
-            data = path.read_bytes()
-            assert MCP_SECRET.encode() not in data, path
-            assert f":{vault.port}/".encode() not in data, path
+    for path, data in files_written(session_dir(server, response)):
+        assert MCP_SECRET.encode() not in data, path
+        assert f":{vault.port}/".encode() not in data, path
 
 
 def test_an_unreachable_mcp_server_is_a_visible_notice_not_a_failure(

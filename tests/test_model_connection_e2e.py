@@ -23,6 +23,7 @@ from storage import keys
 from tests.conftest import API_KEY, installed_tools
 from tests.scripted_provider import RunningProvider, start_provider
 from tests.scripted_provider.fixture import bind_loopback
+from tests.support.written import everything_written
 from uhp_server.app import create_app, usable_bases
 from uhp_server.errors import ApiError
 from uhp_server.gateway.connection import ModelConnection
@@ -125,10 +126,6 @@ def connection(platform: RunningProvider, **changes: Any) -> ModelConnection:
     }
     fields.update(changes)
     return ModelConnection(**fields)
-
-
-def everything_written(root: Path) -> bytes:
-    return b"".join(p.read_bytes() for p in root.rglob("*") if p.is_file())
 
 
 @pytest.mark.slow

@@ -17,6 +17,7 @@ import pytest
 from tests.conftest import API_KEY, TEST_BASE, server_env
 from tests.scripted_provider import RunningProvider, start_provider
 from tests.support.server import ServerProcess
+from tests.support.written import everything_written
 
 pytestmark = pytest.mark.slow
 
@@ -433,7 +434,7 @@ def test_no_platform_key_is_stored_or_logged(oumi: Platform, oumi_server: Server
     body = oumi.start([{"role": "user", "content": "SAY keyless"}])
     oumi.submit(body)
     oumi.wait(body["invocation_id"], ("completed", "failed"))
-    written = b"".join(p.read_bytes() for p in oumi_server.data_dir.rglob("*") if p.is_file())
+    written = everything_written(oumi_server.data_dir)
     for key in (PLATFORM_KEY, "sk-platform-fresh-key-2", "sk-wrong-key-0000000"):
         assert key.encode() not in written
 
