@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, Index, text
+from sqlalchemy import JSON, BigInteger, Column, Index, false, text
 from sqlmodel import Field, SQLModel, col
 
 
@@ -98,6 +98,8 @@ class ReplicaRow(SQLModel, table=True):
     started_at: float
     slots: int = Field(default=0, sa_column_kwargs={"server_default": "0"})  # its admission block
     slots_op: str | None = None  # the id of the block's last change (storage/replicas.py)
+    # While it LISTENs to uhp_events: commits of events NOTIFY only while some replica does.
+    hears_events: bool = Field(default=False, sa_column_kwargs={"server_default": false()})
 
 
 class RelayedQuestionRow(SQLModel, table=True):

@@ -31,6 +31,9 @@ GIVE_BACK_RETRY_SECONDS = 0.05
 LAPSE_MARGIN_SECONDS = 1.0
 # One key for the admission line's transaction lock (pg_advisory_xact_lock).
 _ADMISSION_LOCK = 0x75687061  # "uhpa"
+# The lock every commit of events holds shared while it checks whether a replica hears them
+# (migration 0008's trigger spells the same number).
+EVENTS_HEARD_LOCK = 0x75687065  # "uhpe"
 
 # A response whose replica holds a live lease; `:lease` seconds, `r` the response.
 _LIVE = (
@@ -77,22 +80,39 @@ class Orphan:
         return json.loads(self.stop_details) if self.stop_details else {}
 
 
-def renew_lease(db: Database, replica_id: str, lease: float) -> bool:
+def renew_lease(db: Database, replica_id: str, lease: float, *, hears_events: bool = False) -> bool:
     """Renew the lease; True when it had lapsed (or was gone: deleted as expired, or never
     taken). A lapsed lease comes back with an empty block: meanwhile the other replicas did not
-    count it, and may have taken its slots."""
+    count it, and may have taken its slots. A row made again says whether the replica hears
+    events (`hear_events` keeps it up to date on a row that stays)."""
     rows = run_statement(
         db,
         f"WITH before AS (SELECT heartbeat_at > {NOW} - :lease AS live FROM replica"
         "   WHERE id = :id)"
-        f" INSERT INTO replica (id, heartbeat_at, started_at) VALUES (:id, {NOW}, {NOW})"
+        " INSERT INTO replica (id, heartbeat_at, started_at, hears_events)"
+        f" VALUES (:id, {NOW}, {NOW}, :hears)"
         f" ON CONFLICT (id) DO UPDATE SET heartbeat_at = {NOW},"
         f" slots = CASE WHEN replica.heartbeat_at > {NOW} - :lease THEN replica.slots ELSE 0 END"
         " RETURNING NOT COALESCE((SELECT live FROM before), FALSE)",
         id=replica_id,
         lease=lease,
+        hears=hears_events,
     )
     return bool(rows[0][0])
+
+
+async def hear_events(conn: Any, replica_id: str, hearing: bool) -> None:
+    """Say whether this replica hears `uhp_events`, on its listening connection (psycopg's
+    AsyncConnection, in autocommit): after its LISTEN, and before its UNLISTEN. Commits of
+    events NOTIFY only while some replica hears them (migration 0008). Starting to hear waits
+    for the commits that checked before the flag landed: once this returns, every commit of
+    events has either landed, for the replica's first read to see, or will NOTIFY."""
+    async with conn.transaction():
+        if hearing:
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (EVENTS_HEARD_LOCK,))
+        await conn.execute(
+            "UPDATE replica SET hears_events = %s WHERE id = %s", (hearing, replica_id)
+        )
 
 
 def lease_live(db: Database, replica_id: str, lease: float) -> bool:

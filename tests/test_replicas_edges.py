@@ -7,10 +7,13 @@ import asyncio
 import contextlib
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 
 from storage import keys
+from storage import replicas as replica_store
 from storage.db import EVENTS_CHANNEL
 from tests.scripted_provider import RunningProvider
 from tests.support.fake_engine import CONNECTION, StandInBase
@@ -95,6 +98,72 @@ async def test_commits_of_events_are_heard_only_while_a_tail_here_wants_them(
 
         await wait_for(lambda: not notes._heard_event(EVENTS_CHANNEL).is_set(), 5)
         await a_turn_unheard_on_b()  # let go once the linger is over
+
+
+async def _told(listener: psycopg.AsyncConnection[Any], seconds: float) -> list[str]:
+    """The payloads `listener` was told on uhp_events within `seconds`."""
+    return [note.payload async for note in listener.notifies(timeout=seconds)]
+
+
+async def _outsider(stack: AsyncExitStack, conninfo: str) -> psycopg.AsyncConnection[Any]:
+    """A connection that LISTENs to uhp_events but is no replica: it never says it hears."""
+    conn = await stack.enter_async_context(
+        await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
+    )
+    await conn.execute(f'LISTEN "{EVENTS_CHANNEL}"')
+    return conn
+
+
+async def test_commits_of_events_are_told_only_while_a_replica_hears_them(
+    tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A NOTIFY nobody hears still holds a cluster-wide lock through its commit's WAL flush:
+    # the commits of events tell nothing while no replica listens to them.
+    monkeypatch.setattr(notifications, "LINGER_SECONDS", 0.5)
+    async with AsyncExitStack() as stack:
+        a, b = await two_replicas(stack, tmp_path, provider)
+        a.base.script("short", answer("done"))
+        cluster = b.ctx.runs.cluster
+        outsider = await _outsider(stack, notifications.conninfo_of(cluster.db))
+        unheard = (await a.submit("short")).json()["id"]
+        assert unheard not in await _told(outsider, 0.5)
+        async with cluster.events_heard():
+            heard = (await a.submit("short")).json()["id"]
+            assert heard in await _told(outsider, 0.5)
+        await wait_for(lambda: not cluster.notes.hears(EVENTS_CHANNEL), 5)
+        let_go = (await a.submit("short")).json()["id"]
+        assert let_go not in await _told(outsider, 0.5)
+
+
+async def test_a_replica_starting_to_hear_events_waits_for_a_commit_that_found_none(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    # A commit that checked before the replica's flag landed told nobody; it must have landed
+    # before the replica's first read, or the tail would miss it until its next poll.
+    async with AsyncExitStack() as stack:
+        a, b = await two_replicas(stack, tmp_path, provider)
+        a.base.script("short", answer("done"))
+        response_id = (await a.submit("short")).json()["id"]
+        conninfo = notifications.conninfo_of(a.ctx.runs.cluster.db)
+        outsider = await _outsider(stack, conninfo)
+        writer, hearer = [
+            await stack.enter_async_context(
+                await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
+            )
+            for _ in range(2)
+        ]
+        insert = "INSERT INTO event (response_id, seq, data) VALUES (%s, %s, '{}')"
+        await writer.execute("BEGIN")
+        await writer.execute(insert, (response_id, 1000))  # checked: nobody hears
+        starting = asyncio.create_task(
+            replica_store.hear_events(hearer, b.ctx.runs.cluster.replica_id, True)
+        )
+        await asyncio.sleep(0.5)
+        assert not starting.done()  # it waits for that commit
+        await writer.execute("COMMIT")
+        await asyncio.wait_for(starting, 5)
+        await writer.execute(insert, (response_id, 1001))
+        assert response_id in await _told(outsider, 0.5)
 
 
 async def _asking_replicas(

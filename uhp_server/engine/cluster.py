@@ -90,6 +90,7 @@ class Cluster:
                 relayed_questions.ANSWERS_CHANNEL,
             ),
             on_demand=(EVENTS_CHANNEL,),  # while a tail or the feed here wants them
+            announce=self._announce_hearing,
         )
         self.answers = AnswerRelay(db, replica_id)
         self._runs: RunManager | None = None
@@ -171,7 +172,12 @@ class Cluster:
         """On the admission line's thread: renew, and record when this renewal set out (the
         lease runs from no later than that), whatever the event loop is doing meanwhile."""
         setting_out = time.monotonic()
-        lapsed = replica_store.renew_lease(self.db, self.replica_id, self.lease_seconds)
+        lapsed = replica_store.renew_lease(
+            self.db,
+            self.replica_id,
+            self.lease_seconds,
+            hears_events=self.notes.hears(EVENTS_CHANNEL),
+        )
         self._renewed = max(self._renewed, setting_out)
         if lapsed:
             # The other replicas stopped counting what this one holds, and may have taken its
@@ -361,6 +367,11 @@ class Cluster:
             await asyncio.wait_for(self.wait_finished(response_id), RELAY_WAIT_SECONDS)
 
     # -- events of a response running elsewhere ------------------------------------------
+    async def _announce_hearing(self, conn: Any, channel: str, hearing: bool) -> None:
+        """Commits of events are told only while some replica hears them (migration 0008)."""
+        if channel == EVENTS_CHANNEL:
+            await replica_store.hear_events(conn, self.replica_id, hearing)
+
     @contextlib.asynccontextmanager
     async def events_heard(self) -> AsyncIterator[None]:
         """Enters once the other replicas' commits of events are heard here (at most a

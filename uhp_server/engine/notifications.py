@@ -6,9 +6,12 @@ Waiters never depend on a notification alone: they also poll on a timeout, so on
 the connection was being re-made only delays them. A re-made connection wakes every waiter.
 
 A channel named `on_demand` is listened to only while somebody here wants it (a waiter
-`watching` one of its keys, or `want`): every replica's every commit of events is told on
-`uhp_events`, and a replica with nobody tailing a turn of another would take each of them only
-to drop it. It is let go LINGER_SECONDS after the last one stopped wanting it.
+`watching` one of its keys, or `want`): while any replica hears `uhp_events`, every replica's
+every commit of events is told on it, and a replica with nobody tailing a turn of another
+would take each of them only to drop it. It is let go LINGER_SECONDS after the last one
+stopped wanting it. `announce` is called on the listening connection after such a LISTEN and
+before its UNLISTEN, and with False on each new connection: a replica says in the database
+whether it hears events, and they are told only while one does (migration 0008).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import collections
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 log = logging.getLogger("uhp_server.notifications")
@@ -31,11 +34,16 @@ LINGER_SECONDS = 10.0
 
 class Notifications:
     def __init__(
-        self, conninfo: str, channels: tuple[str, ...], on_demand: tuple[str, ...] = ()
+        self,
+        conninfo: str,
+        channels: tuple[str, ...],
+        on_demand: tuple[str, ...] = (),
+        announce: Callable[[Any, str, bool], Awaitable[None]] | None = None,
     ) -> None:
         self._conninfo = conninfo
         self._channels = channels
         self._on_demand = on_demand
+        self._announce = announce  # (connection, on-demand channel, listened to now)
         self._changed: dict[tuple[str, str], asyncio.Event] = {}
         self._watchers: collections.Counter[tuple[str, str]] = collections.Counter()
         self._handlers: dict[str, Callable[[str], None]] = {}
@@ -98,6 +106,10 @@ class Notifications:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._heard_event(channel).wait(), timeout)
 
+    def hears(self, channel: str) -> bool:
+        """Whether `channel` is listened to now (an on-demand one, announced)."""
+        return self._heard_event(channel).is_set()
+
     def _heard_event(self, channel: str) -> asyncio.Event:
         return self._heard.setdefault(channel, asyncio.Event())
 
@@ -127,6 +139,9 @@ class Notifications:
                 ) as conn:
                     for channel in self._channels:
                         await conn.execute(f'LISTEN "{channel}"')
+                    if self._announce is not None:  # a lost connection may have said so
+                        for channel in self._on_demand:
+                            await self._announce(conn, channel, False)
                     self.listening.set()
                     self._wake_all()  # anything sent while it was down: everyone looks again
                     while True:
@@ -151,9 +166,13 @@ class Notifications:
                 self._unwanted_since.pop(channel, None)
                 if not heard.is_set():
                     await conn.execute(f'LISTEN "{channel}"')
+                    if self._announce is not None:
+                        await self._announce(conn, channel, True)
                     heard.set()
             elif heard.is_set() and self._lingered(channel):
                 heard.clear()  # (first: a waiter from now on waits for the LISTEN again)
+                if self._announce is not None:
+                    await self._announce(conn, channel, False)
                 await conn.execute(f'UNLISTEN "{channel}"')
 
     def _lingered(self, channel: str) -> bool:
