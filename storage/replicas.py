@@ -8,6 +8,7 @@ conditional UPDATEs are what decide between replicas racing for the same row.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import json
@@ -31,9 +32,9 @@ GIVE_BACK_RETRY_SECONDS = 0.05
 LAPSE_MARGIN_SECONDS = 1.0
 # One key for the admission line's transaction lock (pg_advisory_xact_lock).
 _ADMISSION_LOCK = 0x75687061  # "uhpa"
-# The lock every commit of events holds shared while it checks whether a replica hears them
-# (migration 0008's trigger spells the same number).
-EVENTS_HEARD_LOCK = 0x75687065  # "uhpe"
+# A replica starting to hear events waits at most this long for the transactions under way
+# (its tails and feed poll anyway, so a transaction held open longer only delays them).
+UNDER_WAY_WAIT_SECONDS = 1.0
 
 # A response whose replica holds a live lease; `:lease` seconds, `r` the response.
 _LIVE = (
@@ -80,39 +81,50 @@ class Orphan:
         return json.loads(self.stop_details) if self.stop_details else {}
 
 
-def renew_lease(db: Database, replica_id: str, lease: float, *, hears_events: bool = False) -> bool:
+def renew_lease(db: Database, replica_id: str, lease: float) -> bool:
     """Renew the lease; True when it had lapsed (or was gone: deleted as expired, or never
     taken). A lapsed lease comes back with an empty block: meanwhile the other replicas did not
-    count it, and may have taken its slots. A row made again says whether the replica hears
-    events (`hear_events` keeps it up to date on a row that stays)."""
+    count it, and may have taken its slots. A row made anew does not hear events until its
+    replica says so again (`hear_events`, on its listening connection only)."""
     rows = run_statement(
         db,
         f"WITH before AS (SELECT heartbeat_at > {NOW} - :lease AS live FROM replica"
         "   WHERE id = :id)"
-        " INSERT INTO replica (id, heartbeat_at, started_at, hears_events)"
-        f" VALUES (:id, {NOW}, {NOW}, :hears)"
+        f" INSERT INTO replica (id, heartbeat_at, started_at) VALUES (:id, {NOW}, {NOW})"
         f" ON CONFLICT (id) DO UPDATE SET heartbeat_at = {NOW},"
         f" slots = CASE WHEN replica.heartbeat_at > {NOW} - :lease THEN replica.slots ELSE 0 END"
         " RETURNING NOT COALESCE((SELECT live FROM before), FALSE)",
         id=replica_id,
         lease=lease,
-        hears=hears_events,
     )
     return bool(rows[0][0])
 
 
 async def hear_events(conn: Any, replica_id: str, hearing: bool) -> None:
     """Say whether this replica hears `uhp_events`, on its listening connection (psycopg's
-    AsyncConnection, in autocommit): after its LISTEN, and before its UNLISTEN. Commits of
-    events NOTIFY only while some replica hears them (migration 0008). Starting to hear waits
-    for the commits that checked before the flag landed: once this returns, every commit of
-    events has either landed, for the replica's first read to see, or will NOTIFY."""
-    async with conn.transaction():
-        if hearing:
-            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (EVENTS_HEARD_LOCK,))
-        await conn.execute(
-            "UPDATE replica SET hears_events = %s WHERE id = %s", (hearing, replica_id)
+    AsyncConnection, in autocommit): after its LISTEN, before its UNLISTEN, and again after a
+    lapsed lease made its row anew. Commits of events NOTIFY only while some replica hears them
+    (migration 0008). A commit whose check came before the flag landed told nobody, so starting
+    to hear then waits (at most UNDER_WAY_WAIT_SECONDS) for every transaction under way at that
+    moment to end: after it, each commit of events has either landed, for the replica's first
+    read to see, or NOTIFYs. Waiting, rather than a lock, keeps one transaction left open from
+    stalling every commit of events."""
+    await conn.execute("UPDATE replica SET hears_events = %s WHERE id = %s", (hearing, replica_id))
+    if not hearing:
+        return
+    under_way = await conn.execute(
+        "SELECT array_agg(x::text) FROM pg_snapshot_xip(pg_current_snapshot()) AS x"
+    )
+    (xids,) = await under_way.fetchone()
+    deadline = time.monotonic() + UNDER_WAY_WAIT_SECONDS
+    while xids and time.monotonic() < deadline:
+        await asyncio.sleep(0.005)
+        still = await conn.execute(
+            "SELECT array_agg(x) FROM unnest(%s::text[]) AS x"
+            " WHERE pg_xact_status(x::xid8) = 'in progress'",
+            (xids,),
         )
+        (xids,) = await still.fetchone()
 
 
 def lease_live(db: Database, replica_id: str, lease: float) -> bool:

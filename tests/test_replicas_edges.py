@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -105,13 +106,26 @@ async def _told(listener: psycopg.AsyncConnection[Any], seconds: float) -> list[
     return [note.payload async for note in listener.notifies(timeout=seconds)]
 
 
-async def _outsider(stack: AsyncExitStack, conninfo: str) -> psycopg.AsyncConnection[Any]:
-    """A connection that LISTENs to uhp_events but is no replica: it never says it hears."""
-    conn = await stack.enter_async_context(
+async def _connection(stack: AsyncExitStack, conninfo: str) -> psycopg.AsyncConnection[Any]:
+    return await stack.enter_async_context(
         await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
     )
+
+
+async def _outsider(stack: AsyncExitStack, conninfo: str) -> psycopg.AsyncConnection[Any]:
+    """A connection that LISTENs to uhp_events but is no replica: it never says it hears."""
+    conn = await _connection(stack, conninfo)
     await conn.execute(f'LISTEN "{EVENTS_CHANNEL}"')
     return conn
+
+
+async def _hears_events(conn: psycopg.AsyncConnection[Any], replica_id: str) -> bool:
+    found = await conn.execute("SELECT hears_events FROM replica WHERE id = %s", (replica_id,))
+    row = await found.fetchone()
+    return bool(row and row[0])
+
+
+_INSERT_EVENT = "INSERT INTO event (response_id, seq, data) VALUES (%s, %s, '{}')"
 
 
 async def test_commits_of_events_are_told_only_while_a_replica_hears_them(
@@ -130,40 +144,73 @@ async def test_commits_of_events_are_told_only_while_a_replica_hears_them(
         async with cluster.events_heard():
             heard = (await a.submit("short")).json()["id"]
             assert heard in await _told(outsider, 0.5)
-        await wait_for(lambda: not cluster.notes.hears(EVENTS_CHANNEL), 5)
-        let_go = (await a.submit("short")).json()["id"]
-        assert let_go not in await _told(outsider, 0.5)
+
+        async def let_go() -> bool:
+            return not await _hears_events(outsider, cluster.replica_id)
+
+        await wait_for(let_go, 5)
+        after = (await a.submit("short")).json()["id"]
+        assert after not in await _told(outsider, 0.5)
 
 
-async def test_a_replica_starting_to_hear_events_waits_for_a_commit_that_found_none(
-    tmp_path: Path, provider: RunningProvider
+async def test_a_replica_starting_to_hear_events_waits_for_the_transactions_under_way(
+    tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A commit that checked before the replica's flag landed told nobody; it must have landed
-    # before the replica's first read, or the tail would miss it until its next poll.
+    # A commit that checked before the replica's flag landed told nobody: it must have landed
+    # before the replica's first read, or a tail would miss it until its next poll. Yet a
+    # transaction left open must stall neither the replica for long nor anybody's commits.
+    monkeypatch.setattr(replica_store, "UNDER_WAY_WAIT_SECONDS", 1.5)
     async with AsyncExitStack() as stack:
         a, b = await two_replicas(stack, tmp_path, provider)
         a.base.script("short", answer("done"))
         response_id = (await a.submit("short")).json()["id"]
         conninfo = notifications.conninfo_of(a.ctx.runs.cluster.db)
         outsider = await _outsider(stack, conninfo)
-        writer, hearer = [
-            await stack.enter_async_context(
-                await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
-            )
-            for _ in range(2)
-        ]
-        insert = "INSERT INTO event (response_id, seq, data) VALUES (%s, %s, '{}')"
-        await writer.execute("BEGIN")
-        await writer.execute(insert, (response_id, 1000))  # checked: nobody hears
+        open_one, other, hearer = [await _connection(stack, conninfo) for _ in range(3)]
+        await open_one.execute("BEGIN")
+        await open_one.execute(_INSERT_EVENT, (response_id, 1000))  # checked: nobody hears
         starting = asyncio.create_task(
             replica_store.hear_events(hearer, b.ctx.runs.cluster.replica_id, True)
         )
-        await asyncio.sleep(0.5)
-        assert not starting.done()  # it waits for that commit
-        await writer.execute("COMMIT")
-        await asyncio.wait_for(starting, 5)
-        await writer.execute(insert, (response_id, 1001))
-        assert response_id in await _told(outsider, 0.5)
+        await asyncio.sleep(0.3)
+        assert not starting.done()  # it waits for that transaction
+        await asyncio.wait_for(other.execute(_INSERT_EVENT, (response_id, 1001)), 0.5)
+        await open_one.execute("COMMIT")
+        await asyncio.wait_for(starting, 0.5)  # at once, not at the end of its wait
+        assert response_id in await _told(outsider, 0.1)  # 1001 was told: the flag had landed
+
+        # One left open past the wait: the replica hears on, its tails poll for that one.
+        await open_one.execute("BEGIN")
+        await open_one.execute(_INSERT_EVENT, (response_id, 1002))
+        started = time.monotonic()
+        await asyncio.wait_for(
+            replica_store.hear_events(hearer, b.ctx.runs.cluster.replica_id, True), 3
+        )
+        assert time.monotonic() - started > 1.4
+        await open_one.execute("ROLLBACK")
+
+
+async def test_a_replica_whose_lapsed_lease_was_made_anew_says_again_that_it_hears(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    # Another replica deletes an expired lease; the renewal makes the row anew, hearing
+    # nothing, while this replica still listens: its listening connection must say so again.
+    async with AsyncExitStack() as stack:
+        _, b = await two_replicas(stack, tmp_path, provider)
+        cluster = b.ctx.runs.cluster
+        outsider = await _outsider(stack, notifications.conninfo_of(cluster.db))
+        async with cluster.events_heard():
+            assert await _hears_events(outsider, cluster.replica_id)
+            await outsider.execute("DELETE FROM replica WHERE id = %s", (cluster.replica_id,))
+
+            async def made_anew() -> bool:
+                found = await outsider.execute(
+                    "SELECT 1 FROM replica WHERE id = %s", (cluster.replica_id,)
+                )
+                return await found.fetchone() is not None
+
+            await wait_for(made_anew, LEASE * 3)
+            await wait_for(lambda: _hears_events(outsider, cluster.replica_id), 2)
 
 
 async def _asking_replicas(

@@ -101,10 +101,10 @@ async def test_a_replica_cut_off_from_the_database_stops_its_turns_and_ends_them
         renew = replica_store.renew_lease
         cut_off = True
 
-        def renew_unless_cut_off(db: Database, replica_id: str, lease: float, **how: Any) -> bool:
+        def renew_unless_cut_off(db: Database, replica_id: str, lease: float) -> bool:
             if cut_off:
                 raise ConnectionError("the database is out of reach")
-            return renew(db, replica_id, lease, **how)
+            return renew(db, replica_id, lease)
 
         monkeypatch.setattr(replica_store, "renew_lease", renew_unless_cut_off)
         run = a.ctx.runs.get(response_id)
@@ -159,11 +159,9 @@ async def test_a_replica_whose_renewal_hangs_stops_its_turns_when_its_lease_laps
             response_id = await running_with_text(a)
             renew = replica_store.renew_lease
 
-            def renew_when_reachable(
-                db: Database, replica_id: str, lease: float, **how: Any
-            ) -> bool:
+            def renew_when_reachable(db: Database, replica_id: str, lease: float) -> bool:
                 reachable.wait(timeout=30)
-                return renew(db, replica_id, lease, **how)
+                return renew(db, replica_id, lease)
 
             monkeypatch.setattr(replica_store, "renew_lease", renew_when_reachable)
             assert a.ctx.runs.get(response_id) is not None
@@ -190,10 +188,10 @@ async def test_a_given_up_turn_whose_session_release_failed_once_frees_its_sessi
         renew, release = replica_store.renew_lease, session_store.release_session
         cut_off, hiccups = True, [ConnectionError("the database went away again")]
 
-        def renew_unless_cut_off(db: Database, replica_id: str, lease: float, **how: Any) -> bool:
+        def renew_unless_cut_off(db: Database, replica_id: str, lease: float) -> bool:
             if cut_off:
                 raise ConnectionError("the database is out of reach")
-            return renew(db, replica_id, lease, **how)
+            return renew(db, replica_id, lease)
 
         def release_after_a_hiccup(*args: Any) -> None:
             if hiccups:
@@ -233,11 +231,9 @@ async def test_a_replica_whose_renewals_are_slow_but_succeed_keeps_its_turns(
         run = a.ctx.runs.get(response_id)
         renew = replica_store.renew_lease
 
-        def renew_behind_a_busy_writer(
-            db: Database, replica_id: str, lease: float, **how: Any
-        ) -> bool:
+        def renew_behind_a_busy_writer(db: Database, replica_id: str, lease: float) -> bool:
             time.sleep(LEASE * 0.4)
-            return renew(db, replica_id, lease, **how)
+            return renew(db, replica_id, lease)
 
         monkeypatch.setattr(replica_store, "renew_lease", renew_behind_a_busy_writer)
         await asyncio.sleep(LEASE * 4)
@@ -256,14 +252,12 @@ async def test_a_renewal_that_succeeds_during_an_event_loop_stall_keeps_the_turn
         run = a.ctx.runs.get(response_id)
         renew, loop, stalls = replica_store.renew_lease, asyncio.get_running_loop(), [1]
 
-        def renew_while_the_loop_stalls(
-            db: Database, replica_id: str, lease: float, **how: Any
-        ) -> bool:
+        def renew_while_the_loop_stalls(db: Database, replica_id: str, lease: float) -> bool:
             if stalls:
                 stalls.pop()
                 loop.call_soon_threadsafe(time.sleep, LEASE * 0.8)
                 time.sleep(LEASE * 0.1)  # the loop is stalled by now
-            return renew(db, replica_id, lease, **how)
+            return renew(db, replica_id, lease)
 
         monkeypatch.setattr(replica_store, "renew_lease", renew_while_the_loop_stalls)
         await asyncio.sleep(LEASE * 3)

@@ -172,12 +172,7 @@ class Cluster:
         """On the admission line's thread: renew, and record when this renewal set out (the
         lease runs from no later than that), whatever the event loop is doing meanwhile."""
         setting_out = time.monotonic()
-        lapsed = replica_store.renew_lease(
-            self.db,
-            self.replica_id,
-            self.lease_seconds,
-            hears_events=self.notes.hears(EVENTS_CHANNEL),
-        )
+        lapsed = replica_store.renew_lease(self.db, self.replica_id, self.lease_seconds)
         self._renewed = max(self._renewed, setting_out)
         if lapsed:
             # The other replicas stopped counting what this one holds, and may have taken its
@@ -186,6 +181,8 @@ class Cluster:
                 self.on_lapsed()
             if self._loop is not None and self._runs is not None:
                 self._loop.call_soon_threadsafe(self._give_up_turns)
+                # Its row may have been made anew, hearing no events: say so again.
+                self._loop.call_soon_threadsafe(self.notes.announce_again)
 
     def lease_current(self) -> bool:
         """Whether the last renewal that landed set out less than a lease ago: while it is

@@ -53,6 +53,7 @@ class Notifications:
         self._unwanted_since: dict[str, float] = {}  # wanted no more, still listened to
         self._heard: dict[str, asyncio.Event] = {}  # set while the channel is listened to
         self._wants_changed = asyncio.Event()
+        self._announcing_again = False
 
     def changed(self, channel: str, key: str) -> asyncio.Event:
         """An event set at the next notification of `key` on `channel`. Take it BEFORE
@@ -106,9 +107,11 @@ class Notifications:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._heard_event(channel).wait(), timeout)
 
-    def hears(self, channel: str) -> bool:
-        """Whether `channel` is listened to now (an on-demand one, announced)."""
-        return self._heard_event(channel).is_set()
+    def announce_again(self) -> None:
+        """Call `announce` again for the on-demand channels listened to (what it recorded may
+        have been lost: a lapsed lease's row made anew)."""
+        self._announcing_again = True
+        self._wants_changed.set()
 
     def _heard_event(self, channel: str) -> asyncio.Event:
         return self._heard.setdefault(channel, asyncio.Event())
@@ -139,9 +142,8 @@ class Notifications:
                 ) as conn:
                     for channel in self._channels:
                         await conn.execute(f'LISTEN "{channel}"')
-                    if self._announce is not None:  # a lost connection may have said so
-                        for channel in self._on_demand:
-                            await self._announce(conn, channel, False)
+                    for channel in self._on_demand:  # a lost connection may have said so
+                        await self._say(conn, channel, False)
                     self.listening.set()
                     self._wake_all()  # anything sent while it was down: everyone looks again
                     while True:
@@ -160,20 +162,27 @@ class Notifications:
         """LISTEN to the on-demand channels somebody wants; UNLISTEN those nobody has wanted
         for LINGER_SECONDS."""
         self._wants_changed.clear()
+        again, self._announcing_again = self._announcing_again, False
         for channel in self._on_demand:
             heard = self._heard_event(channel)
             if self._wanted[channel] > 0:
                 self._unwanted_since.pop(channel, None)
                 if not heard.is_set():
                     await conn.execute(f'LISTEN "{channel}"')
-                    if self._announce is not None:
-                        await self._announce(conn, channel, True)
+                    await self._say(conn, channel, True)
                     heard.set()
+                    continue
             elif heard.is_set() and self._lingered(channel):
                 heard.clear()  # (first: a waiter from now on waits for the LISTEN again)
-                if self._announce is not None:
-                    await self._announce(conn, channel, False)
+                await self._say(conn, channel, False)
                 await conn.execute(f'UNLISTEN "{channel}"')
+                continue
+            if again and heard.is_set():
+                await self._say(conn, channel, True)
+
+    async def _say(self, conn: Any, channel: str, listened: bool) -> None:
+        if self._announce is not None:
+            await self._announce(conn, channel, listened)
 
     def _lingered(self, channel: str) -> bool:
         since = self._unwanted_since.get(channel)

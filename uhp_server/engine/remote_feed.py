@@ -1,11 +1,12 @@
 """The harness events feed's view of turns running on other replicas (docs/scale-out.md §3).
 
-Every commit of events NOTIFYs `uhp_events` with its response id (migration 0003). While this
-replica's feed has subscribers, a notification for a response it does not run is followed by
-reading that response's events after the last one passed on, and the feed gets them as
-`RunManager` hands it a local run's. Best effort like the feed itself: a response first
-noticed mid-turn is passed on from its first event, and a notification lost while the
-listener reconnects delays its events until the response's next commit.
+Every commit of events NOTIFYs `uhp_events` with its response id while some replica hears them
+(migrations 0003 and 0008); this one does while its feed has subscribers. Then a notification
+for a response it does not run is followed by reading that response's events after the last one
+passed on, and the feed gets them as `RunManager` hands it a local run's. Best effort like the
+feed itself: a response first noticed mid-turn is passed on from its first event, and a
+notification lost while the listener reconnects delays its events until the response's next
+commit.
 """
 
 from __future__ import annotations

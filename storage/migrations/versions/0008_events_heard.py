@@ -18,14 +18,11 @@ down_revision = "0007"
 branch_labels = None
 depends_on = None
 
-# Every commit of events holds this lock shared from its check to its end; a replica starting
-# to hear takes it exclusively while it sets its flag (storage/replicas.py `hear_events`), so
-# a commit that checked before the flag landed has landed before the replica's first read.
-# The same key as storage/replicas.py's EVENTS_HEARD_LOCK ("uhpe").
+# A commit that found nobody hearing told nobody; a replica starting to hear waits for the
+# transactions under way when its flag landed (storage/replicas.py `hear_events`).
 _NOTIFY_IF_HEARD = """
 CREATE OR REPLACE FUNCTION uhp_notify_events() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  PERFORM pg_advisory_xact_lock_shared(1969778789);
   IF EXISTS (SELECT 1 FROM replica WHERE hears_events) THEN
     PERFORM pg_notify('uhp_events', id) FROM (SELECT DISTINCT response_id AS id FROM added) AS r;
   END IF;
