@@ -33,8 +33,9 @@ LAPSE_MARGIN_SECONDS = 1.0
 # One key for the admission line's transaction lock (pg_advisory_xact_lock).
 _ADMISSION_LOCK = 0x75687061  # "uhpa"
 # A replica starting to hear events waits at most this long for the transactions under way
-# (its tails and feed poll anyway, so a transaction held open longer only delays them).
-UNDER_WAY_WAIT_SECONDS = 1.0
+# (its tails poll anyway, so a transaction held open longer only delays them): well within
+# the second a tail waits for its LISTEN before its first read.
+UNDER_WAY_WAIT_SECONDS = 0.5
 
 # A response whose replica holds a live lease; `:lease` seconds, `r` the response.
 _LIVE = (
@@ -105,13 +106,19 @@ async def hear_events(conn: Any, replica_id: str, hearing: bool) -> None:
     AsyncConnection, in autocommit): after its LISTEN, before its UNLISTEN, and again after a
     lapsed lease made its row anew. Commits of events NOTIFY only while some replica hears them
     (migration 0008). A commit whose check came before the flag landed told nobody, so starting
-    to hear then waits (at most UNDER_WAY_WAIT_SECONDS) for every transaction under way at that
-    moment to end: after it, each commit of events has either landed, for the replica's first
-    read to see, or NOTIFYs. Waiting, rather than a lock, keeps one transaction left open from
-    stalling every commit of events."""
+    to hear then waits (at most UNDER_WAY_WAIT_SECONDS) for every transaction of the server
+    under way at that moment to end: after it, each commit of events (under READ COMMITTED,
+    where the trigger's check sees what landed before it) has either landed, for the
+    replica's first read to see, or NOTIFYs. Waiting, rather than a lock, keeps one
+    transaction left open from stalling every commit of events."""
     await conn.execute("UPDATE replica SET hears_events = %s WHERE id = %s", (hearing, replica_id))
     if not hearing:
         return
+    # A transaction id of its own, ended: the snapshot after it lists every transaction that
+    # took an id before the flag landed and is still under way (a snapshot lists only those
+    # older than the newest one ended; a writer that took its id while the UPDATE waited for
+    # the row, or committed, can be newer than that).
+    await conn.execute("SELECT pg_current_xact_id()")
     under_way = await conn.execute(
         "SELECT array_agg(x::text) FROM pg_snapshot_xip(pg_current_snapshot()) AS x"
     )

@@ -159,7 +159,7 @@ async def test_a_replica_starting_to_hear_events_waits_for_the_transactions_unde
     # A commit that checked before the replica's flag landed told nobody: it must have landed
     # before the replica's first read, or a tail would miss it until its next poll. Yet a
     # transaction left open must stall neither the replica for long nor anybody's commits.
-    monkeypatch.setattr(replica_store, "UNDER_WAY_WAIT_SECONDS", 1.5)
+    monkeypatch.setattr(replica_store, "UNDER_WAY_WAIT_SECONDS", 2.5)
     async with AsyncExitStack() as stack:
         a, b = await two_replicas(stack, tmp_path, provider)
         a.base.script("short", answer("done"))
@@ -176,7 +176,7 @@ async def test_a_replica_starting_to_hear_events_waits_for_the_transactions_unde
         assert not starting.done()  # it waits for that transaction
         await asyncio.wait_for(other.execute(_INSERT_EVENT, (response_id, 1001)), 0.5)
         await open_one.execute("COMMIT")
-        await asyncio.wait_for(starting, 0.5)  # at once, not at the end of its wait
+        await asyncio.wait_for(starting, 1)  # at once, not at the end of its wait
         assert response_id in await _told(outsider, 0.1)  # 1001 was told: the flag had landed
 
         # One left open past the wait: the replica hears on, its tails poll for that one.
@@ -184,10 +184,37 @@ async def test_a_replica_starting_to_hear_events_waits_for_the_transactions_unde
         await open_one.execute(_INSERT_EVENT, (response_id, 1002))
         started = time.monotonic()
         await asyncio.wait_for(
-            replica_store.hear_events(hearer, b.ctx.runs.cluster.replica_id, True), 3
+            replica_store.hear_events(hearer, b.ctx.runs.cluster.replica_id, True), 4
         )
-        assert time.monotonic() - started > 1.4
+        assert time.monotonic() - started > 2.4
         await open_one.execute("ROLLBACK")
+
+
+async def test_a_writer_that_took_its_id_while_the_flag_waited_for_its_row_is_waited_for(
+    tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The flag's UPDATE waits for the replica's row (a renewal holds it); meanwhile a writer
+    # takes a newer transaction id and checks: nobody hears. No transaction newer than it had
+    # ended when the flag landed, so a snapshot taken then would not list it.
+    monkeypatch.setattr(replica_store, "UNDER_WAY_WAIT_SECONDS", 2.5)
+    async with AsyncExitStack() as stack:
+        a, b = await two_replicas(stack, tmp_path, provider)
+        a.base.script("short", answer("done"))
+        response_id = (await a.submit("short")).json()["id"]
+        replica_id = b.ctx.runs.cluster.replica_id
+        conninfo = notifications.conninfo_of(a.ctx.runs.cluster.db)
+        holder, writer, hearer = [await _connection(stack, conninfo) for _ in range(3)]
+        await holder.execute("BEGIN")
+        await holder.execute("SELECT 1 FROM replica WHERE id = %s FOR UPDATE", (replica_id,))
+        starting = asyncio.create_task(replica_store.hear_events(hearer, replica_id, True))
+        await asyncio.sleep(0.2)  # its UPDATE waits for the row
+        await writer.execute("BEGIN")
+        await writer.execute(_INSERT_EVENT, (response_id, 1000))
+        await holder.execute("COMMIT")
+        await asyncio.sleep(0.3)
+        assert not starting.done()  # it waits for the writer
+        await writer.execute("COMMIT")
+        await asyncio.wait_for(starting, 1)
 
 
 async def test_a_replica_whose_lapsed_lease_was_made_anew_says_again_that_it_hears(

@@ -30,6 +30,7 @@ RETRY_SECONDS = 1.0
 # An on-demand channel is let go this long after the last one wanting it is gone (tails of
 # other replicas' turns come and go: not a LISTEN and an UNLISTEN for each).
 LINGER_SECONDS = 10.0
+LOCK_TIMEOUT = "1s"  # the listening connection's statements wait no longer for a lock
 
 
 class Notifications:
@@ -140,15 +141,19 @@ class Notifications:
                 async with await psycopg.AsyncConnection.connect(
                     self._conninfo, autocommit=True
                 ) as conn:
+                    # Never stuck behind a row another transaction holds: reconnect instead.
+                    await conn.execute(f"SET lock_timeout = '{LOCK_TIMEOUT}'")
                     for channel in self._channels:
                         await conn.execute(f'LISTEN "{channel}"')
-                    for channel in self._on_demand:  # a lost connection may have said so
-                        await self._say(conn, channel, False)
+                    for channel in self._on_demand:
+                        if not self._wanted[channel]:  # a lost connection may have said so
+                            await self._say(conn, channel, False)
+                    await self._listen_as_wanted(conn)
                     self.listening.set()
                     self._wake_all()  # anything sent while it was down: everyone looks again
                     while True:
-                        await self._listen_as_wanted(conn)
                         await self._take_notes(conn)
+                        await self._listen_as_wanted(conn)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the database went away: listen again when it is back
