@@ -128,6 +128,18 @@ async def _hears_events(conn: psycopg.AsyncConnection[Any], replica_id: str) -> 
 _INSERT_EVENT = "INSERT INTO event (response_id, seq, data) VALUES (%s, %s, '{}')"
 
 
+async def _a_turn_done_and_b(
+    stack: AsyncExitStack, tmp_path: Path, provider: RunningProvider
+) -> tuple[str, str, str]:
+    """Two replicas: a turn done on a (more events can go under it), b's replica id, and the
+    database's connection string."""
+    a, b = await two_replicas(stack, tmp_path, provider)
+    a.base.script("short", answer("done"))
+    response_id = (await a.submit("short")).json()["id"]
+    cluster = b.ctx.runs.cluster
+    return response_id, cluster.replica_id, notifications.conninfo_of(cluster.db)
+
+
 async def test_commits_of_events_are_told_only_while_a_replica_hears_them(
     tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -161,17 +173,12 @@ async def test_a_replica_starting_to_hear_events_waits_for_the_transactions_unde
     # transaction left open must stall neither the replica for long nor anybody's commits.
     monkeypatch.setattr(replica_store, "UNDER_WAY_WAIT_SECONDS", 2.5)
     async with AsyncExitStack() as stack:
-        a, b = await two_replicas(stack, tmp_path, provider)
-        a.base.script("short", answer("done"))
-        response_id = (await a.submit("short")).json()["id"]
-        conninfo = notifications.conninfo_of(a.ctx.runs.cluster.db)
+        response_id, replica_id, conninfo = await _a_turn_done_and_b(stack, tmp_path, provider)
         outsider = await _outsider(stack, conninfo)
         open_one, other, hearer = [await _connection(stack, conninfo) for _ in range(3)]
         await open_one.execute("BEGIN")
         await open_one.execute(_INSERT_EVENT, (response_id, 1000))  # checked: nobody hears
-        starting = asyncio.create_task(
-            replica_store.hear_events(hearer, b.ctx.runs.cluster.replica_id, True)
-        )
+        starting = asyncio.create_task(replica_store.hear_events(hearer, replica_id, True))
         await asyncio.sleep(0.3)
         assert not starting.done()  # it waits for that transaction
         await asyncio.wait_for(other.execute(_INSERT_EVENT, (response_id, 1001)), 0.5)
@@ -183,9 +190,7 @@ async def test_a_replica_starting_to_hear_events_waits_for_the_transactions_unde
         await open_one.execute("BEGIN")
         await open_one.execute(_INSERT_EVENT, (response_id, 1002))
         started = time.monotonic()
-        await asyncio.wait_for(
-            replica_store.hear_events(hearer, b.ctx.runs.cluster.replica_id, True), 4
-        )
+        await asyncio.wait_for(replica_store.hear_events(hearer, replica_id, True), 4)
         assert time.monotonic() - started > 2.4
         await open_one.execute("ROLLBACK")
 
@@ -198,11 +203,7 @@ async def test_a_writer_that_took_its_id_while_the_flag_waited_for_its_row_is_wa
     # ended when the flag landed, so a snapshot taken then would not list it.
     monkeypatch.setattr(replica_store, "UNDER_WAY_WAIT_SECONDS", 2.5)
     async with AsyncExitStack() as stack:
-        a, b = await two_replicas(stack, tmp_path, provider)
-        a.base.script("short", answer("done"))
-        response_id = (await a.submit("short")).json()["id"]
-        replica_id = b.ctx.runs.cluster.replica_id
-        conninfo = notifications.conninfo_of(a.ctx.runs.cluster.db)
+        response_id, replica_id, conninfo = await _a_turn_done_and_b(stack, tmp_path, provider)
         holder, writer, hearer = [await _connection(stack, conninfo) for _ in range(3)]
         await holder.execute("BEGIN")
         await holder.execute("SELECT 1 FROM replica WHERE id = %s FOR UPDATE", (replica_id,))
