@@ -10,8 +10,9 @@ A channel named `on_demand` is listened to only while somebody here wants it (a 
 every commit of events is told on it, and a replica with nobody tailing a turn of another
 would take each of them only to drop it. It is let go LINGER_SECONDS after the last one
 stopped wanting it. `announce` is called on the listening connection after such a LISTEN and
-before its UNLISTEN, and with False on each new connection: a replica says in the database
-whether it hears events, and they are told only while one does (migration 0008).
+before its UNLISTEN, and with False on each new connection for a channel nobody here wants: a
+replica says in the database whether it hears events, and they are told only while one does
+(migration 0008).
 """
 
 from __future__ import annotations
