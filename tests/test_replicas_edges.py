@@ -119,10 +119,11 @@ async def _outsider(stack: AsyncExitStack, conninfo: str) -> psycopg.AsyncConnec
     return conn
 
 
-async def _hears_events(conn: psycopg.AsyncConnection[Any], replica_id: str) -> bool:
+async def _hears_events(conn: psycopg.AsyncConnection[Any], replica_id: str) -> bool | None:
+    """The replica's flag; None while it has no row."""
     found = await conn.execute("SELECT hears_events FROM replica WHERE id = %s", (replica_id,))
     row = await found.fetchone()
-    return bool(row and row[0])
+    return None if row is None else bool(row[0])
 
 
 _INSERT_EVENT = "INSERT INTO event (response_id, seq, data) VALUES (%s, %s, '{}')"
@@ -158,7 +159,7 @@ async def test_commits_of_events_are_told_only_while_a_replica_hears_them(
             assert heard in await _told(outsider, 0.5)
 
         async def let_go() -> bool:
-            return not await _hears_events(outsider, cluster.replica_id)
+            return await _hears_events(outsider, cluster.replica_id) is False
 
         await wait_for(let_go, 5)
         after = (await a.submit("short")).json()["id"]
@@ -228,14 +229,11 @@ async def test_a_replica_whose_lapsed_lease_was_made_anew_says_again_that_it_hea
         cluster = b.ctx.runs.cluster
         outsider = await _outsider(stack, notifications.conninfo_of(cluster.db))
         async with cluster.events_heard():
-            assert await _hears_events(outsider, cluster.replica_id)
+            assert await _hears_events(outsider, cluster.replica_id) is True
             await outsider.execute("DELETE FROM replica WHERE id = %s", (cluster.replica_id,))
 
             async def made_anew() -> bool:
-                found = await outsider.execute(
-                    "SELECT 1 FROM replica WHERE id = %s", (cluster.replica_id,)
-                )
-                return await found.fetchone() is not None
+                return await _hears_events(outsider, cluster.replica_id) is not None
 
             await wait_for(made_anew, LEASE * 3)
             await wait_for(lambda: _hears_events(outsider, cluster.replica_id), 2)
