@@ -67,7 +67,7 @@ class ResponseRow(SQLModel, table=True):
     id: str = Field(primary_key=True)
     principal_id: str = Field(index=True)
     session_id: str = Field(index=True)
-    previous_response_id: str | None = None
+    previous_response_id: str | None = Field(default=None, index=True)
     status: str = Field(index=True)
     store: bool = True
     model: str = ""  # the model that ran; lets an unretained response still be named
@@ -104,13 +104,15 @@ class ReplicaRow(SQLModel, table=True):
 
 class RelayedQuestionRow(SQLModel, table=True):
     """A question a turn waits on, while it waits, and the answer another replica took for
-    it until the replica running the turn delivers it (engine/answer_relay.py)."""
+    it until the replica running the turn delivers it, or that replica's request to park the
+    turn (engine/answer_relay.py)."""
 
     __tablename__ = "relayed_question"
     response_id: str = Field(primary_key=True)
     call_id: str = Field(primary_key=True)
     arguments: str
     answer: str | None = None
+    park_requested: bool = Field(default=False, sa_column_kwargs={"server_default": false()})
 
 
 class EventRow(SQLModel, table=True):

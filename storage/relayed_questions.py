@@ -2,7 +2,10 @@
 answer_relay.py). The runner posts each question it waits on; a replica that takes an answer
 for it sets `answer` in one transaction for all the turn's pending calls (the conditional
 UPDATE decides against a second answer and against the runner withdrawing them on parking);
-the runner takes the answers with a DELETE … RETURNING, so each is delivered once.
+the runner takes the answers with a DELETE … RETURNING, so each is delivered once. A replica
+given the answers with a fresh model connection, which cannot be relayed, sets
+`park_requested` instead, under the same conditions: the runner parks the turn, and the
+asking replica carries it on in a new turn of its own.
 """
 
 from __future__ import annotations
@@ -38,16 +41,37 @@ def pending(db: Database, response_id: str) -> list[tuple[str, str]]:
 
 def record_answers(db: Database, response_id: str, answers: dict[str, str]) -> bool:
     """Answer every given call at once; False (nothing written) when any of them is no
-    longer waiting: answered already, or withdrawn by its parked turn."""
+    longer waiting: answered already, withdrawn by its parked turn, or asked to park."""
+    return _set_on_each(
+        db,
+        response_id,
+        "answer = :answer",
+        [{"call": call_id, "answer": output} for call_id, output in answers.items()],
+    )
+
+
+def request_park(db: Database, response_id: str, call_ids: list[str]) -> bool:
+    """Ask the runner to park the turn waiting on these calls; False (nothing written) when
+    any of them is no longer waiting, as `record_answers`."""
+    return _set_on_each(
+        db, response_id, "park_requested = TRUE", [{"call": call_id} for call_id in call_ids]
+    )
+
+
+def _set_on_each(
+    db: Database, response_id: str, assignment: str, calls: list[dict[str, str]]
+) -> bool:
+    """`assignment` on the row of every call, in one transaction, each only while it still
+    waits; then the runner is told. False, with nothing written, when a call does not wait."""
     with db.session() as s:
         conn = s.connection()
-        for call_id, output in answers.items():
+        for params in calls:
             changed = conn.execute(
                 text(
-                    "UPDATE relayed_question SET answer = :answer"
-                    " WHERE response_id = :id AND call_id = :call AND answer IS NULL"
+                    f"UPDATE relayed_question SET {assignment} WHERE response_id = :id"
+                    " AND call_id = :call AND answer IS NULL AND NOT park_requested"
                 ),
-                {"id": response_id, "call": call_id, "answer": output},
+                {"id": response_id, **params},
             ).rowcount
             if changed != 1:
                 s.rollback()
@@ -70,6 +94,16 @@ def take_answers(db: Database, response_id: str) -> dict[str, str]:
     return {row[0]: row[1] for row in rows}
 
 
+def park_requested(db: Database, response_id: str) -> bool:
+    """Whether another replica asked the runner to park the turn."""
+    rows = run_statement(
+        db,
+        "SELECT 1 FROM relayed_question WHERE response_id = :id AND park_requested LIMIT 1",
+        id=response_id,
+    )
+    return bool(rows)
+
+
 def withdraw(db: Database, response_id: str, call_id: str) -> str | None:
     """The question no longer waits (answered here, parked, stopped): its row goes; an answer
     relayed for it meanwhile is returned."""
@@ -83,11 +117,12 @@ def withdraw(db: Database, response_id: str, call_id: str) -> str | None:
 
 
 def answered_on(db: Database, replica_id: str) -> list[str]:
-    """The responses this replica runs that have relayed answers waiting."""
+    """The responses this replica runs that have relayed answers or a request to park
+    waiting."""
     rows = run_statement(
         db,
-        "SELECT DISTINCT q.response_id FROM relayed_question q JOIN response r"
-        " ON r.id = q.response_id WHERE r.replica_id = :me AND q.answer IS NOT NULL",
+        "SELECT DISTINCT q.response_id FROM relayed_question q JOIN response r ON r.id ="
+        " q.response_id WHERE r.replica_id = :me AND (q.answer IS NOT NULL OR q.park_requested)",
         me=replica_id,
     )
     return [row[0] for row in rows]

@@ -42,6 +42,17 @@ def insert_successor(db: Database, row: ResponseRow) -> str:
         return row.id
 
 
+def successor(db: Database, principal_id: str, response_id: str) -> str | None:
+    """The response that follows this one, if any (there is at most one: insert_successor)."""
+    with db.session() as s:
+        return s.exec(
+            select(ResponseRow.id)
+            .where(ResponseRow.previous_response_id == response_id)
+            .where(ResponseRow.principal_id == principal_id)
+            .where(col(ResponseRow.deleted_at).is_(None))
+        ).first()
+
+
 def get_response(db: Database, principal_id: str, response_id: str) -> ResponseRow | None:
     with db.session() as s:
         row = s.get(ResponseRow, response_id)

@@ -16,10 +16,12 @@ import pytest
 from sqlalchemy import text
 
 from harness_bases.events import TurnFinished
-from storage.db import EVENTS_CHANNEL
-from tests.scripted_provider import RunningProvider
+from storage import relayed_questions as relayed
+from storage.db import EVENTS_CHANNEL, Database
+from tests.scripted_provider import RunningProvider, start_provider
 from tests.support import postgres
-from tests.support.fakes import Ask, answer
+from tests.support.agentos_platform import RUN_TOKEN_HEADER, AgentosPlatform
+from tests.support.fakes import Ask, Pause, answer
 from tests.support.in_process import InProcess
 from tests.support.replica_pair import (
     LEASE,
@@ -218,6 +220,38 @@ async def test_an_answer_racing_the_turn_parking_on_its_replica_continues_it_in_
         assert follow["status"] == "completed", follow
 
 
+def test_a_request_to_park_and_relayed_answers_exclude_each_other(tmp_path: Path) -> None:
+    # Whichever lands first decides: the turn is then either answered or parked, never both
+    # (a parked turn's answers would be lost; an answered one would go on in two turns).
+    databases = postgres.Databases()
+    db = Database(databases.url_for(tmp_path))
+    try:
+        for first, second in _PARK_AND_ANSWER, _PARK_AND_ANSWER[::-1]:
+            response_id = f"resp_{first.__name__}"
+            relayed.post(db, response_id, "call_1", "{}")
+            relayed.post(db, response_id, "call_2", "{}")
+            assert _given(first, db, response_id) is True
+            assert _given(second, db, response_id) is False
+            assert _given(first, db, response_id) is False  # nor the same twice
+            parked = first is relayed.request_park
+            answers = relayed.take_answers(db, response_id)
+            assert answers == ({} if parked else {"call_1": "blue", "call_2": "blue"})
+            assert relayed.park_requested(db, response_id) is parked
+    finally:
+        db.close()
+        databases.drop_all()
+
+
+_PARK_AND_ANSWER = (relayed.request_park, relayed.record_answers)
+
+
+def _given(action: Any, db: Database, response_id: str) -> bool:
+    """`action` (one of _PARK_AND_ANSWER) for both calls of the response."""
+    if action is relayed.record_answers:
+        return bool(action(db, response_id, {"call_1": "blue", "call_2": "blue"}))
+    return bool(action(db, response_id, ["call_1", "call_2"]))
+
+
 async def _finished(run: Any) -> bool:
     return bool(run.log.finished)
 
@@ -286,7 +320,7 @@ async def test_the_harness_events_feed_answers_once_it_hears_the_other_replicas(
         await answered.body_iterator.aclose()  # type: ignore[attr-defined]
 
 
-async def test_an_oumi_resume_on_one_replica_answers_the_turn_paused_on_the_other(
+async def test_an_oumi_resume_on_one_replica_carries_the_turn_paused_on_the_other_on_with_its_key(
     tmp_path: Path, provider: RunningProvider
 ) -> None:
     async with AsyncExitStack() as stack:
@@ -296,7 +330,7 @@ async def test_an_oumi_resume_on_one_replica_answers_the_turn_paused_on_the_othe
         a.base.script("who", answer("me"))
         harness_id = (await a.submit("who")).json()["metadata"]["harness_id"]
         a.base.script("ask", [Ask("Which city?"), TurnFinished()])
-        connection = {"base_url": provider.base_url, "model": "m", "api_key": "sk-platform"}
+        connection = {"base_url": provider.base_url, "model": "m", "api_key": "sk-first"}
         start = {
             "protocol_version": "1",
             "session_id": "ses_replicas",
@@ -320,9 +354,24 @@ async def test_an_oumi_resume_on_one_replica_answers_the_turn_paused_on_the_othe
             start,
             session_action="resume",
             input_messages=[{"role": "tool", "tool_call_id": call["id"], "content": "Rome"}],
+            model_connection=dict(connection, api_key="sk-resumed"),
         )
+        carry_on = [Pause(0.5), *answer("carried on")]
+        b.base.script(questions.answers_prompt((), []).splitlines()[0], carry_on)
         resumed = await b.client.post(f"{door}/submit", json=resume)
         assert resumed.status_code in (200, 202), resumed.text
+
+        keys: list[str] = []
+
+        def key_on_b() -> bool:
+            grants = [run.grant for run in b.ctx.runs.running() if run.grant is not None]
+            keys.extend(grant.provider.api_key for grant in grants)
+            return bool(grants)
+
+        # "Use the connection from the latest submission": its key cannot be relayed to a (it
+        # is never stored), so a's turn parks and b carries it on with the resume's key.
+        await wait_for(key_on_b)
+        assert keys == ["sk-resumed"]
 
         async def completed_on_b() -> bool:
             status = (await b.client.get(f"{door}/get_status", params=params)).json()
@@ -330,8 +379,87 @@ async def test_an_oumi_resume_on_one_replica_answers_the_turn_paused_on_the_othe
 
         await wait_for(completed_on_b)
         output = (await b.client.get(f"{door}/collect_output", params=params)).json()
-        assert output["messages"][-1]["content"] == "answered: Rome"
-        assert (len(a.base.turns), len(b.base.turns)) == (2, 0)  # the paused turn went on
+        assert output["messages"][-1]["content"] == "carried on"
+        with a.ctx.db.session() as s:
+            conn = s.connection()
+            parked = conn.execute(text("SELECT id FROM response WHERE status = 'incomplete'"))
+            (parked_id,) = parked.scalars().all()
+            carrying_id = conn.execute(
+                text("SELECT id FROM response WHERE previous_response_id = :id"), {"id": parked_id}
+            ).scalar_one()
+            left = conn.execute(text("SELECT count(*) FROM relayed_question")).scalar()
+        assert a.ctx.runs.get(parked_id).log.finished
+        assert (len(a.base.turns), len(b.base.turns)) == (2, 1)
+        assert "Rome" in b.base.turns[0].spec.prompt
+        assert b.ctx.runs.get(carrying_id) is not None  # it ran on b
+        assert left == 0
+
+
+async def test_an_agentos_resume_on_one_replica_carries_the_run_held_on_the_other_on_with_its_token(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    # A run token works for its own invocation only: the turn held on a cannot go on there
+    # with the resume's token (never stored, so never relayed), so b carries it on.
+    with (
+        start_provider("sk-gateway", ["agent-model"], chat_only=True) as gateway,
+        AgentosPlatform(gateway) as platform,
+    ):
+        async with AsyncExitStack() as stack:
+            a, b = await two_replicas(
+                stack,
+                tmp_path,
+                provider,
+                agentos_principal="agentos",
+                model_connection_allow_private_hosts=True,
+            )
+            a.base.script("ask", [Ask("Which colour?"), TurnFinished()])
+            held = await _invoked(a, platform, platform.invoke_body("r_held", "ask"))
+            assert held["status"] == "suspended", held
+            # The resume lands on b, whose new turn asks again: its hold is b's to open.
+            carrying_on = questions.answers_prompt((), []).splitlines()[0]
+            b.base.script(carrying_on, [Pause(0.3), Ask("Which size?"), TurnFinished()])
+            decided = platform.invoke_body("r_held", "ask", seq=2, resume={"answer": "blue"})
+            held_again = await _invoked(b, platform, decided, running_with=decided)
+            assert held_again["status"] == "suspended", held_again
+            assert platform.holds[-1]["intent"] == "Which size?"
+            # Back on a: the turn held on b parks, and a carries it on to the end.
+            a.base.script(carrying_on, [Pause(0.3), *answer("carried on")])
+            last = platform.invoke_body("r_held", "ask", seq=3, resume={"answer": "large"})
+            done = await _invoked(a, platform, last, running_with=last)
+            assert done["status"] == "completed", done
+            assert done["output"]["text"] == "carried on"
+            assert (len(a.base.turns), len(b.base.turns)) == (2, 1)
+            assert all(turn.proc._exit_code.done() for turn in a.base.turns + b.base.turns)
+            assert "large" in a.base.turns[-1].spec.prompt
+
+
+async def _invoked(
+    replica: InProcess,
+    platform: AgentosPlatform,
+    body: dict[str, Any],
+    *,
+    running_with: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The invocation's answer from `replica`; then its token stops working. `running_with`:
+    its turn must start on `replica` with that body's run token as its model connection's."""
+    invoking = asyncio.create_task(replica.client.post("/invoke", json=body))
+    try:
+        if running_with is not None:
+            tokens: list[str] = []
+
+            def started() -> bool:
+                grants = [r.grant for r in replica.ctx.runs.running() if r.grant is not None]
+                tokens.extend(grant.provider.headers[RUN_TOKEN_HEADER] for grant in grants)
+                return bool(grants)
+
+            await wait_for(started)
+            assert tokens == [running_with["context"]["token"]]
+        answered = await asyncio.wait_for(invoking, 10)
+    finally:
+        platform.answered()
+    assert answered.status_code == 200, answered.text
+    result: dict[str, Any] = answered.json()
+    return result
 
 
 async def test_reading_a_turn_that_runs_on_another_replica_reads_its_events_off_the_loop(

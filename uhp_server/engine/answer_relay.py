@@ -7,6 +7,12 @@ records them on those rows and NOTIFYs `uhp_answers`; the runner takes them (onc
 withdraws a question first (its turn parked, stopped), recording fails and the asking replica
 starts the new turn that continues a parked one. The runner also looks for answers on every
 lease renewal, so a lost notification only delays one.
+
+Answers that come with a fresh model connection (a door's resume: an AgentOS run token is good
+for one invocation only, an Oumi resume brings the key to use from then on) cannot follow the
+turn: a connection's key never enters the database. The replica that takes them asks the
+runner to park the turn instead (the same conditional UPDATE, on `park_requested`), and
+carries it on in a new turn of its own with that connection, as it does a parked one.
 """
 
 from __future__ import annotations
@@ -83,6 +89,8 @@ class AnswerRelay:
         taken = await self.db.write(store.take_answers, self.db, response_id)
         if taken:
             questions.deliver(run, [ToolAnswer(call, output) for call, output in taken.items()])
+        elif _still_asking(run) and await self.db.read(store.park_requested, self.db, response_id):
+            questions.park(run)
 
     # -- the replica that takes the answers ----------------------------------------------
     async def relay(self, response_id: str, answers: list[ToolAnswer]) -> bool:
@@ -91,6 +99,12 @@ class AnswerRelay:
             store.record_answers, self.db, response_id, {a.call_id: a.output for a in answers}
         )
         return recorded
+
+    async def request_park(self, response_id: str, call_ids: list[str]) -> bool:
+        """Ask the runner to park the turn waiting on these calls; False when it no longer
+        waits on them."""
+        requested: bool = await self.db.write(store.request_park, self.db, response_id, call_ids)
+        return requested
 
     def _spawn(self, work: Coroutine[Any, Any, object]) -> None:
         task = asyncio.create_task(work)
@@ -102,3 +116,13 @@ class AnswerRelay:
         with contextlib.suppress(asyncio.CancelledError):
             if task.exception() is not None:
                 log.error("answer_relay_failed", exc_info=task.exception())
+
+
+def _still_asking(run: Run) -> bool:
+    """Whether the live turn still waits on its questions, none of them answered here
+    meanwhile (a park would then end a turn that is going on)."""
+    return (
+        bool(run.asking)
+        and not any(waiter.done() for waiter in run.answer_waiters.values())
+        and not run.stop.is_set()
+    )

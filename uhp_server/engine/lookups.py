@@ -101,6 +101,11 @@ class TaskLookups:
 
         return await self.db.read(look)
 
+    async def successor(self, principal_id: str, response_id: str) -> str | None:
+        """The response that follows this one in its session, if any: for a parked one, the
+        new turn that carried it on (on whichever replica took the answer)."""
+        return await self.db.read(response_store.successor, self.db, principal_id, response_id)
+
     async def turn_files(self, response_id: str, base_url: str) -> list[TurnFile]:
         """The artifacts the response's turn produced, linked on `base_url`."""
 

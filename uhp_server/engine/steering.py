@@ -121,11 +121,14 @@ class TaskSteering:
         answers: list[ToolAnswer],
         *,
         model_connection: ModelConnection | None = None,
+        questions: QuestionPolicy | None = None,
     ) -> str:
         """Answer the questions a paused task waits on (one answer per pending call). The
         answers reach the agent as its question tool's results and the turn goes on; returns
         the id of the response that carries on (this one while its turn is still alive).
-        `model_connection`, when given, is the one used from then on."""
+        `model_connection`, when given, is the one used from then on; `questions`, how a new
+        turn carrying the task on takes its own questions (by default as the paused one did,
+        or paused when that turn is not in this replica's memory)."""
         await self.started(response_id)
         row = await self._row(principal_id, response_id)
         state = await self.db.read(task_state, self.db, self.runs, row)
@@ -144,8 +147,13 @@ class TaskSteering:
             self.runs.deliver_answers(run, answers)
             return row.id
         if run is None and row.status == "in_progress":  # paused on another replica
-            if await self.runs.answer_elsewhere(row.id, answers):
-                return row.id
+            if model_connection is None:
+                if await self.runs.answer_elsewhere(row.id, answers):
+                    return row.id
+            else:
+                # A connection's key is never stored, so it cannot follow the answers to the
+                # turn's replica: that turn parks, and goes on here in a new turn with it.
+                await self.runs.park_elsewhere(row.id, pending)
             # It parked (or was answered) meanwhile: once its turn has ended, a parked one
             # goes on in a new turn as below.
             with contextlib.suppress(TimeoutError):
@@ -162,7 +170,7 @@ class TaskSteering:
             input=await self._answers_prompt(row, state, answers),
             previous_response_id=row.id,
             model_connection=model_connection,
-            questions=run.questions if run is not None else QuestionPolicy.pause(),
+            questions=questions or (run.questions if run is not None else QuestionPolicy.pause()),
             store=row.store,
             metadata={
                 k: v

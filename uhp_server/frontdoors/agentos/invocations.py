@@ -43,6 +43,9 @@ SESSION_DOOR = "agentos"
 # Answers kept for a repeated attempt of an invocation (same run, same `invocation.id`): it
 # gets the first attempt's answer — the same hold, the same result — and nothing runs again.
 ANSWERS_KEPT = 1024
+RUN_ID_METADATA = "agentos_run_id"  # on each response of a run, carried to its continuations
+# "A run has at most 100 invocations": so many responses at most carry one run on.
+MOST_INVOCATIONS = 100
 
 
 def run_key(run_id: str) -> str:
@@ -149,7 +152,7 @@ class AgentosRuns:
             else None,
             model_connection=connection,
             questions=self._questions(invocation, record),
-            metadata={"agentos_run_id": invocation.run_id[:200]},
+            metadata={RUN_ID_METADATA: invocation.run_id[:200]},
         )
         # Keyed by run_id: a start the platform repeats finds this run's task, never a second.
         key = run_key(invocation.run_id)
@@ -210,14 +213,36 @@ class AgentosRuns:
             raise BadInvocation(
                 "unknown_run", "No run with this run_id was started by this agent to resume."
             )
+        response_id = await self._carried_on(principal_id, response_id, invocation.run_id)
         state = await self.ctx.tasks.state(principal_id, response_id)
         if state.status != INPUT_REQUIRED:
             return response_id  # nothing waits on a decision: report where the run stands
         text = contract.decision_text(invocation.resume)
         answers = [ToolAnswer(q.call_id, text) for q in state.questions]
+        # A run paused on another replica goes on here in a new turn (its token cannot follow
+        # the answer there), which holds its questions as this invocation's.
         return await self.ctx.tasks.answer(
-            principal_id, response_id, answers, model_connection=connection
+            principal_id,
+            response_id,
+            answers,
+            model_connection=connection,
+            questions=self._questions(invocation, record),
         )
+
+    async def _carried_on(self, principal_id: str, response_id: str, run_id: str) -> str:
+        """The run's response now: a turn parked on a decision goes on in a new response, maybe
+        started by another replica (this one's record then names one before it). The next
+        response of the session belongs to the run only while it carries the run's id: a later
+        run of the same AgentOS session follows it in the same UHP session."""
+        for _ in range(MOST_INVOCATIONS):
+            following = await self.ctx.tasks.successor(principal_id, response_id)
+            if following is None:
+                break
+            state = await self.ctx.tasks.state(principal_id, following)
+            if state.response.get("metadata", {}).get(RUN_ID_METADATA) != run_id[:200]:
+                break
+            response_id = following
+        return response_id
 
     async def _outcome(self, principal_id: str, record: RunRecord, base_url: str) -> dict[str, Any]:
         """Wait for the task's end or its question's hold; the answer for the platform."""
