@@ -65,7 +65,9 @@ def _set_on_each(
     waits; then the runner is told. False, with nothing written, when a call does not wait."""
     with db.session() as s:
         conn = s.connection()
-        for params in calls:
+        # In the calls' order, the same for every writer: two transactions locking the same
+        # rows in different orders would deadlock.
+        for params in sorted(calls, key=lambda call: call["call"]):
             changed = conn.execute(
                 text(
                     f"UPDATE relayed_question SET {assignment} WHERE response_id = :id"
@@ -94,14 +96,28 @@ def take_answers(db: Database, response_id: str) -> dict[str, str]:
     return {row[0]: row[1] for row in rows}
 
 
-def park_requested(db: Database, response_id: str) -> bool:
-    """Whether another replica asked the runner to park the turn."""
+def take_park_request(db: Database, response_id: str) -> list[str]:
+    """The runner takes a request to park its turn: the call ids it was asked for. Their rows
+    go with it (the turn parks, or was answered here meanwhile), so the asker can no longer
+    withdraw it."""
     rows = run_statement(
         db,
-        "SELECT 1 FROM relayed_question WHERE response_id = :id AND park_requested LIMIT 1",
+        "DELETE FROM relayed_question WHERE response_id = :id AND park_requested RETURNING call_id",
         id=response_id,
     )
-    return bool(rows)
+    return sorted(row[0] for row in rows)
+
+
+def withdraw_park_request(db: Database, response_id: str) -> bool:
+    """The asker gives up a request to park that the runner has not taken (it did not hear of
+    it in time); False when the runner took it."""
+    changed = run_statement(
+        db,
+        "UPDATE relayed_question SET park_requested = FALSE"
+        " WHERE response_id = :id AND park_requested",
+        id=response_id,
+    )
+    return bool(changed)
 
 
 def withdraw(db: Database, response_id: str, call_id: str) -> str | None:

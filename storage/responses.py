@@ -42,15 +42,27 @@ def insert_successor(db: Database, row: ResponseRow) -> str:
         return row.id
 
 
-def successor(db: Database, principal_id: str, response_id: str) -> str | None:
-    """The response that follows this one, if any (there is at most one: insert_successor)."""
-    with db.session() as s:
-        return s.exec(
-            select(ResponseRow.id)
-            .where(ResponseRow.previous_response_id == response_id)
-            .where(ResponseRow.principal_id == principal_id)
-            .where(col(ResponseRow.deleted_at).is_(None))
-        ).first()
+def successors(
+    db: Database, principal_id: str, response_id: str
+) -> list[tuple[str, dict[str, Any]]]:
+    """The responses that follow this one, oldest first, each with the metadata it was created
+    with (from its first event; {} for a response not kept). Several can: a parked turn's
+    continuation and a later task of its session both name it as their previous response."""
+    with db.plain_connection() as conn:
+        rows = conn.execute(
+            db.raw.sql(
+                "SELECT r.id, e.data FROM response r"
+                " LEFT JOIN event e ON e.response_id = r.id AND e.seq = 0"
+                " WHERE r.previous_response_id = ? AND r.principal_id = ? AND r.deleted_at IS NULL"
+                " ORDER BY r.created_at, r.id"
+            ),
+            (response_id, principal_id),
+        ).fetchall()
+    found = []
+    for following, data in rows:
+        created = json.loads(data) if isinstance(data, str) else data or {}
+        found.append((following, created.get("response", {}).get("metadata", {})))
+    return found
 
 
 def get_response(db: Database, principal_id: str, response_id: str) -> ResponseRow | None:

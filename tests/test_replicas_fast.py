@@ -35,6 +35,8 @@ from tests.support.replica_pair import (
 from tests.support.waiting import wait_for
 from uhp_server.engine import questions
 from uhp_server.engine.requests import EngineTask, QuestionPolicy, ToolAnswer
+from uhp_server.errors import ApiError
+from uhp_server.gateway.connection import ModelConnection
 from uhp_server.routers.harness_events import harness_events
 from uhp_server.settings import Settings
 
@@ -236,7 +238,27 @@ def test_a_request_to_park_and_relayed_answers_exclude_each_other(tmp_path: Path
             parked = first is relayed.request_park
             answers = relayed.take_answers(db, response_id)
             assert answers == ({} if parked else {"call_1": "blue", "call_2": "blue"})
-            assert relayed.park_requested(db, response_id) is parked
+            taken = relayed.take_park_request(db, response_id)
+            assert taken == (["call_1", "call_2"] if parked else [])
+    finally:
+        db.close()
+        databases.drop_all()
+
+
+def test_a_request_to_park_is_withdrawn_only_while_the_runner_has_not_taken_it(
+    tmp_path: Path,
+) -> None:
+    databases = postgres.Databases()
+    db = Database(databases.url_for(tmp_path))
+    try:
+        relayed.post(db, "resp_1", "call_1", "{}")
+        assert relayed.request_park(db, "resp_1", ["call_1"])
+        assert relayed.withdraw_park_request(db, "resp_1") is True
+        assert relayed.pending(db, "resp_1") == [("call_1", "{}")]  # the turn still waits
+        assert relayed.take_park_request(db, "resp_1") == []
+        assert relayed.request_park(db, "resp_1", ["call_1"])  # asked again, and taken
+        assert relayed.take_park_request(db, "resp_1") == ["call_1"]
+        assert relayed.withdraw_park_request(db, "resp_1") is False
     finally:
         db.close()
         databases.drop_all()
@@ -250,6 +272,88 @@ def _given(action: Any, db: Database, response_id: str) -> bool:
     if action is relayed.record_answers:
         return bool(action(db, response_id, {"call_1": "blue", "call_2": "blue"}))
     return bool(action(db, response_id, ["call_1", "call_2"]))
+
+
+async def test_a_park_request_the_runner_never_takes_is_withdrawn_and_the_turn_still_waits(
+    tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with AsyncExitStack() as stack:
+        a, b = await two_replicas(
+            stack, tmp_path, provider, model_connection_allow_private_hosts=True
+        )
+        principal_id, response_id = await _paused_on(a)
+        await wait_for(lambda: _input_required_on(b, principal_id, response_id))
+        call_id = (await b.ctx.tasks.state(principal_id, response_id)).questions[0].call_id
+        relay = a.ctx.runs.cluster.answers
+        deliver = relay.deliver
+
+        async def deaf(response_id: str) -> None:  # its notifications and renewals lost
+            pass
+
+        monkeypatch.setattr(relay, "deliver", deaf)
+        connection = ModelConnection(provider.base_url, "m", "sk-resumed")
+        started = time.monotonic()
+        with pytest.raises(ApiError, match="not waiting"):
+            await b.ctx.tasks.answer(
+                principal_id,
+                response_id,
+                [ToolAnswer(call_id, "blue")],
+                model_connection=connection,
+            )
+        assert time.monotonic() - started >= LEASE  # it gave the runner a lease to hear of it
+        assert a.ctx.runs.get(response_id).asking  # nothing parked it
+        assert len(b.base.turns) == 0
+        # Withdrawn, not left behind: a runner hearing of it now finds nothing to park, and
+        # the turn still takes an answer.
+        monkeypatch.setattr(relay, "deliver", deliver)
+        await deliver(response_id)
+        assert a.ctx.runs.get(response_id).asking
+        answered = await b.ctx.tasks.answer(principal_id, response_id, [ToolAnswer(call_id, "red")])
+        assert answered == response_id
+        await asyncio.wait_for(b.ctx.runs.wait_elsewhere(response_id), 10)
+        final = (await b.client.get(f"/v1/responses/{response_id}")).json()
+        assert output_text(final) == "answered: red"
+
+
+async def test_an_answer_for_questions_that_changed_while_it_waited_is_refused_not_a_500(
+    tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with AsyncExitStack() as stack:
+        a, b = await two_replicas(
+            stack, tmp_path, provider, model_connection_allow_private_hosts=True
+        )
+        a.base.script("who", answer("me"))
+        first = (await a.submit("who")).json()["id"]
+        principal_id = a.ctx.runs.get(first).principal_id
+        a.base.script("ask twice", [Ask("Which colour?"), Ask("Which size?"), TurnFinished()])
+        task = EngineTask(principal_id, None, "ask twice", questions=QuestionPolicy.pause())
+        response_id = (await a.ctx.tasks.start(task)).response_id
+        await wait_for(lambda: _input_required_on(b, principal_id, response_id))
+        call_id = (await b.ctx.tasks.state(principal_id, response_id)).questions[0].call_id
+        park_elsewhere = b.ctx.runs.park_elsewhere
+
+        async def answered_and_asked_again(response_id: str, call_ids: list[str]) -> None:
+            # Meanwhile, on a: the first question answered there, the next one asked, and
+            # the turn parked on it (kept long enough) before b's request landed.
+            await a.ctx.tasks.answer(principal_id, response_id, [ToolAnswer(call_id, "blue")])
+            run = a.ctx.runs.get(response_id)
+            await wait_for(lambda: bool(run.asking) and run.asking[0].call_id != call_id)
+            questions.park(run)
+            await wait_for(lambda: _finished(run))
+            await park_elsewhere(response_id, call_ids)
+
+        monkeypatch.setattr(b.ctx.runs, "park_elsewhere", answered_and_asked_again)
+        connection = ModelConnection(provider.base_url, "m", "sk-resumed")
+        with pytest.raises(ApiError, match="not waiting"):
+            await b.ctx.tasks.answer(
+                principal_id, response_id, [ToolAnswer(call_id, "red")], model_connection=connection
+            )
+        assert len(b.base.turns) == 0
+
+
+async def _input_required_on(replica: InProcess, principal_id: str, response_id: str) -> bool:
+    state = await replica.ctx.tasks.state(principal_id, response_id)
+    return state.status == "input_required"
 
 
 async def _finished(run: Any) -> bool:

@@ -89,7 +89,12 @@ class AnswerRelay:
         taken = await self.db.write(store.take_answers, self.db, response_id)
         if taken:
             questions.deliver(run, [ToolAnswer(call, output) for call, output in taken.items()])
-        elif _still_asking(run) and await self.db.read(store.park_requested, self.db, response_id):
+            return
+        if not _still_asking(run):
+            return
+        call_ids = await self.db.write(store.take_park_request, self.db, response_id)
+        # Asked again after the await: an answer given here meanwhile goes on instead.
+        if call_ids and _still_asking(run, call_ids):
             questions.park(run)
 
     # -- the replica that takes the answers ----------------------------------------------
@@ -106,6 +111,11 @@ class AnswerRelay:
         requested: bool = await self.db.write(store.request_park, self.db, response_id, call_ids)
         return requested
 
+    async def withdraw_park_request(self, response_id: str) -> bool:
+        """Give up a request to park the runner has not taken; False when it took it."""
+        withdrawn: bool = await self.db.write(store.withdraw_park_request, self.db, response_id)
+        return withdrawn
+
     def _spawn(self, work: Coroutine[Any, Any, object]) -> None:
         task = asyncio.create_task(work)
         self._tasks.add(task)
@@ -118,11 +128,13 @@ class AnswerRelay:
                 log.error("answer_relay_failed", exc_info=task.exception())
 
 
-def _still_asking(run: Run) -> bool:
-    """Whether the live turn still waits on its questions, none of them answered here
-    meanwhile (a park would then end a turn that is going on)."""
+def _still_asking(run: Run, call_ids: list[str] | None = None) -> bool:
+    """Whether the live turn still waits on its questions (`call_ids`, when given, exactly),
+    none of them answered here meanwhile: a park would end a turn that is going on."""
+    asking = sorted(q.call_id for q in run.asking)
     return (
-        bool(run.asking)
+        bool(asking)
+        and (call_ids is None or asking == call_ids)
         and not any(waiter.done() for waiter in run.answer_waiters.values())
         and not run.stop.is_set()
     )

@@ -363,6 +363,21 @@ class Cluster:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.wait_finished(response_id), RELAY_WAIT_SECONDS)
 
+    async def park_elsewhere(self, response_id: str, call_ids: list[str]) -> None:
+        """Ask the replica whose live turn waits on these calls to park it, and wait (bounded)
+        for the turn's end. A runner that hears of it late (a notification lost: its renewals
+        look too) has a lease to take it; past that the request is withdrawn, unless the
+        runner took it meanwhile: then its turn is ending."""
+        if not await self.answers.request_park(response_id, call_ids):
+            return  # it no longer waits on them
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.wait_finished(response_id), self.lease_seconds)
+            return
+        if await self.answers.withdraw_park_request(response_id):
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.wait_finished(response_id), RELAY_WAIT_SECONDS)
+
     # -- events of a response running elsewhere ------------------------------------------
     async def _announce_hearing(self, conn: Any, channel: str, hearing: bool) -> None:
         """Commits of events are told only while some replica hears them (migration 0008)."""

@@ -9,7 +9,7 @@ on the database's writer thread; the others on its readers.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from storage import artifacts as artifact_store
 from storage import door_sessions, keys
@@ -101,10 +101,13 @@ class TaskLookups:
 
         return await self.db.read(look)
 
-    async def successor(self, principal_id: str, response_id: str) -> str | None:
-        """The response that follows this one in its session, if any: for a parked one, the
-        new turn that carried it on (on whichever replica took the answer)."""
-        return await self.db.read(response_store.successor, self.db, principal_id, response_id)
+    async def successors(
+        self, principal_id: str, response_id: str
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """The responses that follow this one in its session, oldest first, each with the
+        metadata it was created with: for a parked one, the new turn that carried it on (on
+        whichever replica took the answer), and maybe later tasks of the session."""
+        return await self.db.read(response_store.successors, self.db, principal_id, response_id)
 
     async def turn_files(self, response_id: str, base_url: str) -> list[TurnFile]:
         """The artifacts the response's turn produced, linked on `base_url`."""

@@ -231,17 +231,17 @@ class AgentosRuns:
 
     async def _carried_on(self, principal_id: str, response_id: str, run_id: str) -> str:
         """The run's response now: a turn parked on a decision goes on in a new response, maybe
-        started by another replica (this one's record then names one before it). The next
-        response of the session belongs to the run only while it carries the run's id: a later
-        run of the same AgentOS session follows it in the same UHP session."""
+        started by another replica (this one's record then names one before it). Of the
+        responses that follow one, the run's is the one carrying its id: a later run of the
+        same AgentOS session follows it in the same UHP session too."""
         for _ in range(MOST_INVOCATIONS):
-            following = await self.ctx.tasks.successor(principal_id, response_id)
-            if following is None:
+            following = await self.ctx.tasks.successors(principal_id, response_id)
+            ours = [
+                rid for rid, metadata in following if metadata.get(RUN_ID_METADATA) == run_id[:200]
+            ]
+            if not ours:
                 break
-            state = await self.ctx.tasks.state(principal_id, following)
-            if state.response.get("metadata", {}).get(RUN_ID_METADATA) != run_id[:200]:
-                break
-            response_id = following
+            response_id = ours[-1]
         return response_id
 
     async def _outcome(self, principal_id: str, record: RunRecord, base_url: str) -> dict[str, Any]:

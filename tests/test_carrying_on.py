@@ -1,0 +1,105 @@
+"""A paused turn carried on elsewhere, in process and without a second replica: the runner's
+side of a request to park (engine/answer_relay.py), and the AgentOS door finding the response
+that carries its run on (tests/test_replicas_fast.py runs both across two replicas)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from storage import relayed_questions
+from storage import responses as response_store
+from storage.db import Database
+from storage.models import EventRow, ResponseRow
+from uhp_server.engine.answer_relay import AnswerRelay
+from uhp_server.engine.requests import Question
+from uhp_server.frontdoors.agentos.invocations import RUN_ID_METADATA, AgentosRuns
+
+
+class _RunnersDatabase:
+    """Stands for the database as the runner's `deliver` meets it: no relayed answers, a
+    request to park its one question, and maybe an answer given on this replica while the
+    request is being taken."""
+
+    def __init__(self, answered_meanwhile: asyncio.Future[str] | None) -> None:
+        self.answered_meanwhile = answered_meanwhile
+
+    async def write(self, fn: Any, *args: Any) -> Any:
+        if fn is relayed_questions.take_answers:
+            return {}
+        assert fn is relayed_questions.take_park_request
+        if self.answered_meanwhile is not None:
+            self.answered_meanwhile.set_result("given here")
+        return ["call_1"]
+
+
+@pytest.mark.parametrize("answered_meanwhile", [False, True])
+async def test_a_request_to_park_never_ends_a_turn_answered_here_meanwhile(
+    answered_meanwhile: bool,
+) -> None:
+    waiter: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    question = Question("call_1", "ask_user", "{}", "Which colour?", ())
+    run = SimpleNamespace(
+        asking=[question],
+        answer_waiters={"call_1": waiter},
+        stop=asyncio.Event(),
+        park=asyncio.Event(),
+        parked=[],
+    )
+    database = _RunnersDatabase(waiter if answered_meanwhile else None)
+    relay = AnswerRelay(database, "a")  # type: ignore[arg-type]
+    relay.runs = SimpleNamespace(get=lambda response_id: run)  # type: ignore[assignment]
+    await relay.deliver("resp_1")
+    assert run.park.is_set() is not answered_meanwhile
+
+
+def _response(db: Database, response_id: str, previous: str | None, at: int, run_id: str) -> None:
+    """A response of run `run_id`, as the door creates them (its id in the metadata)."""
+    response_store.insert_response(
+        db,
+        ResponseRow(
+            id=response_id,
+            principal_id="agentos",
+            session_id="sess_1",
+            previous_response_id=previous,
+            status="incomplete",
+            created_at=at,
+        ),
+    )
+    created = {
+        "type": "response.created",
+        "sequence_number": 0,
+        "response": {"id": response_id, "metadata": {RUN_ID_METADATA: run_id}},
+    }
+    with db.session() as s:
+        s.add(EventRow(response_id=response_id, seq=0, data=created))
+        s.commit()
+
+
+async def test_the_agentos_door_follows_its_run_past_a_later_run_of_the_same_session(
+    tmp_path: Path,
+) -> None:
+    # Run r1 parked in resp_p; a later run r2 of the same AgentOS session followed it; then
+    # r1 was resumed on another replica, carried on in resp_c1 and parked again, and carried
+    # on once more in resp_c2. A resume of r1 must answer resp_c2's question.
+    db = Database(tmp_path / "uhp.sqlite3")
+    try:
+        _response(db, "resp_p", None, 1, "r1")
+        _response(db, "resp_r2", "resp_p", 2, "r2")
+        _response(db, "resp_c1", "resp_p", 3, "r1")
+        _response(db, "resp_c2", "resp_c1", 4, "r1")
+
+        async def successors(principal_id: str, response_id: str) -> Any:
+            return response_store.successors(db, principal_id, response_id)
+
+        ctx = SimpleNamespace(tasks=SimpleNamespace(successors=successors))
+        door = AgentosRuns(ctx)  # type: ignore[arg-type]
+        assert await door._carried_on("agentos", "resp_p", "r1") == "resp_c2"
+        assert await door._carried_on("agentos", "resp_p", "r2") == "resp_r2"
+        assert await door._carried_on("someone_else", "resp_p", "r1") == "resp_p"
+    finally:
+        db.close()
