@@ -45,9 +45,11 @@ def insert_successor(db: Database, row: ResponseRow) -> str:
 def successors(
     db: Database, principal_id: str, response_id: str
 ) -> list[tuple[str, dict[str, Any]]]:
-    """The responses that follow this one, oldest first, each with the metadata it was created
-    with (from its first event; {} for a response not kept). Several can: a parked turn's
-    continuation and a later task of its session both name it as their previous response."""
+    """The responses that follow this one, oldest first (to the second; ties by id), each with
+    the metadata it was created with, from its first event: {} for a response not kept, or
+    one whose first event is not written yet (a cancel's closing response, for a moment).
+    Several can: a parked turn's continuation and a later task of its session both name it as
+    their previous response."""
     with db.plain_connection() as conn:
         rows = conn.execute(
             db.raw.sql(

@@ -21,40 +21,59 @@ from uhp_server.frontdoors.agentos.invocations import RUN_ID_METADATA, AgentosRu
 
 
 class _RunnersDatabase:
-    """Stands for the database as the runner's `deliver` meets it: no relayed answers, a
-    request to park its one question, and maybe an answer given on this replica while the
-    request is being taken."""
+    """Stands for the database as the runner's `deliver` meets it: no relayed answers, and a
+    request to park the calls the asker saw, taken while `meanwhile` happens on the runner's
+    replica. Records the questions posted again."""
 
-    def __init__(self, answered_meanwhile: asyncio.Future[str] | None) -> None:
-        self.answered_meanwhile = answered_meanwhile
+    def __init__(self, requested: list[str], meanwhile: Any) -> None:
+        self.requested = requested
+        self.meanwhile = meanwhile
+        self.posted: list[str] = []
 
     async def write(self, fn: Any, *args: Any) -> Any:
         if fn is relayed_questions.take_answers:
             return {}
+        if fn is relayed_questions.post:
+            self.posted.append(args[2])
+            return None
         assert fn is relayed_questions.take_park_request
-        if self.answered_meanwhile is not None:
-            self.answered_meanwhile.set_result("given here")
-        return ["call_1"]
+        self.meanwhile()
+        return self.requested
 
 
-@pytest.mark.parametrize("answered_meanwhile", [False, True])
-async def test_a_request_to_park_never_ends_a_turn_answered_here_meanwhile(
-    answered_meanwhile: bool,
-) -> None:
-    waiter: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-    question = Question("call_1", "ask_user", "{}", "Which colour?", ())
-    run = SimpleNamespace(
-        asking=[question],
-        answer_waiters={"call_1": waiter},
+def _asking(*call_ids: str) -> SimpleNamespace:
+    """A live turn waiting on these calls' questions."""
+    loop = asyncio.get_running_loop()
+    return SimpleNamespace(
+        response_id="resp_1",
+        asking=[Question(call, "ask_user", "{}", "Which?", ()) for call in call_ids],
+        answer_waiters={call: loop.create_future() for call in call_ids},
         stop=asyncio.Event(),
         park=asyncio.Event(),
         parked=[],
     )
-    database = _RunnersDatabase(waiter if answered_meanwhile else None)
+
+
+@pytest.mark.parametrize("meanwhile", ["nothing", "answered here", "asked again"])
+async def test_the_runner_parks_only_a_turn_still_waiting_on_exactly_the_calls_asked(
+    meanwhile: str,
+) -> None:
+    run = _asking("call_1")
+
+    def happening() -> None:
+        if meanwhile == "answered here":
+            run.answer_waiters["call_1"].set_result("given here")
+        elif meanwhile == "asked again":  # a second question, which the asker never saw
+            run.asking.append(Question("call_2", "ask_user", "{}", "And?", ()))
+            run.answer_waiters["call_2"] = asyncio.get_running_loop().create_future()
+
+    database = _RunnersDatabase(["call_1"], happening)
     relay = AnswerRelay(database, "a")  # type: ignore[arg-type]
     relay.runs = SimpleNamespace(get=lambda response_id: run)  # type: ignore[assignment]
     await relay.deliver("resp_1")
-    assert run.park.is_set() is not answered_meanwhile
+    assert run.park.is_set() is (meanwhile == "nothing")
+    # The take removed the questions' rows: those still waiting are shown again.
+    assert database.posted == (["call_1", "call_2"] if meanwhile == "asked again" else [])
 
 
 def _response(db: Database, response_id: str, previous: str | None, at: int, run_id: str) -> None:

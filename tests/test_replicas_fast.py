@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import psycopg
 import pytest
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 
 from harness_bases.events import TurnFinished
 from storage import relayed_questions as relayed
@@ -264,6 +267,31 @@ def test_a_request_to_park_is_withdrawn_only_while_the_runner_has_not_taken_it(
         databases.drop_all()
 
 
+def test_writers_of_a_turns_questions_lock_them_in_one_order(tmp_path: Path) -> None:
+    # Another writer holds call_1 and will take call_2 next, as every writer does (in the
+    # calls' order). Answers given in another order must wait for call_1 holding nothing,
+    # not take call_2 first: the two would then wait on each other (a deadlock).
+    databases = postgres.Databases()
+    url = databases.url_for(tmp_path)
+    db = Database(url)
+    try:
+        relayed.post(db, "resp_1", "call_1", "{}")
+        relayed.post(db, "resp_1", "call_2", "{}")
+        with psycopg.connect(make_url(url).render_as_string(hide_password=False)) as other:
+            update = "UPDATE relayed_question SET park_requested = TRUE WHERE call_id = %s"
+            other.execute(update, ("call_1",))
+            answering = ThreadPoolExecutor(1).submit(
+                relayed.record_answers, db, "resp_1", {"call_2": "blue", "call_1": "blue"}
+            )
+            time.sleep(0.5)  # the answers reach their first lock meanwhile
+            other.execute(update, ("call_2",))  # DeadlockDetected had they taken call_2
+            other.commit()
+        assert answering.result(timeout=10) is False  # the other writer came first
+    finally:
+        db.close()
+        databases.drop_all()
+
+
 _PARK_AND_ANSWER = (relayed.request_park, relayed.record_answers)
 
 
@@ -293,7 +321,7 @@ async def test_a_park_request_the_runner_never_takes_is_withdrawn_and_the_turn_s
         monkeypatch.setattr(relay, "deliver", deaf)
         connection = ModelConnection(provider.base_url, "m", "sk-resumed")
         started = time.monotonic()
-        with pytest.raises(ApiError, match="not waiting"):
+        with pytest.raises(ApiError) as refused:
             await b.ctx.tasks.answer(
                 principal_id,
                 response_id,
@@ -301,13 +329,14 @@ async def test_a_park_request_the_runner_never_takes_is_withdrawn_and_the_turn_s
                 model_connection=connection,
             )
         assert time.monotonic() - started >= LEASE  # it gave the runner a lease to hear of it
-        assert a.ctx.runs.get(response_id).asking  # nothing parked it
+        assert (refused.value.status, refused.value.headers) == (503, {"Retry-After": "1"})
+        assert not a.ctx.runs.get(response_id).park.is_set()  # nothing parked it
         assert len(b.base.turns) == 0
         # Withdrawn, not left behind: a runner hearing of it now finds nothing to park, and
         # the turn still takes an answer.
         monkeypatch.setattr(relay, "deliver", deliver)
         await deliver(response_id)
-        assert a.ctx.runs.get(response_id).asking
+        assert not a.ctx.runs.get(response_id).park.is_set()
         answered = await b.ctx.tasks.answer(principal_id, response_id, [ToolAnswer(call_id, "red")])
         assert answered == response_id
         await asyncio.wait_for(b.ctx.runs.wait_elsewhere(response_id), 10)

@@ -93,9 +93,19 @@ class AnswerRelay:
         if not _still_asking(run):
             return
         call_ids = await self.db.write(store.take_park_request, self.db, response_id)
+        if not call_ids:
+            return
         # Asked again after the await: an answer given here meanwhile goes on instead.
-        if call_ids and _still_asking(run, call_ids):
+        if _still_asking(run, call_ids):
             questions.park(run)
+            return
+        # Declined (answered here, or asking other calls than the asker saw): the questions
+        # still waiting are shown to the other replicas again, since the take removed them.
+        for question in list(run.asking):
+            waiter = run.answer_waiters.get(question.call_id)
+            ending = run.stop.is_set() or run.park.is_set()
+            if waiter is not None and not waiter.done() and not ending:
+                await self.post(run, question)
 
     # -- the replica that takes the answers ----------------------------------------------
     async def relay(self, response_id: str, answers: list[ToolAnswer]) -> bool:
@@ -137,4 +147,5 @@ def _still_asking(run: Run, call_ids: list[str] | None = None) -> bool:
         and (call_ids is None or asking == call_ids)
         and not any(waiter.done() for waiter in run.answer_waiters.values())
         and not run.stop.is_set()
+        and not run.park.is_set()
     )

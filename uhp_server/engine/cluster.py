@@ -56,6 +56,10 @@ log = logging.getLogger("uhp_server.cluster")
 # answers within RunManager's two CANCEL_TURN_WAITs, plus a notification each way.
 RELAY_WAIT_SECONDS = 2.0
 FINISH_ATTEMPTS = 3
+# How long a request to park a turn waits for its runner to take it, and then for the turn's
+# end (its artifacts collected): together within a door's request (engine/steering.py).
+PARK_HEARD_SECONDS = 10.0
+PARK_ENDING_SECONDS = 15.0
 # A finished turn still holding an admission slot this long after its end lost its release.
 LOST_SLOT_SECONDS = 120.0
 # Renewals sent and not yet back, at most (a hung link must not pile them up).
@@ -363,20 +367,25 @@ class Cluster:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.wait_finished(response_id), RELAY_WAIT_SECONDS)
 
-    async def park_elsewhere(self, response_id: str, call_ids: list[str]) -> None:
+    async def park_elsewhere(self, response_id: str, call_ids: list[str]) -> bool:
         """Ask the replica whose live turn waits on these calls to park it, and wait (bounded)
-        for the turn's end. A runner that hears of it late (a notification lost: its renewals
-        look too) has a lease to take it; past that the request is withdrawn, unless the
-        runner took it meanwhile: then its turn is ending."""
+        for the turn's end; False when it no longer waits on them (nothing was asked). A
+        runner that hears of it late (a notification lost: its renewals look too) has up to
+        a lease to take the request; past that it is withdrawn, unless the runner took it
+        meanwhile: then its turn is ending, and is waited for a while more. Both waits stay
+        inside the 30 s a door's caller gives a request (Oumi's)."""
         if not await self.answers.request_park(response_id, call_ids):
-            return  # it no longer waits on them
+            return False
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.wait_finished(response_id), self.lease_seconds)
-            return
-        if await self.answers.withdraw_park_request(response_id):
-            return
+            hearing = min(self.lease_seconds, PARK_HEARD_SECONDS)
+            await asyncio.wait_for(self.wait_finished(response_id), hearing)
+            return True
+        # Shielded: a request the asker stopped waiting for must not stay behind.
+        if await asyncio.shield(self.answers.withdraw_park_request(response_id)):
+            return True
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.wait_finished(response_id), RELAY_WAIT_SECONDS)
+            await asyncio.wait_for(self.wait_finished(response_id), PARK_ENDING_SECONDS)
+        return True
 
     # -- events of a response running elsewhere ------------------------------------------
     async def _announce_hearing(self, conn: Any, channel: str, hearing: bool) -> None:

@@ -248,11 +248,12 @@ class RunManager:
             return False
         return await self.cluster.answers.relay(response_id, answers)
 
-    async def park_elsewhere(self, response_id: str, call_ids: list[str]) -> None:
+    async def park_elsewhere(self, response_id: str, call_ids: list[str]) -> bool:
         """Ask the replica whose live turn waits on these calls to park it, and wait (bounded)
-        for the turn's end."""
-        if self.cluster is not None:
-            await self.cluster.park_elsewhere(response_id, call_ids)
+        for the turn's end; False when it no longer waits on them (nothing was asked)."""
+        if self.cluster is None:
+            return False
+        return await self.cluster.park_elsewhere(response_id, call_ids)
 
     async def time_out_elsewhere(self, response_id: str, details: dict[str, Any]) -> None:
         """`time_out` for a response that runs on another replica."""

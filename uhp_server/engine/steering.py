@@ -147,19 +147,29 @@ class TaskSteering:
             self.runs.deliver_answers(run, answers)
             return row.id
         if run is None and row.status == "in_progress":  # paused on another replica
-            if model_connection is not None:
-                # A connection's key is never stored, so it cannot follow the answers to the
-                # turn's replica: that turn parks, and goes on here in a new turn with it.
-                await self.runs.park_elsewhere(row.id, pending)
-            elif await self.runs.answer_elsewhere(row.id, answers):
-                return row.id
-            else:
+            # A connection's key is never stored, so it cannot follow the answers to the
+            # turn's replica: that turn parks, and goes on here in a new turn with it.
+            parking = model_connection is not None and await self.runs.park_elsewhere(
+                row.id, pending
+            )
+            if not parking:
+                if model_connection is None and await self.runs.answer_elsewhere(row.id, answers):
+                    return row.id
                 # It parked (or was answered) meanwhile: once its turn has ended, a parked
                 # one goes on in a new turn as below.
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.runs.wait_elsewhere(row.id), PARKING_WAIT_SECONDS)
             row = await self._row(principal_id, response_id)
             state = await self.db.read(task_state, self.db, self.runs, row)
+            if parking and row.status == "in_progress":
+                # Its replica did not take the request in time (it was withdrawn, the turn
+                # still waits), or its turn is still ending: a retry finds which.
+                raise ApiError(
+                    503,
+                    "server_error",
+                    "The replica running this task did not park it in time; try again.",
+                    headers={"Retry-After": "1"},
+                )
             asked = sorted(q.call_id for q in state.questions)
             if state.status != INPUT_REQUIRED or row.status == "in_progress" or asked != pending:
                 raise ApiError(409, "not_waiting", "This task is not waiting for an answer.")
