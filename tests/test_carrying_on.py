@@ -29,6 +29,7 @@ class _RunnersDatabase:
         self.requested = requested
         self.meanwhile = meanwhile
         self.posted: list[str] = []
+        self.taken = False
 
     async def write(self, fn: Any, *args: Any) -> Any:
         if fn is relayed_questions.take_answers:
@@ -37,6 +38,7 @@ class _RunnersDatabase:
             self.posted.append(args[2])
             return None
         assert fn is relayed_questions.take_park_request
+        self.taken = True
         self.meanwhile()
         return self.requested
 
@@ -122,3 +124,14 @@ async def test_the_agentos_door_follows_its_run_past_a_later_run_of_the_same_ses
         assert await door._carried_on("someone_else", "resp_p", "r1") == "resp_p"
     finally:
         db.close()
+
+
+async def test_a_turn_already_parking_leaves_a_request_to_park_to_its_end() -> None:
+    # (Its own park withdraws the questions; the asker then carries it on once it has ended.)
+    run = _asking("call_1")
+    run.park.set()
+    database = _RunnersDatabase(["call_1"], lambda: None)
+    relay = AnswerRelay(database, "a")  # type: ignore[arg-type]
+    relay.runs = SimpleNamespace(get=lambda response_id: run)  # type: ignore[assignment]
+    await relay.deliver("resp_1")
+    assert (database.taken, database.posted) == (False, [])

@@ -361,7 +361,7 @@ async def test_an_answer_for_questions_that_changed_while_it_waited_is_refused_n
         call_id = (await b.ctx.tasks.state(principal_id, response_id)).questions[0].call_id
         park_elsewhere = b.ctx.runs.park_elsewhere
 
-        async def answered_and_asked_again(response_id: str, call_ids: list[str]) -> None:
+        async def answered_and_asked_again(response_id: str, call_ids: list[str]) -> bool:
             # Meanwhile, on a: the first question answered there, the next one asked, and
             # the turn parked on it (kept long enough) before b's request landed.
             await a.ctx.tasks.answer(principal_id, response_id, [ToolAnswer(call_id, "blue")])
@@ -369,7 +369,7 @@ async def test_an_answer_for_questions_that_changed_while_it_waited_is_refused_n
             await wait_for(lambda: bool(run.asking) and run.asking[0].call_id != call_id)
             questions.park(run)
             await wait_for(lambda: _finished(run))
-            await park_elsewhere(response_id, call_ids)
+            return await park_elsewhere(response_id, call_ids)
 
         monkeypatch.setattr(b.ctx.runs, "park_elsewhere", answered_and_asked_again)
         connection = ModelConnection(provider.base_url, "m", "sk-resumed")
@@ -378,6 +378,33 @@ async def test_an_answer_for_questions_that_changed_while_it_waited_is_refused_n
                 principal_id, response_id, [ToolAnswer(call_id, "red")], model_connection=connection
             )
         assert len(b.base.turns) == 0
+
+
+async def test_two_answers_carrying_a_turn_on_at_once_start_one_new_turn(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    async with AsyncExitStack() as stack:
+        a, b = await two_replicas(
+            stack, tmp_path, provider, model_connection_allow_private_hosts=True
+        )
+        principal_id, response_id = await _paused_on(a)
+        await wait_for(lambda: _input_required_on(b, principal_id, response_id))
+        call_id = (await b.ctx.tasks.state(principal_id, response_id)).questions[0].call_id
+        carrying_on = questions.answers_prompt((), []).splitlines()[0]
+        b.base.script(carrying_on, [Pause(0.5), *answer("carried on")])
+        connection = ModelConnection(provider.base_url, "m", "sk-resumed")
+
+        async def answering() -> str:
+            given = [ToolAnswer(call_id, "blue")]
+            return await b.ctx.tasks.answer(
+                principal_id, response_id, given, model_connection=connection
+            )
+
+        # (A door's retry racing its first attempt, or two replicas given the same resume.)
+        first, second = await asyncio.gather(answering(), answering())
+        assert first == second != response_id
+        await wait_for(completed_on(b, first))
+        assert len(b.base.turns) == 1
 
 
 async def _input_required_on(replica: InProcess, principal_id: str, response_id: str) -> bool:
@@ -564,6 +591,53 @@ async def test_an_agentos_resume_on_one_replica_carries_the_run_held_on_the_othe
             assert (len(a.base.turns), len(b.base.turns)) == (2, 1)
             assert all(turn.proc._exit_code.done() for turn in a.base.turns + b.base.turns)
             assert "large" in a.base.turns[-1].spec.prompt
+
+
+async def test_an_agentos_resume_tries_again_while_the_other_replica_is_slow_to_park(
+    tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # AgentOS never repeats an invocation: the door itself tries again after a 503.
+    with (
+        start_provider("sk-gateway", ["agent-model"], chat_only=True) as gateway,
+        AgentosPlatform(gateway) as platform,
+    ):
+        async with AsyncExitStack() as stack:
+            a, b = await two_replicas(
+                stack,
+                tmp_path,
+                provider,
+                agentos_principal="agentos",
+                model_connection_allow_private_hosts=True,
+            )
+            a.base.script("ask", [Ask("Which colour?"), TurnFinished()])
+            held = await _invoked(a, platform, platform.invoke_body("r_slow", "ask"))
+            assert held["status"] == "suspended", held
+            relay = a.ctx.runs.cluster.answers
+            deliver = relay.deliver
+
+            async def deaf(response_id: str) -> None:  # its notifications lost, for a while
+                pass
+
+            monkeypatch.setattr(relay, "deliver", deaf)
+            refused = []
+            answer_once = b.ctx.tasks.answer
+
+            async def answering(*args: Any, **kwargs: Any) -> str:
+                try:
+                    return await answer_once(*args, **kwargs)
+                except ApiError as exc:
+                    refused.append(exc.status)
+                    monkeypatch.setattr(relay, "deliver", deliver)  # it hears again
+                    raise
+
+            monkeypatch.setattr(b.ctx.tasks, "answer", answering)
+            b.base.script(questions.answers_prompt((), []).splitlines()[0], answer("carried on"))
+            decided = platform.invoke_body("r_slow", "ask", seq=2, resume={"answer": "blue"})
+            done = await _invoked(b, platform, decided)
+            assert refused == [503]
+            assert done["status"] == "completed", done
+            assert done["output"]["text"] == "carried on"
+            assert (len(a.base.turns), len(b.base.turns)) == (1, 1)
 
 
 async def _invoked(

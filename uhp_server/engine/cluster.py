@@ -376,11 +376,16 @@ class Cluster:
         inside the 30 s a door's caller gives a request (Oumi's)."""
         if not await self.answers.request_park(response_id, call_ids):
             return False
-        with contextlib.suppress(TimeoutError):
-            hearing = min(self.lease_seconds, PARK_HEARD_SECONDS)
-            await asyncio.wait_for(self.wait_finished(response_id), hearing)
-            return True
-        # Shielded: a request the asker stopped waiting for must not stay behind.
+        try:
+            with contextlib.suppress(TimeoutError):
+                hearing = min(self.lease_seconds, PARK_HEARD_SECONDS)
+                await asyncio.wait_for(self.wait_finished(response_id), hearing)
+                return True
+        except asyncio.CancelledError:
+            # The asker stopped waiting (its request went, the server stops): a request
+            # nobody will carry on after must not stay behind for the runner to take.
+            await asyncio.shield(self.answers.withdraw_park_request(response_id))
+            raise
         if await asyncio.shield(self.answers.withdraw_park_request(response_id)):
             return True
         with contextlib.suppress(TimeoutError):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +47,8 @@ ANSWERS_KEPT = 1024
 RUN_ID_METADATA = "agentos_run_id"  # on each response of a run, carried to its continuations
 # "A run has at most 100 invocations": so many responses at most carry one run on.
 MOST_INVOCATIONS = 100
+# How long a resume keeps trying while another replica is slow to park the run's paused turn.
+RESUME_PATIENCE_SECONDS = 60.0
 
 
 def run_key(run_id: str) -> str:
@@ -213,21 +216,30 @@ class AgentosRuns:
             raise BadInvocation(
                 "unknown_run", "No run with this run_id was started by this agent to resume."
             )
-        response_id = await self._carried_on(principal_id, response_id, invocation.run_id)
-        state = await self.ctx.tasks.state(principal_id, response_id)
-        if state.status != INPUT_REQUIRED:
-            return response_id  # nothing waits on a decision: report where the run stands
-        text = contract.decision_text(invocation.resume)
-        answers = [ToolAnswer(q.call_id, text) for q in state.questions]
-        # A run paused on another replica goes on here in a new turn (its token cannot follow
-        # the answer there), which holds its questions as this invocation's.
-        return await self.ctx.tasks.answer(
-            principal_id,
-            response_id,
-            answers,
-            model_connection=connection,
-            questions=self._questions(invocation, record),
-        )
+        # The platform never repeats an invocation it sent, so the door tries again itself
+        # while the replica running a paused turn is slow to park it (a 503).
+        deadline = time.monotonic() + RESUME_PATIENCE_SECONDS
+        while True:
+            response_id = await self._carried_on(principal_id, response_id, invocation.run_id)
+            state = await self.ctx.tasks.state(principal_id, response_id)
+            if state.status != INPUT_REQUIRED:
+                return response_id  # nothing waits on a decision: report where the run stands
+            text = contract.decision_text(invocation.resume)
+            answers = [ToolAnswer(q.call_id, text) for q in state.questions]
+            try:
+                # A run paused on another replica goes on here in a new turn (its token
+                # cannot follow the answer there), holding its questions as this invocation's.
+                return await self.ctx.tasks.answer(
+                    principal_id,
+                    response_id,
+                    answers,
+                    model_connection=connection,
+                    questions=self._questions(invocation, record),
+                )
+            except ApiError as exc:
+                if exc.status != 503 or time.monotonic() >= deadline:
+                    raise
+            await asyncio.sleep(1.0)
 
     async def _carried_on(self, principal_id: str, response_id: str, run_id: str) -> str:
         """The run's response now: a turn parked on a decision goes on in a new response, maybe
