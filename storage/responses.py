@@ -42,6 +42,11 @@ def insert_successor(db: Database, row: ResponseRow) -> str:
         return row.id
 
 
+# The idempotency key (and fingerprint) of the new turn that carries a parked response on
+# (engine/steering.py): of two answers carrying it on at once, one starts it.
+CARRY_ON_KEY = "uhp-carry-on:"
+
+
 def successors(
     db: Database, principal_id: str, response_id: str
 ) -> list[tuple[str, dict[str, Any]]]:
@@ -129,6 +134,15 @@ def delete_response(db: Database, response_id: str) -> None:
         row.input_items = []
         row.final = None
         s.add(row)
+        if row.previous_response_id is not None:
+            # A deleted new turn no longer stands for the parked response it carried on: an
+            # answer for that one may start another.
+            s.exec(
+                delete(IdempotencyRow)
+                .where(col(IdempotencyRow.principal_id) == row.principal_id)
+                .where(col(IdempotencyRow.key) == CARRY_ON_KEY + row.previous_response_id)
+                .where(col(IdempotencyRow.response_id) == response_id)
+            )
         s.exec(delete(EventRow).where(EventRow.response_id == response_id))  # type: ignore[arg-type]
         s.commit()
 

@@ -14,7 +14,7 @@ import pytest
 from storage import relayed_questions
 from storage import responses as response_store
 from storage.db import Database
-from storage.models import EventRow, ResponseRow
+from storage.models import EventRow, IdempotencyRow, ResponseRow
 from uhp_server.engine.answer_relay import AnswerRelay
 from uhp_server.engine.requests import Question
 from uhp_server.frontdoors.agentos.invocations import RUN_ID_METADATA, AgentosRuns
@@ -135,3 +135,26 @@ async def test_a_turn_already_parking_leaves_a_request_to_park_to_its_end() -> N
     relay.runs = SimpleNamespace(get=lambda response_id: run)  # type: ignore[assignment]
     await relay.deliver("resp_1")
     assert (database.taken, database.posted) == (False, [])
+
+
+def test_a_deleted_new_turn_no_longer_stands_for_the_response_it_carried_on(
+    tmp_path: Path,
+) -> None:
+    db = Database(tmp_path / "uhp.sqlite3")
+    try:
+        _response(db, "resp_p", None, 1, "r1")
+        _response(db, "resp_c1", "resp_p", 2, "r1")
+        for key in (response_store.CARRY_ON_KEY + "resp_p", "a client's own key"):
+            record = IdempotencyRow(
+                principal_id="agentos",
+                key=key,
+                fingerprint=key,
+                response_id="resp_c1",
+                created_at=1,
+            )
+            response_store.put_idempotency(db, record)
+        response_store.delete_response(db, "resp_c1")
+        assert response_store.get_idempotency(db, "agentos", "uhp-carry-on:resp_p") is None
+        assert response_store.get_idempotency(db, "agentos", "a client's own key") is not None
+    finally:
+        db.close()

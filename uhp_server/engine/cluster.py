@@ -374,9 +374,11 @@ class Cluster:
         a lease to take the request; past that it is withdrawn, unless the runner took it
         meanwhile: then its turn is ending, and is waited for a while more. Both waits stay
         inside the 30 s a door's caller gives a request (Oumi's)."""
-        if not await self.answers.request_park(response_id, call_ids):
-            return False
         try:
+            # Shielded: once sent, the request is recorded, or known not to be, before the
+            # asker may stop waiting.
+            if not await asyncio.shield(self.answers.request_park(response_id, call_ids)):
+                return False
             with contextlib.suppress(TimeoutError):
                 hearing = min(self.lease_seconds, PARK_HEARD_SECONDS)
                 await asyncio.wait_for(self.wait_finished(response_id), hearing)
@@ -384,7 +386,8 @@ class Cluster:
         except asyncio.CancelledError:
             # The asker stopped waiting (its request went, the server stops): a request
             # nobody will carry on after must not stay behind for the runner to take.
-            await asyncio.shield(self.answers.withdraw_park_request(response_id))
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.answers.withdraw_park_request(response_id))
             raise
         if await asyncio.shield(self.answers.withdraw_park_request(response_id)):
             return True

@@ -41,8 +41,6 @@ if TYPE_CHECKING:
 
 # How long an answer for a turn that parked on another replica waits for its end.
 PARKING_WAIT_SECONDS = 5.0
-# The idempotency key (and fingerprint) of the new turn that carries a parked response on.
-CARRY_ON_KEY = "uhp-carry-on:"
 
 
 class TaskSteering:
@@ -193,7 +191,7 @@ class TaskSteering:
         )
         # Keyed by the parked response: of two answers carrying it on at once (two replicas,
         # a door's retry), one starts the new turn and the other is given its id.
-        key = CARRY_ON_KEY + row.id
+        key = response_store.CARRY_ON_KEY + row.id
         return (await self.start(continuation, idempotency_key=key, fingerprint=key)).response_id
 
     async def _answers_prompt(

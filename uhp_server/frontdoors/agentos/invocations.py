@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 
 from uhp_server.context import AppContext
+from uhp_server.engine.cluster import PARK_ENDING_SECONDS, PARK_HEARD_SECONDS
 from uhp_server.engine.requests import (
     INPUT_REQUIRED,
     EngineTask,
@@ -237,7 +238,10 @@ class AgentosRuns:
                     questions=self._questions(invocation, record),
                 )
             except ApiError as exc:
-                if exc.status != 503 or time.monotonic() >= deadline:
+                # Another attempt only while a whole one (its waits for the other replica)
+                # still fits in the patience.
+                again = time.monotonic() + PARK_HEARD_SECONDS + PARK_ENDING_SECONDS < deadline
+                if (exc.status, exc.code) != (503, "server_error") or not again:
                     raise
             await asyncio.sleep(1.0)
 
