@@ -6,7 +6,9 @@ the real CLI; leases and the admission line have files of their own)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -309,9 +311,7 @@ async def test_a_park_request_the_runner_never_takes_is_withdrawn_and_the_turn_s
         a, b = await two_replicas(
             stack, tmp_path, provider, model_connection_allow_private_hosts=True
         )
-        principal_id, response_id = await _paused_on(a)
-        await wait_for(lambda: _input_required_on(b, principal_id, response_id))
-        call_id = (await b.ctx.tasks.state(principal_id, response_id)).questions[0].call_id
+        principal_id, response_id, call_id = await _paused_on_a_seen_on_b(a, b)
         relay = a.ctx.runs.cluster.answers
         deliver = relay.deliver
 
@@ -387,9 +387,7 @@ async def test_two_answers_carrying_a_turn_on_at_once_start_one_new_turn(
         a, b = await two_replicas(
             stack, tmp_path, provider, model_connection_allow_private_hosts=True
         )
-        principal_id, response_id = await _paused_on(a)
-        await wait_for(lambda: _input_required_on(b, principal_id, response_id))
-        call_id = (await b.ctx.tasks.state(principal_id, response_id)).questions[0].call_id
+        principal_id, response_id, call_id = await _paused_on_a_seen_on_b(a, b)
         carrying_on = questions.answers_prompt((), []).splitlines()[0]
         b.base.script(carrying_on, [Pause(0.5), *answer("carried on")])
         connection = ModelConnection(provider.base_url, "m", "sk-resumed")
@@ -405,6 +403,14 @@ async def test_two_answers_carrying_a_turn_on_at_once_start_one_new_turn(
         assert first == second != response_id
         await wait_for(completed_on(b, first))
         assert len(b.base.turns) == 1
+
+
+async def _paused_on_a_seen_on_b(a: InProcess, b: InProcess) -> tuple[str, str, str]:
+    """A turn paused on a, read as waiting on b: its principal, response and call ids."""
+    principal_id, response_id = await _paused_on(a)
+    await wait_for(lambda: _input_required_on(b, principal_id, response_id))
+    call_id = (await b.ctx.tasks.state(principal_id, response_id)).questions[0].call_id
+    return principal_id, response_id, call_id
 
 
 async def _input_required_on(replica: InProcess, principal_id: str, response_id: str) -> bool:
@@ -560,43 +566,64 @@ async def test_an_agentos_resume_on_one_replica_carries_the_run_held_on_the_othe
 ) -> None:
     # A run token works for its own invocation only: the turn held on a cannot go on there
     # with the resume's token (never stored, so never relayed), so b carries it on.
-    with (
-        start_provider("sk-gateway", ["agent-model"], chat_only=True) as gateway,
-        AgentosPlatform(gateway) as platform,
-    ):
-        async with AsyncExitStack() as stack:
-            a, b = await two_replicas(
-                stack,
-                tmp_path,
-                provider,
-                agentos_principal="agentos",
-                model_connection_allow_private_hosts=True,
-            )
-            a.base.script("ask", [Ask("Which colour?"), TurnFinished()])
-            held = await _invoked(a, platform, platform.invoke_body("r_held", "ask"))
-            assert held["status"] == "suspended", held
-            # The resume lands on b, whose new turn asks again: its hold is b's to open.
-            carrying_on = questions.answers_prompt((), []).splitlines()[0]
-            b.base.script(carrying_on, [Pause(0.3), Ask("Which size?"), TurnFinished()])
-            decided = platform.invoke_body("r_held", "ask", seq=2, resume={"answer": "blue"})
-            held_again = await _invoked(b, platform, decided, running_with=decided)
-            assert held_again["status"] == "suspended", held_again
-            assert platform.holds[-1]["intent"] == "Which size?"
-            # Back on a: the turn held on b parks, and a carries it on to the end.
-            a.base.script(carrying_on, [Pause(0.3), *answer("carried on")])
-            last = platform.invoke_body("r_held", "ask", seq=3, resume={"answer": "large"})
-            done = await _invoked(a, platform, last, running_with=last)
-            assert done["status"] == "completed", done
-            assert done["output"]["text"] == "carried on"
-            assert (len(a.base.turns), len(b.base.turns)) == (2, 1)
-            assert all(turn.proc._exit_code.done() for turn in a.base.turns + b.base.turns)
-            assert "large" in a.base.turns[-1].spec.prompt
+    async with _agentos_run_held_on_a(tmp_path, provider, "r_held") as (a, b, platform):
+        # The resume lands on b, whose new turn asks again: its hold is b's to open.
+        carrying_on = questions.answers_prompt((), []).splitlines()[0]
+        b.base.script(carrying_on, [Pause(0.3), Ask("Which size?"), TurnFinished()])
+        decided = platform.invoke_body("r_held", "ask", seq=2, resume={"answer": "blue"})
+        held_again = await _invoked(b, platform, decided, running_with=decided)
+        assert held_again["status"] == "suspended", held_again
+        assert platform.holds[-1]["intent"] == "Which size?"
+        # Back on a: the turn held on b parks, and a carries it on to the end.
+        a.base.script(carrying_on, [Pause(0.3), *answer("carried on")])
+        last = platform.invoke_body("r_held", "ask", seq=3, resume={"answer": "large"})
+        done = await _invoked(a, platform, last, running_with=last)
+        assert done["status"] == "completed", done
+        assert done["output"]["text"] == "carried on"
+        assert (len(a.base.turns), len(b.base.turns)) == (2, 1)
+        assert all(turn.proc._exit_code.done() for turn in a.base.turns + b.base.turns)
+        assert "large" in a.base.turns[-1].spec.prompt
 
 
 async def test_an_agentos_resume_tries_again_while_the_other_replica_is_slow_to_park(
     tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # AgentOS never repeats an invocation: the door itself tries again after a 503.
+    async with _agentos_run_held_on_a(tmp_path, provider, "r_slow") as (a, b, platform):
+        relay = a.ctx.runs.cluster.answers
+        deliver = relay.deliver
+
+        async def deaf(response_id: str) -> None:  # its notifications lost, for a while
+            pass
+
+        monkeypatch.setattr(relay, "deliver", deaf)
+        refused = []
+        answer_once = b.ctx.tasks.answer
+
+        async def answering(*args: Any, **kwargs: Any) -> str:
+            try:
+                return await answer_once(*args, **kwargs)
+            except ApiError as exc:
+                refused.append(exc.status)
+                monkeypatch.setattr(relay, "deliver", deliver)  # it hears again
+                raise
+
+        monkeypatch.setattr(b.ctx.tasks, "answer", answering)
+        b.base.script(questions.answers_prompt((), []).splitlines()[0], answer("carried on"))
+        decided = platform.invoke_body("r_slow", "ask", seq=2, resume={"answer": "blue"})
+        done = await _invoked(b, platform, decided)
+        assert refused == [503]
+        assert done["status"] == "completed", done
+        assert done["output"]["text"] == "carried on"
+        assert (len(a.base.turns), len(b.base.turns)) == (1, 1)
+
+
+@contextlib.asynccontextmanager
+async def _agentos_run_held_on_a(
+    tmp_path: Path, provider: RunningProvider, run_id: str
+) -> AsyncIterator[tuple[InProcess, InProcess, AgentosPlatform]]:
+    """Two replicas with the AgentOS door, its platform played by a stand-in, and run
+    `run_id` held on a (its prompt "ask" asks "Which colour?")."""
     with (
         start_provider("sk-gateway", ["agent-model"], chat_only=True) as gateway,
         AgentosPlatform(gateway) as platform,
@@ -610,34 +637,9 @@ async def test_an_agentos_resume_tries_again_while_the_other_replica_is_slow_to_
                 model_connection_allow_private_hosts=True,
             )
             a.base.script("ask", [Ask("Which colour?"), TurnFinished()])
-            held = await _invoked(a, platform, platform.invoke_body("r_slow", "ask"))
+            held = await _invoked(a, platform, platform.invoke_body(run_id, "ask"))
             assert held["status"] == "suspended", held
-            relay = a.ctx.runs.cluster.answers
-            deliver = relay.deliver
-
-            async def deaf(response_id: str) -> None:  # its notifications lost, for a while
-                pass
-
-            monkeypatch.setattr(relay, "deliver", deaf)
-            refused = []
-            answer_once = b.ctx.tasks.answer
-
-            async def answering(*args: Any, **kwargs: Any) -> str:
-                try:
-                    return await answer_once(*args, **kwargs)
-                except ApiError as exc:
-                    refused.append(exc.status)
-                    monkeypatch.setattr(relay, "deliver", deliver)  # it hears again
-                    raise
-
-            monkeypatch.setattr(b.ctx.tasks, "answer", answering)
-            b.base.script(questions.answers_prompt((), []).splitlines()[0], answer("carried on"))
-            decided = platform.invoke_body("r_slow", "ask", seq=2, resume={"answer": "blue"})
-            done = await _invoked(b, platform, decided)
-            assert refused == [503]
-            assert done["status"] == "completed", done
-            assert done["output"]["text"] == "carried on"
-            assert (len(a.base.turns), len(b.base.turns)) == (1, 1)
+            yield a, b, platform
 
 
 async def _invoked(
