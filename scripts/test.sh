@@ -112,6 +112,7 @@ if bash scripts/postgres.sh; then
     tests/test_sessions_listing.py tests/test_tasks_e2e.py tests/test_sessions_e2e.py \
     tests/test_restart_e2e.py tests/test_openai_sdk.py tests/test_replicas_fast.py \
     tests/test_replicas_leases.py tests/test_replicas_admission.py tests/test_admission_blocks.py \
+    tests/test_replicas_park.py \
     tests/test_replicas_e2e.py tests/test_replicas_edges.py tests/test_test_servers.py
   postgres_pass=$!
   # That pass stops and starts the cluster once (a restart under a running server,

@@ -1,6 +1,6 @@
 """A paused turn carried on elsewhere, in process and without a second replica: the runner's
 side of a request to park (engine/answer_relay.py), and the AgentOS door finding the response
-that carries its run on (tests/test_replicas_fast.py runs both across two replicas)."""
+that carries its run on (tests/test_replicas_park.py runs both across two replicas)."""
 
 from __future__ import annotations
 

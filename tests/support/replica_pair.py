@@ -12,14 +12,15 @@ from typing import Any
 
 import pytest
 
-from harness_bases.events import TextDelta
+from harness_bases.events import TextDelta, TurnFinished
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
 from tests.support import postgres
-from tests.support.fakes import Hang
+from tests.support.fakes import Ask, Hang, answer
 from tests.support.in_process import InProcess, in_process
 from tests.support.sse import Stream, parse_lines
 from tests.support.waiting import wait_for
+from uhp_server.engine.requests import EngineTask, QuestionPolicy
 
 ONLY_ON_POSTGRESQL = pytest.mark.skipif(
     postgres.TEST_DATABASE != "postgresql",
@@ -87,3 +88,25 @@ def output_text(response: dict[str, Any]) -> str:
         if item["type"] == "message"
         for part in item["content"]
     )
+
+
+async def paused_on(replica: InProcess) -> tuple[str, str]:
+    """A turn paused on `replica`, waiting for the user; its principal and response ids."""
+    replica.base.script("who", answer("me"))
+    first = (await replica.submit("who")).json()["id"]
+    principal_id = replica.ctx.runs.get(first).principal_id
+    replica.base.script("ask", [Ask("Which colour?"), TurnFinished()])
+    task = EngineTask(principal_id, None, "ask", questions=QuestionPolicy.pause())
+    response_id = (await replica.ctx.tasks.start(task)).response_id
+
+    async def asking() -> bool:
+        run = replica.ctx.runs.get(response_id)
+        return run is not None and bool(run.asking)
+
+    await wait_for(asking)
+    return principal_id, response_id
+
+
+async def finished(run: Any) -> bool:
+    """Whether the run's terminal event is written (for `wait_for`)."""
+    return bool(run.log.finished)
