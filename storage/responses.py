@@ -67,7 +67,7 @@ def successors(
         ).fetchall()
     found = []
     for following, data in rows:
-        created = json.loads(data) if isinstance(data, str) else data or {}
+        created = _event(data) if data is not None else {}
         found.append((following, created.get("response", {}).get("metadata", {})))
     return found
 
@@ -103,8 +103,14 @@ def events_after(db: Database, response_id: str, after: int = -1) -> list[dict[s
             db.raw.sql("SELECT data FROM event WHERE response_id = ? AND seq > ? ORDER BY seq"),
             (response_id, after),
         ).fetchall()
-    # SQLite hands back the JSON text; psycopg has already parsed PostgreSQL's json.
-    return [json.loads(data) if isinstance(data, str) else data for (data,) in rows]
+    return [_event(data) for (data,) in rows]
+
+
+def _event(data: Any) -> dict[str, Any]:
+    """An event row's data: SQLite hands back the JSON text; psycopg has already parsed
+    PostgreSQL's json."""
+    event: dict[str, Any] = json.loads(data) if isinstance(data, str) else data
+    return event
 
 
 def finish_response(db: Database, response_id: str, final: dict[str, Any]) -> None:

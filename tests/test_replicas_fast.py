@@ -25,6 +25,7 @@ from tests.support.replica_pair import (
     ONLY_ON_POSTGRESQL,
     completed_on,
     finished,
+    input_required_on,
     output_text,
     paused_on,
     running_with_text,
@@ -136,11 +137,7 @@ async def test_a_question_paused_on_one_replica_is_answered_from_the_other_in_th
         a, b = await two_replicas(stack, tmp_path, provider)
         principal_id, response_id = await paused_on(a)
 
-        async def waiting_on_b() -> bool:
-            state = await b.ctx.tasks.state(principal_id, response_id)
-            return state.status == "input_required"
-
-        await wait_for(waiting_on_b)
+        await wait_for(lambda: input_required_on(b, principal_id, response_id))
         state = await b.ctx.tasks.state(principal_id, response_id)
         assert [q.text for q in state.questions] == ["Which colour?"]
         call_id = state.questions[0].call_id
@@ -172,11 +169,7 @@ async def test_an_answer_racing_the_turn_parking_on_its_replica_continues_it_in_
         a, b = await two_replicas(stack, tmp_path, provider)
         principal_id, response_id = await paused_on(a)
 
-        async def waiting_on_b() -> bool:
-            state = await b.ctx.tasks.state(principal_id, response_id)
-            return state.status == "input_required"
-
-        await wait_for(waiting_on_b)
+        await wait_for(lambda: input_required_on(b, principal_id, response_id))
         call_id = (await b.ctx.tasks.state(principal_id, response_id)).questions[0].call_id
         relay = b.ctx.runs.cluster.answers
         record = relay.relay

@@ -33,6 +33,7 @@ from tests.support.replica_pair import (
     ONLY_ON_POSTGRESQL,
     completed_on,
     finished,
+    input_required_on,
     output_text,
     paused_on,
     two_replicas,
@@ -116,6 +117,10 @@ def test_writers_of_a_turns_questions_lock_them_in_one_order(tmp_path: Path) -> 
 _PARK_AND_ANSWER = (relayed.request_park, relayed.record_answers)
 
 
+async def _deaf(response_id: str) -> None:
+    """A runner's `deliver` that never hears of anything relayed to it."""
+
+
 def _given(action: Any, db: Database, response_id: str) -> bool:
     """`action` (one of _PARK_AND_ANSWER) for both calls of the response."""
     if action is relayed.record_answers:
@@ -134,10 +139,7 @@ async def test_a_park_request_the_runner_never_takes_is_withdrawn_and_the_turn_s
         relay = a.ctx.runs.cluster.answers
         deliver = relay.deliver
 
-        async def deaf(response_id: str) -> None:  # its notifications and renewals lost
-            pass
-
-        monkeypatch.setattr(relay, "deliver", deaf)
+        monkeypatch.setattr(relay, "deliver", _deaf)  # its notifications and renewals lost
         connection = ModelConnection(provider.base_url, "m", "sk-resumed")
         started = time.monotonic()
         with pytest.raises(ApiError) as refused:
@@ -176,7 +178,7 @@ async def test_an_answer_for_questions_that_changed_while_it_waited_is_refused_n
         a.base.script("ask twice", [Ask("Which colour?"), Ask("Which size?"), TurnFinished()])
         task = EngineTask(principal_id, None, "ask twice", questions=QuestionPolicy.pause())
         response_id = (await a.ctx.tasks.start(task)).response_id
-        await wait_for(lambda: _input_required_on(b, principal_id, response_id))
+        await wait_for(lambda: input_required_on(b, principal_id, response_id))
         call_id = (await b.ctx.tasks.state(principal_id, response_id)).questions[0].call_id
         park_elsewhere = b.ctx.runs.park_elsewhere
 
@@ -227,14 +229,9 @@ async def test_two_answers_carrying_a_turn_on_at_once_start_one_new_turn(
 async def _paused_on_a_seen_on_b(a: InProcess, b: InProcess) -> tuple[str, str, str]:
     """A turn paused on a, read as waiting on b: its principal, response and call ids."""
     principal_id, response_id = await paused_on(a)
-    await wait_for(lambda: _input_required_on(b, principal_id, response_id))
+    await wait_for(lambda: input_required_on(b, principal_id, response_id))
     call_id = (await b.ctx.tasks.state(principal_id, response_id)).questions[0].call_id
     return principal_id, response_id, call_id
-
-
-async def _input_required_on(replica: InProcess, principal_id: str, response_id: str) -> bool:
-    state = await replica.ctx.tasks.state(principal_id, response_id)
-    return state.status == "input_required"
 
 
 async def test_an_oumi_resume_on_one_replica_carries_the_turn_paused_on_the_other_on_with_its_key(
@@ -344,10 +341,7 @@ async def test_an_agentos_resume_tries_again_while_the_other_replica_is_slow_to_
         relay = a.ctx.runs.cluster.answers
         deliver = relay.deliver
 
-        async def deaf(response_id: str) -> None:  # its notifications lost, for a while
-            pass
-
-        monkeypatch.setattr(relay, "deliver", deaf)
+        monkeypatch.setattr(relay, "deliver", _deaf)  # its notifications lost, for a while
         refused = []
         answer_once = b.ctx.tasks.answer
 

@@ -110,3 +110,9 @@ async def paused_on(replica: InProcess) -> tuple[str, str]:
 async def finished(run: Any) -> bool:
     """Whether the run's terminal event is written (for `wait_for`)."""
     return bool(run.log.finished)
+
+
+async def input_required_on(replica: InProcess, principal_id: str, response_id: str) -> bool:
+    """Whether `replica` reads the task as waiting for an answer (for `wait_for`)."""
+    state = await replica.ctx.tasks.state(principal_id, response_id)
+    return state.status == "input_required"

@@ -220,12 +220,12 @@ class AgentosRuns:
         # The platform never repeats an invocation it sent, so the door tries again itself
         # while the replica running a paused turn is slow to park it (a 503).
         deadline = time.monotonic() + RESUME_PATIENCE_SECONDS
+        text = contract.decision_text(invocation.resume)
         while True:
             response_id = await self._carried_on(principal_id, response_id, invocation.run_id)
             state = await self.ctx.tasks.state(principal_id, response_id)
             if state.status != INPUT_REQUIRED:
                 return response_id  # nothing waits on a decision: report where the run stands
-            text = contract.decision_text(invocation.resume)
             answers = [ToolAnswer(q.call_id, text) for q in state.questions]
             try:
                 # A run paused on another replica goes on here in a new turn (its token
