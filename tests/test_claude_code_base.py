@@ -35,6 +35,7 @@ from harness_bases.messages import RESUME_FAILED_NOTICE
 from tests.conftest import PROVIDER_KEY, installed_tools
 from tests.scripted_provider import RunningProvider
 from tests.support.direct_turn import OUTCOMES, DirectTurn
+from tests.support.installs import install_commands
 from tests.support.live_base import LiveBase, capturing
 from tests.support.mcp_server import (
     assert_vault_answered,
@@ -84,12 +85,12 @@ def offered_tools(body: dict) -> list[str]:
 
 
 @pytest.mark.slow
-def test_installed_version_and_install_is_idempotent(claude_installed: Path) -> None:
+def test_installed_version_and_install_is_idempotent(
+    claude_installed: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     base = ClaudeCodeBase()
     assert base.installed_version(claude_installed) == "2.1.328"
-    started = time.monotonic()
-    base.install(claude_installed)  # already there: no npm run
-    assert time.monotonic() - started < 5
+    assert install_commands(base, claude_installed, monkeypatch) == []  # already there: no npm run
     assert base.installed_version(claude_installed.parent / "nowhere") is None
     prefix = Path(installer.shell_prefix_path(str(claude_installed)))
     assert prefix.read_text() == installer.SHELL_PREFIX and os.access(prefix, os.X_OK)
@@ -132,15 +133,6 @@ async def test_text_streams_real_deltas(env: LiveBase) -> None:
     assert "x-api-key" not in request["headers"]
     assert request["body"]["model"] == MODEL
     assert request["body"]["stream"] is True
-
-
-@pytest.mark.slow
-async def test_time_to_first_text(env: LiveBase) -> None:
-    turn = await env.run("SAY hi")
-    assert turn.first_text_at is not None
-    elapsed = turn.first_text_at - turn.started
-    print(f"\nclaude-code: process start to first TextDelta: {elapsed:.2f}s")
-    assert elapsed < 15
 
 
 @pytest.mark.slow

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import time
 import tomllib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -27,6 +26,7 @@ from harness_bases.messages import RESUME_FAILED_NOTICE
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
 from tests.support.direct_turn import OUTCOMES, DirectTurn
+from tests.support.installs import install_commands
 from tests.support.live_base import LiveBase, capturing
 
 FIXTURES = Path(__file__).parent.parent / "harness_bases" / "codex" / "fixtures"
@@ -45,12 +45,12 @@ def responses_bodies(provider: RunningProvider) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_installed_version_and_install_is_idempotent(codex_installed: Path) -> None:
+def test_installed_version_and_install_is_idempotent(
+    codex_installed: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     base = CodexBase()
     assert base.installed_version(codex_installed) == "0.169.0"
-    started = time.monotonic()
-    base.install(codex_installed)  # already there: no npm run
-    assert time.monotonic() - started < 5
+    assert install_commands(base, codex_installed, monkeypatch) == []  # already there: no npm run
     assert base.installed_version(codex_installed.parent / "nowhere") is None
 
 
@@ -85,15 +85,6 @@ async def test_text_streams_real_deltas(env: LiveBase) -> None:
     request = env.provider.requests()[-1]
     assert request["headers"]["authorization"] == f"Bearer {PROVIDER_KEY}"
     assert request["body"]["model"] == "gpt-test"
-
-
-@pytest.mark.slow
-async def test_time_to_first_text(env: LiveBase) -> None:
-    turn = await env.run("SAY hi")
-    assert turn.first_text_at is not None
-    elapsed = turn.first_text_at - turn.started
-    print(f"\ncodex: process start to first TextDelta: {elapsed:.2f}s")
-    assert elapsed < 10
 
 
 @pytest.mark.slow
