@@ -36,21 +36,28 @@ class _Sink:
 
 
 def entry_names(rows: list[ArtifactRow]) -> list[str]:
-    seen: dict[str, int] = {}
+    """Each row's name in the zip: its own, or, when an earlier row has it, `stem (n).ext` with
+    the first n whose name no row has and no other row was given (zip readers keep only one of
+    two entries of the same name)."""
+    own = {row.filename for row in rows}
+    given: set[str] = set()
     names = []
     for row in rows:
-        count = seen.get(row.filename, 0) + 1
-        seen[row.filename] = count
-        if count == 1:
-            names.append(row.filename)
-            continue
-        folder, slash, base = row.filename.rpartition("/")
-        stem, dot, ext = base.rpartition(".")
-        if not dot or not stem:
-            stem, ext = base, ""
-        renamed = f"{stem} ({count})" + (f".{ext}" if ext else "")
-        names.append(f"{folder}{slash}{renamed}")
+        name, n = row.filename, 1
+        while name in given or (n > 1 and name in own):
+            n += 1
+            name = _numbered(row.filename, n)
+        given.add(name)
+        names.append(name)
     return names
+
+
+def _numbered(filename: str, n: int) -> str:
+    folder, slash, base = filename.rpartition("/")
+    stem, dot, ext = base.rpartition(".")
+    if not dot or not stem:
+        stem, ext = base, ""
+    return f"{folder}{slash}{stem} ({n})" + (f".{ext}" if ext else "")
 
 
 def zip_stream(rows: list[ArtifactRow], blobs: BlobStore) -> Iterator[bytes]:

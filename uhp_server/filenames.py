@@ -8,6 +8,9 @@ from urllib.parse import quote
 
 _UNSAFE = re.compile(r'[\x00-\x1f\x7f<>:"|?*\\/]')
 MAX_NAME = 120
+# A file system's limit is 255 bytes a name (NAME_MAX), and 120 characters of four bytes each
+# would pass it; what is left over makes room for the " (2)" of a name already taken.
+MAX_NAME_BYTES = 200
 
 
 def safe_filename(name: str | None, fallback: str = "file") -> str:
@@ -20,13 +23,20 @@ def safe_filename(name: str | None, fallback: str = "file") -> str:
     cleaned = _UNSAFE.sub("_", raw).strip().lstrip(".").strip()
     if not cleaned:
         return fallback
-    if len(cleaned) > MAX_NAME:
+    if len(cleaned) > MAX_NAME or _size(cleaned) > MAX_NAME_BYTES:
         stem, dot, ext = cleaned.rpartition(".")
-        if dot and 0 < len(ext) <= 16:
-            cleaned = stem[: MAX_NAME - len(ext) - 1] + "." + ext
-        else:
-            cleaned = cleaned[:MAX_NAME]
+        if not (dot and stem and 0 < len(ext) <= 16):
+            stem, ext = cleaned, ""
+        suffix = "." + ext if ext else ""
+        stem = stem[: MAX_NAME - len(suffix)]
+        while _size(stem + suffix) > MAX_NAME_BYTES:
+            stem = stem[:-1]
+        cleaned = stem + suffix
     return cleaned
+
+
+def _size(name: str) -> int:
+    return len(name.encode("utf-8", "surrogatepass"))
 
 
 def content_disposition(filename: str) -> str:

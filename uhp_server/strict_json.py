@@ -20,7 +20,7 @@ from __future__ import annotations
 import email.message
 import json
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import Request, Response
 from fastapi.dependencies.models import Dependant
@@ -33,6 +33,7 @@ MAX_DEPTH = 64  # no protocol object comes near this
 # Stands in for a body already parsed into Request._json: FastAPI only tests that there was a
 # body. Not JSON, so code that reads `request.body()` instead of `request.json()` fails loudly.
 _PARSED = b"<parsed: read request.json()>"
+_Endpoint = TypeVar("_Endpoint", bound=Callable[..., Any])
 
 
 def _reject_constant(name: str) -> Any:
@@ -78,7 +79,7 @@ def parse_strict(body: bytes | bytearray | str) -> Any:
 async def _read_limited(request: Request, limit: int) -> bytearray:
     """The body, in one buffer: a large body is never copied whole (json reads a bytearray)."""
     declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
+    if declared and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
     body = bytearray()
     async for chunk in request.stream():
@@ -121,9 +122,11 @@ def _parse_for_fastapi(request: Request, body: bytearray) -> None:
             400, "invalid_input", "The request body is not valid JSON: the body is not UTF-8."
         ) from None
     except ValueError as exc:
-        raise ApiError(
-            400, "invalid_input", f"The request body is not valid JSON: {exc}."
-        ) from None
+        raise _not_json(exc) from None
+
+
+def _not_json(why: ValueError) -> ApiError:
+    return ApiError(400, "invalid_input", f"The request body is not valid JSON: {why}.")
 
 
 def _needs_principal(dependant: Dependant) -> bool:
@@ -136,6 +139,25 @@ def _needs_principal(dependant: Dependant) -> bool:
     return False
 
 
+def reads_own_body(endpoint: _Endpoint) -> _Endpoint:
+    """Mark a route that streams its body itself within a limit of its own (an upload): its
+    body is not read here. Every other route's body is, whatever its content type claims."""
+    endpoint.reads_own_body = True  # type: ignore[attr-defined]
+    return endpoint
+
+
+async def json_body(request: Request) -> Any:
+    """The JSON body of a route that reads it itself: the value parsed here for a JSON
+    content type, or the bytes under any other parsed as strictly (Starlette's own
+    `request.json()` would take NaN, and fail on deep nesting with a RecursionError)."""
+    if hasattr(request, "_json"):
+        return request._json
+    try:
+        return parse_strict(await request.body())
+    except ValueError as exc:
+        raise _not_json(exc) from None
+
+
 class StrictJsonRoute(APIRoute):
     """An APIRoute that authenticates before reading a body, and whose JSON bodies are
     size-capped and strictly decoded."""
@@ -143,13 +165,14 @@ class StrictJsonRoute(APIRoute):
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
         authenticate_first = _needs_principal(self.dependant)
+        read_body = not getattr(self.endpoint, "reads_own_body", False)
 
         async def strict_handler(request: Request) -> Response:
             if authenticate_first:
                 # Raises 401 before a byte of the body is read; the dependency reuses it.
                 await require_principal(request)
             content_type = request.headers.get("content-type", "")
-            if request.method in ("POST", "PUT", "PATCH") and "multipart/" not in content_type:
+            if request.method in ("POST", "PUT", "PATCH") and read_body:
                 limit = request.app.state.ctx.settings.max_json_body_bytes
                 body = await _read_limited(request, limit)
                 request._body = body  # FastAPI reads the cached body; it is consumed once

@@ -185,7 +185,7 @@ async def _drain(request: Request) -> None:
 async def receive_upload(request: Request, blobs: BlobStore, limit: int) -> Upload:
     boundary = _boundary(request)
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit + MULTIPART_OVERHEAD:
+    if declared.isascii() and declared.isdigit() and int(declared) > limit + MULTIPART_OVERHEAD:
         await _drain(request)  # refused before a single byte is written
         raise too_large(limit)
     receiver = _Receiver(blobs, limit)

@@ -62,7 +62,19 @@ def parse_url(url: str) -> SplitResult:
         raise UrlRefused("The URL has no host.")
     if parts.username is not None or parts.password is not None:
         raise UrlRefused("Credentials in the URL are not allowed; use `auth` or `headers`.")
+    if _literal_ip(parts.hostname) is None and not _is_host_name(parts.hostname):
+        raise UrlRefused("The URL's host is not a valid host name.")
     return parts
+
+
+def _is_host_name(host: str) -> bool:
+    """Whether DNS could be asked for `host`: labels of 1 to 63 characters once encoded (an
+    empty or longer one is what the resolver's IDNA encoding refuses), 253 in all."""
+    try:
+        encoded = host.rstrip(".").encode("idna")
+    except UnicodeError:
+        return False
+    return 0 < len(encoded) <= 253
 
 
 def _literal_ip(host: str) -> IPAddress | None:
@@ -110,7 +122,7 @@ async def _resolve(host: str, port: int) -> list[IPAddress]:
     loop = asyncio.get_running_loop()
     try:
         infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError:
+    except (OSError, UnicodeError):  # UnicodeError: a name IDNA cannot encode
         raise UrlRefused("The host name could not be resolved.") from None
     found: list[IPAddress] = []
     for info in infos:

@@ -53,7 +53,7 @@ async def serve_questions(token: str, request: Request, ask: Asker) -> Response:
     raw = await request.body()
     try:
         message = json.loads(raw) if len(raw) <= MAX_BODY_BYTES else None
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past json's depth
         message = None
     if isinstance(message, list):
         answers = [a for m in message if (a := await _answer(token, m, ask)) is not None]

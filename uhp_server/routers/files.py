@@ -25,7 +25,7 @@ from uhp_server.context import AppContext, Ctx
 from uhp_server.errors import ApiError
 from uhp_server.filenames import content_disposition
 from uhp_server.ids import new_id
-from uhp_server.strict_json import StrictJsonRoute
+from uhp_server.strict_json import StrictJsonRoute, reads_own_body
 from uhp_server.uploads import receive_upload
 
 router = APIRouter(route_class=StrictJsonRoute)
@@ -74,6 +74,7 @@ def blob_response(blobs: BlobStore, row: ArtifactRow) -> StreamingResponse:
 
 
 @router.post("/v1/files")
+@reads_own_body
 async def upload_file(request: Request, principal: CurrentPrincipal, ctx: Ctx) -> dict[str, Any]:
     upload = await receive_upload(request, ctx.blobs, ctx.settings.max_file_bytes)
     row = await ctx.db.write(

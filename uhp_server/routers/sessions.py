@@ -56,7 +56,7 @@ def _decode_cursor(cursor: str) -> tuple[int, str]:
             and session_id.isprintable()
         ):
             return created_at, session_id
-    except (binascii.Error, ValueError, TypeError):
+    except (binascii.Error, ValueError, TypeError, RecursionError):  # nested past json's depth
         pass
     raise ApiError(400, "invalid_input", "The cursor is not valid.", param="cursor")
 

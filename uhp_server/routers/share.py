@@ -26,7 +26,7 @@ from uhp_server.engine.history import session_turns
 from uhp_server.errors import VENDOR, ApiError, error_response
 from uhp_server.routers.files import ARTIFACT_HEADERS, blob_response, session_or_404
 from uhp_server.share_page.render import STATIC_DIR, render_gone, render_page, session_state
-from uhp_server.strict_json import StrictJsonRoute
+from uhp_server.strict_json import StrictJsonRoute, json_body
 
 router = APIRouter(route_class=StrictJsonRoute)
 
@@ -52,13 +52,9 @@ def _share_not_found() -> ApiError:
 # -- the API ------------------------------------------------------------------------------
 async def _wants_enabled(request: Request) -> bool:
     """The optional body `{"enabled": bool}`; no body means publish."""
-    raw = await request.body()
-    if not raw.strip():
+    if not hasattr(request, "_json") and not (await request.body()).strip():
         return True
-    try:
-        body = await request.json()  # already parsed, for a JSON content type (strict_json)
-    except ValueError:
-        raise ApiError(400, "invalid_input", "The request body is not valid JSON.") from None
+    body = await json_body(request)
     if not isinstance(body, dict):
         raise ApiError(400, "invalid_input", "The request body must be a JSON object.")
     enabled = body.get("enabled", True)

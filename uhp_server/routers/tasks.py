@@ -8,7 +8,16 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationInfo,
+    field_validator,
+)
 
 from storage import responses as response_store
 from storage.models import Principal, ResponseRow
@@ -45,6 +54,12 @@ class CreateResponseBody(BaseModel):
     tools: list[dict[str, Any]] | None = None
     include: list[StrictStr] | None = None
     background: StrictBool = False
+
+    @field_validator("stream", "store", "background", mode="before")
+    @classmethod
+    def _null_is_default(cls, value: Any, info: ValidationInfo) -> Any:
+        """`null` for a flag means "not set", as OpenAI's API and its SDK's types have it."""
+        return cls.model_fields[info.field_name or ""].default if value is None else value
 
     @field_validator("input")
     @classmethod
@@ -105,8 +120,8 @@ async def _deliver(
         return JSONResponse(run.log.current())
     row = await ctx.db.read(_row_or_404, ctx, principal, response_id)
     if stream:
-        if ctx.runs.get(row.id) is None and not row.store:
-            raise ApiError(404, "response_not_found", "That response was not retained.")
+        if not _readable(ctx, row):
+            raise _not_retained()
         return sse_response(_events(ctx, row, -1), ctx.settings.keepalive_seconds)
     run = ctx.runs.get(row.id)
     if run is not None and not background:
@@ -173,8 +188,8 @@ async def get_response(
                 param="Last-Event-ID",
             )
         after = max(after, int(last_event_id))
-    if ctx.runs.get(row.id) is None and not row.store:
-        raise ApiError(404, "response_not_found", "That response was not retained.")
+    if not _readable(ctx, row):
+        raise _not_retained()
     return sse_response(_events(ctx, row, after), ctx.settings.keepalive_seconds)
 
 
@@ -186,7 +201,7 @@ def get_input_items(
 ) -> dict[str, Any]:
     row = _row_or_404(ctx, principal, response_id)
     if not row.store:
-        raise ApiError(404, "response_not_found", "That response was not retained.")
+        raise _not_retained()
     items = row.input_items
     return {
         "object": "list",
@@ -219,19 +234,32 @@ async def cancel_response(
 ) -> dict[str, Any]:
     row = await ctx.db.read(_row_or_404, ctx, principal, response_id)
     run = ctx.runs.get(row.id)
-    if run is not None and not run.log.finished:
+    cancelled_here = run is not None and not run.log.finished
+    if cancelled_here:
         await ctx.runs.cancel(run)
     elif run is None and row.status == "in_progress":  # it runs on another replica
         await ctx.runs.cancel_elsewhere(row.id)
         row = await ctx.db.read(_row_or_404, ctx, principal, response_id)
     if not row.store and (run is None or run.log.finished):
         # Cancelling a finished task succeeds and changes nothing (Sessions §4), also when
-        # its content was never retained: answer with what is known without it.
-        return _unretained(row, run)
+        # its content was never retained: the cancel that stopped the run answers with its
+        # partial output, as the run's own stream would; any later one with what is known
+        # without the content (a finished run lingers in memory, but is not retained).
+        if cancelled_here and run is not None:
+            return run.log.current()
+        return reading.unretained_response(row)
     return await current_response(ctx, row)
 
 
-def _unretained(row: ResponseRow, run: Any) -> dict[str, Any]:
-    if run is not None:
-        return run.log.current()
-    return reading.unretained_response(row)
+def _readable(ctx: AppContext, row: ResponseRow) -> bool:
+    """Whether the response's content may be read: kept (`store: true`), or still running
+    (its stream, a blocking wait). A finished run stays in memory a while; that does not
+    make a `store: false` response readable (Tasks §4)."""
+    if row.store:
+        return True
+    run = ctx.runs.get(row.id)
+    return run is not None and not run.log.finished
+
+
+def _not_retained() -> ApiError:
+    return ApiError(404, "response_not_found", "That response was not retained.")

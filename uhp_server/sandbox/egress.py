@@ -83,7 +83,7 @@ def _parse_head(head: bytes) -> _Request:
     method, target, version = parts
     if method == "CONNECT":
         host, sep, port = target.rpartition(":")
-        if not sep or not port.isdigit():
+        if not sep or not (port.isascii() and port.isdigit()):
             raise _BadRequest("CONNECT needs host:port")
         return _Request(method, _normal(host), int(port), b"")
     url = urlsplit(target)

@@ -182,19 +182,21 @@ def render_turn(token: str, number: int, turn: Turn) -> RenderedTurn:
 
 
 def _render_turn(token: str, number: int, turn: Turn) -> RenderedTurn:
-    response = turn.response
-    status = response["status"] if response else turn.row.status
+    status = turn.response["status"] if turn.response else turn.row.status
+    # A turn its owner chose not to keep (`store: false`) is never shown, not even while it
+    # runs and its content is still in memory.
+    kept = turn.response if turn.row.store else None
     html = _env.get_template("turn.html").render(
         number=number,
         status=status,
         status_label=STATUS_LABELS.get(status, status),
         when=when(turn.row.created_at),
-        retained=response is not None,
-        prompt=user_text(turn.row) if response else "",
-        attachments=[a["filename"] for a in attachments(turn.row)] if response else [],
-        items=_items(response) if response else [],
+        retained=kept is not None,
+        prompt=user_text(turn.row) if kept else "",
+        attachments=[a["filename"] for a in attachments(turn.row)] if kept else [],
+        items=_items(kept) if kept else [],
         files=_files(token, turn.artifacts),
-        error=(response or {}).get("error") or None,
+        error=(kept or {}).get("error") or None,
     )
     return RenderedTurn(hashlib.sha256(html.encode()).hexdigest()[:16], html)
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
+
+from uhp_server.gateway.url_policy import UrlRefused, pin_url
 
 RUN_TOKEN_HEADER = "x-agentos-run-token"
 _TIMEOUT = httpx.Timeout(10.0)
@@ -15,20 +18,36 @@ class HoldFailed(Exception):
 
 
 async def open_hold(
-    http: httpx.AsyncClient, api_url: str, token: str, question: str, run_id: str
+    http: httpx.AsyncClient,
+    api_url: str,
+    token: str,
+    question: str,
+    run_id: str,
+    *,
+    allow_private: bool,
 ) -> str:
-    """Open a hold for the agent's question; returns its id."""
+    """Open a hold for the agent's question; returns its id. `api_url` comes with an
+    unauthenticated invocation, so it passes the same URL policy as a model connection's
+    `base_url` (never link-local; private hosts only when allowed), and the request goes to
+    the address that was checked."""
     body: dict[str, Any] = {
         "intent": question,
         "actions": ["answer"],
         "details": {"kind": "question", "run_id": run_id},
     }
     try:
+        pinned = await pin_url(f"{api_url.rstrip('/')}/v0/holds", allow_private)
+    except UrlRefused as exc:
+        raise HoldFailed(f"The invocation's api_url is refused: {exc}") from None
+    port = urlsplit(pinned.url).port
+    host = f"{pinned.host}:{port}" if port else pinned.host
+    try:
         answer = await http.post(
-            f"{api_url.rstrip('/')}/v0/holds",
+            pinned.connect_url,
             json=body,
-            headers={RUN_TOKEN_HEADER: token},
+            headers={RUN_TOKEN_HEADER: token, "host": host},
             timeout=_TIMEOUT,
+            extensions={"sni_hostname": pinned.host},
         )
     except httpx.HTTPError:
         raise HoldFailed("The platform's holds endpoint could not be reached.") from None

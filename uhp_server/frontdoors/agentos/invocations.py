@@ -168,7 +168,9 @@ class AgentosRuns:
     def _questions(self, invocation: Invocation, record: RunRecord) -> QuestionPolicy:
         if invocation.eval is not None:
             # An experiment run: nobody reviews holds; the recorded decisions answer, in order.
-            recorded = invocation.eval.get("recorded_holds") or []
+            recorded = invocation.eval.get("recorded_holds")
+            if not isinstance(recorded, list):
+                recorded = []  # absent, or not the contract's list: nothing recorded to answer
             answers = tuple(
                 contract.decision_text(hold.get("decision") if isinstance(hold, dict) else hold)
                 for hold in recorded
@@ -191,7 +193,12 @@ class AgentosRuns:
         try:
             async with httpx.AsyncClient() as http:
                 hold_id = await open_hold(
-                    http, record.api_url, record.token, question.text, record.run_id
+                    http,
+                    record.api_url,
+                    record.token,
+                    question.text,
+                    record.run_id,
+                    allow_private=self.ctx.settings.model_connection_allow_private_hosts,
                 )
         except HoldFailed as exc:
             if not waiting.done():

@@ -13,8 +13,16 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from uhp_server.errors import ApiError, allowed_methods, new_correlation_id, validation_message
+from uhp_server.errors import (
+    VENDOR,
+    ApiError,
+    allowed_methods,
+    new_correlation_id,
+    validation_message,
+)
 
 log = logging.getLogger("uhp_server.openai_chat")
 
@@ -33,14 +41,21 @@ def openai_error_body(status: int, code: str | None, message: str, param: str | 
 _CALLER_INPUT_STATUS = {"input_too_large": 413, "invalid_input": 400}
 
 
+# The openai SDK repeats a 409 or a 5xx twice by default, unless told not to: a turn that ran
+# (its commands, its files) must not run again behind the caller's back.
+NO_RETRY = {"x-should-retry": "false"}
+
+
 def turn_failure(final: dict[str, Any]) -> ApiError:
     """The error a failed or cancelled task answers with."""
     if final.get("status") == "cancelled":
-        return ApiError(409, "cancelled", "The task was cancelled before it finished.")
+        return ApiError(
+            409, "cancelled", "The task was cancelled before it finished.", headers=NO_RETRY
+        )
     error = final.get("error") or {}
     code = error.get("code") or "harness_error"
     message = error.get("message") or "The task failed."
-    return ApiError(_CALLER_INPUT_STATUS.get(code, 502), code, message)
+    return ApiError(_CALLER_INPUT_STATUS.get(code, 502), code, message, headers=NO_RETRY)
 
 
 def openai_error(request: Request, err: ApiError) -> JSONResponse:
@@ -90,7 +105,46 @@ async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
     return openai_error(request, err)
 
 
+class _InternalErrors:
+    """An unexpected failure answered in OpenAI's shape, logged once under the correlation id
+    the client is given: Starlette's own answer would be plain text, which chat clients
+    cannot read. (Inside the sub-application, where the server's outermost middleware,
+    versioning.py, would find the response already started.)"""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        except ClientDisconnect:
+            raise  # no answer is owed; versioning.py notes it
+        except Exception:
+            correlation_id = new_correlation_id()
+            log.exception(
+                "unhandled_error",
+                extra={"correlation_id": correlation_id, "path": scope.get("path")},
+            )
+            if not started:
+                body = openai_error_body(
+                    500,
+                    VENDOR + "internal_error",
+                    "The server failed to handle this request.",
+                    None,
+                )
+                headers = {"X-Request-Id": correlation_id}
+                await JSONResponse(body, status_code=500, headers=headers)(scope, receive, send)
+
+
 def install_openai_errors(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, _on_api_error)
     app.add_exception_handler(RequestValidationError, _on_validation_error)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)
+    app.add_middleware(_InternalErrors)

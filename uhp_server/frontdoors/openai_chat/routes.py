@@ -21,7 +21,11 @@ from uhp_server.frontdoors.openai_chat.errors import openai_error_body, turn_fai
 from uhp_server.frontdoors.openai_chat.models import model_object, resolve_model
 from uhp_server.frontdoors.openai_chat.render import ChatRenderer
 from uhp_server.frontdoors.openai_chat.shapes import ChunkWriter, CompletionIds, completion
-from uhp_server.frontdoors.openai_chat.wire import IGNORED_FIELDS_HEADER, ChatCompletionBody
+from uhp_server.frontdoors.openai_chat.wire import (
+    IGNORED_FIELDS_HEADER,
+    ChatCompletionBody,
+    header_list,
+)
 from uhp_server.streaming import SEPARATOR, STREAM_HEADERS, KeepAlive
 from uhp_server.strict_json import StrictJsonRoute
 
@@ -62,7 +66,7 @@ async def chat_completions(
     turn = await turns.start_turn(ctx, task, str(request.base_url))
     headers = {SESSION_HEADER: turn.session_id, RESPONSE_HEADER: turn.response_id}
     if ignored:
-        headers[IGNORED_FIELDS_HEADER] = ", ".join(ignored)
+        headers[IGNORED_FIELDS_HEADER] = header_list(ignored)
     ids = CompletionIds.for_response(turn.response_id, turn.created, body.model)
     if body.stream:
         writer = ChunkWriter(ids, body.include_usage)

@@ -8,8 +8,18 @@ UHP names ignored fields in `metadata.ignored_fields`.
 from __future__ import annotations
 
 from typing import Any, Literal
+from urllib.parse import quote
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationInfo,
+    field_validator,
+)
 
 from uhp_server.errors import ApiError
 
@@ -18,6 +28,17 @@ from uhp_server.errors import ApiError
 # accepted and reported as ignored.
 HONOURED_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "metadata", "n"})
 IGNORED_FIELDS_HEADER = "UHP-Ignored-Fields"
+# RFC 9110's token characters besides letters and digits: a field name made only of these is
+# sent as it is, any other character percent-encoded (a header value is Latin-1 at most, and a
+# CR or LF in one would end it).
+_TOKEN_PUNCTUATION = "!#$&'*+-.^_`|~"
+
+
+def header_list(names: list[str]) -> str:
+    """Field names as one header value, each readable back with `urllib.parse.unquote`."""
+    return ", ".join(quote(name, safe=_TOKEN_PUNCTUATION) for name in names)
+
+
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 
 
@@ -25,6 +46,11 @@ class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     include_usage: StrictBool = False
+
+    @field_validator("include_usage", mode="before")
+    @classmethod
+    def _null_is_default(cls, value: Any) -> Any:
+        return False if value is None else value
 
 
 class ChatCompletionBody(BaseModel):
@@ -45,6 +71,12 @@ class ChatCompletionBody(BaseModel):
     top_p: float | None = Field(default=None, ge=0, le=1)
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
+
+    @field_validator("stream", "n", mode="before")
+    @classmethod
+    def _null_is_default(cls, value: Any, info: ValidationInfo) -> Any:
+        """`null` means "not set", as OpenAI's API and its SDK's types have it."""
+        return cls.model_fields[info.field_name or ""].default if value is None else value
 
     @field_validator("messages")
     @classmethod

@@ -40,7 +40,7 @@ def _door(request: Request) -> OumiInvocations:
 async def _body(request: Request) -> dict[str, Any]:
     """The body, refused past 10 MiB without reading the rest (413: fails only the row)."""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+    if declared.isascii() and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise ApiError(413, "request_too_large", "The request body is over 10 MiB.")
     raw = bytearray()
     async for chunk in request.stream():

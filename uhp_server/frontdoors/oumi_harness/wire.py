@@ -6,13 +6,13 @@ which the platform treats as fatal for the whole evaluation or as "busy").
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from uhp_server.engine.requests import ChatMessage, ToolCall
 from uhp_server.errors import ApiError
 from uhp_server.gateway.connection import ModelConnection
+from uhp_server.strict_json import parse_strict
 
 PROTOCOL_VERSION = "1"
 MAX_BODY_BYTES = 10 * 1024 * 1024
@@ -37,9 +37,9 @@ def parse_json(raw: bytes) -> dict[str, Any]:
     if len(raw) > MAX_BODY_BYTES:
         raise ApiError(413, "request_too_large", "The request body is over 10 MiB.")
     try:
-        body = json.loads(raw)
-    except ValueError:
-        raise bad_request("The body is not JSON.") from None
+        body = parse_strict(raw)  # no NaN, no lone surrogate, no nesting past MAX_DEPTH
+    except ValueError as exc:
+        raise bad_request(f"The body is not JSON: {exc}.") from None
     if not isinstance(body, dict):
         raise bad_request("The body must be a JSON object.")
     return body
@@ -115,7 +115,10 @@ def _message(raw: Any, index: int) -> ChatMessage:
         raise bad_request("Each message needs a role: system, user, assistant or tool.", where)
     role = raw["role"]
     content = _content(raw.get("content"), where + ".content")
-    calls = tuple(_tool_call(c, where) for c in raw.get("tool_calls") or ())
+    tool_calls = raw.get("tool_calls") or []
+    if not isinstance(tool_calls, list):
+        raise bad_request("tool_calls must be an array.", where + ".tool_calls")
+    calls = tuple(_tool_call(c, where) for c in tool_calls)
     if calls and role != "assistant":
         raise bad_request("Only assistant messages carry tool_calls.", where)
     if content is None and not calls:

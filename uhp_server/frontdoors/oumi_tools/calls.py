@@ -4,6 +4,7 @@ within the call's budget, and render the result object or a refusal the model ca
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,7 +56,8 @@ def parse_arguments(arguments: Any) -> ToolArguments:
 def parse_budget(raw: str | None, default: int) -> int:
     if raw is None:
         return default
-    if not raw.isdigit() or not MIN_BUDGET <= int(raw) <= MAX_BUDGET:
+    # ASCII digits only: str.isdigit() takes "²", which int() then refuses.
+    if not re.fullmatch(r"[0-9]{1,9}", raw) or not MIN_BUDGET <= int(raw) <= MAX_BUDGET:
         raise Refusal(400, f"timeout_seconds must be a whole number from 1 to {MAX_BUDGET}.")
     return int(raw)
 

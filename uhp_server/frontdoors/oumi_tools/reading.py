@@ -14,7 +14,7 @@ MAX_BODY_BYTES = 1024 * 1024  # a prompt, a session id and a little JSON-RPC aro
 
 async def read_json(request: Request) -> Any:
     declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+    if declared and declared.isascii() and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise Refusal(413, "The request body is larger than 1 MiB.")
     body = bytearray()
     async for chunk in request.stream():

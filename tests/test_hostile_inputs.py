@@ -1,0 +1,270 @@
+"""What hostile clients found (reviews of 2026-12-02), each held to what the contract says:
+a clear error in the caller's format and never a 5xx, nothing of a `store: false` turn read
+back once it ended, and names and URLs that cannot break what the server does with them."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from urllib.parse import unquote
+
+import httpx
+import pytest
+
+from harness_bases.events import TurnFailed
+from tests.conftest import PROVIDER_KEY
+from tests.scripted_provider import RunningProvider
+from tests.support.fakes import Hang, answer
+from tests.support.in_process import InProcess, in_process
+from tests.support.waiting import wait_for
+from uhp_server.archive import entry_names
+from uhp_server.errors import ApiError
+from uhp_server.filenames import MAX_NAME_BYTES, safe_filename
+from uhp_server.frontdoors.agentos.holds import HoldFailed, open_hold
+from uhp_server.frontdoors.oumi_harness.wire import parse_json, parse_submission
+from uhp_server.frontdoors.oumi_tools.calls import Refusal, parse_budget
+from uhp_server.gateway.url_policy import UrlRefused, check_config_url, pin_url
+
+DEEP = b"[" * 5000 + b"]" * 5000
+
+
+@pytest.fixture
+async def server(tmp_path: Path, provider: RunningProvider):
+    async with in_process(
+        tmp_path / "data", provider.base_url, PROVIDER_KEY, max_request_bytes=64 * 1024
+    ) as running:
+        yield running
+
+
+def _cursor(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+async def test_a_cursor_nested_past_json_depth_is_a_400(server: InProcess) -> None:
+    answer_ = await server.client.get("/v1/sessions", params={"cursor": _cursor(DEEP)})
+    assert answer_.status_code == 400, answer_.text
+    assert answer_.json()["error"]["param"] == "cursor"
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", ""])
+async def test_a_share_body_is_parsed_strictly_whatever_its_content_type(
+    server: InProcess, content_type: str
+) -> None:
+    server.base.script("hi", answer("hi"))
+    session_id = (await server.submit("hi")).json()["metadata"]["session_id"]
+    url = f"/v1/sessions/{session_id}/share"
+    for body in (DEEP, b'{"enabled": NaN}'):
+        refused = await server.client.post(
+            url, content=body, headers={"content-type": content_type}
+        )
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"]["code"] == "invalid_input"
+    published = await server.client.post(
+        url, content=b'{"enabled": true}', headers={"content-type": content_type}
+    )
+    assert published.status_code == 200, published.text
+
+
+async def test_a_multipart_content_type_does_not_lift_a_json_routes_size_cap(
+    server: InProcess,
+) -> None:
+    body = b"x" * (65 * 1024)
+    for path in ("/v1/responses", "/v1/harnesses"):
+        answer_ = await server.client.post(
+            path, content=body, headers={"content-type": "multipart/form-data; boundary=zz"}
+        )
+        assert answer_.status_code == 413, (path, answer_.text)
+
+
+async def test_null_flags_mean_not_set(server: InProcess) -> None:
+    server.base.script("nulls", answer("fine"))
+    done = await server.submit("nulls", stream=None, store=None, background=None)
+    assert done.status_code == 200, done.text
+    assert done.json()["status"] == "completed"
+
+
+async def test_a_store_false_response_is_not_read_back_once_it_ended(server: InProcess) -> None:
+    server.base.script("secret", answer("secret words"))
+    done = (await server.submit("secret", store=False)).json()
+    assert done["status"] == "completed" and "secret words" in json.dumps(done)
+    assert server.ctx.runs.get(done["id"]) is not None  # its run lingers in memory
+    rid = done["id"]
+    assert (await server.client.get(f"/v1/responses/{rid}")).status_code == 404
+    streamed = await server.client.get(f"/v1/responses/{rid}", params={"stream": "true"})
+    assert streamed.status_code == 404, streamed.text
+    cancelled = await server.client.post(f"/v1/responses/{rid}/cancel")
+    assert cancelled.status_code == 200
+    assert "secret words" not in cancelled.text
+    assert cancelled.json()["status"] == "completed"
+
+
+async def test_cancelling_a_running_store_false_turn_still_answers_its_output(
+    server: InProcess,
+) -> None:
+    from harness_bases.events import TextDelta
+
+    server.base.script("partial", [TextDelta("msg", "so far"), Hang()])
+    rid = (await server.submit("partial", store=False, background=True)).json()["id"]
+    await wait_for(lambda: server.base.turns)
+    cancelled = await server.client.post(f"/v1/responses/{rid}/cancel")
+    assert cancelled.json()["status"] == "cancelled"
+    assert "so far" in cancelled.text
+
+
+async def test_a_shared_page_never_shows_a_store_false_turn_even_while_it_runs(
+    server: InProcess,
+) -> None:
+    from harness_bases.events import TextDelta
+
+    server.base.script("first", answer("kept answer"))
+    first = (await server.submit("first")).json()
+    session_id = first["metadata"]["session_id"]
+    page_url = (await server.client.post(f"/v1/sessions/{session_id}/share")).json()["url"]
+    server.base.script("private prompt", [TextDelta("msg", "private output"), Hang()])
+    running = await server.submit(
+        "private prompt", store=False, background=True, previous_response_id=first["id"]
+    )
+    await wait_for(lambda: len(server.base.turns) == 2)
+    page = (await server.client.get(page_url)).text
+    state = (await server.client.get(f"{page_url}/state")).text
+    for shown in (page, state):
+        assert "kept answer" in shown
+        assert "private prompt" not in shown and "private output" not in shown
+    await server.client.post(f"/v1/responses/{running.json()['id']}/cancel")
+
+
+# -- the Chat Completions door ----------------------------------------------------------------
+async def _chat_model(server: InProcess) -> str:
+    models = (await server.client.get("/openai/v1/models")).json()["data"]
+    return models[0]["id"]
+
+
+async def test_an_ignored_field_of_any_name_is_named_in_a_header_that_can_be_sent(
+    server: InProcess,
+) -> None:
+    server.base.script("SAY hi", answer("hi"))
+    model = await _chat_model(server)
+    odd = ["✨", "x\r\nSet-Cookie: a=b", "a, b"]
+    body = {"model": model, "messages": [{"role": "user", "content": "SAY hi"}]}
+    answer_ = await server.client.post(
+        "/openai/v1/chat/completions", json={**body, **dict.fromkeys(odd, 1)}
+    )
+    assert answer_.status_code == 200, answer_.text
+    header = answer_.headers["uhp-ignored-fields"]
+    assert "\r" not in header and "\n" not in header and header.isascii()
+    assert sorted(unquote(name) for name in header.split(", ")) == sorted(odd)
+
+
+async def test_a_failed_chat_turn_tells_the_openai_sdk_not_to_run_it_again(
+    server: InProcess,
+) -> None:
+    server.base.script("break", [TurnFailed("upstream said no", "provider_error")])
+    model = await _chat_model(server)
+    body = {"model": model, "messages": [{"role": "user", "content": "break"}]}
+    failed = await server.client.post("/openai/v1/chat/completions", json=body)
+    assert failed.status_code == 502, failed.text
+    assert failed.headers["x-should-retry"] == "false"
+    assert len(server.base.turns) == 1
+
+
+async def test_an_unexpected_failure_in_the_chat_door_answers_in_openais_shape(
+    server: InProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from uhp_server.frontdoors.openai_chat import turns
+
+    async def broken(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(turns, "start_turn", broken)
+    model = await _chat_model(server)
+    body = {"model": model, "messages": [{"role": "user", "content": "x"}]}
+    failed = await server.client.post("/openai/v1/chat/completions", json=body)
+    assert failed.status_code == 500
+    error = failed.json()["error"]
+    assert error["type"] == "server_error" and error["code"] == "uhpserver_internal_error"
+    assert failed.headers["x-request-id"]
+
+
+async def test_null_chat_flags_mean_not_set(server: InProcess) -> None:
+    server.base.script("SAY hi", answer("hi"))
+    model = await _chat_model(server)
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": "SAY hi"}],
+        "stream": None,
+        "n": None,
+    }
+    answer_ = await server.client.post("/openai/v1/chat/completions", json=body)
+    assert answer_.status_code == 200, answer_.text
+
+
+# -- names, URLs and the doors' own parsing ---------------------------------------------------
+@pytest.mark.parametrize("name", ["中" * 100 + ".txt", "💥" * 130 + ".txt", "💥" * 130, "a" * 300])
+def test_a_safe_filename_fits_a_file_systems_limit_in_bytes(name: str, tmp_path: Path) -> None:
+    safe = safe_filename(name)
+    assert len(safe.encode()) <= MAX_NAME_BYTES
+    assert safe.endswith(".txt") == name.endswith(".txt")
+    (tmp_path / safe).write_text("x")  # and the file system takes it
+    (tmp_path / safe.replace(".txt", " (2).txt")).write_text("x")
+
+
+def test_archive_names_never_repeat_a_name_a_file_really_has() -> None:
+    rows = [SimpleNamespace(filename=n) for n in ("a.txt", "a (2).txt", "a.txt", "a.txt")]
+    names = entry_names(rows)  # type: ignore[arg-type]
+    assert names == ["a.txt", "a (2).txt", "a (3).txt", "a (4).txt"]
+
+
+@pytest.mark.parametrize("host", ["a" * 70 + ".com", "a..com", "a." * 130 + "com"])
+async def test_a_host_name_dns_cannot_be_asked_for_is_refused(host: str) -> None:
+    with pytest.raises(UrlRefused):
+        check_config_url(f"http://{host}/", allow_private=False)
+    with pytest.raises(UrlRefused):
+        await pin_url(f"http://{host}/", allow_private=False)
+
+
+def test_a_budget_in_other_digits_is_a_refusal() -> None:
+    for raw in ("²", "٣", "1e3", "-1", ""):
+        with pytest.raises(Refusal):
+            parse_budget(raw, 30)
+    assert parse_budget("7", 30) == 7
+
+
+def test_the_oumi_harness_door_parses_strictly_and_checks_tool_calls() -> None:
+    for raw in (DEEP, b'{"a": NaN}', b'{"a": "\\ud800"}'):
+        with pytest.raises(ApiError) as refused:
+            parse_json(raw)
+        assert refused.value.status == 400
+    for calls in (5, True, "x"):
+        body = {
+            "protocol_version": "1",
+            "action": "submit",
+            "session_id": "s",
+            "invocation_id": "i",
+            "harness": "h",
+            "input_messages": [
+                {"role": "assistant", "content": "x", "tool_calls": calls},
+                {"role": "user", "content": "hi"},
+            ],
+        }
+        with pytest.raises(ApiError) as refused:
+            parse_submission(body)
+        assert refused.value.status == 400
+
+
+async def test_an_agentos_api_url_passes_the_url_policy_before_any_request() -> None:
+    requests: list[httpx.Request] = []
+
+    def platform(request: httpx.Request) -> httpx.Response:
+        requests.append(request)
+        return httpx.Response(200, json={"id": "hold_1"})
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(platform)) as http:
+        for api_url in ("http://169.254.169.254", "http://127.0.0.1:9", "file:///etc"):
+            with pytest.raises(HoldFailed):
+                await open_hold(http, api_url, "tok", "Q?", "run", allow_private=False)
+        assert requests == []
+        hold = await open_hold(http, "http://127.0.0.1:9/", "tok", "Q?", "run", allow_private=True)
+    assert hold == "hold_1"
+    assert requests[0].url.path == "/v0/holds" and requests[0].headers["host"] == "127.0.0.1:9"
