@@ -34,12 +34,14 @@ RESPONSES_USAGE = {
     "output_tokens": 20,
     "total_tokens": 120,
     "input_tokens_details": {"cached_tokens": 40},
+    "output_tokens_details": {"reasoning_tokens": 7},
 }
 CHAT_USAGE = {
     "prompt_tokens": 50,
     "completion_tokens": 5,
     "total_tokens": 55,
     "prompt_tokens_details": {"cached_tokens": 10},
+    "completion_tokens_details": {"reasoning_tokens": 2},
 }
 ANTHROPIC_START_USAGE = {
     "input_tokens": 10,
@@ -373,6 +375,8 @@ async def test_responses_usage_stream_and_json(
         "output_tokens": 20,
         "total_tokens": 120,
         "cache_read_tokens": 40,
+        "input_tokens_details": {"cached_tokens": 40},
+        "output_tokens_details": {"reasoning_tokens": 7},
     }
     await _post(client, f"{OPENAI}/responses", h, {"stream": False})
     assert grant.usage.as_uhp() == {
@@ -380,6 +384,8 @@ async def test_responses_usage_stream_and_json(
         "output_tokens": 40,
         "total_tokens": 240,
         "cache_read_tokens": 80,
+        "input_tokens_details": {"cached_tokens": 80},
+        "output_tokens_details": {"reasoning_tokens": 14},
     }
 
 
@@ -392,6 +398,8 @@ async def test_chat_usage_stream_and_json(client: httpx.AsyncClient, tokens: Tok
         "output_tokens": 5,
         "total_tokens": 55,
         "cache_read_tokens": 10,
+        "input_tokens_details": {"cached_tokens": 10},
+        "output_tokens_details": {"reasoning_tokens": 2},
     }
     await _post(client, f"{OPENAI}/chat/completions", h, {})
     assert grant.usage.as_uhp() == {
@@ -399,6 +407,8 @@ async def test_chat_usage_stream_and_json(client: httpx.AsyncClient, tokens: Tok
         "output_tokens": 10,
         "total_tokens": 110,
         "cache_read_tokens": 20,
+        "input_tokens_details": {"cached_tokens": 20},
+        "output_tokens_details": {"reasoning_tokens": 4},
     }
 
 
@@ -416,9 +426,18 @@ async def test_anthropic_usage_stream_and_json(
         "cache_read_tokens": 200,
         "cache_write_tokens": 30,
     }
-    assert grant.usage.as_uhp() == one
+    # Anthropic tells no thinking tokens apart from its output tokens.
+    assert grant.usage.as_uhp() == {
+        **one,
+        "input_tokens_details": {"cached_tokens": 200},
+        "output_tokens_details": {"reasoning_tokens": 0},
+    }
     await _post(client, f"{ANTHROPIC}/messages", h, {})
-    assert grant.usage.as_uhp() == {k: 2 * v for k, v in one.items()}
+    assert grant.usage.as_uhp() == {
+        **{k: 2 * v for k, v in one.items()},
+        "input_tokens_details": {"cached_tokens": 400},
+        "output_tokens_details": {"reasoning_tokens": 0},
+    }
 
 
 async def test_no_usage_is_none(client: httpx.AsyncClient, tokens: TokenRegistry) -> None:

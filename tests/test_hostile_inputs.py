@@ -268,3 +268,26 @@ async def test_an_agentos_api_url_passes_the_url_policy_before_any_request() -> 
         hold = await open_hold(http, "http://127.0.0.1:9/", "tok", "Q?", "run", allow_private=True)
     assert hold == "hold_1"
     assert requests[0].url.path == "/v0/holds" and requests[0].headers["host"] == "127.0.0.1:9"
+
+
+async def test_input_items_page_the_way_openais_api_does(server: InProcess) -> None:
+    server.base.script("three", answer("ok"))
+    said = ["one", "two", "three"]
+    items = [{"role": "user", "content": text} for text in said]
+    rid = (await server.client.post("/v1/responses", json={"input": items})).json()["id"]
+    url = f"/v1/responses/{rid}/input_items"
+
+    def texts(page: dict) -> list[str]:
+        return [item["content"][0]["text"] for item in page["data"]]
+
+    whole = (await server.client.get(url)).json()
+    assert texts(whole) == said and whole["has_more"] is False
+    first = (await server.client.get(url, params={"limit": 2, "order": "desc"})).json()
+    assert texts(first) == ["three", "two"] and first["has_more"] is True
+    rest = (
+        await server.client.get(url, params={"order": "desc", "after": first["last_id"]})
+    ).json()
+    assert texts(rest) == ["one"] and rest["has_more"] is False
+    for bad in ({"limit": 0}, {"order": "up"}, {"after": "item_nope"}):
+        refused = await server.client.get(url, params=bad)
+        assert refused.status_code == 400, (bad, refused.text)

@@ -28,8 +28,13 @@ def test_blocking_create_and_retrieve(sdk: openai.OpenAI) -> None:
     assert response.output_text == "hello from the sdk"
     assert response.id.startswith("resp_")
     assert response.usage is not None and response.usage.output_tokens > 0
+    # The detail objects OpenAI's usage always has, which SDK users read without a check.
+    assert response.usage.input_tokens_details.cached_tokens >= 0
+    assert response.usage.output_tokens_details.reasoning_tokens >= 0
     again = sdk.responses.retrieve(response.id)
     assert again.output_text == response.output_text and again.status == "completed"
+    (item,) = list(sdk.responses.input_items.list(response.id, limit=1, order="desc"))
+    assert item.type == "message" and item.role == "user"
     follow = sdk.responses.create(
         model=DEFAULT_MODEL, input="SAY continued", previous_response_id=response.id
     )

@@ -409,6 +409,12 @@ def test_an_invocation_whose_session_was_deleted_fails_only_its_row(
     cancel = {k: body[k] for k in ("protocol_version", "session_id", "invocation_id")}
     cancelled = oumi.http.post(f"{oumi.endpoint}/cancel", json=cancel)
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "failed"
+    # Gone or not, the invocation still belongs to its row: another session_id is refused,
+    # not echoed, and not remembered in place of the row's.
+    elsewhere = dict(cancel, session_id="another-row")
+    assert oumi.http.post(f"{oumi.endpoint}/cancel", json=elsewhere).status_code == 400
+    assert oumi.submit(dict(body, session_id="another-row")).status_code == 400
+    assert oumi.status(body["invocation_id"]).json()["session_id"] == body["session_id"]
     time.sleep(1)
     assert oumi.provider.requests() == []  # nothing was started again
 

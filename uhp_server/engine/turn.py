@@ -38,6 +38,7 @@ from uhp_server.engine.wind_down import limit_outcome, wind_down
 from uhp_server.errors import error_body
 from uhp_server.gateway.mcp_targets import McpTarget, degraded_notice, mcp_path, probe
 from uhp_server.gateway.paths import gateway_path
+from uhp_server.gateway.tokens import with_openai_details
 from uhp_server.metrics import Metrics
 from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SessionMounts
 
@@ -408,4 +409,5 @@ def _cli_usage(usage: ev.Usage | None) -> dict[str, Any] | None:
     }
     if usage.cached_input_tokens:
         result["cache_read_tokens"] = usage.cached_input_tokens
-    return result
+    # The CLI's own report tells no reasoning tokens apart.
+    return with_openai_details(result, usage.cached_input_tokens, 0)

@@ -27,6 +27,7 @@ class UsageTotals:
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    reasoning_tokens: int = 0  # a subset of output_tokens, where the provider tells it apart
     seen: bool = False  # False until an upstream reported usage: then as_uhp() is None
 
     def add(
@@ -36,14 +37,16 @@ class UsageTotals:
         output_tokens: int = 0,
         cache_read_tokens: int = 0,
         cache_write_tokens: int = 0,
+        reasoning_tokens: int = 0,
     ) -> None:
         self.input_tokens += input_tokens
         self.output_tokens += output_tokens
         self.cache_read_tokens += cache_read_tokens
         self.cache_write_tokens += cache_write_tokens
+        self.reasoning_tokens += reasoning_tokens
         self.seen = True
 
-    def as_uhp(self) -> dict[str, int] | None:
+    def as_uhp(self) -> dict[str, Any] | None:
         """The protocol's `usage` object, or None when no usage was ever reported."""
         if not self.seen:
             return None
@@ -56,7 +59,16 @@ class UsageTotals:
             usage["cache_read_tokens"] = self.cache_read_tokens
         if self.cache_write_tokens:
             usage["cache_write_tokens"] = self.cache_write_tokens
-        return usage
+        return with_openai_details(usage, self.cache_read_tokens, self.reasoning_tokens)
+
+
+def with_openai_details(usage: dict[str, Any], cached: int, reasoning: int) -> dict[str, Any]:
+    """UHP's usage with the detail objects OpenAI's Responses usage always carries (the
+    `openai` SDK reads `usage.input_tokens_details.cached_tokens` without a check); UHP's
+    Usage allows more properties than its own."""
+    usage["input_tokens_details"] = {"cached_tokens": cached}
+    usage["output_tokens_details"] = {"reasoning_tokens": reasoning}
+    return usage
 
 
 @dataclass

@@ -21,10 +21,15 @@ def _int(value: Any) -> int | None:
 def _raw_fields(usage: dict[str, Any]) -> dict[str, int]:
     """The provider's own counters, flattened (nested cached_tokens of either OpenAI wire)."""
     fields = {k: v for k, v in usage.items() if _int(v) is not None}
-    for key in ("input_tokens_details", "prompt_tokens_details"):
-        details = usage.get(key)
-        if isinstance(details, dict) and (cached := _int(details.get("cached_tokens"))) is not None:
-            fields["cached_tokens"] = cached
+    nested = {
+        "cached_tokens": ("input_tokens_details", "prompt_tokens_details"),
+        "reasoning_tokens": ("output_tokens_details", "completion_tokens_details"),
+    }
+    for name, keys in nested.items():
+        for key in keys:
+            details = usage.get(key)
+            if isinstance(details, dict) and (count := _int(details.get(name))) is not None:
+                fields[name] = count
     return fields
 
 
@@ -45,12 +50,14 @@ def _to_uhp(backend: str, f: dict[str, int]) -> dict[str, int]:
             "output_tokens": f.get("completion_tokens", 0),
             "cache_read_tokens": f.get("cached_tokens", 0),
             "cache_write_tokens": 0,
+            "reasoning_tokens": f.get("reasoning_tokens", 0),
         }
     return {  # Responses
         "input_tokens": f.get("input_tokens", 0),
         "output_tokens": f.get("output_tokens", 0),
         "cache_read_tokens": f.get("cached_tokens", 0),
         "cache_write_tokens": 0,
+        "reasoning_tokens": f.get("reasoning_tokens", 0),
     }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
@@ -198,17 +198,28 @@ def get_input_items(
     response_id: str,
     principal: CurrentPrincipal,
     ctx: Ctx,
+    limit: Annotated[int | None, Query(ge=1, le=100)] = None,
+    order: Annotated[Literal["asc", "desc"], Query()] = "asc",
+    after: Annotated[str | None, Query(max_length=200)] = None,
 ) -> dict[str, Any]:
+    """Every input item, oldest first, unless the client pages them the way OpenAI's API
+    does (`limit`, `order`, `after`: the id of the last item of the page before)."""
     row = _row_or_404(ctx, principal, response_id)
     if not row.store:
         raise _not_retained()
-    items = row.input_items
+    items = row.input_items if order == "asc" else row.input_items[::-1]
+    if after is not None:
+        ids = [item.get("id") for item in items]
+        if after not in ids:
+            raise ApiError(400, "invalid_input", "No input item with that id.", param="after")
+        items = items[ids.index(after) + 1 :]
+    page = items[:limit] if limit is not None else items
     return {
         "object": "list",
-        "data": items,
-        "first_id": items[0]["id"] if items else None,
-        "last_id": items[-1]["id"] if items else None,
-        "has_more": False,
+        "data": page,
+        "first_id": page[0]["id"] if page else None,
+        "last_id": page[-1]["id"] if page else None,
+        "has_more": len(page) < len(items),
     }
 
 

@@ -17,9 +17,8 @@ def chat_usage(usage: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     prompt = int(usage.get("input_tokens") or 0)
     completion = int(usage.get("output_tokens") or 0)
-    # UHP's usage names cache reads `cache_read_tokens`; it counts no reasoning tokens apart.
     cached = int(usage.get("cache_read_tokens") or 0)
-    reasoning = 0
+    reasoning = int((usage.get("output_tokens_details") or {}).get("reasoning_tokens") or 0)
     return {
         "prompt_tokens": prompt,
         "completion_tokens": completion,

@@ -78,10 +78,10 @@ class OumiInvocations:
     async def _submit(self, principal_id: str, harness_id: str, sub: Submission) -> dict[str, Any]:
         response_id = await self._latest(principal_id, harness_id, sub.invocation_id)
         if response_id is None and await self._gone(principal_id, harness_id, sub.invocation_id):
-            return status_object(sub.session_id, sub.invocation_id, "failed", GONE_MESSAGE)
-        self._remember(principal_id, sub.invocation_id, sub.session_id)
+            return self._gone_status(principal_id, sub.session_id, sub.invocation_id)
         if response_id is not None:
             await self._same_session(principal_id, response_id, sub.session_id)
+        self._remember(principal_id, sub.invocation_id, sub.session_id)  # only once it is ours
         if sub.action == "start":
             if response_id is None:
                 response_id = await self._start(principal_id, harness_id, sub)
@@ -180,7 +180,7 @@ class OumiInvocations:
         try:
             response_id = await self._known(principal_id, harness_id, invocation_id)
         except InvocationGone:
-            return status_object(session_id, invocation_id, "failed", GONE_MESSAGE)
+            return self._gone_status(principal_id, session_id, invocation_id)
         await self._same_session(principal_id, response_id, session_id)
         state = await self.tasks.cancel(principal_id, response_id)
         return self._render(state, invocation_id, session_id)
@@ -212,6 +212,16 @@ class OumiInvocations:
         self._rows.move_to_end((principal_id, invocation_id))
         while len(self._rows) > ROWS_REMEMBERED:
             self._rows.popitem(last=False)
+
+    def _gone_status(
+        self, principal_id: str, session_id: str, invocation_id: str
+    ) -> dict[str, Any]:
+        """`failed` for an invocation whose session was deleted; named under another row's
+        session_id than the one it was last seen with, a 400 as `_same_session` gives."""
+        known = self._rows.get((principal_id, invocation_id))
+        if known is not None and known != session_id:
+            raise bad_request("This invocation belongs to another session_id.", "session_id")
+        return status_object(session_id, invocation_id, "failed", GONE_MESSAGE)
 
     async def _same_session(self, principal_id: str, response_id: str, session_id: str) -> None:
         """An invocation belongs to the row it was started for: a request naming it under
