@@ -291,3 +291,31 @@ async def test_input_items_page_the_way_openais_api_does(server: InProcess) -> N
     for bad in ({"limit": 0}, {"order": "up"}, {"after": "item_nope"}):
         refused = await server.client.get(url, params=bad)
         assert refused.status_code == 400, (bad, refused.text)
+
+
+async def test_the_chat_door_names_every_malformed_body_as_openai_does(server: InProcess) -> None:
+    for body in (b"{", b'{"model": NaN}', DEEP):
+        refused = await server.client.post(
+            "/openai/v1/chat/completions",
+            content=body,
+            headers={"content-type": "application/json"},
+        )
+        assert refused.status_code == 400
+        error = refused.json()["error"]
+        assert error["type"] == "invalid_request_error" and error["code"] == "invalid_request"
+
+
+async def test_an_assistants_refusal_in_the_history_is_what_it_said(server: InProcess) -> None:
+    server.base.script("again", answer("fine"))
+    model = await _chat_model(server)
+    refusal = {"role": "assistant", "content": [{"type": "refusal", "refusal": "I won't."}]}
+    messages = [{"role": "user", "content": "do it"}, refusal, {"role": "user", "content": "again"}]
+    answer_ = await server.client.post(
+        "/openai/v1/chat/completions", json={"model": model, "messages": messages}
+    )
+    assert answer_.status_code == 200, answer_.text
+    from_user = {"role": "user", "content": [{"type": "refusal", "refusal": "x"}]}
+    refused = await server.client.post(
+        "/openai/v1/chat/completions", json={"model": model, "messages": [from_user]}
+    )
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "unsupported_content"

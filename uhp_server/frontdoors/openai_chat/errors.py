@@ -29,7 +29,11 @@ log = logging.getLogger("uhp_server.openai_chat")
 # OpenAI answers every client mistake, a bad key included, as invalid_request_error.
 _TYPE_BY_STATUS = {403: "permission_error", 429: "rate_limit_error"}
 # The server's credential codes, in the names OpenAI clients recognise.
-_CODE_ALIASES = {"missing_credential": "invalid_api_key", "invalid_credential": "invalid_api_key"}
+_CODE_ALIASES = {
+    "missing_credential": "invalid_api_key",
+    "invalid_credential": "invalid_api_key",
+    "invalid_input": "invalid_request",  # the server's strict JSON parser names it so
+}
 
 
 def openai_error_body(status: int, code: str | None, message: str, param: str | None) -> dict:

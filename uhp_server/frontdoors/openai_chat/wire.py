@@ -109,8 +109,11 @@ def message_text(message: dict[str, Any], index: int) -> str:
         return content or ""
     texts = []
     for part in content:
-        if isinstance(part, dict) and part.get("type") in ("text", "input_text"):
-            text = part.get("text")
+        kind = part.get("type") if isinstance(part, dict) else None
+        # An assistant's refusal is what it said (OpenAI sends it back in the history).
+        field = {"text": "text", "input_text": "text", "refusal": "refusal"}.get(kind or "")
+        if field and (kind != "refusal" or message.get("role") == "assistant"):
+            text = part.get(field)
             if isinstance(text, str):
                 texts.append(text)
                 continue
