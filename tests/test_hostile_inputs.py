@@ -25,6 +25,7 @@ from uhp_server.filenames import MAX_NAME_BYTES, safe_filename
 from uhp_server.frontdoors.agentos.holds import HoldFailed, open_hold
 from uhp_server.frontdoors.oumi_harness.wire import parse_json, parse_submission
 from uhp_server.frontdoors.oumi_tools.calls import Refusal, parse_budget
+from uhp_server.gateway.connection import ModelConnection, connection_provider
 from uhp_server.gateway.url_policy import UrlRefused, check_config_url, pin_url
 
 DEEP = b"[" * 5000 + b"]" * 5000
@@ -319,3 +320,20 @@ async def test_an_assistants_refusal_in_the_history_is_what_it_said(server: InPr
         "/openai/v1/chat/completions", json={"model": model, "messages": [from_user]}
     )
     assert refused.status_code == 400 and refused.json()["error"]["code"] == "unsupported_content"
+
+
+@pytest.mark.parametrize("value", ["é", "✨ token", "a\tb", "a\x7fb"])
+async def test_a_header_value_the_gateway_could_not_send_is_refused_when_configured(
+    server: InProcess, value: str
+) -> None:
+    mcp = {"name": "m", "url": "https://example.com/mcp", "headers": {"X-Team": value}}
+    refused = await server.client.post(
+        "/v1/harnesses", json={"base": server.base.name, "mcpServers": [mcp]}
+    )
+    assert refused.status_code == 400, refused.text
+    connection = ModelConnection(
+        base_url="https://example.com/v1", api_key="k", model="m", headers={"X-Team": value}
+    )
+    with pytest.raises(ApiError) as bad:
+        connection_provider(connection, allow_private=False)
+    assert bad.value.param == "model_connection.headers"

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from uhp_server.errors import ApiError
+from uhp_server.gateway.header_values import sendable
 from uhp_server.gateway.providers import Provider, openai_root
 from uhp_server.gateway.url_policy import UrlRefused, check_config_url
 
@@ -60,8 +61,8 @@ def connection_provider(connection: ModelConnection, allow_private: bool) -> Pro
     for name, value in connection.headers.items():
         if not _HEADER.fullmatch(name) or name.lower() in _RESERVED_HEADERS:
             _refuse("headers", "A header name is invalid or reserved.")
-        if not isinstance(value, str) or any(ord(c) < 0x20 for c in value):
-            _refuse("headers", "A header value must be a one-line string.")
+        if not isinstance(value, str) or not sendable(value):
+            _refuse("headers", "A header value must be a line of printable ASCII.")
     return Provider(
         name=CONNECTION_PROVIDER,
         api="chat",

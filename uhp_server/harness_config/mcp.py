@@ -17,6 +17,7 @@ from typing import Any
 from harness_bases.base import HarnessBase
 from storage import mcp_secrets
 from storage.db import Database
+from uhp_server.gateway.header_values import sendable
 from uhp_server.gateway.mcp_targets import McpTarget
 from uhp_server.gateway.url_policy import UrlRefused, check_config_url
 from uhp_server.harness_config.problems import invalid
@@ -173,8 +174,8 @@ def _check_value(value: Any, param: str) -> str:
             param,
             f"A header value must be a non-empty string of at most {MAX_HEADER_VALUE} characters.",
         )
-    if any(ch in value for ch in "\r\n\0"):
-        invalid(param, "A header value may not contain line breaks or NUL.")
+    if not sendable(value):
+        invalid(param, "A header value must be printable ASCII (no line breaks or controls).")
     return value
 
 
