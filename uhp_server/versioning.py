@@ -5,20 +5,16 @@ A pure ASGI middleware, so streamed responses pass through untouched and unbuffe
 
 from __future__ import annotations
 
-import json
-import logging
 from typing import Any
 
-from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from uhp_server.errors import VENDOR, error_body, new_correlation_id
+from uhp_server.unexpected import send_json, serve_answering_failures
 
 SUPPORTED_VERSIONS = ("2026-08-11",)
 DEFAULT_VERSION = SUPPORTED_VERSIONS[0]
 HEADER = b"uhp-version"
-
-log = logging.getLogger("uhp_server.errors")
 
 
 class VersionMiddleware:
@@ -36,41 +32,17 @@ class VersionMiddleware:
             await self._refuse(send)
             return
 
-        started = False
-
         async def send_with_version(message: Message) -> None:
-            nonlocal started
             if message["type"] == "http.response.start":
-                started = True
                 headers = [(k, v) for k, v in message.get("headers", []) if k != HEADER]
                 headers.append((HEADER, DEFAULT_VERSION.encode()))
                 message = {**message, "headers": headers}
             await send(message)
 
-        try:
-            await self.app(scope, receive, send_with_version)
-        except ClientDisconnect:
-            # The client left mid-body: no answer is owed to it, nothing failed here.
-            log.debug("client_disconnected", extra={"path": scope.get("path")})
-        except Exception:
-            # Answered here rather than by Starlette's outermost error middleware, which would
-            # drop the version header and re-raise, closing the client's connection.
-            correlation_id = new_correlation_id()
-            log.exception(
-                "unhandled_error",
-                extra={"correlation_id": correlation_id, "path": scope.get("path")},
-            )
-            if not started:
-                body = error_body(
-                    500,
-                    VENDOR + "internal_error",
-                    "The server failed to handle this request.",
-                    correlation_id=correlation_id,
-                )
-                await self._send_json(send, 500, body)
+        await serve_answering_failures(self.app, scope, receive, send_with_version, _failed)
 
-    @classmethod
-    async def _refuse(cls, send: Send) -> None:
+    @staticmethod
+    async def _refuse(send: Send) -> None:
         body = error_body(
             400,
             "unsupported_protocol_version",
@@ -79,20 +51,10 @@ class VersionMiddleware:
             detail={"supported": list(SUPPORTED_VERSIONS)},
             correlation_id=new_correlation_id(),
         )
-        await cls._send_json(send, 400, body)
+        await send_json(send, 400, body, [(HEADER, DEFAULT_VERSION.encode())])
 
-    @staticmethod
-    async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
-        payload = json.dumps(body).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(payload)).encode()),
-                    (HEADER, DEFAULT_VERSION.encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": payload})
+
+def _failed(correlation_id: str) -> tuple[dict[str, Any], list[tuple[bytes, bytes]]]:
+    message = "The server failed to handle this request."
+    body = error_body(500, VENDOR + "internal_error", message, correlation_id=correlation_id)
+    return body, []  # send_with_version adds the version header

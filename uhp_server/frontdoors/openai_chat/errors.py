@@ -13,8 +13,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.requests import ClientDisconnect
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from uhp_server.errors import (
     VENDOR,
@@ -23,6 +22,7 @@ from uhp_server.errors import (
     new_correlation_id,
     validation_message,
 )
+from uhp_server.unexpected import serve_answering_failures
 
 log = logging.getLogger("uhp_server.openai_chat")
 
@@ -110,41 +110,21 @@ async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 class _InternalErrors:
-    """An unexpected failure answered in OpenAI's shape, logged once under the correlation id
-    the client is given: Starlette's own answer would be plain text, which chat clients
-    cannot read. (Inside the sub-application, where the server's outermost middleware,
-    versioning.py, would find the response already started.)"""
+    """An unexpected failure answered in OpenAI's shape (uhp_server/unexpected.py), inside
+    the sub-application: Starlette's own answer would be plain text, which chat clients
+    cannot read, and the server's outermost middleware would find it already sent."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        started = False
+        await serve_answering_failures(self.app, scope, receive, send, _failed)
 
-        async def watched(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
 
-        try:
-            await self.app(scope, receive, watched)
-        except ClientDisconnect:
-            raise  # no answer is owed; versioning.py notes it
-        except Exception:
-            correlation_id = new_correlation_id()
-            log.exception(
-                "unhandled_error",
-                extra={"correlation_id": correlation_id, "path": scope.get("path")},
-            )
-            if not started:
-                body = openai_error_body(
-                    500,
-                    VENDOR + "internal_error",
-                    "The server failed to handle this request.",
-                    None,
-                )
-                headers = {"X-Request-Id": correlation_id}
-                await JSONResponse(body, status_code=500, headers=headers)(scope, receive, send)
+def _failed(correlation_id: str) -> tuple[dict[str, Any], list[tuple[bytes, bytes]]]:
+    message = "The server failed to handle this request."
+    body = openai_error_body(500, VENDOR + "internal_error", message, None)
+    return body, [(b"x-request-id", correlation_id.encode())]
 
 
 def install_openai_errors(app: FastAPI) -> None:
