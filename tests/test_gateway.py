@@ -253,6 +253,85 @@ async def test_key_swapped_and_model_rewritten(
     assert seen["body"] == {"model": "gpt-turn-model", "input": "hi"}
 
 
+async def test_a_model_call_keeps_only_the_tools_the_agent_runs_itself(
+    client: httpx.AsyncClient, tokens: TokenRegistry, upstream: tuple[FakeUpstream, str]
+) -> None:
+    """Hosted tools, background runs and the account's stored state would act outside the
+    sandbox with the server's key (gateway/confine.py): they never reach the provider."""
+    own = [
+        {"type": "function", "name": "exec_command", "parameters": {}},
+        {"type": "custom", "name": "apply_patch"},
+        {"type": "namespace", "name": "mcp", "tools": [{"type": "function", "name": "t"}]},
+    ]
+    hosted = [
+        {"type": "web_search", "external_web_access": False},
+        {"type": "mcp", "server_label": "x", "server_url": "https://attacker.example/mcp"},
+        {"type": "file_search", "vector_store_ids": ["vs_1"]},
+        {"type": "namespace", "name": "n", "tools": [{"type": "web_search"}]},
+    ]
+    body = {
+        "model": "m",
+        "input": "hi",
+        "tools": own + hosted,
+        "tool_choice": {"type": "web_search"},
+        "background": True,
+        "previous_response_id": "resp_someone_elses",
+        "conversation": "conv_1",
+        "prompt": {"id": "pmpt_1"},
+    }
+    grant = tokens.issue("openai", "m", 60)
+    r = await client.post(f"{OPENAI}/responses", headers=bearer(grant.token), json=body)
+    assert r.status_code == 200
+    assert upstream[0].requests[-1]["body"] == {"model": "m", "input": "hi", "tools": own}
+    chat = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "hi"}],
+        "web_search_options": {},
+        "tools": [{"type": "function", "function": {"name": "f"}}, {"type": "retrieval"}],
+    }
+    r = await client.post(f"{OPENAI}/chat/completions", headers=bearer(grant.token), json=chat)
+    seen = upstream[0].requests[-1]["body"]
+    assert "web_search_options" not in seen
+    assert seen["tools"] == [{"type": "function", "function": {"name": "f"}}]
+    a = tokens.issue("anthropic", "m", 60)
+    messages = {
+        "max_tokens": 5,
+        "messages": [],
+        "tools": [
+            {"name": "Bash", "input_schema": {}},
+            {"type": "bash_20250124", "name": "bash"},
+            {"type": "web_search_20250305", "name": "web_search"},
+            {"type": "web_fetch_20250910", "name": "web_fetch"},
+            {"type": "code_execution_20250825", "name": "code_execution"},
+        ],
+        "tool_choice": {"type": "tool", "name": "web_search"},
+        "mcp_servers": [{"type": "url", "url": "https://attacker.example/mcp", "name": "x"}],
+        "container": "container_1",
+    }
+    r = await client.post(f"{ANTHROPIC}/messages", headers={"x-api-key": a.token}, json=messages)
+    seen = upstream[0].requests[-1]["body"]
+    assert [tool["name"] for tool in seen["tools"]] == ["Bash", "bash"]
+    for gone in ("tool_choice", "mcp_servers", "container"):
+        assert gone not in seen
+
+
+async def test_what_the_account_stored_is_out_of_reach(
+    client: httpx.AsyncClient, tokens: TokenRegistry, upstream: tuple[FakeUpstream, str]
+) -> None:
+    o = bearer(tokens.issue("openai", "m", 60).token)
+    before = len(upstream[0].requests)
+    for method, path in [
+        ("GET", "responses/resp_1"),
+        ("GET", "responses/resp_1/input_items"),
+        ("POST", "responses/resp_1/cancel"),
+        ("GET", "responses"),
+        ("GET", "chat/completions"),
+    ]:
+        r = await client.request(method, f"{OPENAI}/{path}", headers=o, json={})
+        assert r.status_code == 404, (method, path)
+    assert len(upstream[0].requests) == before
+
+
 async def test_a_turn_waiting_for_the_user_makes_no_model_call(
     client: httpx.AsyncClient, tokens: TokenRegistry, upstream: tuple[FakeUpstream, str]
 ) -> None:

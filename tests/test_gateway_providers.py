@@ -145,10 +145,10 @@ async def test_an_untranslatable_request_is_refused_in_the_clis_shape(
 ) -> None:
     client, tokens = gateway
     grant = tokens.issue("openai", "llama", 60, provider=chat_provider(chat_only))
-    payload = {**RESPONSES_BODY, "background": True}
+    payload = {**RESPONSES_BODY, "input": ["not an item"]}
     answer = await client.post(f"{OPENAI}/responses", headers=bearer(grant.token), json=payload)
     assert answer.status_code == 400
-    assert "background" in answer.json()["error"]["message"]
+    assert "input[0] is not an object" in answer.json()["error"]["message"]
     assert chat_only.requests() == []  # nothing half-sent
 
 

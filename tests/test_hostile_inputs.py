@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 from urllib.parse import unquote
@@ -27,6 +29,8 @@ from uhp_server.frontdoors.oumi_harness.wire import parse_json, parse_submission
 from uhp_server.frontdoors.oumi_tools.calls import Refusal, parse_budget
 from uhp_server.gateway.connection import ModelConnection, connection_provider
 from uhp_server.gateway.url_policy import UrlRefused, check_config_url, pin_url
+from uhp_server.sandbox.ownership import hand_over
+from uhp_server.trees import remove_tree
 
 DEEP = b"[" * 5000 + b"]" * 5000
 
@@ -322,7 +326,7 @@ async def test_an_assistants_refusal_in_the_history_is_what_it_said(server: InPr
     assert refused.status_code == 400 and refused.json()["error"]["code"] == "unsupported_content"
 
 
-@pytest.mark.parametrize("value", ["é", "✨ token", "a\tb", "a\x7fb"])
+@pytest.mark.parametrize("value", ["é", "✨ token", "a\tb", "a\x7fb", " a", "a "])
 async def test_a_header_value_the_gateway_could_not_send_is_refused_when_configured(
     server: InProcess, value: str
 ) -> None:
@@ -337,3 +341,84 @@ async def test_a_header_value_the_gateway_could_not_send_is_refused_when_configu
     with pytest.raises(ApiError) as bad:
         connection_provider(connection, allow_private=False)
     assert bad.value.param == "model_connection.headers"
+
+
+# -- what an agent can leave in its workspace -------------------------------------------------
+def _deep_tree(root: Path, depth: int) -> None:
+    """`depth` nested folders under root: past PATH_MAX and Python's recursion limit, made
+    with descriptors as an agent's loop of mkdir and chdir would."""
+    root.mkdir()
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir("dd", dir_fd=fd)
+            inner = os.open("dd", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        os.close(os.open("f", os.O_WRONLY | os.O_CREAT, dir_fd=fd))
+    finally:
+        os.close(fd)
+
+
+def test_a_tree_past_path_max_is_removed_whole(tmp_path: Path) -> None:
+    _deep_tree(tmp_path / "session", 2200)
+    try:
+        assert remove_tree(tmp_path / "session")
+        assert not (tmp_path / "session").exists()
+    finally:  # pytest's own clean-up could not remove it either
+        subprocess.run(["rm", "-rf", str(tmp_path / "session")], check=False)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root hands folders over to the agent's uid")
+def test_handing_a_tree_past_path_max_over_never_fails_the_turn(tmp_path: Path) -> None:
+    _deep_tree(tmp_path / "workspace", 2200)
+    try:
+        assert hand_over(1000, 1000, tmp_path / "workspace") > 0
+        assert (tmp_path / "workspace").stat().st_uid == 1000
+    finally:
+        subprocess.run(["rm", "-rf", str(tmp_path / "workspace")], check=False)
+
+
+async def test_a_header_named_twice_or_a_key_that_cannot_be_sent_is_refused(
+    server: InProcess,
+) -> None:
+    mcp = {"name": "m", "url": "https://example.com/mcp", "headers": {"X-A": "1", "x-a": "2"}}
+    refused = await server.client.post(
+        "/v1/harnesses", json={"base": server.base.name, "mcpServers": [mcp]}
+    )
+    assert refused.status_code == 400, refused.text
+    for fields, param in (
+        ({"api_key": "sk-été"}, "model_connection.api_key"),
+        ({"api_key": "sk-x", "headers": {"X-A": "1", "x-a": "2"}}, "model_connection.headers"),
+    ):
+        connection = ModelConnection(base_url="https://example.com/v1", model="m", **fields)
+        with pytest.raises(ApiError) as bad:
+            connection_provider(connection, allow_private=False)
+        assert bad.value.param == param
+
+
+async def test_an_own_skill_named_like_a_built_in_in_other_case_replaces_it(
+    server: InProcess,
+) -> None:
+    mine = {"name": "UHP-ARTIFACTS", "content": "---\nname: mine\n---\nmine"}
+    made = await server.client.post(
+        "/v1/harnesses", json={"base": server.base.name, "skills": [mine]}
+    )
+    assert made.status_code == 200, made.text
+    harness = made.json()
+    names = [skill["name"].casefold() for skill in harness["skills"]]
+    assert names.count("uhp-artifacts") == 1  # the own one, not the built-in beside it
+    again = await server.client.put(f"/v1/harnesses/{harness['id']}", json=harness)
+    assert again.status_code == 200, again.text  # a GET→PUT round trip holds
+
+
+async def test_the_skill_shorthand_has_the_per_file_limit_too(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    async with in_process(tmp_path / "data", provider.base_url, PROVIDER_KEY) as server:
+        big = {"name": "big", "content": "x" * (2 * 1024 * 1024 + 1)}
+        refused = await server.client.post(
+            "/v1/harnesses", json={"base": server.base.name, "skills": [big]}
+        )
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"]["param"] == "skills[0].content"

@@ -187,8 +187,15 @@ def test_a_normal_document_still_converts_to_a_real_pdf(tmp_path: Path) -> None:
     )
     for row in (text, flat):
         pdf = asyncio.run(previews.pdf(row))
-        assert pdf == tmp_path / "previews" / f"{row.sha256}.pdf"  # cached by content hash
+        extension = row.filename.rsplit(".", 1)[1]
+        # Cached by content hash and type: the same bytes convert differently as another type.
+        assert pdf == tmp_path / "previews" / f"{row.sha256}.{extension}.pdf"
         assert is_pdf(pdf.read_bytes())
+    as_csv = artifact(previews.blobs, "notes.csv", b"Quarterly notes\nLine two\n", "text/csv")
+    assert as_csv.sha256 == text.sha256
+    runs = recording(previews)
+    pdf = asyncio.run(previews.pdf(as_csv))
+    assert pdf.name == f"{text.sha256}.csv.pdf" and len(runs) == 1  # converted as a .csv
 
 
 @pytest.mark.heavy
@@ -221,7 +228,7 @@ def test_with_no_way_to_isolate_it_nothing_is_converted(tmp_path: Path, listener
     assert (refused.value.status, refused.value.code) == (502, "preview_failed")
     assert runs == []  # LibreOffice was never started
     assert listener.wait_quiet(0.2) == []
-    assert not (tmp_path / "previews" / f"{row.sha256}.pdf").exists()
+    assert list((tmp_path / "previews").glob(f"{row.sha256}*")) == []
 
 
 # -- the route --------------------------------------------------------------------------------

@@ -138,7 +138,8 @@ class PreviewRenderer:
         extension = row.filename.rsplit(".", 1)[-1].lower() if "." in row.filename else ""
         if extension not in DOCUMENT_EXTENSIONS:
             raise failed("Only office and text documents can be previewed.")
-        cached = self.cache_dir / f"{row.sha256}.pdf"
+        # Keyed by the type too: the same bytes convert differently as .csv and as .txt.
+        cached = self.cache_dir / f"{row.sha256}.{extension}.pdf"
         if cached.is_file():
             return cached
         async with self._one_at_a_time:

@@ -10,7 +10,6 @@ workspace and agent home are removed from disk.
 from __future__ import annotations
 
 import asyncio
-import shutil
 from pathlib import Path
 
 from storage import artifacts as artifact_store
@@ -21,6 +20,7 @@ from storage import sessions as session_store
 from storage.blobs import BlobStore
 from storage.db import Database
 from uhp_server.engine.runs import RunManager
+from uhp_server.trees import remove_tree
 
 
 class TraceDeleter:
@@ -77,5 +77,6 @@ class TraceDeleter:
     def _delete_files(self, session_id: str, unused: list[str]) -> None:
         for sha256 in unused:
             self.blobs.delete(sha256)
-            (self.previews_dir / f"{sha256}.pdf").unlink(missing_ok=True)
-        shutil.rmtree(self.sessions_dir / session_id, ignore_errors=True)
+            for preview in self.previews_dir.glob(f"{sha256}*.pdf"):  # one a document type
+                preview.unlink(missing_ok=True)
+        remove_tree(self.sessions_dir / session_id)  # however deep the agent nested it

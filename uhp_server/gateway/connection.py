@@ -58,6 +58,10 @@ def connection_provider(connection: ModelConnection, allow_private: bool) -> Pro
     for key in connection.generation:
         if key in _RESERVED_SETTINGS:
             _refuse(f"generation.{key}", "This setting is owned by the gateway.")
+    if not isinstance(connection.api_key, str) or not sendable(connection.api_key):
+        _refuse("api_key", "The key must be a line of printable ASCII.")  # sent as a header
+    if len({name.lower() for name in connection.headers}) < len(connection.headers):
+        _refuse("headers", "A header is named twice (header names ignore case).")
     for name, value in connection.headers.items():
         if not _HEADER.fullmatch(name) or name.lower() in _RESERVED_HEADERS:
             _refuse("headers", "A header name is invalid or reserved.")

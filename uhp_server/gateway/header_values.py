@@ -4,6 +4,7 @@ from __future__ import annotations
 
 
 def sendable(value: str) -> bool:
-    """Printable ASCII: httpx encodes a header value as ASCII (anything else fails only when
-    the header is sent, mid-turn), and a control character would break or split the line."""
-    return value.isascii() and value.isprintable()
+    """Printable ASCII without blank space at either end: httpx encodes a header value as
+    ASCII and refuses one that starts or ends with blank space (either fails only when the
+    header is sent, mid-turn), and a control character would break or split the line."""
+    return value.isascii() and value.isprintable() and value == value.strip()

@@ -22,6 +22,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
 from uhp_server.gateway.bodies import read_capped
+from uhp_server.gateway.confine import confine
 from uhp_server.gateway.providers import ANTHROPIC_VERSION, Provider
 from uhp_server.gateway.replies import (
     STREAM_HEADERS,
@@ -50,17 +51,24 @@ MAX_ERROR_BODY = 1024 * 1024
 MAX_RESPONSE_BODY = 64 * 1024 * 1024  # a whole (non-streamed) answer that is translated
 
 # Endpoints an agent needs, relative to the API root. Anything else is 404, so a token can
-# never reach files, batches, fine-tuning or admin endpoints with the server's key.
+# never reach files, batches, fine-tuning, admin endpoints or what the account stored (a
+# response by id, its cancel) with the server's key.
 _ALLOWED = {
     "openai": re.compile(
-        r"responses(/.+)?|chat/completions|models(/.+)?"
+        r"responses|responses/compact|chat/completions|models(/.+)?"
         r"|v1beta/models(/.+)?"  # model ids may hold "/" and ":" (org/name, name:tag)
     ),
     "anthropic": re.compile(r"messages|messages/count_tokens|models(/.+)?"),
 }
 _SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._:@~-]*")  # no "", ".", "..", "%", "?", "#"
 # POSTs to these always run the turn's model, even when the body names none.
-_MODEL_ENDPOINTS = {"responses", "chat/completions", "messages", "messages/count_tokens"}
+_MODEL_ENDPOINTS = {
+    "responses",
+    "responses/compact",
+    "chat/completions",
+    "messages",
+    "messages/count_tokens",
+}
 _TRANSLATED_PATHS = {"responses", "messages"}  # the model calls a translation carries
 # The Gemini API (Gemini CLI) under the openai backend: its SDK appends `v1beta/models/…` to
 # the gateway's base URL. It names the model and whether to stream in the path.
@@ -275,6 +283,9 @@ def _request_body(
     if path.endswith(":streamGenerateContent"):
         obj["stream"] = True  # what every other wire says in its body
     stream = bool(obj.get("stream"))
+    wire = _wire_of(backend, path)
+    if wire is not None:  # a model call (or its token count): only what the agent runs itself
+        obj = confine(wire, obj)
     if translation is not None:
         try:
             obj = translation.request(obj, model=model)
@@ -324,7 +335,7 @@ async def forward(
     )
     if grant is None or grant.backend != backend:
         return unauthorized(replies_as)
-    if not _path_allowed(backend, path):
+    if not _path_allowed(backend, path) or (path in _MODEL_ENDPOINTS and request.method != "POST"):
         return not_found(replies_as)
     if grant.model_paused:
         return bad_gateway(replies_as, "The agent is waiting for the user; no model call now.")

@@ -188,6 +188,8 @@ def _headers(writes: PendingWrites, raw: Any, param: str, origin: str) -> dict[s
     for key, value in raw.items():
         if not _HEADER_NAME.fullmatch(key) or key.lower() in _RESERVED_HEADERS:
             invalid(f"{param}.{key}", "This header name is not allowed.")
+        if key.lower() in (name.lower() for name in headers):
+            invalid(f"{param}.{key}", "This header is named twice (header names ignore case).")
         value = _check_value(value, f"{param}.{key}")
         if _SENSITIVE_HEADER.fullmatch(key.lower()) or value.startswith(SECRET_REF):
             value = _secret_or_ref(writes, value, f"{param}.{key}", origin)

@@ -17,9 +17,9 @@ def turn_skills(
 ) -> tuple[SkillBundle, ...]:
     """The enabled skills, inherited built-ins included, each as its whole folder."""
     bundles: dict[str, SkillBundle] = {}
-    mentioned = {entry["name"] for entry in stored}
+    mentioned = {entry["name"].casefold() for entry in stored}  # names ignore case
     for name, skill in builtin_skills().items():
-        if name not in mentioned:
+        if name.casefold() not in mentioned:
             bundles[name] = SkillBundle(name, tuple(SkillFile(f.path, f.data) for f in skill.files))
     for entry in stored:
         if entry.get("builtin") or not entry.get("enabled", True):

@@ -128,6 +128,12 @@ def _bundle_files(writes: PendingWrites, item: dict[str, Any], at: str) -> list[
         if not isinstance(content, str):
             invalid(f"{at}.content", "`content` must be a string (the SKILL.md).")
         files = [StoredFile(SKILL_FILE, _utf8(content, f"{at}.content"), "text")]
+        if len(files[0].data) > MAX_FILE_BYTES:  # the shorthand is a file like any other
+            invalid(
+                f"{at}.content",
+                "A skill file exceeds the size limit.",
+                max_file_bytes=MAX_FILE_BYTES,
+            )
     elif files_raw is None:
         files = _blob_files(writes, blob, f"{at}.blob")
     else:
@@ -243,14 +249,16 @@ def render_skills(
     """The harness's own skills, then the built-ins it inherits (marked `builtin: true`,
     listed without contents: GET .../skills/{name}/files has them)."""
     wire: list[dict[str, Any]] = []
-    mentioned = {entry["name"] for entry in stored}
+    # Skill names ignore case (a harness may not hold two that differ only in it): an own
+    # skill named like a built-in in other case replaces it, as one of the same name does.
+    mentioned = {entry["name"].casefold() for entry in stored}
     for entry in stored:
         if entry.get("builtin"):
             wire.append(_builtin_wire(entry["name"], enabled=False))
         else:
             wire.append(_own_skill_wire(db, principal_id, entry))
     for name in builtin_skills():
-        if name not in mentioned:
+        if name.casefold() not in mentioned:
             wire.append(_builtin_wire(name, enabled=True))
     return wire
 

@@ -33,16 +33,18 @@ def _fix(path: Path | str, uid: int, gid: int) -> int:
         folder = stack.pop()
         try:
             entries = list(os.scandir(folder))
-        except (FileNotFoundError, NotADirectoryError):
+        except OSError:  # removed while we walked, or past PATH_MAX (an agent nests that deep)
             continue
         for entry in entries:
             try:
                 info = entry.stat(follow_symlinks=False)
-            except FileNotFoundError:
-                continue  # removed while we walked
-            if (info.st_uid, info.st_gid) != (uid, gid):
-                os.lchown(entry.path, uid, gid)
-                changed += 1
+                if (info.st_uid, info.st_gid) != (uid, gid):
+                    os.lchown(entry.path, uid, gid)
+                    changed += 1
+            except OSError:
+                # Gone meanwhile, or too deep to name: what lies that deep the agent made
+                # there itself, so it is already the agent's.
+                continue
             if entry.is_dir(follow_symlinks=False):
                 stack.append(entry.path)
     return changed
