@@ -68,6 +68,12 @@ EVENT_ROWS_PER_INSERT = 1000
 MAX_PARAMETERS = 65_535  # in one PostgreSQL statement (the protocol's limit)
 
 
+def without_nul(value: Any) -> Any:
+    """A text parameter as PostgreSQL can take it: NUL (which no stored value holds, so a
+    lookup by it finds nothing either way) as U+FFFD; any other value as it is."""
+    return value.replace("\x00", "\ufffd") if isinstance(value, str) else value
+
+
 def sqlite_pragmas(dbapi_connection: Any, _record: Any = None) -> None:
     cursor = dbapi_connection.cursor()
     # WAL lets readers (stream replays) run beside the writer; NORMAL sync is durable across

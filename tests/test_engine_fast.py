@@ -229,6 +229,25 @@ async def test_a_nul_character_in_client_text_is_never_a_server_error(server):
     assert named.json()["error"]["param"] == "name"
 
 
+async def test_an_id_with_a_nul_character_finds_nothing_rather_than_failing(server):
+    # PostgreSQL refuses NUL in any statement: a lookup by such an id is simply not found.
+    for path in (
+        "/v1/responses/%00",
+        "/v1/sessions/%00/turns",
+        "/v1/harnesses/%00",
+        "/v1/harnesses/%00/models",
+        "/s/%00",
+    ):
+        assert (await server.client.get(path)).status_code == 404, path
+    assert (await server.client.post("/v1/sessions/%00/cancel")).status_code == 404
+    continued = await server.submit("x", previous_response_id="resp_\x00")
+    assert continued.status_code == 404, continued.text
+    elsewhere = await server.submit("x", metadata={"harness_id": "harness_\x00"})
+    assert elsewhere.status_code == 404, elsewhere.text
+    listed = await server.client.get("/v1/sessions", params={"harness": "\x00"})
+    assert listed.status_code == 200 and listed.json()["sessions"] == []
+
+
 def _storage_on_the_loop(server: InProcess, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Where the server opens a database session on the event loop from now on (stacks)."""
     on_loop: list[str] = []

@@ -422,3 +422,20 @@ async def test_the_skill_shorthand_has_the_per_file_limit_too(
         )
         assert refused.status_code == 400, refused.text
         assert refused.json()["error"]["param"] == "skills[0].content"
+
+
+async def test_an_idempotent_repeat_of_an_ended_store_false_task_is_the_same_in_any_form(
+    server: InProcess,
+) -> None:
+    server.base.script("kept not", answer("secret words"))
+    key = {"Idempotency-Key": "store-false-repeat"}
+    first = await server.submit("kept not", store=False, headers=key)
+    assert first.json()["status"] == "completed"
+    for form in ({}, {"background": True}):  # the first result, as far as it was kept
+        again = await server.submit("kept not", store=False, headers=key, **form)
+        assert again.status_code == 200, (form, again.text)
+        assert again.json()["id"] == first.json()["id"]
+        assert again.json()["status"] == "completed" and "secret words" not in again.text
+    streamed = await server.submit("kept not", store=False, headers=key, stream=True)
+    assert streamed.status_code == 404  # no events were kept to stream
+    assert len(server.base.turns) == 1  # and nothing ran again

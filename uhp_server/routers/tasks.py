@@ -119,9 +119,14 @@ async def _deliver(
             await run.log.wait_finished()
         return JSONResponse(run.log.current())
     row = await ctx.db.read(_row_or_404, ctx, principal, response_id)
-    if stream:
-        if not _readable(ctx, row):
+    if not _readable(ctx, row):
+        # A repeat after a `store: false` task ended: its result is what was retained, the
+        # id and status without the content (Tasks §6 wants the first result; §4 lets the
+        # content go); there are no events left to stream.
+        if stream:
             raise _not_retained()
+        return JSONResponse(reading.unretained_response(row))
+    if stream:
         return sse_response(_events(ctx, row, -1), ctx.settings.keepalive_seconds)
     run = ctx.runs.get(row.id)
     if run is not None and not background:
