@@ -52,12 +52,17 @@ def rekey(
     db: Database, principal_id: str, harness_id: str, door: str, external_id: str, session_id: str
 ) -> None:
     """Make this key the door's only one for the session (on the writer thread), in one
-    transaction."""
+    transaction. A key another session holds already names two conversations that cannot be
+    told apart (the same history, word for word): it is dropped, and continues neither."""
     with db.session() as s:
+        held = s.get(DoorSessionRow, (principal_id, harness_id, door, external_id))
         s.exec(
             delete(DoorSessionRow).where(
                 col(DoorSessionRow.door) == door, col(DoorSessionRow.session_id) == session_id
             )
         )
-        add_binding(s, principal_id, harness_id, door, external_id, session_id)
+        if held is not None and held.session_id != session_id:
+            s.delete(held)
+        else:
+            add_binding(s, principal_id, harness_id, door, external_id, session_id)
         s.commit()

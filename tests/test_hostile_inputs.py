@@ -4,6 +4,7 @@ back once it ended, and names and URLs that cannot break what the server does wi
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -23,8 +24,9 @@ from tests.support.in_process import InProcess, in_process
 from tests.support.waiting import wait_for
 from uhp_server.archive import entry_names
 from uhp_server.errors import ApiError
-from uhp_server.filenames import MAX_NAME_BYTES, safe_filename
+from uhp_server.filenames import MAX_NAME_BYTES, content_disposition, safe_filename
 from uhp_server.frontdoors.agentos.holds import HoldFailed, open_hold
+from uhp_server.frontdoors.openai_chat.wire import MAX_HEADER_LIST, header_list
 from uhp_server.frontdoors.oumi_harness.wire import parse_json, parse_submission
 from uhp_server.frontdoors.oumi_tools.calls import Refusal, parse_budget
 from uhp_server.gateway.connection import ModelConnection, connection_provider
@@ -162,6 +164,15 @@ async def test_an_ignored_field_of_any_name_is_named_in_a_header_that_can_be_sen
     assert sorted(unquote(name) for name in header.split(", ")) == sorted(odd)
 
 
+def test_a_long_list_of_ignored_fields_stays_a_header_clients_read() -> None:
+    names = [f"f{n:05d}" + "x" * 200 for n in range(2000)]
+    value = header_list(names)
+    assert len(value) <= MAX_HEADER_LIST
+    *shown, rest = value.split(", ")
+    assert shown == names[: len(shown)] and rest == f"+{len(names) - len(shown)} more"
+    assert header_list(["a", "b"]) == "a, b"
+
+
 async def test_a_failed_chat_turn_tells_the_openai_sdk_not_to_run_it_again(
     server: InProcess,
 ) -> None:
@@ -221,6 +232,14 @@ def test_archive_names_never_repeat_a_name_a_file_really_has() -> None:
     assert names == ["a.txt", "a (2).txt", "a (3).txt", "a (4).txt"]
 
 
+def test_archive_names_extract_anywhere_as_they_were_meant() -> None:
+    agent_wrote = ("..\\..\\evil.bat", "A.txt", "a.txt", "new\nline.txt", "d/x")
+    names = entry_names([SimpleNamespace(filename=n) for n in agent_wrote])  # type: ignore[misc]
+    assert names == [".._.._evil.bat", "A.txt", "a (2).txt", "new_line.txt", "d/x"]
+    header = content_disposition("..\\..\\evil.bat")
+    assert "\\" not in header and "%5C" not in header and header.endswith("''evil.bat")
+
+
 @pytest.mark.parametrize("host", ["a" * 70 + ".com", "a..com", "a." * 130 + "com"])
 async def test_a_host_name_dns_cannot_be_asked_for_is_refused(host: str) -> None:
     with pytest.raises(UrlRefused):
@@ -271,8 +290,10 @@ async def test_an_agentos_api_url_passes_the_url_policy_before_any_request() -> 
                 await open_hold(http, api_url, "tok", "Q?", "run", allow_private=False)
         assert requests == []
         hold = await open_hold(http, "http://127.0.0.1:9/", "tok", "Q?", "run", allow_private=True)
+        await open_hold(http, "http://[::1]:9/", "tok", "Q?", "run", allow_private=True)
     assert hold == "hold_1"
     assert requests[0].url.path == "/v0/holds" and requests[0].headers["host"] == "127.0.0.1:9"
+    assert requests[1].headers["host"] == "[::1]:9"  # an IPv6 host in brackets
 
 
 async def test_input_items_page_the_way_openais_api_does(server: InProcess) -> None:
@@ -439,3 +460,51 @@ async def test_an_idempotent_repeat_of_an_ended_store_false_task_is_the_same_in_
     streamed = await server.submit("kept not", store=False, headers=key, stream=True)
     assert streamed.status_code == 404  # no events were kept to stream
     assert len(server.base.turns) == 1  # and nothing ran again
+
+
+async def test_an_oumi_cancel_sent_while_its_start_is_accepted_waits_for_it(
+    server: InProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server.base.script("long", [Hang()])
+    harness_id = (await server.client.get("/v1/harnesses")).json()["harnesses"][0]["id"]
+    accept = server.ctx.tasks.start
+
+    async def slow_accept(*args: object, **kwargs: object) -> object:
+        await asyncio.sleep(0.3)  # the start is still being accepted when the cancel comes
+        return await accept(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(server.ctx.tasks, "start", slow_accept)
+    ids = {"protocol_version": "1", "session_id": "row-1", "invocation_id": "inv-1"}
+    start = {
+        **ids,
+        "session_action": "start",
+        "input_messages": [{"role": "user", "content": "long"}],
+        "model_connection": {"base_url": "https://example.com/v1", "model": "m", "api_key": "k"},
+    }
+    url = f"/oumi/harnesses/{harness_id}"
+    submitted = asyncio.create_task(server.client.post(f"{url}/submit", json=start))
+    await asyncio.sleep(0.05)
+    cancelled = await server.client.post(f"{url}/cancel", json=ids)
+    assert cancelled.status_code == 200, cancelled.text  # not 404: that fails the evaluation
+    assert cancelled.json()["status"] == "cancelled"
+    assert (await submitted).status_code in (200, 202)
+
+
+async def test_two_chats_with_the_same_history_never_continue_in_each_others_session(
+    server: InProcess,
+) -> None:
+    server.base.script("SAY same", answer("same"))
+    server.base.script("SAY next", answer("next"))
+    model = await _chat_model(server)
+    url = "/openai/v1/chat/completions"
+    opening = [{"role": "user", "content": "SAY same"}]
+    first = await server.client.post(url, json={"model": model, "messages": opening})
+    second = await server.client.post(url, json={"model": model, "messages": opening})
+    sessions = {first.headers["uhp-session-id"], second.headers["uhp-session-id"]}
+    assert len(sessions) == 2
+    history = [*opening, {"role": "assistant", "content": "same"}]
+    follow = [*history, {"role": "user", "content": "SAY next"}]
+    went_on = await server.client.post(url, json={"model": model, "messages": follow})
+    assert went_on.status_code == 200, went_on.text
+    # Which of the two it is cannot be told: it starts afresh rather than guess.
+    assert went_on.headers["uhp-session-id"] not in sessions

@@ -8,6 +8,7 @@ ones named `name (2).ext`, `name (3).ext`, ...
 
 from __future__ import annotations
 
+import re
 import time
 import zipfile
 from collections.abc import Iterator
@@ -36,20 +37,31 @@ class _Sink:
 
 
 def entry_names(rows: list[ArtifactRow]) -> list[str]:
-    """Each row's name in the zip: its own, or, when an earlier row has it, `stem (n).ext` with
-    the first n whose name no row has and no other row was given (zip readers keep only one of
-    two entries of the same name)."""
-    own = {row.filename for row in rows}
+    """Each row's name in the zip: its own, made portable, or, when an earlier row has it,
+    `stem (n).ext` with the first n whose name no row has and no other row was given. Names
+    compare without case: zip readers keep one of two entries of the same name, and a
+    case-insensitive file system (macOS, Windows) one of `A.txt` and `a.txt`."""
+    portable = [_portable(row.filename) for row in rows]
+    own = {name.casefold() for name in portable}
     given: set[str] = set()
     names = []
-    for row in rows:
-        name, n = row.filename, 1
-        while name in given or (n > 1 and name in own):
+    for wanted in portable:
+        name, n = wanted, 1
+        while name.casefold() in given or (n > 1 and name.casefold() in own):
             n += 1
-            name = _numbered(row.filename, n)
-        given.add(name)
+            name = _numbered(wanted, n)
+        given.add(name.casefold())
         names.append(name)
     return names
+
+
+# Backslash is a separator to Windows extractors (`..\x` would climb out of the folder; the
+# zip format allows only `/`); a control character breaks a terminal or a file dialog.
+_NOT_PORTABLE = re.compile(r"[\\\x00-\x1f\x7f]")
+
+
+def _portable(filename: str) -> str:
+    return _NOT_PORTABLE.sub("_", filename)
 
 
 def _numbered(filename: str, n: int) -> str:

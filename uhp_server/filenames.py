@@ -41,7 +41,9 @@ def _size(name: str) -> int:
 
 def content_disposition(filename: str) -> str:
     """`attachment` with an ASCII fallback and the exact UTF-8 name (RFC 6266 / 5987)."""
-    base = filename.rsplit("/", 1)[-1]
+    # The last component by either separator (a backslash is one on Windows: `..\evil.bat`
+    # would be saved as `evil.bat` by one browser and climb out by another), no controls.
+    base = re.sub(r"[\x00-\x1f\x7f]", "_", re.split(r"[\\/]", filename)[-1])
     ascii_name = safe_filename(base).encode("ascii", "replace").decode().replace("?", "_")
     ascii_name = ascii_name.replace('"', "_").replace(";", "_") or "file"
     return f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(base, safe='')}"

@@ -49,7 +49,7 @@ EXCLUDED_DIRS = frozenset(
 MAX_WALK_ENTRIES = 100_000  # a workspace larger than this is only partly compared
 MAX_NOTICE_LINES = 20
 
-Entry = tuple[int, int, int]  # size, mtime_ns, inode
+Entry = tuple[int, int, int, int]  # size, mtime_ns, inode, device: the one file, not a look-alike
 Snapshot = dict[str, Entry]
 
 
@@ -108,7 +108,7 @@ def snapshot(root: Path, excluded: frozenset[str] | None = None) -> Snapshot:
                 if entry.name not in excluded:
                     pending.append(path)
             elif stat.S_ISREG(info.st_mode):
-                found[path] = (info.st_size, info.st_mtime_ns, info.st_ino)
+                found[path] = (info.st_size, info.st_mtime_ns, info.st_ino, info.st_dev)
     return found
 
 
@@ -193,7 +193,7 @@ class ArtifactCollector:
             return None
         with os.fdopen(fd, "rb") as handle:
             info = os.fstat(handle.fileno())
-            now = (info.st_size, info.st_mtime_ns, info.st_ino)
+            now = (info.st_size, info.st_mtime_ns, info.st_ino, info.st_dev)
             if not stat.S_ISREG(info.st_mode) or now != seen:
                 return None  # not the file the walk saw (replaced, or still being written)
             try:

@@ -119,8 +119,7 @@ async def _rewrite_endpoints(
 
 def _upstream_headers(request: Request, target: McpTarget, pinned: PinnedUrl) -> dict[str, str]:
     headers = {k: v for k in _FORWARD_REQUEST_HEADERS if (v := request.headers.get(k))}
-    port = urlsplit(pinned.url).port
-    headers["host"] = f"{pinned.host}:{port}" if port else pinned.host
+    headers["host"] = pinned.host_header
     headers["accept-encoding"] = "identity"
     headers.update(target.headers)  # last: the configured credentials win
     return headers

@@ -14,7 +14,6 @@ import json
 import logging
 import re
 from collections.abc import AsyncIterator, Callable
-from urllib.parse import urlsplit
 
 import httpx
 from fastapi import APIRouter, Request
@@ -132,8 +131,7 @@ def _upstream_headers(
     if provider.api == "anthropic":
         headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
     if pinned is not None:
-        port = urlsplit(pinned.url).port
-        headers["host"] = f"{pinned.host}:{port}" if port else pinned.host
+        headers["host"] = pinned.host_header
     # Uncompressed bytes, so usage can be read from them as they pass.
     headers["accept-encoding"] = "identity"
     headers.update(provider.headers)

@@ -42,6 +42,13 @@ class PinnedUrl:
     address: str  # the checked IP address to connect to
     connect_url: str  # url with the host replaced by address
 
+    @property
+    def host_header(self) -> str:
+        """The Host header the URL asks for: its host (an IPv6 one in brackets) and port."""
+        port = urlsplit(self.url).port
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{port}" if port else host
+
 
 def parse_url(url: str) -> SplitResult:
     """The URL's parts, when its shape is acceptable (scheme, host, no credentials)."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -39,13 +38,11 @@ async def open_hold(
         pinned = await pin_url(f"{api_url.rstrip('/')}/v0/holds", allow_private)
     except UrlRefused as exc:
         raise HoldFailed(f"The invocation's api_url is refused: {exc}") from None
-    port = urlsplit(pinned.url).port
-    host = f"{pinned.host}:{port}" if port else pinned.host
     try:
         answer = await http.post(
             pinned.connect_url,
             json=body,
-            headers={RUN_TOKEN_HEADER: token, "host": host},
+            headers={RUN_TOKEN_HEADER: token, "host": pinned.host_header},
             timeout=_TIMEOUT,
             extensions={"sni_hostname": pinned.host},
         )

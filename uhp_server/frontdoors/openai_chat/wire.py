@@ -34,9 +34,22 @@ IGNORED_FIELDS_HEADER = "UHP-Ignored-Fields"
 _TOKEN_PUNCTUATION = "!#$&'*+-.^_`|~"
 
 
+# Clients refuse long headers (Node's limit is 16 KiB for all of them; httpx's 100 KiB), and a
+# response it cannot read would have its turn run again by a retrying SDK.
+MAX_HEADER_LIST = 2048
+
+
 def header_list(names: list[str]) -> str:
-    """Field names as one header value, each readable back with `urllib.parse.unquote`."""
-    return ", ".join(quote(name, safe=_TOKEN_PUNCTUATION) for name in names)
+    """Field names as one header value, each readable back with `urllib.parse.unquote`, at
+    most MAX_HEADER_LIST characters: past it the rest is counted (`+3 more`, which no encoded
+    name can be: its space would be `%20`)."""
+    encoded = [quote(name, safe=_TOKEN_PUNCTUATION) for name in names]
+    shown: list[str] = []
+    for n, name in enumerate(encoded):
+        if len(", ".join([*shown, name, f"+{len(encoded)} more"])) > MAX_HEADER_LIST:
+            return ", ".join([*shown, f"+{len(encoded) - n} more"])
+        shown.append(name)
+    return ", ".join(shown)
 
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import re
 from collections import OrderedDict
+from collections.abc import AsyncIterator
 from typing import Any
 
 from uhp_server.engine.requests import (
@@ -62,12 +63,20 @@ class OumiInvocations:
     # -- submit --------------------------------------------------------------------------
     async def submit(self, principal_id: str, harness_id: str, sub: Submission) -> dict[str, Any]:
         """One submission at a time per invocation: a retry racing its original waits."""
-        name = f"{principal_id}\0{sub.invocation_id}"
+        async with self._one_at_a_time(principal_id, sub.invocation_id):
+            return await self._submit(principal_id, harness_id, sub)
+
+    @contextlib.asynccontextmanager
+    async def _one_at_a_time(self, principal_id: str, invocation_id: str) -> AsyncIterator[None]:
+        """The invocation's requests that change it (submissions, a cancel), in turn: a
+        cancel sent while its start is still being accepted waits for it, instead of finding
+        no invocation."""
+        name = f"{principal_id}\0{invocation_id}"
         lock, users = self._locks.get(name, (asyncio.Lock(), 0))
         self._locks[name] = (lock, users + 1)
         try:
             async with lock:
-                return await self._submit(principal_id, harness_id, sub)
+                yield
         finally:
             lock, users = self._locks[name]
             if users == 1:
@@ -175,6 +184,12 @@ class OumiInvocations:
         return status
 
     async def cancel(
+        self, principal_id: str, harness_id: str, session_id: str, invocation_id: str
+    ) -> dict[str, Any]:
+        async with self._one_at_a_time(principal_id, invocation_id):
+            return await self._cancel(principal_id, harness_id, session_id, invocation_id)
+
+    async def _cancel(
         self, principal_id: str, harness_id: str, session_id: str, invocation_id: str
     ) -> dict[str, Any]:
         try:
