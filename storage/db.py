@@ -36,9 +36,9 @@ from storage.raw_sql import (
     backend_for,
     hung_up,
     link_timeouts,
+    nul_safe_text,
     sqlalchemy_url,
     sqlite_pragmas,
-    without_nul,
 )
 
 P = ParamSpec("P")
@@ -103,7 +103,7 @@ class Database:
                 connect_args=link_timeouts(url),
             )
             _ping_when_idle(self.engine)
-            _no_nul_in_text(self.engine)
+            event.listen(self.engine, "connect", lambda conn, _record: nul_safe_text(conn))
         # One statement is a transaction of its own, and PostgreSQL's READ COMMITTED gives each
         # statement of a read its own snapshot anyway: reads and lone statements run without
         # BEGIN and COMMIT/ROLLBACK, two round trips fewer each (SQLite's are calls in process).
@@ -315,24 +315,6 @@ def _ping_when_idle(engine: Engine) -> None:
             engine.dialect.do_ping(dbapi_conn)
         except Exception as exc:  # the pool replaces the connection and tries again
             raise DisconnectionError() from exc
-
-
-def _no_nul_in_text(engine: Engine) -> None:
-    """PostgreSQL's text cannot hold NUL, and a statement carrying one fails whole. No value
-    stored here has one (ids are ASCII; client text loses its NULs before it is kept), so a
-    NUL can only come from a client's lookup (`/v1/sessions/%00`, a `previous_response_id`
-    of one): as U+FFFD it finds nothing, and the caller gets its surface's own 404, where
-    it would otherwise have been a 500."""
-
-    @event.listens_for(engine, "before_cursor_execute", retval=True)
-    def _replace_nul(
-        _conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, many: bool
-    ) -> tuple[str, Any]:
-        if isinstance(parameters, dict):
-            parameters = {key: without_nul(value) for key, value in parameters.items()}
-        elif isinstance(parameters, list | tuple) and not many:
-            parameters = type(parameters)(without_nul(value) for value in parameters)
-        return statement, parameters
 
 
 class _Writer:

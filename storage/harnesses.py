@@ -8,7 +8,6 @@ from typing import Any
 
 from storage.db import Database
 from storage.models import HarnessRow
-from storage.raw_sql import without_nul
 
 # Read at every task, in plain SQL: the ORM's load of a few rows costs most of a millisecond.
 _COLUMNS = "id, principal_id, name, base, config, created_at_ms, is_default"
@@ -67,7 +66,6 @@ def _read(db: Database, where: str, params: tuple[Any, ...]) -> list[HarnessRow]
     """The live harnesses `where` picks, oldest first."""
     statement = f"SELECT {_COLUMNS} FROM harness WHERE {where} AND {_LIVE}"
     with db.plain_connection() as conn:
-        params = tuple(without_nul(value) for value in params)  # a client's id may hold one
         rows = conn.execute(db.raw.sql(statement + " ORDER BY created_at_ms, id"), params)
         return [_harness(*row) for row in rows.fetchall()]
 

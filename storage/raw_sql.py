@@ -8,6 +8,7 @@ and how its driver spells a parameter; the SQL itself is written once, with `?`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import select
 import sqlite3
 from collections.abc import Iterator
@@ -68,10 +69,24 @@ EVENT_ROWS_PER_INSERT = 1000
 MAX_PARAMETERS = 65_535  # in one PostgreSQL statement (the protocol's limit)
 
 
-def without_nul(value: Any) -> Any:
-    """A text parameter as PostgreSQL can take it: NUL (which no stored value holds, so a
-    lookup by it finds nothing either way) as U+FFFD; any other value as it is."""
-    return value.replace("\x00", "\ufffd") if isinstance(value, str) else value
+def nul_safe_text(conn: Any) -> None:
+    """Make this psycopg connection send NUL in text as U+FFFD. PostgreSQL's text cannot hold
+    NUL, and psycopg refuses a statement carrying one (a 500, for a client who sent
+    `/v1/sessions/%00` or an Oumi `invocation_id` holding one). No id the server makes holds
+    NUL, so a lookup by one finds nothing, as on SQLite, and a client's text is kept with
+    U+FFFD in its place. Every statement, ORM or plain, single or many, goes through it."""
+    conn.adapters.register_dumper(str, _nul_safe_dumper())
+
+
+@functools.cache
+def _nul_safe_dumper() -> type:
+    from psycopg.types.string import StrDumperUnknown
+
+    class NulSafeStrDumper(StrDumperUnknown):  # psycopg's own text dumper, NUL aside
+        def dump(self, obj: str) -> Any:
+            return super().dump(obj.replace("\x00", "\ufffd") if "\x00" in obj else obj)
+
+    return NulSafeStrDumper
 
 
 def sqlite_pragmas(dbapi_connection: Any, _record: Any = None) -> None:
@@ -149,7 +164,9 @@ class PostgresBackend:
     def connect(self) -> Any:
         import psycopg  # only a PostgreSQL deployment needs the driver loaded
 
-        return psycopg.connect(self.conninfo, autocommit=True)
+        conn = psycopg.connect(self.conninfo, autocommit=True)
+        nul_safe_text(conn)
+        return conn
 
     def begin_write(self, conn: Any) -> None:
         conn.execute("BEGIN")

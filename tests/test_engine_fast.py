@@ -246,6 +246,22 @@ async def test_an_id_with_a_nul_character_finds_nothing_rather_than_failing(serv
     assert elsewhere.status_code == 404, elsewhere.text
     listed = await server.client.get("/v1/sessions", params={"harness": "\x00"})
     assert listed.status_code == 200 and listed.json()["sessions"] == []
+    # Kept, not refused: a door's own ids and a connection's model name may hold one.
+    server.base.script("door", answer("ok"))
+    harness_id = (await server.client.get("/v1/harnesses")).json()["harnesses"][0]["id"]
+    connection = {"base_url": "https://example.com/v1", "model": "m\x00", "api_key": "k"}
+    submitted = await server.client.post(
+        f"/oumi/harnesses/{harness_id}/submit",
+        json={
+            "protocol_version": "1",
+            "session_id": "row\x00",
+            "invocation_id": "inv\x00",
+            "session_action": "start",
+            "input_messages": [{"role": "user", "content": "door"}],
+            "model_connection": connection,
+        },
+    )
+    assert submitted.status_code in (200, 202), submitted.text
 
 
 def _storage_on_the_loop(server: InProcess, monkeypatch: pytest.MonkeyPatch) -> list[str]:

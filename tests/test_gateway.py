@@ -315,6 +315,73 @@ async def test_a_model_call_keeps_only_the_tools_the_agent_runs_itself(
         assert gone not in seen
 
 
+@pytest.mark.parametrize(
+    ("path", "content"),
+    [
+        ("responses", {"type": "input_image", "image_url": "https://attacker.example/a.png?d=x"}),
+        ("responses", {"type": "input_image", "file_id": "file-account"}),
+        ("responses", {"type": "input_file", "file_url": "https://attacker.example/a.pdf"}),
+        ("responses", {"type": "input_file", "file_id": "file-account"}),
+        ("chat/completions", {"type": "image_url", "image_url": {"url": "https://x.example/c"}}),
+        ("chat/completions", {"type": "file", "file": {"file_id": "file-account"}}),
+    ],
+)
+async def test_content_the_provider_would_fetch_or_look_up_refuses_the_call(
+    client: httpx.AsyncClient,
+    tokens: TokenRegistry,
+    upstream: tuple[FakeUpstream, str],
+    path: str,
+    content: dict,
+) -> None:
+    grant = tokens.issue("openai", "m", 60)
+    before = len(upstream[0].requests)
+    if path == "responses":
+        body: dict = {"input": [{"role": "user", "content": [content]}]}
+    else:
+        body = {"messages": [{"role": "user", "content": [content]}]}
+    r = await client.post(f"{OPENAI}/{path}", headers=bearer(grant.token), json=body)
+    assert r.status_code == 400, r.text
+    assert len(upstream[0].requests) == before
+    inline = {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="}
+    ok = {"input": [{"role": "user", "content": [inline]}]}
+    assert (
+        await client.post(f"{OPENAI}/responses", headers=bearer(grant.token), json=ok)
+    ).status_code == 200
+
+
+async def test_stored_items_and_fetched_documents_never_reach_anthropic_or_gemini(
+    client: httpx.AsyncClient, tokens: TokenRegistry, upstream: tuple[FakeUpstream, str]
+) -> None:
+    reference = {"input": [{"type": "item_reference", "id": "msg_stored"}]}
+    o = bearer(tokens.issue("openai", "m", 60).token)
+    assert (await client.post(f"{OPENAI}/responses", headers=o, json=reference)).status_code == 400
+    a = {"x-api-key": tokens.issue("anthropic", "m", 60).token}
+    for block in (
+        {"type": "document", "source": {"type": "url", "url": "https://x.example/d.pdf"}},
+        {"type": "image", "source": {"type": "file", "file_id": "file_1"}},
+        {"type": "container_upload", "file_id": "file_1"},
+        {
+            "type": "tool_result",
+            "tool_use_id": "t",
+            "content": [{"type": "image", "source": {"type": "url", "url": "https://x.example"}}],
+        },
+    ):
+        body = {"max_tokens": 5, "messages": [{"role": "user", "content": [block]}]}
+        r = await client.post(f"{ANTHROPIC}/messages", headers=a, json=body)
+        assert r.status_code == 400, (block, r.text)
+    odd = {"max_tokens": 5, "messages": [], "tools": [{"type": "WEB_SEARCH_20250305", "name": "w"}]}
+    r = await client.post(f"{ANTHROPIC}/messages", headers=a, json=odd)
+    assert "tools" not in upstream[0].requests[-1]["body"]  # unknown types run at Anthropic
+    not_a_list = {"model": "m", "input": "hi", "tools": {"type": "web_search"}}
+    await client.post(f"{OPENAI}/responses", headers=o, json=not_a_list)
+    assert "tools" not in upstream[0].requests[-1]["body"]
+    surrogate = b'{"model": "m", "input": "\\ud800"}'
+    r = await client.post(
+        f"{OPENAI}/responses", headers={**o, "content-type": "application/json"}, content=surrogate
+    )
+    assert r.status_code == 400, r.text
+
+
 async def test_what_the_account_stored_is_out_of_reach(
     client: httpx.AsyncClient, tokens: TokenRegistry, upstream: tuple[FakeUpstream, str]
 ) -> None:

@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
 from uhp_server.gateway.bodies import read_capped
-from uhp_server.gateway.confine import confine
+from uhp_server.gateway.confine import Confined, confine
 from uhp_server.gateway.providers import ANTHROPIC_VERSION, Provider
 from uhp_server.gateway.replies import (
     STREAM_HEADERS,
@@ -282,8 +282,11 @@ def _request_body(
         obj["stream"] = True  # what every other wire says in its body
     stream = bool(obj.get("stream"))
     wire = _wire_of(backend, path)
-    if wire is not None:  # a model call (or its token count): only what the agent runs itself
-        obj = confine(wire, obj)
+    if wire is not None:  # a model call (or its token count): nothing past the sandbox
+        try:
+            obj = confine(wire, obj)
+        except Confined as exc:
+            return bad_request(backend, translation, str(exc))
     if translation is not None:
         try:
             obj = translation.request(obj, model=model)
@@ -297,7 +300,10 @@ def _request_body(
         for cap, other in _TOKEN_CAPS:  # one cap, not two that disagree
             if cap in provider.generation and other not in provider.generation:
                 obj.pop(other, None)
-    body = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+    try:
+        body = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+    except UnicodeEncodeError:  # a lone surrogate (json.loads takes "\ud800")
+        return bad_request(backend, translation, "The body holds an unpaired surrogate.")
     return body, stream
 
 
