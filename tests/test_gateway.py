@@ -24,6 +24,7 @@ from uhp_server.gateway import (
     make_gateway_router,
     proxy,
 )
+from uhp_server.gateway.confine import Confined, confine
 from uhp_server.sandbox.gateway_door import gateway_only
 from uhp_server.settings import Settings
 
@@ -380,6 +381,74 @@ async def test_stored_items_and_fetched_documents_never_reach_anthropic_or_gemin
         f"{OPENAI}/responses", headers={**o, "content-type": "application/json"}, content=surrogate
     )
     assert r.status_code == 400, r.text
+
+
+def test_a_fetch_is_refused_wherever_it_sits_and_inline_content_passes() -> None:
+    """Codex sends a viewed image inside a tool's output: every place is walked."""
+    url_image = {"type": "input_image", "image_url": "https://attacker.example/x.png"}
+    inline = {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="}
+    call = {"type": "function_call", "call_id": "c", "name": "view_image", "arguments": "{}"}
+
+    def output(part: dict) -> dict:
+        return {"input": [call, {"type": "function_call_output", "call_id": "c", "output": [part]}]}
+
+    refused = [
+        ("responses", output(url_image)),
+        ("responses", output({"type": "input_file", "file_id": "file-account"})),
+        ("responses", {"instructions": [{"role": "system", "content": [url_image]}]}),
+        (
+            "gemini",
+            {
+                "contents": [
+                    {
+                        "role": "user",
+                        "parts": [
+                            {
+                                "functionResponse": {
+                                    "name": "f",
+                                    "response": {},
+                                    "parts": [{"fileData": {"fileUri": "https://x.example/a"}}],
+                                }
+                            }
+                        ],
+                    }
+                ]
+            },
+        ),
+        (
+            "anthropic",
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "document",
+                                "source": {
+                                    "type": "content",
+                                    "content": [
+                                        {
+                                            "type": "image",
+                                            "source": {"type": "URL", "url": "https://x.example"},
+                                        }
+                                    ],
+                                },
+                            }
+                        ],
+                    }
+                ]
+            },
+        ),
+    ]
+    for wire, body in refused:
+        with pytest.raises(Confined):
+            confine(wire, body)
+    schema = {"type": "object", "properties": {"file_id": {"type": "string"}}}
+    passes = {
+        **output(inline),
+        "tools": [{"type": "function", "name": "f", "parameters": schema}],
+    }
+    assert confine("responses", passes)["input"][1]["output"] == [inline]
 
 
 async def test_what_the_account_stored_is_out_of_reach(

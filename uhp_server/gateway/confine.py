@@ -18,7 +18,7 @@ credential attached). So:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 # Responses tools the client runs itself (`namespace` groups hold function tools, e.g. one
@@ -42,6 +42,7 @@ def confine(wire: str, body: dict[str, Any]) -> dict[str, Any]:
     """The model call's body with only what stays inside the sandbox's reach; `wire`:
     responses, chat, anthropic or gemini. Raises Confined for content that cannot."""
     _BY_WIRE[wire](body)
+    _no_fetches(body)
     return body
 
 
@@ -49,15 +50,12 @@ def _responses(body: dict[str, Any]) -> None:
     _drop(body, _RESPONSES_STATE)
     _keep_tools(body, _responses_client_tool)
     _keep_choice(body, _responses_client_tool)
-    _responses_content(body.get("input"))
 
 
 def _chat(body: dict[str, Any]) -> None:
     _drop(body, ("web_search_options",))
     _keep_tools(body, lambda tool: tool.get("type", "function") in _CHAT_CLIENT_TOOLS)
     _keep_choice(body, lambda choice: choice.get("type") in _CHAT_CLIENT_TOOLS)
-    for message in _dicts(body.get("messages")):
-        _chat_parts(message.get("content"))
 
 
 def _anthropic(body: dict[str, Any]) -> None:
@@ -66,18 +64,11 @@ def _anthropic(body: dict[str, Any]) -> None:
     choice = body.get("tool_choice")
     if isinstance(choice, dict) and choice.get("type") == "tool" and choice.get("name") not in kept:
         body.pop("tool_choice")  # it named a server tool, which is gone
-    _anthropic_blocks(body.get("system"))
-    for message in _dicts(body.get("messages")):
-        _anthropic_blocks(message.get("content"))
 
 
 def _gemini(body: dict[str, Any]) -> None:
     _drop(body, _GEMINI_STATE)
     _keep_gemini_functions(body)
-    for content in _dicts(body.get("contents")):
-        for part in _dicts(content.get("parts")):
-            if "fileData" in part or "file_data" in part:
-                raise Confined("A part by file URI (fileData) is not reachable; send it inline.")
 
 
 _BY_WIRE: dict[str, Callable[[dict[str, Any]], None]] = {
@@ -151,62 +142,54 @@ def _keep_gemini_functions(body: dict[str, Any]) -> None:
 
 
 # -- content ----------------------------------------------------------------------------------
-def _responses_content(input_: Any) -> None:
-    for item in _dicts(input_):
-        if item.get("type") == "item_reference":
-            raise Confined("An item reference reads what the account stored; send the item.")
-        for part in _dicts(item.get("content")):
-            kind = part.get("type")
-            if kind == "input_image":
-                _inline(part.get("image_url"), "input_image")
-                _no_id(part, "input_image")
-            elif kind == "input_file":
-                if part.get("file_url") is not None:
-                    raise Confined("An input_file by URL is not reachable; send file_data.")
-                _no_id(part, "input_file")
+# Subtrees that describe rather than carry content: tool definitions and output schemas may
+# well name a property `file_id` or `image_url`.
+_DESCRIPTIONS = {
+    "tools",
+    "tool_choice",
+    "text",
+    "response_format",
+    "metadata",
+    "parameters",
+    "input_schema",
+    "functionDeclarations",
+    "generationConfig",
+}
+_BY_ID = {"file_id", "fileUri", "file_uri", "file_url"}
 
 
-def _chat_parts(content: Any) -> None:
-    for part in _dicts(content):
-        kind = part.get("type")
-        if kind == "image_url":
-            image = part.get("image_url")
-            _inline(image.get("url") if isinstance(image, dict) else image, "image_url")
-        elif kind == "file":
-            file = part.get("file")
-            if isinstance(file, dict):
-                _no_id(file, "file")
+def _no_fetches(body: dict[str, Any]) -> None:
+    """Refuse what would make the provider fetch a URL or look up the account's state,
+    wherever it sits: a message's parts, a tool's output parts (Codex sends images there),
+    system content, nested documents. Walked without recursion, every wire alike, since
+    translations carry such parts from one wire into another's."""
+    pending: list[Any] = [body]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, list):
+            pending.extend(node)
+        elif isinstance(node, dict):
+            _check_object(node)
+            pending.extend(v for k, v in node.items() if k not in _DESCRIPTIONS)
 
 
-def _anthropic_blocks(blocks: Any) -> None:
-    for block in _dicts(blocks):
-        kind = block.get("type")
-        if kind == "container_upload":
-            raise Confined("A container upload reads the account's files; send the content.")
-        source = block.get("source")
-        if isinstance(source, dict) and source.get("type") in ("url", "file"):
-            raise Confined(f"A {kind} by {source['type']} is not reachable; send it as base64.")
-        if kind == "tool_result":
-            _anthropic_blocks(block.get("content"))
-
-
-def _inline(url: Any, what: str) -> None:
+def _check_object(node: dict[str, Any]) -> None:
+    kind = str(node.get("type", "")).lower()
+    if kind in ("item_reference", "container_upload"):
+        raise Confined(f"A {kind} reads what the account stored; send the content itself.")
+    for key in _BY_ID.intersection(node):
+        if node[key] is not None:
+            raise Confined(f"Content by {key} is not reachable from the sandbox; send it inline.")
+    image = node.get("image_url")
+    url = image.get("url") if isinstance(image, dict) else image
     if url is not None and not (isinstance(url, str) and url.startswith("data:")):
-        raise Confined(f"An {what} by URL is not reachable from the sandbox; send a data: URL.")
-
-
-def _no_id(part: dict[str, Any], what: str) -> None:
-    if part.get("file_id") is not None:
-        raise Confined(f"An {what} by file_id reads the account's files; send the content.")
+        raise Confined("An image by URL is not reachable from the sandbox; send a data: URL.")
+    source = node.get("source")
+    if isinstance(source, dict) and str(source.get("type", "")).lower() in ("url", "file"):
+        raise Confined("A source by URL or file is not reachable; send it as base64.")
 
 
 # -- helpers ----------------------------------------------------------------------------------
 def _drop(body: dict[str, Any], keys: tuple[str, ...]) -> None:
     for key in keys:
         body.pop(key, None)
-
-
-def _dicts(value: Any) -> Iterator[dict[str, Any]]:
-    """The objects of a list (a string or anything else holds none)."""
-    if isinstance(value, list):
-        yield from (item for item in value if isinstance(item, dict))
