@@ -392,53 +392,16 @@ def test_a_fetch_is_refused_wherever_it_sits_and_inline_content_passes() -> None
     def output(part: dict) -> dict:
         return {"input": [call, {"type": "function_call_output", "call_id": "c", "output": [part]}]}
 
+    fetched_file = {"fileData": {"fileUri": "https://x.example/a"}}
+    gemini_output = {"functionResponse": {"name": "f", "response": {}, "parts": [fetched_file]}}
+    url_source = {"type": "image", "source": {"type": "URL", "url": "https://x.example"}}
+    document = {"type": "document", "source": {"type": "content", "content": [url_source]}}
     refused = [
         ("responses", output(url_image)),
         ("responses", output({"type": "input_file", "file_id": "file-account"})),
         ("responses", {"instructions": [{"role": "system", "content": [url_image]}]}),
-        (
-            "gemini",
-            {
-                "contents": [
-                    {
-                        "role": "user",
-                        "parts": [
-                            {
-                                "functionResponse": {
-                                    "name": "f",
-                                    "response": {},
-                                    "parts": [{"fileData": {"fileUri": "https://x.example/a"}}],
-                                }
-                            }
-                        ],
-                    }
-                ]
-            },
-        ),
-        (
-            "anthropic",
-            {
-                "messages": [
-                    {
-                        "role": "user",
-                        "content": [
-                            {
-                                "type": "document",
-                                "source": {
-                                    "type": "content",
-                                    "content": [
-                                        {
-                                            "type": "image",
-                                            "source": {"type": "URL", "url": "https://x.example"},
-                                        }
-                                    ],
-                                },
-                            }
-                        ],
-                    }
-                ]
-            },
-        ),
+        ("gemini", {"contents": [{"role": "user", "parts": [gemini_output]}]}),
+        ("anthropic", {"messages": [{"role": "user", "content": [document]}]}),
     ]
     for wire, body in refused:
         with pytest.raises(Confined):
