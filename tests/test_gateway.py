@@ -327,7 +327,7 @@ async def test_a_model_call_keeps_only_the_tools_the_agent_runs_itself(
         ("chat/completions", {"type": "file", "file": {"file_id": "file-account"}}),
     ],
 )
-async def test_content_the_provider_would_fetch_or_look_up_refuses_the_call(
+async def test_content_the_provider_would_fetch_or_look_up_never_reaches_it(
     client: httpx.AsyncClient,
     tokens: TokenRegistry,
     upstream: tuple[FakeUpstream, str],
@@ -335,27 +335,29 @@ async def test_content_the_provider_would_fetch_or_look_up_refuses_the_call(
     content: dict,
 ) -> None:
     grant = tokens.issue("openai", "m", 60)
-    before = len(upstream[0].requests)
     if path == "responses":
         body: dict = {"input": [{"role": "user", "content": [content]}]}
     else:
         body = {"messages": [{"role": "user", "content": [content]}]}
     r = await client.post(f"{OPENAI}/{path}", headers=bearer(grant.token), json=body)
-    assert r.status_code == 400, r.text
-    assert len(upstream[0].requests) == before
+    assert r.status_code == 200, r.text  # the call goes on, and so can its conversation
+    sent = upstream[0].requests[-1]["raw"].decode()
+    assert "example" not in sent and "file-account" not in sent
+    assert "was not sent: this model gateway forwards inline content only" in sent
     inline = {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="}
     ok = {"input": [{"role": "user", "content": [inline]}]}
-    assert (
-        await client.post(f"{OPENAI}/responses", headers=bearer(grant.token), json=ok)
-    ).status_code == 200
+    await client.post(f"{OPENAI}/responses", headers=bearer(grant.token), json=ok)
+    assert upstream[0].requests[-1]["body"]["input"] == ok["input"]
 
 
-async def test_stored_items_and_fetched_documents_never_reach_anthropic_or_gemini(
+async def test_stored_items_and_fetched_documents_never_reach_the_provider(
     client: httpx.AsyncClient, tokens: TokenRegistry, upstream: tuple[FakeUpstream, str]
 ) -> None:
     reference = {"input": [{"type": "item_reference", "id": "msg_stored"}]}
     o = bearer(tokens.issue("openai", "m", 60).token)
-    assert (await client.post(f"{OPENAI}/responses", headers=o, json=reference)).status_code == 400
+    await client.post(f"{OPENAI}/responses", headers=o, json=reference)
+    [stand_in] = upstream[0].requests[-1]["body"]["input"]  # an item: a message saying so
+    assert stand_in["role"] == "user" and "not sent" in stand_in["content"][0]["text"]
     a = {"x-api-key": tokens.issue("anthropic", "m", 60).token}
     for block in (
         {"type": "document", "source": {"type": "url", "url": "https://x.example/d.pdf"}},
@@ -369,7 +371,10 @@ async def test_stored_items_and_fetched_documents_never_reach_anthropic_or_gemin
     ):
         body = {"max_tokens": 5, "messages": [{"role": "user", "content": [block]}]}
         r = await client.post(f"{ANTHROPIC}/messages", headers=a, json=body)
-        assert r.status_code == 400, (block, r.text)
+        assert r.status_code == 200, (block, r.text)
+        sent = upstream[0].requests[-1]["raw"].decode()
+        assert "x.example" not in sent and "file_1" not in sent, block
+        assert "not sent" in sent
     odd = {"max_tokens": 5, "messages": [], "tools": [{"type": "WEB_SEARCH_20250305", "name": "w"}]}
     r = await client.post(f"{ANTHROPIC}/messages", headers=a, json=odd)
     assert "tools" not in upstream[0].requests[-1]["body"]  # unknown types run at Anthropic
@@ -383,7 +388,7 @@ async def test_stored_items_and_fetched_documents_never_reach_anthropic_or_gemin
     assert r.status_code == 400, r.text
 
 
-def test_a_fetch_is_refused_wherever_it_sits_and_inline_content_passes() -> None:
+def test_a_fetch_is_replaced_wherever_it_sits_and_inline_content_passes() -> None:
     """Codex sends a viewed image inside a tool's output: every place is walked."""
     url_image = {"type": "input_image", "image_url": "https://attacker.example/x.png"}
     inline = {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="}
@@ -404,14 +409,22 @@ def test_a_fetch_is_refused_wherever_it_sits_and_inline_content_passes() -> None
         ("anthropic", {"messages": [{"role": "user", "content": [document]}]}),
     ]
     for wire, body in refused:
-        with pytest.raises(Confined):
-            confine(wire, body)
+        sent = json.dumps(confine(wire, body))
+        assert "x.example" not in sent and "file-account" not in sent, wire
+        assert "not sent" in sent
+    with pytest.raises(Confined):  # a fetch no list holds: no part can stand in for it
+        confine("responses", {"input": {"type": "item_reference", "id": "x"}})
     schema = {"type": "object", "properties": {"file_id": {"type": "string"}}}
     passes = {
         **output(inline),
         "tools": [{"type": "function", "name": "f", "parameters": schema}],
     }
     assert confine("responses", passes)["input"][1]["output"] == [inline]
+    # What the agent called its own tools with is its data, not a fetch.
+    called = {"type": "tool_use", "id": "t", "name": "fetch", "input": {"source": url_source}}
+    confine("anthropic", {"messages": [{"role": "assistant", "content": [called]}]})
+    args = {"functionCall": {"name": "get", "args": {"file_id": "f1", "image_url": "x"}}}
+    confine("gemini", {"contents": [{"role": "model", "parts": [args]}]})
 
 
 async def test_what_the_account_stored_is_out_of_reach(

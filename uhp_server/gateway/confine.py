@@ -13,7 +13,8 @@ credential attached). So:
 - tools the provider would run are dropped (Codex offers `web_search` at every call, and a
   call goes on without it), as are the fields that reach stored or background state;
 - content the provider would fetch or look up (a URL that is not `data:`, a file id, an
-  item reference) refuses the call: dropping it would change what the model is asked.
+  item reference) is replaced by a text part that says it was not sent, so the model knows,
+  and the conversation that holds it can go on.
 """
 
 from __future__ import annotations
@@ -40,9 +41,10 @@ class Confined(ValueError):
 
 def confine(wire: str, body: dict[str, Any]) -> dict[str, Any]:
     """The model call's body with only what stays inside the sandbox's reach; `wire`:
-    responses, chat, anthropic or gemini. Raises Confined for content that cannot."""
+    responses, chat, anthropic or gemini. Raises Confined for a fetch that is not a part of
+    anything (no list holds it), which no text can stand in for."""
     _BY_WIRE[wire](body)
-    _no_fetches(body)
+    _no_fetches(wire, body)
     return body
 
 
@@ -155,38 +157,71 @@ _DESCRIPTIONS = {
     "functionDeclarations",
     "generationConfig",
 }
+# And what a tool is called with or answered: the agent's own data, sent to the provider as
+# such (Anthropic's `tool_use.input`, Gemini's `functionCall.args` and `functionResponse.
+# response`); a tool may well take a `source` of type url. Anthropic's tool results and
+# Gemini's response parts carry content, and are walked.
+_ARGUMENTS = {"args", "response"}
+_CALLS = {"tool_use", "server_tool_use", "mcp_tool_use"}
 _BY_ID = {"file_id", "fileUri", "file_uri", "file_url"}
 
 
-def _no_fetches(body: dict[str, Any]) -> None:
-    """Refuse what would make the provider fetch a URL or look up the account's state,
-    wherever it sits: a message's parts, a tool's output parts (Codex sends images there),
-    system content, nested documents. Walked without recursion, every wire alike, since
-    translations carry such parts from one wire into another's."""
-    pending: list[Any] = [body]
+def _no_fetches(wire: str, body: dict[str, Any]) -> None:
+    """Replace what would make the provider fetch a URL or look up the account's state,
+    wherever it sits (a message's parts, a tool's output parts where Codex sends images,
+    system content, nested documents), by a text part saying so, in the wire's own shape.
+    Replaced rather than refused: the part stays in the conversation's history, and a call
+    refused for it would be refused again at every later call of the session. Walked without
+    recursion, every wire alike, since translations carry parts from one wire into another."""
+    # (node, the list holding the part it belongs to, the part's index in that list)
+    pending: list[tuple[Any, list[Any] | None, int]] = [(body, None, 0)]
     while pending:
-        node = pending.pop()
+        node, holder, index = pending.pop()
         if isinstance(node, list):
-            pending.extend(node)
+            pending.extend((item, node, n) for n, item in enumerate(node))
         elif isinstance(node, dict):
-            _check_object(node)
-            pending.extend(v for k, v in node.items() if k not in _DESCRIPTIONS)
+            fetched = _fetched(node)
+            if fetched is None:
+                skipped = _skipped(node)
+                pending.extend((v, holder, index) for k, v in node.items() if k not in skipped)
+            elif holder is None:
+                raise Confined(f"{fetched} is not reachable from the sandbox; send it inline.")
+            else:
+                holder[index] = _placeholder(wire, fetched, item=holder is body.get("input"))
 
 
-def _check_object(node: dict[str, Any]) -> None:
+def _skipped(node: dict[str, Any]) -> set[str]:
+    if node.get("type") in _CALLS:
+        return _DESCRIPTIONS | _ARGUMENTS | {"input"}
+    return _DESCRIPTIONS | _ARGUMENTS
+
+
+def _fetched(node: dict[str, Any]) -> str | None:
+    """What this object would have the provider fetch or look up, or None."""
     kind = str(node.get("type", "")).lower()
     if kind in ("item_reference", "container_upload"):
-        raise Confined(f"A {kind} reads what the account stored; send the content itself.")
+        return f"A stored {kind}"
     for key in _BY_ID.intersection(node):
         if node[key] is not None:
-            raise Confined(f"Content by {key} is not reachable from the sandbox; send it inline.")
+            return f"Content by {key}"
     image = node.get("image_url")
     url = image.get("url") if isinstance(image, dict) else image
     if url is not None and not (isinstance(url, str) and url.startswith("data:")):
-        raise Confined("An image by URL is not reachable from the sandbox; send a data: URL.")
+        return "An image by URL"
     source = node.get("source")
     if isinstance(source, dict) and str(source.get("type", "")).lower() in ("url", "file"):
-        raise Confined("A source by URL or file is not reachable; send it as base64.")
+        return f"A {node.get('type', 'part')} by {source['type']}"
+    return None
+
+
+def _placeholder(wire: str, fetched: str, *, item: bool) -> dict[str, Any]:
+    text = f"[{fetched} was not sent: this model gateway forwards inline content only.]"
+    if wire == "responses":
+        part = {"type": "input_text", "text": text}
+        return {"role": "user", "content": [part]} if item else part
+    if wire == "gemini":
+        return {"text": text}
+    return {"type": "text", "text": text}
 
 
 # -- helpers ----------------------------------------------------------------------------------
