@@ -25,6 +25,7 @@ from uhp_server.gateway import (
     proxy,
 )
 from uhp_server.gateway.confine import Confined, confine
+from uhp_server.gateway.wire import translation
 from uhp_server.sandbox.gateway_door import gateway_only
 from uhp_server.settings import Settings
 
@@ -412,6 +413,11 @@ def test_a_fetch_is_replaced_wherever_it_sits_and_inline_content_passes() -> Non
         sent = json.dumps(confine(wire, body))
         assert "x.example" not in sent and "file-account" not in sent, wire
         assert "not sent" in sent
+    # What stands in for it translates like any text part, e.g. in a Gemini tool's answer.
+    asked = {"role": "model", "parts": [{"functionCall": {"name": "f", "args": {}}}]}
+    answered = {"contents": [asked, *refused[3][1]["contents"]]}
+    messages = translation("gemini", "chat").request(answered, model="m")["messages"]
+    assert "not sent" in messages[-1]["content"]
     with pytest.raises(Confined):  # a fetch no list holds: no part can stand in for it
         confine("responses", {"input": {"type": "item_reference", "id": "x"}})
     schema = {"type": "object", "properties": {"file_id": {"type": "string"}}}

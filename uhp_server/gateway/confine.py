@@ -210,7 +210,8 @@ def _fetched(node: dict[str, Any]) -> str | None:
         return "An image by URL"
     source = node.get("source")
     if isinstance(source, dict) and str(source.get("type", "")).lower() in ("url", "file"):
-        return f"A {node.get('type', 'part')} by {source['type']}"
+        kind = str(node.get("type", "part"))
+        return f"{'An' if kind[:1] in 'aeiou' else 'A'} {kind} by {source['type']}"
     return None
 
 

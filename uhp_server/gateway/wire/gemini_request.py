@@ -164,6 +164,8 @@ def _function_response(raw: object, where: str, messages: ChatMessages, ids: Cal
 
 
 def _media(part: dict, where: str) -> dict:
+    if isinstance(part.get("text"), str):  # e.g. what gateway/confine.py put for a fetch
+        return text_part(part["text"])
     inline = part.get("inlineData")
     if isinstance(inline, dict) and str(inline.get("mimeType", "")).startswith("image/"):
         return image_part(f"data:{inline['mimeType']};base64,{inline.get('data', '')}")
