@@ -27,6 +27,7 @@ from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 
 from uhp_server.auth import require_principal
+from uhp_server.bodies import read_within
 from uhp_server.errors import VENDOR, ApiError
 
 MAX_DEPTH = 64  # no protocol object comes near this
@@ -78,14 +79,9 @@ def parse_strict(body: bytes | bytearray | str) -> Any:
 
 async def _read_limited(request: Request, limit: int) -> bytearray:
     """The body, in one buffer: a large body is never copied whole (json reads a bytearray)."""
-    declared = request.headers.get("content-length")
-    if declared and declared.isascii() and declared.isdigit() and int(declared) > limit:
+    body = await read_within(request, limit)
+    if body is None:
         raise _too_large(limit)
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise _too_large(limit)
     return body
 
 

@@ -23,6 +23,7 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import Request
 
 from storage.blobs import BlobStore
+from uhp_server.bodies import declared_length
 from uhp_server.errors import ApiError
 from uhp_server.filenames import safe_filename
 
@@ -184,8 +185,8 @@ async def _drain(request: Request) -> None:
 
 async def receive_upload(request: Request, blobs: BlobStore, limit: int) -> Upload:
     boundary = _boundary(request)
-    declared = request.headers.get("content-length", "")
-    if declared.isascii() and declared.isdigit() and int(declared) > limit + MULTIPART_OVERHEAD:
+    declared = declared_length(request)
+    if declared is not None and declared > limit + MULTIPART_OVERHEAD:
         await _drain(request)  # refused before a single byte is written
         raise too_large(limit)
     receiver = _Receiver(blobs, limit)

@@ -20,7 +20,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
-from uhp_server.gateway.bodies import read_capped
+from uhp_server.bodies import read_capped
 from uhp_server.gateway.confine import Confined, confine
 from uhp_server.gateway.providers import ANTHROPIC_VERSION, Provider
 from uhp_server.gateway.replies import (

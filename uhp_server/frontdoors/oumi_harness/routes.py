@@ -13,6 +13,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from uhp_server.auth import CurrentPrincipal
+from uhp_server.bodies import read_within
 from uhp_server.context import AppContext, Ctx
 from uhp_server.errors import ApiError
 from uhp_server.frontdoors.oumi_harness.service import OumiInvocations
@@ -39,14 +40,9 @@ def _door(request: Request) -> OumiInvocations:
 
 async def _body(request: Request) -> dict[str, Any]:
     """The body, refused past 10 MiB without reading the rest (413: fails only the row)."""
-    declared = request.headers.get("content-length", "")
-    if declared.isascii() and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+    raw = await read_within(request, MAX_BODY_BYTES)
+    if raw is None:
         raise ApiError(413, "request_too_large", "The request body is over 10 MiB.")
-    raw = bytearray()
-    async for chunk in request.stream():
-        raw += chunk
-        if len(raw) > MAX_BODY_BYTES:
-            raise ApiError(413, "request_too_large", "The request body is over 10 MiB.")
     return parse_json(bytes(raw))
 
 

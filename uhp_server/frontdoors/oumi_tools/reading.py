@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import Request
 
+from uhp_server.bodies import read_within
 from uhp_server.frontdoors.oumi_tools.calls import Refusal
 from uhp_server.strict_json import parse_strict
 
@@ -13,14 +14,9 @@ MAX_BODY_BYTES = 1024 * 1024  # a prompt, a session id and a little JSON-RPC aro
 
 
 async def read_json(request: Request) -> Any:
-    declared = request.headers.get("content-length")
-    if declared and declared.isascii() and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+    body = await read_within(request, MAX_BODY_BYTES)
+    if body is None:
         raise Refusal(413, "The request body is larger than 1 MiB.")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_BODY_BYTES:
-            raise Refusal(413, "The request body is larger than 1 MiB.")
     if not body.strip():
         raise Refusal(400, "The body must be a JSON object with a 'prompt' string.")
     try:
