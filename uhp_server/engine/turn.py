@@ -38,7 +38,7 @@ from uhp_server.engine.wind_down import limit_outcome, wind_down
 from uhp_server.errors import error_body
 from uhp_server.gateway.mcp_targets import McpTarget, degraded_notice, mcp_path, probe
 from uhp_server.gateway.paths import gateway_path
-from uhp_server.gateway.tokens import with_openai_details
+from uhp_server.gateway.tokens import UsageTotals
 from uhp_server.metrics import Metrics
 from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SessionMounts
 
@@ -400,14 +400,12 @@ class TurnExecutor:
 
 
 def _cli_usage(usage: ev.Usage | None) -> dict[str, Any] | None:
+    """The CLI's own report, in the same shape as the gateway's count."""
     if usage is None:
         return None
-    result = {
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "total_tokens": usage.input_tokens + usage.output_tokens,
-    }
-    if usage.cached_input_tokens:
-        result["cache_read_tokens"] = usage.cached_input_tokens
-    # The CLI's own report tells no reasoning tokens apart.
-    return with_openai_details(result, usage.cached_input_tokens, 0)
+    return UsageTotals(
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=usage.cached_input_tokens,
+        seen=True,
+    ).as_uhp()

@@ -50,7 +50,7 @@ class UsageTotals:
         """The protocol's `usage` object, or None when no usage was ever reported."""
         if not self.seen:
             return None
-        usage = {
+        usage: dict[str, Any] = {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "total_tokens": self.input_tokens + self.output_tokens,
@@ -59,16 +59,12 @@ class UsageTotals:
             usage["cache_read_tokens"] = self.cache_read_tokens
         if self.cache_write_tokens:
             usage["cache_write_tokens"] = self.cache_write_tokens
-        return with_openai_details(usage, self.cache_read_tokens, self.reasoning_tokens)
-
-
-def with_openai_details(usage: dict[str, Any], cached: int, reasoning: int) -> dict[str, Any]:
-    """UHP's usage with the detail objects OpenAI's Responses usage always carries (the
-    `openai` SDK reads `usage.input_tokens_details.cached_tokens` without a check); UHP's
-    Usage allows more properties than its own."""
-    usage["input_tokens_details"] = {"cached_tokens": cached}
-    usage["output_tokens_details"] = {"reasoning_tokens": reasoning}
-    return usage
+        # The detail objects OpenAI's Responses usage always carries (the `openai` SDK reads
+        # `usage.input_tokens_details.cached_tokens` without a check); UHP's Usage allows
+        # more properties than its own.
+        usage["input_tokens_details"] = {"cached_tokens": self.cache_read_tokens}
+        usage["output_tokens_details"] = {"reasoning_tokens": self.reasoning_tokens}
+        return usage
 
 
 @dataclass
