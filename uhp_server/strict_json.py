@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from fastapi import Request, Response
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
+from pydantic import BaseModel, ValidationInfo
 
 from uhp_server.auth import require_principal
 from uhp_server.bodies import read_within
@@ -133,6 +134,12 @@ def _needs_principal(dependant: Dependant) -> bool:
             return True
         pending.extend(current.dependencies)
     return False
+
+
+def null_means_default(cls: type[BaseModel], value: Any, info: ValidationInfo) -> Any:
+    """A body model's `mode="before"` validator: `null` for the field means "not set", as
+    OpenAI's API and its SDK's types have it (`stream=None`), so the field's default."""
+    return cls.model_fields[info.field_name or ""].default if value is None else value
 
 
 def reads_own_body(endpoint: _Endpoint) -> _Endpoint:

@@ -15,7 +15,6 @@ from pydantic import (
     StrictBool,
     StrictInt,
     StrictStr,
-    ValidationInfo,
     field_validator,
 )
 
@@ -27,7 +26,7 @@ from uhp_server.engine import reading
 from uhp_server.engine.run import Run
 from uhp_server.errors import ApiError
 from uhp_server.streaming import sse_response
-from uhp_server.strict_json import StrictJsonRoute
+from uhp_server.strict_json import StrictJsonRoute, null_means_default
 
 router = APIRouter(route_class=StrictJsonRoute)
 
@@ -55,11 +54,7 @@ class CreateResponseBody(BaseModel):
     include: list[StrictStr] | None = None
     background: StrictBool = False
 
-    @field_validator("stream", "store", "background", mode="before")
-    @classmethod
-    def _null_is_default(cls, value: Any, info: ValidationInfo) -> Any:
-        """`null` for a flag means "not set", as OpenAI's API and its SDK's types have it."""
-        return cls.model_fields[info.field_name or ""].default if value is None else value
+    _nulls = field_validator("stream", "store", "background", mode="before")(null_means_default)
 
     @field_validator("input")
     @classmethod

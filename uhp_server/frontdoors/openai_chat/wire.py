@@ -17,11 +17,11 @@ from pydantic import (
     StrictBool,
     StrictInt,
     StrictStr,
-    ValidationInfo,
     field_validator,
 )
 
 from uhp_server.errors import ApiError
+from uhp_server.strict_json import null_means_default
 
 # Fields this door acts on. `metadata` is kept on the response; everything else a request
 # carries (tools, tool_choice, temperature, max_tokens, stop, seed, user, store, ...) is
@@ -60,10 +60,7 @@ class StreamOptions(BaseModel):
 
     include_usage: StrictBool = False
 
-    @field_validator("include_usage", mode="before")
-    @classmethod
-    def _null_is_default(cls, value: Any) -> Any:
-        return False if value is None else value
+    _nulls = field_validator("include_usage", mode="before")(null_means_default)
 
 
 class ChatCompletionBody(BaseModel):
@@ -85,11 +82,7 @@ class ChatCompletionBody(BaseModel):
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
 
-    @field_validator("stream", "n", mode="before")
-    @classmethod
-    def _null_is_default(cls, value: Any, info: ValidationInfo) -> Any:
-        """`null` means "not set", as OpenAI's API and its SDK's types have it."""
-        return cls.model_fields[info.field_name or ""].default if value is None else value
+    _nulls = field_validator("stream", "n", mode="before")(null_means_default)
 
     @field_validator("messages")
     @classmethod
