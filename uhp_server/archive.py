@@ -8,13 +8,13 @@ ones named `name (2).ext`, `name (3).ext`, ...
 
 from __future__ import annotations
 
-import re
 import time
 import zipfile
 from collections.abc import Iterator
 
 from storage.blobs import BlobStore
 from storage.models import ArtifactRow
+from uhp_server.filenames import portable, split_suffix
 
 
 class _Sink:
@@ -41,11 +41,11 @@ def entry_names(rows: list[ArtifactRow]) -> list[str]:
     `stem (n).ext` with the first n whose name no row has and no other row was given. Names
     compare without case: zip readers keep one of two entries of the same name, and a
     case-insensitive file system (macOS, Windows) one of `A.txt` and `a.txt`."""
-    portable = [_portable(row.filename) for row in rows]
-    own = {name.casefold() for name in portable}
+    wanted_names = [portable(row.filename) for row in rows]
+    own = {name.casefold() for name in wanted_names}
     given: set[str] = set()
     names = []
-    for wanted in portable:
+    for wanted in wanted_names:
         name, n = wanted, 1
         while name.casefold() in given or (n > 1 and name.casefold() in own):
             n += 1
@@ -55,21 +55,10 @@ def entry_names(rows: list[ArtifactRow]) -> list[str]:
     return names
 
 
-# Backslash is a separator to Windows extractors (`..\x` would climb out of the folder; the
-# zip format allows only `/`); a control character breaks a terminal or a file dialog.
-_NOT_PORTABLE = re.compile(r"[\\\x00-\x1f\x7f]")
-
-
-def _portable(filename: str) -> str:
-    return _NOT_PORTABLE.sub("_", filename)
-
-
 def _numbered(filename: str, n: int) -> str:
     folder, slash, base = filename.rpartition("/")
-    stem, dot, ext = base.rpartition(".")
-    if not dot or not stem:
-        stem, ext = base, ""
-    return f"{folder}{slash}{stem} ({n})" + (f".{ext}" if ext else "")
+    stem, suffix = split_suffix(base)
+    return f"{folder}{slash}{stem} ({n}){suffix}"
 
 
 def zip_stream(rows: list[ArtifactRow], blobs: BlobStore) -> Iterator[bytes]:

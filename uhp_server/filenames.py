@@ -18,16 +18,14 @@ def safe_filename(name: str | None, fallback: str = "file") -> str:
 
     Only the last component of whatever the client sent is kept (`../../x.txt` is `x.txt`),
     so a name can never address anything but a file in the folder it is written to."""
-    raw = unicodedata.normalize("NFC", name or "")
-    raw = re.split(r"[\\/]", raw)[-1]
+    raw = _last_component(unicodedata.normalize("NFC", name or ""))
     cleaned = _UNSAFE.sub("_", raw).strip().lstrip(".").strip()
     if not cleaned:
         return fallback
     if len(cleaned) > MAX_NAME or _size(cleaned) > MAX_NAME_BYTES:
-        stem, dot, ext = cleaned.rpartition(".")
-        if not (dot and stem and 0 < len(ext) <= 16):
-            stem, ext = cleaned, ""
-        suffix = "." + ext if ext else ""
+        stem, suffix = split_suffix(cleaned)
+        if not 1 < len(suffix) <= 17:  # no extension, or too long to be one: cut anywhere
+            stem, suffix = cleaned, ""
         stem = stem[: MAX_NAME - len(suffix)]
         while _size(stem + suffix) > MAX_NAME_BYTES:
             stem = stem[:-1]
@@ -35,15 +33,38 @@ def safe_filename(name: str | None, fallback: str = "file") -> str:
     return cleaned
 
 
+def split_suffix(name: str) -> tuple[str, str]:
+    """(stem, ".ext" or ""): a name that starts with its only dot has no extension."""
+    stem, dot, ext = name.rpartition(".")
+    if not dot or not stem:
+        return name, ""
+    return stem, f".{ext}" if ext else ""
+
+
 def _size(name: str) -> int:
     return len(name.encode("utf-8", "surrogatepass"))
 
 
+def _last_component(name: str) -> str:
+    """After the last separator of either kind (a backslash is one on Windows)."""
+    return re.split(r"[\\/]", name)[-1]
+
+
+# Backslash is a separator to Windows extractors and browsers (`..\x` would climb out of the
+# folder; zip names allow only `/`); a control character breaks a terminal or a file dialog.
+_NOT_PORTABLE = re.compile(r"[\\\x00-\x1f\x7f]")
+
+
+def portable(name: str) -> str:
+    """The name with backslashes and control characters as `_` (folders by `/` kept)."""
+    return _NOT_PORTABLE.sub("_", name)
+
+
 def content_disposition(filename: str) -> str:
     """`attachment` with an ASCII fallback and the exact UTF-8 name (RFC 6266 / 5987)."""
-    # The last component by either separator (a backslash is one on Windows: `..\evil.bat`
-    # would be saved as `evil.bat` by one browser and climb out by another), no controls.
-    base = re.sub(r"[\x00-\x1f\x7f]", "_", re.split(r"[\\/]", filename)[-1])
+    # The last component by either separator (`..\evil.bat` would be saved as `evil.bat` by
+    # one browser and climb out by another), without controls.
+    base = portable(_last_component(filename))
     ascii_name = safe_filename(base).encode("ascii", "replace").decode().replace("?", "_")
     ascii_name = ascii_name.replace('"', "_").replace(";", "_") or "file"
     return f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(base, safe='')}"

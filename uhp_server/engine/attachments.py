@@ -19,6 +19,7 @@ from pathlib import Path
 from storage.acceptance import InputFile
 from storage.blobs import BlobStore
 from uhp_server.engine.inputs import Attachment
+from uhp_server.filenames import split_suffix
 
 _MAX_NAME_TRIES = 1000
 
@@ -84,10 +85,7 @@ def prompt_note(placed: list[Placed]) -> str:
 
 
 def _candidates(filename: str) -> list[str]:
-    stem, dot, ext = filename.rpartition(".")
-    if not dot or not stem:
-        stem, ext = filename, ""
-    suffix = f".{ext}" if ext else ""
+    stem, suffix = split_suffix(filename)
     return [filename] + [f"{stem}-{n}{suffix}" for n in range(2, _MAX_NAME_TRIES)]
 
 
