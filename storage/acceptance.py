@@ -97,17 +97,16 @@ class AcceptanceRows:
     first_event: str | None = None  # JSON, numbered 0; None when the response is not kept
 
 
-def accept(db: Database, unit: AcceptanceRows) -> HeldSession:
+async def accept(db: Database, unit: AcceptanceRows) -> HeldSession:
     """Write the unit in one transaction; returns the session the turn holds. Raises Busy, or
-    the driver's IntegrityError (`db.raw.integrity_error`) when another request holds the
-    Idempotency-Key; either way nothing is written."""
+    one of the drivers' IntegrityErrors (`db.raw.integrity_error`) when another request holds
+    the Idempotency-Key; either way nothing is written."""
     gate = _gate(unit)
     rows = _rows(unit)
-    with db.plain_connection() as conn:
-        if db.dialect == "postgresql" and _parameters(gate, rows) <= MAX_PARAMETERS:
-            passed = _at_once(conn, db.raw, gate, rows)
-        else:  # SQLite, or more parameters than one statement carries (thousands of files)
-            passed = _in_steps(conn, db.raw, gate, rows)
+    if db.dialect == "postgresql" and _parameters(gate, rows) <= MAX_PARAMETERS:
+        passed = await db.write_statement(*_at_once(db.raw, gate, rows))
+    else:  # SQLite, or more parameters than one statement carries (thousands of files)
+        passed = await db.write_single(_in_steps_on, db, gate, rows)
     if not passed:
         raise Busy
     if unit.claim is not None:
@@ -159,6 +158,11 @@ class _Rows:
         return ", ".join(self.columns + ((self.clock,) if self.clock else ()))
 
 
+def _in_steps_on(db: Database, gate: _Gate | None, rows: list[_Rows]) -> list[tuple[Any, ...]]:
+    with db.plain_connection() as conn:
+        return _in_steps(conn, db.raw, gate, rows)
+
+
 def _in_steps(
     conn: Any, raw: RawBackend, gate: _Gate | None, rows: list[_Rows]
 ) -> list[tuple[Any, ...]]:
@@ -185,9 +189,7 @@ def _in_steps(
         raise
 
 
-def _at_once(
-    conn: Any, raw: RawBackend, gate: _Gate | None, rows: list[_Rows]
-) -> list[tuple[Any, ...]]:
+def _at_once(raw: RawBackend, gate: _Gate | None, rows: list[_Rows]) -> tuple[str, list[Any]]:
     """PostgreSQL: one statement, in autocommit: all of it, or (an error, a closed gate) none."""
     ctes = [f"gate AS ({raw.sql(gate.sql)})" if gate else "gate AS (SELECT 1)"]
     params = list(gate.params) if gate else []
@@ -195,8 +197,7 @@ def _at_once(
         sql, values = table.postgresql()
         ctes.append(f"w{n} AS ({sql})")
         params.extend(values)
-    statement = "WITH " + ", ".join(ctes) + " SELECT * FROM gate"
-    return list(conn.execute(statement, params).fetchall())
+    return "WITH " + ", ".join(ctes) + " SELECT * FROM gate", params
 
 
 def _parameters(gate: _Gate | None, rows: list[_Rows]) -> int:

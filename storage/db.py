@@ -8,7 +8,13 @@ every write through one thread means they queue in order instead of contending f
 The event log's appends (`db.append_events`) ride the same thread and are group-committed:
 whatever queued up while the previous commit ran goes into the next transaction. PostgreSQL
 takes the same path (one writer keeps each response's events in exact order for free); its
-group commit runs through psycopg's own `executemany`, as SQLite's through sqlite3's.
+group commit is as a rule one statement (raw_sql.events_at_once), SQLite's sqlite3's
+`executemany` in a transaction.
+
+On PostgreSQL, once the server's lifespan calls `bind_loop`, the statements every task makes
+(`select`, `write_statement`, the event log's commits) are sent from the event loop instead,
+through asyncpg (storage/loop_link.py says why; storage/loop_writer.py keeps the writer's
+order there).
 """
 
 from __future__ import annotations
@@ -21,18 +27,18 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlmodel import Session, create_engine
 
-from storage import mcp_secrets, migrate, models, skills  # noqa: F401  (registers the tables)
+from storage import event_batches, mcp_secrets, migrate, models, skills  # noqa: F401  (tables)
+from storage.event_batches import EventBatch
+from storage.event_batches import SessionRelease as SessionRelease
 from storage.raw_sql import (
-    RowUpdate,
     backend_for,
     hung_up,
     link_timeouts,
@@ -40,6 +46,10 @@ from storage.raw_sql import (
     sqlalchemy_url,
     sqlite_pragmas,
 )
+
+if TYPE_CHECKING:
+    from storage.loop_link import LoopLink
+    from storage.loop_writer import LoopWriter
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -58,31 +68,12 @@ IDLE_PING_SECONDS = 1.0
 EVENTS_CHANNEL = "uhp_events"
 
 
-@dataclass
-class SessionRelease:
-    """A session whose turn ends with this batch: it is free for its next task the moment
-    the terminal event is committed, in the same transaction."""
-
-    session_id: str
-    native_session_id: str | None  # the CLI's conversation id, for the next turn's resume
-
-
-@dataclass
-class EventBatch:
-    """Rows for the event log, written in one transaction with whatever else is queued."""
-
-    response_id: str
-    rows: list[tuple[int, str]]  # (seq, the event as JSON)
-    final: str | None = None  # the terminal response object as JSON, when the log ends here
-    status: str | None = None  # with `final`, or alone: the end of a response not kept
-    release: SessionRelease | None = None  # with `final`: the session the turn held
-
-
 class Database:
     def __init__(self, target: Path | str) -> None:
         """`target`: a SQLite file, or a database URL (`sqlite:///…`, `postgresql://…`)."""
         url = sqlalchemy_url(f"sqlite:///{target}" if isinstance(target, Path) else target)
         self.dialect = url.get_backend_name()
+        self.url = url
         self.path = Path(url.database) if self.dialect == "sqlite" and url.database else None
         self.raw = backend_for(url)
         if self.dialect == "sqlite":
@@ -118,6 +109,10 @@ class Database:
         self._lock = threading.Lock()
         self._readers: ThreadPoolExecutor | None = None
         self._writer: _Writer | None = None
+        # PostgreSQL, while the server's loop runs (bind_loop): its hot statements and the
+        # event log's commits go from the loop.
+        self._loop_link: LoopLink | None = None
+        self._loop_writer: LoopWriter | None = None
         self._apart: ThreadPoolExecutor | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._single: ThreadPoolExecutor | None = None
@@ -203,6 +198,58 @@ class Database:
         two 227, one 263: bench/README.md). SQLite has one writer: `write`."""
         return await self._beside(self._single_lane, fn, *args, **kwargs)
 
+    async def select(self, statement: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """The rows of one read (`statement` as `self.raw.sql` writes it): sent from the loop
+        on PostgreSQL once bound (storage/loop_link.py), on a reader thread otherwise."""
+        if self._loop_link is not None:
+            return await self._loop_link.fetch(statement, params, repeatable=True)
+        return await self.read(self._fetch_here, statement, params)
+
+    async def write_statement(
+        self, statement: str, params: list[Any] | tuple[Any, ...]
+    ) -> list[tuple[Any, ...]]:
+        """One PostgreSQL statement that writes, a transaction of its own, whose conflicts the
+        database decides (a task's acceptance); its rows. Sent from the loop once bound, on
+        `write_single`'s thread otherwise. Not repeated on a lost link: its commit may have
+        landed."""
+        assert self.dialect == "postgresql", "SQLite's writes queue on the writer: write()"
+        if self._loop_link is not None:
+            return await self._loop_link.fetch(statement, params, repeatable=False)
+        return await self.write_single(self._fetch_here, statement, params)
+
+    def _fetch_here(
+        self, statement: str, params: list[Any] | tuple[Any, ...]
+    ) -> list[tuple[Any, ...]]:
+        with self.plain_connection() as conn:
+            return [tuple(row) for row in conn.execute(statement, params).fetchall()]
+
+    async def bind_loop(self) -> None:
+        """PostgreSQL: from now until `unbind_loop`, send the hot statements (`select`,
+        `write_statement`) and the event log's commits from the running loop, through asyncpg
+        (storage/loop_link.py says why). The server's lifespan calls it; without it (the CLI,
+        scripts) everything runs on threads. SQLite: nothing to do."""
+        if self.dialect != "postgresql" or self._loop_link is not None:
+            return
+        from storage.loop_link import LoopLink
+        from storage.loop_writer import LoopWriter
+
+        link = LoopLink(self.url)
+        await link.open()
+        if self._writer is not None:  # what it queued is written first
+            writer, self._writer = self._writer, None
+            await asyncio.to_thread(writer.stop)
+        self._loop_link = link
+        self._loop_writer = LoopWriter(self, link, asyncio.get_running_loop(), RECONNECT_SECONDS)
+
+    async def unbind_loop(self) -> None:
+        """Write what is queued, then close the loop's connections."""
+        writer, self._loop_writer = self._loop_writer, None
+        if writer is not None:
+            await writer.stop()
+        link, self._loop_link = self._loop_link, None
+        if link is not None:
+            await link.close()
+
     async def _beside(
         self, lane: Callable[[], ThreadPoolExecutor], fn: Callable[P, T], *args: Any, **kwargs: Any
     ) -> T:
@@ -233,7 +280,9 @@ class Database:
         """Queue event rows; the future resolves once they are committed."""
         return self._the_writer().append(batch)
 
-    def _the_writer(self) -> _Writer:
+    def _the_writer(self) -> _Writer | LoopWriter:
+        if self._loop_writer is not None:
+            return self._loop_writer
         if self._writer is None:
             with self._lock:
                 if self._writer is None:
@@ -242,8 +291,9 @@ class Database:
 
     @property
     def writer_alive(self) -> bool:
-        """False once the writer thread died: nothing written would ever commit."""
-        return self._writer is None or self._writer.alive
+        """False once the writer died: nothing written would ever commit."""
+        writer = self._loop_writer or self._writer
+        return writer is None or writer.alive
 
     def close(self) -> None:
         if self._writer is not None:
@@ -398,7 +448,7 @@ class _Writer:
         raw = self._db.raw
         try:
             rows = [(b.response_id, seq, data) for b, _ in group for seq, data in b.rows]
-            ends = [end for batch, _ in group for end in _ends(batch)]
+            ends = [end for batch, _ in group for end in event_batches.batch_ends(batch)]
             if not raw.write_at_once(conn, rows, ends):
                 with raw.pipelined(conn):
                     raw.begin_write(conn)
@@ -437,48 +487,6 @@ def _fail(group: list[tuple[EventBatch, Future[None]]], error: BaseException) ->
     for _, future in group:
         if future.set_running_or_notify_cancel():
             future.set_exception(error)
-
-
-def _ends(batch: EventBatch) -> list[RowUpdate]:
-    """The batch's final row, its status, and the session its turn releases."""
-    ends = []
-    if batch.final is not None:
-        ends.append(
-            RowUpdate(
-                "UPDATE response SET status = ?, final = ?, finished_at = ? WHERE id = ?",
-                (batch.status, batch.final, time.time(), batch.response_id),
-                ("response", batch.response_id),
-            )
-        )
-    elif batch.status is not None:  # the end of a response not kept: its status, for histories
-        ends.append(
-            RowUpdate(
-                "UPDATE response SET status = ?, finished_at = ?"
-                " WHERE id = ? AND status = 'in_progress'",
-                (batch.status, time.time(), batch.response_id),
-                ("response", batch.response_id),
-            )
-        )
-    if batch.status is not None and batch.release is not None:
-        release = batch.release
-        ends.append(
-            RowUpdate(
-                "UPDATE session SET status = ?, updated_at = ?,"
-                " native_session_id = COALESCE(?, native_session_id),"
-                " active_response_id = CASE WHEN active_response_id = ? THEN NULL"
-                " ELSE active_response_id END"
-                " WHERE id = ?",
-                (
-                    batch.status,
-                    int(time.time()),
-                    release.native_session_id,
-                    batch.response_id,
-                    release.session_id,
-                ),
-                ("session", release.session_id),
-            )
-        )
-    return ends
 
 
 def _resolve(future: Future[Any], fn: Callable[[], Any]) -> None:

@@ -53,21 +53,40 @@ def delete_harness(db: Database, harness_id: str) -> None:
             s.commit()
 
 
+_DEFAULTS = "principal_id = ? AND is_default = ?"
+
+
 def defaults_of(db: Database, principal_id: str) -> dict[str, HarnessRow]:
     """The principal's default harness per base, in one query (the oldest, should two
     requests have raced to create one)."""
+    return _per_base(_read(db, _DEFAULTS, (principal_id, True)))
+
+
+async def defaults(db: Database, principal_id: str) -> dict[str, HarnessRow]:
+    """`defaults_of` from the loop: read at every task, so sent from the loop on PostgreSQL
+    (storage/loop_link.py)."""
+    rows = await db.select(_statement(db, _DEFAULTS), (principal_id, True))
+    return _per_base([_harness(*row) for row in rows])
+
+
+def _per_base(rows: list[HarnessRow]) -> dict[str, HarnessRow]:
     found: dict[str, HarnessRow] = {}
-    for row in _read(db, "principal_id = ? AND is_default = ?", (principal_id, True)):
+    for row in rows:
         found.setdefault(row.base, row)
     return found
 
 
 def _read(db: Database, where: str, params: tuple[Any, ...]) -> list[HarnessRow]:
     """The live harnesses `where` picks, oldest first."""
-    statement = f"SELECT {_COLUMNS} FROM harness WHERE {where} AND {_LIVE}"
     with db.plain_connection() as conn:
-        rows = conn.execute(db.raw.sql(statement + " ORDER BY created_at_ms, id"), params)
+        rows = conn.execute(_statement(db, where), params)
         return [_harness(*row) for row in rows.fetchall()]
+
+
+def _statement(db: Database, where: str) -> str:
+    return db.raw.sql(
+        f"SELECT {_COLUMNS} FROM harness WHERE {where} AND {_LIVE} ORDER BY created_at_ms, id"
+    )
 
 
 def _harness(

@@ -58,8 +58,8 @@ class RawBackend(Protocol):
         ...
 
     @property
-    def integrity_error(self) -> type[Exception]:
-        """What the driver raises for a broken primary key or constraint."""
+    def integrity_error(self) -> tuple[type[Exception], ...]:
+        """What the drivers raise for a broken primary key or constraint."""
         ...
 
 
@@ -135,7 +135,7 @@ class SQLiteBackend:
         return False  # a transaction's statements are calls in process: nothing to save
 
     now = "((julianday('now') - 2440587.5) * 86400.0)"  # to the millisecond
-    integrity_error = sqlite3.IntegrityError
+    integrity_error = (sqlite3.IntegrityError,)
 
 
 # Every PostgreSQL connection fails, rather than hangs, once the server stops answering: a
@@ -190,43 +190,57 @@ class PostgresBackend:
     def write_at_once(
         self, conn: Any, rows: list[tuple[str, int, str]], updates: list[RowUpdate]
     ) -> bool:
-        """One statement of data-modifying CTEs, atomic on its own in autocommit: one round
-        trip and one answer, where BEGIN, the statements and COMMIT are a pipeline whose
-        machinery costs several times one statement's. Not when two updates change one row
-        (a statement's CTEs all see the same snapshot, and which of the two wins is
-        undefined), nor past the protocol's parameters per statement."""
-        if len({update.row for update in updates}) < len(updates):
+        at_once = events_at_once(rows, updates)
+        if at_once is None:
             return False
-        if 3 * len(rows) + sum(len(update.params) for update in updates) > MAX_PARAMETERS:
-            return False
-        parts, params = [], []
-        for n, (sql, values) in enumerate(_event_inserts(rows)):
-            parts.append(f"e{n} AS ({sql})")
-            params.extend(values)
-        for n, update in enumerate(updates):
-            parts.append(f"u{n} AS ({self.sql(update.sql)})")
-            params.extend(update.params)
-        if parts:
-            conn.execute("WITH " + ", ".join(parts) + " SELECT 1", params)
+        if at_once[0]:
+            conn.execute(*at_once)
         return True
 
     def insert_events(self, conn: Any, rows: list[tuple[str, int, str]]) -> None:
         """A statement per EVENT_ROWS_PER_INSERT rows (a group is rarely more than one):
         `executemany` would send one per row, each parsed, executed and firing the NOTIFY
         trigger on its own; more rows than that would pass the protocol's 65,535 parameters."""
-        for sql, values in _event_inserts(rows):
+        for sql, values in event_inserts(rows):
             conn.execute(sql, values)
 
     now = "EXTRACT(EPOCH FROM clock_timestamp())"
 
     @property
-    def integrity_error(self) -> type[Exception]:
+    def integrity_error(self) -> tuple[type[Exception], ...]:
         import psycopg
 
-        return psycopg.IntegrityError
+        from storage.loop_link import IntegrityError  # the statements sent from the loop
+
+        return (psycopg.IntegrityError, IntegrityError)
 
 
-def _event_inserts(rows: list[tuple[str, int, str]]) -> Iterator[tuple[str, list[Any]]]:
+def events_at_once(
+    rows: list[tuple[str, int, str]], updates: list[RowUpdate]
+) -> tuple[str, list[Any]] | None:
+    """PostgreSQL: the event rows and the updates as one statement of data-modifying CTEs,
+    atomic on its own in autocommit: one round trip and one answer, where BEGIN, the
+    statements and COMMIT are a pipeline whose machinery costs several times one statement's
+    (an empty statement: nothing to write). None when it cannot be one: two updates change
+    one row (a statement's CTEs all see the same snapshot, and which of the two wins is
+    undefined), or more parameters than the protocol allows in one statement."""
+    if len({update.row for update in updates}) < len(updates):
+        return None
+    if 3 * len(rows) + sum(len(update.params) for update in updates) > MAX_PARAMETERS:
+        return None
+    parts, params = [], []
+    for n, (sql, values) in enumerate(event_inserts(rows)):
+        parts.append(f"e{n} AS ({sql})")
+        params.extend(values)
+    for n, update in enumerate(updates):
+        parts.append(f"u{n} AS ({update.sql.replace('?', '%s')})")
+        params.extend(update.params)
+    if not parts:
+        return "", []
+    return "WITH " + ", ".join(parts) + " SELECT 1", params
+
+
+def event_inserts(rows: list[tuple[str, int, str]]) -> Iterator[tuple[str, list[Any]]]:
     """PostgreSQL's multi-row INSERTs of events, EVENT_ROWS_PER_INSERT rows each."""
     for start in range(0, len(rows), EVENT_ROWS_PER_INSERT):
         chunk = rows[start : start + EVENT_ROWS_PER_INSERT]

@@ -320,10 +320,9 @@ async def test_an_unkept_turn_whose_end_was_not_written_frees_its_session_once_t
     # session stays busy (its response in_progress, so nothing else frees it) until restart.
     import sqlite3
 
-    from storage import db as db_module
-    from storage import session_listing
+    from storage import event_batches, session_listing
 
-    ends, record_status = db_module._ends, session_listing.record_status
+    ends, record_status = event_batches.batch_ends, session_listing.record_status
     away = {"end": True, "release": True}
 
     def end_not_written(batch):  # type: ignore[no-untyped-def]
@@ -336,7 +335,7 @@ async def test_an_unkept_turn_whose_end_was_not_written_frees_its_session_once_t
             raise sqlite3.OperationalError("the database is still away")
         record_status(*args)
 
-    monkeypatch.setattr(db_module, "_ends", end_not_written)
+    monkeypatch.setattr(event_batches, "batch_ends", end_not_written)
     monkeypatch.setattr(session_listing, "record_status", release_not_written)
     server.base.script("short", answer("done"))
     unkept = await server.submit("short", store=False)

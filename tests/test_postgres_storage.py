@@ -4,9 +4,10 @@ in the pool, and it counts every connection a server leaves open. Runs in the Po
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import psycopg
@@ -16,6 +17,7 @@ from sqlalchemy import text
 from storage import db as db_module
 from storage import responses as response_store
 from storage.db import Database
+from storage.event_batches import EventBatch
 from storage.models import ResponseRow
 from storage.raw_sql import RowUpdate
 from tests.conftest import PROVIDER_KEY
@@ -41,6 +43,20 @@ def database(tmp_path: Path) -> Iterator[tuple[str, Database]]:
     db.close()
 
 
+@pytest.fixture
+async def on_the_loop(database: tuple[str, Database]) -> AsyncIterator[tuple[str, Database]]:
+    """The same, bound to the test's loop as the server's lifespan binds it: the event log's
+    commits and the hot statements go through asyncpg (storage/loop_link.py)."""
+    _, db = database
+    await db.bind_loop()
+    yield database
+    await db.unbind_loop()
+
+
+async def _appended(db: Database, batch: EventBatch) -> None:
+    await asyncio.wait_for(asyncio.wrap_future(db.append_events(batch)), 30)
+
+
 def _running_response(db: Database, response_id: str) -> None:
     response_store.insert_response(
         db,
@@ -61,6 +77,119 @@ def test_event_appends_survive_the_database_ending_the_writers_connection(
     later = {"type": "response.in_progress", "sequence_number": 1}
     db.append_events(response_store.event_batch("resp_1", [later])).result(timeout=30)
     assert [e["sequence_number"] for e in response_store.events_after(db, "resp_1")] == [0, 1]
+
+
+async def test_event_appends_from_the_loop_survive_the_database_ending_its_connection(
+    on_the_loop: tuple[str, Database],
+) -> None:
+    url, db = on_the_loop
+    _running_response(db, "resp_1")
+    event = {"type": "response.in_progress", "sequence_number": 0}
+    await _appended(db, response_store.event_batch("resp_1", [event]))
+    assert postgres.end_connections_to(url) >= 1  # the loop writer's among them
+    later = {"type": "response.in_progress", "sequence_number": 1}
+    await _appended(db, response_store.event_batch("resp_1", [later]))
+    assert [e["sequence_number"] for e in response_store.events_after(db, "resp_1")] == [0, 1]
+    assert db.writer_alive
+
+
+async def test_reads_from_the_loop_are_read_again_on_a_new_connection(
+    on_the_loop: tuple[str, Database],
+) -> None:
+    url, db = on_the_loop
+    assert await db.select("SELECT 1", ()) == [(1,)]
+    assert postgres.end_connections_to(url) >= 1  # the pool's among them
+    assert await db.select("SELECT %s::int + 1", (1,)) == [(2,)]
+
+
+async def test_a_write_from_the_loop_is_not_repeated_on_a_lost_link(
+    on_the_loop: tuple[str, Database], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its commit may have landed before the link went: a second try could apply it twice
+    # (or, for an acceptance, lose to itself). The caller sees the error instead.
+    import asyncpg
+
+    from storage import loop_link
+
+    _, db = on_the_loop
+    calls: list[str] = []
+    real = loop_link.LoopLink._fetch
+
+    async def lost_once(self, sql, values):  # type: ignore[no-untyped-def]
+        calls.append(sql)
+        if len(calls) == 1:
+            raise asyncpg.exceptions.ConnectionDoesNotExistError("the link went")
+        return await real(self, sql, values)
+
+    monkeypatch.setattr(loop_link.LoopLink, "_fetch", lost_once)
+    with pytest.raises(asyncpg.exceptions.ConnectionDoesNotExistError):
+        await db.write_statement("SELECT %s::int", (1,))
+    assert len(calls) == 1
+    assert await db.select("SELECT %s::int", (2,)) == [(2,)]  # a read is tried again
+
+
+async def test_event_appends_from_the_loop_wait_out_a_postgresql_restart(
+    on_the_loop: tuple[str, Database],
+) -> None:
+    _, db = on_the_loop
+    _running_response(db, "resp_2")
+    first = {"type": "response.in_progress", "sequence_number": 0}
+    await _appended(db, response_store.event_batch("resp_2", [first]))
+    _pg_ctl("stop")
+    later = {"type": "response.in_progress", "sequence_number": 1}
+    pending = asyncio.wrap_future(db.append_events(response_store.event_batch("resp_2", [later])))
+    await asyncio.sleep(2)  # the database stays away a while
+    _pg_ctl("start")
+    await asyncio.wait_for(pending, 30)
+    assert db.writer_alive
+    assert [e["sequence_number"] for e in response_store.events_after(db, "resp_2")] == [0, 1]
+    assert await db.select("SELECT 1", ()) == [(1,)]  # the pool's connections came back too
+
+
+def _pg_ctl(action: str) -> None:
+    version = sorted(p.name for p in Path("/etc/postgresql").iterdir())[-1]
+    done = subprocess.run(["pg_ctlcluster", version, "main", action], timeout=60)
+    assert done.returncode == 0
+
+
+async def test_a_bad_batch_fails_alone_in_its_group_on_the_loop(
+    on_the_loop: tuple[str, Database],
+) -> None:
+    # From a thread, as the recovery appends: the loop stays free to send.
+    await asyncio.to_thread(a_bad_batch_fails_alone_in_its_group, on_the_loop[1])
+
+
+async def test_a_group_past_the_parameter_limit_is_stored_whole_from_the_loop(
+    on_the_loop: tuple[str, Database],
+) -> None:
+    _, db = on_the_loop
+    _running_response(db, "resp_1")
+    events = [{"type": "response.output_text.delta", "sequence_number": n} for n in range(22_000)]
+    await _appended(db, response_store.event_batch("resp_1", events))
+    stored = response_store.events_after(db, "resp_1")
+    assert [event["sequence_number"] for event in stored] == list(range(22_000))
+
+
+async def test_a_group_that_changes_one_row_twice_is_written_in_order_from_the_loop(
+    on_the_loop: tuple[str, Database],
+) -> None:
+    # An unkept end (its status, while in progress) and then a final row for one response,
+    # queued behind a job so that they are one group: a transaction of statements, in order.
+    import threading
+
+    _, db = on_the_loop
+    _running_response(db, "resp_1")
+    go_on = threading.Event()
+    held = asyncio.wrap_future(db._the_writer().submit(lambda: go_on.wait(10)))
+    ended = db.append_events(EventBatch("resp_1", [], status="failed"))
+    final = db.append_events(EventBatch("resp_1", [(0, "{}")], final="{}", status="completed"))
+    go_on.set()
+    await held
+    for write in (ended, final):
+        await asyncio.wait_for(asyncio.wrap_future(write), 30)
+    stored = response_store.get_response(db, "p", "resp_1")
+    assert stored is not None and stored.status == "completed"
+    assert response_store.events_after(db, "resp_1") == [{}]
 
 
 def test_a_bad_batch_fails_alone_in_its_group_of_one_insert(
@@ -104,7 +233,7 @@ def test_a_group_that_changes_one_row_twice_is_not_written_as_one_statement(
     assert stored is not None and stored.status == "completed"
 
 
-def test_an_acceptance_past_one_statements_parameters_is_written_whole(
+async def test_an_acceptance_past_one_statements_parameters_is_written_whole(
     database: tuple[str, Database],
 ) -> None:
     # Thousands of inline files are more parameters than one statement carries (65,535): the
@@ -121,7 +250,7 @@ def test_an_acceptance_past_one_statements_parameters_is_written_whole(
         files=files,
         first_event="{}",
     )
-    assert accepting.accept(db, unit).id == "session_1"
+    assert (await accepting.accept(db, unit)).id == "session_1"
     # A second turn for the session, still held by the first: the claim loses, nothing is kept.
     busy = accepting.AcceptanceRows(
         response=accepting.NewResponse("resp_2", "p", "resp_1", True, "m", 0, "[]", None),
@@ -133,7 +262,7 @@ def test_an_acceptance_past_one_statements_parameters_is_written_whole(
         first_event="{}",
     )
     with pytest.raises(accepting.Busy):
-        accepting.accept(db, busy)
+        await accepting.accept(db, busy)
     with db.plain_connection() as conn:
         stored = conn.execute("SELECT count(*) FROM file WHERE principal_id = 'p'").fetchone()
         assert stored[0] == 9000

@@ -191,6 +191,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        await ctx.db.bind_loop()  # PostgreSQL: the hot statements go from this loop
         cluster = ctx.runs.cluster
         if cluster is not None:
             await cluster.open(ctx.runs)  # recovers only what no live replica runs
@@ -209,6 +210,7 @@ def create_app(
             await sandbox.close()
             await ctx.upstreams.aclose()
             # Its threads and connections (a PostgreSQL server counts every one of them).
+            await ctx.db.unbind_loop()
             await asyncio.to_thread(ctx.db.close)
 
     app = FastAPI(

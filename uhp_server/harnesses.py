@@ -96,7 +96,12 @@ def made_default(
 ) -> HarnessRow | None:
     """`default_harness` without writing: None when some of the principal's defaults are not
     made yet (then `default_harness`, on the writer, makes them)."""
-    found = harness_store.defaults_of(db, principal_id)
+    return first_default(harness_store.defaults_of(db, principal_id), bases)
+
+
+def first_default(found: dict[str, HarnessRow], bases: dict[str, HarnessBase]) -> HarnessRow | None:
+    """Of the principal's defaults by base, the first enabled base's; None when some enabled
+    base has none yet."""
     if any(name not in found for name in bases):
         return None
     return next((found[name] for name in bases), None)

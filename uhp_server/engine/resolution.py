@@ -17,7 +17,7 @@ from storage.db import Database
 from storage.models import HarnessRow, SessionRow
 from uhp_server.engine.requests import EngineTask
 from uhp_server.errors import ApiError
-from uhp_server.harnesses import default_harness, made_default
+from uhp_server.harnesses import default_harness, first_default, made_default
 from uhp_server.settings import Settings
 
 
@@ -38,12 +38,21 @@ class TaskResolution:
         self.bases = bases
 
     async def resolve(self, task: EngineTask) -> Resolved:
-        """The task's harness, session and previous response. Reads, on a reader thread; on
-        the writer only where it writes: a door's session key, and a principal's first task,
-        which creates its default harnesses."""
+        """The task's harness, session and previous response. Reads (on a reader thread, or
+        the default harnesses' one statement from the loop); on the writer only where it
+        writes: a door's session key, and a principal's first task, which creates its default
+        harnesses."""
         if task.previous_response_id is None and task.session is not None:
             return await self.db.write(self._door_session, task)
-        found = await self.db.read(self._chain, task, False)
+        if task.previous_response_id is None and task.harness_id is None:
+            # The most common task: a new session on the principal's default harness, whose
+            # one read goes from the loop on PostgreSQL (storage/loop_link.py).
+            harness = first_default(
+                await harness_store.defaults(self.db, task.principal_id), self.bases
+            )
+            found = Resolved(harness) if harness is not None else None
+        else:
+            found = await self.db.read(self._chain, task, False)
         if found is None:
             found = await self.db.write(self._chain, task, True)
         assert found is not None, "the defaults exist once the writer made them"

@@ -149,6 +149,14 @@ class TaskService(TaskSteering, TaskLookups):
     def idempotent_target(self, principal_id: str, key: str, body: dict[str, Any]) -> str | None:
         return self._idempotent(principal_id, key, fingerprint(body))
 
+    async def _idempotent_winner(self, a: Acceptance) -> str | None:
+        """The response an earlier request with this Idempotency-Key made (None: none)."""
+        if not (a.idempotency_key and a.fingerprint):
+            return None
+        return await self.db.write_single(
+            self._idempotent, a.task.principal_id, a.idempotency_key, a.fingerprint
+        )
+
     def _idempotent(self, principal_id: str, key: str, print_: str) -> str | None:
         row = response_store.get_idempotency(self.db, principal_id, key)
         if row is None:
@@ -250,8 +258,7 @@ class TaskService(TaskSteering, TaskLookups):
         first_event = numbered(builder.created()[0], 0)
         self._starting[response_id] = asyncio.get_running_loop().create_future()
         try:
-            accepted = await self.db.write_single(
-                self._accept,
+            accepted = await self._accept(
                 Acceptance(
                     task,
                     idempotency_key,
@@ -352,23 +359,21 @@ class TaskService(TaskSteering, TaskLookups):
         )
         return skills, mcp
 
-    def _accept(self, a: Acceptance) -> str | HeldSession:
-        """One transaction, beside the writer (engine/acceptance.py). Returns the claimed
-        session, or the id of the response an idempotent repeat refers to."""
-        principal_id = a.task.principal_id
-        if a.idempotency_key and a.fingerprint:
-            winner = self._idempotent(principal_id, a.idempotency_key, a.fingerprint)
-            if winner:
-                return winner
+    async def _accept(self, a: Acceptance) -> str | HeldSession:
+        """One transaction (engine/acceptance.py). Returns the claimed session, or the id of
+        the response an idempotent repeat refers to."""
+        winner = await self._idempotent_winner(a)
+        if winner:
+            return winner
+        lost_to: tuple[type[Exception], ...] = (accepting.Busy, *self.db.raw.integrity_error)
         try:
-            return accepting.accept(self.db, acceptance.rows_of(a))
-        except (accepting.Busy, self.db.raw.integrity_error) as lost:
+            return await accepting.accept(self.db, acceptance.rows_of(a))
+        except lost_to as lost:
             # Another request with this key may have won since the look-up above: its record
             # refused ours, or its claim of the session came first.
-            if a.idempotency_key and a.fingerprint:
-                winner = self._idempotent(principal_id, a.idempotency_key, a.fingerprint)
-                if winner is not None:
-                    return winner
+            winner = await self._idempotent_winner(a)
+            if winner is not None:
+                return winner
             if isinstance(lost, accepting.Busy):
                 raise acceptance.session_busy() from None
             raise
