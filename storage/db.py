@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import queue
 import threading
 import time
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from storage.loop_link import LoopLink
     from storage.loop_writer import LoopWriter
 
+log = logging.getLogger(__name__)
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -230,25 +232,36 @@ class Database:
         scripts) everything runs on threads. SQLite: nothing to do."""
         if self.dialect != "postgresql" or self._loop_link is not None:
             return
-        from storage.loop_link import LoopLink
+        from storage.loop_link import LoopLink, UnsupportedUrl
         from storage.loop_writer import LoopWriter
 
-        link = LoopLink(self.url)
+        try:
+            link = LoopLink(self.url)
+        except UnsupportedUrl as why:
+            log.warning("PostgreSQL's statements stay on threads: %s (UHP_DATABASE_URL)", why)
+            return
         await link.open()
-        if self._writer is not None:  # what it queued is written first
-            writer, self._writer = self._writer, None
-            await asyncio.to_thread(writer.stop)
+        # Whatever the thread writer holds is written before anything queued from now on.
+        thread_writer, self._writer = self._writer, None
         self._loop_link = link
-        self._loop_writer = LoopWriter(self, link, asyncio.get_running_loop(), RECONNECT_SECONDS)
+        self._loop_writer = LoopWriter(
+            self,
+            link,
+            asyncio.get_running_loop(),
+            RECONNECT_SECONDS,
+            after=thread_writer.stop if thread_writer is not None else None,
+        )
 
     async def unbind_loop(self) -> None:
         """Write what is queued, then close the loop's connections."""
         writer, self._loop_writer = self._loop_writer, None
-        if writer is not None:
-            await writer.stop()
         link, self._loop_link = self._loop_link, None
-        if link is not None:
-            await link.close()
+        try:
+            if writer is not None:
+                await writer.stop()
+        finally:
+            if link is not None:
+                await link.close()
 
     async def _beside(
         self, lane: Callable[[], ThreadPoolExecutor], fn: Callable[P, T], *args: Any, **kwargs: Any

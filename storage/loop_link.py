@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,24 +30,73 @@ from storage.raw_sql import LINK_TIMEOUTS
 # Connections the loop keeps for acceptances and reads; more simultaneous statements wait for
 # one (each is a single round trip). The event log's writer holds one more of its own.
 POOL_SIZE = 4
-# The longest a hot statement may wait for its answer: the threads' connections get the same
-# bound from TCP (LINK_TIMEOUTS' tcp_user_timeout); asyncpg has no keepalive settings.
-STATEMENT_SECONDS = 15.0
 _PARAMETER = re.compile(r"%(s|%)(::json)?")
-# libpq options asyncpg would take for server settings (it treats what it does not know so)
-_NOT_SERVER_SETTINGS = {*LINK_TIMEOUTS, "connect_timeout"}
-Disconnected = (asyncpg.exceptions.ConnectionDoesNotExistError, ConnectionError, OSError)
+# The URL's options asyncpg takes as libpq does (it sends `options` and `application_name`,
+# like anything else it does not know, as startup settings: for those two, as libpq does).
+_ASYNCPG_OPTIONS = {
+    *("host", "port", "user", "password", "dbname", "database", "passfile", "service"),
+    *("servicefile", "sslmode", "sslcert", "sslkey", "sslrootcert", "sslcrl", "sslpassword"),
+    *("ssl_min_protocol_version", "ssl_max_protocol_version", "target_session_attrs"),
+    *("krbsrvname", "gsslib", "application_name", "options"),
+}
+# Lost links: the statement failed without an answer (a write's commit may have landed).
+Disconnected = (
+    asyncpg.exceptions.ConnectionDoesNotExistError,
+    asyncpg.exceptions.InternalClientError,  # a connection whose link broke mid-statement
+    ConnectionError,
+    OSError,
+)
+# The server's own word that it ended the session (pg_terminate_backend, a shutdown, its idle
+# timeout): a statement it answered so was never committed, and can be sent again.
+_SESSION_ENDED = (
+    asyncpg.exceptions.AdminShutdownError,
+    asyncpg.exceptions.CrashShutdownError,
+    asyncpg.exceptions.IdleSessionTimeoutError,
+)
 IntegrityError = asyncpg.exceptions.IntegrityConstraintViolationError
 
 
+class UnsupportedUrl(ValueError):
+    """The database URL has an option asyncpg cannot honour: the server keeps its threads."""
+
+
 def connect_arguments(url: URL) -> dict[str, Any]:
-    """asyncpg's arguments for the server's database URL: its libpq-only options left out (the
-    connect timeout becomes asyncpg's own)."""
+    """asyncpg's arguments for the server's database URL. The link options (storage/raw_sql's
+    LINK_TIMEOUTS) are the sockets' own (`link_settings`), the connect timeout becomes
+    asyncpg's; any other option asyncpg does not know (`channel_binding`, `hostaddr`, …)
+    raises UnsupportedUrl, rather than be dropped or sent as a server setting."""
     query = dict(url.query)
-    timeout = float(str(query.get("connect_timeout", LINK_TIMEOUTS["connect_timeout"])))
-    kept = {key: value for key, value in query.items() if key not in _NOT_SERVER_SETTINGS}
+    unknown = sorted(set(query) - _ASYNCPG_OPTIONS - set(LINK_TIMEOUTS))
+    if unknown:
+        raise UnsupportedUrl(f"asyncpg cannot honour {', '.join(unknown)}")
+    kept = {key: value for key, value in query.items() if key in _ASYNCPG_OPTIONS}
     dsn = url.set(drivername="postgresql", query=kept).render_as_string(hide_password=False)
+    timeout = float(str(query.get("connect_timeout", LINK_TIMEOUTS["connect_timeout"])))
     return {"dsn": dsn, "timeout": timeout}
+
+
+def link_settings(url: URL) -> dict[str, int]:
+    """The keepalive and unacknowledged-data timeouts libpq would give the URL's connections
+    (LINK_TIMEOUTS, unless the URL sets them): a link that drops without a word fails a
+    statement instead of hanging it."""
+    query = {**LINK_TIMEOUTS, **dict(url.query)}
+    return {key: int(str(query[key])) for key in LINK_TIMEOUTS if key != "connect_timeout"}
+
+
+def apply_link_settings(conn: asyncpg.Connection, settings: dict[str, int]) -> None:
+    """Give an asyncpg connection's TCP socket `link_settings`, as libpq gives its own. asyncpg
+    has no option for them: the socket is its transport's (a private attribute, so
+    tests/test_postgres_storage.py checks that the options land)."""
+    sock = conn._transport.get_extra_info("socket")
+    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return  # a Unix socket has no TCP to time out
+    if not settings["keepalives"]:
+        return
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, settings["keepalives_idle"])
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, settings["keepalives_interval"])
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, settings["keepalives_count"])
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, settings["tcp_user_timeout"])
 
 
 def numbered(statement: str, params: Sequence[Any]) -> tuple[str, list[Any]]:
@@ -82,6 +132,74 @@ def _cast(value: Any) -> str:
     return ""  # text, or a NULL: typed by its column, or as text
 
 
+class LoopLink:
+    """A pool of asyncpg connections on the loop that opened it."""
+
+    def __init__(self, url: URL) -> None:
+        """Raises UnsupportedUrl for a URL asyncpg cannot honour."""
+        self._arguments = connect_arguments(url)
+        self._link = link_settings(url)
+        self._pool: asyncpg.Pool | None = None
+
+    async def open(self) -> None:
+        """Connect now: a database asyncpg cannot reach fails the start, not the first task."""
+        self._pool = await asyncpg.create_pool(
+            **self._arguments,
+            min_size=1,
+            max_size=POOL_SIZE,
+            init=self._init,
+            reset=_nothing_to_reset,
+        )
+
+    async def connect(self) -> asyncpg.Connection:
+        """A connection of the caller's own (the event log's writer keeps one)."""
+        conn = await asyncpg.connect(**self._arguments)
+        await self._init(conn)
+        return conn
+
+    async def _init(self, conn: asyncpg.Connection) -> None:
+        apply_link_settings(conn, self._link)
+
+    async def fetch(
+        self, statement: str, params: Sequence[Any], *, repeatable: bool
+    ) -> list[tuple[Any, ...]]:
+        """One statement in autocommit (psycopg-style parameters); its rows. On a lost link
+        every pooled connection is replaced (the others are likely gone too) and the statement
+        sent once more if it is `repeatable` (a read) or the server said it had ended the
+        session before answering; a write otherwise is not, since its commit may have landed."""
+        sql, values = numbered(statement, params)
+        try:
+            return await self._fetch(sql, values)
+        except Disconnected as lost:
+            assert self._pool is not None
+            await self._pool.expire_connections()
+            if not (repeatable or _session_ended(lost)):
+                raise
+            return await self._fetch(sql, values)
+
+    async def _fetch(self, sql: str, values: list[Any]) -> list[tuple[Any, ...]]:
+        assert self._pool is not None, "LoopLink.open() first"
+        async with self._pool.acquire() as conn:
+            return [tuple(row) for row in await conn.fetch(sql, *values)]
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            try:
+                await asyncio.wait_for(pool.close(), 10)
+            except TimeoutError:
+                pool.terminate()
+
+
+def _session_ended(error: BaseException) -> bool:
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, _SESSION_ENDED):
+            return True
+        cause = cause.__cause__
+    return False
+
+
 async def _nothing_to_reset(_conn: asyncpg.Connection) -> None:
     """A pooled connection's state needs no reset query at each release (asyncpg's default, a
     round trip per statement): these statements run in autocommit and set, hold and listen
@@ -90,50 +208,3 @@ async def _nothing_to_reset(_conn: asyncpg.Connection) -> None:
 
 def _nul_safe(value: Any) -> Any:
     return value.replace("\x00", "\ufffd") if isinstance(value, str) and "\x00" in value else value
-
-
-class LoopLink:
-    """A pool of asyncpg connections on the loop that opened it."""
-
-    def __init__(self, url: URL) -> None:
-        self._arguments = connect_arguments(url)
-        self._pool: asyncpg.Pool | None = None
-
-    async def open(self) -> None:
-        """Connect now: a URL asyncpg cannot use fails the start, not the first task."""
-        self._pool = await asyncpg.create_pool(
-            **self._arguments,
-            min_size=1,
-            max_size=POOL_SIZE,
-            command_timeout=STATEMENT_SECONDS,
-            reset=_nothing_to_reset,
-        )
-
-    async def connect(self) -> asyncpg.Connection:
-        """A connection of the caller's own (the event log's writer keeps one)."""
-        return await asyncpg.connect(**self._arguments, command_timeout=STATEMENT_SECONDS)
-
-    async def fetch(
-        self, statement: str, params: Sequence[Any], *, repeatable: bool
-    ) -> list[tuple[Any, ...]]:
-        """One statement in autocommit (psycopg-style parameters); its rows. A `repeatable`
-        one (a read) runs once more on a new connection when the database had ended the pooled
-        one; a write does not, since its commit may have landed before the link went."""
-        sql, values = numbered(statement, params)
-        assert self._pool is not None, "LoopLink.open() first"
-        try:
-            return await self._fetch(sql, values)
-        except Disconnected:
-            if not repeatable:
-                raise
-            return await self._fetch(sql, values)
-
-    async def _fetch(self, sql: str, values: list[Any]) -> list[tuple[Any, ...]]:
-        assert self._pool is not None
-        async with self._pool.acquire() as conn:
-            return [tuple(row) for row in await conn.fetch(sql, *values)]
-
-    async def close(self) -> None:
-        if self._pool is not None:
-            pool, self._pool = self._pool, None
-            await asyncio.wait_for(pool.close(), STATEMENT_SECONDS)

@@ -39,7 +39,10 @@ class LoopWriter:
         link: LoopLink,
         loop: asyncio.AbstractEventLoop,
         reconnect_seconds: float,
+        after: Callable[[], None] | None = None,
     ) -> None:
+        """`after`: a blocking call to make before the first write (the thread writer's stop,
+        which writes what was queued on it first)."""
         self._db = db
         self._reconnect_seconds = reconnect_seconds
         self._link = link
@@ -49,7 +52,7 @@ class LoopWriter:
         self._queued = asyncio.Event()
         self._jobs = ThreadPoolExecutor(1, thread_name_prefix="db-write")
         self._conn: asyncpg.Connection | None = None
-        self._task = loop.create_task(self._run(), name="db-write")
+        self._task = loop.create_task(self._run(after), name="db-write")
 
     # -- from any thread ---------------------------------------------------------------------
     def submit(self, fn: Callable[[], T]) -> Future[T]:
@@ -80,13 +83,17 @@ class LoopWriter:
     async def stop(self) -> None:
         """Write what is queued, then stop."""
         self._enqueue(_STOP)
-        await self._task
-        self._jobs.shutdown(wait=True)
-        if self._conn is not None:
-            await self._conn.close()
-            self._conn = None
+        try:
+            await asyncio.wait([self._task])  # a writer that died has nothing left to write
+        finally:
+            self._jobs.shutdown(wait=True)
+            if self._conn is not None:
+                self._conn.terminate()
+                self._conn = None
 
-    async def _run(self) -> None:
+    async def _run(self, after: Callable[[], None] | None) -> None:
+        if after is not None:
+            await self._loop.run_in_executor(self._jobs, after)
         while True:
             if not self._queue:
                 self._queued.clear()
@@ -111,6 +118,9 @@ class LoopWriter:
             return
         try:
             future.set_result(await self._loop.run_in_executor(self._jobs, fn))
+        except asyncio.CancelledError as exc:  # the loop is going away: so is the writer
+            future.set_exception(exc)
+            raise
         except BaseException as exc:  # the caller's to see; the writer goes on
             future.set_exception(exc)
 
@@ -149,6 +159,7 @@ class LoopWriter:
     ) -> None:
         lost = conn.is_closed() or isinstance(error, Disconnected)
         if lost:
+            conn.terminate()
             self._conn = None
         if lost and not reconnected:
             # The database's end of the link went away (a restart, a failover): once more on a

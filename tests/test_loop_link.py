@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy.engine import make_url
 
-from storage.loop_link import connect_arguments, numbered
+from storage.loop_link import UnsupportedUrl, connect_arguments, link_settings, numbered
 
 
 def test_parameters_are_numbered_and_typed_from_their_values() -> None:
@@ -30,14 +30,34 @@ def test_a_statement_and_its_values_must_agree_in_number() -> None:
 
 def test_libpq_only_options_are_not_sent_as_server_settings() -> None:
     # asyncpg takes an option it does not know for a server setting, and PostgreSQL refuses
-    # `keepalives` or `connect_timeout` as one: the start would fail.
+    # `keepalives` or `connect_timeout` as one: the start would fail. The link options are
+    # the sockets' own instead.
     url = make_url(
-        "postgresql+psycopg://u:p@db:5432/uhp?connect_timeout=3&keepalives=1"
-        "&tcp_user_timeout=10000&sslmode=require&application_name=uhp"
+        "postgresql+psycopg://u:p@db:5432/uhp?connect_timeout=3&keepalives_idle=30"
+        "&tcp_user_timeout=20000&sslmode=require&application_name=uhp"
     )
     arguments = connect_arguments(url)
     assert arguments["timeout"] == 3.0
+    assert link_settings(url) == {
+        "keepalives": 1,
+        "keepalives_idle": 30,
+        "keepalives_interval": 2,
+        "keepalives_count": 3,
+        "tcp_user_timeout": 20000,
+    }
     kept = make_url(arguments["dsn"])
     assert kept.drivername == "postgresql"
     assert dict(kept.query) == {"sslmode": "require", "application_name": "uhp"}
     assert (kept.username, kept.password, kept.host, kept.database) == ("u", "p", "db", "uhp")
+
+
+@pytest.mark.parametrize(
+    "option", ["channel_binding=require", "hostaddr=10.0.0.1", "gssencmode=require"]
+)
+def test_an_option_asyncpg_cannot_honour_is_neither_dropped_nor_sent_as_a_setting(
+    option: str,
+) -> None:
+    # Dropping `channel_binding=require` would weaken the link; sending it as a setting stops
+    # the start. Database.bind_loop keeps the threads for such a URL.
+    with pytest.raises(UnsupportedUrl, match=option.split("=")[0]):
+        connect_arguments(make_url(f"postgresql://u:p@db/uhp?{option}"))

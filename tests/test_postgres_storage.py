@@ -128,6 +128,69 @@ async def test_a_write_from_the_loop_is_not_repeated_on_a_lost_link(
     assert await db.select("SELECT %s::int", (2,)) == [(2,)]  # a read is tried again
 
 
+async def test_the_loops_pooled_connections_ended_while_idle_are_replaced_before_use(
+    on_the_loop: tuple[str, Database],
+) -> None:
+    # The database ends every connection while the loop is busy (it cannot see them close):
+    # the acceptance sent on one is refused by the server's own "terminating connection",
+    # which proves it was never committed, so it goes again on a new connection; a read too.
+    url, db = on_the_loop
+    for _ in range(2):
+        await asyncio.gather(*(db.select("SELECT pg_sleep(0.05)", ()) for _ in range(4)))
+        assert postgres.end_connections_to(url) >= 1  # blocks the loop, as a busy loop would
+        time.sleep(0.2)
+        assert await db.write_statement("SELECT %s::int", (1,)) == [(1,)]
+        assert await db.select("SELECT %s::int", (2,)) == [(2,)]
+
+
+async def test_the_loops_connections_get_the_same_link_timeouts_as_libpq(
+    on_the_loop: tuple[str, Database],
+) -> None:
+    # asyncpg has no option for them: storage/loop_link.py sets them on its sockets itself,
+    # through a private attribute of asyncpg's, which this checks still holds.
+    import socket
+
+    _, db = on_the_loop
+    assert db._loop_link is not None and db._loop_link._pool is not None
+    async with db._loop_link._pool.acquire() as conn:
+        sock = conn._transport.get_extra_info("socket")
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == 10_000
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == 5
+
+
+async def test_a_url_asyncpg_cannot_honour_keeps_the_statements_on_threads(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    # asyncpg would send `channel_binding` as a server setting, which PostgreSQL refuses: the
+    # server would not start. It runs on psycopg's threads instead, which honour it.
+    url = str(Settings(data_dir=tmp_path).database) + "?channel_binding=prefer"
+    async with in_process(tmp_path, provider.base_url, PROVIDER_KEY, database_url=url) as server:
+        assert server.ctx.db._loop_link is None
+        server.base.script("short", answer("done"))
+        assert (await server.submit("short")).json()["status"] == "completed"
+
+
+def test_a_loop_that_ends_without_unbinding_is_not_held_up_by_its_writer(
+    database: tuple[str, Database],
+) -> None:
+    # The lifespan's start failed after bind_loop, say: asyncio.run cancels what is left,
+    # the writer among it, in the middle of a job; it must let itself be cancelled.
+    import threading
+
+    _, db = database
+
+    async def bound_then_gone() -> None:
+        await db.bind_loop()
+        db._the_writer().submit(lambda: time.sleep(0.5))
+        await asyncio.sleep(0.1)
+
+    runner = threading.Thread(target=asyncio.run, args=(bound_then_gone(),), daemon=True)
+    runner.start()
+    runner.join(timeout=10)
+    assert not runner.is_alive()
+
+
 async def test_event_appends_from_the_loop_wait_out_a_postgresql_restart(
     on_the_loop: tuple[str, Database],
 ) -> None:

@@ -182,6 +182,28 @@ def build_context(
     )
 
 
+@asynccontextmanager
+async def _serving(ctx: AppContext, app: FastAPI) -> AsyncIterator[None]:
+    """Recovery, the cluster and the sandbox, for as long as the server serves."""
+    cluster = ctx.runs.cluster
+    if cluster is not None:
+        await cluster.open(ctx.runs)  # recovers only what no live replica runs
+    else:
+        await asyncio.to_thread(recover, ctx.db)  # appends through the writer, and waits
+    retention = ctx.settings.idempotency_retention_hours * 3600
+    await ctx.db.write(prune_idempotency, ctx.db, time.time() - retention)
+    sandbox = ctx.runs.executor.sandbox
+    await sandbox.open(app)  # e.g. the docker sandbox serves the gateway on a socket
+    try:
+        yield
+    finally:
+        await ctx.runs.shutdown()
+        if cluster is not None:
+            await cluster.close()
+        await sandbox.close()
+        await ctx.upstreams.aclose()
+
+
 def create_app(
     settings: Settings,
     bases: dict[str, HarnessBase] | None = None,
@@ -192,23 +214,10 @@ def create_app(
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         await ctx.db.bind_loop()  # PostgreSQL: the hot statements go from this loop
-        cluster = ctx.runs.cluster
-        if cluster is not None:
-            await cluster.open(ctx.runs)  # recovers only what no live replica runs
-        else:
-            await asyncio.to_thread(recover, ctx.db)  # appends through the writer, and waits
-        retention = ctx.settings.idempotency_retention_hours * 3600
-        await ctx.db.write(prune_idempotency, ctx.db, time.time() - retention)
-        sandbox = ctx.runs.executor.sandbox
-        await sandbox.open(_app)  # e.g. the docker sandbox serves the gateway on a socket
         try:
-            yield
+            async with _serving(ctx, _app):
+                yield
         finally:
-            await ctx.runs.shutdown()
-            if cluster is not None:
-                await cluster.close()
-            await sandbox.close()
-            await ctx.upstreams.aclose()
             # Its threads and connections (a PostgreSQL server counts every one of them).
             await ctx.db.unbind_loop()
             await asyncio.to_thread(ctx.db.close)
