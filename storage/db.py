@@ -428,7 +428,7 @@ class _Writer:
             try:
                 conn = self._connection()
             except Exception as exc:  # the database stayed away: this group fails, not the writer
-                _fail(group, exc)
+                event_batches.failed(group, exc)
                 continue
             self._commit(conn, group)
 
@@ -484,22 +484,14 @@ class _Writer:
                     for single in group:  # one bad batch must not fail the others
                         self._commit(self._connection(), [single], reconnected=True)
                 else:
-                    _fail(group, exc)
+                    event_batches.failed(group, exc)
             except Exception as lost:  # no connection came back: fail, and keep the thread
-                _fail(group, lost)
+                event_batches.failed(group, lost)
             return
         observe = self._db.on_event_commit
         if observe is not None:
             observe(time.perf_counter() - started)
-        for _, future in group:
-            if future.set_running_or_notify_cancel():
-                future.set_result(None)
-
-
-def _fail(group: list[tuple[EventBatch, Future[None]]], error: BaseException) -> None:
-    for _, future in group:
-        if future.set_running_or_notify_cancel():
-            future.set_exception(error)
+        event_batches.committed(group)
 
 
 def _resolve(future: Future[Any], fn: Callable[[], Any]) -> None:

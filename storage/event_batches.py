@@ -5,6 +5,7 @@ storage/loop_writer.py's on PostgreSQL)."""
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 from storage.raw_sql import RowUpdate
@@ -70,3 +71,20 @@ def batch_ends(batch: EventBatch) -> list[RowUpdate]:
             )
         )
     return ends
+
+
+Queued = tuple[EventBatch, "Future[None]"]  # a batch, and what its appender waits on
+
+
+def committed(group: list[Queued]) -> None:
+    """Tell the group's appenders that their batches are stored."""
+    for _, future in group:
+        if future.set_running_or_notify_cancel():
+            future.set_result(None)
+
+
+def failed(group: list[Queued], error: BaseException) -> None:
+    """Tell the group's appenders that their batches are not stored, and why."""
+    for _, future in group:
+        if future.set_running_or_notify_cancel():
+            future.set_exception(error)

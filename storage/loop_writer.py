@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import asyncpg
 
 from storage import event_batches
-from storage.event_batches import EventBatch
+from storage.event_batches import EventBatch, Queued
 from storage.loop_link import Disconnected, LoopLink, numbered
 from storage.raw_sql import event_inserts, events_at_once
 
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 _STOP = object()
-Queued = tuple[Any, Future[Any]]  # (an EventBatch or a job, what its caller waits on)
 
 
 class LoopWriter:
@@ -129,7 +128,7 @@ class LoopWriter:
         try:
             conn = await self._connection()
         except Exception as exc:  # the database stayed away: this group fails, not the writer
-            _fail(group, exc)
+            event_batches.failed(group, exc)
             return
         try:
             rows = [(b.response_id, seq, data) for b, _ in group for seq, data in b.rows]
@@ -150,9 +149,7 @@ class LoopWriter:
         observe = self._db.on_event_commit
         if observe is not None:
             observe(time.perf_counter() - started)
-        for _, future in group:
-            if future.set_running_or_notify_cancel():
-                future.set_result(None)
+        event_batches.committed(group)
 
     async def _after_failure(
         self, group: list[Queued], error: Exception, conn: asyncpg.Connection, reconnected: bool
@@ -170,7 +167,7 @@ class LoopWriter:
             for single in group:  # one bad batch must not fail the others
                 await self._commit([single], reconnected=True)
         else:
-            _fail(group, error)
+            event_batches.failed(group, error)
 
     async def _connection(self) -> asyncpg.Connection:
         """The writer's connection, reopened while the database is away (a PostgreSQL restart
@@ -193,9 +190,3 @@ class LoopWriter:
 def _as_asyncpg(statement: str, values: list[Any] | tuple[Any, ...]) -> list[Any]:
     sql, numbered_values = numbered(statement, values)
     return [sql, *numbered_values]
-
-
-def _fail(group: list[Queued], error: BaseException) -> None:
-    for _, future in group:
-        if future.set_running_or_notify_cancel():
-            future.set_exception(error)
