@@ -34,8 +34,8 @@ _PARAMETER = re.compile(r"%(s|%)(::json)?")
 # The URL's options asyncpg takes as libpq does (it sends `options` and `application_name`,
 # like anything else it does not know, as startup settings: for those two, as libpq does).
 _ASYNCPG_OPTIONS = {
-    *("host", "port", "user", "password", "dbname", "database", "passfile", "service"),
-    *("servicefile", "sslmode", "sslcert", "sslkey", "sslrootcert", "sslcrl", "sslpassword"),
+    *("host", "port", "user", "password", "dbname", "database", "passfile", "sslmode"),
+    *("sslcert", "sslkey", "sslrootcert", "sslcrl", "sslpassword"),
     *("ssl_min_protocol_version", "ssl_max_protocol_version", "target_session_attrs"),
     *("krbsrvname", "gsslib", "application_name", "options"),
 }
@@ -63,12 +63,17 @@ class UnsupportedUrl(ValueError):
 def connect_arguments(url: URL) -> dict[str, Any]:
     """asyncpg's arguments for the server's database URL. The link options (storage/raw_sql's
     LINK_TIMEOUTS) are the sockets' own (`link_settings`), the connect timeout becomes
-    asyncpg's; any other option asyncpg does not know (`channel_binding`, `hostaddr`, …)
-    raises UnsupportedUrl, rather than be dropped or sent as a server setting."""
+    asyncpg's. An option asyncpg does not take as libpq does (`channel_binding`, `hostaddr`,
+    a `service`, whose dbname asyncpg would not read, …) or one given twice (libpq tries each
+    `host=` in turn, asyncpg would keep the last) raises UnsupportedUrl, rather than be
+    dropped or sent as a server setting."""
     query = dict(url.query)
     unknown = sorted(set(query) - _ASYNCPG_OPTIONS - set(LINK_TIMEOUTS))
     if unknown:
         raise UnsupportedUrl(f"asyncpg cannot honour {', '.join(unknown)}")
+    repeated = sorted(key for key, value in query.items() if not isinstance(value, str))
+    if repeated:
+        raise UnsupportedUrl(f"asyncpg cannot honour {', '.join(repeated)} given twice")
     kept = {key: value for key, value in query.items() if key in _ASYNCPG_OPTIONS}
     dsn = url.set(drivername="postgresql", query=kept).render_as_string(hide_password=False)
     timeout = float(str(query.get("connect_timeout", LINK_TIMEOUTS["connect_timeout"])))

@@ -52,7 +52,14 @@ def test_libpq_only_options_are_not_sent_as_server_settings() -> None:
 
 
 @pytest.mark.parametrize(
-    "option", ["channel_binding=require", "hostaddr=10.0.0.1", "gssencmode=require"]
+    "option",
+    [
+        "channel_binding=require",
+        "hostaddr=10.0.0.1",
+        "gssencmode=require",
+        "service=uhp",  # asyncpg would not read the service's dbname
+        "host=10.0.0.1:5432&host=10.0.0.2:5432",  # asyncpg would keep the last host alone
+    ],
 )
 def test_an_option_asyncpg_cannot_honour_is_neither_dropped_nor_sent_as_a_setting(
     option: str,
@@ -61,3 +68,8 @@ def test_an_option_asyncpg_cannot_honour_is_neither_dropped_nor_sent_as_a_settin
     # the start. Database.bind_loop keeps the threads for such a URL.
     with pytest.raises(UnsupportedUrl, match=option.split("=")[0]):
         connect_arguments(make_url(f"postgresql://u:p@db/uhp?{option}"))
+
+
+def test_several_hosts_in_one_option_are_asyncpgs_as_libpqs() -> None:
+    url = make_url("postgresql://u:p@/uhp?host=h1,h2&port=5432,5433&target_session_attrs=any")
+    assert make_url(connect_arguments(url)["dsn"]).query["host"] == "h1,h2"

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,9 +69,6 @@ HONOURED_FIELDS = frozenset(
 # Fields that do not change what runs, left out of the idempotency fingerprint: a retry
 # that switches to streaming is still the same task.
 _DELIVERY_FIELDS = ("stream", "background")
-
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -260,80 +256,69 @@ class TaskService(TaskSteering, TaskLookups):
         builder.response["metadata"].update(model_meta)
         builder.response["metadata"].update(self._ignored(task, base))
         first_event = numbered(builder.created()[0], 0)
-
-        async def accept_and_start() -> Accepted:
-            self._starting[response_id] = asyncio.get_running_loop().create_future()
-            try:
-                accepted = await self._accept(
-                    Acceptance(
-                        task,
-                        idempotency_key,
-                        fingerprint,
-                        harness,
-                        session,
-                        new_session_id,
-                        previous,
-                        response_id,
-                        model,
-                        now,
-                        normalized,
-                        inline,
-                        first_event,
-                        self.runs.replica_id,
-                        door_bound_to=resolved.door_bound_to,
-                    ),
-                )
-                if isinstance(accepted, str):  # an idempotent repeat: the response it refers to
-                    return Accepted(accepted, None)
-                held = accepted
-                plan = TurnPlan(
-                    base=base,
-                    prompt=self._prompt(task, normalized, opening=held.id == new_session_id),
-                    model=model,
-                    route=route,
-                    system_prompt=self._system_prompt(config, task, normalized),
-                    disabled_tools=tuple(config.get("disabledTools") or ()),
-                    max_step=max_step,
-                    timeout_seconds=timeout,
-                    max_output_tokens=task.max_output_tokens,
-                    native_session_id=held.native_session_id,
-                    workspace=self._session_dir(held.id) / "workspace",
-                    home=self._session_dir(held.id) / "home",
-                    attachments=tuple(normalized.attachments),
-                    skills=skills,
-                    mcp_servers=mcp_servers,
-                    ask_user=task.questions.offers_tool,
-                )
-                # The first event is committed with the response: the log goes on from it.
-                log = EventLog(self.db, response_id, persist=task.store, committed=[first_event])
-                run = Run(
-                    response_id=response_id,
-                    principal_id=task.principal_id,
-                    session_id=held.id,
-                    plan=plan,
-                    questions=task.questions,
-                    log=log,
-                    builder=builder,
-                )
-                log.release_on_end = lambda: SessionRelease(
-                    run.session_id, run.native_session_id or None
-                )
-                run.container_id = held.container_id
-                run.public_base_url = self.settings.public_base_url or base_url
-                # Registered before the next await, so a racing request finds the run.
-                self.runs.start(run)
-            finally:
-                self._starting.pop(response_id).set_result(None)
-            return Accepted(response_id, run)
-
-        # Once its acceptance commits, the task runs even if its request is cancelled (the
-        # client went away): its session would otherwise stay held with nothing to end it.
-        accepting = asyncio.ensure_future(accept_and_start())
+        self._starting[response_id] = asyncio.get_running_loop().create_future()
         try:
-            return await asyncio.shield(accepting)
-        except asyncio.CancelledError:
-            accepting.add_done_callback(_seen)  # nobody awaits its outcome any more
-            raise
+            accepted = await self._accept(
+                Acceptance(
+                    task,
+                    idempotency_key,
+                    fingerprint,
+                    harness,
+                    session,
+                    new_session_id,
+                    previous,
+                    response_id,
+                    model,
+                    now,
+                    normalized,
+                    inline,
+                    first_event,
+                    self.runs.replica_id,
+                    door_bound_to=resolved.door_bound_to,
+                ),
+            )
+            if isinstance(accepted, str):  # an idempotent repeat: the response it refers to
+                return Accepted(accepted, None)
+            held = accepted
+            plan = TurnPlan(
+                base=base,
+                prompt=self._prompt(task, normalized, opening=held.id == new_session_id),
+                model=model,
+                route=route,
+                system_prompt=self._system_prompt(config, task, normalized),
+                disabled_tools=tuple(config.get("disabledTools") or ()),
+                max_step=max_step,
+                timeout_seconds=timeout,
+                max_output_tokens=task.max_output_tokens,
+                native_session_id=held.native_session_id,
+                workspace=self._session_dir(held.id) / "workspace",
+                home=self._session_dir(held.id) / "home",
+                attachments=tuple(normalized.attachments),
+                skills=skills,
+                mcp_servers=mcp_servers,
+                ask_user=task.questions.offers_tool,
+            )
+            # The first event is committed with the response: the log goes on from it.
+            log = EventLog(self.db, response_id, persist=task.store, committed=[first_event])
+            run = Run(
+                response_id=response_id,
+                principal_id=task.principal_id,
+                session_id=held.id,
+                plan=plan,
+                questions=task.questions,
+                log=log,
+                builder=builder,
+            )
+            log.release_on_end = lambda: SessionRelease(
+                run.session_id, run.native_session_id or None
+            )
+            run.container_id = held.container_id
+            run.public_base_url = self.settings.public_base_url or base_url
+            # Registered before the next await, so a racing request finds the run.
+            self.runs.start(run)
+        finally:
+            self._starting.pop(response_id).set_result(None)
+        return Accepted(response_id, run)
 
     async def started(self, response_id: str) -> None:
         """Wait while a task with this id is being accepted (an idempotent repeat can find
@@ -473,11 +458,3 @@ class TaskService(TaskSteering, TaskLookups):
             "tool_choice": "auto",
             "tools": [],
         }
-
-
-def _seen(task: asyncio.Future[Any]) -> None:
-    """Take the outcome of an acceptance whose request is gone: a refusal (a busy session)
-    was only the client's to hear, anything else is the log's."""
-    error = None if task.cancelled() else task.exception()
-    if error is not None and not isinstance(error, ApiError):
-        log.warning("a task's acceptance failed", exc_info=error)
