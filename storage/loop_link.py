@@ -25,7 +25,7 @@ from typing import Any
 import asyncpg
 from sqlalchemy.engine import URL
 
-from storage.raw_sql import LINK_TIMEOUTS
+from storage.raw_sql import LINK_TIMEOUTS, nul_safe
 
 # Connections the loop keeps for acceptances and reads; more simultaneous statements wait for
 # one (each is a single round trip). The event log's writer holds one more of its own.
@@ -107,8 +107,8 @@ def apply_link_settings(conn: asyncpg.Connection, settings: dict[str, int]) -> N
 def numbered(statement: str, params: Sequence[Any]) -> tuple[str, list[Any]]:
     """A psycopg-style statement as asyncpg's: `%s` → `$n` with a cast from the value's type
     (`%s::json` keeps its own), `%%` → `%`, and NUL in text as U+FFFD (PostgreSQL's text
-    cannot hold NUL; storage/raw_sql.nul_safe_text does the same for psycopg)."""
-    values = [_nul_safe(value) for value in params]
+    cannot hold NUL: raw_sql.nul_safe, as for psycopg)."""
+    values = [nul_safe(value) if isinstance(value, str) else value for value in params]
     position = 0
 
     def replace(match: re.Match[str]) -> str:
@@ -209,7 +209,3 @@ async def _nothing_to_reset(_conn: asyncpg.Connection) -> None:
     """A pooled connection's state needs no reset query at each release (asyncpg's default, a
     round trip per statement): these statements run in autocommit and set, hold and listen
     to nothing."""
-
-
-def _nul_safe(value: Any) -> Any:
-    return value.replace("\x00", "\ufffd") if isinstance(value, str) and "\x00" in value else value

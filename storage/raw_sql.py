@@ -84,9 +84,14 @@ def _nul_safe_dumper() -> type:
 
     class NulSafeStrDumper(StrDumperUnknown):  # psycopg's own text dumper, NUL aside
         def dump(self, obj: str) -> Any:
-            return super().dump(obj.replace("\x00", "\ufffd") if "\x00" in obj else obj)
+            return super().dump(nul_safe(obj))
 
     return NulSafeStrDumper
+
+
+def nul_safe(text: str) -> str:
+    """Text PostgreSQL can hold: NUL as U+FFFD (both drivers' parameters go through it)."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
 def sqlite_pragmas(dbapi_connection: Any, _record: Any = None) -> None:
@@ -185,7 +190,7 @@ class PostgresBackend:
         return not hung_up(conn)  # closed, or the server said it is closing it
 
     def sql(self, statement: str) -> str:
-        return statement.replace("?", "%s")
+        return psycopg_style(statement)
 
     def write_at_once(
         self, conn: Any, rows: list[tuple[str, int, str]], updates: list[RowUpdate]
@@ -233,11 +238,16 @@ def events_at_once(
         parts.append(f"e{n} AS ({sql})")
         params.extend(values)
     for n, update in enumerate(updates):
-        parts.append(f"u{n} AS ({update.sql.replace('?', '%s')})")
+        parts.append(f"u{n} AS ({psycopg_style(update.sql)})")
         params.extend(update.params)
     if not parts:
         return "", []
     return "WITH " + ", ".join(parts) + " SELECT 1", params
+
+
+def psycopg_style(statement: str) -> str:
+    """A statement written with `?` parameters, in psycopg's `%s`."""
+    return statement.replace("?", "%s")
 
 
 def event_inserts(rows: list[tuple[str, int, str]]) -> Iterator[tuple[str, list[Any]]]:
