@@ -95,13 +95,13 @@ def apply_link_settings(conn: asyncpg.Connection, settings: dict[str, int]) -> N
     sock = conn._transport.get_extra_info("socket")
     if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
         return  # a Unix socket has no TCP to time out
-    if not settings["keepalives"]:
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, settings["tcp_user_timeout"])
+    if not settings["keepalives"]:  # libpq's keepalives=0: the user timeout still holds
         return
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, settings["keepalives_idle"])
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, settings["keepalives_interval"])
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, settings["keepalives_count"])
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, settings["tcp_user_timeout"])
 
 
 def numbered(statement: str, params: Sequence[Any]) -> tuple[str, list[Any]]:
