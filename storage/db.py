@@ -3,8 +3,9 @@ the current schema by its migrations on first use (storage/migrate.py).
 
 Storage work stays off the event loop. Async callers use `await db.read(fn, …)`, which runs
 `fn` on a pool of reader threads (each with its own connections), and `await db.write(fn, …)`,
-which runs `fn` on the one writer thread: SQLite allows one writer at a time, and funnelling
-every write through one thread means they queue in order instead of contending for the lock.
+which runs `fn` on the one writer thread (storage/thread_writer.py): SQLite allows one writer
+at a time, and funnelling every write through one thread means they queue in order instead of
+contending for the lock.
 The event log's appends (`db.append_events`) ride the same thread and are group-committed:
 whatever queued up while the previous commit ran goes into the next transaction. PostgreSQL
 takes the same path (one writer keeps each response's events in exact order for free); its
@@ -20,9 +21,7 @@ order there).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -36,7 +35,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlmodel import Session, create_engine
 
-from storage import event_batches, mcp_secrets, migrate, models, skills  # noqa: F401  (tables)
+from storage import mcp_secrets, migrate, models, skills  # noqa: F401  (registers the tables)
 from storage.event_batches import EventBatch
 from storage.event_batches import SessionRelease as SessionRelease
 from storage.raw_sql import (
@@ -47,6 +46,7 @@ from storage.raw_sql import (
     sqlalchemy_url,
     sqlite_pragmas,
 )
+from storage.thread_writer import ThreadWriter
 
 if TYPE_CHECKING:
     from storage.loop_link import LoopLink
@@ -110,7 +110,7 @@ class Database:
         self._connections: list[Any] = []
         self._lock = threading.Lock()
         self._readers: ThreadPoolExecutor | None = None
-        self._writer: _Writer | None = None
+        self._writer: ThreadWriter | None = None
         # PostgreSQL, while the server's loop runs (bind_loop): its hot statements and the
         # event log's commits go from the loop.
         self._loop_link: LoopLink | None = None
@@ -293,13 +293,13 @@ class Database:
         """Queue event rows; the future resolves once they are committed."""
         return self._the_writer().append(batch)
 
-    def _the_writer(self) -> _Writer | LoopWriter:
+    def _the_writer(self) -> ThreadWriter | LoopWriter:
         if self._loop_writer is not None:
             return self._loop_writer
         if self._writer is None:
             with self._lock:
                 if self._writer is None:
-                    self._writer = _Writer(self)
+                    self._writer = ThreadWriter(self, RECONNECT_SECONDS)
         return self._writer
 
     @property
@@ -322,9 +322,6 @@ class Database:
             self._connections.clear()
         self._local = threading.local()
         self.engine.dispose()
-
-
-_STOP = object()
 
 
 def run_statement(db: Database, statement: str, *, notify: str | None = None, **params: Any) -> Any:
@@ -378,126 +375,3 @@ def _ping_when_idle(engine: Engine) -> None:
             engine.dialect.do_ping(dbapi_conn)
         except Exception as exc:  # the pool replaces the connection and tries again
             raise DisconnectionError() from exc
-
-
-class _Writer:
-    """The one thread that writes. Jobs run in the order they were queued; consecutive event
-    batches share one `BEGIN IMMEDIATE` transaction (group commit)."""
-
-    def __init__(self, db: Database) -> None:
-        self._db = db
-        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="db-write", daemon=True)
-        self._thread.start()
-
-    def submit(self, fn: Callable[[], T]) -> Future[T]:
-        future: Future[T] = Future()
-        self._jobs.put((fn, future))
-        return future
-
-    def append(self, batch: EventBatch) -> Future[None]:
-        future: Future[None] = Future()
-        self._jobs.put((batch, future))
-        return future
-
-    def stop(self) -> None:
-        self._jobs.put(_STOP)
-        self._thread.join(timeout=10)
-
-    def _run(self) -> None:
-        carried: Any = None
-        while True:
-            job = carried if carried is not None else self._jobs.get()
-            carried = None
-            if job is _STOP:
-                return
-            work, future = job
-            if not isinstance(work, EventBatch):
-                _resolve(future, work)
-                continue
-            group = [job]
-            while True:  # everything that queued up meanwhile joins this commit
-                try:
-                    more = self._jobs.get_nowait()
-                except queue.Empty:
-                    break
-                if more is _STOP or not isinstance(more[0], EventBatch):
-                    carried = more
-                    break
-                group.append(more)
-            try:
-                conn = self._connection()
-            except Exception as exc:  # the database stayed away: this group fails, not the writer
-                event_batches.failed(group, exc)
-                continue
-            self._commit(conn, group)
-
-    def _connection(self) -> Any:
-        """The writer's connection, reopened while the database is away (a PostgreSQL restart
-        takes seconds) for up to RECONNECT_SECONDS; then what the last attempt raised."""
-        deadline = time.monotonic() + RECONNECT_SECONDS
-        delay = 0.1
-        while True:
-            try:
-                return self._db.connection()
-            except Exception:
-                if time.monotonic() >= deadline:
-                    raise
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
-
-    @property
-    def alive(self) -> bool:
-        return self._thread.is_alive()
-
-    def _commit(
-        self,
-        conn: Any,
-        group: list[tuple[EventBatch, Future[None]]],
-        *,
-        reconnected: bool = False,
-    ) -> None:
-        started = time.perf_counter()
-        raw = self._db.raw
-        try:
-            rows = [(b.response_id, seq, data) for b, _ in group for seq, data in b.rows]
-            ends = [end for batch, _ in group for end in event_batches.batch_ends(batch)]
-            if not raw.write_at_once(conn, rows, ends):
-                with raw.pipelined(conn):
-                    raw.begin_write(conn)
-                    if rows:
-                        raw.insert_events(conn, rows)
-                    for end in ends:
-                        conn.execute(raw.sql(end.sql), end.params)
-                    conn.execute("COMMIT")
-        except Exception as exc:
-            if raw.usable(conn) and raw.in_transaction(conn):
-                with contextlib.suppress(Exception):
-                    conn.execute("ROLLBACK")
-            try:
-                if not raw.usable(conn) and not reconnected:
-                    # The database's end of the link went away (a restart, a failover): once
-                    # more on a new connection. Had the COMMIT itself landed, the rows' primary
-                    # keys refuse the second write, so nothing is ever written twice.
-                    self._commit(self._connection(), group, reconnected=True)
-                elif len(group) > 1:
-                    for single in group:  # one bad batch must not fail the others
-                        self._commit(self._connection(), [single], reconnected=True)
-                else:
-                    event_batches.failed(group, exc)
-            except Exception as lost:  # no connection came back: fail, and keep the thread
-                event_batches.failed(group, lost)
-            return
-        observe = self._db.on_event_commit
-        if observe is not None:
-            observe(time.perf_counter() - started)
-        event_batches.committed(group)
-
-
-def _resolve(future: Future[Any], fn: Callable[[], Any]) -> None:
-    if not future.set_running_or_notify_cancel():
-        return
-    try:
-        future.set_result(fn())
-    except BaseException as exc:
-        future.set_exception(exc)

@@ -1,5 +1,5 @@
 """What the event log's writers commit: a response's new events, and with its last ones the
-final response row and the session its turn held (storage/db.py's thread writer, and
+final response row and the session its turn held (storage/thread_writer.py's writer, and
 storage/loop_writer.py's on PostgreSQL)."""
 
 from __future__ import annotations

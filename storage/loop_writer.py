@@ -1,4 +1,4 @@
-"""PostgreSQL's writer on the event loop: the thread writer's order (storage/db.py's `_Writer`)
+"""PostgreSQL's writer on the event loop: the thread writer's order (storage/thread_writer.py)
 with the event log's commits sent from the loop (storage/loop_link.py says why).
 
 Jobs and event batches leave in the order they were queued, as on the thread writer: a job
