@@ -53,8 +53,29 @@ async def on_the_loop(database: tuple[str, Database]) -> AsyncIterator[tuple[str
     await db.unbind_loop()
 
 
-async def _appended(db: Database, batch: EventBatch) -> None:
-    await asyncio.wait_for(asyncio.wrap_future(db.append_events(batch)), 30)
+@pytest.fixture(params=["the thread writer", "the loop writer"])
+async def either_writer(
+    request: pytest.FixtureRequest, database: tuple[str, Database]
+) -> AsyncIterator[tuple[str, Database]]:
+    """The database with its event log's commits on the thread writer (unbound: the CLI,
+    scripts) or on the loop writer (bound, as the server's lifespan binds it)."""
+    _, db = database
+    bound = request.param == "the loop writer"
+    if bound:
+        await db.bind_loop()
+    yield database
+    if bound:
+        await db.unbind_loop()
+
+
+async def _appended(db: Database, batch: EventBatch, seconds: float = 30) -> None:
+    await asyncio.wait_for(asyncio.wrap_future(db.append_events(batch)), seconds)
+
+
+def _progress(response_id: str, seq: int) -> EventBatch:
+    """A batch of one `response.in_progress` event."""
+    event = {"type": "response.in_progress", "sequence_number": seq}
+    return response_store.event_batch(response_id, [event])
 
 
 def _running_response(db: Database, response_id: str) -> None:
@@ -66,29 +87,14 @@ def _running_response(db: Database, response_id: str) -> None:
     )
 
 
-def test_event_appends_survive_the_database_ending_the_writers_connection(
-    database: tuple[str, Database],
+async def test_event_appends_survive_the_database_ending_the_writers_connection(
+    either_writer: tuple[str, Database],
 ) -> None:
-    url, db = database
+    url, db = either_writer
     _running_response(db, "resp_1")
-    event = {"type": "response.in_progress", "sequence_number": 0}
-    response_store.append_events_now(db, "resp_1", [event], None)
+    await _appended(db, _progress("resp_1", 0))
     assert postgres.end_connections_to(url) >= 1  # the writer's among them
-    later = {"type": "response.in_progress", "sequence_number": 1}
-    db.append_events(response_store.event_batch("resp_1", [later])).result(timeout=30)
-    assert [e["sequence_number"] for e in response_store.events_after(db, "resp_1")] == [0, 1]
-
-
-async def test_event_appends_from_the_loop_survive_the_database_ending_its_connection(
-    on_the_loop: tuple[str, Database],
-) -> None:
-    url, db = on_the_loop
-    _running_response(db, "resp_1")
-    event = {"type": "response.in_progress", "sequence_number": 0}
-    await _appended(db, response_store.event_batch("resp_1", [event]))
-    assert postgres.end_connections_to(url) >= 1  # the loop writer's among them
-    later = {"type": "response.in_progress", "sequence_number": 1}
-    await _appended(db, response_store.event_batch("resp_1", [later]))
+    await _appended(db, _progress("resp_1", 1))
     assert [e["sequence_number"] for e in response_store.events_after(db, "resp_1")] == [0, 1]
     assert db.writer_alive
 
@@ -191,22 +197,22 @@ def test_a_loop_that_ends_without_unbinding_is_not_held_up_by_its_writer(
     assert not runner.is_alive()
 
 
-async def test_event_appends_from_the_loop_wait_out_a_postgresql_restart(
-    on_the_loop: tuple[str, Database],
+async def test_event_appends_wait_out_a_postgresql_restart(
+    either_writer: tuple[str, Database],
 ) -> None:
-    _, db = on_the_loop
+    # The whole cluster restarts (seconds in which no connection can open): the writer waits
+    # for it, and the append made meanwhile commits once it is back.
+    _, db = either_writer
     _running_response(db, "resp_2")
-    first = {"type": "response.in_progress", "sequence_number": 0}
-    await _appended(db, response_store.event_batch("resp_2", [first]))
+    await _appended(db, _progress("resp_2", 0))
     _pg_ctl("stop")
-    later = {"type": "response.in_progress", "sequence_number": 1}
-    pending = asyncio.wrap_future(db.append_events(response_store.event_batch("resp_2", [later])))
+    pending = asyncio.wrap_future(db.append_events(_progress("resp_2", 1)))
     await asyncio.sleep(2)  # the database stays away a while
     _pg_ctl("start")
     await asyncio.wait_for(pending, 30)
     assert db.writer_alive
     assert [e["sequence_number"] for e in response_store.events_after(db, "resp_2")] == [0, 1]
-    assert await db.select("SELECT 1", ()) == [(1,)]  # the pool's connections came back too
+    assert await db.select("SELECT 1", ()) == [(1,)]  # the readers' connections came back too
 
 
 def _pg_ctl(action: str) -> None:
@@ -215,20 +221,22 @@ def _pg_ctl(action: str) -> None:
     assert done.returncode == 0
 
 
-async def test_a_bad_batch_fails_alone_in_its_group_on_the_loop(
-    on_the_loop: tuple[str, Database],
+async def test_a_bad_batch_fails_alone_in_its_group_of_one_insert(
+    either_writer: tuple[str, Database],
 ) -> None:
     # From a thread, as the recovery appends: the loop stays free to send.
-    await asyncio.to_thread(a_bad_batch_fails_alone_in_its_group, on_the_loop[1])
+    await asyncio.to_thread(a_bad_batch_fails_alone_in_its_group, either_writer[1])
 
 
-async def test_a_group_past_the_parameter_limit_is_stored_whole_from_the_loop(
-    on_the_loop: tuple[str, Database],
+async def test_a_group_of_events_past_the_protocols_parameter_limit_is_stored_whole(
+    either_writer: tuple[str, Database],
 ) -> None:
-    _, db = on_the_loop
+    # A long commit (a restart waited out) lets thousands of rows queue into one group: more
+    # than one INSERT may carry (65,535 parameters, three a row).
+    _, db = either_writer
     _running_response(db, "resp_1")
     events = [{"type": "response.output_text.delta", "sequence_number": n} for n in range(22_000)]
-    await _appended(db, response_store.event_batch("resp_1", events))
+    await _appended(db, response_store.event_batch("resp_1", events), seconds=60)
     stored = response_store.events_after(db, "resp_1")
     assert [event["sequence_number"] for event in stored] == list(range(22_000))
 
@@ -253,25 +261,6 @@ async def test_a_group_that_changes_one_row_twice_is_written_in_order_from_the_l
     stored = response_store.get_response(db, "p", "resp_1")
     assert stored is not None and stored.status == "completed"
     assert response_store.events_after(db, "resp_1") == [{}]
-
-
-def test_a_bad_batch_fails_alone_in_its_group_of_one_insert(
-    database: tuple[str, Database],
-) -> None:
-    a_bad_batch_fails_alone_in_its_group(database[1])
-
-
-def test_a_group_of_events_past_the_protocols_parameter_limit_is_stored_whole(
-    database: tuple[str, Database],
-) -> None:
-    # A long commit (a restart waited out) lets thousands of rows queue into one group: more
-    # than one INSERT may carry (65,535 parameters, three a row).
-    _, db = database
-    _running_response(db, "resp_1")
-    events = [{"type": "response.output_text.delta", "sequence_number": n} for n in range(22_000)]
-    db.append_events(response_store.event_batch("resp_1", events)).result(timeout=60)
-    stored = response_store.events_after(db, "resp_1")
-    assert [event["sequence_number"] for event in stored] == list(range(22_000))
 
 
 def test_a_group_that_changes_one_row_twice_is_not_written_as_one_statement(
@@ -332,31 +321,6 @@ async def test_an_acceptance_past_one_statements_parameters_is_written_whole(
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     assert response_store.events_after(db, "resp_1") == [{}]
     assert response_store.get_response(db, "p", "resp_2") is None
-
-
-def test_event_appends_wait_out_a_postgresql_restart(database: tuple[str, Database]) -> None:
-    # The whole cluster restarts (seconds in which no connection can open): the writer waits
-    # for it, and the append made meanwhile commits once it is back.
-    _, db = database
-    response_store.insert_response(
-        db,
-        ResponseRow(
-            id="resp_2", principal_id="p", session_id="s", status="in_progress", created_at=0
-        ),
-    )
-    event = {"type": "response.in_progress", "sequence_number": 0}
-    response_store.append_events_now(db, "resp_2", [event], None)
-    version = sorted(p.name for p in Path("/etc/postgresql").iterdir())[-1]
-    stopped = subprocess.run(["pg_ctlcluster", version, "main", "stop"], timeout=60)
-    assert stopped.returncode == 0
-    later = {"type": "response.in_progress", "sequence_number": 1}
-    pending = db.append_events(response_store.event_batch("resp_2", [later]))
-    time.sleep(2)  # the database stays away a while
-    started = subprocess.run(["pg_ctlcluster", version, "main", "start"], timeout=60)
-    assert started.returncode == 0
-    pending.result(timeout=30)
-    assert db.writer_alive
-    assert [e["sequence_number"] for e in response_store.events_after(db, "resp_2")] == [0, 1]
 
 
 def test_a_pooled_connection_the_database_ended_while_idle_is_replaced_before_use(
