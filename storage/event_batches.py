@@ -76,6 +76,13 @@ def batch_ends(batch: EventBatch) -> list[RowUpdate]:
 Queued = tuple[EventBatch, "Future[None]"]  # a batch, and what its appender waits on
 
 
+def group_writes(group: list[Queued]) -> tuple[list[tuple[str, int, str]], list[RowUpdate]]:
+    """What one commit of the group writes: its event rows (response, seq, JSON), then each
+    batch's ends (`batch_ends`)."""
+    rows = [(b.response_id, seq, data) for b, _ in group for seq, data in b.rows]
+    return rows, [end for batch, _ in group for end in batch_ends(batch)]
+
+
 def committed(group: list[Queued]) -> None:
     """Tell the group's appenders that their batches are stored."""
     for _, future in group:

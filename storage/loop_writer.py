@@ -131,8 +131,7 @@ class LoopWriter:
             event_batches.failed(group, exc)
             return
         try:
-            rows = [(b.response_id, seq, data) for b, _ in group for seq, data in b.rows]
-            ends = [end for batch, _ in group for end in event_batches.batch_ends(batch)]
+            rows, ends = event_batches.group_writes(group)
             at_once = events_at_once(rows, ends)
             if at_once is not None:
                 if at_once[0]:

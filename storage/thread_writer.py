@@ -102,8 +102,7 @@ class ThreadWriter:
         started = time.perf_counter()
         raw = self._db.raw
         try:
-            rows = [(b.response_id, seq, data) for b, _ in group for seq, data in b.rows]
-            ends = [end for batch, _ in group for end in event_batches.batch_ends(batch)]
+            rows, ends = event_batches.group_writes(group)
             if not raw.write_at_once(conn, rows, ends):
                 with raw.pipelined(conn):
                     raw.begin_write(conn)
