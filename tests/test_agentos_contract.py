@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from uhp_server.frontdoors.agentos.contract import (
+from uhp_server.doors.agentos.contract import (
     BadInvocation,
     chosen_model,
     decision_text,
@@ -17,7 +17,7 @@ from uhp_server.frontdoors.agentos.contract import (
     failed,
     read_invocation,
 )
-from uhp_server.frontdoors.harness_result import RESULT_SCHEMA, TOOL_INPUT_SCHEMA
+from uhp_server.doors.harness_result import RESULT_SCHEMA, TOOL_INPUT_SCHEMA
 
 CODE = re.compile(r"[a-z][a-z0-9_]{0,62}")
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy" / "agentos" / "agentos.yaml"

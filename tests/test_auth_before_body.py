@@ -13,7 +13,7 @@ import pytest
 from fastapi.routing import APIRoute
 
 from tests.support.server import ServerProcess
-from uhp_server.routers import discovery, files, harness_events, harnesses, sessions, share, tasks
+from uhp_server.doors.uhp import discovery, files, harness_events, harnesses, sessions, share, tasks
 
 pytestmark = pytest.mark.slow
 

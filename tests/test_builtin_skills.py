@@ -6,9 +6,9 @@ import re
 import tomllib
 from pathlib import Path
 
-from uhp_server.harness_config import skills as skill_rules
-from uhp_server.harness_config.builtin_skills import builtin_skills, skills_root
-from uhp_server.harness_config.skill_paths import check_unique, normalise_path
+from uhp_server.harnesses import skills as skill_rules
+from uhp_server.harnesses.builtin_skills import builtin_skills, skills_root
+from uhp_server.harnesses.skill_paths import check_unique, normalise_path
 
 ROOT = Path(__file__).resolve().parents[1]
 

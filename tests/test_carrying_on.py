@@ -15,9 +15,9 @@ from storage import relayed_questions
 from storage import responses as response_store
 from storage.db import Database
 from storage.models import EventRow, IdempotencyRow, ResponseRow
+from uhp_server.doors.agentos.invocations import RUN_ID_METADATA, AgentosRuns
 from uhp_server.engine.answer_relay import AnswerRelay
 from uhp_server.engine.requests import Question
-from uhp_server.frontdoors.agentos.invocations import RUN_ID_METADATA, AgentosRuns
 
 
 class _RunnersDatabase:

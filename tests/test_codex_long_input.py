@@ -7,7 +7,7 @@ from pathlib import Path
 from harness_bases.base import TurnSpec
 from harness_bases.codex import long_input
 from harness_bases.codex.failures import setup_failure
-from uhp_server.frontdoors.openai_chat.errors import turn_failure
+from uhp_server.doors.openai_chat.errors import turn_failure
 
 
 def spec(tmp_path: Path, prompt: str) -> TurnSpec:

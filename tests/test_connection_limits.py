@@ -20,7 +20,7 @@ import pytest
 from tests.conftest import API_KEY, server_env
 from tests.scripted_provider import RunningProvider
 from tests.support.server import ServerProcess
-from uhp_server.connections import connection_cap
+from uhp_server.http.connections import connection_cap
 
 pytestmark = pytest.mark.slow
 

@@ -27,7 +27,7 @@ from uhp_server.engine.feed import QUEUE_SIZE, HarnessFeed
 from uhp_server.engine.fold import fold
 from uhp_server.engine.inputs import MAX_FILES_PER_TASK, Attachment, normalize_input
 from uhp_server.errors import ApiError
-from uhp_server.filenames import content_disposition, safe_filename
+from uhp_server.files.filenames import content_disposition, safe_filename
 from uhp_server.settings import Settings
 
 KEY = "uhp_sk_files_units"

@@ -26,7 +26,7 @@ from tests.support.harness_api import (
     refused,
 )
 from tests.support.schema import validate
-from uhp_server.harness_config.runtime import turn_mcp_targets
+from uhp_server.harnesses.runtime import turn_mcp_targets
 
 
 @pytest.fixture

@@ -28,9 +28,9 @@ from tests.support.harness_api import (
     skill,
 )
 from tests.support.schema import validate
-from uhp_server.harness_config import skills as skill_rules
-from uhp_server.harness_config.builtin_skills import builtin_skills
-from uhp_server.harness_config.runtime import turn_skills
+from uhp_server.harnesses import skills as skill_rules
+from uhp_server.harnesses.builtin_skills import builtin_skills
+from uhp_server.harnesses.runtime import turn_skills
 
 
 @pytest.fixture

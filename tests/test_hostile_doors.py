@@ -17,11 +17,11 @@ from tests.scripted_provider import RunningProvider
 from tests.support.fakes import Hang, answer
 from tests.support.hostile import DEEP, capped_app
 from tests.support.in_process import InProcess
+from uhp_server.doors.agentos.holds import HoldFailed, open_hold
+from uhp_server.doors.openai_chat.wire import MAX_HEADER_LIST, header_list
+from uhp_server.doors.oumi_harness.wire import parse_json, parse_submission
+from uhp_server.doors.oumi_tools.calls import Refusal, parse_budget
 from uhp_server.errors import ApiError
-from uhp_server.frontdoors.agentos.holds import HoldFailed, open_hold
-from uhp_server.frontdoors.openai_chat.wire import MAX_HEADER_LIST, header_list
-from uhp_server.frontdoors.oumi_harness.wire import parse_json, parse_submission
-from uhp_server.frontdoors.oumi_tools.calls import Refusal, parse_budget
 
 
 @pytest.fixture
@@ -76,7 +76,7 @@ async def test_a_failed_chat_turn_tells_the_openai_sdk_not_to_run_it_again(
 async def test_an_unexpected_failure_in_the_chat_door_answers_in_openais_shape(
     server: InProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from uhp_server.frontdoors.openai_chat import turns
+    from uhp_server.doors.openai_chat import turns
 
     async def broken(*_args: object, **_kwargs: object) -> None:
         raise RuntimeError("a bug")

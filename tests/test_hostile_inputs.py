@@ -20,13 +20,13 @@ from tests.support.fakes import Hang, answer
 from tests.support.hostile import DEEP, capped_app
 from tests.support.in_process import InProcess, in_process
 from tests.support.waiting import wait_for
-from uhp_server.archive import entry_names
 from uhp_server.errors import ApiError
-from uhp_server.filenames import MAX_NAME_BYTES, content_disposition, safe_filename
+from uhp_server.files.archive import entry_names
+from uhp_server.files.filenames import MAX_NAME_BYTES, content_disposition, safe_filename
+from uhp_server.files.trees import remove_tree
 from uhp_server.gateway.connection import ModelConnection, connection_provider
 from uhp_server.gateway.url_policy import UrlRefused, check_config_url, pin_url
 from uhp_server.sandbox.ownership import hand_over
-from uhp_server.trees import remove_tree
 
 
 @pytest.fixture

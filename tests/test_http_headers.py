@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 from tests.support.schema import validate
 from tests.support.server import ServerProcess
 from uhp_server.app import create_app
-from uhp_server.route_table import served_routes
+from uhp_server.http.route_table import served_routes
 from uhp_server.settings import Settings
 
 KEY = "uhp_sk_headers_test"

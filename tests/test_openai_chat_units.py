@@ -6,16 +6,16 @@ from typing import Any
 
 import pytest
 
-from uhp_server.errors import ApiError
-from uhp_server.frontdoors.openai_chat.conversation import (
+from uhp_server.doors.openai_chat.conversation import (
     Turn,
     answered,
     conversation_digest,
     split_request,
 )
-from uhp_server.frontdoors.openai_chat.models import slug
-from uhp_server.frontdoors.openai_chat.render import ChatRenderer, describe_call, describe_output
-from uhp_server.frontdoors.openai_chat.shapes import ChunkWriter, CompletionIds, completion
+from uhp_server.doors.openai_chat.models import slug
+from uhp_server.doors.openai_chat.render import ChatRenderer, describe_call, describe_output
+from uhp_server.doors.openai_chat.shapes import ChunkWriter, CompletionIds, completion
+from uhp_server.errors import ApiError
 
 
 def test_the_key_of_an_answer_is_what_the_next_request_continues_from() -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from uhp_server.doors.oumi_harness.service import readable
+from uhp_server.doors.oumi_harness.transcript import chat_messages, door_call_id
+from uhp_server.doors.oumi_harness.wire import parse_submission, status_object
 from uhp_server.errors import ApiError
-from uhp_server.frontdoors.oumi_harness.service import readable
-from uhp_server.frontdoors.oumi_harness.transcript import chat_messages, door_call_id
-from uhp_server.frontdoors.oumi_harness.wire import parse_submission, status_object
 
 CONNECTION = {"base_url": "https://x/v1", "model": "m", "api_key": "k"}
 

@@ -480,7 +480,7 @@ def test_connections_numbered_past_what_select_can_watch_are_not_taken_for_close
     # kept (not replaced at every use, nor refused at every checkout).
     import os
 
-    from uhp_server.connections import raise_fd_limit
+    from uhp_server.http.connections import raise_fd_limit
 
     # As `serve` does: a soft limit of 1,024 (a container's default) would stop the spare
     # descriptors below before they reach select()'s reach.

@@ -1,4 +1,4 @@
-"""PDF previews (previews.py, `GET /v1/containers/{cid}/files/{fid}/pdf`): an agent-written
+"""PDF previews (files/previews.py, `GET /v1/containers/{cid}/files/{fid}/pdf`): an agent-written
 document is converted by the real LibreOffice with no network at all, and every preview is
 served with the same hardening headers as a download. In-process, no agent CLI."""
 
@@ -26,7 +26,7 @@ from storage.blobs import BlobStore
 from storage.models import ArtifactRow, SessionRow
 from uhp_server.app import create_app
 from uhp_server.errors import ApiError
-from uhp_server.previews import PreviewRenderer
+from uhp_server.files.previews import PreviewRenderer
 from uhp_server.settings import Settings
 
 KEY = "uhp_sk_previews_test"

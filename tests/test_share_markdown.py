@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from uhp_server.share_page.render import markdown
+from uhp_server.doors.uhp.share_page.render import markdown
 
 REL = 'rel="nofollow noopener noreferrer"'
 

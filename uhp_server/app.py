@@ -16,6 +16,21 @@ from storage.db import Database
 from storage.responses import prune_idempotency
 from uhp_server.catalog import ModelCatalog
 from uhp_server.context import AppContext
+from uhp_server.doors import oumi_harness
+from uhp_server.doors.agentos.routes import router as agentos_router
+from uhp_server.doors.api_docs import routes as api_docs
+from uhp_server.doors.openai_chat import MOUNT_PATH, make_chat_app
+from uhp_server.doors.oumi_tools.http import router as tool_router
+from uhp_server.doors.oumi_tools.mcp import router as mcp_tool_router
+from uhp_server.doors.uhp import (
+    discovery,
+    files,
+    harness_events,
+    harnesses,
+    sessions,
+    share,
+    tasks,
+)
 from uhp_server.engine.admission import Admission, AdmissionQueue
 from uhp_server.engine.cluster import Cluster
 from uhp_server.engine.recovery import recover
@@ -25,35 +40,20 @@ from uhp_server.engine.tasks import TaskService
 from uhp_server.engine.traces import TraceDeleter
 from uhp_server.engine.turn import TurnExecutor
 from uhp_server.errors import install_error_handlers
-from uhp_server.file_parts import build_file_parts
-from uhp_server.frontdoors import oumi_harness
-from uhp_server.frontdoors.agentos.routes import router as agentos_router
-from uhp_server.frontdoors.openai_chat import MOUNT_PATH, make_chat_app
-from uhp_server.frontdoors.oumi_tools.http import router as tool_router
-from uhp_server.frontdoors.oumi_tools.mcp import router as mcp_tool_router
+from uhp_server.files.parts import build_file_parts
 from uhp_server.gateway.mcp_proxy import make_mcp_router
 from uhp_server.gateway.proxy import make_gateway_router
 from uhp_server.gateway.tokens import TokenRegistry
 from uhp_server.gateway.upstreams import Upstreams
-from uhp_server.head_requests import HeadAsGet
-from uhp_server.metrics import Metrics
-from uhp_server.readiness import ReadinessProbe
+from uhp_server.http.head_requests import HeadAsGet
+from uhp_server.http.unread_bodies import CloseOnUnreadBody
+from uhp_server.http.versioning import VersionMiddleware
+from uhp_server.ops import routes as ops
+from uhp_server.ops.metrics import Metrics
+from uhp_server.ops.readiness import ReadinessProbe
 from uhp_server.replica import replica_id
-from uhp_server.routers import (
-    api_docs,
-    discovery,
-    files,
-    harness_events,
-    harnesses,
-    ops,
-    sessions,
-    share,
-    tasks,
-)
 from uhp_server.sandbox.base import Sandbox
 from uhp_server.settings import Settings
-from uhp_server.unread_bodies import CloseOnUnreadBody
-from uhp_server.versioning import VersionMiddleware
 
 log = logging.getLogger("uhp_server.app")
 

@@ -15,9 +15,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from harness_bases import registry
 from storage import keys
 from storage.db import Database
-from uhp_server import connections
-from uhp_server.connections import ACCEPT_BATCH
-from uhp_server.logs import configure_logging
+from uhp_server.http import connections
+from uhp_server.http.connections import ACCEPT_BATCH
+from uhp_server.ops.logs import configure_logging
 from uhp_server.settings import Settings
 
 

@@ -14,9 +14,9 @@ from uhp_server.catalog import ModelCatalog
 from uhp_server.engine.runs import RunManager
 from uhp_server.engine.tasks import TaskService
 from uhp_server.engine.traces import TraceDeleter
-from uhp_server.metrics import Metrics
-from uhp_server.previews import PreviewRenderer
-from uhp_server.readiness import ReadinessProbe
+from uhp_server.files.previews import PreviewRenderer
+from uhp_server.ops.metrics import Metrics
+from uhp_server.ops.readiness import ReadinessProbe
 from uhp_server.settings import Settings
 
 

@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from uhp_server.route_table import served_routes
+from uhp_server.http.route_table import served_routes
 
 log = logging.getLogger("uhp_server.errors")
 
@@ -189,7 +189,7 @@ async def _on_validation_error(request: Request, exc: Exception) -> JSONResponse
 def allowed_methods(request: Request) -> list[str]:
     """Every method some route serves at this path. Starlette's 405 names only the first
     route whose path matched, although routes for other methods may share the path. HEAD
-    is served wherever GET is (head_requests.py)."""
+    is served wherever GET is (http/head_requests.py)."""
     methods: set[str] = set()
     for route in served_routes(request.app):
         match, _ = route.matches(request.scope)

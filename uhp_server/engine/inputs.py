@@ -16,7 +16,7 @@ from urllib.parse import unquote_to_bytes
 
 from storage.models import FileRow
 from uhp_server.errors import ApiError
-from uhp_server.filenames import safe_filename
+from uhp_server.files.filenames import safe_filename
 from uhp_server.ids import new_id
 
 _TEXT_PARTS = {"input_text", "output_text", "text"}

@@ -20,7 +20,7 @@ from storage.models import HarnessRow
 from uhp_server.engine.requests import SessionKey
 from uhp_server.engine.turn_files import download_url
 from uhp_server.errors import ApiError
-from uhp_server.harnesses import default_harness, ensure_defaults, made_default
+from uhp_server.harnesses.defaults import default_harness, ensure_defaults, made_default
 
 if TYPE_CHECKING:
     from harness_bases.base import HarnessBase

@@ -17,7 +17,7 @@ from storage.db import Database
 from storage.models import HarnessRow, SessionRow
 from uhp_server.engine.requests import EngineTask
 from uhp_server.errors import ApiError
-from uhp_server.harnesses import default_harness, first_default, made_default
+from uhp_server.harnesses.defaults import default_harness, first_default, made_default
 from uhp_server.settings import Settings
 
 

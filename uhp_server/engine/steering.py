@@ -30,7 +30,7 @@ from uhp_server.engine.requests import (
 from uhp_server.engine.withdrawal import withdraw_parked
 from uhp_server.errors import ApiError
 from uhp_server.gateway.connection import ModelConnection, connection_provider
-from uhp_server.harnesses import default_harness
+from uhp_server.harnesses.defaults import default_harness
 
 if TYPE_CHECKING:
     from harness_bases.base import HarnessBase

@@ -45,8 +45,8 @@ from uhp_server.engine.steering import TaskSteering
 from uhp_server.errors import VENDOR, ApiError
 from uhp_server.gateway.connection import ModelConnection, connection_provider
 from uhp_server.gateway.mcp_targets import McpTarget
-from uhp_server.harness_config.builtin_skills import builtin_skills
-from uhp_server.harness_config.runtime import turn_mcp_targets, turn_skills
+from uhp_server.harnesses.builtin_skills import builtin_skills
+from uhp_server.harnesses.runtime import turn_mcp_targets, turn_skills
 from uhp_server.ids import new_id
 from uhp_server.settings import Settings
 

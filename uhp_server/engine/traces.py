@@ -20,7 +20,7 @@ from storage import sessions as session_store
 from storage.blobs import BlobStore
 from storage.db import Database
 from uhp_server.engine.runs import RunManager
-from uhp_server.trees import remove_tree
+from uhp_server.files.trees import remove_tree
 
 
 class TraceDeleter:

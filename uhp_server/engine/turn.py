@@ -39,7 +39,7 @@ from uhp_server.errors import error_body
 from uhp_server.gateway.mcp_targets import McpTarget, degraded_notice, mcp_path, probe
 from uhp_server.gateway.paths import gateway_path
 from uhp_server.gateway.tokens import UsageTotals
-from uhp_server.metrics import Metrics
+from uhp_server.ops.metrics import Metrics
 from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SessionMounts
 
 log = logging.getLogger("uhp_server.turn")

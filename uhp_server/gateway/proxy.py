@@ -20,7 +20,6 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
-from uhp_server.bodies import read_capped
 from uhp_server.gateway.confine import Confined, confine
 from uhp_server.gateway.providers import ANTHROPIC_VERSION, Provider
 from uhp_server.gateway.replies import (
@@ -41,7 +40,8 @@ from uhp_server.gateway.url_policy import PinnedUrl, UrlRefused, pin_url
 from uhp_server.gateway.usage import UsageExtractor
 from uhp_server.gateway.wire import StreamTranslator, Translation, Untranslatable
 from uhp_server.gateway.wire import translation as find_translation
-from uhp_server.metrics import CONNECTION_MODEL, Metrics
+from uhp_server.http.bodies import read_capped
+from uhp_server.ops.metrics import CONNECTION_MODEL, Metrics
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,148 @@
+"""A POST/PUT body → (name, stored config).
+
+Accepts the snake_case `HarnessCreate` of the spec and, so that what a GET returned can be
+PUT back unchanged, the camelCase harness object too (snake_case wins when both are there).
+Read-only fields of the harness object (`id`, `object`, `baseLabel`, `createdAt`,
+`enforcement`) are accepted; on a PUT, `id`, `base` and `createdAt` must match the harness,
+since a changed base would silently change every session attached to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from harness_bases.base import HarnessBase
+from storage.db import Database
+from storage.models import HarnessRow
+from uhp_server.harnesses.mcp import parse_mcp_servers
+from uhp_server.harnesses.problems import invalid
+from uhp_server.harnesses.skills import parse_skills
+from uhp_server.harnesses.writes import PendingWrites
+
+MAX_NAME = 200
+MAX_SYSTEM_PROMPT = 1024 * 1024
+MAX_DISABLED_TOOLS = 200
+
+# (snake_case, camelCase) of each mutable field.
+_FIELDS = {
+    "name": "name",
+    "default_model": "defaultModel",
+    "system_prompt": "systemPrompt",
+    "mcp_servers": "mcpServers",
+    "skills": "skills",
+    "disabled_tools": "disabledTools",
+    "max_step": "maxStep",
+    "timeout_seconds": "timeoutSeconds",
+}
+
+
+@dataclass(frozen=True)
+class ConfigRules:
+    """What validation depends on besides the body."""
+
+    max_timeout_seconds: int
+    mcp_allow_private_hosts: bool
+
+
+def _field(body: dict[str, Any], snake: str) -> tuple[str, Any]:
+    """(the key the value came under, the value); absent is (snake, None)."""
+    camel = _FIELDS[snake]
+    if snake in body:
+        return snake, body[snake]
+    return camel, body.get(camel)
+
+
+def check_immutables(body: dict[str, Any], row: HarnessRow) -> None:
+    """A PUT may repeat `id`, `base` and `createdAt`, never change them."""
+    checks = (("id", row.id), ("base", row.base), ("createdAt", row.created_at_ms))
+    for key, current in (*checks, ("created_at", row.created_at_ms)):
+        if key in body and body[key] != current:
+            invalid(
+                key,
+                f"`{key}` of a harness cannot change; create a new harness instead.",
+            )
+
+
+def parse_harness_body(
+    db: Database,
+    principal_id: str,
+    body: dict[str, Any],
+    base: HarnessBase | None,
+    rules: ConfigRules,
+    default_name: str,
+) -> tuple[str, dict[str, Any]]:
+    """Validate every field, then store skill bundles and MCP secrets (only once all of the
+    body is valid); return (name, config)."""
+    writes = PendingWrites(db, principal_id)
+    name = _name(*_field(body, "name"), default_name)
+    mcp_key, mcp_raw = _field(body, "mcp_servers")
+    skills_key, skills_raw = _field(body, "skills")
+    config = {
+        "defaultModel": _optional_text(*_field(body, "default_model")),
+        "systemPrompt": _system_prompt(*_field(body, "system_prompt")),
+        "disabledTools": _disabled_tools(*_field(body, "disabled_tools")),
+        "maxStep": _positive_int(*_field(body, "max_step")),
+        "timeoutSeconds": _timeout(*_field(body, "timeout_seconds"), rules.max_timeout_seconds),
+        "mcpServers": parse_mcp_servers(
+            writes, mcp_raw, mcp_key, base, rules.mcp_allow_private_hosts
+        ),
+        "skills": parse_skills(writes, skills_raw, skills_key),
+    }
+    writes.commit()
+    return name, config
+
+
+def _name(key: str, raw: Any, default: str) -> str:
+    if raw is None:
+        return default
+    if not isinstance(raw, str) or not raw.strip() or len(raw) > MAX_NAME:
+        invalid(key, f"`{key}` must be a non-empty string of at most {MAX_NAME} characters.")
+    if "\x00" in raw:  # no database text column holds it (PostgreSQL refuses it)
+        invalid(key, f"`{key}` must not contain a NUL character.")
+    return raw
+
+
+def _optional_text(key: str, raw: Any) -> str | None:
+    if raw is None or raw == "":
+        return None
+    if not isinstance(raw, str):
+        invalid(key, f"`{key}` must be a string.")
+    return raw
+
+
+def _system_prompt(key: str, raw: Any) -> str:
+    if raw is None:
+        return ""
+    if not isinstance(raw, str) or len(raw) > MAX_SYSTEM_PROMPT:
+        invalid(key, f"`{key}` must be a string of at most {MAX_SYSTEM_PROMPT} characters.")
+    return raw
+
+
+def _disabled_tools(key: str, raw: Any) -> list[str]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or len(raw) > MAX_DISABLED_TOOLS:
+        invalid(key, f"`{key}` must be an array of at most {MAX_DISABLED_TOOLS} tool names.")
+    tools: list[str] = []
+    for index, tool in enumerate(raw):
+        if not isinstance(tool, str) or not tool.strip() or len(tool) > 200:
+            invalid(f"{key}[{index}]", "A tool name must be a non-empty string.")
+        if tool not in tools:
+            tools.append(tool)
+    return tools
+
+
+def _positive_int(key: str, raw: Any) -> int | None:
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+        invalid(key, f"`{key}` must be a positive integer or null.")
+    return raw
+
+
+def _timeout(key: str, raw: Any, limit: int) -> int | None:
+    value = _positive_int(key, raw)
+    if value is not None and value > limit:
+        invalid(key, f"`{key}` may be at most {limit}.", max_timeout_seconds=limit)
+    return value
