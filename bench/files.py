@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from storage.blobs import BlobStore
 from storage.db import Database
 from tests.support.server import ServerProcess
+from uhp_server.doors.uhp.uploads import receive_upload
 from uhp_server.engine.artifacts import ArtifactCollector, ArtifactLimits, snapshot
-from uhp_server.files.uploads import receive_upload
 
 KEY = "uhp_sk_bench_files"
 COLLECT_TARGET_MS = 100.0
@@ -136,9 +136,10 @@ def _parse_once(tmp: Path, payload: bytes) -> float:
     )
     blobs = BlobStore(tmp / f"blobs{time.monotonic_ns()}")
     started = time.perf_counter()
-    upload = asyncio.run(receive_upload(_FakeRequest(body, boundary), blobs, 1 << 40))  # type: ignore[arg-type]
+    upload = asyncio.run(receive_upload(_FakeRequest(body, boundary), blobs.writer, 1 << 40))  # type: ignore[arg-type]
+    upload.sink.keep()  # type: ignore[attr-defined]
     elapsed = time.perf_counter() - started
-    assert upload.size == len(payload)
+    assert upload.sink.size == len(payload)
     shutil.rmtree(blobs.root)
     return elapsed
 

@@ -88,6 +88,10 @@ class BlobStore:
         self.adopt(temp, sha256)
         return sha256, size
 
+    def writer(self) -> BlobWriter:
+        """A new blob, written a chunk at a time (an upload as it streams in)."""
+        return BlobWriter(self)
+
     def read_chunks(self, sha256: str) -> Iterator[bytes]:
         with self.path(sha256).open("rb") as handle:
             while chunk := handle.read(CHUNK):
@@ -96,3 +100,38 @@ class BlobStore:
     def delete(self, sha256: str) -> None:
         with contextlib.suppress(FileNotFoundError, ValueError):
             self.path(sha256).unlink()
+
+
+class BlobWriter:
+    """A blob being written: hashed and counted as it comes, then kept under its hash or
+    dropped. Until `keep`, its bytes sit in a temporary file of the store."""
+
+    def __init__(self, store: BlobStore) -> None:
+        self._store = store
+        self._handle: BinaryIO | None
+        self._handle, self._temp = store.new_temp()
+        self._digest = hashlib.sha256()
+        self.size = 0
+
+    def write(self, chunk: bytes) -> None:
+        assert self._handle is not None, "written after it was kept or dropped"
+        self.size += len(chunk)
+        self._digest.update(chunk)
+        self._handle.write(chunk)
+
+    def discard(self) -> None:
+        """Drop what was written (at once: a refused upload keeps nothing)."""
+        if self._handle is not None:
+            with contextlib.suppress(OSError):
+                self._handle.close()
+            self._handle = None
+        self._temp.unlink(missing_ok=True)
+
+    def keep(self) -> str:
+        """Move the bytes into place under their hash, which it returns."""
+        assert self._handle is not None, "kept after it was kept or dropped"
+        self._handle.close()
+        self._handle = None
+        sha256 = self._digest.hexdigest()
+        self._store.adopt(self._temp, sha256)
+        return sha256

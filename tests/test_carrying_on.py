@@ -117,8 +117,8 @@ async def test_the_agentos_door_follows_its_run_past_a_later_run_of_the_same_ses
         async def successors(principal_id: str, response_id: str) -> Any:
             return response_store.successors(db, principal_id, response_id)
 
-        ctx = SimpleNamespace(tasks=SimpleNamespace(successors=successors))
-        door = AgentosRuns(ctx)  # type: ignore[arg-type]
+        engine = SimpleNamespace(successors=successors)
+        door = AgentosRuns(engine)  # type: ignore[arg-type]
         assert await door._carried_on("agentos", "resp_p", "r1") == "resp_c2"
         assert await door._carried_on("agentos", "resp_p", "r2") == "resp_r2"
         assert await door._carried_on("someone_else", "resp_p", "r1") == "resp_p"

@@ -1,5 +1,7 @@
-"""The front doors reach tasks, harnesses and sessions only through the engine's public API:
-no door module imports storage, and none imports another module's private names."""
+"""The doors reach tasks, harnesses, sessions, files and shares only through the engine's
+facade: no door module imports storage, none imports a module of the engine (only the
+package, `uhp_server.engine`, whose names are the facade), and none imports another
+module's private names."""
 
 from __future__ import annotations
 
@@ -7,8 +9,6 @@ import ast
 from pathlib import Path
 
 DOORS = Path(__file__).resolve().parent.parent / "uhp_server" / "doors"
-# Not yet through the engine alone (issue 25 moves them next).
-PENDING = ("uhp", "api_docs")
 
 
 def imports(path: Path) -> list[tuple[str, str]]:
@@ -26,9 +26,18 @@ def test_no_door_imports_storage() -> None:
     offenders = [
         f"{path.relative_to(DOORS)}: {module}"
         for path in sorted(DOORS.rglob("*.py"))
-        if path.relative_to(DOORS).parts[0] not in PENDING
         for module, _ in imports(path)
         if module == "storage" or module.startswith("storage.")
+    ]
+    assert offenders == []
+
+
+def test_a_door_imports_the_engine_only_through_its_facade() -> None:
+    offenders = [
+        f"{path.relative_to(DOORS)}: {module}"
+        for path in sorted(DOORS.rglob("*.py"))
+        for module, _ in imports(path)
+        if module.startswith("uhp_server.engine.")
     ]
     assert offenders == []
 
@@ -37,7 +46,6 @@ def test_no_door_imports_private_names() -> None:
     offenders = [
         f"{path.relative_to(DOORS)}: {module}.{name}"
         for path in sorted(DOORS.rglob("*.py"))
-        if path.relative_to(DOORS).parts[0] not in PENDING
         for module, name in imports(path)
         if name.startswith("_") and name != "__version__"
     ]

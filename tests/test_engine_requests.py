@@ -45,7 +45,7 @@ def task(engine: StandInEngine, text: str, **fields: object) -> EngineTask:
 async def until(engine: StandInEngine, response_id: str, status: str, timeout: float = 5):
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
-        state = await engine.tasks.state(engine.principal_id, response_id)
+        state = await engine.engine.state(engine.principal_id, response_id)
         if state.status == status:
             return state
         assert asyncio.get_running_loop().time() < deadline, (state.status, status)
@@ -72,7 +72,7 @@ async def test_opening_conversation_reaches_the_agent_in_order(engine: StandInEn
         ChatMessage("tool", "milk, eggs", tool_call_id="c1"),
         ChatMessage("assistant", "Milk and eggs."),
     )
-    accepted = await engine.tasks.start(task(engine, "SAY done", opening=opening))
+    accepted = await engine.engine.start(task(engine, "SAY done", opening=opening))
     state = await until(engine, accepted.response_id, "completed")
     assert text_of(state.response) == "done"
     prompt = engine.base.prompts[0]
@@ -85,15 +85,15 @@ async def test_opening_conversation_reaches_the_agent_in_order(engine: StandInEn
 
 async def test_a_door_session_key_continues_one_uhp_session(engine: StandInEngine) -> None:
     key = SessionKey("oumi-harness", "row-1")
-    first = await engine.tasks.start(task(engine, "SAY one", session=key))
+    first = await engine.engine.start(task(engine, "SAY one", session=key))
     one = await until(engine, first.response_id, "completed")
     opening = (ChatMessage("user", "never seen again"),)
-    second = await engine.tasks.start(task(engine, "SAY two", session=key, opening=opening))
+    second = await engine.engine.start(task(engine, "SAY two", session=key, opening=opening))
     two = await until(engine, second.response_id, "completed")
     assert two.response["metadata"]["session_id"] == one.response["metadata"]["session_id"]
     assert two.response["previous_response_id"] == first.response_id
     assert "never seen again" not in engine.base.prompts[1]  # only a NEW session's opening
-    other = await engine.tasks.start(task(engine, "SAY three", session=SessionKey("oumi", "x")))
+    other = await engine.engine.start(task(engine, "SAY three", session=SessionKey("oumi", "x")))
     three = await until(engine, other.response_id, "completed")
     assert three.response["metadata"]["session_id"] != one.response["metadata"]["session_id"]
     harness_id = one.response["metadata"]["harness_id"]
@@ -106,16 +106,16 @@ async def test_turns_beyond_the_limit_wait_in_order_and_a_cancel_leaves_at_once(
 ) -> None:
     ids = []
     for n in range(5):
-        ids.append((await engine.tasks.start(task(engine, f"WAIT g{n}"))).response_id)
+        ids.append((await engine.engine.start(task(engine, f"WAIT g{n}"))).response_id)
     await until(engine, ids[1], "in_progress")
     for queued in ids[2:]:
         await until(engine, queued, "queued")
     assert engine.admission.waiting == 3 and engine.base.running == 2
     # The UHP response stays schema-valid while queued.
-    assert (await engine.tasks.state(engine.principal_id, ids[3])).response["status"] == (
+    assert (await engine.engine.state(engine.principal_id, ids[3])).response["status"] == (
         "in_progress"
     )
-    cancelled = await engine.tasks.cancel(engine.principal_id, ids[3])
+    cancelled = await engine.engine.cancel(engine.principal_id, ids[3])
     assert cancelled.status == "cancelled"
     assert engine.admission.waiting == 2
     for n in range(5):
@@ -128,7 +128,7 @@ async def test_turns_beyond_the_limit_wait_in_order_and_a_cancel_leaves_at_once(
 
 
 async def test_a_paused_question_is_answered_in_the_same_turn(engine: StandInEngine) -> None:
-    accepted = await engine.tasks.start(
+    accepted = await engine.engine.start(
         task(engine, "ASK Which city?", questions=QuestionPolicy.pause())
     )
     state = await until(engine, accepted.response_id, "input_required")
@@ -139,17 +139,17 @@ async def test_a_paused_question_is_answered_in_the_same_turn(engine: StandInEng
     run = engine.runs.get(accepted.response_id)
     assert run is not None and run.grant.model_paused  # no model connection while paused
     with pytest.raises(ApiError) as wrong:
-        await engine.tasks.answer(engine.principal_id, accepted.response_id, [])
+        await engine.engine.answer(engine.principal_id, accepted.response_id, [])
     assert wrong.value.status == 400
     answers = [ToolAnswer(question.call_id, "Paris")]
-    same = await engine.tasks.answer(engine.principal_id, accepted.response_id, answers)
+    same = await engine.engine.answer(engine.principal_id, accepted.response_id, answers)
     assert same == accepted.response_id
     done = await until(engine, accepted.response_id, "completed")
     assert text_of(done.response) == "answer: Paris"
     outputs = [i for i in done.response["output"] if i["type"] == "function_call_output"]
     assert [(o["call_id"], o["output"]) for o in outputs] == [(question.call_id, "Paris")]
     with pytest.raises(ApiError) as again:
-        await engine.tasks.answer(engine.principal_id, accepted.response_id, answers)
+        await engine.engine.answer(engine.principal_id, accepted.response_id, answers)
     assert again.value.status == 409
 
 
@@ -158,17 +158,17 @@ async def test_a_question_kept_too_long_parks_and_a_new_turn_carries_the_answer(
 ) -> None:
     engine = StandInEngine(tmp_path, keep_seconds=0.2)
     try:
-        accepted = await engine.tasks.start(
+        accepted = await engine.engine.start(
             task(engine, "ASK Which city?", questions=QuestionPolicy.pause())
         )
         state = await until(engine, accepted.response_id, "input_required")
         await asyncio.sleep(0.5)
-        state = await engine.tasks.state(engine.principal_id, accepted.response_id)
+        state = await engine.engine.state(engine.principal_id, accepted.response_id)
         assert state.status == "input_required"
         assert state.response["status"] == "incomplete"
         (question,) = state.questions
         answers = [ToolAnswer(question.call_id, "Lyon")]
-        carried = await engine.tasks.answer(
+        carried = await engine.engine.answer(
             engine.principal_id, accepted.response_id, answers, model_connection=CONNECTION
         )
         assert carried != accepted.response_id
@@ -176,15 +176,15 @@ async def test_a_question_kept_too_long_parks_and_a_new_turn_carries_the_answer(
         assert "The user's answer: Lyon" in engine.base.prompts[-1]
         assert done.response["previous_response_id"] == accepted.response_id
         # A parked task that is cancelled instead ends cancelled, in a closing turn.
-        again = await engine.tasks.start(
+        again = await engine.engine.start(
             task(engine, "ASK Again?", questions=QuestionPolicy.pause())
         )
         await until(engine, again.response_id, "input_required")
         await asyncio.sleep(0.5)
-        cancelled = await engine.tasks.cancel(engine.principal_id, again.response_id)
+        cancelled = await engine.engine.cancel(engine.principal_id, again.response_id)
         assert cancelled.status == "cancelled"
         assert cancelled.response["previous_response_id"] == again.response_id
-        parked = await engine.tasks.state(engine.principal_id, again.response_id)
+        parked = await engine.engine.state(engine.principal_id, again.response_id)
         session = parked.response["metadata"]["session_id"]
         assert cancelled.response["metadata"]["session_id"] == session
     finally:
@@ -201,13 +201,15 @@ async def test_a_parked_answer_repeats_the_request_a_forgetful_cli_took_back(
     engine.base.forgets_unfinished_turns = forgets
     try:
         request = "Plan my trip.\nASK Which city?"
-        accepted = await engine.tasks.start(task(engine, request, questions=QuestionPolicy.pause()))
+        accepted = await engine.engine.start(
+            task(engine, request, questions=QuestionPolicy.pause())
+        )
         await until(engine, accepted.response_id, "input_required")
         await asyncio.sleep(0.5)  # parked
-        state = await engine.tasks.state(engine.principal_id, accepted.response_id)
+        state = await engine.engine.state(engine.principal_id, accepted.response_id)
         (question,) = state.questions
         answers = [ToolAnswer(question.call_id, "Lyon")]
-        carried = await engine.tasks.answer(
+        carried = await engine.engine.answer(
             engine.principal_id, accepted.response_id, answers, model_connection=CONNECTION
         )
         await until(engine, carried, "completed")
@@ -221,7 +223,7 @@ async def test_a_parked_answer_repeats_the_request_a_forgetful_cli_took_back(
 
 async def test_recorded_and_held_answers(engine: StandInEngine) -> None:
     recorded = QuestionPolicy.recorded_answers(("first",))
-    one = await engine.tasks.start(task(engine, "ASK a?", questions=recorded))
+    one = await engine.engine.start(task(engine, "ASK a?", questions=recorded))
     assert text_of((await until(engine, one.response_id, "completed")).response) == "answer: first"
 
     asked = []
@@ -230,38 +232,38 @@ async def test_recorded_and_held_answers(engine: StandInEngine) -> None:
         asked.append(question.text)
         return "from the hold"
 
-    two = await engine.tasks.start(task(engine, "ASK b?", questions=QuestionPolicy.hold(hold)))
+    two = await engine.engine.start(task(engine, "ASK b?", questions=QuestionPolicy.hold(hold)))
     done = await until(engine, two.response_id, "completed")
     assert text_of(done.response) == "answer: from the hold" and asked == ["b?"]
 
     async def defer(question: Question) -> str | None:
         return None
 
-    three = await engine.tasks.start(task(engine, "ASK c?", questions=QuestionPolicy.hold(defer)))
+    three = await engine.engine.start(task(engine, "ASK c?", questions=QuestionPolicy.hold(defer)))
     await until(engine, three.response_id, "input_required")
 
 
 async def test_the_question_tool_is_offered_only_when_the_policy_is_not_none(
     engine: StandInEngine,
 ) -> None:
-    one = await engine.tasks.start(task(engine, "SAY x"))
+    one = await engine.engine.start(task(engine, "SAY x"))
     await until(engine, one.response_id, "completed")
-    two = await engine.tasks.start(task(engine, "SAY y", questions=QuestionPolicy.pause()))
+    two = await engine.engine.start(task(engine, "SAY y", questions=QuestionPolicy.pause()))
     await until(engine, two.response_id, "completed")
     assert QUESTION_SERVER not in engine.base.mcp_names[0]
     assert QUESTION_SERVER in engine.base.mcp_names[1]
 
 
 async def test_follow_yields_every_event_until_the_terminal_one(engine: StandInEngine) -> None:
-    accepted = await engine.tasks.start(task(engine, "SAY hi"))
+    accepted = await engine.engine.start(task(engine, "SAY hi"))
     types = [
-        e["type"] async for e in engine.tasks.follow(engine.principal_id, accepted.response_id)
+        e["type"] async for e in engine.engine.follow(engine.principal_id, accepted.response_id)
     ]
     assert types[0] == "response.created" and types[-1] == "response.completed"
-    stored = [e async for e in engine.tasks.follow(engine.principal_id, accepted.response_id, 1)]
+    stored = [e async for e in engine.engine.follow(engine.principal_id, accepted.response_id, 1)]
     assert stored[0]["sequence_number"] == 2
     with pytest.raises(ApiError):
-        await engine.tasks.state("someone-else", accepted.response_id)
+        await engine.engine.state("someone-else", accepted.response_id)
 
 
 async def test_a_base_without_http_mcp_asks_in_its_final_text(tmp_path: Path) -> None:
@@ -269,13 +271,13 @@ async def test_a_base_without_http_mcp_asks_in_its_final_text(tmp_path: Path) ->
     engine.base.mcp_transports = ()
     try:
         ask = f"SAY I need to know.\\n{TEXT_MARKER} Which city?"
-        accepted = await engine.tasks.start(task(engine, ask, questions=QuestionPolicy.pause()))
+        accepted = await engine.engine.start(task(engine, ask, questions=QuestionPolicy.pause()))
         state = await until(engine, accepted.response_id, "input_required")
         (question,) = state.questions
         assert question.text == "Which city?"
         assert TEXT_INSTRUCTION in engine.base.system_prompts[-1]
         assert QUESTION_SERVER not in engine.base.mcp_names[-1]
-        carried = await engine.tasks.answer(
+        carried = await engine.engine.answer(
             engine.principal_id,
             accepted.response_id,
             [ToolAnswer(question.call_id, "Oslo")],
@@ -293,7 +295,7 @@ async def test_a_base_asking_through_its_own_tool_gets_no_text_fallback(tmp_path
     engine.base.asks_natively = True  # e.g. Gemini CLI's own ask_user
     try:
         said = f"SAY I need to know.\\n{TEXT_MARKER} Which city?"
-        accepted = await engine.tasks.start(task(engine, said, questions=QuestionPolicy.pause()))
+        accepted = await engine.engine.start(task(engine, said, questions=QuestionPolicy.pause()))
         await until(engine, accepted.response_id, "completed")  # a marker line is just text
         assert TEXT_INSTRUCTION not in engine.base.system_prompts[-1]
         assert QUESTION_SERVER not in engine.base.mcp_names[-1]
@@ -308,7 +310,7 @@ async def test_a_base_asking_through_its_own_tool_gets_no_question_mcp_server(
     engine.base.mcp_transports = ("http", "sse")  # it takes MCP servers (Gemini CLI)
     engine.base.asks_natively = True  # and asks through its own tool: one way to ask
     try:
-        accepted = await engine.tasks.start(
+        accepted = await engine.engine.start(
             task(engine, "SAY fine", questions=QuestionPolicy.pause())
         )
         await until(engine, accepted.response_id, "completed")

@@ -187,13 +187,13 @@ async def test_an_oumi_cancel_sent_while_its_start_is_accepted_waits_for_it(
 ) -> None:
     server.base.script("long", [Hang()])
     harness_id = (await server.client.get("/v1/harnesses")).json()["harnesses"][0]["id"]
-    accept = server.ctx.tasks.start
+    accept = server.ctx.engine.start
 
     async def slow_accept(*args: object, **kwargs: object) -> object:
         await asyncio.sleep(0.3)  # the start is still being accepted when the cancel comes
         return await accept(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(server.ctx.tasks, "start", slow_accept)
+    monkeypatch.setattr(server.ctx.engine, "start", slow_accept)
     ids = {"protocol_version": "1", "session_id": "row-1", "invocation_id": "inv-1"}
     start = {
         **ids,

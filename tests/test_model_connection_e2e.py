@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from tests.scripted_provider import RunningProvider, start_provider
 from tests.scripted_provider.fixture import bind_loopback
 from tests.support.written import everything_written
 from uhp_server.app import create_app, usable_bases
+from uhp_server.doors.uhp.tasks import uhp_task
 from uhp_server.errors import ApiError
 from uhp_server.gateway.connection import ModelConnection
 from uhp_server.settings import Settings
@@ -92,7 +94,9 @@ class InProcessServer:
 
     def submit(self, body: dict[str, Any], connection: ModelConnection) -> str:
         principal = keys.ensure_principal(self.ctx.db, keys.DEFAULT_PRINCIPAL)
-        call = self.ctx.tasks.submit(principal.id, body, None, model_connection=connection)
+        call = self.ctx.engine.start(
+            replace(uhp_task(principal.id, body), model_connection=connection)
+        )
         accepted = asyncio.run_coroutine_threadsafe(call, self.loop).result(30)
         return accepted.response_id
 

@@ -62,26 +62,28 @@ async def test_a_forgetful_clis_earlier_answers_reach_the_turn_that_carries_on(
     engine.base.start_turn = start_turn  # type: ignore[method-assign]
     try:
         request = "Plan my trip.\nASK TWICE"
-        accepted = await engine.tasks.start(task(engine, request, questions=QuestionPolicy.pause()))
+        accepted = await engine.engine.start(
+            task(engine, request, questions=QuestionPolicy.pause())
+        )
         first = await until(engine, accepted.response_id, "input_required")
         (city,) = first.questions
-        await engine.tasks.answer(
+        await engine.engine.answer(
             engine.principal_id, accepted.response_id, [ToolAnswer(city.call_id, "Lyon")]
         )
 
         async def second_question() -> None:
             while True:
-                state = await engine.tasks.state(engine.principal_id, accepted.response_id)
+                state = await engine.engine.state(engine.principal_id, accepted.response_id)
                 if state.status == "input_required" and state.questions[0].text == "Which month?":
                     return
                 await asyncio.sleep(0.01)
 
         await asyncio.wait_for(second_question(), 5)
         await asyncio.sleep(0.6)  # parked: the process is gone
-        state = await engine.tasks.state(engine.principal_id, accepted.response_id)
+        state = await engine.engine.state(engine.principal_id, accepted.response_id)
         assert state.response["status"] == "incomplete"
         (month,) = state.questions
-        carried = await engine.tasks.answer(
+        carried = await engine.engine.answer(
             engine.principal_id,
             accepted.response_id,
             [ToolAnswer(month.call_id, "May")],
@@ -103,13 +105,13 @@ async def test_concurrent_cancels_of_a_parked_task_withdraw_it_once(tmp_path: Pa
     each caller is told a different response id ended it."""
     engine = StandInEngine(tmp_path, keep_seconds=0.2)
     try:
-        accepted = await engine.tasks.start(
+        accepted = await engine.engine.start(
             task(engine, "ASK x?", questions=QuestionPolicy.pause())
         )
         await until(engine, accepted.response_id, "input_required")
         await asyncio.sleep(0.5)  # parked
         states = await asyncio.gather(
-            *(engine.tasks.cancel(engine.principal_id, accepted.response_id) for _ in range(3))
+            *(engine.engine.cancel(engine.principal_id, accepted.response_id) for _ in range(3))
         )
         assert {state.status for state in states} == {"cancelled"}
         with engine.db.session() as s:
@@ -125,7 +127,7 @@ async def test_concurrent_cancels_of_a_parked_task_withdraw_it_once(tmp_path: Pa
 
 
 async def _parked_unkept(engine: StandInEngine) -> str:
-    accepted = await engine.tasks.start(
+    accepted = await engine.engine.start(
         task(engine, "ASK x?", questions=QuestionPolicy.pause(), store=False)
     )
     await until(engine, accepted.response_id, "input_required")
@@ -139,7 +141,7 @@ async def test_cancelling_an_unkept_parked_task_answers_cancelled(tmp_path: Path
     engine = StandInEngine(tmp_path, keep_seconds=0.2)
     try:
         parked = await _parked_unkept(engine)
-        state = await engine.tasks.cancel(engine.principal_id, parked)
+        state = await engine.engine.cancel(engine.principal_id, parked)
         assert state.status == "cancelled"
     finally:
         await engine.close()
@@ -156,7 +158,7 @@ async def test_withdrawing_an_unkept_parked_task_records_its_closing_turns_end(
     try:
         parked = await _parked_unkept(engine)
         with contextlib.suppress(ApiError):  # (the cancel's own answer: the test above)
-            await engine.tasks.cancel(engine.principal_id, parked)
+            await engine.engine.cancel(engine.principal_id, parked)
         with engine.db.session() as s:
             closing = s.connection().execute(
                 text("SELECT status FROM response WHERE previous_response_id = :id"),

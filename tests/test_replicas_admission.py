@@ -46,7 +46,7 @@ async def test_the_turn_limit_counts_the_turns_of_every_replica(
         body = (await b.client.get(f"/v1/responses/{waiting}")).json()
         assert body["status"] == "in_progress" and body["output"] == []
         assert b.ctx.runs.get(waiting).queued
-        state = await a.ctx.tasks.state(a.ctx.runs.get(holding).principal_id, waiting)
+        state = await a.ctx.engine.state(a.ctx.runs.get(holding).principal_id, waiting)
         assert state.status == "queued"  # seen from the replica it does not wait on, too
         await a.client.post(f"/v1/responses/{holding}/cancel")
 
@@ -66,7 +66,7 @@ async def test_a_turn_in_its_replicas_own_queue_is_queued_on_every_replica(
         principal = a.ctx.runs.get(holding).principal_id
 
         async def state_on_b() -> str:
-            return (await b.ctx.tasks.state(principal, waiting)).status
+            return (await b.ctx.engine.state(principal, waiting)).status
 
         await wait_for(lambda: a.ctx.runs.get(waiting).queued)
         await wait_for(lambda: _line_states(a.ctx.db, waiting) == ["own_queue"])

@@ -269,7 +269,7 @@ async def test_a_question_asked_on_one_replica_is_seen_and_answered_on_the_other
     async with AsyncExitStack() as stack:
         a, b = await _asking_replicas(stack, tmp_path, provider)
         principal_id = keys.ensure_principal(a.ctx.db, keys.DEFAULT_PRINCIPAL).id
-        accepted = await a.ctx.tasks.start(
+        accepted = await a.ctx.engine.start(
             EngineTask(
                 principal_id=principal_id,
                 harness_id=None,
@@ -281,15 +281,15 @@ async def test_a_question_asked_on_one_replica_is_seen_and_answered_on_the_other
         response_id = accepted.response_id
 
         async def asking_on_a() -> bool:
-            state = await a.ctx.tasks.state(principal_id, response_id)
+            state = await a.ctx.engine.state(principal_id, response_id)
             return state.status == "input_required"
 
         await wait_for(asking_on_a)
-        (question,) = (await a.ctx.tasks.state(principal_id, response_id)).questions
-        seen_on_b = await b.ctx.tasks.state(principal_id, response_id)
+        (question,) = (await a.ctx.engine.state(principal_id, response_id)).questions
+        seen_on_b = await b.ctx.engine.state(principal_id, response_id)
         assert seen_on_b.status == "input_required", seen_on_b.status
         answers = [ToolAnswer(question.call_id, "Paris")]
-        await b.ctx.tasks.answer(principal_id, response_id, answers)
+        await b.ctx.engine.answer(principal_id, response_id, answers)
 
 
 async def test_a_task_cancelled_while_its_replica_is_dead_ends_cancelled(

@@ -114,7 +114,7 @@ async def test_a_doors_deadline_on_another_replica_ends_the_turn_incomplete_wher
         response_id = await running_with_text(a)
         principal_id = a.ctx.runs.get(response_id).principal_id
         started = time.monotonic()
-        state = await b.ctx.tasks.time_out(principal_id, response_id, 7.0)
+        state = await b.ctx.engine.time_out(principal_id, response_id, 7.0)
         assert time.monotonic() - started < 1.5
         assert state.status == "incomplete", state
         details = state.response["incomplete_details"]
@@ -138,10 +138,10 @@ async def test_a_question_paused_on_one_replica_is_answered_from_the_other_in_th
         principal_id, response_id = await paused_on(a)
 
         await wait_for(lambda: input_required_on(b, principal_id, response_id))
-        state = await b.ctx.tasks.state(principal_id, response_id)
+        state = await b.ctx.engine.state(principal_id, response_id)
         assert [q.text for q in state.questions] == ["Which colour?"]
         call_id = state.questions[0].call_id
-        answered = await b.ctx.tasks.answer(
+        answered = await b.ctx.engine.answer(
             principal_id, response_id, [ToolAnswer(call_id, "blue")]
         )
         assert answered == response_id  # the live turn goes on, as a local answer does
@@ -154,7 +154,7 @@ async def test_a_question_paused_on_one_replica_is_answered_from_the_other_in_th
         assert len(b.base.turns) == 0
         outputs = [i for i in final["output"] if i["type"] == "function_call_output"]
         assert [(o["call_id"], o["output"]) for o in outputs] == [(call_id, "blue")]
-        again = b.ctx.tasks.answer(principal_id, response_id, [ToolAnswer(call_id, "red")])
+        again = b.ctx.engine.answer(principal_id, response_id, [ToolAnswer(call_id, "red")])
         with pytest.raises(Exception, match="not waiting"):
             await again
         with a.ctx.db.session() as s:
@@ -170,7 +170,7 @@ async def test_an_answer_racing_the_turn_parking_on_its_replica_continues_it_in_
         principal_id, response_id = await paused_on(a)
 
         await wait_for(lambda: input_required_on(b, principal_id, response_id))
-        call_id = (await b.ctx.tasks.state(principal_id, response_id)).questions[0].call_id
+        call_id = (await b.ctx.engine.state(principal_id, response_id)).questions[0].call_id
         relay = b.ctx.runs.cluster.answers
         record = relay.relay
 
@@ -182,7 +182,7 @@ async def test_an_answer_racing_the_turn_parking_on_its_replica_continues_it_in_
 
         relay.relay = parked_first  # type: ignore[method-assign]
         b.base.script(questions.answers_prompt((), []).splitlines()[0], answer("carried on"))
-        carrying = await b.ctx.tasks.answer(
+        carrying = await b.ctx.engine.answer(
             principal_id, response_id, [ToolAnswer(call_id, "blue")]
         )
         assert carrying != response_id  # the parked turn goes on in a new one

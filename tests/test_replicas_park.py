@@ -143,7 +143,7 @@ async def test_a_park_request_the_runner_never_takes_is_withdrawn_and_the_turn_s
         connection = ModelConnection(provider.base_url, "m", "sk-resumed")
         started = time.monotonic()
         with pytest.raises(ApiError) as refused:
-            await b.ctx.tasks.answer(
+            await b.ctx.engine.answer(
                 principal_id,
                 response_id,
                 [ToolAnswer(call_id, "blue")],
@@ -158,7 +158,9 @@ async def test_a_park_request_the_runner_never_takes_is_withdrawn_and_the_turn_s
         monkeypatch.setattr(relay, "deliver", deliver)
         await deliver(response_id)
         assert not a.ctx.runs.get(response_id).park.is_set()
-        answered = await b.ctx.tasks.answer(principal_id, response_id, [ToolAnswer(call_id, "red")])
+        answered = await b.ctx.engine.answer(
+            principal_id, response_id, [ToolAnswer(call_id, "red")]
+        )
         assert answered == response_id
         await asyncio.wait_for(b.ctx.runs.wait_elsewhere(response_id), 10)
         final = (await b.client.get(f"/v1/responses/{response_id}")).json()
@@ -177,15 +179,15 @@ async def test_an_answer_for_questions_that_changed_while_it_waited_is_refused_n
         principal_id = a.ctx.runs.get(first).principal_id
         a.base.script("ask twice", [Ask("Which colour?"), Ask("Which size?"), TurnFinished()])
         task = EngineTask(principal_id, None, "ask twice", questions=QuestionPolicy.pause())
-        response_id = (await a.ctx.tasks.start(task)).response_id
+        response_id = (await a.ctx.engine.start(task)).response_id
         await wait_for(lambda: input_required_on(b, principal_id, response_id))
-        call_id = (await b.ctx.tasks.state(principal_id, response_id)).questions[0].call_id
+        call_id = (await b.ctx.engine.state(principal_id, response_id)).questions[0].call_id
         park_elsewhere = b.ctx.runs.park_elsewhere
 
         async def answered_and_asked_again(response_id: str, call_ids: list[str]) -> bool:
             # Meanwhile, on a: the first question answered there, the next one asked, and
             # the turn parked on it (kept long enough) before b's request landed.
-            await a.ctx.tasks.answer(principal_id, response_id, [ToolAnswer(call_id, "blue")])
+            await a.ctx.engine.answer(principal_id, response_id, [ToolAnswer(call_id, "blue")])
             run = a.ctx.runs.get(response_id)
             await wait_for(lambda: bool(run.asking) and run.asking[0].call_id != call_id)
             questions.park(run)
@@ -195,7 +197,7 @@ async def test_an_answer_for_questions_that_changed_while_it_waited_is_refused_n
         monkeypatch.setattr(b.ctx.runs, "park_elsewhere", answered_and_asked_again)
         connection = ModelConnection(provider.base_url, "m", "sk-resumed")
         with pytest.raises(ApiError, match="not waiting"):
-            await b.ctx.tasks.answer(
+            await b.ctx.engine.answer(
                 principal_id, response_id, [ToolAnswer(call_id, "red")], model_connection=connection
             )
         assert len(b.base.turns) == 0
@@ -215,7 +217,7 @@ async def test_two_answers_carrying_a_turn_on_at_once_start_one_new_turn(
 
         async def answering() -> str:
             given = [ToolAnswer(call_id, "blue")]
-            return await b.ctx.tasks.answer(
+            return await b.ctx.engine.answer(
                 principal_id, response_id, given, model_connection=connection
             )
 
@@ -230,7 +232,7 @@ async def _paused_on_a_seen_on_b(a: InProcess, b: InProcess) -> tuple[str, str, 
     """A turn paused on a, read as waiting on b: its principal, response and call ids."""
     principal_id, response_id = await paused_on(a)
     await wait_for(lambda: input_required_on(b, principal_id, response_id))
-    call_id = (await b.ctx.tasks.state(principal_id, response_id)).questions[0].call_id
+    call_id = (await b.ctx.engine.state(principal_id, response_id)).questions[0].call_id
     return principal_id, response_id, call_id
 
 
@@ -343,7 +345,7 @@ async def test_an_agentos_resume_tries_again_while_the_other_replica_is_slow_to_
 
         monkeypatch.setattr(relay, "deliver", _deaf)  # its notifications lost, for a while
         refused = []
-        answer_once = b.ctx.tasks.answer
+        answer_once = b.ctx.engine.answer
 
         async def answering(*args: Any, **kwargs: Any) -> str:
             try:

@@ -16,7 +16,7 @@ from tests.scripted_provider import RunningProvider
 from tests.support.fake_engine import CONNECTION, StandInEngine
 from tests.support.fakes import Hang, TextDelta, answer
 from tests.support.in_process import InProcess, in_process
-from uhp_server.engine import tasks
+from uhp_server.engine import intake
 from uhp_server.engine.requests import EngineTask, SessionKey
 from uhp_server.errors import ApiError
 from uhp_server.ids import new_id
@@ -47,7 +47,7 @@ async def test_a_failure_halfway_through_submit_leaves_no_busy_session_and_no_ke
     def taken_response_id(prefix: str) -> str:
         return first["id"] if prefix == "response" else new_id(prefix)
 
-    monkeypatch.setattr(tasks, "new_id", taken_response_id)
+    monkeypatch.setattr(intake, "new_id", taken_response_id)
     retry = {"headers": {"Idempotency-Key": "k-1"}, "previous_response_id": first["id"]}
     failed = await server.submit("two", **retry)
     assert failed.status_code == 500
@@ -108,12 +108,12 @@ async def test_two_requests_opening_one_door_session_at_once_start_one_turn(
             principal = engine.principal_id
             return EngineTask(principal, None, text, model_connection=CONNECTION, session=key)
 
-        await engine.tasks.start(opening("SAY warm", SessionKey("oumi", "warm-up")))
+        await engine.engine.start(opening("SAY warm", SessionKey("oumi", "warm-up")))
         for attempt in range(5):
             key = SessionKey("oumi-harness", f"row-{attempt}")
             results = await asyncio.gather(
-                engine.tasks.start(opening("WAIT a", key)),
-                engine.tasks.start(opening("WAIT b", key)),
+                engine.engine.start(opening("WAIT a", key)),
+                engine.engine.start(opening("WAIT b", key)),
                 return_exceptions=True,
             )
             accepted = [r for r in results if not isinstance(r, BaseException)]
@@ -122,7 +122,7 @@ async def test_two_requests_opening_one_door_session_at_once_start_one_turn(
             assert [(r.status, r.code) for r in refused if isinstance(r, ApiError)] == [
                 (409, "session_busy")
             ], refused
-            await engine.tasks.cancel(engine.principal_id, accepted[0].response_id)
+            await engine.engine.cancel(engine.principal_id, accepted[0].response_id)
     finally:
         await engine.close()
 
@@ -138,7 +138,7 @@ async def test_two_requests_moving_a_door_key_off_its_expired_session_start_one_
         task = EngineTask(
             engine.principal_id, None, "SAY first", model_connection=CONNECTION, session=key
         )
-        first = await engine.tasks.start(task)
+        first = await engine.engine.start(task)
         assert first.run is not None
         await first.run.log.wait_finished()
         old_session = first.run.session_id
@@ -152,8 +152,8 @@ async def test_two_requests_moving_a_door_key_off_its_expired_session_start_one_
             )
 
         results = await asyncio.gather(
-            engine.tasks.start(moving("WAIT a")),
-            engine.tasks.start(moving("WAIT b")),
+            engine.engine.start(moving("WAIT a")),
+            engine.engine.start(moving("WAIT b")),
             return_exceptions=True,
         )
         accepted = [r for r in results if not isinstance(r, BaseException)]
@@ -167,6 +167,6 @@ async def test_two_requests_moving_a_door_key_off_its_expired_session_start_one_
             engine.db, engine.principal_id, held.harness_id, key.door, key.external_id
         )
         assert bound == run.session_id  # the key moved to the new session
-        await engine.tasks.cancel(engine.principal_id, accepted[0].response_id)
+        await engine.engine.cancel(engine.principal_id, accepted[0].response_id)
     finally:
         await engine.close()

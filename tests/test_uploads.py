@@ -1,4 +1,4 @@
-"""`POST /v1/files` (files/uploads.py): a multipart body is only accepted when it was complete.
+"""`POST /v1/files` (doors/uhp/uploads.py): a multipart body is only accepted when it was complete.
 
 Raw bodies are sent as they would arrive on the wire, so what the parser sees is exactly
 what a client (or a dropped connection) produced. In-process, no agent CLI."""

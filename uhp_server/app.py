@@ -12,6 +12,7 @@ from fastapi import FastAPI
 
 from harness_bases import registry
 from harness_bases.base import HarnessBase
+from storage.blobs import BlobStore
 from storage.db import Database
 from storage.responses import prune_idempotency
 from uhp_server.catalog import ModelCatalog
@@ -32,15 +33,15 @@ from uhp_server.doors.uhp import (
     tasks,
 )
 from uhp_server.engine.admission import Admission, AdmissionQueue
+from uhp_server.engine.artifacts import ArtifactCollector, ArtifactLimits
+from uhp_server.engine.assembly import assemble_engine
 from uhp_server.engine.cluster import Cluster
 from uhp_server.engine.recovery import recover
 from uhp_server.engine.runs import RunManager
 from uhp_server.engine.shared_admission import SharedAdmission
-from uhp_server.engine.tasks import TaskService
-from uhp_server.engine.traces import TraceDeleter
 from uhp_server.engine.turn import TurnExecutor
+from uhp_server.engine.turn_files import TurnFiles
 from uhp_server.errors import install_error_handlers
-from uhp_server.files.parts import build_file_parts
 from uhp_server.gateway.mcp_proxy import make_mcp_router
 from uhp_server.gateway.proxy import make_gateway_router
 from uhp_server.gateway.tokens import TokenRegistry
@@ -125,7 +126,7 @@ def build_context(
     tokens = TokenRegistry()
     upstreams = Upstreams(settings)
     catalog = ModelCatalog(upstreams)
-    file_parts = build_file_parts(settings, db)
+    blobs = BlobStore(settings.blobs_dir)
     enabled = usable_bases(settings) if bases is None else bases
     sandbox = sandbox or make_sandbox(settings, enabled)
     replica = replica_id(settings.replica_id, settings.data_dir)
@@ -144,12 +145,17 @@ def build_context(
         cluster.on_lapsed = shared.lease_lapsed
         cluster.on_lease_round = shared.look_at_line
         admission = shared
+    limits = ArtifactLimits(
+        max_count=settings.max_artifacts_per_session,
+        max_file_bytes=settings.max_artifact_bytes,
+        max_session_bytes=settings.max_session_artifact_bytes,
+    )
     executor = TurnExecutor(
         sandbox,
         tokens,
         settings.tools_dir,
         settings.cancel_grace_seconds,
-        files=file_parts.turn_files,
+        files=TurnFiles(blobs, ArtifactCollector(db, blobs, limits)),
         admission=admission,
         metrics=metrics,
     )
@@ -158,6 +164,7 @@ def build_context(
     )
     runs.cluster = cluster
     executor.asker = runs.ask  # a CLI's own question tool asks like ask_user does
+    engine = assemble_engine(settings, db, enabled, catalog, runs, blobs)
     return AppContext(
         settings=settings,
         db=db,
@@ -166,17 +173,8 @@ def build_context(
         upstreams=upstreams,
         catalog=catalog,
         runs=runs,
-        tasks=TaskService(settings, db, enabled, catalog, runs, blobs=file_parts.blobs),
-        blobs=file_parts.blobs,
-        previews=file_parts.previews,
-        traces=TraceDeleter(
-            db,
-            runs,
-            file_parts.blobs,
-            settings.sessions_dir,
-            settings.previews_dir,
-            settings.cancel_grace_seconds,
-        ),
+        engine=engine,
+        blobs=blobs,
         metrics=metrics,
         readiness=ReadinessProbe(db, sandbox, settings.data_dir / "readyz"),
     )
@@ -231,6 +229,7 @@ def create_app(
         redirect_slashes=False,  # a redirect would echo the Host header back as a Location
     )
     app.state.ctx = ctx
+    app.state.engine = ctx.engine  # what the doors reach (http/auth.py, each door's routes)
     install_error_handlers(app)
     for router in (discovery.router, harnesses.router, tasks.router, sessions.router):
         app.include_router(router)
@@ -241,7 +240,9 @@ def create_app(
     app.include_router(oumi_harness.router)
     for router in (tool_router, mcp_tool_router, agentos_router):  # more front doors
         app.include_router(router)
-    app.mount(MOUNT_PATH, make_chat_app(ctx))  # the Chat Completions door, in OpenAI's shapes
+    app.mount(
+        MOUNT_PATH, make_chat_app(ctx.engine)
+    )  # the Chat Completions door, in OpenAI's shapes
     app.add_middleware(VersionMiddleware)
     app.add_middleware(CloseOnUnreadBody)
     app.add_middleware(HeadAsGet)

@@ -1,4 +1,5 @@
-"""The server's long-lived parts, built once per app and reached from routes."""
+"""The server's long-lived parts, built once per app (app.py): the engine every door calls,
+and what the gateway, operations and the lifespan need besides."""
 
 from __future__ import annotations
 
@@ -11,10 +12,8 @@ from harness_bases.base import HarnessBase
 from storage.blobs import BlobStore
 from storage.db import Database
 from uhp_server.catalog import ModelCatalog
+from uhp_server.engine import Engine
 from uhp_server.engine.runs import RunManager
-from uhp_server.engine.tasks import TaskService
-from uhp_server.engine.traces import TraceDeleter
-from uhp_server.files.previews import PreviewRenderer
 from uhp_server.ops.metrics import Metrics
 from uhp_server.ops.readiness import ReadinessProbe
 from uhp_server.settings import Settings
@@ -29,10 +28,8 @@ class AppContext:
     upstreams: Any  # gateway.upstreams.Upstreams
     catalog: ModelCatalog
     runs: RunManager
-    tasks: TaskService
+    engine: Engine  # the doors' one way in
     blobs: BlobStore  # uploads and artifacts, content-addressed
-    previews: PreviewRenderer
-    traces: TraceDeleter
     metrics: Metrics
     readiness: ReadinessProbe
 

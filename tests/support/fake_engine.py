@@ -20,12 +20,13 @@ from harness_bases import events as ev
 from harness_bases.base import Enforcement, HarnessBase, Invocation, Process, TurnSpec
 from harness_bases.turns import AgentTurn
 from storage import keys
+from storage.blobs import BlobStore
 from storage.db import Database
 from tests.support.fakes import AGENT_PROGRAM, FakeSandbox
 from uhp_server.catalog import ModelCatalog
 from uhp_server.engine.admission import AdmissionQueue
+from uhp_server.engine.assembly import assemble_engine
 from uhp_server.engine.runs import RunManager
-from uhp_server.engine.tasks import TaskService
 from uhp_server.engine.turn import TurnExecutor
 from uhp_server.gateway.connection import ModelConnection
 from uhp_server.gateway.tokens import TokenRegistry
@@ -117,7 +118,8 @@ class StandInBase(HarnessBase):
 
 
 class StandInEngine:
-    """TaskService + RunManager over the stand-ins, on the caller's event loop."""
+    """The engine (its facade and its run registry) over the stand-ins, on the caller's event
+    loop."""
 
     def __init__(self, tmp_path: Path, max_turns: int = 4, keep_seconds: float = 30) -> None:
         self.settings = Settings(
@@ -138,7 +140,8 @@ class StandInEngine:
         self.base.runs = self.runs
         bases: dict[str, Any] = {"standin": self.base}
         catalog = ModelCatalog(Upstreams(self.settings))
-        self.tasks = TaskService(self.settings, self.db, bases, catalog, self.runs)
+        blobs = BlobStore(self.settings.blobs_dir)
+        self.engine = assemble_engine(self.settings, self.db, bases, catalog, self.runs, blobs)
         self.principal_id = keys.ensure_principal(self.db, keys.DEFAULT_PRINCIPAL).id
 
     async def close(self) -> None:

@@ -46,7 +46,8 @@ class Pause:
 @dataclass(frozen=True)
 class Ask:
     """The agent asks the user (TurnSpec.ask_user) and says the answer it got; with no answer
-    (the turn parked or stopped) its stdout ends."""
+    (the turn parked or stopped) it goes quiet until it is interrupted, as a CLI does whose
+    question tool call is left pending, then its stdout ends."""
 
     question: str
 
@@ -149,6 +150,7 @@ class FakeTurn(AgentTurn):
                     assert self.spec.ask_user is not None, "the door takes no question"
                     reply = await self.spec.ask_user(step.question, ())
                     if reply is None:
+                        await self.interrupted.wait()
                         return
                     yield TextDelta("asked", f"answered: {reply}")
                     yield TextDone("asked", f"answered: {reply}")

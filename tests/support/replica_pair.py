@@ -97,7 +97,7 @@ async def paused_on(replica: InProcess) -> tuple[str, str]:
     principal_id = replica.ctx.runs.get(first).principal_id
     replica.base.script("ask", [Ask("Which colour?"), TurnFinished()])
     task = EngineTask(principal_id, None, "ask", questions=QuestionPolicy.pause())
-    response_id = (await replica.ctx.tasks.start(task)).response_id
+    response_id = (await replica.ctx.engine.start(task)).response_id
 
     async def asking() -> bool:
         run = replica.ctx.runs.get(response_id)
@@ -114,5 +114,5 @@ async def finished(run: Any) -> bool:
 
 async def input_required_on(replica: InProcess, principal_id: str, response_id: str) -> bool:
     """Whether `replica` reads the task as waiting for an answer (for `wait_for`)."""
-    state = await replica.ctx.tasks.state(principal_id, response_id)
+    state = await replica.ctx.engine.state(principal_id, response_id)
     return state.status == "input_required"

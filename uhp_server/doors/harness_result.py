@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from uhp_server.engine.lookups import TurnFile
+from uhp_server.engine import TurnFile
 
 STATUSES = ("completed", "incomplete", "failed", "cancelled")
 

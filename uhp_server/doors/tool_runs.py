@@ -14,10 +14,8 @@ import contextlib
 import math
 from typing import Any
 
-from uhp_server.context import AppContext
 from uhp_server.doors.harness_result import harness_result
-from uhp_server.engine.fold import TERMINAL_TYPES
-from uhp_server.engine.runs import CANCEL_TURN_WAIT
+from uhp_server.engine import CANCEL_TURN_WAIT, TERMINAL_TYPES, Engine
 
 # Room left between the turn's own budget and the call's: collecting artifacts and writing
 # the answer. A call's budget below twice this gives the turn half of it.
@@ -33,30 +31,30 @@ def turn_budget(call_budget: float) -> int:
     return max(1, math.floor(call_budget - margin))
 
 
-async def until_terminal(ctx: AppContext, principal_id: str, response_id: str) -> None:
+async def until_terminal(engine: Engine, principal_id: str, response_id: str) -> None:
     """Return once the response's terminal event is written."""
-    async for event in ctx.tasks.follow(principal_id, response_id):
+    async for event in engine.follow(principal_id, response_id):
         if event.get("type") in TERMINAL_TYPES:
             return
 
 
 async def finish_within(
-    ctx: AppContext, principal_id: str, response_id: str, call_budget: float, started: float
+    engine: Engine, principal_id: str, response_id: str, call_budget: float, started: float
 ) -> dict[str, Any]:
     """The finished response, waited for until just before the call's budget is spent; then
     the turn is ended `incomplete` for the timeout (its terminal event is written first)."""
     elapsed = asyncio.get_running_loop().time() - started
     left = call_budget - elapsed - _DEADLINE_MARGIN_SECONDS
     try:
-        await asyncio.wait_for(until_terminal(ctx, principal_id, response_id), max(0.0, left))
+        await asyncio.wait_for(until_terminal(engine, principal_id, response_id), max(0.0, left))
     except TimeoutError:
         with contextlib.suppress(Exception):
-            await ctx.tasks.time_out(principal_id, response_id, call_budget)
-    return (await ctx.tasks.state(principal_id, response_id)).response
+            await engine.time_out(principal_id, response_id, call_budget)
+    return (await engine.state(principal_id, response_id)).response
 
 
-async def task_result(ctx: AppContext, response: dict[str, Any], base_url: str) -> dict[str, Any]:
+async def task_result(engine: Engine, response: dict[str, Any], base_url: str) -> dict[str, Any]:
     """The result object of a finished response; download links on `base_url` (else the
     configured public origin)."""
-    origin = ctx.settings.public_base_url or base_url
-    return harness_result(response, await ctx.tasks.turn_files(response["id"], origin))
+    origin = engine.settings.public_base_url or base_url
+    return harness_result(response, await engine.turn_files(response["id"], origin))

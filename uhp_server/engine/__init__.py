@@ -1,0 +1,81 @@
+"""The engine: what every door calls (`Engine`, engine/engine.py) and the types they pass.
+
+A door imports from here and nowhere else in the engine.
+"""
+
+from uhp_server.engine.cluster import PARK_ENDING_SECONDS, PARK_HEARD_SECONDS
+from uhp_server.engine.engine import Engine, not_retained, response_not_found
+from uhp_server.engine.facade.files import Download
+from uhp_server.engine.facade.records import (
+    Artifact,
+    Harness,
+    HarnessSummary,
+    Principal,
+    Session,
+    Share,
+    Turn,
+    TurnFile,
+    UploadedFile,
+    UploadSink,
+)
+from uhp_server.engine.facade.sessions import SessionCancelled
+from uhp_server.engine.facade.shares import SharedSession
+from uhp_server.engine.fold import TERMINAL_TYPES
+from uhp_server.engine.history import user_text
+from uhp_server.engine.intake import Accepted
+from uhp_server.engine.questions import QUESTION_TOOL
+from uhp_server.engine.requests import (
+    INPUT_REQUIRED,
+    QUEUED,
+    ChatMessage,
+    EngineTask,
+    Question,
+    QuestionHandler,
+    QuestionMode,
+    QuestionPolicy,
+    SessionKey,
+    TaskState,
+    ToolAnswer,
+    ToolCall,
+)
+from uhp_server.engine.runs import CANCEL_TURN_WAIT
+from uhp_server.engine.steering import Cancelled
+
+__all__ = [
+    "CANCEL_TURN_WAIT",
+    "INPUT_REQUIRED",
+    "PARK_ENDING_SECONDS",
+    "PARK_HEARD_SECONDS",
+    "QUESTION_TOOL",
+    "QUEUED",
+    "TERMINAL_TYPES",
+    "Accepted",
+    "Artifact",
+    "Cancelled",
+    "ChatMessage",
+    "Download",
+    "Engine",
+    "EngineTask",
+    "Harness",
+    "HarnessSummary",
+    "Principal",
+    "Question",
+    "QuestionHandler",
+    "QuestionMode",
+    "QuestionPolicy",
+    "Session",
+    "SessionCancelled",
+    "SessionKey",
+    "Share",
+    "SharedSession",
+    "TaskState",
+    "ToolAnswer",
+    "ToolCall",
+    "Turn",
+    "TurnFile",
+    "UploadSink",
+    "UploadedFile",
+    "not_retained",
+    "response_not_found",
+    "user_text",
+]

@@ -1,7 +1,8 @@
 """Reading and steering accepted tasks, for every door: state, events, cancel, answers.
 
-A mixin of TaskService (engine/tasks.py), kept apart from accepting tasks: doors read and
-steer tasks only through these, never through storage or the run registry.
+Kept apart from accepting tasks (engine/intake.py), which it is given to carry a parked task
+on in a new turn. Doors reach these through the engine's facade (engine/engine.py), never
+through storage or the run registry.
 """
 
 from __future__ import annotations
@@ -9,16 +10,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
+from harness_bases.base import HarnessBase
 from storage import door_sessions, session_listing
 from storage import harnesses as harness_store
 from storage import responses as response_store
 from storage import sessions as session_store
+from storage.db import Database
 from storage.models import ResponseRow
 from uhp_server.engine.history import user_text
+from uhp_server.engine.intake import TaskIntake
 from uhp_server.engine.questions import answered_questions, answers_prompt
-from uhp_server.engine.reading import follow_events, task_state, unretained_response
+from uhp_server.engine.reading import (
+    current_response,
+    follow_events,
+    task_state,
+    unretained_response,
+)
 from uhp_server.engine.requests import (
     INPUT_REQUIRED,
     EngineTask,
@@ -27,40 +37,44 @@ from uhp_server.engine.requests import (
     TaskState,
     ToolAnswer,
 )
+from uhp_server.engine.run import Run
+from uhp_server.engine.runs import RunManager
 from uhp_server.engine.withdrawal import withdraw_parked
 from uhp_server.errors import ApiError
 from uhp_server.gateway.connection import ModelConnection, connection_provider
 from uhp_server.harnesses.defaults import default_harness
-
-if TYPE_CHECKING:
-    from harness_bases.base import HarnessBase
-    from storage.db import Database
-    from uhp_server.engine.runs import RunManager
-    from uhp_server.engine.tasks import Accepted
-    from uhp_server.settings import Settings
+from uhp_server.settings import Settings
 
 # How long an answer for a turn that parked on another replica waits for its end.
 PARKING_WAIT_SECONDS = 5.0
 
 
+@dataclass(frozen=True)
+class Cancelled(TaskState):
+    """What a cancel leaves: the task's state (a parked task's is that of the closing
+    `cancelled` turn after it), and `cancelled`, the cancelled response itself as its reader
+    may see it now (a `store: false` one that had already ended shows no content)."""
+
+    cancelled: dict[str, Any] = field(default_factory=dict)
+
+
 class TaskSteering:
-    settings: Settings
-    db: Database
-    bases: dict[str, HarnessBase]
-    runs: RunManager
+    def __init__(
+        self,
+        settings: Settings,
+        db: Database,
+        bases: dict[str, HarnessBase],
+        runs: RunManager,
+        intake: TaskIntake,
+    ) -> None:
+        self.settings = settings
+        self.db = db
+        self.bases = bases
+        self.runs = runs
+        self.intake = intake
 
-    if TYPE_CHECKING:  # TaskService's own, used here
-
-        async def started(self, response_id: str) -> None: ...
-
-        async def start(
-            self,
-            task: EngineTask,
-            *,
-            idempotency_key: str | None = None,
-            fingerprint: str | None = None,
-            base_url: str = "",
-        ) -> Accepted: ...
+    async def started(self, response_id: str) -> None:
+        await self.intake.started(response_id)
 
     async def state(self, principal_id: str, response_id: str) -> TaskState:
         """The task as it stands (404 response_not_found for another principal's)."""
@@ -77,18 +91,21 @@ class TaskSteering:
         async for event in follow_events(self.db, self.runs, row, after):
             yield event
 
-    async def cancel(self, principal_id: str, response_id: str) -> TaskState:
-        """Stop the task (a queued one leaves the queue at once); its state afterwards (a
-        parked one's questions are withdrawn: the state of the closing `cancelled` turn)."""
+    async def cancel(self, principal_id: str, response_id: str) -> Cancelled:
+        """Stop the task (a queued one leaves the queue at once; one running on another
+        replica is stopped there); a parked one's questions are withdrawn, so it ends
+        `cancelled` in a closing turn after it. Cancelling an ended task changes nothing."""
         await self.started(response_id)
         row = await self._row(principal_id, response_id)
         run = self.runs.get(row.id)
-        if run is not None and not run.log.finished:
+        cancelled_here = run is not None and not run.log.finished
+        if run is not None and cancelled_here:
             await self.runs.cancel(run)
         elif run is None and row.status == "in_progress":  # it runs on another replica
             await self.runs.cancel_elsewhere(row.id)
             row = await self._row(principal_id, response_id)
         state = await self.db.read(task_state, self.db, self.runs, row)
+        seen = await self._cancelled_response(row, run, cancelled_here)
         if state.status == INPUT_REQUIRED and state.response["status"] != "in_progress":
             # Parked: the task ends `cancelled` in a closing turn after it.
             closing = await withdraw_parked(
@@ -96,9 +113,24 @@ class TaskSteering:
             )
             if not row.store:  # nothing of the closing turn is kept to read back but its row
                 closing_row = await self._row(principal_id, closing)
-                return TaskState(closing_row.status, unretained_response(closing_row))
-            return await self.state(principal_id, closing)
-        return state
+                state = TaskState(closing_row.status, unretained_response(closing_row))
+            else:
+                state = await self.state(principal_id, closing)
+        return Cancelled(state.status, state.response, state.questions, cancelled=seen)
+
+    async def _cancelled_response(
+        self, row: ResponseRow, run: Run | None, cancelled_here: bool
+    ) -> dict[str, Any]:
+        """The cancelled response as its reader sees it. A `store: false` one that ended
+        shows its partial output to the cancel that stopped it (as its own stream would),
+        and only what is known without its content to any later one (Sessions §4)."""
+        if not row.store and (run is None or run.log.finished):
+            if cancelled_here and run is not None:
+                return run.log.current()
+            return unretained_response(row)
+        if run is not None and (row.store or not run.log.finished):
+            return run.log.current()
+        return await self.db.read(current_response, self.db, self.runs, row)
 
     async def time_out(self, principal_id: str, response_id: str, seconds: float) -> TaskState:
         """End the task now as `incomplete` with the timeout reason: a caller's deadline of
@@ -192,7 +224,8 @@ class TaskSteering:
         # Keyed by the parked response: of two answers carrying it on at once (two replicas,
         # a door's retry), one starts the new turn and the other is given its id.
         key = response_store.CARRY_ON_KEY + row.id
-        return (await self.start(continuation, idempotency_key=key, fingerprint=key)).response_id
+        accepted = await self.intake.start(continuation, idempotency_key=key, fingerprint=key)
+        return accepted.response_id
 
     async def _answers_prompt(
         self, row: ResponseRow, state: TaskState, answers: list[ToolAnswer]
@@ -209,7 +242,7 @@ class TaskSteering:
             return answers_prompt(state.questions, answers)
         earlier = answered_questions(state.response)
         return answers_prompt(
-            state.questions, answers, request=user_text(row), answered_before=earlier
+            state.questions, answers, request=user_text(row.input_items), answered_before=earlier
         )
 
     async def harness_exists(self, principal_id: str, harness_id: str) -> bool:

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 
-from storage.blobs import BlobStore
-from storage.models import ArtifactRow
 from uhp_server.files.filenames import portable, split_suffix
+from uhp_server.files.stored import StoredFile
 
 
 class _Sink:
@@ -36,7 +35,7 @@ class _Sink:
         return data
 
 
-def entry_names(rows: list[ArtifactRow]) -> list[str]:
+def entry_names(rows: Sequence[StoredFile]) -> list[str]:
     """Each row's name in the zip: its own, made portable, or, when an earlier row has it,
     `stem (n).ext` with the first n whose name no row has and no other row was given. Names
     compare without case: zip readers keep one of two entries of the same name, and a
@@ -61,14 +60,17 @@ def _numbered(filename: str, n: int) -> str:
     return f"{folder}{slash}{stem} ({n}){suffix}"
 
 
-def zip_stream(rows: list[ArtifactRow], blobs: BlobStore) -> Iterator[bytes]:
+def zip_stream(
+    rows: Sequence[StoredFile], read_chunks: Callable[[str], Iterator[bytes]]
+) -> Iterator[bytes]:
+    """The zip of the artifacts, a chunk at a time; `read_chunks` reads a blob by its hash."""
     sink = _Sink()
     with zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED) as archive:  # type: ignore[arg-type]
         for row, name in zip(rows, entry_names(rows), strict=True):
             info = zipfile.ZipInfo(name, date_time=_date(row.created_at))
             info.compress_type = zipfile.ZIP_DEFLATED
             with archive.open(info, "w") as entry:
-                for chunk in blobs.read_chunks(row.sha256):
+                for chunk in read_chunks(row.sha256):
                     entry.write(chunk)
                     if out := sink.take():
                         yield out

@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from storage.blobs import BlobStore
-from storage.models import ArtifactRow
 from uhp_server.errors import ApiError
+from uhp_server.files.stored import StoredFile
 from uhp_server.sandbox.local import SYSTEM_DIRS, system_binds
 
 log = logging.getLogger("uhp_server.files.previews")
@@ -128,7 +128,7 @@ class PreviewRenderer:
     def converter(self) -> str | None:
         return shutil.which(self.soffice)
 
-    async def pdf(self, row: ArtifactRow) -> Path:
+    async def pdf(self, row: StoredFile) -> Path:
         """The PDF of the artifact; raises the protocol's 501 or 502."""
         if row.media_type == "application/pdf":
             return self.blobs.path(row.sha256)
@@ -147,7 +147,7 @@ class PreviewRenderer:
                 await self._convert(binary, row, extension, cached)
         return cached
 
-    async def _convert(self, binary: str, row: ArtifactRow, extension: str, target: Path) -> None:
+    async def _convert(self, binary: str, row: StoredFile, extension: str, target: Path) -> None:
         isolation = await self._isolation_that_works()
         if isolation is None:
             log.warning("preview_not_isolated", extra={"bwrap": self.bwrap})

@@ -3,63 +3,15 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from harness_bases.base import HarnessBase
 from storage import harnesses as harness_store
 from storage.db import Database
 from storage.models import HarnessRow
-from uhp_server.harnesses.mcp import render_mcp_servers
 from uhp_server.ids import new_id
 
+
 # Config keys as stored (camelCase, as on the wire) and their defaults.
-CONFIG_DEFAULTS: dict[str, Any] = {
-    "defaultModel": None,
-    "systemPrompt": "",
-    "mcpServers": [],
-    "skills": [],
-    "disabledTools": [],
-    "maxStep": None,
-    "timeoutSeconds": None,
-}
-
-
-def to_wire(
-    row: HarnessRow,
-    base: HarnessBase | None,
-    default_model: str | None,
-    skills: list[dict[str, Any]],
-) -> dict[str, Any]:
-    """The harness object. `skills` is already rendered (harnesses/skills.py), since
-    bundles live out of line; MCP credentials are references only (harnesses/mcp.py)."""
-    config = {**CONFIG_DEFAULTS, **row.config}
-    wire: dict[str, Any] = {
-        "id": row.id,
-        "object": "harness",
-        "name": row.name,
-        "base": row.base,
-        "baseLabel": base.label if base else row.base,
-        "systemPrompt": config["systemPrompt"],
-        "mcpServers": render_mcp_servers(config["mcpServers"]),
-        "skills": skills,
-        "disabledTools": config["disabledTools"],
-        "maxStep": config["maxStep"],
-        "timeoutSeconds": config["timeoutSeconds"],
-        "createdAt": row.created_at_ms,
-    }
-    model = config["defaultModel"] or default_model
-    if model:
-        wire["defaultModel"] = model
-    if base is not None:
-        # What this base really enforces (Harnesses §4.3: never overstate it).
-        wire["enforcement"] = {
-            "disabledTools": base.enforcement.disabled_tools,
-            "maxStep": base.enforcement.max_step,
-            "timeoutSeconds": base.enforcement.timeout,
-        }
-    return wire
-
-
 def ensure_defaults(
     db: Database, principal_id: str, bases: dict[str, HarnessBase]
 ) -> dict[str, HarnessRow]:

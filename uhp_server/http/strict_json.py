@@ -176,7 +176,7 @@ class StrictJsonRoute(APIRoute):
                 await require_principal(request)
             content_type = request.headers.get("content-type", "")
             if request.method in ("POST", "PUT", "PATCH") and read_body:
-                limit = request.app.state.ctx.settings.max_json_body_bytes
+                limit = request.app.state.engine.settings.max_json_body_bytes
                 body = await _read_limited(request, limit)
                 request._body = body  # FastAPI reads the cached body; it is consumed once
                 if body.strip() and is_json(content_type):

@@ -22,16 +22,17 @@ from typing import Any
 
 import httpx
 
-from uhp_server.context import AppContext
 from uhp_server.doors.agentos import contract
 from uhp_server.doors.agentos.contract import BadInvocation, Invocation
 from uhp_server.doors.agentos.holds import RUN_TOKEN_HEADER, HoldFailed, open_hold
 from uhp_server.doors.agentos.models import model_for
 from uhp_server.doors.harness_result import failure_reason
 from uhp_server.doors.tool_runs import task_result, until_terminal
-from uhp_server.engine.cluster import PARK_ENDING_SECONDS, PARK_HEARD_SECONDS
-from uhp_server.engine.requests import (
+from uhp_server.engine import (
     INPUT_REQUIRED,
+    PARK_ENDING_SECONDS,
+    PARK_HEARD_SECONDS,
+    Engine,
     EngineTask,
     Question,
     QuestionPolicy,
@@ -70,8 +71,8 @@ class RunRecord:
 
 
 class AgentosRuns:
-    def __init__(self, ctx: AppContext) -> None:
-        self.ctx = ctx
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
         self._runs: dict[str, RunRecord] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._answered: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
@@ -121,7 +122,7 @@ class AgentosRuns:
         harness_id = invocation.input.get("harness_id")
         if harness_id is not None and not isinstance(harness_id, str):
             raise BadInvocation("invalid_input", "input.harness_id must be a string.")
-        model = await model_for(self.ctx, principal_id, harness_id, invocation.models)
+        model = await model_for(self.engine, principal_id, harness_id, invocation.models)
         connection = ModelConnection(
             base_url=invocation.llm_base_url,
             model=model,
@@ -160,7 +161,7 @@ class AgentosRuns:
         )
         # Keyed by run_id: a start the platform repeats finds this run's task, never a second.
         key = run_key(invocation.run_id)
-        accepted = await self.ctx.tasks.start(
+        accepted = await self.engine.start(
             task, idempotency_key=key, fingerprint=key, base_url=base_url
         )
         return accepted.response_id
@@ -198,7 +199,7 @@ class AgentosRuns:
                     record.token,
                     question.text,
                     record.run_id,
-                    allow_private=self.ctx.settings.model_connection_allow_private_hosts,
+                    allow_private=self.engine.settings.model_connection_allow_private_hosts,
                 )
         except HoldFailed as exc:
             if not waiting.done():
@@ -217,7 +218,7 @@ class AgentosRuns:
         # After a restart the record is gone: the run's key still finds its task. A run this
         # server never started is refused, never started by its resume.
         key = run_key(invocation.run_id)
-        response_id = record.response_id or await self.ctx.tasks.idempotent_response(
+        response_id = record.response_id or await self.engine.idempotent_response(
             principal_id, key, key
         )
         if response_id is None:
@@ -230,14 +231,14 @@ class AgentosRuns:
         text = contract.decision_text(invocation.resume)
         while True:
             response_id = await self._carried_on(principal_id, response_id, invocation.run_id)
-            state = await self.ctx.tasks.state(principal_id, response_id)
+            state = await self.engine.state(principal_id, response_id)
             if state.status != INPUT_REQUIRED:
                 return response_id  # nothing waits on a decision: report where the run stands
             answers = [ToolAnswer(q.call_id, text) for q in state.questions]
             try:
                 # A run paused on another replica goes on here in a new turn (its token
                 # cannot follow the answer there), holding its questions as this invocation's.
-                return await self.ctx.tasks.answer(
+                return await self.engine.answer(
                     principal_id,
                     response_id,
                     answers,
@@ -258,7 +259,7 @@ class AgentosRuns:
         responses that follow one, the run's is the one carrying its id: a later run of the
         same AgentOS session follows it in the same UHP session too."""
         for _ in range(MOST_INVOCATIONS):
-            following = await self.ctx.tasks.successors(principal_id, response_id)
+            following = await self.engine.successors(principal_id, response_id)
             ours = [
                 rid for rid, metadata in following if metadata.get(RUN_ID_METADATA) == run_id[:200]
             ]
@@ -271,7 +272,7 @@ class AgentosRuns:
         """Wait for the task's end or its question's hold; the answer for the platform."""
         assert record.suspended is not None
         finished: asyncio.Future[Any] = asyncio.ensure_future(
-            until_terminal(self.ctx, principal_id, record.response_id)
+            until_terminal(self.engine, principal_id, record.response_id)
         )
         try:
             waits: set[asyncio.Future[Any]] = {finished, record.suspended}
@@ -285,13 +286,13 @@ class AgentosRuns:
             try:
                 return contract.suspended(record.suspended.result())
             except HoldFailed as exc:
-                await self.ctx.tasks.cancel(principal_id, record.response_id)
+                await self.engine.cancel(principal_id, record.response_id)
                 return contract.failed("hold_failed", str(exc))
-        state = await self.ctx.tasks.state(principal_id, record.response_id)
+        state = await self.engine.state(principal_id, record.response_id)
         if state.status == INPUT_REQUIRED:  # asked outside an invocation (cannot hold now)
             return contract.failed("asked_for_human", "The agent is waiting for an answer.")
         response = state.response
         if response["status"] in ("failed", "cancelled"):
             code = (response.get("error") or {}).get("code") or response["status"]
             return contract.failed(code, failure_reason(response))
-        return contract.completed(await task_result(self.ctx, response, base_url))
+        return contract.completed(await task_result(self.engine, response, base_url))

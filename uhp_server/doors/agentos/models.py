@@ -5,23 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from uhp_server.context import AppContext
 from uhp_server.doors.agentos.contract import BadInvocation, chosen_model
+from uhp_server.engine import Engine
 
 
 async def model_for(
-    ctx: AppContext, principal_id: str, harness_id: str | None, models: dict[str, Any]
+    engine: Engine, principal_id: str, harness_id: str | None, models: dict[str, Any]
 ) -> str:
     chosen = chosen_model(models)
     if chosen:
         return chosen
-    harness = await ctx.tasks.harness(principal_id, harness_id)
+    harness = await engine.harnesses.summary(principal_id, harness_id)
     if harness is None:
         raise BadInvocation("harness_not_found", "No such harness for this agent's principal.")
-    base = ctx.bases.get(harness.base)
-    default = harness.default_model
-    if base is not None and not default:
-        default = await ctx.catalog.default_for(base, None)
+    default = await engine.harnesses.default_model(harness)
     if not default:
         raise BadInvocation(
             "no_model", "The version's config names no model and the harness has no default."

@@ -24,7 +24,7 @@ _MAX_BODY_BYTES = 4 * 1024 * 1024
 
 
 def _enabled_or_404(request: Request) -> str:
-    principal = request.app.state.ctx.settings.agentos_principal
+    principal = request.app.state.engine.settings.agentos_principal
     if not principal:
         raise ApiError(404, "uhpserver_route_not_found", "No such route.")
     return principal
@@ -33,8 +33,8 @@ def _enabled_or_404(request: Request) -> str:
 @router.get("/health")
 def health(request: Request) -> JSONResponse:
     _enabled_or_404(request)
-    ctx = request.app.state.ctx
-    if not ctx.bases:
+    engine = request.app.state.engine
+    if not engine.bases:
         return JSONResponse({"status": "unavailable"}, status_code=503)
     return JSONResponse({"status": "ok"})
 
@@ -42,11 +42,11 @@ def health(request: Request) -> JSONResponse:
 @router.post("/invoke")
 async def invoke(request: Request) -> JSONResponse:
     principal_name = _enabled_or_404(request)
-    ctx = request.app.state.ctx
+    engine = request.app.state.engine
     try:
         invocation = read_invocation(await _read_body(request))
-        principal_id = await ctx.tasks.principal_named(principal_name)
-        base_url = ctx.settings.public_base_url or str(request.base_url)
+        principal_id = await engine.principals.named(principal_name)
+        base_url = engine.settings.public_base_url or str(request.base_url)
         answer = await runs_of(request).invoke(principal_id, invocation, base_url)
     except BadInvocation as bad:
         answer = failed(bad.code, bad.message)
@@ -61,7 +61,7 @@ async def invoke(request: Request) -> JSONResponse:
 def runs_of(request: Request) -> AgentosRuns:
     state = request.app.state
     if getattr(state, "agentos_runs", None) is None:
-        state.agentos_runs = AgentosRuns(state.ctx)
+        state.agentos_runs = AgentosRuns(state.engine)
     return state.agentos_runs
 
 

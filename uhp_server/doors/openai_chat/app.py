@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from uhp_server.context import AppContext
 from uhp_server.doors.openai_chat.errors import install_openai_errors
 from uhp_server.doors.openai_chat.routes import router
+from uhp_server.engine import Engine
 
 MOUNT_PATH = "/openai/v1"
 
 
-def make_chat_app(ctx: AppContext) -> FastAPI:
+def make_chat_app(engine: Engine) -> FastAPI:
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, redirect_slashes=False)
-    app.state.ctx = ctx  # auth and routes read the server's context from their own app
+    app.state.engine = engine  # auth and routes reach the engine from their own app
     install_openai_errors(app)
     app.include_router(router)
     return app

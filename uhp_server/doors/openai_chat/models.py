@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from uhp_server.engine.lookups import HarnessInfo
+from uhp_server.engine import HarnessSummary
 from uhp_server.errors import ApiError
 
 OWNER = "uhp-server"
@@ -21,11 +21,11 @@ def slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "harness"
 
 
-def model_id(row: HarnessInfo) -> str:
+def model_id(row: HarnessSummary) -> str:
     return f"{slug(row.name)}--{row.id}"
 
 
-def model_object(row: HarnessInfo) -> dict[str, Any]:
+def model_object(row: HarnessSummary) -> dict[str, Any]:
     return {
         "id": model_id(row),
         "object": "model",
@@ -34,7 +34,7 @@ def model_object(row: HarnessInfo) -> dict[str, Any]:
     }
 
 
-def resolve_model(harnesses: list[HarnessInfo], name: str) -> HarnessInfo:
+def resolve_model(harnesses: list[HarnessSummary], name: str) -> HarnessSummary:
     """The harness (of the principal's `harnesses`) a model name refers to; 404
     model_not_found otherwise."""
     found = _HARNESS_ID.search(name)

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from uhp_server.context import AppContext, Ctx
+from uhp_server.doors.deps import EngineDep
 from uhp_server.doors.openai_chat import turns
 from uhp_server.doors.openai_chat.conversation import ChatRequest, answered, split_request
 from uhp_server.doors.openai_chat.errors import openai_error_body, turn_failure
@@ -23,7 +23,7 @@ from uhp_server.doors.openai_chat.wire import (
     ChatCompletionBody,
     header_list,
 )
-from uhp_server.engine.lookups import HarnessInfo
+from uhp_server.engine import Engine, HarnessSummary
 from uhp_server.errors import ApiError
 from uhp_server.http.auth import CurrentPrincipal
 from uhp_server.http.sse import SEPARATOR, STREAM_HEADERS, KeepAlive
@@ -36,34 +36,38 @@ _cancels: set[asyncio.Task[None]] = set()  # cancels of abandoned streams, while
 
 
 @router.get("/models")
-async def list_models(principal: CurrentPrincipal, ctx: Ctx) -> dict[str, Any]:
-    harnesses = await ctx.tasks.harnesses(principal.id)  # a new principal's defaults, as /v1
+async def list_models(principal: CurrentPrincipal, engine: EngineDep) -> dict[str, Any]:
+    harnesses = await engine.harnesses.summaries(principal.id)  # a new principal's defaults, as /v1
     return {"object": "list", "data": [model_object(row) for row in harnesses]}
 
 
 @router.get("/models/{model:path}")
-async def retrieve_model(model: str, principal: CurrentPrincipal, ctx: Ctx) -> dict[str, Any]:
-    return model_object(resolve_model(await ctx.tasks.harnesses(principal.id), model))
+async def retrieve_model(
+    model: str, principal: CurrentPrincipal, engine: EngineDep
+) -> dict[str, Any]:
+    return model_object(resolve_model(await engine.harnesses.summaries(principal.id), model))
 
 
-async def _harness_for(ctx: AppContext, principal_id: str, model: str) -> HarnessInfo:
+async def _harness_for(engine: Engine, principal_id: str, model: str) -> HarnessSummary:
     """The harness `model` names. Only a name not found (a new principal's first call may
     name a default harness not created yet) takes a job on the writer thread."""
     try:
-        return resolve_model(await ctx.tasks.harnesses(principal_id, create_defaults=False), model)
+        return resolve_model(
+            await engine.harnesses.summaries(principal_id, create_defaults=False), model
+        )
     except ApiError:
-        return resolve_model(await ctx.tasks.harnesses(principal_id), model)
+        return resolve_model(await engine.harnesses.summaries(principal_id), model)
 
 
 @router.post("/chat/completions")
 async def chat_completions(
-    body: ChatCompletionBody, request: Request, principal: CurrentPrincipal, ctx: Ctx
+    body: ChatCompletionBody, request: Request, principal: CurrentPrincipal, engine: EngineDep
 ) -> Any:
     chat = split_request(body.messages)
-    harness = await _harness_for(ctx, principal.id, body.model)
+    harness = await _harness_for(engine, principal.id, body.model)
     ignored = body.ignored_fields()
     task = turns.engine_task(principal.id, harness, chat, body.metadata, ignored)
-    turn = await turns.start_turn(ctx, task, str(request.base_url))
+    turn = await turns.start_turn(engine, task, str(request.base_url))
     headers = {SESSION_HEADER: turn.session_id, RESPONSE_HEADER: turn.response_id}
     if ignored:
         headers[IGNORED_FIELDS_HEADER] = header_list(ignored)
@@ -71,26 +75,26 @@ async def chat_completions(
     if body.stream:
         writer = ChunkWriter(ids, body.include_usage)
         return EventSourceResponse(
-            _stream(ctx, turn, chat, writer),
+            _stream(engine, turn, chat, writer),
             headers={**STREAM_HEADERS, **headers},
-            ping=ctx.settings.keepalive_seconds,
+            ping=engine.settings.keepalive_seconds,
             ping_message_factory=KeepAlive,
             sep=SEPARATOR,
         )
     renderer = ChatRenderer()
-    async for event in turns.follow(ctx, turn):
+    async for event in turns.follow(engine, turn):
         renderer.feed(event)
-    await _finish(ctx, turn, chat, renderer)
+    await _finish(engine, turn, chat, renderer)
     return JSONResponse(completion(ids, renderer), headers=headers)
 
 
 async def _finish(
-    ctx: AppContext, turn: turns.StartedTurn, chat: ChatRequest, renderer: ChatRenderer
+    engine: Engine, turn: turns.StartedTurn, chat: ChatRequest, renderer: ChatRenderer
 ) -> None:
     """Record the answered conversation's key, or raise the task's failure."""
     final = renderer.final or {"status": "failed"}
     if final["status"] in ("completed", "incomplete"):
-        await turns.remember_answer(ctx, turn, answered(chat, renderer.text))
+        await turns.remember_answer(engine, turn, answered(chat, renderer.text))
         return
     raise turn_failure(final)
 
@@ -101,19 +105,19 @@ def _data(payload: Any) -> ServerSentEvent:
 
 
 async def _stream(
-    ctx: AppContext, turn: turns.StartedTurn, chat: ChatRequest, writer: ChunkWriter
+    engine: Engine, turn: turns.StartedTurn, chat: ChatRequest, writer: ChunkWriter
 ) -> AsyncIterator[ServerSentEvent]:
     renderer = ChatRenderer()
     finished = False
     try:
         yield _data(writer.opening())
-        async for event in turns.follow(ctx, turn):
+        async for event in turns.follow(engine, turn):
             for piece in renderer.feed(event):
                 yield _data(writer.piece(piece))
         finished = True
         final = renderer.final or {"status": "failed"}
         try:
-            await _finish(ctx, turn, chat, renderer)
+            await _finish(engine, turn, chat, renderer)
         except ApiError as failure:
             yield _data(openai_error_body(failure.status, failure.code, failure.message, None))
             return
@@ -121,9 +125,9 @@ async def _stream(
             yield _data(chunk)
         yield _data("[DONE]")
     finally:
-        if not finished and ctx.settings.chat_cancel_on_disconnect:
+        if not finished and engine.settings.chat_cancel_on_disconnect:
             # The stream is being torn down (the client left): nothing awaits here, so the
             # cancel runs as a task of its own.
-            task = asyncio.get_running_loop().create_task(turns.cancel(ctx, turn))
+            task = asyncio.get_running_loop().create_task(turns.cancel(engine, turn))
             _cancels.add(task)
             task.add_done_callback(_cancels.discard)

@@ -11,10 +11,15 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from uhp_server.context import AppContext
 from uhp_server.doors.openai_chat.conversation import DOOR, ChatRequest
-from uhp_server.engine.lookups import HarnessInfo
-from uhp_server.engine.requests import ChatMessage, EngineTask, QuestionPolicy, SessionKey
+from uhp_server.engine import (
+    ChatMessage,
+    Engine,
+    EngineTask,
+    HarnessSummary,
+    QuestionPolicy,
+    SessionKey,
+)
 
 
 @dataclass(frozen=True)
@@ -28,7 +33,7 @@ class StartedTurn:
 
 def engine_task(
     principal_id: str,
-    harness: HarnessInfo,
+    harness: HarnessSummary,
     chat: ChatRequest,
     metadata: dict[str, str] | None,
     ignored_fields: list[str],
@@ -48,12 +53,12 @@ def engine_task(
     )
 
 
-async def start_turn(ctx: AppContext, task: EngineTask, base_url: str) -> StartedTurn:
-    accepted = await ctx.tasks.start(task, base_url=base_url)
+async def start_turn(engine: Engine, task: EngineTask, base_url: str) -> StartedTurn:
+    accepted = await engine.start(task, base_url=base_url)
     if accepted.run is not None:  # always, without an idempotency key; saves a read
         response = accepted.run.builder.response
     else:
-        response = (await ctx.tasks.state(task.principal_id, accepted.response_id)).response
+        response = (await engine.state(task.principal_id, accepted.response_id)).response
     metadata = response["metadata"]
     return StartedTurn(
         task.principal_id,
@@ -64,16 +69,16 @@ async def start_turn(ctx: AppContext, task: EngineTask, base_url: str) -> Starte
     )
 
 
-async def follow(ctx: AppContext, turn: StartedTurn) -> AsyncIterator[dict[str, Any]]:
-    async for event in ctx.tasks.follow(turn.principal_id, turn.response_id):
+async def follow(engine: Engine, turn: StartedTurn) -> AsyncIterator[dict[str, Any]]:
+    async for event in engine.follow(turn.principal_id, turn.response_id):
         yield event
 
 
-async def cancel(ctx: AppContext, turn: StartedTurn) -> None:
-    await ctx.tasks.cancel(turn.principal_id, turn.response_id)
+async def cancel(engine: Engine, turn: StartedTurn) -> None:
+    await engine.cancel(turn.principal_id, turn.response_id)
 
 
-async def remember_answer(ctx: AppContext, turn: StartedTurn, digest: str) -> None:
+async def remember_answer(engine: Engine, turn: StartedTurn, digest: str) -> None:
     """The session's one key becomes `digest`: only its latest answer continues it."""
     key = SessionKey(DOOR, digest)
-    await ctx.tasks.rekey_door_session(turn.principal_id, turn.harness_id, key, turn.session_id)
+    await engine.rekey_door_session(turn.principal_id, turn.harness_id, key, turn.session_id)

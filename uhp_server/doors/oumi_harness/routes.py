@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
-from uhp_server.context import AppContext, Ctx
+from uhp_server.doors.deps import EngineDep
 from uhp_server.doors.oumi_harness.service import OumiInvocations
 from uhp_server.doors.oumi_harness.wire import (
     MAX_BODY_BYTES,
@@ -21,6 +21,7 @@ from uhp_server.doors.oumi_harness.wire import (
     parse_json,
     parse_submission,
 )
+from uhp_server.engine import Engine
 from uhp_server.errors import ApiError
 from uhp_server.http.auth import CurrentPrincipal
 from uhp_server.http.bodies import read_within
@@ -34,7 +35,7 @@ def _door(request: Request) -> OumiInvocations:
     """The door's invocations, one per app (made on first use)."""
     state = request.app.state
     if getattr(state, "oumi_invocations", None) is None:
-        state.oumi_invocations = OumiInvocations(state.ctx.tasks)
+        state.oumi_invocations = OumiInvocations(state.engine)
     return state.oumi_invocations
 
 
@@ -46,8 +47,8 @@ async def _body(request: Request) -> dict[str, Any]:
     return parse_json(bytes(raw))
 
 
-async def _harness_known(ctx: AppContext, principal_id: str, harness_id: str) -> None:
-    if not await ctx.tasks.harness_exists(principal_id, harness_id):
+async def _harness_known(engine: Engine, principal_id: str, harness_id: str) -> None:
+    if not await engine.harnesses.exists(principal_id, harness_id):
         raise ApiError(404, "harness_not_found", "No harness with that id.")
 
 
@@ -58,14 +59,14 @@ def _answer(status: dict[str, Any], *, by_status: bool) -> JSONResponse:
 
 @router.post(PREFIX + "/submit")
 async def submit(
-    harness_id: str, request: Request, principal: CurrentPrincipal, ctx: Ctx
+    harness_id: str, request: Request, principal: CurrentPrincipal, engine: EngineDep
 ) -> JSONResponse:
     body = await _body(request)
     submission = parse_submission(body)
     door = _door(request)
     known = await door.known(principal.id, harness_id, submission.invocation_id)
     if not known:
-        await _harness_known(ctx, principal.id, harness_id)
+        await _harness_known(engine, principal.id, harness_id)
     status = await door.submit(principal.id, harness_id, submission)
     return _answer(status, by_status=True)
 

@@ -21,15 +21,15 @@ from uhp_server.doors.oumi_harness.wire import (
     bad_request,
     status_object,
 )
-from uhp_server.engine.requests import (
+from uhp_server.engine import (
     INPUT_REQUIRED,
+    Engine,
     EngineTask,
     QuestionPolicy,
     SessionKey,
     TaskState,
     ToolAnswer,
 )
-from uhp_server.engine.tasks import TaskService
 from uhp_server.errors import ApiError
 from uhp_server.gateway.connection import ModelConnection
 
@@ -55,8 +55,8 @@ class InvocationGone(Exception):
 
 
 class OumiInvocations:
-    def __init__(self, tasks: TaskService) -> None:
-        self.tasks = tasks
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # lock, requests using it
         self._rows: OrderedDict[tuple[str, str], str] = OrderedDict()  # -> Oumi session id
 
@@ -115,7 +115,7 @@ class OumiInvocations:
             metadata={SESSION_META: sub.session_id},
         )
         try:
-            accepted = await self.tasks.start(task)
+            accepted = await self.engine.start(task)
         except ApiError as exc:
             if exc.status in (401, 403, 404, 409):  # fatal to the evaluation: the row only
                 raise bad_request(exc.message) from None
@@ -128,10 +128,10 @@ class OumiInvocations:
         """A retried submission: its fresh key is the one used from then on."""
         # A retry never fails over its connection: the turn goes on with the last good one.
         with contextlib.suppress(ApiError):
-            self.tasks.use_connection(response_id, connection)
+            self.engine.use_connection(response_id, connection)
 
     async def _resume(self, principal_id: str, response_id: str, sub: Submission) -> str:
-        state = await self.tasks.state(principal_id, response_id)
+        state = await self.engine.state(principal_id, response_id)
         if state.status != INPUT_REQUIRED:
             await self._fresh_key(principal_id, response_id, sub.connection)
             return response_id  # already applied (a retry): the current status
@@ -143,7 +143,7 @@ class OumiInvocations:
             ToolAnswer(by_door_id[m.tool_call_id or ""], m.content or "") for m in sub.messages
         ]
         try:
-            return await self.tasks.answer(
+            return await self.engine.answer(
                 principal_id, response_id, answers, model_connection=sub.connection
             )
         except ApiError as exc:
@@ -162,7 +162,7 @@ class OumiInvocations:
         except InvocationGone:
             session_id = self._rows.get((principal_id, invocation_id), UNKNOWN_SESSION)
             return status_object(session_id, invocation_id, "failed", GONE_MESSAGE)
-        state = await self.tasks.state(principal_id, response_id)
+        state = await self.engine.state(principal_id, response_id)
         status = self._render(state, invocation_id)
         self._remember(principal_id, invocation_id, status["session_id"])
         return status
@@ -174,7 +174,7 @@ class OumiInvocations:
             response_id = await self._known(principal_id, harness_id, invocation_id)
         except InvocationGone:  # `failed`, as get_status says: no output will come
             raise ApiError(409, "output_not_ready", "The turn has no output.") from None
-        state = await self.tasks.state(principal_id, response_id)
+        state = await self.engine.state(principal_id, response_id)
         status = self._render(state, invocation_id)
         if status["status"] not in ("completed", INPUT_REQUIRED):
             raise ApiError(409, "output_not_ready", "The turn has no output yet.")
@@ -197,7 +197,7 @@ class OumiInvocations:
         except InvocationGone:
             return self._gone_status(principal_id, session_id, invocation_id)
         await self._same_session(principal_id, response_id, session_id)
-        state = await self.tasks.cancel(principal_id, response_id)
+        state = await self.engine.cancel(principal_id, response_id)
         return self._render(state, invocation_id, session_id)
 
     async def known(self, principal_id: str, harness_id: str, invocation_id: str) -> bool:
@@ -206,11 +206,11 @@ class OumiInvocations:
     # -- helpers -------------------------------------------------------------------------
     async def _latest(self, principal_id: str, harness_id: str, invocation_id: str) -> str | None:
         key = SessionKey(DOOR, invocation_id)
-        return await self.tasks.latest_in_session(principal_id, harness_id, key)
+        return await self.engine.latest_in_session(principal_id, harness_id, key)
 
     async def _gone(self, principal_id: str, harness_id: str, invocation_id: str) -> bool:
         key = SessionKey(DOOR, invocation_id)
-        return await self.tasks.door_session_gone(principal_id, harness_id, key)
+        return await self.engine.door_session_gone(principal_id, harness_id, key)
 
     async def _known(self, principal_id: str, harness_id: str, invocation_id: str) -> str:
         """The invocation's latest response; InvocationGone when its session was deleted,
@@ -241,7 +241,7 @@ class OumiInvocations:
     async def _same_session(self, principal_id: str, response_id: str, session_id: str) -> None:
         """An invocation belongs to the row it was started for: a request naming it under
         another session_id is refused (a 400 fails only that row), never applied or echoed."""
-        state = await self.tasks.state(principal_id, response_id)
+        state = await self.engine.state(principal_id, response_id)
         started_for = state.response.get("metadata", {}).get(SESSION_META)
         if started_for and started_for != session_id:
             raise bad_request("This invocation belongs to another session_id.", "session_id")
@@ -249,7 +249,7 @@ class OumiInvocations:
     async def _status(
         self, principal_id: str, response_id: str, session_id: str, invocation_id: str
     ) -> dict[str, Any]:
-        state = await self.tasks.state(principal_id, response_id)
+        state = await self.engine.state(principal_id, response_id)
         return self._render(state, invocation_id, session_id)
 
     @staticmethod

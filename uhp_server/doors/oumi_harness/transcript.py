@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from uhp_server.engine.questions import QUESTION_TOOL
+from uhp_server.engine import QUESTION_TOOL
 
 _NO_OUTPUT = "(no output was reported for this call)"
 _NO_TEXT = "(The agent ended its turn without a message.)"

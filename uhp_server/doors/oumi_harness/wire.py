@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from uhp_server.engine.requests import ChatMessage, ToolCall
+from uhp_server.engine import ChatMessage, ToolCall
 from uhp_server.errors import ApiError
 from uhp_server.gateway.connection import ModelConnection
 from uhp_server.http.strict_json import parse_strict

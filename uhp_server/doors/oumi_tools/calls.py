@@ -8,10 +8,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from uhp_server.context import AppContext
 from uhp_server.doors.harness_result import PROMPT_SCHEMA, failure_reason
 from uhp_server.doors.tool_runs import finish_within, task_result, turn_budget
-from uhp_server.engine.requests import EngineTask, SessionKey
+from uhp_server.engine import Engine, EngineTask, SessionKey
 from uhp_server.errors import ApiError
 
 MAX_PROMPT_CHARS = PROMPT_SCHEMA["maxLength"]
@@ -62,9 +61,9 @@ def parse_budget(raw: str | None, default: int) -> int:
     return int(raw)
 
 
-async def _latest_response(ctx: AppContext, principal_id: str, session_id: str) -> str:
+async def _latest_response(engine: Engine, principal_id: str, session_id: str) -> str:
     try:
-        latest = await ctx.tasks.latest_in_uhp_session(principal_id, session_id)
+        latest = await engine.sessions.latest_response(principal_id, session_id)
     except ApiError:
         raise Refusal(404, "No session with that session_id; omit it to start a new one.") from None
     if latest is None:
@@ -72,13 +71,13 @@ async def _latest_response(ctx: AppContext, principal_id: str, session_id: str) 
     return latest
 
 
-async def _harness_or_refuse(ctx: AppContext, principal_id: str, harness_id: str) -> None:
-    if await ctx.tasks.harness(principal_id, harness_id) is None:
+async def _harness_or_refuse(engine: Engine, principal_id: str, harness_id: str) -> None:
+    if await engine.harnesses.summary(principal_id, harness_id) is None:
         raise Refusal(404, f"No harness '{harness_id[:80]}' for this credential.")
 
 
 async def run_tool_call(
-    ctx: AppContext,
+    engine: Engine,
     principal_id: str,
     harness_id: str,
     arguments: ToolArguments,
@@ -91,10 +90,10 @@ async def run_tool_call(
     `external_session`: the platform's own session id (MCP `_meta`), one UHP session per
     principal, harness and id; `arguments.session_id` names a UHP session directly."""
     started = asyncio.get_running_loop().time()
-    await _harness_or_refuse(ctx, principal_id, harness_id)
+    await _harness_or_refuse(engine, principal_id, harness_id)
     previous = None
     if arguments.session_id is not None:
-        previous = await _latest_response(ctx, principal_id, arguments.session_id)
+        previous = await _latest_response(engine, principal_id, arguments.session_id)
     task = EngineTask(
         principal_id=principal_id,
         harness_id=harness_id,
@@ -104,11 +103,11 @@ async def run_tool_call(
         timeout_seconds=turn_budget(budget),
     )
     try:
-        accepted = await ctx.tasks.start(task, base_url=base_url)
+        accepted = await engine.start(task, base_url=base_url)
     except ApiError as exc:
         raise Refusal(exc.status, str(exc)) from None
-    response = await finish_within(ctx, principal_id, accepted.response_id, budget, started)
-    result = await task_result(ctx, response, base_url)
+    response = await finish_within(engine, principal_id, accepted.response_id, budget, started)
+    result = await task_result(engine, response, base_url)
     if result["status"] == "failed":
         reason = "The agent's turn failed: " + failure_reason(response)
         raise Refusal(422, reason, result)

@@ -34,14 +34,14 @@ def tool_schemas() -> dict[str, Any]:
 @router.post("/oumi/tools/{harness_id}")
 async def call_tool(harness_id: str, request: Request) -> Any:
     principal = await require_principal(request)  # before a byte of the body is read
-    ctx = request.app.state.ctx
+    engine = request.app.state.engine
     try:
         budget = parse_budget(
-            request.query_params.get("timeout_seconds"), ctx.settings.tool_timeout_seconds
+            request.query_params.get("timeout_seconds"), engine.settings.tool_timeout_seconds
         )
         arguments = parse_arguments(await read_json(request))
-        base_url = ctx.settings.public_base_url or str(request.base_url)
-        result = await run_tool_call(ctx, principal.id, harness_id, arguments, budget, base_url)
+        base_url = engine.settings.public_base_url or str(request.base_url)
+        result = await run_tool_call(engine, principal.id, harness_id, arguments, budget, base_url)
     except Refusal as refusal:
         status = refusal.status if 400 <= refusal.status < 500 else 409
         if status in (408, 429):  # the platform reads these as transport failures

@@ -22,7 +22,6 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from uhp_server import __version__
-from uhp_server.context import AppContext
 from uhp_server.doors.oumi_tools.calls import (
     Refusal,
     parse_arguments,
@@ -31,6 +30,7 @@ from uhp_server.doors.oumi_tools.calls import (
 )
 from uhp_server.doors.oumi_tools.reading import read_json
 from uhp_server.doors.oumi_tools.tools import harness_tools
+from uhp_server.engine import Engine
 from uhp_server.http.auth import require_principal
 
 router = APIRouter()
@@ -78,7 +78,7 @@ async def mcp_endpoint(request: Request) -> Response:
 
 
 async def _dispatch(request: Request, principal_id: str, message: dict[str, Any]) -> Any:
-    ctx: AppContext = request.app.state.ctx
+    engine: Engine = request.app.state.engine
     method, params = message["method"], message.get("params") or {}
     if not isinstance(params, dict):
         raise ProtocolFault(INVALID_PARAMS, "params must be an object.")
@@ -87,10 +87,10 @@ async def _dispatch(request: Request, principal_id: str, message: dict[str, Any]
     if method == "ping":
         return {}
     if method == "tools/list":
-        harnesses = await ctx.tasks.harnesses(principal_id)
-        return {"tools": harness_tools(harnesses, ctx.bases)}
+        harnesses = await engine.harnesses.summaries(principal_id)
+        return {"tools": harness_tools(harnesses, engine.bases)}
     if method == "tools/call":
-        return await _call(request, ctx, principal_id, params)
+        return await _call(request, engine, principal_id, params)
     raise ProtocolFault(METHOD_NOT_FOUND, f"Method '{str(method)[:60]}' is not supported.")
 
 
@@ -107,25 +107,25 @@ def _initialize(params: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _call(
-    request: Request, ctx: AppContext, principal_id: str, params: dict[str, Any]
+    request: Request, engine: Engine, principal_id: str, params: dict[str, Any]
 ) -> dict[str, Any]:
     name = params.get("name")
     if not isinstance(name, str) or not name:
         raise ProtocolFault(INVALID_PARAMS, "tools/call needs a tool name.")
-    if await ctx.tasks.harness(principal_id, name) is None:
+    if await engine.harnesses.summary(principal_id, name) is None:
         raise ProtocolFault(INVALID_PARAMS, f"Unknown tool '{name[:80]}'.")
     meta = params.get("_meta") or {}
     external = meta.get(SESSION_META) if isinstance(meta, dict) else None
     try:
         budget = parse_budget(
-            request.query_params.get("timeout_seconds"), ctx.settings.tool_timeout_seconds
+            request.query_params.get("timeout_seconds"), engine.settings.tool_timeout_seconds
         )
         arguments = parse_arguments(params.get("arguments") or {})
         if external is not None and not (isinstance(external, str) and 0 < len(external) <= 256):
             raise Refusal(400, f"_meta['{SESSION_META}'] must be a string of 1 to 256 characters.")
-        base_url = ctx.settings.public_base_url or str(request.base_url)
+        base_url = engine.settings.public_base_url or str(request.base_url)
         result = await run_tool_call(
-            ctx, principal_id, name, arguments, budget, base_url, external_session=external
+            engine, principal_id, name, arguments, budget, base_url, external_session=external
         )
     except Refusal as refusal:
         refused: dict[str, Any] = {

@@ -6,7 +6,7 @@ from typing import Any
 
 from harness_bases.base import HarnessBase
 from uhp_server.doors.harness_result import RESULT_SCHEMA, TOOL_INPUT_SCHEMA
-from uhp_server.engine.lookups import HarnessInfo
+from uhp_server.engine import HarnessSummary
 
 
 def public_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -15,7 +15,7 @@ def public_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def harness_tools(
-    harnesses: list[HarnessInfo], bases: dict[str, HarnessBase]
+    harnesses: list[HarnessSummary], bases: dict[str, HarnessBase]
 ) -> list[dict[str, Any]]:
     tools = []
     for row in harnesses:

@@ -12,9 +12,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from storage import harnesses as harness_store
-from uhp_server.context import Ctx
-from uhp_server.errors import ApiError
+from uhp_server.doors.deps import EngineDep, SettingsDep
 from uhp_server.http.auth import CurrentPrincipal
 from uhp_server.http.sse import sse_response
 from uhp_server.http.strict_json import StrictJsonRoute
@@ -23,14 +21,8 @@ router = APIRouter(route_class=StrictJsonRoute)
 
 
 @router.get("/v1/harnesses/{harness_id}/events")
-async def harness_events(harness_id: str, principal: CurrentPrincipal, ctx: Ctx) -> Any:
-    harness = await ctx.db.read(harness_store.get_harness, ctx.db, principal.id, harness_id)
-    if harness is None:
-        raise ApiError(404, "harness_not_found", "No harness with that id.", param="harness_id")
-    cluster = ctx.runs.cluster
-    if cluster is None:
-        events = ctx.runs.feed.subscribe(principal.id, harness.id)
-    else:  # the stream opens once the turns of other replicas reach it too
-        async with cluster.events_heard():
-            events = ctx.runs.feed.subscribe(principal.id, harness.id)
-    return sse_response(events, ctx.settings.keepalive_seconds)
+async def harness_events(
+    harness_id: str, principal: CurrentPrincipal, engine: EngineDep, settings: SettingsDep
+) -> Any:
+    events = await engine.harnesses.events(principal.id, harness_id)
+    return sse_response(events, settings.keepalive_seconds)

@@ -16,19 +16,15 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from storage import artifacts as artifact_store
-from storage import sessions as session_store
-from storage import shares
-from storage.models import SessionRow, ShareRow
-from uhp_server.context import AppContext, Ctx
-from uhp_server.doors.uhp.files import ARTIFACT_HEADERS, blob_response, session_or_404
+from uhp_server.doors.deps import EngineDep
+from uhp_server.doors.uhp.files import ARTIFACT_HEADERS, download_response
 from uhp_server.doors.uhp.share_page.render import (
     STATIC_DIR,
     render_gone,
     render_page,
     session_state,
 )
-from uhp_server.engine.history import session_turns
+from uhp_server.doors.uhp.wire import share_to_wire
 from uhp_server.errors import VENDOR, ApiError, error_response
 from uhp_server.http.auth import CurrentPrincipal
 from uhp_server.http.strict_json import StrictJsonRoute, json_body
@@ -68,47 +64,31 @@ async def _wants_enabled(request: Request) -> bool:
     return enabled
 
 
-def _revoke(ctx: AppContext, principal_id: str, session: SessionRow) -> dict[str, Any]:
-    existing = shares.current(ctx.db, principal_id, session.id)
-    if existing is None:
-        raise _share_not_found()
-    shares.revoke(ctx.db, session.id)
-    return shares.to_wire(existing, enabled=False)
-
-
 @router.post("/v1/sessions/{session_id}/share")
 async def share_session(
-    session_id: str, request: Request, principal: CurrentPrincipal, ctx: Ctx
+    session_id: str, request: Request, principal: CurrentPrincipal, engine: EngineDep
 ) -> dict[str, Any]:
-    session = await ctx.db.read(session_or_404, ctx, principal, session_id)
+    await engine.sessions.get(principal.id, session_id)  # 404 before the body is looked at
     if not await _wants_enabled(request):
-        return await ctx.db.write(_revoke, ctx, principal.id, session)
-    return shares.to_wire(await ctx.db.write(shares.publish, ctx.db, principal.id, session.id))
+        return share_to_wire(await engine.shares.revoke(principal.id, session_id), enabled=False)
+    return share_to_wire(await engine.shares.publish(principal.id, session_id))
 
 
 @router.get("/v1/sessions/{session_id}/share")
-def get_share(session_id: str, principal: CurrentPrincipal, ctx: Ctx) -> dict[str, Any]:
-    session = session_or_404(ctx, principal, session_id)
-    existing = shares.current(ctx.db, principal.id, session.id)
-    if existing is None:
-        raise _share_not_found()
-    return shares.to_wire(existing)
+async def get_share(
+    session_id: str, principal: CurrentPrincipal, engine: EngineDep
+) -> dict[str, Any]:
+    return share_to_wire(await engine.shares.current(principal.id, session_id))
 
 
 @router.delete("/v1/sessions/{session_id}/share")
-def revoke_share(session_id: str, principal: CurrentPrincipal, ctx: Ctx) -> dict[str, Any]:
-    return _revoke(ctx, principal.id, session_or_404(ctx, principal, session_id))
+async def revoke_share(
+    session_id: str, principal: CurrentPrincipal, engine: EngineDep
+) -> dict[str, Any]:
+    return share_to_wire(await engine.shares.revoke(principal.id, session_id), enabled=False)
 
 
 # -- the page -----------------------------------------------------------------------------
-def _shared(ctx: AppContext, token: str) -> tuple[ShareRow, SessionRow] | None:
-    share = shares.by_token(ctx.db, token)
-    if share is None:
-        return None
-    session = session_store.get_session(ctx.db, share.principal_id, share.session_id)
-    return (share, session) if session is not None else None
-
-
 def _page_error(request: Request, err: ApiError) -> Response:
     response = error_response(request, err)
     response.headers.update(PAGE_HEADERS)
@@ -125,34 +105,28 @@ def share_asset(name: str) -> Response:
 
 
 @router.get("/s/{token}", response_class=HTMLResponse)
-def share_page(token: str, ctx: Ctx) -> Response:
-    found = _shared(ctx, token)
-    if found is None:
+async def share_page(token: str, engine: EngineDep) -> Response:
+    shared = await engine.shares.shared(token)
+    if shared is None:
         return HTMLResponse(render_gone(), status_code=404, headers=PAGE_HEADERS)
-    share, session = found
-    html = render_page(session, share.token, session_turns(ctx.db, ctx.runs, session.id))
+    html = render_page(shared.session, shared.share.token, shared.turns)
     return HTMLResponse(html, headers=PAGE_HEADERS)
 
 
 @router.get("/s/{token}/state")
-def share_state(token: str, request: Request, ctx: Ctx) -> Response:
-    found = _shared(ctx, token)
-    if found is None:
+async def share_state(token: str, request: Request, engine: EngineDep) -> Response:
+    shared = await engine.shares.shared(token)
+    if shared is None:
         return _page_error(request, _share_not_found())
-    share, session = found
-    state = session_state(session, share.token, session_turns(ctx.db, ctx.runs, session.id))
+    state = session_state(shared.session, shared.share.token, shared.turns)
     return JSONResponse(state, headers=PAGE_HEADERS)
 
 
 @router.get("/s/{token}/files/{file_id}")
-def share_file(token: str, file_id: str, request: Request, ctx: Ctx) -> Response:
-    found = _shared(ctx, token)
-    row = None
-    if found is not None:
-        share, session = found
-        row = artifact_store.get_artifact(ctx.db, share.principal_id, session.container_id, file_id)
-    if row is None:
+async def share_file(token: str, file_id: str, request: Request, engine: EngineDep) -> Response:
+    download = await engine.shares.shared_file(token, file_id)
+    if download is None:
         return _page_error(request, ApiError(404, "file_not_found", "No such file here."))
-    response = blob_response(ctx.blobs, row)
+    response = download_response(download)
     response.headers.update({**PAGE_HEADERS, **ARTIFACT_HEADERS})  # the artifact's CSP wins
     return response

@@ -1,9 +1,14 @@
-"""Tasks chapter: run a task, read it back, list its input, delete it, cancel it."""
+"""Tasks chapter: run a task, read it back, list its input, delete it, cancel it.
+
+The request body is parsed here into the engine's request (`uhp_task`); everything else is
+the engine's, read back and rendered in the protocol's shapes.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
-from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query, Request
@@ -18,21 +23,52 @@ from pydantic import (
     field_validator,
 )
 
-from storage import responses as response_store
-from storage.models import Principal, ResponseRow
-from uhp_server.context import AppContext, Ctx
-from uhp_server.engine import reading
-from uhp_server.engine.run import Run
+from uhp_server.doors.deps import EngineDep, SettingsDep
+from uhp_server.engine import Accepted, Engine, EngineTask, QuestionPolicy
 from uhp_server.errors import ApiError
 from uhp_server.http.auth import CurrentPrincipal
 from uhp_server.http.sse import sse_response
 from uhp_server.http.strict_json import StrictJsonRoute, null_means_default
+from uhp_server.settings import Settings
 
 router = APIRouter(route_class=StrictJsonRoute)
 
 # Sequence numbers a client may resume after: far beyond any real stream, and well inside
 # SQLite's 64-bit integers.
 MAX_SEQUENCE = 10**15
+
+# Request fields this server acts on; anything else a request carries is named in
+# metadata.ignored_fields (a silently ignored field is indistinguishable from an honoured one).
+HONOURED_FIELDS = frozenset(
+    {
+        "input",
+        "model",
+        "metadata",
+        "stream",
+        "previous_response_id",
+        "instructions",
+        "store",
+        "max_step",
+        "timeout_seconds",
+        "background",
+    }
+)
+# Fields that do not change what runs, left out of the idempotency fingerprint: a retry
+# that switches to streaming is still the same task.
+_DELIVERY_FIELDS = ("stream", "background")
+# What an absent field means, so a repeat that spells out a default is the same request.
+_FIELD_DEFAULTS: dict[str, Any] = {
+    "store": True,
+    "model": None,
+    "metadata": None,
+    "previous_response_id": None,
+    "instructions": None,
+    "max_output_tokens": None,
+    "max_step": None,
+    "timeout_seconds": None,
+    "tools": None,
+    "include": None,
+}
 
 
 class CreateResponseBody(BaseModel):
@@ -73,64 +109,59 @@ class CreateResponseBody(BaseModel):
         return value
 
 
-# -- helpers -----------------------------------------------------------------------------
-def _row_or_404(ctx: AppContext, principal: Principal, response_id: str) -> ResponseRow:
-    row = response_store.get_response(ctx.db, principal.id, response_id)
-    if row is None:
-        raise ApiError(404, "response_not_found", "No response with that id.")
-    return row
+# -- the request as the engine's ------------------------------------------------------------
+def uhp_task(principal_id: str, body: dict[str, Any]) -> EngineTask:
+    """A UHP request body as the engine request (questions: none, as UHP has no pause)."""
+    metadata = body.get("metadata") or {}
+    return EngineTask(
+        principal_id=principal_id,
+        harness_id=metadata.get("harness_id"),
+        input=body["input"],
+        previous_response_id=body.get("previous_response_id"),
+        model=body.get("model"),
+        questions=QuestionPolicy.none(),
+        timeout_seconds=body.get("timeout_seconds"),
+        max_step=body.get("max_step"),
+        instructions=body.get("instructions"),
+        store=body.get("store", True),
+        metadata=metadata,
+        max_output_tokens=body.get("max_output_tokens"),
+        background=body.get("background", False),
+        ignored_fields=tuple(sorted(k for k in body if k not in HONOURED_FIELDS)),
+    )
 
 
-async def current_response(
-    ctx: AppContext, row: ResponseRow, *, replay: bool = False
-) -> dict[str, Any]:
-    """From the run in memory, else read (stored events are folded) on a reader thread."""
-    live = reading.live_response(ctx.runs, row, replay=replay)
-    if live is not None:
-        return live
-    return await ctx.db.read(reading.current_response, ctx.db, ctx.runs, row, replay=replay)
-
-
-def _events(ctx: AppContext, row: ResponseRow, after: int) -> AsyncIterator[dict[str, Any]]:
-    return reading.follow_events(ctx.db, ctx.runs, row, after)
+def fingerprint(body: dict[str, Any]) -> str:
+    """What identifies a request for an idempotent repeat: its body, defaults spelled out,
+    without the fields that only change how the answer is delivered."""
+    payload = {**_FIELD_DEFAULTS, **body}
+    for name in _DELIVERY_FIELDS:
+        payload.pop(name, None)
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
 async def _deliver(
-    ctx: AppContext,
-    principal: Principal,
-    response_id: str,
+    engine: Engine,
+    settings: Settings,
+    principal_id: str,
+    accepted: Accepted,
     stream: bool,
     background: bool,
-    fresh: Run | None = None,
 ) -> Any:
-    await ctx.tasks.started(response_id)  # an idempotent repeat may find it mid-acceptance
-    if fresh is not None:
-        # Just accepted here: all of it is in memory. (A repeat reads the row: the response
-        # may have been deleted since.)
-        run = fresh
+    """The answer to `POST /v1/responses`: the new task streamed, waited for or as it
+    stands; an idempotent repeat's is its first request's response, read back by its id
+    (it may have been deleted since)."""
+    await engine.started(accepted.response_id)  # a repeat may find it mid-acceptance
+    if accepted.run is not None:  # just accepted here: all of it is in memory
         if stream:
-            return sse_response(run.log.follow(), ctx.settings.keepalive_seconds)
-        if not background:
-            await run.log.wait_finished()
-        return JSONResponse(run.log.current())
-    row = await ctx.db.read(_row_or_404, ctx, principal, response_id)
-    if not _readable(ctx, row):
-        # A repeat after a `store: false` task ended: its result is what was retained, the
-        # id and status without the content (Tasks §6 wants the first result; §4 lets the
-        # content go); there are no events left to stream.
-        if stream:
-            raise _not_retained()
-        return JSONResponse(reading.unretained_response(row))
+            return sse_response(accepted.events(), settings.keepalive_seconds)
+        return JSONResponse(await accepted.response(wait=not background))
     if stream:
-        return sse_response(_events(ctx, row, -1), ctx.settings.keepalive_seconds)
-    run = ctx.runs.get(row.id)
-    if run is not None and not background:
-        await run.log.wait_finished()
-        row = await ctx.db.read(_row_or_404, ctx, principal, response_id)  # deleted meanwhile?
-    elif run is None and not background and row.status == "in_progress":  # on another replica
-        await ctx.runs.wait_elsewhere(row.id)
-        row = await ctx.db.read(_row_or_404, ctx, principal, response_id)
-    return JSONResponse(await current_response(ctx, row, replay=True))
+        events = await engine.events(principal_id, accepted.response_id)
+        return sse_response(events, settings.keepalive_seconds)
+    return JSONResponse(
+        await engine.result(principal_id, accepted.response_id, wait=not background)
+    )
 
 
 # -- routes ------------------------------------------------------------------------------
@@ -139,7 +170,8 @@ async def create_response(
     body: CreateResponseBody,
     request: Request,
     principal: CurrentPrincipal,
-    ctx: Ctx,
+    engine: EngineDep,
+    settings: SettingsDep,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
 ) -> Any:
     if idempotency_key is not None and not 0 < len(idempotency_key) <= 255:
@@ -150,19 +182,21 @@ async def create_response(
             param="Idempotency-Key",
         )
     raw = body.model_dump(exclude_unset=True)
-    accepted = None
-    if idempotency_key:
-        # A write: an expired key is forgotten.
-        existing = await ctx.db.write(
-            ctx.tasks.idempotent_target, principal.id, idempotency_key, raw
-        )
+    print_ = fingerprint(raw) if idempotency_key else None
+    if idempotency_key and print_:
+        existing = await engine.idempotent_response(principal.id, idempotency_key, print_)
         if existing:
-            return await _deliver(ctx, principal, existing, body.stream, body.background)
-    base_url = str(request.base_url)  # artifact download_url is absolute, on this origin
-    accepted = await ctx.tasks.submit(principal.id, raw, idempotency_key, base_url)
-    return await _deliver(
-        ctx, principal, accepted.response_id, body.stream, body.background, accepted.run
+            repeat = Accepted(existing, None)
+            return await _deliver(
+                engine, settings, principal.id, repeat, body.stream, body.background
+            )
+    accepted = await engine.start(
+        uhp_task(principal.id, raw),
+        idempotency_key=idempotency_key,
+        fingerprint=print_,
+        base_url=str(request.base_url),  # artifact download_url is absolute, on this origin
     )
+    return await _deliver(engine, settings, principal.id, accepted, body.stream, body.background)
 
 
 @router.get("/v1/responses/{response_id}")
@@ -170,13 +204,13 @@ async def get_response(
     response_id: str,
     request: Request,
     principal: CurrentPrincipal,
-    ctx: Ctx,
+    engine: EngineDep,
+    settings: SettingsDep,
     stream: bool = False,
     starting_after: Annotated[int | None, Query(ge=-1, le=MAX_SEQUENCE)] = None,
 ) -> Any:
-    row = await ctx.db.read(_row_or_404, ctx, principal, response_id)
     if not stream:
-        return await current_response(ctx, row)
+        return await engine.response(principal.id, response_id)
     after = starting_after if starting_after is not None else -1
     last_event_id = request.headers.get("last-event-id")
     if last_event_id is not None:
@@ -188,26 +222,23 @@ async def get_response(
                 param="Last-Event-ID",
             )
         after = max(after, int(last_event_id))
-    if not _readable(ctx, row):
-        raise _not_retained()
-    return sse_response(_events(ctx, row, after), ctx.settings.keepalive_seconds)
+    events = await engine.events(principal.id, response_id, after)
+    return sse_response(events, settings.keepalive_seconds)
 
 
 @router.get("/v1/responses/{response_id}/input_items")
-def get_input_items(
+async def get_input_items(
     response_id: str,
     principal: CurrentPrincipal,
-    ctx: Ctx,
+    engine: EngineDep,
     limit: Annotated[int | None, Query(ge=1, le=100)] = None,
     order: Annotated[Literal["asc", "desc"], Query()] = "asc",
     after: Annotated[str | None, Query(max_length=200)] = None,
 ) -> dict[str, Any]:
     """Every input item, oldest first, unless the client pages them the way OpenAI's API
     does (`limit`, `order`, `after`: the id of the last item of the page before)."""
-    row = _row_or_404(ctx, principal, response_id)
-    if not row.store:
-        raise _not_retained()
-    items = row.input_items if order == "asc" else row.input_items[::-1]
+    stored = await engine.input_items(principal.id, response_id)
+    items = stored if order == "asc" else stored[::-1]
     if after is not None:
         ids = [item.get("id") for item in items]
         if after not in ids:
@@ -224,53 +255,21 @@ def get_input_items(
 
 
 @router.delete("/v1/responses/{response_id}")
-def delete_response(
+async def delete_response(
     response_id: str,
     principal: CurrentPrincipal,
-    ctx: Ctx,
+    engine: EngineDep,
 ) -> dict[str, Any]:
-    row = _row_or_404(ctx, principal, response_id)
-    run = ctx.runs.get(row.id)
-    if run is not None:
-        run.log.persist = False  # deleting never cancels (Tasks §7): the turn runs on, unstored
-    response_store.delete_response(ctx.db, row.id)
-    return {"id": row.id, "object": "response.deleted", "deleted": True}
+    deleted = await engine.delete_response(principal.id, response_id)  # never cancels
+    return {"id": deleted, "object": "response.deleted", "deleted": True}
 
 
 @router.post("/v1/responses/{response_id}/cancel")
 async def cancel_response(
     response_id: str,
     principal: CurrentPrincipal,
-    ctx: Ctx,
+    engine: EngineDep,
 ) -> dict[str, Any]:
-    row = await ctx.db.read(_row_or_404, ctx, principal, response_id)
-    run = ctx.runs.get(row.id)
-    cancelled_here = run is not None and not run.log.finished
-    if cancelled_here:
-        await ctx.runs.cancel(run)
-    elif run is None and row.status == "in_progress":  # it runs on another replica
-        await ctx.runs.cancel_elsewhere(row.id)
-        row = await ctx.db.read(_row_or_404, ctx, principal, response_id)
-    if not row.store and (run is None or run.log.finished):
-        # Cancelling a finished task succeeds and changes nothing (Sessions §4), also when
-        # its content was never retained: the cancel that stopped the run answers with its
-        # partial output, as the run's own stream would; any later one with what is known
-        # without the content (a finished run lingers in memory, but is not retained).
-        if cancelled_here and run is not None:
-            return run.log.current()
-        return reading.unretained_response(row)
-    return await current_response(ctx, row)
-
-
-def _readable(ctx: AppContext, row: ResponseRow) -> bool:
-    """Whether the response's content may be read: kept (`store: true`), or still running
-    (its stream, a blocking wait). A finished run stays in memory a while; that does not
-    make a `store: false` response readable (Tasks §4)."""
-    if row.store:
-        return True
-    run = ctx.runs.get(row.id)
-    return run is not None and not run.log.finished
-
-
-def _not_retained() -> ApiError:
-    return ApiError(404, "response_not_found", "That response was not retained.")
+    """Idempotent: a finished task is left as it was (Sessions §4). The answer is the
+    cancelled response itself, as its reader may see it now."""
+    return (await engine.cancel(principal.id, response_id)).cancelled

@@ -23,8 +23,8 @@ from markdown_it.common.utils import escapeHtml
 from markdown_it.rules_core import StateCore
 from markupsafe import Markup
 
-from storage.models import ArtifactRow, SessionRow
-from uhp_server.engine.history import Turn, attachments, tool_calls, user_text
+from uhp_server.doors.uhp.wire import attachments, tool_calls
+from uhp_server.engine import Artifact, Session, Turn, user_text
 
 HERE = Path(__file__).resolve().parent
 STATIC_DIR = HERE / "static"
@@ -154,7 +154,7 @@ def _items(response: dict[str, Any]) -> list[dict[str, Any]]:
     return items
 
 
-def _files(token: str, artifacts: list[ArtifactRow]) -> list[dict[str, str]]:
+def _files(token: str, artifacts: list[Artifact]) -> list[dict[str, str]]:
     return [
         {"name": a.filename, "url": f"{token}/files/{a.id}", "size": human_size(a.bytes)}
         for a in artifacts
@@ -168,10 +168,10 @@ FINISHED_CACHE_SIZE = 1024
 
 
 def render_turn(token: str, number: int, turn: Turn) -> RenderedTurn:
-    status = turn.response["status"] if turn.response else turn.row.status
+    status = turn.response["status"] if turn.response else turn.status
     if status == "in_progress":
         return _render_turn(token, number, turn)
-    key = (token, number, turn.row.id, len(turn.artifacts))  # a late artifact is a change
+    key = (token, number, turn.id, len(turn.artifacts))  # a late artifact is a change
     cached = _finished.get(key)
     if cached is None:
         cached = _finished[key] = _render_turn(token, number, turn)
@@ -182,18 +182,18 @@ def render_turn(token: str, number: int, turn: Turn) -> RenderedTurn:
 
 
 def _render_turn(token: str, number: int, turn: Turn) -> RenderedTurn:
-    status = turn.response["status"] if turn.response else turn.row.status
+    status = turn.response["status"] if turn.response else turn.status
     # A turn its owner chose not to keep (`store: false`) is never shown, not even while it
     # runs and its content is still in memory.
-    kept = turn.response if turn.row.store else None
+    kept = turn.response if turn.store else None
     html = _env.get_template("turn.html").render(
         number=number,
         status=status,
         status_label=STATUS_LABELS.get(status, status),
-        when=when(turn.row.created_at),
+        when=when(turn.created_at),
         retained=kept is not None,
-        prompt=user_text(turn.row) if kept else "",
-        attachments=[a["filename"] for a in attachments(turn.row)] if kept else [],
+        prompt=user_text(turn.input_items) if kept else "",
+        attachments=[a["filename"] for a in attachments(turn.input_items)] if kept else [],
         items=_items(kept) if kept else [],
         files=_files(token, turn.artifacts),
         error=(kept or {}).get("error") or None,
@@ -201,7 +201,7 @@ def _render_turn(token: str, number: int, turn: Turn) -> RenderedTurn:
     return RenderedTurn(hashlib.sha256(html.encode()).hexdigest()[:16], html)
 
 
-def session_state(session: SessionRow, token: str, turns: list[Turn]) -> dict[str, Any]:
+def session_state(session: Session, token: str, turns: list[Turn]) -> dict[str, Any]:
     """What the live page polls: the same HTML the page was served with, turn by turn."""
     rendered = [render_turn(token, n, turn) for n, turn in enumerate(turns, start=1)]
     running = any((t.response or {}).get("status") == "in_progress" for t in turns)
@@ -213,7 +213,7 @@ def session_state(session: SessionRow, token: str, turns: list[Turn]) -> dict[st
     }
 
 
-def render_page(session: SessionRow, token: str, turns: list[Turn]) -> str:
+def render_page(session: Session, token: str, turns: list[Turn]) -> str:
     state = session_state(session, token, turns)
     return _env.get_template("page.html").render(
         title=session.title or "Shared session",

@@ -1,28 +1,25 @@
 """Receiving `POST /v1/files`: a multipart body parsed as it streams in, within a size limit.
 
 Starlette's `request.form()` spools a file part of any size to disk before the route sees it,
-so the limit is enforced here instead, byte by byte: the part goes straight into a temporary
-file in the blob store while it is hashed and counted, and the moment it passes the limit the
-partial file is deleted and nothing more is written. The rest of the body is then read and
-discarded (up to `DRAIN_BYTES`) so the client, still sending, reliably gets to read the 413
-rather than a reset connection.
+so the limit is enforced here instead, byte by byte: the part goes straight into the engine's
+upload sink (a temporary file in the blob store, hashed and counted as it is written), and the
+moment it passes the limit the partial file is deleted and nothing more is written. The rest
+of the body is then read and discarded (up to `DRAIN_BYTES`) so the client, still sending,
+reliably gets to read the 413 rather than a reset connection.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import hashlib
 import mimetypes
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import BinaryIO
 
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import Request
 
-from storage.blobs import BlobStore
+from uhp_server.engine import UploadSink
 from uhp_server.errors import ApiError
 from uhp_server.files.filenames import safe_filename
 from uhp_server.http.bodies import declared_length
@@ -34,8 +31,9 @@ DRAIN_BYTES = 64 * 1024 * 1024  # how much of an oversized body is read (and dro
 
 @dataclass
 class Upload:
-    sha256: str
-    size: int
+    """A received file: its bytes in `sink`, for the engine to keep."""
+
+    sink: UploadSink
     filename: str
     media_type: str
     purpose: str
@@ -67,16 +65,14 @@ class _Part:
 class _Receiver:
     """The parser's callbacks: one file part to a temporary blob, small fields in memory."""
 
-    def __init__(self, blobs: BlobStore, limit: int) -> None:
-        self.blobs = blobs
+    def __init__(self, new_sink: Callable[[], UploadSink], limit: int) -> None:
+        self.new_sink = new_sink
         self.limit = limit
         self.part = _Part()
         self.fields: dict[str, str] = {}
         self.header_name = b""
         self.header_value = b""
-        self.handle: BinaryIO | None = None
-        self.temp: Path | None = None
-        self.digest = hashlib.sha256()
+        self.sink: UploadSink | None = None
         self.size = 0
         self.file_part: _Part | None = None
         self.overflow = False
@@ -122,7 +118,7 @@ class _Receiver:
                 self._fail(_invalid("Send one file per upload.", "file"))
                 return
             self.file_part = self.part
-            self.handle, self.temp = self.blobs.new_temp()
+            self.sink = self.new_sink()
 
     def on_part_data(self, data: bytes, start: int, end: int) -> None:
         if self.error is not None:
@@ -139,9 +135,8 @@ class _Receiver:
             self.overflow = True
             self._fail(too_large(self.limit))
             return
-        self.digest.update(chunk)
-        assert self.handle is not None
-        self.handle.write(chunk)
+        assert self.sink is not None
+        self.sink.write(chunk)
 
     def on_part_end(self) -> None:
         if self.part is not self.file_part and self.part.name and self.error is None:
@@ -157,13 +152,9 @@ class _Receiver:
         self.discard()
 
     def discard(self) -> None:
-        if self.handle is not None:
-            with contextlib.suppress(OSError):
-                self.handle.close()
-            self.handle = None
-        if self.temp is not None:
-            self.temp.unlink(missing_ok=True)
-            self.temp = None
+        if self.sink is not None:
+            self.sink.discard()
+            self.sink = None
 
 
 def _boundary(request: Request) -> bytes:
@@ -183,13 +174,16 @@ async def _drain(request: Request) -> None:
                 return
 
 
-async def receive_upload(request: Request, blobs: BlobStore, limit: int) -> Upload:
+async def receive_upload(
+    request: Request, new_sink: Callable[[], UploadSink], limit: int
+) -> Upload:
+    """The file of a `POST /v1/files` body, its bytes in a sink from `new_sink`."""
     boundary = _boundary(request)
     declared = declared_length(request)
     if declared is not None and declared > limit + MULTIPART_OVERHEAD:
         await _drain(request)  # refused before a single byte is written
         raise too_large(limit)
-    receiver = _Receiver(blobs, limit)
+    receiver = _Receiver(new_sink, limit)
     try:
         parser = MultipartParser(boundary, receiver.callbacks())  # type: ignore[arg-type]
     except FormParserError:  # e.g. a boundary longer than the parser takes (256)
@@ -216,12 +210,12 @@ async def receive_upload(request: Request, blobs: BlobStore, limit: int) -> Uplo
         # so a body without its closing boundary would otherwise be kept, truncated.
         receiver.discard()
         raise _invalid("The multipart body ended before its closing boundary.", "file")
-    return await asyncio.to_thread(_finish, receiver, blobs)  # file work: off the event loop
+    return _finish(receiver)
 
 
-def _finish(receiver: _Receiver, blobs: BlobStore) -> Upload:
-    part, temp, handle = receiver.file_part, receiver.temp, receiver.handle
-    if part is None or temp is None or handle is None:
+def _finish(receiver: _Receiver) -> Upload:
+    part, sink = receiver.file_part, receiver.sink
+    if part is None or sink is None:
         receiver.discard()
         raise _invalid("The upload has no 'file' part.", "file")
     filename = safe_filename(part.filename)
@@ -236,9 +230,5 @@ def _finish(receiver: _Receiver, blobs: BlobStore) -> Upload:
     if not purpose.isprintable():
         receiver.discard()
         raise _invalid("The purpose is not valid.", "purpose")
-    handle.close()
-    receiver.handle = None
-    sha256 = receiver.digest.hexdigest()
-    blobs.adopt(temp, sha256)
-    receiver.temp = None
-    return Upload(sha256, receiver.size, filename, media_type, purpose)
+    receiver.sink = None  # the engine's now, to keep
+    return Upload(sink, filename, media_type, purpose)

@@ -10,9 +10,8 @@ session or an idempotency key.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,100 +31,45 @@ from uhp_server.engine.attachments import write_inline_blobs
 from uhp_server.engine.builder import ResponseBuilder
 from uhp_server.engine.eventlog import EventLog, numbered
 from uhp_server.engine.inputs import Attachment, NormalizedInput, normalize_input
-from uhp_server.engine.lookups import TaskLookups
 from uhp_server.engine.opening import opening_system_text, with_opening
-from uhp_server.engine.requests import (
-    EngineTask,
-    QuestionPolicy,
-)
+from uhp_server.engine.requests import EngineTask
 from uhp_server.engine.resolution import TaskResolution
 from uhp_server.engine.run import Run, TurnPlan
 from uhp_server.engine.runs import RunManager
-from uhp_server.engine.steering import TaskSteering
 from uhp_server.errors import VENDOR, ApiError
-from uhp_server.gateway.connection import ModelConnection, connection_provider
+from uhp_server.gateway.connection import connection_provider
 from uhp_server.gateway.mcp_targets import McpTarget
 from uhp_server.harnesses.builtin_skills import builtin_skills
+from uhp_server.harnesses.config import HarnessConfig
 from uhp_server.harnesses.runtime import turn_mcp_targets, turn_skills
 from uhp_server.ids import new_id
 from uhp_server.settings import Settings
 
-# Request fields this server acts on; anything else a request carries is named in
-# metadata.ignored_fields (a silently ignored field is indistinguishable from an honoured one).
-HONOURED_FIELDS = frozenset(
-    {
-        "input",
-        "model",
-        "metadata",
-        "stream",
-        "previous_response_id",
-        "instructions",
-        "store",
-        "max_step",
-        "timeout_seconds",
-        "background",
-    }
-)
-# Fields that do not change what runs, left out of the idempotency fingerprint: a retry
-# that switches to streaming is still the same task.
-_DELIVERY_FIELDS = ("stream", "background")
 
-
-@dataclass
+@dataclass(frozen=True)
 class Accepted:
-    """A submitted task: a new run, or the response an idempotent repeat refers to."""
+    """A submitted task: a new run, or the response an idempotent repeat refers to (then
+    `run` is None, and the task is read back like any other)."""
 
     response_id: str
     run: Run | None
 
+    def events(self) -> AsyncIterator[dict[str, Any]]:
+        """The new task's events from its first, live until the terminal one."""
+        assert self.run is not None, "an idempotent repeat is read back by its id"
+        return self.run.log.follow()
 
-# What an absent field means, so a repeat that spells out a default is the same request.
-_FIELD_DEFAULTS: dict[str, Any] = {
-    "store": True,
-    "model": None,
-    "metadata": None,
-    "previous_response_id": None,
-    "instructions": None,
-    "max_output_tokens": None,
-    "max_step": None,
-    "timeout_seconds": None,
-    "tools": None,
-    "include": None,
-}
+    async def response(self, *, wait: bool) -> dict[str, Any]:
+        """The new task's response, once it has ended when `wait`, else as it stands."""
+        assert self.run is not None, "an idempotent repeat is read back by its id"
+        if wait:
+            await self.run.log.wait_finished()
+        return self.run.log.current()
 
 
-def uhp_task(
-    principal_id: str, body: dict[str, Any], model_connection: ModelConnection | None = None
-) -> EngineTask:
-    """A UHP request body as the engine request (questions: none, as UHP has no pause)."""
-    metadata = body.get("metadata") or {}
-    return EngineTask(
-        principal_id=principal_id,
-        harness_id=metadata.get("harness_id"),
-        input=body["input"],
-        previous_response_id=body.get("previous_response_id"),
-        model=body.get("model"),
-        model_connection=model_connection,
-        questions=QuestionPolicy.none(),
-        timeout_seconds=body.get("timeout_seconds"),
-        max_step=body.get("max_step"),
-        instructions=body.get("instructions"),
-        store=body.get("store", True),
-        metadata=metadata,
-        max_output_tokens=body.get("max_output_tokens"),
-        background=body.get("background", False),
-        ignored_fields=tuple(sorted(k for k in body if k not in HONOURED_FIELDS)),
-    )
+class TaskIntake:
+    """Accepts tasks from every door: the one way a task starts."""
 
-
-def fingerprint(body: dict[str, Any]) -> str:
-    payload = {**_FIELD_DEFAULTS, **body}
-    for name in _DELIVERY_FIELDS:
-        payload.pop(name, None)
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
-
-
-class TaskService(TaskSteering, TaskLookups):
     def __init__(
         self,
         settings: Settings,
@@ -146,9 +90,6 @@ class TaskService(TaskSteering, TaskLookups):
         builtin_skills()  # read now, at start-up: a turn takes them on the event loop
 
     # -- idempotency ---------------------------------------------------------------------
-    def idempotent_target(self, principal_id: str, key: str, body: dict[str, Any]) -> str | None:
-        return self._idempotent(principal_id, key, fingerprint(body))
-
     async def _idempotent_winner(self, a: Acceptance) -> str | None:
         """The response an earlier request with this Idempotency-Key made (None: none)."""
         if not (a.idempotency_key and a.fingerprint):
@@ -178,23 +119,7 @@ class TaskService(TaskSteering, TaskLookups):
         it is still remembered: a door finds its task again without starting one."""
         return await self.db.write(self._idempotent, principal_id, key, print_)
 
-    # -- submission ----------------------------------------------------------------------
-    async def submit(
-        self,
-        principal_id: str,
-        body: dict[str, Any],
-        idempotency_key: str | None,
-        base_url: str = "",
-        *,
-        model_connection: ModelConnection | None = None,
-    ) -> Accepted:
-        """Accept a UHP request body: the UHP door's way into `start`."""
-        task = uhp_task(principal_id, body, model_connection)
-        print_ = fingerprint(body) if idempotency_key else None
-        return await self.start(
-            task, idempotency_key=idempotency_key, fingerprint=print_, base_url=base_url
-        )
-
+    # -- acceptance ----------------------------------------------------------------------
     async def start(
         self,
         task: EngineTask,
@@ -227,16 +152,14 @@ class TaskService(TaskSteering, TaskLookups):
                 "harness_unavailable",
                 f"The '{harness.base}' base is not enabled on this server.",
             )
-        config = harness.config
+        config = HarnessConfig.from_stored(harness.config)
         if model_connection is not None:
             allow = self.settings.model_connection_allow_private_hosts
             provider = connection_provider(model_connection, allow)
             route = ModelRoute(model_connection.model, provider, model_connection.model)
             model_meta: dict[str, Any] = {}
         else:
-            route, model_meta = await self.catalog.resolve(
-                base, config.get("defaultModel"), task.model
-            )
+            route, model_meta = await self.catalog.resolve(base, config.default_model, task.model)
         model = route.id
         max_step, timeout = self._budgets(task, config)
         inline: list[Attachment] = []
@@ -286,7 +209,7 @@ class TaskService(TaskSteering, TaskLookups):
                 model=model,
                 route=route,
                 system_prompt=self._system_prompt(config, task, normalized),
-                disabled_tools=tuple(config.get("disabledTools") or ()),
+                disabled_tools=tuple(config.disabled_tools),
                 max_step=max_step,
                 timeout_seconds=timeout,
                 max_output_tokens=task.max_output_tokens,
@@ -341,21 +264,18 @@ class TaskService(TaskSteering, TaskLookups):
         )
 
     async def _turn_config(
-        self, principal_id: str, config: dict[str, Any]
+        self, principal_id: str, config: HarnessConfig
     ) -> tuple[tuple[SkillBundle, ...], tuple[McpTarget, ...]]:
-        if not config.get("skills") and not config.get("mcpServers"):  # built-ins only
+        if not config.has_own_parts:  # built-in skills only: nothing to read
             return turn_skills(self.db, principal_id, []), ()
         return await self.db.read(self._stored_turn_config, principal_id, config)
 
     def _stored_turn_config(
-        self, principal_id: str, config: dict[str, Any]
+        self, principal_id: str, config: HarnessConfig
     ) -> tuple[tuple[SkillBundle, ...], tuple[McpTarget, ...]]:
-        skills = turn_skills(self.db, principal_id, config.get("skills") or [])
+        skills = turn_skills(self.db, principal_id, config.skills)
         mcp = turn_mcp_targets(
-            self.db,
-            principal_id,
-            config.get("mcpServers") or [],
-            self.settings.mcp_allow_private_hosts,
+            self.db, principal_id, config.mcp_servers, self.settings.mcp_allow_private_hosts
         )
         return skills, mcp
 
@@ -378,12 +298,12 @@ class TaskService(TaskSteering, TaskLookups):
                 raise acceptance.session_busy() from None
             raise
 
-    def _budgets(self, task: EngineTask, config: dict[str, Any]) -> tuple[int | None, int]:
+    def _budgets(self, task: EngineTask, config: HarnessConfig) -> tuple[int | None, int]:
         max_step = task.max_step
         if max_step is None:
-            max_step = config.get("maxStep")
+            max_step = config.max_step
         limit = self.settings.max_timeout_seconds
-        timeout = task.timeout_seconds or config.get("timeoutSeconds")
+        timeout = task.timeout_seconds or config.timeout_seconds
         return max_step, min(int(timeout or self.settings.default_timeout_seconds), limit)
 
     def _check_timeout(self, timeout: int | None) -> None:
@@ -405,10 +325,8 @@ class TaskService(TaskSteering, TaskLookups):
         return self.settings.sessions_dir / session_id
 
     @staticmethod
-    def _system_prompt(
-        config: dict[str, Any], task: EngineTask, normalized: NormalizedInput
-    ) -> str:
-        parts = [config.get("systemPrompt") or "", opening_system_text(task.opening)]
+    def _system_prompt(config: HarnessConfig, task: EngineTask, normalized: NormalizedInput) -> str:
+        parts = [config.system_prompt, opening_system_text(task.opening)]
         parts.extend(normalized.instructions)
         parts.append(task.instructions or "")
         return "\n\n".join(p for p in parts if p.strip())

@@ -1,0 +1,22 @@
+"""What a door's routes are given: the engine (their one way in) and the settings."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from uhp_server.engine import Engine
+from uhp_server.settings import Settings
+
+
+def get_engine(request: Request) -> Engine:
+    return request.app.state.engine
+
+
+def get_settings(request: Request) -> Settings:
+    return request.app.state.engine.settings
+
+
+EngineDep = Annotated[Engine, Depends(get_engine)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]

@@ -1,0 +1,160 @@
+"""The engine's records in the protocol's shapes: Session, TurnItem, File, SessionShare and
+the harness object."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from uhp_server.engine import Artifact, Harness, Session, Share, Turn, UploadedFile, user_text
+from uhp_server.harnesses.config import HarnessConfig
+from uhp_server.harnesses.mcp import render_mcp_servers
+
+
+def session_to_wire(session: Session, retention_days: float) -> dict[str, Any]:
+    """The protocol's Session, plus where its artifacts live and when it expires."""
+    return {
+        "id": session.id,
+        "object": "session",
+        "harness_id": session.harness_id,
+        "title": session.title,
+        "status": session.status,
+        "created_at": session.created_at,
+        "updated_at": session.updated_at,
+        "container_id": session.container_id,
+        "expires_at": int(session.updated_at + retention_days * 86400),
+    }
+
+
+def file_to_wire(file: UploadedFile) -> dict[str, object]:
+    """The protocol's File object."""
+    return {
+        "id": file.id,
+        "object": "file",
+        "filename": file.filename,
+        "bytes": file.bytes,
+        "created_at": file.created_at,
+        "purpose": file.purpose,
+        "media_type": file.media_type,
+    }
+
+
+def artifact_to_wire(artifact: Artifact) -> dict[str, object]:
+    """The protocol's File object for an artifact."""
+    return {
+        "id": artifact.id,
+        "object": "file",
+        "container_id": artifact.container_id,
+        "filename": artifact.filename,
+        "bytes": artifact.bytes,
+        "created_at": artifact.created_at,
+        "media_type": artifact.media_type,
+        "response_id": artifact.response_id,
+    }
+
+
+def share_to_wire(share: Share, *, enabled: bool = True) -> dict[str, object]:
+    """The protocol's SessionShare: a base-relative url survives any proxy in front."""
+    return {
+        "id": share.id,
+        "object": "session.share",
+        "url": f"/s/{share.token}",
+        "enabled": enabled,
+        "session_id": share.session_id,
+        "created_at": share.created_at,
+    }
+
+
+def harness_to_wire(harness: Harness) -> dict[str, Any]:
+    """The harness object. Skills come rendered (bundles live out of line); MCP credentials
+    are references only (harnesses/mcp.py)."""
+    config: HarnessConfig = harness.config
+    wire: dict[str, Any] = {
+        "id": harness.id,
+        "object": "harness",
+        "name": harness.name,
+        "base": harness.base,
+        "baseLabel": harness.base_label,
+        "systemPrompt": config.system_prompt,
+        "mcpServers": render_mcp_servers(config.mcp_servers),
+        "skills": harness.skills,
+        "disabledTools": config.disabled_tools,
+        "maxStep": config.max_step,
+        "timeoutSeconds": config.timeout_seconds,
+        "createdAt": harness.created_at_ms,
+    }
+    if harness.default_model:
+        wire["defaultModel"] = harness.default_model
+    if harness.enforcement is not None:
+        # What this base really enforces (Harnesses §4.3: never overstate it).
+        wire["enforcement"] = {
+            "disabledTools": harness.enforcement.disabled_tools,
+            "maxStep": harness.enforcement.max_step,
+            "timeoutSeconds": harness.enforcement.timeout,
+        }
+    return wire
+
+
+# -- a session's turns -----------------------------------------------------------------------
+def attachments(input_items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {"file_id": part.get("file_id"), "filename": part.get("filename")}
+        for item in input_items
+        for part in item.get("content", [])
+        if part.get("type") in ("input_file", "input_image")
+    ]
+
+
+def assistant_text(response: dict[str, Any]) -> str:
+    texts = [
+        part.get("text", "")
+        for item in response.get("output", [])
+        if item.get("type") == "message"
+        for part in item.get("content", [])
+    ]
+    return "\n\n".join(t for t in texts if t)
+
+
+def tool_calls(response: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each function call with its output (None while it runs), in call order."""
+    outputs = {
+        item.get("call_id"): item
+        for item in response.get("output", [])
+        if item.get("type") == "function_call_output"
+    }
+    calls = []
+    for item in response.get("output", []):
+        if item.get("type") != "function_call":
+            continue
+        result = outputs.get(item.get("call_id"))
+        calls.append(
+            {
+                "call_id": item.get("call_id"),
+                "name": item.get("name"),
+                "arguments": item.get("arguments"),
+                "output": result.get("output") if result else None,
+                "status": result.get("status") if result else item.get("status"),
+            }
+        )
+    return calls
+
+
+def turn_item(turn: Turn) -> dict[str, Any]:
+    """The protocol's TurnItem."""
+    response = turn.response
+    item: dict[str, Any] = {
+        "id": turn.id,
+        "status": response["status"] if response else turn.status,
+        "created_at": turn.created_at,
+    }
+    if response is None:
+        return item
+    item.update(
+        user=user_text(turn.input_items),
+        assistant=assistant_text(response),
+        tools=tool_calls(response),
+        files=[artifact_to_wire(a) for a in turn.artifacts],
+        attachments=attachments(turn.input_items),
+        model=response.get("model"),
+        error=response.get("error"),
+    )
+    return item

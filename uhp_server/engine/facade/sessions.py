@@ -1,0 +1,124 @@
+"""Sessions for every door (Sessions chapter): pages of them, one, its turns, what runs in it
+stopped, and the whole of it deleted."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from storage import artifacts as artifact_store
+from storage import responses as response_store
+from storage import session_listing
+from storage import sessions as session_store
+from storage.db import Database
+from storage.models import ResponseRow
+from uhp_server.engine.facade import records, rows
+from uhp_server.engine.history import response_now
+from uhp_server.engine.runs import RunManager
+from uhp_server.engine.traces import TraceDeleter
+from uhp_server.errors import ApiError
+
+
+def session_not_found() -> ApiError:
+    return ApiError(404, "session_not_found", "No session with that id.")
+
+
+@dataclass(frozen=True)
+class SessionCancelled:
+    """A session after `POST …/cancel`: its status, and the response that was stopped."""
+
+    id: str
+    status: str
+    cancelled_response_id: str | None
+
+
+def turns_of(db: Database, runs: RunManager, session_id: str) -> list[records.Turn]:
+    """The session's turns, oldest first (Sessions §3): the same history for `/turns` and the
+    shared page. A deleted response is left out; one not retained shows its id and status."""
+    by_response: dict[str, list[records.Artifact]] = {}
+    for artifact in artifact_store.for_session(db, session_id):
+        by_response.setdefault(artifact.response_id, []).append(rows.artifact(artifact))
+    return [
+        _turn(row, response_now(db, runs, row), by_response.get(row.id, []))
+        for row in session_listing.responses_of(db, session_id)
+    ]
+
+
+def _turn(
+    row: ResponseRow, response: dict[str, Any] | None, artifacts: list[records.Artifact]
+) -> records.Turn:
+    return records.Turn(
+        id=row.id,
+        status=row.status,
+        created_at=row.created_at,
+        store=row.store,
+        input_items=row.input_items,
+        response=response,
+        artifacts=artifacts,
+    )
+
+
+class Sessions:
+    def __init__(self, db: Database, runs: RunManager, deleter: TraceDeleter) -> None:
+        self.db = db
+        self.runs = runs
+        self.deleter = deleter
+
+    async def page(
+        self,
+        principal_id: str,
+        limit: int,
+        after: tuple[int, str] | None = None,
+        harness_id: str | None = None,
+    ) -> tuple[list[records.Session], bool]:
+        """Up to `limit` sessions after the (created_at, id) position, newest first; and
+        whether more follow."""
+        found, more = await self.db.read(
+            session_listing.page, self.db, principal_id, limit, after, harness_id
+        )
+        return [rows.session(row) for row in found], more
+
+    async def get(self, principal_id: str, session_id: str) -> records.Session:
+        """The principal's session (404 session_not_found for another's, or a deleted one)."""
+        row = await self.db.read(session_store.get_session, self.db, principal_id, session_id)
+        if row is None:
+            raise session_not_found()
+        return rows.session(row)
+
+    async def turns(self, principal_id: str, session_id: str) -> list[records.Turn]:
+        """The session's history, oldest first."""
+        session = await self.get(principal_id, session_id)
+        return await self.db.read(turns_of, self.db, self.runs, session.id)
+
+    async def cancel(self, principal_id: str, session_id: str) -> SessionCancelled:
+        """Stop the task running in the session, on whichever replica (idempotent)."""
+        session = await self.get(principal_id, session_id)
+        run = self.runs.for_session(session.id)
+        cancelled = None
+        if run is not None and not run.log.finished:
+            await self.runs.cancel(run)
+            cancelled = run.response_id
+        elif run is None and session.active_response_id:  # it runs on another replica
+            await self.runs.cancel_elsewhere(session.active_response_id)
+            cancelled = session.active_response_id
+            session = await self.get(principal_id, session_id)
+        status = run.log.current()["status"] if run is not None else session.status
+        return SessionCancelled(session.id, status, cancelled)
+
+    async def delete(self, principal_id: str, session_id: str) -> str:
+        """Cancel what runs, then delete the session and everything it holds (Sessions §6);
+        its id."""
+        session = await self.get(principal_id, session_id)
+        await self.deleter.delete(session.id)
+        return session.id
+
+    async def latest_response(self, principal_id: str, session_id: str) -> str | None:
+        """The id of the session's latest response (None: it has none yet); 404
+        session_not_found when there is no such session."""
+
+        def look() -> str | None:
+            if session_store.get_session(self.db, principal_id, session_id) is None:
+                raise session_not_found()
+            return response_store.latest_in_session(self.db, session_id)
+
+        return await self.db.read(look)

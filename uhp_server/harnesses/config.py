@@ -1,0 +1,60 @@
+"""A harness's configuration as the engine reads it: one typed object, not a camelCase dict.
+
+The harness row keeps the configuration as the JSON object the Harnesses chapter defines
+(camelCase keys, as `GET /v1/harnesses/{id}` shows them), so rows written by any earlier
+version read back unchanged; `from_stored` and `stored` are the only two places that know
+those keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# The stored key of each field, and what an absent key means.
+_STORED_KEYS = {
+    "default_model": "defaultModel",
+    "system_prompt": "systemPrompt",
+    "mcp_servers": "mcpServers",
+    "skills": "skills",
+    "disabled_tools": "disabledTools",
+    "max_step": "maxStep",
+    "timeout_seconds": "timeoutSeconds",
+}
+
+
+@dataclass(frozen=True)
+class HarnessConfig:
+    """What a harness configures. `mcp_servers` and `skills` are their stored entries: MCP
+    servers with credential references only (harnesses/mcp.py), skills as handles of bundles
+    kept out of line (harnesses/skills.py)."""
+
+    default_model: str | None = None
+    system_prompt: str = ""
+    mcp_servers: list[dict[str, Any]] = field(default_factory=list)
+    skills: list[dict[str, Any]] = field(default_factory=list)
+    disabled_tools: list[str] = field(default_factory=list)
+    max_step: int | None = None
+    timeout_seconds: int | None = None
+
+    @classmethod
+    def from_stored(cls, stored: dict[str, Any]) -> HarnessConfig:
+        """The configuration a harness row keeps (camelCase keys; absent keys default)."""
+        present = {
+            name: stored[key]
+            for name, key in _STORED_KEYS.items()
+            if key in stored and stored[key] is not None
+        }
+        default_model = present.get("default_model")
+        if not isinstance(default_model, str) or not default_model:
+            present.pop("default_model", None)
+        return cls(**present)
+
+    def stored(self) -> dict[str, Any]:
+        """The JSON object a harness row keeps."""
+        return {key: getattr(self, name) for name, key in _STORED_KEYS.items()}
+
+    @property
+    def has_own_parts(self) -> bool:
+        """Whether it names skills or MCP servers of its own (beyond the built-in skills)."""
+        return bool(self.skills or self.mcp_servers)
