@@ -8,6 +8,8 @@ import httpx
 import openai
 
 from tests.provider.wire_helpers import BASH, CHAT_SHELL, KEY, anthropic_headers, sse_events
+from tests.scripted_provider import anthropic_messages
+from tests.scripted_provider.script import plan
 
 # --- OpenAI Chat Completions --------------------------------------------------------------
 
@@ -163,3 +165,23 @@ def test_anthropic_non_stream_and_fail(http: httpx.Client) -> None:
         "type": "error",
         "error": {"type": "api_error", "message": "upstream broke"},
     }
+
+
+def test_anthropic_deferred_tools_are_offered_by_the_name_the_cli_gives() -> None:
+    # Claude Code 2.1 leaves MCP tools out of `tools` and names them in a system text.
+    system = (
+        "# Environment\nThe following deferred tools are now available via ToolSearch. Their "
+        'schemas are NOT loaded. Use ToolSearch with query "select:<name>" first:\nWebFetch\n'
+        "mcp__conformance-http__uhp_echo\n\nAvailable agent types: ..."
+    )
+    body = {
+        "tools": [{"name": "Bash", "input_schema": BASH["input_schema"]}],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "TOOL uhp_echo {}"}]},
+            {"role": "system", "content": [{"type": "text", "text": system}]},
+        ],
+    }
+    _, tools = anthropic_messages.parse(body)
+    assert [t.name for t in tools] == ["Bash", "WebFetch", "mcp__conformance-http__uhp_echo"]
+    (call,) = plan(*anthropic_messages.parse(body)).tool_calls
+    assert call.name == "mcp__conformance-http__uhp_echo"

@@ -92,3 +92,10 @@ def test_parallel_groups_consecutive_lines_into_one_step() -> None:
     assert plan(events, [shell]).tool_call.arguments == '{"command": "echo last"}'
     events += [Event("tool_call", "shell"), Event("tool_result", "last")]
     assert plan(events, [shell]).text == "end"
+
+
+def test_placeholders_are_filled_once_not_inside_what_they_bring() -> None:
+    shell = ToolSpec("shell", {"properties": {"command": {"type": "string"}}})
+    events = [Event("user", "RUN echo x\nSAY got {output} of {outputs}")]
+    events += [Event("tool_call", "shell"), Event("tool_result", "{outputs} {images}")]
+    assert plan(events, [shell]).text == "got {outputs} {images} of {outputs} {images}"

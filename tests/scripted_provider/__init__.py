@@ -8,7 +8,8 @@ whitespace, with one of the keywords below). The step is the number of tool resu
 after that message (a PARALLEL step takes one per call).
 
 - ``SAY <text>``: the final answer; ``{output}`` is the last tool result's output,
-  ``{outputs}`` every tool result's output since the directives, joined by `` | ``.
+  ``{outputs}`` every tool result's output since the directives, joined by `` | ``,
+  ``{result}`` the last output as an MCP tool's answer (out of its ``{"result": …}``).
 - ``THINK <text>``: a reasoning summary / thinking block before every response's content.
 - ``RUN <command>``: one step calling the client's shell tool with ``command``.
 - ``TOOL <name> <json>``: one step calling tool ``name`` with those arguments (a tool the
@@ -25,6 +26,12 @@ after that message (a PARALLEL step takes one per call).
 - ``FAIL <status> [message]``: answer with that HTTP status and an error body.
 - ``REMEMBER <word>``: final text defaults to ``noted <word>``.
 - ``RECALL``: ``you said <word>`` from an earlier user message's ``REMEMBER``.
+- ``PICK <name>``: the final answer is the value the last tool result gives for ``<name>``
+  (``<name> is <value>``, ``<name>: <value>``, ``<name> = <value>``).
+
+A user message without directive lines may instead be plain English in one of the forms a
+conformance suite sends ("Reply with exactly: ok", "Run this shell command and reply with its
+output only: …"): ``plain.py`` turns it into the directives a model would act out.
 
 No directive at all (or a directive-free user message after a finished turn): ``ok``.
 With directives but no SAY: ``done``. No shell tool for a RUN step: ``no shell tool``.

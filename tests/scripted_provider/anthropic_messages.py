@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 
 from .script import Event, Reply, ToolCall, ToolSpec, content_text, split_text, usage
@@ -18,13 +19,20 @@ ERROR_TYPES = {
 }
 
 
+# Claude Code 2.1 defers MCP tools: it leaves them out of `tools` and names them, one a line, in
+# a system text after this sentence, then takes a call by such a name as a model makes it.
+_DEFERRED = re.compile(r"deferred tools are now available via ToolSearch[^\n]*\n((?:[\w.-]+\n?)+)")
+
+
 def parse(body: dict) -> tuple[list[Event], list[ToolSpec]]:
-    """Conversation events and offered tools of a Messages request."""
+    """Conversation events and offered tools (deferred ones too) of a Messages request."""
     tools = [
         ToolSpec(t.get("name", ""), t.get("input_schema") or {})
         for t in body.get("tools") or []
         if "input_schema" in t
     ]
+    offered = {t.name for t in tools}
+    tools += [ToolSpec(name) for name in deferred_tools(body) if name not in offered]
     events = []
     for message in body.get("messages") or []:
         content = message.get("content")
@@ -50,6 +58,16 @@ def parse(body: dict) -> tuple[list[Event], list[ToolSpec]]:
             role = "user" if message.get("role") == "user" else "assistant_text"
             events.append(Event(role, "\n".join(texts)))
     return events, tools
+
+
+def deferred_tools(body: dict) -> list[str]:
+    """The tools a request names as deferred (loaded on demand), in its order."""
+    texts = [content_text(body.get("system"))]
+    texts += [content_text(m.get("content")) for m in body.get("messages") or []]
+    names: list[str] = []
+    for match in _DEFERRED.finditer("\n".join(texts)):
+        names += [n for n in match.group(1).split() if n not in names]
+    return names
 
 
 def error_body(status: int, message: str) -> dict:

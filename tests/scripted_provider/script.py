@@ -5,7 +5,9 @@ tool calls, tool results) and a list of ``ToolSpec``; ``plan`` decides the ``Rep
 
 The anchor is the last user message holding at least one directive line (a line
 that starts, after optional whitespace, with one of ``KEYWORDS``). The step is the
-number of tool results after the anchor. See the package README in ``__init__``.
+number of tool results after the anchor. A message without directive lines may still be an
+anchor: ``plain.plain_directives`` reads the plain-English forms it stands for. See the package
+README in ``__init__``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+
+from .plain import pick, plain_directives
 
 KEYWORDS = (
     "SAY",
@@ -27,6 +31,7 @@ KEYWORDS = (
     "RECALL",
     "PARALLEL",
     "IMAGES",
+    "PICK",
 )
 _DIRECTIVE = re.compile(r"^\s*(" + "|".join(KEYWORDS) + r")(?:[ \t]+(.*?))?\s*$")
 
@@ -120,6 +125,12 @@ def parse_directives(text: str) -> list[tuple[str, str]]:
     return found
 
 
+def directives_in(text: str) -> list[tuple[str, str]]:
+    """What a user message scripts: its directive lines, else the directives its plain-English
+    requests stand for (``plain.plain_directives``)."""
+    return parse_directives(text) or plain_directives(text)
+
+
 def split_text(text: str, slow: bool = False, size: int = CHUNK) -> list[str]:
     """Split text into deltas of at most ``size`` characters (smaller when slow)."""
     if slow:
@@ -176,6 +187,18 @@ def tool_output_text(raw: str) -> str:
     return text
 
 
+def mcp_result(output: str) -> str:
+    """What an MCP tool answered, as a model reads it: the text of a string-returning tool
+    out of the ``{"result": …}`` its structured content arrives in (Codex, Claude Code)."""
+    try:
+        value = json.loads(output)
+    except ValueError:
+        return output
+    if isinstance(value, dict) and set(value) == {"result"} and isinstance(value["result"], str):
+        return value["result"]
+    return output
+
+
 def find_shell_tool(tools: list[ToolSpec]) -> ToolSpec | None:
     """The preferred shell tool among the offered top-level tools."""
     by_name = {t.name: t for t in tools if t.namespace is None}
@@ -210,6 +233,7 @@ class _Script:
     """The directives of one user message, gathered by kind."""
 
     says: list[str] = field(default_factory=list)
+    picks: list[str] = field(default_factory=list)
     thinks: list[str] = field(default_factory=list)
     # Each step is a group of calls made in one reply: ("RUN"|"TOOL", argument) pairs.
     steps: list[list[tuple[str, str]]] = field(default_factory=list)
@@ -236,6 +260,8 @@ class _Script:
                 script.images = True
             elif key == "SAY":
                 script.says.append(arg)
+            elif key == "PICK":
+                script.picks.append(arg)
             elif key == "THINK":
                 script.thinks.append(arg)
             elif key in ("RUN", "TOOL"):
@@ -330,11 +356,11 @@ def _by_suffix(tools: list[ToolSpec], name: str) -> ToolSpec | None:
 
 def plan(events: list[Event], tools: list[ToolSpec], images: list[str] | None = None) -> Reply:
     """Decide the reply for a conversation; ``images`` describes the request's image parts."""
-    anchors = [i for i, e in enumerate(events) if e.kind == "user" and parse_directives(e.text)]
+    anchors = [i for i, e in enumerate(events) if e.kind == "user" and directives_in(e.text)]
     if not anchors:
         return Reply(text="ok")
     index = anchors[-1]
-    directives = parse_directives(events[index].text)
+    directives = directives_in(events[index].text)
     after = events[index + 1 :]
     results = [e for e in after if e.kind == "tool_result"]
     script = _Script.read(directives)
@@ -370,9 +396,18 @@ def plan(events: list[Event], tools: list[ToolSpec], images: list[str] | None = 
 
     outputs = [tool_output_text(r.text) for r in results]
     report = images_report(images or [])
-    if script.says:
-        text = "\n".join(script.says).replace("{output}", outputs[-1] if outputs else "")
-        reply.text = text.replace("{outputs}", " | ".join(outputs)).replace("{images}", report)
+    if script.says or script.picks:
+        last = outputs[-1] if outputs else ""
+        values = {
+            "output": last,
+            "outputs": " | ".join(outputs),
+            "result": mcp_result(last) if outputs else "",
+            "images": report,
+        }
+        # One pass, so that a tool's output holding "{output}" stays as it came.
+        text = _PLACEHOLDER.sub(lambda m: values[m.group(1)], "\n".join(script.says))
+        picked = [_picked(name, outputs) for name in script.picks]
+        reply.text = "\n".join(line for line in (text, *picked) if line)
     elif script.images:
         reply.text = report
     elif script.recall:
@@ -382,6 +417,15 @@ def plan(events: list[Event], tools: list[ToolSpec], images: list[str] | None = 
     else:
         reply.text = "done"
     return reply
+
+
+_PLACEHOLDER = re.compile(r"\{(output|outputs|result|images)\}")
+
+
+def _picked(name: str, outputs: list[str]) -> str:
+    """What PICK answers: the value the last tool result gives for ``name``."""
+    value = pick(name, outputs[-1]) if outputs else None
+    return value if value is not None else f"I found no {name}."
 
 
 def images_report(images: list[str]) -> str:

@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# Run the protocol's published conformance suite against this server, on this machine.
+#
+# Starts the scripted model provider (tests/scripted_provider: no network, no real model; it
+# reads the suite's plain-English tasks), a real `uhp-server serve` on a fresh data dir, and the
+# suite's MCP fixture (for P-11); runs `uhp-conformance` against the server; stops what it
+# started. The suite is installed, never copied, into a venv of its own outside the project.
+#
+# Usage: bash scripts/conformance.sh [--base codex|claude-code|…] [--sandbox local|docker]
+#          [--class core|extended|full] [--only ID,ID] [--json PATH] [--keep] [-- SUITE-ARGS]
+#   --base     the harness base the tasks run on (UHP_BASES); default codex
+#   --sandbox  local (bubblewrap) or docker; default local
+#   --class    the suite's class; default full
+#   --only     comma-separated check ids (a partial run: no class claim)
+#   --json     where the JSON report goes; default $UHP_CONFORMANCE_HOME/report-<base>-<sandbox>.json
+#   --keep     keep the data dir and the logs (their folder is printed)
+#   after --, arguments for uhp-conformance itself (e.g. --task-timeout 120)
+# Environment: UHP_CONFORMANCE_SUITE (default ../shared/spec/conformance beside the repo),
+# UHP_CONFORMANCE_HOME (default ~/.cache/uhp-conformance: the suite's venv, the reports);
+# the caller's UHP_* variables (e.g. UHP_DATABASE_URL) reach the server, under those set here.
+# Exit status: the suite's (0 nothing failed or errored, 1 otherwise); 2 for a usage error.
+# Needs `bash scripts/install.sh --test` first (and --docker for the docker sandbox).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+
+base=codex sandbox=local class=full only="" report="" keep="" suite_args=()
+usage() { sed -n '/^# Usage:/,/^# Exit status/p' "$0" >&2; exit "${1:-2}"; }
+while (($#)); do
+  case $1 in
+    --base) base=${2:?}; shift 2 ;;
+    --sandbox) sandbox=${2:?}; shift 2 ;;
+    --class) class=${2:?}; shift 2 ;;
+    --only) only=${2:?}; shift 2 ;;
+    --json) report=${2:?}; shift 2 ;;
+    --keep) keep=1; shift ;;
+    -h | --help) usage 0 ;;
+    --) shift; suite_args=("$@"); break ;;
+    *) usage ;;
+  esac
+done
+[[ $sandbox == local || $sandbox == docker ]] || usage
+
+suite_src=${UHP_CONFORMANCE_SUITE:-$repo/../shared/spec/conformance}
+home=${UHP_CONFORMANCE_HOME:-$HOME/.cache/uhp-conformance}
+venv=$home/venv
+report=${report:-$home/report-$base-$sandbox.json}
+python=$repo/.venv/bin/python
+[[ -x $python ]] || { echo "no .venv here: run bash scripts/install.sh --test first" >&2; exit 2; }
+[[ -f $suite_src/pyproject.toml ]] || { echo "no conformance suite at $suite_src" >&2; exit 2; }
+mkdir -p "$home" "$(dirname "$report")"
+
+# The suite, with its fixture extra, in its own venv; reinstalled whenever its files change.
+# pip builds in the source folder (build/, *.egg-info), so it builds from a scratch copy and
+# the published suite stays untouched.
+stamp=$(cd "$suite_src" && find . -path ./build -prune -o -name '*.egg-info' -prune -o \
+  -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
+if [[ ! -x $venv/bin/uhp-conformance || $(cat "$venv/.suite-stamp" 2>/dev/null) != "$stamp" ]]; then
+  echo "installing the conformance suite from $suite_src into $venv"
+  [[ -x $venv/bin/python ]] || python3 -m venv "$venv"
+  scratch=$(mktemp -d)
+  cp -r "$suite_src" "$scratch/conformance" && chmod -R u+w "$scratch/conformance"
+  "$venv/bin/pip" install -q --disable-pip-version-check "$scratch/conformance[fixture]"
+  rm -rf "$scratch"
+  echo "$stamp" >"$venv/.suite-stamp"
+fi
+
+# The model the base's wire reaches (tests/conftest.py's defaults).
+backend=$("$python" -c "from harness_bases import registry; print(registry()['$base'].backend)" \
+  2>/dev/null) || { echo "no base named $base" >&2; exit 2; }
+case $backend in
+  anthropic) model=claude-test ;;
+  *) model=gpt-test ;;
+esac
+if [[ $sandbox == docker ]]; then
+  bash scripts/docker-engine.sh
+  .venv/bin/uhp-server images build
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/uhp-conformance.XXXXXX")
+pids=()  # what this script started, each the leader of its own process group
+stop_all() {
+  local pid
+  for pid in "${pids[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    kill -KILL -- "-$pid" 2>/dev/null || true
+  done
+  if [[ -n $keep ]]; then echo "kept: $work (data dir, logs)"; else rm -rf "$work"; fi
+}
+trap stop_all EXIT
+trap 'exit 130' INT TERM
+
+free_port() { "$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# wait_for WHAT LOG PID COMMAND...: until COMMAND succeeds; fails with the log if PID ends.
+wait_for() {
+  local what=$1 log=$2 pid=$3
+  shift 3
+  for _ in $(seq 300); do
+    "$@" >/dev/null 2>&1 && return 0
+    kill -0 "$pid" 2>/dev/null || { echo "$what exited:" >&2; tail -40 "$log" >&2; exit 1; }
+    sleep 0.2
+  done
+  echo "$what did not start in 60 s:" >&2; tail -40 "$log" >&2; exit 1
+}
+
+provider_key=sk-conformance-provider
+setsid "$python" -m tests.scripted_provider --port 0 --api-key "$provider_key" \
+  --models gpt-test,gpt-test-mini,claude-test,claude-test-mini >"$work/provider.log" 2>&1 &
+pids+=($!)
+wait_for "the scripted provider" "$work/provider.log" "$!" grep -q '^listening ' "$work/provider.log"
+provider_url=$(sed -n 's/^listening //p' "$work/provider.log")
+
+fixture_port=$(free_port)
+setsid "$venv/bin/uhp-conformance-fixture" --host 127.0.0.1 --port "$fixture_port" \
+  >"$work/fixture.log" 2>&1 &
+pids+=($!)
+wait_for "the MCP fixture" "$work/fixture.log" "$!" \
+  "$python" -c "import socket; socket.create_connection(('127.0.0.1', $fixture_port), 1)"
+
+# The server's environment: the caller's UHP_* variables, then what this run needs (as
+# tests/conftest.py's server_env sets them), nothing else of the caller's.
+data=$work/data
+port=$(free_port)
+server_env=(PATH="$PATH" HOME="$HOME")
+while IFS= read -r var; do server_env+=("$var"); done < <(env | grep '^UHP_' || true)
+server_env+=(
+  UHP_DATA_DIR="$data" UHP_BASES="$base" UHP_SANDBOX="$sandbox"
+  UHP_OPENAI_DEFAULT_MODEL=gpt-test UHP_ANTHROPIC_DEFAULT_MODEL=claude-test
+  OPENAI_API_KEY="$provider_key" OPENAI_BASE_URL="$provider_url/v1"
+  ANTHROPIC_API_KEY="$provider_key" ANTHROPIC_BASE_URL="$provider_url"
+  # The fixture is on this machine's loopback; a deployment's MCP servers would not be.
+  UHP_MCP_ALLOW_PRIVATE_HOSTS="${UHP_MCP_ALLOW_PRIVATE_HOSTS:-true}"
+)
+mkdir -p "$data"
+env -i "${server_env[@]}" setsid .venv/bin/uhp-server serve --port "$port" --data-dir "$data" \
+  >"$work/server.log" 2>&1 &
+pids+=($!)
+wait_for "uhp-server" "$work/server.log" "$!" \
+  "$python" -c "import httpx; httpx.get('http://127.0.0.1:$port/v1/uhp', timeout=1).raise_for_status()"
+api_key=$(env -i "${server_env[@]}" .venv/bin/uhp-server keys create --principal conformance \
+  --data-dir "$data" 2>>"$work/server.log" | awk 'END {print $NF}')
+
+version=$("$python" -c 'import importlib.metadata as m; print(m.version("uhp-server"))')
+args=(--base-url "http://127.0.0.1:$port" --api-key "$api_key" --class "$class" --plain
+  --model "$model" --plugin-mcp-url "http://127.0.0.1:$fixture_port/mcp" --json "$report"
+  --label "UHP Server $version ($base, $sandbox sandbox, scripted provider)")
+[[ -n $only ]] && args+=(--only "$only")
+echo "uhp-conformance $class: base $base, model $model, $sandbox sandbox, server $version"
+status=0
+"$venv/bin/uhp-conformance" "${args[@]}" "${suite_args[@]}" || status=$?
+
+# One line a check that did not pass, with the suite's reason, for a log read at a glance.
+if [[ -f $report ]]; then
+  "$venv/bin/python" - "$report" <<'EOF'
+import json, sys
+report = json.load(open(sys.argv[1]))
+s = report["summary"]
+print(f"{s['pass']} passed, {s['fail']} failed, {s['error']} errored, {s['skip']} skipped "
+      f"of {s['total']} (conformant: {report['conformant']})")
+for c in report["checks"]:
+    if c["outcome"] != "pass":
+        reason = " ".join(str(c.get("detail") or "").split())
+        print(f"  {c['outcome'].upper():5} {c['id']:6} {reason[:220]}")
+print(f"report: {sys.argv[1]}")
+EOF
+fi
+exit "$status"
