@@ -27,10 +27,10 @@ import resource
 import secrets
 import shutil
 import tempfile
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from pathlib import Path
 
-from harness_bases.base import Invocation
+from harness_bases.base import HarnessBase, Invocation
 from uhp_server.gateway.paths import gateway_path
 from uhp_server.replica import stored_id
 from uhp_server.sandbox import cgroups
@@ -144,7 +144,9 @@ class LocalSandbox(Sandbox):
         self._cpu_pool: Path | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> LocalSandbox:
+    def from_settings(cls, settings: Settings, bases: Collection[HarnessBase] = ()) -> LocalSandbox:
+        """Its UHP_LOCAL_SANDBOX_* and UHP_EGRESS_* settings; it runs every base's CLI from
+        the host's tools folder as it is, so `bases` needs nothing."""
         limits = LocalLimits(
             memory_bytes=parse_size(settings.local_sandbox_memory),
             pids=settings.local_sandbox_pids_limit,
