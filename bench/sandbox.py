@@ -86,11 +86,15 @@ class Bench:
             with contextlib.suppress(Exception):
                 self.api.remove_container(self.session_container, force=True)
         await self.docker.close()
+        await self.local.close()  # its CPU cgroup, else left behind empty
 
     def _session_container(self, turn_socket: TurnSocket) -> str:
-        """A long-lived container with the same hardening, for the per-session design."""
+        """A long-lived container with the same hardening, for the per-session design, on
+        the engine the docker backend runs its turns on (the environment's one: the bench
+        names no UHP_DOCKER_HOSTS)."""
+        (engine,) = self.docker.engines.up_engines()
         mounts = self.docker._container(
-            Invocation(["sleep", "infinity"], ENV, "/workspace"), self.mounts, turn_socket
+            engine, Invocation(["sleep", "infinity"], ENV, "/workspace"), self.mounts, turn_socket
         )
         mounts["labels"] = {"uhp.bench": "session"}
         mounts["stdin_open"] = False

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from harness_bases.base import Invocation, SandboxPaths
-from uhp_server.app import make_sandbox
 from uhp_server.gateway.tokens import DOOR_SCOPE_KEY
 from uhp_server.sandbox.docker import bootstrap, images
 from uhp_server.sandbox.docker.container import (
@@ -26,6 +25,7 @@ from uhp_server.sandbox.docker.host_paths import HostPaths
 from uhp_server.sandbox.docker.sandbox import DockerSandbox
 from uhp_server.sandbox.gateway_door import gateway_only
 from uhp_server.sandbox.ownership import hand_over
+from uhp_server.sandbox.registry import make_sandbox
 from uhp_server.settings import Settings
 
 MOUNTS = HostMounts("/h/ws", "/h/home", "/h/tools", "/h/gw", "/h/gw/resolv.conf")

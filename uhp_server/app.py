@@ -54,6 +54,7 @@ from uhp_server.ops.metrics import Metrics
 from uhp_server.ops.readiness import ReadinessProbe
 from uhp_server.replica import replica_id
 from uhp_server.sandbox.base import Sandbox
+from uhp_server.sandbox.registry import make_sandbox
 from uhp_server.settings import Settings
 
 log = logging.getLogger("uhp_server.app")
@@ -81,39 +82,6 @@ def usable_bases(settings: Settings) -> dict[str, HarnessBase]:
     return usable
 
 
-def make_sandbox(settings: Settings, bases: dict[str, HarnessBase] | None = None) -> Sandbox:
-    if settings.sandbox == "local":
-        from uhp_server.sandbox.local import LocalSandbox
-
-        return LocalSandbox.from_settings(settings)
-    if settings.sandbox == "docker":
-        from uhp_server.sandbox.docker import DockerSandbox, images
-        from uhp_server.sandbox.docker.container import Limits
-        from uhp_server.sandbox.egress import EgressPolicy
-
-        limits = Limits(
-            memory=settings.docker_memory,
-            cpus=settings.docker_cpus,
-            pids=settings.docker_pids_limit,
-            tmp_size=settings.docker_tmp_size,
-        )
-        return DockerSandbox(
-            settings.data_dir,
-            image=settings.docker_image,
-            packages=images.runtime_packages((bases or {}).values()),
-            base_image=settings.docker_base_image,
-            user=settings.docker_user,
-            limits=limits,
-            hosts=settings.docker_hosts,
-            host_max_turns=settings.docker_host_max_turns,
-            owner=settings.replica_id or "",
-            egress=EgressPolicy.from_settings(
-                settings.egress_allow_hosts, settings.egress_allow_private_hosts
-            ),
-        )
-    raise ValueError(f"unknown sandbox {settings.sandbox!r} (UHP_SANDBOX)")
-
-
 def build_context(
     settings: Settings,
     bases: dict[str, HarnessBase] | None = None,
@@ -128,7 +96,7 @@ def build_context(
     catalog = ModelCatalog(upstreams)
     blobs = BlobStore(settings.blobs_dir)
     enabled = usable_bases(settings) if bases is None else bases
-    sandbox = sandbox or make_sandbox(settings, enabled)
+    sandbox = sandbox or make_sandbox(settings, enabled.values())
     replica = replica_id(settings.replica_id, settings.data_dir)
     cluster = None
     admission: Admission = AdmissionQueue(settings.max_concurrent_turns)

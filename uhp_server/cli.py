@@ -18,6 +18,7 @@ from storage.db import Database
 from uhp_server.http import connections
 from uhp_server.http.connections import ACCEPT_BATCH
 from uhp_server.ops.logs import configure_logging
+from uhp_server.sandbox.registry import sandbox_names
 from uhp_server.settings import Settings
 
 
@@ -201,9 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="start the server")
     serve.add_argument("--host", help="listen address (UHP_HOST, default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="listen port (UHP_PORT, default 8080)")
-    serve.add_argument(
-        "--sandbox", choices=["local", "docker"], help="sandbox backend (UHP_SANDBOX)"
-    )
+    serve.add_argument("--sandbox", choices=sandbox_names(), help="sandbox backend (UHP_SANDBOX)")
     data_dir(serve)
     serve.set_defaults(func=cmd_serve)
 

@@ -34,7 +34,7 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8080
     api_key: str | None = None  # UHP_API_KEY: a valid key of the default principal
-    sandbox: str = "local"  # "local" (bubblewrap) or "docker"
+    sandbox: str = "local"  # "local" (bubblewrap), "docker", or another uhp_server.sandboxes name
     tools_dir: Path = Field(default_factory=_default_tools_dir)
     # Comma-separated bases this server enables; unset: every registered base whose CLI is
     # installed (harness_bases.registry), so a new base needs no edit here.

@@ -13,7 +13,7 @@ test drives the task service, turn executor, runs, budgets and cancellation in m
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +29,7 @@ from harness_bases.events import AgentEvent, TextDelta, TextDone, TurnFinished
 from harness_bases.turns import AgentTurn
 from uhp_server.gateway.paths import gateway_path
 from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SandboxError, SessionMounts
+from uhp_server.settings import Settings
 
 AGENT_PROGRAM = "/opt/uhp-tools/fake-agent"  # what FakeBase.prepare starts
 
@@ -108,6 +109,10 @@ class FakeSandbox(Sandbox):
         self.started: list[FakeProcess] = []
         self.start_error: str | None = None
         self.reaped: list[str] = []  # other servers whose leftovers this one was told to reap
+
+    @classmethod
+    def from_settings(cls, settings: Settings, bases: Collection[HarnessBase] = ()) -> FakeSandbox:
+        return cls()  # handed to the app directly; never chosen by UHP_SANDBOX
 
     def gateway_url(self, backend: str) -> str:
         return "http://127.0.0.1:9" + gateway_path(backend)  # nothing listens: no calls made

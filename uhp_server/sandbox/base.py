@@ -1,14 +1,23 @@
-"""The sandbox interface: start a base's Invocation with the session's folders mounted."""
+"""The sandbox interface: start a base's Invocation with the session's folders mounted.
+
+Each sandbox is one folder beside this module (local/, docker/) and registers its Sandbox
+subclass in the `uhp_server.sandboxes` entry points under the name UHP_SANDBOX chooses it by
+(registry.py); what several sandboxes share (limits, cgroups, egress, the gateway door,
+spawning, handing folders over) lives here, one module each.
+"""
 
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Self
 
-from harness_bases.base import Invocation, SandboxPaths
+from harness_bases.base import HarnessBase, Invocation, SandboxPaths
+
+if TYPE_CHECKING:
+    from uhp_server.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -57,8 +66,17 @@ class SandboxedProcess(abc.ABC):
 
 
 class Sandbox(abc.ABC):
-    name: str
+    name: str  # the UHP_SANDBOX value, and the name of its entry point
     paths: SandboxPaths = SandboxPaths()
+
+    @classmethod
+    @abc.abstractmethod
+    def from_settings(cls, settings: Settings, bases: Collection[HarnessBase] = ()) -> Self:
+        """The sandbox the server runs turns in, built from its settings (read what is
+        yours; leave the others). `bases`: the enabled bases, for a sandbox that prepares
+        something for them (the docker one builds their runtime packages into its image).
+        It connects to nothing yet: open() is where a sandbox reaches what it runs on,
+        checks what it needs and raises."""
 
     @abc.abstractmethod
     def gateway_url(self, backend: str) -> str:

@@ -19,6 +19,7 @@ import contextlib
 import logging
 import os
 import secrets
+from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from harness_bases.base import Invocation
+from harness_bases.base import HarnessBase, Invocation
 from uhp_server.gateway.paths import gateway_path
 from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SandboxError, SessionMounts
 from uhp_server.sandbox.docker import images, reaper
@@ -58,6 +59,7 @@ from uhp_server.sandbox.docker.process import DockerProcess, attach_socket, wait
 from uhp_server.sandbox.egress import EgressPolicy, with_proxy
 from uhp_server.sandbox.gateway_door import wound_down
 from uhp_server.sandbox.ownership import hand_over
+from uhp_server.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +105,33 @@ class DockerSandbox(Sandbox):
         self.engines = EnginePool(parse_hosts(hosts), host_max_turns, self._join)
         self._opened = False
         self._closing: set[asyncio.Future[None]] = set()
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, bases: Collection[HarnessBase] = ()
+    ) -> DockerSandbox:
+        """Its UHP_DOCKER_* and UHP_EGRESS_* settings; the runtime image carries what the
+        enabled `bases` need (their runtime_packages, part of the image's tag)."""
+        limits = Limits(
+            memory=settings.docker_memory,
+            cpus=settings.docker_cpus,
+            pids=settings.docker_pids_limit,
+            tmp_size=settings.docker_tmp_size,
+        )
+        return cls(
+            settings.data_dir,
+            image=settings.docker_image,
+            packages=images.runtime_packages(bases),
+            base_image=settings.docker_base_image,
+            user=settings.docker_user,
+            limits=limits,
+            hosts=settings.docker_hosts,
+            host_max_turns=settings.docker_host_max_turns,
+            owner=settings.replica_id or "",
+            egress=EgressPolicy.from_settings(
+                settings.egress_allow_hosts, settings.egress_allow_private_hosts
+            ),
+        )
 
     def gateway_url(self, backend: str) -> str:
         return f"http://127.0.0.1:{GATEWAY_PORT}{gateway_path(backend)}"

@@ -1,7 +1,7 @@
-"""The sockets of one local sandbox: its own door to the model gateway, and (when the
+"""The sockets of one local sandbox turn: its own door to the model gateway, and (when the
 operator allows egress) to the egress proxy. Both live in a per-turn folder only the
 server's uid (and, for a root server, that turn's agent uid) can enter; the sandbox sees
-that folder, read-only, at INSIDE_DIR."""
+that folder, read-only, at INSIDE_DIR, where its relays (sandbox.py's LAUNCH) connect."""
 
 from __future__ import annotations
 
@@ -31,7 +31,9 @@ def run_dir(data_dir: Path) -> Path:
     return Path(tempfile.gettempdir()) / f"uhp-local-{digest}"
 
 
-class TurnDoors:
+class TurnSockets:
+    """One turn's socket folder: made by open(), gone after close()."""
+
     def __init__(self, parent: Path, door: str, egress: EgressPolicy) -> None:
         name = hashlib.sha256(door.encode()).hexdigest()[:_NAME_LENGTH]
         self.folder = parent / name

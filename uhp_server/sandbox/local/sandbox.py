@@ -3,10 +3,10 @@
 Isolates the filesystem (read-only system, only the session's folders writable, nothing
 else of the host visible, /proc's host-wide entries read-only), processes, IPC, hostname,
 cgroups and the network, drops every capability, and never runs the agent as root
-(local_hardening.py). The sandbox has its own network namespace with nothing but loopback: a
+(hardening.py). The sandbox has its own network namespace with nothing but loopback: a
 relay inside (socat) turns 127.0.0.1:GATEWAY_PORT into the turn's own gateway socket, and,
 when the operator allows egress, 127.0.0.1:EGRESS_PROXY_PORT into the egress proxy's
-(local_doors.py). Memory, processes, file size and workspace disk are limited (limits.py).
+(sockets.py). Memory, processes, file size and workspace disk are limited (sandbox/limits.py).
 
 The agent's environment (its gateway token among it) is bwrap's own environment, never its
 command line: /proc/<pid>/environ is readable by the same uid only, while every local user
@@ -27,10 +27,10 @@ import resource
 import secrets
 import shutil
 import tempfile
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from pathlib import Path
 
-from harness_bases.base import Invocation
+from harness_bases.base import HarnessBase, Invocation
 from uhp_server.gateway.paths import gateway_path
 from uhp_server.replica import stored_id
 from uhp_server.sandbox import cgroups
@@ -38,14 +38,7 @@ from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SandboxError, Ses
 from uhp_server.sandbox.egress import EGRESS_PROXY_PORT, EgressPolicy, with_proxy
 from uhp_server.sandbox.gateway_door import ASGIApp, wound_down
 from uhp_server.sandbox.limits import LimitWatch, LocalLimits, parse_size
-from uhp_server.sandbox.local_doors import (
-    EGRESS_SOCKET,
-    GATEWAY_SOCKET,
-    INSIDE_DIR,
-    TurnDoors,
-    run_dir,
-)
-from uhp_server.sandbox.local_hardening import (
+from uhp_server.sandbox.local.hardening import (
     mount_parent_args,
     namespace_args,
     proc_guard_args,
@@ -53,7 +46,14 @@ from uhp_server.sandbox.local_hardening import (
     switch_user_argv,
     switches_user,
 )
-from uhp_server.sandbox.local_process import STDOUT_LINE_LIMIT, LocalProcess
+from uhp_server.sandbox.local.process import STDOUT_LINE_LIMIT, LocalProcess
+from uhp_server.sandbox.local.sockets import (
+    EGRESS_SOCKET,
+    GATEWAY_SOCKET,
+    INSIDE_DIR,
+    TurnSockets,
+    run_dir,
+)
 from uhp_server.sandbox.ownership import hand_over
 from uhp_server.sandbox.spawn import spawn
 from uhp_server.settings import Settings
@@ -130,7 +130,8 @@ class LocalSandbox(Sandbox):
         user: str = "auto",
         server_id: str | None = None,
     ) -> None:
-        # Tests run sandboxes without a server: then a private temp folder holds the doors.
+        # Tests run sandboxes without a server: then a private temp folder holds the turns'
+        # socket folders.
         self._run_dir = run_dir or Path(tempfile.mkdtemp(prefix="uhp-local-"))
         self._bwrap = bwrap
         self.limits = limits
@@ -143,7 +144,9 @@ class LocalSandbox(Sandbox):
         self._cpu_pool: Path | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> LocalSandbox:
+    def from_settings(cls, settings: Settings, bases: Collection[HarnessBase] = ()) -> LocalSandbox:
+        """Its UHP_LOCAL_SANDBOX_* and UHP_EGRESS_* settings; it runs every base's CLI from
+        the host's tools folder as it is, so `bases` needs nothing."""
         limits = LocalLimits(
             memory_bytes=parse_size(settings.local_sandbox_memory),
             pids=settings.local_sandbox_pids_limit,
@@ -200,7 +203,7 @@ class LocalSandbox(Sandbox):
         self,
         invocation: Invocation,
         mounts: SessionMounts,
-        doors: Path,
+        sockets: Path,
         info_fd: int,
         block_fd: int,
     ) -> list[str]:
@@ -216,7 +219,7 @@ class LocalSandbox(Sandbox):
             *("--ro-bind", str(mounts.tools), self.paths.tools),
             *("--bind", str(mounts.workspace), self.paths.workspace),
             *("--bind", str(mounts.home), self.paths.home),
-            *("--ro-bind", str(doors), INSIDE_DIR),
+            *("--ro-bind", str(sockets), INSIDE_DIR),
         ]
         return [
             # The network too (loopback only); as root, bwrap would otherwise leave the child
@@ -283,21 +286,21 @@ class LocalSandbox(Sandbox):
         exe = await asyncio.to_thread(self._check, invocation, mounts)
 
         door = mounts.door or f"local:unbound-{secrets.token_hex(8)}"
-        doors = TurnDoors(self._run_dir, door, self.egress)
+        sockets = TurnSockets(self._run_dir, door, self.egress)
         group: cgroups.TurnCgroup | None = None
 
         async def cleanup() -> None:  # idempotent: also runs when starting failed
-            await doors.close()
+            await sockets.close()
             if group is not None:
                 await asyncio.to_thread(group.remove)
 
         try:
-            await doors.open(self._gateway_app)
+            await sockets.open(self._gateway_app)
             if switches_user(self.user):  # the agent's uid must enter the folder and connect
-                hand_over(*self.user, doors.folder)
+                hand_over(*self.user, sockets.folder)
             group = self._cgroup(door)
             watch = LimitWatch(self.limits, group, [mounts.workspace, mounts.home])
-            return await self._spawn(exe, invocation, mounts, doors.folder, watch, cleanup)
+            return await self._spawn(exe, invocation, mounts, sockets.folder, watch, cleanup)
         except BaseException as exc:
             await asyncio.shield(cleanup())
             if isinstance(exc, OSError):
@@ -320,7 +323,7 @@ class LocalSandbox(Sandbox):
         exe: str,
         invocation: Invocation,
         mounts: SessionMounts,
-        doors: Path,
+        sockets: Path,
         watch: LimitWatch,
         cleanup: Callable[[], Awaitable[None]],
     ) -> LocalProcess:
@@ -333,7 +336,7 @@ class LocalSandbox(Sandbox):
         block_r, block_w = os.pipe()
         try:
             proc = await spawn(
-                [exe, *self.command(invocation, mounts, doors, info_w, block_r)],
+                [exe, *self.command(invocation, mounts, sockets, info_w, block_r)],
                 start_new_session=True,  # own process group: kill() signals all of it
                 pass_fds=(info_w, block_r),
                 limit=STDOUT_LINE_LIMIT,
