@@ -25,7 +25,8 @@ from tests.conftest import API_KEY, installed_tools
 from tests.scripted_provider import RunningProvider, start_provider
 from tests.scripted_provider.fixture import bind_loopback
 from tests.support.written import everything_written
-from uhp_server.app import create_app, usable_bases
+from uhp_server.app import create_app
+from uhp_server.context import usable_bases
 from uhp_server.doors.uhp.tasks import uhp_task
 from uhp_server.errors import ApiError
 from uhp_server.gateway.connection import ModelConnection

@@ -1,21 +1,42 @@
-"""The server's long-lived parts, built once per app (app.py): the engine every door calls,
-and what the gateway, operations and the lifespan need besides."""
+"""The server's long-lived parts, built once per app (`build_context`): the engine every door
+calls, and what the gateway, operations and the lifespan need besides; and what they do for as
+long as the server serves (`serving`)."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import Depends, Request
+from fastapi import Depends, FastAPI, Request
 
+from harness_bases import registry
 from harness_bases.base import HarnessBase
 from storage.blobs import BlobStore
 from storage.db import Database
+from storage.responses import prune_idempotency
 from uhp_server.catalog import ModelCatalog
 from uhp_server.engine import Engine
+from uhp_server.engine.admission import Admission, AdmissionQueue
+from uhp_server.engine.artifacts import ArtifactCollector, ArtifactLimits
+from uhp_server.engine.assembly import assemble_engine
+from uhp_server.engine.cluster import Cluster
+from uhp_server.engine.recovery import recover
 from uhp_server.engine.runs import RunManager
+from uhp_server.engine.shared_admission import SharedAdmission
+from uhp_server.engine.turn import TurnExecutor
+from uhp_server.engine.turn_files import TurnFiles
+from uhp_server.gateway.tokens import TokenRegistry
+from uhp_server.gateway.upstreams import Upstreams
 from uhp_server.ops.metrics import Metrics
 from uhp_server.ops.readiness import ReadinessProbe
+from uhp_server.replica import replica_id
+from uhp_server.sandbox.base import Sandbox
+from uhp_server.sandbox.registry import make_sandbox
 from uhp_server.settings import Settings
 
 
@@ -32,6 +53,119 @@ class AppContext:
     blobs: BlobStore  # uploads and artifacts, content-addressed
     metrics: Metrics
     readiness: ReadinessProbe
+
+
+log = logging.getLogger("uhp_server.app")  # (the name the server has always logged under)
+
+
+def usable_bases(settings: Settings) -> dict[str, HarnessBase]:
+    """Enabled bases whose pinned CLI is installed and runs. A base UHP_BASES names that
+    cannot run is left out loudly; without UHP_BASES every registered base that is installed
+    is enabled, and the others are only mentioned."""
+    known = registry()
+    named = settings.enabled_bases
+    usable: dict[str, HarnessBase] = {}
+    for name in known if named is None else named:
+        base = known.get(name)
+        if named is None and base is not None and not base.enabled_by_default:
+            log.info("base_opt_in", extra={"base": name, "hint": "name it in UHP_BASES"})
+        elif base is None:
+            log.warning("unknown_base", extra={"base": name})
+        elif base.installed_version(settings.tools_dir) != base.cli_version:
+            hint = f"run: uhp-server bases install {name}"
+            report = log.info if named is None else log.warning
+            report("base_not_installed", extra={"base": name, "hint": hint})
+        else:
+            usable[name] = base
+    return usable
+
+
+def build_context(
+    settings: Settings,
+    bases: dict[str, HarnessBase] | None = None,
+    sandbox: Sandbox | None = None,
+) -> AppContext:
+    """`sandbox`: use this one instead of the one settings name (tests inject a fake)."""
+    db = Database(settings.database)
+    metrics = Metrics()
+    db.on_event_commit = metrics.event_log_committed
+    tokens = TokenRegistry()
+    upstreams = Upstreams(settings)
+    catalog = ModelCatalog(upstreams)
+    blobs = BlobStore(settings.blobs_dir)
+    enabled = usable_bases(settings) if bases is None else bases
+    sandbox = sandbox or make_sandbox(settings, enabled.values())
+    replica = replica_id(settings.replica_id, settings.data_dir)
+    cluster = None
+    admission: Admission = AdmissionQueue(settings.max_concurrent_turns)
+    if db.dialect == "postgresql":  # replicas may share it: leases, tails, cancels, admission
+        cluster = Cluster(db, replica, settings.replica_lease_seconds, sandbox)
+        shared = SharedAdmission(
+            db,
+            replica,
+            settings.max_concurrent_turns,
+            settings.replica_lease_seconds,
+            cluster.notes,
+        )
+        shared.lease_current = cluster.lease_current
+        cluster.on_lapsed = shared.lease_lapsed
+        cluster.on_lease_round = shared.look_at_line
+        admission = shared
+    limits = ArtifactLimits(
+        max_count=settings.max_artifacts_per_session,
+        max_file_bytes=settings.max_artifact_bytes,
+        max_session_bytes=settings.max_session_artifact_bytes,
+    )
+    executor = TurnExecutor(
+        sandbox,
+        tokens,
+        settings.tools_dir,
+        settings.cancel_grace_seconds,
+        files=TurnFiles(blobs, ArtifactCollector(db, blobs, limits)),
+        admission=admission,
+        metrics=metrics,
+    )
+    runs = RunManager(
+        db, executor, paused_keep_seconds=settings.paused_turn_keep_seconds, replica_id=replica
+    )
+    runs.cluster = cluster
+    executor.asker = runs.ask  # a CLI's own question tool asks like ask_user does
+    engine = assemble_engine(settings, db, enabled, catalog, runs, blobs)
+    return AppContext(
+        settings=settings,
+        db=db,
+        bases=enabled,
+        tokens=tokens,
+        upstreams=upstreams,
+        catalog=catalog,
+        runs=runs,
+        engine=engine,
+        blobs=blobs,
+        metrics=metrics,
+        readiness=ReadinessProbe(db, sandbox, settings.data_dir / "readyz"),
+    )
+
+
+@asynccontextmanager
+async def serving(ctx: AppContext, app: FastAPI) -> AsyncIterator[None]:
+    """Recovery, the cluster and the sandbox, for as long as the server serves."""
+    cluster = ctx.runs.cluster
+    if cluster is not None:
+        await cluster.open(ctx.runs)  # recovers only what no live replica runs
+    else:
+        await asyncio.to_thread(recover, ctx.db)  # appends through the writer, and waits
+    retention = ctx.settings.idempotency_retention_hours * 3600
+    await ctx.db.write(prune_idempotency, ctx.db, time.time() - retention)
+    sandbox = ctx.runs.executor.sandbox
+    await sandbox.open(app)  # e.g. the docker sandbox serves the gateway on a socket
+    try:
+        yield
+    finally:
+        await ctx.runs.shutdown()
+        if cluster is not None:
+            await cluster.close()
+        await sandbox.close()
+        await ctx.upstreams.aclose()
 
 
 def get_ctx(request: Request) -> AppContext:
