@@ -18,6 +18,7 @@ from storage.models import EventRow, IdempotencyRow, ResponseRow
 from uhp_server.doors.agentos.invocations import RUN_ID_METADATA, AgentosRuns
 from uhp_server.engine.answer_relay import AnswerRelay
 from uhp_server.engine.requests import Question
+from uhp_server.engine.run import Run
 
 
 class _RunnersDatabase:
@@ -43,16 +44,19 @@ class _RunnersDatabase:
         return self.requested
 
 
-def _asking(*call_ids: str) -> SimpleNamespace:
-    """A live turn waiting on these calls' questions."""
+def _asking(*call_ids: str) -> Run:
+    """A live turn waiting on these calls' questions (no plan, log or builder: the relay
+    reads none of them)."""
     loop = asyncio.get_running_loop()
-    return SimpleNamespace(
+    return Run(
         response_id="resp_1",
+        principal_id="prin_1",
+        session_id="sess_1",
+        plan=None,  # type: ignore[arg-type]
+        log=None,  # type: ignore[arg-type]
+        builder=None,  # type: ignore[arg-type]
         asking=[Question(call, "ask_user", "{}", "Which?", ()) for call in call_ids],
         answer_waiters={call: loop.create_future() for call in call_ids},
-        stop=asyncio.Event(),
-        park=asyncio.Event(),
-        parked=[],
     )
 
 
@@ -73,7 +77,7 @@ async def test_the_runner_parks_only_a_turn_still_waiting_on_exactly_the_calls_a
     relay = AnswerRelay(database, "a")  # type: ignore[arg-type]
     relay.runs = SimpleNamespace(get=lambda response_id: run)  # type: ignore[assignment]
     await relay.deliver("resp_1")
-    assert run.park.is_set() is (meanwhile == "nothing")
+    assert run.parking is (meanwhile == "nothing")
     # The take removed the questions' rows: those still waiting are shown again.
     assert database.posted == (["call_1", "call_2"] if meanwhile == "asked again" else [])
 
@@ -129,7 +133,7 @@ async def test_the_agentos_door_follows_its_run_past_a_later_run_of_the_same_ses
 async def test_a_turn_already_parking_leaves_a_request_to_park_to_its_end() -> None:
     # (Its own park withdraws the questions; the asker then carries it on once it has ended.)
     run = _asking("call_1")
-    run.park.set()
+    run.park()
     database = _RunnersDatabase(["call_1"], lambda: None)
     relay = AnswerRelay(database, "a")  # type: ignore[arg-type]
     relay.runs = SimpleNamespace(get=lambda response_id: run)  # type: ignore[assignment]

@@ -151,13 +151,13 @@ async def test_a_park_request_the_runner_never_takes_is_withdrawn_and_the_turn_s
             )
         assert time.monotonic() - started >= LEASE  # it gave the runner a lease to hear of it
         assert (refused.value.status, refused.value.headers) == (503, {"Retry-After": "1"})
-        assert not a.ctx.runs.get(response_id).park.is_set()  # nothing parked it
+        assert not a.ctx.runs.get(response_id).parking  # nothing parked it
         assert len(b.base.turns) == 0
         # Withdrawn, not left behind: a runner hearing of it now finds nothing to park, and
         # the turn still takes an answer.
         monkeypatch.setattr(relay, "deliver", deliver)
         await deliver(response_id)
-        assert not a.ctx.runs.get(response_id).park.is_set()
+        assert not a.ctx.runs.get(response_id).parking
         answered = await b.ctx.engine.answer(
             principal_id, response_id, [ToolAnswer(call_id, "red")]
         )

@@ -103,7 +103,7 @@ class AnswerRelay:
         # still waiting are shown to the other replicas again, since the take removed them.
         for question in list(run.asking):
             waiter = run.answer_waiters.get(question.call_id)
-            ending = run.stop.is_set() or run.park.is_set()
+            ending = run.stop.is_set()  # cancelled, parked, let go
             if waiter is not None and not waiter.done() and not ending:
                 await self.post(run, question)
 
@@ -147,5 +147,4 @@ def _still_asking(run: Run, call_ids: list[str] | None = None) -> bool:
         and (call_ids is None or asking == call_ids)
         and not any(waiter.done() for waiter in run.answer_waiters.values())
         and not run.stop.is_set()
-        and not run.park.is_set()
     )

@@ -352,7 +352,7 @@ class Cluster:
             replica_store.cancel_requests, self.db, self.replica_id
         ):
             run = runs.get(response_id)
-            if run is None or run.log.ending or run.stop.is_set():
+            if run is None or run.log.ending or run.cut_short:
                 continue
             stopping = runs.cancel(run) if details is None else runs.time_out(run, details)
             task = asyncio.create_task(stopping)

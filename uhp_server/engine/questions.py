@@ -122,9 +122,8 @@ async def _wait_for_user(
     if run.grant is not None:
         run.grant.model_paused = True  # a waiting agent holds no model connection
     posted = False
-    stopping: asyncio.Future[Any] = asyncio.ensure_future(run.stop.wait())
-    parking: asyncio.Future[Any] = asyncio.ensure_future(run.park.wait())
-    waits: set[asyncio.Future[Any]] = {answered, stopping, parking}
+    stopping: asyncio.Future[Any] = asyncio.ensure_future(run.stop.wait())  # parked too
+    waits: set[asyncio.Future[Any]] = {answered, stopping}
     try:
         if board is not None:
             await board.post(run, question)
@@ -140,7 +139,7 @@ async def _wait_for_user(
         posted = False
         if answered.done():
             return answered.result()
-        if relayed is not None and not run.stop.is_set() and not run.park.is_set():
+        if relayed is not None and not run.stop.is_set():
             return relayed
         if not run.stop.is_set():
             park(run)
@@ -149,7 +148,6 @@ async def _wait_for_user(
         if posted and board is not None:
             board.withdraw_later(run, question)
         stopping.cancel()
-        parking.cancel()
         run.answer_waiters.pop(question.call_id, None)
         if not run.parked:
             run.asking.remove(question)
@@ -159,9 +157,7 @@ async def _wait_for_user(
 
 def park(run: Run) -> None:
     """End the paused turn now, its questions left pending (an answer starts a new turn)."""
-    if not run.parked:
-        run.parked = [q.call_id for q in run.asking]
-    run.park.set()
+    run.park()
 
 
 def deliver(run: Run, answers: list[ToolAnswer]) -> None:

@@ -16,7 +16,7 @@ from uhp_server.catalog import ModelRoute
 from uhp_server.engine import questions
 from uhp_server.engine.feed import HarnessFeed, feed_event
 from uhp_server.engine.requests import ToolAnswer
-from uhp_server.engine.run import Run
+from uhp_server.engine.run import Run, StopReason
 from uhp_server.engine.turn import TurnExecutor
 from uhp_server.gateway.providers import Provider
 
@@ -212,7 +212,7 @@ class RunManager:
         time). When it has not within CANCEL_TURN_WAIT — a busy server is slow to schedule
         it — the cancel writes `cancelled` itself, and the turn, seeing the log ended, only
         winds its process down."""
-        run.stop.set()
+        run.request_stop(StopReason.CANCEL)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(run.log.wait_finished(), timeout=CANCEL_TURN_WAIT)
         if not run.log.ending:
@@ -230,10 +230,9 @@ class RunManager:
         cluster's (engine/cluster.py)."""
         if run.log.ending or run.abandoned:
             return
-        run.abandoned = True
         run.log.persist = False
         run.log.release_on_end = None  # its session is the database's owner's to release
-        run.stop.set()
+        run.request_stop(StopReason.ABANDON)
 
     async def cancel_elsewhere(self, response_id: str) -> None:
         """Cancel a response that runs on another replica: it stops there, and this returns
@@ -268,8 +267,7 @@ class RunManager:
     async def time_out(self, run: Run, details: dict[str, Any]) -> None:
         """End the turn now as `incomplete` with `details` (a caller's deadline fired); like
         `cancel`, the terminal event is written before this returns."""
-        run.time_out = details
-        run.stop.set()
+        run.request_stop(StopReason.TIME_OUT, details)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(run.log.wait_finished(), timeout=CANCEL_TURN_WAIT)
         if not run.log.ending:
@@ -299,7 +297,7 @@ class RunManager:
             if run.asking:  # waiting for the user: parked, so the answer still continues it
                 questions.park(run)
             else:
-                run.stop.set()
+                run.request_stop(StopReason.CANCEL)
         tasks = [run.task for run in runs if run.task]
         if tasks:
             await asyncio.wait(tasks, timeout=10)

@@ -32,7 +32,7 @@ from uhp_server.engine.questions import (
     park_on_text_question,
     text_question,
 )
-from uhp_server.engine.run import Outcome, Run, TurnPlan
+from uhp_server.engine.run import Outcome, Run, RunPhase, TurnPlan
 from uhp_server.engine.turn_files import TurnFiles
 from uhp_server.engine.wind_down import limit_outcome, wind_down
 from uhp_server.errors import error_body
@@ -99,6 +99,8 @@ class TurnExecutor:
             await run.record(run.builder.in_progress)
             await self._previous_turn_gone(run)
             admitted = await self._admit(run)
+            if not run.stop.is_set():
+                run.enter(RunPhase.RUNNING)
             mcp = await self._reachable_mcp(run)
             grant.mcp_servers = {target.name: target for target in mcp}
             spec = await self._with_attachments(run, self._spec(plan, grant.token, mcp))
@@ -128,6 +130,7 @@ class TurnExecutor:
         except Exception:
             log.exception("turn_error", extra={"response_id": run.response_id})
         finally:
+            run.enter(RunPhase.ENDING)
             outcome = await limit_outcome(proc, outcome)
             if self.metrics is not None:
                 elapsed = asyncio.get_running_loop().time() - started
@@ -152,7 +155,7 @@ class TurnExecutor:
                         await asyncio.gather(collecting, return_exceptions=True)
                     if admitted and self.admission is not None:
                         self.admission.release(run.response_id)
-                    run.stopped.set()
+                    run.enter(RunPhase.ENDED)
 
     def _report_queue(self) -> None:
         if self.metrics is not None:
@@ -163,7 +166,7 @@ class TurnExecutor:
         was cancelled while it waited: it then leaves the line at once."""
         if self.admission is None:
             return False
-        run.queued = True
+        run.enter(RunPhase.QUEUED)
         self._queued += 1
         self._report_queue()
         acquiring = asyncio.ensure_future(self.admission.acquire(run.response_id))
@@ -176,7 +179,6 @@ class TurnExecutor:
                 self.admission.release(run.response_id)
             raise
         finally:
-            run.queued = False
             self._queued -= 1
             self._report_queue()
             stopping.cancel()
@@ -230,7 +232,7 @@ class TurnExecutor:
         if self.files is None or before is None:
             return [], None, None
         collecting = asyncio.ensure_future(self.files.collect(run, before))
-        budget = CANCELLED_COLLECT_SECONDS if run.stop.is_set() else None
+        budget = CANCELLED_COLLECT_SECONDS if run.cut_short else None
         try:
             files, notice = await asyncio.wait_for(asyncio.shield(collecting), budget)
         except TimeoutError:
@@ -302,22 +304,18 @@ class TurnExecutor:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + run.plan.timeout_seconds
         stop_wait = asyncio.ensure_future(run.stop.wait())
-        park_wait = asyncio.ensure_future(run.park.wait())
         first = True
         try:
             while True:
                 pending = asyncio.ensure_future(anext(agen))
                 done, _ = await asyncio.wait(
-                    {pending, stop_wait, park_wait},
+                    {pending, stop_wait},
                     timeout=max(0.0, deadline - loop.time()),
                     return_when=asyncio.FIRST_COMPLETED,
                 )
                 if pending not in done:
-                    if stop_wait in done:
+                    if stop_wait in done:  # cancelled, timed out by a caller, parked, let go
                         return run.stopped_outcome(), pending
-                    if park_wait in done:
-                        parked = {"reason": PARKED_REASON, "pending_call_ids": list(run.parked)}
-                        return Outcome("incomplete", incomplete_details=parked), pending
                     budget = run.plan.timeout_seconds
                     details = {"reason": "timeout_seconds", "timeout_seconds": budget}
                     return Outcome("incomplete", incomplete_details=details), pending
@@ -335,7 +333,6 @@ class TurnExecutor:
                     return outcome, None
         finally:
             stop_wait.cancel()
-            park_wait.cancel()
 
     async def _handle(self, run: Run, event: ev.AgentEvent) -> Outcome | None:
         if run.log.ending:  # a cancel wrote the terminal event itself: the outcome is decided
