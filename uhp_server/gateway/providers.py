@@ -2,7 +2,7 @@
 
 Two axes meet in the gateway. A CLI speaks one *wire* (Codex: Responses, Claude Code:
 Anthropic Messages, Hermes: Chat Completions); a provider serves one *API*. The gateway
-passes a call through when the two agree and translates it (gateway/wire) when they do not.
+passes a call through when the two agree and translates it (gateway/wires) when they do not.
 
 Providers come from the conventional variables (`OPENAI_*` as provider "openai",
 `ANTHROPIC_*` as provider "anthropic") and from `UHP_PROVIDERS_FILE` (providers_file.py).
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from uhp_server.gateway.wire import translation
+from uhp_server.gateway.wires import translation
 from uhp_server.settings import Settings
 
 API_KINDS = ("responses", "chat", "anthropic")

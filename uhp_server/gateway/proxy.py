@@ -2,7 +2,7 @@
 
 A call goes to the turn's provider (a configured one, or a per-turn model connection). When
 the API the CLI speaks (its wire, read from the path) is one the provider serves, bytes pass
-through untouched; otherwise gateway/wire translates the request, the answer (streamed chunk
+through untouched; otherwise gateway/wires translates the request, the answer (streamed chunk
 by chunk as it arrives, or whole) and the provider's errors (status and retry headers kept,
 the body in the shape the CLI parses).
 """
@@ -39,8 +39,8 @@ from uhp_server.gateway.unreachable import refused_address_message, unreachable_
 from uhp_server.gateway.upstreams import Upstreams
 from uhp_server.gateway.url_policy import PinnedUrl, UrlRefused, pin_url
 from uhp_server.gateway.usage import UsageExtractor
-from uhp_server.gateway.wire import StreamTranslator, Translation, Untranslatable
-from uhp_server.gateway.wire import translation as find_translation
+from uhp_server.gateway.wires import StreamTranslator, Translation, Untranslatable
+from uhp_server.gateway.wires import translation as find_translation
 from uhp_server.metrics import CONNECTION_MODEL, Metrics
 
 log = logging.getLogger(__name__)

@@ -7,8 +7,8 @@ from typing import Any
 from fastapi.responses import JSONResponse, Response
 
 from uhp_server.gateway.providers import Provider
-from uhp_server.gateway.wire import Translation
-from uhp_server.gateway.wire.errors import gemini_error
+from uhp_server.gateway.wires import Translation
+from uhp_server.gateway.wires.gemini.errors import gemini_error
 
 # Streamed answers must reach the CLI as they are written, never held by a proxy.
 STREAM_HEADERS = {"x-accel-buffering": "no", "cache-control": "no-cache"}
