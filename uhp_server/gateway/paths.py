@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from uhp_server.gateway.wires import ModelCall, Wire, wires
+from uhp_server.gateway.wires import ModelCall, Wire
+from uhp_server.gateway.wires.registry import on_backend
 
 _SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._:@~-]*")  # no "", ".", "..", "%", "?", "#"
 
@@ -22,10 +23,10 @@ def mount(backend: str) -> str:
 
 def gateway_path(backend: str) -> str:
     """The gateway's base path for `backend`, as a client of its wires expects its base URL."""
-    for wire in wires().values():
-        if wire.backend == backend:
-            return mount(backend) if wire.version_in_base_url else f"/gateway/{backend}"
-    raise ValueError(f"unknown gateway backend: {backend!r}")
+    served = on_backend(backend)
+    if not served:
+        raise ValueError(f"unknown gateway backend: {backend!r}")
+    return mount(backend) if served[0].version_in_base_url else f"/gateway/{backend}"
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ def route(backend: str, path: str) -> Route:
     """The route of `path` (below the backend's API root). A model call belongs to the wire
     that declares it; any other path to the wire whose root it is under (the longest root),
     and wires sharing a root answer alike (Responses and Chat: the OpenAI API's shapes)."""
-    served = [wire for wire in wires().values() if wire.backend == backend]
+    served = on_backend(backend)
     allowed = all(_SEGMENT.fullmatch(s) for s in path.split("/")) and any(
         wire.endpoints.fullmatch(path) for wire in served
     )
