@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from uhp_server.gateway.wire import translation
+from uhp_server.gateway.wires import translation
 
 TARGET_P99_SECONDS = 0.001
 

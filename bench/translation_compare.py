@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.scripted_provider import start_provider
 from tests.support.wire_summary import anthropic_summary, responses_summary, sse_events
-from uhp_server.gateway.wire import translation
+from uhp_server.gateway.wires import translation
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "gateway"

@@ -25,7 +25,7 @@ from uhp_server.gateway import (
     proxy,
 )
 from uhp_server.gateway.confine import Confined, confine
-from uhp_server.gateway.wire import translation
+from uhp_server.gateway.wires import translation
 from uhp_server.sandbox.gateway_door import gateway_only
 from uhp_server.settings import Settings
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.wire_summary import anthropic_summary, responses_summary
-from uhp_server.gateway.wire import PAIRS, Untranslatable, translation
-from uhp_server.gateway.wire.sse import SSEDecoder
-from uhp_server.gateway.wire.translations import AnthropicOverChat
+from uhp_server.gateway.wires import PAIRS, Untranslatable, translation
+from uhp_server.gateway.wires.anthropic.translation import AnthropicOverChat
+from uhp_server.gateway.wires.sse import SSEDecoder
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gateway"
 SPLITS = (1, 2, 3, 7, 64, 10**9)  # byte boundaries the upstream stream is cut at

@@ -1,6 +1,6 @@
 """The wire translators with the real CLIs: Codex (Responses) and Claude Code (Anthropic
 Messages) run against the scripted provider's Chat Completions route through a relay that
-uses only uhp_server.gateway.wire (tests/support/wire_relay.py)."""
+uses only uhp_server.gateway.wires (tests/support/wire_relay.py)."""
 
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from uhp_server.gateway.wire import PAIRS, Untranslatable, translation
-from uhp_server.gateway.wire.sse import SSEDecoder
+from uhp_server.gateway.wires import PAIRS, Untranslatable, translation
+from uhp_server.gateway.wires.sse import SSEDecoder
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gateway"
 SPLITS = (1, 2, 3, 7, 64, 10**9)

@@ -16,7 +16,7 @@ import httpx
 
 from tests.conftest import MODELS, PROVIDER_KEY
 from tests.scripted_provider import start_provider
-from uhp_server.gateway.wire import translation
+from uhp_server.gateway.wires import translation
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "gateway"
 NATIVE = {"codex": ("responses", "/v1/responses"), "claude": ("anthropic", "/v1/messages")}

@@ -1,5 +1,5 @@
 """A minimal translating relay for tests: the CLI's wire in, a Chat Completions provider out,
-through uhp_server.gateway.wire. It stands in for the gateway's forward() so the translators
+through uhp_server.gateway.wires. It stands in for the gateway's forward() so the translators
 can be tried with the real CLIs on their own; no token, pinning or path checks."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from tests.scripted_provider.fixture import bind_loopback
-from uhp_server.gateway.wire import Untranslatable, translation
+from uhp_server.gateway.wires import Untranslatable, translation
 
 WIRE_PATHS = {"/v1/responses": "responses", "/v1/messages": "anthropic"}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from uhp_server.gateway.wire.sse import SSEDecoder
+from uhp_server.gateway.wires.sse import SSEDecoder
 
 USAGE_FIELDS = {"input_tokens", "output_tokens", "total_tokens", "input_tokens_details"}
 

@@ -19,20 +19,9 @@ credential attached). So:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-# Responses tools the client runs itself (`namespace` groups hold function tools, e.g. one
-# per MCP server, which the agent reaches through the gateway's own MCP proxy).
-_RESPONSES_CLIENT_TOOLS = {"function", "custom", "local_shell", "namespace"}
-_RESPONSES_STATE = ("background", "previous_response_id", "conversation", "prompt")
-_CHAT_CLIENT_TOOLS = {"function", "custom"}
-# Anthropic's tools the client executes: custom tools (no type, or "custom") and its
-# versioned client tools. Everything else (web search and fetch, code execution, tool
-# search, and any type added later) runs at Anthropic.
-_ANTHROPIC_CLIENT_TOOLS = ("bash_", "text_editor_", "computer_", "memory_")
-_ANTHROPIC_STATE = ("mcp_servers", "container")
-_GEMINI_STATE = ("cachedContent", "cached_content")
+from uhp_server.gateway.wires import Wire, wire_named
 
 
 class Confined(ValueError):
@@ -40,107 +29,13 @@ class Confined(ValueError):
 
 
 def confine(wire: str, body: dict[str, Any]) -> dict[str, Any]:
-    """The model call's body with only what stays inside the sandbox's reach; `wire`:
-    responses, chat, anthropic or gemini. Raises Confined for a fetch that is not a part of
-    anything (no list holds it), which no text can stand in for."""
-    _BY_WIRE[wire](body)
-    _no_fetches(wire, body)
+    """The model call's body with only what stays inside the sandbox's reach; `wire` names
+    the wire it speaks (its own rules for tools and state: Wire.confine). Raises Confined for
+    a fetch that is not a part of anything (no list holds it), which no text can stand in for."""
+    speaks = wire_named(wire)
+    speaks.confine(body)
+    _no_fetches(speaks, body)
     return body
-
-
-def _responses(body: dict[str, Any]) -> None:
-    _drop(body, _RESPONSES_STATE)
-    _keep_tools(body, _responses_client_tool)
-    _keep_choice(body, _responses_client_tool)
-
-
-def _chat(body: dict[str, Any]) -> None:
-    _drop(body, ("web_search_options",))
-    _keep_tools(body, lambda tool: tool.get("type", "function") in _CHAT_CLIENT_TOOLS)
-    _keep_choice(body, lambda choice: choice.get("type") in _CHAT_CLIENT_TOOLS)
-
-
-def _anthropic(body: dict[str, Any]) -> None:
-    _drop(body, _ANTHROPIC_STATE)
-    kept = {tool.get("name") for tool in _keep_tools(body, _anthropic_client_tool)}
-    choice = body.get("tool_choice")
-    if isinstance(choice, dict) and choice.get("type") == "tool" and choice.get("name") not in kept:
-        body.pop("tool_choice")  # it named a server tool, which is gone
-
-
-def _gemini(body: dict[str, Any]) -> None:
-    _drop(body, _GEMINI_STATE)
-    _keep_gemini_functions(body)
-
-
-_BY_WIRE: dict[str, Callable[[dict[str, Any]], None]] = {
-    "responses": _responses,
-    "chat": _chat,
-    "anthropic": _anthropic,
-    "gemini": _gemini,
-}
-
-
-# -- tools ------------------------------------------------------------------------------------
-def _responses_client_tool(tool: dict[str, Any]) -> bool:
-    kind = tool.get("type")
-    if kind == "namespace":
-        inner = tool.get("tools")
-        return isinstance(inner, list) and all(
-            isinstance(t, dict) and t.get("type", "function") in ("function", "custom")
-            for t in inner
-        )
-    return kind in _RESPONSES_CLIENT_TOOLS
-
-
-def _anthropic_client_tool(tool: dict[str, Any]) -> bool:
-    kind = tool.get("type")
-    if kind is None or kind == "custom":
-        return True
-    return isinstance(kind, str) and kind.startswith(_ANTHROPIC_CLIENT_TOOLS)
-
-
-def _keep_tools(
-    body: dict[str, Any], client_run: Callable[[dict[str, Any]], bool]
-) -> list[dict[str, Any]]:
-    tools = body.get("tools")
-    kept = (
-        [t for t in tools if isinstance(t, dict) and client_run(t)]
-        if isinstance(tools, list)
-        else []
-    )
-    if kept:
-        body["tools"] = kept
-    elif "tools" in body:  # none left, or not a list at all
-        body.pop("tools")
-        body.pop("tool_choice", None)  # a choice among no tools is refused upstream
-    return kept
-
-
-def _keep_choice(body: dict[str, Any], client_run: Callable[[dict[str, Any]], bool]) -> None:
-    choice = body.get("tool_choice")
-    if isinstance(choice, dict) and not client_run(choice):
-        body.pop("tool_choice")  # e.g. {"type": "web_search"}: a hosted tool, now gone
-
-
-def _keep_gemini_functions(body: dict[str, Any]) -> None:
-    """Gemini's tools are objects of kinds (functionDeclarations, googleSearch, urlContext,
-    codeExecution…): only the function declarations stay."""
-    tools = body.get("tools")
-    kept = (
-        [
-            {"functionDeclarations": t["functionDeclarations"]}
-            for t in tools
-            if isinstance(t, dict) and "functionDeclarations" in t
-        ]
-        if isinstance(tools, list)
-        else []
-    )
-    if kept:
-        body["tools"] = kept
-    elif "tools" in body:
-        body.pop("tools")
-        _drop(body, ("toolConfig", "tool_config"))
 
 
 # -- content ----------------------------------------------------------------------------------
@@ -166,7 +61,7 @@ _CALLS = {"tool_use", "server_tool_use", "mcp_tool_use"}
 _BY_ID = {"file_id", "fileUri", "file_uri", "file_url"}
 
 
-def _no_fetches(wire: str, body: dict[str, Any]) -> None:
+def _no_fetches(wire: Wire, body: dict[str, Any]) -> None:
     """Replace what would make the provider fetch a URL or look up the account's state,
     wherever it sits (a message's parts, a tool's output parts where Codex sends images,
     system content, nested documents), by a text part saying so, in the wire's own shape.
@@ -215,17 +110,6 @@ def _fetched(node: dict[str, Any]) -> str | None:
     return None
 
 
-def _placeholder(wire: str, fetched: str, *, item: bool) -> dict[str, Any]:
+def _placeholder(wire: Wire, fetched: str, *, item: bool) -> dict[str, Any]:
     text = f"[{fetched} was not sent: this model gateway forwards inline content only.]"
-    if wire == "responses":
-        part = {"type": "input_text", "text": text}
-        return {"role": "user", "content": [part]} if item else part
-    if wire == "gemini":
-        return {"text": text}
-    return {"type": "text", "text": text}
-
-
-# -- helpers ----------------------------------------------------------------------------------
-def _drop(body: dict[str, Any], keys: tuple[str, ...]) -> None:
-    for key in keys:
-        body.pop(key, None)
+    return wire.stand_in(text, item=item)

@@ -19,10 +19,12 @@ from typing import Any
 
 from uhp_server.errors import ApiError
 from uhp_server.gateway.header_values import sendable
-from uhp_server.gateway.providers import Provider, openai_root
+from uhp_server.gateway.providers import Provider, api_root
 from uhp_server.gateway.url_policy import UrlRefused, check_config_url
 
 CONNECTION_PROVIDER = "connection"
+# The one API a connection may name: what every OpenAI-compatible endpoint serves.
+CONNECTION_API = "chat"
 # The gateway owns these: the model is pinned, the conversation and tools are the CLI's.
 _RESERVED_SETTINGS = frozenset(
     {"model", "messages", "stream", "stream_options", "tools", "tool_choice", "n"}
@@ -38,7 +40,7 @@ class ModelConnection:
     base_url: str = field(repr=False)  # the API root, e.g. https://host/v1
     model: str
     api_key: str = field(repr=False)
-    api: str = "chat"
+    api: str = CONNECTION_API
     # temperature, top_p, max_tokens, seed, …: set on every model call, over the CLI's own.
     generation: Mapping[str, Any] = field(default_factory=dict)
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)  # e.g. a run token
@@ -47,7 +49,7 @@ class ModelConnection:
 def connection_provider(connection: ModelConnection, allow_private: bool) -> Provider:
     """The connection as the gateway's provider for one turn, after checking it; ApiError
     (400 invalid_input) names the field at fault without echoing any value."""
-    if connection.api != "chat":
+    if connection.api != CONNECTION_API:
         _refuse("api", "Only Chat Completions (api 'chat') connections are supported.")
     if not isinstance(connection.model, str) or not connection.model.strip():
         _refuse("model", "The connection names no model.")
@@ -69,8 +71,8 @@ def connection_provider(connection: ModelConnection, allow_private: bool) -> Pro
             _refuse("headers", "A header value must be a line of printable ASCII.")
     return Provider(
         name=CONNECTION_PROVIDER,
-        api="chat",
-        base_url=openai_root(connection.base_url),
+        api=CONNECTION_API,
+        base_url=api_root(CONNECTION_API, connection.base_url),
         api_key=connection.api_key,
         models=(connection.model,),
         headers={k.lower(): v for k, v in connection.headers.items()},

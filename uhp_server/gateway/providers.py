@@ -2,7 +2,7 @@
 
 Two axes meet in the gateway. A CLI speaks one *wire* (Codex: Responses, Claude Code:
 Anthropic Messages, Hermes: Chat Completions); a provider serves one *API*. The gateway
-passes a call through when the two agree and translates it (gateway/wire) when they do not.
+passes a call through when the two agree and translates it (gateway/wires) when they do not.
 
 Providers come from the conventional variables (`OPENAI_*` as provider "openai",
 `ANTHROPIC_*` as provider "anthropic") and from `UHP_PROVIDERS_FILE` (providers_file.py).
@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from uhp_server.gateway.wire import translation
+from uhp_server.gateway.wires import ProviderApi, api_named, translation, wire_named
 from uhp_server.settings import Settings
 
-API_KINDS = ("responses", "chat", "anthropic")
-ANTHROPIC_VERSION = "2023-06-01"
+# The API the conventional ANTHROPIC_* variables configure (OPENAI_* say theirs: UHP_OPENAI_API).
+ANTHROPIC_API = "anthropic"
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class Provider:
     /v1 for Anthropic, normalised; an OpenAI-style root is used as configured)."""
 
     name: str
-    api: str  # "responses" | "chat" | "anthropic"
+    api: str  # the wire it serves: "responses" | "chat" | "anthropic" (wires.api_names())
     base_url: str
     api_key: str = field(repr=False)
     models: tuple[str, ...] | None = None  # a static list, for endpoints without a models route
@@ -40,9 +40,14 @@ class Provider:
     allow_private: bool | None = None
 
     @property
+    def served(self) -> ProviderApi:
+        """Its API, as the gateway calls it: auth, version headers, usage counting."""
+        return api_named(self.api)
+
+    @property
     def backend(self) -> str:
-        """The usage/auth family: "anthropic" or "openai"."""
-        return "anthropic" if self.api == "anthropic" else "openai"
+        """The backend whose clients its API's own answers suit ("openai", "anthropic")."""
+        return wire_named(self.api).backend
 
     def url(self, path: str) -> str:
         return f"{self.base_url}/{path.lstrip('/')}"
@@ -50,44 +55,31 @@ class Provider:
     def auth_headers(self) -> dict[str, str]:
         if not self.api_key:
             return {}
-        if self.api == "anthropic":
-            return {"x-api-key": self.api_key}
-        return {"authorization": f"Bearer {self.api_key}"}
+        return self.served.auth_headers(self.api_key)
 
     def upstream_api(self, wire: str) -> str:
-        """The API a call on `wire` reaches this provider as. A `responses` provider (the
-        OpenAI platform) serves Chat Completions too: Chat passes through to it, and other
-        wires are translated to Chat for it."""
+        """The API a call on `wire` reaches this provider as: its own, or the one its API
+        takes other wires' calls in (ProviderApi.other_wires_as: a `responses` provider, the
+        OpenAI platform, serves Chat Completions too, so Chat passes through to it and other
+        wires are translated to Chat for it)."""
         if self.api == wire:
             return wire
-        return "chat" if self.api == "responses" else self.api
+        return self.served.other_wires_as
 
     def serves(self, wire: str) -> bool:
         """Whether a CLI speaking `wire` can use this provider (directly or translated)."""
-        api = self.upstream_api(wire)
-        if api == wire:
-            return True
         try:
-            translation(wire, api)
+            api = self.upstream_api(wire)
+            if api != wire:
+                translation(wire, api)
         except ValueError:
             return False
         return True
 
 
-def openai_root(base_url: str) -> str:
-    # OPENAI_BASE_URL conventionally includes the version (…/v1, or …/v1beta/openai for
-    # compatible providers), so it is used as given.
-    return base_url.strip().rstrip("/")
-
-
-def anthropic_root(base_url: str) -> str:
-    # ANTHROPIC_BASE_URL conventionally omits /v1 (the SDK appends it); accept both.
-    root = base_url.strip().rstrip("/")
-    return root if root.endswith("/v1") else f"{root}/v1"
-
-
 def api_root(api: str, base_url: str) -> str:
-    return anthropic_root(base_url) if api == "anthropic" else openai_root(base_url)
+    """The root endpoint paths are appended to, as a provider of `api` takes its base URL."""
+    return api_named(api).root(base_url)
 
 
 def model_list(value: str | None) -> tuple[str, ...] | None:
@@ -104,7 +96,7 @@ def conventional_providers(settings: Settings) -> list[Provider]:
             Provider(
                 "openai",
                 settings.openai_api,
-                openai_root(settings.openai_base_url),
+                api_root(settings.openai_api, settings.openai_base_url),
                 settings.openai_api_key,
                 models=model_list(settings.openai_models),
                 default_model=settings.openai_default_model or None,
@@ -114,8 +106,8 @@ def conventional_providers(settings: Settings) -> list[Provider]:
         found.append(
             Provider(
                 "anthropic",
-                "anthropic",
-                anthropic_root(settings.anthropic_base_url),
+                ANTHROPIC_API,
+                api_root(ANTHROPIC_API, settings.anthropic_base_url),
                 settings.anthropic_api_key,
                 models=model_list(settings.anthropic_models),
                 default_model=settings.anthropic_default_model or None,

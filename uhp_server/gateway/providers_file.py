@@ -23,8 +23,9 @@ from typing import Any
 
 import yaml
 
-from uhp_server.gateway.providers import API_KINDS, Provider, api_root
+from uhp_server.gateway.providers import Provider, api_root
 from uhp_server.gateway.url_policy import UrlRefused, parse_url
+from uhp_server.gateway.wires import api_names
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -83,8 +84,8 @@ def _provider(where: str, name: str, entry: Any) -> Provider:
     if unknown:
         raise ProvidersFileError(f"{where}.{unknown[0]}: unknown field")
     api = entry.get("api")
-    if api not in API_KINDS:
-        raise ProvidersFileError(f"{where}.api: must be one of {', '.join(API_KINDS)}")
+    if api not in api_names():
+        raise ProvidersFileError(f"{where}.api: must be one of {', '.join(api_names())}")
     models = _models(where, entry.get("models"))
     default = entry.get("default_model")
     if default is not None and (not isinstance(default, str) or not default.strip()):

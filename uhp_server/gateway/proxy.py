@@ -1,10 +1,11 @@
 """The gateway's HTTP routes: check the turn token, swap in the real key, stream through.
 
 A call goes to the turn's provider (a configured one, or a per-turn model connection). When
-the API the CLI speaks (its wire, read from the path) is one the provider serves, bytes pass
-through untouched; otherwise gateway/wire translates the request, the answer (streamed chunk
-by chunk as it arrives, or whole) and the provider's errors (status and retry headers kept,
-the body in the shape the CLI parses).
+the API the CLI speaks (its wire, read from the path: paths.route) is one the provider serves,
+bytes pass through untouched; otherwise gateway/wires translates the request, the answer
+(streamed chunk by chunk as it arrives, or whole) and the provider's errors (status and retry
+headers kept, the body in the shape the CLI parses). What differs from one wire to another is
+asked of its Wire object, never decided here by its name.
 """
 
 from __future__ import annotations
@@ -13,33 +14,42 @@ import functools
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import httpx
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
+from uhp_server.gateway import paths
 from uhp_server.gateway.confine import Confined, confine
-from uhp_server.gateway.providers import ANTHROPIC_VERSION, Provider
+from uhp_server.gateway.providers import Provider
 from uhp_server.gateway.replies import (
     STREAM_HEADERS,
     bad_gateway,
     bad_request,
     credential_refused,
-    gemini_models_answer,
     models_answer,
     not_found,
+    too_large,
     unauthorized,
-    wire_error,
 )
 from uhp_server.gateway.tokens import DOOR_SCOPE_KEY, TokenRegistry, TurnGrant
 from uhp_server.gateway.unreachable import refused_address_message, unreachable_message
 from uhp_server.gateway.upstreams import Upstreams
 from uhp_server.gateway.url_policy import PinnedUrl, UrlRefused, pin_url
 from uhp_server.gateway.usage import UsageExtractor
-from uhp_server.gateway.wire import StreamTranslator, Translation, Untranslatable
-from uhp_server.gateway.wire import translation as find_translation
+from uhp_server.gateway.wires import (
+    CallKind,
+    StreamTranslator,
+    Translation,
+    Untranslatable,
+    Wire,
+    WireHeaders,
+    backends,
+    wires,
+)
+from uhp_server.gateway.wires import translation as find_translation
 from uhp_server.http.bodies import read_capped
 from uhp_server.ops.metrics import CONNECTION_MODEL, Metrics
 
@@ -49,48 +59,31 @@ MAX_REQUEST_BYTES = 64 * 1024 * 1024
 MAX_ERROR_BODY = 1024 * 1024
 MAX_RESPONSE_BODY = 64 * 1024 * 1024  # a whole (non-streamed) answer that is translated
 
-# Endpoints an agent needs, relative to the API root. Anything else is 404, so a token can
-# never reach files, batches, fine-tuning, admin endpoints or what the account stored (a
-# response by id, its cancel) with the server's key.
-_ALLOWED = {
-    "openai": re.compile(
-        r"responses|responses/compact|chat/completions|models(/.+)?"
-        r"|v1beta/models(/.+)?"  # model ids may hold "/" and ":" (org/name, name:tag)
-    ),
-    "anthropic": re.compile(r"messages|messages/count_tokens|models(/.+)?"),
-}
-_SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._:@~-]*")  # no "", ".", "..", "%", "?", "#"
-# POSTs to these always run the turn's model, even when the body names none.
-_MODEL_ENDPOINTS = {
-    "responses",
-    "responses/compact",
-    "chat/completions",
-    "messages",
-    "messages/count_tokens",
-}
-_TRANSLATED_PATHS = {"responses", "messages"}  # the model calls a translation carries
-# The Gemini API (Gemini CLI) under the openai backend: its SDK appends `v1beta/models/…` to
-# the gateway's base URL. It names the model and whether to stream in the path.
-_GEMINI_ROOT = "v1beta/"
-_GEMINI_CALL = re.compile(r"v1beta/models/.+:(generateContent|streamGenerateContent)")
-_COUNT_TOKENS = re.compile(r"messages/count_tokens|v1beta/models/.+:countTokens")
 # Chat Completions' two names for the output cap.
 _TOKEN_CAPS = (("max_tokens", "max_completion_tokens"), ("max_completion_tokens", "max_tokens"))
 
+# What passes between a CLI and a provider besides the body: these, and each wire's own
+# (Wire.headers), whichever wire a call speaks.
 _FORWARD_REQUEST_HEADERS = (
     "content-type",
     "accept",
     "user-agent",
-    "anthropic-version",
-    "anthropic-beta",
-    "openai-beta",
     "idempotency-key",
     "x-stainless-retry-count",
 )
-_FORWARD_RESPONSE_HEADERS = re.compile(
-    r"content-type|retry-after(-ms)?|x-request-id|request-id|x-should-retry"
-    r"|x-ratelimit-.*|anthropic-ratelimit-.*|openai-processing-ms"
+_FORWARD_RESPONSE_HEADERS = (
+    "content-type",
+    "retry-after(-ms)?",
+    "x-request-id",
+    "request-id",
+    "x-should-retry",
+    "x-ratelimit-.*",
 )
+
+
+def _wires_headers(which: Callable[[WireHeaders], tuple[str, ...]]) -> tuple[str, ...]:
+    """One kind of header of every wire, in rank order, each once."""
+    return tuple(dict.fromkeys(h for wire in wires().values() for h in which(wire.headers)))
 
 
 def _token(request: Request) -> str | None:
@@ -98,24 +91,8 @@ def _token(request: Request) -> str | None:
     scheme, _, value = auth.partition(" ")
     if scheme.lower() == "bearer" and value.strip():
         return value.strip()
-    return request.headers.get("x-api-key") or request.headers.get("x-goog-api-key") or None
-
-
-def _path_allowed(backend: str, path: str) -> bool:
-    segments = path.split("/")
-    return bool(_ALLOWED[backend].fullmatch(path)) and all(_SEGMENT.fullmatch(s) for s in segments)
-
-
-def _wire_of(backend: str, path: str) -> str | None:
-    """The API a request speaks, from its path; None for the models routes."""
-    if path.startswith(_GEMINI_ROOT):
-        model_call = _GEMINI_CALL.fullmatch(path) or _COUNT_TOKENS.fullmatch(path)
-        return "gemini" if model_call else None
-    if path.startswith("models"):
-        return None
-    if backend == "anthropic":
-        return "anthropic"
-    return "chat" if path == "chat/completions" else "responses"
+    found = (request.headers.get(name) for name in _wires_headers(lambda h: h.token))
+    return next((value for value in found if value), None)
 
 
 def _upstream_headers(
@@ -127,9 +104,10 @@ def _upstream_headers(
             "accept": request.headers.get("accept", "*/*"),
         }
     else:
-        headers = {k: v for k in _FORWARD_REQUEST_HEADERS if (v := request.headers.get(k))}
-    if provider.api == "anthropic":
-        headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
+        names = _FORWARD_REQUEST_HEADERS + _wires_headers(lambda h: h.forwarded)
+        headers = {k: v for k in names if (v := request.headers.get(k))}
+    for name, value in provider.served.version_headers.items():
+        headers.setdefault(name, value)
     if pinned is not None:
         headers["host"] = pinned.host_header
     # Uncompressed bytes, so usage can be read from them as they pass.
@@ -140,7 +118,8 @@ def _upstream_headers(
 
 
 def _response_headers(resp: httpx.Response, translated: bool = False) -> dict[str, str]:
-    headers = {k: v for k, v in resp.headers.items() if _FORWARD_RESPONSE_HEADERS.fullmatch(k)}
+    relayed = "|".join(_FORWARD_RESPONSE_HEADERS + _wires_headers(lambda h: h.relayed))
+    headers = {k: v for k, v in resp.headers.items() if re.fullmatch(relayed, k)}
     if translated:
         headers.pop("content-type", None)  # the translated body has its own
     return {**headers, **STREAM_HEADERS}
@@ -209,7 +188,7 @@ def says_model_missing(status: int, body: bytes) -> bool:
 async def _error_response(
     resp: httpx.Response,
     provider: Provider,
-    backend: str,
+    wire: Wire,
     translation: Translation | None,
     on_missing_model: Callable[[], None] | None = None,
 ) -> Response:
@@ -221,7 +200,7 @@ async def _error_response(
         log.error(
             "gateway: provider %s refused the credential (%d)", provider.name, resp.status_code
         )
-        return credential_refused(backend)
+        return credential_refused(wire)
     body = _scrub(body, provider)
     headers = _response_headers(resp, translated=translation is not None)
     if translation is not None:
@@ -253,23 +232,24 @@ async def _translated_answer(
 
 
 def _answers_models_itself(backend: str, provider: Provider) -> bool:
+    """A static list, or a models route in another backend's shape: the gateway answers."""
     return provider.models is not None or provider.backend != backend
 
 
-def _translation_for(wire: str, provider: Provider) -> Translation | None:
+def _translation_for(wire: Wire, provider: Provider) -> Translation | None:
     """None: pass through. ValueError: the provider cannot serve this wire."""
-    return find_translation(wire, provider.upstream_api(wire))
+    return find_translation(wire.name, provider.upstream_api(wire.name))
 
 
 def _request_body(
-    backend: str,
+    route: paths.Route,
     raw: bytes,
-    path: str,
     model: str,
     provider: Provider,
     translation: Translation | None,
 ) -> tuple[bytes, bool] | Response:
     """The upstream body and whether the caller asked for a stream; or the refusal."""
+    wire, call = route.wire, route.call
     if not raw.strip() and translation is None:
         return raw, False
     try:
@@ -277,25 +257,23 @@ def _request_body(
     except ValueError:
         obj = None
     if not isinstance(obj, dict):
-        return bad_request(backend, translation, "Request body must be a JSON object.")
-    if path.endswith(":streamGenerateContent"):
+        return bad_request(wire, translation, "Request body must be a JSON object.")
+    if call is not None and call.streams:
         obj["stream"] = True  # what every other wire says in its body
     stream = bool(obj.get("stream"))
-    wire = _wire_of(backend, path)
-    if wire is not None:  # a model call (or its token count): nothing past the sandbox
+    if call is not None:  # a model call (or its token count): nothing past the sandbox
         try:
-            obj = confine(wire, obj)
+            obj = confine(wire.name, obj)
         except Confined as exc:
-            return bad_request(backend, translation, str(exc))
+            return bad_request(wire, translation, str(exc))
     if translation is not None:
         try:
             obj = translation.request(obj, model=model)
         except Untranslatable as exc:
-            return bad_request(backend, translation, exc.message)
-    if "model" in obj or path in _MODEL_ENDPOINTS:
+            return bad_request(wire, translation, exc.message)
+    if "model" in obj or (call is not None and call.model_in_body):
         obj["model"] = model  # only the top-level key: the model that runs is the turn's
-    model_call = path in _MODEL_ENDPOINTS or bool(_GEMINI_CALL.fullmatch(path))
-    if model_call and provider.generation:
+    if call is not None and provider.generation:
         obj.update(provider.generation)
         for cap, other in _TOKEN_CAPS:  # one cap, not two that disagree
             if cap in provider.generation and other not in provider.generation:
@@ -303,24 +281,24 @@ def _request_body(
     try:
         body = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
     except UnicodeEncodeError:  # a lone surrogate (json.loads takes "\ud800")
-        return bad_request(backend, translation, "The body holds an unpaired surrogate.")
+        return bad_request(wire, translation, "The body holds an unpaired surrogate.")
     return body, stream
 
 
-async def _count_tokens(request: Request, backend: str, translation: Translation) -> Response:
+async def _count_tokens(request: Request, wire: Wire, translation: Translation) -> Response:
     """Token counting has no Chat Completions counterpart: the translation's estimate."""
     count = getattr(translation, "count_tokens", None)
     if count is None:
-        return not_found(backend)
+        return not_found(wire)
     raw = await read_capped(request, MAX_REQUEST_BYTES)
     if raw is None:
-        return wire_error(backend, 413, "Request body too large.", "invalid_request_error")
+        return too_large(wire)
     try:
         body = json.loads(raw) if raw else None
     except ValueError:
         body = None
     if not isinstance(body, dict):
-        return bad_request(backend, translation, "Request body must be a JSON object.")
+        return bad_request(wire, translation, "Request body must be a JSON object.")
     return JSONResponse(count(body), headers=STREAM_HEADERS)
 
 
@@ -332,47 +310,49 @@ async def forward(
     upstreams: Upstreams,
     metrics: Metrics | None = None,
 ) -> Response:
-    replies_as = "gemini" if path.startswith(_GEMINI_ROOT) else backend  # the error shape
+    route = paths.route(backend, path)
+    wire, call = route.wire, route.call  # the CLI's wire: every answer is in its shape
     token = _token(request)
     grant: TurnGrant | None = (
         tokens.get(token, request.scope.get(DOOR_SCOPE_KEY)) if token else None
     )
     if grant is None or grant.backend != backend:
-        return unauthorized(replies_as)
-    if not _path_allowed(backend, path) or (path in _MODEL_ENDPOINTS and request.method != "POST"):
-        return not_found(replies_as)
+        return unauthorized(wire)
+    if not route.allowed or (call is not None and call.model_in_body and request.method != "POST"):
+        return not_found(wire)
     if grant.model_paused:
-        return bad_gateway(replies_as, "The agent is waiting for the user; no model call now.")
+        return bad_gateway(wire, "The agent is waiting for the user; no model call now.")
     provider: Provider | None = grant.provider or upstreams.get(backend)
     if provider is None:
         log.error("gateway %s: a token was issued but no provider is configured", backend)
-        return bad_gateway(replies_as, "The model provider is not configured.")
+        return bad_gateway(wire, "The model provider is not configured.")
 
-    wire = _wire_of(backend, path)
-    if wire is None and replies_as == "gemini":  # no provider lists models the Gemini way
+    if call is None and wire.as_api is None:  # no provider lists models this wire's way
         if request.method != "GET":
-            return not_found(replies_as)
-        return gemini_models_answer(grant.model, one=path != "v1beta/models")
-    if wire is None and _answers_models_itself(backend, provider):
-        return models_answer(backend, provider, grant.model)
+            return not_found(wire)
+        return models_answer(wire, path, grant.model, provider.name)
+    if call is None and _answers_models_itself(backend, provider):
+        return models_answer(wire, path, grant.model, provider.name)
     try:
-        translation = _translation_for(wire, provider) if wire else None
+        translation = _translation_for(wire, provider) if call is not None else None
     except ValueError:
-        log.error("gateway %s: provider %s cannot serve the %s API", backend, provider.name, wire)
-        return bad_gateway(replies_as, "The model provider does not serve this agent's API.")
-    if translation is not None and _COUNT_TOKENS.fullmatch(path):
-        return await _count_tokens(request, replies_as, translation)
-    translated_call = path in _TRANSLATED_PATHS or _GEMINI_CALL.fullmatch(path)
-    if translation is not None and (not translated_call or request.method != "POST"):
-        return not_found(replies_as)  # e.g. a stored response: the provider has no equivalent
+        log.error(
+            "gateway %s: provider %s cannot serve the %s API", backend, provider.name, wire.name
+        )
+        return bad_gateway(wire, "The model provider does not serve this agent's API.")
+    if translation is not None and call is not None:
+        if call.kind is CallKind.COUNT_TOKENS:
+            return await _count_tokens(request, wire, translation)
+        if call.kind is not CallKind.ANSWER or request.method != "POST":
+            return not_found(wire)  # e.g. compaction: the provider's API has no equivalent
     upstream_path = translation.upstream_path if translation is not None else path
 
     body, stream = b"", False
     if request.method == "POST":
         raw = await read_capped(request, MAX_REQUEST_BYTES)
         if raw is None:
-            return wire_error(replies_as, 413, "Request body too large.", "invalid_request_error")
-        prepared = _request_body(backend, raw, path, grant.model, provider, translation)
+            return too_large(wire)
+        prepared = _request_body(route, raw, grant.model, provider, translation)
         if isinstance(prepared, Response):
             return prepared
         body, stream = prepared
@@ -383,7 +363,7 @@ async def forward(
             pinned = await pin_url(url, provider.allow_private)
         except UrlRefused as exc:
             log.warning("gateway %s: model connection refused by the URL policy: %s", backend, exc)
-            return bad_gateway(replies_as, refused_address_message(exc))
+            return bad_gateway(wire, refused_address_message(exc))
         url = pinned.connect_url
     # Scheme, host and root come only from the provider; the caller adds a checked path + query.
     req = upstreams.http.build_request(
@@ -404,13 +384,13 @@ async def forward(
         )
         if metrics is not None:
             metrics.gateway_call(provider.name, model_label, None)
-        return bad_gateway(replies_as, unreachable_message(exc))
+        return bad_gateway(wire, unreachable_message(exc))
 
     if metrics is not None:
         metrics.gateway_call(provider.name, model_label, resp.status_code)
     if not resp.is_success:
         return await _error_response(
-            resp, provider, replies_as, translation, _missing_model_hook(upstreams, provider, grant)
+            resp, provider, wire, translation, _missing_model_hook(upstreams, provider, grant)
         )
     on_usage = (
         None
@@ -418,7 +398,7 @@ async def forward(
         else lambda tokens: metrics.gateway_usage(provider.name, model_label, tokens)
     )
     extractor = UsageExtractor(
-        provider.backend, resp.headers.get("content-type", ""), grant.usage, on_usage=on_usage
+        provider.served, resp.headers.get("content-type", ""), grant.usage, on_usage=on_usage
     )
     if translation is not None and not stream:
         return await _translated_answer(resp, translation, extractor)
@@ -446,15 +426,21 @@ def _missing_model_hook(
 def make_gateway_router(
     tokens: TokenRegistry, upstreams: Upstreams, metrics: Metrics | None = None
 ) -> APIRouter:
-    """Routes for /gateway/openai/v1/... and /gateway/anthropic/v1/... (see paths.py)."""
+    """A route per backend of the registered wires: /gateway/openai/v1/...,
+    /gateway/anthropic/v1/... (see paths.py)."""
     router = APIRouter(include_in_schema=False)
 
-    @router.api_route("/gateway/openai/v1/{path:path}", methods=["GET", "POST"])
-    async def openai_gateway(path: str, request: Request) -> Response:
-        return await forward("openai", path, request, tokens, upstreams, metrics)
+    def serve(backend: str) -> Callable[[str, Request], Awaitable[Response]]:
+        async def gateway(path: str, request: Request) -> Response:
+            return await forward(backend, path, request, tokens, upstreams, metrics)
 
-    @router.api_route("/gateway/anthropic/v1/{path:path}", methods=["GET", "POST"])
-    async def anthropic_gateway(path: str, request: Request) -> Response:
-        return await forward("anthropic", path, request, tokens, upstreams, metrics)
+        return gateway
 
+    for backend in backends():
+        router.add_api_route(
+            f"{paths.mount(backend)}/{{path:path}}",
+            serve(backend),
+            methods=["GET", "POST"],
+            name=f"{backend}_gateway",
+        )
     return router

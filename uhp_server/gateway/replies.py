@@ -1,40 +1,35 @@
-"""The gateway's own answers to a CLI, each in the shape that CLI's wire parses."""
+"""The gateway's own answers to a CLI, each in the shape that CLI's wire parses (the wire's
+`error_body`, `error_kinds` and `models_answer`)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi.responses import JSONResponse, Response
 
-from uhp_server.gateway.providers import Provider
-from uhp_server.gateway.wire import Translation
-from uhp_server.gateway.wire.errors import gemini_error
+from uhp_server.gateway.wires import Translation, Wire
 
 # Streamed answers must reach the CLI as they are written, never held by a proxy.
 STREAM_HEADERS = {"x-accel-buffering": "no", "cache-control": "no-cache"}
 
 
-def wire_error(backend: str, status: int, message: str, kind: str) -> JSONResponse:
-    """An error in the shape the backend's own clients parse ("gemini": the Gemini API's
-    routes under the openai backend, whose clients parse Google's shape)."""
-    if backend == "gemini":
-        body: dict = gemini_error(status, message)
-    elif backend == "anthropic":
-        body = {"type": "error", "error": {"type": kind, "message": message}}
-    else:
-        body = {"error": {"message": message, "type": kind, "param": None, "code": None}}
+def wire_error(wire: Wire, status: int, message: str, kind: str) -> JSONResponse:
+    """An error in the shape the wire's own clients parse."""
+    body = wire.error_body(status, message, kind)
     return JSONResponse(body, status_code=status, headers=STREAM_HEADERS)
 
 
-def unauthorized(backend: str) -> JSONResponse:
+def unauthorized(wire: Wire) -> JSONResponse:
     # One message for unknown, expired, revoked and wrong-backend tokens: nothing to probe.
-    kind = "authentication_error" if backend == "anthropic" else "invalid_request_error"
-    return wire_error(backend, 401, "Invalid or expired gateway token.", kind)
+    kind = wire.error_kinds.unauthorized
+    return wire_error(wire, 401, "Invalid or expired gateway token.", kind)
 
 
-def not_found(backend: str) -> JSONResponse:
-    kind = "not_found_error" if backend == "anthropic" else "invalid_request_error"
-    return wire_error(backend, 404, "This endpoint is not available through the gateway.", kind)
+def not_found(wire: Wire) -> JSONResponse:
+    kind = wire.error_kinds.not_found
+    return wire_error(wire, 404, "This endpoint is not available through the gateway.", kind)
+
+
+def too_large(wire: Wire) -> JSONResponse:
+    return wire_error(wire, 413, "Request body too large.", wire.error_kinds.invalid_request)
 
 
 # A refused server credential is permanent, so the CLI is told in a way it does not retry:
@@ -44,12 +39,12 @@ def not_found(backend: str) -> JSONResponse:
 CREDENTIAL_REFUSED_STATUS = 424
 
 
-def credential_refused(backend: str) -> JSONResponse:
+def credential_refused(wire: Wire) -> JSONResponse:
     """The provider refused the server's own credential: not the agent's token (no 401 the
     CLI would blame on itself), and not worth asking again."""
-    kind = "api_error" if backend == "anthropic" else "provider_credential_refused"
+    kind = wire.error_kinds.credential_refused
     message = "The model provider refused the server's credential."
-    answer = wire_error(backend, CREDENTIAL_REFUSED_STATUS, message, kind)
+    answer = wire_error(wire, CREDENTIAL_REFUSED_STATUS, message, kind)
     answer.headers["x-should-retry"] = "false"  # the OpenAI and Anthropic SDKs' own hint
     return answer
 
@@ -61,39 +56,22 @@ def credential_refused(backend: str) -> JSONResponse:
 RETRY_AFTER_MS = 500
 
 
-def bad_gateway(backend: str, message: str) -> JSONResponse:
-    kind = "api_error" if backend == "anthropic" else "server_error"
-    answer = wire_error(backend, 502, message, kind)
+def bad_gateway(wire: Wire, message: str) -> JSONResponse:
+    answer = wire_error(wire, 502, message, wire.error_kinds.bad_gateway)
     answer.headers["retry-after-ms"] = str(RETRY_AFTER_MS)
     return answer
 
 
-def gemini_models_answer(model: str, one: bool) -> JSONResponse:
-    """The turn's one model as the Gemini API lists it (`models.list`, or `models.get`)."""
-    item = {
-        "name": f"models/{model}",
-        "displayName": model,
-        "supportedGenerationMethods": ["generateContent", "countTokens"],
-    }
-    return JSONResponse(item if one else {"models": [item]}, headers=STREAM_HEADERS)
+def models_answer(wire: Wire, path: str, model: str, owner: str) -> JSONResponse:
+    """The turn's one model, as the wire's models route at `path` lists it: for providers
+    whose models route is absent or speaks another API, and for wires no provider serves
+    (the model is pinned, so no other would run anyway)."""
+    return JSONResponse(wire.models_answer(path, model, owner), headers=STREAM_HEADERS)
 
 
-def models_answer(backend: str, provider: Provider, model: str) -> JSONResponse:
-    """The turn's one model, in the wire's shape: for providers whose models route is absent
-    or speaks another API (the model is pinned, so no other would run anyway)."""
-    if backend == "anthropic":
-        item: dict[str, Any] = {"id": model, "type": "model", "display_name": model}
-        item["created_at"] = "1970-01-01T00:00:00Z"
-        body = {"data": [item], "has_more": False, "first_id": model, "last_id": model}
-    else:
-        item = {"id": model, "object": "model", "created": 0, "owned_by": provider.name}
-        body = {"object": "list", "data": [item]}
-    return JSONResponse(body, headers=STREAM_HEADERS)
-
-
-def bad_request(backend: str, translation: Translation | None, message: str) -> Response:
+def bad_request(wire: Wire, translation: Translation | None, message: str) -> Response:
     if translation is None:
-        return wire_error(backend, 400, message, "invalid_request_error")
+        return wire_error(wire, 400, message, wire.error_kinds.invalid_request)
     return Response(
         translation.refusal(400, message),
         status_code=400,

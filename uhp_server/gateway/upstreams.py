@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import httpx
 
-from uhp_server.gateway.providers import ANTHROPIC_VERSION, Provider, load_providers
+from uhp_server.gateway.providers import Provider, load_providers
 from uhp_server.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -124,10 +124,8 @@ class Upstreams:
 
     async def _fetch_models(self, upstream: Provider) -> list[str] | None:
         headers = {"accept": "application/json", **upstream.headers, **upstream.auth_headers()}
-        params = {}
-        if upstream.api == "anthropic":
-            headers["anthropic-version"] = ANTHROPIC_VERSION
-            params["limit"] = "1000"  # Anthropic pages 20 at a time by default
+        headers.update(upstream.served.version_headers)
+        params = dict(upstream.served.models_query)
         try:
             resp = await self.http.get(
                 upstream.url("models"), headers=headers, params=params, timeout=15.0

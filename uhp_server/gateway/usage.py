@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from uhp_server.gateway.tokens import UsageTotals
+from uhp_server.gateway.wires import ProviderApi
 
 log = logging.getLogger(__name__)
 
@@ -33,34 +34,6 @@ def _raw_fields(usage: dict[str, Any]) -> dict[str, int]:
     return fields
 
 
-def _to_uhp(backend: str, f: dict[str, int]) -> dict[str, int]:
-    if backend == "anthropic":
-        # Anthropic's input_tokens excludes cache reads and writes; UHP's includes them.
-        read = f.get("cache_read_input_tokens", 0)
-        write = f.get("cache_creation_input_tokens", 0)
-        return {
-            "input_tokens": f.get("input_tokens", 0) + read + write,
-            "output_tokens": f.get("output_tokens", 0),
-            "cache_read_tokens": read,
-            "cache_write_tokens": write,
-        }
-    if "prompt_tokens" in f:  # Chat Completions
-        return {
-            "input_tokens": f["prompt_tokens"],
-            "output_tokens": f.get("completion_tokens", 0),
-            "cache_read_tokens": f.get("cached_tokens", 0),
-            "cache_write_tokens": 0,
-            "reasoning_tokens": f.get("reasoning_tokens", 0),
-        }
-    return {  # Responses
-        "input_tokens": f.get("input_tokens", 0),
-        "output_tokens": f.get("output_tokens", 0),
-        "cache_read_tokens": f.get("cached_tokens", 0),
-        "cache_write_tokens": 0,
-        "reasoning_tokens": f.get("reasoning_tokens", 0),
-    }
-
-
 class UsageExtractor:
     """Watches one upstream response and keeps `totals` (the turn's) up to date.
 
@@ -72,12 +45,13 @@ class UsageExtractor:
 
     def __init__(
         self,
-        backend: str,
+        api: ProviderApi,
         content_type: str,
         totals: UsageTotals,
         on_usage: Callable[[dict[str, int]], None] | None = None,
     ) -> None:
-        """`on_usage` sees each change of this response's counters (the server's metrics)."""
+        """`api`: the provider's, which says what its counters mean (ProviderApi.usage);
+        `on_usage` sees each change of this response's counters (the server's metrics)."""
         ct = content_type.split(";")[0].strip().lower()
         self._mode = (
             "sse"
@@ -86,7 +60,7 @@ class UsageExtractor:
             if ct == "application/json" or ct.endswith("+json")
             else None
         )
-        self._backend = backend
+        self._api = api
         self._totals = totals
         self._on_usage = on_usage
         self._buf = bytearray()
@@ -146,7 +120,7 @@ class UsageExtractor:
             self._apply()
 
     def _apply(self) -> None:
-        now = _to_uhp(self._backend, self._fields)
+        now = self._api.usage(self._fields)
         delta = {k: v - self._applied.get(k, 0) for k, v in now.items()}
         self._totals.add(**delta)
         self._applied = now

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from uhp_server.gateway.wire.errors import Untranslatable
-from uhp_server.gateway.wire.messages import ChatMessages, image_part, text_part
+from uhp_server.gateway.wires.chat.messages import ChatMessages, image_part, text_part
+from uhp_server.gateway.wires.errors import Untranslatable
 
 # Tools OpenAI's own servers run; a Chat provider has nothing that would run them, so they
 # are not offered to the model (it then cannot call them, so no call is lost).

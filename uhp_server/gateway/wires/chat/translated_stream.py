@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Generic, Protocol, TypeVar
 
-from uhp_server.gateway.wire.chat import ChatDelta, ChatStreamReader
+from uhp_server.gateway.wires.chat.reader import ChatDelta, ChatStreamReader
 
 EARLY_END = "The model provider's stream ended before the answer was finished."
 

@@ -8,16 +8,16 @@ import secrets
 import time
 from dataclasses import dataclass, field
 
-from uhp_server.gateway.wire.chat import (
+from uhp_server.gateway.wires.chat.reader import (
     ChatDelta,
     ChatStreamReader,
     ToolCallDelta,
     completion_delta,
     usage_of,
 )
-from uhp_server.gateway.wire.responses_request import CUSTOM_INPUT, ToolMap
-from uhp_server.gateway.wire.sse import encode
-from uhp_server.gateway.wire.translated_stream import EARLY_END, TranslatedStream
+from uhp_server.gateway.wires.chat.translated_stream import EARLY_END, TranslatedStream
+from uhp_server.gateway.wires.responses.request import CUSTOM_INPUT, ToolMap
+from uhp_server.gateway.wires.sse import encode
 
 INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}
 

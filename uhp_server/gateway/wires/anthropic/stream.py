@@ -7,16 +7,20 @@ import json
 import secrets
 from dataclasses import dataclass, field
 
-from uhp_server.gateway.wire.chat import (
+from uhp_server.gateway.wires.anthropic.errors import anthropic_error
+from uhp_server.gateway.wires.chat.reader import (
     ChatDelta,
     ChatStreamReader,
     ToolCallDelta,
     completion_delta,
     usage_of,
 )
-from uhp_server.gateway.wire.errors import anthropic_error
-from uhp_server.gateway.wire.sse import encode
-from uhp_server.gateway.wire.translated_stream import EARLY_END, TranslatedStream, arguments_object
+from uhp_server.gateway.wires.chat.translated_stream import (
+    EARLY_END,
+    TranslatedStream,
+    arguments_object,
+)
+from uhp_server.gateway.wires.sse import encode
 
 STOP_REASONS = {
     "stop": "end_turn",

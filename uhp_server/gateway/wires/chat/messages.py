@@ -3,7 +3,7 @@ calls grouped with their results, and images that Chat only takes from a user.""
 
 from __future__ import annotations
 
-from uhp_server.gateway.wire.errors import Untranslatable
+from uhp_server.gateway.wires.errors import Untranslatable
 
 
 def image_part(url: str, detail: str | None = None) -> dict:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from uhp_server.gateway.wire.errors import Untranslatable
-from uhp_server.gateway.wire.messages import ChatMessages, image_part, text_part
+from uhp_server.gateway.wires.chat.messages import ChatMessages, image_part, text_part
+from uhp_server.gateway.wires.errors import Untranslatable
 
 TOOL_CHOICES = {"auto": "auto", "any": "required", "none": "none"}
 

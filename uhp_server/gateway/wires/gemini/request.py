@@ -11,8 +11,8 @@ import binascii
 import json
 from dataclasses import dataclass, field
 
-from uhp_server.gateway.wire.errors import Untranslatable
-from uhp_server.gateway.wire.messages import ChatMessages, image_part, text_part
+from uhp_server.gateway.wires.chat.messages import ChatMessages, image_part, text_part
+from uhp_server.gateway.wires.errors import Untranslatable
 
 CALLING_MODES = {"AUTO": "auto", "ANY": "required", "NONE": "none", "VALIDATED": "auto"}
 # Gemini's thinking budget (tokens) or level, as the nearest Chat `reasoning_effort`.

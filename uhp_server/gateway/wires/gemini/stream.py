@@ -13,10 +13,19 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass, field
 
-from uhp_server.gateway.wire.chat import ChatDelta, ChatStreamReader, completion_delta, usage_of
-from uhp_server.gateway.wire.errors import gemini_error
-from uhp_server.gateway.wire.sse import encode
-from uhp_server.gateway.wire.translated_stream import EARLY_END, TranslatedStream, arguments_object
+from uhp_server.gateway.wires.chat.reader import (
+    ChatDelta,
+    ChatStreamReader,
+    completion_delta,
+    usage_of,
+)
+from uhp_server.gateway.wires.chat.translated_stream import (
+    EARLY_END,
+    TranslatedStream,
+    arguments_object,
+)
+from uhp_server.gateway.wires.gemini.errors import gemini_error
+from uhp_server.gateway.wires.sse import encode
 
 FINISH_REASONS = {
     "stop": "STOP",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from uhp_server.gateway.wire.sse import SSEDecoder
+from uhp_server.gateway.wires.sse import SSEDecoder
 
 # Where OpenAI-compatible servers put a reasoning model's thinking: `reasoning_content`
 # (DeepSeek, vLLM before 0.10, llama.cpp) or `reasoning` (vLLM now, Ollama, OpenRouter).
