@@ -35,8 +35,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from uhp_server.app import create_app
-    from uhp_server.gateway.providers import load_providers
-    from uhp_server.gateway.providers_file import ProvidersFileError
+    from uhp_server.gateway.providers_file import ProvidersFileError, load_providers
 
     settings = _settings(args)
     configure_logging(settings.log_level)

@@ -22,12 +22,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from harness_bases import events as ev
 from uhp_server.engine.requests import Question, QuestionMode, ToolAnswer
+from uhp_server.gateway.user_questions import QUESTION_TOOL
 
 if TYPE_CHECKING:
     from uhp_server.engine.run import Run, TurnPlan
 
-QUESTION_SERVER = "uhp-user"
-QUESTION_TOOL = "ask_user"
 # The CLIs' own question tools that ask through the same machinery when the door can take a
 # question (the base's driver calls TurnSpec.ask_user); the engine records the question
 # itself as an ask_user call, so the CLI's own report of that call is left out.

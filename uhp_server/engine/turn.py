@@ -25,7 +25,6 @@ from uhp_server.engine.attachments import prompt_note
 from uhp_server.engine.questions import (
     NATIVE_QUESTION_TOOLS,
     PARKED_REASON,
-    QUESTION_SERVER,
     TEXT_INSTRUCTION,
     asks_in_text,
     is_question_tool,
@@ -39,6 +38,7 @@ from uhp_server.errors import error_body
 from uhp_server.gateway.mcp_targets import McpTarget, degraded_notice, mcp_path, probe
 from uhp_server.gateway.paths import gateway_path
 from uhp_server.gateway.tokens import UsageTotals
+from uhp_server.gateway.user_questions import QUESTION_SERVER
 from uhp_server.ops.metrics import Metrics
 from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SessionMounts
 

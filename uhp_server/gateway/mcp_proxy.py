@@ -25,11 +25,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
-from uhp_server.engine.questions import QUESTION_SERVER
 from uhp_server.gateway.mcp_targets import MCP_PATH, McpTarget
 from uhp_server.gateway.tokens import DOOR_SCOPE_KEY, TokenRegistry
 from uhp_server.gateway.url_policy import PinnedUrl, UrlRefused, pin_url
-from uhp_server.gateway.user_questions import Asker, serve_questions
+from uhp_server.gateway.user_questions import QUESTION_SERVER, Asker, serve_questions
 from uhp_server.http.bodies import read_capped
 
 log = logging.getLogger(__name__)

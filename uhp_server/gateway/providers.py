@@ -114,15 +114,3 @@ def conventional_providers(settings: Settings) -> list[Provider]:
             )
         )
     return found
-
-
-def load_providers(settings: Settings) -> list[Provider]:
-    """Every configured provider, in order: the conventional ones, then the file's.
-    Raises ProvidersFileError (naming the file and the field) for a bad providers file."""
-    from uhp_server.gateway.providers_file import read_providers_file
-
-    providers = conventional_providers(settings)
-    if settings.providers_file:
-        taken = {p.name for p in providers}
-        providers += read_providers_file(settings.providers_file, taken)
-    return providers

@@ -23,9 +23,10 @@ from typing import Any
 
 import yaml
 
-from uhp_server.gateway.providers import Provider, api_root
+from uhp_server.gateway.providers import Provider, api_root, conventional_providers
 from uhp_server.gateway.url_policy import UrlRefused, parse_url
 from uhp_server.gateway.wires import api_names
+from uhp_server.settings import Settings
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -150,3 +151,13 @@ def _headers(where: str, value: Any) -> dict[str, str]:
             raise ProvidersFileError(f"{where}.headers.{key}: must be a one-line string")
         headers[key.lower()] = text
     return headers
+
+
+def load_providers(settings: Settings) -> list[Provider]:
+    """Every configured provider, in order: the conventional ones, then the file's.
+    Raises ProvidersFileError (naming the file and the field) for a bad providers file."""
+    providers = conventional_providers(settings)
+    if settings.providers_file:
+        taken = {p.name for p in providers}
+        providers += read_providers_file(settings.providers_file, taken)
+    return providers

@@ -23,7 +23,8 @@ from collections.abc import Callable
 
 import httpx
 
-from uhp_server.gateway.providers import Provider, load_providers
+from uhp_server.gateway.providers import Provider
+from uhp_server.gateway.providers_file import load_providers
 from uhp_server.settings import Settings
 
 log = logging.getLogger(__name__)

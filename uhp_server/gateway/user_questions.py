@@ -15,7 +15,9 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
-from uhp_server.engine.questions import QUESTION_TOOL
+# The server and its one tool, by the names the agent sees (the engine offers them).
+QUESTION_SERVER = "uhp-user"
+QUESTION_TOOL = "ask_user"
 
 # (grant token, question, options) -> the answer, or None when none came while it waited.
 Asker = Callable[[str, str, tuple[str, ...]], Awaitable[str | None]]
