@@ -12,12 +12,7 @@ import pytest
 
 from storage import door_sessions
 from tests.support.fake_engine import CONNECTION, StandInEngine
-from uhp_server.engine.questions import (
-    QUESTION_SERVER,
-    QUESTION_TOOL,
-    TEXT_INSTRUCTION,
-    TEXT_MARKER,
-)
+from uhp_server.engine.questions import TEXT_INSTRUCTION, TEXT_MARKER
 from uhp_server.engine.requests import (
     ChatMessage,
     EngineTask,
@@ -28,6 +23,7 @@ from uhp_server.engine.requests import (
     ToolCall,
 )
 from uhp_server.errors import ApiError
+from uhp_server.gateway.user_questions import QUESTION_SERVER, QUESTION_TOOL
 
 
 @pytest.fixture
