@@ -188,8 +188,10 @@ async def test_an_oumi_cancel_sent_while_its_start_is_accepted_waits_for_it(
     server.base.script("long", [Hang()])
     harness_id = (await server.client.get("/v1/harnesses")).json()["harnesses"][0]["id"]
     accept = server.ctx.engine.start
+    accepting = asyncio.Event()
 
     async def slow_accept(*args: object, **kwargs: object) -> object:
+        accepting.set()
         await asyncio.sleep(0.3)  # the start is still being accepted when the cancel comes
         return await accept(*args, **kwargs)  # type: ignore[arg-type]
 
@@ -203,7 +205,7 @@ async def test_an_oumi_cancel_sent_while_its_start_is_accepted_waits_for_it(
     }
     url = f"/oumi/harnesses/{harness_id}"
     submitted = asyncio.create_task(server.client.post(f"{url}/submit", json=start))
-    await asyncio.sleep(0.05)
+    await asyncio.wait_for(accepting.wait(), 10)  # (a fixed pause lost the race under load)
     cancelled = await server.client.post(f"{url}/cancel", json=ids)
     assert cancelled.status_code == 200, cancelled.text  # not 404: that fails the evaluation
     assert cancelled.json()["status"] == "cancelled"
