@@ -56,19 +56,6 @@ HONOURED_FIELDS = frozenset(
 # Fields that do not change what runs, left out of the idempotency fingerprint: a retry
 # that switches to streaming is still the same task.
 _DELIVERY_FIELDS = ("stream", "background")
-# What an absent field means, so a repeat that spells out a default is the same request.
-_FIELD_DEFAULTS: dict[str, Any] = {
-    "store": True,
-    "model": None,
-    "metadata": None,
-    "previous_response_id": None,
-    "instructions": None,
-    "max_output_tokens": None,
-    "max_step": None,
-    "timeout_seconds": None,
-    "tools": None,
-    "include": None,
-}
 
 
 class CreateResponseBody(BaseModel):
@@ -129,6 +116,15 @@ def uhp_task(principal_id: str, body: dict[str, Any]) -> EngineTask:
         background=body.get("background", False),
         ignored_fields=tuple(sorted(k for k in body if k not in HONOURED_FIELDS)),
     )
+
+
+# What an absent field means (the body's own defaults, said once), so a repeat that spells
+# out a default is the same request.
+_FIELD_DEFAULTS: dict[str, Any] = {
+    name: field.default
+    for name, field in CreateResponseBody.model_fields.items()
+    if not field.is_required() and name not in _DELIVERY_FIELDS
+}
 
 
 def fingerprint(body: dict[str, Any]) -> str:
