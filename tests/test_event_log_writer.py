@@ -24,6 +24,7 @@ from storage.models import ResponseRow, SessionRow
 from uhp_server.engine.builder import ResponseBuilder
 from uhp_server.engine.eventlog import EventLog
 from uhp_server.engine.fold import TERMINAL_TYPES
+from uhp_server.engine.peers import NoPeers
 from uhp_server.engine.run import Run
 from uhp_server.engine.runs import RunManager
 
@@ -184,7 +185,8 @@ async def test_a_cancel_answers_cancelled_even_when_the_turn_never_reacts(db: Da
             active_response_id="resp_stuck",
         ),
     )
-    manager = RunManager(db, executor=None)  # type: ignore[arg-type]  (no turn is started)
+    no_peers = NoPeers(lambda: None)
+    manager = RunManager(db, None, no_peers)  # type: ignore[arg-type]  (no turn is started)
     stuck = Run(
         response_id="resp_stuck",
         principal_id="prin_test",

@@ -186,8 +186,8 @@ async def test_a_slot_handed_over_is_taken_though_its_notification_was_lost(
     monkeypatch.setattr(shared_admission, "POLL_SECONDS", 0.2)
     async with AsyncExitStack() as stack:
         a, b = await two_replicas(stack, tmp_path, provider, max_concurrent_turns=1)
-        assert b.ctx.runs.cluster is not None
-        b.ctx.runs.cluster.notes.on(replica_store.ADMISSION_CHANNEL, lambda _id: None)
+        assert b.ctx.runs.peers is not None
+        b.ctx.runs.peers.notes.on(replica_store.ADMISSION_CHANNEL, lambda _id: None)
         holding = await running_with_text(a)
         b.base.script("quick", answer("done"))
         waiting = (await b.submit("quick", background=True)).json()["id"]
@@ -346,7 +346,7 @@ async def test_a_waiting_turn_gets_the_idle_slot_of_a_replica_deaf_to_every_dema
 ) -> None:
     async with AsyncExitStack() as stack:
         a, b = await _a_keeping_an_idle_slot(stack, tmp_path, provider)
-        cluster = a.ctx.runs.cluster
+        cluster = a.ctx.runs.peers
         assert cluster is not None and cluster._loop_task is not None
         cluster.notes.on(replica_store.ADMISSION_CHANNEL, lambda _payload: None)
         if not renewing:
@@ -363,7 +363,7 @@ async def test_a_replica_whose_lease_lapsed_admits_nothing_from_its_old_block(
 ) -> None:
     async with AsyncExitStack() as stack:
         a, b = await _a_keeping_an_idle_slot(stack, tmp_path, provider)
-        cluster = a.ctx.runs.cluster
+        cluster = a.ctx.runs.peers
         assert cluster is not None and cluster._loop_task is not None
         cluster._loop_task.cancel()  # a stalls for longer than its lease
         await asyncio.sleep(LEASE * 1.5)

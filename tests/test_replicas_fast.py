@@ -171,7 +171,7 @@ async def test_an_answer_racing_the_turn_parking_on_its_replica_continues_it_in_
 
         await wait_for(lambda: input_required_on(b, principal_id, response_id))
         call_id = (await b.ctx.engine.state(principal_id, response_id)).questions[0].call_id
-        relay = b.ctx.runs.cluster.answers
+        relay = b.ctx.runs.peers.answers
         record = relay.relay
 
         async def parked_first(response_id: str, answers: list[ToolAnswer]) -> bool:
@@ -204,8 +204,8 @@ async def test_the_harness_events_feed_of_one_replica_shows_the_turns_of_the_oth
         first = (await a.submit("who")).json()
         principal_id = a.ctx.runs.get(first["id"]).principal_id
         harness_id = first["metadata"]["harness_id"]
-        assert b.ctx.runs.cluster is not None
-        async with b.ctx.runs.cluster.events_heard():  # as the feed's route subscribes
+        assert b.ctx.runs.peers is not None
+        async with b.ctx.runs.peers.events_heard():  # as the feed's route subscribes
             feed = b.ctx.runs.feed.subscribe(principal_id, harness_id)
         a.base.script("feed me", answer("fed"))
         response_id = (await a.submit("feed me", background=True)).json()["id"]
@@ -242,8 +242,8 @@ async def test_the_harness_events_feed_answers_once_it_hears_the_other_replicas(
         a.base.script("who", answer("me"))
         first = (await a.submit("who")).json()
         principal = SimpleNamespace(id=a.ctx.runs.get(first["id"]).principal_id)
-        assert b.ctx.runs.cluster is not None
-        notes = b.ctx.runs.cluster.notes
+        assert b.ctx.runs.peers is not None
+        notes = b.ctx.runs.peers.notes
         listen = notes._listen_as_wanted
 
         async def late(conn: Any) -> None:

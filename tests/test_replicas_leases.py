@@ -33,7 +33,7 @@ pytestmark = ONLY_ON_POSTGRESQL
 
 async def _lapsed_and_taken_over(a: InProcess, b: InProcess, response_id: str) -> dict[str, Any]:
     """Stop a's lease renewals until b has ended a's turn; the turn as b stored it."""
-    cluster = a.ctx.runs.cluster
+    cluster = a.ctx.runs.peers
     assert cluster is not None and cluster._loop_task is not None
     cluster._loop_task.cancel()
 
@@ -79,7 +79,7 @@ async def test_a_replica_that_was_taken_over_lets_its_turns_go(
         stored = await _lapsed_and_taken_over(a, b, response_id)
         assert a.sandbox.running  # the turn's process still runs on a
         # a comes back: at its first renewal it sees the turn is no longer its own.
-        cluster = a.ctx.runs.cluster
+        cluster = a.ctx.runs.peers
         assert cluster is not None
         cluster._loop_task = asyncio.create_task(cluster._keep_lease())
         run = a.ctx.runs.get(response_id)

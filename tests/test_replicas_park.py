@@ -136,7 +136,7 @@ async def test_a_park_request_the_runner_never_takes_is_withdrawn_and_the_turn_s
             stack, tmp_path, provider, model_connection_allow_private_hosts=True
         )
         principal_id, response_id, call_id = await _paused_on_a_seen_on_b(a, b)
-        relay = a.ctx.runs.cluster.answers
+        relay = a.ctx.runs.peers.answers
         deliver = relay.deliver
 
         monkeypatch.setattr(relay, "deliver", _deaf)  # its notifications and renewals lost
@@ -340,7 +340,7 @@ async def test_an_agentos_resume_tries_again_while_the_other_replica_is_slow_to_
 ) -> None:
     # AgentOS never repeats an invocation: the door itself tries again after a 503.
     async with _agentos_run_held_on_a(tmp_path, provider, "r_slow") as (a, b, platform):
-        relay = a.ctx.runs.cluster.answers
+        relay = a.ctx.runs.peers.answers
         deliver = relay.deliver
 
         monkeypatch.setattr(relay, "deliver", _deaf)  # its notifications lost, for a while

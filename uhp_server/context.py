@@ -5,6 +5,7 @@ long as the server serves (`serving`)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -24,7 +25,9 @@ from uhp_server.engine import Engine
 from uhp_server.engine.admission import Admission, AdmissionQueue
 from uhp_server.engine.artifacts import ArtifactCollector, ArtifactLimits
 from uhp_server.engine.assembly import assemble_engine
-from uhp_server.engine.cluster import Cluster
+from uhp_server.engine.cluster import Cluster, listener
+from uhp_server.engine.lease import Lease
+from uhp_server.engine.peers import NoPeers, Peers
 from uhp_server.engine.recovery import recover
 from uhp_server.engine.runs import RunManager
 from uhp_server.engine.shared_admission import SharedAdmission
@@ -96,20 +99,13 @@ def build_context(
     enabled = usable_bases(settings) if bases is None else bases
     sandbox = sandbox or make_sandbox(settings, enabled.values())
     replica = replica_id(settings.replica_id, settings.data_dir)
-    cluster = None
     admission: Admission = AdmissionQueue(settings.max_concurrent_turns)
+    peers: Peers = NoPeers(functools.partial(asyncio.to_thread, recover, db))
     if db.dialect == "postgresql":  # replicas may share it: leases, tails, cancels, admission
-        cluster = Cluster(db, replica, settings.replica_lease_seconds, sandbox)
-        shared = SharedAdmission(
-            db,
-            replica,
-            settings.max_concurrent_turns,
-            settings.replica_lease_seconds,
-            cluster.notes,
-        )
-        shared.lease_current = cluster.lease_current
-        cluster.on_lapsed = shared.lease_lapsed
-        cluster.on_lease_round = shared.look_at_line
+        lease = Lease(settings.replica_lease_seconds)
+        notes = listener(db, replica)
+        shared = SharedAdmission(db, replica, settings.max_concurrent_turns, lease, notes)
+        peers = Cluster(db, replica, lease, sandbox, notes, shared)
         admission = shared
     limits = ArtifactLimits(
         max_count=settings.max_artifacts_per_session,
@@ -126,10 +122,12 @@ def build_context(
         metrics=metrics,
     )
     runs = RunManager(
-        db, executor, paused_keep_seconds=settings.paused_turn_keep_seconds, replica_id=replica
+        db,
+        executor,
+        peers,
+        paused_keep_seconds=settings.paused_turn_keep_seconds,
+        replica_id=replica,
     )
-    runs.cluster = cluster
-    executor.asker = runs.ask  # a CLI's own question tool asks like ask_user does
     engine = assemble_engine(settings, db, enabled, catalog, runs, blobs)
     return AppContext(
         settings=settings,
@@ -148,12 +146,9 @@ def build_context(
 
 @asynccontextmanager
 async def serving(ctx: AppContext, app: FastAPI) -> AsyncIterator[None]:
-    """Recovery, the cluster and the sandbox, for as long as the server serves."""
-    cluster = ctx.runs.cluster
-    if cluster is not None:
-        await cluster.open(ctx.runs)  # recovers only what no live replica runs
-    else:
-        await asyncio.to_thread(recover, ctx.db)  # appends through the writer, and waits
+    """Recovery, the other replicas and the sandbox, for as long as the server serves."""
+    peers = ctx.runs.peers
+    await peers.open(ctx.runs)  # recovers only what no live replica runs
     retention = ctx.settings.idempotency_retention_hours * 3600
     await ctx.db.write(prune_idempotency, ctx.db, time.time() - retention)
     sandbox = ctx.runs.executor.sandbox
@@ -162,8 +157,7 @@ async def serving(ctx: AppContext, app: FastAPI) -> AsyncIterator[None]:
         yield
     finally:
         await ctx.runs.shutdown()
-        if cluster is not None:
-            await cluster.close()
+        await peers.close()
         await sandbox.close()
         await ctx.upstreams.aclose()
 

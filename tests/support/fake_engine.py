@@ -26,12 +26,18 @@ from tests.support.fakes import AGENT_PROGRAM, FakeSandbox
 from uhp_server.catalog import ModelCatalog
 from uhp_server.engine.admission import AdmissionQueue
 from uhp_server.engine.assembly import assemble_engine
+from uhp_server.engine.peers import NoPeers
 from uhp_server.engine.runs import RunManager
 from uhp_server.engine.turn import TurnExecutor
 from uhp_server.gateway.connection import ModelConnection
 from uhp_server.gateway.tokens import TokenRegistry
 from uhp_server.gateway.upstreams import Upstreams
 from uhp_server.settings import Settings
+
+
+async def _nothing_to_recover() -> None:
+    """A stand-in engine starts on an empty database."""
+
 
 CONNECTION = ModelConnection(base_url="http://127.0.0.1:9/v1", model="m", api_key="k")
 
@@ -136,7 +142,9 @@ class StandInEngine:
         executor = TurnExecutor(
             self.sandbox, TokenRegistry(), self.settings.tools_dir, 0.1, admission=self.admission
         )
-        self.runs = RunManager(self.db, executor, paused_keep_seconds=keep_seconds)
+        self.runs = RunManager(
+            self.db, executor, NoPeers(_nothing_to_recover), paused_keep_seconds=keep_seconds
+        )
         self.base.runs = self.runs
         bases: dict[str, Any] = {"standin": self.base}
         catalog = ModelCatalog(Upstreams(self.settings))

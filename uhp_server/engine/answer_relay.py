@@ -21,16 +21,14 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from storage import relayed_questions as store
 from storage.db import Database
 from uhp_server.engine import questions
+from uhp_server.engine.peers import LocalRuns
 from uhp_server.engine.requests import Question, ToolAnswer
-
-if TYPE_CHECKING:
-    from uhp_server.engine.run import Run
-    from uhp_server.engine.runs import RunManager
+from uhp_server.engine.run import Run
 
 log = logging.getLogger("uhp_server.answer_relay")
 
@@ -39,7 +37,7 @@ class AnswerRelay:
     def __init__(self, db: Database, replica_id: str) -> None:
         self.db = db
         self.replica_id = replica_id
-        self.runs: RunManager | None = None
+        self.runs: LocalRuns | None = None
         self._tasks: set[asyncio.Task[object]] = set()
 
     # -- the replica running the turn ----------------------------------------------------

@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator
+from typing import Any
 
 from storage import relayed_questions
 from storage import replicas as replica_store
@@ -41,19 +42,20 @@ from storage.db import EVENTS_CHANNEL, Database
 from storage.models import ResponseRow
 from uhp_server.engine.answer_relay import AnswerRelay
 from uhp_server.engine.fold import TERMINAL_TYPES
+from uhp_server.engine.lease import Lease
 from uhp_server.engine.notifications import Notifications
+from uhp_server.engine.peers import LocalRuns
 from uhp_server.engine.recovery import finish_interrupted
 from uhp_server.engine.remote_feed import RemoteFeed
+from uhp_server.engine.requests import ToolAnswer
 from uhp_server.engine.run import REPLICA_STOPPED
+from uhp_server.engine.shared_admission import SharedAdmission
 from uhp_server.sandbox.base import Sandbox
-
-if TYPE_CHECKING:
-    from uhp_server.engine.runs import RunManager
 
 log = logging.getLogger("uhp_server.cluster")
 
 # How long a cancel relayed to another replica waits for its terminal event: the owner
-# answers within RunManager's two CANCEL_TURN_WAITs, plus a notification each way.
+# answers within LocalRuns's two CANCEL_TURN_WAITs, plus a notification each way.
 RELAY_WAIT_SECONDS = 2.0
 FINISH_ATTEMPTS = 3
 # How long a request to park a turn waits for its runner to take it, and then for the turn's
@@ -78,41 +80,56 @@ LOST_REPLICA = {
 }
 
 
+def listener(db: Database, replica_id: str) -> Notifications:
+    """The one LISTEN connection of this replica, for the cluster and its admission line."""
+    return Notifications(
+        str(getattr(db.raw, "conninfo", "")),
+        (
+            replica_store.CANCEL_CHANNEL,
+            replica_store.ADMISSION_CHANNEL,
+            relayed_questions.ANSWERS_CHANNEL,
+        ),
+        on_demand=(EVENTS_CHANNEL,),  # while a tail or the feed here wants them
+        announce=functools.partial(_announce_hearing, replica_id),
+    )
+
+
+async def _announce_hearing(replica_id: str, conn: Any, channel: str, hearing: bool) -> None:
+    """Commits of events are told only while some replica hears them (migration 0008)."""
+    if channel == EVENTS_CHANNEL:
+        await replica_store.hear_events(conn, replica_id, hearing)
+
+
 class Cluster:
+    """The other replicas, as this one's `Peers` (engine/peers.py)."""
+
     def __init__(
-        self, db: Database, replica_id: str, lease_seconds: float, sandbox: Sandbox
+        self,
+        db: Database,
+        replica_id: str,
+        lease: Lease,
+        sandbox: Sandbox,
+        notes: Notifications,
+        admission: SharedAdmission,
     ) -> None:
         self.db = db
         self.replica_id = replica_id
-        self.lease_seconds = lease_seconds
+        self.lease = lease
+        self.lease_seconds = lease.seconds
         self.sandbox = sandbox
-        self.notes = Notifications(
-            str(getattr(db.raw, "conninfo", "")),
-            (
-                replica_store.CANCEL_CHANNEL,
-                replica_store.ADMISSION_CHANNEL,
-                relayed_questions.ANSWERS_CHANNEL,
-            ),
-            on_demand=(EVENTS_CHANNEL,),  # while a tail or the feed here wants them
-            announce=self._announce_hearing,
-        )
+        self.notes = notes
+        self.admission = admission  # told when the lease lapsed, and at each lease round
         self.answers = AnswerRelay(db, replica_id)
-        self._runs: RunManager | None = None
+        self._runs: LocalRuns | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._cancelling: set[asyncio.Task[None]] = set()
-        self._renewed = 0.0  # when the last renewal that landed set out (monotonic)
         self._renewals: set[asyncio.Task[None]] = set()  # sent, not yet back
         self._looking_around = asyncio.Lock()  # one round of the renewal's other work at once
         self._given_up: dict[str, str] = {}  # turns let go while cut off: response → session
-        # The admission line's (engine/shared_admission.py): called on its thread when a
-        # renewal found the lease lapsed (it came back with an empty block), and in each lease
-        # round (it looks for turns waiting in the line).
-        self.on_lapsed: Callable[[], None] | None = None
-        self.on_lease_round: Callable[[], Awaitable[None]] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
-    async def open(self, runs: RunManager) -> None:
+    async def open(self, runs: LocalRuns) -> None:
         """Take the lease, finish what no live replica runs (this one's former turns too),
         then listen and keep the lease."""
         self._runs = runs
@@ -165,7 +182,7 @@ class Cluster:
         or hung one must neither space them out nor hide a lapse)."""
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
-            if time.monotonic() - self._renewed > self.lease_seconds:
+            if not self.lease.current():
                 self._give_up_turns()
             if len(self._renewals) < RENEWALS_IN_FLIGHT:
                 renewal = asyncio.create_task(self._renewal_round())
@@ -177,21 +194,15 @@ class Cluster:
         lease runs from no later than that), whatever the event loop is doing meanwhile."""
         setting_out = time.monotonic()
         lapsed = replica_store.renew_lease(self.db, self.replica_id, self.lease_seconds)
-        self._renewed = max(self._renewed, setting_out)
+        self.lease.renewed(setting_out)
         if lapsed:
             # The other replicas stopped counting what this one holds, and may have taken its
             # turns over: its turns stop, as when its own clock finds the lease lapsed.
-            if self.on_lapsed is not None:
-                self.on_lapsed()
+            self.admission.lease_lapsed()
             if self._loop is not None and self._runs is not None:
                 self._loop.call_soon_threadsafe(self._give_up_turns)
                 # Its row may have been made anew, hearing no events: say so again.
                 self._loop.call_soon_threadsafe(self.notes.announce_again)
-
-    def lease_current(self) -> bool:
-        """Whether the last renewal that landed set out less than a lease ago: while it is
-        not, the other replicas may no longer count what this one holds."""
-        return time.monotonic() - self._renewed < self.lease_seconds
 
     async def _renewal_round(self) -> None:
         try:
@@ -217,8 +228,7 @@ class Cluster:
                     finished_before=time.time() - LOST_SLOT_SECONDS,
                 )
                 await self._stop_storing_deleted()
-                if self.on_lease_round is not None:
-                    await self.on_lease_round()
+                await self.admission.look_at_line()
             except Exception:
                 log.exception("replica_lease_round_failed")
 
@@ -395,12 +405,19 @@ class Cluster:
             await asyncio.wait_for(self.wait_finished(response_id), PARK_ENDING_SECONDS)
         return True
 
-    # -- events of a response running elsewhere ------------------------------------------
-    async def _announce_hearing(self, conn: Any, channel: str, hearing: bool) -> None:
-        """Commits of events are told only while some replica hears them (migration 0008)."""
-        if channel == EVENTS_CHANNEL:
-            await replica_store.hear_events(conn, self.replica_id, hearing)
+    # -- as Peers -------------------------------------------------------------------------
+    @property
+    def shared(self) -> bool:
+        return True
 
+    @property
+    def board(self) -> AnswerRelay:
+        return self.answers
+
+    async def relay_answers(self, response_id: str, answers: list[ToolAnswer]) -> bool:
+        return await self.answers.relay(response_id, answers)
+
+    # -- events of a response running elsewhere ------------------------------------------
     @contextlib.asynccontextmanager
     async def events_heard(self) -> AsyncIterator[None]:
         """Enters once the other replicas' commits of events are heard here (at most a

@@ -129,7 +129,7 @@ class Engine:
                 await run.log.wait_finished()
                 row = await self._row(principal_id, response_id)  # deleted meanwhile?
             elif row.status == "in_progress":  # it runs on another replica
-                await self._runs.wait_elsewhere(row.id)
+                await self._runs.peers.wait_finished(row.id)
                 row = await self._row(principal_id, response_id)
         return await self._current(row, replay=True)
 

@@ -18,14 +18,12 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from harness_bases import events as ev
 from uhp_server.engine.requests import Question, QuestionMode, ToolAnswer
+from uhp_server.engine.run import Run, TurnPlan
 from uhp_server.gateway.user_questions import QUESTION_TOOL
-
-if TYPE_CHECKING:
-    from uhp_server.engine.run import Run, TurnPlan
 
 # The CLIs' own question tools that ask through the same machinery when the door can take a
 # question (the base's driver calls TurnSpec.ask_user); the engine records the question
@@ -38,7 +36,6 @@ NATIVE_QUESTION_TOOLS = frozenset(
         "ask_user",  # Gemini CLI (harness_bases/gemini_cli/questions.py)
     }
 )
-PARKED_REASON = "input_required"
 # Bases whose CLI takes no HTTP MCP server ask in their final text instead (TEXT_MARKER).
 TEXT_MARKER = "QUESTION FOR THE USER:"
 TEXT_INSTRUCTION = (

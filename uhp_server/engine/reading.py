@@ -15,8 +15,9 @@ from storage import responses as response_store
 from storage.db import Database
 from storage.models import ResponseRow
 from uhp_server.engine.fold import fold
-from uhp_server.engine.questions import PARKED_REASON, pending_questions, question_of_call
+from uhp_server.engine.questions import pending_questions, question_of_call
 from uhp_server.engine.requests import INPUT_REQUIRED, QUEUED, TaskState
+from uhp_server.engine.run import PARKED_REASON
 from uhp_server.engine.runs import RunManager
 from uhp_server.errors import ApiError
 
@@ -80,7 +81,7 @@ def task_state(db: Database, runs: RunManager, row: ResponseRow) -> TaskState:
             status = QUEUED
         elif run.asking:
             return TaskState(INPUT_REQUIRED, response, tuple(run.asking))
-    elif run is None and status == "in_progress" and runs.cluster is not None:
+    elif run is None and status == "in_progress" and runs.peers.shared:
         if row.admission == "waiting":
             status = QUEUED  # waiting for a slot on another replica
         elif waiting := relayed_questions.pending(db, row.id):  # paused on another replica
@@ -103,8 +104,8 @@ async def follow_events(
         async for event in run.log.follow(after):
             yield event
         return
-    if runs.cluster is not None and row.status == "in_progress":  # it runs on another replica
-        async for event in runs.cluster.follow(row.id, after):
+    if runs.peers.shared and row.status == "in_progress":  # it runs on another replica
+        async for event in runs.peers.follow(row.id, after):
             yield event
         return
     for event in await db.read(response_store.events_after, db, row.id, after):

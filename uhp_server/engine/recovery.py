@@ -16,7 +16,8 @@ from storage.db import Database
 from uhp_server.engine.builder import ResponseBuilder
 from uhp_server.engine.eventlog import numbered
 from uhp_server.engine.fold import TERMINAL_TYPES, fold
-from uhp_server.engine.questions import PARKED_REASON, pending_questions
+from uhp_server.engine.questions import pending_questions
+from uhp_server.engine.run import PARKED_REASON
 
 log = logging.getLogger("uhp_server.recovery")
 

@@ -3,7 +3,7 @@
 Every commit of events NOTIFYs `uhp_events` with its response id while some replica hears them
 (migrations 0003 and 0008); this one does while its feed has subscribers. Then a notification
 for a response it does not run is followed by reading that response's events after the last one
-passed on, and the feed gets them as `RunManager` hands it a local run's. Best effort like the
+passed on, and the feed gets them as `LocalRuns` hands it a local run's. Best effort like the
 feed itself: a response first noticed mid-turn is passed on from its first event, and a
 notification lost while the listener reconnects delays its events until the response's next
 commit.
@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from storage import responses as response_store
 from storage.db import EVENTS_CHANNEL, Database
@@ -22,9 +21,7 @@ from storage.models import ResponseRow, SessionRow
 from uhp_server.engine.feed import HarnessFeed, feed_event
 from uhp_server.engine.fold import TERMINAL_TYPES
 from uhp_server.engine.notifications import Notifications
-
-if TYPE_CHECKING:
-    from uhp_server.engine.runs import RunManager
+from uhp_server.engine.peers import LocalRuns
 
 log = logging.getLogger("uhp_server.remote_feed")
 
@@ -43,7 +40,7 @@ class _Turn:
 
 class RemoteFeed:
     def __init__(
-        self, db: Database, runs: RunManager, feed: HarnessFeed, notes: Notifications
+        self, db: Database, runs: LocalRuns, feed: HarnessFeed, notes: Notifications
     ) -> None:
         self.db = db
         self.runs = runs
@@ -73,7 +70,7 @@ class RemoteFeed:
         """A commit of `response_id`'s events, on any replica."""
         if not response_id or self.feed.subscriber_count == 0:
             return
-        if self.runs.get(response_id) is not None:  # runs here: RunManager passes it on
+        if self.runs.get(response_id) is not None:  # runs here: LocalRuns passes it on
             return
         if response_id in self._over:
             return

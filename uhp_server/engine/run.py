@@ -33,10 +33,11 @@ from uhp_server.catalog import ModelRoute
 from uhp_server.engine.builder import ResponseBuilder
 from uhp_server.engine.eventlog import EventLog
 from uhp_server.engine.inputs import Attachment
-from uhp_server.engine.questions import PARKED_REASON
 from uhp_server.engine.requests import Question, QuestionPolicy
 from uhp_server.gateway.mcp_targets import McpTarget
 
+# The reason a parked turn ended `incomplete`: its questions wait for the user's answers.
+PARKED_REASON = "input_required"
 # How a turn ends when its replica no longer runs it (engine/cluster.py): the message both the
 # replica that takes it over and the one that lets it go give.
 REPLICA_STOPPED = "The server replica running this task stopped."

@@ -7,7 +7,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from storage import session_listing
 from storage import sessions as session_store
@@ -15,13 +15,11 @@ from storage.db import Database
 from uhp_server.catalog import ModelRoute
 from uhp_server.engine import questions
 from uhp_server.engine.feed import HarnessFeed, feed_event
+from uhp_server.engine.peers import Peers
 from uhp_server.engine.requests import ToolAnswer
 from uhp_server.engine.run import Run, StopReason
 from uhp_server.engine.turn import TurnExecutor
 from uhp_server.gateway.providers import Provider
-
-if TYPE_CHECKING:
-    from uhp_server.engine.cluster import Cluster
 
 log = logging.getLogger("uhp_server.runs")
 
@@ -42,14 +40,15 @@ class RunManager:
         self,
         db: Database,
         executor: TurnExecutor,
+        peers: Peers,
         feed: HarnessFeed | None = None,
         paused_keep_seconds: float = 45.0,
         replica_id: str | None = None,
     ) -> None:
         self.db = db
         self.replica_id = replica_id  # recorded on the responses this process runs
-        # Several replicas on one PostgreSQL: the runs of the others (engine/cluster.py).
-        self.cluster: Cluster | None = None
+        # The other replicas, where a task may run instead (engine/peers.py).
+        self.peers = peers
         self.executor = executor
         self.feed = feed or HarnessFeed()
         self.paused_keep_seconds = paused_keep_seconds  # UHP_PAUSED_TURN_KEEP_SECONDS
@@ -84,8 +83,7 @@ class RunManager:
             await self.db.write(
                 session_store.set_native_session_id, self.db, run.session_id, run.native_session_id
             )
-        board = self.cluster.answers if self.cluster is not None else None
-        return await questions.ask(run, text, options, self.paused_keep_seconds, board)
+        return await questions.ask(run, text, options, self.paused_keep_seconds, self.peers.board)
 
     async def ask_by_token(self, token: str, text: str, options: tuple[str, ...]) -> str | None:
         """The question tool's call, made with a turn's gateway token."""
@@ -140,7 +138,7 @@ class RunManager:
 
     async def _execute(self, run: Run) -> None:
         try:
-            await self.executor.execute(run, self._on_terminal)
+            await self.executor.execute(run, self._on_terminal, self.ask)
         except Exception:
             log.exception("turn_crashed", extra={"response_id": run.response_id})
             await self._end_crashed(run)
@@ -233,36 +231,6 @@ class RunManager:
         run.log.persist = False
         run.log.release_on_end = None  # its session is the database's owner's to release
         run.request_stop(StopReason.ABANDON)
-
-    async def cancel_elsewhere(self, response_id: str) -> None:
-        """Cancel a response that runs on another replica: it stops there, and this returns
-        once its terminal event is written (bounded, like `cancel`)."""
-        if self.cluster is not None:
-            await self.cluster.relay_cancel(response_id)
-
-    async def answer_elsewhere(self, response_id: str, answers: list[ToolAnswer]) -> bool:
-        """Relay the answers to the replica whose live turn waits on them; False when it no
-        longer waits (parked, answered, over)."""
-        if self.cluster is None:
-            return False
-        return await self.cluster.answers.relay(response_id, answers)
-
-    async def park_elsewhere(self, response_id: str, call_ids: list[str]) -> bool:
-        """Ask the replica whose live turn waits on these calls to park it, and wait (bounded)
-        for the turn's end; False when it no longer waits on them (nothing was asked)."""
-        if self.cluster is None:
-            return False
-        return await self.cluster.park_elsewhere(response_id, call_ids)
-
-    async def time_out_elsewhere(self, response_id: str, details: dict[str, Any]) -> None:
-        """`time_out` for a response that runs on another replica."""
-        if self.cluster is not None:
-            await self.cluster.relay_cancel(response_id, details)
-
-    async def wait_elsewhere(self, response_id: str) -> None:
-        """Wait until a response that runs on another replica is over."""
-        if self.cluster is not None:
-            await self.cluster.wait_finished(response_id)
 
     async def time_out(self, run: Run, details: dict[str, Any]) -> None:
         """End the turn now as `incomplete` with `details` (a caller's deadline fired); like

@@ -36,6 +36,7 @@ from typing import Any
 
 from storage import replicas as replica_store
 from storage.db import Database
+from uhp_server.engine.lease import Lease
 from uhp_server.engine.notifications import Notifications
 
 log = logging.getLogger("uhp_server.admission")
@@ -51,7 +52,7 @@ class SharedAdmission:
         db: Database,
         replica_id: str,
         limit: int,
-        lease_seconds: float,
+        lease: Lease,
         notes: Notifications,
     ) -> None:
         if limit < 1:
@@ -59,7 +60,10 @@ class SharedAdmission:
         self.db = db
         self.replica_id = replica_id
         self.limit = limit
-        self.lease_seconds = lease_seconds
+        # Its renewals are the cluster's (engine/cluster.py). While it is not known live, the
+        # others may not count this replica's block, and nothing is admitted from it in memory.
+        self.lease = lease
+        self.lease_seconds = lease.seconds
         self.block = 0  # slots this replica holds as its block (replica.slots)
         self._on_block: set[str] = set()  # turns running on a slot of the block
         self._here: collections.deque[tuple[str, asyncio.Future[bool]]] = collections.deque()
@@ -80,9 +84,6 @@ class SharedAdmission:
         self._lapses_written = 0
         self._lapses_handled = 0
         self._loop: asyncio.AbstractEventLoop | None = None
-        # Whether this replica's lease is known live (engine/cluster.py): while it is not, the
-        # others may not count its block, and nothing is admitted from it in memory.
-        self.lease_current: Callable[[], bool] = lambda: True
         notes.on(replica_store.ADMISSION_CHANNEL, self._notified)
 
     # -- a turn's slot ---------------------------------------------------------------------
@@ -131,14 +132,14 @@ class SharedAdmission:
     async def _from_block(self, holder: str) -> bool:
         """A slot of the block, waiting for one here when every slot held is the block's;
         False when the turn must join the shared line instead."""
-        if not self.lease_current():
+        if not self.lease.current():
             return False
         if self._looking == 0 and self._idle_slot_for(holder):
             return True  # (while a turn that came earlier asks, it goes first)
         self._looking += 1
         try:
             async with self._taking:
-                if self._contended or not self.lease_current():
+                if self._contended or not self.lease.current():
                     return False
                 if self._idle_slot_for(holder):
                     return True
@@ -226,7 +227,7 @@ class SharedAdmission:
         if self._contended:
             self._give_back(1)
             return
-        if not self.lease_current():  # nothing is admitted from the block meanwhile
+        if not self.lease.current():  # nothing is admitted from the block meanwhile
             self._send_waiters_to_line()
             return
         while self._here:

@@ -102,7 +102,7 @@ class TaskSteering:
         if run is not None and cancelled_here:
             await self.runs.cancel(run)
         elif run is None and row.status == "in_progress":  # it runs on another replica
-            await self.runs.cancel_elsewhere(row.id)
+            await self.runs.peers.relay_cancel(row.id)
             row = await self._row(principal_id, response_id)
         state = await self.db.read(task_state, self.db, self.runs, row)
         seen = await self._cancelled_response(row, run, cancelled_here)
@@ -142,7 +142,7 @@ class TaskSteering:
         if run is not None and not run.log.finished:
             await self.runs.time_out(run, details)
         elif run is None and row.status == "in_progress":  # it runs on another replica
-            await self.runs.time_out_elsewhere(row.id, details)
+            await self.runs.peers.relay_cancel(row.id, details)
             row = await self._row(principal_id, response_id)
         return await self.db.read(task_state, self.db, self.runs, row)
 
@@ -181,16 +181,20 @@ class TaskSteering:
         if run is None and row.status == "in_progress":  # paused on another replica
             # A connection's key is never stored, so it cannot follow the answers to the
             # turn's replica: that turn parks, and goes on here in a new turn with it.
-            parking = model_connection is not None and await self.runs.park_elsewhere(
+            parking = model_connection is not None and await self.runs.peers.park_elsewhere(
                 row.id, pending
             )
             if not parking:
-                if model_connection is None and await self.runs.answer_elsewhere(row.id, answers):
+                if model_connection is None and await self.runs.peers.relay_answers(
+                    row.id, answers
+                ):
                     return row.id
                 # It parked (or was answered) meanwhile: once its turn has ended, a parked
                 # one goes on in a new turn as below.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.runs.wait_elsewhere(row.id), PARKING_WAIT_SECONDS)
+                    await asyncio.wait_for(
+                        self.runs.peers.wait_finished(row.id), PARKING_WAIT_SECONDS
+                    )
             row = await self._row(principal_id, response_id)
             state = await self.db.read(task_state, self.db, self.runs, row)
             if parking and row.status == "in_progress":

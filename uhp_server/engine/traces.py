@@ -45,10 +45,10 @@ class TraceDeleter:
         run = self.runs.for_session(session_id)
         if run is not None and not run.log.finished:
             await self.runs.cancel(run)
-        elif run is None and self.runs.cluster is not None:  # it may run on another replica
+        elif run is None and self.runs.peers.shared:  # it may run on another replica
             active = await self.db.read(session_store.active_response, self.db, session_id)
             if active is not None:
-                await self.runs.cancel_elsewhere(active)
+                await self.runs.peers.relay_cancel(active)
         await self.runs.wait_stopped(session_id, self.grace_seconds + 10)
         response_ids = await self.db.read(session_listing.all_response_ids, self.db, session_id)
         for response_id in response_ids:  # a late append of theirs is stored no more

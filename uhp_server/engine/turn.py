@@ -24,14 +24,13 @@ from uhp_server.engine.admission import Admission
 from uhp_server.engine.attachments import prompt_note
 from uhp_server.engine.questions import (
     NATIVE_QUESTION_TOOLS,
-    PARKED_REASON,
     TEXT_INSTRUCTION,
     asks_in_text,
     is_question_tool,
     park_on_text_question,
     text_question,
 )
-from uhp_server.engine.run import Outcome, Run, RunPhase, TurnPlan
+from uhp_server.engine.run import PARKED_REASON, Outcome, Run, RunPhase, TurnPlan
 from uhp_server.engine.turn_files import TurnFiles
 from uhp_server.engine.wind_down import limit_outcome, wind_down
 from uhp_server.errors import error_body
@@ -45,6 +44,9 @@ from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SessionMounts
 log = logging.getLogger("uhp_server.turn")
 
 CANCELLED_COLLECT_SECONDS = 0.3  # what a stopped turn's artifact collection may delay it
+
+# How a run's agent asks the user: (the run, the question, its options) -> the answer, or None.
+Asker = Callable[[Run, str, tuple[str, ...]], Awaitable[str | None]]
 
 
 class TurnExecutor:
@@ -66,13 +68,11 @@ class TurnExecutor:
         self.admission = admission  # None: no limit on concurrent turns
         self._queued = 0  # turns waiting for admission now
         self.metrics = metrics
-        # How a run's agent asks the user (RunManager.ask); the CLI's own question tool uses
-        # it on a turn whose door can take a question.
-        self.asker: Callable[[Run, str, tuple[str, ...]], Awaitable[str | None]] | None = None
 
-    async def execute(self, run: Run, on_terminal: Callable[[Run], None]) -> None:
+    async def execute(self, run: Run, on_terminal: Callable[[Run], None], ask: Asker) -> None:
         """Run the turn; `on_terminal` is called once the terminal event is written, before
-        the process is wound down."""
+        the process is wound down. `ask`: how its agent asks the user (RunManager.ask), the
+        server's question tool and the CLI's own alike, on a turn whose door takes one."""
         plan = run.plan
         route = plan.route
         door = self.sandbox.door(run.response_id)
@@ -104,8 +104,8 @@ class TurnExecutor:
             mcp = await self._reachable_mcp(run)
             grant.mcp_servers = {target.name: target for target in mcp}
             spec = await self._with_attachments(run, self._spec(plan, grant.token, mcp))
-            if plan.ask_user and self.asker is not None:
-                spec = dataclasses.replace(spec, ask_user=functools.partial(self.asker, run))
+            if plan.ask_user:
+                spec = dataclasses.replace(spec, ask_user=functools.partial(ask, run))
             # Writes the CLI's config files: disk work, kept off the event loop.
             invocation = await asyncio.to_thread(plan.base.prepare, spec)
             before = await self.files.baseline(run) if self.files else None

@@ -189,10 +189,7 @@ class Harnesses:
         harness = await self.db.read(harness_store.get_harness, self.db, principal_id, harness_id)
         if harness is None:
             raise harness_not_found()
-        cluster = self.runs.cluster
-        if cluster is None:
-            return self.runs.feed.subscribe(principal_id, harness.id)
-        async with cluster.events_heard():  # once the turns of other replicas reach it too
+        async with self.runs.peers.events_heard():  # the turns of other replicas reach it too
             return self.runs.feed.subscribe(principal_id, harness.id)
 
     # -- lookups for the doors that pick a harness -----------------------------------------

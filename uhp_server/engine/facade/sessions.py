@@ -99,7 +99,7 @@ class Sessions:
             await self.runs.cancel(run)
             cancelled = run.response_id
         elif run is None and session.active_response_id:  # it runs on another replica
-            await self.runs.cancel_elsewhere(session.active_response_id)
+            await self.runs.peers.relay_cancel(session.active_response_id)
             cancelled = session.active_response_id
             session = await self.get(principal_id, session_id)
         status = run.log.current()["status"] if run is not None else session.status
