@@ -12,7 +12,7 @@ from harness_bases.base import HarnessBase
 from uhp_server.context import build_context, serving
 from uhp_server.doors import oumi_harness
 from uhp_server.doors.agentos.routes import router as agentos_router
-from uhp_server.doors.api_docs import routes as api_docs
+from uhp_server.api_docs import routes as api_docs
 from uhp_server.doors.openai_chat import MOUNT_PATH, make_chat_app
 from uhp_server.doors.oumi_tools.http import router as tool_router
 from uhp_server.doors.oumi_tools.mcp import router as mcp_tool_router
