@@ -25,19 +25,24 @@ from uhp_server.ops import routes as ops
 from uhp_server.sandbox.base import Sandbox
 from uhp_server.settings import Settings
 
+# The protocol's own door: among the doors, its routes are matched first (see `served`).
+PROTOCOL_DOOR = "uhp"
+
 
 def served(ctx: AppContext, doors: Iterable[Door]) -> list[Part]:
     """Everything the server serves, as one flat list: the model and MCP gateway its agents
-    call (first: their model calls are its most frequent requests), operations, the API's
-    description, and every door. No two parts may answer the
-    same method and path (create_app refuses to start otherwise), so their order decides no
-    request."""
+    call, every door, operations and the API's description. No two parts may answer the same
+    method and path (create_app refuses to start otherwise), so the order decides no request,
+    only how soon it is found: FastAPI spends a few microseconds on each route it passes. So
+    the gateway comes first (every model call an agent makes), then the doors, the protocol's
+    own first (every UHP request, `GET /v1/uhp` probes too), then the rarely called rest."""
+    in_order = sorted(doors, key=lambda door: door.name != PROTOCOL_DOOR)  # stable: name order
     return [
         make_gateway_router(ctx.tokens, ctx.upstreams, ctx.metrics),
         make_mcp_router(ctx.tokens, ctx.upstreams.http, ctx.runs.ask_by_token),
+        *(part for door in in_order for part in door.served(ctx.engine)),
         ops.router,
         api_docs.router,
-        *(part for door in doors for part in door.served(ctx.engine)),
     ]
 
 
