@@ -1,5 +1,5 @@
 """Harness bases: one sub-package per CLI agent. `registry()` maps base names to instances,
-found through the `uhp_server.bases` entry points (see docs/adding-a-base.md)."""
+found through the `uhp_server.bases` entry points (see docs/extending.md)."""
 
 from __future__ import annotations
 

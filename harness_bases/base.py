@@ -163,7 +163,8 @@ DECLARATIONS = (
 
 class HarnessBase(abc.ABC):
     """A CLI agent as a harness base. Registered through the `uhp_server.bases` entry point
-    group (see docs/adding-a-base.md); each DECLARATIONS entry is a class attribute."""
+    group (see docs/extending.md, "Adding a base"); each DECLARATIONS entry is a class
+    attribute."""
 
     name: str
     label: str

@@ -149,7 +149,7 @@ def cmd_bases(args: argparse.Namespace) -> int:
 def cmd_images(args: argparse.Namespace) -> int:
     import docker.errors
 
-    from uhp_server.app import usable_bases
+    from uhp_server.context import usable_bases
     from uhp_server.sandbox.docker import images
     from uhp_server.sandbox.docker.bootstrap import BootstrapError
     from uhp_server.sandbox.docker.sandbox import engine_client

@@ -1,1 +1,2 @@
-"""Front doors: other contracts onto the same engine (engine/requests.py), one package each."""
+"""The doors: each a contract spoken over HTTP onto the one engine, one package each, exporting
+a `Door` (door.py) registered in the `uhp_server.doors` entry-point group (registry.py)."""

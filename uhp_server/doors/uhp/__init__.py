@@ -1,0 +1,31 @@
+"""The Unified Harness Protocol door: every `/v1` route of the protocol, the routes this server
+adds to it (skill files, the harness events feed, trace deletion, files, sharing) and the
+shared-session page at `/s/<token>`."""
+
+from uhp_server.doors.door import Door
+from uhp_server.doors.uhp import (
+    discovery,
+    files,
+    harness_events,
+    harnesses,
+    sessions,
+    share,
+    tasks,
+)
+from uhp_server.http.versioning import DEFAULT_VERSION
+
+door = Door(
+    name="uhp",
+    speaks=f"the Unified Harness Protocol ({DEFAULT_VERSION}) and its share page",
+    routers=(
+        discovery.router,
+        harnesses.router,
+        tasks.router,
+        sessions.router,
+        files.router,
+        share.router,
+        harness_events.router,
+    ),
+)
+
+__all__ = ["door"]

@@ -12,8 +12,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from uhp_server.doors.api_docs.document import build_document
-from uhp_server.doors.api_docs.page import STYLESHEET, render_docs
+from uhp_server.api_docs.document import build_document
+from uhp_server.api_docs.page import STYLESHEET, render_docs
 
 router = APIRouter(include_in_schema=False)
 

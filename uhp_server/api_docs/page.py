@@ -14,7 +14,7 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from uhp_server.doors.api_docs.document import METHODS, SCHEMA_REF
+from uhp_server.api_docs.document import METHODS, SCHEMA_REF
 from uhp_server.doors.uhp.share_page.render import markdown
 
 HERE = Path(__file__).resolve().parent
