@@ -131,7 +131,7 @@ def build_context(
     replica = replica_id(settings.replica_id, settings.data_dir)
     cluster = None
     admission: Admission = AdmissionQueue(settings.max_concurrent_turns)
-    if db.dialect == "postgresql":  # replicas may share it: leases, tails, cancels, admission
+    if db.dialect.shared:  # replicas may share it: leases, tails, cancels, admission
         cluster = Cluster(db, replica, settings.replica_lease_seconds, sandbox)
         shared = SharedAdmission(
             db,
@@ -191,7 +191,7 @@ async def _serving(ctx: AppContext, app: FastAPI) -> AsyncIterator[None]:
     else:
         await asyncio.to_thread(recover, ctx.db)  # appends through the writer, and waits
     retention = ctx.settings.idempotency_retention_hours * 3600
-    await ctx.db.write(prune_idempotency, ctx.db, time.time() - retention)
+    await ctx.db.write(prune_idempotency, time.time() - retention)
     sandbox = ctx.runs.executor.sandbox
     await sandbox.open(app)  # e.g. the docker sandbox serves the gateway on a socket
     try:

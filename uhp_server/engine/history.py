@@ -13,8 +13,8 @@ from typing import Any
 from storage import artifacts as artifact_store
 from storage import responses as response_store
 from storage import session_listing
-from storage.db import Database
-from storage.models import ArtifactRow, ResponseRow
+from storage.tables import ArtifactRow, ResponseRow
+from storage.unit import Tx
 from uhp_server.engine.fold import fold
 from uhp_server.engine.runs import RunManager
 
@@ -26,7 +26,7 @@ class Turn:
     artifacts: list[ArtifactRow]
 
 
-def response_now(db: Database, runs: RunManager, row: ResponseRow) -> dict[str, Any] | None:
+def response_now(tx: Tx, runs: RunManager, row: ResponseRow) -> dict[str, Any] | None:
     """The response as it stands: live from its run, else its stored final form."""
     run = runs.get(row.id)
     if run is not None and (row.store or not run.log.finished):
@@ -34,19 +34,19 @@ def response_now(db: Database, runs: RunManager, row: ResponseRow) -> dict[str, 
     if row.final is not None:
         return row.final
     if row.store:
-        events = response_store.events_after(db, row.id)
+        events = response_store.events_after(tx, row.id)
         if events:
             return fold(events)
     return None
 
 
-def session_turns(db: Database, runs: RunManager, session_id: str) -> list[Turn]:
+def session_turns(tx: Tx, runs: RunManager, session_id: str) -> list[Turn]:
     by_response: dict[str, list[ArtifactRow]] = {}
-    for artifact in artifact_store.for_session(db, session_id):
+    for artifact in artifact_store.for_session(tx, session_id):
         by_response.setdefault(artifact.response_id, []).append(artifact)
     return [
-        Turn(row, response_now(db, runs, row), by_response.get(row.id, []))
-        for row in session_listing.responses_of(db, session_id)
+        Turn(row, response_now(tx, runs, row), by_response.get(row.id, []))
+        for row in session_listing.responses_of(tx, session_id)
     ]
 
 

@@ -2,8 +2,8 @@
 a turn's files, a principal by name, a door's session key.
 
 A mixin of TaskService (engine/tasks.py), beside TaskSteering: doors read these through the
-engine and never touch storage. Lookups that may create a principal's default harnesses run
-on the database's writer thread; the others on its readers.
+engine and never touch storage. Lookups that may create a principal's default harnesses are
+writes (one unit of work: the defaults and the look-up); the others are reads.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from storage import door_sessions, keys
 from storage import harnesses as harness_store
 from storage import responses as response_store
 from storage import sessions as session_store
-from storage.models import HarnessRow
+from storage.tables import HarnessRow
+from storage.unit import Tx
 from uhp_server.engine.requests import SessionKey
 from uhp_server.engine.turn_files import download_url
 from uhp_server.errors import ApiError
@@ -64,23 +65,23 @@ class TaskLookups:
         """The principal's harnesses, its default ones created on first use (a job on the
         writer thread; `create_defaults=False` only reads)."""
 
-        def look() -> list[HarnessInfo]:
+        def look(tx: Tx) -> list[HarnessInfo]:
             if create_defaults:
-                ensure_defaults(self.db, principal_id, self.bases)
-            return [_info(row) for row in harness_store.list_harnesses(self.db, principal_id)]
+                ensure_defaults(tx, principal_id, self.bases)
+            return [_info(row) for row in harness_store.list_harnesses(tx, principal_id)]
 
         return await (self.db.write(look) if create_defaults else self.db.read(look))
 
     async def harness(self, principal_id: str, harness_id: str | None) -> HarnessInfo | None:
         """The principal's harness with this id, or its default harness for None."""
 
-        def look(create_defaults: bool) -> HarnessInfo | None:
+        def look(tx: Tx, create_defaults: bool) -> HarnessInfo | None:
             if harness_id is not None:
-                row = harness_store.get_harness(self.db, principal_id, harness_id)
+                row = harness_store.get_harness(tx, principal_id, harness_id)
             elif create_defaults:
-                row = default_harness(self.db, principal_id, self.bases)
+                row = default_harness(tx, principal_id, self.bases)
             else:
-                row = made_default(self.db, principal_id, self.bases)
+                row = made_default(tx, principal_id, self.bases)
             return _info(row) if row is not None else None
 
         # A read finds the harness nearly always; only a principal's first task waits on the
@@ -94,10 +95,10 @@ class TaskLookups:
         """The latest response of the principal's UHP session (None: it has none yet);
         404 session_not_found when there is no such session."""
 
-        def look() -> str | None:
-            if session_store.get_session(self.db, principal_id, session_id) is None:
+        def look(tx: Tx) -> str | None:
+            if session_store.get_session(tx, principal_id, session_id) is None:
                 raise ApiError(404, "session_not_found", "No session with that id.")
-            return response_store.latest_in_session(self.db, session_id)
+            return response_store.latest_in_session(tx, session_id)
 
         return await self.db.read(look)
 
@@ -107,20 +108,20 @@ class TaskLookups:
         """The responses that follow this one in its session, oldest first, each with the
         metadata it was created with: for a parked one, the new turn that carried it on (on
         whichever replica took the answer), and maybe later tasks of the session."""
-        return await self.db.read(response_store.successors, self.db, principal_id, response_id)
+        return await self.db.read(response_store.successors, principal_id, response_id)
 
     async def turn_files(self, response_id: str, base_url: str) -> list[TurnFile]:
         """The artifacts the response's turn produced, linked on `base_url`."""
 
-        def look() -> list[TurnFile]:
-            rows = artifact_store.for_response(self.db, response_id)
+        def look(tx: Tx) -> list[TurnFile]:
+            rows = artifact_store.for_response(tx, response_id)
             return [TurnFile(r.filename, r.bytes, download_url(base_url, r)) for r in rows]
 
         return await self.db.read(look)
 
     async def principal_named(self, name: str) -> str:
         """The id of the principal with this name, created on first use."""
-        return (await self.db.write(keys.ensure_principal, self.db, name)).id
+        return (await self.db.write(keys.ensure_principal, name)).id
 
     async def rekey_door_session(
         self, principal_id: str, harness_id: str, key: SessionKey, session_id: str
@@ -129,7 +130,6 @@ class TaskLookups:
         continues it (a door whose key changes every turn)."""
         await self.db.write(
             door_sessions.rekey,
-            self.db,
             principal_id,
             harness_id,
             key.door,

@@ -15,7 +15,8 @@ from storage import door_sessions, session_listing
 from storage import harnesses as harness_store
 from storage import responses as response_store
 from storage import sessions as session_store
-from storage.models import ResponseRow
+from storage.tables import ResponseRow
+from storage.unit import Tx
 from uhp_server.engine.history import user_text
 from uhp_server.engine.questions import answered_questions, answers_prompt
 from uhp_server.engine.reading import follow_events, task_state, unretained_response
@@ -66,7 +67,7 @@ class TaskSteering:
         """The task as it stands (404 response_not_found for another principal's)."""
         await self.started(response_id)
         row = await self._row(principal_id, response_id)
-        return await self.db.read(task_state, self.db, self.runs, row)
+        return await self.db.read(task_state, self.runs, row)
 
     async def follow(
         self, principal_id: str, response_id: str, after: int = -1
@@ -88,7 +89,7 @@ class TaskSteering:
         elif run is None and row.status == "in_progress":  # it runs on another replica
             await self.runs.cancel_elsewhere(row.id)
             row = await self._row(principal_id, response_id)
-        state = await self.db.read(task_state, self.db, self.runs, row)
+        state = await self.db.read(task_state, self.runs, row)
         if state.status == INPUT_REQUIRED and state.response["status"] != "in_progress":
             # Parked: the task ends `cancelled` in a closing turn after it.
             closing = await withdraw_parked(
@@ -112,7 +113,7 @@ class TaskSteering:
         elif run is None and row.status == "in_progress":  # it runs on another replica
             await self.runs.time_out_elsewhere(row.id, details)
             row = await self._row(principal_id, response_id)
-        return await self.db.read(task_state, self.db, self.runs, row)
+        return await self.db.read(task_state, self.runs, row)
 
     async def answer(
         self,
@@ -131,7 +132,7 @@ class TaskSteering:
         or paused when that turn is not in this replica's memory)."""
         await self.started(response_id)
         row = await self._row(principal_id, response_id)
-        state = await self.db.read(task_state, self.db, self.runs, row)
+        state = await self.db.read(task_state, self.runs, row)
         if state.status != INPUT_REQUIRED:
             raise ApiError(409, "not_waiting", "This task is not waiting for an answer.")
         pending = sorted(q.call_id for q in state.questions)
@@ -160,7 +161,7 @@ class TaskSteering:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.runs.wait_elsewhere(row.id), PARKING_WAIT_SECONDS)
             row = await self._row(principal_id, response_id)
-            state = await self.db.read(task_state, self.db, self.runs, row)
+            state = await self.db.read(task_state, self.runs, row)
             if parking and row.status == "in_progress":
                 # Its replica did not take the request in time (it was withdrawn, the turn
                 # still waits), or its turn is still ending: a retry finds which.
@@ -201,9 +202,7 @@ class TaskSteering:
         conversation (`forgets_unfinished_turns`) is also given the turn's request and the
         answers the user gave earlier in it: the answer alone would lack them."""
         harness_id = state.response.get("metadata", {}).get("harness_id")
-        harness = await self.db.read(
-            harness_store.get_harness, self.db, row.principal_id, str(harness_id)
-        )
+        harness = await self.db.read(harness_store.get_harness, row.principal_id, str(harness_id))
         base = self.bases.get(harness.base) if harness is not None else None
         if base is None or not base.forgets_unfinished_turns:
             return answers_prompt(state.questions, answers)
@@ -215,9 +214,9 @@ class TaskSteering:
     async def harness_exists(self, principal_id: str, harness_id: str) -> bool:
         """Whether the principal has this harness (its default harnesses included)."""
 
-        def look() -> bool:
-            default_harness(self.db, principal_id, self.bases)  # creates the defaults
-            return harness_store.get_harness(self.db, principal_id, harness_id) is not None
+        def look(tx: Tx) -> bool:
+            default_harness(tx, principal_id, self.bases)  # creates the defaults
+            return harness_store.get_harness(tx, principal_id, harness_id) is not None
 
         return await self.db.write(look)
 
@@ -238,27 +237,26 @@ class TaskSteering:
         """Whether the door's key was mapped to a session that has since been deleted (a key
         never mapped is not gone: it is unknown)."""
 
-        def look() -> bool:
-            session_id = door_sessions.find(
-                self.db, principal_id, harness_id, key.door, key.external_id
-            )
+        def look(tx: Tx) -> bool:
+            session_id = door_sessions.find(tx, principal_id, harness_id, key.door, key.external_id)
             if session_id is None:
                 return False
-            return session_store.get_session(self.db, principal_id, session_id) is None
+            return session_store.get_session(tx, principal_id, session_id) is None
 
         return await self.db.read(look)
 
-    def _latest_in_session(self, principal_id: str, harness_id: str, key: SessionKey) -> str | None:
-        session_id = door_sessions.find(
-            self.db, principal_id, harness_id, key.door, key.external_id
-        )
-        if session_id is None or not session_store.get_session(self.db, principal_id, session_id):
+    @staticmethod
+    def _latest_in_session(
+        tx: Tx, principal_id: str, harness_id: str, key: SessionKey
+    ) -> str | None:
+        session_id = door_sessions.find(tx, principal_id, harness_id, key.door, key.external_id)
+        if session_id is None or not session_store.get_session(tx, principal_id, session_id):
             return None
-        responses = session_listing.responses_of(self.db, session_id)
+        responses = session_listing.responses_of(tx, session_id)
         return responses[-1].id if responses else None
 
     async def _row(self, principal_id: str, response_id: str) -> ResponseRow:
-        row = await self.db.read(response_store.get_response, self.db, principal_id, response_id)
+        row = await self.db.read(response_store.get_response, principal_id, response_id)
         if row is None:
             raise ApiError(404, "response_not_found", "No response with that id.")
         return row

@@ -13,7 +13,7 @@ import zipfile
 from collections.abc import Iterator
 
 from storage.blobs import BlobStore
-from storage.models import ArtifactRow
+from storage.tables import ArtifactRow
 from uhp_server.files.filenames import portable, split_suffix
 
 

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from storage.blobs import BlobStore
-from storage.models import ArtifactRow
+from storage.tables import ArtifactRow
 from uhp_server.errors import ApiError
 from uhp_server.sandbox.local import SYSTEM_DIRS, system_binds
 

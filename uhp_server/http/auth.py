@@ -19,7 +19,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from storage import keys
-from storage.models import Principal
+from storage.tables import Principal
 from uhp_server.errors import ApiError
 
 _CHALLENGE = {"WWW-Authenticate": "Bearer"}
@@ -63,7 +63,7 @@ async def _default_principal(request: Request) -> Principal:
     state = request.app.state
     if getattr(state, "default_principal", None) is None:
         db = state.ctx.db
-        state.default_principal = await db.write(keys.ensure_principal, db, keys.DEFAULT_PRINCIPAL)
+        state.default_principal = await db.write(keys.ensure_principal, keys.DEFAULT_PRINCIPAL)
     return state.default_principal
 
 
@@ -95,7 +95,7 @@ async def _authenticate(request: Request) -> Principal:
     unknown = _unknown_keys(request)
     if not token.startswith(keys.KEY_PREFIX) or token in unknown:
         raise _unauthorized("invalid_credential", "The credential is not valid.")
-    principal = await ctx.db.read(keys.principal_for_key, ctx.db, token)
+    principal = await ctx.db.read(keys.principal_for_key, token)
     if principal is None:
         unknown.add(token)
         raise _unauthorized("invalid_credential", "The credential is not valid.")
