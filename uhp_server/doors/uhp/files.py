@@ -18,7 +18,8 @@ from storage import artifacts as artifact_store
 from storage import files as file_store
 from storage import sessions as session_store
 from storage.blobs import BlobStore
-from storage.models import ArtifactRow, FileRow, Principal, SessionRow
+from storage.tables import ArtifactRow, FileRow, Principal, SessionRow
+from storage.unit import Tx
 from uhp_server.context import AppContext, Ctx
 from uhp_server.errors import ApiError
 from uhp_server.files.archive import zip_stream
@@ -40,21 +41,21 @@ ARTIFACT_HEADERS = {
 }
 
 
-def session_or_404(ctx: AppContext, principal: Principal, session_id: str) -> SessionRow:
-    session = session_store.get_session(ctx.db, principal.id, session_id)
+def session_or_404(tx: Tx, ctx: AppContext, principal: Principal, session_id: str) -> SessionRow:
+    session = session_store.get_session(tx, principal.id, session_id)
     if session is None:
         raise ApiError(404, "session_not_found", "No session with that id.")
     return session
 
 
 def artifact_or_404(
-    ctx: AppContext, principal: Principal, container_id: str, file_id: str
+    tx: Tx, ctx: AppContext, principal: Principal, container_id: str, file_id: str
 ) -> ArtifactRow:
-    row = artifact_store.get_artifact(ctx.db, principal.id, container_id, file_id)
+    row = artifact_store.get_artifact(tx, principal.id, container_id, file_id)
     # An artifact of a deleted session is gone too (Files §5).
     if (
         row is None
-        or session_store.get_session(ctx.db, principal.id, row.session_id) is None
+        or session_store.get_session(tx, principal.id, row.session_id) is None
         or not ctx.blobs.exists(row.sha256)
     ):
         raise ApiError(404, "file_not_found", "No file with that id in that container.")
@@ -79,7 +80,6 @@ async def upload_file(request: Request, principal: CurrentPrincipal, ctx: Ctx) -
     upload = await receive_upload(request, ctx.blobs, ctx.settings.max_file_bytes)
     row = await ctx.db.write(
         file_store.insert_file,
-        ctx.db,
         FileRow(
             id=new_id("file"),
             principal_id=principal.id,
@@ -96,15 +96,15 @@ async def upload_file(request: Request, principal: CurrentPrincipal, ctx: Ctx) -
 
 @router.get("/v1/sessions/{session_id}/files")
 def list_session_files(session_id: str, principal: CurrentPrincipal, ctx: Ctx) -> dict[str, Any]:
-    session = session_or_404(ctx, principal, session_id)
-    rows = artifact_store.for_session(ctx.db, session.id)
+    session = ctx.db.run(session_or_404, ctx, principal, session_id)
+    rows = ctx.db.run(artifact_store.for_session, session.id)
     return {"object": "list", "files": [artifact_store.to_wire(row) for row in rows]}
 
 
 @router.get("/v1/sessions/{session_id}/files/archive")
 def session_archive(session_id: str, principal: CurrentPrincipal, ctx: Ctx) -> StreamingResponse:
-    session = session_or_404(ctx, principal, session_id)
-    rows = artifact_store.for_session(ctx.db, session.id)
+    session = ctx.db.run(session_or_404, ctx, principal, session_id)
+    rows = ctx.db.run(artifact_store.for_session, session.id)
     chunks: Iterator[bytes] = zip_stream(rows, ctx.blobs)
     headers = {
         **ARTIFACT_HEADERS,
@@ -117,7 +117,9 @@ def session_archive(session_id: str, principal: CurrentPrincipal, ctx: Ctx) -> S
 def download_artifact(
     container_id: str, file_id: str, principal: CurrentPrincipal, ctx: Ctx
 ) -> StreamingResponse:
-    return blob_response(ctx.blobs, artifact_or_404(ctx, principal, container_id, file_id))
+    return blob_response(
+        ctx.blobs, ctx.db.run(artifact_or_404, ctx, principal, container_id, file_id)
+    )
 
 
 @router.get("/v1/containers/{container_id}/files/{file_id}/pdf")

@@ -24,7 +24,7 @@ router = APIRouter(route_class=StrictJsonRoute)
 
 @router.get("/v1/harnesses/{harness_id}/events")
 async def harness_events(harness_id: str, principal: CurrentPrincipal, ctx: Ctx) -> Any:
-    harness = await ctx.db.read(harness_store.get_harness, ctx.db, principal.id, harness_id)
+    harness = await ctx.db.read(harness_store.get_harness, principal.id, harness_id)
     if harness is None:
         raise ApiError(404, "harness_not_found", "No harness with that id.", param="harness_id")
     cluster = ctx.runs.cluster

@@ -9,7 +9,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body
 
 from storage import harnesses as harness_store
-from storage.models import HarnessRow, Principal
+from storage.db import Order
+from storage.tables import HarnessRow, Principal
+from storage.unit import Tx
 from uhp_server.context import AppContext, Ctx
 from uhp_server.errors import VENDOR, ApiError
 from uhp_server.harnesses.body import ConfigRules, check_immutables, parse_harness_body
@@ -23,8 +25,8 @@ from uhp_server.ids import new_id
 router = APIRouter(route_class=StrictJsonRoute)
 
 
-def _harness_or_404(ctx: AppContext, principal: Principal, harness_id: str) -> HarnessRow:
-    row = harness_store.get_harness(ctx.db, principal.id, harness_id)
+def _harness_or_404(tx: Tx, ctx: AppContext, principal: Principal, harness_id: str) -> HarnessRow:
+    row = harness_store.get_harness(tx, principal.id, harness_id)
     if row is None:
         raise ApiError(404, "harness_not_found", "No harness with that id.", param="harness_id")
     return row
@@ -35,9 +37,7 @@ async def _wire(ctx: AppContext, row: HarnessRow) -> dict[str, Any]:
     default = None
     if base is not None and not row.config.get("defaultModel"):
         default = await ctx.catalog.default_for(base, None)
-    skills = await ctx.db.read(
-        render_skills, ctx.db, row.principal_id, row.config.get("skills") or []
-    )
+    skills = await ctx.db.read(render_skills, row.principal_id, row.config.get("skills") or [])
     return to_wire(row, base, default, skills)
 
 
@@ -51,9 +51,9 @@ JsonObject = Annotated[dict[str, Any], Body()]
 
 @router.get("/v1/harnesses")
 async def list_harnesses(principal: CurrentPrincipal, ctx: Ctx) -> dict[str, Any]:
-    def listed() -> list[HarnessRow]:
-        ensure_defaults(ctx.db, principal.id, ctx.bases)  # a principal's first look makes them
-        return harness_store.list_harnesses(ctx.db, principal.id)
+    def listed(tx: Tx) -> list[HarnessRow]:
+        ensure_defaults(tx, principal.id, ctx.bases)  # a principal's first look makes them
+        return harness_store.list_harnesses(tx, principal.id)
 
     rows = await ctx.db.write(listed)
     return {"object": "list", "harnesses": [await _wire(ctx, row) for row in rows]}
@@ -74,9 +74,9 @@ async def create_harness(body: JsonObject, principal: CurrentPrincipal, ctx: Ctx
             detail={"supported": sorted(ctx.bases)},
         )
 
-    def created() -> HarnessRow:
+    def created(tx: Tx) -> HarnessRow:
         name, config = parse_harness_body(
-            ctx.db, principal.id, body, base, _rules(ctx), default_name=base.label
+            tx, principal.id, body, base, _rules(ctx), default_name=base.label
         )
         row = HarnessRow(
             id=new_id("harness"),
@@ -86,10 +86,10 @@ async def create_harness(body: JsonObject, principal: CurrentPrincipal, ctx: Ctx
             config=config,
             created_at_ms=int(time.time() * 1000),
         )
-        harness_store.insert_harness(ctx.db, row)
+        harness_store.insert_harness(tx, row)
         return row
 
-    return await _wire(ctx, await ctx.db.write_beside(created))
+    return await _wire(ctx, await ctx.db.write(created, order=Order.ANY))
 
 
 @router.get("/v1/harnesses/{harness_id}")
@@ -108,18 +108,18 @@ async def replace_harness(
     """Replaces the mutable configuration: a field left out takes its default (the name,
     a label, keeps its value). `id`, `base` and `createdAt` never change."""
 
-    def replaced() -> HarnessRow:
-        row = _harness_or_404(ctx, principal, harness_id)
+    def replaced(tx: Tx) -> HarnessRow:
+        row = _harness_or_404(tx, ctx, principal, harness_id)
         check_immutables(body, row)
         name, config = parse_harness_body(
-            ctx.db, principal.id, body, ctx.bases.get(row.base), _rules(ctx), default_name=row.name
+            tx, principal.id, body, ctx.bases.get(row.base), _rules(ctx), default_name=row.name
         )
-        updated = harness_store.update_harness(ctx.db, row.id, name, config)
+        updated = harness_store.update_harness(tx, row.id, name, config)
         if updated is None:
             raise ApiError(404, "harness_not_found", "No harness with that id.", param="harness_id")
         return updated
 
-    return await _wire(ctx, await ctx.db.write_beside(replaced))
+    return await _wire(ctx, await ctx.db.write(replaced, order=Order.ANY))
 
 
 @router.delete("/v1/harnesses/{harness_id}")
@@ -127,12 +127,12 @@ async def delete_harness(harness_id: str, principal: CurrentPrincipal, ctx: Ctx)
     """Soft delete: the sessions and responses that used it stay readable; continuing such
     a session answers harness_not_found."""
 
-    def deleted() -> HarnessRow:
-        row = _harness_or_404(ctx, principal, harness_id)
-        harness_store.delete_harness(ctx.db, row.id)
+    def deleted(tx: Tx) -> HarnessRow:
+        row = _harness_or_404(tx, ctx, principal, harness_id)
+        harness_store.delete_harness(tx, row.id)
         return row
 
-    row = await ctx.db.write_beside(deleted)
+    row = await ctx.db.write(deleted, order=Order.ANY)
     return {"id": row.id, "object": "harness.deleted", "deleted": True}
 
 
@@ -143,7 +143,7 @@ async def get_skill_files(
     """The whole folder of one of the harness's skills (its own or an inherited built-in)."""
     row = await ctx.db.read(_harness_or_404, ctx, principal, harness_id)
     skills = row.config.get("skills") or []
-    folder = await ctx.db.read(skill_folder, ctx.db, principal.id, skills, skill)
+    folder = await ctx.db.read(skill_folder, principal.id, skills, skill)
     if folder is None:
         raise ApiError(
             404,

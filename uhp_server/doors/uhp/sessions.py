@@ -11,7 +11,7 @@ from fastapi import APIRouter, Query
 
 from storage import session_listing
 from storage import sessions as session_store
-from storage.models import SessionRow
+from storage.tables import SessionRow
 from uhp_server.context import Ctx
 from uhp_server.doors.uhp.files import session_or_404
 from uhp_server.engine.history import session_turns, turn_item
@@ -70,7 +70,7 @@ def list_sessions(
     harness: str | None = None,
 ) -> dict[str, Any]:
     after = _decode_cursor(cursor) if cursor else None
-    rows, more = session_listing.page(ctx.db, principal.id, limit, after, harness or None)
+    rows, more = ctx.db.run(session_listing.page, principal.id, limit, after, harness or None)
     retention = ctx.settings.session_retention_days
     return {
         "object": "list",
@@ -82,14 +82,14 @@ def list_sessions(
 
 @router.get("/v1/sessions/{session_id}")
 def get_session(session_id: str, principal: CurrentPrincipal, ctx: Ctx) -> dict[str, Any]:
-    session = session_or_404(ctx, principal, session_id)
+    session = ctx.db.run(session_or_404, ctx, principal, session_id)
     return session_to_wire(session, ctx.settings.session_retention_days)
 
 
 @router.get("/v1/sessions/{session_id}/turns")
 def get_turns(session_id: str, principal: CurrentPrincipal, ctx: Ctx) -> dict[str, Any]:
-    session = session_or_404(ctx, principal, session_id)
-    turns = session_turns(ctx.db, ctx.runs, session.id)
+    session = ctx.db.run(session_or_404, ctx, principal, session_id)
+    turns = ctx.db.run(session_turns, ctx.runs, session.id)
     return {"object": "list", "session_id": session.id, "turns": [turn_item(t) for t in turns]}
 
 
@@ -106,7 +106,7 @@ async def cancel_session(
     principal: CurrentPrincipal,
     ctx: Ctx,
 ) -> dict[str, Any]:
-    session = await ctx.db.read(session_store.get_session, ctx.db, principal.id, session_id)
+    session = await ctx.db.read(session_store.get_session, principal.id, session_id)
     if session is None:
         raise ApiError(404, "session_not_found", "No session with that id.")
     run = ctx.runs.for_session(session.id)
@@ -117,7 +117,7 @@ async def cancel_session(
     elif run is None and session.active_response_id:  # it runs on another replica
         await ctx.runs.cancel_elsewhere(session.active_response_id)
         cancelled = session.active_response_id
-        session = await ctx.db.read(session_store.get_session, ctx.db, principal.id, session_id)
+        session = await ctx.db.read(session_store.get_session, principal.id, session_id)
         if session is None:
             raise ApiError(404, "session_not_found", "No session with that id.")
     status = run.log.current()["status"] if run is not None else session.status

@@ -19,7 +19,8 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from storage import artifacts as artifact_store
 from storage import sessions as session_store
 from storage import shares
-from storage.models import SessionRow, ShareRow
+from storage.tables import SessionRow, ShareRow
+from storage.unit import Tx
 from uhp_server.context import AppContext, Ctx
 from uhp_server.doors.uhp.files import ARTIFACT_HEADERS, blob_response, session_or_404
 from uhp_server.doors.uhp.share_page.render import (
@@ -68,11 +69,11 @@ async def _wants_enabled(request: Request) -> bool:
     return enabled
 
 
-def _revoke(ctx: AppContext, principal_id: str, session: SessionRow) -> dict[str, Any]:
-    existing = shares.current(ctx.db, principal_id, session.id)
+def _revoke(tx: Tx, ctx: AppContext, principal_id: str, session: SessionRow) -> dict[str, Any]:
+    existing = shares.current(tx, principal_id, session.id)
     if existing is None:
         raise _share_not_found()
-    shares.revoke(ctx.db, session.id)
+    shares.revoke(tx, session.id)
     return shares.to_wire(existing, enabled=False)
 
 
@@ -83,13 +84,13 @@ async def share_session(
     session = await ctx.db.read(session_or_404, ctx, principal, session_id)
     if not await _wants_enabled(request):
         return await ctx.db.write(_revoke, ctx, principal.id, session)
-    return shares.to_wire(await ctx.db.write(shares.publish, ctx.db, principal.id, session.id))
+    return shares.to_wire(await ctx.db.write(shares.publish, principal.id, session.id))
 
 
 @router.get("/v1/sessions/{session_id}/share")
 def get_share(session_id: str, principal: CurrentPrincipal, ctx: Ctx) -> dict[str, Any]:
-    session = session_or_404(ctx, principal, session_id)
-    existing = shares.current(ctx.db, principal.id, session.id)
+    session = ctx.db.run(session_or_404, ctx, principal, session_id)
+    existing = ctx.db.run(shares.current, principal.id, session.id)
     if existing is None:
         raise _share_not_found()
     return shares.to_wire(existing)
@@ -97,15 +98,16 @@ def get_share(session_id: str, principal: CurrentPrincipal, ctx: Ctx) -> dict[st
 
 @router.delete("/v1/sessions/{session_id}/share")
 def revoke_share(session_id: str, principal: CurrentPrincipal, ctx: Ctx) -> dict[str, Any]:
-    return _revoke(ctx, principal.id, session_or_404(ctx, principal, session_id))
+    session = ctx.db.run(session_or_404, ctx, principal, session_id)
+    return ctx.db.run(_revoke, ctx, principal.id, session)
 
 
 # -- the page -----------------------------------------------------------------------------
-def _shared(ctx: AppContext, token: str) -> tuple[ShareRow, SessionRow] | None:
-    share = shares.by_token(ctx.db, token)
+def _shared(tx: Tx, token: str) -> tuple[ShareRow, SessionRow] | None:
+    share = shares.by_token(tx, token)
     if share is None:
         return None
-    session = session_store.get_session(ctx.db, share.principal_id, share.session_id)
+    session = session_store.get_session(tx, share.principal_id, share.session_id)
     return (share, session) if session is not None else None
 
 
@@ -126,31 +128,33 @@ def share_asset(name: str) -> Response:
 
 @router.get("/s/{token}", response_class=HTMLResponse)
 def share_page(token: str, ctx: Ctx) -> Response:
-    found = _shared(ctx, token)
+    found = ctx.db.run(_shared, token)
     if found is None:
         return HTMLResponse(render_gone(), status_code=404, headers=PAGE_HEADERS)
     share, session = found
-    html = render_page(session, share.token, session_turns(ctx.db, ctx.runs, session.id))
+    html = render_page(session, share.token, ctx.db.run(session_turns, ctx.runs, session.id))
     return HTMLResponse(html, headers=PAGE_HEADERS)
 
 
 @router.get("/s/{token}/state")
 def share_state(token: str, request: Request, ctx: Ctx) -> Response:
-    found = _shared(ctx, token)
+    found = ctx.db.run(_shared, token)
     if found is None:
         return _page_error(request, _share_not_found())
     share, session = found
-    state = session_state(session, share.token, session_turns(ctx.db, ctx.runs, session.id))
+    state = session_state(session, share.token, ctx.db.run(session_turns, ctx.runs, session.id))
     return JSONResponse(state, headers=PAGE_HEADERS)
 
 
 @router.get("/s/{token}/files/{file_id}")
 def share_file(token: str, file_id: str, request: Request, ctx: Ctx) -> Response:
-    found = _shared(ctx, token)
+    found = ctx.db.run(_shared, token)
     row = None
     if found is not None:
         share, session = found
-        row = artifact_store.get_artifact(ctx.db, share.principal_id, session.container_id, file_id)
+        row = ctx.db.run(
+            artifact_store.get_artifact, share.principal_id, session.container_id, file_id
+        )
     if row is None:
         return _page_error(request, ApiError(404, "file_not_found", "No such file here."))
     response = blob_response(ctx.blobs, row)

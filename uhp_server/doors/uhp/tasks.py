@@ -19,7 +19,8 @@ from pydantic import (
 )
 
 from storage import responses as response_store
-from storage.models import Principal, ResponseRow
+from storage.tables import Principal, ResponseRow
+from storage.unit import Tx
 from uhp_server.context import AppContext, Ctx
 from uhp_server.engine import reading
 from uhp_server.engine.run import Run
@@ -74,8 +75,8 @@ class CreateResponseBody(BaseModel):
 
 
 # -- helpers -----------------------------------------------------------------------------
-def _row_or_404(ctx: AppContext, principal: Principal, response_id: str) -> ResponseRow:
-    row = response_store.get_response(ctx.db, principal.id, response_id)
+def _row_or_404(tx: Tx, ctx: AppContext, principal: Principal, response_id: str) -> ResponseRow:
+    row = response_store.get_response(tx, principal.id, response_id)
     if row is None:
         raise ApiError(404, "response_not_found", "No response with that id.")
     return row
@@ -88,7 +89,7 @@ async def current_response(
     live = reading.live_response(ctx.runs, row, replay=replay)
     if live is not None:
         return live
-    return await ctx.db.read(reading.current_response, ctx.db, ctx.runs, row, replay=replay)
+    return await ctx.db.read(reading.current_response, ctx.runs, row, replay)
 
 
 def _events(ctx: AppContext, row: ResponseRow, after: int) -> AsyncIterator[dict[str, Any]]:
@@ -153,9 +154,7 @@ async def create_response(
     accepted = None
     if idempotency_key:
         # A write: an expired key is forgotten.
-        existing = await ctx.db.write(
-            ctx.tasks.idempotent_target, principal.id, idempotency_key, raw
-        )
+        existing = await ctx.tasks.idempotent_target(principal.id, idempotency_key, raw)
         if existing:
             return await _deliver(ctx, principal, existing, body.stream, body.background)
     base_url = str(request.base_url)  # artifact download_url is absolute, on this origin
@@ -204,7 +203,7 @@ def get_input_items(
 ) -> dict[str, Any]:
     """Every input item, oldest first, unless the client pages them the way OpenAI's API
     does (`limit`, `order`, `after`: the id of the last item of the page before)."""
-    row = _row_or_404(ctx, principal, response_id)
+    row = ctx.db.run(_row_or_404, ctx, principal, response_id)
     if not row.store:
         raise _not_retained()
     items = row.input_items if order == "asc" else row.input_items[::-1]
@@ -229,11 +228,11 @@ def delete_response(
     principal: CurrentPrincipal,
     ctx: Ctx,
 ) -> dict[str, Any]:
-    row = _row_or_404(ctx, principal, response_id)
+    row = ctx.db.run(_row_or_404, ctx, principal, response_id)
     run = ctx.runs.get(row.id)
     if run is not None:
         run.log.persist = False  # deleting never cancels (Tasks §7): the turn runs on, unstored
-    response_store.delete_response(ctx.db, row.id)
+    ctx.db.run(response_store.delete_response, row.id)
     return {"id": row.id, "object": "response.deleted", "deleted": True}
 
 

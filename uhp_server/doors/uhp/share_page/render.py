@@ -23,7 +23,7 @@ from markdown_it.common.utils import escapeHtml
 from markdown_it.rules_core import StateCore
 from markupsafe import Markup
 
-from storage.models import ArtifactRow, SessionRow
+from storage.tables import ArtifactRow, SessionRow
 from uhp_server.engine.history import Turn, attachments, tool_calls, user_text
 
 HERE = Path(__file__).resolve().parent
