@@ -13,9 +13,7 @@ def insert_artifacts(tx: Tx, rows: list[ArtifactRow]) -> None:
     tx.orm.add_all(rows)
 
 
-def get_artifact(
-    tx: Tx, principal_id: str, container_id: str, file_id: str
-) -> ArtifactRow | None:
+def get_artifact(tx: Tx, principal_id: str, container_id: str, file_id: str) -> ArtifactRow | None:
     """The artifact addressed by (container, file), only if the caller owns it."""
     row = tx.orm.get(ArtifactRow, file_id)
     if row is None or row.principal_id != principal_id or row.container_id != container_id:

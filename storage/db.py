@@ -169,37 +169,38 @@ class Database:
 
     # -- how a unit runs, on the thread it was given ---------------------------------------
     def _read_here(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
-        unit_id = secrets.token_hex(8)
         try:
-            return self._unit(self._autocommit_engine, fn, args, unit_id, commit=False)
+            return self._unit(self._autocommit_engine, fn, args, commit=False)
         except DBAPIError as exc:
             if not exc.connection_invalidated:
                 raise
         # The database had ended the connection (a restart, a terminated backend) in the
         # moment between the check at checkout and the statement: the pool has dropped the
         # dead connections since, and a read can always be repeated.
-        return self._unit(self._autocommit_engine, fn, args, unit_id, commit=False)
+        return self._unit(self._autocommit_engine, fn, args, commit=False)
 
     def _write_here(
         self, fn: Callable[..., T], args: tuple[Any, ...], pipelined: bool = False
     ) -> T:
-        unit_id = secrets.token_hex(8)
         statement = None if self.dialect.one_writer else statement_of(fn, self.dialect, args)
         if statement is not None:  # one statement in autocommit: no BEGIN and COMMIT
-            return self._unit(self._autocommit_engine, statement.run, (), unit_id, commit=False)
+            return self._unit(self._autocommit_engine, statement.run, (), commit=False)
         policy = repeat_of(fn)
+        if policy is None:
+            return self._unit(self.engine, fn, args, commit=True, pipelined=pipelined)
+        unit_id = secrets.token_hex(8)  # the same for every time it is sent
 
         def once() -> T:
             return self._unit(self.engine, fn, args, unit_id, commit=True, pipelined=pipelined)
 
-        return once() if policy is None else _repeated(once, policy, args)
+        return _repeated(once, policy, args)
 
     def _unit(
         self,
         engine: Engine,
         fn: Callable[..., T],
         args: tuple[Any, ...],
-        unit_id: str,
+        unit_id: str = "",
         *,
         commit: bool,
         pipelined: bool = False,
@@ -215,7 +216,6 @@ class Database:
                     if commit:
                         tx.flush()
                         transaction.commit()
-                return result
             except Exception as exc:
                 lost = _lost(conn, self.dialect, exc)
                 if lost is exc:
@@ -223,6 +223,8 @@ class Database:
                 raise lost from exc
             finally:
                 tx.close()
+        tx.committed()  # (a read's statements committed as they ran)
+        return result
 
     async def _from_the_loop(
         self, link: LoopLink, statement: Statement[T], *, repeatable: bool

@@ -73,8 +73,7 @@ def _set_on_each(tx: Tx, response_id: str, assignment: str, calls: list[dict[str
             return False
     for params in ordered:
         tx.execute(
-            f"UPDATE relayed_question SET {assignment} WHERE response_id = :id"
-            " AND call_id = :call",
+            f"UPDATE relayed_question SET {assignment} WHERE response_id = :id AND call_id = :call",
             {"id": response_id, **params},
         )
     tx.rows("SELECT pg_notify(:channel, :id)", {"channel": ANSWERS_CHANNEL, "id": response_id})

@@ -18,6 +18,7 @@ Two declarations, which storage/db.py acts on:
 from __future__ import annotations
 
 import functools
+import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, TypeVarTuple
@@ -39,13 +40,20 @@ class Tx:
     """One transaction on one connection: the ORM's session, plain SQL, and the dialect.
     Made by storage/db.py, for one call of a storage function."""
 
-    def __init__(self, connection: Connection, dialect: Dialect, unit_id: str) -> None:
+    def __init__(self, connection: Connection, dialect: Dialect, unit_id: str = "") -> None:
         self.dialect = dialect
-        # The same each time this unit is sent again (`repeatable`): a change that must not
-        # land twice marks its row with it, and a repeat finds it there.
-        self.unit_id = unit_id
+        self._unit_id = unit_id
         self._connection = connection
         self._session: Session | None = None
+        self._after_commit: list[Callable[[], object]] = []
+
+    @property
+    def unit_id(self) -> str:
+        """An id of this unit of work, the same each time it is sent again (`repeatable`): a
+        change that must not land twice marks its row with it, and a repeat finds it there."""
+        if not self._unit_id:  # (not repeatable: made only when asked for)
+            self._unit_id = secrets.token_hex(8)
+        return self._unit_id
 
     @property
     def orm(self) -> Session:
@@ -87,6 +95,16 @@ class Tx:
             cursor.executemany(self.dialect.sql(statement), rows)
         finally:
             cursor.close()
+
+    def after_commit(self, then: Callable[[], object]) -> None:
+        """Call `then` on this thread once the unit has committed (never, when it did not):
+        what others may only be told of, or act on, once it is there to see."""
+        self._after_commit.append(then)
+
+    def committed(self) -> None:
+        """The unit committed (storage/db.py says so): what waited for it, in order."""
+        for then in self._after_commit:
+            then()
 
     @property
     def driver(self) -> Any:
@@ -179,9 +197,9 @@ _REPEATABLE: dict[Callable[..., Any], Repeat] = {}
 def repeatable(*, for_seconds: Callable[..., float] | None = None) -> Callable[[F], F]:
     """Declare a write (a storage function, or a method taking a Tx after `self`) that may be
     sent again when the database ended its connection under it (a restart, a terminated
-    backend): its commit may have landed, so doing it twice must do no harm. Once; with `for_seconds` (a function of the call's arguments), again and
-    again with a growing pause until the database answers, for that long. OutcomeUnknown when
-    the last try failed too."""
+    backend): its commit may have landed, so doing it twice must do no harm. Once; with
+    `for_seconds` (a function of the call's arguments), again and again with a growing pause
+    until the database answers, for that long. OutcomeUnknown when the last try failed too."""
 
     def declare(fn: F) -> F:
         _REPEATABLE[fn] = Repeat(for_seconds)

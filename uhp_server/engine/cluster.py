@@ -172,10 +172,14 @@ class Cluster:
                 renewal.add_done_callback(self._renewals.discard)
 
     def _renew_lease(self, tx: Tx) -> None:
-        """On the admission line's thread: renew, and record when this renewal set out (the
-        lease runs from no later than that), whatever the event loop is doing meanwhile."""
+        """On the admission line's thread: renew, and once it committed, record when this
+        renewal set out (the lease runs from no later than that), whatever the event loop is
+        doing meanwhile."""
         setting_out = time.monotonic()
         lapsed = replica_store.renew_lease(tx, self.replica_id, self.lease_seconds)
+        tx.after_commit(lambda: self._renewed_lease(setting_out, lapsed))
+
+    def _renewed_lease(self, setting_out: float, lapsed: bool) -> None:
         self._renewed = max(self._renewed, setting_out)
         if lapsed:
             # The other replicas stopped counting what this one holds, and may have taken its
