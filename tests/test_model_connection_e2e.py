@@ -91,7 +91,7 @@ class InProcessServer:
         return self.app.state.ctx
 
     def submit(self, body: dict[str, Any], connection: ModelConnection) -> str:
-        principal = keys.ensure_principal(self.ctx.db, keys.DEFAULT_PRINCIPAL)
+        principal = self.ctx.db.run(keys.ensure_principal, keys.DEFAULT_PRINCIPAL)
         call = self.ctx.tasks.submit(principal.id, body, None, model_connection=connection)
         accepted = asyncio.run_coroutine_threadsafe(call, self.loop).result(30)
         return accepted.response_id

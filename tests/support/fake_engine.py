@@ -139,7 +139,7 @@ class StandInEngine:
         bases: dict[str, Any] = {"standin": self.base}
         catalog = ModelCatalog(Upstreams(self.settings))
         self.tasks = TaskService(self.settings, self.db, bases, catalog, self.runs)
-        self.principal_id = keys.ensure_principal(self.db, keys.DEFAULT_PRINCIPAL).id
+        self.principal_id = self.db.run(keys.ensure_principal, keys.DEFAULT_PRINCIPAL).id
 
     async def close(self) -> None:
         for gate in self.base.gates.values():
