@@ -108,6 +108,7 @@ run_pass "end-to-end tests again with UHP_TEST_SANDBOX=docker" UHP_TEST_SANDBOX=
 if bash scripts/postgres.sh; then
   run_pass "storage and end-to-end tests again with UHP_TEST_DATABASE=postgresql" \
     UHP_TEST_DATABASE=postgresql -- tests/test_engine_fast.py tests/test_ops.py \
+    tests/test_storage_unit.py \
     tests/test_migrations.py tests/test_submit_transaction.py tests/test_postgres_storage.py \
     tests/test_sessions_listing.py tests/test_tasks_e2e.py tests/test_sessions_e2e.py \
     tests/test_restart_e2e.py tests/test_openai_sdk.py tests/test_replicas_fast.py \

@@ -1,86 +1,35 @@
-"""A task's acceptance, written in plain SQL as one transaction (engine/acceptance.py says
-what goes in it and why).
+"""A task's acceptance, one unit of work (engine/acceptance.py says what goes in it and why):
+`await db.write(accept, rows, order=Order.ANY)`.
 
-Plain SQL because it runs at every task: the ORM's unit of work for these few rows costs
-about a millisecond. Two parts: the *gate*, the one write that can lose a race (the continued
-session's claim, or the door's key), and the rows, written only behind a gate that let them
-through. SQLite runs them as statements of one `BEGIN IMMEDIATE` transaction, calls in
-process. PostgreSQL gets them as ONE statement, data-modifying CTEs each inserting `FROM gate`:
+Two parts: the *gate*, the one write that can lose a race (the continued session's claim, or
+the door's key), and the rows, written only behind a gate that let them through. `accept`
+composes the storage functions that write them, in one transaction. On PostgreSQL it is also
+declared as ONE statement (`unit.at_once`), data-modifying CTEs each inserting `FROM gate`:
 atomic on its own, one round trip and one answer, where a transaction's statements cost a
-round trip each, or a pipeline's machinery several times one statement's. (Past the 65,535
-parameters one statement carries, PostgreSQL too gets the transaction of statements.)
+round trip each (and, while the server binds its loop, sent from the loop: storage/db.py).
+bench/README.md measured what that statement is worth. Past the 65,535 parameters one
+statement carries (thousands of inline files), PostgreSQL too gets the transaction.
 """
 
 from __future__ import annotations
 
-import contextlib
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from storage.db import Database
-from storage.raw_sql import MAX_PARAMETERS, PostgresBackend, RawBackend
-
-
-@dataclass(frozen=True)
-class HeldSession:
-    """The session an accepted turn holds: what the turn needs of it."""
-
-    id: str
-    container_id: str
-    native_session_id: str | None  # the agent CLI's own conversation, to resume
+from storage import door_sessions, files, responses, sessions
+from storage.dialect import Dialect
+from storage.door_sessions import DoorBinding as DoorBinding
+from storage.files import InputFile as InputFile
+from storage.inserts import Insert
+from storage.responses import IdempotencyKey as IdempotencyKey
+from storage.responses import NewResponse as NewResponse
+from storage.sessions import HeldSession as HeldSession
+from storage.sessions import NewSession as NewSession
+from storage.unit import Rows, Statement, Tx, at_once
 
 
 class Busy(Exception):
     """The session is held by another turn, or another request bound the door's key first."""
-
-
-@dataclass(frozen=True)
-class IdempotencyKey:
-    principal_id: str
-    key: str
-    fingerprint: str
-
-
-@dataclass(frozen=True)
-class NewSession:
-    id: str
-    principal_id: str
-    harness_id: str
-    container_id: str
-    title: str
-
-
-@dataclass(frozen=True)
-class DoorBinding:
-    """A door's key for the new session: bound to nothing yet, or moved from `replacing`."""
-
-    principal_id: str
-    harness_id: str
-    door: str
-    external_id: str
-    replacing: str | None
-
-
-@dataclass(frozen=True)
-class InputFile:
-    id: str
-    filename: str
-    size: int
-    media_type: str
-    sha256: str
-
-
-@dataclass(frozen=True)
-class NewResponse:
-    id: str
-    principal_id: str
-    previous_response_id: str | None
-    store: bool
-    model: str
-    created_at: int
-    input_items: str  # JSON
-    replica_id: str | None
 
 
 @dataclass(frozen=True)
@@ -96,17 +45,95 @@ class AcceptanceRows:
     files: list[InputFile] = field(default_factory=list)
     first_event: str | None = None  # JSON, numbered 0; None when the response is not kept
 
+    @property
+    def session_id(self) -> str:
+        session_id = self.claim or (self.new_session.id if self.new_session else None)
+        assert session_id is not None, "an acceptance claims a session or makes one"
+        return session_id
 
-async def accept(db: Database, unit: AcceptanceRows) -> HeldSession:
-    """Write the unit in one transaction; returns the session the turn holds. Raises Busy, or
-    one of the drivers' IntegrityErrors (`db.raw.integrity_error`) when another request holds
-    the Idempotency-Key; either way nothing is written."""
+
+def _at_once(dialect: Dialect, unit: AcceptanceRows) -> Statement[HeldSession] | None:
+    """PostgreSQL: the acceptance as one statement, in autocommit: all of it, or (an error, a
+    closed gate) none."""
+    if not dialect.writes_in_with:
+        return None
     gate = _gate(unit)
-    rows = _rows(unit)
-    if db.dialect == "postgresql" and _parameters(gate, rows) <= MAX_PARAMETERS:
-        passed = await db.write_statement(*_at_once(db.raw, gate, rows))
-    else:  # SQLite, or more parameters than one statement carries (thousands of files)
-        passed = await db.write_single(_in_steps_on, db, gate, rows)
+    inserts = _rows(unit)
+    parameters = (len(gate[1]) if gate else 0) + sum(insert.parameters for insert in inserts)
+    if parameters > dialect.max_parameters:
+        return None
+    ctes = [f"gate AS ({gate[0]})" if gate else "gate AS (SELECT 1)"]
+    params: list[Any] = list(gate[1]) if gate else []
+    for n, insert in enumerate(inserts):
+        sql, values = insert.behind_gate(dialect.now)
+        ctes.append(f"w{n} AS ({sql})")
+        params.extend(values)
+    return Statement(
+        "WITH " + ", ".join(ctes) + " SELECT * FROM gate", params, lambda rows: _held(unit, rows)
+    )
+
+
+@at_once(_at_once)
+def accept(tx: Tx, unit: AcceptanceRows) -> HeldSession:
+    """Write the unit; the session the turn holds. Raises Busy, or one of the drivers'
+    IntegrityErrors (`dialect.integrity_error`) when another request holds the
+    Idempotency-Key; either way nothing is written."""
+    held = _through_gate(tx, unit)
+    if held is None:
+        raise Busy
+    response = unit.response
+    if unit.idempotency is not None:
+        responses.insert_idempotency_key(tx, unit.idempotency, response.id)
+    if unit.new_session is not None:
+        held = sessions.insert_held(tx, unit.new_session, response.id, response.created_at)
+    files.insert_inputs(tx, response.principal_id, unit.files)
+    responses.insert_accepted(tx, response, unit.session_id)
+    if unit.first_event is not None:
+        responses.insert_first_event(tx, response.id, unit.first_event)
+    return held
+
+
+def _through_gate(tx: Tx, unit: AcceptanceRows) -> HeldSession | None:
+    """The continued session, claimed; or the new session's, once its door's key is bound to
+    it (when it has one); None when the gate is closed."""
+    if unit.claim is not None:
+        return sessions.claim(tx, unit.claim, unit.response.id)
+    new = unit.new_session
+    assert new is not None, "an acceptance claims a session or makes one"
+    if unit.door is not None and not door_sessions.bind_to_new(tx, unit.door, new.id):
+        return None
+    return HeldSession(new.id, new.container_id, None)
+
+
+def _gate(unit: AcceptanceRows) -> tuple[str, tuple[Any, ...]] | None:
+    """`_through_gate` as one statement whose row says it went through; None when nothing
+    can lose."""
+    if unit.claim is not None:
+        return sessions.CLAIM, sessions.claim_params(unit.claim, unit.response.id)
+    if unit.door is None:
+        return None
+    assert unit.new_session is not None, "a door's key is bound to a new session"
+    return door_sessions.binding_statement(unit.door, unit.new_session.id)
+
+
+def _rows(unit: AcceptanceRows) -> list[Insert]:
+    """What `accept` writes behind the gate, in the same order."""
+    response = unit.response
+    rows: list[Insert] = []
+    if unit.idempotency is not None:
+        rows.append(responses.idempotency_key(unit.idempotency, response.id))
+    if unit.new_session is not None:
+        rows.append(sessions.held_new(unit.new_session, response.id, response.created_at))
+    if unit.files:
+        rows.append(files.input_files(response.principal_id, unit.files))
+    rows.append(responses.accepted(response, unit.session_id))
+    if unit.first_event is not None:
+        rows.append(responses.first_event(response.id, unit.first_event))
+    return rows
+
+
+def _held(unit: AcceptanceRows, passed: Rows) -> HeldSession:
+    """What the one statement's rows (the gate's) say."""
     if not passed:
         raise Busy
     if unit.claim is not None:
@@ -114,251 +141,3 @@ async def accept(db: Database, unit: AcceptanceRows) -> HeldSession:
     new = unit.new_session
     assert new is not None, "an acceptance claims a session or makes one"
     return HeldSession(new.id, new.container_id, None)
-
-
-@dataclass(frozen=True)
-class _Gate:
-    """The write that decides: a statement with `?` parameters and a RETURNING clause, whose
-    row says it went through."""
-
-    sql: str
-    params: tuple[Any, ...]
-
-
-@dataclass(frozen=True)
-class _Rows:
-    """Rows for one table, inserted once the gate let them through."""
-
-    table: str
-    columns: tuple[str, ...]
-    rows: list[tuple[Any, ...]]
-    json: frozenset[str] = frozenset()  # columns given as JSON text
-    clock: str | None = None  # a column set to the database's clock, in seconds
-
-    def insert(self, now: str) -> str:
-        """One row's INSERT, with `?` parameters; `now`: the database's clock in SQL."""
-        values = ", ".join(["?"] * len(self.columns) + ([now] if self.clock else []))
-        return f"INSERT INTO {self.table} ({self._targets()}) VALUES ({values})"
-
-    def postgresql(self) -> tuple[str, list[Any]]:
-        """An INSERT of these rows for each row of `gate`. Only JSON columns are cast: PostgreSQL
-        types the other untyped parameters from the column they go to, or as text (a NULL goes
-        only to text columns here)."""
-        one = ", ".join("%s::json" if c in self.json else "%s" for c in self.columns)
-        values = ", ".join(f"({one})" for _ in self.rows)
-        names = ", ".join(f"v{i}" for i in range(len(self.columns)))
-        clock = f", {PostgresBackend.now}" if self.clock else ""
-        sql = (
-            f"INSERT INTO {self.table} ({self._targets()}) SELECT {names}{clock}"
-            f" FROM gate, (VALUES {values}) AS v ({names})"
-        )
-        return sql, [field for row in self.rows for field in row]
-
-    def _targets(self) -> str:
-        return ", ".join(self.columns + ((self.clock,) if self.clock else ()))
-
-
-def _in_steps_on(db: Database, gate: _Gate | None, rows: list[_Rows]) -> list[tuple[Any, ...]]:
-    with db.plain_connection() as conn:
-        return _in_steps(conn, db.raw, gate, rows)
-
-
-def _in_steps(
-    conn: Any, raw: RawBackend, gate: _Gate | None, rows: list[_Rows]
-) -> list[tuple[Any, ...]]:
-    """The gate, then (when it let them through) the rows, in one transaction."""
-    raw.begin_write(conn)
-    try:
-        passed: list[tuple[Any, ...]] = [()]
-        cursor = conn.cursor()
-        try:
-            if gate is not None:
-                cursor.execute(raw.sql(gate.sql), gate.params)
-                passed = cursor.fetchall()  # all: SQLite cannot commit beside an unfinished one
-            if passed:
-                for table in rows:
-                    cursor.executemany(raw.sql(table.insert(raw.now)), table.rows)
-        finally:
-            cursor.close()
-        conn.execute("COMMIT" if passed else "ROLLBACK")
-        return passed
-    except BaseException:
-        if raw.in_transaction(conn):
-            with contextlib.suppress(Exception):  # the first error is the one to report
-                conn.execute("ROLLBACK")
-        raise
-
-
-def _at_once(raw: RawBackend, gate: _Gate | None, rows: list[_Rows]) -> tuple[str, list[Any]]:
-    """PostgreSQL: one statement, in autocommit: all of it, or (an error, a closed gate) none."""
-    ctes = [f"gate AS ({raw.sql(gate.sql)})" if gate else "gate AS (SELECT 1)"]
-    params = list(gate.params) if gate else []
-    for n, table in enumerate(rows):
-        sql, values = table.postgresql()
-        ctes.append(f"w{n} AS ({sql})")
-        params.extend(values)
-    return "WITH " + ", ".join(ctes) + " SELECT * FROM gate", params
-
-
-def _parameters(gate: _Gate | None, rows: list[_Rows]) -> int:
-    return (len(gate.params) if gate else 0) + sum(
-        len(table.columns) * len(table.rows) for table in rows
-    )
-
-
-def _gate(unit: AcceptanceRows) -> _Gate | None:
-    """The claim of the continued session (its row comes back), or the door's key bound to
-    the new session; None when nothing can lose."""
-    now = int(time.time())
-    if unit.claim is not None:
-        # One conditional statement: the database decides which of two racing requests wins.
-        return _Gate(
-            "UPDATE session SET active_response_id = ?, status = 'in_progress', updated_at = ?"
-            " WHERE id = ? AND active_response_id IS NULL"
-            " RETURNING id, container_id, native_session_id",
-            (unit.response.id, now, unit.claim),
-        )
-    door = unit.door
-    if door is None:
-        return None
-    assert unit.new_session is not None, "a door's key is bound to a new session"
-    key = (door.principal_id, door.harness_id, door.door, door.external_id)
-    if door.replacing is not None:
-        return _Gate(
-            "UPDATE door_session SET session_id = ?, created_at = ? WHERE principal_id = ?"
-            " AND harness_id = ? AND door = ? AND external_id = ? AND session_id = ?"
-            " RETURNING 1",
-            (unit.new_session.id, now, *key, door.replacing),
-        )
-    return _Gate(
-        "INSERT INTO door_session (principal_id, harness_id, door, external_id, session_id,"
-        " created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING 1",
-        (*key, unit.new_session.id, now),
-    )
-
-
-def _rows(unit: AcceptanceRows) -> list[_Rows]:
-    response = unit.response
-    session_id = unit.claim or (unit.new_session.id if unit.new_session else None)
-    assert session_id is not None, "an acceptance claims a session or makes one"
-    rows: list[_Rows] = []
-    if unit.idempotency is not None:
-        key = unit.idempotency
-        # Its primary key refuses a second request with the key.
-        rows.append(
-            _Rows(
-                "idempotency",
-                ("principal_id", "key", "fingerprint", "response_id", "created_at"),
-                [(key.principal_id, key.key, key.fingerprint, response.id, time.time())],
-            )
-        )
-    if unit.new_session is not None:
-        new = unit.new_session
-        at = response.created_at
-        rows.append(
-            _Rows(
-                "session",
-                (
-                    "id",
-                    "principal_id",
-                    "harness_id",
-                    "container_id",
-                    "title",
-                    "status",
-                    "created_at",
-                    "updated_at",
-                    "active_response_id",
-                ),
-                [
-                    (
-                        new.id,
-                        new.principal_id,
-                        new.harness_id,
-                        new.container_id,
-                        new.title,
-                        "in_progress",
-                        at,
-                        at,
-                        response.id,
-                    )
-                ],
-            )
-        )
-    rows.extend(_input_file_rows(response.principal_id, unit.files))
-    rows.append(
-        _Rows(
-            "response",
-            (
-                "id",
-                "principal_id",
-                "session_id",
-                "previous_response_id",
-                "status",
-                "store",
-                "model",
-                "created_at",
-                "input_items",
-                "replica_id",
-                "cancel_requested",
-            ),
-            [
-                (
-                    response.id,
-                    response.principal_id,
-                    session_id,
-                    response.previous_response_id,
-                    "in_progress",
-                    response.store,
-                    response.model,
-                    response.created_at,
-                    response.input_items,
-                    response.replica_id,
-                    False,
-                )
-            ],
-            json=frozenset({"input_items"}),
-            # Its place in the shared admission line (engine/shared_admission.py): when it
-            # arrived, by the database's clock as leases are, since the replicas' hosts may
-            # disagree.
-            clock="admission_at",
-        )
-    )
-    if unit.first_event is not None:
-        rows.append(
-            _Rows(
-                "event",
-                ("response_id", "seq", "data"),
-                [(response.id, 0, unit.first_event)],
-                json=frozenset({"data"}),
-            )
-        )
-    return rows
-
-
-_FILE_COLUMNS = (
-    "id",
-    "principal_id",
-    "filename",
-    "bytes",
-    "media_type",
-    "sha256",
-    "purpose",
-    "created_at",
-)
-
-
-def _input_file_rows(principal_id: str, files: list[InputFile]) -> list[_Rows]:
-    """The task's inline files as the principal's File objects (their blobs already stored)."""
-    if not files:
-        return []
-    now = int(time.time())
-    return [
-        _Rows(
-            "file",
-            _FILE_COLUMNS,
-            [
-                (f.id, principal_id, f.filename, f.size, f.media_type, f.sha256, "input", now)
-                for f in files
-            ],
-        )
-    ]

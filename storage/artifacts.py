@@ -5,72 +5,59 @@ from __future__ import annotations
 from sqlalchemy import func
 from sqlmodel import col, delete, select
 
-from storage.db import Database
-from storage.models import ArtifactRow
+from storage.tables import ArtifactRow
+from storage.unit import Tx
 
 
-def insert_artifacts(db: Database, rows: list[ArtifactRow]) -> None:
-    if not rows:
-        return
-    with db.session() as s:
-        s.add_all(rows)
-        s.commit()
+def insert_artifacts(tx: Tx, rows: list[ArtifactRow]) -> None:
+    tx.orm.add_all(rows)
 
 
-def get_artifact(
-    db: Database, principal_id: str, container_id: str, file_id: str
-) -> ArtifactRow | None:
+def get_artifact(tx: Tx, principal_id: str, container_id: str, file_id: str) -> ArtifactRow | None:
     """The artifact addressed by (container, file), only if the caller owns it."""
-    with db.session() as s:
-        row = s.get(ArtifactRow, file_id)
-        if row is None or row.principal_id != principal_id or row.container_id != container_id:
-            return None
-        return row
+    row = tx.orm.get(ArtifactRow, file_id)
+    if row is None or row.principal_id != principal_id or row.container_id != container_id:
+        return None
+    return row
 
 
-def for_session(db: Database, session_id: str) -> list[ArtifactRow]:
+def for_session(tx: Tx, session_id: str) -> list[ArtifactRow]:
     """Every artifact of the session, over all its turns, oldest first."""
-    with db.session() as s:
-        return list(
-            s.exec(
-                select(ArtifactRow)
-                .where(ArtifactRow.session_id == session_id)
-                .order_by(col(ArtifactRow.created_at), col(ArtifactRow.filename))
-            )
+    return list(
+        tx.orm.exec(
+            select(ArtifactRow)
+            .where(ArtifactRow.session_id == session_id)
+            .order_by(col(ArtifactRow.created_at), col(ArtifactRow.filename))
         )
+    )
 
 
-def for_response(db: Database, response_id: str) -> list[ArtifactRow]:
-    with db.session() as s:
-        return list(
-            s.exec(
-                select(ArtifactRow)
-                .where(ArtifactRow.response_id == response_id)
-                .order_by(col(ArtifactRow.filename))
-            )
+def for_response(tx: Tx, response_id: str) -> list[ArtifactRow]:
+    return list(
+        tx.orm.exec(
+            select(ArtifactRow)
+            .where(ArtifactRow.response_id == response_id)
+            .order_by(col(ArtifactRow.filename))
         )
+    )
 
 
-def session_totals(db: Database, session_id: str) -> tuple[int, int]:
+def session_totals(tx: Tx, session_id: str) -> tuple[int, int]:
     """(count, bytes) of the session's artifacts so far: what the per-session caps measure."""
-    with db.session() as s:
-        count, size = s.exec(
-            select(func.count(), func.coalesce(func.sum(ArtifactRow.bytes), 0)).where(
-                ArtifactRow.session_id == session_id
-            )
-        ).one()
-        return int(count), int(size)
-
-
-def delete_for_session(db: Database, session_id: str) -> list[str]:
-    """Drop the session's artifact rows; returns the hashes they pointed at."""
-    with db.session() as s:
-        hashes = list(
-            s.exec(select(ArtifactRow.sha256).where(ArtifactRow.session_id == session_id))
+    count, size = tx.orm.exec(
+        select(func.count(), func.coalesce(func.sum(ArtifactRow.bytes), 0)).where(
+            ArtifactRow.session_id == session_id
         )
-        s.exec(delete(ArtifactRow).where(col(ArtifactRow.session_id) == session_id))
-        s.commit()
-        return sorted(set(hashes))
+    ).one()
+    return int(count), int(size)
+
+
+def delete_for_session(tx: Tx, session_id: str) -> list[str]:
+    """Drop the session's artifact rows; returns the hashes they pointed at."""
+    s = tx.orm
+    hashes = list(s.exec(select(ArtifactRow.sha256).where(ArtifactRow.session_id == session_id)))
+    s.exec(delete(ArtifactRow).where(col(ArtifactRow.session_id) == session_id))
+    return sorted(set(hashes))
 
 
 def to_wire(row: ArtifactRow) -> dict[str, object]:

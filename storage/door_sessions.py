@@ -3,36 +3,68 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
-from sqlmodel import Session, col, delete
+from sqlmodel import col, delete
 
-from storage.db import Database
-from storage.models import DoorSessionRow
+from storage.tables import DoorSessionRow
+from storage.unit import Tx
 
 
-def find(
-    db: Database, principal_id: str, harness_id: str, door: str, external_id: str
-) -> str | None:
+@dataclass(frozen=True)
+class DoorBinding:
+    """A door's key for a new session: bound to nothing yet, or moved from `replacing`."""
+
+    principal_id: str
+    harness_id: str
+    door: str
+    external_id: str
+    replacing: str | None
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.principal_id, self.harness_id, self.door, self.external_id)
+
+
+# Binding a key to a new session, conditionally, so that the database decides which of two
+# racing requests wins: its row comes back when it went through (storage/acceptance.py sends
+# them inside a larger statement).
+BIND_NEW = (
+    "INSERT INTO door_session (principal_id, harness_id, door, external_id, session_id,"
+    " created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING 1"
+)
+MOVE = (
+    "UPDATE door_session SET session_id = ?, created_at = ? WHERE principal_id = ?"
+    " AND harness_id = ? AND door = ? AND external_id = ? AND session_id = ?"
+    " RETURNING 1"
+)
+
+
+def binding_statement(binding: DoorBinding, session_id: str) -> tuple[str, tuple[object, ...]]:
+    """BIND_NEW, or MOVE off `binding.replacing`, with its parameters."""
+    now = int(time.time())
+    if binding.replacing is not None:
+        return MOVE, (session_id, now, *binding.key, binding.replacing)
+    return BIND_NEW, (*binding.key, session_id, now)
+
+
+def bind_to_new(tx: Tx, binding: DoorBinding, session_id: str) -> bool:
+    """Bind the key to a new session (or move it there off `binding.replacing`); False when
+    another request bound (or moved) it first."""
+    return bool(tx.rows(*binding_statement(binding, session_id)))
+
+
+def find(tx: Tx, principal_id: str, harness_id: str, door: str, external_id: str) -> str | None:
     """The UHP session mapped to this key, if any."""
-    with db.session() as s:
-        row = s.get(DoorSessionRow, (principal_id, harness_id, door, external_id))
-        return row.session_id if row is not None else None
+    row = tx.orm.get(DoorSessionRow, (principal_id, harness_id, door, external_id))
+    return row.session_id if row is not None else None
 
 
 def bind(
-    db: Database, principal_id: str, harness_id: str, door: str, external_id: str, session_id: str
+    tx: Tx, principal_id: str, harness_id: str, door: str, external_id: str, session_id: str
 ) -> None:
-    """Map the key to the session (on the writer thread, after `find` found none)."""
-    with db.session() as s:
-        add_binding(s, principal_id, harness_id, door, external_id, session_id)
-        s.commit()
-
-
-def add_binding(
-    s: Session, principal_id: str, harness_id: str, door: str, external_id: str, session_id: str
-) -> None:
-    """`bind` inside the caller's transaction."""
-    s.merge(_binding(principal_id, harness_id, door, external_id, session_id))
+    """Map the key to the session (after `find` found none)."""
+    tx.orm.merge(_binding(principal_id, harness_id, door, external_id, session_id))
 
 
 def _binding(
@@ -49,20 +81,19 @@ def _binding(
 
 
 def rekey(
-    db: Database, principal_id: str, harness_id: str, door: str, external_id: str, session_id: str
+    tx: Tx, principal_id: str, harness_id: str, door: str, external_id: str, session_id: str
 ) -> None:
-    """Make this key the door's only one for the session (on the writer thread), in one
-    transaction. A key another session holds already names two conversations that cannot be
-    told apart (the same history, word for word): it is dropped, and continues neither."""
-    with db.session() as s:
-        held = s.get(DoorSessionRow, (principal_id, harness_id, door, external_id))
-        s.exec(
-            delete(DoorSessionRow).where(
-                col(DoorSessionRow.door) == door, col(DoorSessionRow.session_id) == session_id
-            )
+    """Make this key the door's only one for the session. A key another session holds
+    already names two conversations that cannot be told apart (the same history, word for
+    word): it is dropped, and continues neither."""
+    s = tx.orm
+    held = s.get(DoorSessionRow, (principal_id, harness_id, door, external_id))
+    s.exec(
+        delete(DoorSessionRow).where(
+            col(DoorSessionRow.door) == door, col(DoorSessionRow.session_id) == session_id
         )
-        if held is not None and held.session_id != session_id:
-            s.delete(held)
-        else:
-            add_binding(s, principal_id, harness_id, door, external_id, session_id)
-        s.commit()
+    )
+    if held is not None and held.session_id != session_id:
+        s.delete(held)
+    else:
+        bind(tx, principal_id, harness_id, door, external_id, session_id)

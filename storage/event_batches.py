@@ -1,14 +1,29 @@
 """What the event log's writers commit: a response's new events, and with its last ones the
 final response row and the session its turn held (storage/thread_writer.py's writer, and
-storage/loop_writer.py's on PostgreSQL)."""
+storage/loop_writer.py's on PostgreSQL), and how PostgreSQL writes a group as one statement."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Any
 
-from storage.raw_sql import RowUpdate
+from storage.dialect import MAX_PARAMETERS, psycopg_style
+
+# Rows in one multi-row INSERT of events on PostgreSQL (three parameters each).
+EVENT_ROWS_PER_INSERT = 1000
+_INSERT_EVENTS = "INSERT INTO event (response_id, seq, data) VALUES "
+
+
+@dataclass(frozen=True)
+class RowUpdate:
+    """A statement (with `?` parameters) that changes the one row `row` names."""
+
+    sql: str
+    params: tuple[Any, ...]
+    row: tuple[str, str]  # (table, primary key)
 
 
 @dataclass
@@ -95,3 +110,36 @@ def failed(group: list[Queued], error: BaseException) -> None:
     for _, future in group:
         if future.set_running_or_notify_cancel():
             future.set_exception(error)
+
+
+def events_at_once(
+    rows: list[tuple[str, int, str]], updates: list[RowUpdate]
+) -> tuple[str, list[Any]] | None:
+    """PostgreSQL: the event rows and the updates as one statement of data-modifying CTEs,
+    atomic on its own in autocommit: one round trip and one answer, where BEGIN, the
+    statements and COMMIT are a pipeline whose machinery costs several times one statement's
+    (an empty statement: nothing to write). None when it cannot be one: two updates change
+    one row (a statement's CTEs all see the same snapshot, and which of the two wins is
+    undefined), or more parameters than the protocol allows in one statement."""
+    if len({update.row for update in updates}) < len(updates):
+        return None
+    if 3 * len(rows) + sum(len(update.params) for update in updates) > MAX_PARAMETERS:
+        return None
+    parts, params = [], []
+    for n, (sql, values) in enumerate(event_inserts(rows)):
+        parts.append(f"e{n} AS ({sql})")
+        params.extend(values)
+    for n, update in enumerate(updates):
+        parts.append(f"u{n} AS ({psycopg_style(update.sql)})")
+        params.extend(update.params)
+    if not parts:
+        return "", []
+    return "WITH " + ", ".join(parts) + " SELECT 1", params
+
+
+def event_inserts(rows: list[tuple[str, int, str]]) -> Iterator[tuple[str, list[Any]]]:
+    """PostgreSQL's multi-row INSERTs of events, EVENT_ROWS_PER_INSERT rows each."""
+    for start in range(0, len(rows), EVENT_ROWS_PER_INSERT):
+        chunk = rows[start : start + EVENT_ROWS_PER_INSERT]
+        values = ", ".join(["(%s, %s, %s)"] * len(chunk))
+        yield _INSERT_EVENTS + values, [field for row in chunk for field in row]

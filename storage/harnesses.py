@@ -6,67 +6,57 @@ import json
 import time
 from typing import Any
 
-from storage.db import Database
-from storage.models import HarnessRow
+from storage.tables import HarnessRow
+from storage.unit import Rows, Statement, Tx, one_statement
 
 # Read at every task, in plain SQL: the ORM's load of a few rows costs most of a millisecond.
 _COLUMNS = "id, principal_id, name, base, config, created_at_ms, is_default"
 _LIVE = "deleted_at IS NULL"
 
 
-def get_harness(db: Database, principal_id: str, harness_id: str) -> HarnessRow | None:
-    rows = _read(db, "id = ? AND principal_id = ?", (harness_id, principal_id))
+def get_harness(tx: Tx, principal_id: str, harness_id: str) -> HarnessRow | None:
+    rows = _read(tx, "id = ? AND principal_id = ?", (harness_id, principal_id))
     return rows[0] if rows else None
 
 
-def list_harnesses(db: Database, principal_id: str) -> list[HarnessRow]:
-    return _read(db, "principal_id = ?", (principal_id,))
+def list_harnesses(tx: Tx, principal_id: str) -> list[HarnessRow]:
+    return _read(tx, "principal_id = ?", (principal_id,))
 
 
-def insert_harness(db: Database, row: HarnessRow) -> HarnessRow:
-    with db.session() as s:
-        s.add(row)
-        s.commit()
-        return row
+def insert_harness(tx: Tx, row: HarnessRow) -> HarnessRow:
+    tx.orm.add(row)
+    return row
 
 
-def update_harness(
-    db: Database, harness_id: str, name: str, config: dict[str, Any]
-) -> HarnessRow | None:
-    with db.session() as s:
-        row = s.get(HarnessRow, harness_id)
-        if row is None:
-            return None
-        row.name = name
-        row.config = config
-        s.add(row)
-        s.commit()
-        return row
+def update_harness(tx: Tx, harness_id: str, name: str, config: dict[str, Any]) -> HarnessRow | None:
+    row = tx.orm.get(HarnessRow, harness_id)
+    if row is None:
+        return None
+    row.name = name
+    row.config = config
+    tx.orm.add(row)
+    return row
 
 
-def delete_harness(db: Database, harness_id: str) -> None:
-    with db.session() as s:
-        row = s.get(HarnessRow, harness_id)
-        if row is not None:
-            row.deleted_at = time.time()
-            s.add(row)
-            s.commit()
+def delete_harness(tx: Tx, harness_id: str) -> None:
+    row = tx.orm.get(HarnessRow, harness_id)
+    if row is not None:
+        row.deleted_at = time.time()
+        tx.orm.add(row)
 
 
-_DEFAULTS = "principal_id = ? AND is_default = ?"
+def _defaults(principal_id: str) -> Statement[dict[str, HarnessRow]]:
+    return Statement(
+        _select("principal_id = ? AND is_default = ?"),
+        (principal_id, True),
+        lambda rows: _per_base(_harnesses(rows)),
+    )
 
 
-def defaults_of(db: Database, principal_id: str) -> dict[str, HarnessRow]:
-    """The principal's default harness per base, in one query (the oldest, should two
-    requests have raced to create one)."""
-    return _per_base(_read(db, _DEFAULTS, (principal_id, True)))
-
-
-async def defaults(db: Database, principal_id: str) -> dict[str, HarnessRow]:
-    """`defaults_of` from the loop: read at every task, so sent from the loop on PostgreSQL
-    (storage/loop_link.py)."""
-    rows = await db.select(_statement(db, _DEFAULTS), (principal_id, True))
-    return _per_base([_harness(*row) for row in rows])
+# The principal's default harness per base, in one query (the oldest, should two requests
+# have raced to create one). Read at every task: one statement, which storage/db.py sends
+# from the loop on PostgreSQL (storage/loop_link.py).
+defaults_of = one_statement(_defaults)
 
 
 def _per_base(rows: list[HarnessRow]) -> dict[str, HarnessRow]:
@@ -76,17 +66,17 @@ def _per_base(rows: list[HarnessRow]) -> dict[str, HarnessRow]:
     return found
 
 
-def _read(db: Database, where: str, params: tuple[Any, ...]) -> list[HarnessRow]:
+def _read(tx: Tx, where: str, params: tuple[Any, ...]) -> list[HarnessRow]:
     """The live harnesses `where` picks, oldest first."""
-    with db.plain_connection() as conn:
-        rows = conn.execute(_statement(db, where), params)
-        return [_harness(*row) for row in rows.fetchall()]
+    return _harnesses(tx.rows(_select(where), params))
 
 
-def _statement(db: Database, where: str) -> str:
-    return db.raw.sql(
-        f"SELECT {_COLUMNS} FROM harness WHERE {where} AND {_LIVE} ORDER BY created_at_ms, id"
-    )
+def _select(where: str) -> str:
+    return f"SELECT {_COLUMNS} FROM harness WHERE {where} AND {_LIVE} ORDER BY created_at_ms, id"
+
+
+def _harnesses(rows: Rows) -> list[HarnessRow]:
+    return [_harness(*row) for row in rows]
 
 
 def _harness(

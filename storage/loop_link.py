@@ -25,7 +25,7 @@ from typing import Any
 import asyncpg
 from sqlalchemy.engine import URL
 
-from storage.raw_sql import LINK_TIMEOUTS, nul_safe
+from storage.dialect import LINK_TIMEOUTS, nul_safe
 
 # Connections the loop keeps for acceptances and reads; more simultaneous statements wait for
 # one (each is a single round trip). The event log's writer holds one more of its own.
@@ -61,7 +61,7 @@ class UnsupportedUrl(ValueError):
 
 
 def connect_arguments(url: URL) -> dict[str, Any]:
-    """asyncpg's arguments for the server's database URL. The link options (storage/raw_sql's
+    """asyncpg's arguments for the server's database URL. The link options (storage/dialect's
     LINK_TIMEOUTS) are the sockets' own (`link_settings`), the connect timeout becomes
     asyncpg's. An option asyncpg does not take as libpq does (`channel_binding`, `hostaddr`,
     a `service`, whose dbname asyncpg would not read, …) or one given twice (libpq tries each
@@ -107,7 +107,7 @@ def apply_link_settings(conn: asyncpg.Connection, settings: dict[str, int]) -> N
 def numbered(statement: str, params: Sequence[Any]) -> tuple[str, list[Any]]:
     """A psycopg-style statement as asyncpg's: `%s` → `$n` with a cast from the value's type
     (`%s::json` keeps its own), `%%` → `%`, and NUL in text as U+FFFD (PostgreSQL's text
-    cannot hold NUL: raw_sql.nul_safe, as for psycopg)."""
+    cannot hold NUL: dialect.nul_safe, as for psycopg)."""
     values = [nul_safe(value) if isinstance(value, str) else value for value in params]
     position = 0
 

@@ -3,8 +3,8 @@ with the event log's commits sent from the loop (storage/loop_link.py says why).
 
 Jobs and event batches leave in the order they were queued, as on the thread writer: a job
 (ORM work, which blocks) runs on a thread of its own and the batches behind it wait for it;
-consecutive batches share one commit, a single statement where raw_sql.events_at_once can make
-one. Anything may queue from any thread; only the loop sends.
+consecutive batches share one commit, a single statement where event_batches.events_at_once can
+make one. Anything may queue from any thread; only the loop sends.
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import asyncpg
 
 from storage import event_batches
-from storage.event_batches import EventBatch, Queued
+from storage.event_batches import EventBatch, Queued, event_inserts, events_at_once
 from storage.loop_link import Disconnected, LoopLink, numbered
-from storage.raw_sql import event_inserts, events_at_once
 
 if TYPE_CHECKING:
     from storage.db import Database
@@ -141,7 +140,7 @@ class LoopWriter:
                     for statement, values in event_inserts(rows):
                         await conn.execute(*_as_asyncpg(statement, values))
                     for end in ends:
-                        await conn.execute(*_as_asyncpg(self._db.raw.sql(end.sql), end.params))
+                        await conn.execute(*_as_asyncpg(self._db.dialect.sql(end.sql), end.params))
         except Exception as exc:
             await self._after_failure(group, exc, conn, reconnected)
             return

@@ -17,28 +17,15 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
-from sqlmodel import Field, SQLModel
-
-if TYPE_CHECKING:  # storage.db imports this module to register its tables
-    from storage.db import Database
+from storage.tables import McpSecretRow
+from storage.unit import Tx
 
 SECRET_PREFIX = "mcps_"
 SECRET_REF = "uhp-secret:"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-class McpSecretRow(SQLModel, table=True):
-    __tablename__ = "mcp_secret"
-    id: str = Field(primary_key=True)
-    principal_id: str = Field(index=True)
-    value: str
-    created_at: float
-    # url_origin() of the server URL the secret was stored for; None only for a secret of
-    # an older database that no harness used (migration 0002): good for nothing.
-    origin: str | None = None
 
 
 def url_origin(url: str) -> str:
@@ -57,32 +44,29 @@ def new_secret_id() -> str:
     return SECRET_PREFIX + secrets.token_hex(16)
 
 
-def put_secret(db: Database, principal_id: str, value: str, secret_id: str, origin: str) -> None:
-    with db.session() as s:
-        s.add(
-            McpSecretRow(
-                id=secret_id,
-                principal_id=principal_id,
-                value=value,
-                created_at=time.time(),
-                origin=origin,
-            )
+def put_secret(tx: Tx, principal_id: str, value: str, secret_id: str, origin: str) -> None:
+    tx.orm.add(
+        McpSecretRow(
+            id=secret_id,
+            principal_id=principal_id,
+            value=value,
+            created_at=time.time(),
+            origin=origin,
         )
-        s.commit()
+    )
 
 
-def get_secret_row(db: Database, principal_id: str, secret_id: str) -> McpSecretRow | None:
+def get_secret_row(tx: Tx, principal_id: str, secret_id: str) -> McpSecretRow | None:
     """The stored secret, only for the principal it belongs to."""
-    with db.session() as s:
-        row = s.get(McpSecretRow, secret_id)
-        if row is None or row.principal_id != principal_id:
-            return None
-        return row
+    row = tx.orm.get(McpSecretRow, secret_id)
+    if row is None or row.principal_id != principal_id:
+        return None
+    return row
 
 
-def get_secret(db: Database, principal_id: str, secret_id: str, origin: str) -> str | None:
+def get_secret(tx: Tx, principal_id: str, secret_id: str, origin: str) -> str | None:
     """The value, only for its principal and only for the origin it was stored with."""
-    row = get_secret_row(db, principal_id, secret_id)
+    row = get_secret_row(tx, principal_id, secret_id)
     if row is None or row.origin is None or row.origin != origin:
         return None
     return row.value

@@ -3,32 +3,30 @@ requests between replicas, and the shared admission line (engine/cluster.py uses
 
 Times are the database's clock (`clock_timestamp()`), so replicas on hosts whose clocks
 disagree still agree on whose lease expired. Each function is one transaction; the
-conditional UPDATEs are what decide between replicas racing for the same row.
+conditional UPDATEs are what decide between replicas racing for the same row. Leases and
+the admission line's statements are written with `Order.LINE` (storage/db.py), beside the
+event log's writer; the admission statements are `repeatable`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
 import json
-import re
-import secrets
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from storage.db import Database, run_statement
-from storage.raw_sql import PostgresBackend
+from storage.dialect import PostgresDialect
+from storage.unit import OutcomeUnknown as OutcomeUnknown
+from storage.unit import Tx, repeatable
 
-NOW = PostgresBackend.now
+NOW = PostgresDialect.now
 # Cancel requests and freed admission slots are announced on these channels, as committed
 # events are on storage.db.EVENTS_CHANNEL (payload: the response id).
 CANCEL_CHANNEL = "uhp_cancel"
 ADMISSION_CHANNEL = "uhp_admission"
-# The first pause before a give-back of block slots is sent again (it doubles, up to 1 s);
-# past a lease and this margin, unanswered, it is over: the lease has lapsed.
-GIVE_BACK_RETRY_SECONDS = 0.05
+# Past a lease and this margin, a give-back of block slots still unanswered is over: the
+# lease has lapsed.
 LAPSE_MARGIN_SECONDS = 1.0
 # One key for the admission line's transaction lock (pg_advisory_xact_lock).
 _ADMISSION_LOCK = 0x75687061  # "uhpa"
@@ -42,15 +40,13 @@ _LIVE = (
     "EXISTS (SELECT 1 FROM replica l WHERE l.id = r.replica_id"
     f" AND l.heartbeat_at > {NOW} - :lease)"
 )
-# What `_as_psycopg` rewrites: a quoted literal, a `::` cast, a `:name` parameter, a `%`.
-_TOKENS = re.compile(r"'(?:[^']|'')*'|::|:(\w+)|%")
 # Turns of live replicas waiting in the shared line (`r` the response).
 _WAITING = f"r.admission = 'waiting' AND {_LIVE}"
 _ANYONE_WAITING = f"EXISTS (SELECT 1 FROM response r WHERE {_WAITING})"
 # The slots the live replicas hold as blocks (replica.slots, engine/shared_admission.py).
 _BLOCKS = f"(SELECT COALESCE(sum(l.slots), 0) FROM replica l WHERE l.heartbeat_at > {NOW} - :lease)"
 # Whether this change of a block (`:op`, an id of its own) was made already: the commit of a
-# first attempt whose answer was lost (statements under `_under_admission_lock` are repeated).
+# first attempt whose answer was lost (the admission statements are repeatable).
 _DONE_ALREADY = "EXISTS (SELECT 1 FROM replica l WHERE l.id = :me AND l.slots_op = :op)"
 # What `join_line`, `take_slot` and `take_block_slot` tell ADMISSION_CHANNEL when a turn waits
 # in the line: every replica gives back the idle slots of its block (never a response id).
@@ -82,21 +78,19 @@ class Orphan:
         return json.loads(self.stop_details) if self.stop_details else {}
 
 
-def renew_lease(db: Database, replica_id: str, lease: float) -> bool:
+def renew_lease(tx: Tx, replica_id: str, lease: float) -> bool:
     """Renew the lease; True when it had lapsed (or was gone: deleted as expired, or never
     taken). A lapsed lease comes back with an empty block: meanwhile the other replicas did not
     count it, and may have taken its slots. A row made anew does not hear events until its
     replica says so again (`hear_events`, on its listening connection only)."""
-    rows = run_statement(
-        db,
+    rows = tx.rows(
         f"WITH before AS (SELECT heartbeat_at > {NOW} - :lease AS live FROM replica"
         "   WHERE id = :id)"
         f" INSERT INTO replica (id, heartbeat_at, started_at) VALUES (:id, {NOW}, {NOW})"
         f" ON CONFLICT (id) DO UPDATE SET heartbeat_at = {NOW},"
         f" slots = CASE WHEN replica.heartbeat_at > {NOW} - :lease THEN replica.slots ELSE 0 END"
         " RETURNING NOT COALESCE((SELECT live FROM before), FALSE)",
-        id=replica_id,
-        lease=lease,
+        {"id": replica_id, "lease": lease},
     )
     return bool(rows[0][0])
 
@@ -134,126 +128,117 @@ async def hear_events(conn: Any, replica_id: str, hearing: bool) -> None:
         (xids,) = await still.fetchone()
 
 
-def lease_live(db: Database, replica_id: str, lease: float) -> bool:
+def lease_live(tx: Tx, replica_id: str, lease: float) -> bool:
     """Whether a replica of this id holds a live lease."""
-    rows = run_statement(
-        db,
+    rows = tx.rows(
         f"SELECT 1 FROM replica WHERE id = :id AND heartbeat_at > {NOW} - :lease",
-        id=replica_id,
-        lease=lease,
+        {"id": replica_id, "lease": lease},
     )
     return bool(rows)
 
 
-def drop_lease(db: Database, replica_id: str) -> None:
-    run_statement(db, "DELETE FROM replica WHERE id = :id", id=replica_id)
+def drop_lease(tx: Tx, replica_id: str) -> None:
+    tx.execute("DELETE FROM replica WHERE id = :id", {"id": replica_id})
 
 
-def orphans(db: Database, me: str, lease: float, *, own: bool) -> list[Orphan]:
+def orphans(tx: Tx, me: str, lease: float, own: bool) -> list[Orphan]:
     """Unfinished responses no live replica runs: their replica's lease expired; with `own`
     (at start), also this replica's from a former life and those of no replica (rows from
     before leases)."""
     mine = "r.replica_id IS NULL OR r.replica_id = :me OR" if own else ""
-    rows = run_statement(
-        db,
+    rows = tx.rows(
         "SELECT r.id, r.session_id, r.replica_id, r.cancel_requested, r.stop_details"
         " FROM response r"
         f" WHERE r.status = 'in_progress' AND ({mine}"
         f" (r.replica_id <> :me AND NOT {_LIVE}))",
-        me=me,
-        lease=lease,
+        {"me": me, "lease": lease},
     )
     return [Orphan(*row) for row in rows]
 
 
-def take_over(db: Database, orphan: Orphan, me: str, lease: float) -> bool:
+def take_over(tx: Tx, orphan: Orphan, me: str, lease: float) -> bool:
     """Claim an orphan for this replica to finish; False when another replica did first (or
     its owner renewed its lease since it was found)."""
     owner = "r.replica_id IS NULL" if orphan.replica_id is None else "r.replica_id = :old"
-    changed = run_statement(
-        db,
+    changed = tx.execute(
         "UPDATE response r SET replica_id = :me, admission = NULL"
         f" WHERE r.id = :id AND r.status = 'in_progress' AND {owner}"
         f" AND (r.replica_id IS NULL OR r.replica_id = :me OR NOT {_LIVE})",
-        me=me,
-        id=orphan.response_id,
-        old=orphan.replica_id,
-        lease=lease,
+        {"me": me, "id": orphan.response_id, "old": orphan.replica_id, "lease": lease},
     )
-    return bool(changed == 1)
+    return changed == 1
 
 
-def forget_expired(db: Database, lease: float) -> list[str]:
+def forget_expired(tx: Tx, lease: float) -> list[str]:
     """Delete the leases that expired; the ids this call deleted (each replica's containers
     are then reaped by the one replica that deleted its lease)."""
-    rows = run_statement(
-        db, f"DELETE FROM replica WHERE heartbeat_at <= {NOW} - :lease RETURNING id", lease=lease
+    rows = tx.rows(
+        f"DELETE FROM replica WHERE heartbeat_at <= {NOW} - :lease RETURNING id", {"lease": lease}
     )
     return [row[0] for row in rows]
 
 
-def taken_over(db: Database, response_ids: list[str], me: str) -> list[str]:
+def taken_over(tx: Tx, response_ids: list[str], me: str) -> list[str]:
     """Of these responses, the ones another replica has claimed (it found this one's lease
     expired and finished them)."""
-    rows = run_statement(
-        db,
+    rows = tx.rows(
         "SELECT id FROM response WHERE id = ANY(:ids) AND replica_id IS DISTINCT FROM :me",
-        ids=response_ids,
-        me=me,
+        {"ids": response_ids, "me": me},
     )
     return [row[0] for row in rows]
 
 
-def request_cancel(db: Database, response_id: str, details: dict[str, Any] | None = None) -> bool:
+def request_cancel(tx: Tx, response_id: str, details: dict[str, Any] | None = None) -> bool:
     """Ask the replica running the response to stop it (`details`: a deadline's reason, to end
     it `incomplete`; else `cancelled`); False when it is no longer running."""
-    changed = run_statement(
-        db,
-        "UPDATE response SET cancel_requested = TRUE, stop_details = :details"
-        " WHERE id = :id AND status = 'in_progress'",
-        notify=CANCEL_CHANNEL,
-        id=response_id,
-        details=json.dumps(details) if details is not None else None,
+    told = tx.rows(
+        "WITH changed AS (UPDATE response SET cancel_requested = TRUE, stop_details = :details"
+        " WHERE id = :id AND status = 'in_progress' RETURNING id)"
+        " SELECT pg_notify(:channel, id) FROM changed",
+        {
+            "id": response_id,
+            "details": json.dumps(details) if details is not None else None,
+            "channel": CANCEL_CHANNEL,
+        },
     )
-    return bool(changed)
+    return bool(told)
 
 
-def cancel_requests(db: Database, me: str) -> list[tuple[str, dict[str, Any] | None]]:
+def cancel_requests(tx: Tx, me: str) -> list[tuple[str, dict[str, Any] | None]]:
     """This replica's running responses another replica asked to stop, with their details."""
-    rows = run_statement(
-        db,
+    rows = tx.rows(
         "SELECT id, stop_details FROM response WHERE replica_id = :me AND cancel_requested"
         " AND status = 'in_progress'",
-        me=me,
+        {"me": me},
     )
     return [(row[0], json.loads(row[1]) if row[1] else None) for row in rows]
 
 
-def deleted_while_running(db: Database, me: str) -> list[str]:
+def deleted_while_running(tx: Tx, me: str) -> list[str]:
     """This replica's running responses that were deleted on another replica."""
-    rows = run_statement(
-        db,
+    rows = tx.rows(
         "SELECT id FROM response WHERE replica_id = :me AND deleted_at IS NOT NULL"
         " AND status = 'in_progress'",
-        me=me,
+        {"me": me},
     )
     return [row[0] for row in rows]
 
 
-def anyone_waiting(db: Database, lease: float) -> bool:
+def anyone_waiting(tx: Tx, lease: float) -> bool:
     """Whether a turn of a live replica waits in the shared line."""
-    rows = run_statement(db, f"SELECT {_ANYONE_WAITING}", lease=lease)
+    rows = tx.rows(f"SELECT {_ANYONE_WAITING}", {"lease": lease})
     return bool(rows[0][0])
 
 
-def join_line(db: Database, response_id: str, limit: int, lease: float) -> bool:
+@repeatable()
+def join_line(tx: Tx, response_id: str, limit: int, lease: float) -> bool:
     """Join the line at the place the response took when it arrived (its `admission_at`),
     and take a slot at once when one is free and no turn of a live replica waits (the
     common case: one transaction instead of two). True when admitted; a turn left waiting
     tells every replica (DEMAND)."""
     return bool(
         _under_admission_lock(
-            db,
+            tx,
             "WITH joined AS (UPDATE response SET"
             f" admission_at = COALESCE(admission_at, {NOW}), admission = CASE"
             # (a repeat after a commit whose answer was lost keeps the slot it took)
@@ -265,23 +250,26 @@ def join_line(db: Database, response_id: str, limit: int, lease: float) -> bool:
             " told AS (SELECT pg_notify(:channel, :demand) FROM joined"
             "   WHERE admission = 'waiting')"
             " SELECT (SELECT admission = 'admitted' FROM joined), (SELECT count(*) FROM told)",
-            id=response_id,
-            limit=limit,
-            lease=lease,
-            channel=ADMISSION_CHANNEL,
-            demand=DEMAND,
+            {
+                "id": response_id,
+                "limit": limit,
+                "lease": lease,
+                "channel": ADMISSION_CHANNEL,
+                "demand": DEMAND,
+            },
         )
     )
 
 
-def take_slot(db: Database, response_id: str, limit: int, lease: float) -> bool:
+@repeatable()
+def take_slot(tx: Tx, response_id: str, limit: int, lease: float) -> bool:
     """Whether the response holds a slot: one handed to it already (whose notification may
     have been lost), or one it takes now because fewer than `limit` slots are held and no
     turn of a live replica waits before it. Still waiting, it tells every replica again
     (DEMAND: a replica may have missed it, and hold idle slots in its block)."""
     return bool(
         _under_admission_lock(
-            db,
+            tx,
             "WITH took AS (UPDATE response SET admission = 'admitted' WHERE id = :id"
             " AND (admission = 'admitted'"
             f"   OR admission = 'waiting' AND ({_ADMITTED}) < :limit"
@@ -292,11 +280,13 @@ def take_slot(db: Database, response_id: str, limit: int, lease: float) -> bool:
             " told AS (SELECT pg_notify(:channel, :demand)"
             "   WHERE NOT EXISTS (SELECT 1 FROM took))"
             " SELECT EXISTS (SELECT 1 FROM took), (SELECT count(*) FROM told)",
-            id=response_id,
-            limit=limit,
-            lease=lease,
-            channel=ADMISSION_CHANNEL,
-            demand=DEMAND,
+            {
+                "id": response_id,
+                "limit": limit,
+                "lease": lease,
+                "channel": ADMISSION_CHANNEL,
+                "demand": DEMAND,
+            },
         )
     )
 
@@ -306,7 +296,7 @@ def take_slot(db: Database, response_id: str, limit: int, lease: float) -> bool:
 IN_OWN_QUEUE = "own_queue"
 
 
-def mark_in_own_queue(db: Database, response_id: str, waiting: bool) -> None:
+def mark_in_own_queue(tx: Tx, response_id: str, waiting: bool) -> None:
     """Mark a turn as waiting in its replica's own queue, or (`waiting` False) as out of it:
     admitted from the block, or gone. Nothing else is changed: joining the shared line
     writes over the mark."""
@@ -314,7 +304,7 @@ def mark_in_own_queue(db: Database, response_id: str, waiting: bool) -> None:
         statement = "UPDATE response SET admission = :queued WHERE id = :id AND admission IS NULL"
     else:
         statement = "UPDATE response SET admission = NULL WHERE id = :id AND admission = :queued"
-    run_statement(db, statement, id=response_id, queued=IN_OWN_QUEUE)
+    tx.execute(statement, {"id": response_id, "queued": IN_OWN_QUEUE})
 
 
 # What `take_block_slot` found.
@@ -323,15 +313,16 @@ WAIT_HERE = "here"  # every slot held is in this replica's block, and nobody wai
 IN_LINE = "line"  # a slot is held elsewhere, or turns wait: this turn joins the shared line
 
 
-def take_block_slot(db: Database, me: str, limit: int, lease: float) -> str:
+@repeatable()
+def take_block_slot(tx: Tx, me: str, limit: int, lease: float) -> str:
     """Grow this replica's block by a slot when fewer than `limit` are held and nobody waits
     in the line (GRANTED). Else whether its turn may wait for a slot of its own block
     (WAIT_HERE: nobody else holds or wants one) or must join the shared line (IN_LINE).
-    Marked with an id of its own, so that a repeat after a lost answer (`_under_admission_lock`)
-    finds it done instead of taking a second slot."""
+    Marked with the unit's id (`tx.unit_id`), so that a repeat after a lost answer finds it
+    done instead of taking a second slot."""
     return str(
         _under_admission_lock(
-            db,
+            tx,
             "WITH held AS (SELECT"
             f"   {_turns_admitted()} AS turns, {_BLOCKS} AS blocks,"
             "   (SELECT l.slots FROM replica l WHERE l.id = :me"
@@ -346,49 +337,36 @@ def take_block_slot(db: Database, me: str, limit: int, lease: float) -> str:
             "   THEN :granted"
             "   WHEN (SELECT NOT line AND turns = 0 AND mine = blocks FROM held) THEN :here"
             "   ELSE :in_line END",
-            me=me,
-            op=secrets.token_hex(8),
-            limit=limit,
-            lease=lease,
-            granted=GRANTED,
-            here=WAIT_HERE,
-            in_line=IN_LINE,
+            {
+                "me": me,
+                "op": tx.unit_id,
+                "limit": limit,
+                "lease": lease,
+                "granted": GRANTED,
+                "here": WAIT_HERE,
+                "in_line": IN_LINE,
+            },
         )
     )
 
 
-def give_back_block_slots(db: Database, me: str, count: int, limit: int, lease: float) -> int:
+def _until_the_lease_lapsed(me: str, count: int, limit: int, lease: float) -> float:
+    return lease + LAPSE_MARGIN_SECONDS
+
+
+@repeatable(for_seconds=_until_the_lease_lapsed)
+def give_back_block_slots(tx: Tx, me: str, count: int, limit: int, lease: float) -> int:
     """Take `count` slots out of this replica's block, handing each to the next turn in line
     (admitted here, its id told on ADMISSION_CHANNEL). How many turns still wait after.
 
-    A give-back whose outcome is not known (OutcomeUnknown: its answer was lost after the
-    COMMIT, and the repeat failed) is sent again with its token until the database answers:
-    put back in the block in memory, its slots could admit turns the others no longer count.
-    The token tells a give-back already done as long as no other change of the block came
-    between, and none can: the admission line's thread, which makes them all (and renews the
-    lease), waits here. It gives up, raising OutcomeUnknown, only once the lease has lapsed:
-    its renewal then empties the block. Any other failure is raised at once: nothing of it
-    landed, and the slots are still the block's."""
-    op = secrets.token_hex(8)
-    deadline = time.monotonic() + lease + LAPSE_MARGIN_SECONDS
-    delay = GIVE_BACK_RETRY_SECONDS
-    unknown = False
-    while True:
-        try:
-            return _give_back_once(db, me, count, limit, lease, op)
-        except OutcomeUnknown:
-            unknown = True
-        except Exception:
-            if not unknown:
-                raise
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise OutcomeUnknown("a give-back of block slots outlived its lease unanswered")
-        time.sleep(min(delay, left))
-        delay = min(delay * 2, 1.0)
-
-
-def _give_back_once(db: Database, me: str, count: int, limit: int, lease: float, op: str) -> int:
+    A give-back whose outcome is not known (its answer was lost after the COMMIT) is sent
+    again, marked with the unit's id (`tx.unit_id`), until the database answers: put back in
+    the block in memory, its slots could admit turns the others no longer count. The id tells
+    a give-back already done as long as no other change of the block came between, and none
+    can: the admission line's thread (Order.LINE), which makes them all (and renews the
+    lease), waits meanwhile. It gives up, raising OutcomeUnknown, only once the lease has
+    lapsed: its renewal then empties the block. Any other failure is raised at once: nothing
+    of it landed, and the slots are still the block's."""
     mine_after = "CASE WHEN l.id = :me THEN GREATEST(l.slots - :count, 0) ELSE l.slots END"
     held_after = (
         f"{_turns_admitted()} + (SELECT COALESCE(sum({mine_after}), 0) FROM replica l"
@@ -396,45 +374,40 @@ def _give_back_once(db: Database, me: str, count: int, limit: int, lease: float,
     )
     return int(
         _hand_over(
-            db,
+            tx,
             "UPDATE replica SET slots = GREATEST(slots - :count, 0), slots_op = :op"
             " WHERE id = :me AND slots_op IS DISTINCT FROM :op",
             # (a repeat after a lost answer: given back already, nothing more to hand)
             f"CASE WHEN {_DONE_ALREADY} THEN 0 ELSE LEAST(:count, :limit - ({held_after})) END",
             "",
-            me=me,
-            op=op,
-            count=count,
-            limit=limit,
-            lease=lease,
+            {"me": me, "op": tx.unit_id, "count": count, "limit": limit, "lease": lease},
         )
     )
 
 
-def leave_line(db: Database, response_id: str, limit: int, lease: float) -> int:
+@repeatable()
+def leave_line(tx: Tx, response_id: str, limit: int, lease: float) -> int:
     """Give the slot back (or leave the line), handing it to the first turn in line on any
     live replica: that turn is admitted here, and its id told on ADMISSION_CHANNEL. How many
     turns still wait after."""
     return int(
         _hand_over(
-            db,
+            tx,
             "UPDATE response SET admission = NULL WHERE id = :id",
             # (the statement's snapshot still counts the leaving turn's slot: not it)
             f"LEAST(1, :limit - ({_turns_admitted(' AND r.id <> :id')} + {_BLOCKS}))",
             " AND r.id <> :id",
-            id=response_id,
-            limit=limit,
-            lease=lease,
+            {"id": response_id, "limit": limit, "lease": lease},
         )
     )
 
 
-def _hand_over(db: Database, free: str, how_many: str, also: str, **params: Any) -> Any:
+def _hand_over(tx: Tx, free: str, how_many: str, also: str, params: dict[str, Any]) -> Any:
     """Free slots (`free`, a statement) and hand up to `how_many` (an expression) to the turns
     first in line (`also`: a further condition on them), in one statement under the line's
     lock; how many turns wait after."""
     return _under_admission_lock(
-        db,
+        tx,
         f"WITH freed AS ({free}),"
         " handed AS (UPDATE response SET admission = 'admitted' WHERE id IN ("
         f"   SELECT r.id FROM response r WHERE {_WAITING}{also}"
@@ -442,63 +415,22 @@ def _hand_over(db: Database, free: str, how_many: str, also: str, **params: Any)
         " told AS (SELECT pg_notify(:channel, id) FROM handed)"
         f" SELECT (SELECT count(*) FROM response r WHERE {_WAITING}{also})"
         "   - (SELECT count(*) FROM told)",
-        channel=ADMISSION_CHANNEL,
-        **params,
+        {**params, "channel": ADMISSION_CHANNEL},
     )
 
 
-class OutcomeUnknown(Exception):
-    """An admission statement whose connection the database ended under it, and whose repeat
-    failed too: whether its COMMIT landed is not known."""
-
-
-def _under_admission_lock(db: Database, statement: str, **params: Any) -> Any:
+def _under_admission_lock(tx: Tx, statement: str, params: dict[str, Any]) -> Any:
     """Run an admission statement under the line's transaction lock, which makes its count
-    and its change one step for every replica at once; its first column, or None. The
-    transaction is sent whole (psycopg's pipeline): one round trip, where each would cost a
-    wait for the GIL on a busy server. A connection the database ended under it is replaced
-    and the statement sent once more: each of them can be repeated (join_line keeps a slot
-    its lost commit took)."""
-    query = _as_psycopg(statement)
-    for attempt in (1, 2):
-        conn = None
-        try:
-            conn = db.connection()
-            with conn.pipeline():
-                conn.execute("BEGIN")
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_ADMISSION_LOCK,))
-                cursor = conn.execute(query, params)
-                conn.execute("COMMIT")
-        except Exception as exc:
-            ended = conn is not None and conn.closed
-            if conn is not None and not ended:
-                with contextlib.suppress(Exception):  # (its failure must not hide the first)
-                    conn.rollback()  # a failed pipeline leaves its transaction open
-            if attempt == 2:  # the first attempt's COMMIT may have landed
-                raise OutcomeUnknown(str(exc)) from exc
-            if not ended:
-                raise  # refused, or never sent: nothing of it landed
-            continue
-        row = cursor.fetchone() if cursor.description else None
-        return row[0] if row else None
-    raise AssertionError("unreachable: the second attempt returns or raises")
+    and its change one step for every replica at once; its first column, or None. (On the
+    line's lane, Order.LINE, the transaction is sent pipelined: BEGIN, the lock and the
+    statement in one round trip, where each would cost a wait for the GIL on a busy
+    server.)"""
+    tx.rows("SELECT pg_advisory_xact_lock(?)", (_ADMISSION_LOCK,))
+    rows = tx.rows(statement, params)
+    return rows[0][0] if rows else None
 
 
-@functools.cache
-def _as_psycopg(statement: str) -> str:
-    """A statement written with SQLAlchemy's `:name` parameters (the fragments it shares with
-    `run_statement`'s), as psycopg spells them: `%(name)s`, every literal `%` doubled, quoted
-    literals and `::` casts otherwise left alone."""
-
-    def rewrite(token: re.Match[str]) -> str:
-        if token.group(1) is not None:
-            return f"%({token.group(1)})s"
-        return token.group(0).replace("%", "%%")
-
-    return _TOKENS.sub(rewrite, statement)
-
-
-def clear_slots(db: Database, me: str, *, finished_before: float | None = None) -> None:
+def clear_slots(tx: Tx, me: str, finished_before: float | None = None) -> None:
     """Free the slots this replica's turns still hold on paper: every one and its block (at
     start, when none of its turns runs), or those of turns finished before `finished_before`
     (a slot whose release never reached the database; a turn winds down in seconds)."""
@@ -508,5 +440,5 @@ def clear_slots(db: Database, me: str, *, finished_before: float | None = None) 
     if finished_before is not None:
         statement += " AND status <> 'in_progress' AND finished_at < :before"
     else:
-        run_statement(db, "UPDATE replica SET slots = 0 WHERE id = :me", me=me)
-    run_statement(db, statement, me=me, before=finished_before)
+        tx.execute("UPDATE replica SET slots = 0 WHERE id = :me", {"me": me})
+    tx.execute(statement, {"me": me, "before": finished_before})

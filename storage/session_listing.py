@@ -13,12 +13,12 @@ import time
 from sqlalchemy import and_, or_
 from sqlmodel import col, select
 
-from storage.db import Database
-from storage.models import ResponseRow, SessionRow
+from storage.tables import ResponseRow, SessionRow
+from storage.unit import Tx
 
 
 def page(
-    db: Database,
+    tx: Tx,
     principal_id: str,
     limit: int,
     after: tuple[int, str] | None = None,
@@ -39,12 +39,11 @@ def page(
             )
         )
     query = query.order_by(col(SessionRow.created_at).desc(), col(SessionRow.id).desc())
-    with db.session() as s:
-        rows = list(s.exec(query.limit(limit + 1)))  # one extra row says whether more follow
+    rows = list(tx.orm.exec(query.limit(limit + 1)))  # one extra row says whether more follow
     return rows[:limit], len(rows) > limit
 
 
-def responses_of(db: Database, session_id: str) -> list[ResponseRow]:
+def responses_of(tx: Tx, session_id: str) -> list[ResponseRow]:
     """The session's responses that still exist, in the order they were created.
 
     A session's turns never overlap: each ends (finished_at) before the next is created, and
@@ -60,23 +59,19 @@ def responses_of(db: Database, session_id: str) -> list[ResponseRow]:
             col(ResponseRow.id),
         )
     )
-    with db.session() as s:
-        return list(s.exec(query))
+    return list(tx.orm.exec(query))
 
 
-def all_response_ids(db: Database, session_id: str) -> list[str]:
+def all_response_ids(tx: Tx, session_id: str) -> list[str]:
     """Every response id of the session, deleted ones included (for purging a trace)."""
-    with db.session() as s:
-        return list(s.exec(select(ResponseRow.id).where(ResponseRow.session_id == session_id)))
+    return list(tx.orm.exec(select(ResponseRow.id).where(ResponseRow.session_id == session_id)))
 
 
-def record_status(db: Database, response_id: str, status: str) -> None:
+def record_status(tx: Tx, response_id: str, status: str) -> None:
     """The terminal status of a response whose content is not kept (store: false): a
     history lists the turn as finished without holding anything of what it said."""
-    with db.session() as s:
-        row = s.get(ResponseRow, response_id)
-        if row is not None and row.status == "in_progress":
-            row.status = status
-            row.finished_at = time.time()  # orders it among the session's turns
-            s.add(row)
-            s.commit()
+    row = tx.orm.get(ResponseRow, response_id)
+    if row is not None and row.status == "in_progress":
+        row.status = status
+        row.finished_at = time.time()  # orders it among the session's turns
+        tx.orm.add(row)

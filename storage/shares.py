@@ -11,22 +11,21 @@ import time
 
 from sqlmodel import col, delete, select
 
-from storage.db import Database
-from storage.models import ShareRow
+from storage.tables import ShareRow
+from storage.unit import Tx
 
 
-def current(db: Database, principal_id: str, session_id: str) -> ShareRow | None:
-    with db.session() as s:
-        return s.exec(
-            select(ShareRow).where(
-                ShareRow.session_id == session_id, ShareRow.principal_id == principal_id
-            )
-        ).first()
+def current(tx: Tx, principal_id: str, session_id: str) -> ShareRow | None:
+    return tx.orm.exec(
+        select(ShareRow).where(
+            ShareRow.session_id == session_id, ShareRow.principal_id == principal_id
+        )
+    ).first()
 
 
-def publish(db: Database, principal_id: str, session_id: str) -> ShareRow:
+def publish(tx: Tx, principal_id: str, session_id: str) -> ShareRow:
     """The session's share, minted on first use (publishing twice returns the same link)."""
-    existing = current(db, principal_id, session_id)
+    existing = current(tx, principal_id, session_id)
     if existing is not None:
         return existing
     row = ShareRow(
@@ -36,23 +35,18 @@ def publish(db: Database, principal_id: str, session_id: str) -> ShareRow:
         token=secrets.token_urlsafe(32),  # 256 bits
         created_at=int(time.time()),
     )
-    with db.session() as s:
-        s.add(row)
-        s.commit()
+    tx.orm.add(row)
     return row
 
 
-def revoke(db: Database, session_id: str) -> None:
-    with db.session() as s:
-        s.exec(delete(ShareRow).where(col(ShareRow.session_id) == session_id))
-        s.commit()
+def revoke(tx: Tx, session_id: str) -> None:
+    tx.orm.exec(delete(ShareRow).where(col(ShareRow.session_id) == session_id))
 
 
-def by_token(db: Database, token: str) -> ShareRow | None:
+def by_token(tx: Tx, token: str) -> ShareRow | None:
     if not token or len(token) > 128:
         return None
-    with db.session() as s:
-        return s.exec(select(ShareRow).where(ShareRow.token == token)).first()
+    return tx.orm.exec(select(ShareRow).where(ShareRow.token == token)).first()
 
 
 def to_wire(row: ShareRow, *, enabled: bool = True) -> dict[str, object]:

@@ -100,23 +100,23 @@ class ThreadWriter:
         reconnected: bool = False,
     ) -> None:
         started = time.perf_counter()
-        raw = self._db.raw
+        dialect = self._db.dialect
         try:
             rows, ends = event_batches.group_writes(group)
-            if not raw.write_at_once(conn, rows, ends):
-                with raw.pipelined(conn):
-                    raw.begin_write(conn)
+            if not dialect.write_at_once(conn, rows, ends):
+                with dialect.pipelined(conn):
+                    dialect.begin_write(conn)
                     if rows:
-                        raw.insert_events(conn, rows)
+                        dialect.insert_events(conn, rows)
                     for end in ends:
-                        conn.execute(raw.sql(end.sql), end.params)
+                        conn.execute(dialect.sql(end.sql), end.params)
                     conn.execute("COMMIT")
         except Exception as exc:
-            if raw.usable(conn) and raw.in_transaction(conn):
+            if dialect.usable(conn) and dialect.in_transaction(conn):
                 with contextlib.suppress(Exception):
                     conn.execute("ROLLBACK")
             try:
-                if not raw.usable(conn) and not reconnected:
+                if not dialect.usable(conn) and not reconnected:
                     # The database's end of the link went away (a restart, a failover): once
                     # more on a new connection. Had the COMMIT itself landed, the rows' primary
                     # keys refuse the second write, so nothing is ever written twice.

@@ -6,44 +6,39 @@ import time
 
 from sqlmodel import col, select
 
-from storage.db import Database
-from storage.models import FileRow, ResponseRow, SessionRow
+from storage.tables import FileRow, ResponseRow, SessionRow
+from storage.unit import Tx
 
 
-def forget_session(db: Database, session_id: str) -> None:
+def forget_session(tx: Tx, session_id: str) -> None:
     """Mark the session deleted and drop its title (it quotes the first prompt)."""
-    with db.session() as s:
-        row = s.get(SessionRow, session_id)
-        if row is None:
-            return
-        row.deleted_at = row.deleted_at or time.time()
-        row.title = ""
-        s.add(row)
-        s.commit()
+    row = tx.orm.get(SessionRow, session_id)
+    if row is None:
+        return
+    row.deleted_at = row.deleted_at or time.time()
+    row.title = ""
+    tx.orm.add(row)
 
 
-def inline_inputs(db: Database, session_id: str) -> list[FileRow]:
+def inline_inputs(tx: Tx, session_id: str) -> list[FileRow]:
     """The File objects created for files the session's tasks sent inline (not uploads,
     which are the principal's own objects and outlive any one session)."""
-    with db.session() as s:
-        items = s.exec(select(ResponseRow.input_items).where(ResponseRow.session_id == session_id))
-        ids = {
-            part.get("file_id")
-            for input_items in items
-            for item in input_items or []
-            for part in item.get("content", [])
-            if isinstance(part, dict) and part.get("file_id")
-        }
-        if not ids:
-            return []
-        return list(
-            s.exec(select(FileRow).where(col(FileRow.id).in_(ids), FileRow.purpose == "input"))
-        )
+    s = tx.orm
+    items = s.exec(select(ResponseRow.input_items).where(ResponseRow.session_id == session_id))
+    ids = {
+        part.get("file_id")
+        for input_items in items
+        for item in input_items or []
+        for part in item.get("content", [])
+        if isinstance(part, dict) and part.get("file_id")
+    }
+    if not ids:
+        return []
+    return list(s.exec(select(FileRow).where(col(FileRow.id).in_(ids), FileRow.purpose == "input")))
 
 
-def delete_files(db: Database, file_ids: list[str]) -> None:
-    with db.session() as s:
-        for row in s.exec(select(FileRow).where(col(FileRow.id).in_(file_ids))):
-            row.deleted_at = time.time()
-            s.add(row)
-        s.commit()
+def delete_files(tx: Tx, file_ids: list[str]) -> None:
+    s = tx.orm
+    for row in s.exec(select(FileRow).where(col(FileRow.id).in_(file_ids))):
+        row.deleted_at = time.time()
+        s.add(row)

@@ -7,18 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 
+from storage import db as db_module
 from storage import replicas as replica_store
 from storage import responses as response_store
-from storage.db import Database
-from storage.models import ResponseRow
+from storage.db import Database, Order
+from storage.tables import ResponseRow
+from storage.unit import Tx
 from tests.support.replica_pair import ONLY_ON_POSTGRESQL
 from uhp_server.engine.shared_admission import SharedAdmission
 from uhp_server.settings import Settings
@@ -36,11 +38,7 @@ def db(tmp_path: Path) -> Iterator[Database]:
 
 
 def _sql(db: Database, statement: str, **params: Any) -> Any:
-    with db.session() as s:
-        result = s.connection().execute(text(statement), params)
-        rows = result.all() if result.returns_rows else None
-        s.commit()
-        return rows
+    return db.run(lambda tx: tx.rows(statement, params))
 
 
 def _block_of(db: Database, replica_id: str) -> int:
@@ -49,8 +47,8 @@ def _block_of(db: Database, replica_id: str) -> int:
 
 def _turn(db: Database, response_id: str, replica_id: str, admission: str | None) -> None:
     """A running turn of `replica_id`, in the line as `admission` says."""
-    response_store.insert_response(
-        db,
+    db.run(
+        response_store.insert_response,
         ResponseRow(
             id=response_id,
             principal_id="p",
@@ -64,65 +62,55 @@ def _turn(db: Database, response_id: str, replica_id: str, admission: str | None
     )
 
 
-class _Faulty:
-    """A real connection whose transactions go wrong as a subclass's `pipeline` says."""
-
-    def __init__(self, conn: Any) -> None:
-        self._conn = conn
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._conn, name)
+Fault = Callable[[Any, Callable[[Any], Any]], Any]
 
 
-class _AnswerLost(_Faulty):
-    """A connection whose transaction commits, and whose answer never comes back (the link
-    went away right after the COMMIT): what `_under_admission_lock` sends again."""
+@contextlib.contextmanager
+def _answer_lost(conn: Any, pipeline: Callable[[Any], Any]) -> Iterator[Any]:
+    """A transaction that commits, and whose answer never comes back (the link went away
+    right after the COMMIT): what a repeatable write sends again."""
+    import psycopg
 
-    @contextlib.contextmanager
-    def pipeline(self) -> Iterator[Any]:
-        import psycopg
+    with pipeline(conn) as sent:
+        yield sent
+    conn.close()
+    raise psycopg.OperationalError("server closed the connection unexpectedly")
 
-        with self._conn.pipeline() as pipeline:
-            yield pipeline
-        self._conn.close()
-        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+@contextlib.contextmanager
+def _away(conn: Any, pipeline: Callable[[Any], Any]) -> Iterator[Any]:
+    """The database is out of reach: the transaction fails before anything is sent."""
+    import psycopg
+
+    raise psycopg.OperationalError("connection refused")
+    yield
+
+
+def _faulty(db: Database, monkeypatch: pytest.MonkeyPatch, faults: Iterable[Fault | None]) -> None:
+    """The next transactions sent pipelined (the admission line's, Order.LINE) go wrong as
+    `faults` say, one each (None: as it should); the ones after them, as they should."""
+    real = db.dialect.pipelined
+    pending = iter(faults)
+
+    def pipelined(conn: Any) -> Any:
+        fault = next(pending, None)
+        return real(conn) if fault is None else fault(conn, real)
+
+    monkeypatch.setattr(db.dialect, "pipelined", pipelined)
 
 
 def _next_answer_lost(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = Database.connection.__get__(db)
-    lost = [True]  # the next answer only
-
-    def connection() -> Any:
-        conn = real()
-        if lost:
-            lost.pop()
-            return _AnswerLost(conn)
-        return conn
-
-    monkeypatch.setattr(db, "connection", connection)
-
-
-class _Away(_Faulty):
-    """A connection the database is out of reach through: every transaction fails."""
-
-    @contextlib.contextmanager
-    def pipeline(self) -> Iterator[Any]:
-        import psycopg
-
-        raise psycopg.OperationalError("connection refused")
-        yield
+    _faulty(db, monkeypatch, [_answer_lost])
 
 
 def _answer_lost_then_away(db: Database, monkeypatch: pytest.MonkeyPatch, away: int) -> None:
     """The next transaction commits and its answer is lost; the `away` after it fail."""
-    real = Database.connection.__get__(db)
-    faults: list[Any] = [_AnswerLost, *[_Away] * away]
+    _faulty(db, monkeypatch, [_answer_lost, *[_away] * away])
 
-    def connection() -> Any:
-        conn = real()
-        return faults.pop(0)(conn) if faults else conn
 
-    monkeypatch.setattr(db, "connection", connection)
+async def _on_the_line(db: Database, fn: Any, *args: Any) -> Any:
+    """`fn(tx, *args)` as the admission line writes: Order.LINE."""
+    return await db.write(fn, *args, order=Order.LINE)
 
 
 class _NoNotes:
@@ -132,7 +120,7 @@ class _NoNotes:
 
 async def _an_idle_block_slot_and_a_turn_waiting(db: Database) -> SharedAdmission:
     """Limit 2, both slots in a's block, t1 running on one, the other idle; w waits on b."""
-    replica_store.renew_lease(db, "a", LEASE)
+    db.run(replica_store.renew_lease, "a", LEASE)
     line = SharedAdmission(db, "a", 2, LEASE, _NoNotes())  # type: ignore[arg-type]
     await line.acquire("t1")
     await line.acquire("t2")
@@ -141,81 +129,81 @@ async def _an_idle_block_slot_and_a_turn_waiting(db: Database) -> SharedAdmissio
     return line
 
 
-def _lapse(db: Database, line: SharedAdmission) -> None:
+def _lapse(tx: Tx, line: SharedAdmission) -> None:
     """On the admission line's thread: a renewal finds a's lease lapsed."""
-    _sql(db, "UPDATE replica SET heartbeat_at = heartbeat_at - 60 WHERE id = 'a'")
-    assert replica_store.renew_lease(db, "a", LEASE) is True
+    tx.execute("UPDATE replica SET heartbeat_at = heartbeat_at - 60 WHERE id = 'a'")
+    assert replica_store.renew_lease(tx, "a", LEASE) is True
     line.lease_lapsed()
 
 
-def test_a_block_slot_whose_answer_was_lost_is_taken_once(
+async def test_a_block_slot_whose_answer_was_lost_is_taken_once(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    replica_store.renew_lease(db, "a", LEASE)
+    db.run(replica_store.renew_lease, "a", LEASE)
     _next_answer_lost(db, monkeypatch)
 
-    assert replica_store.take_block_slot(db, "a", 4, LEASE) == replica_store.GRANTED
+    taken = await _on_the_line(db, replica_store.take_block_slot, "a", 4, LEASE)
+    assert taken == replica_store.GRANTED
     assert _block_of(db, "a") == 1  # the one slot the caller counts
 
 
-def test_block_slots_given_back_whose_answer_was_lost_are_handed_on_once(
+async def test_block_slots_given_back_whose_answer_was_lost_are_handed_on_once(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Limit 2, both slots in a's block, one of them running a turn; two turns wait on b.
     for name in ("a", "b"):
-        replica_store.renew_lease(db, name, LEASE)
+        db.run(replica_store.renew_lease, name, LEASE)
     _sql(db, "UPDATE replica SET slots = 2 WHERE id = 'a'")
     _turn(db, "w1", "b", "waiting")
     _turn(db, "w2", "b", "waiting")
     _next_answer_lost(db, monkeypatch)
 
-    replica_store.give_back_block_slots(db, "a", 1, 2, LEASE)  # a's idle slot
+    await _on_the_line(db, replica_store.give_back_block_slots, "a", 1, 2, LEASE)  # idle slot
 
     admitted = _sql(db, "SELECT id FROM response WHERE admission = 'admitted'")
     assert (_block_of(db, "a"), [row[0] for row in admitted]) == (1, ["w1"])
 
 
-def test_a_give_back_whose_outcome_is_unknown_is_repeated_until_its_lease_lapsed(
+async def test_a_give_back_whose_outcome_is_unknown_is_repeated_until_its_lease_lapsed(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Its answer lost, then the database away: sent again until the lease has surely lapsed
     # (no renewal runs meanwhile: the same thread makes them), whose renewal empties the block.
-    monkeypatch.setattr(replica_store, "GIVE_BACK_RETRY_SECONDS", 0.01)
+    monkeypatch.setattr(db_module, "REPEAT_PAUSE_SECONDS", 0.01)
     monkeypatch.setattr(replica_store, "LAPSE_MARGIN_SECONDS", 0.2)
     lease = 0.5
-    replica_store.renew_lease(db, "a", lease)
+    db.run(replica_store.renew_lease, "a", lease)
     _sql(db, "UPDATE replica SET slots = 2 WHERE id = 'a'")
     _answer_lost_then_away(db, monkeypatch, away=1000)
     started = time.monotonic()
 
     with pytest.raises(replica_store.OutcomeUnknown):
-        replica_store.give_back_block_slots(db, "a", 1, 2, lease)
+        await _on_the_line(db, replica_store.give_back_block_slots, "a", 1, 2, lease)
 
     assert lease + 0.2 <= time.monotonic() - started < 5
     assert _block_of(db, "a") == 1  # the first attempt's commit
     monkeypatch.undo()
-    assert replica_store.renew_lease(db, "a", lease) is True  # lapsed: taken anew
+    assert db.run(replica_store.renew_lease, "a", lease) is True  # lapsed: taken anew
     assert _block_of(db, "a") == 0
 
 
-def test_a_give_back_the_database_refused_is_not_repeated(
+async def test_a_give_back_the_database_refused_is_not_repeated(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import psycopg
 
-    replica_store.renew_lease(db, "a", LEASE)
+    db.run(replica_store.renew_lease, "a", LEASE)
     _sql(db, "UPDATE replica SET slots = 2 WHERE id = 'a'")
-    real = Database.connection.__get__(db)
     asked: list[int] = []
 
-    def away() -> Any:
+    def away(conn: Any, pipeline: Callable[[Any], Any]) -> Any:
         asked.append(1)
-        return _Away(real())
+        return _away(conn, pipeline)
 
-    monkeypatch.setattr(db, "connection", away)
+    _faulty(db, monkeypatch, itertools.repeat(away))
 
     with pytest.raises(psycopg.OperationalError):
-        replica_store.give_back_block_slots(db, "a", 1, 2, LEASE)
+        await _on_the_line(db, replica_store.give_back_block_slots, "a", 1, 2, LEASE)
 
     assert len(asked) == 1
     monkeypatch.undo()
@@ -223,20 +211,20 @@ def test_a_give_back_the_database_refused_is_not_repeated(
 
 
 def test_a_lease_that_lapsed_comes_back_with_an_empty_block(db: Database) -> None:
-    assert replica_store.renew_lease(db, "a", LEASE) is True  # none to renew: taken anew
+    assert db.run(replica_store.renew_lease, "a", LEASE) is True  # none to renew: taken anew
     _sql(db, "UPDATE replica SET slots = 2 WHERE id = 'a'")
-    assert replica_store.renew_lease(db, "a", LEASE) is False
+    assert db.run(replica_store.renew_lease, "a", LEASE) is False
     assert _block_of(db, "a") == 2
     # Cut off for longer than a lease, not yet deleted: the others stopped counting its block.
     _sql(db, "UPDATE replica SET heartbeat_at = heartbeat_at - :gone WHERE id = 'a'", gone=60)
-    assert replica_store.renew_lease(db, "a", LEASE) is True
+    assert db.run(replica_store.renew_lease, "a", LEASE) is True
     assert _block_of(db, "a") == 0
 
 
 async def test_a_replica_queues_its_turns_in_the_order_they_came_though_an_answer_is_slow(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    replica_store.renew_lease(db, "a", LEASE)
+    db.run(replica_store.renew_lease, "a", LEASE)
     take = replica_store.take_block_slot
     asked = [0]
 
@@ -266,19 +254,19 @@ async def test_a_slot_granted_just_before_the_lease_lapsed_is_not_the_blocks(
 ) -> None:
     # On the admission line's thread: the block grows for t2, then the next renewal finds the
     # lease lapsed and empties the block, before the event loop takes the grant in.
-    replica_store.renew_lease(db, "a", LEASE)
+    db.run(replica_store.renew_lease, "a", LEASE)
     line = SharedAdmission(db, "a", 2, LEASE, _NoNotes())  # type: ignore[arg-type]
     await line.acquire("t1")
     _turn(db, "t2", "a", None)
-    write_apart = db.write_apart
+    write = db.write
 
-    async def then_a_lapse(fn: Any, *args: Any) -> Any:
-        answer = await write_apart(fn, *args)
+    async def then_a_lapse(fn: Any, *args: Any, order: Order = Order.LOG) -> Any:
+        answer = await write(fn, *args, order=order)
         if fn == line._take_on_the_line_thread:
-            await write_apart(_lapse, db, line)
+            await write(_lapse, line, order=Order.LINE)
         return answer
 
-    monkeypatch.setattr(db, "write_apart", then_a_lapse)
+    monkeypatch.setattr(db, "write", then_a_lapse)
     await asyncio.wait_for(line.acquire("t2"), 10)  # through the shared line instead
 
     assert line.block == 0 and _block_of(db, "a") == 0
@@ -292,8 +280,8 @@ async def test_block_slots_given_back_whose_answer_was_lost_stay_out_of_the_bloc
     # a gives its idle slot to the line: the commit lands (w is admitted), its answer is
     # lost, and the database stays away for the repeats after. Back in a's block in memory,
     # the slot would admit a turn that nobody else counts: three turns on a limit of two.
-    monkeypatch.setattr(replica_store, "GIVE_BACK_RETRY_SECONDS", 0.01)
-    replica_store.renew_lease(db, "b", LEASE)
+    monkeypatch.setattr(db_module, "REPEAT_PAUSE_SECONDS", 0.01)
+    db.run(replica_store.renew_lease, "b", LEASE)
     line = await _an_idle_block_slot_and_a_turn_waiting(db)
     _answer_lost_then_away(db, monkeypatch, away=3)
 
@@ -310,8 +298,7 @@ async def test_block_slots_whose_give_back_was_refused_stay_in_the_block(
 ) -> None:
     # Refused (nothing of it landed): the idle slot is still the block's, in memory as on record.
     line = await _an_idle_block_slot_and_a_turn_waiting(db)
-    real = Database.connection.__get__(db)
-    monkeypatch.setattr(db, "connection", lambda: _Away(real()))
+    _faulty(db, monkeypatch, itertools.repeat(_away))
 
     line._demanded()
     await asyncio.wait_for(asyncio.gather(*line._background), 10)
@@ -328,9 +315,9 @@ async def test_a_refused_give_back_does_not_refill_a_block_a_lapse_emptied(
     # not put its slot back: a block nobody else counts would admit turns over the limit.
     line = await _an_idle_block_slot_and_a_turn_waiting(db)
 
-    lapsing = asyncio.ensure_future(db.write_apart(_lapse, db, line))
-    real = Database.connection.__get__(db)
-    monkeypatch.setattr(db, "connection", lambda: _Away(real()))
+    lapsing = asyncio.ensure_future(db.write(_lapse, line, order=Order.LINE))
+    # (the lapse first, on the line's thread: as it should)
+    _faulty(db, monkeypatch, itertools.chain([None], itertools.repeat(_away)))
     line._demanded()  # the idle slot to the line: refused
     await lapsing
     await asyncio.wait_for(asyncio.gather(*line._background), 10)

@@ -14,7 +14,7 @@ import pytest
 from storage import relayed_questions
 from storage import responses as response_store
 from storage.db import Database
-from storage.models import EventRow, IdempotencyRow, ResponseRow
+from storage.tables import EventRow, IdempotencyRow, ResponseRow
 from uhp_server.doors.agentos.invocations import RUN_ID_METADATA, AgentosRuns
 from uhp_server.engine.answer_relay import AnswerRelay
 from uhp_server.engine.requests import Question
@@ -36,7 +36,7 @@ class _RunnersDatabase:
         if fn is relayed_questions.take_answers:
             return {}
         if fn is relayed_questions.post:
-            self.posted.append(args[2])
+            self.posted.append(args[1])
             return None
         assert fn is relayed_questions.take_park_request
         self.taken = True
@@ -84,8 +84,8 @@ async def test_the_runner_parks_only_a_turn_still_waiting_on_exactly_the_calls_a
 
 def _response(db: Database, response_id: str, previous: str | None, at: int, run_id: str) -> None:
     """A response of run `run_id`, as the door creates them (its id in the metadata)."""
-    response_store.insert_response(
-        db,
+    db.run(
+        response_store.insert_response,
         ResponseRow(
             id=response_id,
             principal_id="agentos",
@@ -100,9 +100,7 @@ def _response(db: Database, response_id: str, previous: str | None, at: int, run
         "sequence_number": 0,
         "response": {"id": response_id, "metadata": {RUN_ID_METADATA: run_id}},
     }
-    with db.session() as s:
-        s.add(EventRow(response_id=response_id, seq=0, data=created))
-        s.commit()
+    db.run(lambda tx: tx.orm.add(EventRow(response_id=response_id, seq=0, data=created)))
 
 
 async def test_the_agentos_door_follows_its_run_past_a_later_run_of_the_same_session(
@@ -119,7 +117,7 @@ async def test_the_agentos_door_follows_its_run_past_a_later_run_of_the_same_ses
         _response(db, "resp_c2", "resp_c1", 4, "r1")
 
         async def successors(principal_id: str, response_id: str) -> Any:
-            return response_store.successors(db, principal_id, response_id)
+            return db.run(response_store.successors, principal_id, response_id)
 
         engine = SimpleNamespace(successors=successors)
         door = AgentosRuns(engine)  # type: ignore[arg-type]
@@ -156,9 +154,9 @@ def test_a_deleted_new_turn_no_longer_stands_for_the_response_it_carried_on(
                 response_id="resp_c1",
                 created_at=1,
             )
-            response_store.put_idempotency(db, record)
-        response_store.delete_response(db, "resp_c1")
-        assert response_store.get_idempotency(db, "agentos", "uhp-carry-on:resp_p") is None
-        assert response_store.get_idempotency(db, "agentos", "a client's own key") is not None
+            db.run(response_store.put_idempotency, record)
+        db.run(response_store.delete_response, "resp_c1")
+        assert db.run(response_store.get_idempotency, "agentos", "uhp-carry-on:resp_p") is None
+        assert db.run(response_store.get_idempotency, "agentos", "a client's own key") is not None
     finally:
         db.close()

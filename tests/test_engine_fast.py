@@ -7,6 +7,7 @@ import asyncio
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ from harness_bases.events import (
     TurnFailed,
     TurnFinished,
 )
-from storage.models import SessionRow
+from storage.tables import SessionRow
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
 from tests.support.fakes import FakeBase, Hang, answer
@@ -210,8 +211,7 @@ async def test_the_session_is_released_in_the_terminal_events_own_transaction(se
     server.base.script("hello", [NativeSession("native-7"), *answer("hi")])
     body = (await server.submit("hello")).json()
     assert body["status"] == "completed"
-    with server.ctx.db.session() as s:
-        row = s.get(SessionRow, body["metadata"]["session_id"])
+    row = server.ctx.db.run(lambda tx: tx.orm.get(SessionRow, body["metadata"]["session_id"]))
     assert row is not None
     assert row.active_response_id is None and row.status == "completed"
     assert row.native_session_id == "native-7"
@@ -265,19 +265,19 @@ async def test_an_id_with_a_nul_character_finds_nothing_rather_than_failing(serv
 
 
 def _storage_on_the_loop(server: InProcess, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Where the server opens a database session on the event loop from now on (stacks)."""
+    """Where the server runs a unit of work on the event loop from now on (stacks)."""
     on_loop: list[str] = []
-    opened = server.ctx.db.session
+    opened = server.ctx.db._unit
 
-    def session(**options: bool):  # type: ignore[no-untyped-def]
+    def unit(*args: Any, **options: Any) -> Any:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return opened(**options)
+            return opened(*args, **options)
         on_loop.append("".join(traceback.format_stack(limit=6)))
-        return opened(**options)
+        return opened(*args, **options)
 
-    monkeypatch.setattr(server.ctx.db, "session", session)
+    monkeypatch.setattr(server.ctx.db, "_unit", unit)
     return on_loop
 
 

@@ -93,7 +93,9 @@ async def test_a_door_session_key_continues_one_uhp_session(engine: StandInEngin
     three = await until(engine, other.response_id, "completed")
     assert three.response["metadata"]["session_id"] != one.response["metadata"]["session_id"]
     harness_id = one.response["metadata"]["harness_id"]
-    stored = door_sessions.find(engine.db, engine.principal_id, harness_id, "oumi-harness", "row-1")
+    stored = engine.db.run(
+        door_sessions.find, engine.principal_id, harness_id, "oumi-harness", "row-1"
+    )
     assert stored == one.response["metadata"]["session_id"]
 
 

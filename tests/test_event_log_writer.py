@@ -20,7 +20,7 @@ from harness_bases import events as ev
 from storage import responses as response_store
 from storage import sessions as session_store
 from storage.db import Database, SessionRelease
-from storage.models import ResponseRow, SessionRow
+from storage.tables import ResponseRow, SessionRow
 from uhp_server.engine.builder import ResponseBuilder
 from uhp_server.engine.eventlog import EventLog
 from uhp_server.engine.fold import TERMINAL_TYPES
@@ -54,8 +54,8 @@ def db(tmp_path: Path) -> Iterator[Database]:
 
 
 def _insert_response(db: Database, response_id: str) -> None:
-    response_store.insert_response(
-        db,
+    db.run(
+        response_store.insert_response,
         ResponseRow(
             id=response_id,
             principal_id="prin_test",
@@ -132,7 +132,7 @@ async def test_a_subscriber_only_ever_sees_committed_events(db: Database) -> Non
     assert uncommitted == []
     assert seen == list(range(len(seen))) == _stored(db.path, "resp_seen")
     assert [e["sequence_number"] for e in log.events] == seen
-    row = response_store.get_response(db, "prin_test", "resp_seen")
+    row = db.run(response_store.get_response, "prin_test", "resp_seen")
     assert row is not None and row.status == "completed" and row.final is not None
     assert row.final["id"] == "resp_seen"
 
@@ -148,7 +148,7 @@ async def test_concurrent_appends_from_many_runs_are_all_persisted_in_order(
         *(log.append(b.finish("completed")) for log, b in zip(logs, builders, strict=True))
     )
     for i, log in enumerate(logs):
-        stored = response_store.events_after(db, f"resp_{i}")
+        stored = db.run(response_store.events_after, f"resp_{i}")
         assert stored == log.events
         assert [e["sequence_number"] for e in stored] == list(range(len(stored)))
         assert sum(e["type"] == "response.output_text.delta" for e in stored) == deltas
@@ -172,8 +172,8 @@ async def test_a_cancel_answers_cancelled_even_when_the_turn_never_reacts(db: Da
     """A turn that does not get to run (the loop is busy with 30 streaming turns, or it is
     stuck) must not leave the cancel's reply `in_progress`: the cancel ends the log itself."""
     _insert_response(db, "resp_stuck")
-    session_store.insert_session(
-        db,
+    db.run(
+        session_store.insert_session,
         SessionRow(
             id="sess_stuck",
             principal_id="prin_test",
@@ -220,9 +220,9 @@ async def test_a_cancel_answers_cancelled_even_when_the_turn_never_reacts(db: Da
     reply = stuck.log.current()
     assert reply["status"] == "cancelled"
     assert reply["output"][-1]["status"] == "incomplete"  # the partial answer is kept
-    row = response_store.get_response(db, "prin_test", "resp_stuck")
+    row = db.run(response_store.get_response, "prin_test", "resp_stuck")
     assert row is not None and row.status == "cancelled"
-    session = session_store.get_session(db, "prin_test", "sess_stuck")
+    session = db.run(session_store.get_session, "prin_test", "sess_stuck")
     assert session is not None and session.active_response_id is None  # takes the next task
     assert _stored(db.path, "resp_stuck") == [e["sequence_number"] for e in stuck.log.events]
     for log in busy:  # every append of the other runs was persisted, gapless
@@ -255,7 +255,7 @@ def test_the_writer_waits_for_a_database_that_comes_back(
     _insert_response(db, "resp_away")
     _database_away(db, monkeypatch, failures=3)  # about 0.7 s of backoff
     _append(db, 0)
-    assert [e["sequence_number"] for e in response_store.events_after(db, "resp_away")] == [0]
+    assert [e["sequence_number"] for e in db.run(response_store.events_after, "resp_away")] == [0]
     assert db.writer_alive
 
 
@@ -272,7 +272,7 @@ def test_a_database_that_stays_away_fails_the_write_not_the_writer(
     assert db.writer_alive  # and /readyz would say so if it were not
     monkeypatch.setattr(db, "connection", Database.connection.__get__(db))
     _append(db, 0)  # back: the same writer commits again
-    assert [e["sequence_number"] for e in response_store.events_after(db, "resp_away")] == [0]
+    assert [e["sequence_number"] for e in db.run(response_store.events_after, "resp_away")] == [0]
 
 
 def a_bad_batch_fails_alone_in_its_group(db: Database) -> None:
@@ -281,9 +281,8 @@ def a_bad_batch_fails_alone_in_its_group(db: Database) -> None:
     stored event's number. It alone fails: the others' rows are all stored."""
     for response_id in ("resp_a", "resp_b", "resp_c"):
         _insert_response(db, response_id)
-    response_store.append_events_now(
-        db, "resp_b", [{"type": "response.in_progress", "sequence_number": 0}], None
-    )
+    first = [{"type": "response.in_progress", "sequence_number": 0}]
+    db.append_events(response_store.event_batch("resp_b", first)).result(timeout=30)
     busy, go_on = threading.Event(), threading.Event()
 
     def hold_the_writer() -> None:
@@ -308,9 +307,9 @@ def a_bad_batch_fails_alone_in_its_group(db: Database) -> None:
         writes["resp_b"].result(timeout=30)
     for response_id in ("resp_a", "resp_c"):
         writes[response_id].result(timeout=30)
-        stored = response_store.events_after(db, response_id)
+        stored = db.run(response_store.events_after, response_id)
         assert [event["sequence_number"] for event in stored] == [0, 1]
-    assert [e["sequence_number"] for e in response_store.events_after(db, "resp_b")] == [0]
+    assert [e["sequence_number"] for e in db.run(response_store.events_after, "resp_b")] == [0]
 
 
 def test_a_bad_batch_fails_alone_in_its_group(db: Database) -> None:

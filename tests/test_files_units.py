@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from harness_bases import events as ev
 from storage.blobs import BlobStore
 from storage.db import Database
-from storage.models import FileRow
+from storage.tables import FileRow
 from tests.support.schema import check_stream, validate
 from tests.test_translation import _initial
 from uhp_server.app import create_app

@@ -12,8 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlmodel import select
 
-from storage.mcp_secrets import McpSecretRow
-from storage.skills import SkillBundleRow
+from storage.tables import McpSecretRow, SkillBundleRow
 from tests.support.harness_api import (
     AUTH,
     create,
@@ -204,6 +203,10 @@ def test_a_refused_body_stores_nothing(http: TestClient) -> None:
     ]
     body = {"base": "codex", "skills": [skill()], "mcp_servers": servers}
     refused(http.post("/v1/harnesses", json=body, headers=AUTH), "mcp_servers[1].url")
-    with ctx(http).db.session() as session:
-        assert session.exec(select(SkillBundleRow)).all() == []
-        assert session.exec(select(McpSecretRow)).all() == []
+    stored = ctx(http).db.run(
+        lambda tx: (
+            tx.orm.exec(select(SkillBundleRow)).all(),
+            tx.orm.exec(select(McpSecretRow)).all(),
+        )
+    )
+    assert stored == ([], [])

@@ -10,12 +10,11 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import text
 from sqlmodel import select
 
 from storage.harnesses import get_harness
-from storage.mcp_secrets import McpSecretRow
-from storage.models import HarnessRow
+from storage.tables import HarnessRow, McpSecretRow
+from storage.unit import Tx
 from tests.support.harness_api import (
     AUTH,
     create,
@@ -65,9 +64,9 @@ def test_mcp_names_are_sanitised_and_credentials_never_returned(http: TestClient
     url = f"/v1/harnesses/{harness['id']}"
     again = http.put(url, json={**harness, "name": "renamed"}, headers=AUTH).json()
     assert again["mcpServers"] == harness["mcpServers"]
-    row = get_harness(ctx(http).db, principal_id(http), harness["id"])
+    row = ctx(http).db.run(get_harness, principal_id(http), harness["id"])
     assert row is not None
-    targets = turn_mcp_targets(ctx(http).db, row.principal_id, row.config["mcpServers"], False)
+    targets = ctx(http).db.run(turn_mcp_targets, row.principal_id, row.config["mcpServers"], False)
     assert [t.name for t in targets] == ["my_vault", "mcp"]  # the disabled one is not there
     assert targets[0].headers == {
         "X-Api-Key": "key-secret-2",
@@ -152,9 +151,9 @@ def test_camel_case_bodies_name_camel_case_params(http: TestClient) -> None:
 
 def targets_of(http: TestClient, harness_id: str) -> dict[str, dict[str, str]]:
     """What the gateway would send to each enabled MCP server of the harness."""
-    row = get_harness(ctx(http).db, principal_id(http), harness_id)
+    row = ctx(http).db.run(get_harness, principal_id(http), harness_id)
     assert row is not None
-    found = turn_mcp_targets(ctx(http).db, row.principal_id, row.config["mcpServers"], False)
+    found = ctx(http).db.run(turn_mcp_targets, row.principal_id, row.config["mcpServers"], False)
     return {target.url: target.headers for target in found}
 
 
@@ -232,8 +231,7 @@ def test_a_reference_stays_good_for_its_own_origin(http: TestClient) -> None:
 
 
 def secret_rows(http: TestClient) -> list[McpSecretRow]:
-    with ctx(http).db.session() as s:
-        return list(s.exec(select(McpSecretRow)).all())
+    return ctx(http).db.run(lambda tx: list(tx.orm.exec(select(McpSecretRow)).all()))
 
 
 def test_secrets_of_an_older_database_are_bound_to_the_server_that_used_them(
@@ -247,19 +245,22 @@ def test_secrets_of_an_older_database_are_bound_to_the_server_that_used_them(
         second = create(
             http, {"base": "codex", "mcp_servers": [{"name": "x", "url": "https://e.com/"}]}
         )
-        with ctx(http).db.session() as s:
-            row = s.get(HarnessRow, second["id"])
+
+        def repointed(tx: Tx) -> None:
+            row = tx.orm.get(HarnessRow, second["id"])
             assert row is not None
             row.config = {
                 **row.config,
                 "mcpServers": [{**row.config["mcpServers"][0], "auth": stolen}],
             }
-            s.add(row)
-            s.commit()
-            # ... and a database from before the `origin` column.
-            s.exec(text("ALTER TABLE mcp_secret DROP COLUMN origin"))  # type: ignore[call-overload]
-            s.exec(text("DROP TABLE alembic_version"))  # type: ignore[call-overload]
-            s.commit()
+            tx.orm.add(row)
+
+        def older(tx: Tx) -> None:  # ... and a database from before the `origin` column
+            tx.execute("ALTER TABLE mcp_secret DROP COLUMN origin")
+            tx.execute("DROP TABLE alembic_version")
+
+        ctx(http).db.run(repointed)
+        ctx(http).db.run(older)
     with make_client(data) as http:  # the restarted server upgrades the table
         assert {row.origin for row in secret_rows(http)} == {"https://mcp.example.com:443"}
         assert targets_of(http, first["id"])[VAULT["url"]]["Authorization"] == (

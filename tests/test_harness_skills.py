@@ -236,19 +236,20 @@ def test_every_harness_inherits_the_builtin_skills_and_can_suppress_one(
     again = http.put(f"/v1/harnesses/{suppressed['id']}", json=suppressed, headers=AUTH).json()
     assert again["skills"] == suppressed["skills"]
 
-    db, row = ctx(http).db, get_harness(ctx(http).db, principal_id(http), suppressed["id"])
+    db = ctx(http).db
+    row = db.run(get_harness, principal_id(http), suppressed["id"])
     assert row is not None
     assert row.config["skills"] == [{"name": "uhp-artifacts", "enabled": False, "builtin": True}]
-    names = [b.name for b in turn_skills(db, row.principal_id, row.config["skills"])]
+    names = [b.name for b in db.run(turn_skills, row.principal_id, row.config["skills"])]
     assert names == ["workspace-hygiene"]
 
     # A skill of the harness's own under a built-in's name replaces it for its turns.
     own = create(
         http, {"base": "codex", "skills": [{"name": "workspace-hygiene", "content": SKILL_MD}]}
     )
-    row = get_harness(db, principal_id(http), own["id"])
+    row = db.run(get_harness, principal_id(http), own["id"])
     assert row is not None
-    bundles = {b.name: b for b in turn_skills(db, row.principal_id, row.config["skills"])}
+    bundles = {b.name: b for b in db.run(turn_skills, row.principal_id, row.config["skills"])}
     assert set(bundles) == set(BUILTINS)
     assert [f.data for f in bundles["workspace-hygiene"].files] == [SKILL_MD.encode()]
     assert len(bundles["uhp-artifacts"].files) == 2  # the whole folder, references included

@@ -17,7 +17,7 @@ def test_parameters_are_numbered_and_typed_from_their_values() -> None:
 
 
 def test_nul_in_text_is_sent_as_the_replacement_character() -> None:
-    # PostgreSQL's text cannot hold NUL: as on psycopg's connections (raw_sql.nul_safe_text).
+    # PostgreSQL's text cannot hold NUL: as on psycopg's connections (dialect.nul_safe_text).
     assert numbered("SELECT %s", ["a\x00b"])[1] == ["a\ufffdb"]
 
 

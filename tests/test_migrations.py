@@ -21,7 +21,7 @@ from sqlmodel import SQLModel, select
 from harness_bases.codex import CodexBase
 from storage import migrate
 from storage.db import Database
-from storage.mcp_secrets import McpSecretRow
+from storage.tables import McpSecretRow
 from tests.support import postgres
 from uhp_server.app import create_app
 from uhp_server.settings import Settings
@@ -60,8 +60,10 @@ def start(data_dir: Path) -> TestClient:
 
 
 def secret_origin(http: TestClient) -> str | None:
-    with http.app.state.ctx.db.session() as s:  # type: ignore[attr-defined]
-        return s.exec(select(McpSecretRow).where(McpSecretRow.id == SECRET)).one().origin
+    db = http.app.state.ctx.db  # type: ignore[attr-defined]
+    return db.run(
+        lambda tx: tx.orm.exec(select(McpSecretRow).where(McpSecretRow.id == SECRET)).one().origin
+    )
 
 
 @pytest.mark.parametrize(

@@ -94,7 +94,7 @@ class InProcessServer:
         return self.app.state.ctx
 
     def submit(self, body: dict[str, Any], connection: ModelConnection) -> str:
-        principal = keys.ensure_principal(self.ctx.db, keys.DEFAULT_PRINCIPAL)
+        principal = self.ctx.db.run(keys.ensure_principal, keys.DEFAULT_PRINCIPAL)
         call = self.ctx.engine.start(
             replace(uhp_task(principal.id, body), model_connection=connection)
         )

@@ -14,8 +14,6 @@ import contextlib
 from collections.abc import AsyncGenerator
 from pathlib import Path
 
-from sqlalchemy import text
-
 from harness_bases import events as ev
 from harness_bases.base import Process, TurnSpec
 from harness_bases.turns import AgentTurn
@@ -114,12 +112,9 @@ async def test_concurrent_cancels_of_a_parked_task_withdraw_it_once(tmp_path: Pa
             *(engine.engine.cancel(engine.principal_id, accepted.response_id) for _ in range(3))
         )
         assert {state.status for state in states} == {"cancelled"}
-        with engine.db.session() as s:
-            closing = s.connection().execute(
-                text("SELECT id FROM response WHERE previous_response_id = :id"),
-                {"id": accepted.response_id},
-            )
-            closing_ids = [row[0] for row in closing]
+        statement = "SELECT id FROM response WHERE previous_response_id = :id"
+        closing = engine.db.run(lambda tx: tx.rows(statement, {"id": accepted.response_id}))
+        closing_ids = [row[0] for row in closing]
         assert len(closing_ids) == 1, closing_ids
         assert {state.response["id"] for state in states} == set(closing_ids)
     finally:
@@ -159,11 +154,8 @@ async def test_withdrawing_an_unkept_parked_task_records_its_closing_turns_end(
         parked = await _parked_unkept(engine)
         with contextlib.suppress(ApiError):  # (the cancel's own answer: the test above)
             await engine.engine.cancel(engine.principal_id, parked)
-        with engine.db.session() as s:
-            closing = s.connection().execute(
-                text("SELECT status FROM response WHERE previous_response_id = :id"),
-                {"id": parked},
-            )
-            assert [row[0] for row in closing] == ["cancelled"]
+        statement = "SELECT status FROM response WHERE previous_response_id = :id"
+        closing = engine.db.run(lambda tx: tx.rows(statement, {"id": parked}))
+        assert [row[0] for row in closing] == ["cancelled"]
     finally:
         await engine.close()

@@ -9,17 +9,18 @@ import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 from sqlalchemy import text
 
-from storage import db as db_module
+from storage import dialect as dialect_module
 from storage import responses as response_store
-from storage.db import Database
-from storage.event_batches import EventBatch
-from storage.models import ResponseRow
-from storage.raw_sql import RowUpdate
+from storage.db import Database, Order
+from storage.event_batches import EventBatch, RowUpdate
+from storage.tables import ResponseRow
+from storage.unit import Rows, Statement, Tx, one_statement
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
 from tests.support import postgres
@@ -68,6 +69,15 @@ async def either_writer(
         await db.unbind_loop()
 
 
+def _rows(statement: str, params: tuple[Any, ...]) -> Statement[Rows]:
+    return Statement(statement, params, lambda rows: rows)
+
+
+# One statement's rows: a storage function that is one statement, sent from the loop once the
+# database is bound to it (as the default harnesses' read is, or a task's acceptance).
+select = one_statement(_rows)
+
+
 async def _appended(db: Database, batch: EventBatch, seconds: float = 30) -> None:
     await asyncio.wait_for(asyncio.wrap_future(db.append_events(batch)), seconds)
 
@@ -79,8 +89,8 @@ def _progress(response_id: str, seq: int) -> EventBatch:
 
 
 def _running_response(db: Database, response_id: str) -> None:
-    response_store.insert_response(
-        db,
+    db.run(
+        response_store.insert_response,
         ResponseRow(
             id=response_id, principal_id="p", session_id="s", status="in_progress", created_at=0
         ),
@@ -95,7 +105,7 @@ async def test_event_appends_survive_the_database_ending_the_writers_connection(
     await _appended(db, _progress("resp_1", 0))
     assert postgres.end_connections_to(url) >= 1  # the writer's among them
     await _appended(db, _progress("resp_1", 1))
-    assert [e["sequence_number"] for e in response_store.events_after(db, "resp_1")] == [0, 1]
+    assert [e["sequence_number"] for e in db.run(response_store.events_after, "resp_1")] == [0, 1]
     assert db.writer_alive
 
 
@@ -103,9 +113,9 @@ async def test_reads_from_the_loop_are_read_again_on_a_new_connection(
     on_the_loop: tuple[str, Database],
 ) -> None:
     url, db = on_the_loop
-    assert await db.select("SELECT 1", ()) == [(1,)]
+    assert await db.read(select, "SELECT 1", ()) == [(1,)]
     assert postgres.end_connections_to(url) >= 1  # the pool's among them
-    assert await db.select("SELECT %s::int + 1", (1,)) == [(2,)]
+    assert await db.read(select, "SELECT ?::int + 1", (1,)) == [(2,)]
 
 
 async def test_a_write_from_the_loop_is_not_repeated_on_a_lost_link(
@@ -129,9 +139,9 @@ async def test_a_write_from_the_loop_is_not_repeated_on_a_lost_link(
 
     monkeypatch.setattr(loop_link.LoopLink, "_fetch", lost_once)
     with pytest.raises(asyncpg.exceptions.ConnectionDoesNotExistError):
-        await db.write_statement("SELECT %s::int", (1,))
+        await db.write(select, "SELECT ?::int", (1,), order=Order.ANY)
     assert len(calls) == 1
-    assert await db.select("SELECT %s::int", (2,)) == [(2,)]  # a read is tried again
+    assert await db.read(select, "SELECT ?::int", (2,)) == [(2,)]  # a read is tried again
 
 
 async def test_the_loops_pooled_connections_ended_while_idle_are_replaced_before_use(
@@ -142,11 +152,11 @@ async def test_the_loops_pooled_connections_ended_while_idle_are_replaced_before
     # which proves it was never committed, so it goes again on a new connection; a read too.
     url, db = on_the_loop
     for _ in range(2):
-        await asyncio.gather(*(db.select("SELECT pg_sleep(0.05)", ()) for _ in range(4)))
+        await asyncio.gather(*(db.read(select, "SELECT pg_sleep(0.05)", ()) for _ in range(4)))
         assert postgres.end_connections_to(url) >= 1  # blocks the loop, as a busy loop would
         time.sleep(0.2)
-        assert await db.write_statement("SELECT %s::int", (1,)) == [(1,)]
-        assert await db.select("SELECT %s::int", (2,)) == [(2,)]
+        assert await db.write(select, "SELECT ?::int", (1,), order=Order.ANY) == [(1,)]
+        assert await db.read(select, "SELECT ?::int", (2,)) == [(2,)]
 
 
 async def test_the_loops_connections_get_the_same_link_timeouts_as_libpq(
@@ -211,8 +221,8 @@ async def test_event_appends_wait_out_a_postgresql_restart(
     _pg_ctl("start")
     await asyncio.wait_for(pending, 30)
     assert db.writer_alive
-    assert [e["sequence_number"] for e in response_store.events_after(db, "resp_2")] == [0, 1]
-    assert await db.select("SELECT 1", ()) == [(1,)]  # the readers' connections came back too
+    assert [e["sequence_number"] for e in db.run(response_store.events_after, "resp_2")] == [0, 1]
+    assert await db.read(select, "SELECT 1", ()) == [(1,)]  # the readers' connections too
 
 
 def _pg_ctl(action: str) -> None:
@@ -237,7 +247,7 @@ async def test_a_group_of_events_past_the_protocols_parameter_limit_is_stored_wh
     _running_response(db, "resp_1")
     events = [{"type": "response.output_text.delta", "sequence_number": n} for n in range(22_000)]
     await _appended(db, response_store.event_batch("resp_1", events), seconds=60)
-    stored = response_store.events_after(db, "resp_1")
+    stored = db.run(response_store.events_after, "resp_1")
     assert [event["sequence_number"] for event in stored] == list(range(22_000))
 
 
@@ -258,9 +268,9 @@ async def test_a_group_that_changes_one_row_twice_is_written_in_order_from_the_l
     await held
     for write in (ended, final):
         await asyncio.wait_for(asyncio.wrap_future(write), 30)
-    stored = response_store.get_response(db, "p", "resp_1")
+    stored = db.run(response_store.get_response, "p", "resp_1")
     assert stored is not None and stored.status == "completed"
-    assert response_store.events_after(db, "resp_1") == [{}]
+    assert db.run(response_store.events_after, "resp_1") == [{}]
 
 
 def test_a_group_that_changes_one_row_twice_is_not_written_as_one_statement(
@@ -277,11 +287,16 @@ def test_a_group_that_changes_one_row_twice_is_not_written_as_one_statement(
             ("completed", ("response", "resp_1")),
         )
     )
-    with db.plain_connection() as conn:
-        assert db.raw.write_at_once(conn, [], [first, second]) is False
-        assert db.raw.write_at_once(conn, [("resp_1", 0, "{}")], [second]) is True
-    assert response_store.events_after(db, "resp_1") == [{}]
-    stored = response_store.get_response(db, "p", "resp_1")
+
+    def at_once(tx: Tx) -> tuple[bool, bool]:
+        return (
+            db.dialect.write_at_once(tx.driver, [], [first, second]),
+            db.dialect.write_at_once(tx.driver, [("resp_1", 0, "{}")], [second]),
+        )
+
+    assert db.run(at_once) == (False, True)
+    assert db.run(response_store.events_after, "resp_1") == [{}]
+    stored = db.run(response_store.get_response, "p", "resp_1")
     assert stored is not None and stored.status == "completed"
 
 
@@ -302,7 +317,7 @@ async def test_an_acceptance_past_one_statements_parameters_is_written_whole(
         files=files,
         first_event="{}",
     )
-    assert (await accepting.accept(db, unit)).id == "session_1"
+    assert (await db.write(accepting.accept, unit, order=Order.ANY)).id == "session_1"
     # A second turn for the session, still held by the first: the claim loses, nothing is kept.
     busy = accepting.AcceptanceRows(
         response=accepting.NewResponse("resp_2", "p", "resp_1", True, "m", 0, "[]", None),
@@ -314,13 +329,15 @@ async def test_an_acceptance_past_one_statements_parameters_is_written_whole(
         first_event="{}",
     )
     with pytest.raises(accepting.Busy):
-        await accepting.accept(db, busy)
-    with db.plain_connection() as conn:
-        stored = conn.execute("SELECT count(*) FROM file WHERE principal_id = 'p'").fetchone()
-        assert stored[0] == 9000
-        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-    assert response_store.events_after(db, "resp_1") == [{}]
-    assert response_store.get_response(db, "p", "resp_2") is None
+        await db.write(accepting.accept, busy, order=Order.ANY)
+
+    def stored(tx: Tx) -> tuple[int, bool]:
+        count = tx.rows("SELECT count(*) FROM file WHERE principal_id = 'p'")[0][0]
+        return count, tx.driver.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+    assert await db.read(stored) == (9000, True)
+    assert db.run(response_store.events_after, "resp_1") == [{}]
+    assert db.run(response_store.get_response, "p", "resp_2") is None
 
 
 def test_a_pooled_connection_the_database_ended_while_idle_is_replaced_before_use(
@@ -328,14 +345,17 @@ def test_a_pooled_connection_the_database_ended_while_idle_is_replaced_before_us
 ) -> None:
     # Pooled connections are pinged only after sitting idle (no round trip per use): one the
     # server ended meanwhile is replaced, and the session using it never sees the loss.
-    monkeypatch.setattr(db_module, "IDLE_PING_SECONDS", 0.05)
+    monkeypatch.setattr(dialect_module, "IDLE_PING_SECONDS", 0.05)
     url, db = database
-    with db.session() as s:
-        assert s.connection().execute(text("SELECT 1")).scalar() == 1
+    assert db.run(_orm_select, 1) == 1
     assert postgres.end_connections_to(url) >= 1  # the pooled one among them
     time.sleep(0.1)
-    with db.session() as s:
-        assert s.connection().execute(text("SELECT 2")).scalar() == 2
+    assert db.run(_orm_select, 2) == 2
+
+
+def _orm_select(tx: Tx, n: int) -> Any:
+    """`SELECT n` through the unit's ORM session."""
+    return tx.orm.connection().execute(text(f"SELECT {int(n)}")).scalar()
 
 
 async def test_reads_and_lone_statements_run_without_a_transaction(tmp_path: Path) -> None:
@@ -343,13 +363,21 @@ async def test_reads_and_lone_statements_run_without_a_transaction(tmp_path: Pat
     # opens no transaction: no BEGIN and ROLLBACK round trips around it.
     db = Database(str(Settings(data_dir=tmp_path).database))
 
-    def autocommit(**options: bool) -> bool:
-        with db.session(**options) as s:
-            return bool(s.connection().connection.dbapi_connection.autocommit)  # type: ignore[union-attr]
+    def autocommit(tx: Tx) -> bool:
+        return bool(tx.driver.autocommit)
 
+    # A transaction begun for the statement alone starts with it (a BEGIN sent first would
+    # have started it earlier).
+    lone = one_statement(
+        lambda: Statement(
+            "SELECT xact_start = query_start FROM pg_stat_activity WHERE pid = pg_backend_pid()",
+            (),
+            lambda rows: bool(rows[0][0]),
+        )
+    )
     try:
         assert await db.read(autocommit) is True
-        assert autocommit(autocommit=True) is True
+        assert db.run(lone) is True
         assert await db.write(autocommit) is False  # a writer's transaction is one unit
     finally:
         db.close()
@@ -385,12 +413,10 @@ def test_a_pooled_connection_ended_right_after_its_last_use_is_not_handed_out(
 ) -> None:
     # Sooner than the idle ping's second: the server's closing word on the socket says so.
     url, db = database
-    with db.session() as s:
-        assert s.connection().execute(text("SELECT 1")).scalar() == 1
+    assert db.run(_orm_select, 1) == 1
     assert postgres.end_connections_to(url) >= 1
     time.sleep(0.05)  # the backends' exits are asynchronous to pg_terminate_backend
-    with db.session() as s:
-        assert s.connection().execute(text("SELECT 2")).scalar() == 2
+    assert db.run(_orm_select, 2) == 2
 
 
 @pytest.mark.parametrize("through", ["the ORM", "a plain connection"])
@@ -405,15 +431,13 @@ async def test_a_read_the_database_ended_the_connection_under_is_read_again(
             ended.append(postgres.end_connections_to(url))
             time.sleep(0.05)
 
-    def read_once_ended() -> int:
+    def read_once_ended(tx: Tx) -> int:
         if through == "the ORM":
-            with db.session() as s:
-                conn = s.connection()
-                end_once()
-                return int(conn.execute(text("SELECT 3")).scalar_one())
-        with db.plain_connection() as plain:  # storage's plain SQL (storage/harnesses.py)
+            conn = tx.orm.connection()
             end_once()
-            return int(plain.execute("SELECT 3").fetchone()[0])
+            return int(conn.execute(text("SELECT 3")).scalar_one())
+        end_once()  # storage's plain SQL (storage/harnesses.py)
+        return int(tx.rows("SELECT 3")[0][0])
 
     assert await db.read(read_once_ended) == 3
     assert ended and ended[0] >= 1
@@ -425,10 +449,10 @@ async def test_the_admission_line_outlives_the_database_ending_its_connection(
     from storage import replicas as replica_store
 
     url, db = database
-    replica_store.renew_lease(db, "a", 30.0)
+    db.run(replica_store.renew_lease, "a", 30.0)
     for n in (1, 2):
-        response_store.insert_response(
-            db,
+        db.run(
+            response_store.insert_response,
             ResponseRow(
                 id=f"resp_{n}",
                 principal_id="p",
@@ -438,18 +462,18 @@ async def test_the_admission_line_outlives_the_database_ending_its_connection(
                 replica_id="a",
             ),
         )
-    assert await db.write_apart(replica_store.join_line, db, "resp_1", 4, 30.0) is True
+    assert await db.write(replica_store.join_line, "resp_1", 4, 30.0, order=Order.LINE) is True
     assert postgres.end_connections_to(url) >= 1
-    assert await db.write_apart(replica_store.join_line, db, "resp_2", 4, 30.0) is True
+    assert await db.write(replica_store.join_line, "resp_2", 4, 30.0, order=Order.LINE) is True
     # A repeat of a join whose commit's answer was lost keeps the slot it took.
-    assert await db.write_apart(replica_store.join_line, db, "resp_2", 1, 30.0) is True
+    assert await db.write(replica_store.join_line, "resp_2", 1, 30.0, order=Order.LINE) is True
 
 
 def test_admission_statements_reach_psycopg_with_literals_intact() -> None:
-    from storage.replicas import _as_psycopg
+    from storage.dialect import psycopg_style
 
     statement = "SELECT 'a:b', '10%', x::text, 'it''s :not', 5 % 2 WHERE id = :id"
-    assert _as_psycopg(statement) == (
+    assert psycopg_style(statement) == (
         "SELECT 'a:b', '10%%', x::text, 'it''s :not', 5 %% 2 WHERE id = %(id)s"
     )
 
@@ -490,8 +514,7 @@ def test_connections_numbered_past_what_select_can_watch_are_not_taken_for_close
     db: Database | None = None
     try:
         db = Database(url)
-        with db.session() as s:
-            assert s.connection().execute(text("SELECT 1")).scalar() == 1
+        assert db.run(_orm_select, 1) == 1
         raw = db.connection()
         assert raw.fileno() >= 1024
         assert db.connection() is raw  # not a new connection per use
@@ -517,7 +540,7 @@ def test_threads_outside_the_pool_keep_no_connection_of_their_own(tmp_path: Path
 
     def read_events(_: int) -> None:
         together.wait()  # each on a thread of its own, as concurrent requests are
-        response_store.events_after(db, "response_none")
+        db.run(response_store.events_after, "response_none")
 
     try:
         with ThreadPoolExecutor(threads) as route_threads:

@@ -23,7 +23,7 @@ from storage import artifacts as artifact_store
 from storage import keys as key_store
 from storage import sessions as session_store
 from storage.blobs import BlobStore
-from storage.models import ArtifactRow, SessionRow
+from storage.tables import ArtifactRow, SessionRow
 from uhp_server.app import create_app
 from uhp_server.errors import ApiError
 from uhp_server.files.previews import PreviewRenderer
@@ -242,11 +242,11 @@ def http(tmp_path: Path) -> Iterator[TestClient]:
 def stored_artifact(http: TestClient, filename: str, data: bytes, media_type: str) -> str:
     """The artifact as a turn would have left it; returns its preview URL."""
     ctx: Any = http.app.state.ctx  # type: ignore[attr-defined]
-    principal = key_store.ensure_principal(ctx.db, key_store.DEFAULT_PRINCIPAL)
+    principal = ctx.db.run(key_store.ensure_principal, key_store.DEFAULT_PRINCIPAL)
     session_id, container_id = "hsess_" + os.urandom(8).hex(), "cntr_" + os.urandom(8).hex()
     now = int(time.time())
-    session_store.insert_session(
-        ctx.db,
+    ctx.db.run(
+        session_store.insert_session,
         SessionRow(
             id=session_id,
             principal_id=principal.id,
@@ -258,7 +258,7 @@ def stored_artifact(http: TestClient, filename: str, data: bytes, media_type: st
     )
     row = artifact(ctx.blobs, filename, data, media_type)
     row.principal_id, row.session_id, row.container_id = principal.id, session_id, container_id
-    artifact_store.insert_artifacts(ctx.db, [row])
+    ctx.db.run(artifact_store.insert_artifacts, [row])
     return f"/v1/containers/{container_id}/files/{row.id}/pdf"
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from storage import keys
 from storage.db import Database
-from storage.models import Principal
+from storage.tables import Principal
 
 
 def test_a_principal_created_by_a_racing_request_is_found_not_a_500(
@@ -25,14 +25,13 @@ def test_a_principal_created_by_a_racing_request_is_found_not_a_500(
         # request's insert lands exactly in that window.
         if not raced:
             raced.append("prin_winner")
-            with db.session() as s:
-                s.add(Principal(id="prin_winner", name=keys.DEFAULT_PRINCIPAL, created_at=0.0))
-                s.commit()
+            winner = Principal(id="prin_winner", name=keys.DEFAULT_PRINCIPAL, created_at=0.0)
+            db.run(lambda tx: tx.orm.add(winner))
         return token_hex(nbytes)
 
     monkeypatch.setattr(keys.secrets, "token_hex", another_request_wins)
-    principal = keys.ensure_principal(db, keys.DEFAULT_PRINCIPAL)
+    principal = db.run(keys.ensure_principal, keys.DEFAULT_PRINCIPAL)
     assert raced, "the race was not staged"
     assert principal.id == "prin_winner"
-    assert keys.ensure_principal(db, keys.DEFAULT_PRINCIPAL).id == "prin_winner"
+    assert db.run(keys.ensure_principal, keys.DEFAULT_PRINCIPAL).id == "prin_winner"
     db.close()

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from storage import keys
 from storage.db import Database
-from storage.models import Principal
+from storage.tables import Principal
 from tests.support.schema import validate
 from uhp_server.app import create_app
 from uhp_server.settings import Settings
@@ -307,7 +307,7 @@ def test_wrong_keys_cost_at_most_one_database_lookup_each(
     monkeypatch.setattr(keys, "principal_for_key", counted)
     app = create_app(Settings(data_dir=data_dir, api_key="uhp_sk_configured"), bases={})
     with TestClient(app, raise_server_exceptions=False) as http:
-        _, issued = keys.create_key(app.state.ctx.db, "alice")
+        _, issued = app.state.ctx.db.run(keys.create_key, "alice")
         guess = keys.KEY_PREFIX + "x" * 43
         for token in ("not-a-key", "Bearer-ish", guess, guess, guess):
             answer = http.get("/v1/harnesses", headers={"Authorization": f"Bearer {token}"})
@@ -317,6 +317,6 @@ def test_wrong_keys_cost_at_most_one_database_lookup_each(
             answer = http.get("/v1/harnesses", headers={"Authorization": f"Bearer {issued}"})
             assert answer.status_code == 200
         assert lookups == [guess, issued, issued]
-        keys.revoke_key(app.state.ctx.db, issued)
+        app.state.ctx.db.run(keys.revoke_key, issued)
         answer = http.get("/v1/harnesses", headers={"Authorization": f"Bearer {issued}"})
         assert answer.status_code == 401

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 
 from harness_bases.events import TextDelta
 from storage import replicas as replica_store
@@ -120,13 +119,15 @@ async def test_a_turn_cancelled_in_its_replicas_own_queue_is_marked_no_more(
 
 
 def _line_states(db: Database, *response_ids: str) -> list[str | None]:
-    with db.session() as s:
-        rows = s.connection().execute(
-            text("SELECT id, admission FROM response WHERE id = ANY(:ids)"),
-            {"ids": list(response_ids)},
-        )
-        states = dict(rows.all())
+    rows = _sql(
+        db, "SELECT id, admission FROM response WHERE id = ANY(:ids)", ids=list(response_ids)
+    )
+    states = dict(rows)
     return [states.get(response_id) for response_id in response_ids]
+
+
+def _sql(db: Database, statement: str, **params: Any) -> list[tuple[Any, ...]]:
+    return db.run(lambda tx: tx.rows(statement, params))
 
 
 async def _ran_in_order(a: InProcess, b: InProcess, holding: str, first: str, then: str) -> None:
@@ -144,15 +145,9 @@ async def _ran_in_order(a: InProcess, b: InProcess, holding: str, first: str, th
         return all(body["status"] == "completed" for body in bodies)
 
     await wait_for(both_done, 15)
-    with a.ctx.db.session() as s:
-        finished = dict(
-            s.connection()
-            .execute(
-                text("SELECT id, finished_at FROM response WHERE id IN (:f, :t)"),
-                {"f": first, "t": then},
-            )
-            .all()
-        )
+    finished = dict(
+        _sql(a.ctx.db, "SELECT id, finished_at FROM response WHERE id IN (:f, :t)", f=first, t=then)
+    )
     assert finished[first] < finished[then]
 
 
@@ -211,11 +206,7 @@ async def test_a_slot_whose_release_was_lost_is_free_again_when_its_replica_rest
     # The server stopped before the slot's release was written (it is written after the
     # turn's process is gone, by a task the stopping server may not wait for).
     db = Database(Settings(data_dir=tmp_path).database)
-    with db.session() as s:
-        s.connection().execute(
-            text("UPDATE response SET admission = 'admitted' WHERE id = :id"), {"id": first["id"]}
-        )
-        s.commit()
+    _sql(db, "UPDATE response SET admission = 'admitted' WHERE id = :id", id=first["id"])
     db.close()
     async with replica(tmp_path, provider, max_concurrent_turns=1) as again:
         again.base.script("second", answer("two"))
@@ -231,7 +222,7 @@ async def test_the_line_order_does_not_follow_a_replicas_own_clock(
     # before every turn the others accepted in the last minute.
     from types import SimpleNamespace
 
-    from storage import acceptance
+    from storage import door_sessions, files, responses, sessions
 
     async with AsyncExitStack() as stack:
         a, b = await two_replicas(stack, tmp_path, provider, max_concurrent_turns=1)
@@ -239,7 +230,8 @@ async def test_the_line_order_does_not_follow_a_replicas_own_clock(
         a.base.script("second", answer("two"))
         second = (await a.submit("second", background=True)).json()["id"]
         behind = SimpleNamespace(time=lambda: time.time() - 60)
-        monkeypatch.setattr(acceptance, "time", behind)  # b's host clock, a minute behind
+        for accepting in (door_sessions, files, responses, sessions):  # what its acceptance writes
+            monkeypatch.setattr(accepting, "time", behind)  # b's host clock, a minute behind
         b.base.script("third", answer("three"))
         third = (await b.submit("third", background=True)).json()["id"]
         monkeypatch.undo()
@@ -248,11 +240,7 @@ async def test_the_line_order_does_not_follow_a_replicas_own_clock(
 
 
 def _block_of(db: Database, replica_id: str) -> int:
-    with db.session() as s:
-        slots = s.connection().execute(
-            text("SELECT slots FROM replica WHERE id = :id"), {"id": replica_id}
-        )
-        return int(slots.scalar_one())
+    return int(_sql(db, "SELECT slots FROM replica WHERE id = :id", id=replica_id)[0][0])
 
 
 async def _a_keeping_an_idle_slot(
@@ -388,11 +376,7 @@ async def test_a_replica_whose_lease_the_database_found_lapsed_stops_the_turns_o
     async with replica(tmp_path, provider, max_concurrent_turns=1) as a:
         running = await running_with_text(a)
         assert _block_of(a.ctx.db, "a") == 1
-        with a.ctx.db.session() as s:
-            s.connection().execute(
-                text("UPDATE replica SET heartbeat_at = heartbeat_at - 60 WHERE id = 'a'")
-            )
-            s.commit()
+        _sql(a.ctx.db, "UPDATE replica SET heartbeat_at = heartbeat_at - 60 WHERE id = 'a'")
 
         await wait_for(lambda: a.ctx.runs.get(running).abandoned, 5)
 

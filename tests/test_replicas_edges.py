@@ -138,7 +138,7 @@ async def _a_turn_done_and_b(
     a.base.script("short", answer("done"))
     response_id = (await a.submit("short")).json()["id"]
     cluster = b.ctx.runs.peers
-    return response_id, cluster.replica_id, notifications.conninfo_of(cluster.db)
+    return response_id, cluster.replica_id, str(cluster.db.dialect.conninfo)
 
 
 async def test_commits_of_events_are_told_only_while_a_replica_hears_them(
@@ -151,7 +151,7 @@ async def test_commits_of_events_are_told_only_while_a_replica_hears_them(
         a, b = await two_replicas(stack, tmp_path, provider)
         a.base.script("short", answer("done"))
         cluster = b.ctx.runs.peers
-        outsider = await _outsider(stack, notifications.conninfo_of(cluster.db))
+        outsider = await _outsider(stack, str(cluster.db.dialect.conninfo))
         unheard = (await a.submit("short")).json()["id"]
         assert unheard not in await _told(outsider, 0.5)
         async with cluster.events_heard():
@@ -227,7 +227,7 @@ async def test_a_replica_whose_lapsed_lease_was_made_anew_says_again_that_it_hea
     async with AsyncExitStack() as stack:
         _, b = await two_replicas(stack, tmp_path, provider)
         cluster = b.ctx.runs.peers
-        outsider = await _outsider(stack, notifications.conninfo_of(cluster.db))
+        outsider = await _outsider(stack, str(cluster.db.dialect.conninfo))
         async with cluster.events_heard():
             assert await _hears_events(outsider, cluster.replica_id) is True
             await outsider.execute("DELETE FROM replica WHERE id = %s", (cluster.replica_id,))
@@ -268,7 +268,7 @@ async def test_a_question_asked_on_one_replica_is_seen_and_answered_on_the_other
     `in_progress` and refuses the answer (409 not_waiting)."""
     async with AsyncExitStack() as stack:
         a, b = await _asking_replicas(stack, tmp_path, provider)
-        principal_id = keys.ensure_principal(a.ctx.db, keys.DEFAULT_PRINCIPAL).id
+        principal_id = a.ctx.db.run(keys.ensure_principal, keys.DEFAULT_PRINCIPAL).id
         accepted = await a.ctx.engine.start(
             EngineTask(
                 principal_id=principal_id,

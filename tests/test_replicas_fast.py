@@ -14,9 +14,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 
 from storage.db import EVENTS_CHANNEL
+from storage.unit import Tx
 from tests.scripted_provider import RunningProvider
 from tests.support import postgres
 from tests.support.fakes import answer
@@ -63,7 +63,7 @@ async def test_a_turn_on_one_replica_is_streamed_and_cancelled_from_the_other(
 async def test_a_turn_queued_right_after_the_database_ended_its_connections_runs(
     tmp_path: Path, provider: RunningProvider
 ) -> None:
-    # The admission line's own connection (write_apart's thread) is ended with the others:
+    # The admission line's connection (Order.LINE's thread) is ended with the others:
     # the first turn's release and the next turn's join must still go through.
     url = str(Settings(data_dir=tmp_path).database)
     async with AsyncExitStack() as stack:
@@ -94,14 +94,15 @@ async def test_a_response_deleted_on_another_replica_is_no_longer_stored_where_i
         await wait_for(unstored, LEASE * 5)  # the turn runs on (deleting never cancels)
         assert not run.log.finished
         await a.client.post(f"/v1/responses/{response_id}/cancel")
-        with a.ctx.db.session() as s:
-            conn = s.connection()
-            events = conn.execute(
-                text("SELECT count(*) FROM event WHERE response_id = :id"), {"id": response_id}
-            ).scalar()
-            final = conn.execute(
-                text("SELECT final FROM response WHERE id = :id"), {"id": response_id}
-            ).scalar()
+
+        def stored(tx: Tx) -> tuple[int, object]:
+            ((events,),) = tx.rows(
+                "SELECT count(*) FROM event WHERE response_id = :id", {"id": response_id}
+            )
+            ((final,),) = tx.rows("SELECT final FROM response WHERE id = :id", {"id": response_id})
+            return events, final
+
+        events, final = a.ctx.db.run(stored)
         assert events == 0 and final is None
         assert (await b.client.get(f"/v1/responses/{response_id}")).status_code == 404
 
@@ -157,8 +158,7 @@ async def test_a_question_paused_on_one_replica_is_answered_from_the_other_in_th
         again = b.ctx.engine.answer(principal_id, response_id, [ToolAnswer(call_id, "red")])
         with pytest.raises(Exception, match="not waiting"):
             await again
-        with a.ctx.db.session() as s:
-            left = s.connection().execute(text("SELECT count(*) FROM relayed_question")).scalar()
+        ((left,),) = a.ctx.db.run(lambda tx: tx.rows("SELECT count(*) FROM relayed_question"))
         assert left == 0
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 
 from storage import replicas as replica_store
 from storage.db import Database
@@ -64,8 +63,7 @@ async def test_a_replica_whose_lease_lapses_has_its_turns_failed_and_reaped_by_a
         b.base.script("next", answer("on b"))
         follow = await b.submit("next", previous_response_id=response_id)
         assert follow.status_code == 200, follow.text  # the session was released
-        with a.ctx.db.session() as s:
-            leases = s.connection().execute(text("SELECT id FROM replica")).all()
+        leases = a.ctx.db.run(lambda tx: tx.rows("SELECT id FROM replica"))
         assert [row[0] for row in leases] == ["b"]
 
 
@@ -117,11 +115,9 @@ async def test_a_replica_cut_off_from_the_database_stops_its_turns_and_ends_them
         cut_off = False
 
         async def ended_in_the_database() -> bool:
-            with a.ctx.db.session() as s:
-                status = s.connection().execute(
-                    text("SELECT status FROM response WHERE id = :id"), {"id": response_id}
-                )
-                return bool(status.scalar_one() == "failed")
+            statement = "SELECT status FROM response WHERE id = :id"
+            status = a.ctx.db.run(lambda tx: tx.rows(statement, {"id": response_id}))
+            return bool(status[0][0] == "failed")
 
         await wait_for(ended_in_the_database, LEASE * 5)
         a.ctx.runs.forget(response_id)  # read back from the database, not from memory
@@ -209,12 +205,9 @@ async def test_a_given_up_turn_whose_session_release_failed_once_frees_its_sessi
         cut_off = False
 
         async def session_free() -> bool:
-            with a.ctx.db.session() as s:
-                active = s.connection().execute(
-                    text("SELECT active_response_id FROM session WHERE id = :id"),
-                    {"id": session_id},
-                )
-                return active.scalar_one() is None
+            statement = "SELECT active_response_id FROM session WHERE id = :id"
+            active = a.ctx.db.run(lambda tx: tx.rows(statement, {"id": session_id}))
+            return active[0][0] is None
 
         await wait_for(session_free, LEASE * 8)
         assert not hiccups  # the release did meet its hiccup

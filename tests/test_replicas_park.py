@@ -17,12 +17,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from harness_bases.events import TurnFinished
 from storage import relayed_questions as relayed
 from storage.db import Database
+from storage.unit import Tx
 from tests.scripted_provider import RunningProvider, start_provider
 from tests.support import postgres
 from tests.support.agentos_platform import RUN_TOKEN_HEADER, AgentosPlatform
@@ -55,15 +55,15 @@ def test_a_request_to_park_and_relayed_answers_exclude_each_other(tmp_path: Path
     try:
         for first, second in _PARK_AND_ANSWER, _PARK_AND_ANSWER[::-1]:
             response_id = f"resp_{first.__name__}"
-            relayed.post(db, response_id, "call_1", "{}")
-            relayed.post(db, response_id, "call_2", "{}")
+            db.run(relayed.post, response_id, "call_1", "{}")
+            db.run(relayed.post, response_id, "call_2", "{}")
             assert _given(first, db, response_id) is True
             assert _given(second, db, response_id) is False
             assert _given(first, db, response_id) is False  # nor the same twice
             parked = first is relayed.request_park
-            answers = relayed.take_answers(db, response_id)
+            answers = db.run(relayed.take_answers, response_id)
             assert answers == ({} if parked else {"call_1": "blue", "call_2": "blue"})
-            taken = relayed.take_park_request(db, response_id)
+            taken = db.run(relayed.take_park_request, response_id)
             assert taken == (["call_1", "call_2"] if parked else [])
     finally:
         db.close()
@@ -76,14 +76,14 @@ def test_a_request_to_park_is_withdrawn_only_while_the_runner_has_not_taken_it(
     databases = postgres.Databases()
     db = Database(databases.url_for(tmp_path))
     try:
-        relayed.post(db, "resp_1", "call_1", "{}")
-        assert relayed.request_park(db, "resp_1", ["call_1"])
-        assert relayed.withdraw_park_request(db, "resp_1") is True
-        assert relayed.pending(db, "resp_1") == [("call_1", "{}")]  # the turn still waits
-        assert relayed.take_park_request(db, "resp_1") == []
-        assert relayed.request_park(db, "resp_1", ["call_1"])  # asked again, and taken
-        assert relayed.take_park_request(db, "resp_1") == ["call_1"]
-        assert relayed.withdraw_park_request(db, "resp_1") is False
+        db.run(relayed.post, "resp_1", "call_1", "{}")
+        assert db.run(relayed.request_park, "resp_1", ["call_1"])
+        assert db.run(relayed.withdraw_park_request, "resp_1") is True
+        assert db.run(relayed.pending, "resp_1") == [("call_1", "{}")]  # the turn still waits
+        assert db.run(relayed.take_park_request, "resp_1") == []
+        assert db.run(relayed.request_park, "resp_1", ["call_1"])  # asked again, and taken
+        assert db.run(relayed.take_park_request, "resp_1") == ["call_1"]
+        assert db.run(relayed.withdraw_park_request, "resp_1") is False
     finally:
         db.close()
         databases.drop_all()
@@ -97,13 +97,13 @@ def test_writers_of_a_turns_questions_lock_them_in_one_order(tmp_path: Path) -> 
     url = databases.url_for(tmp_path)
     db = Database(url)
     try:
-        relayed.post(db, "resp_1", "call_1", "{}")
-        relayed.post(db, "resp_1", "call_2", "{}")
+        db.run(relayed.post, "resp_1", "call_1", "{}")
+        db.run(relayed.post, "resp_1", "call_2", "{}")
         with psycopg.connect(make_url(url).render_as_string(hide_password=False)) as other:
             update = "UPDATE relayed_question SET park_requested = TRUE WHERE call_id = %s"
             other.execute(update, ("call_1",))
             answering = ThreadPoolExecutor(1).submit(
-                relayed.record_answers, db, "resp_1", {"call_2": "blue", "call_1": "blue"}
+                db.run, relayed.record_answers, "resp_1", {"call_2": "blue", "call_1": "blue"}
             )
             time.sleep(0.5)  # the answers reach their first lock meanwhile
             other.execute(update, ("call_2",))  # DeadlockDetected had they taken call_2
@@ -124,8 +124,8 @@ async def _deaf(response_id: str) -> None:
 def _given(action: Any, db: Database, response_id: str) -> bool:
     """`action` (one of _PARK_AND_ANSWER) for both calls of the response."""
     if action is relayed.record_answers:
-        return bool(action(db, response_id, {"call_1": "blue", "call_2": "blue"}))
-    return bool(action(db, response_id, ["call_1", "call_2"]))
+        return bool(db.run(action, response_id, {"call_1": "blue", "call_2": "blue"}))
+    return bool(db.run(action, response_id, ["call_1", "call_2"]))
 
 
 async def test_a_park_request_the_runner_never_takes_is_withdrawn_and_the_turn_still_waits(
@@ -296,14 +296,16 @@ async def test_an_oumi_resume_on_one_replica_carries_the_turn_paused_on_the_othe
         await wait_for(completed_on_b)
         output = (await b.client.get(f"{door}/collect_output", params=params)).json()
         assert output["messages"][-1]["content"] == "carried on"
-        with a.ctx.db.session() as s:
-            conn = s.connection()
-            parked = conn.execute(text("SELECT id FROM response WHERE status = 'incomplete'"))
-            (parked_id,) = parked.scalars().all()
-            carrying_id = conn.execute(
-                text("SELECT id FROM response WHERE previous_response_id = :id"), {"id": parked_id}
-            ).scalar_one()
-            left = conn.execute(text("SELECT count(*) FROM relayed_question")).scalar()
+
+        def looked_at(tx: Tx) -> tuple[str, str, int]:
+            ((parked,),) = tx.rows("SELECT id FROM response WHERE status = 'incomplete'")
+            ((carrying,),) = tx.rows(
+                "SELECT id FROM response WHERE previous_response_id = :id", {"id": parked}
+            )
+            ((count,),) = tx.rows("SELECT count(*) FROM relayed_question")
+            return parked, carrying, count
+
+        parked_id, carrying_id, left = a.ctx.db.run(looked_at)
         assert a.ctx.runs.get(parked_id).log.finished
         assert (len(a.base.turns), len(b.base.turns)) == (2, 1)
         assert "Rome" in b.base.turns[0].spec.prompt

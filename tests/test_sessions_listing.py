@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 
 from storage import keys
 from storage import sessions as session_store
-from storage.models import SessionRow
+from storage.tables import SessionRow
 from tests.support.schema import validate
 from uhp_server.app import create_app
 from uhp_server.settings import Settings
@@ -32,7 +32,7 @@ def http(tmp_path: Path) -> Iterator[TestClient]:
 
 def add_sessions(client: TestClient, count: int, *, principal: str = "default", **fields: Any):
     db = client.app.state.ctx.db  # type: ignore[attr-defined]
-    owner = keys.ensure_principal(db, principal)
+    owner = db.run(keys.ensure_principal, principal)
     made = []
     for i in range(count):
         row = SessionRow(
@@ -46,7 +46,7 @@ def add_sessions(client: TestClient, count: int, *, principal: str = "default", 
             created_at=1_786_400_000 + i // 3,
             updated_at=1_786_400_000 + i // 3,
         )
-        made.append(session_store.insert_session(db, row))
+        made.append(db.run(session_store.insert_session, row))
     return made
 
 
@@ -98,9 +98,9 @@ def test_a_cursor_stays_valid_while_new_sessions_arrive(http: TestClient) -> Non
     first = http.get("/v1/sessions", params={"limit": 3}, headers=AUTH).json()
     add_sessions(http, 2, principal="default2")  # another principal's: never listed
     db = http.app.state.ctx.db  # type: ignore[attr-defined]
-    owner = keys.ensure_principal(db, "default")
-    session_store.insert_session(
-        db,
+    owner = db.run(keys.ensure_principal, "default")
+    db.run(
+        session_store.insert_session,
         SessionRow(
             id="hsessnewest",
             principal_id=owner.id,
@@ -121,9 +121,9 @@ def test_a_cursor_stays_valid_while_new_sessions_arrive(http: TestClient) -> Non
 def test_the_harness_filter_and_scope(http: TestClient) -> None:
     add_sessions(http, 3, harness_id="chrn_a")
     db = http.app.state.ctx.db  # type: ignore[attr-defined]
-    owner = keys.ensure_principal(db, "default")
-    session_store.insert_session(
-        db,
+    owner = db.run(keys.ensure_principal, "default")
+    db.run(
+        session_store.insert_session,
         SessionRow(
             id="hsessother",
             principal_id=owner.id,

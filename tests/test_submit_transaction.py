@@ -142,7 +142,7 @@ async def test_two_requests_moving_a_door_key_off_its_expired_session_start_one_
         assert first.run is not None
         await first.run.log.wait_finished()
         old_session = first.run.session_id
-        held = session_store.get_session(engine.db, engine.principal_id, old_session)
+        held = engine.db.run(session_store.get_session, engine.principal_id, old_session)
         assert held is not None and held.active_response_id is None
         engine.settings.session_retention_days = 0  # every idle session has expired
 
@@ -163,8 +163,8 @@ async def test_two_requests_moving_a_door_key_off_its_expired_session_start_one_
         ], results
         run = accepted[0].run
         assert run is not None and run.session_id != old_session
-        bound = door_sessions.find(
-            engine.db, engine.principal_id, held.harness_id, key.door, key.external_id
+        bound = engine.db.run(
+            door_sessions.find, engine.principal_id, held.harness_id, key.door, key.external_id
         )
         assert bound == run.session_id  # the key moved to the new session
         await engine.engine.cancel(engine.principal_id, accepted[0].response_id)

@@ -117,7 +117,7 @@ async def test_event_log_persists_before_publishing_and_replays_from_any_point(t
     async def follower() -> None:
         async for event in log.follow():
             # Anything a subscriber sees is already in the database.
-            stored = response_store.events_after(db, "resp_test", event["sequence_number"] - 1)
+            stored = db.run(response_store.events_after, "resp_test", event["sequence_number"] - 1)
             assert stored and stored[0] == event
             seen.append(event)
 
@@ -129,7 +129,7 @@ async def test_event_log_persists_before_publishing_and_replays_from_any_point(t
     await log.append(builder.finish("completed"))
     await asyncio.wait_for(task, 5)
     assert seen == log.events
-    stored = response_store.events_after(db, "resp_test")
+    stored = db.run(response_store.events_after, "resp_test")
     assert stored == log.events
     assert [e["sequence_number"] for e in stored] == list(range(len(stored)))
     tail = [e async for e in log.follow(after=len(stored) - 3)]

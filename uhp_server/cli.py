@@ -45,8 +45,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"uhp-server: bad UHP_PROVIDERS_FILE: {exc}", file=sys.stderr)
         return 2
     db = Database(settings.database)
-    if not settings.api_key and not keys.any_key_exists(db):
-        _key_id, key = keys.create_key(db, keys.DEFAULT_PRINCIPAL)
+    if not settings.api_key and not db.run(keys.any_key_exists):
+        _key_id, key = db.run(keys.create_key, keys.DEFAULT_PRINCIPAL)
         print("Created an API key for the default principal. It is shown only this once:")
         print(f"  {key}")
     db.close()
@@ -81,7 +81,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
     settings = _settings(args)
     db = Database(settings.database)
     if args.keys_command == "create":
-        key_id, key = keys.create_key(db, args.principal)
+        key_id, key = db.run(keys.create_key, args.principal)
         # The key alone on stdout, so `export UHP_KEY=$(uhp-server keys create …)` works.
         print(key)
         print(
@@ -90,12 +90,12 @@ def cmd_keys(args: argparse.Namespace) -> int:
         )
         return 0
     if args.keys_command == "revoke":
-        if keys.revoke_key(db, args.key):
+        if db.run(keys.revoke_key, args.key):
             print("revoked")
             return 0
         print("no such active key", file=sys.stderr)
         return 1
-    for row, principal in keys.list_keys(db):
+    for row, principal in db.run(keys.list_keys):
         state = "revoked" if row.revoked_at else "active"
         print(f"{row.id} {principal} {state}")
     return 0

@@ -150,7 +150,7 @@ async def serving(ctx: AppContext, app: FastAPI) -> AsyncIterator[None]:
     peers = ctx.runs.peers
     await peers.open(ctx.runs)  # recovers only what no live replica runs
     retention = ctx.settings.idempotency_retention_hours * 3600
-    await ctx.db.write(prune_idempotency, ctx.db, time.time() - retention)
+    await ctx.db.write(prune_idempotency, time.time() - retention)
     sandbox = ctx.runs.executor.sandbox
     await sandbox.open(app)  # e.g. the docker sandbox serves the gateway on a socket
     try:

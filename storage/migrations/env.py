@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlmodel import SQLModel
 
-from storage import mcp_secrets, models, skills  # noqa: F401  (registers the tables)
+from storage import tables  # noqa: F401  (registers the tables)
 
 connection = context.config.attributes["connection"]
 # render_as_batch: SQLite cannot ALTER most of a table; Alembic rebuilds it instead.

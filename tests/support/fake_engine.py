@@ -150,7 +150,7 @@ class StandInEngine:
         catalog = ModelCatalog(Upstreams(self.settings))
         blobs = BlobStore(self.settings.blobs_dir)
         self.engine = assemble_engine(self.settings, self.db, bases, catalog, self.runs, blobs)
-        self.principal_id = keys.ensure_principal(self.db, keys.DEFAULT_PRINCIPAL).id
+        self.principal_id = self.db.run(keys.ensure_principal, keys.DEFAULT_PRINCIPAL).id
 
     async def close(self) -> None:
         for gate in self.base.gates.values():

@@ -33,7 +33,7 @@ def ctx(http: TestClient) -> Any:
 
 
 def other_principal(http: TestClient) -> dict[str, str]:
-    _, key = key_store.create_key(ctx(http).db, "other-principal")
+    _, key = ctx(http).db.run(key_store.create_key, "other-principal")
     return {"Authorization": f"Bearer {key}"}
 
 
@@ -73,4 +73,4 @@ def decode(file: dict[str, Any]) -> bytes:
 
 
 def principal_id(http: TestClient) -> str:
-    return key_store.ensure_principal(ctx(http).db, key_store.DEFAULT_PRINCIPAL).id
+    return ctx(http).db.run(key_store.ensure_principal, key_store.DEFAULT_PRINCIPAL).id

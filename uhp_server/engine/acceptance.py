@@ -22,7 +22,7 @@ from storage.acceptance import (
     NewResponse,
     NewSession,
 )
-from storage.models import HarnessRow, SessionRow
+from storage.tables import HarnessRow, SessionRow
 from uhp_server.engine import attachments
 from uhp_server.engine.inputs import Attachment, NormalizedInput
 from uhp_server.engine.requests import EngineTask

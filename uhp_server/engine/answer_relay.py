@@ -45,9 +45,7 @@ class AnswerRelay:
         """Shown to every replica (not shown: the question still waits here, for local
         answers only)."""
         try:
-            await self.db.write(
-                store.post, self.db, run.response_id, question.call_id, question.arguments
-            )
+            await self.db.write(store.post, run.response_id, question.call_id, question.arguments)
         except Exception:
             log.exception("question_not_posted", extra={"response_id": run.response_id})
 
@@ -55,7 +53,7 @@ class AnswerRelay:
         """The question no longer waits; an answer relayed for it meanwhile, if any."""
         try:
             result: str | None = await self.db.write(
-                store.withdraw, self.db, run.response_id, question.call_id
+                store.withdraw, run.response_id, question.call_id
             )
         except Exception:  # the row goes with the turn (Cluster's sweep)
             log.exception("question_not_withdrawn", extra={"response_id": run.response_id})
@@ -76,7 +74,7 @@ class AnswerRelay:
             self._spawn(self.deliver(response_id))
 
     async def look_for_answers(self) -> None:
-        for response_id in await self.db.read(store.answered_on, self.db, self.replica_id):
+        for response_id in await self.db.read(store.answered_on, self.replica_id):
             await self.deliver(response_id)
 
     async def deliver(self, response_id: str) -> None:
@@ -84,13 +82,13 @@ class AnswerRelay:
         run = runs.get(response_id) if runs is not None else None
         if run is None:
             return
-        taken = await self.db.write(store.take_answers, self.db, response_id)
+        taken = await self.db.write(store.take_answers, response_id)
         if taken:
             questions.deliver(run, [ToolAnswer(call, output) for call, output in taken.items()])
             return
         if not _still_asking(run):
             return
-        call_ids = await self.db.write(store.take_park_request, self.db, response_id)
+        call_ids = await self.db.write(store.take_park_request, response_id)
         if not call_ids:
             return
         # Asked again after the await: an answer given here meanwhile goes on instead.
@@ -109,19 +107,19 @@ class AnswerRelay:
     async def relay(self, response_id: str, answers: list[ToolAnswer]) -> bool:
         """Record the answers for the runner; False when its turn no longer waits on them."""
         recorded: bool = await self.db.write(
-            store.record_answers, self.db, response_id, {a.call_id: a.output for a in answers}
+            store.record_answers, response_id, {a.call_id: a.output for a in answers}
         )
         return recorded
 
     async def request_park(self, response_id: str, call_ids: list[str]) -> bool:
         """Ask the runner to park the turn waiting on these calls; False when it no longer
         waits on them."""
-        requested: bool = await self.db.write(store.request_park, self.db, response_id, call_ids)
+        requested: bool = await self.db.write(store.request_park, response_id, call_ids)
         return requested
 
     async def withdraw_park_request(self, response_id: str) -> bool:
         """Give up a request to park the runner has not taken; False when it took it."""
-        withdrawn: bool = await self.db.write(store.withdraw_park_request, self.db, response_id)
+        withdrawn: bool = await self.db.write(store.withdraw_park_request, response_id)
         return withdrawn
 
     def _spawn(self, work: Coroutine[Any, Any, object]) -> None:

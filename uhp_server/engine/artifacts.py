@@ -26,7 +26,7 @@ from harness_bases import registry
 from storage import artifacts as artifact_store
 from storage.blobs import BlobStore, BlobTooLarge
 from storage.db import Database
-from storage.models import ArtifactRow
+from storage.tables import ArtifactRow
 from uhp_server.ids import new_id
 
 # Folder names never searched for artifacts, at any depth: version-control internals and
@@ -139,7 +139,7 @@ class ArtifactCollector:
         changed = changed_paths(before, after)
         if not changed:  # most turns: no database work at all
             return result
-        count, total = artifact_store.session_totals(self.db, session_id)
+        count, total = self.db.run(artifact_store.session_totals, session_id)
         now = int(time.time())
         for path in changed:
             why = self._refusal(path, after[path][0], count, total)
@@ -163,7 +163,8 @@ class ArtifactCollector:
                     created_at=now,
                 )
             )
-        artifact_store.insert_artifacts(self.db, result.rows)
+        if result.rows:
+            self.db.run(artifact_store.insert_artifacts, result.rows)
         return result
 
     def _refusal(self, path: str, size: int, count: int, total: int) -> str | None:

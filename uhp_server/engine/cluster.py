@@ -38,8 +38,9 @@ from storage import relayed_questions
 from storage import replicas as replica_store
 from storage import responses as response_store
 from storage import sessions as session_store
-from storage.db import EVENTS_CHANNEL, Database
-from storage.models import ResponseRow
+from storage.db import EVENTS_CHANNEL, Database, Order
+from storage.tables import ResponseRow
+from storage.unit import Tx
 from uhp_server.engine.answer_relay import AnswerRelay
 from uhp_server.engine.fold import TERMINAL_TYPES
 from uhp_server.engine.lease import Lease
@@ -83,7 +84,7 @@ LOST_REPLICA = {
 def listener(db: Database, replica_id: str) -> Notifications:
     """The one LISTEN connection of this replica, for the cluster and its admission line."""
     return Notifications(
-        str(getattr(db.raw, "conninfo", "")),
+        db.dialect.conninfo or "",
         (
             replica_store.CANCEL_CHANNEL,
             replica_store.ADMISSION_CHANNEL,
@@ -135,9 +136,9 @@ class Cluster:
         self._runs = runs
         self._loop = asyncio.get_running_loop()
         await self._wait_for_own_lease()
-        await self.db.write_apart(self._renew_lease)
+        await self.db.write(self._renew_lease, order=Order.LINE)
         await self._sweep(own=True)
-        await self.db.write(replica_store.clear_slots, self.db, self.replica_id)
+        await self.db.write(replica_store.clear_slots, self.replica_id)
         self.notes.on(replica_store.CANCEL_CHANNEL, self._cancel_requested)
         self.answers.runs = runs
         self.notes.on(relayed_questions.ANSWERS_CHANNEL, self.answers.notified)
@@ -150,9 +151,7 @@ class Cluster:
         turns are finished once it expires), or another process of the same id: then this
         one must not start, or it would fail that one's turns."""
         waited = 0.0
-        while await self.db.read(
-            replica_store.lease_live, self.db, self.replica_id, self.lease_seconds
-        ):
+        while await self.db.read(replica_store.lease_live, self.replica_id, self.lease_seconds):
             if waited > self.lease_seconds * 2:
                 raise RuntimeError(
                     f"another running server holds the replica id {self.replica_id!r}: give"
@@ -174,7 +173,7 @@ class Cluster:
         await asyncio.gather(*self._renewals, return_exceptions=True)
         await self.notes.close()
         with contextlib.suppress(Exception):  # on the renewals' line: after any still on it
-            await self.db.write_apart(replica_store.drop_lease, self.db, self.replica_id)
+            await self.db.write(replica_store.drop_lease, self.replica_id, order=Order.LINE)
 
     async def _keep_lease(self) -> None:
         """Every third of a lease: judge the lease by the last renewal that reached the
@@ -189,11 +188,15 @@ class Cluster:
                 self._renewals.add(renewal)
                 renewal.add_done_callback(self._renewals.discard)
 
-    def _renew_lease(self) -> None:
-        """On the admission line's thread: renew, and record when this renewal set out (the
-        lease runs from no later than that), whatever the event loop is doing meanwhile."""
+    def _renew_lease(self, tx: Tx) -> None:
+        """On the admission line's thread: renew, and once it committed, record when this
+        renewal set out (the lease runs from no later than that), whatever the event loop is
+        doing meanwhile."""
         setting_out = time.monotonic()
-        lapsed = replica_store.renew_lease(self.db, self.replica_id, self.lease_seconds)
+        lapsed = replica_store.renew_lease(tx, self.replica_id, self.lease_seconds)
+        tx.after_commit(lambda: self._renewed_lease(setting_out, lapsed))
+
+    def _renewed_lease(self, setting_out: float, lapsed: bool) -> None:
         self.lease.renewed(setting_out)
         if lapsed:
             # The other replicas stopped counting what this one holds, and may have taken its
@@ -206,7 +209,7 @@ class Cluster:
 
     async def _renewal_round(self) -> None:
         try:
-            await self.db.write_apart(self._renew_lease)
+            await self.db.write(self._renew_lease, order=Order.LINE)
         except Exception:
             log.exception("replica_lease_renewal_failed")
             return
@@ -220,12 +223,9 @@ class Cluster:
                 await self._sweep(own=False)
                 await self._look_for_cancels()  # a notification may have been lost
                 await self.answers.look_for_answers()
-                await self.db.write(relayed_questions.forget_finished, self.db)
+                await self.db.write(relayed_questions.forget_finished)
                 await self.db.write(
-                    replica_store.clear_slots,
-                    self.db,
-                    self.replica_id,
-                    finished_before=time.time() - LOST_SLOT_SECONDS,
+                    replica_store.clear_slots, self.replica_id, time.time() - LOST_SLOT_SECONDS
                 )
                 await self._stop_storing_deleted()
                 await self.admission.look_at_line()
@@ -236,7 +236,7 @@ class Cluster:
         """A session still held by a turn that ended a while ago lost its release (a failure
         between a turn's end and its session's release, on any replica): free it."""
         before = time.time() - ENDED_TURN_GRACE_SECONDS
-        for session_id in await self.db.write_beside(session_store.release_ended, self.db, before):
+        for session_id in await self.db.write(session_store.release_ended, before, order=Order.ANY):
             log.warning("session_release_repaired", extra={"session_id": session_id})
 
     # -- letting go of turns this replica may no longer own ---------------------------------
@@ -259,9 +259,7 @@ class Cluster:
         here = [run.response_id for run in runs.running() if not run.abandoned]
         if not here:
             return
-        for response_id in await self.db.read(
-            replica_store.taken_over, self.db, here, self.replica_id
-        ):
+        for response_id in await self.db.read(replica_store.taken_over, here, self.replica_id):
             run = runs.get(response_id)
             if run is not None:
                 log.warning("replica_turn_taken_over", extra={"response_id": response_id})
@@ -283,27 +281,25 @@ class Cluster:
         """A response deleted on another replica while it runs here: the turn runs on, no
         longer stored (as a local delete does), and what it stored meanwhile is dropped."""
         runs = self._runs
-        for response_id in await self.db.read(
-            replica_store.deleted_while_running, self.db, self.replica_id
-        ):
+        for response_id in await self.db.read(replica_store.deleted_while_running, self.replica_id):
             run = runs.get(response_id) if runs is not None else None
             if run is not None and run.log.persist:
                 run.log.persist = False
-                await self.db.write(response_store.delete_response, self.db, response_id)
+                await self.db.write(response_store.delete_response, response_id)
 
     async def _sweep(self, *, own: bool) -> None:
         # A thread of its own: finishing appends through the writer and waits for it.
         finished = await asyncio.to_thread(self._finish_orphans, own)
         if finished:
             log.warning("replica_turns_taken_over", extra={"count": finished})
-        for dead in await self.db.write(replica_store.forget_expired, self.db, self.lease_seconds):
+        for dead in await self.db.write(replica_store.forget_expired, self.lease_seconds):
             log.warning("replica_lease_expired", extra={"replica": dead})
             if dead != self.replica_id:
                 await self.sandbox.reap_owner(dead)
 
     def _finish_orphans(self, own: bool) -> int:
         """End every turn no live replica runs that this one claims (blocking)."""
-        orphans = replica_store.orphans(self.db, self.replica_id, self.lease_seconds, own=own)
+        orphans = self.db.run(replica_store.orphans, self.replica_id, self.lease_seconds, own)
         ended, _ = self._finish_each(orphans, False)
         return len(ended)
 
@@ -315,12 +311,18 @@ class Cluster:
         replica ended."""
         ended, failed = [], []
         for orphan in orphans:
-            if not replica_store.take_over(self.db, orphan, self.replica_id, self.lease_seconds):
+            if not self.db.run(
+                replica_store.take_over, orphan, self.replica_id, self.lease_seconds
+            ):
                 continue  # another replica finishes it
             try:
                 status = self._finish(orphan, lost)
-                session_store.release_session(
-                    self.db, orphan.session_id, orphan.response_id, status, None
+                self.db.run(
+                    session_store.release_session,
+                    orphan.session_id,
+                    orphan.response_id,
+                    status,
+                    None,
                 )
             except Exception:  # left in progress: this replica's next start ends it
                 log.exception("replica_turn_unfinished", extra={"response_id": orphan.response_id})
@@ -359,7 +361,7 @@ class Cluster:
         runs = self._runs
         assert runs is not None
         for response_id, details in await self.db.read(
-            replica_store.cancel_requests, self.db, self.replica_id
+            replica_store.cancel_requests, self.replica_id
         ):
             run = runs.get(response_id)
             if run is None or run.log.ending or run.cut_short:
@@ -372,7 +374,7 @@ class Cluster:
     async def relay_cancel(self, response_id: str, details: dict[str, Any] | None = None) -> None:
         """Ask the replica running the response to stop it (`details`: a deadline's, ending
         it `incomplete`), and wait (bounded) for the terminal event it writes."""
-        if not await self.db.write(replica_store.request_cancel, self.db, response_id, details):
+        if not await self.db.write(replica_store.request_cancel, response_id, details):
             return  # already over
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.wait_finished(response_id), RELAY_WAIT_SECONDS)
@@ -439,7 +441,7 @@ class Cluster:
         position = after
         while True:
             changed = self.notes.changed(EVENTS_CHANNEL, response_id)
-            events = await self.db.read(response_store.events_after, self.db, response_id, position)
+            events = await self.db.read(response_store.events_after, response_id, position)
             for event in events:
                 position = event["sequence_number"]
                 yield event
@@ -454,7 +456,7 @@ class Cluster:
                     # Over with no terminal event after `after` (resumed past it, or never
                     # stored): one last look, then the stream ends.
                     for event in await self.db.read(
-                        response_store.events_after, self.db, response_id, position
+                        response_store.events_after, response_id, position
                     ):
                         yield event
                     return
@@ -471,7 +473,7 @@ class Cluster:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(changed.wait(), POLL_SECONDS)
 
-    def _running(self, response_id: str) -> bool:
-        with self.db.session() as s:
-            row = s.get(ResponseRow, response_id)
-            return row is not None and row.status == "in_progress"
+    @staticmethod
+    def _running(tx: Tx, response_id: str) -> bool:
+        row = tx.orm.get(ResponseRow, response_id)
+        return row is not None and row.status == "in_progress"

@@ -17,7 +17,8 @@ from storage import artifacts as artifact_store
 from storage import door_sessions
 from storage import responses as response_store
 from storage.db import Database
-from storage.models import ResponseRow
+from storage.tables import ResponseRow
+from storage.unit import Tx
 from uhp_server.engine.facade.files import Files
 from uhp_server.engine.facade.harnesses import Harnesses
 from uhp_server.engine.facade.principals import Principals
@@ -157,13 +158,13 @@ class Engine:
         """The responses that follow this one in its session, oldest first, each with the
         metadata it was created with: for a parked one, the new turn that carried it on (on
         whichever replica took the answer), and maybe later tasks of the session."""
-        return await self._db.read(response_store.successors, self._db, principal_id, response_id)
+        return await self._db.read(response_store.successors, principal_id, response_id)
 
     async def turn_files(self, response_id: str, base_url: str) -> list[TurnFile]:
         """The artifacts the response's turn produced, linked on `base_url`."""
 
-        def look() -> list[TurnFile]:
-            rows = artifact_store.for_response(self._db, response_id)
+        def look(tx: Tx) -> list[TurnFile]:
+            rows = artifact_store.for_response(tx, response_id)
             return [TurnFile(r.filename, r.bytes, download_url(base_url, r)) for r in rows]
 
         return await self._db.read(look)
@@ -210,7 +211,7 @@ class Engine:
         run = self._runs.get(row.id)
         if run is not None:
             run.log.persist = False
-        await self._db.write(response_store.delete_response, self._db, row.id)
+        await self._db.write(response_store.delete_response, row.id)
         return row.id
 
     # -- a door's own session keys ---------------------------------------------------------
@@ -232,7 +233,6 @@ class Engine:
         continues it (a door whose key changes every turn)."""
         await self._db.write(
             door_sessions.rekey,
-            self._db,
             principal_id,
             harness_id,
             key.door,
@@ -242,7 +242,7 @@ class Engine:
 
     # -- reading rows ------------------------------------------------------------------------
     async def _row(self, principal_id: str, response_id: str) -> ResponseRow:
-        row = await self._db.read(response_store.get_response, self._db, principal_id, response_id)
+        row = await self._db.read(response_store.get_response, principal_id, response_id)
         if row is None:
             raise response_not_found()
         return row
@@ -252,7 +252,7 @@ class Engine:
         run = self._runs.get(row.id)
         if run is not None and (row.store or replay or not run.log.finished):
             return run.log.current()
-        return await self._db.read(current_response, self._db, self._runs, row, replay=replay)
+        return await self._db.read(current_response, self._runs, row, replay)
 
     def _readable(self, row: ResponseRow) -> bool:
         """Whether the response's content may be read: kept (`store: true`), or still running

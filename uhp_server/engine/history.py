@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from storage import responses as response_store
-from storage.db import Database
-from storage.models import ResponseRow
+from storage.tables import ResponseRow
+from storage.unit import Tx
 from uhp_server.engine.fold import fold
 from uhp_server.engine.runs import RunManager
 
 
-def response_now(db: Database, runs: RunManager, row: ResponseRow) -> dict[str, Any] | None:
+def response_now(tx: Tx, runs: RunManager, row: ResponseRow) -> dict[str, Any] | None:
     """The response as it stands: live from its run, else its stored final form."""
     run = runs.get(row.id)
     if run is not None and (row.store or not run.log.finished):
@@ -24,7 +24,7 @@ def response_now(db: Database, runs: RunManager, row: ResponseRow) -> dict[str, 
     if row.final is not None:
         return row.final
     if row.store:
-        events = response_store.events_after(db, row.id)
+        events = response_store.events_after(tx, row.id)
         if events:
             return fold(events)
     return None

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
-from storage.models import FileRow
+from storage.tables import FileRow
 from uhp_server.errors import ApiError
 from uhp_server.files.filenames import safe_filename
 from uhp_server.ids import new_id

@@ -22,8 +22,9 @@ from storage import files as file_store
 from storage import responses as response_store
 from storage.acceptance import HeldSession
 from storage.blobs import BlobStore
-from storage.db import Database, SessionRelease
-from storage.models import HarnessRow
+from storage.db import Database, Order, SessionRelease
+from storage.tables import HarnessRow
+from storage.unit import Tx
 from uhp_server.catalog import ModelCatalog, ModelRoute
 from uhp_server.engine import acceptance
 from uhp_server.engine.acceptance import Acceptance
@@ -41,7 +42,7 @@ from uhp_server.gateway.connection import connection_provider
 from uhp_server.gateway.mcp_targets import McpTarget
 from uhp_server.harnesses.builtin_skills import builtin_skills
 from uhp_server.harnesses.config import HarnessConfig
-from uhp_server.harnesses.runtime import turn_mcp_targets, turn_skills
+from uhp_server.harnesses.runtime import builtin_turn_skills, turn_mcp_targets, turn_skills
 from uhp_server.ids import new_id
 from uhp_server.settings import Settings
 
@@ -94,16 +95,16 @@ class TaskIntake:
         """The response an earlier request with this Idempotency-Key made (None: none)."""
         if not (a.idempotency_key and a.fingerprint):
             return None
-        return await self.db.write_single(
-            self._idempotent, a.task.principal_id, a.idempotency_key, a.fingerprint
+        return await self.db.write(
+            self._idempotent, a.task.principal_id, a.idempotency_key, a.fingerprint, order=Order.ANY
         )
 
-    def _idempotent(self, principal_id: str, key: str, print_: str) -> str | None:
-        row = response_store.get_idempotency(self.db, principal_id, key)
+    def _idempotent(self, tx: Tx, principal_id: str, key: str, print_: str) -> str | None:
+        row = response_store.get_idempotency(tx, principal_id, key)
         if row is None:
             return None
         if time.time() - row.created_at > self.settings.idempotency_retention_hours * 3600:
-            response_store.forget_idempotency(self.db, principal_id, key)
+            response_store.forget_idempotency(tx, principal_id, key)
             return None
         if row.fingerprint != print_:
             raise ApiError(
@@ -256,26 +257,26 @@ class TaskIntake:
         if isinstance(task.input, str):  # a prompt: no file to look up, nothing to decode
             return normalize_input(task.input)
         principal_id = task.principal_id
-        return await self.db.read(
-            normalize_input,
-            task.input,
-            lambda file_id: file_store.get_file(self.db, principal_id, file_id),
-            self.settings.max_file_bytes,
-        )
+
+        def normalized(tx: Tx, content: Any) -> NormalizedInput:
+            look_up = lambda file_id: file_store.get_file(tx, principal_id, file_id)  # noqa: E731
+            return normalize_input(content, look_up, self.settings.max_file_bytes)
+
+        return await self.db.read(normalized, task.input)
 
     async def _turn_config(
         self, principal_id: str, config: HarnessConfig
     ) -> tuple[tuple[SkillBundle, ...], tuple[McpTarget, ...]]:
         if not config.has_own_parts:  # built-in skills only: nothing to read
-            return turn_skills(self.db, principal_id, []), ()
+            return builtin_turn_skills(), ()
         return await self.db.read(self._stored_turn_config, principal_id, config)
 
     def _stored_turn_config(
-        self, principal_id: str, config: HarnessConfig
+        self, tx: Tx, principal_id: str, config: HarnessConfig
     ) -> tuple[tuple[SkillBundle, ...], tuple[McpTarget, ...]]:
-        skills = turn_skills(self.db, principal_id, config.skills)
+        skills = turn_skills(tx, principal_id, config.skills)
         mcp = turn_mcp_targets(
-            self.db, principal_id, config.mcp_servers, self.settings.mcp_allow_private_hosts
+            tx, principal_id, config.mcp_servers, self.settings.mcp_allow_private_hosts
         )
         return skills, mcp
 
@@ -285,9 +286,9 @@ class TaskIntake:
         winner = await self._idempotent_winner(a)
         if winner:
             return winner
-        lost_to: tuple[type[Exception], ...] = (accepting.Busy, *self.db.raw.integrity_error)
+        lost_to: tuple[type[Exception], ...] = (accepting.Busy, *self.db.dialect.integrity_error)
         try:
-            return await accepting.accept(self.db, acceptance.rows_of(a))
+            return await self.db.write(accepting.accept, acceptance.rows_of(a), order=Order.ANY)
         except lost_to as lost:
             # Another request with this key may have won since the look-up above: its record
             # refused ours, or its claim of the session came first.

@@ -242,8 +242,3 @@ class Notifications:
         for handler in self._handlers.values():
             with contextlib.suppress(Exception):
                 handler("")  # "": look at everything, something may have been missed
-
-
-def conninfo_of(db: Any) -> str:
-    """The libpq connection string of the database's raw backend."""
-    return str(db.raw.conninfo)

@@ -13,7 +13,8 @@ from storage import relayed_questions
 from storage import replicas as replica_store
 from storage import responses as response_store
 from storage.db import Database
-from storage.models import ResponseRow
+from storage.tables import ResponseRow
+from storage.unit import Tx
 from uhp_server.engine.fold import fold
 from uhp_server.engine.questions import pending_questions, question_of_call
 from uhp_server.engine.requests import INPUT_REQUIRED, QUEUED, TaskState
@@ -23,7 +24,7 @@ from uhp_server.errors import ApiError
 
 
 def current_response(
-    db: Database, runs: RunManager, row: ResponseRow, *, replay: bool = False
+    tx: Tx, runs: RunManager, row: ResponseRow, replay: bool = False
 ) -> dict[str, Any]:
     """The response as it stands: live from the run, else its stored final form.
 
@@ -35,7 +36,7 @@ def current_response(
     if row.final is not None:
         return row.final
     if row.store:
-        events = response_store.events_after(db, row.id)
+        events = response_store.events_after(tx, row.id)
         if events:
             return fold(events)
     raise ApiError(404, "response_not_found", "That response was not retained (store: false).")
@@ -70,10 +71,10 @@ def live_response(
     return None
 
 
-def task_state(db: Database, runs: RunManager, row: ResponseRow) -> TaskState:
+def task_state(tx: Tx, runs: RunManager, row: ResponseRow) -> TaskState:
     """The task's engine status (with `queued` and `input_required`, which UHP folds into
     `in_progress`), its response, and the questions it waits on."""
-    response = current_response(db, runs, row, replay=True)
+    response = current_response(tx, runs, row, replay=True)
     status = response["status"]
     run = runs.get(row.id)
     if run is not None and status == "in_progress":
@@ -84,7 +85,7 @@ def task_state(db: Database, runs: RunManager, row: ResponseRow) -> TaskState:
     elif run is None and status == "in_progress" and runs.peers.shared:
         if row.admission == "waiting":
             status = QUEUED  # waiting for a slot on another replica
-        elif waiting := relayed_questions.pending(db, row.id):  # paused on another replica
+        elif waiting := relayed_questions.pending(tx, row.id):  # paused on another replica
             asked = tuple(question_of_call(call, arguments) for call, arguments in waiting)
             return TaskState(INPUT_REQUIRED, response, asked)
         elif row.admission == replica_store.IN_OWN_QUEUE:  # (questions first: a stale mark)
@@ -108,5 +109,5 @@ async def follow_events(
         async for event in runs.peers.follow(row.id, after):
             yield event
         return
-    for event in await db.read(response_store.events_after, db, row.id, after):
+    for event in await db.read(response_store.events_after, row.id, after):
         yield event

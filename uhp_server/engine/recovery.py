@@ -49,35 +49,40 @@ def _closing(response: dict, error: dict, stop: dict | None = None) -> list[dict
 def finish_interrupted(
     db: Database, response_id: str, error: dict = _INTERRUPTED, stop: dict | None = None
 ) -> str:
-    """End one response whose turn is gone, keeping every event it wrote (on a thread);
-    `stop`: a cancel ({}) or deadline (its details) asked before the turn was lost. Returns
-    the status it ended with."""
-    events = response_store.events_after(db, response_id)
+    """End one response whose turn is gone, keeping every event it wrote (on a thread that
+    may block: its closing events go through the event log's writer, and it waits for their
+    commit); `stop`: a cancel ({}) or deadline (its details) asked before the turn was lost.
+    Returns the status it ended with."""
+    events = db.run(response_store.events_after, response_id)
     if events and events[-1]["type"] in TERMINAL_TYPES:
         final = events[-1]["response"]
     elif events:
         closing = _closing(fold(events), error, stop)
         rows = [numbered(event, seq) for seq, event in enumerate(closing, len(events))]
         final = closing[-1]["response"]
-        response_store.append_events_now(db, response_id, rows, final)
+        db.append_events(response_store.event_batch(response_id, rows, final)).result()
     else:
         final = None
     if final is not None:
-        response_store.finish_response(db, response_id, final)
+        db.run(response_store.finish_response, response_id, final)
         return str(final["status"])
-    response_store.mark_failed_unstored(db, response_id)
+    db.run(response_store.mark_failed_unstored, response_id)
     return "failed"
 
 
 def recover(db: Database) -> int:
     """Finish every response left in progress; returns how many were finished."""
     finished = 0
-    for row in response_store.unfinished_responses(db):
+    for row in db.run(response_store.unfinished_responses):
         finish_interrupted(db, row.id)
         finished += 1
-    for session in session_store.sessions_with_active_turns(db):
-        session_store.release_session(
-            db, session.id, session.active_response_id or "", "failed", None
+    for session in db.run(session_store.sessions_with_active_turns):
+        db.run(
+            session_store.release_session,
+            session.id,
+            session.active_response_id or "",
+            "failed",
+            None,
         )
     if finished:
         log.info("recovered_unfinished_tasks", extra={"count": finished})

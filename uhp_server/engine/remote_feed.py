@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from storage import responses as response_store
 from storage.db import EVENTS_CHANNEL, Database
-from storage.models import ResponseRow, SessionRow
+from storage.tables import ResponseRow, SessionRow
+from storage.unit import Tx
 from uhp_server.engine.feed import HarnessFeed, feed_event
 from uhp_server.engine.fold import TERMINAL_TYPES
 from uhp_server.engine.notifications import Notifications
@@ -102,7 +103,7 @@ class RemoteFeed:
                 return
         self._turns[response_id] = turn
         after = self._positions.get(response_id, -1)
-        events = await self.db.read(response_store.events_after, self.db, response_id, after)
+        events = await self.db.read(response_store.events_after, response_id, after)
         for event in events:
             self._positions[response_id] = event["sequence_number"]
             for item in feed_event(
@@ -124,16 +125,16 @@ class RemoteFeed:
         while len(self._over) > OVER_KEPT:
             del self._over[next(iter(self._over))]
 
-    def _turn(self, response_id: str) -> _Turn | None:
-        with self.db.session() as s:
-            row = s.get(ResponseRow, response_id)
-            session = s.get(SessionRow, row.session_id) if row is not None else None
-            if row is None or session is None:
-                return None
-            return _Turn(
-                row.principal_id,
-                row.session_id,
-                session.harness_id,
-                row.previous_response_id is None,
-                row.finished_at if row.status != "in_progress" else None,
-            )
+    @staticmethod
+    def _turn(tx: Tx, response_id: str) -> _Turn | None:
+        row = tx.orm.get(ResponseRow, response_id)
+        session = tx.orm.get(SessionRow, row.session_id) if row is not None else None
+        if row is None or session is None:
+            return None
+        return _Turn(
+            row.principal_id,
+            row.session_id,
+            session.harness_id,
+            row.previous_response_id is None,
+            row.finished_at if row.status != "in_progress" else None,
+        )

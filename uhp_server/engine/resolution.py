@@ -14,7 +14,8 @@ from storage import harnesses as harness_store
 from storage import responses as response_store
 from storage import sessions as session_store
 from storage.db import Database
-from storage.models import HarnessRow, SessionRow
+from storage.tables import HarnessRow, SessionRow
+from storage.unit import Tx
 from uhp_server.engine.requests import EngineTask
 from uhp_server.errors import ApiError
 from uhp_server.harnesses.defaults import default_harness, first_default, made_default
@@ -48,7 +49,7 @@ class TaskResolution:
             # The most common task: a new session on the principal's default harness, whose
             # one read goes from the loop on PostgreSQL (storage/loop_link.py).
             harness = first_default(
-                await harness_store.defaults(self.db, task.principal_id), self.bases
+                await self.db.read(harness_store.defaults_of, task.principal_id), self.bases
             )
             found = Resolved(harness) if harness is not None else None
         else:
@@ -58,15 +59,15 @@ class TaskResolution:
         assert found is not None, "the defaults exist once the writer made them"
         return found
 
-    def _chain(self, task: EngineTask, create_defaults: bool) -> Resolved | None:
+    def _chain(self, tx: Tx, task: EngineTask, create_defaults: bool) -> Resolved | None:
         """None: the principal has no default harnesses yet and `create_defaults` is off."""
         principal_id = task.principal_id
         requested_harness = task.harness_id
         previous_id = task.previous_response_id
         if previous_id is not None:  # an empty id names no response: 404, never "absent"
-            previous = response_store.get_response(self.db, principal_id, previous_id)
+            previous = response_store.get_response(tx, principal_id, previous_id)
             session = (
-                session_store.get_session(self.db, principal_id, previous.session_id)
+                session_store.get_session(tx, principal_id, previous.session_id)
                 if previous is not None
                 else None
             )
@@ -85,7 +86,7 @@ class TaskResolution:
                     param="previous_response_id",
                 )
             if requested_harness is not None and not harness_store.get_harness(
-                self.db, principal_id, requested_harness
+                tx, principal_id, requested_harness
             ):
                 raise ApiError(
                     404,
@@ -100,7 +101,7 @@ class TaskResolution:
                     "The session was started with a different harness.",
                     param="metadata.harness_id",
                 )
-            harness = harness_store.get_harness(self.db, principal_id, session.harness_id)
+            harness = harness_store.get_harness(tx, principal_id, session.harness_id)
             if harness is None:
                 raise ApiError(
                     404,
@@ -110,28 +111,30 @@ class TaskResolution:
                 )
             return Resolved(harness, session, previous_id)
         if requested_harness is not None or create_defaults:
-            return Resolved(self._named_or_default_harness(principal_id, requested_harness))
-        harness = made_default(self.db, principal_id, self.bases)
+            return Resolved(self._named_or_default_harness(tx, principal_id, requested_harness))
+        harness = made_default(tx, principal_id, self.bases)
         return Resolved(harness) if harness is not None else None
 
-    def _door_session(self, task: EngineTask) -> Resolved:
+    def _door_session(self, tx: Tx, task: EngineTask) -> Resolved:
         """The harness, and the UHP session the door's session key maps to (None: a new
         one, bound to the key when the task is accepted) with its latest response."""
         assert task.session is not None
-        harness = self._named_or_default_harness(task.principal_id, task.harness_id)
+        harness = self._named_or_default_harness(tx, task.principal_id, task.harness_id)
         key = task.session
         session_id = door_sessions.find(
-            self.db, task.principal_id, harness.id, key.door, key.external_id
+            tx, task.principal_id, harness.id, key.door, key.external_id
         )
-        session = session_id and session_store.get_session(self.db, task.principal_id, session_id)
+        session = session_id and session_store.get_session(tx, task.principal_id, session_id)
         if not session or self.expired(session):
             return Resolved(harness, door_bound_to=session_id)
-        responses = session_listing.responses_of(self.db, session.id)
+        responses = session_listing.responses_of(tx, session.id)
         return Resolved(harness, session, responses[-1].id if responses else None)
 
-    def _named_or_default_harness(self, principal_id: str, harness_id: str | None) -> HarnessRow:
+    def _named_or_default_harness(
+        self, tx: Tx, principal_id: str, harness_id: str | None
+    ) -> HarnessRow:
         if harness_id is not None:
-            harness = harness_store.get_harness(self.db, principal_id, harness_id)
+            harness = harness_store.get_harness(tx, principal_id, harness_id)
             if harness is None:
                 raise ApiError(
                     404,
@@ -140,7 +143,7 @@ class TaskResolution:
                     param="metadata.harness_id",
                 )
             return harness
-        harness = default_harness(self.db, principal_id, self.bases)
+        harness = default_harness(tx, principal_id, self.bases)
         if harness is None:
             raise ApiError(503, "harness_unavailable", "No harness base is enabled on this server.")
         return harness

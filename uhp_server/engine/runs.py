@@ -12,6 +12,7 @@ from typing import Any
 from storage import session_listing
 from storage import sessions as session_store
 from storage.db import Database
+from storage.unit import Tx
 from uhp_server.catalog import ModelRoute
 from uhp_server.engine import questions
 from uhp_server.engine.feed import HarnessFeed, feed_event
@@ -81,7 +82,7 @@ class RunManager:
         """The agent of `run` asks the user; the answer, or None once the turn is parked."""
         if run.native_session_id:
             await self.db.write(
-                session_store.set_native_session_id, self.db, run.session_id, run.native_session_id
+                session_store.set_native_session_id, run.session_id, run.native_session_id
             )
         return await questions.ask(run, text, options, self.paused_keep_seconds, self.peers.board)
 
@@ -196,11 +197,12 @@ class RunManager:
             await asyncio.sleep(delay)
             delay = min(delay * 2, RELEASE_RETRY_MAX_SECONDS)
 
-    def _release_unrecorded(self, run: Run, status: str) -> None:
+    @staticmethod
+    def _release_unrecorded(tx: Tx, run: Run, status: str) -> None:
         if not run.log.persist:
-            session_listing.record_status(self.db, run.response_id, status)
+            session_listing.record_status(tx, run.response_id, status)
         session_store.release_session(
-            self.db, run.session_id, run.response_id, status, run.native_session_id
+            tx, run.session_id, run.response_id, status, run.native_session_id
         )
 
     async def cancel(self, run: Run) -> None:

@@ -35,7 +35,8 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from storage import replicas as replica_store
-from storage.db import Database
+from storage.db import Database, Order
+from storage.unit import Tx, repeatable
 from uhp_server.engine.lease import Lease
 from uhp_server.engine.notifications import Notifications
 
@@ -123,9 +124,7 @@ class SharedAdmission:
         """In each lease round, while the block holds idle slots or turns wait here: whether
         somebody waits in the line, in case every DEMAND was missed (the listener down)."""
         idle_or_waiting = self.block > len(self._on_block) or bool(self._here)
-        if idle_or_waiting and await self.db.read(
-            replica_store.anyone_waiting, self.db, self.lease_seconds
-        ):
+        if idle_or_waiting and await self.db.read(replica_store.anyone_waiting, self.lease_seconds):
             self._demanded()
 
     # -- the block -------------------------------------------------------------------------
@@ -157,7 +156,9 @@ class SharedAdmission:
     async def _take_block_slot(self, holder: str) -> bool | None:
         """Ask for a slot of the block: True when taken, False when the turn must join the
         line, None when it waits here."""
-        taking = asyncio.ensure_future(self.db.write_apart(self._take_on_the_line_thread))
+        taking = asyncio.ensure_future(
+            self.db.write(self._take_on_the_line_thread, order=Order.LINE)
+        )
         try:
             found = self._still_granted(await asyncio.shield(taking))
         except asyncio.CancelledError:
@@ -171,11 +172,10 @@ class SharedAdmission:
             return None
         return False
 
-    def _take_on_the_line_thread(self) -> tuple[str, int]:
+    @repeatable()  # as take_block_slot is
+    def _take_on_the_line_thread(self, tx: Tx) -> tuple[str, int]:
         """take_block_slot, and how many lapses were written before it (same thread)."""
-        found = replica_store.take_block_slot(
-            self.db, self.replica_id, self.limit, self.lease_seconds
-        )
+        found = replica_store.take_block_slot(tx, self.replica_id, self.limit, self.lease_seconds)
         return found, self._lapses_written
 
     def _still_granted(self, answer: tuple[str, int]) -> str:
@@ -264,7 +264,9 @@ class SharedAdmission:
         # (a late repeat could mark a turn already out of the queue).
         for pause in (0.2, 1.0, 5.0, None) if not waiting else (None,):
             try:
-                await self.db.write_apart(replica_store.mark_in_own_queue, self.db, holder, waiting)
+                await self.db.write(
+                    replica_store.mark_in_own_queue, holder, waiting, order=Order.LINE
+                )
                 return
             except Exception:  # only what other replicas show: not the turn's slot
                 log.warning("own_queue_mark_failed", exc_info=True, extra={"response_id": holder})
@@ -298,14 +300,18 @@ class SharedAdmission:
         self._contended = True
         handed = self._handed[holder] = asyncio.Event()
         try:
-            taken = await self.db.write_apart(
-                replica_store.join_line, self.db, holder, self.limit, self.lease_seconds
+            taken = await self.db.write(
+                replica_store.join_line, holder, self.limit, self.lease_seconds, order=Order.LINE
             )
             while not taken:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(handed.wait(), POLL_SECONDS)
-                taken = handed.is_set() or await self.db.write_apart(
-                    replica_store.take_slot, self.db, holder, self.limit, self.lease_seconds
+                taken = handed.is_set() or await self.db.write(
+                    replica_store.take_slot,
+                    holder,
+                    self.limit,
+                    self.lease_seconds,
+                    order=Order.LINE,
                 )
         except asyncio.CancelledError:
             self.release(holder)
@@ -322,10 +328,9 @@ class SharedAdmission:
         to the line; False when nothing of it landed. (A give-back whose outcome stayed
         unknown outlived the lease, whose renewal empties the block: its slots are gone.)"""
         demands = self._demands
+        arguments: tuple[Any, ...] = (*args, self.limit, self.lease_seconds)
         try:
-            waiting = await self.db.write_apart(
-                free, self.db, *args, self.limit, self.lease_seconds
-            )
+            waiting = await self.db.write(free, *arguments, order=Order.LINE)
         except Exception as exc:
             log.exception("admission_release_failed", extra={"statement": free.__name__})
             return isinstance(exc, replica_store.OutcomeUnknown)

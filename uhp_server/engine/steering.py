@@ -19,7 +19,8 @@ from storage import harnesses as harness_store
 from storage import responses as response_store
 from storage import sessions as session_store
 from storage.db import Database
-from storage.models import ResponseRow
+from storage.tables import ResponseRow
+from storage.unit import Tx
 from uhp_server.engine.history import user_text
 from uhp_server.engine.intake import TaskIntake
 from uhp_server.engine.questions import answered_questions, answers_prompt
@@ -42,7 +43,6 @@ from uhp_server.engine.runs import RunManager
 from uhp_server.engine.withdrawal import withdraw_parked
 from uhp_server.errors import ApiError
 from uhp_server.gateway.connection import ModelConnection, connection_provider
-from uhp_server.harnesses.defaults import default_harness
 from uhp_server.settings import Settings
 
 # How long an answer for a turn that parked on another replica waits for its end.
@@ -80,7 +80,7 @@ class TaskSteering:
         """The task as it stands (404 response_not_found for another principal's)."""
         await self.started(response_id)
         row = await self._row(principal_id, response_id)
-        return await self.db.read(task_state, self.db, self.runs, row)
+        return await self.db.read(task_state, self.runs, row)
 
     async def follow(
         self, principal_id: str, response_id: str, after: int = -1
@@ -104,7 +104,7 @@ class TaskSteering:
         elif run is None and row.status == "in_progress":  # it runs on another replica
             await self.runs.peers.relay_cancel(row.id)
             row = await self._row(principal_id, response_id)
-        state = await self.db.read(task_state, self.db, self.runs, row)
+        state = await self.db.read(task_state, self.runs, row)
         seen = await self._cancelled_response(row, run, cancelled_here)
         if state.status == INPUT_REQUIRED and state.response["status"] != "in_progress":
             # Parked: the task ends `cancelled` in a closing turn after it.
@@ -130,7 +130,7 @@ class TaskSteering:
             return unretained_response(row)
         if run is not None and (row.store or not run.log.finished):
             return run.log.current()
-        return await self.db.read(current_response, self.db, self.runs, row)
+        return await self.db.read(current_response, self.runs, row)
 
     async def time_out(self, principal_id: str, response_id: str, seconds: float) -> TaskState:
         """End the task now as `incomplete` with the timeout reason: a caller's deadline of
@@ -144,7 +144,7 @@ class TaskSteering:
         elif run is None and row.status == "in_progress":  # it runs on another replica
             await self.runs.peers.relay_cancel(row.id, details)
             row = await self._row(principal_id, response_id)
-        return await self.db.read(task_state, self.db, self.runs, row)
+        return await self.db.read(task_state, self.runs, row)
 
     async def answer(
         self,
@@ -163,7 +163,7 @@ class TaskSteering:
         or paused when that turn is not in this replica's memory)."""
         await self.started(response_id)
         row = await self._row(principal_id, response_id)
-        state = await self.db.read(task_state, self.db, self.runs, row)
+        state = await self.db.read(task_state, self.runs, row)
         if state.status != INPUT_REQUIRED:
             raise ApiError(409, "not_waiting", "This task is not waiting for an answer.")
         pending = sorted(q.call_id for q in state.questions)
@@ -196,7 +196,7 @@ class TaskSteering:
                         self.runs.peers.wait_finished(row.id), PARKING_WAIT_SECONDS
                     )
             row = await self._row(principal_id, response_id)
-            state = await self.db.read(task_state, self.db, self.runs, row)
+            state = await self.db.read(task_state, self.runs, row)
             if parking and row.status == "in_progress":
                 # Its replica did not take the request in time (it was withdrawn, the turn
                 # still waits), or its turn is still ending: a retry finds which.
@@ -238,9 +238,7 @@ class TaskSteering:
         conversation (`forgets_unfinished_turns`) is also given the turn's request and the
         answers the user gave earlier in it: the answer alone would lack them."""
         harness_id = state.response.get("metadata", {}).get("harness_id")
-        harness = await self.db.read(
-            harness_store.get_harness, self.db, row.principal_id, str(harness_id)
-        )
+        harness = await self.db.read(harness_store.get_harness, row.principal_id, str(harness_id))
         base = self.bases.get(harness.base) if harness is not None else None
         if base is None or not base.forgets_unfinished_turns:
             return answers_prompt(state.questions, answers)
@@ -248,15 +246,6 @@ class TaskSteering:
         return answers_prompt(
             state.questions, answers, request=user_text(row.input_items), answered_before=earlier
         )
-
-    async def harness_exists(self, principal_id: str, harness_id: str) -> bool:
-        """Whether the principal has this harness (its default harnesses included)."""
-
-        def look() -> bool:
-            default_harness(self.db, principal_id, self.bases)  # creates the defaults
-            return harness_store.get_harness(self.db, principal_id, harness_id) is not None
-
-        return await self.db.write(look)
 
     def use_connection(self, response_id: str, connection: ModelConnection) -> None:
         """A door's fresher model connection for a task still running: used from now on."""
@@ -275,27 +264,26 @@ class TaskSteering:
         """Whether the door's key was mapped to a session that has since been deleted (a key
         never mapped is not gone: it is unknown)."""
 
-        def look() -> bool:
-            session_id = door_sessions.find(
-                self.db, principal_id, harness_id, key.door, key.external_id
-            )
+        def look(tx: Tx) -> bool:
+            session_id = door_sessions.find(tx, principal_id, harness_id, key.door, key.external_id)
             if session_id is None:
                 return False
-            return session_store.get_session(self.db, principal_id, session_id) is None
+            return session_store.get_session(tx, principal_id, session_id) is None
 
         return await self.db.read(look)
 
-    def _latest_in_session(self, principal_id: str, harness_id: str, key: SessionKey) -> str | None:
-        session_id = door_sessions.find(
-            self.db, principal_id, harness_id, key.door, key.external_id
-        )
-        if session_id is None or not session_store.get_session(self.db, principal_id, session_id):
+    @staticmethod
+    def _latest_in_session(
+        tx: Tx, principal_id: str, harness_id: str, key: SessionKey
+    ) -> str | None:
+        session_id = door_sessions.find(tx, principal_id, harness_id, key.door, key.external_id)
+        if session_id is None or not session_store.get_session(tx, principal_id, session_id):
             return None
-        responses = session_listing.responses_of(self.db, session_id)
+        responses = session_listing.responses_of(tx, session_id)
         return responses[-1].id if responses else None
 
     async def _row(self, principal_id: str, response_id: str) -> ResponseRow:
-        row = await self.db.read(response_store.get_response, self.db, principal_id, response_id)
+        row = await self.db.read(response_store.get_response, principal_id, response_id)
         if row is None:
             raise ApiError(404, "response_not_found", "No response with that id.")
         return row

@@ -19,6 +19,7 @@ from storage import session_listing, shares, traces
 from storage import sessions as session_store
 from storage.blobs import BlobStore
 from storage.db import Database
+from storage.unit import Tx
 from uhp_server.engine.runs import RunManager
 from uhp_server.files.trees import remove_tree
 
@@ -46,11 +47,11 @@ class TraceDeleter:
         if run is not None and not run.log.finished:
             await self.runs.cancel(run)
         elif run is None and self.runs.peers.shared:  # it may run on another replica
-            active = await self.db.read(session_store.active_response, self.db, session_id)
+            active = await self.db.read(session_store.active_response, session_id)
             if active is not None:
                 await self.runs.peers.relay_cancel(active)
         await self.runs.wait_stopped(session_id, self.grace_seconds + 10)
-        response_ids = await self.db.read(session_listing.all_response_ids, self.db, session_id)
+        response_ids = await self.db.read(session_listing.all_response_ids, session_id)
         for response_id in response_ids:  # a late append of theirs is stored no more
             run = self.runs.get(response_id)
             if run is not None:
@@ -60,19 +61,22 @@ class TraceDeleter:
             self.runs.forget(response_id)
         await asyncio.to_thread(self._delete_files, session_id, unused)
 
-    def _unaddressable(self, session_id: str) -> None:
-        traces.forget_session(self.db, session_id)
-        shares.revoke(self.db, session_id)
+    @staticmethod
+    def _unaddressable(tx: Tx, session_id: str) -> None:
+        traces.forget_session(tx, session_id)
+        shares.revoke(tx, session_id)
 
-    def _delete_rows(self, session_id: str, response_ids: list[str]) -> list[str]:
-        """Delete the trace's rows; the blobs nothing else references now."""
-        inputs = traces.inline_inputs(self.db, session_id)
+    @staticmethod
+    def _delete_rows(tx: Tx, session_id: str, response_ids: list[str]) -> list[str]:
+        """Delete the trace's rows, in one transaction; the blobs nothing else references
+        now."""
+        inputs = traces.inline_inputs(tx, session_id)
         for response_id in response_ids:
-            response_store.delete_response(self.db, response_id)
-        traces.delete_files(self.db, [row.id for row in inputs])
-        hashes = artifact_store.delete_for_session(self.db, session_id)
+            response_store.delete_response(tx, response_id)
+        traces.delete_files(tx, [row.id for row in inputs])
+        hashes = artifact_store.delete_for_session(tx, session_id)
         candidates = sorted({*hashes, *(row.sha256 for row in inputs)})
-        return [sha256 for sha256 in candidates if not file_store.blob_in_use(self.db, sha256)]
+        return [sha256 for sha256 in candidates if not file_store.blob_in_use(tx, sha256)]
 
     def _delete_files(self, session_id: str, unused: list[str]) -> None:
         for sha256 in unused:

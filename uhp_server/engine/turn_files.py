@@ -11,7 +11,7 @@ import asyncio
 from typing import Any, Protocol
 
 from storage.blobs import BlobStore
-from storage.models import ArtifactRow
+from storage.tables import ArtifactRow
 from uhp_server.engine.artifacts import ArtifactCollector, Snapshot, snapshot
 from uhp_server.engine.attachments import Placed, place_all
 from uhp_server.engine.inputs import Attachment

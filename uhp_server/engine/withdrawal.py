@@ -15,7 +15,7 @@ from typing import Any
 from storage import responses as response_store
 from storage import session_listing
 from storage.db import Database
-from storage.models import ResponseRow
+from storage.tables import ResponseRow
 from uhp_server.engine.builder import ResponseBuilder
 from uhp_server.engine.eventlog import EventLog
 from uhp_server.ids import new_id
@@ -41,7 +41,7 @@ async def withdraw_parked(
         input_items=[],
         replica_id=replica_id,
     )
-    successor = await db.write(response_store.insert_successor, db, row)
+    successor = await db.write(response_store.insert_successor, row)
     if successor != response_id:  # another cancel closes it: its end is the answer
         await _until_finished(db, parked.principal_id, successor)
         return successor
@@ -69,7 +69,7 @@ async def withdraw_parked(
     log = EventLog(db, response_id, persist=parked.store)
     await log.append([*builder.created(), *builder.finish("cancelled")])
     if not parked.store:  # nothing of it is kept but its end, which histories list
-        await db.write(session_listing.record_status, db, response_id, "cancelled")
+        await db.write(session_listing.record_status, response_id, "cancelled")
     return response_id
 
 
@@ -79,7 +79,7 @@ async def _until_finished(
     """Until the response's closing turn is written (the racing cancel writes it at once)."""
     deadline = asyncio.get_running_loop().time() + timeout
     while asyncio.get_running_loop().time() < deadline:
-        row = await db.read(response_store.get_response, db, principal_id, response_id)
+        row = await db.read(response_store.get_response, principal_id, response_id)
         if row is None or row.status != "in_progress":
             return
         await asyncio.sleep(0.02)

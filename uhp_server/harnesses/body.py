@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness_bases.base import HarnessBase
-from storage.db import Database
-from storage.models import HarnessRow
+from storage.tables import HarnessRow
+from storage.unit import Tx
 from uhp_server.harnesses.mcp import parse_mcp_servers
 from uhp_server.harnesses.problems import invalid
 from uhp_server.harnesses.skills import parse_skills
@@ -65,7 +65,7 @@ def check_immutables(body: dict[str, Any], row: HarnessRow) -> None:
 
 
 def parse_harness_body(
-    db: Database,
+    tx: Tx,
     principal_id: str,
     body: dict[str, Any],
     base: HarnessBase | None,
@@ -74,7 +74,7 @@ def parse_harness_body(
 ) -> tuple[str, dict[str, Any]]:
     """Validate every field, then store skill bundles and MCP secrets (only once all of the
     body is valid); return (name, config)."""
-    writes = PendingWrites(db, principal_id)
+    writes = PendingWrites(tx, principal_id)
     name = _name(*_field(body, "name"), default_name)
     mcp_key, mcp_raw = _field(body, "mcp_servers")
     skills_key, skills_raw = _field(body, "skills")
@@ -89,7 +89,7 @@ def parse_harness_body(
         ),
         "skills": parse_skills(writes, skills_raw, skills_key),
     }
-    writes.commit()
+    writes.write()
     return name, config
 
 

@@ -6,22 +6,21 @@ import time
 
 from harness_bases.base import HarnessBase
 from storage import harnesses as harness_store
-from storage.db import Database
-from storage.models import HarnessRow
+from storage.tables import HarnessRow
+from storage.unit import Tx
 from uhp_server.ids import new_id
 
 
-# Config keys as stored (camelCase, as on the wire) and their defaults.
 def ensure_defaults(
-    db: Database, principal_id: str, bases: dict[str, HarnessBase]
+    tx: Tx, principal_id: str, bases: dict[str, HarnessBase]
 ) -> dict[str, HarnessRow]:
     """Give the principal one default harness per enabled base, without any configuration;
     returns them by base."""
-    found = harness_store.defaults_of(db, principal_id)
+    found = harness_store.defaults_of(tx, principal_id)
     for name, base in bases.items():
         if name not in found:
             found[name] = harness_store.insert_harness(
-                db,
+                tx,
                 HarnessRow(
                     id=new_id("harness"),
                     principal_id=principal_id,
@@ -35,20 +34,16 @@ def ensure_defaults(
     return found
 
 
-def default_harness(
-    db: Database, principal_id: str, bases: dict[str, HarnessBase]
-) -> HarnessRow | None:
+def default_harness(tx: Tx, principal_id: str, bases: dict[str, HarnessBase]) -> HarnessRow | None:
     """The harness a task without `metadata.harness_id` runs on: the first enabled base's."""
-    found = ensure_defaults(db, principal_id, bases)
+    found = ensure_defaults(tx, principal_id, bases)
     return next((found[name] for name in bases if name in found), None)
 
 
-def made_default(
-    db: Database, principal_id: str, bases: dict[str, HarnessBase]
-) -> HarnessRow | None:
+def made_default(tx: Tx, principal_id: str, bases: dict[str, HarnessBase]) -> HarnessRow | None:
     """`default_harness` without writing: None when some of the principal's defaults are not
     made yet (then `default_harness`, on the writer, makes them)."""
-    return first_default(harness_store.defaults_of(db, principal_id), bases)
+    return first_default(harness_store.defaults_of(tx, principal_id), bases)
 
 
 def first_default(found: dict[str, HarnessRow], bases: dict[str, HarnessBase]) -> HarnessRow | None:

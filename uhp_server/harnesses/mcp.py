@@ -16,7 +16,7 @@ from typing import Any
 
 from harness_bases.base import HarnessBase
 from storage import mcp_secrets
-from storage.db import Database
+from storage.unit import Tx
 from uhp_server.gateway.header_values import sendable
 from uhp_server.gateway.mcp_targets import McpTarget
 from uhp_server.gateway.url_policy import UrlRefused, check_config_url
@@ -153,7 +153,7 @@ def _secret_or_ref(writes: PendingWrites, value: str, param: str, origin: str) -
     """A stored reference for value (or value itself when it already is a valid one for
     this origin)."""
     if value.startswith(SECRET_REF):
-        row = mcp_secrets.get_secret_row(writes.db, writes.principal_id, value[len(SECRET_REF) :])
+        row = mcp_secrets.get_secret_row(writes.tx, writes.principal_id, value[len(SECRET_REF) :])
         if row is None:
             invalid(param, "Unknown secret reference: pass back the one a GET returned.")
         if row.origin != origin:
@@ -214,7 +214,7 @@ def render_mcp_servers(stored: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def turn_targets(
-    db: Database, principal_id: str, stored: list[dict[str, Any]], allow_private: bool
+    tx: Tx, principal_id: str, stored: list[dict[str, Any]], allow_private: bool
 ) -> tuple[McpTarget, ...]:
     """The enabled servers with their credentials resolved, for the gateway's grant."""
     targets = []
@@ -224,11 +224,11 @@ def turn_targets(
         origin = mcp_secrets.url_origin(server["url"])
         headers: dict[str, str] = {}
         for key, value in (server.get("headers") or {}).items():
-            resolved = _resolve(db, principal_id, value, origin, server["name"])
+            resolved = _resolve(tx, principal_id, value, origin, server["name"])
             if resolved is not None:
                 headers[key] = resolved
         if server.get("auth"):
-            token = _resolve(db, principal_id, server["auth"], origin, server["name"])
+            token = _resolve(tx, principal_id, server["auth"], origin, server["name"])
             if token is not None:
                 headers["Authorization"] = f"Bearer {token}"
         targets.append(
@@ -243,13 +243,13 @@ def turn_targets(
     return tuple(targets)
 
 
-def _resolve(db: Database, principal_id: str, value: str, origin: str, name: str) -> str | None:
+def _resolve(tx: Tx, principal_id: str, value: str, origin: str, name: str) -> str | None:
     """A header value with its reference resolved; None when the secret may not go to this
     origin (a configuration stored before secrets were bound to one, already re-pointed):
     the server is then contacted without that header rather than with someone's secret."""
     if not value.startswith(SECRET_REF):
         return value
-    secret = mcp_secrets.get_secret(db, principal_id, value[len(SECRET_REF) :], origin)
+    secret = mcp_secrets.get_secret(tx, principal_id, value[len(SECRET_REF) :], origin)
     if secret is None:
         log.warning("mcp_secret_withheld", extra={"mcp_server": name, "origin": origin})
     return secret

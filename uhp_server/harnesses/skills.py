@@ -15,8 +15,8 @@ import re
 from typing import Any
 
 from storage import skills as skill_store
-from storage.db import Database
 from storage.skills import StoredFile
+from storage.unit import Tx
 from uhp_server.harnesses.builtin_skills import builtin_skills
 from uhp_server.harnesses.problems import invalid
 from uhp_server.harnesses.skill_paths import SKILL_FILE, check_unique, normalise_path
@@ -144,7 +144,7 @@ def _bundle_files(writes: PendingWrites, item: dict[str, Any], at: str) -> list[
 
 def _blob_files(writes: PendingWrites, blob: Any, param: str) -> list[StoredFile]:
     files = (
-        skill_store.read_bundle(writes.db, writes.principal_id, blob)
+        skill_store.read_bundle(writes.tx, writes.principal_id, blob)
         if isinstance(blob, str) and blob.startswith(skill_store.BUNDLE_PREFIX)
         else None
     )
@@ -232,20 +232,18 @@ def file_wire(file: StoredFile, with_content: bool) -> dict[str, Any]:
     return wire
 
 
-def _own_skill_wire(db: Database, principal_id: str, entry: dict[str, Any]) -> dict[str, Any]:
-    manifest = skill_store.get_manifest(db, principal_id, entry["blob"]) or []
+def _own_skill_wire(tx: Tx, principal_id: str, entry: dict[str, Any]) -> dict[str, Any]:
+    manifest = skill_store.get_manifest(tx, principal_id, entry["blob"]) or []
     wire = {"name": entry["name"], "enabled": entry["enabled"], "blob": entry["blob"]}
     if sum(m.size for m in manifest) <= INLINE_BYTES:
-        files = skill_store.read_bundle(db, principal_id, entry["blob"]) or []
+        files = skill_store.read_bundle(tx, principal_id, entry["blob"]) or []
         wire["files"] = [file_wire(f, with_content=True) for f in files]
     else:
         wire["files"] = [{"path": m.path, "size": m.size} for m in manifest]
     return wire
 
 
-def render_skills(
-    db: Database, principal_id: str, stored: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
+def render_skills(tx: Tx, principal_id: str, stored: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The harness's own skills, then the built-ins it inherits (marked `builtin: true`,
     listed without contents: GET .../skills/{name}/files has them)."""
     wire: list[dict[str, Any]] = []
@@ -256,7 +254,7 @@ def render_skills(
         if entry.get("builtin"):
             wire.append(_builtin_wire(entry["name"], enabled=False))
         else:
-            wire.append(_own_skill_wire(db, principal_id, entry))
+            wire.append(_own_skill_wire(tx, principal_id, entry))
     for name in builtin_skills():
         if name.casefold() not in mentioned:
             wire.append(_builtin_wire(name, enabled=True))
@@ -270,12 +268,12 @@ def _builtin_wire(name: str, enabled: bool) -> dict[str, Any]:
 
 
 def skill_folder(
-    db: Database, principal_id: str, stored: list[dict[str, Any]], name: str
+    tx: Tx, principal_id: str, stored: list[dict[str, Any]], name: str
 ) -> dict[str, Any] | None:
     """The whole folder of one skill of the harness (own or inherited), with contents."""
     own = next((e for e in stored if e["name"] == name and not e.get("builtin")), None)
     if own is not None:
-        files = skill_store.read_bundle(db, principal_id, own["blob"]) or []
+        files = skill_store.read_bundle(tx, principal_id, own["blob"]) or []
         head = {"name": name, "enabled": own["enabled"], "builtin": False, "blob": own["blob"]}
     elif name in builtin_skills():
         files = list(builtin_skills()[name].files)

@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 
 from storage import mcp_secrets
 from storage import skills as skill_store
-from storage.db import Database
 from storage.skills import StoredFile
+from storage.unit import Tx
 
 
 @dataclass
 class PendingWrites:
-    db: Database  # for reads while validating (blob handles, secret references)
+    tx: Tx  # the unit it reads in while validating (blob handles, secret references)
     principal_id: str
     _bundles: list[list[StoredFile]] = field(default_factory=list)
     _secrets: list[tuple[str, str, str]] = field(default_factory=list)
@@ -29,10 +29,10 @@ class PendingWrites:
         self._secrets.append((secret_id, value, origin))
         return secret_id
 
-    def commit(self) -> None:
+    def write(self) -> None:
         for files in self._bundles:
-            skill_store.put_bundle(self.db, self.principal_id, files)
+            skill_store.put_bundle(self.tx, self.principal_id, files)
         for secret_id, value, origin in self._secrets:
-            mcp_secrets.put_secret(self.db, self.principal_id, value, secret_id, origin)
+            mcp_secrets.put_secret(self.tx, self.principal_id, value, secret_id, origin)
         self._bundles.clear()
         self._secrets.clear()

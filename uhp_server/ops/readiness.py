@@ -16,6 +16,7 @@ from pathlib import Path
 
 from harness_bases.base import SYSTEM_PATH, Invocation
 from storage.db import Database
+from storage.unit import Tx
 from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SessionMounts
 
 log = logging.getLogger("uhp_server.ops.readiness")
@@ -52,7 +53,7 @@ class ReadinessProbe:
             log.error("readiness_database_writer_dead")
             return False
         try:
-            await asyncio.wait_for(self.db.read(_select_one, self.db), DATABASE_TIMEOUT_SECONDS)
+            await asyncio.wait_for(self.db.read(_select_one), DATABASE_TIMEOUT_SECONDS)
         except Exception:
             log.warning("readiness_database_failed", exc_info=True)
             return False
@@ -107,9 +108,8 @@ class ReadinessProbe:
             await proc.kill()
 
 
-def _select_one(db: Database) -> None:
-    with db.plain_connection() as conn:
-        conn.execute("SELECT 1").fetchone()
+def _select_one(tx: Tx) -> None:
+    tx.rows("SELECT 1")
 
 
 def _make_dirs(mounts: SessionMounts) -> None:

@@ -19,7 +19,8 @@ from storage import files as file_store
 from storage import sessions as session_store
 from storage.blobs import BlobStore, BlobWriter
 from storage.db import Database
-from storage.models import FileRow
+from storage.tables import FileRow
+from storage.unit import Tx
 from uhp_server.engine.facade import records, rows
 from uhp_server.engine.facade.sessions import Sessions
 from uhp_server.errors import ApiError
@@ -81,13 +82,13 @@ class Files:
             purpose=purpose,
             created_at=int(time.time()),
         )
-        return rows.uploaded_file(await self.db.write(file_store.insert_file, self.db, row))
+        return rows.uploaded_file(await self.db.write(file_store.insert_file, row))
 
     # -- out -----------------------------------------------------------------------------
     async def of_session(self, principal_id: str, session_id: str) -> list[records.Artifact]:
         """Every artifact of every turn of the session, oldest first."""
         session = await self.sessions.get(principal_id, session_id)
-        found = await self.db.read(artifact_store.for_session, self.db, session.id)
+        found = await self.db.read(artifact_store.for_session, session.id)
         return [rows.artifact(row) for row in found]
 
     async def archive(self, principal_id: str, session_id: str) -> Iterator[bytes]:
@@ -100,11 +101,11 @@ class Files:
         """The artifact (404 file_not_found for another principal's, or one of a deleted
         session: it is gone with it, Files §5)."""
 
-        def look() -> records.Artifact:
-            row = artifact_store.get_artifact(self.db, principal_id, container_id, file_id)
+        def look(tx: Tx) -> records.Artifact:
+            row = artifact_store.get_artifact(tx, principal_id, container_id, file_id)
             if (
                 row is None
-                or session_store.get_session(self.db, principal_id, row.session_id) is None
+                or session_store.get_session(tx, principal_id, row.session_id) is None
                 or not self.blobs.exists(row.sha256)
             ):
                 raise file_not_found()

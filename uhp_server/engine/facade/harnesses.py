@@ -14,8 +14,9 @@ from typing import Any
 
 from harness_bases.base import HarnessBase
 from storage import harnesses as harness_store
-from storage.db import Database
-from storage.models import HarnessRow
+from storage.db import Database, Order
+from storage.tables import HarnessRow
+from storage.unit import Tx
 from uhp_server.catalog import ModelCatalog
 from uhp_server.engine.facade import records
 from uhp_server.engine.runs import RunManager
@@ -60,9 +61,9 @@ class Harnesses:
     async def all(self, principal_id: str) -> list[records.Harness]:
         """Every harness of the principal, its default ones made on its first look."""
 
-        def listed() -> list[HarnessRow]:
-            ensure_defaults(self.db, principal_id, self.bases)
-            return harness_store.list_harnesses(self.db, principal_id)
+        def listed(tx: Tx) -> list[HarnessRow]:
+            ensure_defaults(tx, principal_id, self.bases)
+            return harness_store.list_harnesses(tx, principal_id)
 
         return [await self._record(row) for row in await self.db.write(listed)]
 
@@ -84,9 +85,9 @@ class Harnesses:
                 detail={"supported": sorted(self.bases)},
             )
 
-        def created() -> HarnessRow:
+        def created(tx: Tx) -> HarnessRow:
             name, config = parse_harness_body(
-                self.db, principal_id, body, base, self.rules, default_name=base.label
+                tx, principal_id, body, base, self.rules, default_name=base.label
             )
             row = HarnessRow(
                 id=new_id("harness"),
@@ -96,10 +97,10 @@ class Harnesses:
                 config=config,
                 created_at_ms=int(time.time() * 1000),
             )
-            harness_store.insert_harness(self.db, row)
+            harness_store.insert_harness(tx, row)
             return row
 
-        return await self._record(await self.db.write_beside(created))
+        return await self._record(await self.db.write(created, order=Order.ANY))
 
     async def replace(
         self, principal_id: str, harness_id: str, body: dict[str, Any]
@@ -107,41 +108,41 @@ class Harnesses:
         """Replace the mutable configuration: a field left out takes its default (the name,
         a label, keeps its value). `id`, `base` and `createdAt` never change."""
 
-        def replaced() -> HarnessRow:
-            row = self._row(principal_id, harness_id)
+        def replaced(tx: Tx) -> HarnessRow:
+            row = self._row(tx, principal_id, harness_id)
             check_immutables(body, row)
             name, config = parse_harness_body(
-                self.db,
+                tx,
                 principal_id,
                 body,
                 self.bases.get(row.base),
                 self.rules,
                 default_name=row.name,
             )
-            updated = harness_store.update_harness(self.db, row.id, name, config)
+            updated = harness_store.update_harness(tx, row.id, name, config)
             if updated is None:
                 raise harness_not_found()
             return updated
 
-        return await self._record(await self.db.write_beside(replaced))
+        return await self._record(await self.db.write(replaced, order=Order.ANY))
 
     async def delete(self, principal_id: str, harness_id: str) -> str:
         """Soft delete: the sessions and responses that used it stay readable; continuing
         such a session answers harness_not_found. Its id."""
 
-        def deleted() -> str:
-            row = self._row(principal_id, harness_id)
-            harness_store.delete_harness(self.db, row.id)
+        def deleted(tx: Tx) -> str:
+            row = self._row(tx, principal_id, harness_id)
+            harness_store.delete_harness(tx, row.id)
             return row.id
 
-        return await self.db.write_beside(deleted)
+        return await self.db.write(deleted, order=Order.ANY)
 
     async def skill_folder(self, principal_id: str, harness_id: str, skill: str) -> dict[str, Any]:
         """The whole folder of one of the harness's skills (its own or an inherited built-in),
         every file with its content."""
         row = await self.db.read(self._row, principal_id, harness_id)
         stored = HarnessConfig.from_stored(row.config).skills
-        folder = await self.db.read(skill_folder, self.db, principal_id, stored, skill)
+        folder = await self.db.read(skill_folder, principal_id, stored, skill)
         if folder is None:
             raise ApiError(
                 404,
@@ -186,7 +187,7 @@ class Harnesses:
     # -- what runs in it -------------------------------------------------------------------
     async def events(self, principal_id: str, harness_id: str) -> AsyncIterator[dict[str, Any]]:
         """The live feed of the harness's sessions (Streaming §5), open once this returns."""
-        harness = await self.db.read(harness_store.get_harness, self.db, principal_id, harness_id)
+        harness = await self.db.read(harness_store.get_harness, principal_id, harness_id)
         if harness is None:
             raise harness_not_found()
         async with self.runs.peers.events_heard():  # the turns of other replicas reach it too
@@ -199,10 +200,10 @@ class Harnesses:
         """The principal's harnesses, its default ones created on first use (a write;
         `create_defaults=False` only reads)."""
 
-        def look() -> list[records.HarnessSummary]:
+        def look(tx: Tx) -> list[records.HarnessSummary]:
             if create_defaults:
-                ensure_defaults(self.db, principal_id, self.bases)
-            return [_summary(row) for row in harness_store.list_harnesses(self.db, principal_id)]
+                ensure_defaults(tx, principal_id, self.bases)
+            return [_summary(row) for row in harness_store.list_harnesses(tx, principal_id)]
 
         return await (self.db.write(look) if create_defaults else self.db.read(look))
 
@@ -211,13 +212,13 @@ class Harnesses:
     ) -> records.HarnessSummary | None:
         """The principal's harness with this id, or its default harness for None."""
 
-        def look(create_defaults: bool) -> records.HarnessSummary | None:
+        def look(tx: Tx, create_defaults: bool) -> records.HarnessSummary | None:
             if harness_id is not None:
-                row = harness_store.get_harness(self.db, principal_id, harness_id)
+                row = harness_store.get_harness(tx, principal_id, harness_id)
             elif create_defaults:
-                row = default_harness(self.db, principal_id, self.bases)
+                row = default_harness(tx, principal_id, self.bases)
             else:
-                row = made_default(self.db, principal_id, self.bases)
+                row = made_default(tx, principal_id, self.bases)
             return _summary(row) if row is not None else None
 
         # A read finds the harness nearly always; only a principal's first task waits on the
@@ -230,15 +231,16 @@ class Harnesses:
     async def exists(self, principal_id: str, harness_id: str) -> bool:
         """Whether the principal has this harness (its default harnesses included)."""
 
-        def look() -> bool:
-            default_harness(self.db, principal_id, self.bases)  # creates the defaults
-            return harness_store.get_harness(self.db, principal_id, harness_id) is not None
+        def look(tx: Tx) -> bool:
+            default_harness(tx, principal_id, self.bases)  # creates the defaults
+            return harness_store.get_harness(tx, principal_id, harness_id) is not None
 
         return await self.db.write(look)
 
     # -- rows to records -------------------------------------------------------------------
-    def _row(self, principal_id: str, harness_id: str) -> HarnessRow:
-        row = harness_store.get_harness(self.db, principal_id, harness_id)
+    @staticmethod
+    def _row(tx: Tx, principal_id: str, harness_id: str) -> HarnessRow:
+        row = harness_store.get_harness(tx, principal_id, harness_id)
         if row is None:
             raise harness_not_found()
         return row
@@ -249,7 +251,7 @@ class Harnesses:
         default = config.default_model
         if base is not None and not default:
             default = await self.catalog.default_for(base, None)
-        skills = await self.db.read(render_skills, self.db, row.principal_id, config.skills)
+        skills = await self.db.read(render_skills, row.principal_id, config.skills)
         return records.Harness(
             id=row.id,
             principal_id=row.principal_id,

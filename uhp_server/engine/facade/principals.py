@@ -63,7 +63,7 @@ class Principals:
             return await self.default()
         if not token.startswith(keys.KEY_PREFIX) or token in self.unknown:
             return None
-        found = await self.db.read(keys.principal_for_key, self.db, token)
+        found = await self.db.read(keys.principal_for_key, token)
         if found is None:
             self.unknown.add(token)
             return None
@@ -72,10 +72,10 @@ class Principals:
     async def default(self) -> records.Principal:
         """The principal UHP_API_KEY belongs to: it never changes, so it is looked up once."""
         if self._default is None:
-            found = await self.db.write(keys.ensure_principal, self.db, keys.DEFAULT_PRINCIPAL)
+            found = await self.db.write(keys.ensure_principal, keys.DEFAULT_PRINCIPAL)
             self._default = rows.principal(found)
         return self._default
 
     async def named(self, name: str) -> str:
         """The id of the principal with this name, created on first use."""
-        return (await self.db.write(keys.ensure_principal, self.db, name)).id
+        return (await self.db.write(keys.ensure_principal, name)).id

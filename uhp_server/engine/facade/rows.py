@@ -3,7 +3,7 @@ know of each, copied, so that no row (nor a change of storage) ever reaches a do
 
 from __future__ import annotations
 
-from storage.models import ArtifactRow, FileRow, Principal, SessionRow, ShareRow
+from storage.tables import ArtifactRow, FileRow, Principal, SessionRow, ShareRow
 from uhp_server.engine.facade import records
 
 

@@ -11,7 +11,8 @@ from storage import responses as response_store
 from storage import session_listing
 from storage import sessions as session_store
 from storage.db import Database
-from storage.models import ResponseRow
+from storage.tables import ResponseRow
+from storage.unit import Tx
 from uhp_server.engine.facade import records, rows
 from uhp_server.engine.history import response_now
 from uhp_server.engine.runs import RunManager
@@ -32,15 +33,15 @@ class SessionCancelled:
     cancelled_response_id: str | None
 
 
-def turns_of(db: Database, runs: RunManager, session_id: str) -> list[records.Turn]:
+def turns_of(tx: Tx, runs: RunManager, session_id: str) -> list[records.Turn]:
     """The session's turns, oldest first (Sessions §3): the same history for `/turns` and the
     shared page. A deleted response is left out; one not retained shows its id and status."""
     by_response: dict[str, list[records.Artifact]] = {}
-    for artifact in artifact_store.for_session(db, session_id):
+    for artifact in artifact_store.for_session(tx, session_id):
         by_response.setdefault(artifact.response_id, []).append(rows.artifact(artifact))
     return [
-        _turn(row, response_now(db, runs, row), by_response.get(row.id, []))
-        for row in session_listing.responses_of(db, session_id)
+        _turn(row, response_now(tx, runs, row), by_response.get(row.id, []))
+        for row in session_listing.responses_of(tx, session_id)
     ]
 
 
@@ -74,13 +75,13 @@ class Sessions:
         """Up to `limit` sessions after the (created_at, id) position, newest first; and
         whether more follow."""
         found, more = await self.db.read(
-            session_listing.page, self.db, principal_id, limit, after, harness_id
+            session_listing.page, principal_id, limit, after, harness_id
         )
         return [rows.session(row) for row in found], more
 
     async def get(self, principal_id: str, session_id: str) -> records.Session:
         """The principal's session (404 session_not_found for another's, or a deleted one)."""
-        row = await self.db.read(session_store.get_session, self.db, principal_id, session_id)
+        row = await self.db.read(session_store.get_session, principal_id, session_id)
         if row is None:
             raise session_not_found()
         return rows.session(row)
@@ -88,7 +89,7 @@ class Sessions:
     async def turns(self, principal_id: str, session_id: str) -> list[records.Turn]:
         """The session's history, oldest first."""
         session = await self.get(principal_id, session_id)
-        return await self.db.read(turns_of, self.db, self.runs, session.id)
+        return await self.db.read(turns_of, self.runs, session.id)
 
     async def cancel(self, principal_id: str, session_id: str) -> SessionCancelled:
         """Stop the task running in the session, on whichever replica (idempotent)."""
@@ -116,9 +117,9 @@ class Sessions:
         """The id of the session's latest response (None: it has none yet); 404
         session_not_found when there is no such session."""
 
-        def look() -> str | None:
-            if session_store.get_session(self.db, principal_id, session_id) is None:
+        def look(tx: Tx) -> str | None:
+            if session_store.get_session(tx, principal_id, session_id) is None:
                 raise session_not_found()
-            return response_store.latest_in_session(self.db, session_id)
+            return response_store.latest_in_session(tx, session_id)
 
         return await self.db.read(look)

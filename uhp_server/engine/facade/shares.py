@@ -13,7 +13,8 @@ from storage import artifacts as artifact_store
 from storage import sessions as session_store
 from storage import shares
 from storage.db import Database
-from storage.models import SessionRow, ShareRow
+from storage.tables import SessionRow, ShareRow
+from storage.unit import Tx
 from uhp_server.engine.facade import records, rows
 from uhp_server.engine.facade.files import Download, Files
 from uhp_server.engine.facade.sessions import Sessions, turns_of
@@ -44,12 +45,12 @@ class Shares:
     async def publish(self, principal_id: str, session_id: str) -> records.Share:
         """The session's share, minted on first use (publishing twice gives the same link)."""
         session = await self.sessions.get(principal_id, session_id)
-        return rows.share(await self.db.write(shares.publish, self.db, principal_id, session.id))
+        return rows.share(await self.db.write(shares.publish, principal_id, session.id))
 
     async def current(self, principal_id: str, session_id: str) -> records.Share:
         """The session's share (404 share_not_found when it is not shared)."""
         session = await self.sessions.get(principal_id, session_id)
-        found = await self.db.read(shares.current, self.db, principal_id, session.id)
+        found = await self.db.read(shares.current, principal_id, session.id)
         if found is None:
             raise share_not_found()
         return rows.share(found)
@@ -58,11 +59,11 @@ class Shares:
         """Revoke every link of the session's share; the share as it was (404 when none)."""
         session = await self.sessions.get(principal_id, session_id)
 
-        def revoke() -> ShareRow:
-            existing = shares.current(self.db, principal_id, session.id)
+        def revoke(tx: Tx) -> ShareRow:
+            existing = shares.current(tx, principal_id, session.id)
             if existing is None:
                 raise share_not_found()
-            shares.revoke(self.db, session.id)
+            shares.revoke(tx, session.id)
             return existing
 
         return rows.share(await self.db.write(revoke))
@@ -72,12 +73,12 @@ class Shares:
         """The session a token opens, with its history; None for a token that opens nothing
         (never issued, revoked, or its session deleted)."""
 
-        def look() -> SharedSession | None:
-            found = self._shared(token)
+        def look(tx: Tx) -> SharedSession | None:
+            found = self._shared(tx, token)
             if found is None:
                 return None
             share, session = found
-            turns = turns_of(self.db, self.runs, session.id)
+            turns = turns_of(tx, self.runs, session.id)
             return SharedSession(rows.share(share), rows.session(session), turns)
 
         return await self.db.read(look)
@@ -86,14 +87,12 @@ class Shares:
         """An artifact of the shared session, by its id; None when the token or the file
         opens nothing."""
 
-        def look() -> records.Artifact | None:
-            found = self._shared(token)
+        def look(tx: Tx) -> records.Artifact | None:
+            found = self._shared(tx, token)
             if found is None:
                 return None
             share, session = found
-            row = artifact_store.get_artifact(
-                self.db, share.principal_id, session.container_id, file_id
-            )
+            row = artifact_store.get_artifact(tx, share.principal_id, session.container_id, file_id)
             return rows.artifact(row) if row is not None else None
 
         artifact = await self.db.read(look)
@@ -101,9 +100,10 @@ class Shares:
             return None
         return Download(artifact, self.files.content(artifact))
 
-    def _shared(self, token: str) -> tuple[ShareRow, SessionRow] | None:
-        share = shares.by_token(self.db, token)
+    @staticmethod
+    def _shared(tx: Tx, token: str) -> tuple[ShareRow, SessionRow] | None:
+        share = shares.by_token(tx, token)
         if share is None:
             return None
-        session = session_store.get_session(self.db, share.principal_id, share.session_id)
+        session = session_store.get_session(tx, share.principal_id, share.session_id)
         return (share, session) if session is not None else None

@@ -1,4 +1,5 @@
-"""SQLModel tables. One row type per protocol object, plus keys, events and idempotency.
+"""Every table, as SQLModel rows: one per protocol object, plus keys, events, idempotency,
+the replicas' leases and relayed questions, MCP secrets and skill bundles.
 
 The schema itself is made by the migrations (storage/migrations/): a change here needs a new
 revision there."""
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, Index, false, text
+from sqlalchemy import JSON, BigInteger, Column, Index, LargeBinary, false, text
 from sqlmodel import Field, SQLModel, col
 
 
@@ -189,3 +190,33 @@ class DoorSessionRow(SQLModel, table=True):
     external_id: str = Field(primary_key=True)
     session_id: str = Field(index=True)
     created_at: int
+
+
+class McpSecretRow(SQLModel, table=True):
+    """An MCP server's credential, kept apart from harness config (storage/mcp_secrets.py)."""
+
+    __tablename__ = "mcp_secret"
+    id: str = Field(primary_key=True)
+    principal_id: str = Field(index=True)
+    value: str
+    created_at: float
+    # url_origin() of the server URL the secret was stored for; None only for a secret of
+    # an older database that no harness used (migration 0002): good for nothing.
+    origin: str | None = None
+
+
+class SkillBlobRow(SQLModel, table=True):
+    """Bytes of a skill bundle's file, by their sha256 (storage/skills.py)."""
+
+    __tablename__ = "skill_blob"
+    digest: str = Field(primary_key=True)  # sha256 hex of data
+    data: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+
+
+class SkillBundleRow(SQLModel, table=True):
+    __tablename__ = "skill_bundle"
+    id: str = Field(primary_key=True)
+    principal_id: str = Field(index=True)
+    # [{"path", "digest", "size", "encoding"}], sorted by path
+    files: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON))
+    created_at: float
