@@ -34,7 +34,7 @@ from storage.blobs import BlobStore
 from storage.db import Database
 from tests.support.server import ServerProcess
 from uhp_server.doors.uhp.uploads import receive_upload
-from uhp_server.engine.artifacts import ArtifactCollector, ArtifactLimits, snapshot
+from uhp_server.engine.turns.artifacts import ArtifactCollector, ArtifactLimits, snapshot
 
 KEY = "uhp_sk_bench_files"
 COLLECT_TARGET_MS = 100.0

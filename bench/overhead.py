@@ -41,7 +41,7 @@ from harness_bases.acp import AcpBase
 from harness_bases.base import SYSTEM_PATH, HarnessBase
 from harness_bases.codex import install as codex_install
 from harness_bases.codex.config import TOKEN_ENV, write_config
-from uhp_server.engine.fold import TERMINAL_TYPES
+from uhp_server.engine.reading.fold import TERMINAL_TYPES
 
 # tests/ is not an installed package: the bench borrows the test suite's helpers from the repo.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))

@@ -1,4 +1,4 @@
-"""A task's acceptance, one unit of work (engine/acceptance.py says what goes in it and why):
+"""A task's acceptance, one unit of work (engine/tasks/acceptance.py says what goes in it and why):
 `await db.write(accept, rows, order=Order.ANY)`.
 
 Two parts: the *gate*, the one write that can lose a race (the continued session's claim, or

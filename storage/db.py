@@ -78,9 +78,9 @@ class Order(Enum):
 
     LOG: in order with every other LOG write and with the event log's appends, on the one
         writer (a response's row before its events, a session's release after them).
-    LINE: in order with the admission line's writes (engine/shared_admission.py), on a thread
-        of its own beside the writer, never behind the event log's commits; each transaction
-        sent pipelined.
+    LINE: in order with the admission line's writes (engine/replicas/shared_admission.py), on
+        a thread of its own beside the writer, never behind the event log's commits; each
+        transaction sent pipelined.
     ANY: no order at all, the database deciding its conflicts (a primary key, a conditional
         UPDATE): on a pool of threads beside the writer, where a transaction's round trips
         keep no other write waiting; one statement (unit.at_once) goes from the event loop

@@ -37,7 +37,7 @@ class Dialect(ABC):
 
     name: str
     # Several replicas may share the database: leases, tails, cancels, the admission line
-    # (engine/cluster.py), told each other through LISTEN/NOTIFY.
+    # (engine/replicas/cluster.py), told each other through LISTEN/NOTIFY.
     shared: bool
     # Every write queues on the one writer, whatever its order (db.Order): SQLite allows one
     # writer at a time.

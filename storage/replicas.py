@@ -1,5 +1,5 @@
 """Replicas on one PostgreSQL database: leases, turns taken over from a dead replica, cancel
-requests between replicas, and the shared admission line (engine/cluster.py uses them).
+requests between replicas, and the shared admission line (engine/replicas/cluster.py uses them).
 
 Times are the database's clock (`clock_timestamp()`), so replicas on hosts whose clocks
 disagree still agree on whose lease expired. Each function is one transaction; the
@@ -43,7 +43,7 @@ _LIVE = (
 # Turns of live replicas waiting in the shared line (`r` the response).
 _WAITING = f"r.admission = 'waiting' AND {_LIVE}"
 _ANYONE_WAITING = f"EXISTS (SELECT 1 FROM response r WHERE {_WAITING})"
-# The slots the live replicas hold as blocks (replica.slots, engine/shared_admission.py).
+# The slots the live replicas hold as blocks (replica.slots, engine/replicas/shared_admission.py).
 _BLOCKS = f"(SELECT COALESCE(sum(l.slots), 0) FROM replica l WHERE l.heartbeat_at > {NOW} - :lease)"
 # Whether this change of a block (`:op`, an id of its own) was made already: the commit of a
 # first attempt whose answer was lost (the admission statements are repeatable).
@@ -291,8 +291,8 @@ def take_slot(tx: Tx, response_id: str, limit: int, lease: float) -> bool:
     )
 
 
-# A turn waiting in its replica's own queue (engine/shared_admission.py) holds no slot and no
-# place in the shared line; its row says so, that every replica reads the task as queued.
+# A turn waiting in its replica's own queue (engine/replicas/shared_admission.py) holds no slot and
+# no place in the shared line; its row says so, that every replica reads the task as queued.
 IN_OWN_QUEUE = "own_queue"
 
 

@@ -74,7 +74,7 @@ def accepted(response: NewResponse, session_id: str) -> Insert:
             )
         ],
         json=frozenset({"input_items"}),
-        # Its place in the shared admission line (engine/shared_admission.py): when it
+        # Its place in the shared admission line (engine/replicas/shared_admission.py): when it
         # arrived, by the database's clock as leases are, since the replicas' hosts may
         # disagree.
         clock="admission_at",
@@ -129,7 +129,7 @@ def insert_successor(tx: Tx, row: ResponseRow) -> str:
 
 
 # The idempotency key (and fingerprint) of the new turn that carries a parked response on
-# (engine/steering.py): of two answers carrying it on at once, one starts it.
+# (engine/tasks/steering.py): of two answers carrying it on at once, one starts it.
 CARRY_ON_KEY = "uhp-carry-on:"
 
 

@@ -41,7 +41,7 @@ class HarnessRow(SQLModel, table=True):
 class SessionRow(SQLModel, table=True):
     __tablename__ = "session"
     # The few sessions a turn holds now: what the replicas' lease rounds look among for one
-    # whose release was lost (engine/cluster.py), without reading every session.
+    # whose release was lost (engine/replicas/cluster.py), without reading every session.
     __table_args__ = (
         Index(
             "ix_session_held",
@@ -78,7 +78,7 @@ class ResponseRow(SQLModel, table=True):
     # The final response object, written once when the task reaches a terminal state.
     final: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
     deleted_at: float | None = None
-    # Several replicas (engine/cluster.py): the replica that runs the turn, a cancel asked
+    # Several replicas (engine/replicas/cluster.py): the replica that runs the turn, a cancel asked
     # for on another one, and the turn's place in the shared admission line.
     replica_id: str | None = None
     cancel_requested: bool = False
@@ -106,7 +106,7 @@ class ReplicaRow(SQLModel, table=True):
 class RelayedQuestionRow(SQLModel, table=True):
     """A question a turn waits on, while it waits, and the answer another replica took for
     it until the replica running the turn delivers it, or that replica's request to park the
-    turn (engine/answer_relay.py)."""
+    turn (engine/replicas/answer_relay.py)."""
 
     __tablename__ = "relayed_question"
     response_id: str = Field(primary_key=True)

@@ -1,4 +1,4 @@
-"""The admission blocks of storage/replicas.py and engine/shared_admission.py on one
+"""The admission blocks of storage/replicas.py and engine/replicas/shared_admission.py on one
 PostgreSQL database, driven directly (no app): a change of a block repeated after a lost answer
 counts once, and a replica's own queue keeps the order its turns came in. (Two replicas in
 process: tests/test_replicas_admission.py.)"""
@@ -22,7 +22,7 @@ from storage.db import Database, Order
 from storage.tables import ResponseRow
 from storage.unit import Tx
 from tests.support.replica_pair import ONLY_ON_POSTGRESQL
-from uhp_server.engine.shared_admission import SharedAdmission
+from uhp_server.engine.replicas.shared_admission import SharedAdmission
 from uhp_server.settings import Settings
 
 pytestmark = ONLY_ON_POSTGRESQL

@@ -17,7 +17,7 @@ import pytest
 from harness_bases import ENTRY_POINT_GROUP, registry
 from harness_bases.base import DECLARATIONS, CliPin, Enforcement, HarnessBase, missing_declarations
 from uhp_server.context import usable_bases
-from uhp_server.engine import artifacts
+from uhp_server.engine.turns import artifacts
 from uhp_server.sandbox.docker import images
 from uhp_server.settings import Settings
 

@@ -1,6 +1,6 @@
 """A paused turn carried on elsewhere, in process and without a second replica: the runner's
-side of a request to park (engine/answer_relay.py), and the AgentOS door finding the response
-that carries its run on (tests/test_replicas_park.py runs both across two replicas)."""
+side of a request to park (engine/replicas/answer_relay.py), and the AgentOS door finding the
+response that carries its run on (tests/test_replicas_park.py runs both across two replicas)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from storage import responses as response_store
 from storage.db import Database
 from storage.tables import EventRow, IdempotencyRow, ResponseRow
 from uhp_server.doors.agentos.invocations import RUN_ID_METADATA, AgentosRuns
-from uhp_server.engine.answer_relay import AnswerRelay
+from uhp_server.engine.replicas.answer_relay import AnswerRelay
 from uhp_server.engine.requests import Question
-from uhp_server.engine.run import Run
+from uhp_server.engine.turns.run import Run
 
 
 class _RunnersDatabase:

@@ -315,7 +315,7 @@ async def test_an_unkept_turn_whose_end_was_not_written_frees_its_session_once_t
     server: InProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The database is away when an unkept turn ends: the writer gives its end up (after
-    # RECONNECT_SECONDS) and RunManager queues the session's release right behind it, which
+    # RECONNECT_SECONDS) and RunRegistry queues the session's release right behind it, which
     # then meets the database still away. That release must be tried again: otherwise the
     # session stays busy (its response in_progress, so nothing else frees it) until restart.
     import sqlite3
@@ -353,7 +353,7 @@ async def test_an_unkept_turn_whose_end_was_not_written_frees_its_session_once_t
 async def test_a_finished_run_is_forgotten_after_the_linger_and_a_later_one_is_not(
     server: InProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from uhp_server.engine import runs as runs_module
+    from uhp_server.engine.turns import registry as runs_module
 
     runs = server.ctx.runs
     server.base.script("short", answer("done"))

@@ -12,7 +12,6 @@ import pytest
 
 from storage import door_sessions
 from tests.support.fake_engine import CONNECTION, StandInEngine
-from uhp_server.engine.questions import TEXT_INSTRUCTION, TEXT_MARKER
 from uhp_server.engine.requests import (
     ChatMessage,
     EngineTask,
@@ -22,6 +21,7 @@ from uhp_server.engine.requests import (
     ToolAnswer,
     ToolCall,
 )
+from uhp_server.engine.turns.questions import TEXT_INSTRUCTION, TEXT_MARKER
 from uhp_server.errors import ApiError
 from uhp_server.gateway.user_questions import QUESTION_SERVER, QUESTION_TOOL
 

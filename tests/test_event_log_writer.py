@@ -21,12 +21,12 @@ from storage import responses as response_store
 from storage import sessions as session_store
 from storage.db import Database, SessionRelease
 from storage.tables import ResponseRow, SessionRow
-from uhp_server.engine.builder import ResponseBuilder
-from uhp_server.engine.eventlog import EventLog
-from uhp_server.engine.fold import TERMINAL_TYPES
-from uhp_server.engine.peers import NoPeers
-from uhp_server.engine.run import Run
-from uhp_server.engine.runs import RunManager
+from uhp_server.engine.reading.fold import TERMINAL_TYPES
+from uhp_server.engine.replicas.peers import NoPeers
+from uhp_server.engine.turns.builder import ResponseBuilder
+from uhp_server.engine.turns.eventlog import EventLog
+from uhp_server.engine.turns.registry import RunRegistry
+from uhp_server.engine.turns.run import Run
 
 
 def _response(response_id: str) -> dict[str, Any]:
@@ -186,7 +186,7 @@ async def test_a_cancel_answers_cancelled_even_when_the_turn_never_reacts(db: Da
         ),
     )
     no_peers = NoPeers(lambda: None)
-    manager = RunManager(db, None, no_peers)  # type: ignore[arg-type]  (no turn is started)
+    manager = RunRegistry(db, None, no_peers)  # type: ignore[arg-type]  (no turn is started)
     stuck = Run(
         response_id="resp_stuck",
         principal_id="prin_test",
@@ -198,7 +198,7 @@ async def test_a_cancel_answers_cancelled_even_when_the_turn_never_reacts(db: Da
     # The session goes free with the terminal event, as TaskService.start arranges.
     stuck.log.release_on_end = lambda: SessionRelease("sess_stuck", None)
     await _stream(stuck.log, stuck.builder, 3)
-    manager._running[stuck.session_id] = stuck  # registered as RunManager.start would
+    manager._running[stuck.session_id] = stuck  # registered as RunRegistry.start would
     busy = [EventLog(db, f"resp_busy_{i}", persist=True) for i in range(30)]
     stop = asyncio.Event()
 

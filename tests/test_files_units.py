@@ -20,12 +20,12 @@ from storage.tables import FileRow
 from tests.support.schema import check_stream, validate
 from tests.test_translation import _initial
 from uhp_server.app import create_app
-from uhp_server.engine.artifacts import ArtifactCollector, ArtifactLimits, snapshot
-from uhp_server.engine.attachments import place_all, prompt_note
-from uhp_server.engine.builder import ResponseBuilder
-from uhp_server.engine.feed import QUEUE_SIZE, HarnessFeed
-from uhp_server.engine.fold import fold
-from uhp_server.engine.inputs import MAX_FILES_PER_TASK, Attachment, normalize_input
+from uhp_server.engine.reading.feed import QUEUE_SIZE, HarnessFeed
+from uhp_server.engine.reading.fold import fold
+from uhp_server.engine.tasks.attachments import place_all, prompt_note
+from uhp_server.engine.tasks.inputs import MAX_FILES_PER_TASK, Attachment, normalize_input
+from uhp_server.engine.turns.artifacts import ArtifactCollector, ArtifactLimits, snapshot
+from uhp_server.engine.turns.builder import ResponseBuilder
 from uhp_server.errors import ApiError
 from uhp_server.files.filenames import content_disposition, safe_filename
 from uhp_server.settings import Settings

@@ -454,7 +454,7 @@ async def test_a_turn_waiting_for_the_user_makes_no_model_call(
     client: httpx.AsyncClient, tokens: TokenRegistry, upstream: tuple[FakeUpstream, str]
 ) -> None:
     grant = tokens.issue("openai", "m", 60)
-    grant.model_paused = True  # engine/questions.py: the agent asked the user and waits
+    grant.model_paused = True  # engine/turns/questions.py: the agent asked the user and waits
     before = len(upstream[0].requests)
     body = {"model": "m", "input": "hi"}
     r = await client.post(f"{OPENAI}/responses", headers=bearer(grant.token), json=body)

@@ -1,12 +1,12 @@
-"""The listener of engine/notifications.py, without a database: stopping it while it lets go
-of its reader (to LISTEN or UNLISTEN an on-demand channel) stops it."""
+"""The listener of engine/replicas/notifications.py, without a database: stopping it while it lets
+go of its reader (to LISTEN or UNLISTEN an on-demand channel) stops it."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-from uhp_server.engine.notifications import Notifications
+from uhp_server.engine.replicas.notifications import Notifications
 
 
 async def test_a_close_while_the_listener_lets_go_of_its_reader_stops_it() -> None:

@@ -27,7 +27,7 @@ from tests.support.replica_pair import (
     two_replicas,
 )
 from tests.support.waiting import wait_for
-from uhp_server.engine import shared_admission
+from uhp_server.engine.replicas import shared_admission
 from uhp_server.settings import Settings
 
 pytestmark = ONLY_ON_POSTGRESQL

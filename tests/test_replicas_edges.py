@@ -30,7 +30,7 @@ from tests.support.replica_pair import (
     two_replicas,
 )
 from tests.support.waiting import wait_for
-from uhp_server.engine import notifications
+from uhp_server.engine.replicas import notifications
 from uhp_server.engine.requests import EngineTask, QuestionPolicy, ToolAnswer
 
 pytestmark = ONLY_ON_POSTGRESQL

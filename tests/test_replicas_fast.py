@@ -34,8 +34,8 @@ from tests.support.replica_pair import (
 )
 from tests.support.waiting import wait_for
 from uhp_server.doors.uhp.harness_events import harness_events
-from uhp_server.engine import questions
 from uhp_server.engine.requests import ToolAnswer
+from uhp_server.engine.turns import questions
 from uhp_server.settings import Settings
 
 pytestmark = ONLY_ON_POSTGRESQL

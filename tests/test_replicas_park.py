@@ -39,8 +39,8 @@ from tests.support.replica_pair import (
     two_replicas,
 )
 from tests.support.waiting import wait_for
-from uhp_server.engine import questions
 from uhp_server.engine.requests import EngineTask, QuestionPolicy, ToolAnswer
+from uhp_server.engine.turns import questions
 from uhp_server.errors import ApiError
 from uhp_server.gateway.connection import ModelConnection
 

@@ -1,4 +1,4 @@
-"""A run's life as a state machine (engine/run.py): the phases it may pass through, in the
+"""A run's life as a state machine (engine/turns/run.py): the phases it may pass through, in the
 only orders allowed, and how the strongest request to stop it decides how it ends."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from tests.support.fake_engine import StandInEngine
 from tests.test_engine_requests import task, until
 from uhp_server.engine.requests import Question
-from uhp_server.engine.run import Run, RunPhase, StopReason, WrongTransition
+from uhp_server.engine.turns.run import Run, RunPhase, StopReason, WrongTransition
 
 
 def bare_run() -> Run:

@@ -1,4 +1,4 @@
-"""Submitting a task is one unit of work (engine/acceptance.py, storage/acceptance.py): a
+"""Submitting a task is one unit of work (engine/tasks/acceptance.py, storage/acceptance.py): a
 failure halfway leaves nothing behind, and the database decides who wins a session or an
 Idempotency-Key."""
 
@@ -16,8 +16,8 @@ from tests.scripted_provider import RunningProvider
 from tests.support.fake_engine import CONNECTION, StandInEngine
 from tests.support.fakes import Hang, TextDelta, answer
 from tests.support.in_process import InProcess, in_process
-from uhp_server.engine import intake
 from uhp_server.engine.requests import EngineTask, SessionKey
+from uhp_server.engine.tasks import intake
 from uhp_server.errors import ApiError
 from uhp_server.ids import new_id
 

@@ -10,9 +10,9 @@ from harness_bases import events as ev
 from storage import responses as response_store
 from storage.db import Database
 from tests.support.schema import check_stream, validate
-from uhp_server.engine.builder import ResponseBuilder
-from uhp_server.engine.eventlog import EventLog
-from uhp_server.engine.fold import fold
+from uhp_server.engine.reading.fold import fold
+from uhp_server.engine.turns.builder import ResponseBuilder
+from uhp_server.engine.turns.eventlog import EventLog
 
 
 def _initial() -> dict:

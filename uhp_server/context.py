@@ -22,22 +22,22 @@ from storage.db import Database
 from storage.responses import prune_idempotency
 from uhp_server.catalog import ModelCatalog
 from uhp_server.engine import Engine
-from uhp_server.engine.admission import Admission, AdmissionQueue
-from uhp_server.engine.artifacts import ArtifactCollector, ArtifactLimits
 from uhp_server.engine.assembly import assemble_engine
-from uhp_server.engine.cluster import Cluster, listener
-from uhp_server.engine.lease import Lease
-from uhp_server.engine.peers import NoPeers, Peers
-from uhp_server.engine.recovery import recover
-from uhp_server.engine.runs import RunManager
-from uhp_server.engine.shared_admission import SharedAdmission
-from uhp_server.engine.turn import TurnExecutor
-from uhp_server.engine.turn_files import TurnFiles
+from uhp_server.engine.replicas.cluster import Cluster, listener
+from uhp_server.engine.replicas.lease import Lease
+from uhp_server.engine.replicas.peers import NoPeers, Peers
+from uhp_server.engine.replicas.shared_admission import SharedAdmission
+from uhp_server.engine.turns.admission import Admission, AdmissionQueue
+from uhp_server.engine.turns.artifacts import ArtifactCollector, ArtifactLimits
+from uhp_server.engine.turns.executor import TurnExecutor
+from uhp_server.engine.turns.files import TurnFiles
+from uhp_server.engine.turns.recovery import recover
+from uhp_server.engine.turns.registry import RunRegistry
 from uhp_server.gateway.tokens import TokenRegistry
 from uhp_server.gateway.upstreams import Upstreams
 from uhp_server.ops.metrics import Metrics
 from uhp_server.ops.readiness import ReadinessProbe
-from uhp_server.replica import replica_id
+from uhp_server.ops.replica_id import replica_id
 from uhp_server.sandbox.base import Sandbox
 from uhp_server.sandbox.registry import make_sandbox
 from uhp_server.settings import Settings
@@ -51,7 +51,7 @@ class AppContext:
     tokens: Any  # gateway.tokens.TokenRegistry
     upstreams: Any  # gateway.upstreams.Upstreams
     catalog: ModelCatalog
-    runs: RunManager
+    runs: RunRegistry
     engine: Engine  # the doors' one way in
     blobs: BlobStore  # uploads and artifacts, content-addressed
     metrics: Metrics
@@ -121,7 +121,7 @@ def build_context(
         admission=admission,
         metrics=metrics,
     )
-    runs = RunManager(
+    runs = RunRegistry(
         db,
         executor,
         peers,

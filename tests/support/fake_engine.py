@@ -24,11 +24,11 @@ from storage.blobs import BlobStore
 from storage.db import Database
 from tests.support.fakes import AGENT_PROGRAM, FakeSandbox
 from uhp_server.catalog import ModelCatalog
-from uhp_server.engine.admission import AdmissionQueue
 from uhp_server.engine.assembly import assemble_engine
-from uhp_server.engine.peers import NoPeers
-from uhp_server.engine.runs import RunManager
-from uhp_server.engine.turn import TurnExecutor
+from uhp_server.engine.replicas.peers import NoPeers
+from uhp_server.engine.turns.admission import AdmissionQueue
+from uhp_server.engine.turns.executor import TurnExecutor
+from uhp_server.engine.turns.registry import RunRegistry
 from uhp_server.gateway.connection import ModelConnection
 from uhp_server.gateway.tokens import TokenRegistry
 from uhp_server.gateway.upstreams import Upstreams
@@ -98,7 +98,7 @@ class StandInBase(HarnessBase):
         self.prompts: list[str] = []
         self.system_prompts: list[str] = []
         self.mcp_names: list[tuple[str, ...]] = []
-        self.runs: RunManager | None = None
+        self.runs: RunRegistry | None = None
         self.gates: dict[str, asyncio.Event] = {}
         self.running = 0
         self.most_running = 0
@@ -142,7 +142,7 @@ class StandInEngine:
         executor = TurnExecutor(
             self.sandbox, TokenRegistry(), self.settings.tools_dir, 0.1, admission=self.admission
         )
-        self.runs = RunManager(
+        self.runs = RunRegistry(
             self.db, executor, NoPeers(_nothing_to_recover), paused_keep_seconds=keep_seconds
         )
         self.base.runs = self.runs

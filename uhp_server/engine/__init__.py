@@ -3,7 +3,6 @@
 A door imports from here and nowhere else in the engine.
 """
 
-from uhp_server.engine.cluster import PARK_ENDING_SECONDS, PARK_HEARD_SECONDS
 from uhp_server.engine.engine import Engine, not_retained, response_not_found
 from uhp_server.engine.facade.files import Download
 from uhp_server.engine.facade.records import (
@@ -20,10 +19,9 @@ from uhp_server.engine.facade.records import (
 )
 from uhp_server.engine.facade.sessions import SessionCancelled
 from uhp_server.engine.facade.shares import SharedSession
-from uhp_server.engine.fold import TERMINAL_TYPES
-from uhp_server.engine.history import user_text
-from uhp_server.engine.intake import Accepted
-from uhp_server.engine.questions import QUESTION_TOOL
+from uhp_server.engine.reading.fold import TERMINAL_TYPES
+from uhp_server.engine.reading.history import user_text
+from uhp_server.engine.replicas.cluster import PARK_ENDING_SECONDS, PARK_HEARD_SECONDS
 from uhp_server.engine.requests import (
     INPUT_REQUIRED,
     QUEUED,
@@ -38,8 +36,10 @@ from uhp_server.engine.requests import (
     ToolAnswer,
     ToolCall,
 )
-from uhp_server.engine.runs import CANCEL_TURN_WAIT
-from uhp_server.engine.steering import Cancelled
+from uhp_server.engine.tasks.intake import Accepted
+from uhp_server.engine.tasks.steering import Cancelled
+from uhp_server.engine.turns.questions import QUESTION_TOOL
+from uhp_server.engine.turns.registry import CANCEL_TURN_WAIT
 
 __all__ = [
     "CANCEL_TURN_WAIT",

@@ -10,12 +10,12 @@ from uhp_server.engine.engine import Engine
 from uhp_server.engine.facade.files import Files
 from uhp_server.engine.facade.harnesses import Harnesses
 from uhp_server.engine.facade.principals import Principals
+from uhp_server.engine.facade.session_deletion import SessionDeleter
 from uhp_server.engine.facade.sessions import Sessions
 from uhp_server.engine.facade.shares import Shares
-from uhp_server.engine.intake import TaskIntake
-from uhp_server.engine.runs import RunManager
-from uhp_server.engine.steering import TaskSteering
-from uhp_server.engine.traces import TraceDeleter
+from uhp_server.engine.tasks.intake import TaskIntake
+from uhp_server.engine.tasks.steering import TaskSteering
+from uhp_server.engine.turns.registry import RunRegistry
 from uhp_server.files.previews import PreviewRenderer
 from uhp_server.settings import Settings
 
@@ -25,14 +25,14 @@ def assemble_engine(
     db: Database,
     bases: dict[str, HarnessBase],
     catalog: ModelCatalog,
-    runs: RunManager,
+    runs: RunRegistry,
     blobs: BlobStore,
 ) -> Engine:
     """The facade over a running engine (`runs`): every door's one way in."""
     previews = PreviewRenderer(
         settings.soffice, settings.previews_dir, blobs, settings.preview_timeout_seconds
     )
-    deleter = TraceDeleter(
+    deleter = SessionDeleter(
         db, runs, blobs, settings.sessions_dir, settings.previews_dir, settings.cancel_grace_seconds
     )
     intake = TaskIntake(settings, db, bases, catalog, runs, blobs=blobs)

@@ -25,12 +25,12 @@ from uhp_server.engine.facade.principals import Principals
 from uhp_server.engine.facade.records import TurnFile
 from uhp_server.engine.facade.sessions import Sessions
 from uhp_server.engine.facade.shares import Shares
-from uhp_server.engine.intake import Accepted, TaskIntake
-from uhp_server.engine.reading import current_response, follow_events, unretained_response
+from uhp_server.engine.reading.read_back import current_response, follow_events, unretained_response
 from uhp_server.engine.requests import EngineTask, QuestionPolicy, SessionKey, TaskState, ToolAnswer
-from uhp_server.engine.runs import RunManager
-from uhp_server.engine.steering import Cancelled, TaskSteering
-from uhp_server.engine.turn_files import download_url
+from uhp_server.engine.tasks.intake import Accepted, TaskIntake
+from uhp_server.engine.tasks.steering import Cancelled, TaskSteering
+from uhp_server.engine.turns.files import download_url
+from uhp_server.engine.turns.registry import RunRegistry
 from uhp_server.errors import ApiError
 from uhp_server.gateway.connection import ModelConnection
 from uhp_server.settings import Settings
@@ -51,7 +51,7 @@ class Engine:
         settings: Settings,
         bases: dict[str, HarnessBase],
         db: Database,
-        runs: RunManager,
+        runs: RunRegistry,
         intake: TaskIntake,
         steering: TaskSteering,
         sessions: Sessions,

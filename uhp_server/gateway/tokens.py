@@ -85,7 +85,8 @@ class TurnGrant:
     # Where the model calls go (gateway.providers.Provider, a per-turn connection included);
     # None: the provider named like the backend. `model` is that provider's name for it.
     provider: Any = field(default=None, repr=False)
-    # The agent waits for the user (engine/questions.py): its model calls are refused meanwhile.
+    # The agent waits for the user (engine/turns/questions.py): its model calls are refused
+    # meanwhile.
     model_paused: bool = False
     asks_user: bool = False  # the turn is offered the server's question tool
 

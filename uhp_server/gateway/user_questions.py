@@ -1,7 +1,7 @@
 """The server's own MCP server `uhp-user`: one tool, `ask_user`, for the agent to ask the user.
 
 Offered to a turn (as `/gateway/mcp/uhp-user`, reached with the turn's gateway token like
-every MCP server of the turn) only when its door can take a question (engine/questions.py).
+every MCP server of the turn) only when its door can take a question (engine/turns/questions.py).
 Streamable HTTP with JSON answers: a `tools/call` stays open until the user answers, the turn
 is parked, or it stops. Stateless: no session id, no server-initiated stream.
 """

@@ -1,5 +1,5 @@
 """Questions a paused turn waits on, readable by every replica, and the answers one replica
-takes for a turn that runs on another (engine/answer_relay.py, docs/scale-out.md §3).
+takes for a turn that runs on another (engine/replicas/answer_relay.py, docs/scale-out.md §3).
 
 Revision ID: 0004
 Revises: 0003

@@ -1,6 +1,6 @@
 """An index on the response's place in the shared admission line: every admission counts the
 slots held and looks for turns waiting, and without it each look reads every response ever
-run (engine/shared_admission.py).
+run (engine/replicas/shared_admission.py).
 
 Revision ID: 0005
 Revises: 0004

@@ -1,6 +1,6 @@
 """A partial index on the sessions a turn holds: every replica's lease round looks among them
-for one whose release was lost (engine/cluster.py, storage/sessions.py `release_ended`), and
-without it each look reads every session and every response.
+for one whose release was lost (engine/replicas/cluster.py, storage/sessions.py `release_ended`),
+and without it each look reads every session and every response.
 
 Revision ID: 0006
 Revises: 0005

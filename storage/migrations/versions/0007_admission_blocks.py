@@ -1,6 +1,6 @@
-"""The admission slots each replica holds as a block (engine/shared_admission.py): a replica
-admits its own turns from its block without a transaction each, and the line's count adds the
-blocks of the live replicas to the turns admitted one by one.
+"""The admission slots each replica holds as a block (engine/replicas/shared_admission.py): a
+replica admits its own turns from its block without a transaction each, and the line's count adds
+the blocks of the live replicas to the turns admitted one by one.
 
 Revision ID: 0007
 Revises: 0006

@@ -1,7 +1,7 @@
 """Events are told on `uhp_events` only while some replica hears them: `replica.hears_events`,
-set by a replica while it LISTENs (engine/notifications.py), read by the trigger that NOTIFYs.
-A NOTIFY nobody hears still costs every commit of events a cluster-wide lock held through its
-WAL flush, which serialises the commits of the event log, the acceptances and the admission
+set by a replica while it LISTENs (engine/replicas/notifications.py), read by the trigger that
+NOTIFYs. A NOTIFY nobody hears still costs every commit of events a cluster-wide lock held through
+its WAL flush, which serialises the commits of the event log, the acceptances and the admission
 line (docs/scale-out.md §3, "Events across replicas").
 
 Revision ID: 0008

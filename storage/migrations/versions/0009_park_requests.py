@@ -1,8 +1,8 @@
 """A replica given an answer together with a fresh model connection, for a turn paused on
 another replica, asks that replica to park the turn (`relayed_question.park_requested`) and
 carries it on itself in a new turn: a connection's key never enters the database, so it
-cannot be relayed with the answer (engine/answer_relay.py, docs/scale-out.md §3). A door then
-finds the response that carries its task on by the `previous_response_id` that points back at
+cannot be relayed with the answer (engine/replicas/answer_relay.py, docs/scale-out.md §3). A door
+then finds the response that carries its task on by the `previous_response_id` that points back at
 the parked one: `ix_response_previous_response_id`.
 
 Revision ID: 0009

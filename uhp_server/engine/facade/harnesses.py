@@ -19,7 +19,7 @@ from storage.tables import HarnessRow
 from storage.unit import Tx
 from uhp_server.catalog import ModelCatalog
 from uhp_server.engine.facade import records
-from uhp_server.engine.runs import RunManager
+from uhp_server.engine.turns.registry import RunRegistry
 from uhp_server.errors import VENDOR, ApiError
 from uhp_server.harnesses.body import ConfigRules, check_immutables, parse_harness_body
 from uhp_server.harnesses.config import HarnessConfig
@@ -48,7 +48,7 @@ class Harnesses:
         db: Database,
         bases: dict[str, HarnessBase],
         catalog: ModelCatalog,
-        runs: RunManager,
+        runs: RunRegistry,
     ) -> None:
         self.settings = settings
         self.db = db

@@ -14,9 +14,9 @@ from storage.db import Database
 from storage.tables import ResponseRow
 from storage.unit import Tx
 from uhp_server.engine.facade import records, rows
-from uhp_server.engine.history import response_now
-from uhp_server.engine.runs import RunManager
-from uhp_server.engine.traces import TraceDeleter
+from uhp_server.engine.facade.session_deletion import SessionDeleter
+from uhp_server.engine.reading.history import response_now
+from uhp_server.engine.turns.registry import RunRegistry
 from uhp_server.errors import ApiError
 
 
@@ -33,7 +33,7 @@ class SessionCancelled:
     cancelled_response_id: str | None
 
 
-def turns_of(tx: Tx, runs: RunManager, session_id: str) -> list[records.Turn]:
+def turns_of(tx: Tx, runs: RunRegistry, session_id: str) -> list[records.Turn]:
     """The session's turns, oldest first (Sessions §3): the same history for `/turns` and the
     shared page. A deleted response is left out; one not retained shows its id and status."""
     by_response: dict[str, list[records.Artifact]] = {}
@@ -60,7 +60,7 @@ def _turn(
 
 
 class Sessions:
-    def __init__(self, db: Database, runs: RunManager, deleter: TraceDeleter) -> None:
+    def __init__(self, db: Database, runs: RunRegistry, deleter: SessionDeleter) -> None:
         self.db = db
         self.runs = runs
         self.deleter = deleter

@@ -18,7 +18,7 @@ from storage.unit import Tx
 from uhp_server.engine.facade import records, rows
 from uhp_server.engine.facade.files import Download, Files
 from uhp_server.engine.facade.sessions import Sessions, turns_of
-from uhp_server.engine.runs import RunManager
+from uhp_server.engine.turns.registry import RunRegistry
 from uhp_server.errors import VENDOR, ApiError
 
 
@@ -36,7 +36,7 @@ class SharedSession:
 
 
 class Shares:
-    def __init__(self, db: Database, runs: RunManager, sessions: Sessions, files: Files) -> None:
+    def __init__(self, db: Database, runs: RunRegistry, sessions: Sessions, files: Files) -> None:
         self.db = db
         self.runs = runs
         self.sessions = sessions

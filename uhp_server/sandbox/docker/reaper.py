@@ -9,7 +9,7 @@ from typing import Any
 
 import docker.errors
 
-from uhp_server.replica import ID_FILE, stored_id  # noqa: F401 (ID_FILE: for callers)
+from uhp_server.ops.replica_id import ID_FILE, stored_id  # noqa: F401 (ID_FILE: for callers)
 from uhp_server.sandbox.docker.container import LABEL_SERVER
 
 log = logging.getLogger(__name__)

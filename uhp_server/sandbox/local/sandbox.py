@@ -32,7 +32,7 @@ from pathlib import Path
 
 from harness_bases.base import HarnessBase, Invocation
 from uhp_server.gateway.paths import gateway_path
-from uhp_server.replica import stored_id
+from uhp_server.ops.replica_id import stored_id
 from uhp_server.sandbox import cgroups
 from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SandboxError, SessionMounts
 from uhp_server.sandbox.egress import EGRESS_PROXY_PORT, EgressPolicy, with_proxy

@@ -1,7 +1,7 @@
 """Admission control over every replica of one PostgreSQL database: UHP_MAX_CONCURRENT_TURNS
 counts the slots held on every replica whose lease is live, and the line's order is the order
 turns arrived (`admission_at`, written when the task was accepted), whichever replica they
-wait on (engine/admission.py is the same contract for one process).
+wait on (engine/turns/admission.py is the same contract for one process).
 
 Slots are held two ways (storage/replicas.py keeps both in the count):
 
@@ -37,8 +37,8 @@ from typing import Any
 from storage import replicas as replica_store
 from storage.db import Database, Order
 from storage.unit import Tx, repeatable
-from uhp_server.engine.lease import Lease
-from uhp_server.engine.notifications import Notifications
+from uhp_server.engine.replicas.lease import Lease
+from uhp_server.engine.replicas.notifications import Notifications
 
 log = logging.getLogger("uhp_server.admission")
 
@@ -61,8 +61,8 @@ class SharedAdmission:
         self.db = db
         self.replica_id = replica_id
         self.limit = limit
-        # Its renewals are the cluster's (engine/cluster.py). While it is not known live, the
-        # others may not count this replica's block, and nothing is admitted from it in memory.
+        # Its renewals are the cluster's (engine/replicas/cluster.py). While it is not known live,
+        # the others may not count this replica's block, and nothing is admitted from it in memory.
         self.lease = lease
         self.lease_seconds = lease.seconds
         self.block = 0  # slots this replica holds as its block (replica.slots)

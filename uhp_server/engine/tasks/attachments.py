@@ -18,7 +18,7 @@ from pathlib import Path
 
 from storage.acceptance import InputFile
 from storage.blobs import BlobStore
-from uhp_server.engine.inputs import Attachment
+from uhp_server.engine.tasks.inputs import Attachment
 from uhp_server.files.filenames import split_suffix
 
 _MAX_NAME_TRIES = 1000

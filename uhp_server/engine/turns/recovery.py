@@ -13,11 +13,11 @@ import logging
 from storage import responses as response_store
 from storage import sessions as session_store
 from storage.db import Database
-from uhp_server.engine.builder import ResponseBuilder
-from uhp_server.engine.eventlog import numbered
-from uhp_server.engine.fold import TERMINAL_TYPES, fold
-from uhp_server.engine.questions import pending_questions
-from uhp_server.engine.run import PARKED_REASON
+from uhp_server.engine.reading.fold import TERMINAL_TYPES, fold
+from uhp_server.engine.turns.builder import ResponseBuilder
+from uhp_server.engine.turns.eventlog import numbered
+from uhp_server.engine.turns.questions import pending_questions
+from uhp_server.engine.turns.run import PARKED_REASON
 
 log = logging.getLogger("uhp_server.recovery")
 

@@ -1,4 +1,4 @@
-"""This replica's lease among the replicas of one PostgreSQL database (engine/cluster.py
+"""This replica's lease among the replicas of one PostgreSQL database (engine/replicas/cluster.py
 renews it): whether the others still count what this one holds."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Reading and steering accepted tasks, for every door: state, events, cancel, answers.
 
-Kept apart from accepting tasks (engine/intake.py), which it is given to carry a parked task
+Kept apart from accepting tasks (engine/tasks/intake.py), which it is given to carry a parked task
 on in a new turn. Doors reach these through the engine's facade (engine/engine.py), never
 through storage or the run registry.
 """
@@ -21,10 +21,8 @@ from storage import sessions as session_store
 from storage.db import Database
 from storage.tables import ResponseRow
 from storage.unit import Tx
-from uhp_server.engine.history import user_text
-from uhp_server.engine.intake import TaskIntake
-from uhp_server.engine.questions import answered_questions, answers_prompt
-from uhp_server.engine.reading import (
+from uhp_server.engine.reading.history import user_text
+from uhp_server.engine.reading.read_back import (
     current_response,
     follow_events,
     task_state,
@@ -38,9 +36,11 @@ from uhp_server.engine.requests import (
     TaskState,
     ToolAnswer,
 )
-from uhp_server.engine.run import Run
-from uhp_server.engine.runs import RunManager
-from uhp_server.engine.withdrawal import withdraw_parked
+from uhp_server.engine.tasks.intake import TaskIntake
+from uhp_server.engine.tasks.parked import withdraw_parked
+from uhp_server.engine.turns.questions import answered_questions, answers_prompt
+from uhp_server.engine.turns.registry import RunRegistry
+from uhp_server.engine.turns.run import Run
 from uhp_server.errors import ApiError
 from uhp_server.gateway.connection import ModelConnection, connection_provider
 from uhp_server.settings import Settings
@@ -64,7 +64,7 @@ class TaskSteering:
         settings: Settings,
         db: Database,
         bases: dict[str, HarnessBase],
-        runs: RunManager,
+        runs: RunRegistry,
         intake: TaskIntake,
     ) -> None:
         self.settings = settings

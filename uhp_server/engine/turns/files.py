@@ -12,9 +12,9 @@ from typing import Any, Protocol
 
 from storage.blobs import BlobStore
 from storage.tables import ArtifactRow
-from uhp_server.engine.artifacts import ArtifactCollector, Snapshot, snapshot
-from uhp_server.engine.attachments import Placed, place_all
-from uhp_server.engine.inputs import Attachment
+from uhp_server.engine.tasks.attachments import Placed, place_all
+from uhp_server.engine.tasks.inputs import Attachment
+from uhp_server.engine.turns.artifacts import ArtifactCollector, Snapshot, snapshot
 
 
 class FileTurn(Protocol):

@@ -2,9 +2,9 @@
 
 The terminal event is written the moment the outcome is known — a cancel, a spent budget, or
 the CLI's own report — so a Stop button answers at once. Winding the process down (a clean
-interrupt, then a kill after a grace period: engine/wind_down.py) happens afterwards, and the
+interrupt, then a kill after a grace period: engine/turns/stopping.py) happens afterwards, and the
 session stays busy until the process is gone so the next turn never shares the workspace with
-a dying one. What a turn runs and the live run itself are engine/run.py's.
+a dying one. What a turn runs and the live run itself are engine/turns/run.py's.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from typing import Any
 from harness_bases import events as ev
 from harness_bases.base import HarnessBase, ImageInput, McpServerSpec, TurnSpec
 from harness_bases.turns import AgentTurn
-from uhp_server.engine.admission import Admission
-from uhp_server.engine.attachments import prompt_note
-from uhp_server.engine.questions import (
+from uhp_server.engine.tasks.attachments import prompt_note
+from uhp_server.engine.turns.admission import Admission
+from uhp_server.engine.turns.files import TurnFiles
+from uhp_server.engine.turns.questions import (
     NATIVE_QUESTION_TOOLS,
     TEXT_INSTRUCTION,
     asks_in_text,
@@ -30,9 +31,8 @@ from uhp_server.engine.questions import (
     park_on_text_question,
     text_question,
 )
-from uhp_server.engine.run import PARKED_REASON, Outcome, Run, RunPhase, TurnPlan
-from uhp_server.engine.turn_files import TurnFiles
-from uhp_server.engine.wind_down import limit_outcome, wind_down
+from uhp_server.engine.turns.run import PARKED_REASON, Outcome, Run, RunPhase, TurnPlan
+from uhp_server.engine.turns.stopping import limit_outcome, wind_down
 from uhp_server.errors import error_body
 from uhp_server.gateway.mcp_targets import McpTarget, degraded_notice, mcp_path, probe
 from uhp_server.gateway.paths import gateway_path
@@ -71,7 +71,7 @@ class TurnExecutor:
 
     async def execute(self, run: Run, on_terminal: Callable[[Run], None], ask: Asker) -> None:
         """Run the turn; `on_terminal` is called once the terminal event is written, before
-        the process is wound down. `ask`: how its agent asks the user (RunManager.ask), the
+        the process is wound down. `ask`: how its agent asks the user (RunRegistry.ask), the
         server's question tool and the CLI's own alike, on a turn whose door takes one."""
         plan = run.plan
         route = plan.route

@@ -18,7 +18,7 @@ from typing import Any
 
 from storage import responses as response_store
 from storage.db import Database, SessionRelease
-from uhp_server.engine.fold import TERMINAL_TYPES, fold
+from uhp_server.engine.reading.fold import TERMINAL_TYPES, fold
 
 
 def numbered(event: dict[str, Any], seq: int) -> dict[str, Any]:
@@ -112,7 +112,7 @@ class EventLog:
                 published.set_exception(error)
             return
         # (Unkept events are published even when their write failed: nothing of them was to be
-        # stored, and the session is then released by RunManager.)
+        # stored, and the session is then released by RunRegistry.)
         self.released = self.released or (released and error is None)
         self._publish(entries)
         if not published.done():

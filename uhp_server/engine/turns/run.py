@@ -8,7 +8,7 @@ A run's life is a small state machine, every transition made here (`Run.enter`):
         │            │                     ▲
         └────────────┴─────────────────────┘   (stopped or failed before it ran)
 
-`queued`: waiting for a turn slot (engine/admission.py); `running`: its turn is prepared and
+`queued`: waiting for a turn slot (engine/turns/admission.py); `running`: its turn is prepared and
 its CLI runs (asking the user is a moment of it); `ending`: its outcome is known, its end is
 being recorded and its process wound down; `ended`: its process is gone. The phase is the
 turn's own progress: the log says what is recorded, and a cancel may record the end before
@@ -30,16 +30,16 @@ from typing import Any
 from harness_bases import events as ev
 from harness_bases.base import HarnessBase, SkillBundle
 from uhp_server.catalog import ModelRoute
-from uhp_server.engine.builder import ResponseBuilder
-from uhp_server.engine.eventlog import EventLog
-from uhp_server.engine.inputs import Attachment
 from uhp_server.engine.requests import Question, QuestionPolicy
+from uhp_server.engine.tasks.inputs import Attachment
+from uhp_server.engine.turns.builder import ResponseBuilder
+from uhp_server.engine.turns.eventlog import EventLog
 from uhp_server.gateway.mcp_targets import McpTarget
 
 # The reason a parked turn ended `incomplete`: its questions wait for the user's answers.
 PARKED_REASON = "input_required"
-# How a turn ends when its replica no longer runs it (engine/cluster.py): the message both the
-# replica that takes it over and the one that lets it go give.
+# How a turn ends when its replica no longer runs it (engine/replicas/cluster.py): the message both
+# the replica that takes it over and the one that lets it go give.
 REPLICA_STOPPED = "The server replica running this task stopped."
 
 
@@ -64,7 +64,7 @@ class TurnPlan:
     # Where the model calls go (provider, its name for the model); None: the provider named
     # like the base's backend, with `model` as is. A per-turn connection's key lives here.
     route: ModelRoute | None = field(default=None, repr=False)
-    ask_user: bool = False  # offer the server's question tool (engine/questions.py)
+    ask_user: bool = False  # offer the server's question tool (engine/turns/questions.py)
 
 
 @dataclass
@@ -99,7 +99,7 @@ class StopReason(enum.IntEnum):
     PARK = 1  # its question went unanswered while it was kept: `incomplete`, still pending
     CANCEL = 2  # a caller's cancel: `cancelled`
     TIME_OUT = 3  # a caller's deadline, before the turn's own: `incomplete`, with the reason
-    ABANDON = 4  # its replica no longer owns it (engine/cluster.py): `failed` here, unstored
+    ABANDON = 4  # its replica no longer owns it (engine/replicas/): `failed` here, unstored
 
 
 class WrongTransition(RuntimeError):
@@ -128,7 +128,7 @@ class Run:
     after: Run | None = None
     task: asyncio.Task[None] | None = None
     grant: Any = field(default=None, repr=False)  # the turn's gateway grant while it runs
-    # What its questions wait on (engine/questions.py).
+    # What its questions wait on (engine/turns/questions.py).
     asking: list[Question] = field(default_factory=list)  # questions waiting for the user
     answer_waiters: dict[str, asyncio.Future[str]] = field(default_factory=dict)
     recorded_used: int = 0  # RECORDED answers given so far
@@ -153,7 +153,7 @@ class Run:
 
     @property
     def queued(self) -> bool:
-        """Waiting for a turn slot (engine/admission.py)."""
+        """Waiting for a turn slot (engine/turns/admission.py)."""
         return self._phase is RunPhase.QUEUED
 
     # -- stopping it -----------------------------------------------------------------------

@@ -16,8 +16,8 @@ from storage import responses as response_store
 from storage import session_listing
 from storage.db import Database
 from storage.tables import ResponseRow
-from uhp_server.engine.builder import ResponseBuilder
-from uhp_server.engine.eventlog import EventLog
+from uhp_server.engine.turns.builder import ResponseBuilder
+from uhp_server.engine.turns.eventlog import EventLog
 from uhp_server.ids import new_id
 
 

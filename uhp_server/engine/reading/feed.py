@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from uhp_server.engine.fold import TERMINAL_TYPES
+from uhp_server.engine.reading.fold import TERMINAL_TYPES
 
 log = logging.getLogger("uhp_server.feed")
 
@@ -41,7 +41,7 @@ class Subscriber:
 class HarnessFeed:
     def __init__(self) -> None:
         self._subscribers: set[Subscriber] = set()
-        # Told the number of subscribers each time it changes (engine/remote_feed.py).
+        # Told the number of subscribers each time it changes (engine/replicas/remote_feed.py).
         self.subscribers_changed: Callable[[int], None] | None = None
 
     def publish(self, principal_id: str, harness_id: str, event: dict[str, Any]) -> None:

@@ -19,10 +19,10 @@ from storage import responses as response_store
 from storage.db import EVENTS_CHANNEL, Database
 from storage.tables import ResponseRow, SessionRow
 from storage.unit import Tx
-from uhp_server.engine.feed import HarnessFeed, feed_event
-from uhp_server.engine.fold import TERMINAL_TYPES
-from uhp_server.engine.notifications import Notifications
-from uhp_server.engine.peers import LocalRuns
+from uhp_server.engine.reading.feed import HarnessFeed, feed_event
+from uhp_server.engine.reading.fold import TERMINAL_TYPES
+from uhp_server.engine.replicas.notifications import Notifications
+from uhp_server.engine.replicas.peers import LocalRuns
 
 log = logging.getLogger("uhp_server.remote_feed")
 

@@ -15,16 +15,16 @@ from storage import responses as response_store
 from storage.db import Database
 from storage.tables import ResponseRow
 from storage.unit import Tx
-from uhp_server.engine.fold import fold
-from uhp_server.engine.questions import pending_questions, question_of_call
+from uhp_server.engine.reading.fold import fold
 from uhp_server.engine.requests import INPUT_REQUIRED, QUEUED, TaskState
-from uhp_server.engine.run import PARKED_REASON
-from uhp_server.engine.runs import RunManager
+from uhp_server.engine.turns.questions import pending_questions, question_of_call
+from uhp_server.engine.turns.registry import RunRegistry
+from uhp_server.engine.turns.run import PARKED_REASON
 from uhp_server.errors import ApiError
 
 
 def current_response(
-    tx: Tx, runs: RunManager, row: ResponseRow, replay: bool = False
+    tx: Tx, runs: RunRegistry, row: ResponseRow, replay: bool = False
 ) -> dict[str, Any]:
     """The response as it stands: live from the run, else its stored final form.
 
@@ -61,7 +61,7 @@ def unretained_response(row: ResponseRow) -> dict[str, Any]:
 
 
 def live_response(
-    runs: RunManager, row: ResponseRow, *, replay: bool = False
+    runs: RunRegistry, row: ResponseRow, *, replay: bool = False
 ) -> dict[str, Any] | None:
     """`current_response` when the run in memory answers it (no storage: fit for the event
     loop), else None."""
@@ -71,7 +71,7 @@ def live_response(
     return None
 
 
-def task_state(tx: Tx, runs: RunManager, row: ResponseRow) -> TaskState:
+def task_state(tx: Tx, runs: RunRegistry, row: ResponseRow) -> TaskState:
     """The task's engine status (with `queued` and `input_required`, which UHP folds into
     `in_progress`), its response, and the questions it waits on."""
     response = current_response(tx, runs, row, replay=True)
@@ -97,7 +97,7 @@ def task_state(tx: Tx, runs: RunManager, row: ResponseRow) -> TaskState:
 
 
 async def follow_events(
-    db: Database, runs: RunManager, row: ResponseRow, after: int = -1
+    db: Database, runs: RunRegistry, row: ResponseRow, after: int = -1
 ) -> AsyncIterator[dict[str, Any]]:
     """The response's events after `after`: live until the terminal one, or as stored."""
     run = runs.get(row.id)

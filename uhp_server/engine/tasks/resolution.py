@@ -28,7 +28,7 @@ class Resolved:
     session: SessionRow | None = None  # the session it continues; None: a new one
     previous: str | None = None  # the response it follows
     # A door's key bound to a session it can no longer continue (expired, deleted): the new
-    # session takes the key over from this one (engine/acceptance.py).
+    # session takes the key over from this one (engine/tasks/acceptance.py).
     door_bound_to: str | None = None
 
 

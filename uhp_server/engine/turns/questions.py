@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from harness_bases import events as ev
 from uhp_server.engine.requests import Question, QuestionMode, ToolAnswer
-from uhp_server.engine.run import Run, TurnPlan
+from uhp_server.engine.turns.run import Run, TurnPlan
 from uhp_server.gateway.user_questions import QUESTION_TOOL
 
 # The CLIs' own question tools that ask through the same machinery when the door can take a
@@ -46,7 +46,7 @@ TEXT_INSTRUCTION = (
 
 
 class QuestionBoard(Protocol):
-    """Where a waiting question is shown to the other replicas (engine/answer_relay.py)."""
+    """Where a waiting question is shown to the other replicas (engine/replicas/answer_relay.py)."""
 
     async def post(self, run: Run, question: Question) -> None: ...
 

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 from harness_bases import events as ev
 from harness_bases.turns import AgentTurn
-from uhp_server.engine.run import Outcome
+from uhp_server.engine.turns.run import Outcome
 from uhp_server.sandbox.base import SandboxedProcess
 
 log = logging.getLogger("uhp_server.turn")

@@ -12,11 +12,11 @@ from typing import Any
 from storage import responses as response_store
 from storage.tables import ResponseRow
 from storage.unit import Tx
-from uhp_server.engine.fold import fold
-from uhp_server.engine.runs import RunManager
+from uhp_server.engine.reading.fold import fold
+from uhp_server.engine.turns.registry import RunRegistry
 
 
-def response_now(tx: Tx, runs: RunManager, row: ResponseRow) -> dict[str, Any] | None:
+def response_now(tx: Tx, runs: RunRegistry, row: ResponseRow) -> dict[str, Any] | None:
     """The response as it stands: live from its run, else its stored final form."""
     run = runs.get(row.id)
     if run is not None and (row.store or not run.log.finished):

@@ -25,10 +25,10 @@ from typing import Any
 
 from storage import relayed_questions as store
 from storage.db import Database
-from uhp_server.engine import questions
-from uhp_server.engine.peers import LocalRuns
+from uhp_server.engine.replicas.peers import LocalRuns
 from uhp_server.engine.requests import Question, ToolAnswer
-from uhp_server.engine.run import Run
+from uhp_server.engine.turns import questions
+from uhp_server.engine.turns.run import Run
 
 log = logging.getLogger("uhp_server.answer_relay")
 

@@ -1,8 +1,8 @@
-"""Accepting a task: resolve harness and session (engine/resolution.py), model and budgets,
+"""Accepting a task: resolve harness and session (engine/tasks/resolution.py), model and budgets,
 then start the turn.
 
 Everything that decides the task (idempotency record, session claim, response row) is one
-transaction (engine/acceptance.py), and the database decides between racing requests (the
+transaction (engine/tasks/acceptance.py), and the database decides between racing requests (the
 key's primary key, the session claim's conditional UPDATE): two can never both claim a
 session or an idempotency key.
 """
@@ -26,17 +26,17 @@ from storage.db import Database, Order, SessionRelease
 from storage.tables import HarnessRow
 from storage.unit import Tx
 from uhp_server.catalog import ModelCatalog, ModelRoute
-from uhp_server.engine import acceptance
-from uhp_server.engine.acceptance import Acceptance
-from uhp_server.engine.attachments import write_inline_blobs
-from uhp_server.engine.builder import ResponseBuilder
-from uhp_server.engine.eventlog import EventLog, numbered
-from uhp_server.engine.inputs import Attachment, NormalizedInput, normalize_input
-from uhp_server.engine.opening import opening_system_text, with_opening
 from uhp_server.engine.requests import EngineTask
-from uhp_server.engine.resolution import TaskResolution
-from uhp_server.engine.run import Run, TurnPlan
-from uhp_server.engine.runs import RunManager
+from uhp_server.engine.tasks import acceptance
+from uhp_server.engine.tasks.acceptance import Acceptance
+from uhp_server.engine.tasks.attachments import write_inline_blobs
+from uhp_server.engine.tasks.inputs import Attachment, NormalizedInput, normalize_input
+from uhp_server.engine.tasks.opening import opening_system_text, with_opening
+from uhp_server.engine.tasks.resolution import TaskResolution
+from uhp_server.engine.turns.builder import ResponseBuilder
+from uhp_server.engine.turns.eventlog import EventLog, numbered
+from uhp_server.engine.turns.registry import RunRegistry
+from uhp_server.engine.turns.run import Run, TurnPlan
 from uhp_server.errors import VENDOR, ApiError
 from uhp_server.gateway.connection import connection_provider
 from uhp_server.gateway.mcp_targets import McpTarget
@@ -77,7 +77,7 @@ class TaskIntake:
         db: Database,
         bases: dict[str, HarnessBase],
         catalog: ModelCatalog,
-        runs: RunManager,
+        runs: RunRegistry,
         blobs: BlobStore | None = None,
     ) -> None:
         self.settings = settings
@@ -281,7 +281,7 @@ class TaskIntake:
         return skills, mcp
 
     async def _accept(self, a: Acceptance) -> str | HeldSession:
-        """One transaction (engine/acceptance.py). Returns the claimed session, or the id of
+        """One transaction (engine/tasks/acceptance.py). Returns the claimed session, or the id of
         the response an idempotent repeat refers to."""
         winner = await self._idempotent_winner(a)
         if winner:

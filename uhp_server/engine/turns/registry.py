@@ -14,12 +14,12 @@ from storage import sessions as session_store
 from storage.db import Database
 from storage.unit import Tx
 from uhp_server.catalog import ModelRoute
-from uhp_server.engine import questions
-from uhp_server.engine.feed import HarnessFeed, feed_event
-from uhp_server.engine.peers import Peers
+from uhp_server.engine.reading.feed import HarnessFeed, feed_event
+from uhp_server.engine.replicas.peers import Peers
 from uhp_server.engine.requests import ToolAnswer
-from uhp_server.engine.run import Run, StopReason
-from uhp_server.engine.turn import TurnExecutor
+from uhp_server.engine.turns import questions
+from uhp_server.engine.turns.executor import TurnExecutor
+from uhp_server.engine.turns.run import Run, StopReason
 from uhp_server.gateway.providers import Provider
 
 log = logging.getLogger("uhp_server.runs")
@@ -36,7 +36,7 @@ RELEASE_RETRY_SECONDS = 0.5
 RELEASE_RETRY_MAX_SECONDS = 30.0
 
 
-class RunManager:
+class RunRegistry:
     def __init__(
         self,
         db: Database,
@@ -48,7 +48,7 @@ class RunManager:
     ) -> None:
         self.db = db
         self.replica_id = replica_id  # recorded on the responses this process runs
-        # The other replicas, where a task may run instead (engine/peers.py).
+        # The other replicas, where a task may run instead (engine/replicas/peers.py).
         self.peers = peers
         self.executor = executor
         self.feed = feed or HarnessFeed()
@@ -227,7 +227,7 @@ class RunManager:
         replica took it over, or this one's lease lapsed while the database was out of reach):
         its process stops, it ends `failed` for this replica's own readers, and nothing more of
         it is stored, nor its session released; the database's account of it is the
-        cluster's (engine/cluster.py)."""
+        cluster's (engine/replicas/cluster.py)."""
         if run.log.ending or run.abandoned:
             return
         run.log.persist = False

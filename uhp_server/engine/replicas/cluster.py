@@ -9,9 +9,9 @@
 - **Events.** A response running on another replica is followed by tailing the event table
   from the last sequence number seen, woken by the NOTIFY of the writer's commit.
 - **Answers.** A question a turn here waits on is shown to every replica; answers another
-  replica takes are relayed to the live turn (engine/answer_relay.py).
+  replica takes are relayed to the live turn (engine/replicas/answer_relay.py).
 - **Feed.** The harness events feed also shows the turns of the other replicas, read as
-  their commits are notified (engine/remote_feed.py).
+  their commits are notified (engine/replicas/remote_feed.py).
 - **Cancel.** A cancel for a response running elsewhere is recorded on its row and notified;
   the owner stops the turn as it would a local cancel, and the asking replica awaits the
   terminal event through the tail.
@@ -41,16 +41,16 @@ from storage import sessions as session_store
 from storage.db import EVENTS_CHANNEL, Database, Order
 from storage.tables import ResponseRow
 from storage.unit import Tx
-from uhp_server.engine.answer_relay import AnswerRelay
-from uhp_server.engine.fold import TERMINAL_TYPES
-from uhp_server.engine.lease import Lease
-from uhp_server.engine.notifications import Notifications
-from uhp_server.engine.peers import LocalRuns
-from uhp_server.engine.recovery import finish_interrupted
-from uhp_server.engine.remote_feed import RemoteFeed
+from uhp_server.engine.reading.fold import TERMINAL_TYPES
+from uhp_server.engine.replicas.answer_relay import AnswerRelay
+from uhp_server.engine.replicas.lease import Lease
+from uhp_server.engine.replicas.notifications import Notifications
+from uhp_server.engine.replicas.peers import LocalRuns
+from uhp_server.engine.replicas.remote_feed import RemoteFeed
+from uhp_server.engine.replicas.shared_admission import SharedAdmission
 from uhp_server.engine.requests import ToolAnswer
-from uhp_server.engine.run import REPLICA_STOPPED
-from uhp_server.engine.shared_admission import SharedAdmission
+from uhp_server.engine.turns.recovery import finish_interrupted
+from uhp_server.engine.turns.run import REPLICA_STOPPED
 from uhp_server.sandbox.base import Sandbox
 
 log = logging.getLogger("uhp_server.cluster")
@@ -60,7 +60,7 @@ log = logging.getLogger("uhp_server.cluster")
 RELAY_WAIT_SECONDS = 2.0
 FINISH_ATTEMPTS = 3
 # How long a request to park a turn waits for its runner to take it, and then for the turn's
-# end (its artifacts collected): together within a door's request (engine/steering.py).
+# end (its artifacts collected): together within a door's request (engine/tasks/steering.py).
 PARK_HEARD_SECONDS = 10.0
 PARK_ENDING_SECONDS = 15.0
 # A finished turn still holding an admission slot this long after its end lost its release.
@@ -102,7 +102,7 @@ async def _announce_hearing(replica_id: str, conn: Any, channel: str, hearing: b
 
 
 class Cluster:
-    """The other replicas, as this one's `Peers` (engine/peers.py)."""
+    """The other replicas, as this one's `Peers` (engine/replicas/peers.py)."""
 
     def __init__(
         self,

@@ -1,6 +1,6 @@
 """The other replicas, as the engine sees them: `Peers`, handed to the run registry when it is
 made. One process alone has none (`NoPeers`); replicas sharing a PostgreSQL database have the
-cluster (engine/cluster.py). Nothing in the engine asks which: it asks its peers, and none
+cluster (engine/replicas/cluster.py). Nothing in the engine asks which: it asks its peers, and none
 answers for a single process.
 """
 
@@ -10,14 +10,14 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
-from uhp_server.engine.feed import HarnessFeed
-from uhp_server.engine.questions import QuestionBoard
+from uhp_server.engine.reading.feed import HarnessFeed
 from uhp_server.engine.requests import ToolAnswer
-from uhp_server.engine.run import Run
+from uhp_server.engine.turns.questions import QuestionBoard
+from uhp_server.engine.turns.run import Run
 
 
 class LocalRuns(Protocol):
-    """What the other replicas may do to this replica's runs (engine/runs.py's registry):
+    """What the other replicas may do to this replica's runs (engine/turns/registry.py's registry):
     find them, stop them as a cancel or a deadline would, let them go, feed their events."""
 
     feed: HarnessFeed
@@ -85,7 +85,7 @@ class NoPeers:
     """A single process: no task runs anywhere else."""
 
     def __init__(self, recover: Any) -> None:
-        self._recover = recover  # () -> awaitable: start-up recovery (engine/recovery.py)
+        self._recover = recover  # () -> awaitable: start-up recovery (engine/turns/recovery.py)
 
     @property
     def shared(self) -> bool:

@@ -20,15 +20,15 @@ from storage import sessions as session_store
 from storage.blobs import BlobStore
 from storage.db import Database
 from storage.unit import Tx
-from uhp_server.engine.runs import RunManager
+from uhp_server.engine.turns.registry import RunRegistry
 from uhp_server.files.trees import remove_tree
 
 
-class TraceDeleter:
+class SessionDeleter:
     def __init__(
         self,
         db: Database,
-        runs: RunManager,
+        runs: RunRegistry,
         blobs: BlobStore,
         sessions_dir: Path,
         previews_dir: Path,

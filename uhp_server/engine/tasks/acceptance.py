@@ -23,9 +23,9 @@ from storage.acceptance import (
     NewSession,
 )
 from storage.tables import HarnessRow, SessionRow
-from uhp_server.engine import attachments
-from uhp_server.engine.inputs import Attachment, NormalizedInput
 from uhp_server.engine.requests import EngineTask
+from uhp_server.engine.tasks import attachments
+from uhp_server.engine.tasks.inputs import Attachment, NormalizedInput
 from uhp_server.errors import ApiError
 from uhp_server.ids import new_id
 
@@ -47,7 +47,7 @@ class Acceptance:
     normalized: NormalizedInput
     inline: list[Attachment]
     first_event: dict[str, Any]  # `response.created`, numbered 0
-    replica_id: str | None = None  # the replica that runs it (engine/cluster.py)
+    replica_id: str | None = None  # the replica that runs it (engine/replicas/cluster.py)
     door_bound_to: str | None = None  # the session a door's key leaves for the new one
 
 

@@ -14,7 +14,7 @@ from typing import Protocol
 
 
 class Admission(Protocol):
-    """A turn's way to a slot: this queue in one process, engine/shared_admission.py over
+    """A turn's way to a slot: this queue in one process, engine/replicas/shared_admission.py over
     replicas. `holder` is the turn's response id."""
 
     async def acquire(self, holder: str) -> None: ...
