@@ -134,20 +134,48 @@ class EngineTask:
     ignored_fields: tuple[str, ...] = ()  # request fields the door received and ignores
 
 
-# What a door sees of a task's progress. `queued` exists only here: a UHP response stays
-# `in_progress` while its turn waits for admission (the UHP schema has no `queued`).
-QUEUED = "queued"
-INPUT_REQUIRED = "input_required"
+class TaskStatus(enum.StrEnum):
+    """Where a task stands. The first five are the protocol's; `queued` and `input_required`
+    exist only here (a UHP response stays `in_progress` while its turn waits for a slot or for
+    the user: the UHP schema has neither)."""
+
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    INCOMPLETE = "incomplete"
+    CANCELLED = "cancelled"
+    QUEUED = "queued"
+    INPUT_REQUIRED = "input_required"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+
+TERMINAL = frozenset(
+    {TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.INCOMPLETE, TaskStatus.CANCELLED}
+)
+QUEUED = TaskStatus.QUEUED
+INPUT_REQUIRED = TaskStatus.INPUT_REQUIRED
+
+
+class IncompleteReason(enum.StrEnum):
+    """Why a task ended `incomplete` (`incomplete_details.reason`): a budget ran out, or its
+    agent waits for the user's answer."""
+
+    MAX_STEP = "max_step"
+    TIMEOUT_SECONDS = "timeout_seconds"
+    INPUT_REQUIRED = "input_required"  # parked: its questions are still pending
 
 
 @dataclass(frozen=True)
 class TaskState:
     """A task as it stands: its engine status, its folded response, its open questions."""
 
-    status: str  # queued | in_progress | input_required | completed | failed | incomplete | …
+    status: TaskStatus
     response: dict[str, Any]
     questions: tuple[Question, ...] = ()
 
     @property
     def terminal(self) -> bool:
-        return self.status in ("completed", "failed", "incomplete", "cancelled")
+        return self.status in TERMINAL

@@ -16,7 +16,7 @@ from storage.db import Database
 from storage.tables import ResponseRow
 from storage.unit import Tx
 from uhp_server.engine.reading.fold import fold
-from uhp_server.engine.requests import INPUT_REQUIRED, QUEUED, TaskState
+from uhp_server.engine.requests import INPUT_REQUIRED, QUEUED, TaskState, TaskStatus
 from uhp_server.engine.turns.questions import pending_questions, question_of_call
 from uhp_server.engine.turns.registry import RunRegistry
 from uhp_server.engine.turns.run import PARKED_REASON
@@ -74,15 +74,15 @@ def live_response(
 def task_state(tx: Tx, runs: RunRegistry, row: ResponseRow) -> TaskState:
     """The task's engine status (with `queued` and `input_required`, which UHP folds into
     `in_progress`), its response, and the questions it waits on."""
-    response = current_response(tx, runs, row, replay=True)
-    status = response["status"]
+    response = current_response(tx, runs, row, True)
+    status = TaskStatus(response["status"])
     run = runs.get(row.id)
-    if run is not None and status == "in_progress":
+    if run is not None and status is TaskStatus.IN_PROGRESS:
         if run.queued:
             status = QUEUED
         elif run.asking:
             return TaskState(INPUT_REQUIRED, response, tuple(run.asking))
-    elif run is None and status == "in_progress" and runs.peers.shared:
+    elif run is None and status is TaskStatus.IN_PROGRESS and runs.peers.shared:
         if row.admission == "waiting":
             status = QUEUED  # waiting for a slot on another replica
         elif waiting := relayed_questions.pending(tx, row.id):  # paused on another replica
@@ -91,7 +91,7 @@ def task_state(tx: Tx, runs: RunRegistry, row: ResponseRow) -> TaskState:
         elif row.admission == replica_store.IN_OWN_QUEUE:  # (questions first: a stale mark)
             status = QUEUED
     details = response.get("incomplete_details") or {}
-    if status == "incomplete" and details.get("reason") == PARKED_REASON:
+    if status is TaskStatus.INCOMPLETE and details.get("reason") == PARKED_REASON:
         return TaskState(INPUT_REQUIRED, response, pending_questions(response))
     return TaskState(status, response)
 
@@ -105,7 +105,7 @@ async def follow_events(
         async for event in run.log.follow(after):
             yield event
         return
-    if runs.peers.shared and row.status == "in_progress":  # it runs on another replica
+    if runs.peers.shared and row.status == TaskStatus.IN_PROGRESS:  # it runs on another replica
         async for event in runs.peers.follow(row.id, after):
             yield event
         return

@@ -16,6 +16,7 @@ from storage import responses as response_store
 from storage import session_listing
 from storage.db import Database
 from storage.tables import ResponseRow
+from uhp_server.engine.requests import TaskStatus
 from uhp_server.engine.turns.builder import ResponseBuilder
 from uhp_server.engine.turns.eventlog import EventLog
 from uhp_server.ids import new_id
@@ -67,7 +68,7 @@ async def withdraw_parked(
     }
     builder = ResponseBuilder(closing)
     log = EventLog(db, response_id, persist=parked.store)
-    await log.append([*builder.created(), *builder.finish("cancelled")])
+    await log.append([*builder.created(), *builder.finish(TaskStatus.CANCELLED)])
     if not parked.store:  # nothing of it is kept but its end, which histories list
         await db.write(session_listing.record_status, response_id, "cancelled")
     return response_id

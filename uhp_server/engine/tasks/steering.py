@@ -34,6 +34,7 @@ from uhp_server.engine.requests import (
     QuestionPolicy,
     SessionKey,
     TaskState,
+    TaskStatus,
     ToolAnswer,
 )
 from uhp_server.engine.tasks.intake import TaskIntake
@@ -113,7 +114,7 @@ class TaskSteering:
             )
             if not row.store:  # nothing of the closing turn is kept to read back but its row
                 closing_row = await self._row(principal_id, closing)
-                state = TaskState(closing_row.status, unretained_response(closing_row))
+                state = TaskState(TaskStatus(closing_row.status), unretained_response(closing_row))
             else:
                 state = await self.state(principal_id, closing)
         return Cancelled(state.status, state.response, state.questions, cancelled=seen)

@@ -16,6 +16,7 @@ import json
 from typing import Any
 
 from harness_bases import events as ev
+from uhp_server.engine.requests import TaskStatus
 from uhp_server.ids import new_id
 
 Event = dict[str, Any]
@@ -60,7 +61,7 @@ class ResponseBuilder:
 
     def finish(
         self,
-        status: str,
+        status: TaskStatus,
         *,
         error: dict[str, Any] | None = None,
         incomplete_details: dict[str, Any] | None = None,
@@ -71,7 +72,7 @@ class ResponseBuilder:
         """Cite the turn's artifacts, close whatever is still open, say what was left out
         (`notice`), and emit the one terminal event."""
         out: list[Event] = []
-        item_status = "completed" if status == "completed" else "incomplete"
+        item_status = "completed" if status == TaskStatus.COMPLETED else "incomplete"
         for key in list(self._reasoning):
             out += self._close_reasoning(key, None, item_status)
         if files:

@@ -20,6 +20,7 @@ from typing import Any
 from harness_bases import events as ev
 from harness_bases.base import HarnessBase, ImageInput, McpServerSpec, TurnSpec
 from harness_bases.turns import AgentTurn
+from uhp_server.engine.requests import IncompleteReason, TaskStatus
 from uhp_server.engine.tasks.attachments import prompt_note
 from uhp_server.engine.turns.admission import Admission
 from uhp_server.engine.turns.files import TurnFiles
@@ -89,7 +90,7 @@ class TurnExecutor:
         agent_turn: AgentTurn | None = None
         agen: AsyncIterator[ev.AgentEvent] | None = None
         pending: asyncio.Future[ev.AgentEvent] | None = None
-        outcome = Outcome("failed", "harness_error", "The agent could not be started.")
+        outcome = Outcome(TaskStatus.FAILED, "harness_error", "The agent could not be started.")
         before = None  # the workspace as the turn found it, once known
         admitted = False
         started = asyncio.get_running_loop().time()
@@ -317,14 +318,16 @@ class TurnExecutor:
                     if stop_wait in done:  # cancelled, timed out by a caller, parked, let go
                         return run.stopped_outcome(), pending
                     budget = run.plan.timeout_seconds
-                    details = {"reason": "timeout_seconds", "timeout_seconds": budget}
-                    return Outcome("incomplete", incomplete_details=details), pending
+                    details = {
+                        "reason": IncompleteReason.TIMEOUT_SECONDS,
+                        "timeout_seconds": budget,
+                    }
+                    return Outcome(TaskStatus.INCOMPLETE, incomplete_details=details), pending
                 try:
                     event = pending.result()
                 except StopAsyncIteration:
-                    return Outcome(
-                        "failed", "harness_error", "The agent exited without reporting a result."
-                    ), None
+                    exited = "The agent exited without reporting a result."
+                    return Outcome(TaskStatus.FAILED, "harness_error", exited), None
                 if first and self.metrics is not None:
                     self.metrics.turn_first_event(run.plan.base.name, loop.time() - started)
                 first = False
@@ -336,7 +339,7 @@ class TurnExecutor:
 
     async def _handle(self, run: Run, event: ev.AgentEvent) -> Outcome | None:
         if run.log.ending:  # a cancel wrote the terminal event itself: the outcome is decided
-            return Outcome("cancelled")
+            return Outcome(TaskStatus.CANCELLED)
         match event:
             case ev.NativeSession(id=native_id):
                 run.native_session_id = native_id
@@ -346,13 +349,13 @@ class TurnExecutor:
                 if asks_in_text(run.plan) and (question := text_question(run.builder.response)):
                     pending = await park_on_text_question(run, question)
                     parked = {"reason": PARKED_REASON, "pending_call_ids": pending}
-                    return Outcome("incomplete", incomplete_details=parked)
-                return Outcome("completed")
+                    return Outcome(TaskStatus.INCOMPLETE, incomplete_details=parked)
+                return Outcome(TaskStatus.COMPLETED)
             case ev.TurnFailed(message=message, code=code):
-                return Outcome("failed", code, message)
+                return Outcome(TaskStatus.FAILED, code, message)
             case ev.StepBudgetReached():
-                details = {"reason": "max_step", "max_step": run.plan.max_step}
-                return Outcome("incomplete", incomplete_details=details)
+                details = {"reason": IncompleteReason.MAX_STEP, "max_step": run.plan.max_step}
+                return Outcome(TaskStatus.INCOMPLETE, incomplete_details=details)
             case ev.ToolCallStarted(name=name, call=call) if is_question_tool(name) or (
                 run.plan.ask_user and name in NATIVE_QUESTION_TOOLS
             ):
@@ -362,8 +365,8 @@ class TurnExecutor:
             case ev.ToolCallStarted():
                 budget = run.plan.max_step
                 if budget is not None and run.builder.tool_calls >= budget:
-                    details = {"reason": "max_step", "max_step": budget}
-                    return Outcome("incomplete", incomplete_details=details)
+                    details = {"reason": IncompleteReason.MAX_STEP, "max_step": budget}
+                    return Outcome(TaskStatus.INCOMPLETE, incomplete_details=details)
                 await run.log.append(run.builder.apply(event))
             case _:
                 await run.log.append(run.builder.apply(event))
@@ -380,7 +383,7 @@ class TurnExecutor:
         if run.log.ending:
             return  # a cancel already wrote the terminal event
         error = None
-        if outcome.status == "failed":
+        if outcome.status is TaskStatus.FAILED:
             error = error_body(200, outcome.code or "harness_error", outcome.message or "")["error"]
             error["type"] = "harness_error"
             error["detail"] = None

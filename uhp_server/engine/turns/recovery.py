@@ -14,6 +14,7 @@ from storage import responses as response_store
 from storage import sessions as session_store
 from storage.db import Database
 from uhp_server.engine.reading.fold import TERMINAL_TYPES, fold
+from uhp_server.engine.requests import TaskStatus
 from uhp_server.engine.turns.builder import ResponseBuilder
 from uhp_server.engine.turns.eventlog import numbered
 from uhp_server.engine.turns.questions import pending_questions
@@ -37,13 +38,13 @@ def _closing(response: dict, error: dict, stop: dict | None = None) -> list[dict
     builder = ResponseBuilder.resume(response)
     if stop is not None:
         if stop:
-            return builder.finish("incomplete", incomplete_details=stop)
-        return builder.finish("cancelled")
+            return builder.finish(TaskStatus.INCOMPLETE, incomplete_details=stop)
+        return builder.finish(TaskStatus.CANCELLED)
     pending = [q.call_id for q in pending_questions(response)]
     if pending:
         details = {"reason": PARKED_REASON, "pending_call_ids": pending}
-        return builder.finish("incomplete", incomplete_details=details)
-    return builder.finish("failed", error=dict(error))
+        return builder.finish(TaskStatus.INCOMPLETE, incomplete_details=details)
+    return builder.finish(TaskStatus.FAILED, error=dict(error))
 
 
 def finish_interrupted(

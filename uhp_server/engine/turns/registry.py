@@ -16,7 +16,7 @@ from storage.unit import Tx
 from uhp_server.catalog import ModelRoute
 from uhp_server.engine.reading.feed import HarnessFeed, feed_event
 from uhp_server.engine.replicas.peers import Peers
-from uhp_server.engine.requests import ToolAnswer
+from uhp_server.engine.requests import TaskStatus, ToolAnswer
 from uhp_server.engine.turns import questions
 from uhp_server.engine.turns.executor import TurnExecutor
 from uhp_server.engine.turns.run import Run, StopReason
@@ -166,7 +166,7 @@ class RunRegistry:
             "detail": None,
         }
         try:
-            await run.log.append(run.builder.finish("failed", error=error))
+            await run.log.append(run.builder.finish(TaskStatus.FAILED, error=error))
         except Exception:
             log.exception("turn_crash_unrecorded", extra={"response_id": run.response_id})
 
@@ -216,7 +216,7 @@ class RunRegistry:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(run.log.wait_finished(), timeout=CANCEL_TURN_WAIT)
         if not run.log.ending:
-            await run.log.append(run.builder.finish("cancelled"))
+            await run.log.append(run.builder.finish(TaskStatus.CANCELLED))
             self._on_terminal(run)  # the session takes its next task at once, as usual
         with contextlib.suppress(TimeoutError):  # the turn's own terminal event, if in flight
             await asyncio.wait_for(run.log.wait_finished(), timeout=CANCEL_TURN_WAIT)
@@ -241,7 +241,9 @@ class RunRegistry:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(run.log.wait_finished(), timeout=CANCEL_TURN_WAIT)
         if not run.log.ending:
-            await run.log.append(run.builder.finish("incomplete", incomplete_details=details))
+            await run.log.append(
+                run.builder.finish(TaskStatus.INCOMPLETE, incomplete_details=details)
+            )
             self._on_terminal(run)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(run.log.wait_finished(), timeout=CANCEL_TURN_WAIT)

@@ -30,14 +30,14 @@ from typing import Any
 from harness_bases import events as ev
 from harness_bases.base import HarnessBase, SkillBundle
 from uhp_server.catalog import ModelRoute
-from uhp_server.engine.requests import Question, QuestionPolicy
+from uhp_server.engine.requests import IncompleteReason, Question, QuestionPolicy, TaskStatus
 from uhp_server.engine.tasks.inputs import Attachment
 from uhp_server.engine.turns.builder import ResponseBuilder
 from uhp_server.engine.turns.eventlog import EventLog
 from uhp_server.gateway.mcp_targets import McpTarget
 
 # The reason a parked turn ended `incomplete`: its questions wait for the user's answers.
-PARKED_REASON = "input_required"
+PARKED_REASON = IncompleteReason.INPUT_REQUIRED
 # How a turn ends when its replica no longer runs it (engine/replicas/cluster.py): the message both
 # the replica that takes it over and the one that lets it go give.
 REPLICA_STOPPED = "The server replica running this task stopped."
@@ -69,7 +69,7 @@ class TurnPlan:
 
 @dataclass
 class Outcome:
-    status: str  # completed | failed | incomplete | cancelled
+    status: TaskStatus  # one of the terminal ones
     code: str | None = None
     message: str | None = None
     incomplete_details: dict[str, Any] | None = None
@@ -197,14 +197,16 @@ class Run:
         """How a stopped turn ends, by the strongest reason it was stopped for."""
         match self._stop_reason:
             case StopReason.ABANDON:
-                return Outcome("failed", "harness_error", REPLICA_STOPPED)
+                return Outcome(TaskStatus.FAILED, "harness_error", REPLICA_STOPPED)
             case StopReason.TIME_OUT:
-                return Outcome("incomplete", incomplete_details=dict(self._stop_details or {}))
+                return Outcome(
+                    TaskStatus.INCOMPLETE, incomplete_details=dict(self._stop_details or {})
+                )
             case StopReason.PARK:
                 parked = {"reason": PARKED_REASON, "pending_call_ids": list(self.parked)}
-                return Outcome("incomplete", incomplete_details=parked)
+                return Outcome(TaskStatus.INCOMPLETE, incomplete_details=parked)
             case _:
-                return Outcome("cancelled")
+                return Outcome(TaskStatus.CANCELLED)
 
     async def record(self, make_events: Callable[[], list[dict[str, Any]]]) -> None:
         """Append what `make_events` builds, unless the outcome is already decided (a cancel

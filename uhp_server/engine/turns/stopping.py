@@ -10,23 +10,27 @@ from collections.abc import AsyncIterator
 
 from harness_bases import events as ev
 from harness_bases.turns import AgentTurn
+from uhp_server.engine.requests import TaskStatus
 from uhp_server.engine.turns.run import Outcome
 from uhp_server.sandbox.base import SandboxedProcess
 
 log = logging.getLogger("uhp_server.turn")
 
+# Turns stopped before their CLI ended them: the CLI is interrupted first, cleanly.
+CUT_SHORT = frozenset({TaskStatus.CANCELLED, TaskStatus.INCOMPLETE})
+
 
 async def limit_outcome(proc: SandboxedProcess | None, outcome: Outcome) -> Outcome:
     """A turn whose sandbox hit a resource limit failed, whatever the CLI made of it (it
     may have been killed mid-sentence, or carried on after its command was)."""
-    if proc is None or outcome.status == "cancelled":
+    if proc is None or outcome.status is TaskStatus.CANCELLED:
         return outcome
     try:
         reason = await proc.limit_exceeded()
     except Exception:
         log.exception("limit_check_failed")
         return outcome
-    return outcome if reason is None else Outcome("failed", "harness_error", reason)
+    return outcome if reason is None else Outcome(TaskStatus.FAILED, "harness_error", reason)
 
 
 async def wind_down(
@@ -41,7 +45,7 @@ async def wind_down(
     if proc is None:
         return
     try:
-        if outcome.status in ("cancelled", "incomplete") and agent_turn is not None:
+        if outcome.status in CUT_SHORT and agent_turn is not None:
             with contextlib.suppress(Exception):
                 await agent_turn.interrupt()
         else:
