@@ -15,8 +15,13 @@ one replica to a client of the other (target < 50 ms).
 
 Usage:
 
-    python bench/scale.py [--tasks N] [--concurrency C] [--rounds R]
+    python bench/scale.py [--tasks N] [--concurrency C] [--rounds R] [--threads]
         [--replica-tasks N] [--replica-concurrency C] [--streams S] [--no-replicas]
+
+`--threads` adds a third column: PostgreSQL with every statement sent from threads through
+psycopg, none from the event loop through asyncpg (storage/loop_link.py): its URL carries
+`channel_binding=prefer`, libpq's default, which asyncpg cannot honour, so the server keeps
+its threads for it.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ from tests.scripted_provider import start_provider
 from tests.support.fakes import answer
 from tests.support.in_process import in_process
 from tests.support.postgres import Databases
+
+THREADS = "postgresql-threads"  # --threads: PostgreSQL without the loop's link
 
 
 async def one_round(database: str, data_dir: Path, url: str, tasks: int, concurrency: int) -> float:
@@ -65,10 +72,15 @@ async def main() -> None:
     parser.add_argument("--replica-concurrency", type=int, default=8)
     parser.add_argument("--streams", type=int, default=5, help="streamed tasks per delay round")
     parser.add_argument("--no-replicas", action="store_true", help="the in-process half only")
+    parser.add_argument(
+        "--threads", action="store_true", help="also PostgreSQL without the loop's link"
+    )
     args = parser.parse_args()
     provider = start_provider(PROVIDER_KEY, MODELS)
     databases = Databases()
     rates: dict[str, list[float]] = {"sqlite": [], "postgresql": []}
+    if args.threads:
+        rates[THREADS] = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for n in range(args.rounds):
@@ -76,16 +88,17 @@ async def main() -> None:
                 # leftovers (its garbage, its files in the page cache).
                 for kind in list(rates)[:: 1 if n % 2 == 0 else -1]:
                     data_dir = Path(tmp) / f"{kind}-{n}"
-                    database = (
-                        f"sqlite:///{data_dir / 'uhp.sqlite3'}"
-                        if kind == "sqlite"
-                        else databases.url_for(data_dir)
-                    )
+                    if kind == "sqlite":
+                        database = f"sqlite:///{data_dir / 'uhp.sqlite3'}"
+                    else:
+                        database = databases.url_for(data_dir)
+                    if kind == THREADS:
+                        database += "?channel_binding=prefer"
                     rate = await one_round(
                         database, data_dir, provider.base_url, args.tasks, args.concurrency
                     )
                     rates[kind].append(rate)
-                    print(f"round {n + 1} {kind:10} {rate:7.1f} tasks/s", flush=True)
+                    print(f"round {n + 1} {kind:18} {rate:7.1f} tasks/s", flush=True)
         replicas = (
             ""
             if args.no_replicas
@@ -112,6 +125,15 @@ async def main() -> None:
         f"postgresql ÷ sqlite = {postgres / sqlite:.2f}, median of the rounds' ratios "
         f"{paired:.2f} (target ≥ 0.9)"
     )
+    if args.threads:
+        threads = statistics.median(rates[THREADS])
+        paired = statistics.median(
+            t / s for s, t in zip(rates["sqlite"], rates[THREADS], strict=True)
+        )
+        print(
+            f"median in process: {THREADS} {threads:.1f} tasks/s; {THREADS} ÷ sqlite = "
+            f"{threads / sqlite:.2f}, median of the rounds' ratios {paired:.2f}"
+        )
     if replicas:
         print(replicas)
 

@@ -98,9 +98,7 @@ class Database:
         url = sqlalchemy_url(f"sqlite:///{target}" if isinstance(target, Path) else target)
         self.url = url
         self.dialect: Dialect = dialect_for(url)
-        self.path = Path(url.database) if self.dialect.name == "sqlite" and url.database else None
-        if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = self.dialect.file
         # The pool grows to one connection for every thread that can hold one (the readers,
         # the writer, the admission line's, the ANY writes', and sync routes on FastAPI's
         # thread pool), instead of making any of them wait.
@@ -110,7 +108,7 @@ class Database:
             most=READ_THREADS + WRITE_THREADS + 1 + SYNC_ROUTE_THREADS,
         )
         self._autocommit_engine = self.dialect.autocommit(self.engine)
-        migrate.upgrade(self.engine)
+        migrate.upgrade(self.engine, self.dialect)
         self._local = threading.local()
         self._connections: list[Any] = []
         self._lock = threading.Lock()

@@ -17,16 +17,19 @@ import sqlite3
 import time
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event
-from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy import event, text
+from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.exc import IntegrityError as OrmIntegrityError
 from sqlmodel import create_engine
 
 # The most parameters one PostgreSQL statement carries (its protocol's limit).
 MAX_PARAMETERS = 65_535
+# Any fixed number: the PostgreSQL advisory lock that makes replicas migrate one at a time.
+MIGRATION_LOCK = 0x5548_5053  # "UHPS"
 # A pooled PostgreSQL connection idle this long is pinged before use (_ping_when_idle); one
 # the server is seen to have closed is replaced whatever its idle time.
 IDLE_PING_SECONDS = 1.0
@@ -49,6 +52,8 @@ class Dialect(ABC):
     max_parameters: int
     # The libpq connection string a replica LISTENs on (None: nothing to listen to).
     conninfo: str | None = None
+    # The database's own file (SQLite's; None: a server, or in memory).
+    file: Path | None = None
     # SQL for the database's clock, in seconds since the epoch.
     now: str
 
@@ -59,6 +64,11 @@ class Dialect(ABC):
     @abstractmethod
     def autocommit(self, engine: Engine) -> Engine:
         """The engine for reads: each statement a transaction of its own."""
+
+    @abstractmethod
+    def migrating(self, connection: Connection) -> None:
+        """Take what makes one migration at a time run, in the migration's transaction
+        (storage/migrate.py)."""
 
     @abstractmethod
     def connect(self) -> Any:
@@ -127,14 +137,20 @@ class SQLiteDialect(Dialect):
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self.file = Path(path) if path != ":memory:" else None
 
     def create_engine(self, url: URL, steady: int, most: int) -> Engine:
+        if self.file is not None:
+            self.file.parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"check_same_thread": False})
         event.listen(engine, "connect", sqlite_pragmas)
         return engine
 
     def autocommit(self, engine: Engine) -> Engine:
         return engine  # a read opens no transaction of sqlite3's own
+
+    def migrating(self, connection: Connection) -> None:
+        pass  # one process has the file (migrations write-lock it anyway)
 
     def connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
@@ -215,6 +231,12 @@ class PostgresDialect(Dialect):
         # of a read its own snapshot anyway: reads run without BEGIN and ROLLBACK, two round
         # trips fewer each.
         return engine.execution_options(isolation_level="AUTOCOMMIT")
+
+    def migrating(self, connection: Connection) -> None:
+        # Several replicas may start at once on one database: each takes this lock for the
+        # length of its migration transaction, so one migrates and the others, once they hold
+        # it, find the database at head.
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
 
     def connect(self) -> Any:
         import psycopg  # only a PostgreSQL deployment needs the driver loaded

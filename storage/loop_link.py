@@ -1,13 +1,16 @@
 """PostgreSQL's hot statements, sent from the event loop.
 
 A task's acceptance, its event-log commits and the read of its principal's default harnesses
-are one statement each. Sent from a thread through psycopg, each costs two thread hand-offs and
-psycopg's Python on both sides of the round trip, and the thread then waits for the busy loop
-to let go of the GIL (bench/README.md measured all of it). asyncpg sends them from the loop
-itself: its protocol is compiled, and its sockets are watched by the loop like any client's, so
-nothing blocks and no thread takes part. Everything else (the ORM's reads and writes, the
-admission line, migrations) stays on the threads of storage/db.py. SQLite has no such link:
-its calls block, so they stay on threads.
+are one statement each (the storage functions declared `unit.one_statement` / `unit.at_once`,
+and the event log's group commits). Sent from a thread through psycopg, each costs two thread
+hand-offs and psycopg's Python on both sides of the round trip, and the thread then waits for
+the busy loop to let go of the GIL (bench/README.md measured all of it, and measured again,
+with real CLI turns, what it is worth: bench/postgres_paths.py). asyncpg sends them from the
+loop itself: its protocol is compiled, and its sockets are watched by the loop like any
+client's, so nothing blocks and no thread takes part. storage/db.py decides what goes here:
+its callers use the same `db.read` and `db.write` either way. Everything else (the ORM's reads
+and writes, the admission line, migrations) stays on the threads of storage/db.py. SQLite has
+no such link: its calls block, so they stay on threads.
 
 The statements are written as for psycopg (`%s`, `%s::json`); `numbered` turns them into
 asyncpg's `$n`, typed from the values, since asyncpg sends parameters typed and PostgreSQL

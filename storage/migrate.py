@@ -14,8 +14,10 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import inspect, text
+from sqlalchemy import inspect
 from sqlalchemy.engine import Connection, Engine
+
+from storage.dialect import Dialect
 
 log = logging.getLogger(__name__)
 
@@ -42,19 +44,11 @@ def current(engine: Engine) -> str | None:
         return MigrationContext.configure(connection).get_current_revision()
 
 
-# Any fixed number: the PostgreSQL advisory lock that makes replicas migrate one at a time.
-MIGRATION_LOCK = 0x5548_5053  # "UHPS"
-
-
-def upgrade(engine: Engine) -> None:
-    """Bring the database to head (a no-op when it is there).
-
-    On PostgreSQL several replicas may start at once on one database: each takes an advisory
-    lock for the length of its migration transaction, so one migrates and the others, once
-    they hold the lock, find the database at head."""
+def upgrade(engine: Engine, dialect: Dialect) -> None:
+    """Bring the database to head (a no-op when it is there), one process at a time
+    (`Dialect.migrating`: on PostgreSQL several replicas may start at once)."""
     with engine.connect() as connection:
-        if connection.dialect.name == "postgresql":
-            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
+        dialect.migrating(connection)
         at = MigrationContext.configure(connection).get_current_revision()
         if at == head():
             return

@@ -6,6 +6,8 @@ Every storage function takes a `Tx` first and never opens, commits or rolls back
 committed once when it returns and rolled back whole when it raises, so two storage functions
 called from one `fn` are one transaction (datasette's `execute_write_fn` is the model).
 `await db.read(fn, *args)` gives `fn` a Tx whose statements each see what is committed.
+What others may only be told once the unit is there to see waits for its commit
+(`tx.after_commit`).
 
 Two declarations, which storage/db.py acts on:
 - `one_statement` / `at_once`: a function that is (or can be) sent as ONE statement, atomic
