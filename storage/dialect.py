@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import re
 import select
 import sqlite3
 import time
@@ -26,8 +25,9 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.exc import IntegrityError as OrmIntegrityError
 from sqlmodel import create_engine
 
-# The most parameters one PostgreSQL statement carries (its protocol's limit).
-MAX_PARAMETERS = 65_535
+from storage.event_batches import event_inserts, events_at_once
+from storage.sql_text import LINK_TIMEOUTS, MAX_PARAMETERS, nul_safe, psycopg_style
+
 # Any fixed number: the PostgreSQL advisory lock that makes replicas migrate one at a time.
 MIGRATION_LOCK = 0x5548_5053  # "UHPS"
 # A pooled PostgreSQL connection idle this long is pinged before use (_ping_when_idle); one
@@ -191,14 +191,6 @@ class SQLiteDialect(Dialect):
 # Every PostgreSQL connection fails, rather than hangs, once the server stops answering: a
 # dropped link (packets lost, no reset) would otherwise hold a statement for as long as TCP
 # retries, minutes. Settings the deployment's URL gives win.
-LINK_TIMEOUTS = {
-    "connect_timeout": "10",
-    "keepalives": "1",
-    "keepalives_idle": "5",
-    "keepalives_interval": "2",
-    "keepalives_count": "3",
-    "tcp_user_timeout": "10000",  # milliseconds a sent byte may stay unacknowledged
-}
 
 
 def link_timeouts(url: URL) -> dict[str, str]:
@@ -281,8 +273,6 @@ class PostgresDialect(Dialect):
     def write_at_once(
         self, conn: Any, rows: list[tuple[str, int, str]], updates: list[Any]
     ) -> bool:
-        from storage.event_batches import events_at_once
-
         at_once = events_at_once(rows, updates)
         if at_once is None:
             return False
@@ -295,8 +285,6 @@ class PostgresDialect(Dialect):
         than one): `executemany` would send one per row, each parsed, executed and firing the
         NOTIFY trigger on its own; more rows than that would pass the protocol's 65,535
         parameters."""
-        from storage.event_batches import event_inserts
-
         for sql, values in event_inserts(rows):
             conn.execute(sql, values)
 
@@ -327,22 +315,6 @@ def sqlalchemy_url(target: str) -> URL:
 
 # What `psycopg_style` rewrites: a quoted literal, a `::` cast, a `:name` parameter, a `?`
 # parameter, a `%`.
-_TOKENS = re.compile(r"'(?:[^']|'')*'|::|:(\w+)|\?|%")
-
-
-@functools.lru_cache(maxsize=1024)
-def psycopg_style(statement: str) -> str:
-    """A statement written with `?` or `:name` parameters, as psycopg spells them: `%s` and
-    `%(name)s`, every literal `%` doubled, quoted literals and `::` casts left alone."""
-
-    def rewrite(token: re.Match[str]) -> str:
-        if token.group(1) is not None:
-            return f"%({token.group(1)})s"
-        if token.group(0) == "?":
-            return "%s"
-        return token.group(0).replace("%", "%%")
-
-    return _TOKENS.sub(rewrite, statement)
 
 
 def nul_safe_text(conn: Any) -> None:
@@ -363,11 +335,6 @@ def _nul_safe_dumper() -> type:
             return super().dump(nul_safe(obj))
 
     return NulSafeStrDumper
-
-
-def nul_safe(text: str) -> str:
-    """Text PostgreSQL can hold: NUL as U+FFFD (both drivers' parameters go through it)."""
-    return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
 def hung_up(conn: Any) -> bool:

@@ -10,7 +10,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from storage.dialect import MAX_PARAMETERS, psycopg_style
+from storage.sql_text import MAX_PARAMETERS, psycopg_style
 
 # Rows in one multi-row INSERT of events on PostgreSQL (three parameters each).
 EVENT_ROWS_PER_INSERT = 1000

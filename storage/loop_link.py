@@ -28,7 +28,7 @@ from typing import Any
 import asyncpg
 from sqlalchemy.engine import URL
 
-from storage.dialect import LINK_TIMEOUTS, nul_safe
+from storage.sql_text import LINK_TIMEOUTS, nul_safe
 
 # Connections the loop keeps for acceptances and reads; more simultaneous statements wait for
 # one (each is a single round trip). The event log's writer holds one more of its own.
