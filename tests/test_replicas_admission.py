@@ -357,7 +357,7 @@ async def test_a_replica_whose_lease_lapsed_admits_nothing_from_its_old_block(
         await asyncio.sleep(LEASE * 1.5)
         holding = await running_with_text(b)  # b holds the one slot: a's block no longer counts
         cluster._loop_task = asyncio.create_task(cluster._keep_lease())  # a is back
-        await wait_for(cluster.lease_current)
+        await wait_for(cluster.lease.current)
         a.base.script("second", answer("two"))
         second = (await a.submit("second", background=True)).json()["id"]
         await asyncio.sleep(0.5)

@@ -146,7 +146,7 @@ async def test_a_question_paused_on_one_replica_is_answered_from_the_other_in_th
             principal_id, response_id, [ToolAnswer(call_id, "blue")]
         )
         assert answered == response_id  # the live turn goes on, as a local answer does
-        done = await asyncio.wait_for(b.ctx.runs.wait_elsewhere(response_id), 10)
+        done = await asyncio.wait_for(b.ctx.runs.peers.wait_finished(response_id), 10)
         assert done is None
         final = (await b.client.get(f"/v1/responses/{response_id}")).json()
         assert final["status"] == "completed", final
@@ -189,7 +189,7 @@ async def test_an_answer_racing_the_turn_parking_on_its_replica_continues_it_in_
         parked = (await b.client.get(f"/v1/responses/{response_id}")).json()
         assert parked["status"] == "incomplete"
         assert parked["incomplete_details"]["reason"] == "input_required"
-        await asyncio.wait_for(b.ctx.runs.wait_elsewhere(carrying), 10)
+        await asyncio.wait_for(b.ctx.runs.peers.wait_finished(carrying), 10)
         follow = (await b.client.get(f"/v1/responses/{carrying}")).json()
         assert follow["previous_response_id"] == response_id
         assert follow["status"] == "completed", follow
@@ -252,7 +252,9 @@ async def test_the_harness_events_feed_answers_once_it_hears_the_other_replicas(
 
         monkeypatch.setattr(notes, "_listen_as_wanted", late)
 
-        answered = await harness_events(first["metadata"]["harness_id"], principal, b.ctx)
+        answered = await harness_events(
+            first["metadata"]["harness_id"], principal, b.ctx.engine, b.ctx.settings
+        )
 
         assert answered.status_code == 200
         assert notes._heard_event(EVENTS_CHANNEL).is_set()

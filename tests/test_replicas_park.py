@@ -162,7 +162,7 @@ async def test_a_park_request_the_runner_never_takes_is_withdrawn_and_the_turn_s
             principal_id, response_id, [ToolAnswer(call_id, "red")]
         )
         assert answered == response_id
-        await asyncio.wait_for(b.ctx.runs.wait_elsewhere(response_id), 10)
+        await asyncio.wait_for(b.ctx.runs.peers.wait_finished(response_id), 10)
         final = (await b.client.get(f"/v1/responses/{response_id}")).json()
         assert output_text(final) == "answered: red"
 
@@ -182,7 +182,7 @@ async def test_an_answer_for_questions_that_changed_while_it_waited_is_refused_n
         response_id = (await a.ctx.engine.start(task)).response_id
         await wait_for(lambda: input_required_on(b, principal_id, response_id))
         call_id = (await b.ctx.engine.state(principal_id, response_id)).questions[0].call_id
-        park_elsewhere = b.ctx.runs.park_elsewhere
+        park_elsewhere = b.ctx.runs.peers.park_elsewhere
 
         async def answered_and_asked_again(response_id: str, call_ids: list[str]) -> bool:
             # Meanwhile, on a: the first question answered there, the next one asked, and
@@ -194,7 +194,7 @@ async def test_an_answer_for_questions_that_changed_while_it_waited_is_refused_n
             await wait_for(lambda: finished(run))
             return await park_elsewhere(response_id, call_ids)
 
-        monkeypatch.setattr(b.ctx.runs, "park_elsewhere", answered_and_asked_again)
+        monkeypatch.setattr(b.ctx.runs.peers, "park_elsewhere", answered_and_asked_again)
         connection = ModelConnection(provider.base_url, "m", "sk-resumed")
         with pytest.raises(ApiError, match="not waiting"):
             await b.ctx.engine.answer(
@@ -357,7 +357,7 @@ async def test_an_agentos_resume_tries_again_while_the_other_replica_is_slow_to_
                 monkeypatch.setattr(relay, "deliver", deliver)  # it hears again
                 raise
 
-        monkeypatch.setattr(b.ctx.tasks, "answer", answering)
+        monkeypatch.setattr(b.ctx.engine, "answer", answering)
         b.base.script(questions.answers_prompt((), []).splitlines()[0], answer("carried on"))
         decided = platform.invoke_body("r_slow", "ask", seq=2, resume={"answer": "blue"})
         done = await _invoked(b, platform, decided)

@@ -101,7 +101,7 @@ def build_context(
     replica = replica_id(settings.replica_id, settings.data_dir)
     admission: Admission = AdmissionQueue(settings.max_concurrent_turns)
     peers: Peers = NoPeers(functools.partial(asyncio.to_thread, recover, db))
-    if db.dialect == "postgresql":  # replicas may share it: leases, tails, cancels, admission
+    if db.dialect.shared:  # replicas may share it: leases, tails, cancels, admission
         lease = Lease(settings.replica_lease_seconds)
         notes = listener(db, replica)
         shared = SharedAdmission(db, replica, settings.max_concurrent_turns, lease, notes)

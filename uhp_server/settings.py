@@ -1,6 +1,6 @@
 """Server settings: UHP_* environment variables plus the providers' conventional ones.
 
-Every setting has a default that works on a laptop; README.md documents them all.
+Every setting has a default that works on a laptop; docs/configuration.md documents them all.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ class Settings(BaseSettings):
 
     data_dir: Path = Path("./uhp-data")
     # Where everything but blobs and workspaces is stored: unset, SQLite at <data dir>/uhp.sqlite3;
-    # or a SQLAlchemy URL, e.g. postgresql://user:password@host/db (README: "Storage").
+    # or a SQLAlchemy URL, e.g. postgresql://user:password@host/db (docs/storage.md).
     database_url: str | None = None
     host: str = "127.0.0.1"
     port: int = 8080
@@ -54,16 +54,16 @@ class Settings(BaseSettings):
     # addresses (cloud metadata) stay refused either way. See gateway/url_policy.py.
     mcp_allow_private_hosts: bool = False
     log_level: str = "INFO"
-    # The Chat Completions door (README: "Chat Completions"): a client that leaves a stream
+    # The Chat Completions door (docs/doors/openai-chat.md): a client that leaves a stream
     # before its answer ends cancels the task, as a chat UI's stop button means.
     chat_cancel_on_disconnect: bool = True
-    # Connections (README: "Connections"): incomplete requests time out; the cap is lowered
+    # Connections (docs/operations.md): incomplete requests time out; the cap is lowered
     # further to leave a quarter of the descriptor limit to everything else.
     max_connections: int = 2048
     request_header_timeout_seconds: float = 10.0  # a request head, from its first byte
     request_body_timeout_seconds: float = 30.0  # the longest pause inside a request body
 
-    # Files in and artifacts out (README: "Files and artifacts").
+    # Files in and artifacts out (docs/sessions-and-files.md).
     max_file_bytes: int = 50 * 1024 * 1024  # one upload or inline file; 413 file_too_large past it
     # A JSON request body; unset means room for one inline file at the limit above (base64
     # grows it by a third) plus 1 MiB of everything else.
@@ -76,14 +76,14 @@ class Settings(BaseSettings):
     # The origin download_url and share links are built on; unset: the request's own base URL.
     public_base_url: str | None = None
 
-    # The local sandbox's per-turn limits (README: "Local sandbox"); "0" disables one. Memory
+    # The local sandbox's per-turn limits (docs/security.md); "0" disables one. Memory
     # and processes need cgroups (the server as root); the other two work for any user.
     local_sandbox_memory: str = "4g"  # memory of everything in the sandbox, /tmp included
     local_sandbox_pids_limit: int = 512  # processes and threads
     local_sandbox_file_size: str = "4g"  # the largest file a turn may write
     local_sandbox_disk: str = "20g"  # the session's workspace and agent home together
     local_sandbox_user: str = "auto"  # uid:gid the agent runs as; auto: own, 1000:1000 for root
-    # Hosts a sandbox may reach, through the server's egress proxy (README: "Egress");
+    # Hosts a sandbox may reach, through the server's egress proxy (docs/security.md);
     # comma-separated names or IP literals. Empty: no egress at all.
     egress_allow_hosts: str = ""
     # Let allowed names resolve to private or loopback addresses (link-local never passes).
@@ -97,8 +97,8 @@ class Settings(BaseSettings):
     docker_cpus: float = 2.0  # CPU limit, in cores
     docker_pids_limit: int = 512  # processes and threads
     docker_tmp_size: str = "512m"  # the writable /tmp (the root filesystem is read-only)
-    # Engines the turns spread over: comma-separated unix://, tcp://, ssh:// urls (README:
-    # "Several Docker engines"); empty: the one engine DOCKER_HOST names (default socket).
+    # Engines the turns spread over: comma-separated unix://, tcp://, ssh:// urls
+    # (docs/docker.md); empty: the one engine DOCKER_HOST names (default socket).
     docker_hosts: str = ""
     docker_host_max_turns: int = Field(default=0, ge=0)  # turns per engine at once; 0: no cap
 
@@ -129,18 +129,19 @@ class Settings(BaseSettings):
     providers_file: Path | None = None  # several named providers (YAML or TOML)
     # Per-turn model connections on private or loopback addresses; link-local stays refused.
     model_connection_allow_private_hosts: bool = False
-    # Front doors (README: "Front doors"): turns running their sandbox at once (the others
+    # Front doors (docs/doors/README.md): turns running their sandbox at once (the others
     # wait in order, reported queued); how long a turn paused on a question keeps its process.
     max_concurrent_turns: int = Field(default_factory=default_max_concurrent_turns, ge=1)
-    # Several replicas on one PostgreSQL (README: "Several replicas"): this process's id (unset:
+    # Several replicas on one PostgreSQL (docs/scale-out.md): this process's id (unset:
     # the id kept in the data directory, so replicas sharing one must each set their own), and
     # how long a replica's lease lasts without a renewal before the others take over its turns.
     # (The id names a folder: it starts with a letter or digit, so it is never "." or "..".)
     replica_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     replica_lease_seconds: float = Field(default=15.0, ge=1)
     paused_turn_keep_seconds: float = Field(default=45.0, ge=0)
-    # Bearer token GET /metrics requires; unset: /metrics is open, like /healthz (README:
-    # Operations). Set it whenever the port is reachable by anyone who must not see the counts.
+    # Bearer token GET /metrics requires; unset: /metrics is open, like /healthz
+    # (docs/operations.md). Set it whenever the port is reachable by anyone who must not see the
+    # counts.
     metrics_token: str | None = None
 
     @property

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from harness_bases.node_runtime import NodeCli
 
-# Offline: no update check, no install ping, no package lookups (README "Settings").
+# Offline: no update check, no install ping, no package lookups (docs/harnesses.md, "The bases").
 QUIET_ENV = {"PI_OFFLINE": "1", "PI_SKIP_VERSION_CHECK": "1", "PI_TELEMETRY": "0"}
 
 # Pi's MCP client (Pi has none of its own), loaded with `-e`; kept next to the pinned Pi, so

@@ -1,8 +1,8 @@
 """The engine request: what every front door hands the engine, whichever contract it speaks.
 
 A door (UHP /v1, the Oumi harness protocol, a tool endpoint, AgentOS) translates its own
-request into an `EngineTask` and calls `TaskService.start`; it reads the task back through
-`TaskService.state` / `TaskService.follow` and renders it in its own format. The engine never
+request into an `EngineTask` and calls `Engine.start`; it reads the task back through
+`Engine.state` / `Engine.follow` and renders it in its own format. The engine never
 knows which door called it.
 """
 
@@ -64,7 +64,7 @@ class Question:
 
 class QuestionMode(enum.StrEnum):
     NONE = "none"  # the question tool is not offered; the CLI's own tool behaves as usual
-    PAUSE = "pause"  # the turn waits (input_required) for TaskService.answer
+    PAUSE = "pause"  # the turn waits (input_required) for Engine.answer
     HOLD = "hold"  # the door's callback decides (AgentOS: open a hold, answer `suspended`)
     RECORDED = "recorded"  # answers given up front, used in order (AgentOS experiment runs)
 

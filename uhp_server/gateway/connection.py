@@ -1,8 +1,8 @@
 """Per-turn model connections: a front door runs one turn against a model it hands over.
 
-A `ModelConnection` goes to `TaskService.submit(..., model_connection=...)` and from there
-only into the turn's gateway grant (memory): never into the database, a log line or an error
-message, and it is gone when the grant is revoked at the turn's outcome. The CLI still sees
+A `ModelConnection` goes to a door's `EngineTask(model_connection=...)`, given to `Engine.start`,
+and from there only into the turn's gateway grant (memory): never into the database, a log line or
+an error message, and it is gone when the grant is revoked at the turn's outcome. The CLI still sees
 only the gateway and its per-turn token; the gateway pins every call to the connection's
 model, applies its generation settings to every call and adds its headers. Its URL passes
 the URL policy (url_policy.py) when the task is accepted and again, resolved and pinned, on

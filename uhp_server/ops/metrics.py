@@ -1,4 +1,4 @@
-"""The server's Prometheus metrics, one registry per app (README: Operations → Metrics).
+"""The server's Prometheus metrics, one registry per app (docs/operations.md, "Metrics").
 
 Each app owns its registry rather than using prometheus_client's global one, so two apps in one
 process (tests, an embedding) never share or double-register counters. Label values are bounded

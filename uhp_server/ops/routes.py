@@ -1,4 +1,4 @@
-"""Operations: liveness, readiness and Prometheus metrics (README: Operations).
+"""Operations: liveness, readiness and Prometheus metrics (docs/operations.md).
 
 None of these routes is part of the protocol. /healthz and /readyz take no credential (a load
 balancer probes them); /metrics takes UHP_METRICS_TOKEN as a bearer token when it is set.

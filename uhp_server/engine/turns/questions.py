@@ -5,7 +5,7 @@ server `uhp-user`, gateway/user_questions.py) or through its CLI's own question 
 the base's driver maps onto the same `ask` (TurnSpec.ask_user). The question becomes a
 function_call item in the event log. The policy decides the answer: RECORDED takes the next
 recorded answer, HOLD asks the door's callback, PAUSE (or a HOLD callback that defers) waits
-for `TaskService.answer`: the task reports input_required, the agent's model connection is
+for `Engine.answer`: the task reports input_required, the agent's model connection is
 suspended, and the answer comes back as the tool's result in the same conversation.
 
 A paused turn keeps its process for `keep_seconds`; after that it is parked: the turn ends
