@@ -107,7 +107,8 @@ def _parse_server(
         invalid(f"{at}.name", "An MCP server needs a `name`.")
     url = item.get("url")
     try:
-        url = check_config_url(url, allow_private)
+        # (Not a string: refused as empty, as parse_url refuses it.)
+        url = check_config_url(url if isinstance(url, str) else "", allow_private)
     except UrlRefused as exc:
         invalid(f"{at}.url", str(exc))
     enabled = item.get("enabled", True)

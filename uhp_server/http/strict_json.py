@@ -178,7 +178,9 @@ class StrictJsonRoute(APIRoute):
             if request.method in ("POST", "PUT", "PATCH") and read_body:
                 limit = request.app.state.engine.settings.max_json_body_bytes
                 body = await _read_limited(request, limit)
-                request._body = body  # FastAPI reads the cached body; it is consumed once
+                # FastAPI reads the cached body; it is consumed once. Starlette declares it bytes;
+                # a bytearray reads alike and a large body is not copied.
+                request._body = body  # type: ignore[assignment]  # a bytearray, not copied
                 if body.strip() and is_json(content_type):
                     _parse_for_fastapi(request, body)
             return await handler(request)

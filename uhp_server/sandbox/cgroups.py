@@ -157,7 +157,8 @@ class TurnCgroup:
 def detect() -> Hierarchy | None:
     """The hierarchy turn cgroups can be made in, or None (logged) when there is none."""
     if os.geteuid() != 0:
-        return _unavailable("the server does not run as root")
+        _unavailable("the server does not run as root")
+        return None
     own = _own_cgroups()
     if (ROOT / "cgroup.controllers").is_file():  # v2 mounted at the root: unified only
         return _v2(ROOT / own.get("", "/").lstrip("/"))
@@ -172,7 +173,8 @@ def detect() -> Hierarchy | None:
                 cpu / own.get("cpu", "/").lstrip("/") if (cpu / "cpu.shares").is_file() else None,
             )
         )
-    return _unavailable("no memory and pids cgroup controllers are mounted")
+    _unavailable("no memory and pids cgroup controllers are mounted")
+    return None
 
 
 def _v2(parent: Path) -> Hierarchy | None:
@@ -185,7 +187,8 @@ def _v2(parent: Path) -> Hierarchy | None:
     except OSError as exc:
         # Typically EBUSY: the server's own cgroup holds processes (v2's "no internal
         # processes" rule); run it under a delegated cgroup (systemd Delegate=yes).
-        return _unavailable(f"cannot enable the memory and pids controllers below {parent}: {exc}")
+        _unavailable(f"cannot enable the memory and pids controllers below {parent}: {exc}")
+        return None
     return _probe(Hierarchy(2, parent, parent))
 
 
@@ -193,7 +196,8 @@ def _probe(hierarchy: Hierarchy) -> Hierarchy | None:
     try:
         hierarchy.create(f"uhp-probe-{os.getpid()}", 0, 0).remove()
     except OSError as exc:
-        return _unavailable(f"cannot create cgroups: {exc}")
+        _unavailable(f"cannot create cgroups: {exc}")
+        return None
     log.info("sandbox_cgroups", extra={"cgroup_version": hierarchy.version})
     return hierarchy
 
@@ -204,7 +208,6 @@ def _unavailable(why: str) -> None:
         "(file size and workspace disk limits are)",
         extra={"reason": why},
     )
-    return None
 
 
 def _own_cgroups() -> dict[str, str]:

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import json
 import os
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +58,7 @@ class _EmbeddedServer(uvicorn.Server):
     the process's signals, so this one must not install (and later re-raise) them."""
 
     @contextlib.contextmanager
-    def capture_signals(self):  # type: ignore[override]
+    def capture_signals(self) -> Iterator[None]:
         yield
 
 

@@ -93,10 +93,11 @@ def read_invocation(body: Any) -> Invocation:
         raise BadInvocation("invalid_invocation", "invocation.kind must be start or resume.")
     evaluation = context.get("eval")
     api_key = llm.get("api_key")
+    invocation_id = invocation.get("id")
     return Invocation(
         capability=_text(body.get("capability"), "capability"),
         run_id=_text(body.get("run_id"), "run_id"),
-        invocation_id=invocation.get("id") if isinstance(invocation.get("id"), str) else "",
+        invocation_id=invocation_id if isinstance(invocation_id, str) else "",
         session_id=session_id if isinstance(session_id, str) and session_id else None,
         kind=kind,
         input=_object(body.get("input")),

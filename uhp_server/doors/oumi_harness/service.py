@@ -136,7 +136,7 @@ class OumiInvocations:
             await self._fresh_key(principal_id, response_id, sub.connection)
             return response_id  # already applied (a retry): the current status
         by_door_id = {door_call_id(response_id, q.call_id): q.call_id for q in state.questions}
-        given = [m.tool_call_id for m in sub.messages]
+        given = [m.tool_call_id or "" for m in sub.messages]  # (the wire requires one)
         if sorted(given) != sorted(by_door_id):
             raise bad_request("A resume must answer each pending tool call exactly once.")
         answers = [

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import docker
 import docker.errors
+import docker.utils
 import requests.exceptions
 
 from uhp_server.sandbox.base import SandboxError
@@ -187,7 +188,11 @@ class EnginePool:
                 elif engine not in self._joining:
                     task = asyncio.create_task(self._try_join(engine))
                     self._joining[engine] = task
-                    task.add_done_callback(lambda _, e=engine: self._joining.pop(e, None))
+
+                    def forget(_: object, e: Engine = engine) -> None:
+                        self._joining.pop(e, None)
+
+                    task.add_done_callback(forget)
 
     async def _ping(self, engine: Engine) -> None:
         engine.next_probe = time.monotonic() + HEALTH_INTERVAL_SECONDS

@@ -250,7 +250,7 @@ class DockerSandbox(Sandbox):
         try:
             await self.gateway.close_turn(turn_socket)
         finally:
-            self._closing.discard(asyncio.current_task())  # type: ignore[arg-type]
+            self._closing.discard(asyncio.current_task())
 
     async def _run(
         self,
