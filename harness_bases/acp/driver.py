@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from harness_bases import events as ev
@@ -72,7 +72,7 @@ class AcpTurn(AgentTurn):
             for image in self.turn.images
         ]
 
-    async def run(self) -> AsyncIterator[ev.AgentEvent]:
+    async def run(self) -> AsyncGenerator[ev.AgentEvent, None]:
         async for event in self._setup():
             yield event
             if isinstance(event, ev.TurnFailed):

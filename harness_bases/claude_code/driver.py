@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from harness_bases import events as ev
@@ -106,7 +106,7 @@ class ClaudeCodeTurn(AgentTurn):
         request = {"type": "control_request", "request_id": request_id}
         return await self.send({**request, "request": {"subtype": "interrupt"}})
 
-    async def run(self) -> AsyncIterator[ev.AgentEvent]:
+    async def run(self) -> AsyncGenerator[ev.AgentEvent, None]:
         """Send the prompt, then yield the turn's events until the CLI's stdout ends."""
         if self.fresh_start:
             yield ev.Notice(RESUME_FAILED_NOTICE)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from harness_bases import events as ev
@@ -83,7 +83,7 @@ class CodexTurn(AgentTurn):
         )
         return True
 
-    async def run(self) -> AsyncIterator[ev.AgentEvent]:
+    async def run(self) -> AsyncGenerator[ev.AgentEvent, None]:
         rpc, proc = self.rpc, self.proc
         try:
             client = {"name": CLIENT_NAME, "title": "UHP Server", "version": CLI_VERSION}

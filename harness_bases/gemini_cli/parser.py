@@ -37,10 +37,11 @@ class GeminiParser(AcpParser):
     def feed(self, msg: Message) -> list[ev.AgentEvent]:
         params = msg.get("params") if msg.get("method") == "session/update" else None
         update = params.get("update") if isinstance(params, dict) else None
-        if isinstance(update, dict) and update.get("sessionUpdate") == "agent_thought_chunk":
+        thought = isinstance(update, dict) and update.get("sessionUpdate") == "agent_thought_chunk"
+        if isinstance(params, dict) and isinstance(update, dict) and thought:
             content = update.get("content")
             text = content.get("text") if isinstance(content, dict) else None
-            if isinstance(text, str) and text.startswith(_NO_SUBJECT):
+            if isinstance(content, dict) and isinstance(text, str) and text.startswith(_NO_SUBJECT):
                 trimmed = {**content, "text": text.removeprefix(_NO_SUBJECT)}
                 update = {**update, "content": trimmed}
                 msg = {**msg, "params": {**params, "update": update}}

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from harness_bases import events as ev
@@ -80,7 +80,7 @@ class PiTurn(AgentTurn):
             return True
         return await self.send({"type": "abort"})
 
-    async def run(self) -> AsyncIterator[ev.AgentEvent]:
+    async def run(self) -> AsyncGenerator[ev.AgentEvent, None]:
         """Start the prompt, then yield the turn's events until the CLI's stdout ends."""
         if self.fresh_start:
             yield ev.Notice(RESUME_FAILED_NOTICE)
