@@ -34,7 +34,9 @@ PROVIDER_KEY = "sk-bench-body-memory"
 
 def peak_rss(pid: int) -> int:
     status = Path(f"/proc/{pid}/status").read_text()
-    return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) * 1024
+    found = re.search(r"VmHWM:\s+(\d+) kB", status)
+    assert found is not None, status
+    return int(found.group(1)) * 1024
 
 
 def large_body(body_mib: int) -> bytes:

@@ -25,6 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -107,7 +108,7 @@ class _FakeRequest:
             "content-length": str(len(body)),
         }
 
-    async def stream(self):  # type: ignore[no-untyped-def]
+    async def stream(self) -> AsyncIterator[bytes]:
         for i in range(0, len(self.body), 64 * 1024):
             yield self.body[i : i + 64 * 1024]
 

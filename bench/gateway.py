@@ -124,7 +124,7 @@ def run_base(
             reached = chat if mode == "translated" else native
             if not any(r["path"].startswith("/v1/") for r in reached.requests()):
                 raise BenchError(f"{mode}: the model calls did not reach the {mode} provider")
-            wait_children_gone(server.proc.pid)
+            wait_children_gone(server.pid)
             return elapsed
 
         log(f"{base.label}: warm-up, every mode on every kind (not recorded)")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from uhp_server.gateway.wires import translation
+from tests.support.translations import translation_between
 
 TARGET_P99_SECONDS = 0.001
 
@@ -63,7 +63,7 @@ def chat_stream_chunks() -> list[bytes]:
 def chunk_costs(wire: str, chunks: list[bytes] | None = None) -> list[float]:
     """Seconds each `feed()` took for one stream of `chunks`, plus the closing `finish()`."""
     chunks = chunks or chat_stream_chunks()
-    stream = translation(wire, "chat").stream()
+    stream = translation_between(wire, "chat").stream()
     costs = []
     for chunk in chunks:
         started = time.perf_counter()

@@ -26,6 +26,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -160,7 +161,9 @@ async def cancel(http: httpx.AsyncClient, rid: str, loaded: Loaded) -> None:
     loaded.cancel_statuses.append(response.json()["status"])
 
 
-async def measure(url: str, tasks: int, probes: int, log) -> tuple[list[float], Loaded]:  # type: ignore[no-untyped-def]
+async def measure(
+    url: str, tasks: int, probes: int, log: Callable[[str], None]
+) -> tuple[list[float], Loaded]:
     limits = httpx.Limits(max_connections=tasks + 10, max_keepalive_connections=tasks + 10)
     headers = {"Authorization": f"Bearer {API_KEY}"}
     prober = Prober(url)

@@ -315,7 +315,7 @@ def run_bench(subject: Subject, tasks: int, scratch: Path, log: Callable[[str], 
                 seconds = subject.references[mode](direct, prompt)
             else:
                 timing = server_task(client, prompt)
-                wait_children_gone(server.proc.pid)
+                wait_children_gone(server.pid)
                 seconds = timing.total
                 if record:
                     results.created_ms.setdefault(kind, []).append(timing.created * 1000)

@@ -104,8 +104,8 @@ def main() -> int:
             env = server_env(provider, UHP_BASES="codex", UHP_SANDBOX="local")
             if kind != "sqlite":
                 url = databases.url_for(data_dir)
-                threads = "?channel_binding=prefer" if kind == "postgresql-threads" else ""
-                env["UHP_DATABASE_URL"] = url + threads
+                binding = "?channel_binding=prefer" if kind == "postgresql-threads" else ""
+                env["UHP_DATABASE_URL"] = url + binding
             server = ServerProcess(data_dir, env)
             stack.callback(server.stop)
             servers[kind] = server.start()
@@ -117,8 +117,7 @@ def main() -> int:
         }
         for kind, client in clients.items():  # warm: the CLI's first start reads its files
             streamed_turn(client)
-            assert servers[kind].proc is not None
-            wait_children_gone(servers[kind].proc.pid)
+            wait_children_gone(servers[kind].pid)
         for n in range(args.rounds):
             for kind in KINDS if n % 2 == 0 else KINDS[::-1]:
                 client, pid = clients[kind], servers[kind].proc.pid  # type: ignore[union-attr]

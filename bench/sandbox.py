@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from starlette.types import Receive, Scope, Send
+
 from harness_bases.base import Invocation, SandboxPaths
 from harness_bases.codex import install as codex_install
 from tests.conftest import tools_dir
@@ -49,7 +51,7 @@ FIRST_BYTE_TARGET_MS = 150.0
 ENV = {"PATH": "/usr/bin:/bin", "HOME": "/home/agent"}
 
 
-async def no_gateway(scope: dict[str, Any], receive: Any, send: Any) -> None:
+async def no_gateway(scope: Scope, receive: Receive, send: Send) -> None:
     """The bench never calls the gateway; the sandbox only needs something to serve."""
 
 

@@ -32,8 +32,8 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.scripted_provider import start_provider
+from tests.support.translations import translation_between
 from tests.support.wire_summary import anthropic_summary, responses_summary, sse_events
-from uhp_server.gateway.wires import translation
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "gateway"
@@ -70,7 +70,7 @@ def ours(client: httpx.Client, url: str) -> dict:
     rows = {}
     for stem, n, body in cases():
         wire, summarize = WIRES[stem.split("_")[0]]
-        t = translation(wire, "chat")
+        t = translation_between(wire, "chat")
         chat = t.request(body, model=body["model"])
         with client.stream("POST", f"{url}/chat/completions", json=chat) as resp:
             stream = t.stream()
@@ -87,7 +87,7 @@ def repeated_chunks() -> dict:
     raw += b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\n\n'
     rows = {}
     for label, wire in (("repeated chunks", "responses"), ("repeated chunks ", "anthropic")):
-        stream = translation(wire, "chat").stream()
+        stream = translation_between(wire, "chat").stream()
         out = sse_events(stream.feed(raw) + stream.finish())
         text = "".join(
             e.get("delta", {}).get("text", "") if wire == "anthropic" else e.get("delta", "")
@@ -132,7 +132,7 @@ async def our_timing(url: str, wire: str | None) -> dict:
     }
     stamps = []
     started = time.perf_counter()
-    stream = translation(wire, "chat").stream() if wire else None
+    stream = translation_between(wire, "chat").stream() if wire else None
     async with (
         httpx.AsyncClient(timeout=60) as client,
         client.stream(

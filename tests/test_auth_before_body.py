@@ -26,7 +26,7 @@ def body_routes() -> list[tuple[str, str]]:
     found = set()
     for module in (discovery, files, harness_events, harnesses, sessions, share, tasks):
         for route in module.router.routes:
-            assert isinstance(route, APIRoute)
+            assert isinstance(route, APIRoute) and route.methods is not None
             for method in route.methods & {"POST", "PUT", "PATCH", "DELETE"}:
                 found.add((method, re.sub(r"\{[^}]+\}", "x1", route.path)))
     return sorted(found)
@@ -67,7 +67,9 @@ def test_an_unauthenticated_body_is_refused_before_it_is_read(
 
 def rss_bytes(pid: int) -> int:
     status = Path(f"/proc/{pid}/status").read_text()
-    return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) * 1024
+    found = re.search(r"VmRSS:\s+(\d+) kB", status)
+    assert found is not None, status
+    return int(found.group(1)) * 1024
 
 
 def send_whole_body(port: int) -> None:

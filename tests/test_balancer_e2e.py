@@ -241,7 +241,7 @@ def test_kill_9_of_a_replica_mid_stream_loses_nothing_acknowledged(
         for w in watched:
             assert w.started.wait(120) and w.broke is None, (w.broke, replicas.log())
         assert {w.replica for w in watched} == {"r0", "r1"}
-        victim_pid = replicas.replica("r0").proc.pid  # type: ignore[union-attr]
+        victim_pid = replicas.replica("r0").pid
         victim_agents = descendants(victim_pid)
         assert victim_agents, "the victim's agents must be visible before the kill"
 

@@ -23,7 +23,9 @@ BODY_BYTES = 62 * 1024 * 1024
 
 def peak_rss(pid: int) -> int:
     status = Path(f"/proc/{pid}/status").read_text()
-    return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) * 1024
+    found = re.search(r"VmHWM:\s+(\d+) kB", status)
+    assert found is not None, status
+    return int(found.group(1)) * 1024
 
 
 def inline_file_body() -> bytes:

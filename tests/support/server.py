@@ -37,6 +37,12 @@ class ServerProcess:
         return f"http://127.0.0.1:{self.port}"
 
     @property
+    def pid(self) -> int:
+        """The started server's process id."""
+        assert self.proc is not None, "the server is not started"
+        return self.proc.pid
+
+    @property
     def database(self) -> str:
         """The URL of the database it stores in (for tests that look at the rows)."""
         return self.env.get("UHP_DATABASE_URL") or f"sqlite:///{self.data_dir / 'uhp.sqlite3'}"
