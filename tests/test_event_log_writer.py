@@ -21,12 +21,16 @@ from storage import responses as response_store
 from storage import sessions as session_store
 from storage.db import Database, SessionRelease
 from storage.tables import ResponseRow, SessionRow
+from tests.support.fakes import FakeBase, FakeSandbox
 from uhp_server.engine.reading.fold import TERMINAL_TYPES
 from uhp_server.engine.replicas.peers import NoPeers
+from uhp_server.engine.requests import TaskStatus
 from uhp_server.engine.turns.builder import ResponseBuilder
 from uhp_server.engine.turns.eventlog import EventLog
+from uhp_server.engine.turns.executor import TurnExecutor
 from uhp_server.engine.turns.registry import RunRegistry
-from uhp_server.engine.turns.run import Run
+from uhp_server.engine.turns.run import Run, TurnPlan
+from uhp_server.gateway.tokens import TokenRegistry
 
 
 def _response(response_id: str) -> dict[str, Any]:
@@ -66,8 +70,26 @@ def _insert_response(db: Database, response_id: str) -> None:
     )
 
 
-def _stored(db_path: Path, response_id: str) -> list[int]:
+def _unread_plan(tmp_path: Path) -> TurnPlan:
+    """A turn's plan where nothing reads it."""
+    return TurnPlan(
+        base=FakeBase(),
+        prompt="",
+        model="m",
+        system_prompt="",
+        disabled_tools=(),
+        max_step=None,
+        timeout_seconds=60,
+        max_output_tokens=None,
+        native_session_id=None,
+        workspace=tmp_path,
+        home=tmp_path,
+    )
+
+
+def _stored(db_path: Path | None, response_id: str) -> list[int]:
     """The sequence numbers committed for a response, read on a connection of our own."""
+    assert db_path is not None  # (a SQLite file: these tests read it beside the server)
     with contextlib.closing(sqlite3.connect(db_path)) as conn:
         rows = conn.execute(
             "SELECT seq FROM event WHERE response_id = ? ORDER BY seq", (response_id,)
@@ -127,7 +149,7 @@ async def test_a_subscriber_only_ever_sees_committed_events(db: Database) -> Non
         _stream(log, builder, 30),
         *(log.append(builder.apply(ev.Notice(f"note {i}"))) for i in range(5)),
     )
-    await log.append(builder.finish("completed"))
+    await log.append(builder.finish(TaskStatus.COMPLETED))
     await asyncio.wait_for(following, 10)
     assert uncommitted == []
     assert seen == list(range(len(seen))) == _stored(db.path, "resp_seen")
@@ -145,7 +167,7 @@ async def test_concurrent_appends_from_many_runs_are_all_persisted_in_order(
     builders = [ResponseBuilder(_response(f"resp_{i}")) for i in range(runs)]
     await asyncio.gather(*(_stream(log, b, deltas) for log, b in zip(logs, builders, strict=True)))
     await asyncio.gather(
-        *(log.append(b.finish("completed")) for log, b in zip(logs, builders, strict=True))
+        *(log.append(b.finish(TaskStatus.COMPLETED)) for log, b in zip(logs, builders, strict=True))
     )
     for i, log in enumerate(logs):
         stored = db.run(response_store.events_after, f"resp_{i}")
@@ -159,7 +181,7 @@ async def test_appending_after_the_terminal_event_is_refused_at_once(db: Databas
     log = EventLog(db, "resp_end", persist=True)
     builder = ResponseBuilder(_response("resp_end"))
     await log.append(builder.created())
-    ending = asyncio.create_task(log.append(builder.finish("cancelled")))
+    ending = asyncio.create_task(log.append(builder.finish(TaskStatus.CANCELLED)))
     await asyncio.sleep(0)  # the terminal event is queued, not yet committed
     assert log.ending
     with pytest.raises(RuntimeError):
@@ -168,7 +190,9 @@ async def test_appending_after_the_terminal_event_is_refused_at_once(db: Databas
     assert log.finished and log.current()["status"] == "cancelled"
 
 
-async def test_a_cancel_answers_cancelled_even_when_the_turn_never_reacts(db: Database) -> None:
+async def test_a_cancel_answers_cancelled_even_when_the_turn_never_reacts(
+    db: Database, tmp_path: Path
+) -> None:
     """A turn that does not get to run (the loop is busy with 30 streaming turns, or it is
     stuck) must not leave the cancel's reply `in_progress`: the cancel ends the log itself."""
     _insert_response(db, "resp_stuck")
@@ -186,12 +210,13 @@ async def test_a_cancel_answers_cancelled_even_when_the_turn_never_reacts(db: Da
         ),
     )
     no_peers = NoPeers(lambda: None)
-    manager = RunRegistry(db, None, no_peers)  # type: ignore[arg-type]  (no turn is started)
+    executor = TurnExecutor(FakeSandbox(), TokenRegistry(), tmp_path, 0)  # (no turn is started)
+    manager = RunRegistry(db, executor, no_peers)
     stuck = Run(
         response_id="resp_stuck",
         principal_id="prin_test",
         session_id="sess_stuck",
-        plan=None,  # type: ignore[arg-type]  (the cancel never reads the plan)
+        plan=_unread_plan(tmp_path),
         log=EventLog(db, "resp_stuck", persist=True),
         builder=ResponseBuilder(_response("resp_stuck")),
     )

@@ -22,6 +22,7 @@ from tests.test_translation import _initial
 from uhp_server.app import create_app
 from uhp_server.engine.reading.feed import QUEUE_SIZE, HarnessFeed
 from uhp_server.engine.reading.fold import fold
+from uhp_server.engine.requests import TaskStatus
 from uhp_server.engine.tasks.attachments import place_all, prompt_note
 from uhp_server.engine.tasks.inputs import MAX_FILES_PER_TASK, Attachment, normalize_input
 from uhp_server.engine.turns.artifacts import ArtifactCollector, ArtifactLimits, snapshot
@@ -145,7 +146,7 @@ def test_images_must_be_images_and_only_users_attach_files() -> None:
     assert _error(not_image).code == "invalid_input"
     remote = [{"role": "user", "content": [{"type": "input_image", "image_url": "http://x/y"}]}]
     assert _error(remote).param == "input[0].content[0].image_url"
-    system = [
+    system: list[dict] = [
         {"role": "system", "content": [{"type": "input_file", "file_data": "data:,x"}]},
         {"role": "user", "content": "hi"},
     ]
@@ -322,7 +323,7 @@ def test_citations_land_on_the_final_message_before_it_is_done() -> None:
     out += builder.apply(ev.TextDelta("m", "See report.md"))
     out += builder.apply(ev.TextDone("m", "See report.md now"))
     assert not any(e["type"] == "response.output_item.done" for e in out)  # held open
-    out += builder.finish("completed", files=CITED, notice="big.bin was skipped")
+    out += builder.finish(TaskStatus.COMPLETED, files=CITED, notice="big.bin was skipped")
     events = _numbered(out)
     final = check_stream(events)
     assert fold(events) == final
@@ -341,7 +342,7 @@ def test_a_later_item_closes_the_held_message_and_files_get_their_own() -> None:
     out = builder.created()
     out += builder.apply(ev.TextDone("m", "running it"))
     out += builder.apply(ev.ToolCallStarted("c", "shell", '{"cmd": "ls"}'))
-    out += builder.finish("incomplete", files=CITED)
+    out += builder.finish(TaskStatus.INCOMPLETE, files=CITED)
     final = check_stream(_numbered(out))
     assert [item["type"] for item in final["output"]] == ["message", "function_call", "message"]
     assert final["output"][0]["content"][0]["annotations"] == []
@@ -355,7 +356,7 @@ def test_a_failed_turn_keeps_its_finished_message_completed() -> None:
     builder = ResponseBuilder(_initial())
     out = builder.created() + builder.apply(ev.TextDone("m", "done talking"))
     error = {"type": "harness_error", "code": "harness_error", "message": "x", "param": None}
-    out += builder.finish("failed", error=error | {"detail": None})
+    out += builder.finish(TaskStatus.FAILED, error=error | {"detail": None})
     final = check_stream(_numbered(out))
     assert final["output"][0]["status"] == "completed"
 

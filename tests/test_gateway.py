@@ -16,6 +16,7 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from tests.support.translations import translation_between
 from uhp_server.gateway import (
     TokenRegistry,
     Upstreams,
@@ -25,7 +26,6 @@ from uhp_server.gateway import (
     proxy,
 )
 from uhp_server.gateway.confine import Confined, confine
-from uhp_server.gateway.wires import translation
 from uhp_server.sandbox.gateway_door import gateway_only
 from uhp_server.settings import Settings
 
@@ -416,7 +416,7 @@ def test_a_fetch_is_replaced_wherever_it_sits_and_inline_content_passes() -> Non
     # What stands in for it translates like any text part, e.g. in a Gemini tool's answer.
     asked = {"role": "model", "parts": [{"functionCall": {"name": "f", "args": {}}}]}
     answered = {"contents": [asked, *refused[3][1]["contents"]]}
-    messages = translation("gemini", "chat").request(answered, model="m")["messages"]
+    messages = translation_between("gemini", "chat").request(answered, model="m")["messages"]
     assert "not sent" in messages[-1]["content"]
     with pytest.raises(Confined):  # a fetch no list holds: no part can stand in for it
         confine("responses", {"input": {"type": "item_reference", "id": "x"}})
@@ -838,10 +838,14 @@ async def test_unreachable_and_unconfigured_models() -> None:
 
 def test_base_url_normalisation() -> None:
     ups = Upstreams(make_settings("https://oa.example/v1/", "https://an.example/"))
-    assert ups.get("openai").url("responses") == "https://oa.example/v1/responses"
-    assert ups.get("anthropic").url("messages") == "https://an.example/v1/messages"
+    openai, anthropic = ups.get("openai"), ups.get("anthropic")
+    assert openai is not None and anthropic is not None
+    assert openai.url("responses") == "https://oa.example/v1/responses"
+    assert anthropic.url("messages") == "https://an.example/v1/messages"
     ups2 = Upstreams(make_settings("https://oa.example/v1", "https://an.example/v1"))
-    assert ups2.get("anthropic").url("messages") == "https://an.example/v1/messages"
+    anthropic_v1 = ups2.get("anthropic")
+    assert anthropic_v1 is not None
+    assert anthropic_v1.url("messages") == "https://an.example/v1/messages"
     assert OPENAI_KEY not in repr(ups.get("openai"))
 
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.support.translations import translation_between
 from tests.support.wire_summary import anthropic_summary, responses_summary
-from uhp_server.gateway.wires import PAIRS, Untranslatable, translation
+from uhp_server.gateway.wires import PAIRS, Translation, Untranslatable, translation
 from uhp_server.gateway.wires.anthropic.translation import AnthropicOverChat
 from uhp_server.gateway.wires.sse import SSEDecoder
 
@@ -23,7 +25,7 @@ def captured(name: str) -> list[dict]:
     return json.loads((FIXTURES / f"{name}.json").read_text())
 
 
-def run_stream(t, raw: bytes, size: int) -> list[dict]:
+def run_stream(t: Translation, raw: bytes, size: int) -> list[dict]:
     """Feed `raw` in pieces of `size` bytes; the events the CLI would read."""
     stream = t.stream()
     out = b"".join(stream.feed(raw[i : i + size]) for i in range(0, len(raw), size))
@@ -56,7 +58,7 @@ CASES = [
 @pytest.mark.parametrize(("name", "n"), CASES, ids=[f"{a}.{b}" for a, b in CASES])
 def test_replayed_answers_match_what_the_native_api_said(name: str, n: int) -> None:
     cli = name.split("_")[0]
-    t = translation(WIRE[cli], "chat")
+    t = translation_between(WIRE[cli], "chat")
     t.request(captured(name)[n], model="m")
     chat = (FIXTURES / f"{name}.{n}.chat.sse").read_bytes()
     native = events((FIXTURES / f"{name}.{n}.native.sse").read_bytes())
@@ -69,7 +71,7 @@ def test_replayed_answers_match_what_the_native_api_said(name: str, n: int) -> N
 
 def test_codex_tool_round_trip_request() -> None:
     second = captured("codex_tool")[1]
-    t = translation("responses", "chat")
+    t = translation_between("responses", "chat")
     chat = t.request(second, model="pinned")
     messages = chat["messages"]
     assert chat["model"] == "pinned" and chat["stream"] is True
@@ -91,7 +93,7 @@ def test_codex_tool_round_trip_request() -> None:
 
 def test_namespaced_tool_call_comes_back_with_its_namespace() -> None:
     body = captured("codex_tool")[0]
-    t = translation("responses", "chat")
+    t = translation_between("responses", "chat")
     chat = t.request(body, model="m")
     flat = next(f["function"]["name"] for f in chat["tools"] if "__" in f["function"]["name"])
     namespace, name = flat.split("__", 1)
@@ -109,7 +111,7 @@ def test_namespaced_tool_call_comes_back_with_its_namespace() -> None:
 
 def test_claude_tool_round_trip_request() -> None:
     body = captured("claude_tool")[1]
-    chat = translation("anthropic", "chat").request(body, model="m")
+    chat = translation_between("anthropic", "chat").request(body, model="m")
     messages = chat["messages"]
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool"]
     # The user message's text blocks stay separate parts (the prompt is the last one).
@@ -141,7 +143,7 @@ def test_parallel_tool_calls_each_become_an_item_with_their_own_fragments() -> N
         chunk({}, "tool_calls"),
         chunk(usage={"prompt_tokens": 10, "completion_tokens": 4}),
     )
-    t = translation("responses", "chat")
+    t = translation_between("responses", "chat")
     evs = run_stream(t, raw, 3)
     calls = [i for i in evs[-1]["response"]["output"] if i["type"] == "function_call"]
     assert [(c["call_id"], json.loads(c["arguments"])) for c in calls] == [
@@ -150,7 +152,7 @@ def test_parallel_tool_calls_each_become_an_item_with_their_own_fragments() -> N
     ]
     fragments = [e for e in evs if e["type"] == "response.function_call_arguments.delta"]
     assert [f["output_index"] for f in fragments] == [1, 1, 2, 2]
-    a = translation("anthropic", "chat")
+    a = translation_between("anthropic", "chat")
     evs = run_stream(a, raw, 3)
     uses = [e["content_block"] for e in evs if e["type"] == "content_block_start"]
     assert [(b["type"], b.get("id")) for b in uses] == [
@@ -162,14 +164,14 @@ def test_parallel_tool_calls_each_become_an_item_with_their_own_fragments() -> N
 
 
 def test_deltas_are_forwarded_as_they_arrive() -> None:
-    t = translation("responses", "chat")
+    t = translation_between("responses", "chat")
     stream = t.stream()
     first = stream.feed(chat_sse(chunk({"content": "Hel"}), done=False))
     assert b'"delta":"Hel"' in first
     half = json.dumps(chunk({"content": "lo"})).encode()
     assert b"response.output_text.delta" not in stream.feed(b"data: " + half[:10])
     assert b'"delta":"lo"' in stream.feed(half[10:] + b"\n\n")
-    a = translation("anthropic", "chat").stream()
+    a = translation_between("anthropic", "chat").stream()
     assert b'"text":"Hel"' in a.feed(chat_sse(chunk({"content": "Hel"}), done=False))
 
 
@@ -184,11 +186,11 @@ def test_deltas_are_forwarded_as_they_arrive() -> None:
 )
 def test_finish_reasons(finish: str, status: str, reason: str | None, stop: str) -> None:
     raw = chat_sse(chunk({"content": "x"}), chunk({}, finish))
-    final = run_stream(translation("responses", "chat"), raw, 4)[-1]
+    final = run_stream(translation_between("responses", "chat"), raw, 4)[-1]
     assert final["type"] == f"response.{status}"
     details = final["response"]["incomplete_details"]
     assert (details or {}).get("reason") == reason
-    evs = run_stream(translation("anthropic", "chat"), raw, 4)
+    evs = run_stream(translation_between("anthropic", "chat"), raw, 4)
     assert evs[-2]["delta"]["stop_reason"] == stop and evs[-1]["type"] == "message_stop"
 
 
@@ -200,7 +202,7 @@ def test_usage_with_cached_tokens() -> None:
         "completion_tokens_details": {"reasoning_tokens": 5},
     }
     raw = chat_sse(chunk({"content": "x"}), chunk({}, "stop"), chunk(usage=usage))
-    got = run_stream(translation("responses", "chat"), raw, 9)[-1]["response"]["usage"]
+    got = run_stream(translation_between("responses", "chat"), raw, 9)[-1]["response"]["usage"]
     assert got == {
         "input_tokens": 100,
         "input_tokens_details": {"cached_tokens": 60},
@@ -208,7 +210,7 @@ def test_usage_with_cached_tokens() -> None:
         "output_tokens_details": {"reasoning_tokens": 5},
         "total_tokens": 120,
     }
-    evs = run_stream(translation("anthropic", "chat"), raw, 9)
+    evs = run_stream(translation_between("anthropic", "chat"), raw, 9)
     assert evs[-2]["usage"] == {
         "input_tokens": 40,
         "output_tokens": 20,
@@ -220,12 +222,12 @@ def test_usage_with_cached_tokens() -> None:
 def test_reasoning_field_names() -> None:
     for key in ("reasoning_content", "reasoning"):
         raw = chat_sse(chunk({key: "hmm"}), chunk({"content": "ok"}), chunk({}, "stop"))
-        evs = run_stream(translation("responses", "chat"), raw, 2)
+        evs = run_stream(translation_between("responses", "chat"), raw, 2)
         assert [i["type"] for i in evs[-1]["response"]["output"]] == ["reasoning", "message"]
         assert evs[-1]["response"]["output"][0]["summary"][0]["text"] == "hmm"
         blocks = [
             e["content_block"]["type"]
-            for e in run_stream(translation("anthropic", "chat"), raw, 2)
+            for e in run_stream(translation_between("anthropic", "chat"), raw, 2)
             if e["type"] == "content_block_start"
         ]
         assert blocks == ["thinking", "text"]
@@ -234,10 +236,10 @@ def test_reasoning_field_names() -> None:
 def test_provider_429_keeps_its_status_and_is_rewritten() -> None:
     error = {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}
     upstream = json.dumps({"error": error}).encode()
-    body = json.loads(translation("responses", "chat").error(429, upstream))
+    body = json.loads(translation_between("responses", "chat").error(429, upstream))
     assert body["error"]["message"] == "Rate limit reached"
     assert body["error"]["code"] == "rate_limit_exceeded"
-    body = json.loads(translation("anthropic", "chat").error(429, upstream))
+    body = json.loads(translation_between("anthropic", "chat").error(429, upstream))
     assert body == {
         "type": "error",
         "error": {"type": "rate_limit_error", "message": "Rate limit reached"},
@@ -255,27 +257,30 @@ def test_provider_429_keeps_its_status_and_is_rewritten() -> None:
     ],
 )
 def test_provider_error_shapes(upstream: bytes, message: str) -> None:
-    body = json.loads(translation("responses", "chat").error(502, upstream))
+    body = json.loads(translation_between("responses", "chat").error(502, upstream))
     assert body["error"]["message"] == message and body["error"]["type"] == "server_error"
-    body = json.loads(translation("anthropic", "chat").error(502, upstream))
+    body = json.loads(translation_between("anthropic", "chat").error(502, upstream))
     assert body["error"]["message"] == message and body["type"] == "error"
 
 
 def test_error_in_the_stream_and_a_cut_stream_fail_visibly() -> None:
     mid = chat_sse(chunk({"content": "par"}), {"error": {"message": "upstream overloaded"}})
-    final = run_stream(translation("responses", "chat"), mid, 5)[-1]
+    final = run_stream(translation_between("responses", "chat"), mid, 5)[-1]
     assert final["type"] == "response.failed"
     assert final["response"]["error"]["message"] == "upstream overloaded"
-    assert run_stream(translation("anthropic", "chat"), mid, 5)[-1] == {
+    assert run_stream(translation_between("anthropic", "chat"), mid, 5)[-1] == {
         "type": "error",
         "error": {"type": "api_error", "message": "upstream overloaded"},
     }
     numeric = chat_sse({"error": {"message": "bad", "code": 400}})
-    final = run_stream(translation("responses", "chat"), numeric, 5)[-1]["response"]
+    final = run_stream(translation_between("responses", "chat"), numeric, 5)[-1]["response"]
     assert final["error"] == {"code": "400", "message": "bad"}
     cut = chat_sse(chunk({"content": "par"}), done=False)
-    assert run_stream(translation("responses", "chat"), cut, 5)[-1]["type"] == "response.failed"
-    assert run_stream(translation("anthropic", "chat"), cut, 5)[-1]["type"] == "error"
+    assert (
+        run_stream(translation_between("responses", "chat"), cut, 5)[-1]["type"]
+        == "response.failed"
+    )
+    assert run_stream(translation_between("anthropic", "chat"), cut, 5)[-1]["type"] == "error"
 
 
 def test_non_streamed_answers() -> None:
@@ -303,12 +308,12 @@ def test_non_streamed_answers() -> None:
         ],
         "usage": {"prompt_tokens": 7, "completion_tokens": 3},
     }
-    t = translation("responses", "chat")
+    t = translation_between("responses", "chat")
     t.request({"input": "hi", "tools": [{"type": "function", "name": "Bash"}]}, model="m")
     response = t.response(completion)
     assert response["status"] == "completed" and response["object"] == "response"
     assert [i["type"] for i in response["output"]] == ["reasoning", "message", "function_call"]
-    message = translation("anthropic", "chat").response(completion)
+    message = translation_between("anthropic", "chat").response(completion)
     assert [b["type"] for b in message["content"]] == ["thinking", "text", "tool_use"]
     assert message["content"][2]["input"] == {"command": "ls"}
     assert message["stop_reason"] == "tool_use" and message["usage"]["input_tokens"] == 7
@@ -316,7 +321,7 @@ def test_non_streamed_answers() -> None:
 
 def test_images_pass_through_as_data_urls() -> None:
     url = "data:image/png;base64,iVBORw0KGgo="
-    chat = translation("responses", "chat").request(
+    chat = translation_between("responses", "chat").request(
         {
             "input": [
                 {
@@ -335,7 +340,7 @@ def test_images_pass_through_as_data_urls() -> None:
         "type": "image",
         "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="},
     }
-    chat = translation("anthropic", "chat").request(
+    chat = translation_between("anthropic", "chat").request(
         {"messages": [{"role": "user", "content": [image]}], "max_tokens": 5}, model="m"
     )
     assert chat["messages"][0]["content"] == [{"type": "image_url", "image_url": {"url": url}}]
@@ -343,7 +348,7 @@ def test_images_pass_through_as_data_urls() -> None:
 
 def test_image_in_a_tool_result_follows_the_tool_messages() -> None:
     url = "data:image/png;base64,AAAA"
-    chat = translation("responses", "chat").request(
+    chat = translation_between("responses", "chat").request(
         {
             "input": [
                 {"role": "user", "content": "look"},
@@ -413,12 +418,12 @@ def test_image_in_a_tool_result_follows_the_tool_messages() -> None:
 )
 def test_what_chat_cannot_carry_is_refused_by_name(wire: str, body: dict, words: str) -> None:
     with pytest.raises(Untranslatable) as raised:
-        translation(wire, "chat").request(body, model="m")
+        translation_between(wire, "chat").request(body, model="m")
     assert words in raised.value.message
 
 
 def test_hosted_tools_are_not_offered_and_freeform_tools_round_trip() -> None:
-    t = translation("responses", "chat")
+    t = translation_between("responses", "chat")
     body = {
         "input": "patch it",
         "tools": [
@@ -463,22 +468,25 @@ def test_same_wire_passes_through() -> None:
 def test_multibyte_text_split_inside_a_character() -> None:
     raw = chat_sse(chunk({"content": "héllo 世界 "}), chunk({"content": "🙂"}), chunk({}, "stop"))
     for wire, summarize in (("responses", responses_summary), ("anthropic", anthropic_summary)):
-        assert summarize(run_stream(translation(wire, "chat"), raw, 1))["text"] == "héllo 世界 🙂"
+        assert (
+            summarize(run_stream(translation_between(wire, "chat"), raw, 1))["text"]
+            == "héllo 世界 🙂"
+        )
 
 
 def test_tool_name_arriving_after_its_arguments() -> None:
-    late = [
+    late: list[dict[str, Any]] = [
         {"index": 0, "id": "c1", "function": {"arguments": '{"cmd": "ls"}'}},
         {"index": 0, "function": {"name": "exec_command"}},
     ]
     raw = chat_sse(*(chunk({"tool_calls": [c]}) for c in late), chunk({}, "tool_calls"))
-    item = run_stream(translation("responses", "chat"), raw, 7)[-1]["response"]["output"][0]
+    item = run_stream(translation_between("responses", "chat"), raw, 7)[-1]["response"]["output"][0]
     assert (item["name"], item["call_id"], item["arguments"]) == (
         "exec_command",
         "c1",
         late[0]["function"]["arguments"],
     )
-    evs = run_stream(translation("anthropic", "chat"), raw, 7)
+    evs = run_stream(translation_between("anthropic", "chat"), raw, 7)
     assert anthropic_summary(evs)["args"] == {"cmd": "ls"}
     assert anthropic_summary(evs)["blocks"] == [("tool_use", "exec_command")]
 
@@ -496,7 +504,7 @@ def test_interleaved_tool_arguments_become_consecutive_anthropic_blocks() -> Non
         call(2, '{"c": 3}', "h"),
         chunk({}, "tool_calls"),
     )
-    evs = run_stream(translation("anthropic", "chat"), raw, 11)
+    evs = run_stream(translation_between("anthropic", "chat"), raw, 11)
     assert evs[-1]["type"] == "message_stop"
     # One block at a time: each starts, streams and stops before the next starts.
     starts = [e["index"] for e in evs if e["type"] == "content_block_start"]
@@ -504,7 +512,7 @@ def test_interleaved_tool_arguments_become_consecutive_anthropic_blocks() -> Non
     assert starts == stops == [0, 1, 2]
     blocks = [e for e in evs if e["type"].startswith("content_block")]
     assert [b["index"] for b in blocks] == sorted(b["index"] for b in blocks)
-    arguments = {}
+    arguments: dict[int, str] = {}
     for e in evs:
         if e["type"] == "content_block_delta":
             arguments[e["index"]] = arguments.get(e["index"], "") + e["delta"]["partial_json"]
@@ -512,7 +520,7 @@ def test_interleaved_tool_arguments_become_consecutive_anthropic_blocks() -> Non
     ids = [e["content_block"]["id"] for e in evs if e["type"] == "content_block_start"]
     assert ids == ["c0", "c1", "c2"]
     # Responses items carry their own output_index, so the same stream translates whole.
-    calls = run_stream(translation("responses", "chat"), raw, 11)[-1]["response"]["output"]
+    calls = run_stream(translation_between("responses", "chat"), raw, 11)[-1]["response"]["output"]
     assert [json.loads(c["arguments"]) for c in calls] == [{"a": 1}, {"b": 2}, {"c": 3}]
 
 
@@ -521,13 +529,13 @@ def test_a_non_streamed_request_asks_for_no_stream() -> None:
         ("responses", {"input": "hi"}),
         ("anthropic", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 9}),
     ):
-        chat = translation(wire, "chat").request(body, model="m")
+        chat = translation_between(wire, "chat").request(body, model="m")
         assert "stream" not in chat and "stream_options" not in chat
         assert chat["messages"] == [{"role": "user", "content": "hi"}]
 
 
 def test_earlier_reasoning_is_not_resent() -> None:
-    chat = translation("anthropic", "chat").request(
+    chat = translation_between("anthropic", "chat").request(
         {
             "messages": [
                 {"role": "user", "content": "q"},
@@ -544,7 +552,7 @@ def test_earlier_reasoning_is_not_resent() -> None:
         model="m",
     )
     assert chat["messages"][1] == {"role": "assistant", "content": "a"}
-    chat = translation("responses", "chat").request(
+    chat = translation_between("responses", "chat").request(
         {
             "input": [
                 {"type": "reasoning", "summary": [], "encrypted_content": "x"},
@@ -560,7 +568,7 @@ def test_crlf_framed_stream() -> None:
     raw = chat_sse(chunk({"content": "a"}), chunk({"content": "b"}), chunk({}, "stop"))
     crlf = raw.replace(b"\n", b"\r\n")
     for size in (1, 2, 5):
-        evs = run_stream(translation("responses", "chat"), crlf, size)
+        evs = run_stream(translation_between("responses", "chat"), crlf, size)
         assert responses_summary(evs)["text"] == "ab" and evs[-1]["type"] == "response.completed"
 
 
@@ -568,7 +576,7 @@ def test_numeric_error_code_becomes_a_string() -> None:
     upstream = json.dumps(
         {"error": {"message": "too long", "type": "BadRequestError", "code": 400}}
     )
-    body = json.loads(translation("responses", "chat").error(400, upstream.encode()))
+    body = json.loads(translation_between("responses", "chat").error(400, upstream.encode()))
     assert body["error"] == {
         "message": "too long",
         "type": "BadRequestError",

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from uhp_server.gateway.wires import PAIRS, Untranslatable, translation
+from tests.support.translations import translation_between
+from uhp_server.gateway.wires import PAIRS, Untranslatable
+from uhp_server.gateway.wires.gemini.translation import GeminiOverChat
 from uhp_server.gateway.wires.sse import SSEDecoder
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gateway"
@@ -32,7 +34,7 @@ def chunk(delta: dict | None = None, finish: str | None = None, usage: dict | No
 
 
 def run_stream(raw: bytes, size: int) -> list[dict]:
-    stream = translation("gemini", "chat").stream()
+    stream = translation_between("gemini", "chat").stream()
     out = b"".join(stream.feed(raw[i : i + size]) for i in range(0, len(raw), size))
     out += stream.finish()
     decoder = SSEDecoder()
@@ -52,7 +54,9 @@ def test_gemini_over_chat_is_served() -> None:
 def test_captured_first_request() -> None:
     call = captured()[0]
     assert call["path"] == "v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse"
-    chat = translation("gemini", "chat").request({**call["body"], "stream": True}, model="p")
+    chat = translation_between("gemini", "chat").request(
+        {**call["body"], "stream": True}, model="p"
+    )
     assert chat["model"] == "p" and chat["stream"] is True
     assert chat["stream_options"] == {"include_usage": True}
     messages = chat["messages"]
@@ -77,7 +81,7 @@ def test_captured_first_request() -> None:
 
 def test_captured_tool_round_trip_request() -> None:
     body = captured()[1]["body"]
-    chat = translation("gemini", "chat").request(body, model="m")
+    chat = translation_between("gemini", "chat").request(body, model="m")
     messages = chat["messages"]
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool"]
     assistant, tool = messages[2], messages[3]
@@ -114,7 +118,7 @@ def test_calls_without_ids_are_paired_by_name_in_order() -> None:
             },
         ]
     }
-    messages = translation("gemini", "chat").request(body, model="m")["messages"]
+    messages = translation_between("gemini", "chat").request(body, model="m")["messages"]
     ids = [c["id"] for c in messages[1]["tool_calls"]]
     assert ids == ["call_1", "call_2"]
     assert [(m["tool_call_id"], m["content"]) for m in messages[2:]] == [
@@ -160,7 +164,7 @@ def test_images_schema_types_tool_config_and_generation() -> None:
             "thinkingConfig": {"thinkingBudget": 0},
         },
     }
-    chat = translation("gemini", "chat").request(body, model="m")
+    chat = translation_between("gemini", "chat").request(body, model="m")
     assert chat["messages"][0] == {"role": "system", "content": "be brief"}
     content = chat["messages"][1]["content"]
     assert content[1] == {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{png}"}}
@@ -214,7 +218,7 @@ def test_images_schema_types_tool_config_and_generation() -> None:
 )
 def test_what_chat_cannot_carry_is_refused_by_name(body: dict, words: str) -> None:
     with pytest.raises(Untranslatable) as refused:
-        translation("gemini", "chat").request(body, model="m")
+        translation_between("gemini", "chat").request(body, model="m")
     assert words in refused.value.message
 
 
@@ -269,7 +273,7 @@ def test_stream_text_thoughts_and_a_tool_call() -> None:
 
 
 def test_text_goes_out_before_the_stream_ends() -> None:
-    stream = translation("gemini", "chat").stream()
+    stream = translation_between("gemini", "chat").stream()
     out = stream.feed(chat_sse(chunk({"content": "early"}), done=False))
     assert b'"text":"early"' in out
 
@@ -315,7 +319,7 @@ def test_non_streamed_answer() -> None:
         ],
         "usage": {"prompt_tokens": 3, "completion_tokens": 2},
     }
-    answer = translation("gemini", "chat").response(completion)
+    answer = translation_between("gemini", "chat").response(completion)
     candidate = answer["candidates"][0]
     assert candidate["content"] == {
         "role": "model",
@@ -330,7 +334,7 @@ def test_non_streamed_answer() -> None:
 
 
 def test_provider_errors_keep_their_status_in_gemini_shape() -> None:
-    t = translation("gemini", "chat")
+    t = translation_between("gemini", "chat")
     body = json.loads(t.error(429, b'{"error": {"message": "slow down", "type": "x"}}'))
     assert body == {"error": {"code": 429, "message": "slow down", "status": "RESOURCE_EXHAUSTED"}}
     assert json.loads(t.error(503, b"overloaded"))["error"]["status"] == "UNAVAILABLE"
@@ -342,7 +346,8 @@ def test_provider_errors_keep_their_status_in_gemini_shape() -> None:
 
 
 def test_count_tokens_is_an_estimate_from_the_request() -> None:
-    t = translation("gemini", "chat")
+    t = translation_between("gemini", "chat")
+    assert isinstance(t, GeminiOverChat)  # (its own estimate: Chat has no count_tokens)
     small = t.count_tokens({"contents": [{"parts": [{"text": "hi"}]}]})["totalTokens"]
     big = t.count_tokens({"contents": [{"parts": [{"text": "hi " * 400}]}]})["totalTokens"]
     assert 0 < small < big

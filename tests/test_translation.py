@@ -11,6 +11,7 @@ from storage import responses as response_store
 from storage.db import Database
 from tests.support.schema import check_stream, validate
 from uhp_server.engine.reading.fold import fold
+from uhp_server.engine.requests import TaskStatus
 from uhp_server.engine.turns.builder import ResponseBuilder
 from uhp_server.engine.turns.eventlog import EventLog
 
@@ -32,7 +33,7 @@ def _initial() -> dict:
     }
 
 
-AGENT_RUN = [
+AGENT_RUN: list[ev.AgentEvent] = [
     ev.NativeSession("thread-1"),
     ev.ReasoningDelta("r1", "Plan"),
     ev.ReasoningDelta("r1", "ning"),
@@ -45,7 +46,11 @@ AGENT_RUN = [
 ]
 
 
-def _run(builder: ResponseBuilder, agent_events: list, status: str = "completed") -> list[dict]:
+def _run(
+    builder: ResponseBuilder,
+    agent_events: list[ev.AgentEvent],
+    status: TaskStatus = TaskStatus.COMPLETED,
+) -> list[dict]:
     out = builder.created() + builder.in_progress()
     for agent_event in agent_events:
         out += builder.apply(agent_event)
@@ -80,7 +85,7 @@ def test_fold_of_a_partial_stream_has_the_text_so_far() -> None:
 
 
 def test_cut_short_turn_closes_open_items_as_incomplete_and_keeps_partial_text() -> None:
-    events = _run(ResponseBuilder(_initial()), [ev.TextDelta("m", "partial")], "cancelled")
+    events = _run(ResponseBuilder(_initial()), [ev.TextDelta("m", "partial")], TaskStatus.CANCELLED)
     final = check_stream(events)
     assert events[-1]["type"] == "response.failed"  # Streaming §4: cancelled ends this way
     assert final["status"] == "cancelled"
@@ -126,7 +131,7 @@ async def test_event_log_persists_before_publishing_and_replays_from_any_point(t
     for agent_event in AGENT_RUN:
         await log.append(builder.apply(agent_event))
         await asyncio.sleep(0)
-    await log.append(builder.finish("completed"))
+    await log.append(builder.finish(TaskStatus.COMPLETED))
     await asyncio.wait_for(task, 5)
     assert seen == log.events
     stored = db.run(response_store.events_after, "resp_test")

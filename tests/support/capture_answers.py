@@ -16,7 +16,7 @@ import httpx
 
 from tests.conftest import MODELS, PROVIDER_KEY
 from tests.scripted_provider import start_provider
-from uhp_server.gateway.wires import translation
+from tests.support.translations import translation_between
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "gateway"
 NATIVE = {"codex": ("responses", "/v1/responses"), "claude": ("anthropic", "/v1/messages")}
@@ -40,7 +40,7 @@ def main() -> None:
                     stem = FIXTURES / f"{capture.stem}.{n}"
                     native = answers(client, native_path, body)
                     Path(f"{stem}.native.sse").write_bytes(native)
-                    chat_body = translation(wire, "chat").request(body, model=body["model"])
+                    chat_body = translation_between(wire, "chat").request(body, model=body["model"])
                     Path(f"{stem}.chat.sse").write_bytes(
                         answers(client, "/v1/chat/completions", chat_body)
                     )

@@ -16,7 +16,8 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from tests.scripted_provider.fixture import bind_loopback
-from uhp_server.gateway.wires import Untranslatable, translation
+from tests.support.translations import translation_between
+from uhp_server.gateway.wires import Untranslatable
 
 WIRE_PATHS = {"/v1/responses": "responses", "/v1/messages": "anthropic"}
 
@@ -27,7 +28,7 @@ def create_relay(chat_base_url: str, api_key: str) -> Starlette:
     headers = {"authorization": f"Bearer {api_key}"}
 
     async def relay(request: Request) -> Response:
-        t = translation(WIRE_PATHS[request.url.path], "chat")
+        t = translation_between(WIRE_PATHS[request.url.path], "chat")
         json_type = "application/json"
         body = json.loads(await request.body())
         try:
