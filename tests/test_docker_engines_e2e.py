@@ -14,6 +14,7 @@ from typing import Any
 import docker
 import httpx
 import pytest
+from starlette.types import Receive, Scope, Send
 
 from harness_bases.base import Invocation
 from tests.conftest import API_KEY, server_env
@@ -151,7 +152,7 @@ def test_starting_the_second_engine_leaves_the_first_engines_bridge(second_engin
     assert bridge_exists("docker0")
 
 
-async def gateway_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+async def gateway_app(scope: Scope, receive: Receive, send: Send) -> None:
     """No turn here calls the gateway."""
 
 

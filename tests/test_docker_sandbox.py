@@ -14,6 +14,7 @@ from typing import Any
 
 import docker.errors
 import pytest
+from starlette.types import Receive, Scope, Send
 
 from harness_bases.base import Invocation
 from tests.support.docker import engine_or_skip, runtime_image_or_skip
@@ -29,7 +30,7 @@ ENV = {"PATH": "/usr/bin:/bin", "HOME": "/home/agent", "UHP_TEST_MARK": "yes"}
 AGENT_UID = 1000  # the tests run as root: the sandbox then runs agents as 1000:1000
 
 
-async def gateway_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+async def gateway_app(scope: Scope, receive: Receive, send: Send) -> None:
     """Stands in for the server's app: answers every path with what it was asked."""
     if scope["type"] != "http":
         return
@@ -88,6 +89,13 @@ def inspect(container_id: str) -> dict[str, Any] | None:
     with contextlib.suppress(docker.errors.NotFound):
         return engine_or_skip().inspect_container(container_id)
     return None
+
+
+def inspected(container_id: str) -> dict[str, Any]:
+    """The details of a container that must exist."""
+    info = inspect(container_id)
+    assert info is not None, f"no container {container_id}"
+    return info
 
 
 async def gone(container_id: str, timeout: float = 10) -> bool:
@@ -176,6 +184,7 @@ async def test_the_cli_ends_when_its_attach_goes_away(
     gc.disable()
     try:
         proc = await sandbox.start(Invocation(["/bin/cat"], ENV, "/workspace"), mounts)
+        assert isinstance(proc, DockerProcess)
         await proc.write(b"x\n")
         assert await asyncio.wait_for(anext(proc.lines()), 10) == b"x"
         proc._writer.transport.abort()  # as a SIGKILL of the server would
@@ -277,7 +286,7 @@ async def test_configured_limits_are_what_the_container_gets(
     try:
         proc = await start(box, mounts, "echo up; sleep 30")
         assert await asyncio.wait_for(anext(proc.lines()), 20) == b"up"
-        config = inspect(proc.container_id)["HostConfig"]
+        config = inspected(proc.container_id)["HostConfig"]
         await proc.kill()
     finally:
         await box.close()
@@ -292,7 +301,7 @@ async def test_only_the_session_folders_tools_and_gateway_are_mounted(
 ) -> None:
     proc = await start(sandbox, mounts, "echo up; sleep 30")
     assert await asyncio.wait_for(anext(proc.lines()), 20) == b"up"
-    info = inspect(proc.container_id)
+    info = inspected(proc.container_id)
     await proc.kill()
     binds = {(m["Source"], m["Destination"], m["RW"]) for m in info["Mounts"]}
     gateway = sandbox.gateway.folder
@@ -469,7 +478,7 @@ async def test_a_restarted_server_reaps_what_a_dead_one_left(
         await second.open(gateway_app)
         assert second.owner == first.owner
         assert await gone(left.container_id)
-        assert inspect(theirs.container_id)["State"]["Running"]
+        assert inspected(theirs.container_id)["State"]["Running"]
         await second.close()
     finally:
         await theirs.kill()

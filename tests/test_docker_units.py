@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
+from starlette.types import Message, Receive, Scope, Send
 
 from harness_bases.base import Invocation, SandboxPaths
 from uhp_server.gateway.tokens import DOOR_SCOPE_KEY
@@ -130,19 +130,22 @@ async def test_only_gateway_routes_pass_the_socket() -> None:
     seen: list[str] = []
     doors: list[str] = []
 
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
         seen.append(scope["path"])
         doors.append(scope[DOOR_SCOPE_KEY])
 
-    sent: list[dict[str, Any]] = []
+    sent: list[Message] = []
 
-    async def send(message: dict[str, Any]) -> None:
+    async def receive() -> Message:
+        raise AssertionError("the filter reads no body")
+
+    async def send(message: Message) -> None:
         sent.append(message)
 
     filtered = gateway_only(app, "door-a")
-    await filtered({"type": "http", "path": "/gateway/openai/v1/responses"}, None, send)
-    await filtered({"type": "http", "path": "/v1/responses"}, None, send)
-    await filtered({"type": "http", "path": "/gatewayx"}, None, send)
+    await filtered({"type": "http", "path": "/gateway/openai/v1/responses"}, receive, send)
+    await filtered({"type": "http", "path": "/v1/responses"}, receive, send)
+    await filtered({"type": "http", "path": "/gatewayx"}, receive, send)
     assert seen == ["/gateway/openai/v1/responses"]
     assert doors == ["door-a"]  # every request names the socket it came through
     statuses = [m["status"] for m in sent if m["type"] == "http.response.start"]

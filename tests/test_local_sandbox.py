@@ -10,9 +10,9 @@ import secrets
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
+from starlette.types import Receive, Scope, Send
 
 from harness_bases.base import Invocation
 from uhp_server.gateway.tokens import DOOR_SCOPE_KEY
@@ -184,7 +184,7 @@ async def test_the_gateway_is_reached_through_the_sandboxs_own_socket(
 ) -> None:
     doors: list[str] = []
 
-    async def gateway(scope: dict, receive: object, send: Any) -> None:
+    async def gateway(scope: Scope, receive: Receive, send: Send) -> None:
         doors.append(scope[DOOR_SCOPE_KEY])
         body = json.dumps({"path": scope["path"]}).encode()
         await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -284,7 +284,7 @@ async def test_open_clears_what_a_killed_server_left(tmp_path: Path) -> None:
     (run_dir / "0123456789abcdef").mkdir(parents=True)
     (run_dir / "0123456789abcdef" / "gateway.sock").write_text("")
     sandbox = LocalSandbox(run_dir)
-    await sandbox.open(None)  # type: ignore[arg-type]
+    await sandbox.open(None)
     assert list(run_dir.iterdir()) == []
     assert run_dir.stat().st_mode & 0o777 == 0o700
 
@@ -293,7 +293,7 @@ async def test_a_turn_folder_is_private_and_goes_with_the_sandbox(
     tmp_path: Path, mounts: SessionMounts
 ) -> None:
     sandbox = LocalSandbox(tmp_path / "run")
-    await sandbox.open(None)  # type: ignore[arg-type]
+    await sandbox.open(None)
     proc = await sandbox.start(Invocation(["/bin/sleep", "30"], ENV, "/workspace"), mounts)
     (folder,) = (tmp_path / "run").iterdir()
     assert folder.stat().st_mode & 0o777 == 0o700

@@ -121,7 +121,7 @@ async def test_open_removes_empty_cgroups_a_killed_server_left(tmp_path: Path) -
     assert hierarchy is not None
     sandbox = LocalSandbox(tmp_path / "run", server_id="killedserver")
     left = hierarchy.create(sandbox.cgroup_prefix + "local-resp_left_by_it", 1 << 30, 10)
-    await sandbox.open(None)  # type: ignore[arg-type]
+    await sandbox.open(None)
     assert not left.memory_dir.exists() and not left.pids_dir.exists()
     await sandbox.close()
 
@@ -136,7 +136,7 @@ async def test_a_starting_server_leaves_another_servers_cgroups_alone(tmp_path: 
     turn = running._cgroup("local:resp_starting")
     assert turn is not None
     try:
-        await starting.open(None)  # type: ignore[arg-type]
+        await starting.open(None)
         assert turn.memory_dir.exists() and turn.pids_dir.exists()
         turn.add(os.getpid())  # what the turn does next must still work
         (hierarchy.memory_parent / "cgroup.procs").write_text(str(os.getpid()))
@@ -163,7 +163,7 @@ async def test_every_turn_joins_one_cpu_group_weighted_below_the_server(tmp_path
     hierarchy = cgroups.detect()
     assert hierarchy is not None and hierarchy.cpu_parent is not None
     sandbox = LocalSandbox(tmp_path / "run", limits=SMALL, server_id="cpupool")
-    await sandbox.open(None)  # type: ignore[arg-type]
+    await sandbox.open(None)
     script = "grep ':cpu' /proc/self/cgroup > /workspace/cgroup"
     for name in ("a", "b"):
         assert await run(sandbox, mounts_in(tmp_path / name), script) == (0, None)
@@ -203,9 +203,11 @@ async def test_a_cpu_group_swept_while_its_server_idled_comes_back_with_the_next
     tmp_path: Path,
 ) -> None:
     sandbox = LocalSandbox(tmp_path / "run", limits=SMALL, server_id="sweptpool")
-    await sandbox.open(None)  # type: ignore[arg-type]
+    await sandbox.open(None)
     try:
-        pool = cgroups.detect().cpu_parent / (sandbox.cgroup_prefix + "cpu")  # type: ignore[union-attr]
+        hierarchy = cgroups.detect()
+        assert hierarchy is not None and hierarchy.cpu_parent is not None
+        pool = hierarchy.cpu_parent / (sandbox.cgroup_prefix + "cpu")
         pool.rmdir()  # another server found it empty and old
         script = "grep ':cpu' /proc/self/cgroup > /workspace/cgroup"
         assert await run(sandbox, mounts_in(tmp_path / "a"), script) == (0, None)

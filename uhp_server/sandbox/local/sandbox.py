@@ -173,7 +173,8 @@ class LocalSandbox(Sandbox):
     def door(self, turn_id: str) -> str | None:
         return f"local:{turn_id}"
 
-    async def open(self, gateway_app: ASGIApp) -> None:
+    async def open(self, gateway_app: ASGIApp | None) -> None:
+        """(None: no gateway, as in the sandbox's own tests; its requests answer 404.)"""
         if shutil.which("socat") is None:
             raise SandboxError("socat not found: the local sandbox relays the gateway with it")
         self._run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
