@@ -45,7 +45,7 @@ class AgentTurn(abc.ABC):
     async def send_interrupt(self) -> bool:
         """Ask the CLI to stop the turn cleanly (or never to start it). True when asked."""
 
-    async def events(self) -> AsyncIterator[AgentEvent]:
+    async def events(self) -> AsyncGenerator[AgentEvent, None]:
         try:
             async with contextlib.aclosing(self.run()) as stream:
                 async for event in stream:

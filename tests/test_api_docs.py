@@ -13,6 +13,7 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 from openapi_spec_validator import validate as validate_openapi
+from starlette.applications import Starlette
 
 from tests.support.server import ServerProcess
 from uhp_server.api_docs.document import SPEC_PATH
@@ -60,6 +61,7 @@ def test_every_route_the_app_serves_is_in_the_document(
     http: TestClient, document: dict[str, Any]
 ) -> None:
     left_out = []
+    assert isinstance(http.app, Starlette)
     for route in served_routes(http.app):
         for method in route.methods - {"HEAD"}:
             if route.path.startswith(UNDOCUMENTED):

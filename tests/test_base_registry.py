@@ -139,7 +139,9 @@ def test_a_third_party_base_is_found_through_its_entry_point(
     assert known["tiny-agent"].label == "Tiny Agent"
     # One that cannot be imported, or declares too little, is left out with a warning.
     assert "broken" not in known and "incomplete" not in known
-    left_out = {r.base: r.error for r in caplog.records if r.msg == "base_not_loaded"}
+    left_out = {
+        vars(r)["base"]: vars(r)["error"] for r in caplog.records if r.msg == "base_not_loaded"
+    }
     assert set(left_out) == {"broken", "incomplete"}
     assert "state_dirs" in left_out["incomplete"]
 

@@ -75,7 +75,7 @@ async def test_the_runner_parks_only_a_turn_still_waiting_on_exactly_the_calls_a
 
     database = _RunnersDatabase(["call_1"], happening)
     relay = AnswerRelay(database, "a")  # type: ignore[arg-type]
-    relay.runs = SimpleNamespace(get=lambda response_id: run)  # type: ignore[assignment]
+    relay.runs = SimpleNamespace(get=lambda response_id: run)
     await relay.deliver("resp_1")
     assert run.parking is (meanwhile == "nothing")
     # The take removed the questions' rows: those still waiting are shown again.
@@ -134,7 +134,7 @@ async def test_a_turn_already_parking_leaves_a_request_to_park_to_its_end() -> N
     run.park()
     database = _RunnersDatabase(["call_1"], lambda: None)
     relay = AnswerRelay(database, "a")  # type: ignore[arg-type]
-    relay.runs = SimpleNamespace(get=lambda response_id: run)  # type: ignore[assignment]
+    relay.runs = SimpleNamespace(get=lambda response_id: run)
     await relay.deliver("resp_1")
     assert (database.taken, database.posted) == (False, [])
 

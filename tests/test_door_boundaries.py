@@ -13,7 +13,7 @@ DOORS = Path(__file__).resolve().parent.parent / "uhp_server" / "doors"
 
 def imports(path: Path) -> list[tuple[str, str]]:
     """(module, name) of every import in the file; name '' for `import module`."""
-    found = []
+    found: list[tuple[str, str]] = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found.extend((alias.name, "") for alias in node.names)

@@ -122,7 +122,7 @@ def test_a_clash_is_found(parts: list, found: str) -> None:
 
 
 def test_what_cannot_clash_is_not_reported() -> None:
-    parts = [
+    parts: list[APIRouter | Mount] = [
         _router(("GET", "/v1/x"), ("GET", "/v1/{a}")),  # within a part, order decides
         _router(("POST", "/v1/x")),  # another method
         _router(("GET", "/health"), ("GET", "/v1/x/y")),  # another path

@@ -20,6 +20,7 @@ from harness_bases.events import (
     TurnFinished,
 )
 from storage.tables import SessionRow
+from storage.unit import Tx
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
 from tests.support.fakes import FakeBase, Hang, answer
@@ -325,15 +326,15 @@ async def test_an_unkept_turn_whose_end_was_not_written_frees_its_session_once_t
     ends, record_status = event_batches.batch_ends, session_listing.record_status
     away = {"end": True, "release": True}
 
-    def end_not_written(batch):  # type: ignore[no-untyped-def]
+    def end_not_written(batch: event_batches.EventBatch) -> list[event_batches.RowUpdate]:
         if batch.status is not None and away.pop("end", False):
             raise sqlite3.OperationalError("the database is away")
         return ends(batch)
 
-    def release_not_written(*args):  # type: ignore[no-untyped-def]
+    def release_not_written(tx: Tx, response_id: str, status: str) -> None:
         if away.pop("release", False):
             raise sqlite3.OperationalError("the database is still away")
-        record_status(*args)
+        record_status(tx, response_id, status)
 
     monkeypatch.setattr(event_batches, "batch_ends", end_not_written)
     monkeypatch.setattr(session_listing, "record_status", release_not_written)
@@ -384,7 +385,7 @@ async def test_an_idempotent_repeat_of_a_deleted_response_finds_nothing(server: 
     key = {"Idempotency-Key": "k-1"}
     response_id = (await server.submit("secret", background=True, headers=key)).json()["id"]
     assert (await server.client.delete(f"/v1/responses/{response_id}")).status_code == 200
-    await server.ctx.runs.cancel(server.ctx.runs.get(response_id))
+    await server.ctx.runs.cancel(server.run(response_id))
 
     repeat = await server.submit("secret", background=True, headers=key)
     streamed = await server.submit("secret", stream=True, headers=key)
@@ -401,6 +402,6 @@ async def test_a_repeat_waiting_for_a_response_deleted_meanwhile_finds_nothing(
     repeat = asyncio.create_task(server.submit("secret", headers=key))  # waits for its end
     await asyncio.sleep(0.3)
     assert (await server.client.delete(f"/v1/responses/{response_id}")).status_code == 200
-    await server.ctx.runs.cancel(server.ctx.runs.get(response_id))
+    await server.ctx.runs.cancel(server.run(response_id))
 
     assert (await asyncio.wait_for(repeat, 10)).status_code == 404

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,7 +34,7 @@ async def engine(tmp_path: Path) -> AsyncIterator[StandInEngine]:
     await running.close()
 
 
-def task(engine: StandInEngine, text: str, **fields: object) -> EngineTask:
+def task(engine: StandInEngine, text: str, **fields: Any) -> EngineTask:
     fields.setdefault("model_connection", CONNECTION)
     return EngineTask(principal_id=engine.principal_id, harness_id=None, input=text, **fields)
 

@@ -38,7 +38,7 @@ def http(tmp_path: Path) -> Iterator[TestClient]:
 
 
 def test_mcp_names_are_sanitised_and_credentials_never_returned(http: TestClient) -> None:
-    servers = [
+    servers: list[dict[str, Any]] = [
         {
             "name": "my vault!",
             "url": "https://mcp.example.com/mcp",
@@ -157,7 +157,7 @@ def targets_of(http: TestClient, harness_id: str) -> dict[str, dict[str, str]]:
     return {target.url: target.headers for target in found}
 
 
-VAULT = {
+VAULT: dict[str, Any] = {
     "name": "vault",
     "url": "https://mcp.example.com/mcp",
     "auth": "tok-secret-1",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -13,7 +14,7 @@ from harness_bases.hermes.config import INSTRUCTIONS_FILE, SKILLS_DIR
 TOKEN = "uhpgw_turn_token"
 
 
-def spec(tmp_path: Path, **fields: object) -> TurnSpec:
+def spec(tmp_path: Path, **fields: Any) -> TurnSpec:
     return TurnSpec(
         prompt="SAY hi",
         model="gpt-test",

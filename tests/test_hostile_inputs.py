@@ -257,13 +257,13 @@ def test_a_safe_filename_fits_a_file_systems_limit_in_bytes(name: str, tmp_path:
 
 def test_archive_names_never_repeat_a_name_a_file_really_has() -> None:
     rows = [SimpleNamespace(filename=n) for n in ("a.txt", "a (2).txt", "a.txt", "a.txt")]
-    names = entry_names(rows)  # type: ignore[arg-type]
+    names = entry_names(rows)
     assert names == ["a.txt", "a (2).txt", "a (3).txt", "a (4).txt"]
 
 
 def test_archive_names_extract_anywhere_as_they_were_meant() -> None:
     agent_wrote = ("..\\..\\evil.bat", "A.txt", "a.txt", "new\nline.txt", "d/x")
-    names = entry_names([SimpleNamespace(filename=n) for n in agent_wrote])  # type: ignore[misc]
+    names = entry_names([SimpleNamespace(filename=n) for n in agent_wrote])
     assert names == [".._.._evil.bat", "A.txt", "a (2).txt", "new_line.txt", "d/x"]
     header = content_disposition("..\\..\\evil.bat")
     assert "\\" not in header and "%5C" not in header and header.endswith("''evil.bat")

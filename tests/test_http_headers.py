@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from starlette.applications import Starlette
 
 from tests.support.schema import validate
 from tests.support.server import ServerProcess
@@ -55,6 +56,7 @@ def concrete(path: str) -> str:
 
 def app_paths(client: TestClient) -> dict[str, set[str]]:
     """Every concrete path of the app, with the methods of every route that serves it."""
+    assert isinstance(client.app, Starlette)
     routes = [r for r in served_routes(client.app) if r.methods]
     served: dict[str, set[str]] = {}
     for path in {concrete(r.path) for r in routes}:

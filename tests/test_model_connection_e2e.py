@@ -122,7 +122,7 @@ def platform() -> Iterator[RunningProvider]:
 
 
 def connection(platform: RunningProvider, **changes: Any) -> ModelConnection:
-    fields = {
+    fields: dict[str, Any] = {
         "base_url": platform.base_url,
         "model": MODEL,
         "api_key": CONNECTION_KEY,

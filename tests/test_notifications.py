@@ -6,20 +6,24 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from uhp_server.engine.replicas.notifications import Notifications
 
 
-async def test_a_close_while_the_listener_lets_go_of_its_reader_stops_it() -> None:
+async def test_a_close_while_the_listener_lets_go_of_its_reader_stops_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     notes = Notifications("", (), on_demand=("events",))
 
-    async def slow_to_stop(_conn: Any) -> None:
+    async def slow_to_stop(conn: Any) -> None:
         try:
             await asyncio.Future()
         except asyncio.CancelledError:
             await asyncio.sleep(0.05)  # the reader's way out takes a moment
             raise
 
-    notes._deliver_all = slow_to_stop  # type: ignore[method-assign]
+    monkeypatch.setattr(notes, "_deliver_all", slow_to_stop)
 
     async def listening() -> None:
         while True:

@@ -23,7 +23,7 @@ def test_the_key_of_an_answer_is_what_the_next_request_continues_from() -> None:
         [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
     )
     key = answered(first, "hello\n\nFiles:\n- [a.txt](http://x/a)")
-    resent = [
+    resent: list[dict[str, Any]] = [
         {"role": "developer", "content": "be brief"},
         {"role": "user", "content": [{"type": "text", "text": "hi"}]},
         # A client that folds reasoning into the text and reflows whitespace still matches.
@@ -64,7 +64,8 @@ def test_a_new_chat_has_no_history_key_and_trailing_user_messages_are_the_input(
 def test_requests_the_door_cannot_answer_are_clear_400s(messages: list[dict[str, Any]]) -> None:
     with pytest.raises(ApiError) as caught:
         split_request(messages)
-    assert caught.value.status == 400 and caught.value.param.startswith("messages")
+    param = caught.value.param
+    assert caught.value.status == 400 and param is not None and param.startswith("messages")
 
 
 def _events() -> list[dict[str, Any]]:

@@ -38,6 +38,7 @@ def test_blocking_create_and_retrieve(sdk: openai.OpenAI) -> None:
     follow = sdk.responses.create(
         model=DEFAULT_MODEL, input="SAY continued", previous_response_id=response.id
     )
+    assert follow.metadata is not None and response.metadata is not None
     assert follow.metadata["session_id"] == response.metadata["session_id"]
 
 

@@ -131,7 +131,9 @@ async def test_a_write_from_the_loop_is_not_repeated_on_a_lost_link(
     calls: list[str] = []
     real = loop_link.LoopLink._fetch
 
-    async def lost_once(self, sql, values):  # type: ignore[no-untyped-def]
+    async def lost_once(
+        self: loop_link.LoopLink, sql: str, values: list[Any]
+    ) -> list[tuple[Any, ...]]:
         calls.append(sql)
         if len(calls) == 1:
             raise asyncpg.exceptions.ConnectionDoesNotExistError("the link went")

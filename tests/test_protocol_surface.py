@@ -14,8 +14,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from storage import keys
-from storage.db import Database
 from storage.tables import Principal
+from storage.unit import Tx
 from tests.support.schema import validate
 from uhp_server.app import create_app
 from uhp_server.settings import Settings
@@ -300,9 +300,9 @@ def test_wrong_keys_cost_at_most_one_database_lookup_each(
     lookups: list[str] = []
     real_lookup = keys.principal_for_key
 
-    def counted(db: Database, key: str) -> Principal | None:
+    def counted(tx: Tx, key: str) -> Principal | None:
         lookups.append(key)
-        return real_lookup(db, key)
+        return real_lookup(tx, key)
 
     monkeypatch.setattr(keys, "principal_for_key", counted)
     app = create_app(Settings(data_dir=data_dir, api_key="uhp_sk_configured"), bases={})

@@ -239,7 +239,7 @@ def test_reattach_to_a_running_task_and_resume_after_any_event(client: httpx.Cli
             timeout=10,
         )
         assert done.events == []
-    refused = client.get(f"/v1/responses/{rid}?stream=true", headers={"Last-Event-ID": b"\xb2"})
+    refused = client.get(f"/v1/responses/{rid}?stream=true", headers={b"Last-Event-ID": b"\xb2"})
     assert refused.status_code == 400
     assert refused.json()["error"]["param"] == "Last-Event-ID"
 

@@ -147,7 +147,9 @@ def test_a_broken_wire_is_left_out_with_a_warning(
         known = wires()
     assert "tiny" in known and set(known) >= set(BUILT_IN)
     assert tuple(known)[-1] == "tiny"  # rank 10: after the built-in ones
-    left_out = {r.wire: r.error for r in caplog.records if r.msg == "wire_not_loaded"}
+    left_out = {
+        vars(r)["wire"]: vars(r)["error"] for r in caplog.records if r.msg == "wire_not_loaded"
+    }
     assert set(left_out) == {"broken", "not-a-wire"}
     assert "is not a Wire" in left_out["not-a-wire"]
 

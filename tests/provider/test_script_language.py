@@ -89,7 +89,8 @@ def test_parallel_groups_consecutive_lines_into_one_step() -> None:
     events.append(Event("tool_result", "a"))  # one of the two results only: the same step
     assert len(plan(events, [shell]).tool_calls) == 2
     events.append(Event("tool_result", "b"))
-    assert plan(events, [shell]).tool_call.arguments == '{"command": "echo last"}'
+    last = plan(events, [shell]).tool_call
+    assert last is not None and last.arguments == '{"command": "echo last"}'
     events += [Event("tool_call", "shell"), Event("tool_result", "last")]
     assert plan(events, [shell]).text == "end"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
+from typing import Any
 
 from .script import Event, Reply, ToolCall, ToolSpec, content_text, split_text, usage
 from .sse import pace, sse
@@ -76,7 +77,7 @@ def error_body(status: int, message: str) -> dict:
 
 
 def _blocks(reply: Reply) -> list[dict]:
-    blocks = []
+    blocks: list[dict[str, Any]] = []
     if reply.thinking:
         blocks.append({"type": "thinking", "thinking": reply.thinking, "signature": _sig(reply)})
     if reply.tool_calls:
@@ -135,7 +136,7 @@ async def stream(reply: Reply, model: str, body_len: int) -> AsyncIterator[str]:
     yield event("message_start", message=_message(reply, model, body_len, done=False))
     index = 0
     if reply.thinking:
-        start = {"type": "thinking", "thinking": "", "signature": ""}
+        start: dict[str, Any] = {"type": "thinking", "thinking": "", "signature": ""}
         yield event("content_block_start", index=index, content_block=start)
         for delta in split_text(reply.thinking):
             yield event(
@@ -157,8 +158,8 @@ async def stream(reply: Reply, model: str, body_len: int) -> AsyncIterator[str]:
             start = {"type": "tool_use", "id": _tool_id(call), "name": call.name, "input": {}}
             yield event("content_block_start", index=index, content_block=start)
             for piece in split_text(call.arguments):
-                delta = {"type": "input_json_delta", "partial_json": piece}
-                yield event("content_block_delta", index=index, delta=delta)
+                json_delta = {"type": "input_json_delta", "partial_json": piece}
+                yield event("content_block_delta", index=index, delta=json_delta)
     else:
         yield event("content_block_start", index=index, content_block={"type": "text", "text": ""})
         for delta in reply.deltas():
@@ -168,8 +169,8 @@ async def stream(reply: Reply, model: str, body_len: int) -> AsyncIterator[str]:
             )
     yield event("content_block_stop", index=index)
     done = _message(reply, model, body_len, done=True)
-    delta = {"stop_reason": done["stop_reason"], "stop_sequence": None}
+    stop = {"stop_reason": done["stop_reason"], "stop_sequence": None}
     yield event(
-        "message_delta", delta=delta, usage={"output_tokens": done["usage"]["output_tokens"]}
+        "message_delta", delta=stop, usage={"output_tokens": done["usage"]["output_tokens"]}
     )
     yield event("message_stop")

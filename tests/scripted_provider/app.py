@@ -8,6 +8,7 @@ import json
 import threading
 from collections.abc import AsyncIterator
 from types import ModuleType
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -127,7 +128,7 @@ def create_app(
         if not authorized(request):
             return _error(anthropic, 401, "invalid api key", "invalid_api_key")
         if anthropic:
-            data = [
+            data: list[dict[str, Any]] = [
                 {"id": m, "type": "model", "display_name": m, "created_at": "2025-01-01T00:00:00Z"}
                 for m in models
             ]

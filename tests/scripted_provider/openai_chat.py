@@ -19,7 +19,7 @@ def parse(body: dict) -> tuple[list[Event], list[ToolSpec]]:
         for t in body.get("tools") or []
         if isinstance(t.get("function"), dict)
     ]
-    events = []
+    events: list[Event] = []
     for message in body.get("messages") or []:
         role, content = message.get("role"), message.get("content")
         text = content_text(content)
@@ -112,8 +112,8 @@ async def stream(
     for delta in split_text(reply.thinking) if reply.thinking else []:
         yield chunk({"reasoning_content": delta})
     if reply.tool_calls:
-        for delta in _tool_call_deltas(reply):
-            yield chunk({"tool_calls": [delta]})
+        for call_delta in _tool_call_deltas(reply):
+            yield chunk({"tool_calls": [call_delta]})
     else:
         for delta in reply.deltas():
             await pace(reply)

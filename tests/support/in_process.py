@@ -15,6 +15,8 @@ from fastapi import FastAPI
 from tests.support.fakes import FakeBase, FakeSandbox
 from uhp_server.app import create_app
 from uhp_server.context import AppContext
+from uhp_server.engine.replicas.cluster import Cluster
+from uhp_server.engine.turns.run import Run
 from uhp_server.settings import Settings
 
 API_KEY = "uhp_sk_fast_tier_key"
@@ -30,6 +32,19 @@ class InProcess:
     @property
     def ctx(self) -> AppContext:
         return self.app.state.ctx
+
+    def run(self, response_id: str) -> Run:
+        """The run of a response this server runs or ran lately; it must have one."""
+        run = self.ctx.runs.get(response_id)
+        assert run is not None, f"no run of {response_id} here"
+        return run
+
+    @property
+    def cluster(self) -> Cluster:
+        """This replica's peers: the other replicas on its PostgreSQL database."""
+        peers = self.ctx.runs.peers
+        assert isinstance(peers, Cluster), "not a replica on a shared database"
+        return peers
 
     async def submit(self, input: str, **body: Any) -> httpx.Response:
         headers = body.pop("headers", {})

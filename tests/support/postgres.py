@@ -41,7 +41,7 @@ def _admin_execute(statement: str) -> None:
     import psycopg
 
     with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
-        conn.execute(statement)  # type: ignore[arg-type]
+        conn.execute(statement)
 
 
 def _url(name: str) -> str:

@@ -38,8 +38,8 @@ def check_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
     terminal = {"response.completed", "response.incomplete", "response.failed"}
     assert events[-1]["type"] in terminal
     assert sum(e["type"] in terminal for e in events) == 1
-    opened: dict[int, str] = {}
-    closed: set[int] = set()
+    opened: dict[int | None, str] = {}
+    closed: set[int | None] = set()
     for event in events:
         index = event.get("output_index")
         if event["type"] == "response.output_item.added":
