@@ -10,6 +10,11 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from openai.types.chat import (
+    ChatCompletionAssistantMessageParam,
+    ChatCompletionMessageParam,
+    ChatCompletionUserMessageParam,
+)
 
 from tests.conftest import API_KEY
 from tests.scripted_provider import RunningProvider
@@ -32,15 +37,17 @@ def model(sdk: openai.OpenAI) -> str:
     return sdk.models.list().data[0].id
 
 
-def user(text: str) -> dict[str, Any]:
+def user(text: str) -> ChatCompletionUserMessageParam:
     return {"role": "user", "content": text}
 
 
-def assistant(text: str) -> dict[str, Any]:
+def assistant(text: str) -> ChatCompletionAssistantMessageParam:
     return {"role": "assistant", "content": text}
 
 
-def chat(sdk: openai.OpenAI, model: str, messages: list[dict[str, Any]], **extra: Any) -> Any:
+def chat(
+    sdk: openai.OpenAI, model: str, messages: list[ChatCompletionMessageParam], **extra: Any
+) -> Any:
     """A blocking completion, with the response headers alongside."""
     raw = sdk.chat.completions.with_raw_response.create(model=model, messages=messages, **extra)
     return raw.parse(), raw.headers
@@ -97,7 +104,8 @@ def test_streaming_with_usage_in_openais_chunk_shapes(
     assert text == "streamed through the door"
     finishing = [c for c in chunks if c.choices and c.choices[0].finish_reason]
     assert [c.choices[0].finish_reason for c in finishing] == ["stop"]
-    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens > 0
+    usage = chunks[-1].usage
+    assert chunks[-1].choices == [] and usage is not None and usage.completion_tokens > 0
     assert all(c.usage is None for c in chunks[:-1])
     # The raw stream: `data:` lines only, ending in [DONE]; without include_usage, no usage.
     raw = httpx.post(
@@ -156,7 +164,10 @@ def test_a_conversation_continues_in_the_same_session_and_workspace(
     said = first.choices[0].message.content
     assert said.startswith("saved")
     # The client strips whitespace and folds its reasoning into the text: still a match.
-    history = [first_ask, assistant("<think>hmm</think>\n" + said.replace("\n", "\n\n  "))]
+    history: list[ChatCompletionMessageParam] = [
+        first_ask,
+        assistant("<think>hmm</think>\n" + said.replace("\n", "\n\n  ")),
+    ]
     ask = user("RUN cat note.txt\nSAY {output}")
     second, second_headers = chat(sdk, model, [*history, ask])
     assert second_headers[SESSION] == first_headers[SESSION]
@@ -173,7 +184,7 @@ def test_a_conversation_continues_in_the_same_session_and_workspace(
 def test_an_unseen_history_starts_a_new_session_with_it_as_the_opening(
     sdk: openai.OpenAI, model: str, provider: RunningProvider
 ) -> None:
-    history = [
+    history: list[ChatCompletionMessageParam] = [
         {"role": "system", "content": "You are terse, always."},
         user("what is the code word?"),
         assistant("The code word is marmalade-42."),
@@ -202,7 +213,11 @@ def test_a_deleted_conversation_is_not_continued(
     first, headers = chat(sdk, model, [ask])
     deleted = client.delete(f"/v1/traces/{headers[SESSION]}")
     assert deleted.status_code == 200, deleted.text
-    history = [ask, assistant(first.choices[0].message.content), user("SAY after")]
+    history: list[ChatCompletionMessageParam] = [
+        ask,
+        assistant(first.choices[0].message.content),
+        user("SAY after"),
+    ]
     after, after_headers = chat(sdk, model, history)
     assert after.choices[0].message.content == "after"
     assert after_headers[SESSION] != headers[SESSION]
@@ -274,10 +289,13 @@ def test_a_failed_task_is_an_error_blocking_and_streamed(sdk: openai.OpenAI, mod
     with pytest.raises(openai.APIStatusError) as blocking:
         sdk.chat.completions.create(model=model, messages=ask)
     assert blocking.value.status_code == 502
-    assert blocking.value.body["message"] and blocking.value.body["type"] == "server_error"
+    refused = blocking.value.body  # (the error's JSON, typed `object`)
+    assert isinstance(refused, dict)
+    assert refused["message"] and refused["type"] == "server_error"
     with pytest.raises(openai.APIError) as streamed:
         list(sdk.chat.completions.create(model=model, messages=ask, stream=True))
-    assert streamed.value.body["code"] == blocking.value.body["code"]
+    assert isinstance(streamed.value.body, dict)
+    assert streamed.value.body["code"] == refused["code"]
 
 
 def test_another_principal_neither_sees_nor_continues_it(
@@ -290,7 +308,11 @@ def test_another_principal_neither_sees_nor_continues_it(
     assert model not in other_models and other_models
     with pytest.raises(openai.NotFoundError):
         other.chat.completions.create(model=model, messages=[ask])
-    history = [ask, assistant(first.choices[0].message.content), user("SAY next")]
+    history: list[ChatCompletionMessageParam] = [
+        ask,
+        assistant(first.choices[0].message.content),
+        user("SAY next"),
+    ]
     _, other_headers = chat(other, other_models[0], history)
     assert other_headers[SESSION] != headers[SESSION]
     sessions = httpx.get(

@@ -6,8 +6,16 @@ import json
 
 import httpx
 import openai
+from openai.types.chat import ChatCompletionMessageParam
 
-from tests.provider.wire_helpers import BASH, CHAT_SHELL, KEY, anthropic_headers, sse_events
+from tests.provider.wire_helpers import (
+    BASH,
+    CHAT_SHELL,
+    KEY,
+    anthropic_headers,
+    function_of,
+    sse_events,
+)
 from tests.scripted_provider import anthropic_messages
 from tests.scripted_provider.script import plan
 
@@ -20,11 +28,12 @@ def test_chat_non_stream(oai: openai.OpenAI) -> None:
     )
     assert completion.choices[0].message.content == "hi"
     assert completion.choices[0].finish_reason == "stop"
-    assert completion.usage.prompt_tokens > 0 and completion.usage.completion_tokens > 0
+    usage = completion.usage
+    assert usage is not None and usage.prompt_tokens > 0 and usage.completion_tokens > 0
 
 
 def test_chat_stream_tool_call_then_answer(oai: openai.OpenAI) -> None:
-    messages: list[dict] = [
+    messages: list[ChatCompletionMessageParam] = [
         {"role": "system", "content": "be brief"},
         {
             "role": "user",
@@ -44,12 +53,13 @@ def test_chat_stream_tool_call_then_answer(oai: openai.OpenAI) -> None:
     reasoning = "".join(d.model_dump().get("reasoning_content") or "" for d in deltas)
     assert reasoning == "hm"
     calls = [tc for d in deltas for tc in d.tool_calls or []]
-    assert calls[0].id == "call_s0" and calls[0].function.name == "shell"
-    arguments = "".join(tc.function.arguments or "" for tc in calls)
+    assert calls[0].id == "call_s0" and function_of(calls[0]).name == "shell"
+    arguments = "".join(function_of(tc).arguments or "" for tc in calls)
     assert json.loads(arguments) == {"command": ["bash", "-lc", "echo hi"]}
     assert len(calls) > 2
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "tool_calls"
-    assert chunks[-1].choices == [] and chunks[-1].usage.total_tokens > 0
+    usage = chunks[-1].usage
+    assert chunks[-1].choices == [] and usage is not None and usage.total_tokens > 0
 
     messages += [
         {

@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from openai.types.chat import ChatCompletionContentPartTextParam
 
 from tests.provider.wire_helpers import KEY, MODELS, anthropic_headers
 from tests.scripted_provider import RunningProvider, start_provider
@@ -152,7 +153,10 @@ def test_required_headers_are_checked_and_recorded() -> None:
 
 def test_chat_user_text_parts_are_separate_messages(oai: openai.OpenAI) -> None:
     # The later part's directive wins, as with separate messages (or Anthropic text blocks).
-    parts = [{"type": "text", "text": "FAIL 400 old turn"}, {"type": "text", "text": "SAY new"}]
+    parts: list[ChatCompletionContentPartTextParam] = [
+        {"type": "text", "text": "FAIL 400 old turn"},
+        {"type": "text", "text": "SAY new"},
+    ]
     answer = oai.chat.completions.create(
         model="gpt-test", messages=[{"role": "user", "content": parts}]
     )

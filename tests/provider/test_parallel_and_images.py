@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from typing import cast
 
 import httpx
 import openai
+from openai.types.chat import ChatCompletionAssistantMessageParam, ChatCompletionMessageParam
 
 from tests.provider.wire_helpers import (
     BASH,
@@ -16,6 +18,7 @@ from tests.provider.wire_helpers import (
     PNG_SEEN,
     PNG_URL,
     anthropic_headers,
+    function_of,
     sse_events,
     user,
 )
@@ -59,7 +62,7 @@ def test_responses_parallel_calls_interleave_their_argument_deltas(http: httpx.C
 
 
 def test_chat_parallel_calls_stream_interleaved_by_index(oai: openai.OpenAI) -> None:
-    messages: list[dict] = [{"role": "user", "content": PARALLEL_SCRIPT}]
+    messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": PARALLEL_SCRIPT}]
     chunks = list(
         oai.chat.completions.create(
             model="gpt-test", messages=messages, tools=[CHAT_SHELL], stream=True
@@ -70,15 +73,19 @@ def test_chat_parallel_calls_stream_interleaved_by_index(oai: openai.OpenAI) -> 
     assert heads == [(0, "call_s0_0"), (1, "call_s0_1")]
     fragments = [p for p in pieces if not p.id]
     assert [p.index for p in fragments[:2]] == [0, 1]  # interleaved
-    joined = ["".join(p.function.arguments for p in fragments if p.index == i) for i in (0, 1)]
+    joined = [
+        "".join(function_of(p).arguments or "" for p in fragments if p.index == i) for i in (0, 1)
+    ]
     assert [json.loads(j)["command"][2] for j in joined] == ["echo alpha", "echo beta"]
 
     whole = oai.chat.completions.create(model="gpt-test", messages=messages, tools=[CHAT_SHELL])
     calls = whole.choices[0].message.tool_calls
-    assert [c.id for c in calls] == ["call_s0_0", "call_s0_1"]
+    assert calls is not None and [c.id for c in calls] == ["call_s0_0", "call_s0_1"]
     assert whole.choices[0].finish_reason == "tool_calls"
+    # The answer's message goes back as it came, in the assistant message's shape.
+    said = whole.choices[0].message.model_dump(exclude_none=True)
     messages += [
-        whole.choices[0].message.model_dump(exclude_none=True),
+        cast(ChatCompletionAssistantMessageParam, said),
         {"role": "tool", "tool_call_id": "call_s0_0", "content": "alpha"},
         {"role": "tool", "tool_call_id": "call_s0_1", "content": "beta"},
     ]
@@ -95,7 +102,7 @@ def test_anthropic_parallel_calls_are_consecutive_tool_use_blocks(http: httpx.Cl
         headers=anthropic_headers(),
     )
     events = sse_events(answer.text)
-    names = [n for n, _ in events if n.startswith("content_block")]
+    names = [n for n, _ in events if n and n.startswith("content_block")]
     starts = [d["content_block"]["id"] for n, d in events if n == "content_block_start"]
     assert starts == ["toolu_s0_0", "toolu_s0_1"]
     # one block at a time: start, deltas, stop, then the next

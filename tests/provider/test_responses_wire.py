@@ -4,10 +4,21 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import httpx
 import openai
 import pytest
+from openai.types.responses import (
+    NamespaceToolParam,
+    ResponseCompletedEvent,
+    ResponseFunctionToolCall,
+    ResponseInputItemParam,
+    ResponseOutputMessage,
+    ResponseOutputText,
+    ResponseReasoningItem,
+    ToolParam,
+)
 
 from tests.provider.wire_helpers import CODEX_OUTPUT, EXEC_COMMAND, KEY, sse_events, user
 from tests.scripted_provider import RunningProvider
@@ -25,8 +36,10 @@ def test_responses_stream_text_deltas(oai: openai.OpenAI) -> None:
     deltas = [e.delta for e in events if e.type == "response.output_text.delta"]
     assert deltas == ["hell", "o wo", "rld"]
     assert types.index("response.content_part.added") < types.index("response.output_text.done")
+    assert isinstance(events[-1], ResponseCompletedEvent)
     final = events[-1].response
     assert final.output_text == "hello world"
+    assert final.usage is not None
     assert final.usage.input_tokens > 0 and final.usage.output_tokens > 0
     assert final.usage.total_tokens == final.usage.input_tokens + final.usage.output_tokens
 
@@ -52,21 +65,26 @@ def test_responses_raw_sse_has_event_lines(http: httpx.Client) -> None:
 def test_responses_think_non_stream(oai: openai.OpenAI) -> None:
     response = oai.responses.create(model="gpt-test", input="THINK let me see\nSAY fine")
     reasoning, message = response.output
-    assert reasoning.type == "reasoning"
+    assert isinstance(reasoning, ResponseReasoningItem) and reasoning.type == "reasoning"
     assert reasoning.summary[0].text == "let me see"
+    assert isinstance(message, ResponseOutputMessage)
+    assert isinstance(message.content[0], ResponseOutputText)
     assert message.content[0].text == "fine"
+    assert response.usage is not None
     assert response.usage.output_tokens_details.reasoning_tokens > 0
 
 
 def test_responses_run_steps(oai: openai.OpenAI, provider: RunningProvider) -> None:
-    history = [user("<environment_context>x</environment_context>")]
+    history: list[ResponseInputItemParam] = [user("<environment_context>x</environment_context>")]
     history.append(user("RUN echo hi\nRUN echo two\nSAY got {output}"))
     stream = oai.responses.create(
         model="gpt-test", input=history, tools=[EXEC_COMMAND], stream=True
     )
     events = list(stream)
     arg_deltas = [e.delta for e in events if e.type == "response.function_call_arguments.delta"]
+    assert isinstance(events[-1], ResponseCompletedEvent)
     call = events[-1].response.output[0]
+    assert isinstance(call, ResponseFunctionToolCall)
     assert (call.type, call.name, call.call_id) == ("function_call", "exec_command", "call_s0")
     assert json.loads(call.arguments) == {"cmd": "echo hi"}
     assert "".join(arg_deltas) == call.arguments and len(arg_deltas) > 1
@@ -76,6 +94,7 @@ def test_responses_run_steps(oai: openai.OpenAI, provider: RunningProvider) -> N
         {"type": "function_call_output", "call_id": "call_s0", "output": "one"},
     ]
     second = oai.responses.create(model="gpt-test", input=history, tools=[EXEC_COMMAND])
+    assert isinstance(second.output[0], ResponseFunctionToolCall)
     assert json.loads(second.output[0].arguments) == {"cmd": "echo two"}
     assert second.output[0].call_id == "call_s1"
 
@@ -90,14 +109,18 @@ def test_responses_run_steps(oai: openai.OpenAI, provider: RunningProvider) -> N
 
 
 def test_responses_tool_interleaves_and_namespaces(oai: openai.OpenAI) -> None:
-    namespace = {
+    namespace: NamespaceToolParam = {
         "type": "namespace",
         "name": "mcp__demo",
+        "description": "the demo MCP server's tools",  # (as Codex sends: the SDK requires it)
         "tools": [{"type": "function", "name": "echo_back", "parameters": {"type": "object"}}],
     }
-    tools = [EXEC_COMMAND, namespace]
-    history = [user('RUN ls\nTOOL mcp__demo__echo_back {"text": "zz"}\nSAY {output}')]
+    tools: list[ToolParam] = [EXEC_COMMAND, namespace]
+    history: list[ResponseInputItemParam] = [
+        user('RUN ls\nTOOL mcp__demo__echo_back {"text": "zz"}\nSAY {output}')
+    ]
     first = oai.responses.create(model="gpt-test", input=history, tools=tools)
+    assert isinstance(first.output[0], ResponseFunctionToolCall)
     assert first.output[0].name == "exec_command"
     history.append({"type": "function_call_output", "call_id": "call_s0", "output": "a"})
     second = oai.responses.create(model="gpt-test", input=history, tools=tools)
@@ -112,7 +135,7 @@ def test_responses_tool_interleaves_and_namespaces(oai: openai.OpenAI) -> None:
 
 def test_responses_custom_tool(http: httpx.Client) -> None:
     tools = [{"type": "custom", "name": "apply_patch", "description": "patch"}]
-    body = {"model": "gpt-test", "stream": True, "tools": tools}
+    body: dict[str, Any] = {"model": "gpt-test", "stream": True, "tools": tools}
     body["input"] = [user('TOOL apply_patch "*** Begin Patch"')]
     answer = http.post("/v1/responses", json=body, headers={"x-api-key": KEY})
     events = sse_events(answer.text)
@@ -130,9 +153,10 @@ def test_responses_custom_tool(http: httpx.Client) -> None:
 
 
 def test_responses_loop(oai: openai.OpenAI) -> None:
-    history: list[dict] = [user("LOOP")]
+    history: list[ResponseInputItemParam] = [user("LOOP")]
     for n in range(1, 4):
         response = oai.responses.create(model="gpt-test", input=history, tools=[EXEC_COMMAND])
+        assert isinstance(response.output[0], ResponseFunctionToolCall)
         assert json.loads(response.output[0].arguments) == {"cmd": f"echo step {n}"}
         history.append({"type": "function_call_output", "call_id": "x", "output": "y"})
 
@@ -140,7 +164,7 @@ def test_responses_loop(oai: openai.OpenAI) -> None:
 def test_recall(oai: openai.OpenAI) -> None:
     first = oai.responses.create(model="gpt-test", input=[user("REMEMBER apple")])
     assert first.output_text == "noted apple"
-    history = [
+    history: list[ResponseInputItemParam] = [
         user("REMEMBER apple"),
         {"type": "message", "role": "assistant", "content": "noted apple"},
         user("RECALL"),
@@ -153,7 +177,8 @@ def test_fail_openai(oai: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as caught:
         oai.responses.create(model="gpt-test", input="FAIL 400 scripted boom", stream=True)
     assert caught.value.status_code == 400
-    assert caught.value.body["message"] == "scripted boom"
+    body = caught.value.body  # (the error's JSON, typed `object`)
+    assert isinstance(body, dict) and body["message"] == "scripted boom"
 
 
 def test_usage_is_deterministic(http: httpx.Client) -> None:

@@ -6,19 +6,26 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from typing import Any
+
+from openai.types.chat import ChatCompletionFunctionToolParam
+from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall, ChoiceDeltaToolCallFunction
+from openai.types.responses import EasyInputMessageParam, FunctionToolParam
 
 KEY = "sk-scripted-test"
 MODELS = ["gpt-test", "gpt-test-mini", "claude-test"]
-EXEC_COMMAND = {
+# The tools as the SDKs type them (Codex's own carry `strict` too; the provider reads neither).
+EXEC_COMMAND: FunctionToolParam = {
     "type": "function",
     "name": "exec_command",
+    "strict": False,
     "parameters": {
         "type": "object",
         "properties": {"cmd": {"type": "string"}, "workdir": {"type": "string"}},
         "required": ["cmd"],
     },
 }
-CHAT_SHELL = {
+CHAT_SHELL: ChatCompletionFunctionToolParam = {
     "type": "function",
     "function": {
         "name": "shell",
@@ -50,7 +57,7 @@ def anthropic_headers(key: str = KEY) -> dict[str, str]:
     return {"x-api-key": key, "anthropic-version": "2023-06-01"}
 
 
-def sse_events(text: str) -> list[tuple[str | None, object]]:
+def sse_events(text: str) -> list[tuple[str | None, Any]]:
     """Parse an SSE body into (event name, parsed data) pairs."""
     events = []
     for block in text.strip().split("\n\n"):
@@ -65,5 +72,11 @@ def sse_events(text: str) -> list[tuple[str | None, object]]:
     return events
 
 
-def user(text: str) -> dict:
+def function_of(call: ChoiceDeltaToolCall) -> ChoiceDeltaToolCallFunction:
+    """A streamed tool call's function part (the provider sends one in every piece)."""
+    assert call.function is not None, call
+    return call.function
+
+
+def user(text: str) -> EasyInputMessageParam:
     return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
