@@ -15,6 +15,7 @@ import pytest
 from harness_bases.events import TextDelta
 from storage import replicas as replica_store
 from storage.db import Database
+from storage.unit import Tx
 from tests.scripted_provider import RunningProvider
 from tests.support.fakes import Hang, answer
 from tests.support.in_process import InProcess
@@ -44,8 +45,8 @@ async def test_the_turn_limit_counts_the_turns_of_every_replica(
         await asyncio.sleep(1.0)
         body = (await b.client.get(f"/v1/responses/{waiting}")).json()
         assert body["status"] == "in_progress" and body["output"] == []
-        assert b.ctx.runs.get(waiting).queued
-        state = await a.ctx.engine.state(a.ctx.runs.get(holding).principal_id, waiting)
+        assert b.run(waiting).queued
+        state = await a.ctx.engine.state(a.run(holding).principal_id, waiting)
         assert state.status == "queued"  # seen from the replica it does not wait on, too
         await a.client.post(f"/v1/responses/{holding}/cancel")
 
@@ -62,18 +63,18 @@ async def test_a_turn_in_its_replicas_own_queue_is_queued_on_every_replica(
         a, b, holding, waiting = await _a_second_turn_of_a(
             stack, tmp_path, provider, [TextDelta("m", "second answer"), Hang()]
         )
-        principal = a.ctx.runs.get(holding).principal_id
+        principal = a.run(holding).principal_id
 
         async def state_on_b() -> str:
             return (await b.ctx.engine.state(principal, waiting)).status
 
-        await wait_for(lambda: a.ctx.runs.get(waiting).queued)
+        await wait_for(lambda: a.run(waiting).queued)
         await wait_for(lambda: _line_states(a.ctx.db, waiting) == ["own_queue"])
         assert await state_on_b() == "queued"
         await a.client.post(f"/v1/responses/{holding}/cancel")
 
         await wait_for(lambda: _line_states(a.ctx.db, waiting) == [None])
-        assert not a.ctx.runs.get(waiting).queued
+        assert not a.run(waiting).queued
         assert await state_on_b() == "in_progress"
         assert _block_of(a.ctx.db, "a") == 1  # admitted from the block: no shared line
         await b.client.post(f"/v1/responses/{waiting}/cancel")
@@ -86,16 +87,16 @@ async def test_a_short_wait_in_a_replicas_own_queue_costs_no_transaction(
     marks: list[tuple[str, bool]] = []
     real = replica_store.mark_in_own_queue
 
-    def counted(db: Database, response_id: str, waiting: bool) -> None:
+    def counted(tx: Tx, response_id: str, waiting: bool) -> None:
         marks.append((response_id, waiting))
-        real(db, response_id, waiting)
+        real(tx, response_id, waiting)
 
     monkeypatch.setattr(replica_store, "mark_in_own_queue", counted)
     async with AsyncExitStack() as stack:
         a, _b, holding, waiting = await _a_second_turn_of_a(
             stack, tmp_path, provider, answer("next")
         )
-        await wait_for(lambda: a.ctx.runs.get(waiting).queued)
+        await wait_for(lambda: a.run(waiting).queued)
         await a.client.post(f"/v1/responses/{holding}/cancel")
 
         await wait_for(completed_on(a, waiting), 10)
@@ -152,7 +153,7 @@ async def _ran_in_order(a: InProcess, b: InProcess, holding: str, first: str, th
 
 
 async def test_turns_are_admitted_in_the_order_they_arrived_not_the_order_they_joined(
-    tmp_path: Path, provider: RunningProvider
+    tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with AsyncExitStack() as stack:
         a, b = await two_replicas(stack, tmp_path, provider, max_concurrent_turns=1)
@@ -160,13 +161,14 @@ async def test_turns_are_admitted_in_the_order_they_arrived_not_the_order_they_j
         # b is slow to get its turn to the line (a cold replica opening its connections,
         # say): a's later turn joins the line before it.
         line = b.ctx.runs.executor.admission
+        assert line is not None
         join_now = line.acquire
 
         async def join_late(holder: str) -> None:
             await asyncio.sleep(0.5)
             await join_now(holder)
 
-        line.acquire = join_late  # type: ignore[method-assign]
+        monkeypatch.setattr(line, "acquire", join_late)
         b.base.script("second", answer("two"))
         second = (await b.submit("second", background=True)).json()["id"]
         a.base.script("third", answer("three"))
@@ -181,8 +183,7 @@ async def test_a_slot_handed_over_is_taken_though_its_notification_was_lost(
     monkeypatch.setattr(shared_admission, "POLL_SECONDS", 0.2)
     async with AsyncExitStack() as stack:
         a, b = await two_replicas(stack, tmp_path, provider, max_concurrent_turns=1)
-        assert b.ctx.runs.peers is not None
-        b.ctx.runs.peers.notes.on(replica_store.ADMISSION_CHANNEL, lambda _id: None)
+        b.cluster.notes.on(replica_store.ADMISSION_CHANNEL, lambda _id: None)
         holding = await running_with_text(a)
         b.base.script("quick", answer("done"))
         waiting = (await b.submit("quick", background=True)).json()["id"]
@@ -292,16 +293,14 @@ async def test_a_lone_replica_admits_its_turns_from_its_block_in_arrival_order(
         turns = [(await a.submit("long", background=True)).json()["id"] for _ in range(5)]
 
         async def two_run_three_wait() -> bool:
-            return len(a.sandbox.running) == 2 and all(
-                a.ctx.runs.get(turn).queued for turn in turns[2:]
-            )
+            return len(a.sandbox.running) == 2 and all(a.run(turn).queued for turn in turns[2:])
 
         await wait_for(two_run_three_wait)
         for n, turn in enumerate(turns[:3]):  # each cancel lets the next in line in
             await a.client.post(f"/v1/responses/{turn}/cancel")
             admitted = turns[n + 2]
-            await wait_for(lambda: not a.ctx.runs.get(admitted).queued)  # noqa: B023
-            assert all(a.ctx.runs.get(later).queued for later in turns[n + 3 :])
+            await wait_for(lambda: not a.run(admitted).queued)  # noqa: B023
+            assert all(a.run(later).queued for later in turns[n + 3 :])
 
         assert _block_of(a.ctx.db, "a") == 2
         assert "join_line" not in calls and "leave_line" not in calls
@@ -334,8 +333,8 @@ async def test_a_waiting_turn_gets_the_idle_slot_of_a_replica_deaf_to_every_dema
 ) -> None:
     async with AsyncExitStack() as stack:
         a, b = await _a_keeping_an_idle_slot(stack, tmp_path, provider)
-        cluster = a.ctx.runs.peers
-        assert cluster is not None and cluster._loop_task is not None
+        cluster = a.cluster
+        assert cluster._loop_task is not None
         cluster.notes.on(replica_store.ADMISSION_CHANNEL, lambda _payload: None)
         if not renewing:
             cluster._loop_task.cancel()
@@ -351,8 +350,8 @@ async def test_a_replica_whose_lease_lapsed_admits_nothing_from_its_old_block(
 ) -> None:
     async with AsyncExitStack() as stack:
         a, b = await _a_keeping_an_idle_slot(stack, tmp_path, provider)
-        cluster = a.ctx.runs.peers
-        assert cluster is not None and cluster._loop_task is not None
+        cluster = a.cluster
+        assert cluster._loop_task is not None
         cluster._loop_task.cancel()  # a stalls for longer than its lease
         await asyncio.sleep(LEASE * 1.5)
         holding = await running_with_text(b)  # b holds the one slot: a's block no longer counts
@@ -362,7 +361,7 @@ async def test_a_replica_whose_lease_lapsed_admits_nothing_from_its_old_block(
         second = (await a.submit("second", background=True)).json()["id"]
         await asyncio.sleep(0.5)
 
-        assert a.ctx.runs.get(second).queued  # not admitted from the block it held
+        assert a.run(second).queued  # not admitted from the block it held
         assert _block_of(a.ctx.db, "a") == 0
         await b.client.post(f"/v1/responses/{holding}/cancel")
         await wait_for(completed_on(a, second), 10)
@@ -378,6 +377,6 @@ async def test_a_replica_whose_lease_the_database_found_lapsed_stops_the_turns_o
         assert _block_of(a.ctx.db, "a") == 1
         _sql(a.ctx.db, "UPDATE replica SET heartbeat_at = heartbeat_at - 60 WHERE id = 'a'")
 
-        await wait_for(lambda: a.ctx.runs.get(running).abandoned, 5)
+        await wait_for(lambda: a.run(running).abandoned, 5)
 
         assert _block_of(a.ctx.db, "a") == 0

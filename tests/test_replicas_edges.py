@@ -45,7 +45,7 @@ async def test_relayed_cancels_and_streams_leave_no_waiters_behind(
     table without bound."""
     async with AsyncExitStack() as stack:
         a, b = await two_replicas(stack, tmp_path, provider)
-        notes = b.ctx.runs.peers.notes
+        notes = b.cluster.notes
         for _ in range(3):
             response_id = await running_with_text(a)
             streaming = asyncio.create_task(stream_of(b, response_id))
@@ -70,7 +70,7 @@ async def test_commits_of_events_are_heard_only_while_a_tail_here_wants_them(
     monkeypatch.setattr(notifications, "LINGER_SECONDS", 0.5)
     async with AsyncExitStack() as stack:
         a, b = await two_replicas(stack, tmp_path, provider)
-        notes = b.ctx.runs.peers.notes
+        notes = b.cluster.notes
         heard: list[str] = []
         deliver = notes._deliver
 
@@ -137,7 +137,7 @@ async def _a_turn_done_and_b(
     a, b = await two_replicas(stack, tmp_path, provider)
     a.base.script("short", answer("done"))
     response_id = (await a.submit("short")).json()["id"]
-    cluster = b.ctx.runs.peers
+    cluster = b.cluster
     return response_id, cluster.replica_id, str(cluster.db.dialect.conninfo)
 
 
@@ -150,7 +150,7 @@ async def test_commits_of_events_are_told_only_while_a_replica_hears_them(
     async with AsyncExitStack() as stack:
         a, b = await two_replicas(stack, tmp_path, provider)
         a.base.script("short", answer("done"))
-        cluster = b.ctx.runs.peers
+        cluster = b.cluster
         outsider = await _outsider(stack, str(cluster.db.dialect.conninfo))
         unheard = (await a.submit("short")).json()["id"]
         assert unheard not in await _told(outsider, 0.5)
@@ -226,7 +226,7 @@ async def test_a_replica_whose_lapsed_lease_was_made_anew_says_again_that_it_hea
     # nothing, while this replica still listens: its listening connection must say so again.
     async with AsyncExitStack() as stack:
         _, b = await two_replicas(stack, tmp_path, provider)
-        cluster = b.ctx.runs.peers
+        cluster = b.cluster
         outsider = await _outsider(stack, str(cluster.db.dialect.conninfo))
         async with cluster.events_heard():
             assert await _hears_events(outsider, cluster.replica_id) is True
@@ -302,8 +302,8 @@ async def test_a_task_cancelled_while_its_replica_is_dead_ends_cancelled(
     async with AsyncExitStack() as stack:
         a, b = await two_replicas(stack, tmp_path, provider)
         response_id = await running_with_text(a)
-        cluster = a.ctx.runs.peers
-        assert cluster is not None and cluster._loop_task is not None
+        cluster = a.cluster
+        assert cluster._loop_task is not None
         cluster._loop_task.cancel()  # a renews no lease and hears no cancel: as if killed
         await cluster.notes.close()
         cancel = await b.client.post(f"/v1/responses/{response_id}/cancel")

@@ -10,7 +10,6 @@ import asyncio
 import time
 from contextlib import AsyncExitStack
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -34,6 +33,7 @@ from tests.support.replica_pair import (
 )
 from tests.support.waiting import wait_for
 from uhp_server.doors.uhp.harness_events import harness_events
+from uhp_server.engine.facade.records import Principal
 from uhp_server.engine.requests import ToolAnswer
 from uhp_server.engine.turns import questions
 from uhp_server.settings import Settings
@@ -54,7 +54,7 @@ async def test_a_turn_on_one_replica_is_streamed_and_cancelled_from_the_other(
         assert time.monotonic() - started < 1.5
         assert cancelled["status"] == "cancelled", cancelled
         assert output_text(cancelled) == "partial answer"
-        assert a.ctx.runs.get(response_id).log.finished  # stopped where it ran
+        assert a.run(response_id).log.finished  # stopped where it ran
         stream = await asyncio.wait_for(streaming, 10)
         assert stream.events[-1]["type"] == "response.failed"  # cancelled (Streaming §4)
         assert stream.events[-1]["response"] == cancelled
@@ -86,7 +86,7 @@ async def test_a_response_deleted_on_another_replica_is_no_longer_stored_where_i
         response_id = await running_with_text(a)
         deleted = await b.client.delete(f"/v1/responses/{response_id}")
         assert deleted.status_code == 200, deleted.text
-        run = a.ctx.runs.get(response_id)
+        run = a.run(response_id)
 
         async def unstored() -> bool:
             return not run.log.persist
@@ -113,7 +113,7 @@ async def test_a_doors_deadline_on_another_replica_ends_the_turn_incomplete_wher
     async with AsyncExitStack() as stack:
         a, b = await two_replicas(stack, tmp_path, provider)
         response_id = await running_with_text(a)
-        principal_id = a.ctx.runs.get(response_id).principal_id
+        principal_id = a.run(response_id).principal_id
         started = time.monotonic()
         state = await b.ctx.engine.time_out(principal_id, response_id, 7.0)
         assert time.monotonic() - started < 1.5
@@ -122,7 +122,7 @@ async def test_a_doors_deadline_on_another_replica_ends_the_turn_incomplete_wher
         assert details == {"reason": "timeout_seconds", "timeout_seconds": 7.0}
         # Where it runs, the log publishes the terminal event once its commit is reported
         # back from the writer thread, which can come a moment after b read it.
-        log = a.ctx.runs.get(response_id).log
+        log = a.run(response_id).log
 
         async def published() -> bool:
             return bool(log.finished)
@@ -146,8 +146,7 @@ async def test_a_question_paused_on_one_replica_is_answered_from_the_other_in_th
             principal_id, response_id, [ToolAnswer(call_id, "blue")]
         )
         assert answered == response_id  # the live turn goes on, as a local answer does
-        done = await asyncio.wait_for(b.ctx.runs.peers.wait_finished(response_id), 10)
-        assert done is None
+        await asyncio.wait_for(b.ctx.runs.peers.wait_finished(response_id), 10)
         final = (await b.client.get(f"/v1/responses/{response_id}")).json()
         assert final["status"] == "completed", final
         assert output_text(final) == "answered: blue"
@@ -163,7 +162,7 @@ async def test_a_question_paused_on_one_replica_is_answered_from_the_other_in_th
 
 
 async def test_an_answer_racing_the_turn_parking_on_its_replica_continues_it_in_a_new_turn(
-    tmp_path: Path, provider: RunningProvider
+    tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with AsyncExitStack() as stack:
         a, b = await two_replicas(stack, tmp_path, provider)
@@ -171,16 +170,16 @@ async def test_an_answer_racing_the_turn_parking_on_its_replica_continues_it_in_
 
         await wait_for(lambda: input_required_on(b, principal_id, response_id))
         call_id = (await b.ctx.engine.state(principal_id, response_id)).questions[0].call_id
-        relay = b.ctx.runs.peers.answers
+        relay = b.cluster.answers
         record = relay.relay
 
         async def parked_first(response_id: str, answers: list[ToolAnswer]) -> bool:
-            run = a.ctx.runs.get(response_id)
+            run = a.run(response_id)
             questions.park(run)  # its keep ran out just before the answer was recorded
             await wait_for(lambda: finished(run))
             return await record(response_id, answers)
 
-        relay.relay = parked_first  # type: ignore[method-assign]
+        monkeypatch.setattr(relay, "relay", parked_first)
         b.base.script(questions.answers_prompt((), []).splitlines()[0], answer("carried on"))
         carrying = await b.ctx.engine.answer(
             principal_id, response_id, [ToolAnswer(call_id, "blue")]
@@ -202,7 +201,7 @@ async def test_the_harness_events_feed_of_one_replica_shows_the_turns_of_the_oth
         a, b = await two_replicas(stack, tmp_path, provider)
         a.base.script("who", answer("me"))
         first = (await a.submit("who")).json()
-        principal_id = a.ctx.runs.get(first["id"]).principal_id
+        principal_id = a.run(first["id"]).principal_id
         harness_id = first["metadata"]["harness_id"]
         assert b.ctx.runs.peers is not None
         async with b.ctx.runs.peers.events_heard():  # as the feed's route subscribes
@@ -241,9 +240,8 @@ async def test_the_harness_events_feed_answers_once_it_hears_the_other_replicas(
         a, b = await two_replicas(stack, tmp_path, provider)
         a.base.script("who", answer("me"))
         first = (await a.submit("who")).json()
-        principal = SimpleNamespace(id=a.ctx.runs.get(first["id"]).principal_id)
-        assert b.ctx.runs.peers is not None
-        notes = b.ctx.runs.peers.notes
+        principal = Principal(id=a.run(first["id"]).principal_id, name="default")
+        notes = b.cluster.notes
         listen = notes._listen_as_wanted
 
         async def late(conn: Any) -> None:
@@ -258,7 +256,7 @@ async def test_the_harness_events_feed_answers_once_it_hears_the_other_replicas(
 
         assert answered.status_code == 200
         assert notes._heard_event(EVENTS_CHANNEL).is_set()
-        await answered.body_iterator.aclose()  # type: ignore[attr-defined]
+        await answered.body_iterator.aclose()
 
 
 async def test_reading_a_turn_that_runs_on_another_replica_reads_its_events_off_the_loop(

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from storage import replicas as replica_store
-from storage.db import Database
+from storage.unit import Tx
 from tests.scripted_provider import RunningProvider
 from tests.support.fakes import answer
 from tests.support.in_process import InProcess
@@ -32,8 +32,8 @@ pytestmark = ONLY_ON_POSTGRESQL
 
 async def _lapsed_and_taken_over(a: InProcess, b: InProcess, response_id: str) -> dict[str, Any]:
     """Stop a's lease renewals until b has ended a's turn; the turn as b stored it."""
-    cluster = a.ctx.runs.peers
-    assert cluster is not None and cluster._loop_task is not None
+    cluster = a.cluster
+    assert cluster._loop_task is not None
     cluster._loop_task.cancel()
 
     async def failed() -> bool:
@@ -77,10 +77,9 @@ async def test_a_replica_that_was_taken_over_lets_its_turns_go(
         stored = await _lapsed_and_taken_over(a, b, response_id)
         assert a.sandbox.running  # the turn's process still runs on a
         # a comes back: at its first renewal it sees the turn is no longer its own.
-        cluster = a.ctx.runs.peers
-        assert cluster is not None
+        cluster = a.cluster
         cluster._loop_task = asyncio.create_task(cluster._keep_lease())
-        run = a.ctx.runs.get(response_id)
+        run = a.run(response_id)
 
         async def let_go() -> bool:
             return not a.sandbox.running and run.log.finished
@@ -99,13 +98,13 @@ async def test_a_replica_cut_off_from_the_database_stops_its_turns_and_ends_them
         renew = replica_store.renew_lease
         cut_off = True
 
-        def renew_unless_cut_off(db: Database, replica_id: str, lease: float) -> bool:
+        def renew_unless_cut_off(tx: Tx, replica_id: str, lease: float) -> bool:
             if cut_off:
                 raise ConnectionError("the database is out of reach")
-            return renew(db, replica_id, lease)
+            return renew(tx, replica_id, lease)
 
         monkeypatch.setattr(replica_store, "renew_lease", renew_unless_cut_off)
-        run = a.ctx.runs.get(response_id)
+        run = a.run(response_id)
 
         async def stopped() -> bool:
             return not a.sandbox.running and run.log.finished
@@ -155,9 +154,9 @@ async def test_a_replica_whose_renewal_hangs_stops_its_turns_when_its_lease_laps
             response_id = await running_with_text(a)
             renew = replica_store.renew_lease
 
-            def renew_when_reachable(db: Database, replica_id: str, lease: float) -> bool:
+            def renew_when_reachable(tx: Tx, replica_id: str, lease: float) -> bool:
                 reachable.wait(timeout=30)
-                return renew(db, replica_id, lease)
+                return renew(tx, replica_id, lease)
 
             monkeypatch.setattr(replica_store, "renew_lease", renew_when_reachable)
             assert a.ctx.runs.get(response_id) is not None
@@ -180,14 +179,14 @@ async def test_a_given_up_turn_whose_session_release_failed_once_frees_its_sessi
 
     async with replica(tmp_path, provider) as a:
         response_id = await running_with_text(a)
-        session_id = a.ctx.runs.get(response_id).session_id
+        session_id = a.run(response_id).session_id
         renew, release = replica_store.renew_lease, session_store.release_session
         cut_off, hiccups = True, [ConnectionError("the database went away again")]
 
-        def renew_unless_cut_off(db: Database, replica_id: str, lease: float) -> bool:
+        def renew_unless_cut_off(tx: Tx, replica_id: str, lease: float) -> bool:
             if cut_off:
                 raise ConnectionError("the database is out of reach")
-            return renew(db, replica_id, lease)
+            return renew(tx, replica_id, lease)
 
         def release_after_a_hiccup(*args: Any) -> None:
             if hiccups:
@@ -196,7 +195,7 @@ async def test_a_given_up_turn_whose_session_release_failed_once_frees_its_sessi
 
         monkeypatch.setattr(replica_store, "renew_lease", renew_unless_cut_off)
         monkeypatch.setattr(session_store, "release_session", release_after_a_hiccup)
-        run = a.ctx.runs.get(response_id)
+        run = a.run(response_id)
 
         async def stopped() -> bool:
             return not a.sandbox.running and run.log.finished
@@ -221,12 +220,12 @@ async def test_a_replica_whose_renewals_are_slow_but_succeed_keeps_its_turns(
     # the last), so the replica's lease never lapses and it must keep its turns.
     async with replica(tmp_path, provider) as a:
         response_id = await running_with_text(a)
-        run = a.ctx.runs.get(response_id)
+        run = a.run(response_id)
         renew = replica_store.renew_lease
 
-        def renew_behind_a_busy_writer(db: Database, replica_id: str, lease: float) -> bool:
+        def renew_behind_a_busy_writer(tx: Tx, replica_id: str, lease: float) -> bool:
             time.sleep(LEASE * 0.4)
-            return renew(db, replica_id, lease)
+            return renew(tx, replica_id, lease)
 
         monkeypatch.setattr(replica_store, "renew_lease", renew_behind_a_busy_writer)
         await asyncio.sleep(LEASE * 4)
@@ -242,15 +241,15 @@ async def test_a_renewal_that_succeeds_during_an_event_loop_stall_keeps_the_turn
     # wakes, the third-of-a-lease timeout is handled before the renewal's result reaches it.
     async with replica(tmp_path, provider) as a:
         response_id = await running_with_text(a)
-        run = a.ctx.runs.get(response_id)
+        run = a.run(response_id)
         renew, loop, stalls = replica_store.renew_lease, asyncio.get_running_loop(), [1]
 
-        def renew_while_the_loop_stalls(db: Database, replica_id: str, lease: float) -> bool:
+        def renew_while_the_loop_stalls(tx: Tx, replica_id: str, lease: float) -> bool:
             if stalls:
                 stalls.pop()
                 loop.call_soon_threadsafe(time.sleep, LEASE * 0.8)
                 time.sleep(LEASE * 0.1)  # the loop is stalled by now
-            return renew(db, replica_id, lease)
+            return renew(tx, replica_id, lease)
 
         monkeypatch.setattr(replica_store, "renew_lease", renew_while_the_loop_stalls)
         await asyncio.sleep(LEASE * 3)

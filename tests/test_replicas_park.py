@@ -26,7 +26,7 @@ from storage.unit import Tx
 from tests.scripted_provider import RunningProvider, start_provider
 from tests.support import postgres
 from tests.support.agentos_platform import RUN_TOKEN_HEADER, AgentosPlatform
-from tests.support.fakes import Ask, Pause, answer
+from tests.support.fakes import Ask, FakeProcess, Pause, answer
 from tests.support.in_process import InProcess
 from tests.support.replica_pair import (
     LEASE,
@@ -136,7 +136,7 @@ async def test_a_park_request_the_runner_never_takes_is_withdrawn_and_the_turn_s
             stack, tmp_path, provider, model_connection_allow_private_hosts=True
         )
         principal_id, response_id, call_id = await _paused_on_a_seen_on_b(a, b)
-        relay = a.ctx.runs.peers.answers
+        relay = a.cluster.answers
         deliver = relay.deliver
 
         monkeypatch.setattr(relay, "deliver", _deaf)  # its notifications and renewals lost
@@ -151,13 +151,13 @@ async def test_a_park_request_the_runner_never_takes_is_withdrawn_and_the_turn_s
             )
         assert time.monotonic() - started >= LEASE  # it gave the runner a lease to hear of it
         assert (refused.value.status, refused.value.headers) == (503, {"Retry-After": "1"})
-        assert not a.ctx.runs.get(response_id).parking  # nothing parked it
+        assert not a.run(response_id).parking  # nothing parked it
         assert len(b.base.turns) == 0
         # Withdrawn, not left behind: a runner hearing of it now finds nothing to park, and
         # the turn still takes an answer.
         monkeypatch.setattr(relay, "deliver", deliver)
         await deliver(response_id)
-        assert not a.ctx.runs.get(response_id).parking
+        assert not a.run(response_id).parking
         answered = await b.ctx.engine.answer(
             principal_id, response_id, [ToolAnswer(call_id, "red")]
         )
@@ -176,7 +176,7 @@ async def test_an_answer_for_questions_that_changed_while_it_waited_is_refused_n
         )
         a.base.script("who", answer("me"))
         first = (await a.submit("who")).json()["id"]
-        principal_id = a.ctx.runs.get(first).principal_id
+        principal_id = a.run(first).principal_id
         a.base.script("ask twice", [Ask("Which colour?"), Ask("Which size?"), TurnFinished()])
         task = EngineTask(principal_id, None, "ask twice", questions=QuestionPolicy.pause())
         response_id = (await a.ctx.engine.start(task)).response_id
@@ -188,7 +188,7 @@ async def test_an_answer_for_questions_that_changed_while_it_waited_is_refused_n
             # Meanwhile, on a: the first question answered there, the next one asked, and
             # the turn parked on it (kept long enough) before b's request landed.
             await a.ctx.engine.answer(principal_id, response_id, [ToolAnswer(call_id, "blue")])
-            run = a.ctx.runs.get(response_id)
+            run = a.run(response_id)
             await wait_for(lambda: bool(run.asking) and run.asking[0].call_id != call_id)
             questions.park(run)
             await wait_for(lambda: finished(run))
@@ -306,7 +306,7 @@ async def test_an_oumi_resume_on_one_replica_carries_the_turn_paused_on_the_othe
             return parked, carrying, count
 
         parked_id, carrying_id, left = a.ctx.db.run(looked_at)
-        assert a.ctx.runs.get(parked_id).log.finished
+        assert a.run(parked_id).log.finished
         assert (len(a.base.turns), len(b.base.turns)) == (2, 1)
         assert "Rome" in b.base.turns[0].spec.prompt
         assert b.ctx.runs.get(carrying_id) is not None  # it ran on b
@@ -333,7 +333,8 @@ async def test_an_agentos_resume_on_one_replica_carries_the_run_held_on_the_othe
         assert done["status"] == "completed", done
         assert done["output"]["text"] == "carried on"
         assert (len(a.base.turns), len(b.base.turns)) == (2, 1)
-        assert all(turn.proc._exit_code.done() for turn in a.base.turns + b.base.turns)
+        procs = [turn.proc for turn in a.base.turns + b.base.turns]
+        assert all(isinstance(proc, FakeProcess) and proc._exit_code.done() for proc in procs)
         assert "large" in a.base.turns[-1].spec.prompt
 
 
@@ -342,7 +343,7 @@ async def test_an_agentos_resume_tries_again_while_the_other_replica_is_slow_to_
 ) -> None:
     # AgentOS never repeats an invocation: the door itself tries again after a 503.
     async with _agentos_run_held_on_a(tmp_path, provider, "r_slow") as (a, b, platform):
-        relay = a.ctx.runs.peers.answers
+        relay = a.cluster.answers
         deliver = relay.deliver
 
         monkeypatch.setattr(relay, "deliver", _deaf)  # its notifications lost, for a while

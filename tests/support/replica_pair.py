@@ -94,7 +94,7 @@ async def paused_on(replica: InProcess) -> tuple[str, str]:
     """A turn paused on `replica`, waiting for the user; its principal and response ids."""
     replica.base.script("who", answer("me"))
     first = (await replica.submit("who")).json()["id"]
-    principal_id = replica.ctx.runs.get(first).principal_id
+    principal_id = replica.run(first).principal_id
     replica.base.script("ask", [Ask("Which colour?"), TurnFinished()])
     task = EngineTask(principal_id, None, "ask", questions=QuestionPolicy.pause())
     response_id = (await replica.ctx.engine.start(task)).response_id
