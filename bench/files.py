@@ -31,7 +31,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from storage.blobs import BlobStore
+from storage.blobs import BlobStore, BlobWriter
 from storage.db import Database
 from tests.support.server import ServerProcess
 from uhp_server.doors.uhp.uploads import receive_upload
@@ -137,8 +137,11 @@ def _parse_once(tmp: Path, payload: bytes) -> float:
     )
     blobs = BlobStore(tmp / f"blobs{time.monotonic_ns()}")
     started = time.perf_counter()
-    upload = asyncio.run(receive_upload(_FakeRequest(body, boundary), blobs.writer, 1 << 40))  # type: ignore[arg-type]
-    upload.sink.keep()  # type: ignore[attr-defined]
+    request = _FakeRequest(body, boundary)
+    receiving = receive_upload(request, blobs.writer, 1 << 40)  # type: ignore[arg-type]  # stand-in
+    upload = asyncio.run(receiving)
+    assert isinstance(upload.sink, BlobWriter)
+    upload.sink.keep()
     elapsed = time.perf_counter() - started
     assert upload.sink.size == len(payload)
     shutil.rmtree(blobs.root)

@@ -120,7 +120,7 @@ def main() -> int:
             wait_children_gone(servers[kind].pid)
         for n in range(args.rounds):
             for kind in KINDS if n % 2 == 0 else KINDS[::-1]:
-                client, pid = clients[kind], servers[kind].proc.pid  # type: ignore[union-attr]
+                client, pid = clients[kind], servers[kind].pid
                 for _ in range(args.turns):
                     first, last = streamed_turn(client)
                     created[kind].append(first)

@@ -151,7 +151,7 @@ def server(
         from tests.support.replicas import Replicas
 
         # Quacks like a ServerProcess: the balancer's URL, the shared data dir, the keys.
-        running = Replicas(data_dir, env, count=TEST_REPLICAS).start()  # type: ignore[assignment]
+        running = Replicas(data_dir, env, count=TEST_REPLICAS).start()  # type: ignore[assignment]  # (above)
     else:
         running = ServerProcess(data_dir, env).start()
     yield running

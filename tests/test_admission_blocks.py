@@ -129,7 +129,7 @@ class _NoNotes:
 async def _an_idle_block_slot_and_a_turn_waiting(db: Database) -> SharedAdmission:
     """Limit 2, both slots in a's block, t1 running on one, the other idle; w waits on b."""
     db.run(replica_store.renew_lease, "a", LEASE)
-    line = SharedAdmission(db, "a", 2, _live_lease(), _NoNotes())  # type: ignore[arg-type]
+    line = SharedAdmission(db, "a", 2, _live_lease(), _NoNotes())  # type: ignore[arg-type]  # no listener
     await line.acquire("t1")
     await line.acquire("t2")
     line.release("t2")  # idle in the block
@@ -243,7 +243,7 @@ async def test_a_replica_queues_its_turns_in_the_order_they_came_though_an_answe
         return take(*args)
 
     monkeypatch.setattr(replica_store, "take_block_slot", slow_for_the_third)
-    line = SharedAdmission(db, "a", 2, _live_lease(), _NoNotes())  # type: ignore[arg-type]
+    line = SharedAdmission(db, "a", 2, _live_lease(), _NoNotes())  # type: ignore[arg-type]  # no listener
     t1, t2, t3 = (asyncio.ensure_future(line.acquire(turn)) for turn in ("t1", "t2", "t3"))
     await asyncio.sleep(0.1)
     t4 = asyncio.ensure_future(line.acquire("t4"))  # came after t3, while t3's look is out
@@ -263,7 +263,7 @@ async def test_a_slot_granted_just_before_the_lease_lapsed_is_not_the_blocks(
     # On the admission line's thread: the block grows for t2, then the next renewal finds the
     # lease lapsed and empties the block, before the event loop takes the grant in.
     db.run(replica_store.renew_lease, "a", LEASE)
-    line = SharedAdmission(db, "a", 2, _live_lease(), _NoNotes())  # type: ignore[arg-type]
+    line = SharedAdmission(db, "a", 2, _live_lease(), _NoNotes())  # type: ignore[arg-type]  # no listener
     await line.acquire("t1")
     _turn(db, "t2", "a", None)
     write = db.write

@@ -52,9 +52,9 @@ def _asking(*call_ids: str) -> Run:
         response_id="resp_1",
         principal_id="prin_1",
         session_id="sess_1",
-        plan=None,  # type: ignore[arg-type]
-        log=None,  # type: ignore[arg-type]
-        builder=None,  # type: ignore[arg-type]
+        plan=None,  # type: ignore[arg-type]  # the relay reads none of them
+        log=None,  # type: ignore[arg-type]  # the relay reads none of them
+        builder=None,  # type: ignore[arg-type]  # the relay reads none of them
         asking=[Question(call, "ask_user", "{}", "Which?", ()) for call in call_ids],
         answer_waiters={call: loop.create_future() for call in call_ids},
     )
@@ -74,7 +74,7 @@ async def test_the_runner_parks_only_a_turn_still_waiting_on_exactly_the_calls_a
             run.answer_waiters["call_2"] = asyncio.get_running_loop().create_future()
 
     database = _RunnersDatabase(["call_1"], happening)
-    relay = AnswerRelay(database, "a")  # type: ignore[arg-type]
+    relay = AnswerRelay(database, "a")  # type: ignore[arg-type]  # the database's stand-in
     relay.runs = SimpleNamespace(get=lambda response_id: run)
     await relay.deliver("resp_1")
     assert run.parking is (meanwhile == "nothing")
@@ -120,7 +120,7 @@ async def test_the_agentos_door_follows_its_run_past_a_later_run_of_the_same_ses
             return db.run(response_store.successors, principal_id, response_id)
 
         engine = SimpleNamespace(successors=successors)
-        door = AgentosRuns(engine)  # type: ignore[arg-type]
+        door = AgentosRuns(engine)  # type: ignore[arg-type]  # the engine's stand-in
         assert await door._carried_on("agentos", "resp_p", "r1") == "resp_c2"
         assert await door._carried_on("agentos", "resp_p", "r2") == "resp_r2"
         assert await door._carried_on("someone_else", "resp_p", "r1") == "resp_p"
@@ -133,7 +133,7 @@ async def test_a_turn_already_parking_leaves_a_request_to_park_to_its_end() -> N
     run = _asking("call_1")
     run.park()
     database = _RunnersDatabase(["call_1"], lambda: None)
-    relay = AnswerRelay(database, "a")  # type: ignore[arg-type]
+    relay = AnswerRelay(database, "a")  # type: ignore[arg-type]  # the database's stand-in
     relay.runs = SimpleNamespace(get=lambda response_id: run)
     await relay.deliver("resp_1")
     assert (database.taken, database.posted) == (False, [])

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from tests.conftest import API_KEY, server_env
+from tests.scripted_provider import RunningProvider
 from tests.support.server import ServerProcess
 from tests.test_security_e2e import tool_outputs
 from tests.test_tasks_e2e import create
@@ -45,10 +46,10 @@ def web() -> Iterator[int]:
 
 @pytest.fixture(scope="module")
 def egress_server(
-    tmp_path_factory: pytest.TempPathFactory, provider: object, base_installed: Path
+    tmp_path_factory: pytest.TempPathFactory, provider: RunningProvider, base_installed: Path
 ) -> Iterator[ServerProcess]:
     env = server_env(
-        provider,  # type: ignore[arg-type]
+        provider,
         UHP_EGRESS_ALLOW_HOSTS="127.0.0.1",
         UHP_EGRESS_ALLOW_PRIVATE_HOSTS="true",
     )

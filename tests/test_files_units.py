@@ -9,6 +9,7 @@ import base64
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -17,6 +18,7 @@ from harness_bases import events as ev
 from storage.blobs import BlobStore
 from storage.db import Database
 from storage.tables import FileRow
+from tests.support.app_context import app_context
 from tests.support.schema import check_stream, validate
 from tests.test_translation import _initial
 from uhp_server.app import create_app
@@ -76,9 +78,9 @@ def _file_part(**fields: object) -> list[dict]:
     ]
 
 
-def _error(raw: list[dict], **kwargs: object) -> ApiError:
+def _error(raw: list[dict], **kwargs: Any) -> ApiError:
     with pytest.raises(ApiError) as caught:
-        normalize_input(raw, **kwargs)  # type: ignore[arg-type]
+        normalize_input(raw, **kwargs)
     return caught.value
 
 
@@ -385,9 +387,9 @@ def http(tmp_path: Path) -> Iterator[TestClient]:
 
 
 def test_uploads_refuse_what_is_not_one_file(http: TestClient) -> None:
-    def refused(**kwargs: object) -> dict:
-        kwargs["headers"] = {**AUTH, **kwargs.get("headers", {})}  # type: ignore[dict-item]
-        answer = http.post("/v1/files", **kwargs)  # type: ignore[arg-type]
+    def refused(**kwargs: Any) -> dict:
+        kwargs["headers"] = {**AUTH, **kwargs.get("headers", {})}
+        answer = http.post("/v1/files", **kwargs)
         assert answer.status_code == 400, answer.text
         return answer.json()["error"]
 
@@ -403,7 +405,7 @@ def test_uploads_refuse_what_is_not_one_file(http: TestClient) -> None:
         == "invalid_input"
     )
     assert http.post("/v1/files", files={"file": ("a.txt", b"a")}).status_code == 401
-    assert list((http.app.state.ctx.blobs.tmp).iterdir()) == []  # type: ignore[attr-defined]
+    assert list(app_context(http).blobs.tmp.iterdir()) == []
 
 
 @pytest.mark.parametrize(
@@ -429,7 +431,7 @@ def test_uploads_refuse_a_control_character_in_a_stored_field(
     )
     assert answer.status_code == 400, answer.text
     assert answer.json()["error"]["param"] == param
-    assert list((http.app.state.ctx.blobs.tmp).iterdir()) == []  # type: ignore[attr-defined]
+    assert list(app_context(http).blobs.tmp.iterdir()) == []
 
 
 def test_discovery_claims_the_classes_it_implements(http: TestClient) -> None:

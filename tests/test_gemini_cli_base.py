@@ -15,7 +15,7 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -229,13 +229,13 @@ def _idle_for_40_days(conversation: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("aged", [_left_by_a_load_in_a_later_minute, _idle_for_40_days])
 async def test_the_cli_never_deletes_a_conversation_the_server_holds(
-    env: LiveBase, aged: object
+    env: LiveBase, aged: Callable[[Path], None]
 ) -> None:
     # The server alone decides when a session ends (DELETE /v1/sessions/{id}); Gemini CLI's
     # session cleanup, run as each of its processes starts, must not decide it instead.
     first = await env.run("REMEMBER apple")
     [conversation] = _chat_files(env.home, first.native_id)
-    aged(conversation)  # type: ignore[operator]
+    aged(conversation)
     recalled = await env.run("RECALL", native_session_id=first.native_id)
     assert recalled.text == "you said apple" and not recalled.of(ev.Notice)
 

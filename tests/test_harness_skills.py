@@ -70,7 +70,7 @@ BAD_SKILLS = [
     (skill({"path": "a.bin", "content_b64": "not base64!"}), "skills[0].files[1].content_b64"),
     (skill({"path": "a.txt", "content": 5}), "skills[0].files[1].content"),
     (skill({"path": "a.txt"}), "skills[0].files[1].content"),
-    (skill("nope"), "skills[0].files[1]"),  # type: ignore[arg-type]
+    (skill("nope"), "skills[0].files[1]"),  # type: ignore[arg-type]  # refused: not an object
     ({"name": "s", "files": "SKILL.md"}, "skills[0].files"),
     ({"name": "s"}, "skills[0].files"),
     ({"name": "s", "content": "x", "files": []}, "skills[0].content"),

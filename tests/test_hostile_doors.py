@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 import httpx
@@ -190,10 +191,10 @@ async def test_an_oumi_cancel_sent_while_its_start_is_accepted_waits_for_it(
     accept = server.ctx.engine.start
     accepting = asyncio.Event()
 
-    async def slow_accept(*args: object, **kwargs: object) -> object:
+    async def slow_accept(*args: Any, **kwargs: Any) -> Any:
         accepting.set()
         await asyncio.sleep(0.3)  # the start is still being accepted when the cancel comes
-        return await accept(*args, **kwargs)  # type: ignore[arg-type]
+        return await accept(*args, **kwargs)
 
     monkeypatch.setattr(server.ctx.engine, "start", slow_accept)
     ids = {"protocol_version": "1", "session_id": "row-1", "invocation_id": "inv-1"}

@@ -227,5 +227,5 @@ def test_a_turn_past_both_limits_is_told_of_its_processes() -> None:
         def pids_exceeded(self) -> bool:
             return True
 
-    watch = LimitWatch(SMALL, BothExceeded(), [])  # type: ignore[arg-type]
+    watch = LimitWatch(SMALL, BothExceeded(), [])  # type: ignore[arg-type]  # a cgroup's stand-in
     assert watch.cgroup_reason() == "The turn exceeded the sandbox's process limit (64 processes)."

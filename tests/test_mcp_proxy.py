@@ -18,6 +18,7 @@ from fastapi import FastAPI
 from mcp import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import TextContent
 
 from tests.scripted_provider.fixture import bind_loopback
 from tests.support.mcp_server import ANSWER_PREFIX, RunningMcpServer
@@ -89,7 +90,8 @@ async def call_lookup(url: str, token: str, transport: str) -> str:
         tools = await session.list_tools()
         assert [t.name for t in tools.tools] == ["lookup"]
         result = await session.call_tool("lookup", {"code": "x-42"})
-        return result.content[0].text  # type: ignore[union-attr]
+        assert isinstance(result.content[0], TextContent)
+        return result.content[0].text
 
 
 async def test_a_real_mcp_client_calls_a_tool_through_the_proxy(

@@ -23,6 +23,7 @@ from storage import migrate
 from storage.db import Database
 from storage.tables import McpSecretRow
 from tests.support import postgres
+from tests.support.app_context import app_context
 from uhp_server.app import create_app
 from uhp_server.settings import Settings
 
@@ -60,7 +61,7 @@ def start(data_dir: Path) -> TestClient:
 
 
 def secret_origin(http: TestClient) -> str | None:
-    db = http.app.state.ctx.db  # type: ignore[attr-defined]
+    db = app_context(http).db
     return db.run(
         lambda tx: tx.orm.exec(select(McpSecretRow).where(McpSecretRow.id == SECRET)).one().origin
     )
@@ -97,7 +98,7 @@ def test_a_data_dir_of_a_release_before_migrations_upgrades_in_place(
             # The secret is bound to the server of the earliest harness that used it, not to
             # the one that re-pointed it (a release with the column keeps what it had).
             assert secret_origin(http) == origin
-            db = http.app.state.ctx.db  # type: ignore[attr-defined]
+            db = app_context(http).db
             assert migrate.current(db.engine) == migrate.head()
             assert schema_differences(db) == []
 

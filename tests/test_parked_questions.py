@@ -14,6 +14,8 @@ import contextlib
 from collections.abc import AsyncGenerator
 from pathlib import Path
 
+import pytest
+
 from harness_bases import events as ev
 from harness_bases.base import Process, TurnSpec
 from harness_bases.turns import AgentTurn
@@ -49,7 +51,7 @@ class TwoQuestions(AgentTurn):
 
 
 async def test_a_forgetful_clis_earlier_answers_reach_the_turn_that_carries_on(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     engine = StandInEngine(tmp_path, keep_seconds=0.3)
     engine.base.forgets_unfinished_turns = True
@@ -57,7 +59,7 @@ async def test_a_forgetful_clis_earlier_answers_reach_the_turn_that_carries_on(
     def start_turn(proc: Process, turn: TurnSpec) -> AgentTurn:
         return TwoQuestions(engine.base, turn)
 
-    engine.base.start_turn = start_turn  # type: ignore[method-assign]
+    monkeypatch.setattr(engine.base, "start_turn", start_turn)
     try:
         request = "Plan my trip.\nASK TWICE"
         accepted = await engine.engine.start(

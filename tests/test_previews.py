@@ -24,6 +24,7 @@ from storage import keys as key_store
 from storage import sessions as session_store
 from storage.blobs import BlobStore
 from storage.tables import ArtifactRow, SessionRow
+from tests.support.app_context import app_context
 from uhp_server.app import create_app
 from uhp_server.errors import ApiError
 from uhp_server.files.previews import PreviewRenderer
@@ -151,7 +152,7 @@ def recording(previews: PreviewRenderer) -> list[list[str]]:
         runs.append(argv)
         await run(argv, env)
 
-    previews._run = spy  # type: ignore[method-assign]
+    previews._run = spy  # type: ignore[method-assign]  # a spy for this renderer only
     return runs
 
 
@@ -241,7 +242,7 @@ def http(tmp_path: Path) -> Iterator[TestClient]:
 
 def stored_artifact(http: TestClient, filename: str, data: bytes, media_type: str) -> str:
     """The artifact as a turn would have left it; returns its preview URL."""
-    ctx: Any = http.app.state.ctx  # type: ignore[attr-defined]
+    ctx: Any = app_context(http)
     principal = ctx.db.run(key_store.ensure_principal, key_store.DEFAULT_PRINCIPAL)
     session_id, container_id = "hsess_" + os.urandom(8).hex(), "cntr_" + os.urandom(8).hex()
     now = int(time.time())

@@ -16,7 +16,7 @@ from uhp_server.engine.turns.run import Run, RunPhase, StopReason, WrongTransiti
 
 def bare_run() -> Run:
     """A run with nothing to run (its phases and stops need no plan, log or builder)."""
-    return Run("resp_1", "prin_1", "sess_1", plan=None, log=None, builder=None)  # type: ignore[arg-type]
+    return Run("resp_1", "prin_1", "sess_1", plan=None, log=None, builder=None)  # type: ignore[arg-type]  # none is read
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from tests.conftest import API_KEY, TEST_SANDBOX, server_env
+from tests.scripted_provider import RunningProvider
 from tests.support.server import ServerProcess
 from tests.test_tasks_e2e import create, message_text, wait_terminal
 
@@ -37,10 +38,10 @@ OFFENDERS = {
 
 @pytest.fixture(scope="module")
 def limited(
-    tmp_path_factory: pytest.TempPathFactory, provider: object, base_installed: Path
+    tmp_path_factory: pytest.TempPathFactory, provider: RunningProvider, base_installed: Path
 ) -> Iterator[ServerProcess]:
     env = server_env(
-        provider,  # type: ignore[arg-type]
+        provider,
         UHP_LOCAL_SANDBOX_MEMORY="768m",
         UHP_LOCAL_SANDBOX_PIDS_LIMIT="256",
         UHP_LOCAL_SANDBOX_DISK="256m",

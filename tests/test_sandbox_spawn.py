@@ -34,7 +34,7 @@ async def test_the_sandbox_forks_off_the_event_loop(
     mounts: SessionMounts, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     forked_on: list[str] = []
-    execute_child = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+    execute_child = subprocess.Popen._execute_child  # type: ignore[attr-defined]  # private: no stub
 
     def recording(self: subprocess.Popen[bytes], *args: Any, **kwargs: Any) -> None:
         forked_on.append(threading.current_thread().name)

@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 from storage import keys
 from storage import sessions as session_store
 from storage.tables import SessionRow
+from tests.support.app_context import app_context
 from tests.support.schema import validate
 from uhp_server.app import create_app
 from uhp_server.settings import Settings
@@ -31,7 +32,7 @@ def http(tmp_path: Path) -> Iterator[TestClient]:
 
 
 def add_sessions(client: TestClient, count: int, *, principal: str = "default", **fields: Any):
-    db = client.app.state.ctx.db  # type: ignore[attr-defined]
+    db = app_context(client).db
     owner = db.run(keys.ensure_principal, principal)
     made = []
     for i in range(count):
@@ -97,7 +98,7 @@ def test_a_cursor_stays_valid_while_new_sessions_arrive(http: TestClient) -> Non
     add_sessions(http, 6)
     first = http.get("/v1/sessions", params={"limit": 3}, headers=AUTH).json()
     add_sessions(http, 2, principal="default2")  # another principal's: never listed
-    db = http.app.state.ctx.db  # type: ignore[attr-defined]
+    db = app_context(http).db
     owner = db.run(keys.ensure_principal, "default")
     db.run(
         session_store.insert_session,
@@ -120,7 +121,7 @@ def test_a_cursor_stays_valid_while_new_sessions_arrive(http: TestClient) -> Non
 
 def test_the_harness_filter_and_scope(http: TestClient) -> None:
     add_sessions(http, 3, harness_id="chrn_a")
-    db = http.app.state.ctx.db  # type: ignore[attr-defined]
+    db = app_context(http).db
     owner = db.run(keys.ensure_principal, "default")
     db.run(
         session_store.insert_session,

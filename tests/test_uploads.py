@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.support.app_context import app_context
 from uhp_server.app import create_app
 from uhp_server.settings import Settings
 
@@ -48,7 +49,7 @@ def chunked(body: bytes, size: int = 1000) -> Iterator[bytes]:
 
 def stored_files(http: TestClient) -> list[Path]:
     """Every file the blob store holds, finished or temporary."""
-    root: Path = http.app.state.ctx.blobs.root  # type: ignore[attr-defined]
+    root: Path = app_context(http).blobs.root
     return [p for p in root.rglob("*") if p.is_file()]
 
 

@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from harness_bases.codex import CodexBase
 from storage import keys as key_store
+from tests.support.app_context import app_context
 from tests.support.schema import validate
 from uhp_server.app import create_app
 from uhp_server.settings import Settings
@@ -29,7 +30,7 @@ def make_client(data_dir: Path, **settings: Any) -> TestClient:
 
 
 def ctx(http: TestClient) -> Any:
-    return http.app.state.ctx  # type: ignore[attr-defined]
+    return app_context(http)
 
 
 def other_principal(http: TestClient) -> dict[str, str]:

@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness_bases.base import HarnessBase, TurnSpec
 from tests.scripted_provider import RunningProvider
@@ -44,7 +45,7 @@ class LiveBase:
         provider: RunningProvider,
         tools: Path,
         tmp_path: Path,
-        **kw: object,
+        **kw: Any,
     ) -> LiveBase:
         """A new home and workspace, and a provider that has seen no request yet."""
         provider.reset()
@@ -52,7 +53,7 @@ class LiveBase:
         home.mkdir()
         workspace.mkdir()
         kw.setdefault("gateway_url", provider.base_url)
-        return cls(base, provider, tools, home, workspace, **kw)  # type: ignore[arg-type]
+        return cls(base, provider, tools, home, workspace, **kw)
 
     def spec(self, prompt: str, **kw: object) -> TurnSpec:
         spec = direct_spec(
