@@ -17,7 +17,7 @@ if ((${#test_apt[@]})) && [[ $(id -u) -eq 0 ]]; then
 fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-.venv/bin/mypy  # the engine, the gateway and storage ([tool.mypy] in pyproject.toml)
+.venv/bin/mypy  # the whole tree, tests and benchmarks included ([tool.mypy] in pyproject.toml)
 
 # The docker sandbox: an engine (started here when none runs) and its runtime image (built
 # once; a no-op when its labels say it is current). Without an engine the docker tests skip,
