@@ -106,7 +106,7 @@ async def test_two_storage_functions_composed_in_one_write_are_one_transaction(
 async def test_a_read_sees_what_a_write_committed_and_plain_sql_sees_the_orms_rows(
     db: Database,
 ) -> None:
-    def written_then_read(tx: Tx) -> list[int]:
+    def written_then_read(tx: Tx) -> list[str]:
         response_store.insert_response(tx, _response("resp_1"))
         tx.orm.add(_session("s"))
         _insert_event(tx, "resp_1", 0)
