@@ -405,3 +405,17 @@ async def test_a_repeat_waiting_for_a_response_deleted_meanwhile_finds_nothing(
     await server.ctx.runs.cancel(server.run(response_id))
 
     assert (await asyncio.wait_for(repeat, 10)).status_code == 404
+
+
+async def test_an_unknown_response_is_404_before_its_stream_headers_are_read(
+    server: InProcess,
+) -> None:
+    for headers in ({"Last-Event-ID": "x"}, {"Last-Event-ID": "1"}):
+        answer = await server.client.get("/v1/responses/resp_nope?stream=true", headers=headers)
+        assert answer.status_code == 404, answer.text
+        assert answer.json()["error"]["code"] == "response_not_found"
+    done = await server.submit("hi")
+    bad = await server.client.get(
+        f"/v1/responses/{done.json()['id']}?stream=true", headers={"Last-Event-ID": "x"}
+    )
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "Last-Event-ID"

@@ -1,7 +1,8 @@
 """One cancel path for every door: a task parked on its agent's question (a door that pauses,
 here the Oumi harness door) ends the same whichever door cancels it. Cancelled through
-`POST /v1/responses/{id}/cancel`, its questions are withdrawn, as they are when its own door
-cancels it: the session's last turn ends `cancelled`."""
+`POST /v1/responses/{id}/cancel` or `POST /v1/sessions/{id}/cancel`, its questions are
+withdrawn, as they are when its own door cancels it: the session's last turn ends
+`cancelled`."""
 
 from __future__ import annotations
 
@@ -68,5 +69,24 @@ async def test_a_parked_task_cancelled_through_uhp_has_its_questions_withdrawn(
         # Idempotent: a second cancel closes nothing more.
         again = await server.client.post(f"/v1/responses/{response_id}/cancel")
         assert again.status_code == 200, again.text
+        turns = (await server.client.get(f"/v1/sessions/{session_id}/turns")).json()["turns"]
+        assert len(turns) == 2
+
+
+async def test_a_parked_task_cancelled_through_its_session_has_its_questions_withdrawn(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    async with in_process(
+        tmp_path / "data", provider.base_url, PROVIDER_KEY, paused_turn_keep_seconds=0.2
+    ) as server:
+        session_id, response_id = await _parked_oumi_task(server)
+        cancelled = await server.client.post(f"/v1/sessions/{session_id}/cancel")
+        assert cancelled.status_code == 200, cancelled.text
+        assert cancelled.json()["status"] == "cancelled"
+        assert cancelled.json()["cancelled_response_id"] == response_id
+        turns = (await server.client.get(f"/v1/sessions/{session_id}/turns")).json()["turns"]
+        assert [turn["status"] for turn in turns] == ["incomplete", "cancelled"]
+        again = await server.client.post(f"/v1/sessions/{session_id}/cancel")
+        assert again.status_code == 200 and "cancelled_response_id" not in again.json()
         turns = (await server.client.get(f"/v1/sessions/{session_id}/turns")).json()["turns"]
         assert len(turns) == 2

@@ -139,9 +139,10 @@ async def test_two_requests_moving_a_door_key_off_its_expired_session_start_one_
             engine.principal_id, None, "SAY first", model_connection=CONNECTION, session=key
         )
         first = await engine.engine.start(task)
-        assert first.run is not None
-        await first.run.log.wait_finished()
-        old_session = first.run.session_id
+        first_run = engine.runs.get(first.response_id)
+        assert first_run is not None
+        await first_run.log.wait_finished()
+        old_session = first_run.session_id
         held = engine.db.run(session_store.get_session, engine.principal_id, old_session)
         assert held is not None and held.active_response_id is None
         engine.settings.session_retention_days = 0  # every idle session has expired
@@ -161,7 +162,7 @@ async def test_two_requests_moving_a_door_key_off_its_expired_session_start_one_
         assert len(accepted) == 1 and [(r.status, r.code) for r in refused] == [
             (409, "session_busy")
         ], results
-        run = accepted[0].run
+        run = engine.runs.get(accepted[0].response_id)
         assert run is not None and run.session_id != old_session
         bound = engine.db.run(
             door_sessions.find, engine.principal_id, held.harness_id, key.door, key.external_id

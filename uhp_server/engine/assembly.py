@@ -36,7 +36,8 @@ def assemble_engine(
         db, runs, blobs, settings.sessions_dir, settings.previews_dir, settings.cancel_grace_seconds
     )
     intake = TaskIntake(settings, db, bases, catalog, runs, blobs=blobs)
-    sessions = Sessions(db, runs, deleter)
+    steering = TaskSteering(settings, db, bases, runs, intake)
+    sessions = Sessions(db, runs, deleter, steering)
     files = Files(db, blobs, previews, sessions, settings.max_file_bytes)
     return Engine(
         settings=settings,
@@ -44,7 +45,7 @@ def assemble_engine(
         db=db,
         runs=runs,
         intake=intake,
-        steering=TaskSteering(settings, db, bases, runs, intake),
+        steering=steering,
         sessions=sessions,
         files=files,
         shares=Shares(db, runs, sessions, files),

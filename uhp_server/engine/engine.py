@@ -115,6 +115,10 @@ class Engine:
         row = await self._row(principal_id, response_id)
         return await self._current(row)
 
+    async def check(self, principal_id: str, response_id: str) -> None:
+        """404 response_not_found unless the principal has this response."""
+        await self._row(principal_id, response_id)
+
     async def result(self, principal_id: str, response_id: str, *, wait: bool) -> dict[str, Any]:
         """What an idempotent repeat of the request that made the response is given: the
         response, once it has ended when `wait`. A `store: false` one that has ended gives

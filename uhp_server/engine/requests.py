@@ -179,3 +179,9 @@ class TaskState:
     @property
     def terminal(self) -> bool:
         return self.status in TERMINAL
+
+    @property
+    def parked(self) -> bool:
+        """Waiting for the user's answers with its turn already ended (kept too long, or the
+        server restarted): an answer carries it on in a new turn."""
+        return self.status is INPUT_REQUIRED and self.response.get("status") != "in_progress"

@@ -55,8 +55,8 @@ def engine_task(
 
 async def start_turn(engine: Engine, task: EngineTask, base_url: str) -> StartedTurn:
     accepted = await engine.start(task, base_url=base_url)
-    if accepted.run is not None:  # always, without an idempotency key; saves a read
-        response = accepted.run.builder.response
+    if accepted.fresh:  # always, without an idempotency key; saves a read
+        response = await accepted.response(wait=False)
     else:
         response = (await engine.state(task.principal_id, accepted.response_id)).response
     metadata = response["metadata"]

@@ -148,7 +148,7 @@ async def _deliver(
     stands; an idempotent repeat's is its first request's response, read back by its id
     (it may have been deleted since)."""
     await engine.started(accepted.response_id)  # a repeat may find it mid-acceptance
-    if accepted.run is not None:  # just accepted here: all of it is in memory
+    if accepted.fresh:  # just accepted here: all of it is in memory
         if stream:
             return sse_response(accepted.events(), settings.keepalive_seconds)
         return JSONResponse(await accepted.response(wait=not background))
@@ -182,7 +182,7 @@ async def create_response(
     if idempotency_key and print_:
         existing = await engine.idempotent_response(principal.id, idempotency_key, print_)
         if existing:
-            repeat = Accepted(existing, None)
+            repeat = Accepted.repeat(existing)
             return await _deliver(
                 engine, settings, principal.id, repeat, body.stream, body.background
             )
@@ -211,6 +211,7 @@ async def get_response(
     last_event_id = request.headers.get("last-event-id")
     if last_event_id is not None:
         if not re.fullmatch(r"[0-9]{1,15}", last_event_id.strip()):
+            await engine.check(principal.id, response_id)  # an unknown id is 404 first
             raise ApiError(
                 400,
                 "invalid_input",

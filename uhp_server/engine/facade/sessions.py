@@ -16,6 +16,7 @@ from storage.unit import Tx
 from uhp_server.engine.facade import records, rows
 from uhp_server.engine.facade.session_deletion import SessionDeleter
 from uhp_server.engine.reading.history import response_now
+from uhp_server.engine.tasks.steering import TaskSteering
 from uhp_server.engine.turns.registry import RunRegistry
 from uhp_server.errors import ApiError
 
@@ -60,10 +61,13 @@ def _turn(
 
 
 class Sessions:
-    def __init__(self, db: Database, runs: RunRegistry, deleter: SessionDeleter) -> None:
+    def __init__(
+        self, db: Database, runs: RunRegistry, deleter: SessionDeleter, steering: TaskSteering
+    ) -> None:
         self.db = db
         self.runs = runs
         self.deleter = deleter
+        self.steering = steering  # a parked task's cancel, the task's own
 
     async def page(
         self,
@@ -92,19 +96,33 @@ class Sessions:
         return await self.db.read(turns_of, self.runs, session.id)
 
     async def cancel(self, principal_id: str, session_id: str) -> SessionCancelled:
-        """Stop the task running in the session, on whichever replica (idempotent)."""
+        """Stop the task of the session, on whichever replica (idempotent): the turn running
+        in it, or one parked on its agent's question, whose questions are withdrawn as a
+        cancel of the task itself withdraws them (engine/tasks/steering.py)."""
         session = await self.get(principal_id, session_id)
         run = self.runs.for_session(session.id)
-        cancelled = None
         if run is not None and not run.log.finished:
+            # The registry's own cancel: the turn stops even when its response was deleted
+            # meanwhile (deleting never cancels, so the turn may still run unstored).
             await self.runs.cancel(run)
-            cancelled = run.response_id
-        elif run is None and session.active_response_id:  # it runs on another replica
+            return SessionCancelled(session.id, run.log.current()["status"], run.response_id)
+        if run is None and session.active_response_id:  # it runs on another replica
             await self.runs.peers.relay_cancel(session.active_response_id)
-            cancelled = session.active_response_id
             session = await self.get(principal_id, session_id)
+            return SessionCancelled(session.id, session.status, session.active_response_id)
+        latest = await self.latest_response(principal_id, session.id)
+        if latest is not None and await self._parked(principal_id, latest):
+            cancelled = await self.steering.cancel(principal_id, latest)
+            return SessionCancelled(session.id, cancelled.status, latest)
         status = run.log.current()["status"] if run is not None else session.status
-        return SessionCancelled(session.id, status, cancelled)
+        return SessionCancelled(session.id, status, None)
+
+    async def _parked(self, principal_id: str, response_id: str) -> bool:
+        """Whether the task waits parked on its questions, nothing carrying it on or closing
+        it yet (a cancel's closing turn, a new turn with the answers)."""
+        if not (await self.steering.state(principal_id, response_id)).parked:
+            return False
+        return not await self.db.read(response_store.successors, principal_id, response_id)
 
     async def delete(self, principal_id: str, session_id: str) -> str:
         """Cancel what runs, then delete the session and everything it holds (Sessions §6);

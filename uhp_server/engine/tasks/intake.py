@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,23 +49,32 @@ from uhp_server.settings import Settings
 
 @dataclass(frozen=True)
 class Accepted:
-    """A submitted task: a new run, or the response an idempotent repeat refers to (then
-    `run` is None, and the task is read back like any other)."""
+    """A submitted task: a new run (`fresh`: all of it in memory, read without storage), or
+    the response an idempotent repeat refers to, read back by its id like any other."""
 
     response_id: str
-    run: Run | None
+    _run: Run | None = field(default=None, repr=False)
+
+    @classmethod
+    def repeat(cls, response_id: str) -> Accepted:
+        """The response a repeat of an earlier request refers to."""
+        return cls(response_id)
+
+    @property
+    def fresh(self) -> bool:
+        return self._run is not None
 
     def events(self) -> AsyncIterator[dict[str, Any]]:
         """The new task's events from its first, live until the terminal one."""
-        assert self.run is not None, "an idempotent repeat is read back by its id"
-        return self.run.log.follow()
+        assert self._run is not None, "a repeat is read back by its id"
+        return self._run.log.follow()
 
     async def response(self, *, wait: bool) -> dict[str, Any]:
         """The new task's response, once it has ended when `wait`, else as it stands."""
-        assert self.run is not None, "an idempotent repeat is read back by its id"
+        assert self._run is not None, "a repeat is read back by its id"
         if wait:
-            await self.run.log.wait_finished()
-        return self.run.log.current()
+            await self._run.log.wait_finished()
+        return self._run.log.current()
 
 
 class TaskIntake:
@@ -202,7 +211,7 @@ class TaskIntake:
                 ),
             )
             if isinstance(accepted, str):  # an idempotent repeat: the response it refers to
-                return Accepted(accepted, None)
+                return Accepted.repeat(accepted)
             held = accepted
             plan = TurnPlan(
                 base=base,

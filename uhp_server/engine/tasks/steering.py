@@ -107,7 +107,7 @@ class TaskSteering:
             row = await self._row(principal_id, response_id)
         state = await self.db.read(task_state, self.runs, row)
         seen = await self._cancelled_response(row, run, cancelled_here)
-        if state.status == INPUT_REQUIRED and state.response["status"] != "in_progress":
+        if state.parked:
             # Parked: the task ends `cancelled` in a closing turn after it.
             closing = await withdraw_parked(
                 self.db, row, state.response, replica_id=self.runs.replica_id
