@@ -15,6 +15,7 @@ from typing import Any
 from harness_bases.base import HarnessBase
 from storage.tables import HarnessRow
 from storage.unit import Tx
+from uhp_server.harnesses.config import STORED_KEYS
 from uhp_server.harnesses.mcp import parse_mcp_servers
 from uhp_server.harnesses.problems import invalid
 from uhp_server.harnesses.skills import parse_skills
@@ -24,17 +25,8 @@ MAX_NAME = 200
 MAX_SYSTEM_PROMPT = 1024 * 1024
 MAX_DISABLED_TOOLS = 200
 
-# (snake_case, camelCase) of each mutable field.
-_FIELDS = {
-    "name": "name",
-    "default_model": "defaultModel",
-    "system_prompt": "systemPrompt",
-    "mcp_servers": "mcpServers",
-    "skills": "skills",
-    "disabled_tools": "disabledTools",
-    "max_step": "maxStep",
-    "timeout_seconds": "timeoutSeconds",
-}
+# (snake_case, camelCase) of each mutable field: the configuration's own, and the name.
+_FIELDS = {"name": "name", **STORED_KEYS}
 
 
 @dataclass(frozen=True)

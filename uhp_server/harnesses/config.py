@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-# The stored key of each field, and what an absent key means.
-_STORED_KEYS = {
+# The stored key of each field (as on the wire: camelCase, Harnesses §2).
+STORED_KEYS = {
     "default_model": "defaultModel",
     "system_prompt": "systemPrompt",
     "mcp_servers": "mcpServers",
@@ -42,7 +42,7 @@ class HarnessConfig:
         """The configuration a harness row keeps (camelCase keys; absent keys default)."""
         present = {
             name: stored[key]
-            for name, key in _STORED_KEYS.items()
+            for name, key in STORED_KEYS.items()
             if key in stored and stored[key] is not None
         }
         default_model = present.get("default_model")
@@ -52,7 +52,7 @@ class HarnessConfig:
 
     def stored(self) -> dict[str, Any]:
         """The JSON object a harness row keeps."""
-        return {key: getattr(self, name) for name, key in _STORED_KEYS.items()}
+        return {key: getattr(self, name) for name, key in STORED_KEYS.items()}
 
     @property
     def has_own_parts(self) -> bool:
