@@ -60,6 +60,21 @@ async def test_a_turn_on_one_replica_is_streamed_and_cancelled_from_the_other(
         assert stream.events[-1]["response"] == cancelled
 
 
+async def test_a_sessions_cancel_on_the_other_replica_names_the_turn_it_stopped(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    async with AsyncExitStack() as stack:
+        a, b = await two_replicas(stack, tmp_path, provider)
+        response_id = await running_with_text(a)
+        session_id = (await a.client.get(f"/v1/responses/{response_id}")).json()["metadata"][
+            "session_id"
+        ]
+        answer = (await b.client.post(f"/v1/sessions/{session_id}/cancel")).json()
+        assert answer["status"] == "cancelled", answer
+        assert answer["cancelled_response_id"] == response_id
+        assert a.run(response_id).log.finished
+
+
 async def test_a_turn_queued_right_after_the_database_ended_its_connections_runs(
     tmp_path: Path, provider: RunningProvider
 ) -> None:

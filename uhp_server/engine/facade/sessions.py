@@ -107,9 +107,10 @@ class Sessions:
             await self.runs.cancel(run)
             return SessionCancelled(session.id, run.log.current()["status"], run.response_id)
         if run is None and session.active_response_id:  # it runs on another replica
-            await self.runs.peers.relay_cancel(session.active_response_id)
+            running_id = session.active_response_id  # the session forgets it once stopped
+            await self.runs.peers.relay_cancel(running_id)
             session = await self.get(principal_id, session_id)
-            return SessionCancelled(session.id, session.status, session.active_response_id)
+            return SessionCancelled(session.id, session.status, running_id)
         latest = await self.latest_response(principal_id, session.id)
         if latest is not None and await self._parked(principal_id, latest):
             cancelled = await self.steering.cancel(principal_id, latest)
