@@ -11,12 +11,14 @@ from typing import Any
 import httpx
 import pytest
 
+from harness_bases.events import ToolCallFinished, ToolCallStarted
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
 from tests.support.fakes import Hang, Write, answer
-from tests.support.in_process import InProcess, in_process
+from tests.support.in_process import API_KEY, InProcess, in_process
 from tests.support.schema import validate
 from tests.support.waiting import wait_for
+from uhp_server.http.negotiation import preferred
 
 
 @pytest.fixture
@@ -95,3 +97,158 @@ async def test_only_the_owner_deletes_a_session(server: InProcess) -> None:
     assert missing.status_code == 404
     assert missing.json()["error"]["code"] == "session_not_found"
     assert (await server.client.get(f"/v1/sessions/{session_id}")).status_code == 200
+
+
+# -- Sessions §5: the share object and the shared view ------------------------------------
+BROWSER = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,*/*;q=0.8"
+PAGE_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+
+
+def _view_headers(answer: httpx.Response) -> None:
+    assert answer.headers["vary"] == "Accept"  # one address, two bodies: caches keep them apart
+    assert answer.headers["content-security-policy"] == PAGE_CSP
+    assert answer.headers["x-content-type-options"] == "nosniff"
+    assert answer.headers["cache-control"] == "no-store"
+
+
+async def _shared(server: InProcess) -> tuple[dict[str, Any], dict[str, Any]]:
+    server.base.script(
+        "work",
+        [
+            ToolCallStarted("c1", "shell", '{"cmd": "echo data > out.txt"}'),
+            ToolCallFinished("c1", "done"),
+            Write("out.txt", b"data\n"),
+            *answer("shared answer"),
+        ],
+    )
+    result = await _session(server, "work")
+    published = await server.client.post(f"/v1/sessions/{result['metadata']['session_id']}/share")
+    assert published.status_code == 200, published.text
+    return result, published.json()
+
+
+async def test_the_share_object_carries_what_sessions_5_requires(server: InProcess) -> None:
+    result, share = await _shared(server)
+    session_id = result["metadata"]["session_id"]
+    validate("SessionShare", share)
+    assert share["object"] == "session.share" and share["id"].startswith("shr_")
+    assert share["url"].startswith("/s/")  # base-relative: survives any proxy in front
+    assert (await server.client.get(f"/v1/sessions/{session_id}/share")).json() == share
+    assert (await server.client.post(f"/v1/sessions/{session_id}/share")).json() == share
+    revoked = await server.client.delete(f"/v1/sessions/{session_id}/share")
+    assert revoked.status_code == 200
+    validate("SessionShare", revoked.json())
+    assert revoked.json() | {"enabled": True} == share and revoked.json()["enabled"] is False
+
+
+async def test_the_shared_view_is_json_for_a_program_and_the_page_for_a_browser(
+    server: InProcess,
+) -> None:
+    result, share = await _shared(server)
+    async with _anonymous(server) as link:
+        answer_ = await link.get(share["url"], headers={"Accept": "application/json"})
+        assert answer_.status_code == 200, answer_.text
+        assert answer_.headers["content-type"] == "application/json"
+        _view_headers(answer_)
+        view = answer_.json()
+        assert view["object"] == "session.shared_view"
+        assert view["title"] == "work" and view["status"] == "completed"
+        (turn,) = view["turns"]
+        validate("TurnItem", {"id": "resp_", **turn})  # TurnItem's words, but no id
+        assert turn["status"] == "completed" and turn["retained"] is True
+        assert turn["user"] == "work" and turn["assistant"] == "shared answer"
+        assert turn["tools"] == [
+            {
+                "name": "shell",
+                "arguments": '{"cmd": "echo data > out.txt"}',
+                "output": "done",
+                "status": "completed",
+            }
+        ]
+        (file,) = turn["files"]
+        assert file["filename"] == "out.txt" and file["bytes"] == 5
+        assert file["url"].startswith(share["url"] + "/files/")
+        assert (await link.get(file["url"])).content == b"data\n"  # by the link alone
+        # Nothing about the session a link holder should not have: ids, keys, metadata.
+        raw = answer_.text
+        for internal in (
+            result["id"],
+            result["metadata"]["session_id"],
+            result["metadata"]["harness_id"],
+            share["id"],
+            API_KEY,
+            PROVIDER_KEY,
+        ):
+            assert internal not in raw
+        assert "usage" not in raw and "metadata" not in raw
+
+        for accept in (BROWSER, None, "*/*", "text/html", "application/json;q=0.5, text/html"):
+            page = await link.get(share["url"], headers={"Accept": accept} if accept else {})
+            assert page.status_code == 200, accept
+            assert page.headers["content-type"].startswith("text/html"), accept
+            _view_headers(page)
+            assert "shared answer" in page.text
+        for accept in ("application/*", "text/html;q=0.1, application/json", "application/json"):
+            asked = await link.get(share["url"], headers={"Accept": accept})
+            assert asked.json()["object"] == "session.shared_view", accept
+
+
+async def test_revoking_reaches_every_link_for_every_kind_of_client(server: InProcess) -> None:
+    result, share = await _shared(server)
+    session_id = result["metadata"]["session_id"]
+    revoked = await server.client.delete(f"/v1/sessions/{session_id}/share")
+    assert revoked.status_code == 200
+    again = (await server.client.post(f"/v1/sessions/{session_id}/share")).json()
+    assert again["url"] != share["url"]  # a new link; the first stays dead
+    assert (await server.client.post(f"/v1/sessions/{session_id}/share")).json() == again
+    assert (await server.client.delete(f"/v1/sessions/{session_id}/share")).status_code == 200
+    async with _anonymous(server) as link:
+        for url in (share["url"], again["url"]):
+            as_json = await link.get(url, headers={"Accept": "application/json"})
+            assert as_json.status_code == 404
+            validate("ErrorEnvelope", as_json.json())
+            assert as_json.json()["error"]["code"] == "uhpserver_share_not_found"
+            _view_headers(as_json)
+            page = await link.get(url, headers={"Accept": BROWSER})
+            assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
+            assert "shared answer" not in page.text
+            _view_headers(page)
+            assert (await link.get(url + "/state")).status_code == 404
+
+
+async def test_a_turn_not_kept_shows_in_the_view_without_its_content(server: InProcess) -> None:
+    server.base.script("secret", [Write("kept.txt", b"k"), *answer("secret answer")])
+    first = await _session(server, "secret", store=False)
+    session_id = first["metadata"]["session_id"]
+    share = (await server.client.post(f"/v1/sessions/{session_id}/share")).json()
+    async with _anonymous(server) as link:
+        view = (await link.get(share["url"], headers={"Accept": "application/json"})).json()
+    (turn,) = view["turns"]
+    assert turn["retained"] is False and turn["status"] == "completed"
+    assert [f["filename"] for f in turn["files"]] == ["kept.txt"]
+    assert "user" not in turn and "assistant" not in turn
+    assert "secret" not in str(view)
+
+
+@pytest.mark.parametrize(
+    ("accept", "chosen"),
+    [
+        (None, "text/html"),
+        ("", "text/html"),
+        ("*/*", "text/html"),
+        (BROWSER, "text/html"),
+        ("application/json", "application/json"),
+        ("Application/JSON", "application/json"),
+        ("application/json, text/html", "text/html"),  # a tie: the route's own first choice
+        ("text/html;q=0.2, application/json;q=0.3", "application/json"),
+        ("application/*;q=0.9, text/*;q=0.8", "application/json"),
+        ("application/json;q=0, */*", "text/html"),
+        ("text/html;q=nan, application/json;q=0.1", "application/json"),
+        ("image/png", "text/html"),  # nothing offered is wanted: the page, as before
+    ],
+)
+def test_accept_chooses_between_the_page_and_json(accept: str | None, chosen: str) -> None:
+    assert preferred(accept, ("text/html", "application/json")) == chosen
