@@ -252,3 +252,98 @@ async def test_a_turn_not_kept_shows_in_the_view_without_its_content(server: InP
 )
 def test_accept_chooses_between_the_page_and_json(accept: str | None, chosen: str) -> None:
     assert preferred(accept, ("text/html", "application/json")) == chosen
+
+
+# -- Sessions §3: turn items -----------------------------------------------------------------
+async def test_each_turn_item_has_the_shape_sessions_3_requires(server: InProcess) -> None:
+    server.base.script(
+        "work",
+        [
+            ToolCallStarted("c1", "shell", '{"cmd": "ls"}'),
+            ToolCallFinished("c1", "out.txt"),
+            Write("out.txt", b"data\n"),
+            *answer("did the work"),
+        ],
+    )
+    server.base.script("unkept", [Write("left.txt", b"x"), *answer("not kept")])
+    server.base.script("quiet", answer("nothing made"))
+    server.base.script("unkept-quiet", answer("not kept either"))
+    server.base.script("hang", [Hang()])
+    first = await _session(server, "work")
+    chain = {"previous_response_id": first["id"]}
+    unkept = await _session(server, "unkept", store=False, **chain)
+    quiet = await _session(server, "quiet", previous_response_id=unkept["id"])
+    unkept_quiet = await _session(
+        server, "unkept-quiet", store=False, previous_response_id=quiet["id"]
+    )
+    running = await _session(
+        server, "hang", background=True, previous_response_id=unkept_quiet["id"]
+    )
+    session_id = first["metadata"]["session_id"]
+
+    listed = await server.client.get(f"/v1/sessions/{session_id}/turns")
+    assert listed.status_code == 200
+    turns = listed.json()["turns"]
+    assert [t["id"] for t in turns] == [
+        r["id"] for r in (first, unkept, quiet, unkept_quiet, running)
+    ]
+    for turn in turns:
+        validate("TurnItem", turn)  # `id` and `status` at least
+        assert turn["status"] in ("in_progress", "completed", "failed", "incomplete", "cancelled")
+        for file in turn.get("files", []):
+            validate("File", file)
+    done, not_kept, nothing_made, not_kept_nothing_made, in_progress = turns
+    # A kept turn carries all four the chapter names, and its id reads the response back.
+    assert done["status"] == "completed"
+    assert done["user"] == "work" and done["assistant"] == "did the work"
+    assert [(t["name"], t["output"]) for t in done["tools"]] == [("shell", "out.txt")]
+    assert [f["filename"] for f in done["files"]] == ["out.txt"]
+    assert (await server.client.get(f"/v1/responses/{done['id']}")).json() == first
+    assert nothing_made["files"] == [] and nothing_made["tools"] == []
+    # A turn not kept has no content left to carry, but its files are kept and carried.
+    assert not_kept["status"] == "completed"
+    assert [f["filename"] for f in not_kept["files"]] == ["left.txt"]
+    assert not {"user", "assistant", "tools"} & set(not_kept)
+    assert set(not_kept_nothing_made) == {"id", "status", "created_at"}
+    # A turn still running reads as the response does meanwhile.
+    assert in_progress["status"] == "in_progress" and in_progress["user"] == "hang"
+    await server.client.post(f"/v1/responses/{running['id']}/cancel")
+
+
+# -- a client pinned to the first version ----------------------------------------------------
+async def test_a_client_pinned_to_2026_08_11_is_served_the_same_objects(
+    server: InProcess,
+) -> None:
+    pinned = {"UHP-Version": "2026-08-11"}
+    server.base.script("work", [Write("out.txt", b"data\n"), *answer("done")])
+    blocking = await server.submit("work", headers=pinned)
+    assert blocking.status_code == 200 and blocking.headers["uhp-version"] == "2026-08-11"
+    result = blocking.json()
+    validate("Response", result)
+    session_id = result["metadata"]["session_id"]
+    async with server.client.stream(
+        "POST",
+        "/v1/responses",
+        json={"input": "work", "stream": True, "previous_response_id": result["id"]},
+        headers=pinned,
+    ) as streamed:
+        assert streamed.headers["uhp-version"] == "2026-08-11"
+        assert "response.completed" in (await streamed.aread()).decode()
+    for path in (
+        f"/v1/responses/{result['id']}",
+        f"/v1/responses/{result['id']}/input_items",
+        f"/v1/sessions/{session_id}",
+        f"/v1/sessions/{session_id}/turns",
+        f"/v1/sessions/{session_id}/files",
+    ):
+        newest = await server.client.get(path)
+        asked = await server.client.get(path, headers=pinned)
+        assert asked.status_code == newest.status_code == 200, path
+        assert asked.headers["uhp-version"] == "2026-08-11", path
+        assert newest.headers["uhp-version"] == "2026-10-04", path
+        assert asked.json() == newest.json(), path  # one code path: the header differs, only
+    share = await server.client.post(f"/v1/sessions/{session_id}/share", headers=pinned)
+    assert share.headers["uhp-version"] == "2026-08-11"
+    validate("SessionShare", share.json())
+    deleted = await server.client.delete(f"/v1/traces/{session_id}", headers=pinned)
+    assert deleted.status_code == 200 and deleted.headers["uhp-version"] == "2026-08-11"

@@ -139,20 +139,24 @@ def tool_calls(response: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def turn_item(turn: Turn) -> dict[str, Any]:
-    """The protocol's TurnItem."""
+    """The protocol's TurnItem (Sessions §3): its response id and status always, and the user
+    message, the answer, the tool calls and the files whenever the server has them. A turn
+    whose owner chose not to keep it (`store: false`) has no content left: its id and status,
+    and the files it made if it made any (those are kept, as the session's files list them)."""
     response = turn.response
+    files = [artifact_to_wire(a) for a in turn.artifacts]
     item: dict[str, Any] = {
         "id": turn.id,
         "status": response["status"] if response else turn.status,
         "created_at": turn.created_at,
     }
     if response is None:
-        return item
+        return item | ({"files": files} if files else {})
     item.update(
         user=user_text(turn.input_items),
         assistant=assistant_text(response),
         tools=tool_calls(response),
-        files=[artifact_to_wire(a) for a in turn.artifacts],
+        files=files,
         attachments=attachments(turn.input_items),
         model=response.get("model"),
         error=response.get("error"),
