@@ -73,7 +73,6 @@ def test_every_route_the_app_serves_is_in_the_document(
     for path, method in [
         ("/v1/harnesses/{harness_id}/events", "get"),
         ("/v1/traces/{session_id}", "delete"),
-        ("/v1/harnesses/{harness_id}/skills/{skill}/files", "get"),
         ("/s/{token}", "get"),
         ("/s/{token}/state", "get"),
     ]:
@@ -82,6 +81,36 @@ def test_every_route_the_app_serves_is_in_the_document(
         assert operation["tags"] == ["UHP Server extensions"]
         assert "422" not in operation["responses"]
         assert (operation.get("security") == []) == path.startswith("/s/")
+    # A skill's files is the protocol's operation since 2026-09-12: served as published.
+    assert (
+        document["paths"]["/v1/harnesses/{harness_id}/skills/{skill_name}/files"]["get"][
+            "operationId"
+        ]
+        == "getSkillFiles"
+    )
+    # Sessions §6 names DELETE /v1/sessions/{id}, which the protocol's document leaves out:
+    # under its chapter, not among this server's extensions.
+    delete = document["paths"]["/v1/sessions/{session_id}"]["delete"]
+    assert delete["tags"] == ["Sessions"] and "x-uhp-server-extension" not in delete
+    assert "Sessions §6" in delete["description"] and "422" not in delete["responses"]
+
+
+def test_a_chapter_not_served_says_so_where_its_operations_are(
+    http: TestClient, document: dict[str, Any]
+) -> None:
+    capabilities = http.get("/v1/uhp").json()["capabilities"]
+    tags = {tag["name"]: tag["description"] for tag in document["tags"]}
+    for tag, capability in (
+        ("Plugins", "plugins"),
+        ("Environments", "environments"),
+        ("Memories", "memories"),
+    ):
+        said = tags[tag].startswith("**Not served by this server**")
+        assert said != capabilities[capability], tag
+        if said:
+            assert f"`{capability}: false`" in tags[tag]
+    for tag in ("Discovery", "Harnesses", "Tasks", "Sessions", "Files"):
+        assert "Not served" not in tags[tag]
 
 
 def test_the_spec_ships_with_the_package_not_the_tests() -> None:

@@ -455,6 +455,7 @@ def test_discovery_claims_the_classes_it_implements(http: TestClient) -> None:
         ("POST", "/v1/sessions/hsessx/share"),
         ("GET", "/v1/sessions/hsessx/share"),
         ("DELETE", "/v1/sessions/hsessx/share"),
+        ("DELETE", "/v1/sessions/hsessx"),
         ("DELETE", "/v1/traces/hsessx"),
         ("GET", "/v1/containers/cntr_x/files/file_x/content"),
         ("GET", "/v1/containers/cntr_x/files/file_x/pdf"),

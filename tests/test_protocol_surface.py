@@ -22,6 +22,9 @@ from uhp_server.settings import Settings
 
 KEY = "uhp_sk_surface_test"
 AUTH = {"Authorization": f"Bearer {KEY}"}
+# Lifecycle §1: newest first; a request that names none is served the newest.
+VERSIONS = ["2026-10-04", "2026-09-28", "2026-09-12", "2026-08-11"]
+DEFAULT = "2026-10-04"
 
 # Every route of the protocol this server serves, with a body where one is needed.
 ROUTES = [
@@ -56,17 +59,18 @@ def _is_envelope(response, status: int, code: str) -> dict:
     validate("ErrorEnvelope", body)
     assert body["error"]["code"] == code
     assert body["error"]["detail"]["correlation_id"].startswith("corr_")
-    assert response.headers["uhp-version"] == "2026-08-11"
+    assert response.headers["uhp-version"] == DEFAULT
     return body["error"]
 
 
 def test_discovery_is_public_truthful_and_consistent(http: TestClient) -> None:
     response = http.get("/v1/uhp")
     assert response.status_code == 200
-    assert response.headers["uhp-version"] == "2026-08-11"
+    assert response.headers["uhp-version"] == DEFAULT
     doc = response.json()
     validate("Discovery", doc)
     assert doc["protocol"] == "uhp" and doc["default_version"] in doc["versions"]
+    assert doc["versions"] == VERSIONS and doc["default_version"] == DEFAULT
     caps = doc["capabilities"]
     expected = {
         "streaming",
@@ -78,8 +82,14 @@ def test_discovery_is_public_truthful_and_consistent(http: TestClient) -> None:
         "session_listing",
         "harness_management",
         "session_sharing",
+        # The optional chapters of the later versions: reported even while false.
+        "plugins",
+        "environments",
+        "memories",
     }
     assert expected <= set(caps)
+    # Plugins §7: the manifest schemas, non-empty, exactly while plugins is served.
+    assert bool(doc.get("plugin_schemas")) == caps["plugins"]
     extended = all(caps[c] for c in ("files_input", "files_output", "session_listing"))
     full = extended and caps["harness_management"] and caps["session_sharing"]
     assert doc["conformance_class"] == ("full" if full else "extended" if extended else "core")
@@ -87,14 +97,16 @@ def test_discovery_is_public_truthful_and_consistent(http: TestClient) -> None:
 
 
 def test_supported_version_is_honoured_and_unsupported_refused(http: TestClient) -> None:
-    assert http.get("/v1/uhp", headers={"UHP-Version": "2026-08-11"}).status_code == 200
+    for version in VERSIONS:
+        answer = http.get("/v1/uhp", headers={"UHP-Version": version})
+        assert answer.status_code == 200 and answer.headers["uhp-version"] == version
     for path in ("/v1/uhp", "/v1/harnesses", "/v1/nowhere"):
         error = _is_envelope(
             http.get(path, headers={**AUTH, "UHP-Version": "2025-01-01"}),
             400,
             "unsupported_protocol_version",
         )
-        assert error["detail"]["supported"] == ["2026-08-11"]
+        assert error["detail"]["supported"] == VERSIONS
 
 
 @pytest.mark.parametrize(("method", "path"), ROUTES)

@@ -53,7 +53,15 @@ class Ask:
     question: str
 
 
-Step = AgentEvent | Hang | Pause | Ask
+@dataclass(frozen=True)
+class Write:
+    """The agent writes a file into its workspace (so the turn has an artifact)."""
+
+    name: str
+    content: bytes
+
+
+Step = AgentEvent | Hang | Pause | Ask | Write
 
 
 def answer(text: str) -> list[Step]:
@@ -161,6 +169,8 @@ class FakeTurn(AgentTurn):
                     yield TextDone("asked", f"answered: {reply}")
                 elif isinstance(step, Pause):
                     await asyncio.sleep(step.seconds)
+                elif isinstance(step, Write):
+                    (self.spec.host_workspace / step.name).write_bytes(step.content)
                 else:
                     yield step
         finally:

@@ -9,7 +9,7 @@ from typing import Any
 
 import jsonschema
 
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "spec" / "uhp-2026-08-11.schema.json"
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "spec" / "uhp-2026-10-04.schema.json"
 
 
 @cache

@@ -1,10 +1,14 @@
-"""`/openapi.json`: the protocol's OpenAPI document, plus what FastAPI generates for the routes
-this server serves beyond it (sharing pages, the harness events feed, trace deletion ...).
+"""`/openapi.json`: the protocol's OpenAPI document (its newest version, which every older one
+this server serves is a subset of), plus what FastAPI generates for the routes this server
+serves beyond it (sharing pages, the harness events feed, trace deletion ...).
 
-The protocol's document is normative, so its operations are served exactly as published. An
-operation it lacks is taken from FastAPI's schema, tagged as an extension, with the
-protocol's error responses in place of FastAPI's 422 (this server answers validation errors
-with the envelope's 400), and with only the component schemas it refers to.
+The protocol's document is normative, so its operations are served exactly as published,
+those of an optional chapter this server does not implement included: their tag says that
+they answer 404 here (doors/uhp/chapters.py). An operation it lacks is taken from FastAPI's
+schema, tagged as an extension, with the protocol's error responses in place of FastAPI's
+422 (this server answers validation errors with the envelope's 400), and with only the
+component schemas it refers to; one that the protocol's prose names but its document omits
+goes under its chapter's tag instead.
 """
 
 from __future__ import annotations
@@ -18,13 +22,29 @@ import yaml
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-SPEC_PATH = Path(__file__).resolve().parent / "uhp-2026-08-11.openapi.yaml"
+from uhp_server.doors.uhp.chapters import chapters_off
+
+SPEC_PATH = Path(__file__).resolve().parent / "uhp-2026-10-04.openapi.yaml"
 EXTENSION_TAG = "UHP Server extensions"
+# (method, path): (tag, where the prose names it). Operations of the protocol that its
+# OpenAPI document leaves out.
+NAMED_IN_PROSE = {
+    ("delete", "/v1/sessions/{session_id}"): ("Sessions", "Sessions §6"),
+}
 METHODS = ("get", "put", "post", "delete", "patch", "options", "head")
 PUBLIC_PREFIXES = ("/s/",)  # the share page: its token is in the path, no credential
 # Probes and metrics (ops/routes.py): no API key; /metrics takes UHP_METRICS_TOKEN when set.
 OPERATIONS_PATHS = ("/healthz", "/readyz", "/metrics")
 SCHEMA_REF = "#/components/schemas/"
+# The published 2026-10-04 document refers to this answer (`GET /v1/environments/packages/
+# check`) and never defines it; defined here the way its siblings are, so that the document
+# served is valid OpenAPI. The copy in this folder stays byte for byte the published one.
+MISSING_RESPONSES = {
+    "BadRequest": {
+        "description": "The request was malformed: `invalid_input`",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}},
+    },
+}
 
 
 @functools.cache
@@ -40,12 +60,19 @@ def build_document(app: FastAPI) -> dict[str, Any]:
     for path, operations in generated["paths"].items():
         served = document["paths"].setdefault(path, {})
         for method, operation in operations.items():
-            if method in METHODS and method not in served:
+            if method not in METHODS or method in served:
+                continue
+            if (method, path) in NAMED_IN_PROSE:
+                served[method] = _as_protocol(operation, *NAMED_IN_PROSE[method, path])
+            else:
                 served[method] = _as_extension(path, operation)
-                extensions.append(served[method])
+            extensions.append(served[method])
+    for name, answer in MISSING_RESPONSES.items():
+        document["components"]["responses"].setdefault(name, answer)
     schemas = document["components"]["schemas"]
     for name in _referenced(extensions, generated_schemas):
         schemas.setdefault(name, generated_schemas[name])
+    _mark_chapters_off(document["tags"])
     document["tags"].append(
         {"name": EXTENSION_TAG, "description": "Routes this server adds to the protocol."}
     )
@@ -57,19 +84,50 @@ def _as_extension(path: str, operation: dict[str, Any]) -> dict[str, Any]:
     operation = dict(operation)
     operation["tags"] = [EXTENSION_TAG]
     operation["x-uhp-server-extension"] = True
-    responses = {
-        code: answer for code, answer in operation.get("responses", {}).items() if code != "422"
-    }
+    responses = _without_422(operation)
     if path in OPERATIONS_PATHS:
         operation["security"] = []
     elif path.startswith(PUBLIC_PREFIXES):
         operation["security"] = []
         responses.setdefault("404", {"description": "No such share, or it was revoked."})
     else:
-        responses.setdefault("401", {"$ref": "#/components/responses/Unauthorized"})
-        responses.setdefault("404", {"$ref": "#/components/responses/NotFound"})
+        _authenticated(responses)
     operation["responses"] = responses
     return operation
+
+
+def _as_protocol(operation: dict[str, Any], tag: str, named_in: str) -> dict[str, Any]:
+    operation = dict(operation)
+    operation["tags"] = [tag]
+    operation["description"] = (
+        f"Named by the protocol ({named_in}); its OpenAPI document does not list it."
+    )
+    operation["responses"] = _authenticated(_without_422(operation))
+    return operation
+
+
+def _without_422(operation: dict[str, Any]) -> dict[str, Any]:
+    """FastAPI's 422 never happens: this server answers validation errors with a 400."""
+    answers = operation.get("responses", {})
+    return {code: answer for code, answer in answers.items() if code != "422"}
+
+
+def _authenticated(responses: dict[str, Any]) -> dict[str, Any]:
+    responses.setdefault("401", {"$ref": "#/components/responses/Unauthorized"})
+    responses.setdefault("404", {"$ref": "#/components/responses/NotFound"})
+    return responses
+
+
+def _mark_chapters_off(tags: list[dict[str, Any]]) -> None:
+    """Say, where a reader meets them, that an optional chapter's operations are not served."""
+    off = {chapter.tag: chapter.capability for chapter in chapters_off()}
+    for tag in tags:
+        if tag["name"] in off:
+            note = (
+                f"**Not served by this server**: its discovery document reports "
+                f"`{off[tag['name']]}: false`, and every route below answers 404."
+            )
+            tag["description"] = note + "\n\n" + tag.get("description", "")
 
 
 def _referenced(nodes: list[dict[str, Any]], schemas: dict[str, Any]) -> list[str]:

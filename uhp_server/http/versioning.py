@@ -1,5 +1,11 @@
 """Version negotiation (Lifecycle §1): every answer says which version served it.
 
+Every version this server speaks is additive to the one before it (VERSIONING.md), so one
+code path serves them all: the same routes and objects answer a request for any of them,
+and the only difference a client sees is the version echoed in `UHP-Version`. A version
+asked for that is not in the list is refused, never substituted: a client pinned to a
+version must not be handed objects it cannot parse.
+
 A pure ASGI middleware, so streamed responses pass through untouched and unbuffered.
 """
 
@@ -12,8 +18,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uhp_server.errors import VENDOR, error_body, new_correlation_id
 from uhp_server.http.unexpected import send_json, serve_answering_failures
 
-SUPPORTED_VERSIONS = ("2026-08-11",)
-DEFAULT_VERSION = SUPPORTED_VERSIONS[0]
+# Newest first: 2026-09-12 added Plugins, 2026-09-28 Environments, 2026-10-04 Memories, each
+# an optional chapter (doors/uhp/chapters.py says which this server implements).
+SUPPORTED_VERSIONS = ("2026-10-04", "2026-09-28", "2026-09-12", "2026-08-11")
+DEFAULT_VERSION = SUPPORTED_VERSIONS[0]  # what a request without the header is served
 HEADER = b"uhp-version"
 
 
@@ -28,14 +36,16 @@ class VersionMiddleware:
         # latin-1 decodes any bytes: a value that is not even UTF-8 is just another version
         # this server does not speak, never a failure.
         requested = next((v.decode("latin-1") for k, v in scope["headers"] if k == HEADER), None)
-        if requested is not None and requested.strip() not in SUPPORTED_VERSIONS:
+        served = DEFAULT_VERSION if requested is None else requested.strip()
+        if served not in SUPPORTED_VERSIONS:
             await self._refuse(send)
             return
+        echoed = served.encode()
 
         async def send_with_version(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = [(k, v) for k, v in message.get("headers", []) if k != HEADER]
-                headers.append((HEADER, DEFAULT_VERSION.encode()))
+                headers.append((HEADER, echoed))
                 message = {**message, "headers": headers}
             await send(message)
 

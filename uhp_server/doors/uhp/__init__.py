@@ -1,6 +1,6 @@
 """The Unified Harness Protocol door: every `/v1` route of the protocol, the routes this server
-adds to it (skill files, the harness events feed, trace deletion, files, sharing) and the
-shared-session page at `/s/<token>`."""
+adds to it (the harness events feed, trace deletion, files, sharing) and the shared view at
+`/s/<token>`. Which optional chapters it serves: chapters.py."""
 
 from uhp_server.doors.door import Door
 from uhp_server.doors.uhp import (
@@ -12,11 +12,11 @@ from uhp_server.doors.uhp import (
     share,
     tasks,
 )
-from uhp_server.http.versioning import DEFAULT_VERSION
+from uhp_server.http.versioning import SUPPORTED_VERSIONS
 
 door = Door(
     name="uhp",
-    speaks=f"the Unified Harness Protocol ({DEFAULT_VERSION}) and its share page",
+    speaks=f"the Unified Harness Protocol ({', '.join(SUPPORTED_VERSIONS)}) and its share page",
     routers=(
         discovery.router,
         harnesses.router,

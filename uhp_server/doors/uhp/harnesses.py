@@ -56,12 +56,12 @@ async def delete_harness(
     return {"id": deleted, "object": "harness.deleted", "deleted": True}
 
 
-@router.get("/v1/harnesses/{harness_id}/skills/{skill}/files")
+@router.get("/v1/harnesses/{harness_id}/skills/{skill_name}/files")
 async def get_skill_files(
-    harness_id: str, skill: str, principal: CurrentPrincipal, engine: EngineDep
+    harness_id: str, skill_name: str, principal: CurrentPrincipal, engine: EngineDep
 ) -> dict[str, Any]:
     """The whole folder of one of the harness's skills (its own or an inherited built-in)."""
-    return await engine.harnesses.skill_folder(principal.id, harness_id, skill)
+    return await engine.harnesses.skill_folder(principal.id, harness_id, skill_name)
 
 
 @router.get("/v1/models")

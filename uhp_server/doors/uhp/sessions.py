@@ -79,8 +79,11 @@ async def get_turns(
     return {"object": "list", "session_id": session_id, "turns": [turn_item(t) for t in turns]}
 
 
+# Sessions §6 names the first path; the second is the older one, kept for the clients that
+# predate it (VERSIONING.md's known compromises). One handler: the same operation.
+@router.delete("/v1/sessions/{session_id}")
 @router.delete("/v1/traces/{session_id}")
-async def delete_trace(
+async def delete_session(
     session_id: str, principal: CurrentPrincipal, engine: EngineDep
 ) -> dict[str, Any]:
     deleted = await engine.sessions.delete(principal.id, session_id)

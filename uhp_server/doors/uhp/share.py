@@ -1,9 +1,10 @@
-"""Session sharing (Sessions §5): publish, read back and revoke a read-only page of a session.
+"""Session sharing (Sessions §5): publish, read back and revoke a read-only view of a session.
 
-The API half needs a credential like any route. The page half (`/s/...`) needs only the
-share's token, and can do nothing but read: the page, its state (polled for live updates)
-and the session's artifacts. The token is never an API credential, and revoking deletes it,
-so every link ever minted for the session stops resolving at once.
+The API half needs a credential like any route. The view half (`/s/...`) needs only the
+share's token, and can do nothing but read: the view (a page for a browser, JSON for a
+program that asks for it), the page's state (polled for live updates) and the session's
+artifacts. The token is never an API credential, and revoking deletes it, so every link
+ever minted for the session stops resolving at once.
 
 Every page response carries a CSP that allows no script but the page's own file, no inline
 script or style, no framing, no form posts, nothing loaded from elsewhere.
@@ -24,9 +25,10 @@ from uhp_server.doors.uhp.share_page.render import (
     render_page,
     session_state,
 )
-from uhp_server.doors.uhp.wire import share_to_wire
+from uhp_server.doors.uhp.wire import share_to_wire, shared_view
 from uhp_server.errors import VENDOR, ApiError, error_response
 from uhp_server.http.auth import CurrentPrincipal
+from uhp_server.http.negotiation import preferred
 from uhp_server.http.strict_json import StrictJsonRoute, json_body
 
 router = APIRouter(route_class=StrictJsonRoute)
@@ -44,6 +46,10 @@ PAGE_HEADERS = {
     "Cross-Origin-Resource-Policy": "same-origin",
 }
 ASSETS = {"share.css": "text/css; charset=utf-8", "share.js": "text/javascript; charset=utf-8"}
+# What the view's address answers with: the page, unless the client prefers JSON. A cache
+# in between must keep the two apart.
+VIEW_TYPES = ("text/html", "application/json")
+VIEW_HEADERS = {**PAGE_HEADERS, "Vary": "Accept"}
 
 
 def _share_not_found() -> ApiError:
@@ -105,12 +111,20 @@ def share_asset(name: str) -> Response:
 
 
 @router.get("/s/{token}", response_class=HTMLResponse)
-async def share_page(token: str, engine: EngineDep) -> Response:
+async def shared_session(token: str, request: Request, engine: EngineDep) -> Response:
+    as_json = preferred(request.headers.get("accept"), VIEW_TYPES) == "application/json"
     shared = await engine.shares.shared(token)
     if shared is None:
-        return HTMLResponse(render_gone(), status_code=404, headers=PAGE_HEADERS)
+        if as_json:
+            response = _page_error(request, _share_not_found())
+            response.headers["Vary"] = "Accept"
+            return response
+        return HTMLResponse(render_gone(), status_code=404, headers=VIEW_HEADERS)
+    if as_json:
+        view = shared_view(shared.session, shared.share.token, shared.turns)
+        return JSONResponse(view, headers=VIEW_HEADERS)
     html = render_page(shared.session, shared.share.token, shared.turns)
-    return HTMLResponse(html, headers=PAGE_HEADERS)
+    return HTMLResponse(html, headers=VIEW_HEADERS)
 
 
 @router.get("/s/{token}/state")

@@ -1,5 +1,5 @@
-"""The engine's records in the protocol's shapes: Session, TurnItem, File, SessionShare and
-the harness object."""
+"""The engine's records in the protocol's shapes: Session, TurnItem, File, SessionShare, the
+shared view and the harness object."""
 
 from __future__ import annotations
 
@@ -139,22 +139,92 @@ def tool_calls(response: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def turn_item(turn: Turn) -> dict[str, Any]:
-    """The protocol's TurnItem."""
+    """The protocol's TurnItem (Sessions §3): its response id and status always, and the user
+    message, the answer, the tool calls and the files whenever the server has them. A turn
+    whose owner chose not to keep it (`store: false`) has no content left: its id and status,
+    and the files it made if it made any (those are kept, as the session's files list them)."""
     response = turn.response
+    files = [artifact_to_wire(a) for a in turn.artifacts]
     item: dict[str, Any] = {
         "id": turn.id,
         "status": response["status"] if response else turn.status,
         "created_at": turn.created_at,
     }
     if response is None:
-        return item
+        return item | ({"files": files} if files else {})
     item.update(
         user=user_text(turn.input_items),
         assistant=assistant_text(response),
         tools=tool_calls(response),
-        files=[artifact_to_wire(a) for a in turn.artifacts],
+        files=files,
         attachments=attachments(turn.input_items),
         model=response.get("model"),
         error=response.get("error"),
     )
     return item
+
+
+# -- a shared session, for a JSON client (Sessions §5) ------------------------------------
+def shared_view(session: Session, token: str, turns: list[Turn]) -> dict[str, Any]:
+    """What the shared page shows, as JSON: each turn in TurnItem's words (Sessions §3), and
+    nothing the page leaves out. No id of the session, its responses, its harness or its
+    principal (the view is a link anyone may hold, and no credential); no usage, metadata
+    or model; files by their address under the share, which dies with it."""
+    running = any(_turn_status(turn) == "in_progress" for turn in turns)
+    return {
+        "object": "session.shared_view",
+        "title": session.title,
+        "status": "in_progress" if running else session.status,
+        "created_at": session.created_at,
+        "updated_at": session.updated_at,
+        "turns": [_shared_turn(token, turn) for turn in turns],
+    }
+
+
+def _turn_status(turn: Turn) -> str:
+    return turn.response["status"] if turn.response else turn.status
+
+
+def _shared_turn(token: str, turn: Turn) -> dict[str, Any]:
+    # A turn its owner chose not to keep (`store: false`) shows its status and files only,
+    # even while it runs and its content is still in memory, as on the page.
+    kept = turn.response if turn.store else None
+    item: dict[str, Any] = {
+        "status": _turn_status(turn),
+        "created_at": turn.created_at,
+        "retained": kept is not None,
+        "files": [
+            {
+                "filename": artifact.filename,
+                "bytes": artifact.bytes,
+                "media_type": artifact.media_type,
+                "url": f"/s/{token}/files/{artifact.id}",
+            }
+            for artifact in turn.artifacts
+        ],
+    }
+    if kept is None:
+        return item
+    error = kept.get("error")
+    item.update(
+        user=user_text(turn.input_items),
+        assistant=assistant_text(kept),
+        reasoning=reasoning_summaries(kept),
+        tools=[
+            {key: call[key] for key in ("name", "arguments", "output", "status")}
+            for call in tool_calls(kept)
+        ],
+        attachments=[{"filename": a["filename"]} for a in attachments(turn.input_items)],
+        error={"code": error.get("code"), "message": error.get("message")} if error else None,
+    )
+    return item
+
+
+def reasoning_summaries(response: dict[str, Any]) -> list[str]:
+    """Each reasoning item's summary, in order (those with nothing to say left out)."""
+    texts = (
+        "\n".join(part.get("text", "") for part in item.get("summary", []))
+        for item in response.get("output", [])
+        if item.get("type") == "reasoning"
+    )
+    return [text for text in texts if text.strip()]

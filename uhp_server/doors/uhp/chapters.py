@@ -1,0 +1,58 @@
+"""What this server implements of the protocol, as discovery reports it (Lifecycle §2).
+
+Every version it serves holds the same core chapters; the later ones add optional chapters
+(Plugins in 2026-09-12, Environments in 2026-09-28, Memories in 2026-10-04), each behind a
+capability. A chapter this server does not implement yet reports its capability `false`
+and serves no route at all, so each of its endpoints answers the ordinary 404: what each of
+those chapters asks of a server without it (Plugins §7, Environments §7, Memories §11),
+never a partial implementation. Implementing one is serving its routes and turning its
+`served` below to True; discovery, `/openapi.json` and the tests follow from this table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# The core capabilities, each true only once it is built and tested. The class follows from
+# the capabilities (discovery.py), never the other way round.
+CORE_CAPABILITIES: dict[str, bool] = {
+    "streaming": True,
+    "sessions": True,
+    "cancellation": True,
+    "idempotency": True,
+    "files_input": True,
+    "files_output": True,
+    "session_listing": True,
+    "harness_management": True,
+    "session_sharing": True,
+}
+
+
+@dataclass(frozen=True)
+class OptionalChapter:
+    capability: str  # its name in discovery's `capabilities`
+    tag: str  # the tag of its operations in the protocol's OpenAPI document
+    served: bool
+
+
+PLUGINS = OptionalChapter("plugins", tag="Plugins", served=False)
+ENVIRONMENTS = OptionalChapter("environments", tag="Environments", served=False)
+MEMORIES = OptionalChapter("memories", tag="Memories", served=False)
+OPTIONAL_CHAPTERS = (PLUGINS, ENVIRONMENTS, MEMORIES)
+
+# The Agent Plugins manifest schemas installed (Plugins §7): discovery names them, and must,
+# exactly while `plugins` is served.
+PLUGIN_SCHEMAS = ("https://agent-plugins.org/schemas/1.0.0/plugin.schema.json",)
+
+
+def capabilities() -> dict[str, bool]:
+    """Every capability, `false` ones included: a client tells "not supported" from "older
+    than this field" by the key being there (Lifecycle §2)."""
+    return {
+        **CORE_CAPABILITIES,
+        **{chapter.capability: chapter.served for chapter in OPTIONAL_CHAPTERS},
+    }
+
+
+def chapters_off() -> tuple[OptionalChapter, ...]:
+    return tuple(chapter for chapter in OPTIONAL_CHAPTERS if not chapter.served)
