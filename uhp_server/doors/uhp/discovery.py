@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from uhp_server import __version__
+from uhp_server.harnesses.plugins.schemas import SUPPORTED as PLUGIN_SCHEMAS
 from uhp_server.http.strict_json import StrictJsonRoute
 from uhp_server.http.versioning import DEFAULT_VERSION, SUPPORTED_VERSIONS
 
@@ -24,6 +25,7 @@ CAPABILITIES: dict[str, bool] = {
     "session_listing": True,
     "harness_management": True,
     "session_sharing": True,
+    "plugins": True,  # optional at every class (Plugins §7)
 }
 
 _EXTENDED = ("files_input", "files_output", "session_listing")
@@ -47,5 +49,7 @@ def discovery() -> dict[str, Any]:
         "default_version": DEFAULT_VERSION,
         "conformance_class": conformance_class(CAPABILITIES),
         "capabilities": dict(CAPABILITIES),
+        # The Agent Plugins manifest schemas installed: present whenever `plugins` is true.
+        "plugin_schemas": list(PLUGIN_SCHEMAS),
         "implementation": {"name": "UHP Server", "version": __version__},
     }
