@@ -45,10 +45,14 @@ class ImageInput:
 
 @dataclass(frozen=True)
 class SkillFile:
-    """One file of a skill folder; `path` is relative, already validated not to escape."""
+    """One file of a skill folder (or a plugin package); `path` is relative, already
+    validated not to escape."""
 
     path: str
     data: bytes
+    # Written runnable: a plugin's stdio server command (the wire carries no file modes; a
+    # file starting with `#!` is made runnable anyway).
+    executable: bool = False
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,45 @@ class SkillBundle:
 
     name: str  # a safe folder name
     files: tuple[SkillFile, ...]
+    plugin: str | None = None  # the plugin it comes with; None: the harness's own or built in
+
+
+@dataclass(frozen=True)
+class StdioServer:
+    """A stdio MCP server an enabled plugin's `mcp.json` declares, as written there:
+    `${PLUGIN_ROOT}` and `${PLUGIN_DATA}` are expanded only when it is launched."""
+
+    name: str  # sanitised, unique within the harness
+    command: str  # one token: a bare name, or a path in the package beginning with `./`
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    cwd: str | None = None  # None: the plugin root
+
+
+@dataclass(frozen=True)
+class PluginPackage:
+    """An enabled plugin (Agent Plugins 1.0.0): its whole package, placed in the sandbox
+    every turn (harness_bases/plugin_folders.py), and its stdio MCP servers. Its skills are in
+    TurnSpec.skills and its remote MCP servers in TurnSpec.mcp_servers, with the harness's."""
+
+    name: str  # the manifest's name: a-z, 0-9, '.' and '-'
+    files: tuple[SkillFile, ...]
+    stdio_servers: tuple[StdioServer, ...] = ()
+    version: str | None = None
+    description: str | None = None
+
+
+@dataclass(frozen=True)
+class StdioServerSpec:
+    """A plugin's stdio MCP server as the CLI must start it, inside the sandbox: `command`
+    and `args` start the server's launcher (plugin_folders.py) on the server's launch file,
+    never a string from the plugin, so that a CLI that expands `${VAR}` in its MCP config
+    cannot put its own environment (the turn's credentials) into a plugin's process."""
+
+    name: str  # sanitised, unique within the harness
+    command: str
+    args: tuple[str, ...]
+    plugin: str  # the plugin that declares it
 
 
 @dataclass(frozen=True)
@@ -98,6 +141,10 @@ class TurnSpec:
     max_step: int | None = None
     skills: tuple[SkillBundle, ...] = ()  # materialise each whole folder where the CLI looks
     mcp_servers: tuple[McpServerSpec, ...] = ()  # configure with the CLI's own MCP format
+    # The enabled plugins, their packages already placed (plugin_folders.place_plugins), and
+    # their stdio MCP servers: configure each with the CLI's own MCP format too.
+    plugins: tuple[PluginPackage, ...] = ()
+    stdio_servers: tuple[StdioServerSpec, ...] = ()
     images: tuple[ImageInput, ...] = ()  # the turn's input images, already in the workspace
     # Set when the turn's door can take a question: the CLI's own question tool asks through
     # it. None: that tool behaves as the CLI's headless mode makes it (see README).
@@ -183,6 +230,9 @@ class HarnessBase(abc.ABC):
     # MCP transports the CLI can speak to the gateway's MCP proxy: "http" (Streamable HTTP),
     # "sse" (legacy HTTP+SSE). Harness config naming another is refused for this base.
     mcp_transports: tuple[str, ...] = ("http", "sse")
+    # True when the base starts plugins' stdio MCP servers (TurnSpec.stdio_servers) inside
+    # the sandbox; a plugin declaring one is refused for a base that does not.
+    stdio_mcp: bool = False
     # True when the CLI's own question tool asks through TurnSpec.ask_user: the server's
     # `ask_user` MCP server is then not added to its turns, nor the text fallback.
     asks_natively: bool = False

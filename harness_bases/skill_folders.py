@@ -3,21 +3,32 @@ rest of each folder, the layout Claude Code, Codex, OpenCode, Pi and Qwen Code a
 
 Every turn writes each skill's folder whole. The folders written the turn before (named in a
 record file the base chooses) are removed first, so a skill that was disabled or deleted is
-gone; folders the agent made itself are left alone.
+gone; folders the agent made itself are left alone. Plugin packages are written the same way
+(plugin_folders.py).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
+from typing import Protocol
 
-from harness_bases.base import SkillBundle
+from harness_bases.base import SkillFile
 from harness_bases.safe_files import real_dir, remove_if_present, write_file
 
 
-def write_skill_folders(
-    home: Path, skills_dir: str, record: str, skills: tuple[SkillBundle, ...]
-) -> None:
+class Folder(Protocol):
+    """A named folder of files: a SkillBundle, a PluginPackage."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def files(self) -> tuple[SkillFile, ...]: ...
+
+
+def write_skill_folders(home: Path, skills_dir: str, record: str, skills: Sequence[Folder]) -> None:
     """Write `skills` under `home/skills_dir`, replacing what the previous turn wrote; the
     names written are kept in `home/record` for the next turn."""
     root = real_dir(home, skills_dir)
@@ -34,7 +45,7 @@ def write_skill_folders(
             if not _inside(relative):
                 continue
             where = real_dir(folder, str(relative.parent))  # "." is the folder itself
-            write_file(where / relative.name, file.data, _mode(file.data))
+            write_file(where / relative.name, file.data, _mode(file))
         written.append(skill.name)
     record_path = PurePosixPath(record)
     write_file(
@@ -63,6 +74,7 @@ def _inside(relative: PurePosixPath) -> bool:
     return not relative.is_absolute() and ".." not in relative.parts and relative.name != ""
 
 
-def _mode(data: bytes) -> int:
-    # The wire carries no file modes: scripts (a #! line) are made runnable.
-    return 0o755 if data.startswith(b"#!") else 0o644
+def _mode(file: SkillFile) -> int:
+    # The wire carries no file modes: scripts (a #! line) are made runnable, and so is a
+    # plugin's stdio server command.
+    return 0o755 if file.executable or file.data.startswith(b"#!") else 0o644

@@ -1,5 +1,6 @@
-"""Skill bundles, stored out of line: a principal's bundle is a manifest of content-addressed
-blobs. A bundle id is the `blob` handle a client receives and passes back unchanged.
+"""Skill bundles and plugin packages, stored out of line: a principal's bundle is a manifest of
+content-addressed blobs. A bundle id is the `blob` handle a client receives and passes back
+unchanged; its prefix says what it holds (`skb_` a skill folder, `plg_` a plugin package).
 
 Bundles and blobs are immutable; a changed skill is a new bundle. The id is derived from the
 principal and the manifest, so storing the same folder twice costs nothing.
@@ -18,7 +19,8 @@ from sqlmodel import col, select
 from storage.tables import SkillBlobRow, SkillBundleRow
 from storage.unit import Tx
 
-BUNDLE_PREFIX = "skb_"
+BUNDLE_PREFIX = "skb_"  # a skill's folder
+PACKAGE_PREFIX = "plg_"  # a plugin's package (uhp_server/harnesses/plugins/)
 
 
 @dataclass(frozen=True)
@@ -52,16 +54,18 @@ def _manifest(files: list[StoredFile]) -> list[dict[str, Any]]:
     return sorted(entries, key=lambda m: m["path"])
 
 
-def bundle_id(principal_id: str, files: list[StoredFile]) -> str:
+def bundle_id(principal_id: str, files: list[StoredFile], prefix: str = BUNDLE_PREFIX) -> str:
     """The id put_bundle gives these files (known before anything is written)."""
     canonical = json.dumps([principal_id, _manifest(files)], sort_keys=True, separators=(",", ":"))
-    return BUNDLE_PREFIX + hashlib.sha256(canonical.encode()).hexdigest()[:40]
+    return prefix + hashlib.sha256(canonical.encode()).hexdigest()[:40]
 
 
-def put_bundle(tx: Tx, principal_id: str, files: list[StoredFile]) -> str:
+def put_bundle(
+    tx: Tx, principal_id: str, files: list[StoredFile], prefix: str = BUNDLE_PREFIX
+) -> str:
     """Store the files (deduplicated) and return the bundle's id."""
     manifest = _manifest(files)
-    new_id = bundle_id(principal_id, files)
+    new_id = bundle_id(principal_id, files, prefix)
     data = {hashlib.sha256(f.data).hexdigest(): f.data for f in files}
     s = tx.orm
     for digest, blob in data.items():

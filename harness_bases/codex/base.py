@@ -34,6 +34,7 @@ class CodexBase(HarnessBase):
     # instruction, and the engine counts tool calls and stops the turn.
     enforcement = Enforcement(disabled_tools="instruction", max_step="counted")
     mcp_transports = ("http",)  # Codex's MCP client speaks Streamable HTTP only
+    stdio_mcp = True  # and starts a plugin's stdio servers itself (config.py)
 
     def install(self, tools_dir: Path) -> None:
         installer.install(tools_dir)
@@ -44,7 +45,14 @@ class CodexBase(HarnessBase):
     def prepare(self, turn: TurnSpec) -> Invocation:
         codex_home = real_dir(turn.host_home, ".codex")  # never a link the agent left
         ask_user = turn.ask_user is not None
-        write_config(codex_home, turn.model, turn.gateway_url, turn.mcp_servers, ask_user)
+        write_config(
+            codex_home,
+            turn.model,
+            turn.gateway_url,
+            turn.mcp_servers,
+            ask_user,
+            turn.stdio_servers,
+        )
         materialise_skills(codex_home, turn.skills)
         home = turn.paths.home
         env = {

@@ -12,7 +12,7 @@ from typing import Any
 
 import tomli_w
 
-from harness_bases.base import McpServerSpec
+from harness_bases.base import McpServerSpec, StdioServerSpec
 from harness_bases.safe_files import write_file
 
 PROVIDER_ID = "uhp_gateway"  # never a built-in id such as "openai": config cannot override those
@@ -39,12 +39,15 @@ _DISABLED_FEATURES = (
 MCP_STARTUP_TIMEOUT_SEC = 20
 
 
-def mcp_server_tables(servers: tuple[McpServerSpec, ...]) -> dict[str, Any]:
+def mcp_server_tables(
+    servers: tuple[McpServerSpec, ...], stdio_servers: tuple[StdioServerSpec, ...] = ()
+) -> dict[str, Any]:
     """`[mcp_servers.<name>]` for each server: the gateway's MCP proxy, authenticated with
     the turn token read from the CLI's own environment (never written into a file).
     Codex speaks Streamable HTTP only, so other transports are left out (the engine tells
-    the user: CodexBase.mcp_transports)."""
-    return {
+    the user: CodexBase.mcp_transports). A plugin's stdio server is the process Codex starts
+    (plugin_folders.py's launcher)."""
+    tables: dict[str, Any] = {
         server.name: {
             "url": server.url,
             "bearer_token_env_var": TOKEN_ENV,
@@ -53,6 +56,13 @@ def mcp_server_tables(servers: tuple[McpServerSpec, ...]) -> dict[str, Any]:
         for server in servers
         if server.transport == "http"
     }
+    for stdio in stdio_servers:
+        tables[stdio.name] = {
+            "command": stdio.command,
+            "args": list(stdio.args),
+            "startup_timeout_sec": MCP_STARTUP_TIMEOUT_SEC,
+        }
+    return tables
 
 
 def codex_config(
@@ -60,6 +70,7 @@ def codex_config(
     gateway_url: str,
     mcp_servers: tuple[McpServerSpec, ...] = (),
     ask_user: bool = False,
+    stdio_servers: tuple[StdioServerSpec, ...] = (),
 ) -> dict[str, Any]:
     """The config.toml contents for a turn; `ask_user`: someone answers request_user_input."""
     features = {name: False for name in _DISABLED_FEATURES}
@@ -103,7 +114,7 @@ def codex_config(
                 "stream_max_retries": 2,
             }
         },
-        "mcp_servers": mcp_server_tables(mcp_servers),
+        "mcp_servers": mcp_server_tables(mcp_servers, stdio_servers),
     }
 
 
@@ -113,10 +124,11 @@ def write_config(
     gateway_url: str,
     mcp_servers: tuple[McpServerSpec, ...] = (),
     ask_user: bool = False,
+    stdio_servers: tuple[StdioServerSpec, ...] = (),
 ) -> Path:
     """Write `config.toml` into codex_home (created if needed); returns its path."""
     codex_home.mkdir(parents=True, exist_ok=True)
     path = codex_home / "config.toml"
-    config = codex_config(model, gateway_url, mcp_servers, ask_user)
+    config = codex_config(model, gateway_url, mcp_servers, ask_user, stdio_servers)
     write_file(path, tomli_w.dumps(config).encode("utf-8"), 0o600)
     return path

@@ -5,6 +5,7 @@
 - `skills`, `skill_paths`: skill folders validated, stored out of line, rendered back;
 - `builtin_skills`: the folders under the repository's `skills/` every harness inherits;
 - `mcp`: MCP servers, names sanitised, credentials kept server-side as references;
+- `plugins/`: Agent Plugins packages, their contributions derived, one namespace checked;
 - `writes`: what a body stores, held back until all of it is valid;
-- `runtime`: what a turn gets (whole skill folders, MCP targets for the gateway).
+- `runtime`: what a turn gets (whole skill folders, MCP targets for the gateway, plugins).
 """

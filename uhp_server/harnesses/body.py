@@ -17,6 +17,8 @@ from storage.tables import HarnessRow
 from storage.unit import Tx
 from uhp_server.harnesses.config import STORED_KEYS
 from uhp_server.harnesses.mcp import parse_mcp_servers
+from uhp_server.harnesses.plugins.install import parse_plugins
+from uhp_server.harnesses.plugins.namespace import check_namespace
 from uhp_server.harnesses.problems import invalid
 from uhp_server.harnesses.skills import parse_skills
 from uhp_server.harnesses.writes import PendingWrites
@@ -64,22 +66,27 @@ def parse_harness_body(
     rules: ConfigRules,
     default_name: str,
 ) -> tuple[str, dict[str, Any]]:
-    """Validate every field, then store skill bundles and MCP secrets (only once all of the
-    body is valid); return (name, config)."""
+    """Validate every field, then store skill bundles, plugin packages and MCP secrets (only
+    once all of the body is valid); return (name, config)."""
     writes = PendingWrites(tx, principal_id)
     name = _name(*_field(body, "name"), default_name)
     mcp_key, mcp_raw = _field(body, "mcp_servers")
     skills_key, skills_raw = _field(body, "skills")
+    plugins_key, plugins_raw = _field(body, "plugins")
+    allow_private = rules.mcp_allow_private_hosts
+    mcp_servers = parse_mcp_servers(writes, mcp_raw, mcp_key, base, allow_private)
+    skills = parse_skills(writes, skills_raw, skills_key)
+    plugins = parse_plugins(writes, plugins_raw, plugins_key, base, allow_private)
+    check_namespace(mcp_servers, skills, plugins)
     config = {
         "defaultModel": _optional_text(*_field(body, "default_model")),
         "systemPrompt": _system_prompt(*_field(body, "system_prompt")),
         "disabledTools": _disabled_tools(*_field(body, "disabled_tools")),
         "maxStep": _positive_int(*_field(body, "max_step")),
         "timeoutSeconds": _timeout(*_field(body, "timeout_seconds"), rules.max_timeout_seconds),
-        "mcpServers": parse_mcp_servers(
-            writes, mcp_raw, mcp_key, base, rules.mcp_allow_private_hosts
-        ),
-        "skills": parse_skills(writes, skills_raw, skills_key),
+        "mcpServers": mcp_servers,
+        "skills": skills,
+        "plugins": plugins,
     }
     writes.write()
     return name, config

@@ -17,6 +17,7 @@ STORED_KEYS = {
     "system_prompt": "systemPrompt",
     "mcp_servers": "mcpServers",
     "skills": "skills",
+    "plugins": "plugins",
     "disabled_tools": "disabledTools",
     "max_step": "maxStep",
     "timeout_seconds": "timeoutSeconds",
@@ -25,14 +26,16 @@ STORED_KEYS = {
 
 @dataclass(frozen=True)
 class HarnessConfig:
-    """What a harness configures. `mcp_servers` and `skills` are their stored entries: MCP
-    servers with credential references only (harnesses/mcp.py), skills as handles of bundles
-    kept out of line (harnesses/skills.py)."""
+    """What a harness configures. `mcp_servers`, `skills` and `plugins` are their stored
+    entries: MCP servers with credential references only (harnesses/mcp.py), skills as
+    handles of bundles kept out of line (harnesses/skills.py), plugins as handles of packages
+    with what was derived from them (harnesses/plugins/install.py)."""
 
     default_model: str | None = None
     system_prompt: str = ""
     mcp_servers: list[dict[str, Any]] = field(default_factory=list)
     skills: list[dict[str, Any]] = field(default_factory=list)
+    plugins: list[dict[str, Any]] = field(default_factory=list)
     disabled_tools: list[str] = field(default_factory=list)
     max_step: int | None = None
     timeout_seconds: int | None = None
@@ -56,5 +59,5 @@ class HarnessConfig:
 
     @property
     def has_own_parts(self) -> bool:
-        """Whether it names skills or MCP servers of its own (beyond the built-in skills)."""
-        return bool(self.skills or self.mcp_servers)
+        """Whether it names skills, MCP servers or plugins (beyond the built-in skills)."""
+        return bool(self.skills or self.mcp_servers or self.plugins)

@@ -36,9 +36,9 @@ _TRANSPORTS = {
     "streamablehttp": "http",
     "sse": "sse",
 }
-_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}")
+HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}")
 # Set by the gateway itself (or meaningless through it): a harness cannot override them.
-_RESERVED_HEADERS = {
+RESERVED_HEADERS = {
     "host",
     "content-length",
     "transfer-encoding",
@@ -187,7 +187,7 @@ def _headers(writes: PendingWrites, raw: Any, param: str, origin: str) -> dict[s
         invalid(param, f"`headers` must be an object of at most {MAX_HEADERS} string values.")
     headers: dict[str, str] = {}
     for key, value in raw.items():
-        if not _HEADER_NAME.fullmatch(key) or key.lower() in _RESERVED_HEADERS:
+        if not HEADER_NAME.fullmatch(key) or key.lower() in RESERVED_HEADERS:
             invalid(f"{param}.{key}", "This header name is not allowed.")
         if key.lower() in (name.lower() for name in headers):
             invalid(f"{param}.{key}", "This header is named twice (header names ignore case).")

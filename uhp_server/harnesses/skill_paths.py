@@ -1,18 +1,26 @@
-"""Paths inside a skill folder: relative, inside the folder, one spelling per file.
+"""Paths inside a skill folder (or a plugin package): relative, inside the folder, one
+spelling per file.
 
 A path is normalised as a POSIX path ("./a//b" is "a/b") and refused when it could mean a
 file outside the folder or a second name for another file: absolute, `..` anywhere, a
 backslash (a separator on Windows clients: `..\\x`), NUL or control characters, a
 Windows drive (`C:`), or a name repeated, also differing only in case (one file on
 case-insensitive filesystems) or used both as a file and as a folder.
+
+How a refusal is raised is the caller's: a skill's is `invalid_input`, a plugin's is
+`plugin_invalid` (plugins/problems.py), each from `refuse(param, message)`.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import PurePosixPath
+from typing import NoReturn
 
 from uhp_server.harnesses.problems import invalid
+
+Refusal = Callable[[str, str], NoReturn]  # (param, message)
 
 MAX_PATH_BYTES = 240
 MAX_SEGMENT_BYTES = 255
@@ -21,28 +29,28 @@ SKILL_FILE = "SKILL.md"
 _DRIVE = re.compile(r"[A-Za-z]:")
 
 
-def normalise_path(raw: object, param: str) -> str:
-    """The normalised relative path, or a 400 naming `param`."""
+def normalise_path(raw: object, param: str, refuse: Refusal = invalid) -> str:
+    """The normalised relative path, or a refusal naming `param`."""
     if not isinstance(raw, str) or not raw.strip():
-        invalid(param, "A skill file needs a non-empty `path`.")
+        refuse(param, "A file needs a non-empty `path`.")
     if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in raw) or "\\" in raw:
-        invalid(param, "A skill file path may not contain backslashes or control characters.")
+        refuse(param, "A file path may not contain backslashes or control characters.")
     if raw.startswith("/") or _DRIVE.match(raw):
-        invalid(param, "A skill file path must be relative to the skill folder.")
+        refuse(param, "A file path must be relative to its folder.")
     parts = PurePosixPath(raw).parts
     if ".." in parts:
-        invalid(param, "A skill file path may not leave the skill folder (`..`).")
+        refuse(param, "A file path may not leave its folder (`..`).")
     normalised = "/".join(p for p in parts if p != ".")
     if not normalised:
-        invalid(param, "A skill file path must name a file.")
+        refuse(param, "A file path must name a file.")
     if len(normalised.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
-        invalid(param, f"A skill file path may be at most {MAX_PATH_BYTES} bytes.")
+        refuse(param, f"A file path may be at most {MAX_PATH_BYTES} bytes.")
     if len(parts) > MAX_DEPTH or any(len(p.encode()) > MAX_SEGMENT_BYTES for p in parts):
-        invalid(param, "A skill file path is nested too deeply or has too long a name.")
+        refuse(param, "A file path is nested too deeply or has too long a name.")
     return normalised
 
 
-def check_unique(paths: list[str], param: str) -> None:
+def check_unique(paths: list[str], param: str, refuse: Refusal = invalid) -> None:
     """Refuse repeated paths (also case-insensitively) and a file that is also a folder.
 
     `param` is the files array; the offending entry's index is appended."""
@@ -50,9 +58,9 @@ def check_unique(paths: list[str], param: str) -> None:
     for index, path in enumerate(paths):
         key = path.casefold()
         if key in seen:
-            invalid(f"{param}[{index}].path", f"The path '{path}' appears more than once.")
+            refuse(f"{param}[{index}].path", f"The path '{path}' appears more than once.")
         seen[key] = index
     folders = {"/".join(p.split("/")[:i]) for p in seen for i in range(1, p.count("/") + 1)}
     for key, index in seen.items():
         if key in folders:
-            invalid(f"{param}[{index}].path", "A path is used both as a file and as a folder.")
+            refuse(f"{param}[{index}].path", "A path is used both as a file and as a folder.")

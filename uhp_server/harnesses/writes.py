@@ -1,5 +1,6 @@
-"""What a harness body stores besides the harness row (skill bundles, MCP secrets), held
-back until the whole body has been validated, so a refused body leaves nothing behind."""
+"""What a harness body stores besides the harness row (skill bundles, plugin packages, MCP
+secrets), held back until the whole body has been validated, so a refused body leaves nothing
+behind."""
 
 from __future__ import annotations
 
@@ -15,13 +16,13 @@ from storage.unit import Tx
 class PendingWrites:
     tx: Tx  # the unit it reads in while validating (blob handles, secret references)
     principal_id: str
-    _bundles: list[list[StoredFile]] = field(default_factory=list)
+    _bundles: list[tuple[list[StoredFile], str]] = field(default_factory=list)
     _secrets: list[tuple[str, str, str]] = field(default_factory=list)
 
-    def bundle(self, files: list[StoredFile]) -> str:
-        """The blob handle these files will be stored under."""
-        self._bundles.append(files)
-        return skill_store.bundle_id(self.principal_id, files)
+    def bundle(self, files: list[StoredFile], prefix: str = skill_store.BUNDLE_PREFIX) -> str:
+        """The blob handle these files will be stored under (`prefix`: what they are)."""
+        self._bundles.append((files, prefix))
+        return skill_store.bundle_id(self.principal_id, files, prefix)
 
     def secret(self, value: str, origin: str) -> str:
         """The id the secret will be stored under, bound to the origin it is for."""
@@ -30,8 +31,8 @@ class PendingWrites:
         return secret_id
 
     def write(self) -> None:
-        for files in self._bundles:
-            skill_store.put_bundle(self.tx, self.principal_id, files)
+        for files, prefix in self._bundles:
+            skill_store.put_bundle(self.tx, self.principal_id, files, prefix)
         for secret_id, value, origin in self._secrets:
             mcp_secrets.put_secret(self.tx, self.principal_id, value, secret_id, origin)
         self._bundles.clear()

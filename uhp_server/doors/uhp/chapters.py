@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from uhp_server.harnesses.plugins.schemas import SUPPORTED as SUPPORTED_PLUGIN_SCHEMAS
+
 # The core capabilities, each true only once it is built and tested. The class follows from
 # the capabilities (discovery.py), never the other way round.
 CORE_CAPABILITIES: dict[str, bool] = {
@@ -35,14 +37,14 @@ class OptionalChapter:
     served: bool
 
 
-PLUGINS = OptionalChapter("plugins", tag="Plugins", served=False)
+PLUGINS = OptionalChapter("plugins", tag="Plugins", served=True)
 ENVIRONMENTS = OptionalChapter("environments", tag="Environments", served=False)
 MEMORIES = OptionalChapter("memories", tag="Memories", served=False)
 OPTIONAL_CHAPTERS = (PLUGINS, ENVIRONMENTS, MEMORIES)
 
 # The Agent Plugins manifest schemas installed (Plugins §7): discovery names them, and must,
 # exactly while `plugins` is served.
-PLUGIN_SCHEMAS = ("https://agent-plugins.org/schemas/1.0.0/plugin.schema.json",)
+PLUGIN_SCHEMAS = tuple(SUPPORTED_PLUGIN_SCHEMAS)
 
 
 def capabilities() -> dict[str, bool]:

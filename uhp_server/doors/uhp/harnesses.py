@@ -1,5 +1,6 @@
 """Harnesses chapter: discovering configured harnesses and the models they can run, and
-(class Full) creating, replacing and deleting them (Harnesses §5)."""
+(class Full) creating, replacing and deleting them (Harnesses §5); a plugin's files and a
+harness exported as a plugin (Plugins §3.1, §5)."""
 
 from __future__ import annotations
 
@@ -62,6 +63,23 @@ async def get_skill_files(
 ) -> dict[str, Any]:
     """The whole folder of one of the harness's skills (its own or an inherited built-in)."""
     return await engine.harnesses.skill_folder(principal.id, harness_id, skill_name)
+
+
+@router.get("/v1/harnesses/{harness_id}/plugins/{plugin_name}/files")
+async def get_plugin_files(
+    harness_id: str, plugin_name: str, principal: CurrentPrincipal, engine: EngineDep
+) -> dict[str, Any]:
+    """The whole package of one of the harness's plugins, byte for byte."""
+    return await engine.harnesses.plugin_files(principal.id, harness_id, plugin_name)
+
+
+@router.get("/v1/harnesses/{harness_id}/plugin")
+async def export_harness_plugin(
+    harness_id: str, principal: CurrentPrincipal, engine: EngineDep
+) -> dict[str, Any]:
+    """The harness's own MCP servers and skills as an Agent Plugins package that installs
+    elsewhere, without its credentials."""
+    return await engine.harnesses.export_plugin(principal.id, harness_id)
 
 
 @router.get("/v1/models")

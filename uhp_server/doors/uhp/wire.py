@@ -65,8 +65,8 @@ def share_to_wire(share: Share, *, enabled: bool = True) -> dict[str, object]:
 
 
 def harness_to_wire(harness: Harness) -> dict[str, Any]:
-    """The harness object. Skills come rendered (bundles live out of line); MCP credentials
-    are references only (harnesses/mcp.py)."""
+    """The harness object. Skills and plugins come rendered (bundles and packages live out
+    of line); MCP credentials are references only (harnesses/mcp.py)."""
     config: HarnessConfig = harness.config
     wire: dict[str, Any] = {
         "id": harness.id,
@@ -77,6 +77,7 @@ def harness_to_wire(harness: Harness) -> dict[str, Any]:
         "systemPrompt": config.system_prompt,
         "mcpServers": render_mcp_servers(config.mcp_servers),
         "skills": harness.skills,
+        "plugins": harness.plugins,
         "disabledTools": config.disabled_tools,
         "maxStep": config.max_step,
         "timeoutSeconds": config.timeout_seconds,

@@ -1,9 +1,10 @@
 """Harnesses for every door (Harnesses chapter): a principal's harnesses (its default ones
-made on first use), created, replaced and deleted; a skill's folder; the models a harness can
-serve; and the live feed of what runs in its sessions.
+made on first use), created, replaced and deleted; a skill's folder; a plugin's package and
+the harness exported as one (Plugins chapter); the models a harness can serve; and the live
+feed of what runs in its sessions.
 
-The configuration's rules (fields, skills, MCP servers and their secrets) are the harness
-configuration package's (uhp_server/harnesses/); this is where they meet storage.
+The configuration's rules (fields, skills, MCP servers and their secrets, plugins) are the
+harness configuration package's (uhp_server/harnesses/); this is where they meet storage.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from uhp_server.errors import VENDOR, ApiError
 from uhp_server.harnesses.body import ConfigRules, check_immutables, parse_harness_body
 from uhp_server.harnesses.config import HarnessConfig
 from uhp_server.harnesses.defaults import default_harness, ensure_defaults, made_default
+from uhp_server.harnesses.plugins.export import export_plugin
+from uhp_server.harnesses.plugins.problems import plugin_not_found
+from uhp_server.harnesses.plugins.render import plugin_files, render_plugins
 from uhp_server.harnesses.problems import invalid
 from uhp_server.harnesses.skills import render_skills, skill_folder
 from uhp_server.ids import new_id
@@ -152,6 +156,27 @@ class Harnesses:
             )
         return folder
 
+    async def plugin_files(self, principal_id: str, harness_id: str, plugin: str) -> dict[str, Any]:
+        """Every file of one of the harness's plugins, with its contents (Plugins §3.1)."""
+        row = await self.db.read(self._row, principal_id, harness_id)
+        stored = HarnessConfig.from_stored(row.config).plugins
+        files = await self.db.read(plugin_files, principal_id, stored, plugin)
+        if files is None:
+            raise plugin_not_found()
+        return files
+
+    async def export_plugin(self, principal_id: str, harness_id: str) -> dict[str, Any]:
+        """The harness's own MCP servers and skills as an Agent Plugins package, without its
+        credentials (Plugins §5)."""
+
+        def exported(tx: Tx) -> dict[str, Any]:
+            row = self._row(tx, principal_id, harness_id)
+            config = HarnessConfig.from_stored(row.config)
+            allow_private = self.rules.mcp_allow_private_hosts
+            return export_plugin(tx, principal_id, row.id, row.name, config, allow_private)
+
+        return await self.db.read(exported)
+
     # -- models --------------------------------------------------------------------------
     async def models(self) -> dict[str, Any]:
         """Every provider an enabled base can use (directly or translated) with its models,
@@ -252,6 +277,7 @@ class Harnesses:
         if base is not None and not default:
             default = await self.catalog.default_for(base, None)
         skills = await self.db.read(render_skills, row.principal_id, config.skills)
+        plugins = await self.db.read(render_plugins, row.principal_id, config.plugins)
         return records.Harness(
             id=row.id,
             principal_id=row.principal_id,
@@ -263,4 +289,5 @@ class Harnesses:
             enforcement=base.enforcement if base is not None else None,
             default_model=default,
             skills=skills,
+            plugins=plugins,
         )

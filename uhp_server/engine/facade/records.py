@@ -102,6 +102,7 @@ class Harness:
     enforcement: Enforcement | None  # what the base enforces; None when it is not enabled
     default_model: str | None  # the harness's own, else the catalogue's default for its base
     skills: list[dict[str, Any]]  # rendered: every skill with its files' paths and sizes
+    plugins: list[dict[str, Any]]  # rendered: each plugin object (harnesses/plugins/render.py)
 
 
 @dataclass(frozen=True)

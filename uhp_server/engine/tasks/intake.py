@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness_bases.base import HarnessBase, SkillBundle
+from harness_bases.base import HarnessBase
 from storage import acceptance as accepting
 from storage import files as file_store
 from storage import responses as response_store
@@ -39,10 +39,9 @@ from uhp_server.engine.turns.registry import RunRegistry
 from uhp_server.engine.turns.run import Run, TurnPlan
 from uhp_server.errors import VENDOR, ApiError
 from uhp_server.gateway.connection import connection_provider
-from uhp_server.gateway.mcp_targets import McpTarget
 from uhp_server.harnesses.builtin_skills import builtin_skills
 from uhp_server.harnesses.config import HarnessConfig
-from uhp_server.harnesses.runtime import builtin_turn_skills, turn_mcp_targets, turn_skills
+from uhp_server.harnesses.runtime import TurnParts, builtin_turn_parts, turn_parts
 from uhp_server.ids import new_id
 from uhp_server.settings import Settings
 
@@ -175,7 +174,7 @@ class TaskIntake:
         inline: list[Attachment] = []
         if any(attachment.data is not None for attachment in normalized.attachments):
             inline = await asyncio.to_thread(write_inline_blobs, self.blobs, normalized.attachments)
-        skills, mcp_servers = await self._turn_config(principal_id, config)
+        parts = await self._turn_parts(principal_id, config)
         new_session_id = None
         if session is None:
             new_session_id = new_id("session")
@@ -227,8 +226,9 @@ class TaskIntake:
                 workspace=self._session_dir(held.id) / "workspace",
                 home=self._session_dir(held.id) / "home",
                 attachments=tuple(normalized.attachments),
-                skills=skills,
-                mcp_servers=mcp_servers,
+                skills=parts.skills,
+                mcp_servers=parts.mcp_servers,
+                plugins=parts.plugins,
                 ask_user=task.questions.offers_tool,
             )
             # The first event is committed with the response: the log goes on from it.
@@ -273,21 +273,11 @@ class TaskIntake:
 
         return await self.db.read(normalized, task.input)
 
-    async def _turn_config(
-        self, principal_id: str, config: HarnessConfig
-    ) -> tuple[tuple[SkillBundle, ...], tuple[McpTarget, ...]]:
+    async def _turn_parts(self, principal_id: str, config: HarnessConfig) -> TurnParts:
         if not config.has_own_parts:  # built-in skills only: nothing to read
-            return builtin_turn_skills(), ()
-        return await self.db.read(self._stored_turn_config, principal_id, config)
-
-    def _stored_turn_config(
-        self, tx: Tx, principal_id: str, config: HarnessConfig
-    ) -> tuple[tuple[SkillBundle, ...], tuple[McpTarget, ...]]:
-        skills = turn_skills(tx, principal_id, config.skills)
-        mcp = turn_mcp_targets(
-            tx, principal_id, config.mcp_servers, self.settings.mcp_allow_private_hosts
-        )
-        return skills, mcp
+            return builtin_turn_parts()
+        allow_private = self.settings.mcp_allow_private_hosts
+        return await self.db.read(turn_parts, principal_id, config, allow_private)
 
     async def _accept(self, a: Acceptance) -> str | HeldSession:
         """One transaction (engine/tasks/acceptance.py). Returns the claimed session, or the id of

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from harness_bases import events as ev
-from harness_bases.base import HarnessBase, ImageInput, McpServerSpec, TurnSpec
+from harness_bases.base import HarnessBase, ImageInput, Invocation, McpServerSpec, TurnSpec
+from harness_bases.plugin_folders import place_plugins, stdio_launches
 from harness_bases.turns import AgentTurn
 from uhp_server.engine.requests import IncompleteReason, TaskStatus
 from uhp_server.engine.tasks.attachments import prompt_note
@@ -107,8 +108,8 @@ class TurnExecutor:
             spec = await self._with_attachments(run, self._spec(plan, grant.token, mcp))
             if plan.ask_user:
                 spec = dataclasses.replace(spec, ask_user=functools.partial(ask, run))
-            # Writes the CLI's config files: disk work, kept off the event loop.
-            invocation = await asyncio.to_thread(plan.base.prepare, spec)
+            # Writes the plugins and the CLI's config files: disk work, off the event loop.
+            invocation = await asyncio.to_thread(_prepare, plan.base, spec)
             before = await self.files.baseline(run) if self.files else None
             mounts = SessionMounts(
                 workspace=plan.workspace,
@@ -294,6 +295,8 @@ class TurnExecutor:
             max_step=plan.max_step,
             skills=plan.skills,
             mcp_servers=servers,
+            plugins=plan.plugins,
+            stdio_servers=stdio_launches(plan.plugins, self.sandbox.paths),
         )
 
     async def _consume(
@@ -397,6 +400,13 @@ class TurnExecutor:
                 notice=notice,
             )
         )
+
+
+def _prepare(base: HarnessBase, spec: TurnSpec) -> Invocation:
+    """The turn's enabled plugins placed in the session (the same for every base), then the
+    CLI's own files."""
+    place_plugins(spec)
+    return base.prepare(spec)
 
 
 def _cli_usage(usage: ev.Usage | None) -> dict[str, Any] | None:

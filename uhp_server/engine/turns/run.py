@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from harness_bases import events as ev
-from harness_bases.base import HarnessBase, SkillBundle
+from harness_bases.base import HarnessBase, PluginPackage, SkillBundle
 from uhp_server.catalog import ModelRoute
 from uhp_server.engine.requests import IncompleteReason, Question, QuestionPolicy, TaskStatus
 from uhp_server.engine.tasks.inputs import Attachment
@@ -58,8 +58,9 @@ class TurnPlan:
     native_session_id: str | None
     workspace: Path
     home: Path
-    skills: tuple[SkillBundle, ...] = ()  # enabled skills, built-ins included, whole folders
+    skills: tuple[SkillBundle, ...] = ()  # enabled skills, built-ins and plugins' included
     mcp_servers: tuple[McpTarget, ...] = ()  # enabled MCP servers, credentials resolved
+    plugins: tuple[PluginPackage, ...] = ()  # enabled plugins, each its whole package
     attachments: tuple[Attachment, ...] = ()  # files the task brings, placed before the run
     # Where the model calls go (provider, its name for the model); None: the provider named
     # like the base's backend, with `model` as is. A per-turn connection's key lives here.

@@ -1,0 +1,27 @@
+"""What the server found in a package and did not load, and where (Plugins §2.2 `skipped`).
+
+Ignoring is allowed, silent ignoring is not: every component left out of a plugin is one of
+these on the plugin object, with its place in the package (`skills/broken`,
+`mcp.json#/mcpServers/redline`, `plugin.json#/vendorField`) and one sentence of reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Skipped:
+    path: str
+    reason: str
+
+    def wire(self) -> dict[str, str]:
+        return {"path": self.path, "reason": self.reason}
+
+
+def pointer(file: str, *parts: str | int) -> str:
+    """`file#/a/b`: a JSON pointer into one of the package's files (`~` and `/` escaped)."""
+    if not parts:
+        return file
+    escaped = (str(part).replace("~", "~0").replace("/", "~1") for part in parts)
+    return f"{file}#/" + "/".join(escaped)
