@@ -13,6 +13,7 @@ import pytest
 
 from storage import door_sessions
 from tests.support.fake_engine import CONNECTION, StandInEngine
+from tests.support.waiting import wait_for
 from uhp_server.engine.requests import (
     ChatMessage,
     EngineTask,
@@ -117,7 +118,12 @@ async def test_turns_beyond_the_limit_wait_in_order_and_a_cancel_leaves_at_once(
     cancelled = await engine.engine.cancel(engine.principal_id, ids[3])
     assert cancelled.status == "cancelled"
     assert engine.admission.waiting == 2
-    for n in range(5):
+    # One place frees at a time, each taken before the next frees: the order the waiting
+    # turns start in is the order the line admits them, not a race between their set-ups.
+    for n, admitted in ((0, 3), (1, 4)):
+        engine.base.gate(f"g{n}").set()
+        await wait_for(lambda: len(engine.sandbox.started) == admitted)
+    for n in range(2, 5):
         engine.base.gate(f"g{n}").set()
     for n in (0, 1, 2, 4):
         await until(engine, ids[n], "completed")
