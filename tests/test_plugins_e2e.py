@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 
 PLUGIN = "e2e-plugin"
 SKILL = "e2e-manual"
-DESCRIPTION = "How to read the e2e plugin's codes; use it for any code question."
+DESCRIPTION = "How to read the codes of the e2e plugin; use it for any code question."
 SKILL_BODY = "Every code is explained in references/codes.md.\n"
 CODES = "Code 41 means: the plugin's skill was read. Ünïcödé kept.\n"
 VAULT_HEADER = "plugin-header-e2e-5b2"
