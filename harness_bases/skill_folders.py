@@ -39,18 +39,22 @@ def write_skill_folders(home: Path, skills_dir: str, record: str, skills: Sequen
     for skill in skills:
         if not _plain_name(skill.name):
             continue
-        folder = real_dir(root, skill.name)
-        for file in skill.files:
-            relative = PurePosixPath(file.path)
-            if not _inside(relative):
-                continue
-            where = real_dir(folder, str(relative.parent))  # "." is the folder itself
-            write_file(where / relative.name, file.data, _mode(file))
+        write_folder(real_dir(root, skill.name), skill.files)
         written.append(skill.name)
     record_path = PurePosixPath(record)
     write_file(
         real_dir(home, str(record_path.parent)) / record_path.name, json.dumps(written).encode()
     )
+
+
+def write_folder(folder: Path, files: Sequence[SkillFile]) -> None:
+    """Write `files` into `folder` (a real folder), each at its relative path."""
+    for file in files:
+        relative = PurePosixPath(file.path)
+        if not _inside(relative):
+            continue
+        where = real_dir(folder, str(relative.parent))  # "." is the folder itself
+        write_file(where / relative.name, file.data, _mode(file))
 
 
 def _previous(record: Path) -> list[str]:

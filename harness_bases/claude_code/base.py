@@ -9,6 +9,7 @@ from harness_bases.claude_code import command
 from harness_bases.claude_code import install as installer
 from harness_bases.claude_code.config import CONFIG_DIR, write_turn_files
 from harness_bases.claude_code.driver import ClaudeCodeTurn
+from harness_bases.claude_code.plugins import own_skills
 from harness_bases.claude_code.skills import materialise_skills
 from harness_bases.claude_code.transcripts import transcript_exists
 from harness_bases.safe_files import real_dir
@@ -28,6 +29,9 @@ class ClaudeCodeBase(HarnessBase):
     # --max-turns stops the CLI itself (see config.py and command.py).
     enforcement = Enforcement(disabled_tools="hard", max_step="native")
     mcp_transports = ("http", "sse")
+    # A plugin's skills go in the CLI's own plugin form, its MCP servers (stdio ones through
+    # the launcher) in the MCP config with the harness's (plugins.py says why).
+    stdio_mcp = True
 
     def install(self, tools_dir: Path) -> None:
         installer.install(tools_dir)
@@ -37,7 +41,9 @@ class ClaudeCodeBase(HarnessBase):
 
     def prepare(self, turn: TurnSpec) -> Invocation:
         files = write_turn_files(turn)
-        materialise_skills(real_dir(turn.host_home, CONFIG_DIR), turn.skills)
+        # A plugin's skills are in its Claude Code plugin (config.py wrote it): not here too.
+        skills = own_skills(turn.plugins, turn.skills)
+        materialise_skills(real_dir(turn.host_home, CONFIG_DIR), skills)
         resume = turn.native_session_id if _resumable(turn) else None
         return Invocation(
             argv=command.argv(turn, files, resume),

@@ -41,6 +41,8 @@ def argv(turn: TurnSpec, files: TurnFiles, resume: str | None) -> list[str]:
         f"--mcp-config={files.mcp_config}",
         "--strict-mcp-config",
     ]
+    if files.plugin_dir:
+        args.append(f"--plugin-dir={files.plugin_dir}")
     if files.system_prompt:
         args.append(f"--append-system-prompt-file={files.system_prompt}")
     if turn.max_step is not None:

@@ -8,7 +8,12 @@
 - The MCP config names each server by the gateway's proxy URL; its bearer token is a
   `${VAR}` reference that the CLI expands from its own environment, so no token is written
   into a file. `--strict-mcp-config` keeps a `.mcp.json` in the workspace from adding
-  servers that would bypass the gateway.
+  servers that would bypass the gateway. A plugin's stdio server is the process the CLI
+  starts: plugin_folders.py's launcher on the server's launch file, so no string from the
+  plugin is in this file, where the CLI would expand `${VAR}` from its own environment, and
+  the launcher gives the plugin's process none of the CLI's credentials.
+- The enabled plugins are written as Claude Code plugins (plugins.py) and loaded with
+  `--plugin-dir`; their MCP servers are the ones in the MCP config above.
 - The system prompt goes into a file passed with `--append-system-prompt-file` (no argv
   limit), and `--system-prompt-snapshot off` makes a resumed conversation use this turn's
   instructions instead of the ones recorded on its first request.
@@ -20,7 +25,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from harness_bases.base import McpServerSpec, TurnSpec
+from harness_bases.base import McpServerSpec, StdioServerSpec, TurnSpec
+from harness_bases.claude_code.plugins import PLUGINS_DIR, native_plugins, write_plugins
 from harness_bases.safe_files import real_dir, remove_if_present, write_file
 
 CONFIG_DIR = ".claude"  # under the agent home: CLAUDE_CONFIG_DIR
@@ -42,6 +48,7 @@ class TurnFiles:
     config_dir: str
     mcp_config: str
     system_prompt: str | None
+    plugin_dir: str | None  # the folder of the turn's plugins, in Claude Code's form
 
 
 def config_dir(home: str) -> str:
@@ -58,15 +65,21 @@ def mcp_token_env(index: int) -> str:
     return f"{MCP_TOKEN_ENV_PREFIX}{index}"
 
 
-def mcp_config(servers: tuple[McpServerSpec, ...]) -> dict[str, Any]:
-    """`--mcp-config` contents: each server through the gateway's MCP proxy."""
-    entries = {}
+def mcp_config(
+    servers: tuple[McpServerSpec, ...], stdio_servers: tuple[StdioServerSpec, ...] = ()
+) -> dict[str, Any]:
+    """`--mcp-config` contents: each remote server through the gateway's MCP proxy, each
+    plugin's stdio server started through its launcher."""
+    entries: dict[str, Any] = {}
     for index, server in enumerate(servers):
         entries[server.name] = {
             "type": "sse" if server.transport == "sse" else "http",
             "url": server.url,
             "headers": {"Authorization": f"Bearer ${{{mcp_token_env(index)}}}"},
         }
+    for stdio in stdio_servers:
+        # Paths in the agent home (no `${` in them): the CLI has nothing to expand here.
+        entries[stdio.name] = {"type": "stdio", "command": stdio.command, "args": [*stdio.args]}
     return {"mcpServers": entries}
 
 
@@ -80,11 +93,13 @@ def _json(value: Any) -> bytes:
 
 
 def write_turn_files(turn: TurnSpec) -> TurnFiles:
-    """Write settings, MCP config and system prompt for the turn; returns their sandbox paths."""
+    """Write settings, MCP config, system prompt and plugins for the turn; returns their
+    sandbox paths."""
     host_config = real_dir(turn.host_home, CONFIG_DIR)  # never a link the agent left
     write_file(host_config / SETTINGS_FILE, _json(settings(turn.disabled_tools)), 0o600)
     own = real_dir(host_config, OWN_DIR)
-    write_file(own / MCP_FILE, _json(mcp_config(turn.mcp_servers)), 0o600)
+    write_file(own / MCP_FILE, _json(mcp_config(turn.mcp_servers, turn.stdio_servers)), 0o600)
+    has_plugins = write_plugins(own, native_plugins(turn.plugins, turn.skills))
     prompt = turn.system_prompt.strip()
     if prompt:
         write_file(own / SYSTEM_PROMPT_FILE, prompt.encode("utf-8", errors="replace"), 0o600)
@@ -95,4 +110,5 @@ def write_turn_files(turn: TurnSpec) -> TurnFiles:
         config_dir=inside,
         mcp_config=f"{inside}/{OWN_DIR}/{MCP_FILE}",
         system_prompt=f"{inside}/{OWN_DIR}/{SYSTEM_PROMPT_FILE}" if prompt else None,
+        plugin_dir=f"{inside}/{OWN_DIR}/{PLUGINS_DIR}" if has_plugins else None,
     )
