@@ -24,14 +24,17 @@ from harness_bases import events as ev
 from harness_bases.base import (
     SYSTEM_PATH,
     McpServerSpec,
+    PluginPackage,
     SkillBundle,
     SkillFile,
+    StdioServer,
     TurnSpec,
 )
 from harness_bases.claude_code import ClaudeCodeBase
 from harness_bases.claude_code import install as installer
 from harness_bases.claude_code.failures import provider_message
 from harness_bases.messages import RESUME_FAILED_NOTICE
+from harness_bases.plugin_folders import place_plugins, plugin_data, plugin_root, stdio_launches
 from tests.conftest import PROVIDER_KEY, installed_tools
 from tests.scripted_provider import RunningProvider
 from tests.support.direct_turn import OUTCOMES, DirectTurn
@@ -41,6 +44,8 @@ from tests.support.mcp_server import (
     assert_vault_answered,
     vault_turn,
 )
+from tests.support.plugins import STDIO_SERVER
+from tests.support.stdio_mcp_server import ANSWER_PREFIX as STAMP_PREFIX
 
 FIXTURES = Path(__file__).parent.parent / "harness_bases" / "claude_code" / "fixtures"
 CAPTURE = FIXTURES if capturing("UHP_CAPTURE_CLAUDE_CODE_FIXTURES") else None
@@ -382,6 +387,79 @@ async def test_skills_are_found_listed_and_loaded(env: LiveBase) -> None:
     assert not folder.exists()
 
 
+def demo_plugin(skill_body: bytes = b"The plugin word is okapi-7.\n") -> PluginPackage:
+    """A plugin with a skill and the stamp stdio server (tests/support/stdio_mcp_server.py)."""
+    files = (
+        SkillFile("plugin.json", b"{}"),
+        SkillFile("bin/stamp", STDIO_SERVER.encode(), executable=True),
+        SkillFile("skills/demo-skill/SKILL.md", skill_body),
+    )
+    stamp = StdioServer("stamp", "./bin/stamp", args=("--data", "${PLUGIN_DATA}/x"))
+    return PluginPackage("demo-plugin", files, (stamp,), "1.0.0", "A demo plugin.")
+
+
+def demo_skills(plugin: PluginPackage) -> tuple[SkillBundle, ...]:
+    """The plugin's skill (as the engine derives it) beside one of the harness's own."""
+    skill = SkillFile("SKILL.md", next(f.data for f in plugin.files if f.path.endswith("SKILL.md")))
+    own = SkillFile("SKILL.md", b"---\nname: own-skill\ndescription: The harness's own.\n---\n")
+    return (
+        SkillBundle("own-skill", (own,)),
+        SkillBundle("demo-skill", (skill, SkillFile("run.sh", b"#!/bin/sh\n")), plugin.name),
+    )
+
+
+@pytest.mark.slow
+async def test_a_plugin_loads_natively_with_its_skill_and_its_stdio_server(env: LiveBase) -> None:
+    skill_md = (
+        b"---\nname: demo-skill\ndescription: Knows the okapi word.\n---\n"
+        b"The plugin word is okapi-7. [${ANTHROPIC_AUTH_TOKEN}]\n"
+        b"!`echo ran-$ANTHROPIC_AUTH_TOKEN`\n"
+    )
+    plugin = demo_plugin(skill_md)
+    paths = env.spec("x").paths
+    fields: dict = {
+        "plugins": (plugin,),
+        "skills": demo_skills(plugin),
+        "stdio_servers": stdio_launches((plugin,), paths),
+    }
+    place_plugins(env.spec("x", **fields))  # what the engine does before prepare()
+    prompt = (
+        'TOOL Skill {"skill": "demo-skill"}\nTOOL mcp__stamp__stamp {"word": "w"}\nSAY {outputs}'
+    )
+    turn = await env.run(prompt, **fields)
+    init = next(m for m in turn.proc.messages() if m.get("subtype") == "init")
+    native = env.home / ".claude" / "uhp" / "plugins" / "demo-plugin"
+    loaded = [p for p in init["plugins"] if p["name"] == "demo-plugin"]
+    assert loaded == [
+        {
+            "name": "demo-plugin",
+            "path": str(native),
+            "source": "demo-plugin@inline",
+            "version": "1.0.0",
+        }
+    ]
+    assert "demo-plugin:demo-skill" in init["skills"] and "own-skill" in init["skills"]
+    assert "demo-skill" not in init["skills"]  # listed once, as the plugin's
+    # The plugin's server is the harness's namespace: its own name, connected, not renamed.
+    assert {"name": "stamp", "status": "connected"}.items() <= init["mcp_servers"][0].items()
+    assert "mcp__stamp__stamp" in init["tools"]
+    finished = turn.of(ev.ToolCallFinished)
+    assert [f.ok for f in finished] == [True, True]
+    # The skill was loaded by its own name, from the native plugin, with nothing expanded
+    # from the CLI's environment and its command run without the turn's credentials.
+    told = json.dumps(message_bodies(env.provider)[-1])
+    assert f"Base directory for this skill: {native}/skills/demo-skill" in told
+    assert "okapi-7. [${ANTHROPIC_AUTH_TOKEN}]" in told and "ran-\\n" in told
+    assert PROVIDER_KEY not in told
+    # The stdio server ran through the launcher: the plugin's process, not the CLI's.
+    stamped = next(f.output for f in finished if STAMP_PREFIX in f.output)
+    facts = json.loads(stamped[stamped.index("{") : stamped.rindex("}") + 1])
+    root, data = plugin_root(paths.home, "demo-plugin"), plugin_data(paths.home, "demo-plugin")
+    assert (facts["root"], facts["data"], facts["cwd"]) == (root, data, root)
+    assert facts["argv"] == ["--data", f"{data}/x"]
+    assert not [n for n in facts["env"] if n.startswith(("ANTHROPIC", "UHP_", "CLAUDE"))]
+
+
 def _mcp_spec(url: str, token: str = "mcp-tok-1") -> McpServerSpec:
     return McpServerSpec(name="vault", url=url, bearer_token=token)
 
@@ -533,10 +611,14 @@ def test_links_the_agent_left_in_its_home_are_replaced_not_followed(tmp_path: Pa
     (home / "skills" / "s").symlink_to(outside)
     skill = SkillBundle("s", (SkillFile("SKILL.md", b"---\nname: s\n---\n"),))
     ClaudeCodeBase().prepare(fast_spec(tmp_path, system_prompt="x", skills=(skill,)))
+    (home / "uhp" / "plugins").symlink_to(outside)
+    ClaudeCodeBase().prepare(fast_spec(tmp_path, skills=(skill,), plugins=(demo_plugin(),)))
     assert (outside / "keep.txt").read_text() == "host file"
     assert sorted(p.name for p in outside.iterdir()) == ["keep.txt"]
     assert not (home / "settings.json").is_symlink() and not (home / "uhp").is_symlink()
     assert (home / "skills" / "s" / "SKILL.md").read_bytes() == b"---\nname: s\n---\n"
+    plugins = home / "uhp" / "plugins"
+    assert not plugins.is_symlink() and (plugins / "demo-plugin" / ".claude-plugin").is_dir()
 
 
 def test_skills_written_whole_and_removed_when_gone(tmp_path: Path) -> None:
@@ -554,6 +636,61 @@ def test_skills_written_whole_and_removed_when_gone(tmp_path: Path) -> None:
     ClaudeCodeBase().prepare(fast_spec(tmp_path, skills=(SkillBundle("a", first[0].files),)))
     assert sorted(p.name for p in skills.iterdir()) == ["a", "mine"]
     assert not (skills / "a" / "stale.txt").exists()
+
+
+def test_plugins_are_claude_code_plugins_and_their_servers_start_through_the_launcher(
+    tmp_path: Path,
+) -> None:
+    plugin = demo_plugin()
+    paths = fast_spec(tmp_path).paths
+    spec = fast_spec(
+        tmp_path,
+        plugins=(plugin,),
+        skills=demo_skills(plugin),
+        stdio_servers=stdio_launches((plugin,), paths),
+        system_prompt="x",
+    )
+    argv = ClaudeCodeBase().prepare(spec).argv
+    assert argv[-2:] == [
+        "--plugin-dir=/home/agent/.claude/uhp/plugins",
+        "--append-system-prompt-file=/home/agent/.claude/uhp/system-prompt.md",
+    ]
+    assert "--strict-mcp-config" in argv  # no server but the MCP config's
+    config = tmp_path / "home" / ".claude"
+    native = config / "uhp" / "plugins" / "demo-plugin"
+    assert json.loads((native / ".claude-plugin" / "plugin.json").read_text()) == {
+        "name": "demo-plugin",
+        "version": "1.0.0",
+        "description": "A demo plugin.",
+    }
+    # Only the manifest and the plugin's skills: never the package's own files.
+    written = sorted(str(p.relative_to(native)) for p in native.rglob("*") if p.is_file())
+    assert written == [
+        ".claude-plugin/plugin.json",
+        "skills/demo-skill/SKILL.md",
+        "skills/demo-skill/run.sh",
+    ]
+    assert os.access(native / "skills" / "demo-skill" / "run.sh", os.X_OK)
+    # The harness's own skill where personal skills go; the plugin's only in its plugin.
+    assert sorted(p.name for p in (config / "skills").iterdir()) == ["own-skill"]
+    mcp = json.loads((config / "uhp" / "mcp.json").read_text())
+    assert mcp["mcpServers"] == {
+        "stamp": {
+            "type": "stdio",
+            "command": "python3",
+            "args": [
+                "-I",
+                "/home/agent/.uhp/plugin-servers/launch.py",
+                "/home/agent/.uhp/plugin-servers/stamp.json",
+            ],
+        }
+    }
+    # The next turn, the plugin disabled: nothing of it is loaded, nor what the agent left.
+    (config / "uhp" / "plugins" / "planted" / ".claude-plugin").mkdir(parents=True)
+    argv = ClaudeCodeBase().prepare(fast_spec(tmp_path)).argv
+    assert not any(a.startswith("--plugin-dir") for a in argv)
+    assert not (config / "uhp" / "plugins").exists()
+    assert json.loads((config / "uhp" / "mcp.json").read_text()) == {"mcpServers": {}}
 
 
 def test_resume_only_when_the_transcript_is_there(tmp_path: Path) -> None:
