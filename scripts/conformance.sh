@@ -76,6 +76,9 @@ mkdir -p "$home" "$(dirname "$report")"
 # The current suite installs with its fixture extra. The 2026-08-11 release reads its schema
 # from ../../schema beside its own source, so it is installed editable from a copy inside its
 # venv (the copy is the installed code: replaced whole when the suite changes).
+# Runs side by side (scripts/test.sh) install one at a time.
+exec {install_lock}>"$home/.install.lock"
+flock "$install_lock"
 stamp=$(cd "$suite_src" && find . -path ./build -prune -o -name '*.egg-info' -prune -o \
   -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
 if [[ ! -x $venv/bin/uhp-conformance || $(cat "$venv/.suite-stamp" 2>/dev/null) != "$stamp" ]]; then
@@ -94,6 +97,7 @@ if [[ ! -x $venv/bin/uhp-conformance || $(cat "$venv/.suite-stamp" 2>/dev/null) 
   fi
   echo "$stamp" >"$venv/.suite-stamp"
 fi
+exec {install_lock}>&-
 
 # The model the base's wire reaches (tests/conftest.py's defaults).
 backend=$("$python" -c "from harness_bases import registry; print(registry()['$base'].backend)" \
