@@ -86,15 +86,24 @@ def bodies_text(provider: Any) -> str:
     return json.dumps([r.get("body") for r in provider.requests()], ensure_ascii=False)
 
 
-def announced_skill_dir(told: str) -> str:
+def announced_skill_dir(told: str) -> str | None:
     """Where the agent was told the plugin's skill is: the folder of the SKILL.md path the
-    base put in front of the model (in its instructions or its skill listing)."""
-    found = {
-        match.group(1)
-        for match in re.finditer(r"(/[^\s\"'<>()\\]*/" + SKILL + r")/SKILL\.md", told)
-    }
-    assert found, f"the agent was never told where skill {SKILL!r} is"
-    return sorted(found)[0]
+    base put in front of the model (in its instructions or its skill listing), or the folder
+    a CLI's own skill tool names when it loads the skill (Claude Code's Skill)."""
+    folder = r"(/[^\s\"'<>()\\]*/" + SKILL + ")"
+    patterns = (folder + r"/SKILL\.md", "Base directory for this skill: " + folder)
+    found = {match.group(1) for pattern in patterns for match in re.finditer(pattern, told)}
+    return sorted(found)[0] if found else None
+
+
+def offers_skill_tool(provider: Any) -> bool:
+    """Whether the CLI gives the model a tool of its own that loads a skill by name."""
+    return any(
+        tool.get("name") == "Skill"
+        for request in provider.requests()
+        for tool in (request.get("body") or {}).get("tools") or []
+        if isinstance(tool, dict)
+    )
 
 
 def call_outputs(response: dict[str, Any]) -> dict[str, str]:
@@ -166,6 +175,16 @@ def test_the_agent_calls_a_plugin_s_mcp_tools_and_reads_its_skill(
     assert SKILL in told and DESCRIPTION in told
     assert "resting-skill" not in told
     skill_dir = announced_skill_dir(told)
+    if skill_dir is None and offers_skill_tool(provider):
+        # A CLI that lists a skill by name and tells the model its folder when its own skill
+        # tool loads it: the agent loads the plugin's skill by its name first.
+        provider.reset()
+        loading = f'TOOL Skill {{"skill": "{SKILL}"}}\nSAY {{output}}'
+        body = {"input": loading, "metadata": metadata, "previous_response_id": first["id"]}
+        first = create(client, body)
+        assert first["status"] == "completed", first
+        skill_dir = announced_skill_dir(bodies_text(provider))
+    assert skill_dir, f"the agent was never told where skill {SKILL!r} is"
 
     # One turn: the plugin's stdio tool, its remote tool, and its skill's files read where
     # the agent was told they are.
