@@ -180,8 +180,9 @@ def test_the_agent_calls_a_plugin_s_mcp_tools_and_reads_its_skill(
         # tool loads it: the agent loads the plugin's skill by its name first.
         provider.reset()
         loading = f'TOOL Skill {{"skill": "{SKILL}"}}\nSAY {{output}}'
-        body = {"input": loading, "metadata": metadata, "previous_response_id": first["id"]}
-        first = create(client, body)
+        first = create(
+            client, {"input": loading, "metadata": metadata, "previous_response_id": first["id"]}
+        )
         assert first["status"] == "completed", first
         skill_dir = announced_skill_dir(bodies_text(provider))
     assert skill_dir, f"the agent was never told where skill {SKILL!r} is"
