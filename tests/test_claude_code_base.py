@@ -388,7 +388,10 @@ async def test_skills_are_found_listed_and_loaded(env: LiveBase) -> None:
     assert not folder.exists()
 
 
-def demo_plugin(skill_body: bytes = b"The plugin word is okapi-7.\n") -> PluginPackage:
+DEMO_SKILL = b"---\nname: demo-skill\ndescription: Knows the okapi word.\n---\nokapi-7\n"
+
+
+def demo_plugin(skill_body: bytes = DEMO_SKILL) -> PluginPackage:
     """A plugin with a skill and the stamp stdio server (tests/support/stdio_mcp_server.py)."""
     files = (
         SkillFile("plugin.json", b"{}"),
@@ -489,7 +492,18 @@ async def test_the_cli_connects_to_nothing_but_the_gateway(env: LiveBase) -> Non
         pytest.skip("SKIPPED LOUDLY: no strace here, so the CLI's connections cannot be traced")
     trace = env.home.parent / "connect.trace"
     wrap = [strace, "-f", "-qq", "-e", "trace=connect", "-o", str(trace)]
-    turn = await env.run("RUN echo hi\nSAY {output}", wrap=wrap)
+    # With a plugin loaded in the CLI's own form and its stdio server started: neither
+    # reaches for anything either.
+    plugin = demo_plugin()
+    fields: dict = {
+        "plugins": (plugin,),
+        "skills": demo_skills(plugin),
+        "stdio_servers": stdio_launches((plugin,), env.spec("x").paths),
+    }
+    place_plugins(env.spec("x", **fields))
+    turn = await env.run("RUN echo hi\nSAY {output}", wrap=wrap, **fields)
+    first = json.dumps(message_bodies(env.provider)[0])
+    assert "demo-plugin:demo-skill" in first and "mcp__stamp__stamp" in first
     assert turn.text == "hi"
     port = env.provider.url.rsplit(":", 1)[1]
     inet = [line for line in trace.read_text().splitlines() if "AF_INET" in line]
