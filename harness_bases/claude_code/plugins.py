@@ -9,7 +9,8 @@ skill names unique across the harness and its plugins, so that name is never amb
 tells the model the skill's folder when it loads one. A SKILL.md is treated as the harness's
 own skills are: nothing from the CLI's environment is expanded into it, and a command it runs
 (`` !`…` ``) goes through the shell prefix, without the turn's credentials (all checked
-against the live CLI in tests).
+against the live CLI in tests). The CLI's own `${CLAUDE_PLUGIN_ROOT}` in a SKILL.md names
+this folder, not the package (Agent Plugins gives skills no placeholder of their own).
 
 The plugin's MCP servers are not in this form; config.py puts them in `--mcp-config` beside
 the harness's own, a stdio one as the command that starts plugin_folders.py's launcher. Two
