@@ -405,6 +405,34 @@ async def test_a_plugin_s_stdio_server_runs_inside_pi_and_ends_with_it(env: Live
     assert _processes_naming(f"{env.home}/.uhp/plugin-servers") == []
 
 
+# A stdio server that lists one tool and exits when it is called, answering nothing.
+DIES_ON_CALL = """
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if message.get("method") == "tools/call":
+        sys.exit(3)
+    if message.get("id") is None:
+        continue
+    tool = {"name": "stamp", "inputSchema": {"type": "object"}}
+    result = {"tools": [tool]} if message["method"] == "tools/list" else {"capabilities": {}}
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+"""
+
+
+@pytest.mark.slow
+async def test_a_stdio_server_that_dies_fails_its_calls_and_the_turn_goes_on(
+    env: LiveBase,
+) -> None:
+    dies = StdioServer("dies", "python3", args=("-c", DIES_ON_CALL))
+    call = 'TOOL mcp__dies__stamp {"word": "x"}'
+    turn = await _plugin_turn(env, f"{call}\n{call}\nSAY carried on", _plugin(dies))
+    first, second = turn.of(ev.ToolCallFinished)
+    assert not first.ok and "exited" in first.output, first.output
+    assert not second.ok and "exited" in second.output  # at once: the process is gone
+    assert turn.text == "carried on" and isinstance(turn.events[-1], ev.TurnFinished)
+
+
 @pytest.mark.slow
 async def test_a_plugin_s_stdio_server_that_cannot_start_is_a_notice(env: LiveBase) -> None:
     missing = StdioServer("missing", "no-such-command-uhp")

@@ -107,6 +107,7 @@ class StdioConnection {
     this.pending = new Map();
     this.buffer = "";
     this.child = undefined;
+    this.gone = undefined; // why the process is no more: every later call fails with it
   }
 
   start() {
@@ -118,7 +119,7 @@ class StdioConnection {
     child.stdout.on("data", (chunk) => this.receive(chunk));
     child.stdin.on("error", () => {});
     child.on("error", (error) => this.failAll(error));
-    child.on("exit", () => this.failAll(new Error("the MCP server exited")));
+    child.on("exit", () => this.failAll(new Error(`the MCP server ${this.server.name} exited`)));
     this.child = child;
   }
 
@@ -158,6 +159,7 @@ class StdioConnection {
   }
 
   failAll(error) {
+    this.gone = this.gone || error;
     for (const waiter of this.pending.values()) waiter.reject(error);
     this.pending.clear();
   }
@@ -167,6 +169,7 @@ class StdioConnection {
   }
 
   async call(method, params, signal, timeoutMs) {
+    if (this.gone) throw this.gone;
     const id = ++this.nextId;
     const answer = new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
