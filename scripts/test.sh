@@ -113,7 +113,7 @@ done
 run_pass "end-to-end tests again with UHP_TEST_SANDBOX=docker" UHP_TEST_SANDBOX=docker -- \
   tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security_e2e.py \
   tests/test_restart_e2e.py tests/test_token_binding_e2e.py tests/test_egress_e2e.py \
-  tests/test_ops.py
+  tests/test_ops.py tests/test_plugins_e2e.py
 # On PostgreSQL (scripts/postgres.sh installs and starts Debian's cluster): the in-process
 # engine tests, storage's own and the end-to-end files of tasks, sessions, restarts and the
 # SDK, each test server on a fresh database (tests/support/postgres.py); and two replicas on

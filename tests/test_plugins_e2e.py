@@ -86,24 +86,24 @@ def bodies_text(provider: Any) -> str:
     return json.dumps([r.get("body") for r in provider.requests()], ensure_ascii=False)
 
 
-def announced_skill_dir(told: str) -> str | None:
-    """Where the agent was told the plugin's skill is: the folder of the SKILL.md path the
-    base put in front of the model (in its instructions or its skill listing), or the folder
-    a CLI's own skill tool names when it loads the skill (Claude Code's Skill)."""
-    folder = r"(/[^\s\"'<>()\\]*/" + SKILL + ")"
-    patterns = (folder + r"/SKILL\.md", "Base directory for this skill: " + folder)
-    found = {match.group(1) for pattern in patterns for match in re.finditer(pattern, told)}
-    return sorted(found)[0] if found else None
-
-
-def offers_skill_tool(provider: Any) -> bool:
-    """Whether the CLI gives the model a tool of its own that loads a skill by name."""
-    return any(
-        tool.get("name") == "Skill"
-        for request in provider.requests()
-        for tool in (request.get("body") or {}).get("tools") or []
-        if isinstance(tool, dict)
+def skill_dir(told: str, host_home: Path) -> str:
+    """Where the agent finds the plugin's skill, as the sandbox sees it: the folder of the
+    SKILL.md path the base put in front of the model (its instructions or skill listing);
+    for a CLI that loads skills by name (a skill tool) and so names no path, the folder the
+    base wrote into the agent home for its CLI (the package's own copy, under `.uhp/`, last)."""
+    announced = re.findall(r"(/[^\s\"'<>()\\]*/" + SKILL + r")/SKILL\.md", told)
+    if announced:
+        return sorted(announced)[0]
+    written = sorted(
+        (
+            folder.relative_to(host_home).as_posix()
+            for folder in host_home.rglob(SKILL)
+            if (folder / "SKILL.md").is_file()
+        ),
+        key=lambda relative: (relative.startswith(".uhp/"), relative),
     )
+    assert written, f"skill {SKILL!r} is nowhere in the agent home"
+    return f"{SandboxPaths().home}/{written[0]}"
 
 
 def call_outputs(response: dict[str, Any]) -> dict[str, str]:
@@ -174,26 +174,17 @@ def test_the_agent_calls_a_plugin_s_mcp_tools_and_reads_its_skill(
     told = bodies_text(provider)
     assert SKILL in told and DESCRIPTION in told
     assert "resting-skill" not in told
-    skill_dir = announced_skill_dir(told)
-    if skill_dir is None and offers_skill_tool(provider):
-        # A CLI that lists a skill by name and tells the model its folder when its own skill
-        # tool loads it: the agent loads the plugin's skill by its name first.
-        provider.reset()
-        loading = f'TOOL Skill {{"skill": "{SKILL}"}}\nSAY {{output}}'
-        first = create(
-            client, {"input": loading, "metadata": metadata, "previous_response_id": first["id"]}
-        )
-        assert first["status"] == "completed", first
-        skill_dir = announced_skill_dir(bodies_text(provider))
-    assert skill_dir, f"the agent was never told where skill {SKILL!r} is"
+    folder = skill_dir(
+        told, server.data_dir / "sessions" / first["metadata"]["session_id"] / "home"
+    )
 
     # One turn: the plugin's stdio tool, its remote tool, and its skill's files read where
-    # the agent was told they are.
+    # the agent finds them.
     prompt = "\n".join(
         [
             'TOOL mcp__stamp__stamp {"word": "plug-e2e"}',
             'TOOL mcp__vault__lookup {"code": "plug-7"}',
-            f"RUN cat {skill_dir}/SKILL.md {skill_dir}/references/codes.md",
+            f"RUN cat {folder}/SKILL.md {folder}/references/codes.md",
             "SAY {outputs}",
         ]
     )
