@@ -7,9 +7,11 @@ from typing import Any
 
 import yaml
 
-from harness_bases.base import McpServerSpec, SkillBundle, SkillFile, TurnSpec
+from harness_bases.base import McpServerSpec, SandboxPaths, SkillBundle, SkillFile, TurnSpec
 from harness_bases.hermes import HermesBase
 from harness_bases.hermes.config import INSTRUCTIONS_FILE, SKILLS_DIR
+from harness_bases.plugin_folders import stdio_launches
+from tests.support.plugin_turn import stamp_plugin
 
 TOKEN = "uhpgw_turn_token"
 
@@ -94,6 +96,26 @@ def test_config_makes_the_gateway_the_only_provider_and_holds_no_secret(tmp_path
         "max_turns"
         not in yaml.safe_load((hermes_home(tmp_path) / "config.yaml").read_text())["agent"]
     )
+
+
+def test_a_plugin_s_stdio_server_is_a_stdio_server_beside_the_remote_ones(
+    tmp_path: Path,
+) -> None:
+    mcp = McpServerSpec("docs", "http://127.0.0.1:8080/gateway/mcp/docs", "uhpgw_mcp")
+    launch = stdio_launches((stamp_plugin(),), SandboxPaths())
+    HermesBase().prepare(spec(tmp_path, mcp_servers=(mcp,), stdio_servers=launch))
+    config = yaml.safe_load((hermes_home(tmp_path) / "config.yaml").read_text())
+    servers = "/home/agent/.uhp/plugin-servers"
+    assert config["mcp_servers"] == {
+        "docs": {
+            "url": "http://127.0.0.1:8080/gateway/mcp/docs",
+            "headers": {"Authorization": "Bearer ${UHP_MCP_TOKEN_0}"},
+        },
+        "stamp": {
+            "command": "python3",
+            "args": ["-I", f"{servers}/launch.py", f"{servers}/stamp.json"],
+        },
+    }
 
 
 def test_instructions_join_the_system_prompt_disabled_tools_and_skills(tmp_path: Path) -> None:

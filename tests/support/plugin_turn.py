@@ -61,6 +61,19 @@ async def stamp_turn(env: LiveBase, tool: str = SERVER, **kw: Any) -> DirectTurn
     return await env.run(prompt, **{**plugin_fields(env), **kw})
 
 
+def stamp_facts(output: str) -> dict[str, Any]:
+    """The facts in a stamp answer, as a CLI shows the tool's output: as it is, or inside a
+    JSON string of its own (Hermes)."""
+    head = f"{ANSWER_PREFIX}{WORD} "
+    assert head in output, output
+    rest = output.split(head, 1)[1]
+    decode = json.JSONDecoder().raw_decode
+    if rest.startswith('{\\"'):
+        rest = decode(f'"{rest}')[0]  # the rest of that string, unescaped
+    facts: dict[str, Any] = decode(rest)[0]
+    return facts
+
+
 def stamped(turn: DirectTurn, env: LiveBase) -> dict[str, Any]:
     """What the plugin's process reported, after checking the call succeeded and the process
     was the plugin's: its root and data folder in this session's home, started in its root
@@ -68,9 +81,7 @@ def stamped(turn: DirectTurn, env: LiveBase) -> dict[str, Any]:
     launcher's short list."""
     (finished,) = turn.of(ev.ToolCallFinished)
     assert finished.ok, finished.output
-    head = f"{ANSWER_PREFIX}{WORD} "
-    assert head in finished.output, finished.output
-    facts: dict[str, Any] = json.JSONDecoder().raw_decode(finished.output.split(head, 1)[1])[0]
+    facts = stamp_facts(finished.output)
     root, data = plugin_root(str(env.home), PLUGIN), plugin_data(str(env.home), PLUGIN)
     assert (facts["root"], facts["data"], facts["cwd"]) == (root, data, root)
     assert facts["argv"] == ["--data", f"{data}/x"]
