@@ -364,6 +364,7 @@ async def test_a_plugin_s_stdio_server_runs_in_the_session_and_the_cli_still_exi
     facts = stamped(turn, env)
     assert facts["count"] == 1
     assert f"stamped {WORD}" in turn.text  # the answer reached the model
+    assert "How to stamp." in json.dumps(chat_bodies(env.provider)[0])  # its skill, listed
     assert turn.proc.returncode == 0  # the server's stdin closed with the CLI's
 
 

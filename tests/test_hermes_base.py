@@ -32,7 +32,7 @@ from tests.scripted_provider import RunningProvider, start_provider
 from tests.support.gateway_relay import inside, relay_app
 from tests.support.installs import install_commands
 from tests.support.mcp_server import ANSWER_PREFIX, RunningMcpServer
-from tests.support.plugin_turn import WORD, stamp_facts, stamp_plugin
+from tests.support.plugin_turn import SKILL, WORD, stamp_facts, stamp_plugin
 from uhp_server.sandbox.base import SessionMounts
 from uhp_server.sandbox.local import LocalSandbox
 
@@ -279,7 +279,8 @@ async def test_a_plugin_s_stdio_server_runs_inside_the_sandbox(session: Session)
     plugin = stamp_plugin()
     launch = stdio_launches((plugin,), SandboxPaths())
     prompt = f'TOOL mcp__stamp__stamp {{"word": "{WORD}"}}\nSAY {{output}}'
-    turn = await session.run(prompt, plugins=(plugin,), stdio_servers=launch)
+    turn = await session.run(prompt, plugins=(plugin,), stdio_servers=launch, skills=(SKILL,))
+    assert SKILL.name in system_text(session.model_requests()[0])  # its skill, listed
     tools = {t["function"]["name"] for t in session.model_requests()[0]["body"]["tools"]}
     assert "mcp__stamp__stamp" in tools
     (finished,) = turn.of(ev.ToolCallFinished)

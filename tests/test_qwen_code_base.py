@@ -243,6 +243,7 @@ async def test_a_plugin_s_stdio_server_runs_in_the_session(env: LiveBase) -> Non
     assert any(name.endswith("stamp") for name in offered_tools(chat_bodies(env.provider)[0]))
     assert stamped(turn, env)["count"] == 1
     assert f"stamped {WORD}" in turn.text  # the answer reached the model
+    assert "How to stamp." in json.dumps(chat_bodies(env.provider)[0])  # its skill, listed
     assert turn.proc.returncode == 0
 
 
