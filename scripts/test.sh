@@ -78,7 +78,7 @@ run_pass "the whole suite (Codex, local sandbox)" --
 base_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security_e2e.py
   tests/test_restart_e2e.py tests/test_harnesses_e2e.py tests/test_token_binding_e2e.py
   tests/test_oumi_harness_e2e.py tests/test_tool_door_e2e.py tests/test_agentos_e2e.py
-  tests/test_openai_chat_e2e.py tests/test_parallel_images_e2e.py)
+  tests/test_openai_chat_e2e.py tests/test_parallel_images_e2e.py tests/test_plugins_e2e.py)
 # A base whose CLI speaks Chat Completions runs against the Chat-only provider (no models
 # route, every other path 404, like a bare vLLM): the stricter of the two, its bytes the same.
 chat_bases=" $(.venv/bin/uhp-server bases list --names --default --wire chat | tr '\n' ' ') "
