@@ -12,6 +12,7 @@ from tests.scripted_provider.script import Event, ToolSpec, plan
     [
         "mcp__vault__lookup",  # Claude Code, Qwen Code
         "mcp_vault_lookup",  # Gemini CLI
+        "vault_lookup",  # OpenCode
     ],
 )
 def test_a_prefixed_mcp_tool_name_finds_the_cli_own_spelling(offered: str) -> None:

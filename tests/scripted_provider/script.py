@@ -346,12 +346,16 @@ _SEPARATORS = re.compile(r"[_./-]+")
 def _by_suffix(tools: list[ToolSpec], name: str) -> ToolSpec | None:
     """A tool named `name` under a CLI's own prefix for an MCP server's tools (e.g.
     ``mcp__server__name``, ``server.name``, ``mcp_server_name``), or a full name spelt with
-    other separators (``mcp__vault__lookup`` is Gemini CLI's ``mcp_vault_lookup``)."""
+    other separators (``mcp__vault__lookup`` is Gemini CLI's ``mcp_vault_lookup``), with or
+    without the ``mcp`` prefix (it is OpenCode's ``vault_lookup``)."""
     for tool in tools:
         if any(tool.name.endswith(sep + name) for sep in ("__", ".", "_", "-", "/")):
             return tool
-    key = _SEPARATORS.sub("_", name)
-    return next((t for t in tools if _SEPARATORS.sub("_", t.name) == key), None)
+
+    def key(spelt: str) -> str:
+        return _SEPARATORS.sub("_", spelt).removeprefix("mcp_")
+
+    return next((t for t in tools if key(t.name) == key(name)), None)
 
 
 def plan(events: list[Event], tools: list[ToolSpec], images: list[str] | None = None) -> Reply:
