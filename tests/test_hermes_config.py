@@ -119,18 +119,28 @@ def test_a_plugin_s_stdio_server_is_a_stdio_server_beside_the_remote_ones(
 
 
 def test_instructions_join_the_system_prompt_disabled_tools_and_skills(tmp_path: Path) -> None:
-    skill = SkillBundle("notes", (SkillFile("SKILL.md", b"# notes\n"),))
+    plain = SkillBundle("notes", (SkillFile("SKILL.md", b"# notes\n"),))
+    long = "How to read the codes of this plugin,\n  in more than sixty characters: all of it."
+    front = f"---\nname: codes\ndescription: |\n  {long}\n---\nBody.\n".encode()
+    described = SkillBundle("codes", (SkillFile("SKILL.md", front),), plugin="demo")
     HermesBase().prepare(
         spec(
             tmp_path,
             system_prompt="Be brief.",
             disabled_tools=("terminal", "patch"),
-            skills=(skill,),
+            skills=(plain, described),
         )
     )
+    # Where each skill is, and its description whole (Hermes' listing cuts it at 60).
+    folders = "/home/agent/.hermes/uhp-skills"
     assert (hermes_home(tmp_path) / INSTRUCTIONS_FILE).read_text() == (
         "Be brief.\n\nDo not use these tools: terminal, patch.\n\n"
-        "Skills provided for this task (load one with skill_view): notes."
+        "Skills are installed for you (load one with skill_view): each is a folder of "
+        "instructions and resources for one kind of task. When a task matches a skill, read "
+        "its SKILL.md first and use the files beside it as it says.\n"
+        f"- notes: {folders}/notes/SKILL.md\n"
+        f"- codes: {folders}/codes/SKILL.md (How to read the codes of this plugin, in more "
+        "than sixty characters: all of it.)"
     )
     HermesBase().prepare(spec(tmp_path))  # the next task has none: the file says nothing
     assert (hermes_home(tmp_path) / INSTRUCTIONS_FILE).read_text() == ""

@@ -350,3 +350,15 @@ def test_a_plugin_s_stdio_server_is_in_settings_beside_the_remote_ones(tmp_path:
             "alwaysLoadTools": True,
         },
     }
+
+
+def test_the_appended_system_prompt_says_where_each_skill_is(tmp_path: Path) -> None:
+    skill = SkillBundle(
+        "codes", (SkillFile("SKILL.md", b"---\nname: codes\ndescription: Reads codes.\n---\n"),)
+    )
+    invocation = QwenCodeBase().prepare(
+        fast_spec(tmp_path, system_prompt="Be brief. ", skills=(skill,))
+    )
+    appended = invocation.argv[invocation.argv.index("--append-system-prompt") + 1]
+    assert appended.startswith("Be brief.\n\nSkills are installed for you")
+    assert appended.endswith("\n- codes: /home/agent/.qwen/skills/codes/SKILL.md (Reads codes.)")

@@ -20,6 +20,7 @@ import yaml
 
 from harness_bases.base import McpServerSpec, SkillBundle, StdioServerSpec, TurnSpec
 from harness_bases.safe_files import real_dir, remove, write_file
+from harness_bases.skill_notes import skills_note
 
 PROVIDER_ID = "uhp_gateway"
 TOKEN_ENV = "UHP_GATEWAY_TOKEN"
@@ -99,13 +100,17 @@ def hermes_config(turn: TurnSpec) -> dict[str, Any]:
 
 
 def instructions(turn: TurnSpec) -> str:
-    """The standing instructions: the system prompt, the disabled tools, the skills."""
+    """The standing instructions: the system prompt, the disabled tools, the skills (where
+    each one is, and its description whole: Hermes' own listing has neither)."""
     parts = [turn.system_prompt.strip()] if turn.system_prompt.strip() else []
     if turn.disabled_tools:
         parts.append(f"Do not use these tools: {', '.join(turn.disabled_tools)}.")
     if turn.skills:
-        names = ", ".join(skill.name for skill in turn.skills)
-        parts.append(f"Skills provided for this task (load one with skill_view): {names}.")
+        folders = f"{hermes_home(turn.paths.home)}/{SKILLS_DIR}"
+        note = skills_note(
+            turn.skills, lambda name: f"{folders}/{name}", "load one with skill_view"
+        )
+        parts.append(note)
     return "\n\n".join(parts)
 
 

@@ -60,8 +60,8 @@ class QwenCodeBase(AcpBase):
             "--approval-mode",
             "yolo",
         ]
-        if turn.system_prompt.strip():
-            argv += ["--append-system-prompt", turn.system_prompt]
+        if appended := config.system_prompt(turn):
+            argv += ["--append-system-prompt", appended]
         env = {
             "PATH": SYSTEM_PATH,
             "HOME": turn.paths.home,

@@ -20,7 +20,8 @@ schemas fit a token budget at session start). Each server's bearer token is
 `$UHP_MCP_TOKEN_<n>` in its headers, expanded by the CLI like the API key. A plugin's stdio
 servers go there too, as processes the CLI starts (harness_bases/plugin_folders.py).
 
-Skills go whole into `~/.qwen/skills/<name>/`, where Qwen Code lists them to the model.
+Skills go whole into `~/.qwen/skills/<name>/`, where Qwen Code lists them to the model by name
+and description; the appended system prompt says where each one's SKILL.md is.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pathlib import Path, PurePosixPath
 from harness_bases.base import McpServerSpec, SkillBundle, StdioServerSpec, TurnSpec
 from harness_bases.safe_files import real_dir, write_file
 from harness_bases.skill_folders import write_skill_folders
+from harness_bases.skill_notes import skills_note
 
 CONFIG_DIR = ".qwen"
 SKILLS_DIR = "skills"
@@ -95,6 +97,18 @@ def settings(turn: TurnSpec) -> dict:
             "folderTrust": {"enabled": False},
         },
     }
+
+
+def system_prompt(turn: TurnSpec) -> str:
+    """What `--append-system-prompt` adds: the turn's system prompt, and where each skill is
+    (Qwen Code lists a skill's name and description only, so the agent could not find the
+    files beside a SKILL.md before loading it)."""
+    parts = [turn.system_prompt.strip()] if turn.system_prompt.strip() else []
+    if turn.skills:
+        folders = f"{turn.paths.home}/{CONFIG_DIR}/{SKILLS_DIR}"
+        how = "load one with the skill tool"
+        parts.append(skills_note(turn.skills, lambda name: f"{folders}/{name}", how))
+    return "\n\n".join(parts)
 
 
 def scrub_script_path(home: str) -> str:
