@@ -7,30 +7,41 @@
 # started. The suite is installed, never copied, into a venv of its own outside the project.
 #
 # Usage: bash scripts/conformance.sh [--base codex|claude-code|…] [--sandbox local|docker]
-#          [--class core|extended|full] [--only ID,ID] [--json PATH] [--keep] [-- SUITE-ARGS]
-#   --base     the harness base the tasks run on (UHP_BASES); default codex
-#   --sandbox  local (bubblewrap) or docker; default local
-#   --class    the suite's class; default full
-#   --only     comma-separated check ids (a partial run: no class claim)
-#   --json     where the JSON report goes; default $UHP_CONFORMANCE_HOME/report-<base>-<sandbox>.json
-#   --keep     keep the data dir and the logs (their folder is printed)
+#          [--class core|extended|full] [--protocol 2026-10-04|2026-08-11] [--only ID,ID]
+#          [--json PATH] [--keep] [-- SUITE-ARGS]
+#   --base      the harness base the tasks run on (UHP_BASES); default codex
+#   --sandbox   local (bubblewrap) or docker; default local
+#   --class     the suite's class; default full
+#   --protocol  2026-10-04 (default): the current suite (95 checks), as a client that sends no
+#               UHP-Version and so gets the newest version; 2026-08-11: that version's own
+#               suite (release 2026.8.11.post1, 52 checks) as a client pinned to it, every
+#               request carrying `UHP-Version: 2026-08-11` unless a check sends its own
+#   --only      comma-separated check ids (a partial run: no class claim)
+#   --json      where the JSON report goes; default
+#               $UHP_CONFORMANCE_HOME/report-<base>-<sandbox>[-2026-08-11].json
+#   --keep      keep the data dir and the logs (their folder is printed)
 #   after --, arguments for uhp-conformance itself (e.g. --task-timeout 120)
-# Environment: UHP_CONFORMANCE_SUITE (default ../shared/spec/conformance beside the repo),
-# UHP_CONFORMANCE_HOME (default ~/.cache/uhp-conformance: the suite's venv, the reports);
-# the caller's UHP_* variables (e.g. UHP_DATABASE_URL) reach the server, under those set here.
-# Exit status: the suite's (0 nothing failed or errored, 1 otherwise); 2 for a usage error.
+# Environment: UHP_CONFORMANCE_SUITE (the current suite; default ../shared/spec/conformance
+# beside the repo), UHP_CONFORMANCE_SUITE_2026_08_11 (the 2026-08-11 release: a folder holding
+# its conformance/ and schema/; default ../shared/spec/conformance-2026.8.11 when there, else
+# $UHP_CONFORMANCE_HOME/suite-2026.8.11), UHP_CONFORMANCE_HOME (default ~/.cache/uhp-conformance:
+# the suites' venvs, the reports); the caller's UHP_* variables (e.g. UHP_DATABASE_URL) reach
+# the server, under those set here.
+# Exit status: the suite's (0 nothing failed or errored, 1 otherwise); 2 for a usage error or a
+# suite that is not there.
 # Needs `bash scripts/install.sh --test` first (and --docker for the docker sandbox).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 
-base=codex sandbox=local class=full only="" report="" keep="" suite_args=()
+base=codex sandbox=local class=full protocol=2026-10-04 only="" report="" keep="" suite_args=()
 usage() { sed -n '/^# Usage:/,/^# Exit status/p' "$0" >&2; exit "${1:-2}"; }
 while (($#)); do
   case $1 in
     --base) base=${2:?}; shift 2 ;;
     --sandbox) sandbox=${2:?}; shift 2 ;;
     --class) class=${2:?}; shift 2 ;;
+    --protocol) protocol=${2:?}; shift 2 ;;
     --only) only=${2:?}; shift 2 ;;
     --json) report=${2:?}; shift 2 ;;
     --keep) keep=1; shift ;;
@@ -40,30 +51,53 @@ while (($#)); do
   esac
 done
 [[ $sandbox == local || $sandbox == docker ]] || usage
+[[ $protocol == 2026-10-04 || $protocol == 2026-08-11 ]] || usage
 
-suite_src=${UHP_CONFORMANCE_SUITE:-$repo/../shared/spec/conformance}
 home=${UHP_CONFORMANCE_HOME:-$HOME/.cache/uhp-conformance}
-venv=$home/venv
-report=${report:-$home/report-$base-$sandbox.json}
 python=$repo/.venv/bin/python
 [[ -x $python ]] || { echo "no .venv here: run bash scripts/install.sh --test first" >&2; exit 2; }
-[[ -f $suite_src/pyproject.toml ]] || { echo "no conformance suite at $suite_src" >&2; exit 2; }
+if [[ $protocol == 2026-10-04 ]]; then
+  suite_src=${UHP_CONFORMANCE_SUITE:-$repo/../shared/spec/conformance}
+  venv=$home/venv
+  report=${report:-$home/report-$base-$sandbox.json}
+  [[ -f $suite_src/pyproject.toml ]] || { echo "no conformance suite at $suite_src" >&2; exit 2; }
+else
+  suite_src=${UHP_CONFORMANCE_SUITE_2026_08_11:-$repo/../shared/spec/conformance-2026.8.11}
+  [[ -n ${UHP_CONFORMANCE_SUITE_2026_08_11:-} || -d $suite_src ]] || suite_src=$home/suite-2026.8.11
+  venv=$home/venv-2026-08-11
+  report=${report:-$home/report-$base-$sandbox-2026-08-11.json}
+  [[ -f $suite_src/conformance/pyproject.toml && -f $suite_src/schema/uhp-2026-08-11.schema.json ]] ||
+    { echo "no 2026-08-11 conformance suite (conformance/ and schema/) at $suite_src" >&2; exit 2; }
+fi
 mkdir -p "$home" "$(dirname "$report")"
 
-# The suite, with its fixture extra, in its own venv; reinstalled whenever its files change.
-# pip builds in the source folder (build/, *.egg-info), so it builds from a scratch copy and
-# the published suite stays untouched.
+# The suite in its own venv; reinstalled whenever its files change. pip builds in the source
+# folder (build/, *.egg-info), so it builds from a copy and the published suite stays untouched.
+# The current suite installs with its fixture extra. The 2026-08-11 release reads its schema
+# from ../../schema beside its own source, so it is installed editable from a copy inside its
+# venv (the copy is the installed code: replaced whole when the suite changes).
+# Runs side by side (scripts/test.sh) install one at a time.
+exec {install_lock}>"$home/.install.lock"
+flock "$install_lock"
 stamp=$(cd "$suite_src" && find . -path ./build -prune -o -name '*.egg-info' -prune -o \
   -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
 if [[ ! -x $venv/bin/uhp-conformance || $(cat "$venv/.suite-stamp" 2>/dev/null) != "$stamp" ]]; then
   echo "installing the conformance suite from $suite_src into $venv"
   [[ -x $venv/bin/python ]] || python3 -m venv "$venv"
-  scratch=$(mktemp -d)
-  cp -r "$suite_src" "$scratch/conformance" && chmod -R u+w "$scratch/conformance"
-  "$venv/bin/pip" install -q --disable-pip-version-check "$scratch/conformance[fixture]"
-  rm -rf "$scratch"
+  pip=("$venv/bin/pip" install -q --disable-pip-version-check)
+  if [[ $protocol == 2026-10-04 ]]; then
+    scratch=$(mktemp -d)
+    cp -r "$suite_src" "$scratch/conformance" && chmod -R u+w "$scratch/conformance"
+    "${pip[@]}" "$scratch/conformance[fixture]"
+    rm -rf "$scratch"
+  else
+    rm -rf "$venv/src" && mkdir -p "$venv/src"
+    cp -r "$suite_src/conformance" "$suite_src/schema" "$venv/src/" && chmod -R u+w "$venv/src"
+    "${pip[@]}" -e "$venv/src/conformance"
+  fi
   echo "$stamp" >"$venv/.suite-stamp"
 fi
+exec {install_lock}>&-
 
 # The model the base's wire reaches (tests/conftest.py's defaults).
 backend=$("$python" -c "from harness_bases import registry; print(registry()['$base'].backend)" \
@@ -111,12 +145,15 @@ pids+=($!)
 wait_for "the scripted provider" "$work/provider.log" "$!" grep -q '^listening ' "$work/provider.log"
 provider_url=$(sed -n 's/^listening //p' "$work/provider.log")
 
-fixture_port=$(free_port)
-setsid "$venv/bin/uhp-conformance-fixture" --host 127.0.0.1 --port "$fixture_port" \
-  >"$work/fixture.log" 2>&1 &
-pids+=($!)
-wait_for "the MCP fixture" "$work/fixture.log" "$!" \
-  "$python" -c "import socket; socket.create_connection(('127.0.0.1', $fixture_port), 1)"
+# The MCP fixture a plugin points at (P-11); the 2026-08-11 suite has no plugin checks.
+if [[ $protocol == 2026-10-04 ]]; then
+  fixture_port=$(free_port)
+  setsid "$venv/bin/uhp-conformance-fixture" --host 127.0.0.1 --port "$fixture_port" \
+    >"$work/fixture.log" 2>&1 &
+  pids+=($!)
+  wait_for "the MCP fixture" "$work/fixture.log" "$!" \
+    "$python" -c "import socket; socket.create_connection(('127.0.0.1', $fixture_port), 1)"
+fi
 
 # The server's environment: the caller's UHP_* variables, then what this run needs (as
 # tests/conftest.py's server_env sets them), nothing else of the caller's.
@@ -143,12 +180,39 @@ api_key=$(env -i "${server_env[@]}" .venv/bin/uhp-server keys create --principal
 
 version=$("$python" -c 'import importlib.metadata as m; print(m.version("uhp-server"))')
 args=(--base-url "http://127.0.0.1:$port" --api-key "$api_key" --class "$class" --plain
-  --model "$model" --plugin-mcp-url "http://127.0.0.1:$fixture_port/mcp" --json "$report"
-  --label "UHP Server $version ($base, $sandbox sandbox, scripted provider)")
+  --model "$model" --json "$report")
 [[ -n $only ]] && args+=(--only "$only")
-echo "uhp-conformance $class: base $base, model $model, $sandbox sandbox, server $version"
+suite_version=$("$venv/bin/python" -c 'import uhp_conformance as u; print(u.__version__)')
+echo "uhp-conformance $suite_version, UHP $protocol, class $class: base $base, model $model," \
+  "$sandbox sandbox, server $version"
 status=0
-"$venv/bin/uhp-conformance" "${args[@]}" "${suite_args[@]}" || status=$?
+if [[ $protocol == 2026-10-04 ]]; then
+  args+=(--plugin-mcp-url "http://127.0.0.1:$fixture_port/mcp"
+    --label "UHP Server $version ($base, $sandbox sandbox, scripted provider)")
+  "$venv/bin/uhp-conformance" "${args[@]}" "${suite_args[@]}" || status=$?
+else
+  # A client pinned to 2026-08-11: the release's own command line, every request it sends
+  # carrying the version header (a check that sends its own, as V-02 and V-03 do, keeps it).
+  "$venv/bin/python" - "${args[@]}" "${suite_args[@]}" <<'PINNED_CLIENT' || status=$?
+import sys
+import urllib.request
+
+from uhp_conformance import cli
+
+PINNED = "2026-08-11"
+urlopen = urllib.request.urlopen
+
+
+def pinned(request, *args, **kwargs):
+    if isinstance(request, urllib.request.Request) and not request.has_header("Uhp-version"):
+        request.add_header("UHP-Version", PINNED)
+    return urlopen(request, *args, **kwargs)
+
+
+urllib.request.urlopen = pinned
+sys.exit(cli.main(sys.argv[1:]))
+PINNED_CLIENT
+fi
 
 # One line a check that did not pass, with the suite's reason, for a log read at a glance.
 if [[ -f $report ]]; then

@@ -22,7 +22,9 @@ fi
 # The docker sandbox: an engine (started here when none runs) and its runtime image (built
 # once; a no-op when its labels say it is current). Without an engine the docker tests skip,
 # loudly; the rest still runs.
+docker_engine=""
 if bash scripts/docker-engine.sh; then
+  docker_engine=1
   .venv/bin/uhp-server images build
   # A second engine of this host, for the several-engines tests (test_docker_engines_e2e.py).
   bash scripts/docker-engine.sh 2 || true
@@ -51,6 +53,17 @@ finish_pass() {
   unset "pass_what[$pid]"  # (`pass_what` holds the passes still running)
   ((code == 0 || code == 5)) || status=$code
 }
+# start_pass "WHAT" COMMAND...: one more pass, once a place is free.
+start_pass() {
+  local what=$1
+  shift
+  while ((passes_running >= passes_at_once)); do finish_pass; done
+  local log="$pass_logs/$((passes_started += 1)).log"
+  "$@" >"$log" 2>&1 &
+  pass_what[$!]=$what pass_log[$!]=$log pass_started[$!]=$SECONDS
+  passes_running=$((passes_running + 1))
+  echo "=== started at $SECONDS s: $what ==="
+}
 # run_pass "WHAT" [VAR=value ...] -- [FILE...]: one more pytest pass over FILEs (every test
 # when none) with those variables.
 run_pass() {
@@ -61,12 +74,12 @@ run_pass() {
     shift
   done
   shift
-  while ((passes_running >= passes_at_once)); do finish_pass; done
-  local log="$pass_logs/$((passes_started += 1)).log"
-  env "${vars[@]}" .venv/bin/python -m pytest "$@" "${pytest_args[@]}" >"$log" 2>&1 &
-  pass_what[$!]=$what pass_log[$!]=$log pass_started[$!]=$SECONDS
-  passes_running=$((passes_running + 1))
-  echo "=== started at $SECONDS s: $what ==="
+  start_pass "$what" env "${vars[@]}" .venv/bin/python -m pytest "$@" "${pytest_args[@]}"
+}
+# run_conformance_pass ARG...: the protocol's conformance suite against a server of its own
+# (scripts/conformance.sh ARG...); any check that fails or errors fails the run.
+run_conformance_pass() {
+  start_pass "the conformance suite: scripts/conformance.sh $*" bash scripts/conformance.sh "$@"
 }
 
 run_pass "the whole suite (Codex, local sandbox)" --
@@ -100,7 +113,7 @@ done
 run_pass "end-to-end tests again with UHP_TEST_SANDBOX=docker" UHP_TEST_SANDBOX=docker -- \
   tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security_e2e.py \
   tests/test_restart_e2e.py tests/test_token_binding_e2e.py tests/test_egress_e2e.py \
-  tests/test_ops.py
+  tests/test_ops.py tests/test_plugins_e2e.py
 # On PostgreSQL (scripts/postgres.sh installs and starts Debian's cluster): the in-process
 # engine tests, storage's own and the end-to-end files of tasks, sessions, restarts and the
 # SDK, each test server on a fresh database (tests/support/postgres.py); and two replicas on
@@ -142,5 +155,28 @@ for base in codex claude-code; do
   run_pass "end-to-end tests again with UHP_TEST_PROVIDER=chat on $base" \
     UHP_TEST_PROVIDER=chat UHP_TEST_BASE="$base" -- "${base_e2e[@]}" tests/test_openai_sdk.py
 done
+# The protocol's published conformance suite, class full, each run against a server it starts
+# (about 20-40 s each): the current suite on the two bases it names, in the local sandbox and
+# (Codex) the docker one, and the 2026-08-11 suite as a client pinned to that version. Only
+# on a whole run: pytest's arguments select tests, and these are not pytest's.
+if ((${#pytest_args[@]} == 0)); then
+  run_conformance_pass --base codex --sandbox local
+  run_conformance_pass --base claude-code --sandbox local
+  if [[ -n $docker_engine ]]; then
+    run_conformance_pass --base codex --sandbox docker
+  else
+    echo "=== no Docker engine: the conformance suite's docker-sandbox run is left out ==="
+  fi
+  # The 2026-08-11 release is on no package registry and not in shared/spec: it runs where a
+  # copy was put (scripts/conformance.sh says where it looks); elsewhere the fast tier's pinned
+  # client (tests/test_versions.py) is what checks that version, and this says so loudly.
+  old_suite=${UHP_CONFORMANCE_SUITE_2026_08_11:-../shared/spec/conformance-2026.8.11}
+  [[ -d $old_suite ]] || old_suite=${UHP_CONFORMANCE_HOME:-$HOME/.cache/uhp-conformance}/suite-2026.8.11
+  if [[ -d $old_suite ]]; then
+    run_conformance_pass --base codex --sandbox local --protocol 2026-08-11
+  else
+    echo "=== NO 2026-08-11 CONFORMANCE SUITE on this machine: its 52-check run is left out ==="
+  fi
+fi
 while ((passes_running > 0)); do finish_pass; done
 exit "$status"

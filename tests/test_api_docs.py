@@ -3,6 +3,7 @@ server adds, valid OpenAPI 3, and a page of it that renders offline in a real br
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from starlette.applications import Starlette
 from tests.support.server import ServerProcess
 from uhp_server.api_docs.document import SPEC_PATH
 from uhp_server.app import create_app
+from uhp_server.doors.uhp.wire import BUILTIN_SKILLS_FIELD
 from uhp_server.http.route_table import served_routes
 from uhp_server.settings import Settings
 
@@ -53,8 +55,19 @@ def test_every_protocol_operation_is_served_as_published(document: dict[str, Any
     for path, item in spec["paths"].items():
         for method, operation in item.items():
             assert document["paths"][path][method] == operation, f"{method} {path}"
+    served = copy.deepcopy(document["components"]["schemas"])
+    served["Harness"]["properties"].pop(BUILTIN_SKILLS_FIELD)  # the one addition, below
     for name, schema in spec["components"]["schemas"].items():
-        assert document["components"]["schemas"][name] == schema
+        assert served[name] == schema
+
+
+def test_the_harness_schema_names_this_servers_one_field_as_an_extension(
+    document: dict[str, Any],
+) -> None:
+    field = document["components"]["schemas"]["Harness"]["properties"][BUILTIN_SKILLS_FIELD]
+    assert BUILTIN_SKILLS_FIELD.startswith("uhpserver_")  # the vendor prefix of its error codes
+    assert field["x-uhp-server-extension"] is True and field["readOnly"] is True
+    assert field["items"] == {"$ref": "#/components/schemas/Skill"}
 
 
 def test_every_route_the_app_serves_is_in_the_document(

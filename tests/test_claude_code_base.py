@@ -26,6 +26,7 @@ from harness_bases.base import (
     McpServerSpec,
     SkillBundle,
     SkillFile,
+    StdioServerSpec,
     TurnSpec,
 )
 from harness_bases.claude_code import ClaudeCodeBase
@@ -477,6 +478,10 @@ def test_prepare_builds_env_from_nothing_and_the_exact_command(tmp_path: Path) -
     assert not (home / "uhp" / "system-prompt.md").exists()
 
 
+LAUNCHER = "/home/agent/.uhp-plugins/launcher.py"
+LAUNCH = "/home/agent/.uhp-plugins/demo/stamp.json"
+
+
 def test_prepare_writes_budget_prompt_mcp_and_deny_rules(tmp_path: Path) -> None:
     spec = fast_spec(
         tmp_path,
@@ -487,6 +492,7 @@ def test_prepare_writes_budget_prompt_mcp_and_deny_rules(tmp_path: Path) -> None
             McpServerSpec("vault", "http://gw/mcp/vault", "tok-a"),
             McpServerSpec("docs", "http://gw/mcp/docs", "tok-b", "sse"),
         ),
+        stdio_servers=(StdioServerSpec("stamp", "python3", ("-I", LAUNCHER, LAUNCH), "demo"),),
     )
     invocation = ClaudeCodeBase().prepare(spec)
     assert invocation.argv[-2:] == [
@@ -513,6 +519,8 @@ def test_prepare_writes_budget_prompt_mcp_and_deny_rules(tmp_path: Path) -> None
                 "url": "http://gw/mcp/docs",
                 "headers": {"Authorization": "Bearer ${UHP_MCP_TOKEN_1}"},
             },
+            # A plugin's stdio server: the CLI starts its launcher, never the plugin's string.
+            "stamp": {"type": "stdio", "command": "python3", "args": ["-I", LAUNCHER, LAUNCH]},
         }
     }
     # The next turn rewrites everything: nothing is left of this one.

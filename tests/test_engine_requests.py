@@ -120,9 +120,10 @@ async def test_turns_beyond_the_limit_wait_in_order_and_a_cancel_leaves_at_once(
     assert engine.admission.waiting == 2
     # One place frees at a time, each taken before the next frees: the order the waiting
     # turns start in is the order the line admits them, not a race between their set-ups.
-    for n, admitted in ((0, 3), (1, 4)):
-        engine.base.gate(f"g{n}").set()
-        await wait_for(lambda: len(engine.sandbox.started) == admitted)
+    engine.base.gate("g0").set()
+    await wait_for(lambda: len(engine.sandbox.started) == 3)
+    engine.base.gate("g1").set()
+    await wait_for(lambda: len(engine.sandbox.started) == 4)
     for n in range(2, 5):
         engine.base.gate(f"g{n}").set()
     for n in (0, 1, 2, 4):

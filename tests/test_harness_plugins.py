@@ -124,8 +124,7 @@ def test_a_package_installs_whole_and_is_derived_not_copied(http: TestClient) ->
         "enabled": True,
     }
     # The harness's own fields report what was written to them, and nothing was.
-    assert harness["mcpServers"] == []
-    assert [s["name"] for s in harness["skills"] if not s.get("builtin")] == []
+    assert harness["mcpServers"] == [] and harness["skills"] == []
     # The package comes back byte for byte, inline (it is small) and from the files endpoint.
     assert sent(plugin["files"]) == sent(files)
     assert files_of(http, harness["id"], "demo-plugin") == sent(files)

@@ -28,6 +28,7 @@ from tests.support.harness_api import (
     skill,
 )
 from tests.support.schema import validate
+from uhp_server.doors.uhp.wire import BUILTIN_SKILLS_FIELD
 from uhp_server.harnesses import skills as skill_rules
 from uhp_server.harnesses.builtin_skills import builtin_skills
 from uhp_server.harnesses.runtime import turn_skills
@@ -220,21 +221,33 @@ def test_every_harness_inherits_the_builtin_skills_and_can_suppress_one(
 ) -> None:
     assert set(BUILTINS) <= set(builtin_skills())
     plain = create(http, {"base": "codex"})
-    inherited = {s["name"]: s for s in plain["skills"]}
+    # `skills` reports only what was written to it (Harnesses §4.4): nothing here. The
+    # built-ins the harness inherits are listed apart, in this server's extension field.
+    assert plain["skills"] == []
+    inherited = {s["name"]: s for s in plain[BUILTIN_SKILLS_FIELD]}
+    assert list(inherited) == list(builtin_skills())
     for name in BUILTINS:
         assert inherited[name]["builtin"] is True and inherited[name]["enabled"] is True
         files = folder(http, plain["id"], name)
         assert files["SKILL.md"].startswith(b"---\nname: " + name.encode())
+        listed = {f["path"]: f["size"] for f in inherited[name]["files"]}
+        assert listed == {path: len(data) for path, data in files.items()}
     assert "references/checklist.md" in folder(http, plain["id"], "uhp-artifacts")
+    # A GET → PUT round trip of a harness that wrote no skills writes none.
+    url = f"/v1/harnesses/{plain['id']}"
+    assert http.put(url, json=plain, headers=AUTH).json() == plain
 
-    suppressed = create(
-        http, {"base": "codex", "skills": [{"name": "uhp-artifacts", "enabled": False}]}
-    )
-    states = {s["name"]: s["enabled"] for s in suppressed["skills"]}
+    suppression = {"name": "uhp-artifacts", "enabled": False}
+    suppressed = create(http, {"base": "codex", "skills": [suppression]})
+    # The suppression is what was written, so `skills` reports it.
+    assert [(s["name"], s["enabled"], s["builtin"]) for s in suppressed["skills"]] == [
+        ("uhp-artifacts", False, True)
+    ]
+    states = {s["name"]: s["enabled"] for s in suppressed[BUILTIN_SKILLS_FIELD]}
     assert states == {"uhp-artifacts": False, "workspace-hygiene": True}
-    # A GET → PUT round trip keeps the suppression and stores nothing for the inherited one.
+    # A GET → PUT round trip keeps the suppression and changes nothing.
     again = http.put(f"/v1/harnesses/{suppressed['id']}", json=suppressed, headers=AUTH).json()
-    assert again["skills"] == suppressed["skills"]
+    assert again == suppressed
 
     db = ctx(http).db
     row = db.run(get_harness, principal_id(http), suppressed["id"])
@@ -251,5 +264,8 @@ def test_every_harness_inherits_the_builtin_skills_and_can_suppress_one(
     assert row is not None
     bundles = {b.name: b for b in db.run(turn_skills, row.principal_id, row.config["skills"])}
     assert set(bundles) == set(BUILTINS)
+    # It is the harness's own, so `skills` lists it, and the built-in is no longer inherited.
+    assert [s["name"] for s in own["skills"]] == ["workspace-hygiene"]
+    assert [s["name"] for s in own[BUILTIN_SKILLS_FIELD]] == ["uhp-artifacts"]
     assert [f.data for f in bundles["workspace-hygiene"].files] == [SKILL_MD.encode()]
     assert len(bundles["uhp-artifacts"].files) == 2  # the whole folder, references included

@@ -3,6 +3,7 @@ the upstream really serves, never asserted."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -13,6 +14,7 @@ import httpx
 import pytest
 
 from harness_bases import registry
+from harness_bases.plugin_launcher import KEPT
 from tests.conftest import (
     DEFAULT_MODEL,
     MODELS,
@@ -21,9 +23,10 @@ from tests.conftest import (
     provider_under_test,
     server_env,
 )
+from tests.support.plugins import package, stamp_files, stdio_server
 from tests.support.schema import validate
 from tests.support.server import ServerProcess, free_port
-from tests.test_tasks_e2e import create
+from tests.test_tasks_e2e import create, message_text
 
 pytestmark = pytest.mark.slow
 
@@ -170,3 +173,28 @@ def test_bases_install_is_idempotent_and_verifies_the_binary(base_installed: Pat
     ).stdout
     v = base.cli_version
     assert f"{TEST_BASE} pinned={v} installed={v}" in listed
+
+
+def test_a_plugins_stdio_server_runs_in_the_sandbox_where_the_base_starts_one(
+    client: httpx.Client,
+) -> None:
+    """A base that starts stdio MCP servers (`stdio_mcp`) runs a plugin's through the
+    launcher, inside the sandbox, and the agent calls its tool; any other base refuses the
+    plugin at configuration time rather than dropping its server at run time."""
+    files = package(servers={"stamp": stdio_server(args=["--x"])}, extra=stamp_files())
+    made = client.post("/v1/harnesses", json={"base": TEST_BASE, "plugins": [{"files": files}]})
+    if not registry()[TEST_BASE].stdio_mcp:
+        assert made.status_code == 422, made.text
+        assert made.json()["error"]["code"] == "unsupported_transport"
+        return
+    assert made.status_code == 200, made.text
+    directives = 'TOOL stamp {"word": "hello"}\nSAY {result}'
+    done = create(client, {"input": directives, "metadata": {"harness_id": made.json()["id"]}})
+    word, _, facts_text = message_text(done).partition(" {")
+    assert done["status"] == "completed" and word == "stamped hello"
+    facts = json.loads("{" + facts_text)
+    assert facts["argv"] == ["--x"] and facts["count"] == 1
+    assert facts["root"] == facts["cwd"] and facts["root"].endswith("/.uhp/plugins/demo-plugin")
+    # What a plugin's process is owed, and nothing of the CLI's credentials.
+    assert {"PLUGIN_ROOT", "PLUGIN_DATA"} <= set(facts["env"])
+    assert set(facts["env"]) <= {*KEPT, "PLUGIN_ROOT", "PLUGIN_DATA"}

@@ -20,6 +20,7 @@ from tests.support.fakes import Hang, answer
 from tests.support.hostile import DEEP, capped_app
 from tests.support.in_process import InProcess, in_process
 from tests.support.waiting import wait_for
+from uhp_server.doors.uhp.wire import BUILTIN_SKILLS_FIELD
 from uhp_server.errors import ApiError
 from uhp_server.files.archive import entry_names
 from uhp_server.files.filenames import MAX_NAME_BYTES, content_disposition, safe_filename
@@ -227,8 +228,9 @@ async def test_an_own_skill_named_like_a_built_in_in_other_case_replaces_it(
     )
     assert made.status_code == 200, made.text
     harness = made.json()
-    names = [skill["name"].casefold() for skill in harness["skills"]]
-    assert names.count("uhp-artifacts") == 1  # the own one, not the built-in beside it
+    assert [skill["name"] for skill in harness["skills"]] == ["UHP-ARTIFACTS"]
+    inherited = [skill["name"] for skill in harness[BUILTIN_SKILLS_FIELD]]
+    assert "uhp-artifacts" not in inherited  # the own one replaces it
     again = await server.client.put(f"/v1/harnesses/{harness['id']}", json=harness)
     assert again.status_code == 200, again.text  # a GET→PUT round trip holds
 

@@ -8,6 +8,7 @@ harness_bases/pi/fixtures/ from these live runs.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -20,16 +21,28 @@ import pytest
 
 from harness_bases import events as ev
 from harness_bases import node_runtime
-from harness_bases.base import McpServerSpec, SkillBundle, SkillFile, TurnSpec
+from harness_bases.base import (
+    McpServerSpec,
+    PluginPackage,
+    SandboxPaths,
+    SkillBundle,
+    SkillFile,
+    StdioServer,
+    StdioServerSpec,
+    TurnSpec,
+)
 from harness_bases.messages import RESUME_FAILED_NOTICE
 from harness_bases.pi import PiBase
 from harness_bases.pi import config as pi_config
+from harness_bases.plugin_folders import place_plugins, plugin_data, plugin_root, stdio_launches
 from tests.conftest import PROVIDER_KEY, installed_tools
 from tests.scripted_provider import RunningProvider
-from tests.support.direct_turn import OUTCOMES
+from tests.support.direct_turn import OUTCOMES, DirectTurn
 from tests.support.installs import install_commands
 from tests.support.live_base import LiveBase, capturing, chat_bodies, offered_tools, system_text
 from tests.support.mcp_server import ANSWER_PREFIX, RunningMcpServer
+from tests.support.plugins import STDIO_SERVER
+from tests.support.stdio_mcp_server import ANSWER_PREFIX as STAMP_PREFIX
 
 FIXTURES = Path(__file__).parent.parent / "harness_bases" / "pi" / "fixtures"
 CAPTURE = FIXTURES if capturing("UHP_CAPTURE_PI_FIXTURES") else None
@@ -336,6 +349,98 @@ async def test_disabled_tools_and_mcp_tools_together(env: LiveBase) -> None:
     assert not finished.ok and ANSWER_PREFIX not in finished.output
 
 
+def _plugin(*servers: StdioServer) -> PluginPackage:
+    """A plugin shipping the stamp server (tests/support/stdio_mcp_server.py)."""
+    files = (
+        SkillFile("plugin.json", b'{"name": "demo-plugin"}'),
+        SkillFile("bin/stamp", STDIO_SERVER.encode(), executable=True),
+    )
+    return PluginPackage("demo-plugin", files, servers)
+
+
+async def _plugin_turn(env: LiveBase, prompt: str, plugin: PluginPackage) -> DirectTurn:
+    """A turn with `plugin` placed in the home first, as the engine does."""
+    paths = SandboxPaths(str(env.workspace), str(env.home), str(env.tools))
+    fields: dict = {"plugins": (plugin,), "stdio_servers": stdio_launches((plugin,), paths)}
+    place_plugins(env.spec(prompt, **fields))
+    return await env.run(prompt, **fields)
+
+
+def _processes_naming(text: str) -> list[str]:
+    """The command lines of this machine's processes that mention `text`."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            line = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in line:
+            found.append(line)
+    return found
+
+
+@pytest.mark.slow
+async def test_a_plugin_s_stdio_server_runs_inside_pi_and_ends_with_it(env: LiveBase) -> None:
+    stamp = StdioServer("stamp", "./bin/stamp", args=("--data", "${PLUGIN_DATA}/x"))
+    turn = await _plugin_turn(
+        env, 'TOOL mcp__stamp__stamp {"word": "pi"}\nSAY {output}', _plugin(stamp)
+    )
+    assert "mcp__stamp__stamp" in offered_tools(chat_bodies(env.provider)[0])
+    (finished,) = turn.of(ev.ToolCallFinished)
+    assert finished.ok and finished.output.startswith(STAMP_PREFIX + "pi "), finished.output
+    facts = json.loads(finished.output.removeprefix(STAMP_PREFIX + "pi "))
+    root, data = (
+        plugin_root(str(env.home), "demo-plugin"),
+        plugin_data(str(env.home), "demo-plugin"),
+    )
+    assert (facts["root"], facts["data"], facts["cwd"]) == (root, data, root)
+    assert facts["argv"] == ["--data", f"{data}/x"]
+    # Pi holds the turn token and the MCP tokens; the plugin's process gets none of them.
+    assert not [name for name in facts["env"] if name.startswith("UHP_")]
+    assert not turn.of(ev.Notice)
+    # The server was Pi's child: gone once Pi is.
+    deadline = time.monotonic() + 5
+    while _processes_naming(f"{env.home}/.uhp/plugin-servers") and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    assert _processes_naming(f"{env.home}/.uhp/plugin-servers") == []
+
+
+# A stdio server that lists one tool and exits when it is called, answering nothing.
+DIES_ON_CALL = """
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if message.get("method") == "tools/call":
+        sys.exit(3)
+    if message.get("id") is None:
+        continue
+    tool = {"name": "stamp", "inputSchema": {"type": "object"}}
+    result = {"tools": [tool]} if message["method"] == "tools/list" else {"capabilities": {}}
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+"""
+
+
+@pytest.mark.slow
+async def test_a_stdio_server_that_dies_fails_its_calls_and_the_turn_goes_on(
+    env: LiveBase,
+) -> None:
+    dies = StdioServer("dies", "python3", args=("-c", DIES_ON_CALL))
+    call = 'TOOL mcp__dies__stamp {"word": "x"}'
+    turn = await _plugin_turn(env, f"{call}\n{call}\nSAY carried on", _plugin(dies))
+    first, second = turn.of(ev.ToolCallFinished)
+    assert not first.ok and "exited" in first.output, first.output
+    assert not second.ok and "exited" in second.output  # at once: the process is gone
+    assert turn.text == "carried on" and isinstance(turn.events[-1], ev.TurnFinished)
+
+
+@pytest.mark.slow
+async def test_a_plugin_s_stdio_server_that_cannot_start_is_a_notice(env: LiveBase) -> None:
+    missing = StdioServer("missing", "no-such-command-uhp")
+    turn = await _plugin_turn(env, "SAY still fine", _plugin(missing))
+    assert ev.Notice("The MCP server missing could not be started.") in turn.events
+    assert turn.text == "still fine" and isinstance(turn.events[-1], ev.TurnFinished)
+
+
 @pytest.mark.slow
 async def test_the_cli_connects_to_nothing_but_the_gateway(env: LiveBase) -> None:
     strace = shutil.which("strace")
@@ -429,6 +534,43 @@ def test_mcp_servers_go_to_the_extension_by_token_name(tmp_path: Path) -> None:
     ]
     assert "mcp-tok-1" not in written
     assert "--extension" not in PiBase().prepare(fast_spec(tmp_path)).argv
+
+
+def test_plugin_stdio_servers_go_to_the_extension_as_their_launches(tmp_path: Path) -> None:
+    launch = StdioServerSpec(
+        "stamp", "python3", ("-I", "/home/agent/.uhp/plugin-servers/launch.py", "x.json"), "p"
+    )
+    invocation = PiBase().prepare(fast_spec(tmp_path, stdio_servers=(launch,)))
+    assert "--extension" in invocation.argv
+    assert invocation.env["UHP_PI_MCP_CONFIG"] == "/home/agent/.pi/agent/uhp/mcp.json"
+    assert not [name for name in invocation.env if name.startswith("UHP_MCP_TOKEN")]
+    written = json.loads((tmp_path / "home" / ".pi" / "agent" / "uhp" / "mcp.json").read_text())
+    assert written["servers"] == [
+        {"name": "stamp", "command": "python3", "args": list(launch.args)}
+    ]
+    # Beside a remote server: each its own kind, the remote one's token by name only.
+    remote = McpServerSpec("vault", "http://gateway.invalid/gateway/mcp/vault", "mcp-tok-1")
+    invocation = PiBase().prepare(
+        fast_spec(tmp_path, mcp_servers=(remote,), stdio_servers=(launch,))
+    )
+    written = json.loads((tmp_path / "home" / ".pi" / "agent" / "uhp" / "mcp.json").read_text())
+    assert [s.get("url") or s["command"] for s in written["servers"]] == [remote.url, "python3"]
+    assert invocation.env["UHP_MCP_TOKEN_0"] == "mcp-tok-1"
+
+
+def test_a_plugin_s_skills_are_written_with_the_harness_s(tmp_path: Path) -> None:
+    own = SkillBundle("tidy", (SkillFile("SKILL.md", b"# tidy\n"),))
+    theirs = SkillBundle(
+        "demo-skill",
+        (SkillFile("SKILL.md", b"# demo\n"), SkillFile("references/notes.md", b"notes\n")),
+        plugin="demo-plugin",
+    )
+    PiBase().prepare(fast_spec(tmp_path, skills=(own, theirs)))
+    skills = tmp_path / "home" / ".pi" / "agent" / "skills"
+    assert (skills / "tidy" / "SKILL.md").read_bytes() == b"# tidy\n"
+    assert (skills / "demo-skill" / "references" / "notes.md").read_bytes() == b"notes\n"
+    PiBase().prepare(fast_spec(tmp_path, skills=(own,)))  # the plugin disabled since
+    assert not (skills / "demo-skill").exists()
 
 
 def test_disabled_tools_become_an_allowlist(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.slow
 
 PLUGIN = "e2e-plugin"
 SKILL = "e2e-manual"
-DESCRIPTION = "How to read the e2e plugin's codes; use it for any code question."
+DESCRIPTION = "How to read the codes of the e2e plugin; use it for any code question."
 SKILL_BODY = "Every code is explained in references/codes.md.\n"
 CODES = "Code 41 means: the plugin's skill was read. Ünïcödé kept.\n"
 VAULT_HEADER = "plugin-header-e2e-5b2"
@@ -91,15 +91,24 @@ def bodies_text(provider: Any) -> str:
     )
 
 
-def announced_skill_dir(told: str) -> str:
-    """Where the agent was told the plugin's skill is: the folder of the SKILL.md path the
-    base put in front of the model (in its instructions or its skill listing)."""
-    found = {
-        match.group(1)
-        for match in re.finditer(r"(/[^\s\"'<>()\\]*/" + SKILL + r")/SKILL\.md", told)
-    }
-    assert found, f"the agent was never told where skill {SKILL!r} is"
-    return sorted(found)[0]
+def skill_dir(told: str, host_home: Path) -> str:
+    """Where the agent finds the plugin's skill, as the sandbox sees it: the folder of the
+    SKILL.md path the base put in front of the model (its instructions or skill listing);
+    for a CLI that loads skills by name (a skill tool) and so names no path, the folder the
+    base wrote into the agent home for its CLI (the package's own copy, under `.uhp/`, last)."""
+    announced = re.findall(r"(/[^\s\"'<>()\\]*/" + SKILL + r")/SKILL\.md", told)
+    if announced:
+        return sorted(announced)[0]
+    written = sorted(
+        (
+            folder.relative_to(host_home).as_posix()
+            for folder in host_home.rglob(SKILL)
+            if (folder / "SKILL.md").is_file()
+        ),
+        key=lambda relative: (relative.startswith(".uhp/"), relative),
+    )
+    assert written, f"skill {SKILL!r} is nowhere in the agent home"
+    return f"{SandboxPaths().home}/{written[0]}"
 
 
 def call_outputs(response: dict[str, Any]) -> dict[str, str]:
@@ -170,15 +179,17 @@ def test_the_agent_calls_a_plugin_s_mcp_tools_and_reads_its_skill(
     told = bodies_text(provider)
     assert SKILL in told and DESCRIPTION in told
     assert "resting-skill" not in told
-    skill_dir = announced_skill_dir(told)
+    folder = skill_dir(
+        told, server.data_dir / "sessions" / first["metadata"]["session_id"] / "home"
+    )
 
     # One turn: the plugin's stdio tool, its remote tool, and its skill's files read where
-    # the agent was told they are.
+    # the agent finds them.
     prompt = "\n".join(
         [
             'TOOL mcp__stamp__stamp {"word": "plug-e2e"}',
             'TOOL mcp__vault__lookup {"code": "plug-7"}',
-            f"RUN cat {skill_dir}/SKILL.md {skill_dir}/references/codes.md",
+            f"RUN cat {folder}/SKILL.md {folder}/references/codes.md",
             "SAY {outputs}",
         ]
     )

@@ -28,6 +28,7 @@ class ClaudeCodeBase(HarnessBase):
     # --max-turns stops the CLI itself (see config.py and command.py).
     enforcement = Enforcement(disabled_tools="hard", max_step="native")
     mcp_transports = ("http", "sse")
+    stdio_mcp = True  # and starts a plugin's stdio servers itself (config.py)
 
     def install(self, tools_dir: Path) -> None:
         installer.install(tools_dir)

@@ -8,7 +8,9 @@
 - The MCP config names each server by the gateway's proxy URL; its bearer token is a
   `${VAR}` reference that the CLI expands from its own environment, so no token is written
   into a file. `--strict-mcp-config` keeps a `.mcp.json` in the workspace from adding
-  servers that would bypass the gateway.
+  servers that would bypass the gateway. A plugin's stdio server is a process the CLI
+  starts: the launcher plugin_folders.py placed, on its launch file (no string from the
+  plugin in this file, so the CLI's `${VAR}` expansion never reaches one).
 - The system prompt goes into a file passed with `--append-system-prompt-file` (no argv
   limit), and `--system-prompt-snapshot off` makes a resumed conversation use this turn's
   instructions instead of the ones recorded on its first request.
@@ -20,7 +22,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from harness_bases.base import McpServerSpec, TurnSpec
+from harness_bases.base import McpServerSpec, StdioServerSpec, TurnSpec
 from harness_bases.safe_files import real_dir, remove_if_present, write_file
 
 CONFIG_DIR = ".claude"  # under the agent home: CLAUDE_CONFIG_DIR
@@ -58,15 +60,20 @@ def mcp_token_env(index: int) -> str:
     return f"{MCP_TOKEN_ENV_PREFIX}{index}"
 
 
-def mcp_config(servers: tuple[McpServerSpec, ...]) -> dict[str, Any]:
-    """`--mcp-config` contents: each server through the gateway's MCP proxy."""
-    entries = {}
+def mcp_config(
+    servers: tuple[McpServerSpec, ...], stdio_servers: tuple[StdioServerSpec, ...] = ()
+) -> dict[str, Any]:
+    """`--mcp-config` contents: each server through the gateway's MCP proxy, and each
+    plugin's stdio server started by its launcher."""
+    entries: dict[str, Any] = {}
     for index, server in enumerate(servers):
         entries[server.name] = {
             "type": "sse" if server.transport == "sse" else "http",
             "url": server.url,
             "headers": {"Authorization": f"Bearer ${{{mcp_token_env(index)}}}"},
         }
+    for stdio in stdio_servers:
+        entries[stdio.name] = {"type": "stdio", "command": stdio.command, "args": list(stdio.args)}
     return {"mcpServers": entries}
 
 
@@ -84,7 +91,8 @@ def write_turn_files(turn: TurnSpec) -> TurnFiles:
     host_config = real_dir(turn.host_home, CONFIG_DIR)  # never a link the agent left
     write_file(host_config / SETTINGS_FILE, _json(settings(turn.disabled_tools)), 0o600)
     own = real_dir(host_config, OWN_DIR)
-    write_file(own / MCP_FILE, _json(mcp_config(turn.mcp_servers)), 0o600)
+    servers = mcp_config(turn.mcp_servers, turn.stdio_servers)
+    write_file(own / MCP_FILE, _json(servers), 0o600)
     prompt = turn.system_prompt.strip()
     if prompt:
         write_file(own / SYSTEM_PROMPT_FILE, prompt.encode("utf-8", errors="replace"), 0o600)

@@ -42,6 +42,9 @@ class PiBase(HarnessBase):
     # Pi has no MCP client of its own: the base's extension (mcp_extension.js) speaks
     # Streamable HTTP to the gateway's MCP proxy; the legacy SSE transport is not offered.
     mcp_transports = ("http",)
+    # The extension also starts a plugin's stdio servers, inside Pi and so inside the
+    # sandbox, through plugin_launcher.py (config.py).
+    stdio_mcp = True
 
     def install(self, tools_dir: Path) -> None:
         installer.install(tools_dir)

@@ -10,8 +10,13 @@
   commands the agent runs never see them.
 - `uhp/system-prompt.md`: the task's system prompt (`--append-system-prompt` reads a file).
 - `skills/<name>/`: each enabled skill folder whole (Pi lists skills found there itself).
-- `uhp/mcp.json`: the MCP servers (the gateway's MCP proxy routes) for the MCP extension
-  (`mcp_extension.js`), each with the name of the variable holding its bearer token.
+- `uhp/mcp.json`: the MCP servers for the MCP extension (`mcp_extension.js`): the gateway's
+  MCP proxy routes, each with the name of the variable holding its bearer token, and the
+  plugins' stdio servers, each the command and arguments that start plugin_launcher.py on
+  its launch file inside the sandbox (harness_bases/plugin_folders.py).
+
+A plugin's skills are among the turn's skills (written in `skills/` like the harness's own);
+its package is already in the agent home (plugin_folders.place_plugins).
 
 Sessions are kept in `sessions/` (`--session-dir`), one `<time>_<id>.jsonl` file each.
 """
@@ -104,7 +109,7 @@ def write_turn_files(turn: TurnSpec) -> TurnFiles:
         sessions_dir=f"{inside}/{SESSIONS_DIR}",
         system_prompt=f"{inside}/{SYSTEM_PROMPT_FILE}" if turn.system_prompt.strip() else None,
         resume_file=f"{inside}/{SESSIONS_DIR}/{resume.name}" if resume else None,
-        mcp_config=f"{inside}/{MCP_CONFIG_FILE}" if turn.mcp_servers else None,
+        mcp_config=f"{inside}/{MCP_CONFIG_FILE}" if has_mcp(turn) else None,
     )
 
 
@@ -112,10 +117,21 @@ def mcp_token_env(index: int) -> str:
     return f"UHP_MCP_TOKEN_{index}"
 
 
+def has_mcp(turn: TurnSpec) -> bool:
+    """Whether the turn has MCP servers, so that Pi loads the MCP extension."""
+    return bool(turn.mcp_servers or turn.stdio_servers)
+
+
 def mcp_config(turn: TurnSpec) -> dict:
-    servers = [
+    """The extension's config: a remote server is reached at its proxy route with the token
+    in the variable `tokenEnv` names; a stdio one is the process the extension starts."""
+    servers: list[dict] = [
         {"name": server.name, "url": server.url, "tokenEnv": mcp_token_env(index)}
         for index, server in enumerate(turn.mcp_servers)
+    ]
+    servers += [
+        {"name": server.name, "command": server.command, "args": list(server.args)}
+        for server in turn.stdio_servers
     ]
     return {"servers": servers, "disabled": list(turn.disabled_tools)}
 

@@ -23,6 +23,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from uhp_server.doors.uhp.chapters import chapters_off
+from uhp_server.doors.uhp.wire import BUILTIN_SKILLS_FIELD
 
 SPEC_PATH = Path(__file__).resolve().parent / "uhp-2026-10-04.openapi.yaml"
 EXTENSION_TAG = "UHP Server extensions"
@@ -39,6 +40,21 @@ SCHEMA_REF = "#/components/schemas/"
 # The published 2026-10-04 document refers to this answer (`GET /v1/environments/packages/
 # check`) and never defines it; defined here the way its siblings are, so that the document
 # served is valid OpenAPI. The copy in this folder stays byte for byte the published one.
+# The harness object's field of this server's own (doors/uhp/wire.py), beside the protocol's.
+BUILTIN_SKILLS_PROPERTY = {
+    "type": "array",
+    "readOnly": True,
+    "items": {"$ref": "#/components/schemas/Skill"},
+    "description": (
+        "This server's extension: the built-in skills (its `skills/` folder) the harness "
+        "inherits, each with `builtin: true`, `enabled` (false when the harness's `skills` "
+        "suppress it with `{name, enabled: false}`) and its files' paths and sizes; `GET "
+        "/v1/harnesses/{harness_id}/skills/{skill_id}/files` has their contents. A built-in "
+        "the harness replaces with a skill of its own of the same name is not listed. "
+        "`skills` reports only what was written to it, never these; a PUT ignores this field."
+    ),
+    "x-uhp-server-extension": True,
+}
 MISSING_RESPONSES = {
     "BadRequest": {
         "description": "The request was malformed: `invalid_input`",
@@ -67,6 +83,8 @@ def build_document(app: FastAPI) -> dict[str, Any]:
             else:
                 served[method] = _as_extension(path, operation)
             extensions.append(served[method])
+    harness = document["components"]["schemas"]["Harness"]
+    harness["properties"][BUILTIN_SKILLS_FIELD] = BUILTIN_SKILLS_PROPERTY
     for name, answer in MISSING_RESPONSES.items():
         document["components"]["responses"].setdefault(name, answer)
     schemas = document["components"]["schemas"]

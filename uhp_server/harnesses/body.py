@@ -3,8 +3,9 @@
 Accepts the snake_case `HarnessCreate` of the spec and, so that what a GET returned can be
 PUT back unchanged, the camelCase harness object too (snake_case wins when both are there).
 Read-only fields of the harness object (`id`, `object`, `baseLabel`, `createdAt`,
-`enforcement`) are accepted; on a PUT, `id`, `base` and `createdAt` must match the harness,
-since a changed base would silently change every session attached to it.
+`enforcement`, `uhpserver_builtinSkills`) are accepted and ignored; on a PUT, `id`, `base`
+and `createdAt` must match the harness, since a changed base would silently change every
+session attached to it.
 """
 
 from __future__ import annotations

@@ -244,21 +244,31 @@ def _own_skill_wire(tx: Tx, principal_id: str, entry: dict[str, Any]) -> dict[st
 
 
 def render_skills(tx: Tx, principal_id: str, stored: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The harness's own skills, then the built-ins it inherits (marked `builtin: true`,
-    listed without contents: GET .../skills/{name}/files has them)."""
+    """What was written to the harness's `skills`, and nothing else (Harnesses §4.4): its own
+    skills and its suppressions of built-ins (`builtin: true, enabled: false`). The built-ins
+    it inherits are `inherited_builtin_skills`, a field of their own, so that a GET→PUT round
+    trip writes back exactly what it read."""
     wire: list[dict[str, Any]] = []
-    # Skill names ignore case (a harness may not hold two that differ only in it): an own
-    # skill named like a built-in in other case replaces it, as one of the same name does.
-    mentioned = {entry["name"].casefold() for entry in stored}
     for entry in stored:
         if entry.get("builtin"):
             wire.append(_builtin_wire(entry["name"], enabled=False))
         else:
             wire.append(_own_skill_wire(tx, principal_id, entry))
-    for name in builtin_skills():
-        if name.casefold() not in mentioned:
-            wire.append(_builtin_wire(name, enabled=True))
     return wire
+
+
+def inherited_builtin_skills(stored: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The built-in skills the harness inherits, each `enabled` unless the harness suppresses
+    it, listed without contents (GET .../skills/{name}/files has them). One the harness
+    replaces with a skill of its own under the same name (case ignored, as skill names are)
+    is not inherited."""
+    own = {e["name"].casefold() for e in stored if not e.get("builtin")}
+    suppressed = {e["name"].casefold() for e in stored if e.get("builtin")}
+    return [
+        _builtin_wire(name, enabled=name.casefold() not in suppressed)
+        for name in builtin_skills()
+        if name.casefold() not in own
+    ]
 
 
 def _builtin_wire(name: str, enabled: bool) -> dict[str, Any]:

@@ -9,6 +9,9 @@ from uhp_server.engine import Artifact, Harness, Session, Share, Turn, UploadedF
 from uhp_server.harnesses.config import HarnessConfig
 from uhp_server.harnesses.mcp import render_mcp_servers
 
+# The harness object's one field of this server's own: the built-in skills it inherits.
+BUILTIN_SKILLS_FIELD = "uhpserver_builtinSkills"
+
 
 def session_to_wire(session: Session, retention_days: float) -> dict[str, Any]:
     """The protocol's Session, plus where its artifacts live and when it expires."""
@@ -77,6 +80,10 @@ def harness_to_wire(harness: Harness) -> dict[str, Any]:
         "systemPrompt": config.system_prompt,
         "mcpServers": render_mcp_servers(config.mcp_servers),
         "skills": harness.skills,
+        # This server's extension (vendor-prefixed, as its error codes are): the built-in
+        # skills the harness inherits. Never inside `skills`, which reports only what was
+        # written to it (Harnesses §4.4), so a GET→PUT round trip changes nothing.
+        BUILTIN_SKILLS_FIELD: harness.builtin_skills,
         "plugins": harness.plugins,
         "disabledTools": config.disabled_tools,
         "maxStep": config.max_step,

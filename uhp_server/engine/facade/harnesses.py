@@ -29,7 +29,7 @@ from uhp_server.harnesses.plugins.export import export_plugin
 from uhp_server.harnesses.plugins.problems import plugin_not_found
 from uhp_server.harnesses.plugins.render import plugin_files, render_plugins
 from uhp_server.harnesses.problems import invalid
-from uhp_server.harnesses.skills import render_skills, skill_folder
+from uhp_server.harnesses.skills import inherited_builtin_skills, render_skills, skill_folder
 from uhp_server.ids import new_id
 from uhp_server.settings import Settings
 
@@ -289,5 +289,6 @@ class Harnesses:
             enforcement=base.enforcement if base is not None else None,
             default_model=default,
             skills=skills,
+            builtin_skills=inherited_builtin_skills(config.skills),
             plugins=plugins,
         )

@@ -101,7 +101,8 @@ class Harness:
     base_label: str  # the base's own label, or its name when the base is not enabled
     enforcement: Enforcement | None  # what the base enforces; None when it is not enabled
     default_model: str | None  # the harness's own, else the catalogue's default for its base
-    skills: list[dict[str, Any]]  # rendered: every skill with its files' paths and sizes
+    skills: list[dict[str, Any]]  # rendered: what was written to `skills` (own, suppressions)
+    builtin_skills: list[dict[str, Any]]  # rendered: the built-ins it inherits, each `enabled`
     plugins: list[dict[str, Any]]  # rendered: each plugin object (harnesses/plugins/render.py)
 
 
