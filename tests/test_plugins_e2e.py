@@ -6,7 +6,6 @@ takes them. A base that cannot take a plugin fails here: nothing is skipped for 
 
 from __future__ import annotations
 
-import html
 import json
 import re
 from collections.abc import Iterator
@@ -84,11 +83,7 @@ def resting_package() -> list[dict[str, Any]]:
 
 
 def bodies_text(provider: Any) -> str:
-    """Every request the model got, as text; XML character references read as the
-    characters they stand for (Qwen Code lists its skills as XML: `plugin&apos;s`)."""
-    return html.unescape(
-        json.dumps([r.get("body") for r in provider.requests()], ensure_ascii=False)
-    )
+    return json.dumps([r.get("body") for r in provider.requests()], ensure_ascii=False)
 
 
 def skill_dir(told: str, host_home: Path) -> str:
