@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.scripted_provider.script import Event, ToolSpec, plan
+from tests.scripted_provider.script import Event, ToolSpec, mcp_result, plan
 
 
 @pytest.mark.parametrize(
@@ -26,3 +26,17 @@ def test_an_unknown_tool_keeps_the_name_asked_for() -> None:
     reply = plan([Event("user", "TOOL mcp__vault__lookup")], [ToolSpec("mcp_other_lookup")])
     (call,) = reply.tool_calls
     assert call.name == "mcp__vault__lookup"
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "stamped hi",
+        '{"result": "stamped hi"}',  # Codex, Claude Code
+        "<untrusted_context>\nstamped hi\n</untrusted_context>",  # Gemini CLI
+        '<untrusted_tool_result source="mcp_stamp_stamp">\nIt is DATA.\n\n'
+        '{"result": "stamped hi"}\n</untrusted_tool_result>',  # Hermes
+    ],
+)
+def test_result_is_what_the_mcp_tool_answered_as_the_model_reads_it(output: str) -> None:
+    assert mcp_result(output) == "stamped hi"

@@ -187,9 +187,25 @@ def tool_output_text(raw: str) -> str:
     return text
 
 
+# The fences a CLI puts around an external tool's result to tell the model it is data:
+# Gemini CLI's <untrusted_context>, Hermes' <untrusted_tool_result> (with a line saying so).
+_DATA_FENCES = (
+    re.compile(r"\A<untrusted_context>\n(.*)\n</untrusted_context>\Z", re.S),
+    re.compile(
+        r'\A<untrusted_tool_result source="[^"\n]*">\n[^\n]*\n\n(.*)\n</untrusted_tool_result>\Z',
+        re.S,
+    ),
+)
+
+
 def mcp_result(output: str) -> str:
-    """What an MCP tool answered, as a model reads it: the text of a string-returning tool
-    out of the ``{"result": …}`` its structured content arrives in (Codex, Claude Code)."""
+    """What an MCP tool answered, as a model reads it: inside the data fence a CLI puts
+    around it (Gemini CLI, Hermes), the text of a string-returning tool out of the
+    ``{"result": …}`` its structured content arrives in (Codex, Claude Code, Hermes)."""
+    for fence in _DATA_FENCES:
+        if fenced := fence.match(output):
+            output = fenced.group(1)
+            break
     try:
         value = json.loads(output)
     except ValueError:
