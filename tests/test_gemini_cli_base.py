@@ -35,6 +35,7 @@ from tests.support.mcp_server import (
     assert_vault_answered,
     vault_turn,
 )
+from tests.support.plugin_turn import WORD, stamp_turn, stamped
 
 FIXTURES = Path(__file__).parent.parent / "harness_bases" / "gemini_cli" / "fixtures"
 CAPTURE = FIXTURES if capturing("UHP_CAPTURE_GEMINI_CLI_FIXTURES") else None
@@ -353,6 +354,18 @@ async def test_mcp_tools_are_offered_reached_and_the_cli_still_exits(
     assert "mcp-tok-1" not in json.dumps(
         [p.read_text(errors="replace") for p in env.home.rglob("*") if p.is_file()]
     )
+
+
+@pytest.mark.slow
+async def test_a_plugin_s_stdio_server_runs_in_the_session_and_the_cli_still_exits(
+    env: LiveBase,
+) -> None:
+    turn = await stamp_turn(env)
+    facts = stamped(turn, env)
+    assert facts["count"] == 1
+    assert f"stamped {WORD}" in turn.text  # the answer reached the model
+    assert "How to stamp." in json.dumps(chat_bodies(env.provider)[0])  # its skill, listed
+    assert turn.proc.returncode == 0  # the server's stdin closed with the CLI's
 
 
 @pytest.mark.slow

@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from harness_bases import events as ev
-from harness_bases.base import TurnSpec
+from harness_bases.base import SandboxPaths, TurnSpec
 from harness_bases.gemini_cli import GeminiCliBase
 from harness_bases.gemini_cli.parser import GeminiParser
+from harness_bases.plugin_folders import stdio_launches
 from tests.support.acp_replay import ReplayedProcess, fixture_lines
+from tests.support.plugin_turn import stamp_plugin
 
 FIXTURES = Path(__file__).resolve().parent.parent / "harness_bases" / "gemini_cli" / "fixtures"
 RESUMED = "0c6b0a55-3d1e-4f1a-9a53-2c0f1f6b7e10"  # the fixtures replay a session/load
@@ -81,6 +83,25 @@ async def test_a_resumed_session_loads_and_remembers(tmp_path: Path) -> None:
     assert [m["params"]["sessionId"] for m in proc.sent("session/load")] == [RESUMED]
     # The replayed history ("noted apple") is not this turn's.
     assert [d.text for d in of(events, ev.TextDone)] == ["you said apple"]
+
+
+async def test_a_resumed_session_is_loaded_with_the_plugins_stdio_servers(
+    tmp_path: Path,
+) -> None:
+    proc = ReplayedProcess(fixture_lines(FIXTURES, "resume"))
+    launch = stdio_launches((stamp_plugin(),), SandboxPaths())
+    fields = {"native_session_id": RESUMED, "stdio_servers": launch}
+    [event async for event in GeminiCliBase().start_turn(proc, spec(tmp_path, **fields)).events()]
+    (load,) = proc.sent("session/load")
+    servers = "/home/agent/.uhp/plugin-servers"
+    assert load["params"]["mcpServers"] == [
+        {
+            "name": "stamp",
+            "command": "python3",
+            "args": ["-I", f"{servers}/launch.py", f"{servers}/stamp.json"],
+            "env": [],
+        }
+    ]
 
 
 async def test_a_refused_model_call_is_a_provider_error_with_its_words(tmp_path: Path) -> None:

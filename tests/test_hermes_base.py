@@ -22,15 +22,17 @@ import pytest
 import yaml
 
 from harness_bases import events as ev
-from harness_bases.base import McpServerSpec, SkillBundle, SkillFile, TurnSpec
+from harness_bases.base import McpServerSpec, SandboxPaths, SkillBundle, SkillFile, TurnSpec
 from harness_bases.hermes import HermesBase
 from harness_bases.hermes.config import INSTRUCTIONS_FILE, TOKEN_ENV
 from harness_bases.hermes.install import CLI_VERSION
+from harness_bases.plugin_folders import place_plugins, stdio_launches
 from tests.conftest import PROVIDER_KEY, installed_tools
 from tests.scripted_provider import RunningProvider, start_provider
 from tests.support.gateway_relay import inside, relay_app
 from tests.support.installs import install_commands
 from tests.support.mcp_server import ANSWER_PREFIX, RunningMcpServer
+from tests.support.plugin_turn import SKILL, WORD, stamp_facts, stamp_plugin
 from uhp_server.sandbox.base import SessionMounts
 from uhp_server.sandbox.local import LocalSandbox
 
@@ -94,6 +96,7 @@ class Session:
 
     async def run(self, prompt: str, interrupt_after: float | None = None, **fields: Any) -> Turn:
         spec = self.spec(prompt, **fields)
+        place_plugins(spec)  # the turn's plugins in the home, as the engine places them
         sandbox = LocalSandbox()
         await sandbox.open(relay_app())
         mounts = SessionMounts(spec.host_workspace, spec.host_home, self.tools)
@@ -270,6 +273,26 @@ async def test_mcp_tools_reach_the_model_through_the_bearer_token(session: Sessi
         }
     finally:
         server.stop()
+
+
+async def test_a_plugin_s_stdio_server_runs_inside_the_sandbox(session: Session) -> None:
+    plugin = stamp_plugin()
+    launch = stdio_launches((plugin,), SandboxPaths())
+    prompt = f'TOOL mcp__stamp__stamp {{"word": "{WORD}"}}\nSAY {{output}}'
+    turn = await session.run(prompt, plugins=(plugin,), stdio_servers=launch, skills=(SKILL,))
+    assert SKILL.name in system_text(session.model_requests()[0])  # its skill, listed
+    tools = {t["function"]["name"] for t in session.model_requests()[0]["body"]["tools"]}
+    assert "mcp__stamp__stamp" in tools
+    (finished,) = turn.of(ev.ToolCallFinished)
+    assert finished.ok and f"stamped {WORD}" in turn.text
+    facts = stamp_facts(finished.output)
+    # The sandbox's view of the session's home, and only the launcher's variables.
+    assert facts["root"] == facts["cwd"] == "/home/agent/.uhp/plugins/stamp-plugin"
+    assert facts["argv"] == ["--data", "/home/agent/.uhp/plugin-data/stamp-plugin/x"]
+    assert "MODE" in facts["env"] and not [n for n in facts["env"] if "UHP" in n]
+    # PLUGIN_DATA is the session's: the count the server keeps there is on the host side.
+    data = session.root / "home" / ".uhp" / "plugin-data" / "stamp-plugin"
+    assert (data / "count").read_text() == "1"
 
 
 async def test_an_unreachable_mcp_server_is_a_notice_not_a_failure(session: Session) -> None:

@@ -7,9 +7,11 @@ from typing import Any
 
 import yaml
 
-from harness_bases.base import McpServerSpec, SkillBundle, SkillFile, TurnSpec
+from harness_bases.base import McpServerSpec, SandboxPaths, SkillBundle, SkillFile, TurnSpec
 from harness_bases.hermes import HermesBase
 from harness_bases.hermes.config import INSTRUCTIONS_FILE, SKILLS_DIR
+from harness_bases.plugin_folders import stdio_launches
+from tests.support.plugin_turn import stamp_plugin
 
 TOKEN = "uhpgw_turn_token"
 
@@ -96,19 +98,49 @@ def test_config_makes_the_gateway_the_only_provider_and_holds_no_secret(tmp_path
     )
 
 
+def test_a_plugin_s_stdio_server_is_a_stdio_server_beside_the_remote_ones(
+    tmp_path: Path,
+) -> None:
+    mcp = McpServerSpec("docs", "http://127.0.0.1:8080/gateway/mcp/docs", "uhpgw_mcp")
+    launch = stdio_launches((stamp_plugin(),), SandboxPaths())
+    HermesBase().prepare(spec(tmp_path, mcp_servers=(mcp,), stdio_servers=launch))
+    config = yaml.safe_load((hermes_home(tmp_path) / "config.yaml").read_text())
+    servers = "/home/agent/.uhp/plugin-servers"
+    assert config["mcp_servers"] == {
+        "docs": {
+            "url": "http://127.0.0.1:8080/gateway/mcp/docs",
+            "headers": {"Authorization": "Bearer ${UHP_MCP_TOKEN_0}"},
+        },
+        "stamp": {
+            "command": "python3",
+            "args": ["-I", f"{servers}/launch.py", f"{servers}/stamp.json"],
+        },
+    }
+
+
 def test_instructions_join_the_system_prompt_disabled_tools_and_skills(tmp_path: Path) -> None:
-    skill = SkillBundle("notes", (SkillFile("SKILL.md", b"# notes\n"),))
+    plain = SkillBundle("notes", (SkillFile("SKILL.md", b"# notes\n"),))
+    long = "How to read the codes of this plugin,\n  in more than sixty characters: all of it."
+    front = f"---\nname: codes\ndescription: |\n  {long}\n---\nBody.\n".encode()
+    described = SkillBundle("codes", (SkillFile("SKILL.md", front),), plugin="demo")
     HermesBase().prepare(
         spec(
             tmp_path,
             system_prompt="Be brief.",
             disabled_tools=("terminal", "patch"),
-            skills=(skill,),
+            skills=(plain, described),
         )
     )
+    # Where each skill is, and its description whole (Hermes' listing cuts it at 60).
+    folders = "/home/agent/.hermes/uhp-skills"
     assert (hermes_home(tmp_path) / INSTRUCTIONS_FILE).read_text() == (
         "Be brief.\n\nDo not use these tools: terminal, patch.\n\n"
-        "Skills provided for this task (load one with skill_view): notes."
+        "Skills are installed for you (load one with skill_view): each is a folder of "
+        "instructions and resources for one kind of task. When a task matches a skill, read "
+        "its SKILL.md first and use the files beside it as it says.\n"
+        f"- notes: {folders}/notes/SKILL.md\n"
+        f"- codes: {folders}/codes/SKILL.md (How to read the codes of this plugin, in more "
+        "than sixty characters: all of it.)"
     )
     HermesBase().prepare(spec(tmp_path))  # the next task has none: the file says nothing
     assert (hermes_home(tmp_path) / INSTRUCTIONS_FILE).read_text() == ""

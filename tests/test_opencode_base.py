@@ -26,6 +26,7 @@ from tests.support.mcp_server import (
     assert_vault_answered,
     vault_turn,
 )
+from tests.support.plugin_turn import WORD, stamp_turn, stamped
 
 FIXTURES = Path(__file__).parent.parent / "harness_bases" / "opencode" / "fixtures"
 CAPTURE = FIXTURES if capturing("UHP_CAPTURE_OPENCODE_FIXTURES") else None
@@ -175,6 +176,15 @@ async def test_mcp_server_is_reached_with_its_bearer_token(env: LiveBase) -> Non
     turn, server = await vault_turn(env, "vault_lookup")
     assert_vault_answered(turn, server)
     assert "mcp-tok-1" not in (env.home / oc_config.CONFIG_DIR / "opencode.json").read_text()
+
+
+@pytest.mark.slow
+async def test_a_plugin_s_stdio_server_runs_in_the_session(env: LiveBase) -> None:
+    turn = await stamp_turn(env, "stamp_stamp")
+    assert stamped(turn, env)["count"] == 1
+    assert f"stamped {WORD}" in turn.text  # the answer reached the model
+    assert "How to stamp." in json.dumps(chat_bodies(env.provider)[0])  # its skill, listed
+    assert turn.proc.returncode == 0
 
 
 @pytest.mark.slow

@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from harness_bases import events as ev
-from harness_bases.base import TurnSpec
+from harness_bases.base import McpServerSpec, SandboxPaths, TurnSpec
 from harness_bases.messages import RESUME_FAILED_NOTICE
 from harness_bases.opencode import OpenCodeBase
+from harness_bases.plugin_folders import stdio_launches
 from tests.support.acp_replay import ReplayedProcess, fixture_lines
+from tests.support.plugin_turn import stamp_plugin
 
 FIXTURES = Path(__file__).resolve().parent.parent / "harness_bases" / "opencode" / "fixtures"
 
@@ -55,6 +57,32 @@ async def test_text_streams_as_deltas_and_the_turn_finishes(tmp_path: Path) -> N
     (prompt,) = proc.sent("session/prompt")
     assert prompt["params"]["prompt"] == [{"type": "text", "text": "SAY hello world"}]
     assert proc.stdin_closed  # closed after the answer, so OpenCode exits
+
+
+async def test_a_plugin_s_stdio_server_is_a_stdio_entry_beside_the_remote_ones(
+    tmp_path: Path,
+) -> None:
+    proc = replay("text")
+    vault = McpServerSpec("vault", "http://127.0.0.1:9/mcp/vault", "uhpgw_test")
+    launch = stdio_launches((stamp_plugin(),), SandboxPaths())
+    await drive(proc, turn(tmp_path, mcp_servers=(vault,), stdio_servers=launch))
+    (new,) = proc.sent("session/new")
+    servers = "/home/agent/.uhp/plugin-servers"
+    # No `type`: OpenCode reads an entry that has one as a remote server.
+    assert new["params"]["mcpServers"] == [
+        {
+            "type": "http",
+            "name": "vault",
+            "url": "http://127.0.0.1:9/mcp/vault",
+            "headers": [{"name": "Authorization", "value": "Bearer uhpgw_test"}],
+        },
+        {
+            "name": "stamp",
+            "command": "python3",
+            "args": ["-I", f"{servers}/launch.py", f"{servers}/stamp.json"],
+            "env": [],
+        },
+    ]
 
 
 async def test_a_tool_call_starts_with_its_whole_input(tmp_path: Path) -> None:

@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from harness_bases import events as ev
-from harness_bases.base import SkillBundle, SkillFile, TurnSpec
+from harness_bases.base import McpServerSpec, SandboxPaths, SkillBundle, SkillFile, TurnSpec
 from harness_bases.messages import RESUME_FAILED_NOTICE
+from harness_bases.plugin_folders import stdio_launches
 from harness_bases.qwen_code import QwenCodeBase
 from harness_bases.qwen_code import config as qwen_config
 from tests.conftest import PROVIDER_KEY, installed_tools
@@ -32,6 +33,7 @@ from tests.support.mcp_server import (
     assert_vault_answered,
     vault_turn,
 )
+from tests.support.plugin_turn import WORD, stamp_plugin, stamp_turn, stamped
 
 FIXTURES = Path(__file__).parent.parent / "harness_bases" / "qwen_code" / "fixtures"
 CAPTURE = FIXTURES if capturing("UHP_CAPTURE_QWEN_CODE_FIXTURES") else None
@@ -236,6 +238,16 @@ async def test_mcp_tools_are_offered_and_reached_with_the_bearer_token(env: Live
 
 
 @pytest.mark.slow
+async def test_a_plugin_s_stdio_server_runs_in_the_session(env: LiveBase) -> None:
+    turn = await stamp_turn(env)
+    assert any(name.endswith("stamp") for name in offered_tools(chat_bodies(env.provider)[0]))
+    assert stamped(turn, env)["count"] == 1
+    assert f"stamped {WORD}" in turn.text  # the answer reached the model
+    assert "How to stamp." in json.dumps(chat_bodies(env.provider)[0])  # its skill, listed
+    assert turn.proc.returncode == 0
+
+
+@pytest.mark.slow
 async def test_the_cli_connects_to_nothing_but_the_gateway(env: LiveBase) -> None:
     strace = shutil.which("strace")
     if strace is None:
@@ -316,3 +328,37 @@ def test_skills_written_whole_and_removed_when_gone(tmp_path: Path) -> None:
     assert os.access(folder / "bin" / "run", os.X_OK)
     QwenCodeBase().prepare(fast_spec(tmp_path))
     assert not folder.exists()
+
+
+def test_a_plugin_s_stdio_server_is_in_settings_beside_the_remote_ones(tmp_path: Path) -> None:
+    vault = McpServerSpec("vault", "http://gateway.invalid/mcp/vault", "uhpgw_turn_token")
+    launch = stdio_launches((stamp_plugin(),), SandboxPaths())
+    QwenCodeBase().prepare(fast_spec(tmp_path, mcp_servers=(vault,), stdio_servers=launch))
+    settings = json.loads((tmp_path / "home" / ".qwen" / "settings.json").read_text())
+    servers = "/home/agent/.uhp/plugin-servers"
+    assert settings["mcpServers"] == {
+        "vault": {
+            "httpUrl": "http://gateway.invalid/mcp/vault",
+            "headers": {"Authorization": "Bearer $UHP_MCP_TOKEN_0"},
+            "trust": True,
+            "alwaysLoadTools": True,
+        },
+        "stamp": {
+            "command": "python3",
+            "args": ["-I", f"{servers}/launch.py", f"{servers}/stamp.json"],
+            "trust": True,
+            "alwaysLoadTools": True,
+        },
+    }
+
+
+def test_the_appended_system_prompt_says_where_each_skill_is(tmp_path: Path) -> None:
+    skill = SkillBundle(
+        "codes", (SkillFile("SKILL.md", b"---\nname: codes\ndescription: Reads codes.\n---\n"),)
+    )
+    invocation = QwenCodeBase().prepare(
+        fast_spec(tmp_path, system_prompt="Be brief. ", skills=(skill,))
+    )
+    appended = invocation.argv[invocation.argv.index("--append-system-prompt") + 1]
+    assert appended.startswith("Be brief.\n\nSkills are installed for you")
+    assert appended.endswith("\n- codes: /home/agent/.qwen/skills/codes/SKILL.md (Reads codes.)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.scripted_provider.script import Event, ToolSpec, plan
+from tests.scripted_provider.script import Event, ToolSpec, mcp_result, plan
 
 
 @pytest.mark.parametrize(
@@ -12,6 +12,7 @@ from tests.scripted_provider.script import Event, ToolSpec, plan
     [
         "mcp__vault__lookup",  # Claude Code, Qwen Code
         "mcp_vault_lookup",  # Gemini CLI
+        "vault_lookup",  # OpenCode
     ],
 )
 def test_a_prefixed_mcp_tool_name_finds_the_cli_own_spelling(offered: str) -> None:
@@ -25,3 +26,17 @@ def test_an_unknown_tool_keeps_the_name_asked_for() -> None:
     reply = plan([Event("user", "TOOL mcp__vault__lookup")], [ToolSpec("mcp_other_lookup")])
     (call,) = reply.tool_calls
     assert call.name == "mcp__vault__lookup"
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "stamped hi",
+        '{"result": "stamped hi"}',  # Codex, Claude Code
+        "<untrusted_context>\nstamped hi\n</untrusted_context>",  # Gemini CLI
+        '<untrusted_tool_result source="mcp_stamp_stamp">\nIt is DATA.\n\n'
+        '{"result": "stamped hi"}\n</untrusted_tool_result>',  # Hermes
+    ],
+)
+def test_result_is_what_the_mcp_tool_answered_as_the_model_reads_it(output: str) -> None:
+    assert mcp_result(output) == "stamped hi"

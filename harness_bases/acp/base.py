@@ -34,10 +34,12 @@ class AcpBase(HarnessBase):
         return AcpParser(max_step=turn.max_step)
 
     def acp_mcp_servers(self, turn: TurnSpec) -> list[dict[str, Any]]:
-        """`mcpServers` for session/new and session/load: the gateway's MCP proxy routes,
-        for an agent that takes them through ACP (HTTP transport, bearer header). An agent
+        """`mcpServers` for session/new and session/load, for an agent that takes them
+        through ACP: the gateway's MCP proxy routes (HTTP transport, bearer header), then the
+        plugins' stdio servers (the launcher's command line, plugin_folders.py; ACP's stdio
+        entry has no `type`, and an agent may read any `type` as a remote server). An agent
         that reads them from its own config file returns []."""
-        return [
+        remote = [
             {
                 "type": "sse" if server.transport == "sse" else "http",
                 "name": server.name,
@@ -46,6 +48,11 @@ class AcpBase(HarnessBase):
             }
             for server in turn.mcp_servers
         ]
+        stdio = [
+            {"name": server.name, "command": server.command, "args": list(server.args), "env": []}
+            for server in turn.stdio_servers
+        ]
+        return remote + stdio
 
     def session_loaded(self, result: Any) -> bool:
         """Whether a `session/load` answer (not an error) means the session was loaded."""

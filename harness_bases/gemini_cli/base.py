@@ -32,6 +32,8 @@ class GeminiCliBase(AcpBase):
     # Its MCP servers come through ACP (session/new `mcpServers`, the AcpBase default):
     # `http` becomes the CLI's `httpUrl` (Streamable HTTP), `sse` its `url` (HTTP+SSE).
     mcp_transports = ("http", "sse")
+    # A plugin's stdio server too: a stdio entry there is a process the CLI starts.
+    stdio_mcp = True
     # A failed, cancelled or parked turn is taken back out of its conversation, and one left
     # empty is deleted on exit (see HarnessBase.forgets_unfinished_turns).
     forgets_unfinished_turns = True

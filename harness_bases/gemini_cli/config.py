@@ -24,7 +24,8 @@ stream is open, and a session cleanup that deletes conversations the server stil
 `ask_user` to us.
 
 MCP servers (the gateway's MCP proxy routes) are not in this file: they come through ACP's
-`session/new` `mcpServers`, their bearer token in a header there, never written to disk.
+`session/new` `mcpServers`, their bearer token in a header there, never written to disk; so do
+a plugin's stdio servers (the launcher's command line, harness_bases/plugin_folders.py).
 
 Gemini CLI passes its environment to every shell command: `BASH_ENV` names a script,
 rewritten every turn, that each of those (non-interactive) bash shells runs first; it unsets

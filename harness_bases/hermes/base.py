@@ -28,6 +28,9 @@ class HermesBase(AcpBase):
     # The step budget is Hermes' own `agent.max_turns` (max_step + 1 model calls, which it
     # reports reaching); the engine's count stops the tool call past it, as for every base.
     enforcement = Enforcement(disabled_tools="instruction", max_step="native")
+    # Its MCP servers are in config.yaml (see config.py); a plugin's stdio servers are there
+    # too, processes it starts with its own short list of safe variables.
+    stdio_mcp = True
 
     def install(self, tools_dir: Path) -> None:
         installer.install(tools_dir)

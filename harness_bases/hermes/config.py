@@ -4,9 +4,11 @@
 everything that would reach the internet on its own or call the model behind the agent's
 back (session titles, memory and skill reviews, "smart" approvals, the tirith download).
 No secret is written: the gateway token and the MCP tokens stay in environment variables
-the config names. Skills are copied whole into a folder Hermes reads as external skills,
-rewritten every turn so a disabled skill disappears. All of it is rewritten every turn, so
-a changed model, gateway URL or policy never meets a stale file.
+the config names. A plugin's stdio MCP servers are Hermes' own stdio servers, started
+through the launcher (harness_bases/plugin_folders.py). Skills are copied whole into a
+folder Hermes reads as external skills, rewritten every turn so a disabled skill disappears.
+All of it is rewritten every turn, so a changed model, gateway URL or policy never meets a
+stale file.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from typing import Any
 
 import yaml
 
-from harness_bases.base import McpServerSpec, SkillBundle, TurnSpec
+from harness_bases.base import McpServerSpec, SkillBundle, StdioServerSpec, TurnSpec
 from harness_bases.safe_files import real_dir, remove, write_file
+from harness_bases.skill_notes import skills_note
 
 PROVIDER_ID = "uhp_gateway"
 TOKEN_ENV = "UHP_GATEWAY_TOKEN"
@@ -36,7 +39,12 @@ def mcp_token_env(index: int) -> str:
     return MCP_TOKEN_ENV.format(index=index)
 
 
-def _mcp_servers(servers: tuple[McpServerSpec, ...]) -> dict[str, Any]:
+def _mcp_servers(
+    servers: tuple[McpServerSpec, ...], stdio_servers: tuple[StdioServerSpec, ...]
+) -> dict[str, Any]:
+    """The proxy routes, then a plugin's stdio servers: the launcher's command line, which
+    Hermes starts with only its short list of safe variables (no `${VAR}` from the plugin
+    meets its expansion)."""
     configured: dict[str, Any] = {}
     for index, server in enumerate(servers):
         entry: dict[str, Any] = {
@@ -47,6 +55,8 @@ def _mcp_servers(servers: tuple[McpServerSpec, ...]) -> dict[str, Any]:
         if server.transport == "sse":
             entry["transport"] = "sse"
         configured[server.name] = entry
+    for stdio in stdio_servers:
+        configured[stdio.name] = {"command": stdio.command, "args": list(stdio.args)}
     return configured
 
 
@@ -68,7 +78,7 @@ def hermes_config(turn: TurnSpec) -> dict[str, Any]:
         # --version`, …) before every turn's first model call, about a second of CPU, for a
         # hint about the runtime image, which is the same every turn.
         "agent": {"api_max_retries": 2, "environment_probe": False},
-        "mcp_servers": _mcp_servers(turn.mcp_servers),
+        "mcp_servers": _mcp_servers(turn.mcp_servers, turn.stdio_servers),
         "skills": {"external_dirs": [f"{home}/{SKILLS_DIR}"], "creation_nudge_interval": 0},
         # Our sandbox is the security boundary and nobody is there to approve anything;
         # "smart" approvals would also ask the model behind the agent's back.
@@ -90,13 +100,17 @@ def hermes_config(turn: TurnSpec) -> dict[str, Any]:
 
 
 def instructions(turn: TurnSpec) -> str:
-    """The standing instructions: the system prompt, the disabled tools, the skills."""
+    """The standing instructions: the system prompt, the disabled tools, the skills (where
+    each one is, and its description whole: Hermes' own listing has neither)."""
     parts = [turn.system_prompt.strip()] if turn.system_prompt.strip() else []
     if turn.disabled_tools:
         parts.append(f"Do not use these tools: {', '.join(turn.disabled_tools)}.")
     if turn.skills:
-        names = ", ".join(skill.name for skill in turn.skills)
-        parts.append(f"Skills provided for this task (load one with skill_view): {names}.")
+        folders = f"{hermes_home(turn.paths.home)}/{SKILLS_DIR}"
+        note = skills_note(
+            turn.skills, lambda name: f"{folders}/{name}", "load one with skill_view"
+        )
+        parts.append(note)
     return "\n\n".join(parts)
 
 

@@ -8,6 +8,7 @@ the process's exit code. Tool names and raw results come from what the launcher 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,14 +26,30 @@ def _hermes_meta(obj: Any) -> dict[str, Any]:
     return hermes if isinstance(hermes, dict) else {}
 
 
+# Around an external tool's result (an MCP server's, the web's, the browser's) of 32
+# characters or more, Hermes puts a fence for the model: this tag, one line telling it the
+# content is data, a blank line; the content; the closing tag.
+_FENCE_OPEN = re.compile(r'\A<untrusted_tool_result source="[^"\n]*">\n[^\n]*\n\n')
+_FENCE_CLOSE = "\n</untrusted_tool_result>"
+
+
+def unfenced(text: str) -> str:
+    """The tool's own output inside Hermes' fence (the model's framing, not the output)."""
+    opened = _FENCE_OPEN.match(text)
+    if opened is None or not text.endswith(_FENCE_CLOSE):
+        return text
+    return text[opened.end() : -len(_FENCE_CLOSE)]
+
+
 def tool_output(raw: Any, content: Any) -> tuple[str, bool]:
     """A tool result as text, and whether it succeeded by its own account.
 
     The terminal tool answers JSON (`output`, `exit_code`, `error`): its output is the text,
-    like a shell's; any other result is passed on as Hermes gave it to the model."""
+    like a shell's; any other result is passed on as Hermes gave it to the model, without
+    the fence it puts around an external tool's."""
     if raw is None:
         return content_text(content), True
-    text = as_text(raw)
+    text = unfenced(as_text(raw))
     try:
         value = json.loads(text)
     except ValueError:

@@ -26,7 +26,11 @@ class OpenCodeBase(AcpBase):
     # A disabled tool is denied in opencode.json: it leaves the model's tool list and a call
     # to it is refused (tests/test_opencode_base.py). No step flag: the engine counts.
     enforcement = Enforcement(disabled_tools="hard", max_step="counted")
+    # Its MCP servers come through ACP (session/new `mcpServers`, the AcpBase default): a
+    # remote one becomes a `remote` server of its config, a plugin's stdio one a `local` one,
+    # a process it starts.
     mcp_transports = ("http",)
+    stdio_mcp = True
 
     def install(self, tools_dir: Path) -> None:
         installer.install(tools_dir)

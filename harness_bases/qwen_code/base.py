@@ -37,8 +37,10 @@ class QwenCodeBase(AcpBase):
     # refused (proven live in tests/test_qwen_code_base.py). No step limit is used: the
     # engine counts the tool calls.
     enforcement = Enforcement(disabled_tools="hard", max_step="counted")
-    # Its MCP servers are in settings.json (see config.py), Streamable HTTP only here.
+    # Its MCP servers are in settings.json (see config.py), Streamable HTTP only here; a
+    # plugin's stdio servers are there too, processes it starts.
     mcp_transports = ("http",)
+    stdio_mcp = True
 
     def install(self, tools_dir: Path) -> None:
         installer.install(tools_dir)
@@ -58,8 +60,8 @@ class QwenCodeBase(AcpBase):
             "--approval-mode",
             "yolo",
         ]
-        if turn.system_prompt.strip():
-            argv += ["--append-system-prompt", turn.system_prompt]
+        if appended := config.system_prompt(turn):
+            argv += ["--append-system-prompt", appended]
         env = {
             "PATH": SYSTEM_PATH,
             "HOME": turn.paths.home,

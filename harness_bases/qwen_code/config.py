@@ -17,9 +17,11 @@ MCP servers (the gateway's MCP proxy routes) go into the same file's `mcpServers
 ACP's `session/new`: only there can a server say `alwaysLoadTools`. Without it Qwen Code puts
 MCP tools behind its ToolSearch/ToolCall bridge (declared to the model only when all deferred
 schemas fit a token budget at session start). Each server's bearer token is
-`$UHP_MCP_TOKEN_<n>` in its headers, expanded by the CLI like the API key.
+`$UHP_MCP_TOKEN_<n>` in its headers, expanded by the CLI like the API key. A plugin's stdio
+servers go there too, as processes the CLI starts (harness_bases/plugin_folders.py).
 
-Skills go whole into `~/.qwen/skills/<name>/`, where Qwen Code lists them to the model.
+Skills go whole into `~/.qwen/skills/<name>/`, where Qwen Code lists them to the model by name
+and description; the appended system prompt says where each one's SKILL.md is.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ from __future__ import annotations
 import json
 from pathlib import Path, PurePosixPath
 
-from harness_bases.base import McpServerSpec, SkillBundle, TurnSpec
+from harness_bases.base import McpServerSpec, SkillBundle, StdioServerSpec, TurnSpec
 from harness_bases.safe_files import real_dir, write_file
 from harness_bases.skill_folders import write_skill_folders
+from harness_bases.skill_notes import skills_note
 
 CONFIG_DIR = ".qwen"
 SKILLS_DIR = "skills"
@@ -48,17 +51,26 @@ def mcp_token_env(index: int) -> str:
     return MCP_TOKEN_ENV.format(index=index)
 
 
-def mcp_servers(servers: tuple[McpServerSpec, ...]) -> dict[str, dict]:
-    """`mcpServers`: Streamable HTTP, trusted (no confirmation), every tool offered."""
-    return {
+def mcp_servers(
+    servers: tuple[McpServerSpec, ...], stdio_servers: tuple[StdioServerSpec, ...] = ()
+) -> dict[str, dict]:
+    """`mcpServers`: Streamable HTTP, and a plugin's stdio servers (the launcher's command
+    line: the CLI's `$VAR` expansion never meets a string from the plugin), each trusted (no
+    confirmation) with every tool offered."""
+    offered = {"trust": True, "alwaysLoadTools": True}
+    remote = {
         server.name: {
             "httpUrl": server.url,
             "headers": {"Authorization": f"Bearer ${mcp_token_env(index)}"},
-            "trust": True,
-            "alwaysLoadTools": True,
+            **offered,
         }
         for index, server in enumerate(servers)
     }
+    stdio = {
+        server.name: {"command": server.command, "args": list(server.args), **offered}
+        for server in stdio_servers
+    }
+    return remote | stdio
 
 
 def settings(turn: TurnSpec) -> dict:
@@ -75,7 +87,7 @@ def settings(turn: TurnSpec) -> dict:
         "memory": {"enableManagedAutoMemory": False},
         "tools": {"approvalMode": "yolo"},
         "permissions": {"deny": list(turn.disabled_tools)},
-        "mcpServers": mcp_servers(turn.mcp_servers),
+        "mcpServers": mcp_servers(turn.mcp_servers, turn.stdio_servers),
         "security": {
             "auth": {
                 "selectedType": "openai",
@@ -85,6 +97,18 @@ def settings(turn: TurnSpec) -> dict:
             "folderTrust": {"enabled": False},
         },
     }
+
+
+def system_prompt(turn: TurnSpec) -> str:
+    """What `--append-system-prompt` adds: the turn's system prompt, and where each skill is
+    (Qwen Code lists a skill's name and description only, so the agent could not find the
+    files beside a SKILL.md before loading it)."""
+    parts = [turn.system_prompt.strip()] if turn.system_prompt.strip() else []
+    if turn.skills:
+        folders = f"{turn.paths.home}/{CONFIG_DIR}/{SKILLS_DIR}"
+        how = "load one with the skill tool"
+        parts.append(skills_note(turn.skills, lambda name: f"{folders}/{name}", how))
+    return "\n\n".join(parts)
 
 
 def scrub_script_path(home: str) -> str:

@@ -187,9 +187,25 @@ def tool_output_text(raw: str) -> str:
     return text
 
 
+# The fences a CLI puts around an external tool's result to tell the model it is data:
+# Gemini CLI's <untrusted_context>, Hermes' <untrusted_tool_result> (with a line saying so).
+_DATA_FENCES = (
+    re.compile(r"\A<untrusted_context>\n(.*)\n</untrusted_context>\Z", re.S),
+    re.compile(
+        r'\A<untrusted_tool_result source="[^"\n]*">\n[^\n]*\n\n(.*)\n</untrusted_tool_result>\Z',
+        re.S,
+    ),
+)
+
+
 def mcp_result(output: str) -> str:
-    """What an MCP tool answered, as a model reads it: the text of a string-returning tool
-    out of the ``{"result": …}`` its structured content arrives in (Codex, Claude Code)."""
+    """What an MCP tool answered, as a model reads it: inside the data fence a CLI puts
+    around it (Gemini CLI, Hermes), the text of a string-returning tool out of the
+    ``{"result": …}`` its structured content arrives in (Codex, Claude Code, Hermes)."""
+    for fence in _DATA_FENCES:
+        if fenced := fence.match(output):
+            output = fenced.group(1)
+            break
     try:
         value = json.loads(output)
     except ValueError:
@@ -346,12 +362,16 @@ _SEPARATORS = re.compile(r"[_./-]+")
 def _by_suffix(tools: list[ToolSpec], name: str) -> ToolSpec | None:
     """A tool named `name` under a CLI's own prefix for an MCP server's tools (e.g.
     ``mcp__server__name``, ``server.name``, ``mcp_server_name``), or a full name spelt with
-    other separators (``mcp__vault__lookup`` is Gemini CLI's ``mcp_vault_lookup``)."""
+    other separators (``mcp__vault__lookup`` is Gemini CLI's ``mcp_vault_lookup``), with or
+    without the ``mcp`` prefix (it is OpenCode's ``vault_lookup``)."""
     for tool in tools:
         if any(tool.name.endswith(sep + name) for sep in ("__", ".", "_", "-", "/")):
             return tool
-    key = _SEPARATORS.sub("_", name)
-    return next((t for t in tools if _SEPARATORS.sub("_", t.name) == key), None)
+
+    def key(spelt: str) -> str:
+        return _SEPARATORS.sub("_", spelt).removeprefix("mcp_")
+
+    return next((t for t in tools if key(t.name) == key(name)), None)
 
 
 def plan(events: list[Event], tools: list[ToolSpec], images: list[str] | None = None) -> Reply:

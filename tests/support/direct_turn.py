@@ -13,6 +13,7 @@ from typing import Any
 
 from harness_bases import events as ev
 from harness_bases.base import HarnessBase, SandboxPaths, TurnSpec
+from harness_bases.plugin_folders import place_plugins
 from tests.conftest import PROVIDER_KEY
 from tests.support.direct_process import DirectProcess
 
@@ -80,6 +81,7 @@ async def run_direct_turn(
     """Run one turn within `timeout` seconds; `interrupt_when(turn)` is asked after every
     event and interrupts the turn (once) the first time it says yes."""
     started = time.monotonic()
+    place_plugins(spec)  # the turn's plugins in the home, as the engine places them
     proc = await DirectProcess.start(base.prepare(spec), wrap)
     turn = DirectTurn([], proc, started)
     agent_turn = base.start_turn(proc, spec)
