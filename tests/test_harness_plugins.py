@@ -583,3 +583,27 @@ def test_a_turn_gets_the_enabled_plugins_beside_the_harness_s_own(http: TestClie
     assert base64.b64encode(BINARY).decode() in json.dumps(
         {f.path: base64.b64encode(f.data).decode() for f in plugin.files}
     )
+
+
+# -- review of issue 26: a hostile tenant ------------------------------------------------------
+def test_an_export_carries_no_credential_in_a_servers_url(http: TestClient) -> None:
+    """Many hosted MCP servers take their key in the URL's query. The harness refuses
+    credentials in a URL's user information, but keeps the query; an export that copies the
+    URL whole sends the key wherever the package travels (Plugins §5: credentials entered for
+    this harness never do)."""
+    secret = "query-secret-7310"
+    source = create(
+        http,
+        {
+            "base": "codex",
+            "mcp_servers": [
+                {"name": "keyed", "url": f"https://mcp.example.com/mcp?api_key={secret}"},
+                {"name": "tokened", "url": f"https://t.example.com/sse?x=1&token={secret}"},
+            ],
+        },
+    )
+    answer = http.get(f"/v1/harnesses/{source['id']}/plugin", headers=AUTH)
+    assert answer.status_code == 200, answer.text
+    assert secret not in answer.text
+    skipped = {s["path"] for s in answer.json()["skipped"]}
+    assert {"mcp.json#/mcpServers/keyed", "mcp.json#/mcpServers/tokened"} <= skipped

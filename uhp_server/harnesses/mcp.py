@@ -53,7 +53,8 @@ RESERVED_HEADERS = {
     "mcp-session-id",
     "mcp-protocol-version",
 }
-_SENSITIVE_HEADER = re.compile(r"authorization|cookie|.*(key|token|secret|auth|passw|session).*")
+# A header name (or a URL query parameter's, plugins/export.py) that carries a credential.
+SENSITIVE_NAME = re.compile(r"authorization|cookie|.*(key|token|secret|auth|passw|session).*")
 
 
 def sanitise_name(raw: str) -> str:
@@ -192,7 +193,7 @@ def _headers(writes: PendingWrites, raw: Any, param: str, origin: str) -> dict[s
         if key.lower() in (name.lower() for name in headers):
             invalid(f"{param}.{key}", "This header is named twice (header names ignore case).")
         value = _check_value(value, f"{param}.{key}")
-        if _SENSITIVE_HEADER.fullmatch(key.lower()) or value.startswith(SECRET_REF):
+        if SENSITIVE_NAME.fullmatch(key.lower()) or value.startswith(SECRET_REF):
             value = _secret_or_ref(writes, value, f"{param}.{key}", origin)
         headers[key] = value
     return headers

@@ -3,9 +3,11 @@ direct configuration is a plugin without a name, and this gives it one.
 
 - `plugin.json`: the 1.0.0 `$schema` and a name made from the harness's name (its id when
   nothing of the name is left);
-- `mcp.json`: the enabled direct MCP servers, `http` as `streamable-http`, without `auth` and
-  `headers`: credentials entered for this harness never travel, and each omission is
-  recorded in `skipped` so that whoever installs it knows what to enter again;
+- `mcp.json`: the enabled direct MCP servers, `http` as `streamable-http`, without `auth`,
+  `headers` and the URL's query parameters named like a credential (`?api_key=…`, as many
+  hosted servers take their key): credentials entered for this harness never travel, and
+  each omission is recorded in `skipped` so that whoever installs it knows what to enter
+  again;
 - `skills/<name>/…`: each enabled skill of the harness's own, whole (not the built-ins, which
   are this server's, nor installed plugins: a plugin contains no plugins).
 
@@ -17,11 +19,13 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from storage import skills as bundle_store
 from storage.skills import StoredFile
 from storage.unit import Tx
 from uhp_server.harnesses.config import HarnessConfig
+from uhp_server.harnesses.mcp import SENSITIVE_NAME
 from uhp_server.harnesses.plugins.derive import derive
 from uhp_server.harnesses.plugins.manifest import MANIFEST_FILE
 from uhp_server.harnesses.plugins.schemas import MANIFEST_SCHEMAS, MCP_SCHEMAS
@@ -35,8 +39,9 @@ MAX_NAME = 64
 _NOT_NAME = re.compile(r"[^a-z0-9.]+")
 _DOTS = re.compile(r"\.{2,}")
 CREDENTIALS_LEFT_OUT = (
-    "Its `auth` and `headers` were left out: credentials entered for this harness do not "
-    "travel; enter them again where the plugin is installed."
+    "Its `auth`, `headers` and URL query parameters named like a credential were left out: "
+    "credentials entered for this harness do not travel; enter them again where the plugin "
+    "is installed."
 )
 
 
@@ -87,11 +92,22 @@ def _servers(stored: list[dict[str, Any]]) -> tuple[dict[str, Any], list[Skipped
         if not server.get("enabled", True):
             continue
         kind = "sse" if server.get("transport") == "sse" else "streamable-http"
-        servers[server["name"]] = {"type": kind, "url": server["url"]}
-        if server.get("auth") or server.get("headers"):
+        url, url_had_credentials = _url_without_credentials(server["url"])
+        servers[server["name"]] = {"type": kind, "url": url}
+        if server.get("auth") or server.get("headers") or url_had_credentials:
             where = pointer(MCP_FILE, "mcpServers", server["name"])
             left_out.append(Skipped(where, CREDENTIALS_LEFT_OUT))
     return servers, left_out
+
+
+def _url_without_credentials(url: str) -> tuple[str, bool]:
+    """`url` without its query parameters named like a credential, and whether it had any."""
+    parts = urlsplit(url)
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    kept = [(name, value) for name, value in pairs if not SENSITIVE_NAME.fullmatch(name.lower())]
+    if len(kept) == len(pairs):
+        return url, False
+    return urlunsplit(parts._replace(query=urlencode(kept))), True
 
 
 def _identifier(schemas: dict[str, str]) -> str:
