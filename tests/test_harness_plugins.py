@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -607,3 +609,44 @@ def test_an_export_carries_no_credential_in_a_servers_url(http: TestClient) -> N
     assert secret not in answer.text
     skipped = {s["path"] for s in answer.json()["skipped"]}
     assert {"mcp.json#/mcpServers/keyed", "mcp.json#/mcpServers/tokened"} <= skipped
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review 26: a package is checked inside the one-writer unit of work (not fixed)",
+)
+def test_checking_one_principals_package_never_holds_another_principals_writes(
+    http: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a package costs to check is what its author makes it cost: PyYAML parses front
+    matter at about 80 KB/s here (a 400 KB SKILL.md took 5.3 s, a 20 MB package would take
+    minutes), and JSON Schema walks every keyword. That work must not happen inside the unit
+    of work every principal's writes queue behind (SQLite has one writer: harness edits, new
+    tasks, the event log of every running turn), or one tenant stalls all of them meanwhile.
+    Here the check is made to hang until another principal's write has answered."""
+    from uhp_server.harnesses.plugins import install as plugin_install
+
+    checking, release = threading.Event(), threading.Event()
+    real_derive = plugin_install.derive
+
+    def slow_derive(*args: Any, **kwargs: Any) -> Any:
+        checking.set()
+        release.wait(15)
+        return real_derive(*args, **kwargs)
+
+    monkeypatch.setattr(plugin_install, "derive", slow_derive)
+    other = other_principal(http)
+    with ThreadPoolExecutor(2) as pool:
+        hostile = pool.submit(install, http, {"files": package()})
+        try:
+            assert checking.wait(10)
+            meanwhile = pool.submit(
+                http.post, "/v1/harnesses", json={"base": "codex"}, headers=other
+            )
+            wait([meanwhile], timeout=5)
+            answered_meanwhile = meanwhile.done()
+        finally:
+            release.set()
+        assert meanwhile.result().status_code == 200
+        hostile.result()
+    assert answered_meanwhile, "another principal's write waited for this package's check"
