@@ -25,7 +25,7 @@ def skill_description(skill: SkillBundle) -> str | None:
         return None
     try:
         front = yaml.safe_load(match.group(1))
-    except yaml.YAMLError:
+    except (yaml.YAMLError, ValueError, RecursionError):  # as plugins/skills.py: never fatal
         return None
     described = front.get("description") if isinstance(front, dict) else None
     if not isinstance(described, str):

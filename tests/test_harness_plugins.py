@@ -18,6 +18,8 @@ import jsonschema
 import pytest
 from fastapi.testclient import TestClient
 
+from harness_bases.base import SkillBundle, SkillFile
+from harness_bases.skill_notes import skill_description
 from storage.harnesses import get_harness
 from tests.support.harness_api import (
     AUTH,
@@ -609,6 +611,67 @@ def test_an_export_carries_no_credential_in_a_servers_url(http: TestClient) -> N
     assert secret not in answer.text
     skipped = {s["path"] for s in answer.json()["skipped"]}
     assert {"mcp.json#/mcpServers/keyed", "mcp.json#/mcpServers/tokened"} <= skipped
+
+
+DEEP = "[" * 100_000 + "]" * 100_000  # JSON nested past any parser's recursion limit
+
+
+@pytest.mark.parametrize(
+    ("label", "files", "skipped_at"),
+    [
+        (
+            "an MCP server whose type is an array",
+            [text("mcp.json", mcp_config(s={"type": ["stdio"], "command": "x"}))],
+            "mcp.json#/mcpServers/s",
+        ),
+        (
+            "an MCP server whose type is an object",
+            [text("mcp.json", mcp_config(s={"type": {}, "url": REMOTE}))],
+            "mcp.json#/mcpServers/s",
+        ),
+        ("an mcp.json nested too deep", [text("mcp.json", DEEP)], "mcp.json"),
+        (
+            "front matter with an integer of 5000 digits",
+            [text("skills/s/SKILL.md", f"---\nname: s\ndescription: d\nx: {'9' * 5000}\n---\n")],
+            "skills/s",
+        ),
+        (
+            "front matter nested too deep",
+            [
+                text(
+                    "skills/s/SKILL.md",
+                    f"---\nname: s\ndescription: d\nx: {'[' * 5000 + ']' * 5000}\n---\n",
+                )
+            ],
+            "skills/s",
+        ),
+    ],
+)
+def test_hostile_package_content_is_skipped_never_a_server_error(
+    http: TestClient, label: str, files: list[dict[str, Any]], skipped_at: str
+) -> None:
+    """What a package holds is its author's: each of these answered 500 (review of issue 26);
+    an invalid component is skipped with its reason, the rest loads."""
+    harness = install(http, {"files": [text("plugin.json", manifest()), *files]})
+    (plugin,) = harness["plugins"]
+    assert skipped_at in [s["path"] for s in plugin["skipped"]], label
+
+
+def test_a_manifest_nested_too_deep_is_refused_never_a_server_error(http: TestClient) -> None:
+    answer = http.post(
+        "/v1/harnesses",
+        json={"base": "codex", "plugins": [{"files": [text("plugin.json", DEEP)]}]},
+        headers=AUTH,
+    )
+    refused(answer, "plugins[0].files", 422, "plugin_invalid")
+
+
+def test_a_skills_note_survives_front_matter_pyyaml_cannot_build() -> None:
+    """The harness's own skills are not parsed when written, so the standing note of Hermes
+    and Qwen Code (skill_notes.py) meets any front matter at the start of a turn."""
+    for front in ("x: " + "9" * 5000, "x: " + "[" * 5000 + "]" * 5000):
+        skill_md = f"---\nname: s\ndescription: d\n{front}\n---\n".encode()
+        assert skill_description(SkillBundle("s", (SkillFile("SKILL.md", skill_md),))) is None
 
 
 @pytest.mark.xfail(

@@ -40,7 +40,7 @@ def read_manifest(data: bytes, param: str) -> Manifest:
     """The package's manifest, or the refusal of the whole plugin."""
     try:
         manifest = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # nested past any use
         plugin_invalid(param, MANIFEST_FILE, f"plugin.json is not valid JSON ({exc}).")
     if not isinstance(manifest, dict):
         plugin_invalid(param, MANIFEST_FILE, "plugin.json must hold a JSON object.")

@@ -70,7 +70,7 @@ def find_servers(
         return [], []
     try:
         config = json.loads(by_path[MCP_FILE].data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # nested past any use
         return [], [Skipped(MCP_FILE, f"mcp.json is not valid JSON ({exc}); no MCP server.")]
     entries = config.get("mcpServers") if isinstance(config, dict) else None
     problem = _file_problem(config, version)
@@ -126,7 +126,7 @@ def _server(
     if not isinstance(entry, dict):
         return "A server entry must be an object."
     kind = entry.get("type")
-    if kind not in _TRANSPORTS:
+    if not isinstance(kind, str) or kind not in _TRANSPORTS:
         return f"`type` {kind!r} is not one of stdio, streamable-http or sse."
     errors = list(validator(version, "mcp", _VARIANTS[kind]).iter_errors(entry))
     if errors:

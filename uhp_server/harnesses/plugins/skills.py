@@ -65,7 +65,9 @@ def _skill(folder: str, data: bytes) -> PluginSkill | str:
         return "SKILL.md does not begin with YAML front matter between `---` lines."
     try:
         front: Any = yaml.safe_load(match.group(1))
-    except yaml.YAMLError:
+    # Also what PyYAML lets through: an integer past Python's 4300 digits (ValueError),
+    # nesting past the recursion limit.
+    except (yaml.YAMLError, ValueError, RecursionError):
         return "SKILL.md's front matter is not valid YAML."
     if not isinstance(front, dict):
         return "SKILL.md's front matter is not a mapping."
