@@ -16,14 +16,12 @@ from typing import Any, NoReturn
 
 from storage import skills as bundle_store
 from storage.skills import StoredFile
+from uhp_server.harnesses.plugins.manifest import MANIFEST_FILE
 from uhp_server.harnesses.plugins.problems import package_too_large, plugin_invalid
 from uhp_server.harnesses.problems import invalid
 from uhp_server.harnesses.skill_paths import check_unique, normalise_path
 from uhp_server.harnesses.writes import PendingWrites
 
-MANIFEST = "plugin.json"
-MCP_CONFIG = "mcp.json"
-SKILLS_DIR = "skills"
 MAX_FILES = 1000
 MAX_BYTES = 20 * 1024 * 1024  # one package, all its files
 _WHITESPACE = re.compile(rb"\s+")
@@ -40,8 +38,8 @@ def package_files(writes: PendingWrites, item: dict[str, Any], at: str) -> list[
     else:
         files = _listed(writes, files_raw, blob, at)
     _check_unique([f.path for f in files], f"{at}.files")
-    if MANIFEST not in {f.path for f in files}:
-        plugin_invalid(f"{at}.files", MANIFEST, "The package has no plugin.json at its root.")
+    if MANIFEST_FILE not in {f.path for f in files}:
+        plugin_invalid(f"{at}.files", MANIFEST_FILE, "The package has no plugin.json at its root.")
     return files
 
 
