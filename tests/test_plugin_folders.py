@@ -10,6 +10,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from harness_bases.base import PluginPackage, SandboxPaths, SkillFile, StdioServer, TurnSpec
 from harness_bases.plugin_folders import place_plugins, plugin_data, plugin_root, stdio_launches
 from tests.support.plugins import STDIO_SERVER
@@ -140,3 +142,22 @@ def test_a_server_that_cannot_start_says_why(tmp_path: Path) -> None:
     assert done.returncode != 0 and "no-such-command-uhp" in done.stderr
     done = run_server(turn, "garbage")
     assert done.returncode != 0 and "could not be started" in done.stderr
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review 26: the launcher is a file in the agent home, run with the CLI's env",
+)
+def test_what_the_cli_runs_with_its_credentials_is_nothing_the_agent_can_write(
+    tmp_path: Path,
+) -> None:
+    """The CLI starts the launcher with its whole environment (the turn's tokens in it); the
+    launcher drops them for the plugin's process. So the launcher's code must not be a file
+    in the agent home or the workspace, which the agent and the plugin's own process can
+    rewrite before a CLI starts a server again (Qwen Code does: test_qwen_code_base). Only
+    the launch file, data the launcher reads, may be there (review of issue 26)."""
+    turn = spec(tmp_path, plugin(STAMP))
+    writable = (turn.paths.home, turn.paths.workspace)
+    for launch in turn.stdio_servers:
+        code = [launch.command, *(a for a in launch.args if not a.endswith(".json"))]
+        assert not [part for part in code if part.startswith(writable)], launch

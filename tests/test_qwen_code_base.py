@@ -19,9 +19,17 @@ from pathlib import Path
 import pytest
 
 from harness_bases import events as ev
-from harness_bases.base import McpServerSpec, SandboxPaths, SkillBundle, SkillFile, TurnSpec
+from harness_bases.base import (
+    McpServerSpec,
+    PluginPackage,
+    SandboxPaths,
+    SkillBundle,
+    SkillFile,
+    StdioServer,
+    TurnSpec,
+)
 from harness_bases.messages import RESUME_FAILED_NOTICE
-from harness_bases.plugin_folders import stdio_launches
+from harness_bases.plugin_folders import place_plugins, stdio_launches
 from harness_bases.qwen_code import QwenCodeBase
 from harness_bases.qwen_code import config as qwen_config
 from tests.conftest import PROVIDER_KEY, installed_tools
@@ -34,6 +42,7 @@ from tests.support.mcp_server import (
     vault_turn,
 )
 from tests.support.plugin_turn import WORD, stamp_plugin, stamp_turn, stamped
+from tests.support.plugins import STDIO_SERVER
 
 FIXTURES = Path(__file__).parent.parent / "harness_bases" / "qwen_code" / "fixtures"
 CAPTURE = FIXTURES if capturing("UHP_CAPTURE_QWEN_CODE_FIXTURES") else None
@@ -362,3 +371,46 @@ def test_the_appended_system_prompt_says_where_each_skill_is(tmp_path: Path) -> 
     appended = invocation.argv[invocation.argv.index("--append-system-prompt") + 1]
     assert appended.startswith("Be brief.\n\nSkills are installed for you")
     assert appended.endswith("\n- codes: /home/agent/.qwen/skills/codes/SKILL.md (Reads codes.)")
+
+
+# The stamp server, but one that ends after its first call (the CLI then starts it again).
+ONCE_SERVER = STDIO_SERVER.replace(
+    '            reply(message_id, {"content": [{"type": "text", "text": answer(word)}]})',
+    '            reply(message_id, {"content": [{"type": "text", "text": answer(word)}]})\n'
+    "            sys.exit(0)",
+)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="review 26: the launcher is a file in the agent home, run with the CLI's env",
+)
+async def test_a_launcher_the_agent_rewrote_never_runs_with_the_clis_credentials(
+    env: LiveBase,
+) -> None:
+    """The launcher starts with the CLI's whole environment and keeps a few variables for
+    the plugin's process; but it is a file in the agent home, which the agent (or the
+    plugin's own process) can write. Qwen Code starts a stdio server again when it has
+    ended: what was written there then runs with UHP_GATEWAY_TOKEN (review of issue 26)."""
+    leak = env.workspace / "leak.txt"
+    evil = env.workspace / "evil.py"
+    evil.write_text(f"import os\nopen({str(leak)!r}, 'w').write(repr(sorted(os.environ)))\n")
+    assert ONCE_SERVER != STDIO_SERVER
+    files = (
+        SkillFile("plugin.json", b"{}"),
+        SkillFile("bin/stamp", ONCE_SERVER.encode(), executable=True),
+    )
+    plugin = PluginPackage("demo-plugin", files, (StdioServer("stamp", "./bin/stamp"),))
+    paths = env.spec("x").paths
+    fields: dict = {"plugins": (plugin,), "stdio_servers": stdio_launches((plugin,), paths)}
+    place_plugins(env.spec("x", **fields))
+    launcher = f"{paths.home}/.uhp/plugin-servers/launch.py"
+    prompt = (
+        'TOOL mcp__stamp__stamp {"word": "a"}\n'
+        f"RUN cp {evil} {launcher}\n"
+        'TOOL mcp__stamp__stamp {"word": "b"}\n'
+        "SAY {outputs}"
+    )
+    await env.run(prompt, **fields)
+    assert not leak.exists() or "UHP_" not in leak.read_text()
