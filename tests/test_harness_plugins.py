@@ -686,8 +686,8 @@ def test_what_a_package_makes_the_server_keep_is_bounded_by_the_package(
     package of N bytes a row of about 6 N (measured: 1.5 MB, 9.4 MB); and a later write that
     names only the package's `blob` derives it again, so a request of a hundred bytes can
     store a hundred megabytes (review of issue 26)."""
-    unknown = {f"field{i}": 0 for i in range(20_000)}
-    plugin_json = text("plugin.json", manifest(**unknown))
+    unknown: dict[str, Any] = {f"field{i}": 0 for i in range(20_000)}
+    plugin_json = text("plugin.json", {**manifest(), **unknown})
     sent_bytes = len(plugin_json["content"])
     harness = install(http, {"files": [plugin_json]})
     row = ctx(http).db.run(get_harness, principal_id(http), harness["id"])
