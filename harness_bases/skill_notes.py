@@ -7,27 +7,20 @@ included: it is a skill folder like the harness's own).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
-import yaml
-
 from harness_bases.base import SkillBundle
-
-_FRONT_MATTER = re.compile(r"\A---\r?\n(.*?)\r?\n---", re.S)
+from harness_bases.front_matter import FrontMatterError, front_matter
 
 
 def skill_description(skill: SkillBundle) -> str | None:
     """The `description` of the skill's SKILL.md front matter, on one line; None without."""
     data = next((f.data for f in skill.files if f.path == "SKILL.md"), b"")
-    match = _FRONT_MATTER.match(data.decode("utf-8", "replace"))
-    if match is None:
-        return None
     try:
-        front = yaml.safe_load(match.group(1))
-    except (yaml.YAMLError, ValueError, RecursionError):  # as plugins/skills.py: never fatal
+        front = front_matter(data)
+    except FrontMatterError:  # as for a plugin's skill: never fatal
         return None
-    described = front.get("description") if isinstance(front, dict) else None
+    described = front.get("description")
     if not isinstance(described, str):
         return None
     return " ".join(described.split()) or None

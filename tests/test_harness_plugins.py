@@ -674,10 +674,6 @@ def test_a_skills_note_survives_front_matter_pyyaml_cannot_build() -> None:
         assert skill_description(SkillBundle("s", (SkillFile("SKILL.md", skill_md),))) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review 26: `skipped` has one entry per unknown field or server, unbounded",
-)
 def test_what_a_package_makes_the_server_keep_is_bounded_by_the_package(
     http: TestClient,
 ) -> None:
@@ -695,10 +691,6 @@ def test_what_a_package_makes_the_server_keep_is_bounded_by_the_package(
     assert kept <= 2 * sent_bytes, (kept, sent_bytes)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review 26: a package is checked inside the one-writer unit of work (not fixed)",
-)
 def test_checking_one_principals_package_never_holds_another_principals_writes(
     http: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:

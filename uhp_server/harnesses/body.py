@@ -33,6 +33,13 @@ _FIELDS = {"name": "name", **STORED_KEYS}
 
 
 @dataclass(frozen=True)
+class ParsedHarness:
+    name: str
+    config: dict[str, Any]  # the row's JSON (HarnessConfig.stored's keys)
+    writes: PendingWrites  # bundles, packages and secrets, for the write that stores it
+
+
+@dataclass(frozen=True)
 class ConfigRules:
     """What validation depends on besides the body."""
 
@@ -66,9 +73,9 @@ def parse_harness_body(
     base: HarnessBase | None,
     rules: ConfigRules,
     default_name: str,
-) -> tuple[str, dict[str, Any]]:
-    """Validate every field, then store skill bundles, plugin packages and MCP secrets (only
-    once all of the body is valid); return (name, config)."""
+) -> ParsedHarness:
+    """Validate every field; what it stores besides the row is written only once all of the
+    body is valid, by whoever writes the harness (ParsedHarness.writes)."""
     writes = PendingWrites(tx, principal_id)
     name = _name(*_field(body, "name"), default_name)
     mcp_key, mcp_raw = _field(body, "mcp_servers")
@@ -89,8 +96,7 @@ def parse_harness_body(
         "skills": skills,
         "plugins": plugins,
     }
-    writes.write()
-    return name, config
+    return ParsedHarness(name, config, writes)
 
 
 def _name(key: str, raw: Any, default: str) -> str:

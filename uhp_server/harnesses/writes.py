@@ -1,6 +1,8 @@
 """What a harness body stores besides the harness row (skill bundles, plugin packages, MCP
 secrets), held back until the whole body has been validated, so a refused body leaves nothing
-behind."""
+behind; and validated in a read, stored in the write, so what a body costs to check (a
+plugin package's YAML and JSON Schema) never holds the one writer every principal's writes
+and every turn's event log wait for (engine/facade/harnesses.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from storage.unit import Tx
 
 @dataclass
 class PendingWrites:
-    tx: Tx  # the unit it reads in while validating (blob handles, secret references)
+    tx: Tx  # the read it validates in (blob handles, secret references)
     principal_id: str
     _bundles: list[tuple[list[StoredFile], str]] = field(default_factory=list)
     _secrets: list[tuple[str, str, str]] = field(default_factory=list)
@@ -30,10 +32,11 @@ class PendingWrites:
         self._secrets.append((secret_id, value, origin))
         return secret_id
 
-    def write(self) -> None:
+    def write(self, tx: Tx) -> None:
+        """Store them, in the write that stores the harness."""
         for files, prefix in self._bundles:
-            skill_store.put_bundle(self.tx, self.principal_id, files, prefix)
+            skill_store.put_bundle(tx, self.principal_id, files, prefix)
         for secret_id, value, origin in self._secrets:
-            mcp_secrets.put_secret(self.tx, self.principal_id, value, secret_id, origin)
+            mcp_secrets.put_secret(tx, self.principal_id, value, secret_id, origin)
         self._bundles.clear()
         self._secrets.clear()

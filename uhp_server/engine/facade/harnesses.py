@@ -22,7 +22,12 @@ from uhp_server.catalog import ModelCatalog
 from uhp_server.engine.facade import records
 from uhp_server.engine.turns.registry import RunRegistry
 from uhp_server.errors import VENDOR, ApiError
-from uhp_server.harnesses.body import ConfigRules, check_immutables, parse_harness_body
+from uhp_server.harnesses.body import (
+    ConfigRules,
+    ParsedHarness,
+    check_immutables,
+    parse_harness_body,
+)
 from uhp_server.harnesses.config import HarnessConfig
 from uhp_server.harnesses.defaults import default_harness, ensure_defaults, made_default
 from uhp_server.harnesses.plugins.export import export_plugin
@@ -89,16 +94,23 @@ class Harnesses:
                 detail={"supported": sorted(self.bases)},
             )
 
-        def created(tx: Tx) -> HarnessRow:
-            name, config = parse_harness_body(
+        def checked(tx: Tx) -> ParsedHarness:
+            return parse_harness_body(
                 tx, principal_id, body, base, self.rules, default_name=base.label
             )
+
+        # Checked in a read, stored in a write: the write holds nothing while a package is
+        # checked (harnesses/writes.py).
+        parsed = await self.db.read(checked)
+
+        def created(tx: Tx) -> HarnessRow:
+            parsed.writes.write(tx)
             row = HarnessRow(
                 id=new_id("harness"),
                 principal_id=principal_id,
-                name=name,
+                name=parsed.name,
                 base=base.name,
-                config=config,
+                config=parsed.config,
                 created_at_ms=int(time.time() * 1000),
             )
             harness_store.insert_harness(tx, row)
@@ -112,10 +124,10 @@ class Harnesses:
         """Replace the mutable configuration: a field left out takes its default (the name,
         a label, keeps its value). `id`, `base` and `createdAt` never change."""
 
-        def replaced(tx: Tx) -> HarnessRow:
+        def checked(tx: Tx) -> ParsedHarness:
             row = self._row(tx, principal_id, harness_id)
             check_immutables(body, row)
-            name, config = parse_harness_body(
+            return parse_harness_body(
                 tx,
                 principal_id,
                 body,
@@ -123,7 +135,13 @@ class Harnesses:
                 self.rules,
                 default_name=row.name,
             )
-            updated = harness_store.update_harness(tx, row.id, name, config)
+
+        parsed = await self.db.read(checked)  # as in create: the write holds no check
+
+        def replaced(tx: Tx) -> HarnessRow:
+            row = self._row(tx, principal_id, harness_id)  # still there
+            parsed.writes.write(tx)
+            updated = harness_store.update_harness(tx, row.id, parsed.name, parsed.config)
             if updated is None:
                 raise harness_not_found()
             return updated

@@ -11,7 +11,7 @@ from storage.skills import StoredFile
 from uhp_server.harnesses.plugins.manifest import MANIFEST_FILE, Manifest, read_manifest
 from uhp_server.harnesses.plugins.servers import PluginServer, find_servers
 from uhp_server.harnesses.plugins.skills import PluginSkill, find_skills
-from uhp_server.harnesses.plugins.skipped import Skipped
+from uhp_server.harnesses.plugins.skipped import Skipped, bounded
 
 
 @dataclass(frozen=True)
@@ -42,5 +42,5 @@ def derive(files: list[StoredFile], param: str, allow_private: bool) -> Derived:
     manifest = read_manifest(manifest_file.data, f"{param}.files")
     servers, servers_skipped = find_servers(files, manifest.version, allow_private)
     skills, skills_skipped = find_skills(files)
-    skipped = [*manifest.skipped, *servers_skipped, *skills_skipped]
+    skipped = bounded([*manifest.skipped, *servers_skipped, *skills_skipped])
     return Derived(manifest, servers, skills, skipped)

@@ -31,7 +31,7 @@ from uhp_server.harnesses.plugins.manifest import MANIFEST_FILE
 from uhp_server.harnesses.plugins.schemas import MANIFEST_SCHEMAS, MCP_SCHEMAS
 from uhp_server.harnesses.plugins.servers import MCP_FILE
 from uhp_server.harnesses.plugins.skills import SKILLS_DIR
-from uhp_server.harnesses.plugins.skipped import Skipped, pointer
+from uhp_server.harnesses.plugins.skipped import Skipped, bounded, pointer
 from uhp_server.harnesses.skills import file_wire
 
 VERSION = "1.0.0"  # the Agent Plugins version exports target
@@ -81,7 +81,7 @@ def export_plugin(
         "enabled": True,
         "files": [file_wire(f, with_content=True) for f in files],
         **derived.wire(),
-        "skipped": [s.wire() for s in (*left_out, *derived.skipped)],
+        "skipped": [s.wire() for s in bounded([*left_out, *derived.skipped])],
     }
 
 

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
-import yaml
-
+from harness_bases.front_matter import FrontMatterError, front_matter
 from storage.skills import StoredFile
 from uhp_server.harnesses.plugins.skipped import Skipped
 
@@ -18,7 +16,6 @@ SKILLS_DIR = "skills"
 SKILL_FILE = "SKILL.md"
 MAX_DESCRIPTION = 1024
 _NAME = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
-_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(\r?\n|\Z)", re.S)
 
 
 @dataclass(frozen=True)
@@ -57,20 +54,9 @@ def find_skills(files: list[StoredFile]) -> tuple[list[PluginSkill], list[Skippe
 def _skill(folder: str, data: bytes) -> PluginSkill | str:
     """The skill, or why it does not conform to Agent Skills."""
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return "SKILL.md is not UTF-8 text."
-    match = _FRONT_MATTER.match(text)
-    if match is None:
-        return "SKILL.md does not begin with YAML front matter between `---` lines."
-    try:
-        front: Any = yaml.safe_load(match.group(1))
-    # Also what PyYAML lets through: an integer past Python's 4300 digits (ValueError),
-    # nesting past the recursion limit.
-    except (yaml.YAMLError, ValueError, RecursionError):
-        return "SKILL.md's front matter is not valid YAML."
-    if not isinstance(front, dict):
-        return "SKILL.md's front matter is not a mapping."
+        front = front_matter(data)
+    except FrontMatterError as exc:
+        return str(exc)
     name, description = front.get("name"), front.get("description")
     if not isinstance(name, str) or len(name) > 64 or not _NAME.fullmatch(name):
         return (

@@ -25,3 +25,19 @@ def pointer(file: str, *parts: str | int) -> str:
         return file
     escaped = (str(part).replace("~", "~0").replace("/", "~1") for part in parts)
     return f"{file}#/" + "/".join(escaped)
+
+
+# What a package makes the server keep is bounded by the package: the harness row carries
+# `skipped` and every read and turn loads it, so a package of 20,000 unknown fields is not
+# 20,000 entries (an entry is longer than the field it names).
+MAX_LISTED = 100
+
+
+def bounded(found: list[Skipped]) -> list[Skipped]:
+    """The first entries whole, then one saying how many more were left out."""
+    if len(found) <= MAX_LISTED:
+        return found
+    shown, first_unlisted = found[: MAX_LISTED - 1], found[MAX_LISTED - 1]
+    more = len(found) - len(shown) - 1
+    reason = f"Not loaded, nor {more} more components after it, which are not listed."
+    return [*shown, Skipped(first_unlisted.path, reason)]
