@@ -6,12 +6,17 @@ In the session's agent home, every turn:
   every turn; a plugin disabled or removed since is gone.
 - `.uhp/plugin-data/<name>/`: its PLUGIN_DATA, made before any of its servers starts and
   kept for the life of the session (never removed here).
-- `.uhp/plugin-servers/`: the launcher (plugin_launcher.py) and one launch file per stdio
-  MCP server: what it runs, `${PLUGIN_ROOT}` and `${PLUGIN_DATA}` expanded (only those, once,
-  in `args`, `env` and `cwd`), a `./` command resolved against the root.
+- `.uhp/plugin-servers/`: one launch file per stdio MCP server: what it runs,
+  `${PLUGIN_ROOT}` and `${PLUGIN_DATA}` expanded (only those, once, in `args`, `env` and
+  `cwd`), a `./` command resolved against the root.
 
 A base configures each TurnSpec.stdio_servers entry in its CLI's MCP format: a command and
-its arguments, which start the launcher on the server's launch file.
+its arguments, which start the launcher (plugin_launcher.py) on the server's launch file.
+The launcher's code travels in those arguments (`python3 -I -c <code>`), never as a file: the
+CLI runs it with its whole environment, the turn's tokens included, and the agent home is
+the agent's to write, so a launcher file there could be rewritten before a CLI starts the
+server again (Qwen Code restarts one that exits). The launch file is only data: whatever it
+says, the launcher gives the plugin's process none of the CLI's credentials.
 """
 
 from __future__ import annotations
@@ -28,10 +33,13 @@ from harness_bases.skill_folders import write_skill_folders
 ROOTS_DIR = ".uhp/plugins"
 DATA_DIR = ".uhp/plugin-data"
 SERVERS_DIR = ".uhp/plugin-servers"
-LAUNCHER = "launch.py"
 _RECORD = ".uhp/plugins.json"  # the packages written last turn
 _PLACEHOLDER = re.compile(r"\$\{(PLUGIN_ROOT|PLUGIN_DATA)\}")
-PYTHON = "python3"  # every sandbox has one (the runtime image; the host's /usr locally)
+# The system's own python3, which every sandbox has (the runtime image; the host's /usr
+# locally): a `python3` looked up on the agent's PATH could be one it put there.
+PYTHON = "/usr/bin/python3"
+# `-I`: no PYTHON* variables, no user site, no script folder on sys.path.
+LAUNCHER_ARGS = ("-I", "-c", (Path(__file__).parent / "plugin_launcher.py").read_text())
 
 
 def plugin_root(home: str, plugin: str) -> str:
@@ -52,7 +60,7 @@ def stdio_launches(
         StdioServerSpec(
             name=server.name,
             command=PYTHON,
-            args=("-I", f"{servers}/{LAUNCHER}", f"{servers}/{server.name}.json"),
+            args=(*LAUNCHER_ARGS, f"{servers}/{server.name}.json"),
             plugin=plugin.name,
         )
         for plugin in plugins
@@ -71,7 +79,6 @@ def place_plugins(turn: TurnSpec) -> None:
     if not any(plugin.stdio_servers for plugin in turn.plugins):
         return
     servers = real_dir(home, SERVERS_DIR)
-    write_file(servers / LAUNCHER, (Path(__file__).parent / "plugin_launcher.py").read_bytes())
     for plugin in turn.plugins:
         root = plugin_root(turn.paths.home, plugin.name)
         data = plugin_data(turn.paths.home, plugin.name)

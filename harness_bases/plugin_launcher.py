@@ -1,7 +1,7 @@
 """Starts one stdio MCP server of a plugin, inside the sandbox (Plugins §6, Agent Plugins §9).
 
-Copied into the agent home every turn by plugin_folders.py and run by the CLI as
-`python3 -I <this file> <launch file>`. The launch file, written by the server, holds the
+Run by the CLI as `/usr/bin/python3 -I -c <this file's code> <launch file>`
+(plugin_folders.py says why never as a file). The launch file, written by the server, holds the
 server's command (a `./` path already resolved against the plugin root), its arguments, its
 environment and its working directory, with `${PLUGIN_ROOT}` and `${PLUGIN_DATA}` already
 expanded and nothing else. No string from the plugin passes through the CLI's own MCP config

@@ -35,7 +35,14 @@ from harness_bases.claude_code import ClaudeCodeBase
 from harness_bases.claude_code import install as installer
 from harness_bases.claude_code.failures import provider_message
 from harness_bases.messages import RESUME_FAILED_NOTICE
-from harness_bases.plugin_folders import place_plugins, plugin_data, plugin_root, stdio_launches
+from harness_bases.plugin_folders import (
+    LAUNCHER_ARGS,
+    PYTHON,
+    place_plugins,
+    plugin_data,
+    plugin_root,
+    stdio_launches,
+)
 from tests.conftest import PROVIDER_KEY, installed_tools
 from tests.scripted_provider import RunningProvider
 from tests.support.direct_turn import OUTCOMES, DirectTurn
@@ -699,12 +706,8 @@ def test_plugins_are_claude_code_plugins_and_their_servers_start_through_the_lau
     assert mcp["mcpServers"] == {
         "stamp": {
             "type": "stdio",
-            "command": "python3",
-            "args": [
-                "-I",
-                "/home/agent/.uhp/plugin-servers/launch.py",
-                "/home/agent/.uhp/plugin-servers/stamp.json",
-            ],
+            "command": PYTHON,
+            "args": [*LAUNCHER_ARGS, "/home/agent/.uhp/plugin-servers/stamp.json"],
         }
     }
     # The next turn, the plugin disabled: nothing of it is loaded, nor what the agent left.

@@ -13,7 +13,7 @@ from harness_bases import events as ev
 from harness_bases.base import SandboxPaths, TurnSpec
 from harness_bases.gemini_cli import GeminiCliBase
 from harness_bases.gemini_cli.parser import GeminiParser
-from harness_bases.plugin_folders import stdio_launches
+from harness_bases.plugin_folders import LAUNCHER_ARGS, PYTHON, stdio_launches
 from tests.support.acp_replay import ReplayedProcess, fixture_lines
 from tests.support.plugin_turn import stamp_plugin
 
@@ -97,8 +97,8 @@ async def test_a_resumed_session_is_loaded_with_the_plugins_stdio_servers(
     assert load["params"]["mcpServers"] == [
         {
             "name": "stamp",
-            "command": "python3",
-            "args": ["-I", f"{servers}/launch.py", f"{servers}/stamp.json"],
+            "command": PYTHON,
+            "args": [*LAUNCHER_ARGS, f"{servers}/stamp.json"],
             "env": [],
         }
     ]

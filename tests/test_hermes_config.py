@@ -10,7 +10,7 @@ import yaml
 from harness_bases.base import McpServerSpec, SandboxPaths, SkillBundle, SkillFile, TurnSpec
 from harness_bases.hermes import HermesBase
 from harness_bases.hermes.config import INSTRUCTIONS_FILE, SKILLS_DIR
-from harness_bases.plugin_folders import stdio_launches
+from harness_bases.plugin_folders import LAUNCHER_ARGS, PYTHON, stdio_launches
 from tests.support.plugin_turn import stamp_plugin
 
 TOKEN = "uhpgw_turn_token"
@@ -112,8 +112,8 @@ def test_a_plugin_s_stdio_server_is_a_stdio_server_beside_the_remote_ones(
             "headers": {"Authorization": "Bearer ${UHP_MCP_TOKEN_0}"},
         },
         "stamp": {
-            "command": "python3",
-            "args": ["-I", f"{servers}/launch.py", f"{servers}/stamp.json"],
+            "command": PYTHON,
+            "args": [*LAUNCHER_ARGS, f"{servers}/stamp.json"],
         },
     }
 

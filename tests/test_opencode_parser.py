@@ -13,7 +13,7 @@ from harness_bases import events as ev
 from harness_bases.base import McpServerSpec, SandboxPaths, TurnSpec
 from harness_bases.messages import RESUME_FAILED_NOTICE
 from harness_bases.opencode import OpenCodeBase
-from harness_bases.plugin_folders import stdio_launches
+from harness_bases.plugin_folders import LAUNCHER_ARGS, PYTHON, stdio_launches
 from tests.support.acp_replay import ReplayedProcess, fixture_lines
 from tests.support.plugin_turn import stamp_plugin
 
@@ -78,8 +78,8 @@ async def test_a_plugin_s_stdio_server_is_a_stdio_entry_beside_the_remote_ones(
         },
         {
             "name": "stamp",
-            "command": "python3",
-            "args": ["-I", f"{servers}/launch.py", f"{servers}/stamp.json"],
+            "command": PYTHON,
+            "args": [*LAUNCHER_ARGS, f"{servers}/stamp.json"],
             "env": [],
         },
     ]

@@ -10,10 +10,15 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from harness_bases.base import PluginPackage, SandboxPaths, SkillFile, StdioServer, TurnSpec
-from harness_bases.plugin_folders import place_plugins, plugin_data, plugin_root, stdio_launches
+from harness_bases.plugin_folders import (
+    LAUNCHER_ARGS,
+    PYTHON,
+    place_plugins,
+    plugin_data,
+    plugin_root,
+    stdio_launches,
+)
 from tests.support.plugins import STDIO_SERVER
 from tests.support.stdio_mcp_server import ANSWER_PREFIX
 
@@ -74,9 +79,10 @@ def test_only_the_two_placeholders_expand_once_in_args_env_and_cwd(tmp_path: Pat
     cwd = StdioServer("in-data", "python3", cwd="${PLUGIN_DATA}/work")
     turn = spec(tmp_path, plugin(STAMP, cwd), home=home)
     (launch,) = [s for s in turn.stdio_servers if s.name == "stamp"]
-    assert launch.command == "python3" and launch.plugin == "demo-plugin"
-    assert launch.args[0] == "-I"  # the launcher ignores PYTHON* variables and the user site
-    assert all("${" not in arg or arg.startswith(home) for arg in launch.args)
+    assert launch.command == PYTHON and launch.plugin == "demo-plugin"
+    # The launcher's code, isolated (no PYTHON* variables, no user site), then its launch file.
+    assert launch.args[:3] == LAUNCHER_ARGS and launch.args[1] == "-c"
+    assert all("${" not in arg or arg.startswith(home) for arg in launch.args[3:])
     place_plugins(turn)
     launches = turn.host_home / ".uhp" / "plugin-servers"
     written = json.loads((launches / "stamp.json").read_text())
@@ -144,10 +150,6 @@ def test_a_server_that_cannot_start_says_why(tmp_path: Path) -> None:
     assert done.returncode != 0 and "could not be started" in done.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review 26: the launcher is a file in the agent home, run with the CLI's env",
-)
 def test_what_the_cli_runs_with_its_credentials_is_nothing_the_agent_can_write(
     tmp_path: Path,
 ) -> None:

@@ -29,7 +29,7 @@ from harness_bases.base import (
     TurnSpec,
 )
 from harness_bases.messages import RESUME_FAILED_NOTICE
-from harness_bases.plugin_folders import place_plugins, stdio_launches
+from harness_bases.plugin_folders import LAUNCHER_ARGS, PYTHON, place_plugins, stdio_launches
 from harness_bases.qwen_code import QwenCodeBase
 from harness_bases.qwen_code import config as qwen_config
 from tests.conftest import PROVIDER_KEY, installed_tools
@@ -353,8 +353,8 @@ def test_a_plugin_s_stdio_server_is_in_settings_beside_the_remote_ones(tmp_path:
             "alwaysLoadTools": True,
         },
         "stamp": {
-            "command": "python3",
-            "args": ["-I", f"{servers}/launch.py", f"{servers}/stamp.json"],
+            "command": PYTHON,
+            "args": [*LAUNCHER_ARGS, f"{servers}/stamp.json"],
             "trust": True,
             "alwaysLoadTools": True,
         },
@@ -382,21 +382,18 @@ ONCE_SERVER = STDIO_SERVER.replace(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="review 26: the launcher is a file in the agent home, run with the CLI's env",
-)
-async def test_a_launcher_the_agent_rewrote_never_runs_with_the_clis_credentials(
+async def test_what_the_agent_writes_in_the_home_never_runs_with_the_clis_credentials(
     env: LiveBase,
 ) -> None:
     """The launcher starts with the CLI's whole environment and keeps a few variables for
-    the plugin's process; but it is a file in the agent home, which the agent (or the
-    plugin's own process) can write. Qwen Code starts a stdio server again when it has
-    ended: what was written there then runs with UHP_GATEWAY_TOKEN (review of issue 26)."""
+    the plugin's process. Qwen Code starts a stdio server again when it has ended, so the
+    agent rewrites what it can between the two starts: the server's launch file, now naming
+    a program of its own. That program runs, as the plugin would, without the CLI's
+    credentials; the launcher's code is in the command line, never a file the agent can
+    replace (review of issue 26)."""
     leak = env.workspace / "leak.txt"
     evil = env.workspace / "evil.py"
     evil.write_text(f"import os\nopen({str(leak)!r}, 'w').write(repr(sorted(os.environ)))\n")
-    assert ONCE_SERVER != STDIO_SERVER
     files = (
         SkillFile("plugin.json", b"{}"),
         SkillFile("bin/stamp", ONCE_SERVER.encode(), executable=True),
@@ -405,10 +402,23 @@ async def test_a_launcher_the_agent_rewrote_never_runs_with_the_clis_credentials
     paths = env.spec("x").paths
     fields: dict = {"plugins": (plugin,), "stdio_servers": stdio_launches((plugin,), paths)}
     place_plugins(env.spec("x", **fields))
-    launcher = f"{paths.home}/.uhp/plugin-servers/launch.py"
+    rewritten = env.workspace / "stamp.json"
+    rewritten.write_text(
+        json.dumps(
+            {
+                "command": PYTHON,
+                "root": str(env.workspace),
+                "data": str(env.workspace / "data"),
+                "args": [str(evil)],
+                "env": {},
+                "cwd": str(env.workspace),
+            }
+        )
+    )
+    launch_file = f"{paths.home}/.uhp/plugin-servers/stamp.json"
     prompt = (
         'TOOL mcp__stamp__stamp {"word": "a"}\n'
-        f"RUN cp {evil} {launcher}\n"
+        f"RUN cp {rewritten} {launch_file}\n"
         'TOOL mcp__stamp__stamp {"word": "b"}\n'
         "SAY {outputs}"
     )
