@@ -10,14 +10,14 @@ either way: a file listed without content is taken from the `blob` it came with.
 from __future__ import annotations
 
 import base64
-import binascii
 import re
-from typing import Any
+from typing import Any, NoReturn
 
 from storage import skills as skill_store
 from storage.skills import StoredFile
 from storage.unit import Tx
 from uhp_server.harnesses.builtin_skills import builtin_skills
+from uhp_server.harnesses.file_entries import file_with_content, utf8
 from uhp_server.harnesses.problems import invalid
 from uhp_server.harnesses.skill_paths import SKILL_FILE, check_unique, normalise_path
 from uhp_server.harnesses.writes import PendingWrites
@@ -29,7 +29,6 @@ MAX_BUNDLE_BYTES = 5 * 1024 * 1024
 MAX_HARNESS_SKILL_BYTES = 20 * 1024 * 1024
 INLINE_BYTES = 256 * 1024  # bundles up to this size come back with their contents
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-_WHITESPACE = re.compile(rb"\s+")
 
 
 def parse_skills(writes: PendingWrites, raw: Any, param: str) -> list[dict[str, Any]]:
@@ -127,7 +126,7 @@ def _bundle_files(writes: PendingWrites, item: dict[str, Any], at: str) -> list[
             invalid(f"{at}.content", "Give either `content` or `files`, not both.")
         if not isinstance(content, str):
             invalid(f"{at}.content", "`content` must be a string (the SKILL.md).")
-        files = [StoredFile(SKILL_FILE, _utf8(content, f"{at}.content"), "text")]
+        files = [StoredFile(SKILL_FILE, utf8(content, f"{at}.content"), "text")]
         if len(files[0].data) > MAX_FILE_BYTES:  # the shorthand is a file like any other
             invalid(
                 f"{at}.content",
@@ -175,36 +174,14 @@ def _listed_files(writes: PendingWrites, raw: Any, blob: Any, at: str) -> list[S
                 invalid(f"{param}.content", "This file is not in the skill's `blob`; send it.")
             files.append(StoredFile(path, from_blob[path].data, from_blob[path].encoding))
         else:
-            files.append(_file_with_content(path, entry, param))
+            files.append(file_with_content(path, entry, param, MAX_FILE_BYTES, _file_too_large))
         if len(files[-1].data) > MAX_FILE_BYTES:
-            invalid(param, "A skill file exceeds the size limit.", max_file_bytes=MAX_FILE_BYTES)
+            _file_too_large(param)
     return files
 
 
-def _file_with_content(path: str, entry: dict[str, Any], param: str) -> StoredFile:
-    text, b64 = entry.get("content"), entry.get("content_b64")
-    if text is not None and b64 is not None:
-        invalid(param, "Give either `content` or `content_b64`, not both.")
-    if text is not None:
-        if not isinstance(text, str):
-            invalid(f"{param}.content", "`content` must be a string; use `content_b64` for bytes.")
-        return StoredFile(path, _utf8(text, f"{param}.content"), "text")
-    if not isinstance(b64, str):
-        invalid(f"{param}.content_b64", "`content_b64` must be a base64 string.")
-    if len(b64) * 3 // 4 > MAX_FILE_BYTES + 3:  # refuse before decoding it
-        invalid(param, "A skill file exceeds the size limit.", max_file_bytes=MAX_FILE_BYTES)
-    try:
-        data = base64.b64decode(_WHITESPACE.sub(b"", b64.encode("ascii")), validate=True)
-    except (binascii.Error, UnicodeEncodeError, ValueError):
-        invalid(f"{param}.content_b64", "`content_b64` is not valid base64.")
-    return StoredFile(path, data, "base64")
-
-
-def _utf8(text: str, param: str) -> bytes:
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        invalid(param, "Text content is not valid Unicode; send bytes as `content_b64`.")
+def _file_too_large(param: str) -> NoReturn:
+    invalid(param, "A skill file exceeds the size limit.", max_file_bytes=MAX_FILE_BYTES)
 
 
 def _check_bundle(files: list[StoredFile], at: str) -> None:

@@ -9,13 +9,12 @@ the size limit is refused with `file_too_large`, never truncated.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 from typing import Any, NoReturn
 
 from storage import skills as bundle_store
 from storage.skills import StoredFile
+from uhp_server.harnesses.file_entries import file_with_content
 from uhp_server.harnesses.plugins.manifest import MANIFEST_FILE
 from uhp_server.harnesses.plugins.problems import package_too_large, plugin_invalid
 from uhp_server.harnesses.problems import invalid
@@ -24,7 +23,6 @@ from uhp_server.harnesses.writes import PendingWrites
 
 MAX_FILES = 1000
 MAX_BYTES = 20 * 1024 * 1024  # one package, all its files
-_WHITESPACE = re.compile(rb"\s+")
 _INDEX = re.compile(r"\[(\d+)\]\.path$")
 
 
@@ -76,7 +74,7 @@ def _listed(writes: PendingWrites, raw: Any, blob: Any, at: str) -> list[StoredF
                 invalid(f"{param}.content", "This file is not in the plugin's `blob`; send it.")
             file = from_blob[path]
         else:
-            file = _with_content(path, entry, param, MAX_BYTES - total)
+            file = file_with_content(path, entry, param, MAX_BYTES - total, _too_large)
         total += len(file.data)
         if total > MAX_BYTES:
             package_too_large(f"{at}.files", MAX_BYTES)
@@ -105,24 +103,5 @@ def _check_unique(paths: list[str], param: str) -> None:
     check_unique(paths, param, refuse)
 
 
-def _with_content(path: str, entry: dict[str, Any], param: str, room: int) -> StoredFile:
-    """The file as sent; `room`: the bytes the package may still take."""
-    text, b64 = entry.get("content"), entry.get("content_b64")
-    if text is not None and b64 is not None:
-        invalid(param, "Give either `content` or `content_b64`, not both.")
-    if text is not None:
-        if not isinstance(text, str):
-            invalid(f"{param}.content", "`content` must be a string; use `content_b64` for bytes.")
-        try:
-            return StoredFile(path, text.encode("utf-8"), "text")
-        except UnicodeEncodeError:
-            invalid(f"{param}.content", "Text content is not valid Unicode; send it as bytes.")
-    if not isinstance(b64, str):
-        invalid(f"{param}.content_b64", "`content_b64` must be a base64 string.")
-    if len(b64) * 3 // 4 > room + 3:  # refused before decoding it
-        package_too_large(param, MAX_BYTES)
-    try:
-        data = base64.b64decode(_WHITESPACE.sub(b"", b64.encode("ascii")), validate=True)
-    except (binascii.Error, UnicodeEncodeError, ValueError):
-        invalid(f"{param}.content_b64", "`content_b64` is not valid base64.")
-    return StoredFile(path, data, "base64")
+def _too_large(param: str) -> NoReturn:
+    package_too_large(param, MAX_BYTES)
