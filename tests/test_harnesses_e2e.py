@@ -188,7 +188,9 @@ def test_a_plugins_stdio_server_runs_in_the_sandbox_where_the_base_starts_one(
         assert made.json()["error"]["code"] == "unsupported_transport"
         return
     assert made.status_code == 200, made.text
-    directives = 'TOOL stamp {"word": "hello"}\nSAY {result}'
+    # The tool's full MCP name: Claude Code defers MCP tools behind its ToolSearch, and over a
+    # Chat Completions provider a deferred tool is not listed, only callable by that name.
+    directives = 'TOOL mcp__stamp__stamp {"word": "hello"}\nSAY {result}'
     done = create(client, {"input": directives, "metadata": {"harness_id": made.json()["id"]}})
     word, _, facts_text = message_text(done).partition(" {")
     assert done["status"] == "completed" and word == "stamped hello"
