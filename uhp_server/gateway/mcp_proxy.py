@@ -26,6 +26,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
 from uhp_server.gateway.mcp_targets import MCP_PATH, McpTarget
+from uhp_server.gateway.scrubbing import StreamScrubber, scrubber
 from uhp_server.gateway.tokens import DOOR_SCOPE_KEY, TokenRegistry
 from uhp_server.gateway.url_policy import PinnedUrl, UrlRefused, pin_url
 from uhp_server.gateway.user_questions import QUESTION_SERVER, Asker, serve_questions
@@ -124,10 +125,15 @@ def _upstream_headers(request: Request, target: McpTarget, pinned: PinnedUrl) ->
     return headers
 
 
-async def _relay(resp: httpx.Response, name: str) -> AsyncIterator[bytes]:
+async def _relay(resp: httpx.Response, target: McpTarget) -> AsyncIterator[bytes]:
+    scrubbing = StreamScrubber(scrubber(target.secrets))
+    name = target.name
     try:
         async for chunk in resp.aiter_bytes():
-            yield chunk
+            if out := scrubbing.feed(chunk):
+                yield out
+        if out := scrubbing.finish():
+            yield out
     except httpx.HTTPError as exc:
         log.info("mcp proxy %s: upstream stream ended: %s", name, type(exc).__name__)
     finally:
@@ -182,7 +188,7 @@ async def forward_mcp(
         log.warning("mcp proxy %s: upstream refused the credentials (%d)", name, resp.status_code)
         return _error(502, "The MCP server refused the configured credentials.")
 
-    content: AsyncIterator[bytes] = _relay(resp, name)
+    content: AsyncIterator[bytes] = _relay(resp, target)
     content_type = resp.headers.get("content-type", "")
     if target.transport == "sse" and relay_path is None and "text/event-stream" in content_type:
         content = _rewrite_endpoints(content, _endpoint_rewriter(target, name), name)

@@ -23,6 +23,9 @@ class McpTarget:
     transport: str = "http"  # "http" (Streamable HTTP) or "sse" (legacy HTTP+SSE)
     headers: dict[str, str] = field(default_factory=dict, repr=False)
     allow_private: bool = False  # UHP_MCP_ALLOW_PRIVATE_HOSTS when the turn was accepted
+    # The stored credentials among the headers: redacted, in every encoding, from what the
+    # server answers (gateway/scrubbing.py), so a server echoing them cannot hand them on.
+    secrets: tuple[str, ...] = field(default=(), repr=False)
 
 
 def mcp_path(name: str) -> str:

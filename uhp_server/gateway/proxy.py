@@ -34,6 +34,7 @@ from uhp_server.gateway.replies import (
     too_large,
     unauthorized,
 )
+from uhp_server.gateway.scrubbing import Scrubber, StreamScrubber, scrubber
 from uhp_server.gateway.tokens import DOOR_SCOPE_KEY, TokenRegistry, TurnGrant
 from uhp_server.gateway.unreachable import refused_address_message, unreachable_message
 from uhp_server.gateway.upstreams import Upstreams
@@ -129,14 +130,21 @@ async def _relay(
     resp: httpx.Response,
     extractor: UsageExtractor,
     backend: str,
+    scrub: Scrubber,
     translator: StreamTranslator | None = None,
 ) -> AsyncIterator[bytes]:
+    scrubbing = StreamScrubber(scrub)  # before anything reads the bytes, translation included
+
+    def passed(chunk: bytes) -> bytes:
+        extractor.feed(chunk)  # before yielding: usage is recorded when the client sees it
+        return translator.feed(chunk) if translator else chunk
+
     try:
         async for chunk in resp.aiter_bytes():
-            extractor.feed(chunk)  # before yielding: usage is recorded when the client sees it
-            out = translator.feed(chunk) if translator else chunk
-            if out:
+            if out := passed(scrubbing.feed(chunk)):
                 yield out
+        if out := passed(scrubbing.finish()):
+            yield out
         extractor.finish()
         if translator and (tail := translator.finish()):
             yield tail
@@ -161,12 +169,10 @@ async def _read_body(resp: httpx.Response, limit: int) -> bytes:
     return body
 
 
-def _scrub(body: bytes, provider: Provider) -> bytes:
-    """Never echo the provider's key or header values (a run token) back to the sandbox."""
-    for secret in (provider.api_key, *provider.headers.values()):
-        if len(secret) >= 8:
-            body = body.replace(secret.encode(), b"[redacted]")
-    return body
+def _scrubber(provider: Provider, upstreams: Upstreams) -> Scrubber:
+    """What never reaches the sandbox, in any encoding (scrubbing.py): the provider's key and
+    header values (a run token), and every configured provider's, whichever serves the call."""
+    return scrubber((provider.api_key, *provider.headers.values(), *upstreams.secrets))
 
 
 def says_model_missing(status: int, body: bytes) -> bool:
@@ -188,6 +194,7 @@ def says_model_missing(status: int, body: bytes) -> bool:
 async def _error_response(
     resp: httpx.Response,
     provider: Provider,
+    scrub: Scrubber,
     wire: Wire,
     translation: Translation | None,
     on_missing_model: Callable[[], None] | None = None,
@@ -201,7 +208,7 @@ async def _error_response(
             "gateway: provider %s refused the credential (%d)", provider.name, resp.status_code
         )
         return credential_refused(wire)
-    body = _scrub(body, provider)
+    body = scrub.scrub(body)
     headers = _response_headers(resp, translated=translation is not None)
     if translation is not None:
         body = translation.error(resp.status_code, body)
@@ -210,10 +217,10 @@ async def _error_response(
 
 
 async def _translated_answer(
-    resp: httpx.Response, translation: Translation, extractor: UsageExtractor
+    resp: httpx.Response, translation: Translation, extractor: UsageExtractor, scrub: Scrubber
 ) -> Response:
     """A whole (non-streamed) upstream answer, translated into the CLI's wire."""
-    raw = await _read_body(resp, MAX_RESPONSE_BODY)
+    raw = scrub.scrub(await _read_body(resp, MAX_RESPONSE_BODY))
     extractor.feed(raw)
     extractor.finish()
     try:
@@ -388,10 +395,10 @@ async def forward(
 
     if metrics is not None:
         metrics.gateway_call(provider.name, model_label, resp.status_code)
+    scrub = _scrubber(provider, upstreams)
     if not resp.is_success:
-        return await _error_response(
-            resp, provider, wire, translation, _missing_model_hook(upstreams, provider, grant)
-        )
+        missing_model = _missing_model_hook(upstreams, provider, grant)
+        return await _error_response(resp, provider, scrub, wire, translation, missing_model)
     on_usage = (
         None
         if metrics is None
@@ -401,13 +408,13 @@ async def forward(
         provider.served, resp.headers.get("content-type", ""), grant.usage, on_usage=on_usage
     )
     if translation is not None and not stream:
-        return await _translated_answer(resp, translation, extractor)
+        return await _translated_answer(resp, translation, extractor, scrub)
     translator = translation.stream() if translation is not None else None
     headers = _response_headers(resp, translated=translator is not None)
     if translator is not None:
         headers["content-type"] = translator.content_type
     return StreamingResponse(
-        _relay(resp, extractor, backend, translator),
+        _relay(resp, extractor, backend, scrub, translator),
         status_code=resp.status_code,
         headers=headers,
         background=BackgroundTask(resp.aclose),  # also when the client went away early

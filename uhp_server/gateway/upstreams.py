@@ -67,6 +67,11 @@ class Upstreams:
         self._failure_ttl = failure_cache_seconds
         self._clock = clock
         self.providers: dict[str, Provider] = {p.name: p for p in load_providers(settings)}
+        # The operator's credentials (keys, header values): redacted from whatever the gateway
+        # relays, whichever provider serves the call (gateway/scrubbing.py).
+        self.secrets: tuple[str, ...] = tuple(
+            secret for p in self.providers.values() for secret in (p.api_key, *p.headers.values())
+        )
         self._models: dict[str, tuple[float, list[str] | None]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         # (provider, model) -> until when: models the provider said it does not have.

@@ -225,14 +225,17 @@ def turn_targets(
             continue  # never contacted, not even probed
         origin = mcp_secrets.url_origin(server["url"])
         headers: dict[str, str] = {}
+        secrets: list[str] = []
         for key, value in (server.get("headers") or {}).items():
             resolved = _resolve(tx, principal_id, value, origin, server["name"])
             if resolved is not None:
                 headers[key] = resolved
+                secrets += [resolved] if value.startswith(SECRET_REF) else []
         if server.get("auth"):
             token = _resolve(tx, principal_id, server["auth"], origin, server["name"])
             if token is not None:
                 headers["Authorization"] = f"Bearer {token}"
+                secrets.append(token)
         targets.append(
             McpTarget(
                 name=server["name"],
@@ -240,6 +243,7 @@ def turn_targets(
                 transport=server.get("transport", "http"),
                 headers=headers,
                 allow_private=allow_private,
+                secrets=tuple(secrets),
             )
         )
     return tuple(targets)
