@@ -30,6 +30,7 @@ from uhp_server.context import usable_bases
 from uhp_server.doors.uhp.tasks import uhp_task
 from uhp_server.errors import ApiError
 from uhp_server.gateway.connection import ModelConnection
+from uhp_server.gateway.scrubbing import scrubber
 from uhp_server.settings import Settings
 
 CONNECTION_KEY = "sk-connection-secret-4f9a1c"
@@ -190,3 +191,31 @@ def test_private_and_link_local_connections_are_refused(
     allowing = InProcessServer(tmp_path / "b", model_connection_allow_private_hosts=True)
     with allowing as server, pytest.raises(ApiError):  # link-local stays refused
         server.submit({"input": "SAY x"}, connection(platform, base_url="http://[fe80::1]/v1"))
+
+
+@pytest.mark.slow
+def test_a_provider_echoing_the_key_in_any_encoding_leaves_it_nowhere(
+    tmp_path: Path, platform: RunningProvider
+) -> None:
+    """The red team's reproduction (issue 27): the provider's error echoes the connection's
+    key with characters as JSON escapes (and percent-encoded, and in base64); the agent CLI
+    decodes it, so anything short of scrubbing every form hands the key on."""
+    installed_tools("codex")
+    platform.reset()
+    allowing = InProcessServer(tmp_path, "codex", model_connection_allow_private_hosts=True)
+    with allowing as server:
+        echo = "FAIL 400 Incorrect API key {key:escaped} (url {key:url}, basic {key:base64})"
+        response_id = server.submit({"input": echo}, connection(platform))
+        result = server.wait(response_id)
+        assert result["status"] == "failed", result
+        stored = json.dumps(result)
+    assert [r for r in platform.requests() if r["path"] == "/v1/chat/completions"]
+    written = everything_written(tmp_path / "data") + server.log_path.read_bytes()
+    database = b"".join(p.read_bytes() for p in (tmp_path / "data").glob("uhp.sqlite3*"))
+    assert database  # the database and its write-ahead log are among what was read
+    homes = list((tmp_path / "data" / "sessions").rglob("*"))
+    assert any(p.is_file() for p in homes)  # so is the agent's own home folder
+    for where in (stored.encode(), written, database):
+        assert CONNECTION_KEY.encode() not in where
+        assert scrubber([CONNECTION_KEY]).scrub(where) == where  # in no encoding either
+    assert "Incorrect API key [redacted]" in stored  # the error reached the turn, scrubbed

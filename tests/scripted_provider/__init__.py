@@ -23,7 +23,10 @@ after that message (a PARALLEL step takes one per call).
 - ``LOOP``: every response calls the shell tool with ``echo step <n>`` (n = step + 1).
 - ``SLOW <seconds>``: spread the final answer's deltas over that many seconds.
 - ``SLEEP <seconds>``: wait that long before sending response headers.
-- ``FAIL <status> [message]``: answer with that HTTP status and an error body.
+- ``FAIL <status> [message]``: answer with that HTTP status and an error body. In the message,
+  ``{key}`` is the provider's key as it is, ``{key:escaped}`` with every other character a JSON
+  ``\\uXXXX`` escape, ``{key:url}`` percent-encoded, ``{key:base64}`` a base64 ``Bearer <key>``:
+  a careless provider echoing the caller's credential.
 - ``REMEMBER <word>``: final text defaults to ``noted <word>``.
 - ``RECALL``: ``you said <word>`` from an earlier user message's ``REMEMBER``.
 - ``PICK <name>``: the final answer is the value the last tool result gives for ``<name>``

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import json
 import threading
+import urllib.parse
 from collections.abc import AsyncIterator
 from types import ModuleType
 from typing import Any
@@ -74,6 +76,27 @@ def _error(anthropic: bool, status: int, message: str, code: str) -> JSONRespons
     )
     body = openai_chat.error_body(message, code, kind)
     return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _key_forms(key: str) -> dict[bytes, bytes]:
+    """How a careless provider echoes the caller's key in an error (FAIL's `{key…}`), as the
+    bytes of the JSON body: every other character as a JSON \\u escape, percent-encoded,
+    base64, or as it is."""
+    escaped = "".join(f"\\u{ord(c):04x}" if i % 2 else c for i, c in enumerate(key))
+    return {
+        b"{key}": key.encode(),
+        b"{key:escaped}": escaped.encode(),
+        b"{key:url}": urllib.parse.quote(key, safe="").encode(),
+        b"{key:base64}": base64.b64encode(f"Bearer {key}".encode()),
+    }
+
+
+def _echoing(response: JSONResponse, key: str) -> Response:
+    """The error with each `{key…}` in its message replaced by the key in that form."""
+    body = bytes(response.body)
+    for placeholder, form in _key_forms(key).items():
+        body = body.replace(placeholder, form)
+    return Response(body, response.status_code, media_type="application/json")
 
 
 async def _hang(request: Request, seconds: float) -> bool:
@@ -169,7 +192,7 @@ def create_app(
             return Response(status_code=503)  # client gone or server stopping
         if reply.fail:
             status, message = reply.fail
-            return _error(anthropic, status, message, "scripted_failure")
+            return _echoing(_error(anthropic, status, message, "scripted_failure"), api_key)
         if not body.get("stream"):
             return JSONResponse(wire.render(reply, model, body_len))
         if wire is openai_chat:
