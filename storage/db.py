@@ -48,6 +48,7 @@ from storage import migrate, tables  # noqa: F401  (registers the tables)
 from storage.dialect import Dialect, dialect_for, sqlalchemy_url
 from storage.event_batches import EventBatch
 from storage.event_batches import SessionRelease as SessionRelease
+from storage.sealing import Sealer
 from storage.thread_writer import ThreadWriter
 from storage.unit import OutcomeUnknown, Repeat, Statement, Tx, repeat_of, statement_of
 
@@ -93,8 +94,11 @@ class Order(Enum):
 
 
 class Database:
-    def __init__(self, target: Path | str) -> None:
-        """`target`: a SQLite file, or a database URL (`sqlite:///…`, `postgresql://…`)."""
+    def __init__(self, target: Path | str, sealer: Sealer | None = None) -> None:
+        """`target`: a SQLite file, or a database URL (`sqlite:///…`, `postgresql://…`).
+        `sealer`: what seals stored secrets (storage/sealing.py); without one, a storage
+        function that stores or reads a secret fails."""
+        self.sealer = sealer
         url = sqlalchemy_url(f"sqlite:///{target}" if isinstance(target, Path) else target)
         self.url = url
         self.dialect: Dialect = dialect_for(url)
@@ -207,7 +211,7 @@ class Database:
             # Begun before anything is sent: plain statements go to the driver directly, and
             # this is what commits (or, on leaving without a commit, rolls back) them.
             transaction = conn.begin()
-            tx = Tx(conn, self.dialect, unit_id)
+            tx = Tx(conn, self.dialect, unit_id, self.sealer)
             try:
                 with self.dialect.pipelined(tx.driver) if pipelined else contextlib.nullcontext():
                     result = fn(tx, *args)

@@ -10,18 +10,27 @@ a reference is write-only for its value but not for where the value goes, so wit
 binding anyone holding the principal's API key could point a stored credential at a server
 of their own and read it there. A reference is only ever good for its own origin; for any
 other, the client must send the credential itself again.
+
+The value is stored sealed (storage/sealing.py), bound to its principal and id.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import time
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from sqlmodel import select
+
+from storage.sealing import SealingError
 from storage.tables import McpSecretRow
 from storage.unit import Tx
+
+log = logging.getLogger(__name__)
 
 SECRET_PREFIX = "mcps_"
 SECRET_REF = "uhp-secret:"
@@ -44,12 +53,17 @@ def new_secret_id() -> str:
     return SECRET_PREFIX + secrets.token_hex(16)
 
 
+def _context(principal_id: str, secret_id: str) -> str:
+    """What a sealed value is bound to: it opens on its own row only."""
+    return f"mcp_secret:{principal_id}:{secret_id}"
+
+
 def put_secret(tx: Tx, principal_id: str, value: str, secret_id: str, origin: str) -> None:
     tx.orm.add(
         McpSecretRow(
             id=secret_id,
             principal_id=principal_id,
-            value=value,
+            value=tx.sealer.seal(value, _context(principal_id, secret_id)),
             created_at=time.time(),
             origin=origin,
         )
@@ -69,7 +83,35 @@ def get_secret(tx: Tx, principal_id: str, secret_id: str, origin: str) -> str | 
     row = get_secret_row(tx, principal_id, secret_id)
     if row is None or row.origin is None or row.origin != origin:
         return None
-    return row.value
+    try:
+        return tx.sealer.open(row.value, _context(row.principal_id, row.id))
+    except SealingError as exc:
+        log.error("mcp_secret_unreadable", extra={"secret": secret_id, "reason": str(exc)})
+        return None
+
+
+@dataclass(frozen=True)
+class Resealed:
+    resealed: int  # sealed again with the key that seals now
+    unreadable: int  # sealed with a key this server does not have: left as they are
+
+
+def reseal(tx: Tx) -> Resealed:
+    """Seal again, with the key that seals now, every secret that is not: those stored
+    before secrets were sealed, and those of a key being rotated out."""
+    resealed = unreadable = 0
+    for row in tx.orm.exec(select(McpSecretRow)).all():
+        if tx.sealer.is_current(row.value):
+            continue
+        context = _context(row.principal_id, row.id)
+        try:
+            row.value = tx.sealer.seal(tx.sealer.open(row.value, context), context)
+        except SealingError:
+            unreadable += 1
+            continue
+        tx.orm.add(row)
+        resealed += 1
+    return Resealed(resealed, unreadable)
 
 
 def secret_references(raw_config: Any) -> list[tuple[str, str]]:

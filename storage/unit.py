@@ -29,6 +29,7 @@ from sqlalchemy.engine import Connection
 from sqlmodel import Session
 
 from storage.dialect import Dialect
+from storage.sealing import Sealer, SealingError
 
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
@@ -42,8 +43,15 @@ class Tx:
     """One transaction on one connection: the ORM's session, plain SQL, and the dialect.
     Made by storage/db.py, for one call of a storage function."""
 
-    def __init__(self, connection: Connection, dialect: Dialect, unit_id: str = "") -> None:
+    def __init__(
+        self,
+        connection: Connection,
+        dialect: Dialect,
+        unit_id: str = "",
+        sealer: Sealer | None = None,
+    ) -> None:
         self.dialect = dialect
+        self._sealer = sealer
         self._unit_id = unit_id
         self._connection = connection
         self._session: Session | None = None
@@ -56,6 +64,13 @@ class Tx:
         if not self._unit_id:  # (not repeatable: made only when asked for)
             self._unit_id = secrets.token_hex(8)
         return self._unit_id
+
+    @property
+    def sealer(self) -> Sealer:
+        """What seals and opens the secrets this unit stores or reads (storage/sealing.py)."""
+        if self._sealer is None:
+            raise SealingError("This database was opened without a secrets key.")
+        return self._sealer
 
     @property
     def orm(self) -> Session:

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
 from harness_bases import registry
-from storage import keys
+from storage import keys, mcp_secrets, sealing
 from storage.db import Database
 from uhp_server.http import connections
 from uhp_server.http.connections import ACCEPT_BATCH
@@ -43,6 +43,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         load_providers(settings)  # a bad providers file stops start-up before anything else
     except ProvidersFileError as exc:
         print(f"uhp-server: bad UHP_PROVIDERS_FILE: {exc}", file=sys.stderr)
+        return 2
+    try:  # a key that is not one stops start-up before anything else
+        sealing.load_sealer(settings.secrets_key, settings.data_dir)
+    except sealing.SealingError as exc:
+        print(f"uhp-server: bad UHP_SECRETS_KEY: {exc}", file=sys.stderr)
         return 2
     db = Database(settings.database)
     if not settings.api_key and not db.run(keys.any_key_exists):
@@ -110,6 +115,39 @@ def cmd_db(args: argparse.Namespace) -> int:
         print(f"at revision {migrate.current(db.engine)} (newest: {migrate.head()})")
     finally:
         db.close()
+    return 0
+
+
+def cmd_secrets(args: argparse.Namespace) -> int:
+    """`new-key` prints a key for UHP_SECRETS_KEY; `rotate` seals every stored secret again
+    with the first key (with the data directory's key file: a new key, put first)."""
+    if args.secrets_command == "new-key":
+        print(sealing.new_key())
+        return 0
+    settings = _settings(args)
+    try:
+        if not settings.secrets_key:
+            path = sealing.key_file(settings.data_dir)
+            old = path.read_text(encoding="ascii").split() if path.exists() else []
+            sealing.write_key_file(path, [sealing.new_key(), *old])
+            print(f"added a new key, first, to {path}", file=sys.stderr)
+        sealer = sealing.load_sealer(settings.secrets_key, settings.data_dir)
+    except (sealing.SealingError, OSError) as exc:
+        print(f"uhp-server: {exc}", file=sys.stderr)
+        return 2
+    db = Database(settings.database, sealer)
+    try:
+        done = db.run(mcp_secrets.reseal)
+    finally:
+        db.close()
+    print(f"resealed {done.resealed} secrets with key {sealer.current_id}")
+    if done.unreadable:
+        print(
+            f"{done.unreadable} secrets are sealed with a key this server was not given; "
+            "they stay as they are",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
@@ -220,6 +258,17 @@ def build_parser() -> argparse.ArgumentParser:
     db_sub = db_parser.add_subparsers(dest="db_command", required=True)
     data_dir(db_sub.add_parser("upgrade", help="migrate it to the newest revision now"))
     db_parser.set_defaults(func=cmd_db)
+
+    secrets_parser = sub.add_parser("secrets", help="the keys that seal stored secrets")
+    secrets_sub = secrets_parser.add_subparsers(dest="secrets_command", required=True)
+    secrets_sub.add_parser("new-key", help="print a new key for UHP_SECRETS_KEY")
+    data_dir(
+        secrets_sub.add_parser(
+            "rotate",
+            help="seal every stored secret with the first key (key file: a new key first)",
+        )
+    )
+    secrets_parser.set_defaults(func=cmd_secrets)
 
     bases = sub.add_parser("bases", help="install and inspect the pinned agent CLIs")
     bases_sub = bases.add_subparsers(dest="bases_command", required=True)

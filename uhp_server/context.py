@@ -17,9 +17,11 @@ from fastapi import Depends, FastAPI, Request
 
 from harness_bases import registry
 from harness_bases.base import HarnessBase
+from storage import mcp_secrets
 from storage.blobs import BlobStore
 from storage.db import Database
 from storage.responses import prune_idempotency
+from storage.sealing import load_sealer
 from uhp_server.catalog import ModelCatalog
 from uhp_server.engine import Engine
 from uhp_server.engine.assembly import assemble_engine
@@ -83,13 +85,30 @@ def usable_bases(settings: Settings) -> dict[str, HarnessBase]:
     return usable
 
 
+def _seal_stored_secrets(db: Database) -> None:
+    """Secrets stored before they were sealed, or sealed with a key being rotated out, are
+    sealed with the current key before anything else runs (storage/sealing.py)."""
+    done = db.run(mcp_secrets.reseal)
+    if done.resealed:
+        log.info("secrets_resealed", extra={"count": done.resealed})
+    if done.unreadable:
+        log.error(
+            "secrets_unreadable",
+            extra={
+                "count": done.unreadable,
+                "hint": "sealed with a key missing from UHP_SECRETS_KEY / secrets.key",
+            },
+        )
+
+
 def build_context(
     settings: Settings,
     bases: dict[str, HarnessBase] | None = None,
     sandbox: Sandbox | None = None,
 ) -> AppContext:
     """`sandbox`: use this one instead of the one settings name (tests inject a fake)."""
-    db = Database(settings.database)
+    db = Database(settings.database, load_sealer(settings.secrets_key, settings.data_dir))
+    _seal_stored_secrets(db)
     metrics = Metrics()
     db.on_event_commit = metrics.event_log_committed
     tokens = TokenRegistry()

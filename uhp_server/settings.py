@@ -34,6 +34,9 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8080
     api_key: str | None = None  # UHP_API_KEY: a valid key of the default principal
+    # UHP_SECRETS_KEY: the keys that seal stored secrets (storage/sealing.py), comma-separated,
+    # the first sealing; unset: <data dir>/secrets.key, made on first start.
+    secrets_key: str | None = Field(default=None, repr=False)
     sandbox: str = "local"  # "local" (bubblewrap), "docker", or another uhp_server.sandboxes name
     tools_dir: Path = Field(default_factory=_default_tools_dir)
     # Comma-separated bases this server enables; unset: every registered base whose CLI is
