@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import random
 import re
 import urllib.parse
+from pathlib import Path
 
 import pytest
 
+from storage.db import Database
+from uhp_server.engine.turns.eventlog import EventLog
+from uhp_server.gateway.providers import Provider
 from uhp_server.gateway.scrubbing import REDACTED, StreamScrubber, scrubber
+from uhp_server.gateway.tokens import TokenRegistry
+from uhp_server.ops.logs import JsonFormatter
 
 KEY = "sk-connection-secret-4f9a1c/+Zq"
 OTHER = "run-token-secret-77d2e0"
@@ -144,3 +151,30 @@ def test_a_stream_without_secrets_passes_untouched() -> None:
     stream = StreamScrubber(scrubber([]))
     assert stream.feed(b"abc") == b"abc"
     assert stream.finish() == b""
+
+
+# -- where the scrubber is applied besides the gateway ---------------------------------------
+
+
+async def test_a_turns_events_are_scrubbed_before_they_are_numbered(tmp_path: Path) -> None:
+    db = Database(tmp_path / "db.sqlite3")
+    try:
+        log = EventLog(db, "resp_1", persist=False)
+        log.guard([KEY, None])
+        await log.append([{"type": "response.failed", "error": {"message": escaped(KEY)}}])
+        assert log.events[0]["error"]["message"] == "[redacted]"
+        assert log.events[0]["sequence_number"] == 0
+    finally:
+        db.close()
+
+
+def test_the_log_holds_no_secret_of_a_live_grant() -> None:
+    provider = Provider("connection", "chat", "https://x.example/v1", KEY, headers={"x": OTHER})
+    tokens = TokenRegistry()
+    grant = tokens.issue("openai", "m", 60, provider=provider)
+    record = logging.LogRecord("uhp_server.x", logging.ERROR, "", 0, "echo %s", (KEY,), None)
+    record.body = urllib.parse.quote(OTHER)  # an `extra=` field
+    line = JsonFormatter().format(record)
+    assert KEY not in line and "run-token" not in line and line.count("[redacted]") == 2
+    tokens.revoke(grant.token)
+    assert KEY in JsonFormatter().format(record)  # once the turn is over, nothing is held

@@ -168,7 +168,7 @@ def test_any_listed_key_opens_and_the_first_seals() -> None:
     assert both.is_current(both.seal("v", "c"))
 
 
-@pytest.mark.parametrize("bad", ["", "short", "x" * 44, new_key()[:-4]])
+@pytest.mark.parametrize("bad", ["", "short", "x" * 44, "A" * 40])
 def test_a_key_that_is_not_one_is_refused(bad: str) -> None:
     with pytest.raises(SealingError):
         Sealer([bad])

@@ -96,7 +96,8 @@ def _echoing(response: JSONResponse, key: str) -> Response:
     body = bytes(response.body)
     for placeholder, form in _key_forms(key).items():
         body = body.replace(placeholder, form)
-    return Response(body, response.status_code, media_type="application/json")
+    headers = {k: v for k, v in response.headers.items() if k != "content-length"}
+    return Response(body, response.status_code, headers=headers)
 
 
 async def _hang(request: Request, seconds: float) -> bool:

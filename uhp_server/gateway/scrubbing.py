@@ -25,8 +25,11 @@ from __future__ import annotations
 import base64
 import functools
 import re
+import threading
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 REDACTED = b"[redacted]"
 # Shorter values are not looked for: they would redact ordinary words (and a credential that
@@ -143,6 +146,18 @@ class Scrubber:
             return text
         return self.scrub(text.encode("utf-8", "surrogatepass")).decode("utf-8", "surrogatepass")
 
+    def scrub_json(self, value: Any) -> Any:
+        """A JSON-like value (dicts, lists, strings) with every string scrubbed, keys too."""
+        if self.pattern is None:
+            return value
+        if isinstance(value, str):
+            return self.scrub_text(value)
+        if isinstance(value, dict):
+            return {self.scrub_json(k): self.scrub_json(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.scrub_json(v) for v in value]
+        return value
+
     def __bool__(self) -> bool:
         return self.pattern is not None
 
@@ -189,3 +204,32 @@ class StreamScrubber:
     def finish(self) -> bytes:
         held, self._held = self._held, b""
         return held
+
+
+class SecretsInUse:
+    """The secrets this process holds now, for what cannot be handed them one by one: the
+    log (ops/logs.py scrubs each line). The operator's provider keys stay for the process's
+    life; a turn's model connection comes and goes with its gateway grant (tokens.py)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: Counter[str] = Counter()
+        self._scrubber = NOTHING
+
+    def add(self, secrets: Iterable[str | None]) -> None:
+        with self._lock:
+            self._held.update(s for s in secrets if s)
+            self._scrubber = scrubber(self._held)
+
+    def remove(self, secrets: Iterable[str | None]) -> None:
+        with self._lock:
+            self._held.subtract(s for s in secrets if s)
+            self._held = +self._held  # (drops what is no longer held)
+            self._scrubber = scrubber(self._held)
+
+    @property
+    def scrubber(self) -> Scrubber:
+        return self._scrubber
+
+
+IN_USE = SecretsInUse()

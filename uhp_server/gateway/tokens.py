@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from uhp_server.gateway.scrubbing import IN_USE
+
 TOKEN_PREFIX = "uhpgw_"
 # The ASGI scope key naming the Unix socket ("door") a gateway request came through; absent
 # on the server's TCP port. A grant bound to a door is honoured on that door only.
@@ -67,6 +69,13 @@ class UsageTotals:
         return usage
 
 
+def _provider_secrets(provider: Any) -> tuple[str, ...]:
+    """A grant's provider's key and header values (a per-turn connection's run token)."""
+    if provider is None:
+        return ()
+    return (provider.api_key, *provider.headers.values())
+
+
 @dataclass
 class TurnGrant:
     """What one turn's token allows: one backend, one model, until expires_at (monotonic),
@@ -89,6 +98,15 @@ class TurnGrant:
     # meanwhile.
     model_paused: bool = False
     asks_user: bool = False  # the turn is offered the server's question tool
+    _secrets: tuple[str, ...] = field(default=(), repr=False)
+
+    def use(self, provider: Any) -> None:
+        """Send the turn's model calls to `provider` from now on (None: to none); its key and
+        header values are kept out of the log meanwhile (scrubbing.IN_USE)."""
+        IN_USE.remove(self._secrets)
+        self.provider = provider
+        self._secrets = _provider_secrets(provider)
+        IN_USE.add(self._secrets)
 
 
 class TokenRegistry:
@@ -117,10 +135,10 @@ class TokenRegistry:
             backend=backend,
             model=model,
             expires_at=expires_at,
-            provider=provider,
             door=door,
         )
         self._grants[token] = grant
+        grant.use(provider)
         return grant
 
     def get(self, token: str, door: str | None = None) -> TurnGrant | None:
@@ -131,6 +149,7 @@ class TokenRegistry:
             return None
         if grant.revoked or grant.expires_at <= self._clock():
             self._grants.pop(token, None)
+            grant.use(None)
             return None
         return grant
 
@@ -140,10 +159,10 @@ class TokenRegistry:
         grant = self._grants.pop(token, None)
         if grant is not None:
             grant.revoked = True
-            grant.provider = None
+            grant.use(None)
 
     def _prune(self) -> None:
         # Turns whose owner never revoked (a crash mid-turn) must not pile up forever.
         now = self._clock()
         for token in [t for t, g in self._grants.items() if g.expires_at <= now or g.revoked]:
-            del self._grants[token]
+            self._grants.pop(token).use(None)

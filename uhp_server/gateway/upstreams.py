@@ -25,6 +25,7 @@ import httpx
 
 from uhp_server.gateway.providers import Provider
 from uhp_server.gateway.providers_file import load_providers
+from uhp_server.gateway.scrubbing import IN_USE
 from uhp_server.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -72,6 +73,7 @@ class Upstreams:
         self.secrets: tuple[str, ...] = tuple(
             secret for p in self.providers.values() for secret in (p.api_key, *p.headers.values())
         )
+        IN_USE.add(self.secrets)  # (for the process's life: a key set once stays secret)
         self._models: dict[str, tuple[float, list[str] | None]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         # (provider, model) -> until when: models the provider said it does not have.

@@ -1,4 +1,5 @@
-"""Structured logs: one JSON object per line, with whatever `extra=` fields a call passes."""
+"""Structured logs: one JSON object per line, with whatever `extra=` fields a call passes, and
+no secret the process holds in it, in any form (gateway/scrubbing.py)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import json
 import logging
 import sys
 import time
+
+from uhp_server.gateway.scrubbing import IN_USE
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
 
@@ -23,7 +26,7 @@ class JsonFormatter(logging.Formatter):
                 entry[key] = value
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str)
+        return IN_USE.scrubber.scrub_text(json.dumps(entry, default=str))
 
 
 def configure_logging(level: str = "INFO") -> None:

@@ -233,6 +233,7 @@ class TaskIntake:
             )
             # The first event is committed with the response: the log goes on from it.
             log = EventLog(self.db, response_id, persist=task.store, committed=[first_event])
+            log.guard(_turn_secrets(plan, self.catalog.upstreams.secrets))
             run = Run(
                 response_id=response_id,
                 principal_id=task.principal_id,
@@ -376,3 +377,15 @@ class TaskIntake:
             "tool_choice": "auto",
             "tools": [],
         }
+
+
+def _turn_secrets(plan: TurnPlan, operator: tuple[str, ...]) -> list[str]:
+    """What the turn's events must never hold: its model connection's key and header values
+    (a run token), its MCP servers' stored credentials, the operator's provider keys."""
+    provider = plan.route.provider if plan.route is not None else None
+    found = list(operator)
+    if provider is not None:
+        found += [provider.api_key, *provider.headers.values()]
+    for target in plan.mcp_servers:
+        found += target.secrets
+    return found

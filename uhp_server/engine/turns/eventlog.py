@@ -7,18 +7,24 @@ order), queues them, and publishes them once the commit is done — in queue ord
 writer commits in that order and hands each completion back to the loop in turn.
 Subscribers read the in-memory tail while the task is live; a finished task's events are read
 from the database (or from memory, when store is false).
+
+Before an event is numbered, the turn's secrets (its model key and run token, its MCP
+servers' credentials, the operator's provider keys) are redacted from it in every form
+(gateway/scrubbing.py): the gateway already keeps them from the agent, and this keeps
+whatever still carries one from being stored or shown.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from concurrent.futures import Future
 from typing import Any
 
 from storage import responses as response_store
 from storage.db import Database, SessionRelease
 from uhp_server.engine.reading.fold import TERMINAL_TYPES, fold
+from uhp_server.gateway.scrubbing import NOTHING, Scrubber, scrubber
 
 
 def numbered(event: dict[str, Any], seq: int) -> dict[str, Any]:
@@ -49,6 +55,13 @@ class EventLog:
         # The session this task holds, released in the terminal event's own transaction.
         self.release_on_end: Callable[[], SessionRelease] | None = None
         self.released = False  # that transaction committed: the session is free
+        self._secrets: tuple[str, ...] = ()
+        self._scrubber: Scrubber = NOTHING
+
+    def guard(self, secrets: Iterable[str | None]) -> None:
+        """Redact these secrets too from every event appended from now on."""
+        self._secrets += tuple(s for s in secrets if s)
+        self._scrubber = scrubber(self._secrets)
 
     @property
     def finished(self) -> bool:
@@ -64,6 +77,7 @@ class EventLog:
             return
         if self._ending:
             raise RuntimeError("event log already ended")
+        events = [self._scrubber.scrub_json(event) for event in events]
         entries = [numbered(event, self._next_seq + i) for i, event in enumerate(events)]
         self._next_seq += len(entries)
         terminal = next((e for e in entries if e["type"] in TERMINAL_TYPES), None)

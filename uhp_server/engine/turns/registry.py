@@ -105,8 +105,9 @@ class RunRegistry:
             return
         model = provider.models[0]
         route = ModelRoute(model, provider, model)
+        run.log.guard((provider.api_key, *provider.headers.values()))
         if run.grant is not None:
-            run.grant.provider = provider
+            run.grant.use(provider)
             run.grant.model = model
         elif run.plan.route is not None:
             run.plan = dataclasses.replace(run.plan, route=route)
