@@ -77,6 +77,14 @@ class Provider:
         return True
 
 
+def provider_secrets(provider: Provider | None) -> tuple[str, ...]:
+    """What of a provider must never reach a sandbox, a log or a stored event: its key and
+    header values (a per-turn connection's run token)."""
+    if provider is None:
+        return ()
+    return (provider.api_key, *provider.headers.values())
+
+
 def api_root(api: str, base_url: str) -> str:
     """The root endpoint paths are appended to, as a provider of `api` takes its base URL."""
     return api_named(api).root(base_url)

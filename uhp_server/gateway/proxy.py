@@ -23,7 +23,7 @@ from starlette.background import BackgroundTask
 
 from uhp_server.gateway import paths
 from uhp_server.gateway.confine import Confined, confine
-from uhp_server.gateway.providers import Provider
+from uhp_server.gateway.providers import Provider, provider_secrets
 from uhp_server.gateway.replies import (
     STREAM_HEADERS,
     bad_gateway,
@@ -172,7 +172,7 @@ async def _read_body(resp: httpx.Response, limit: int) -> bytes:
 def _scrubber(provider: Provider, upstreams: Upstreams) -> Scrubber:
     """What never reaches the sandbox, in any encoding (scrubbing.py): the provider's key and
     header values (a run token), and every configured provider's, whichever serves the call."""
-    return scrubber((provider.api_key, *provider.headers.values(), *upstreams.secrets))
+    return scrubber(upstreams.secrets, provider_secrets(provider))
 
 
 def says_model_missing(status: int, body: bytes) -> bool:

@@ -38,9 +38,20 @@ MIN_SECRET_LENGTH = 8
 # Backslashes before an escape: each JSON string around another doubles them (1, 2, 4, 8).
 _ESCAPE_DEPTH = 8
 
-# One way to write a piece of a secret: a regex that starts with a literal byte, and the most
-# bytes it can match.
-Form = tuple[bytes, int]
+
+@dataclass(frozen=True)
+class Form:
+    """One way to write a piece of a secret: `lead` then `body`, at most `width` bytes. The
+    lead starts with a literal byte and is shared by many forms (a backslash, a percent
+    sign, a character), so the expression matches each lead once for all the forms after it."""
+
+    lead: bytes
+    body: bytes
+    width: int
+
+    @property
+    def regex(self) -> bytes:
+        return self.lead + self.body
 
 
 def _lit(data: bytes) -> bytes:
@@ -60,40 +71,46 @@ def _hex_class(digits: str) -> bytes:
 
 
 _ESCAPE = rb"(?:\\|%5[Cc])"  # one backslash, or its percent-encoding
+_MORE = _ESCAPE + b"{0,%d}" % (_ESCAPE_DEPTH - 1)  # after the first of them
 
 
 def _escaped(tail: bytes, tail_width: int) -> list[Form]:
     """`tail` behind one to _ESCAPE_DEPTH backslashes (each perhaps percent-encoded)."""
-    more = _ESCAPE + b"{0,%d}" % (_ESCAPE_DEPTH - 1)
     width = 3 * _ESCAPE_DEPTH + tail_width
-    return [(rb"\\" + more + tail, width), (b"%5[Cc]" + more + tail, width)]
+    return [Form(rb"\\" + _MORE, tail, width), Form(b"%5[Cc]" + _MORE, tail, width)]
 
 
 def _char_forms(char: str) -> list[Form]:
     """Every way one character of a secret is written: raw, JSON-escaped, percent-encoded."""
     raw = char.encode()
-    forms: list[Form] = [(_lit(raw), len(raw))]
+    forms: list[Form] = [Form(_lit(raw), b"", len(raw))]
     if ord(char) < 0x10000:
         forms += _escaped(b"u" + _hex_class(f"{ord(char):04x}"), 5)
     if char in '/"\\':
         forms += _escaped(_lit(raw), 1)
-    forms.append((b"".join(b"%" + _hex_class(f"{b:02x}") for b in raw), 3 * len(raw)))
+    percent = b"".join(b"%" + _hex_class(f"{b:02x}") for b in raw)
+    forms.append(Form(b"%", percent[1:], 3 * len(raw)))
     if char == " ":
-        forms.append((rb"\+", 1))
+        forms.append(Form(rb"\+", b"", 1))
     return forms
 
 
-def _group(forms: list[Form]) -> Form:
-    return b"(?:" + b"|".join(regex for regex, _ in forms) + b")", max(w for _, w in forms)
+def _group(forms: list[Form]) -> bytes:
+    """The forms as one group; the escaped ones (two leads each) as one alternative, since
+    only a first unit needs a literal first byte."""
+    escape_leads = {rb"\\" + _MORE, b"%5[Cc]" + _MORE}
+    bodies = [f.body for f in forms if f.lead in escape_leads]
+    merged = [_ESCAPE + b"{1,%d}" % _ESCAPE_DEPTH + body for body in dict.fromkeys(bodies)]
+    others = [f.regex for f in forms if f.lead not in escape_leads]
+    return b"(?:" + b"|".join(others + merged) + b")"
 
 
 def _sequence(units: list[list[Form]]) -> list[Form]:
-    """Alternatives matching the units one after the other, each starting with a literal byte
-    (the first unit's forms, spelled out one per alternative)."""
-    rest = [_group(unit) for unit in units[1:]]
-    tail = b"".join(regex for regex, _ in rest)
-    tail_width = sum(width for _, width in rest)
-    return [(regex + tail, width + tail_width) for regex, width in units[0]]
+    """Alternatives matching the units one after the other: one per form of the first unit,
+    the others after it as groups."""
+    tail = b"".join(_group(unit) for unit in units[1:])
+    tail_width = sum(max(form.width for form in unit) for unit in units[1:])
+    return [Form(f.lead, f.body + tail, f.width + tail_width) for f in units[0]]
 
 
 def _base64_cores(data: bytes) -> set[str]:
@@ -111,11 +128,13 @@ def _base64_cores(data: bytes) -> set[str]:
 
 def _base64_units(core: str) -> list[list[Form]]:
     """Each base64 character literally, `/` also JSON-escaped as `\\/`."""
-    return [[(_lit(c.encode()), 1), *(_escaped(b"/", 1) if c == "/" else [])] for c in core]
+    return [
+        [Form(_lit(c.encode()), b"", 1), *(_escaped(b"/", 1) if c == "/" else [])] for c in core
+    ]
 
 
 def _hex_units(data: bytes) -> list[list[Form]]:
-    return [[(d, 1) for d in _hex_digit(digit)] for digit in data.hex()]
+    return [[Form(d, b"", 1) for d in _hex_digit(digit)] for digit in data.hex()]
 
 
 def _forms(secret: str) -> list[Form]:
@@ -130,25 +149,25 @@ def _forms(secret: str) -> list[Form]:
 
 @dataclass(frozen=True)
 class Scrubber:
-    """Redacts a set of secrets, in every form, from bytes or text."""
+    """Redacts sets of secrets, in every form, from bytes or text: one expression per set."""
 
-    pattern: re.Pattern[bytes] | None
+    patterns: tuple[re.Pattern[bytes], ...]
     longest: int  # the most bytes one match can span
     newline_free: bool  # no match ever spans a line break
 
     def scrub(self, data: bytes) -> bytes:
-        if self.pattern is None or not data:
-            return data
-        return self.pattern.sub(REDACTED, data)
+        for pattern in self.patterns:
+            data = pattern.sub(REDACTED, data)
+        return data
 
     def scrub_text(self, text: str) -> str:
-        if self.pattern is None or not text:
+        if not self.patterns or not text:
             return text
         return self.scrub(text.encode("utf-8", "surrogatepass")).decode("utf-8", "surrogatepass")
 
     def scrub_json(self, value: Any) -> Any:
         """A JSON-like value (dicts, lists, strings) with every string scrubbed, keys too."""
-        if self.pattern is None:
+        if not self.patterns:
             return value
         if isinstance(value, str):
             return self.scrub_text(value)
@@ -159,25 +178,48 @@ class Scrubber:
         return value
 
     def __bool__(self) -> bool:
-        return self.pattern is not None
+        return bool(self.patterns)
 
 
-NOTHING = Scrubber(None, 0, True)
+NOTHING = Scrubber((), 0, True)
 
 
-def scrubber(secrets: Iterable[str | None]) -> Scrubber:
-    """The scrubber of these secrets (the empty, short and repeated ones are left out)."""
-    kept = frozenset(s for s in secrets if s and len(s) >= MIN_SECRET_LENGTH)
-    return _compiled(kept) if kept else NOTHING
+def scrubber(*sets: Iterable[str | None]) -> Scrubber:
+    """The scrubber of these sets of secrets (the empty, short and repeated ones left out).
+    Each set is compiled once and cached: give what stays for the process's life (the
+    operator's keys) apart from what changes with each turn, so only the latter is compiled
+    again (about 10 ms a secret; `prepare` does it off the event loop)."""
+    parts = [_compiled(kept) for kept in map(_kept, sets) if kept]
+    return Scrubber(
+        tuple(p for part in parts for p in part.patterns),
+        max((part.longest for part in parts), default=0),
+        all(part.newline_free for part in parts),
+    )
 
 
-@functools.lru_cache(maxsize=256)
+def prepare(*sets: Iterable[str | None]) -> None:
+    """Compile these sets now (in a worker thread, say), so that scrubber() finds them."""
+    for kept in map(_kept, sets):
+        if kept:
+            _compiled(kept)
+
+
+def _kept(secrets: Iterable[str | None]) -> frozenset[str]:
+    return frozenset(s for s in secrets if s and len(s) >= MIN_SECRET_LENGTH)
+
+
+@functools.lru_cache(maxsize=1024)
 def _compiled(secrets: frozenset[str]) -> Scrubber:
     # The longest secrets first: one that holds a shorter one is redacted whole.
     forms = [form for s in sorted(secrets, key=lambda s: (-len(s), s)) for form in _forms(s)]
-    pattern = re.compile(b"|".join(regex for regex, _ in forms))
+    by_lead: dict[bytes, list[bytes]] = {}
+    for form in forms:
+        by_lead.setdefault(form.lead, []).append(form.body)
+    pattern = re.compile(
+        b"|".join(lead + b"(?:" + b"|".join(bodies) + b")" for lead, bodies in by_lead.items())
+    )
     newline_free = not any("\n" in s or "\r" in s for s in secrets)
-    return Scrubber(pattern, max(width for _, width in forms), newline_free)
+    return Scrubber((pattern,), max(form.width for form in forms), newline_free)
 
 
 class StreamScrubber:
@@ -209,23 +251,26 @@ class StreamScrubber:
 class SecretsInUse:
     """The secrets this process holds now, for what cannot be handed them one by one: the
     log (ops/logs.py scrubs each line). The operator's provider keys stay for the process's
-    life; a turn's model connection comes and goes with its gateway grant (tokens.py)."""
+    life; a turn's model connection comes and goes with its gateway grant (tokens.py). Kept
+    in the sets they are given in, which the gateway compiles the same way (one compile)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._held: Counter[str] = Counter()
+        self._held: Counter[frozenset[str]] = Counter()
         self._scrubber = NOTHING
 
     def add(self, secrets: Iterable[str | None]) -> None:
-        with self._lock:
-            self._held.update(s for s in secrets if s)
-            self._scrubber = scrubber(self._held)
+        if kept := _kept(secrets):
+            with self._lock:
+                self._held[kept] += 1
+                self._scrubber = scrubber(*self._held)
 
     def remove(self, secrets: Iterable[str | None]) -> None:
-        with self._lock:
-            self._held.subtract(s for s in secrets if s)
-            self._held = +self._held  # (drops what is no longer held)
-            self._scrubber = scrubber(self._held)
+        if kept := _kept(secrets):
+            with self._lock:
+                self._held[kept] -= 1
+                self._held = +self._held  # (drops what is no longer held)
+                self._scrubber = scrubber(*self._held)
 
     @property
     def scrubber(self) -> Scrubber:

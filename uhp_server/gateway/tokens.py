@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from uhp_server.gateway.providers import provider_secrets
 from uhp_server.gateway.scrubbing import IN_USE
 
 TOKEN_PREFIX = "uhpgw_"
@@ -69,13 +70,6 @@ class UsageTotals:
         return usage
 
 
-def _provider_secrets(provider: Any) -> tuple[str, ...]:
-    """A grant's provider's key and header values (a per-turn connection's run token)."""
-    if provider is None:
-        return ()
-    return (provider.api_key, *provider.headers.values())
-
-
 @dataclass
 class TurnGrant:
     """What one turn's token allows: one backend, one model, until expires_at (monotonic),
@@ -105,7 +99,7 @@ class TurnGrant:
         header values are kept out of the log meanwhile (scrubbing.IN_USE)."""
         IN_USE.remove(self._secrets)
         self.provider = provider
-        self._secrets = _provider_secrets(provider)
+        self._secrets = provider_secrets(provider)
         IN_USE.add(self._secrets)
 
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import httpx
 
-from uhp_server.gateway.providers import Provider
+from uhp_server.gateway.providers import Provider, provider_secrets
 from uhp_server.gateway.providers_file import load_providers
 from uhp_server.gateway.scrubbing import IN_USE
 from uhp_server.settings import Settings
@@ -71,7 +71,7 @@ class Upstreams:
         # The operator's credentials (keys, header values): redacted from whatever the gateway
         # relays, whichever provider serves the call (gateway/scrubbing.py).
         self.secrets: tuple[str, ...] = tuple(
-            secret for p in self.providers.values() for secret in (p.api_key, *p.headers.values())
+            secret for p in self.providers.values() for secret in provider_secrets(p)
         )
         IN_USE.add(self.secrets)  # (for the process's life: a key set once stays secret)
         self._models: dict[str, tuple[float, list[str] | None]] = {}

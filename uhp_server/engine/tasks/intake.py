@@ -39,6 +39,9 @@ from uhp_server.engine.turns.registry import RunRegistry
 from uhp_server.engine.turns.run import Run, TurnPlan
 from uhp_server.errors import VENDOR, ApiError
 from uhp_server.gateway.connection import connection_provider
+from uhp_server.gateway.mcp_targets import McpTarget
+from uhp_server.gateway.providers import provider_secrets
+from uhp_server.gateway.scrubbing import prepare
 from uhp_server.harnesses.builtin_skills import builtin_skills
 from uhp_server.harnesses.config import HarnessConfig
 from uhp_server.harnesses.runtime import TurnParts, builtin_turn_parts, turn_parts
@@ -188,6 +191,8 @@ class TaskIntake:
         builder.response["metadata"].update(model_meta)
         builder.response["metadata"].update(self._ignored(task, base))
         first_event = numbered(builder.created()[0], 0)
+        secrets = _turn_secrets(route, parts.mcp_servers, self.catalog.upstreams.secrets)
+        await asyncio.to_thread(prepare, *secrets)  # compiled off the loop, found by all
         self._starting[response_id] = asyncio.get_running_loop().create_future()
         try:
             accepted = await self._accept(
@@ -233,7 +238,7 @@ class TaskIntake:
             )
             # The first event is committed with the response: the log goes on from it.
             log = EventLog(self.db, response_id, persist=task.store, committed=[first_event])
-            log.guard(_turn_secrets(plan, self.catalog.upstreams.secrets))
+            log.guard(*secrets)
             run = Run(
                 response_id=response_id,
                 principal_id=task.principal_id,
@@ -379,13 +384,11 @@ class TaskIntake:
         }
 
 
-def _turn_secrets(plan: TurnPlan, operator: tuple[str, ...]) -> list[str]:
-    """What the turn's events must never hold: its model connection's key and header values
-    (a run token), its MCP servers' stored credentials, the operator's provider keys."""
-    provider = plan.route.provider if plan.route is not None else None
-    found = list(operator)
-    if provider is not None:
-        found += [provider.api_key, *provider.headers.values()]
-    for target in plan.mcp_servers:
-        found += target.secrets
-    return found
+def _turn_secrets(
+    route: ModelRoute, mcp_servers: tuple[McpTarget, ...], operator: tuple[str, ...]
+) -> tuple[tuple[str, ...], ...]:
+    """What the turn's events must never hold, in the sets the gateway and the log compile:
+    the operator's provider keys, the turn's provider's key and header values (a model
+    connection's run token), its MCP servers' stored credentials."""
+    mcp = tuple(secret for target in mcp_servers for secret in target.secrets)
+    return operator, provider_secrets(route.provider), mcp

@@ -55,13 +55,14 @@ class EventLog:
         # The session this task holds, released in the terminal event's own transaction.
         self.release_on_end: Callable[[], SessionRelease] | None = None
         self.released = False  # that transaction committed: the session is free
-        self._secrets: tuple[str, ...] = ()
+        self._secrets: list[tuple[str | None, ...]] = []
         self._scrubber: Scrubber = NOTHING
 
-    def guard(self, secrets: Iterable[str | None]) -> None:
-        """Redact these secrets too from every event appended from now on."""
-        self._secrets += tuple(s for s in secrets if s)
-        self._scrubber = scrubber(self._secrets)
+    def guard(self, *sets: Iterable[str | None]) -> None:
+        """Redact these secrets too from every event appended from now on. In the sets the
+        gateway uses (scrubbing.scrubber compiles each set once)."""
+        self._secrets += [tuple(secrets) for secrets in sets]
+        self._scrubber = scrubber(*self._secrets)
 
     @property
     def finished(self) -> bool:

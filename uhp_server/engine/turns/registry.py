@@ -20,7 +20,7 @@ from uhp_server.engine.requests import TaskStatus, ToolAnswer
 from uhp_server.engine.turns import questions
 from uhp_server.engine.turns.executor import TurnExecutor
 from uhp_server.engine.turns.run import Run, StopReason
-from uhp_server.gateway.providers import Provider
+from uhp_server.gateway.providers import Provider, provider_secrets
 
 log = logging.getLogger("uhp_server.runs")
 
@@ -105,7 +105,7 @@ class RunRegistry:
             return
         model = provider.models[0]
         route = ModelRoute(model, provider, model)
-        run.log.guard((provider.api_key, *provider.headers.values()))
+        run.log.guard(provider_secrets(provider))
         if run.grant is not None:
             run.grant.use(provider)
             run.grant.model = model
