@@ -5,6 +5,7 @@ rotation; secrets stored before sealing still read and are sealed at the next st
 from __future__ import annotations
 
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,13 @@ SERVER = {
 
 
 def raw_database(data: Path) -> bytes:
-    """Every byte of the SQLite database as a copy or backup would hold it: file and WAL."""
+    """The database as a copy or backup would hold it: SQLite's file and its WAL, every
+    byte; PostgreSQL's dump (the PostgreSQL pass)."""
+    database = Settings(data_dir=data).database
+    if isinstance(database, str) and database.startswith("postgresql"):
+        dump = subprocess.run(["pg_dump", database], capture_output=True, check=True)
+        assert b"COPY public.mcp_secret" in dump.stdout
+        return dump.stdout
     files = sorted(data.glob("uhp.sqlite3*"))
     assert files
     return b"".join(p.read_bytes() for p in files)
