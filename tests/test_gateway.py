@@ -113,6 +113,14 @@ class FakeUpstream:
         stream = body.get("stream", False)
         if scenario == "echo_key":
             return JSONResponse({"error": {"message": f"bad thing with {OPENAI_KEY}"}}, 400)
+        if scenario == "echo_key_escaped":  # every other character a JSON \\u escape
+            message = f'{{"error": {{"message": "bad key {_json_escaped(OPENAI_KEY)}"}}}}'
+            return Response(message.encode(), 400, media_type="application/json")
+        if scenario == "echo_key_stream":  # mid-stream, the escaped key cut between chunks
+            event = f'data: {{"type": "error", "message": "{_json_escaped(OPENAI_KEY)}"}}\n\n'
+            cut = len(event) // 2
+            parts = [b"data: {}\n\n", event[:cut].encode(), event[cut:].encode()]
+            return self._stream(parts)
         if scenario == "upstream_401":
             return JSONResponse({"error": {"message": f"Incorrect API key {OPENAI_KEY}"}}, 401)
         if scenario == "slow":
@@ -148,6 +156,10 @@ class FakeUpstream:
         await asyncio.sleep(0.5)
         self.second_sent_at = time.monotonic()
         yield b"data: second\n\n"
+
+
+def _json_escaped(text: str) -> str:
+    return "".join(f"\\u{ord(c):04x}" if i % 2 else c for i, c in enumerate(text))
 
 
 class ServerThread:
@@ -717,6 +729,20 @@ async def test_upstream_errors_never_echo_the_key(
     assert "[redacted]" in r.text
     r = await client.post(f"{OPENAI}/responses", headers=h, json={"x_scenario": "upstream_401"})
     assert OPENAI_KEY not in r.text
+
+
+async def test_the_key_never_passes_in_an_encoding_either(
+    client: httpx.AsyncClient, tokens: TokenRegistry
+) -> None:
+    h = bearer(tokens.issue("openai", "m", 60).token)
+    bodies = []
+    for scenario, stream in (("echo_key_escaped", False), ("echo_key_stream", True)):
+        body = {"x_scenario": scenario, "stream": stream}
+        r = await client.post(f"{OPENAI}/responses", headers=h, json=body)
+        bodies.append(r.content)
+    escaped, streamed = bodies
+    assert json.loads(escaped)["error"]["message"] == "bad key [redacted]"
+    assert streamed == b'data: {}\n\ndata: {"type": "error", "message": "[redacted]"}\n\n'
 
 
 async def test_a_refused_server_credential_is_answered_so_no_cli_retries_it(

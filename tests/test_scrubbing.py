@@ -11,10 +11,16 @@ import re
 import urllib.parse
 from pathlib import Path
 
+import httpx
 import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from httpx import MockTransport
 
 from storage.db import Database
 from uhp_server.engine.turns.eventlog import EventLog
+from uhp_server.gateway.mcp_proxy import make_mcp_router
+from uhp_server.gateway.mcp_targets import McpTarget
 from uhp_server.gateway.providers import Provider
 from uhp_server.gateway.scrubbing import REDACTED, StreamScrubber, scrubber
 from uhp_server.gateway.tokens import TokenRegistry
@@ -178,3 +184,26 @@ def test_the_log_holds_no_secret_of_a_live_grant() -> None:
     assert KEY not in line and "run-token" not in line and line.count("[redacted]") == 2
     tokens.revoke(grant.token)
     assert KEY in JsonFormatter().format(record)  # once the turn is over, nothing is held
+
+
+def test_an_mcp_server_echoing_its_credential_hands_none_to_the_agent() -> None:
+    def echo(request: httpx.Request) -> httpx.Response:
+        token = request.headers["authorization"].removeprefix("Bearer ")
+        body = f'{{"jsonrpc": "2.0", "id": 1, "error": {{"message": "bad {escaped(token)}"}}}}'
+        return httpx.Response(200, content=body.encode(), headers={"content-type": "text/json"})
+
+    tokens = TokenRegistry()
+    app = FastAPI()
+    app.include_router(make_mcp_router(tokens, httpx.AsyncClient(transport=MockTransport(echo))))
+    grant = tokens.issue("openai", "m", 60)
+    headers = {"Authorization": f"Bearer {KEY}"}
+    server = McpTarget("vault", "http://127.0.0.1:9/mcp", "http", headers, True, secrets=(KEY,))
+    grant.mcp_servers = {"vault": server}
+    with TestClient(app) as client:
+        answer = client.post(
+            "/gateway/mcp/vault",
+            json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            headers={"Authorization": f"Bearer {grant.token}"},
+        )
+    assert answer.status_code == 200
+    assert answer.json()["error"]["message"] == "bad [redacted]"
