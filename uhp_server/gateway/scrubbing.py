@@ -41,13 +41,16 @@ _ESCAPE_DEPTH = 8
 
 @dataclass(frozen=True)
 class Form:
-    """One way to write a piece of a secret: `lead` then `body`, at most `width` bytes. The
-    lead starts with a literal byte and is shared by many forms (a backslash, a percent
-    sign, a character), so the expression matches each lead once for all the forms after it."""
+    """One way to write a piece of a secret: `lead` (a character, a percent sign, a run of
+    backslashes: it starts with a literal byte) then `body`; at most `width` bytes. Forms
+    that share a lead are matched as one alternative, the lead once for all of them (and the
+    regex engine skips, in C, every position no lead starts at). `escaped`: for a backslash
+    escape, what follows the backslashes."""
 
     lead: bytes
     body: bytes
     width: int
+    escaped: bytes | None = None
 
     @property
     def regex(self) -> bytes:
@@ -77,7 +80,10 @@ _MORE = _ESCAPE + b"{0,%d}" % (_ESCAPE_DEPTH - 1)  # after the first of them
 def _escaped(tail: bytes, tail_width: int) -> list[Form]:
     """`tail` behind one to _ESCAPE_DEPTH backslashes (each perhaps percent-encoded)."""
     width = 3 * _ESCAPE_DEPTH + tail_width
-    return [Form(rb"\\" + _MORE, tail, width), Form(b"%5[Cc]" + _MORE, tail, width)]
+    return [
+        Form(rb"\\" + _MORE, tail, width, escaped=tail),  # the run of backslashes, once
+        Form(b"%", b"5[Cc]" + _MORE + tail, width, escaped=tail),
+    ]
 
 
 def _char_forms(char: str) -> list[Form]:
@@ -95,22 +101,34 @@ def _char_forms(char: str) -> list[Form]:
     return forms
 
 
+def _alternatives(regexes: list[bytes]) -> bytes:
+    unique = list(dict.fromkeys(regexes))
+    return unique[0] if len(unique) == 1 else b"(?:" + b"|".join(unique) + b")"
+
+
 def _group(forms: list[Form]) -> bytes:
-    """The forms as one group; the escaped ones (two leads each) as one alternative, since
-    only a first unit needs a literal first byte."""
-    escape_leads = {rb"\\" + _MORE, b"%5[Cc]" + _MORE}
-    bodies = [f.body for f in forms if f.lead in escape_leads]
-    merged = [_ESCAPE + b"{1,%d}" % _ESCAPE_DEPTH + body for body in dict.fromkeys(bodies)]
-    others = [f.regex for f in forms if f.lead not in escape_leads]
-    return b"(?:" + b"|".join(others + merged) + b")"
+    """A unit after the first, as one group: its backslash escapes as one alternative, since
+    only the first unit needs a literal first byte."""
+    escapes = [_ESCAPE + b"{1,%d}" % _ESCAPE_DEPTH + f.escaped for f in forms if f.escaped]
+    return _alternatives([f.regex for f in forms if f.escaped is None] + escapes)
 
 
 def _sequence(units: list[list[Form]]) -> list[Form]:
-    """Alternatives matching the units one after the other: one per form of the first unit,
-    the others after it as groups."""
+    """Alternatives matching the units one after the other: one per lead of the first unit,
+    the others after it, each as a group."""
     tail = b"".join(_group(unit) for unit in units[1:])
     tail_width = sum(max(form.width for form in unit) for unit in units[1:])
-    return [Form(f.lead, f.body + tail, f.width + tail_width) for f in units[0]]
+    by_lead: dict[bytes, list[Form]] = {}
+    for form in units[0]:
+        by_lead.setdefault(form.lead, []).append(form)
+    return [
+        Form(
+            lead,
+            _alternatives([f.body for f in forms]) + tail,
+            max(f.width for f in forms) + tail_width,
+        )
+        for lead, forms in by_lead.items()
+    ]
 
 
 def _base64_cores(data: bytes) -> set[str]:
@@ -216,7 +234,7 @@ def _compiled(secrets: frozenset[str]) -> Scrubber:
     for form in forms:
         by_lead.setdefault(form.lead, []).append(form.body)
     pattern = re.compile(
-        b"|".join(lead + b"(?:" + b"|".join(bodies) + b")" for lead, bodies in by_lead.items())
+        b"|".join(lead + _alternatives(bodies) for lead, bodies in by_lead.items())
     )
     newline_free = not any("\n" in s or "\r" in s for s in secrets)
     return Scrubber((pattern,), max(form.width for form in forms), newline_free)
