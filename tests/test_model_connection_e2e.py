@@ -194,15 +194,16 @@ def test_private_and_link_local_connections_are_refused(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("base", ["codex", "hermes"])  # translated; passed through
 def test_a_provider_echoing_the_key_in_any_encoding_leaves_it_nowhere(
-    tmp_path: Path, platform: RunningProvider
+    tmp_path: Path, platform: RunningProvider, base: str
 ) -> None:
     """The red team's reproduction (issue 27): the provider's error echoes the connection's
     key with characters as JSON escapes (and percent-encoded, and in base64); the agent CLI
     decodes it, so anything short of scrubbing every form hands the key on."""
-    installed_tools("codex")
+    installed_tools(base)
     platform.reset()
-    allowing = InProcessServer(tmp_path, "codex", model_connection_allow_private_hosts=True)
+    allowing = InProcessServer(tmp_path, base, model_connection_allow_private_hosts=True)
     with allowing as server:
         echo = "FAIL 400 Incorrect API key {key:escaped} (url {key:url}, basic {key:base64})"
         response_id = server.submit({"input": echo}, connection(platform))
