@@ -13,11 +13,11 @@ JSON; the event log; a person) gets the key back either way, so each form is red
   blob can take (only the characters that depend on the secret alone are looked for);
 - hex of its bytes, either case.
 
-One regular expression per set of secrets, compiled once (`scrubber()` caches it). Every
-alternative starts with a literal byte, which lets the regex engine skip, in C, each position
-no form of any secret can start at; bench/gateway.py measures the cost. A stream is scrubbed
-with `StreamScrubber`, which holds back the bytes that could be the start of a secret the
-next chunk completes.
+One regular expression per set of secrets, compiled once (`scrubber()` caches it; the
+operator's keys are one set, a turn's own secrets others). Every alternative starts with a
+literal byte, which lets the regex engine skip, in C, each position no form of any secret can
+start at; bench/scrubbing.py measures the cost. A stream is scrubbed with `StreamScrubber`,
+which holds back the bytes that could be the start of a secret the next chunk completes.
 """
 
 from __future__ import annotations
