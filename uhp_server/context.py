@@ -108,6 +108,13 @@ def build_context(
 ) -> AppContext:
     """`sandbox`: use this one instead of the one settings name (tests inject a fake)."""
     db = Database(settings.database, load_sealer(settings.secrets_key, settings.data_dir))
+    if db.dialect.shared and not settings.secrets_key:
+        # Each replica's data directory would make a key of its own: another replica could
+        # not open the secrets this one sealed.
+        log.warning(
+            "secrets_key_file_on_a_shared_database",
+            extra={"hint": "set the same UHP_SECRETS_KEY on every replica"},
+        )
     _seal_stored_secrets(db)
     metrics = Metrics()
     db.on_event_commit = metrics.event_log_committed
