@@ -3,9 +3,20 @@ turn, put back as they were after it, never following a link the agent left in i
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import os
+from collections.abc import AsyncGenerator
 from pathlib import Path
 
+import pytest
+
+from harness_bases import events as ev
+from harness_bases.base import TurnSpec
+from harness_bases.turns import AgentTurn
+from tests.support.fake_engine import CONNECTION, StandInBase, StandInEngine
+from tests.test_engine_requests import task, text_of, until
+from uhp_server.engine.requests import QuestionPolicy, ToolAnswer
 from uhp_server.engine.turns import unkept
 
 PATTERNS = (".cli/sessions", ".cli/*.db", ".cli/*.db-*", ".cli/history.jsonl")
@@ -110,3 +121,115 @@ def test_a_star_stays_within_one_path_segment(tmp_path: Path) -> None:
     (home / ".cli" / "deep" / "x.db").write_text("x")
     (home / ".cli" / "y.db").write_text("y")
     assert unkept.matches(home, (".cli/*.db",)) == [home / ".cli" / "y.db"]
+
+
+# -- the engine: a task's turns, a parked one among them --------------------------------------
+class Transcribing(AgentTurn):
+    """A CLI keeping its conversations as `.standin/<id>.jsonl` in the agent home: it resumes
+    the one it is given (else starts one), records its prompt and its reply; `ASK` on the
+    prompt's last line asks the user first (parked when nobody answers in time)."""
+
+    def __init__(self, base: StandInBase, spec: TurnSpec) -> None:
+        super().__init__()
+        self.base, self.spec = base, spec
+
+    async def run(self) -> AsyncGenerator[ev.AgentEvent, None]:
+        spec = self.spec
+        self.base.prompts.append(spec.prompt)
+        conversation = spec.native_session_id or f"conv-{len(self.base.prompts)}"
+        yield ev.NativeSession(conversation)
+        folder = spec.host_home / ".standin"
+        folder.mkdir(exist_ok=True)
+        transcript = folder / f"{conversation}.jsonl"
+        heard = transcript.read_text() if transcript.exists() else ""
+        with transcript.open("a") as out:
+            out.write(f"user: {spec.prompt}\n")
+        if spec.prompt.strip().splitlines()[-1] == "ASK":
+            assert self.base.runs is not None
+            run = self.base.runs.by_token(spec.gateway_token)
+            assert run is not None
+            if await self.base.runs.ask(run, "Which colour?", ()) is None:
+                await asyncio.Event().wait()  # parked: the engine ends the turn
+        reply = f"heard before: {heard.count('user: ')}"
+        with transcript.open("a") as out:
+            out.write(f"agent: {reply}\n")
+        yield ev.TextDelta("m1", reply)
+        yield ev.TextDone("m1", reply)
+        yield ev.TurnFinished()
+
+    async def send_interrupt(self) -> bool:
+        return True
+
+
+async def session_home(engine: StandInEngine, response_id: str) -> Path:
+    state = await engine.engine.state(engine.principal_id, response_id)
+    return engine.settings.sessions_dir / state.response["metadata"]["session_id"] / "home"
+
+
+def home_text(home: Path) -> str:
+    return "".join(data.decode() for data in tree(home).values())
+
+
+async def test_a_parked_store_false_turn_keeps_its_conversation_until_its_task_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = StandInEngine(tmp_path, keep_seconds=0.2)
+    monkeypatch.setattr(engine.base, "conversation_paths", (".standin",))
+    monkeypatch.setattr(
+        engine.base, "start_turn", lambda proc, turn: Transcribing(engine.base, turn)
+    )
+    run = functools.partial(task, engine, questions=QuestionPolicy.pause())
+    try:
+        kept = await engine.engine.start(run("kept-1"))
+        await until(engine, kept.response_id, "completed")
+        unkept = await engine.engine.start(
+            run("unkept-secret\nASK", store=False, previous_response_id=kept.response_id)
+        )
+        await until(engine, unkept.response_id, "input_required")
+        await asyncio.sleep(0.5)  # parked: its process is gone, its conversation kept
+        home = await session_home(engine, kept.response_id)
+        assert "unkept-secret" in home_text(home)
+        (question,) = (await engine.engine.state(engine.principal_id, unkept.response_id)).questions
+        carried = await engine.engine.answer(
+            engine.principal_id,
+            unkept.response_id,
+            [ToolAnswer(question.call_id, "teal")],
+            model_connection=CONNECTION,
+        )
+        done = await until(engine, carried, "completed")
+        assert text_of(done.response) == "heard before: 2"  # it resumed the parked turn
+        after = await engine.engine.start(run("kept-2", previous_response_id=carried))
+        done = await until(engine, after.response_id, "completed")
+        assert text_of(done.response) == "heard before: 1"  # the kept conversation goes on
+        text = home_text(home)
+        assert "unkept-secret" not in text and "teal" not in text and "kept-1" in text
+    finally:
+        await engine.close()
+
+
+async def test_a_kept_turn_puts_back_what_an_unanswered_parked_task_set_aside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = StandInEngine(tmp_path, keep_seconds=0.2)
+    monkeypatch.setattr(engine.base, "conversation_paths", (".standin",))
+    monkeypatch.setattr(
+        engine.base, "start_turn", lambda proc, turn: Transcribing(engine.base, turn)
+    )
+    run = functools.partial(task, engine, questions=QuestionPolicy.pause())
+    try:
+        kept = await engine.engine.start(run("kept-1"))
+        await until(engine, kept.response_id, "completed")
+        unkept = await engine.engine.start(
+            run("unkept-secret\nASK", store=False, previous_response_id=kept.response_id)
+        )
+        await until(engine, unkept.response_id, "input_required")
+        await asyncio.sleep(0.5)  # parked
+        cancelled = await engine.engine.cancel(engine.principal_id, unkept.response_id)
+        assert cancelled.status == "cancelled"
+        after = await engine.engine.start(run("kept-2", previous_response_id=kept.response_id))
+        done = await until(engine, after.response_id, "completed")
+        assert text_of(done.response) == "heard before: 1"
+        home = await session_home(engine, kept.response_id)
+        assert "unkept-secret" not in home_text(home)
+    finally:
+        await engine.close()
