@@ -203,6 +203,11 @@ DECLARATIONS = (
     "cli_pins",  # tuple[CliPin, ...]: the packages `install` puts under the tools folder
     "enforcement",  # Enforcement: what it really enforces
     "state_dirs",  # folder names the CLI keeps its own state in: never artifacts
+    # Where in the agent home the CLI keeps its conversations (transcripts, histories, logs,
+    # state databases): globs relative to the home, `*` within one path segment, each a file
+    # or a whole folder. A `store: false` task leaves them as it found them
+    # (uhp_server/engine/turns/unkept.py).
+    "conversation_paths",
     "runtime_packages",  # Debian packages the CLI needs in the docker runtime image
     "host_packages",  # Debian packages `install` needs on the host
 )
@@ -221,6 +226,7 @@ class HarnessBase(abc.ABC):
     cli_pins: tuple[CliPin, ...]
     enforcement: Enforcement
     state_dirs: tuple[str, ...]
+    conversation_paths: tuple[str, ...]
     runtime_packages: tuple[str, ...]
     host_packages: tuple[str, ...]
     honours_max_output_tokens: bool = False  # True when the CLI can cap generated tokens

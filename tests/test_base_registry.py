@@ -53,6 +53,7 @@ class TinyBase(Incomplete):
     name = "tiny-agent"
     label = "Tiny Agent"
     state_dirs = (".tiny-agent",)
+    conversation_paths = (".tiny-agent/sessions",)
     runtime_packages = ("tiny-runtime-lib",)
     host_packages = ("tiny-host-tool",)
 """
@@ -80,6 +81,11 @@ def test_built_in_declarations_are_well_formed(name: str) -> None:
     assert base.cli_pins and all(isinstance(pin, CliPin) for pin in base.cli_pins)
     assert base.cli_version in {pin.version for pin in base.cli_pins}
     assert base.state_dirs and all("/" not in d and d.startswith(".") for d in base.state_dirs)
+    # Relative to the agent home, inside a folder of the CLI's own: never the home itself.
+    assert base.conversation_paths
+    for path in base.conversation_paths:
+        assert not path.startswith("/") and ".." not in path.split("/")
+        assert path.startswith(".") and "/" in path and "*" not in path.split("/")[0]
     for packages in (base.runtime_packages, base.host_packages):
         assert isinstance(packages, tuple) and all(p and " " not in p for p in packages)
 
@@ -96,6 +102,7 @@ def test_a_base_lacking_a_declaration_is_named_missing() -> None:
         "wire",
         "cli_pins",
         "state_dirs",
+        "conversation_paths",
         "runtime_packages",
         "host_packages",
     ]

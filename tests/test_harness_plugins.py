@@ -158,6 +158,11 @@ PACKAGE_REFUSALS = [
     ({"files": [*package(), text("bin/", "x")]}, "plugins[0].files[4].path", "bin/"),
     ({"files": [*package(), text("a\\..\\x", "x")]}, "plugins[0].files[4].path", "a\\..\\x"),
     (
+        {"files": [*package(), text("bin/run\u202egp.sh", "x")]},
+        "plugins[0].files[4].path",
+        "bin/run\u202egp.sh",
+    ),
+    (
         {"files": [*package(), text("Plugin.json", "{}")]},
         "plugins[0].files[4].path",
         "Plugin.json",

@@ -51,6 +51,8 @@ BAD_SKILLS = [
     (skill({"path": "a\\..\\..\\x", "content": "x"}), "skills[0].files[1].path"),
     (skill({"path": "C:/x.md", "content": "x"}), "skills[0].files[1].path"),
     (skill({"path": "a\u0000b", "content": "x"}), "skills[0].files[1].path"),
+    (skill({"path": "a\u202etxt.exe", "content": "x"}), "skills[0].files[1].path"),
+    (skill({"path": "d\u2067ir/x.md", "content": "x"}), "skills[0].files[1].path"),
     (skill({"path": "", "content": "x"}), "skills[0].files[1].path"),
     (skill({"path": ".", "content": "x"}), "skills[0].files[1].path"),
     (skill({"path": 7, "content": "x"}), "skills[0].files[1].path"),

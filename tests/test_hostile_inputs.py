@@ -11,6 +11,7 @@ import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from types import SimpleNamespace
+from urllib.parse import quote
 
 import pytest
 
@@ -27,6 +28,7 @@ from uhp_server.files.filenames import MAX_NAME_BYTES, content_disposition, safe
 from uhp_server.files.trees import remove_tree
 from uhp_server.gateway.connection import ModelConnection, connection_provider
 from uhp_server.gateway.url_policy import UrlRefused, check_config_url, pin_url
+from uhp_server.harnesses.skill_paths import normalise_path
 from uhp_server.sandbox.ownership import hand_over
 
 
@@ -255,6 +257,29 @@ def test_a_safe_filename_fits_a_file_systems_limit_in_bytes(name: str, tmp_path:
     assert safe.endswith(".txt") == name.endswith(".txt")
     (tmp_path / safe).write_text("x")  # and the file system takes it
     (tmp_path / safe.replace(".txt", " (2).txt")).write_text("x")
+
+
+# Every bidirectional control: the marks, embeddings and overrides, isolates, Arabic's mark.
+BIDI_CONTROLS = [chr(c) for c in (0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))]
+BIDI_CONTROLS.append("\u061c")
+
+
+@pytest.mark.parametrize("control", BIDI_CONTROLS, ids=lambda c: f"U+{ord(c):04X}")
+def test_a_bidirectional_control_never_becomes_part_of_a_file_name(control: str) -> None:
+    """`invoice<U+202E>fdp.exe` shows as `invoiceexe.pdf`: refused in a skill's or plugin's
+    file path, replaced in an uploaded, attached or downloaded file's name."""
+    disguised = f"invoice{control}fdp.exe"
+    with pytest.raises(ApiError) as refused:
+        normalise_path(f"scripts/{disguised}", "skills[0].files[1].path")
+    assert refused.value.param == "skills[0].files[1].path"
+    assert safe_filename(disguised) == "invoice_fdp.exe"
+    assert quote(control) not in content_disposition(disguised)  # its UTF-8 name too
+    assert entry_names([SimpleNamespace(filename=f"d/{disguised}")]) == ["d/invoice_fdp.exe"]
+
+
+def test_a_name_in_a_right_to_left_script_is_still_a_name() -> None:
+    assert normalise_path("docs/تقرير.md", "p") == "docs/تقرير.md"
+    assert safe_filename("דוח.pdf") == "דוח.pdf"
 
 
 def test_archive_names_never_repeat_a_name_a_file_really_has() -> None:

@@ -323,7 +323,7 @@ def test_an_unreachable_model_says_what_happened(oumi: Platform, base_url: str, 
     assert "://" not in message and "127.0.0.1" not in message and ".invalid" not in message
 
 
-def test_bad_bodies_fail_only_the_row_and_unknown_invocations_are_404(
+def test_bad_bodies_and_unknown_resumes_fail_only_the_row_unknown_invocations_are_404(
     oumi: Platform, oumi_server: ServerProcess
 ) -> None:
     good = oumi.start([{"role": "user", "content": "SAY x"}])
@@ -351,7 +351,10 @@ def test_bad_bodies_fail_only_the_row_and_unknown_invocations_are_404(
         session_action="resume",
         input_messages=[{"role": "tool", "tool_call_id": "c", "content": "x"}],
     )
-    assert oumi.submit(resume_unknown).status_code == 404
+    # A resume names an invocation Oumi submitted: a 404 would fail the whole evaluation.
+    refused = oumi.submit(resume_unknown)
+    assert refused.status_code == 400, refused.text
+    assert oumi.status(resume_unknown["invocation_id"]).status_code == 404  # nothing started
     other = httpx.post(
         f"{oumi_server.url}/oumi/harnesses/chrn_not_mine/submit",
         json=good,

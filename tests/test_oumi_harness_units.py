@@ -3,11 +3,14 @@ and failure messages fit to show."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 
-from uhp_server.doors.oumi_harness.service import readable
+from uhp_server.doors.oumi_harness.service import OumiInvocations, readable
 from uhp_server.doors.oumi_harness.transcript import chat_messages, door_call_id
 from uhp_server.doors.oumi_harness.wire import parse_submission, status_object
+from uhp_server.engine import Engine, SessionKey
 from uhp_server.errors import ApiError
 
 CONNECTION = {"base_url": "https://x/v1", "model": "m", "api_key": "k"}
@@ -129,3 +132,35 @@ def test_failure_messages_carry_no_url_path_or_key() -> None:
         assert secret not in shown
     assert "401" in shown
     assert readable("") and len(readable("x" * 5000)) == 1000
+
+
+class NoInvocations:
+    """An engine that knows no invocation, and none that was deleted either."""
+
+    def __init__(self) -> None:
+        self.started: list[object] = []
+
+    async def latest_in_session(self, principal_id: str, harness_id: str, key: SessionKey) -> None:
+        return None
+
+    async def door_session_gone(self, principal_id: str, harness_id: str, key: SessionKey) -> bool:
+        return False
+
+    async def start(self, task: object) -> None:
+        self.started.append(task)
+        raise AssertionError("a resume never starts a turn")
+
+
+async def test_a_resume_of_an_unknown_invocation_fails_only_its_row() -> None:
+    """The errors table: 401, 403 and 404 fail the whole evaluation, any other 4xx the row.
+    A resume is of an invocation Oumi submitted, so the server answers a 400, starting none."""
+    engine = NoInvocations()
+    door = OumiInvocations(cast(Engine, engine))
+    resume = body(
+        session_action="resume",
+        input_messages=[{"role": "tool", "tool_call_id": "c", "content": "x"}],
+    )
+    with pytest.raises(ApiError) as refused:
+        await door.submit("p", "h", parse_submission(resume))
+    assert refused.value.status == 400 and refused.value.status not in (401, 403, 404, 409)
+    assert engine.started == []

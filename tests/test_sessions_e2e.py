@@ -6,6 +6,7 @@ import os
 import subprocess
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import httpx
 import pytest
 
 from tests.conftest import API_KEY, TEST_BASE, server_env
+from tests.scripted_provider import RunningProvider
 from tests.support.schema import check_stream, validate
 from tests.support.server import ServerProcess, query
 from tests.support.sse import read_stream
@@ -234,6 +236,60 @@ def test_store_false_is_not_retained(client: httpx.Client, server: ServerProcess
     )
     assert events == 0
     assert row[0] in (None, "null") and row[1] in ("[]", [])  # JSON text, or JSON parsed
+
+
+def agent_home(server: ServerProcess, response: dict[str, Any]) -> Path:
+    return server.data_dir / "sessions" / response["metadata"]["session_id"] / "home"
+
+
+def files_holding(home: Path, *markers: str) -> dict[str, list[str]]:
+    """Each marker's files under `home` that contain it, by content (links not followed)."""
+    found: dict[str, list[str]] = {marker: [] for marker in markers}
+    for folder, _, names in os.walk(home):
+        for name in names:
+            path = Path(folder, name)
+            if path.is_symlink() or not path.is_file():
+                continue
+            data = path.read_bytes()
+            for marker in markers:
+                if marker.encode() in data:
+                    found[marker].append(str(path.relative_to(home)))
+    return found
+
+
+def test_a_store_false_turn_leaves_nothing_of_its_conversation_in_the_agent_home(
+    client: httpx.Client, server: ServerProcess, provider: RunningProvider
+) -> None:
+    """The CLI's own transcripts, histories and logs of a `store: false` turn are gone once it
+    ends, in a new session and in the middle of a kept one, whose conversation goes on as it
+    was before that turn (the model never sees the unkept turn again)."""
+    tag = uuid.uuid4().hex[:12]
+    kept, asked, said = f"kept{tag}", f"unkept-prompt-{tag}", f"unkept-reply-{tag}"
+
+    # A new session whose first turn is not kept.
+    alone = create(client, {"input": f"{asked}-1\nSAY {said}-1", "store": False})
+    assert alone["status"] == "completed" and message_text(alone) == f"{said}-1"
+    # The session goes on (a turn waits for the one before it to be cleared away).
+    after_alone = create(client, {"input": "SAY still here", "previous_response_id": alone["id"]})
+    assert message_text(after_alone) == "still here"
+    left = files_holding(agent_home(server, alone), f"{asked}-1", f"{said}-1")
+    assert left == {f"{asked}-1": [], f"{said}-1": []}, left
+
+    # A kept conversation with a turn that is not kept in the middle.
+    first = create(client, {"input": f"REMEMBER {kept}"})
+    assert message_text(first) == f"noted {kept}"
+    unkept = create(
+        client,
+        {"input": f"{asked}-2\nSAY {said}-2", "store": False, "previous_response_id": first["id"]},
+    )
+    assert unkept["status"] == "completed" and message_text(unkept) == f"{said}-2"
+    provider.reset()
+    recalled = create(client, {"input": "RECALL", "previous_response_id": unkept["id"]})
+    assert message_text(recalled) == f"you said {kept}"  # the kept conversation goes on
+    assert not any(asked in str(request["body"]) for request in provider.requests())
+    left = files_holding(agent_home(server, first), kept, f"{asked}-2", f"{said}-2")
+    assert left[kept], "the kept conversation must stay where its CLI keeps it"
+    assert left[f"{asked}-2"] == [] and left[f"{said}-2"] == [], left
 
 
 def test_delete_never_cancels_a_running_task(client: httpx.Client, server: ServerProcess) -> None:

@@ -23,6 +23,17 @@ class ClaudeCodeBase(HarnessBase):
     cli_version = installer.CLI_VERSION
     cli_pins = (CliPin("npm", installer.PACKAGE, installer.CLI_VERSION),)
     state_dirs = (".claude",)
+    # Transcripts (per project folder), prompt history, todos, file and shell snapshots, logs.
+    conversation_paths = (
+        ".claude/projects",
+        ".claude/history.jsonl",
+        ".claude/todos",
+        ".claude/plans",
+        ".claude/file-history",
+        ".claude/shell-snapshots",
+        ".claude/session-env",
+        ".claude/debug",
+    )
     runtime_packages = ()  # a native binary: the image's common tools are all it runs
     host_packages = ("nodejs", "npm")  # npm fetches it
     # A deny rule in the CLI's settings removes a tool and refuses calls to it, and

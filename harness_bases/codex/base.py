@@ -28,6 +28,15 @@ class CodexBase(HarnessBase):
     cli_version = installer.CLI_VERSION
     cli_pins = (CliPin("npm", installer.PACKAGE, installer.CLI_VERSION),)
     state_dirs = (".codex",)
+    # Rollouts (the transcripts resume reads), the thread index and history databases, logs.
+    conversation_paths = (
+        ".codex/sessions",
+        ".codex/archived_sessions",
+        ".codex/history.jsonl",
+        ".codex/log",
+        ".codex/*.sqlite",
+        ".codex/*.sqlite-*",
+    )
     runtime_packages = ()  # a static binary: the image's common tools are all it runs
     host_packages = ("nodejs", "npm")  # npm fetches it
     # No per-tool block for built-in tools and no step flag: disabled tools are an

@@ -24,6 +24,8 @@ class GeminiCliBase(AcpBase):
         CliPin("npm", node_runtime.package(), node_runtime.NODE_VERSION),
     )
     state_dirs = (config.CONFIG_DIR,)
+    # Per-project chats, logs and checkpoints under tmp/, and the shell history.
+    conversation_paths = (f"{config.CONFIG_DIR}/tmp", f"{config.CONFIG_DIR}/history")
     runtime_packages = ()  # its own node (under the tools folder) and the image's shell tools
     host_packages = ("nodejs", "npm")  # npm fetches it
     # `tools.exclude` takes a tool out of the registry (not offered to the model); no step

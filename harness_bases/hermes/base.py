@@ -22,6 +22,11 @@ class HermesBase(AcpBase):
     cli_version = installer.CLI_VERSION
     cli_pins = (CliPin("pypi", "hermes-agent", installer.CLI_VERSION),)
     state_dirs = (config.HERMES_DIR,)
+    # The sessions database (and its WAL), session files, logs and its memories.
+    conversation_paths = tuple(
+        f"{config.HERMES_DIR}/{path}"
+        for path in ("state.db", "state.db-*", "sessions", "logs", "memories")
+    )
     runtime_packages = ("python3",)  # its venv runs on Debian's python3
     host_packages = ("python3-venv",)  # the venv is made with Debian's /usr/bin/python3
     # Hermes blocks whole toolsets, not single tools: disabled tools are an instruction.

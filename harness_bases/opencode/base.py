@@ -20,6 +20,9 @@ class OpenCodeBase(AcpBase):
     cli_version = installer.CLI_VERSION
     cli_pins = (CliPin("npm", installer.PACKAGE, installer.CLI_VERSION),)
     state_dirs = (".opencode",)
+    # XDG_DATA_HOME's opencode.db (sessions, messages) with its storage, logs and snapshots,
+    # and XDG_STATE_HOME's prompt history.
+    conversation_paths = (".local/share/opencode", ".local/state/opencode")
     # A native binary; its search and skill tools run `rg` (it would download one otherwise).
     runtime_packages = ("ripgrep",)
     host_packages = ("nodejs", "npm", "ripgrep")  # npm fetches it

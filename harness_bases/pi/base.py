@@ -33,6 +33,7 @@ class PiBase(HarnessBase):
         CliPin("npm", node_runtime.package(), node_runtime.NODE_VERSION),
     )
     state_dirs = (".pi",)
+    conversation_paths = (".pi/agent/sessions",)  # one <time>_<id>.jsonl per conversation
     runtime_packages = ()  # its own node (under the tools folder) and the image's shell tools
     host_packages = ("nodejs", "npm")  # npm fetches it
     # `--tools` is an allowlist: a disabled tool is not offered to the model and a call to it

@@ -31,6 +31,10 @@ class QwenCodeBase(AcpBase):
         CliPin("npm", node_runtime.package(), node_runtime.NODE_VERSION),
     )
     state_dirs = (config.CONFIG_DIR,)
+    # Per-project chats and logs under tmp/ and projects/, the shell history, debug logs.
+    conversation_paths = tuple(
+        f"{config.CONFIG_DIR}/{path}" for path in ("tmp", "projects", "history", "debug")
+    )
     runtime_packages = ()  # its own node (under the tools folder) and the image's shell tools
     host_packages = ("nodejs", "npm")  # npm fetches it
     # A `permissions.deny` rule takes the tool out of the registry: not offered, a call

@@ -91,6 +91,7 @@ class StandInBase(HarnessBase):
     cli_pins = ()
     enforcement = Enforcement(disabled_tools="instruction", max_step="counted")
     state_dirs = ()
+    conversation_paths = ()
     runtime_packages = ()
     host_packages = ()
 

@@ -196,6 +196,7 @@ class FakeBase(HarnessBase):
         default_factory=lambda: Enforcement(disabled_tools="instruction", max_step="counted")
     )
     state_dirs: tuple[str, ...] = ()
+    conversation_paths: tuple[str, ...] = ()
     runtime_packages: tuple[str, ...] = ()
     host_packages: tuple[str, ...] = ()
     default_script: list[Step] = field(default_factory=lambda: answer("ok"))

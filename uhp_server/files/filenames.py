@@ -6,7 +6,11 @@ import re
 import unicodedata
 from urllib.parse import quote
 
-_UNSAFE = re.compile(r'[\x00-\x1f\x7f<>:"|?*\\/]')
+# Unicode's bidirectional controls (marks, embeddings, overrides, isolates) change the order a
+# name is shown in without being seen: "report\u202efdp.exe" shows as "reportexe.pdf".
+BIDI_CONTROLS = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"  # as a regex class's body
+_BIDI = re.compile(f"[{BIDI_CONTROLS}]")
+_UNSAFE = re.compile(f'[\\x00-\\x1f\\x7f<>:"|?*\\\\/{BIDI_CONTROLS}]')
 MAX_NAME = 120
 # A file system's limit is 255 bytes a name (NAME_MAX), and 120 characters of four bytes each
 # would pass it; what is left over makes room for the " (2)" of a name already taken.
@@ -14,7 +18,8 @@ MAX_NAME_BYTES = 200
 
 
 def safe_filename(name: str | None, fallback: str = "file") -> str:
-    """One path component: no separators, no control characters, no leading dots, not empty.
+    """One path component: no separators, no control or bidirectional control characters, no
+    leading dots, not empty.
 
     Only the last component of whatever the client sent is kept (`../../x.txt` is `x.txt`),
     so a name can never address anything but a file in the folder it is written to."""
@@ -51,12 +56,19 @@ def _last_component(name: str) -> str:
 
 
 # Backslash is a separator to Windows extractors and browsers (`..\x` would climb out of the
-# folder; zip names allow only `/`); a control character breaks a terminal or a file dialog.
-_NOT_PORTABLE = re.compile(r"[\\\x00-\x1f\x7f]")
+# folder; zip names allow only `/`); a control character breaks a terminal or a file dialog,
+# and a bidirectional one disguises the name (its extension) in either.
+_NOT_PORTABLE = re.compile(f"[\\\\\\x00-\\x1f\\x7f{BIDI_CONTROLS}]")
+
+
+def has_bidi_control(text: str) -> bool:
+    """Whether `text` holds a character that reorders how it is shown (BIDI_CONTROLS)."""
+    return _BIDI.search(text) is not None
 
 
 def portable(name: str) -> str:
-    """The name with backslashes and control characters as `_` (folders by `/` kept)."""
+    """The name with backslashes, control and bidirectional control characters as `_`
+    (folders by `/` kept)."""
     return _NOT_PORTABLE.sub("_", name)
 
 

@@ -7,7 +7,10 @@ client cannot see: unchecked, that is an SSRF proxy into the server's own networ
 - never an address on a link-local network (169.254.0.0/16, fe80::/10: cloud metadata lives
   there), nor an unspecified, multicast or reserved one;
 - never a private or loopback address (10/8, 172.16/12, 192.168/16, 127/8, ::1, fc00::/7,
-  `localhost`…) unless UHP_MCP_ALLOW_PRIVATE_HOSTS=true, for a server on the same network.
+  `localhost`…) unless UHP_MCP_ALLOW_PRIVATE_HOSTS=true, for a server on the same network;
+- an IPv6 address that carries an IPv4 one (IPv4-mapped, -compatible and -translated, 6to4,
+  NAT64, Teredo: a relay or translator on the path delivers it to that IPv4 address) is
+  judged by the IPv4 addresses it carries, every one of them: `[2002:7f00:1::]` is 127.0.0.1.
 
 At configuration time a literal IP or `localhost` is checked; a DNS name is only checked at
 run time, because what it resolves to can change. At run time every address the name
@@ -91,10 +94,43 @@ def _literal_ip(host: str) -> IPAddress | None:
         return None
 
 
+# IPv6 prefixes whose last 32 bits are an IPv4 address (the others have properties of their
+# own in `ipaddress`): NAT64's well-known prefix (RFC 6052) and local-use one (RFC 8215, in its
+# /96 form), IPv4-translated (RFC 2765) and the deprecated IPv4-compatible (RFC 4291).
+_NAT64_WELL_KNOWN = ipaddress.IPv6Network("64:ff9b::/96")
+_NAT64_LOCAL_USE = ipaddress.IPv6Network("64:ff9b:1::/48")
+_IPV4_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")
+_IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address, ...]:
+    """Every IPv4 address an IPv6 transition form carries, which is where a packet to it may
+    be delivered; () for any other IPv6 address. Teredo carries two: its server's, and its
+    client's (stored XORed with 0xffffffff; `teredo` undoes that)."""
+    if address.ipv4_mapped is not None:
+        return (address.ipv4_mapped,)
+    if address.sixtofour is not None:
+        return (address.sixtofour,)
+    if address.teredo is not None:
+        return address.teredo
+    last_32_bits = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if any(address in prefix for prefix in (_NAT64_WELL_KNOWN, _NAT64_LOCAL_USE)):
+        return (last_32_bits,)
+    if address in _IPV4_TRANSLATED:
+        return (last_32_bits,)
+    if address in _IPV4_COMPATIBLE and not (address.is_unspecified or address.is_loopback):
+        return (last_32_bits,)
+    return ()
+
+
 def address_refusal(address: IPAddress, allow_private: bool) -> str | None:
     """Why connecting to `address` is refused, or None when it is allowed."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+    if isinstance(address, ipaddress.IPv6Address) and (carried := embedded_ipv4(address)):
+        if address in _NAT64_LOCAL_USE and not allow_private:
+            # A translator of the local network's own, whatever it is given to reach.
+            return "The URL points at a private or loopback address."
+        reasons = (address_refusal(ipv4, allow_private) for ipv4 in carried)
+        return next((reason for reason in reasons if reason), None)
     if address.is_link_local or address.is_unspecified or address.is_multicast:
         return "The URL points at a link-local, unspecified or multicast address."
     if address.is_loopback or address.is_private:

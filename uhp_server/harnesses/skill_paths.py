@@ -4,8 +4,9 @@ spelling per file.
 A path is normalised as a POSIX path ("./a//b" is "a/b") and refused when it could mean a
 file outside the folder or a second name for another file: absolute, `..` anywhere, a
 backslash (a separator on Windows clients: `..\\x`), NUL or control characters, a
-Windows drive (`C:`), or a name repeated, also differing only in case (one file on
-case-insensitive filesystems) or used both as a file and as a folder.
+bidirectional control (U+202E before `txt.exe` shows it as `exe.txt`), a Windows drive (`C:`),
+or a name repeated, also differing only in case (one file on case-insensitive filesystems) or
+used both as a file and as a folder.
 
 How a refusal is raised is the caller's: a skill's is `invalid_input`, a plugin's is
 `plugin_invalid` (plugins/problems.py), each from `refuse(param, message)`.
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from pathlib import PurePosixPath
 from typing import NoReturn
 
+from uhp_server.files.filenames import has_bidi_control
 from uhp_server.harnesses.problems import invalid
 
 Refusal = Callable[[str, str], NoReturn]  # (param, message)
@@ -35,6 +37,8 @@ def normalise_path(raw: object, param: str, refuse: Refusal = invalid) -> str:
         refuse(param, "A file needs a non-empty `path`.")
     if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in raw) or "\\" in raw:
         refuse(param, "A file path may not contain backslashes or control characters.")
+    if has_bidi_control(raw):
+        refuse(param, "A file path may not contain bidirectional control characters.")
     if raw.startswith("/") or _DRIVE.match(raw):
         refuse(param, "A file path must be relative to its folder.")
     parts = PurePosixPath(raw).parts

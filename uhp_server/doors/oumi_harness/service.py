@@ -88,17 +88,18 @@ class OumiInvocations:
         response_id = await self._latest(principal_id, harness_id, sub.invocation_id)
         if response_id is None and await self._gone(principal_id, harness_id, sub.invocation_id):
             return self._gone_status(principal_id, sub.session_id, sub.invocation_id)
+        if response_id is None and sub.action == "resume":
+            # Oumi resumes only what it submitted: the 404 an unknown invocation gets
+            # elsewhere would fail the whole evaluation, where a 400 fails only this row.
+            raise bad_request("No invocation with that id to resume.", "invocation_id")
         if response_id is not None:
             await self._same_session(principal_id, response_id, sub.session_id)
         self._remember(principal_id, sub.invocation_id, sub.session_id)  # only once it is ours
-        if sub.action == "start":
-            if response_id is None:
-                response_id = await self._start(principal_id, harness_id, sub)
-            else:
-                await self._fresh_key(principal_id, response_id, sub.connection)
+        if response_id is None:
+            response_id = await self._start(principal_id, harness_id, sub)
+        elif sub.action == "start":
+            await self._fresh_key(principal_id, response_id, sub.connection)
         else:
-            if response_id is None:
-                raise ApiError(404, "invocation_not_found", "No invocation with that id.")
             response_id = await self._resume(principal_id, response_id, sub)
         return await self._status(principal_id, response_id, sub.session_id, sub.invocation_id)
 

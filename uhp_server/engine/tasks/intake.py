@@ -235,6 +235,7 @@ class TaskIntake:
                 mcp_servers=parts.mcp_servers,
                 plugins=parts.plugins,
                 ask_user=task.questions.offers_tool,
+                store=task.store,
             )
             # The first event is committed with the response: the log goes on from it.
             log = EventLog(self.db, response_id, persist=task.store, committed=[first_event])
@@ -248,9 +249,7 @@ class TaskIntake:
                 log=log,
                 builder=builder,
             )
-            log.release_on_end = lambda: SessionRelease(
-                run.session_id, run.native_session_id or None
-            )
+            log.release_on_end = lambda: SessionRelease(run.session_id, run.native_id_to_keep())
             run.container_id = held.container_id
             run.public_base_url = self.settings.public_base_url or base_url
             # Registered before the next await, so a racing request finds the run.

@@ -23,6 +23,7 @@ from harness_bases.plugin_folders import place_plugins, stdio_launches
 from harness_bases.turns import AgentTurn
 from uhp_server.engine.requests import IncompleteReason, TaskStatus
 from uhp_server.engine.tasks.attachments import prompt_note
+from uhp_server.engine.turns import unkept
 from uhp_server.engine.turns.admission import Admission
 from uhp_server.engine.turns.files import TurnFiles
 from uhp_server.engine.turns.questions import (
@@ -103,6 +104,7 @@ class TurnExecutor:
             admitted = await self._admit(run)
             if not run.stop.is_set():
                 run.enter(RunPhase.RUNNING)
+            plan = await self._conversation_before(run)
             mcp = await self._reachable_mcp(run)
             grant.mcp_servers = {target.name: target for target in mcp}
             spec = await self._with_attachments(run, self._spec(plan, grant.token, mcp))
@@ -153,6 +155,8 @@ class TurnExecutor:
                 try:
                     await wind_down(proc, agent_turn, agen, pending, outcome, self.grace_seconds)
                 finally:
+                    if not run.keeps_conversation:  # its process is gone: nothing writes more
+                        await self._put_conversation_back(run)
                     if collecting is not None:  # a late collection is part of the turn's work
                         await asyncio.gather(collecting, return_exceptions=True)
                     if admitted and self.admission is not None:
@@ -191,6 +195,32 @@ class TurnExecutor:
         except asyncio.CancelledError:
             return False
         return True
+
+    async def _conversation_before(self, run: Run) -> TurnPlan:
+        """A `store: false` task's conversation files are set aside before its turn runs
+        (engine/turns/unkept.py); a kept turn first puts back any that a `store: false` task
+        left aside (parked and never answered, or cut off by a crash), and resumes the CLI
+        conversation it started from."""
+        plan = run.plan
+        home, paths = plan.home, plan.base.conversation_paths
+        if not plan.store:
+            run.conversation_start = await asyncio.to_thread(
+                unkept.set_aside, home, paths, plan.native_session_id
+            )
+        elif await asyncio.to_thread(unkept.set_aside_pending, home):
+            started_from = await asyncio.to_thread(unkept.put_back, home, paths)
+            run.plan = plan = dataclasses.replace(plan, native_session_id=started_from)
+        return plan
+
+    @staticmethod
+    async def _put_conversation_back(run: Run) -> None:
+        """The CLI's conversation files as the `store: false` task found them."""
+        try:
+            await asyncio.to_thread(
+                unkept.put_back, run.plan.home, run.plan.base.conversation_paths
+            )
+        except Exception:
+            log.exception("unkept_conversation_left", extra={"response_id": run.response_id})
 
     async def _previous_turn_gone(self, run: Run) -> None:
         """A session's turns never overlap in its workspace, even while one is winding down."""

@@ -203,7 +203,7 @@ class RunRegistry:
         if not run.log.persist:
             session_listing.record_status(tx, run.response_id, status)
         session_store.release_session(
-            tx, run.session_id, run.response_id, status, run.native_session_id
+            tx, run.session_id, run.response_id, status, run.native_id_to_keep()
         )
 
     async def cancel(self, run: Run) -> None:

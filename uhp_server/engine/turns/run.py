@@ -66,6 +66,9 @@ class TurnPlan:
     # like the base's backend, with `model` as is. A per-turn connection's key lives here.
     route: ModelRoute | None = field(default=None, repr=False)
     ask_user: bool = False  # offer the server's question tool (engine/turns/questions.py)
+    # False for a `store: false` task: the CLI's conversation files go back to what they were
+    # once it ends (engine/turns/unkept.py).
+    store: bool = True
 
 
 @dataclass
@@ -124,6 +127,9 @@ class Run:
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     stopped: asyncio.Event = field(default_factory=asyncio.Event)  # set on entering `ended`
     native_session_id: str | None = None
+    # A `store: false` task's: the CLI conversation it started from, the session's again once
+    # the task ends (set when its conversation files are set aside).
+    conversation_start: str | None = None
     cli_usage: ev.Usage | None = None
     # The previous turn of this session, still winding down: this turn starts after it.
     after: Run | None = None
@@ -193,6 +199,18 @@ class Run:
     def abandoned(self) -> bool:
         """Its replica gave it up: it ends `failed` here, and nothing more of it is stored."""
         return self._stop_reason is StopReason.ABANDON
+
+    @property
+    def keeps_conversation(self) -> bool:
+        """Whether the CLI's conversation as this turn leaves it stays: a kept task's, or a
+        `store: false` one's whose turn parked on a question (its answer goes on with it)."""
+        return self.plan.store or (bool(self.parked) and not self.cut_short)
+
+    def native_id_to_keep(self) -> str | None:
+        """The CLI conversation the session goes on with once this turn ends."""
+        if self.keeps_conversation:
+            return self.native_session_id or None
+        return self.conversation_start
 
     def stopped_outcome(self) -> Outcome:
         """How a stopped turn ends, by the strongest reason it was stopped for."""
