@@ -12,6 +12,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from harness_bases.base import Invocation, SandboxPaths
 from uhp_server.gateway.tokens import DOOR_SCOPE_KEY
+from uhp_server.sandbox.base import SandboxError
 from uhp_server.sandbox.docker import bootstrap, images
 from uhp_server.sandbox.docker.container import (
     HostMounts,
@@ -22,6 +23,7 @@ from uhp_server.sandbox.docker.container import (
 )
 from uhp_server.sandbox.docker.gateway_socket import socket_dir
 from uhp_server.sandbox.docker.host_paths import HostPaths
+from uhp_server.sandbox.docker.runtimes import check_runtime
 from uhp_server.sandbox.docker.sandbox import DockerSandbox
 from uhp_server.sandbox.gateway_door import gateway_only
 from uhp_server.sandbox.ownership import hand_over
@@ -45,6 +47,7 @@ def test_hardening_is_all_there() -> None:
     assert config["nano_cpus"] == 1_500_000_000
     assert config["tmpfs"] == {"/tmp": "rw,nosuid,nodev,size=64m,mode=1777"}
     assert config["auto_remove"] is True and config["init"] is True
+    assert config["runtime"] is None  # the engine's default (runc)
     assert config["binds"] == {
         "/h/ws": {"bind": "/workspace", "mode": "rw"},
         "/h/home": {"bind": "/home/agent", "mode": "rw"},
@@ -52,6 +55,37 @@ def test_hardening_is_all_there() -> None:
         "/h/gw": {"bind": "/run/uhp-gateway", "mode": "ro"},
         "/h/gw/resolv.conf": {"bind": "/etc/resolv.conf", "mode": "ro"},
     }
+
+
+def test_the_runtime_setting_is_the_containers_runtime() -> None:
+    config = host_config_kwargs(MOUNTS, SandboxPaths(), Limits(), "runsc")
+    assert config["runtime"] == "runsc"
+    # Everything else is the same hardening, whatever the runtime.
+    assert {k: v for k, v in config.items() if k != "runtime"} == {
+        k: v
+        for k, v in host_config_kwargs(MOUNTS, SandboxPaths(), Limits()).items()
+        if k != "runtime"
+    }
+
+
+class FakeInfoApi:
+    def __init__(self, runtimes: dict[str, object]) -> None:
+        self.runtimes = runtimes
+
+    def info(self) -> dict[str, object]:
+        return {"Runtimes": self.runtimes}
+
+
+def test_an_engine_without_the_runtime_is_refused_saying_how_to_register_it() -> None:
+    engine = FakeInfoApi({"runc": {"path": "runc"}})
+    check_runtime(engine, "", "unix:///e.sock")  # the engine's default: nothing to check
+    check_runtime(engine, "runc", "unix:///e.sock")
+    with pytest.raises(SandboxError) as refused:
+        check_runtime(engine, "runsc", "unix:///e.sock")
+    assert "UHP_DOCKER_RUNTIME=runsc" in str(refused.value)
+    assert "unix:///e.sock" in str(refused.value) and "it has: runc" in str(refused.value)
+    assert "scripts/docker-engine.sh" in str(refused.value)
+    check_runtime(FakeInfoApi({"runc": {}, "runsc": {}}), "runsc", "unix:///e.sock")
 
 
 def test_the_cli_starts_behind_the_gateway_relay_with_its_own_env() -> None:
@@ -89,6 +123,7 @@ def test_settings_reach_the_sandbox(tmp_path: Path) -> None:
         docker_user="2000:2000",
         docker_hosts="unix:///run/a.sock, ssh://me@b",
         docker_host_max_turns=3,
+        docker_runtime="runsc",
     )
     sandbox = make_sandbox(settings)
     assert isinstance(sandbox, DockerSandbox)
@@ -97,6 +132,7 @@ def test_settings_reach_the_sandbox(tmp_path: Path) -> None:
     assert sandbox.image == "my/agent:1"
     assert sandbox.limits == Limits("1g", 0.5, 64, "32m")
     assert sandbox.user == (2000, 2000)
+    assert sandbox.runtime == "runsc"
     assert sandbox.gateway_url("openai") == "http://127.0.0.1:8080/gateway/openai/v1"
 
 

@@ -88,9 +88,13 @@ def create_kwargs(
     }
 
 
-def host_config_kwargs(mounts: HostMounts, paths: SandboxPaths, limits: Limits) -> dict[str, Any]:
-    """Keyword arguments for APIClient.create_host_config: the hardening, in one place."""
+def host_config_kwargs(
+    mounts: HostMounts, paths: SandboxPaths, limits: Limits, runtime: str = ""
+) -> dict[str, Any]:
+    """Keyword arguments for APIClient.create_host_config: the hardening, in one place.
+    `runtime`: the engine's runtime (runtimes.py); empty, the engine's default."""
     return {
+        "runtime": runtime or None,
         "binds": {
             mounts.workspace: {"bind": paths.workspace, "mode": "rw"},
             mounts.home: {"bind": paths.home, "mode": "rw"},

@@ -1,0 +1,44 @@
+"""The engine's runtime for agent containers (UHP_DOCKER_RUNTIME): runc, or gVisor's runsc.
+
+With `runsc`, every system call of the agent is served by gVisor's own kernel (the Sentry,
+a user-space Go program), not the host's: the host kernel sees only the few calls the Sentry
+makes, under gVisor's own seccomp filter. docs/gvisor.md says what that buys, what it costs
+(bench/sandbox.py) and what differs inside (Debian bookworm's runsc, 2022-12-19).
+
+The runtime is the engine's to register (/etc/docker/daemon.json; scripts/docker-engine.sh
+does it for runsc, with --network=none: gVisor refuses the host's network namespace, and the
+docker sandbox needs no network anyway). A server set to a runtime that an engine lacks
+would fail every turn; it refuses that engine at once instead, saying how to register it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from uhp_server.sandbox.base import SandboxError
+
+GVISOR = "runsc"
+
+
+def engine_runtimes(api: Any) -> set[str]:
+    """The runtimes an engine has registered (`docker info`'s Runtimes)."""
+    return set((api.info().get("Runtimes") or {}).keys())
+
+
+def check_runtime(api: Any, runtime: str, engine: str) -> None:
+    """Raise SandboxError when `runtime` (empty: the engine's default) is not registered."""
+    if not runtime:
+        return
+    have = engine_runtimes(api)
+    if runtime in have:
+        return
+    how = (
+        "install gVisor (apt-get install runsc) and register it: bash scripts/docker-engine.sh "
+        "(adds it to /etc/docker/daemon.json and reloads the engine)"
+        if runtime == GVISOR
+        else "register it in the engine's daemon.json `runtimes` and reload the engine"
+    )
+    raise SandboxError(
+        f"UHP_DOCKER_RUNTIME={runtime}, but the docker engine {engine} has no runtime of that "
+        f"name (it has: {', '.join(sorted(have)) or 'none'}); {how}"
+    )
