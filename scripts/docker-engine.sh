@@ -53,7 +53,9 @@ stop_pid() {  # stop_pid FILE: TERM the process whose id FILE holds and wait for
 # kept), and a running engine told to reload it. gVisor there cannot run with the host's
 # network (its own network stack refuses the root namespace), so it always gets
 # --network=none: the docker sandbox's containers have no network anyway, and reach the
-# gateway through a Unix socket.
+# gateway through a Unix socket, which --host-uds=open lets them connect to (gVisor's
+# default refuses every host socket; `open` allows connecting to the ones a container
+# mounts, never creating one on the host).
 register_gvisor() {
   command -v runsc >/dev/null || return 0
   local config=/etc/docker/daemon.json changed
@@ -62,7 +64,7 @@ register_gvisor() {
 import json, os, sys
 path = sys.argv[1]
 config = json.load(open(path)) if os.path.exists(path) else {}
-wanted = {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none"]}
+wanted = {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none", "--host-uds=open"]}
 if config.get("runtimes", {}).get("runsc") != wanted:
     config.setdefault("runtimes", {})["runsc"] = wanted
     with open(path + ".tmp", "w") as file:

@@ -1,5 +1,6 @@
 """The docker sandbox, run for real against a live engine: hardening, network, streams, kill,
-reaping. Skipped, loudly, only when no Docker engine answers (scripts/test.sh starts one)."""
+reaping. Skipped, loudly, only when no Docker engine answers (scripts/test.sh starts one).
+UHP_TEST_DOCKER_RUNTIME=runsc runs every test here in gVisor (scripts/test.sh does, too)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 from starlette.types import Receive, Scope, Send
 
 from harness_bases.base import Invocation
-from tests.support.docker import engine_or_skip, runtime_image_or_skip
+from tests.support.docker import TEST_DOCKER_RUNTIME, engine_or_skip, runtime_image_or_skip
 from uhp_server.sandbox.base import SandboxError, SessionMounts
 from uhp_server.sandbox.docker import DockerSandbox
 from uhp_server.sandbox.docker.container import Limits
@@ -28,6 +29,11 @@ pytestmark = pytest.mark.heavy  # a real engine: containers take a second each
 
 ENV = {"PATH": "/usr/bin:/bin", "HOME": "/home/agent", "UHP_TEST_MARK": "yes"}
 AGENT_UID = 1000  # the tests run as root: the sandbox then runs agents as 1000:1000
+GVISOR = TEST_DOCKER_RUNTIME == "runsc"
+# The pids limit of the fixture's containers. In gVisor the container's pids cgroup also
+# holds the Sentry's own host threads (about 40 idle, measured here), so the agent's share
+# of a limit is that much smaller: 64 would not leave it enough to start.
+PIDS = 256 if GVISOR else 64
 
 
 async def gateway_app(scope: Scope, receive: Receive, send: Send) -> None:
@@ -59,7 +65,12 @@ def mounts(tmp_path: Path) -> SessionMounts:
 
 @pytest.fixture
 async def sandbox(tmp_path: Path, image: str) -> AsyncIterator[DockerSandbox]:
-    box = DockerSandbox(tmp_path / "data", image=image, limits=Limits(pids=64, memory="256m"))
+    box = DockerSandbox(
+        tmp_path / "data",
+        image=image,
+        runtime=TEST_DOCKER_RUNTIME,
+        limits=Limits(pids=PIDS, memory="256m"),
+    )
     await box.open(gateway_app)
     yield box
     await box.close()
@@ -280,6 +291,7 @@ async def test_configured_limits_are_what_the_container_gets(
     box = DockerSandbox(
         tmp_path / "other",
         image=image,
+        runtime=TEST_DOCKER_RUNTIME,
         limits=Limits(memory="128m", cpus=0.5, pids=32, tmp_size="16m"),
     )
     await box.open(gateway_app)
@@ -419,7 +431,9 @@ async def test_egress_goes_through_the_proxy_to_allowed_hosts_only(
     web = await asyncio.start_server(handle, "127.0.0.1", 0)
     port = web.sockets[0].getsockname()[1]
     policy = EgressPolicy.from_settings("127.0.0.1", allow_private=True)
-    box = DockerSandbox(tmp_path / "egress", image=image, egress=policy)
+    box = DockerSandbox(
+        tmp_path / "egress", image=image, runtime=TEST_DOCKER_RUNTIME, egress=policy
+    )
     await box.open(gateway_app)
 
     def via_proxy(url: str) -> str:  # no curl in the image: speak to the proxy by hand
@@ -461,19 +475,19 @@ async def test_a_restarted_server_reaps_what_a_dead_one_left(
     tmp_path: Path, image: str, mounts: SessionMounts
 ) -> None:
     data = tmp_path / "reap"
-    first = DockerSandbox(data, image=image)
+    first = DockerSandbox(data, image=image, runtime=TEST_DOCKER_RUNTIME)
     await first.open(gateway_app)
     left = await start(first, mounts, "echo up; trap '' TERM; sleep 600")
     assert await asyncio.wait_for(anext(left.lines()), 20) == b"up"
     # Another server's container must survive our reaping.
-    neighbour = DockerSandbox(tmp_path / "neighbour", image=image)
+    neighbour = DockerSandbox(tmp_path / "neighbour", image=image, runtime=TEST_DOCKER_RUNTIME)
     await neighbour.open(gateway_app)
     theirs = await start(neighbour, mounts, "echo up; sleep 600")
     assert await asyncio.wait_for(anext(theirs.lines()), 20) == b"up"
     try:
         # The first server "dies": its gateway goes, its container is left running.
         await first.gateway.close()
-        second = DockerSandbox(data, image=image)
+        second = DockerSandbox(data, image=image, runtime=TEST_DOCKER_RUNTIME)
         assert second.owner == "" and first.owner
         await second.open(gateway_app)
         assert second.owner == first.owner
