@@ -234,8 +234,17 @@ async def test_no_capabilities_and_no_new_privileges(
     sandbox: DockerSandbox, mounts: SessionMounts
 ) -> None:
     fields = "^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):"
-    _, out = await run(sandbox, mounts, f"grep -h -E '{fields}' /proc/1/status /proc/self/status")
-    assert len(out) == 12  # init and the agent's own process
+    no_new_privs = (
+        "import ctypes; print('NoNewPrivs:\\t%d' % ctypes.CDLL(None).prctl(39, 0, 0, 0, 0))"
+    )
+    _, out = await run(
+        sandbox,
+        mounts,
+        f"grep -h -E '{fields}' /proc/1/status /proc/self/status; python3 -c \"{no_new_privs}\"",
+    )
+    # init and the agent's own process, then the agent's PR_GET_NO_NEW_PRIVS. gVisor's
+    # /proc/<pid>/status has no CapAmb and NoNewPrivs lines: its prctl answers for them.
+    assert len(out) == (9 if GVISOR else 13)
     for line in out:
         name, value = line.split(":\t")
         assert value == ("1" if name == "NoNewPrivs" else "0000000000000000"), line
@@ -266,6 +275,50 @@ CGROUP_LIMITS = (
 )
 
 
+def host_cgroup_limits(container_id: str) -> list[str]:
+    """pids, memory, CPU quota and period of a container's cgroup, read on the host."""
+    v1 = Path("/sys/fs/cgroup")
+    files = [
+        v1 / "pids/docker" / container_id / "pids.max",
+        v1 / "memory/docker" / container_id / "memory.limit_in_bytes",
+        v1 / "cpu/docker" / container_id / "cpu.cfs_quota_us",
+        v1 / "cpu/docker" / container_id / "cpu.cfs_period_us",
+    ]
+    if not files[0].exists():  # cgroup v2: the systemd driver's scope, or cgroupfs' folder
+        scopes = (v1 / f"system.slice/docker-{container_id}.scope", v1 / "docker" / container_id)
+        folder = next(p for p in scopes if p.exists())
+        pids, memory = ((folder / name).read_text().strip() for name in ("pids.max", "memory.max"))
+        return [pids, memory, *(folder / "cpu.max").read_text().split()]
+    return [f.read_text().strip() for f in files]
+
+
+@pytest.mark.skipif(not GVISOR, reason="gVisor's limits: the test below is runc's")
+async def test_in_gvisor_the_limits_hold_the_whole_sandbox_and_an_excess_ends_the_turn(
+    sandbox: DockerSandbox, mounts: SessionMounts
+) -> None:
+    """In gVisor the agent's processes are not the host's: the container's cgroup holds the
+    Sentry (the user-space kernel) with everything it runs, and has the configured limits.
+    The agent sees no cgroup files; going over a limit ends the whole sandbox (the Sentry
+    cannot make a thread, or is killed for memory), and with it the turn."""
+    proc = await start(sandbox, mounts, "echo up; sleep 30")
+    assert await asyncio.wait_for(anext(proc.lines()), 20) == b"up"
+    limits = host_cgroup_limits(proc.container_id)
+    await proc.kill()
+    assert limits[:2] == [str(PIDS), str(256 * 1024 * 1024)]
+    assert int(limits[2]) / int(limits[3]) == 2.0  # the default: two cores
+    code, out = await run(
+        sandbox,
+        mounts,
+        f"(for i in $(seq 1 {2 * PIDS}); do sleep 30 & done; wait) 2>/dev/null & "
+        "sleep 3; echo survived",
+    )
+    assert code != 0 and out == []
+    grow = "b = []\nwhile True: b.append(bytearray(8 << 20))"
+    code, out, _ = await run_full(sandbox, mounts, f"python3 -c '{grow}'; echo survived")
+    assert code == 137 and out == []  # the OOM killer took the sandbox itself
+
+
+@pytest.mark.skipif(GVISOR, reason="gVisor: the test above")
 async def test_pid_memory_and_cpu_limits_are_enforced_by_the_kernel(
     sandbox: DockerSandbox, mounts: SessionMounts
 ) -> None:
@@ -292,7 +345,7 @@ async def test_configured_limits_are_what_the_container_gets(
         tmp_path / "other",
         image=image,
         runtime=TEST_DOCKER_RUNTIME,
-        limits=Limits(memory="128m", cpus=0.5, pids=32, tmp_size="16m"),
+        limits=Limits(memory="128m", cpus=0.5, pids=PIDS // 2, tmp_size="16m"),
     )
     await box.open(gateway_app)
     try:
@@ -302,7 +355,7 @@ async def test_configured_limits_are_what_the_container_gets(
         await proc.kill()
     finally:
         await box.close()
-    assert config["PidsLimit"] == 32
+    assert config["PidsLimit"] == PIDS // 2
     assert config["Memory"] == config["MemorySwap"] == 128 * 1024 * 1024
     assert config["NanoCpus"] == 5 * 10**8
     assert "size=16m" in config["Tmpfs"]["/tmp"]

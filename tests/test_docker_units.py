@@ -88,6 +88,13 @@ def test_an_engine_without_the_runtime_is_refused_saying_how_to_register_it() ->
     check_runtime(FakeInfoApi({"runc": {}, "runsc": {}}), "runsc", "unix:///e.sock")
 
 
+def test_gvisor_refuses_a_pids_limit_its_own_kernel_needs_most_of(tmp_path: Path) -> None:
+    with pytest.raises(SandboxError, match="at least 128"):
+        DockerSandbox(tmp_path, runtime="runsc", limits=Limits(pids=64))
+    DockerSandbox(tmp_path, runtime="runsc", limits=Limits(pids=128))
+    DockerSandbox(tmp_path, limits=Limits(pids=64))  # runc: the agent's own processes only
+
+
 def test_the_cli_starts_behind_the_gateway_relay_with_its_own_env() -> None:
     invocation = Invocation(["/opt/uhp-tools/cli", "serve"], {"HOME": "/home/agent"}, "/workspace")
     kwargs = create_kwargs(
@@ -118,7 +125,7 @@ def test_settings_reach_the_sandbox(tmp_path: Path) -> None:
         docker_image="my/agent:1",
         docker_memory="1g",
         docker_cpus=0.5,
-        docker_pids_limit=64,
+        docker_pids_limit=128,
         docker_tmp_size="32m",
         docker_user="2000:2000",
         docker_hosts="unix:///run/a.sock, ssh://me@b",
@@ -130,7 +137,7 @@ def test_settings_reach_the_sandbox(tmp_path: Path) -> None:
     assert [e.url for e in sandbox.engines.engines] == ["unix:///run/a.sock", "ssh://me@b"]
     assert sandbox.engines.max_turns == 3
     assert sandbox.image == "my/agent:1"
-    assert sandbox.limits == Limits("1g", 0.5, 64, "32m")
+    assert sandbox.limits == Limits("1g", 0.5, 128, "32m")
     assert sandbox.user == (2000, 2000)
     assert sandbox.runtime == "runsc"
     assert sandbox.gateway_url("openai") == "http://127.0.0.1:8080/gateway/openai/v1"

@@ -18,11 +18,25 @@ from typing import Any
 from uhp_server.sandbox.base import SandboxError
 
 GVISOR = "runsc"
+# In gVisor the container's pids cgroup holds the Sentry's own host threads too (about 40
+# idle, measured here) and the agent's processes only through them: under this limit the
+# sandbox may not even start (64 failed to here, now and then), and an agent that goes over
+# its share ends the whole sandbox rather than seeing a fork fail.
+GVISOR_MIN_PIDS = 128
 
 
 def engine_runtimes(api: Any) -> set[str]:
     """The runtimes an engine has registered (`docker info`'s Runtimes)."""
     return set((api.info().get("Runtimes") or {}).keys())
+
+
+def check_limits(runtime: str, pids: int) -> None:
+    """Raise SandboxError for a pids limit the runtime cannot start a sandbox under."""
+    if runtime == GVISOR and pids < GVISOR_MIN_PIDS:
+        raise SandboxError(
+            f"UHP_DOCKER_PIDS_LIMIT={pids} is too small for gVisor: its own kernel's threads "
+            f"count against it; give it at least {GVISOR_MIN_PIDS} (docs/gvisor.md)"
+        )
 
 
 def check_runtime(api: Any, runtime: str, engine: str) -> None:

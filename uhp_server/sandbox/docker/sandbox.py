@@ -56,7 +56,7 @@ from uhp_server.sandbox.docker.gateway_socket import (
 )
 from uhp_server.sandbox.docker.host_paths import HostPaths
 from uhp_server.sandbox.docker.process import DockerProcess, attach_socket, wait_for_exit
-from uhp_server.sandbox.docker.runtimes import check_runtime
+from uhp_server.sandbox.docker.runtimes import check_limits, check_runtime
 from uhp_server.sandbox.egress import EgressPolicy, with_proxy
 from uhp_server.sandbox.gateway_door import wound_down
 from uhp_server.sandbox.ownership import hand_over
@@ -103,6 +103,7 @@ class DockerSandbox(Sandbox):
         # work on a one-core machine.
         self.limits = replace(limits, cpus=min(limits.cpus, float(os.cpu_count() or 1)))
         self.egress = egress
+        check_limits(runtime, limits.pids)
         self.runtime = runtime
         self.gateway = GatewaySocket(socket_dir(data_dir), egress)
         self.owner = owner  # this server's id, labelled on every container (set by open)
