@@ -55,7 +55,9 @@ stop_pid() {  # stop_pid FILE: TERM the process whose id FILE holds and wait for
 # --network=none: the docker sandbox's containers have no network anyway, and reach the
 # gateway through a Unix socket, which --host-uds=open lets them connect to (gVisor's
 # default refuses every host socket; `open` allows connecting to the ones a container
-# mounts, never creating one on the host).
+# mounts, never creating one on the host). --oci-seccomp: gVisor applies a container's
+# seccomp profile inside the sandbox (by default it ignores it); the docker sandbox passes
+# one made for gVisor (uhp_server/sandbox/docker/runtimes.py says why not Docker's own).
 register_gvisor() {
   command -v runsc >/dev/null || return 0
   local config=/etc/docker/daemon.json changed
@@ -64,7 +66,7 @@ register_gvisor() {
 import json, os, sys
 path = sys.argv[1]
 config = json.load(open(path)) if os.path.exists(path) else {}
-wanted = {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none", "--host-uds=open"]}
+wanted = {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none", "--host-uds=open", "--oci-seccomp"]}
 if config.get("runtimes", {}).get("runsc") != wanted:
     config.setdefault("runtimes", {})["runsc"] = wanted
     with open(path + ".tmp", "w") as file:

@@ -59,13 +59,23 @@ def test_hardening_is_all_there() -> None:
 
 def test_the_runtime_setting_is_the_containers_runtime() -> None:
     config = host_config_kwargs(MOUNTS, SandboxPaths(), Limits(), "runsc")
+    runc = host_config_kwargs(MOUNTS, SandboxPaths(), Limits())
     assert config["runtime"] == "runsc"
-    # Everything else is the same hardening, whatever the runtime.
-    assert {k: v for k, v in config.items() if k != "runtime"} == {
-        k: v
-        for k, v in host_config_kwargs(MOUNTS, SandboxPaths(), Limits()).items()
-        if k != "runtime"
+    # Everything else is the same hardening, plus gVisor's seccomp profile.
+    differ = {"runtime", "security_opt"}
+    assert {k: v for k, v in config.items() if k not in differ} == {
+        k: v for k, v in runc.items() if k not in differ
     }
+    no_new_privileges, seccomp = config["security_opt"]
+    assert no_new_privileges == "no-new-privileges" and seccomp.startswith("seccomp=")
+    profile = json.loads(seccomp.removeprefix("seccomp="))
+    assert profile["defaultAction"] == "SCMP_ACT_ALLOW"  # a deny list over gVisor's table
+    denied = {
+        name for rule in profile["syscalls"] if not rule.get("args") for name in rule["names"]
+    }
+    assert {"io_uring_setup", "io_uring_enter", "add_key", "keyctl", "bpf", "unshare"} <= denied
+    [clone] = [rule for rule in profile["syscalls"] if rule.get("args")]
+    assert clone["names"] == ["clone"] and clone["args"][0]["value"] == 0x10000000  # NEWUSER
 
 
 class FakeInfoApi:
