@@ -120,7 +120,7 @@ run_pass "end-to-end tests again with UHP_TEST_SANDBOX=docker" UHP_TEST_SANDBOX=
 # no runsc (scripts/docker-engine.sh installs and registers it).
 run_pass "end-to-end tests again with UHP_TEST_SANDBOX=docker UHP_TEST_DOCKER_RUNTIME=runsc" \
   UHP_TEST_SANDBOX=docker UHP_TEST_DOCKER_RUNTIME=runsc -- "${docker_e2e[@]}" \
-  tests/test_docker_sandbox.py
+  tests/test_docker_sandbox.py tests/test_docker_e2e.py
 # On PostgreSQL (scripts/postgres.sh installs and starts Debian's cluster): the in-process
 # engine tests, storage's own and the end-to-end files of tasks, sessions, restarts and the
 # SDK, each test server on a fresh database (tests/support/postgres.py); and two replicas on
