@@ -6,8 +6,8 @@ makes, under gVisor's own seccomp filter. docs/gvisor.md says what that buys, wh
 (bench/sandbox.py) and what differs inside (Debian bookworm's runsc, 2022-12-19).
 
 The runtime is the engine's to register (/etc/docker/daemon.json; scripts/docker-engine.sh
-does it for runsc, with --network=none: gVisor refuses the host's network namespace, and the
-docker sandbox needs no network anyway). A server set to a runtime that an engine lacks
+does it for runsc, with --network=none, --host-uds=open for the gateway's socket and
+--oci-seccomp for the profile below: docs/gvisor.md says why each). A server set to a runtime that an engine lacks
 would fail every turn; it refuses that engine at once instead, saying how to register it.
 """
 
@@ -21,8 +21,8 @@ from uhp_server.sandbox.base import SandboxError
 GVISOR = "runsc"
 # In gVisor the container's pids cgroup holds the Sentry's own host threads too (about 40
 # idle, measured here) and the agent's processes only through them: under this limit the
-# sandbox may not even start (64 failed to here, now and then), and an agent that goes over
-# its share ends the whole sandbox rather than seeing a fork fail.
+# sandbox may not even start (64 failed here), and an agent that goes over its share ends
+# the whole sandbox rather than seeing a fork fail.
 GVISOR_MIN_PIDS = 128
 
 
@@ -31,9 +31,8 @@ def engine_runtimes(api: Any) -> set[str]:
     return set((api.info().get("Runtimes") or {}).keys())
 
 
-# Inside gVisor, what the agent's syscalls reach is the Sentry, not the host's kernel (whose
-# own seccomp filter, gVisor's, admits none of these). The Sentry still implements some of
-# them; this profile keeps them out of the agent's reach too (defence in depth, and the same
+# Inside gVisor, what the agent's syscalls reach is the Sentry, not the host's kernel. The
+# Sentry still implements some of these itself (io_uring, user namespaces); this profile keeps them out of the agent's reach too (defence in depth, and the same
 # answer as the runc sandbox's filter): runsc applies it inside the sandbox (--oci-seccomp,
 # scripts/docker-engine.sh). It is a deny list over gVisor's own small syscall table, not
 # Docker's default allow list: this runsc ignores a rule's errnoRet (every denial is EPERM),
