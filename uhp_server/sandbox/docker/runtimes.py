@@ -7,8 +7,9 @@ makes, under gVisor's own seccomp filter. docs/gvisor.md says what that buys, wh
 
 The runtime is the engine's to register (/etc/docker/daemon.json; scripts/docker-engine.sh
 does it for runsc, with --network=none, --host-uds=open for the gateway's socket and
---oci-seccomp for the profile below: docs/gvisor.md says why each). A server set to a runtime that an engine lacks
-would fail every turn; it refuses that engine at once instead, saying how to register it.
+--oci-seccomp for the profile below: docs/gvisor.md says why each). A server set to a
+runtime that an engine lacks would fail every turn; it refuses that engine at once instead,
+saying how to register it.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ def engine_runtimes(api: Any) -> set[str]:
 
 
 # Inside gVisor, what the agent's syscalls reach is the Sentry, not the host's kernel. The
-# Sentry still implements some of these itself (io_uring, user namespaces); this profile keeps them out of the agent's reach too (defence in depth, and the same
-# answer as the runc sandbox's filter): runsc applies it inside the sandbox (--oci-seccomp,
+# Sentry still implements some of these itself (io_uring, user namespaces); this profile
+# keeps them out of the agent's reach too (defence in depth, and the same answer as the runc
+# sandbox's filter): runsc applies it inside the sandbox (--oci-seccomp,
 # scripts/docker-engine.sh). It is a deny list over gVisor's own small syscall table, not
 # Docker's default allow list: this runsc ignores a rule's errnoRet (every denial is EPERM),
 # and Docker's profile relies on clone3 failing with ENOSYS, without which glibc does not
