@@ -6,15 +6,23 @@ Interleaved, in one run, against the same runtime image:
   container-per-turn design pays;
 - docker backend: DockerSandbox.start() of `true` until it has exited (create, attach, start,
   the gateway relay, hardening, folder hand-over, exit);
+- gvisor backend: the same with UHP_DOCKER_RUNTIME=runsc (left out, loudly, when the engine
+  has no runsc; bash scripts/docker-engine.sh registers it);
 - docker first byte: DockerSandbox.start() of `echo` until its first stdout line arrives;
 - local backend: LocalSandbox.start() of `true` until it has exited (bubblewrap);
 - session exec: the per-session design, one `exec` of `true` in a container already running;
 - with --baked: `docker run` of the pinned Codex CLI's `--version` from the tools folder
   mounted read-only vs from an image with the CLI copied in (the image-per-base design).
 
-Prints medians and the docker backend / docker run ratio (target <= 1.25). Usage:
+Then a whole turn, the way a client sees it: a real `uhp-server serve` per sandbox (local,
+docker, docker in gVisor), Codex against the scripted provider, `POST /v1/responses` from
+request to terminal event, a text task and a tool task (bench/overhead.py's), interleaved.
 
-    python bench/sandbox.py [--runs N] [--baked]
+Prints medians, the docker backend / docker run ratio (target <= 1.25) and the ratios of the
+three sandboxes for turn start and whole turn; gVisor's cost is read against the 10% of a
+whole turn under which it would become the default (issue 27). Usage:
+
+    python bench/sandbox.py [--runs N] [--turns N] [--baked]
 """
 
 from __future__ import annotations
@@ -34,19 +42,26 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from starlette.types import Receive, Scope, Send
 
+from bench.overhead import TASKS, server_task, wait_children_gone
 from harness_bases.base import Invocation, SandboxPaths
 from harness_bases.codex import install as codex_install
-from tests.conftest import tools_dir
+from tests.conftest import API_KEY, MODELS, PROVIDER_KEY, server_env, tools_dir
+from tests.scripted_provider import start_provider
+from tests.support.server import ServerProcess
 from uhp_server.sandbox.base import SessionMounts
 from uhp_server.sandbox.docker import DockerSandbox, images
 from uhp_server.sandbox.docker.gateway_socket import TurnSocket
+from uhp_server.sandbox.docker.runtimes import GVISOR, engine_runtimes
 from uhp_server.sandbox.docker.sandbox import engine_client
 from uhp_server.sandbox.local import LocalSandbox
 
 RATIO_TARGET = 1.25
+GVISOR_DEFAULT_BELOW = 0.10  # gVisor becomes the default only if it costs less (issue 27)
 FIRST_BYTE_TARGET_MS = 150.0
 ENV = {"PATH": "/usr/bin:/bin", "HOME": "/home/agent"}
 
@@ -68,17 +83,22 @@ async def atimed(fn: Callable[[], Awaitable[None]]) -> float:
 
 
 class Bench:
-    def __init__(self, scratch: Path, image: str) -> None:
+    def __init__(self, scratch: Path, image: str, gvisor: bool) -> None:
         self.image = image
         self.api = engine_client()
         tools = tools_dir()
         self.mounts = SessionMounts(scratch / "ws", scratch / "home", tools)
         self.docker = DockerSandbox(scratch / "data", image=image)
+        self.gvisor = (
+            DockerSandbox(scratch / "gvisor", image=image, runtime=GVISOR) if gvisor else None
+        )
         self.local = LocalSandbox()  # with its gateway relay and default limits
         self.session_container = ""
 
     async def open(self) -> None:
         await self.docker.open(no_gateway)
+        if self.gvisor:
+            await self.gvisor.open(no_gateway)
         await self.local.open(no_gateway)
         turn_socket = await self.docker.gateway.open_turn("bench:session", self.docker.user)
         self.session_container = await asyncio.to_thread(self._session_container, turn_socket)
@@ -88,6 +108,8 @@ class Bench:
             with contextlib.suppress(Exception):
                 self.api.remove_container(self.session_container, force=True)
         await self.docker.close()
+        if self.gvisor:
+            await self.gvisor.close()
         await self.local.close()  # its CPU cgroup, else left behind empty
 
     def _session_container(self, turn_socket: TurnSocket) -> str:
@@ -109,7 +131,14 @@ class Bench:
         subprocess.run(["docker", "run", "--rm", self.image, "true"], check=True)
 
     async def docker_backend(self) -> None:
-        proc = await self.docker.start(Invocation(["/bin/true"], ENV, "/workspace"), self.mounts)
+        await self.true_in(self.docker)
+
+    async def gvisor_backend(self) -> None:
+        assert self.gvisor is not None
+        await self.true_in(self.gvisor)
+
+    async def true_in(self, sandbox: DockerSandbox) -> None:
+        proc = await sandbox.start(Invocation(["/bin/true"], ENV, "/workspace"), self.mounts)
         await proc.close_stdin()
         assert await proc.wait() == 0
 
@@ -170,19 +199,86 @@ def median_ms(values: list[float]) -> float:
     return statistics.median(values) * 1000
 
 
-async def main(runs: int, baked: bool) -> int:
+def start_ratios(times: dict[str, list[float]]) -> None:
+    local, docker, gvisor = (
+        statistics.median(times[f"{name} backend"]) for name in ("local", "docker", "gvisor")
+    )
+    print(
+        f"turn start: gvisor / docker = {gvisor / docker:.2f}, gvisor / local = "
+        f"{gvisor / local:.1f}, docker / local = {docker / local:.1f}"
+    )
+
+
+SANDBOXES = {  # name -> the server's settings for it
+    "local": {"UHP_SANDBOX": "local"},
+    "docker": {"UHP_SANDBOX": "docker"},
+    "gvisor": {"UHP_SANDBOX": "docker", "UHP_DOCKER_RUNTIME": GVISOR},
+}
+
+
+def whole_turns(turns: int, gvisor: bool) -> None:
+    """A whole Codex turn through a real server on each sandbox, interleaved."""
+    names = [name for name in SANDBOXES if gvisor or name != "gvisor"]
+    print(f"whole turn (codex, scripted provider), {turns} rounds of each task, interleaved:")
+    seconds: dict[tuple[str, str], list[float]] = {}
+    with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as scratch:
+        provider = start_provider(PROVIDER_KEY, MODELS)
+        stack.callback(provider.stop)
+        clients, servers = {}, {}
+        for name in names:
+            env = server_env(provider, UHP_BASES="codex")
+            env.pop("UHP_DOCKER_RUNTIME", None)  # (a test run's UHP_TEST_DOCKER_RUNTIME)
+            env.update(SANDBOXES[name])
+            server = ServerProcess(Path(scratch) / name, env)
+            stack.callback(server.stop)
+            servers[name] = server.start()
+            clients[name] = stack.enter_context(
+                httpx.Client(
+                    base_url=server.url, headers={"Authorization": f"Bearer {API_KEY}"}, timeout=120
+                )
+            )
+        for round_no in range(turns + 1):
+            order = names if round_no % 2 == 0 else names[::-1]
+            for kind, (prompt, _answer) in TASKS.items():
+                for name in order:
+                    provider.reset()
+                    total = server_task(clients[name], prompt).total
+                    wait_children_gone(servers[name].pid)
+                    if round_no:  # the first round warms up
+                        seconds.setdefault((kind, name), []).append(total)
+    for kind in TASKS:
+        medians = {name: median_ms(seconds[(kind, name)]) for name in names}
+        print(f"  {kind:<5} " + "  ".join(f"{n} {ms:6.0f} ms" for n, ms in medians.items()))
+        if gvisor:
+            cost = medians["gvisor"] / medians["docker"] - 1
+            verdict = "under" if cost < GVISOR_DEFAULT_BELOW else "NOT under"
+            print(
+                f"        gvisor / docker = {medians['gvisor'] / medians['docker']:.2f} "
+                f"(+{cost:.0%}: {verdict} {GVISOR_DEFAULT_BELOW:.0%}), gvisor / local = "
+                f"{medians['gvisor'] / medians['local']:.2f}, docker / local = "
+                f"{medians['docker'] / medians['local']:.2f}"
+            )
+
+
+async def main(runs: int, turns: int, baked: bool) -> int:
     if shutil.which("docker") is None:
         print("the docker CLI is needed for the `docker run` reference", file=sys.stderr)
         return 2
     api = engine_client()
     image = images.build_runtime(api, base_image="debian:bookworm-slim", say=lambda _t: None)
+    gvisor = GVISOR in engine_runtimes(api)
+    if not gvisor:
+        print(
+            "*** NO gVisor: the engine has no runtime runsc (bash scripts/docker-engine.sh "
+            "registers it); its columns are left out ***",
+            file=sys.stderr,
+        )
     print(f"image {image}, {runs} runs of each, interleaved after one warm-up round")
-    times: dict[str, list[float]] = {
-        k: [] for k in ("docker run", "docker backend", "local backend", "session exec")
-    }
+    starts = ("docker run", "docker backend", "local backend", "session exec")
+    times: dict[str, list[float]] = {k: [] for k in starts + (("gvisor backend",) * gvisor)}
     first_bytes: list[float] = []
     with tempfile.TemporaryDirectory(prefix="uhp-bench-") as scratch:
-        bench = Bench(Path(scratch), image)
+        bench = Bench(Path(scratch), image, gvisor)
         await bench.open()
         try:
             for round_no in range(runs + 1):
@@ -192,6 +288,8 @@ async def main(runs: int, baked: bool) -> int:
                     "local backend": await atimed(bench.local_backend),
                     "session exec": await asyncio.to_thread(timed, bench.session_exec),
                 }
+                if gvisor:
+                    sample["gvisor backend"] = await atimed(bench.gvisor_backend)
                 first = await bench.docker_first_byte()
                 if round_no == 0:
                     continue  # warm-up
@@ -215,6 +313,10 @@ async def main(runs: int, baked: bool) -> int:
         f"request to first byte: {median_ms(first_bytes):.0f} ms "
         f"(pool target < {FIRST_BYTE_TARGET_MS:.0f} ms: {first_met})"
     )
+    if gvisor:
+        start_ratios(times)
+    if turns:
+        whole_turns(turns, gvisor)
     if baked:
         print("image per base (CLI baked in) vs shared runtime (tools mounted read-only):")
         tag = baked_image(api, image, tools_dir())
@@ -231,6 +333,7 @@ async def main(runs: int, baked: bool) -> int:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--turns", type=int, default=5, help="whole turns of each; 0: none")
     parser.add_argument("--baked", action="store_true", help="also measure an image per base")
     args = parser.parse_args()
-    raise SystemExit(asyncio.run(main(args.runs, args.baked)))
+    raise SystemExit(asyncio.run(main(args.runs, args.turns, args.baked)))

@@ -5,6 +5,10 @@
 #                               install Debian's docker.io (plus debootstrap, to make a base
 #                               image without a registry, and docker-compose when no Compose CLI
 #                               exists) and start dockerd in the background when none runs.
+#                               Every engine gets gVisor as the runtime `runsc` (Debian's
+#                               runsc, registered in /etc/docker/daemon.json, which every
+#                               dockerd here reads): an engine already running reloads it
+#                               (SIGHUP; `runtimes` is reloadable: no container stops).
 #   docker-engine.sh N [start]  engine N (N >= 2): a second, fully separate dockerd on this host
 #                               (unix:///run/uhp-docker<N>.sock) with its own data root, exec
 #                               root, pidfile and containerd, its own bridge (uhp-docker<N>) and
@@ -45,6 +49,47 @@ stop_pid() {  # stop_pid FILE: TERM the process whose id FILE holds and wait for
   kill -9 "$pid" 2>/dev/null
 }
 
+# register_gvisor: the `runsc` runtime in /etc/docker/daemon.json (the file's other keys
+# kept), and a running engine told to reload it. gVisor there cannot run with the host's
+# network (its own network stack refuses the root namespace), so it always gets
+# --network=none: the docker sandbox's containers have no network anyway, and reach the
+# gateway through a Unix socket, which --host-uds=open lets them connect to (gVisor's
+# default refuses every host socket; `open` allows connecting to the ones a container
+# mounts, never creating one on the host). --oci-seccomp: gVisor applies a container's
+# seccomp profile inside the sandbox (by default it ignores it); the docker sandbox passes
+# one made for gVisor (uhp_server/sandbox/docker/runtimes.py says why not Docker's own).
+register_gvisor() {
+  command -v runsc >/dev/null || return 0
+  local config=/etc/docker/daemon.json changed
+  mkdir -p /etc/docker
+  changed=$(/usr/bin/python3 - "$config" <<'PY'
+import json, os, sys
+path = sys.argv[1]
+config = json.load(open(path)) if os.path.exists(path) else {}
+wanted = {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none", "--host-uds=open", "--oci-seccomp"]}
+if config.get("runtimes", {}).get("runsc") != wanted:
+    config.setdefault("runtimes", {})["runsc"] = wanted
+    with open(path + ".tmp", "w") as file:
+        json.dump(config, file, indent=2)
+        file.write("\n")
+    os.replace(path + ".tmp", path)
+    print("changed")
+PY
+  )
+  local running_pidfile=${pidfile:-/var/run/docker.pid}
+  if engine_up && { [[ -n $changed ]] || ! engine_has_gvisor; }; then
+    kill -HUP "$(cat "$running_pidfile")" 2>/dev/null || return 0
+    for _ in $(seq 1 50); do
+      engine_has_gvisor && break
+      sleep 0.1
+    done
+  fi
+}
+
+engine_has_gvisor() {
+  docker -H "$host" info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'
+}
+
 if [[ $number != 1 && $action != start ]]; then
   if [[ $action == down ]] && engine_up; then
     ids=$(docker -H "$host" ps -aq)
@@ -60,6 +105,7 @@ if [[ $(id -u) -eq 0 ]]; then
   need=()
   command -v dockerd >/dev/null || need+=(docker.io)
   command -v debootstrap >/dev/null || need+=(debootstrap)
+  command -v runsc >/dev/null || need+=(runsc)  # gVisor, for UHP_DOCKER_RUNTIME=runsc
   if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null; then
     need+=(docker-compose)  # Compose v1: the Compose CLI Debian bookworm ships
   fi
@@ -68,6 +114,7 @@ if [[ $(id -u) -eq 0 ]]; then
     DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
       "${need[@]}" >/dev/null
   fi
+  register_gvisor
   if ! engine_up && command -v dockerd >/dev/null; then
     if [[ $number == 1 ]]; then
       log=/var/log/uhp-dockerd.log
@@ -102,3 +149,8 @@ MSG
   exit 1
 fi
 echo "Docker engine $number ($host): $(docker -H "$host" version --format '{{.Server.Version}}')"
+if engine_has_gvisor; then
+  echo "  with gVisor: the runtime runsc ($(runsc --version 2>/dev/null | head -1))"
+else
+  echo "  WITHOUT gVisor (no runtime runsc): UHP_DOCKER_RUNTIME=runsc tests will be SKIPPED" >&2
+fi

@@ -109,11 +109,18 @@ for base in "${bases[@]}"; do
   run_pass "end-to-end tests again with UHP_TEST_BASE=$base (UHP_TEST_PROVIDER=$provider)" \
     UHP_TEST_BASE="$base" UHP_TEST_PROVIDER="$provider" -- "${base_e2e[@]}"
 done
-# The end-to-end files that differ per sandbox, again in the docker sandbox.
+# The end-to-end files that differ per sandbox, again in the docker sandbox ...
+docker_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security_e2e.py
+  tests/test_restart_e2e.py tests/test_token_binding_e2e.py tests/test_egress_e2e.py
+  tests/test_ops.py tests/test_plugins_e2e.py)
 run_pass "end-to-end tests again with UHP_TEST_SANDBOX=docker" UHP_TEST_SANDBOX=docker -- \
-  tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security_e2e.py \
-  tests/test_restart_e2e.py tests/test_token_binding_e2e.py tests/test_egress_e2e.py \
-  tests/test_ops.py tests/test_plugins_e2e.py
+  "${docker_e2e[@]}"
+# ... and in the docker sandbox in gVisor (docs/gvisor.md), with the docker sandbox's own
+# tests (its hardening, limits and network in gVisor). Skipped, loudly, when the engine has
+# no runsc (scripts/docker-engine.sh installs and registers it).
+run_pass "end-to-end tests again with UHP_TEST_SANDBOX=docker UHP_TEST_DOCKER_RUNTIME=runsc" \
+  UHP_TEST_SANDBOX=docker UHP_TEST_DOCKER_RUNTIME=runsc -- "${docker_e2e[@]}" \
+  tests/test_docker_sandbox.py tests/test_docker_e2e.py
 # On PostgreSQL (scripts/postgres.sh installs and starts Debian's cluster): the in-process
 # engine tests, storage's own and the end-to-end files of tasks, sessions, restarts and the
 # SDK, each test server on a fresh database (tests/support/postgres.py); and two replicas on

@@ -24,6 +24,8 @@ TEST_BASE = os.environ.get("UHP_TEST_BASE", "codex")
 # ... and against one sandbox backend at a time: UHP_TEST_SANDBOX=docker runs them in the
 # docker sandbox (scripts/test.sh runs the end-to-end files a second time that way).
 TEST_SANDBOX = os.environ.get("UHP_TEST_SANDBOX", "local")
+# (UHP_TEST_DOCKER_RUNTIME=runsc: the docker sandbox's containers in gVisor; tests/support/
+# docker.py skips them, loudly, on an engine without that runtime.)
 # ... and against one kind of provider: UHP_TEST_PROVIDER=chat serves Chat Completions only
 # (no models route, like a bare vLLM), so every base's wire is translated by the gateway.
 TEST_PROVIDER = os.environ.get("UHP_TEST_PROVIDER", "native")
@@ -125,6 +127,9 @@ def server_env(provider: RunningProvider, **extra: str) -> dict[str, str]:
         # A variable the agent must never see (Security §1.1: env built from an allow-list).
         "UHP_SERVER_ONLY_SECRET": "server-secret-do-not-leak",
     }
+    if runtime := os.environ.get("UHP_TEST_DOCKER_RUNTIME"):
+        # The docker sandbox in that engine runtime (runsc: gVisor), for every docker server.
+        env["UHP_DOCKER_RUNTIME"] = runtime
     if TEST_PROVIDER == "chat":
         # One Chat-Completions-only provider for every wire, its models listed statically.
         del env["ANTHROPIC_API_KEY"], env["ANTHROPIC_BASE_URL"]

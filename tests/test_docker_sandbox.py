@@ -1,5 +1,6 @@
 """The docker sandbox, run for real against a live engine: hardening, network, streams, kill,
-reaping. Skipped, loudly, only when no Docker engine answers (scripts/test.sh starts one)."""
+reaping. Skipped, loudly, only when no Docker engine answers (scripts/test.sh starts one).
+UHP_TEST_DOCKER_RUNTIME=runsc runs every test here in gVisor (scripts/test.sh does, too)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 from starlette.types import Receive, Scope, Send
 
 from harness_bases.base import Invocation
-from tests.support.docker import engine_or_skip, runtime_image_or_skip
+from tests.support.docker import TEST_DOCKER_RUNTIME, engine_or_skip, runtime_image_or_skip
 from uhp_server.sandbox.base import SandboxError, SessionMounts
 from uhp_server.sandbox.docker import DockerSandbox
 from uhp_server.sandbox.docker.container import Limits
@@ -28,6 +29,11 @@ pytestmark = pytest.mark.heavy  # a real engine: containers take a second each
 
 ENV = {"PATH": "/usr/bin:/bin", "HOME": "/home/agent", "UHP_TEST_MARK": "yes"}
 AGENT_UID = 1000  # the tests run as root: the sandbox then runs agents as 1000:1000
+GVISOR = TEST_DOCKER_RUNTIME == "runsc"
+# The pids limit of the fixture's containers. In gVisor the container's pids cgroup also
+# holds the Sentry's own host threads (about 40 idle, measured here), so the agent's share
+# of a limit is that much smaller: 64 would not leave it enough to start.
+PIDS = 256 if GVISOR else 64
 
 
 async def gateway_app(scope: Scope, receive: Receive, send: Send) -> None:
@@ -59,7 +65,12 @@ def mounts(tmp_path: Path) -> SessionMounts:
 
 @pytest.fixture
 async def sandbox(tmp_path: Path, image: str) -> AsyncIterator[DockerSandbox]:
-    box = DockerSandbox(tmp_path / "data", image=image, limits=Limits(pids=64, memory="256m"))
+    box = DockerSandbox(
+        tmp_path / "data",
+        image=image,
+        runtime=TEST_DOCKER_RUNTIME,
+        limits=Limits(pids=PIDS, memory="256m"),
+    )
     await box.open(gateway_app)
     yield box
     await box.close()
@@ -223,8 +234,17 @@ async def test_no_capabilities_and_no_new_privileges(
     sandbox: DockerSandbox, mounts: SessionMounts
 ) -> None:
     fields = "^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):"
-    _, out = await run(sandbox, mounts, f"grep -h -E '{fields}' /proc/1/status /proc/self/status")
-    assert len(out) == 12  # init and the agent's own process
+    no_new_privs = (
+        "import ctypes; print('NoNewPrivs:\\t%d' % ctypes.CDLL(None).prctl(39, 0, 0, 0, 0))"
+    )
+    _, out = await run(
+        sandbox,
+        mounts,
+        f"grep -h -E '{fields}' /proc/1/status /proc/self/status; python3 -c \"{no_new_privs}\"",
+    )
+    # init and the agent's own process, then the agent's PR_GET_NO_NEW_PRIVS. gVisor's
+    # /proc/<pid>/status has no CapAmb and NoNewPrivs lines: its prctl answers for them.
+    assert len(out) == (9 if GVISOR else 13)
     for line in out:
         name, value = line.split(":\t")
         assert value == ("1" if name == "NoNewPrivs" else "0000000000000000"), line
@@ -255,6 +275,50 @@ CGROUP_LIMITS = (
 )
 
 
+def host_cgroup_limits(container_id: str) -> list[str]:
+    """pids, memory, CPU quota and period of a container's cgroup, read on the host."""
+    v1 = Path("/sys/fs/cgroup")
+    files = [
+        v1 / "pids/docker" / container_id / "pids.max",
+        v1 / "memory/docker" / container_id / "memory.limit_in_bytes",
+        v1 / "cpu/docker" / container_id / "cpu.cfs_quota_us",
+        v1 / "cpu/docker" / container_id / "cpu.cfs_period_us",
+    ]
+    if not files[0].exists():  # cgroup v2: the systemd driver's scope, or cgroupfs' folder
+        scopes = (v1 / f"system.slice/docker-{container_id}.scope", v1 / "docker" / container_id)
+        folder = next(p for p in scopes if p.exists())
+        pids, memory = ((folder / name).read_text().strip() for name in ("pids.max", "memory.max"))
+        return [pids, memory, *(folder / "cpu.max").read_text().split()]
+    return [f.read_text().strip() for f in files]
+
+
+@pytest.mark.skipif(not GVISOR, reason="gVisor's limits: the test below is runc's")
+async def test_in_gvisor_the_limits_hold_the_whole_sandbox_and_an_excess_ends_the_turn(
+    sandbox: DockerSandbox, mounts: SessionMounts
+) -> None:
+    """In gVisor the agent's processes are not the host's: the container's cgroup holds the
+    Sentry (the user-space kernel) with everything it runs, and has the configured limits.
+    The agent sees no cgroup files; going over a limit ends the whole sandbox (the Sentry
+    cannot make a thread, or is killed for memory), and with it the turn."""
+    proc = await start(sandbox, mounts, "echo up; sleep 30")
+    assert await asyncio.wait_for(anext(proc.lines()), 20) == b"up"
+    limits = host_cgroup_limits(proc.container_id)
+    await proc.kill()
+    assert limits[:2] == [str(PIDS), str(256 * 1024 * 1024)]
+    assert int(limits[2]) / int(limits[3]) == 2.0  # the default: two cores
+    code, out = await run(
+        sandbox,
+        mounts,
+        f"(for i in $(seq 1 {2 * PIDS}); do sleep 30 & done; wait) 2>/dev/null & "
+        "sleep 3; echo survived",
+    )
+    assert code != 0 and out == []
+    grow = "b = []\nwhile True: b.append(bytearray(8 << 20))"
+    code, out, _ = await run_full(sandbox, mounts, f"python3 -c '{grow}'; echo survived")
+    assert code == 137 and out == []  # the OOM killer took the sandbox itself
+
+
+@pytest.mark.skipif(GVISOR, reason="gVisor: the test above")
 async def test_pid_memory_and_cpu_limits_are_enforced_by_the_kernel(
     sandbox: DockerSandbox, mounts: SessionMounts
 ) -> None:
@@ -280,7 +344,8 @@ async def test_configured_limits_are_what_the_container_gets(
     box = DockerSandbox(
         tmp_path / "other",
         image=image,
-        limits=Limits(memory="128m", cpus=0.5, pids=32, tmp_size="16m"),
+        runtime=TEST_DOCKER_RUNTIME,
+        limits=Limits(memory="128m", cpus=0.5, pids=PIDS // 2, tmp_size="16m"),
     )
     await box.open(gateway_app)
     try:
@@ -290,7 +355,7 @@ async def test_configured_limits_are_what_the_container_gets(
         await proc.kill()
     finally:
         await box.close()
-    assert config["PidsLimit"] == 32
+    assert config["PidsLimit"] == PIDS // 2
     assert config["Memory"] == config["MemorySwap"] == 128 * 1024 * 1024
     assert config["NanoCpus"] == 5 * 10**8
     assert "size=16m" in config["Tmpfs"]["/tmp"]
@@ -325,7 +390,11 @@ async def test_only_the_session_folders_tools_and_gateway_are_mounted(
     host = info["HostConfig"]
     assert host["ReadonlyRootfs"] is True
     assert host["CapDrop"] == ["ALL"]
-    assert host["SecurityOpt"] == ["no-new-privileges"]
+    assert host["SecurityOpt"][0] == "no-new-privileges"
+    if GVISOR:  # and a seccomp profile, which gVisor's Sentry applies (runtimes.py)
+        assert any(option.startswith("seccomp=") for option in host["SecurityOpt"])
+    else:
+        assert host["SecurityOpt"] == ["no-new-privileges"]
     assert host["Privileged"] is False
     assert host["NetworkMode"] == "none"
     assert host["Init"] is True
@@ -419,7 +488,9 @@ async def test_egress_goes_through_the_proxy_to_allowed_hosts_only(
     web = await asyncio.start_server(handle, "127.0.0.1", 0)
     port = web.sockets[0].getsockname()[1]
     policy = EgressPolicy.from_settings("127.0.0.1", allow_private=True)
-    box = DockerSandbox(tmp_path / "egress", image=image, egress=policy)
+    box = DockerSandbox(
+        tmp_path / "egress", image=image, runtime=TEST_DOCKER_RUNTIME, egress=policy
+    )
     await box.open(gateway_app)
 
     def via_proxy(url: str) -> str:  # no curl in the image: speak to the proxy by hand
@@ -461,19 +532,19 @@ async def test_a_restarted_server_reaps_what_a_dead_one_left(
     tmp_path: Path, image: str, mounts: SessionMounts
 ) -> None:
     data = tmp_path / "reap"
-    first = DockerSandbox(data, image=image)
+    first = DockerSandbox(data, image=image, runtime=TEST_DOCKER_RUNTIME)
     await first.open(gateway_app)
     left = await start(first, mounts, "echo up; trap '' TERM; sleep 600")
     assert await asyncio.wait_for(anext(left.lines()), 20) == b"up"
     # Another server's container must survive our reaping.
-    neighbour = DockerSandbox(tmp_path / "neighbour", image=image)
+    neighbour = DockerSandbox(tmp_path / "neighbour", image=image, runtime=TEST_DOCKER_RUNTIME)
     await neighbour.open(gateway_app)
     theirs = await start(neighbour, mounts, "echo up; sleep 600")
     assert await asyncio.wait_for(anext(theirs.lines()), 20) == b"up"
     try:
         # The first server "dies": its gateway goes, its container is left running.
         await first.gateway.close()
-        second = DockerSandbox(data, image=image)
+        second = DockerSandbox(data, image=image, runtime=TEST_DOCKER_RUNTIME)
         assert second.owner == "" and first.owner
         await second.open(gateway_app)
         assert second.owner == first.owner

@@ -12,6 +12,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from harness_bases.base import Invocation, SandboxPaths
 from uhp_server.gateway.tokens import DOOR_SCOPE_KEY
+from uhp_server.sandbox.base import SandboxError
 from uhp_server.sandbox.docker import bootstrap, images
 from uhp_server.sandbox.docker.container import (
     HostMounts,
@@ -22,6 +23,7 @@ from uhp_server.sandbox.docker.container import (
 )
 from uhp_server.sandbox.docker.gateway_socket import socket_dir
 from uhp_server.sandbox.docker.host_paths import HostPaths
+from uhp_server.sandbox.docker.runtimes import check_runtime
 from uhp_server.sandbox.docker.sandbox import DockerSandbox
 from uhp_server.sandbox.gateway_door import gateway_only
 from uhp_server.sandbox.ownership import hand_over
@@ -45,6 +47,7 @@ def test_hardening_is_all_there() -> None:
     assert config["nano_cpus"] == 1_500_000_000
     assert config["tmpfs"] == {"/tmp": "rw,nosuid,nodev,size=64m,mode=1777"}
     assert config["auto_remove"] is True and config["init"] is True
+    assert config["runtime"] is None  # the engine's default (runc)
     assert config["binds"] == {
         "/h/ws": {"bind": "/workspace", "mode": "rw"},
         "/h/home": {"bind": "/home/agent", "mode": "rw"},
@@ -52,6 +55,54 @@ def test_hardening_is_all_there() -> None:
         "/h/gw": {"bind": "/run/uhp-gateway", "mode": "ro"},
         "/h/gw/resolv.conf": {"bind": "/etc/resolv.conf", "mode": "ro"},
     }
+
+
+def test_the_runtime_setting_is_the_containers_runtime() -> None:
+    config = host_config_kwargs(MOUNTS, SandboxPaths(), Limits(), "runsc")
+    runc = host_config_kwargs(MOUNTS, SandboxPaths(), Limits())
+    assert config["runtime"] == "runsc"
+    # Everything else is the same hardening, plus gVisor's seccomp profile.
+    differ = {"runtime", "security_opt"}
+    assert {k: v for k, v in config.items() if k not in differ} == {
+        k: v for k, v in runc.items() if k not in differ
+    }
+    no_new_privileges, seccomp = config["security_opt"]
+    assert no_new_privileges == "no-new-privileges" and seccomp.startswith("seccomp=")
+    profile = json.loads(seccomp.removeprefix("seccomp="))
+    assert profile["defaultAction"] == "SCMP_ACT_ALLOW"  # a deny list over gVisor's table
+    denied = {
+        name for rule in profile["syscalls"] if not rule.get("args") for name in rule["names"]
+    }
+    assert {"io_uring_setup", "io_uring_enter", "add_key", "keyctl", "bpf", "unshare"} <= denied
+    [clone] = [rule for rule in profile["syscalls"] if rule.get("args")]
+    assert clone["names"] == ["clone"] and clone["args"][0]["value"] == 0x10000000  # NEWUSER
+
+
+class FakeInfoApi:
+    def __init__(self, runtimes: dict[str, object]) -> None:
+        self.runtimes = runtimes
+
+    def info(self) -> dict[str, object]:
+        return {"Runtimes": self.runtimes}
+
+
+def test_an_engine_without_the_runtime_is_refused_saying_how_to_register_it() -> None:
+    engine = FakeInfoApi({"runc": {"path": "runc"}})
+    check_runtime(engine, "", "unix:///e.sock")  # the engine's default: nothing to check
+    check_runtime(engine, "runc", "unix:///e.sock")
+    with pytest.raises(SandboxError) as refused:
+        check_runtime(engine, "runsc", "unix:///e.sock")
+    assert "UHP_DOCKER_RUNTIME=runsc" in str(refused.value)
+    assert "unix:///e.sock" in str(refused.value) and "it has: runc" in str(refused.value)
+    assert "scripts/docker-engine.sh" in str(refused.value)
+    check_runtime(FakeInfoApi({"runc": {}, "runsc": {}}), "runsc", "unix:///e.sock")
+
+
+def test_gvisor_refuses_a_pids_limit_its_own_kernel_needs_most_of(tmp_path: Path) -> None:
+    with pytest.raises(SandboxError, match="at least 128"):
+        DockerSandbox(tmp_path, runtime="runsc", limits=Limits(pids=64))
+    DockerSandbox(tmp_path, runtime="runsc", limits=Limits(pids=128))
+    DockerSandbox(tmp_path, limits=Limits(pids=64))  # runc: the agent's own processes only
 
 
 def test_the_cli_starts_behind_the_gateway_relay_with_its_own_env() -> None:
@@ -84,19 +135,21 @@ def test_settings_reach_the_sandbox(tmp_path: Path) -> None:
         docker_image="my/agent:1",
         docker_memory="1g",
         docker_cpus=0.5,
-        docker_pids_limit=64,
+        docker_pids_limit=128,
         docker_tmp_size="32m",
         docker_user="2000:2000",
         docker_hosts="unix:///run/a.sock, ssh://me@b",
         docker_host_max_turns=3,
+        docker_runtime="runsc",
     )
     sandbox = make_sandbox(settings)
     assert isinstance(sandbox, DockerSandbox)
     assert [e.url for e in sandbox.engines.engines] == ["unix:///run/a.sock", "ssh://me@b"]
     assert sandbox.engines.max_turns == 3
     assert sandbox.image == "my/agent:1"
-    assert sandbox.limits == Limits("1g", 0.5, 64, "32m")
+    assert sandbox.limits == Limits("1g", 0.5, 128, "32m")
     assert sandbox.user == (2000, 2000)
+    assert sandbox.runtime == "runsc"
     assert sandbox.gateway_url("openai") == "http://127.0.0.1:8080/gateway/openai/v1"
 
 

@@ -100,6 +100,10 @@ class Settings(BaseSettings):
     docker_cpus: float = 2.0  # CPU limit, in cores
     docker_pids_limit: int = 512  # processes and threads
     docker_tmp_size: str = "512m"  # the writable /tmp (the root filesystem is read-only)
+    # The engine's runtime for agent containers: empty, the engine's default (runc); `runsc`,
+    # gVisor, a user-space kernel between the agent and the host's (docs/gvisor.md). Every
+    # engine must have it registered: the server does not start on one that lacks it.
+    docker_runtime: str = ""
     # Engines the turns spread over: comma-separated unix://, tcp://, ssh:// urls
     # (docs/docker.md); empty: the one engine DOCKER_HOST names (default socket).
     docker_hosts: str = ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,11 @@ def _engine() -> tuple[Any, str]:
         return None, f"{type(exc).__name__}: {exc}"
 
 
+# The docker sandbox's runtime under test: UHP_TEST_DOCKER_RUNTIME=runsc runs the docker
+# tests in gVisor (scripts/test.sh has a pass of its own for it); empty, the engine's default.
+TEST_DOCKER_RUNTIME = os.environ.get("UHP_TEST_DOCKER_RUNTIME", "")
+
+
 def engine_or_skip() -> Any:
     api, why = _engine()
     if api is None:
@@ -32,7 +38,24 @@ def engine_or_skip() -> Any:
         )
         print(message, file=sys.stderr)
         pytest.skip(message)
+    if TEST_DOCKER_RUNTIME:
+        runtime_or_skip(api, TEST_DOCKER_RUNTIME)
     return api
+
+
+def runtime_or_skip(api: Any, runtime: str) -> None:
+    """Skip, loudly, when the engine has no runtime `runtime` (never a silent pass)."""
+    from uhp_server.sandbox.docker.runtimes import engine_runtimes
+
+    have = engine_runtimes(api)
+    if runtime not in have:
+        message = (
+            f"\n*** DOCKER TESTS SKIPPED: the engine has no runtime {runtime!r} (it has "
+            f"{', '.join(sorted(have))}). bash scripts/docker-engine.sh installs gVisor and "
+            "registers it as runsc. ***\n"
+        )
+        print(message, file=sys.stderr)
+        pytest.skip(message)
 
 
 @functools.cache

@@ -13,6 +13,7 @@ from typing import Any
 
 from harness_bases.base import Invocation, SandboxPaths
 from uhp_server.sandbox.docker.gateway_socket import INSIDE_DIR
+from uhp_server.sandbox.docker.runtimes import security_options
 
 GATEWAY_PORT = 8080  # the gateway inside the container: 127.0.0.1:8080 (its own loopback)
 LAUNCHER = "/usr/local/bin/uhp-launch"  # from the runtime image (image/launch.sh)
@@ -88,9 +89,13 @@ def create_kwargs(
     }
 
 
-def host_config_kwargs(mounts: HostMounts, paths: SandboxPaths, limits: Limits) -> dict[str, Any]:
-    """Keyword arguments for APIClient.create_host_config: the hardening, in one place."""
+def host_config_kwargs(
+    mounts: HostMounts, paths: SandboxPaths, limits: Limits, runtime: str = ""
+) -> dict[str, Any]:
+    """Keyword arguments for APIClient.create_host_config: the hardening, in one place.
+    `runtime`: the engine's runtime (runtimes.py); empty, the engine's default."""
     return {
+        "runtime": runtime or None,
         "binds": {
             mounts.workspace: {"bind": paths.workspace, "mode": "rw"},
             mounts.home: {"bind": paths.home, "mode": "rw"},
@@ -102,7 +107,7 @@ def host_config_kwargs(mounts: HostMounts, paths: SandboxPaths, limits: Limits) 
         "read_only": True,
         "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={limits.tmp_size},mode=1777"},
         "cap_drop": ["ALL"],
-        "security_opt": ["no-new-privileges"],
+        "security_opt": ["no-new-privileges", *security_options(runtime)],
         "pids_limit": limits.pids,
         "mem_limit": limits.memory,
         "memswap_limit": limits.memory,  # equal to the memory limit: no swap on top

@@ -124,7 +124,7 @@ class EnginePool:
             if failure:
                 why.append(f"{engine.name}: {failure}")
         if not self.up_engines():
-            raise SandboxError("no docker engine answers (" + "; ".join(why) + ")")
+            raise SandboxError("no docker engine can run a turn (" + "; ".join(why) + ")")
         self._health = asyncio.create_task(self._watch(), name="docker engine health")
 
     async def close(self) -> None:

@@ -56,6 +56,7 @@ from uhp_server.sandbox.docker.gateway_socket import (
 )
 from uhp_server.sandbox.docker.host_paths import HostPaths
 from uhp_server.sandbox.docker.process import DockerProcess, attach_socket, wait_for_exit
+from uhp_server.sandbox.docker.runtimes import check_limits, check_runtime
 from uhp_server.sandbox.egress import EgressPolicy, with_proxy
 from uhp_server.sandbox.gateway_door import wound_down
 from uhp_server.sandbox.ownership import hand_over
@@ -88,9 +89,11 @@ class DockerSandbox(Sandbox):
         hosts: str = "",
         host_max_turns: int = 0,
         owner: str = "",
+        runtime: str = "",
     ) -> None:
         """`owner`: the id labelled on this server's containers (UHP_REPLICA_ID); empty, the
-        id kept in the data directory."""
+        id kept in the data directory. `runtime`: the engines' runtime for the containers
+        (runtimes.py; empty: each engine's default)."""
         self.data_dir = data_dir
         self.packages = packages  # what the enabled bases need in the runtime image
         self.image = image or images.runtime_tag(packages)
@@ -100,6 +103,8 @@ class DockerSandbox(Sandbox):
         # work on a one-core machine.
         self.limits = replace(limits, cpus=min(limits.cpus, float(os.cpu_count() or 1)))
         self.egress = egress
+        check_limits(runtime, limits.pids)
+        self.runtime = runtime
         self.gateway = GatewaySocket(socket_dir(data_dir), egress)
         self.owner = owner  # this server's id, labelled on every container (set by open)
         self.engines = EnginePool(parse_hosts(hosts), host_max_turns, self._join)
@@ -128,6 +133,7 @@ class DockerSandbox(Sandbox):
             hosts=settings.docker_hosts,
             host_max_turns=settings.docker_host_max_turns,
             owner=settings.replica_id or "",
+            runtime=settings.docker_runtime,
             egress=EgressPolicy.from_settings(
                 settings.egress_allow_hosts, settings.egress_allow_private_hosts
             ),
@@ -150,7 +156,10 @@ class DockerSandbox(Sandbox):
         await self.engines.open()
         await self.gateway.open(gateway_app)
         self._opened = True
-        log.info("docker_sandbox_ready", extra={"image": self.image, "server": self.owner})
+        log.info(
+            "docker_sandbox_ready",
+            extra={"image": self.image, "server": self.owner, "runtime": self.runtime or "default"},
+        )
 
     async def close(self) -> None:
         await self.engines.close()
@@ -170,6 +179,7 @@ class DockerSandbox(Sandbox):
         """Ready an engine that answers (on a thread): connect, reap this server's leftovers,
         make the image present."""
         api = engine.connect()
+        check_runtime(api, self.runtime, engine.name)
         engine.host_paths = HostPaths.detect(api)
         reaper.reap(api, self.owner)
         self._ensure_image(api, engine.name)
@@ -299,7 +309,7 @@ class DockerSandbox(Sandbox):
             resolv_conf=host_path(self.gateway.resolv_conf),
         )
         host_config = engine.api.create_host_config(
-            **host_config_kwargs(host, self.paths, self.limits)
+            **host_config_kwargs(host, self.paths, self.limits, self.runtime)
         )
         labels = {**mounts.labels, LABEL_SERVER: self.owner}
         return create_kwargs(
