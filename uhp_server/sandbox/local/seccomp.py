@@ -1,0 +1,126 @@
+"""The syscall filter of sandbox/syscall_filter.py compiled to the classic BPF program that
+`bwrap --seccomp FD` installs.
+
+Compiled by libseccomp (libseccomp.so.2, through ctypes): it knows every architecture's
+syscall numbers, emits the architecture check (another one's calls, and x32's on x86_64,
+get the filter's default answer, EPERM) and is on every Debian 12 machine already — apt
+itself depends on it — so `scripts/install.sh` needs no new package, and the venv no
+binding (Debian's python3-seccomp is not visible from a venv; pyseccomp on PyPI is the same
+ctypes calls). The program is compiled once per server and costs about a millisecond.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import functools
+import os
+import tempfile
+
+from uhp_server.sandbox import syscall_filter
+
+# libseccomp's constants (seccomp.h).
+_ACT_ALLOW = 0x7FFF0000
+_ACT_ERRNO = 0x00050000
+_ATTR_ACT_BADARCH = 2
+_CMP_MASKED_EQ = 7
+_RESOLVE_ERROR = -1  # __NR_SCMP_ERROR: a name libseccomp does not know
+
+
+class SeccompError(RuntimeError):
+    """libseccomp is missing or refused the filter."""
+
+
+class _ArgCmp(ctypes.Structure):
+    _fields_ = (
+        ("arg", ctypes.c_uint),
+        ("op", ctypes.c_int),
+        ("datum_a", ctypes.c_uint64),
+        ("datum_b", ctypes.c_uint64),
+    )
+
+
+def _errno_action(code: int) -> int:
+    return _ACT_ERRNO | (code & 0xFFFF)
+
+
+@functools.cache
+def _library() -> ctypes.CDLL:
+    name = ctypes.util.find_library("seccomp") or "libseccomp.so.2"
+    try:
+        lib = ctypes.CDLL(name, use_errno=True)
+    except OSError as exc:
+        raise SeccompError(f"libseccomp not found ({exc}): apt-get install libseccomp2") from exc
+    lib.seccomp_init.restype = ctypes.c_void_p
+    lib.seccomp_init.argtypes = (ctypes.c_uint32,)
+    lib.seccomp_release.argtypes = (ctypes.c_void_p,)
+    lib.seccomp_attr_set.argtypes = (ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32)
+    lib.seccomp_syscall_resolve_name.argtypes = (ctypes.c_char_p,)
+    lib.seccomp_rule_add_array.argtypes = (
+        ctypes.c_void_p,
+        ctypes.c_uint32,
+        ctypes.c_int,
+        ctypes.c_uint,
+        ctypes.POINTER(_ArgCmp),
+    )
+    lib.seccomp_export_bpf.argtypes = (ctypes.c_void_p, ctypes.c_int)
+    return lib
+
+
+def _check(code: int, what: str) -> None:
+    if code < 0:
+        raise SeccompError(f"libseccomp: {what}: {os.strerror(-code)}")
+
+
+@functools.cache
+def program() -> bytes:
+    """The filter as `struct sock_filter` records for this machine's architecture."""
+    lib = _library()
+    ctx = lib.seccomp_init(_errno_action(syscall_filter.DEFAULT_ERRNO))
+    if not ctx:
+        raise SeccompError("libseccomp: seccomp_init failed")
+    try:
+        _check(
+            lib.seccomp_attr_set(
+                ctx, _ATTR_ACT_BADARCH, _errno_action(syscall_filter.DEFAULT_ERRNO)
+            ),
+            "bad-architecture action",
+        )
+
+        def add(action: int, name: str, *cmps: _ArgCmp) -> None:
+            number = lib.seccomp_syscall_resolve_name(name.encode())
+            if number == _RESOLVE_ERROR:
+                return  # unknown to this libseccomp: refused by default
+            array = (_ArgCmp * len(cmps))(*cmps) if cmps else None
+            _check(lib.seccomp_rule_add_array(ctx, action, number, len(cmps), array), name)
+
+        for name in syscall_filter.allowed_names():
+            add(_ACT_ALLOW, name)
+        for rule in syscall_filter.ARG_RULES:
+            add(_ACT_ALLOW, rule.name, _ArgCmp(rule.index, _CMP_MASKED_EQ, rule.mask, rule.value))
+        # BLOCKED needs no rule: it is the default answer (libseccomp refuses a rule that
+        # repeats the default).
+        for name in syscall_filter.ENOSYS_NAMES:
+            add(_errno_action(errno.ENOSYS), name)
+        with tempfile.TemporaryFile() as out:
+            _check(lib.seccomp_export_bpf(ctx, out.fileno()), "export")
+            out.seek(0)
+            return out.read()
+    finally:
+        lib.seccomp_release(ctx)
+
+
+def program_fd() -> int:
+    """A pipe's read end holding the program, for `bwrap --seccomp FD` (bwrap reads it to the
+    end; the program, a few KB, fits in the pipe's buffer). The caller closes it."""
+    data = program()
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, data)
+    except BaseException:
+        os.close(read_end)
+        raise
+    finally:
+        os.close(write_end)
+    return read_end
