@@ -8,6 +8,7 @@ import contextlib
 import gc
 import json
 import os
+import platform
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,11 @@ import pytest
 from starlette.types import Receive, Scope, Send
 
 from harness_bases.base import Invocation
+from tests.support import syscall_probe
 from tests.support.docker import engine_or_skip, runtime_image_or_skip
 from uhp_server.sandbox.base import SandboxError, SessionMounts
 from uhp_server.sandbox.docker import DockerSandbox
-from uhp_server.sandbox.docker.container import Limits
+from uhp_server.sandbox.docker.container import Limits, seccomp_option
 from uhp_server.sandbox.docker.process import DockerProcess
 from uhp_server.sandbox.egress import EgressPolicy
 
@@ -230,6 +232,17 @@ async def test_no_capabilities_and_no_new_privileges(
         assert value == ("1" if name == "NoNewPrivs" else "0000000000000000"), line
 
 
+async def test_the_kernel_surface_is_filtered(
+    sandbox: DockerSandbox, mounts: SessionMounts
+) -> None:
+    # The engine's default profile still allows io_uring (Docker 20.10) and AF_VSOCK, and
+    # filters i386/x32 calls rather than refusing them: the sandbox's own profile
+    # (sandbox/syscall_filter.py) answers as the local sandbox's filter does.
+    code, out = await run(sandbox, mounts, syscall_probe.command())
+    assert code == 0
+    assert syscall_probe.answers(out) == syscall_probe.expected(platform.machine())
+
+
 async def test_read_only_root_with_a_small_writable_tmp(
     sandbox: DockerSandbox, mounts: SessionMounts
 ) -> None:
@@ -325,7 +338,7 @@ async def test_only_the_session_folders_tools_and_gateway_are_mounted(
     host = info["HostConfig"]
     assert host["ReadonlyRootfs"] is True
     assert host["CapDrop"] == ["ALL"]
-    assert host["SecurityOpt"] == ["no-new-privileges"]
+    assert host["SecurityOpt"] == ["no-new-privileges", seccomp_option()]
     assert host["Privileged"] is False
     assert host["NetworkMode"] == "none"
     assert host["Init"] is True

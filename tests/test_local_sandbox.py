@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import json
 import os
+import platform
 import secrets
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 from starlette.types import Receive, Scope, Send
 
 from harness_bases.base import Invocation
+from tests.support import syscall_probe
 from uhp_server.gateway.tokens import DOOR_SCOPE_KEY
 from uhp_server.sandbox.base import SandboxError, SessionMounts
 from uhp_server.sandbox.local import LocalSandbox
@@ -300,3 +302,20 @@ async def test_a_turn_folder_is_private_and_goes_with_the_sandbox(
     assert (folder / "gateway.sock").stat().st_mode & 0o777 == 0o600
     await proc.kill()
     assert list((tmp_path / "run").iterdir()) == []
+
+
+async def test_the_kernel_surface_is_filtered(sandbox: LocalSandbox, mounts: SessionMounts) -> None:
+    # io_uring, the keyring, bpf, perf, userfaultfd, mounts and new user namespaces answer
+    # EPERM (clone3 ENOSYS, for libc to fall back to clone), an x32 call kills; what
+    # programs need still works (sandbox/syscall_filter.py).
+    code, out = await run(sandbox, mounts, syscall_probe.command())
+    assert code == 0
+    assert syscall_probe.answers(out) == syscall_probe.expected(platform.machine())
+
+
+async def test_unshare_cannot_make_a_user_namespace(
+    sandbox: LocalSandbox, mounts: SessionMounts
+) -> None:
+    code, out = await run(sandbox, mounts, "unshare -Ur id -u 2>&1; echo exit=$?")
+    assert code == 0
+    assert out[-1] == "exit=1" and "Operation not permitted" in out[0]

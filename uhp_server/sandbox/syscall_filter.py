@@ -7,7 +7,9 @@ answers EPERM (clone3 ENOSYS, so that libc falls back to clone, whose flags a fi
 read). It allows what Docker's default allows a container with every capability dropped (our
 sandboxes drop them all), minus the kernel surface a coding agent never needs and container
 escapes come from (BLOCKED, each group with its reason). A syscall of another architecture
-(i386 through int 0x80, x32) answers EPERM too: every rule names this machine's numbers only.
+(i386 through int 0x80, x32) kills the process: every rule names this machine's numbers
+only, and the docker engine (runc) kills on a foreign architecture, so the local sandbox does
+the same; no program an agent runs here makes such calls.
 
 The filter applies to the agent's whole process tree once the sandbox is set up (bubblewrap
 installs it just before it runs the agent's first program; the engine just before the
@@ -305,8 +307,8 @@ _DOCKER_ARCH = {"x86_64": "SCMP_ARCH_X86_64", "aarch64": "SCMP_ARCH_AARCH64"}
 
 def docker_profile(machine: str | None = None) -> dict[str, Any]:
     """The engine's seccomp profile (what `docker run --security-opt seccomp=FILE` reads).
-    Its architectures name this machine's only: the engine then refuses i386 and x32 calls
-    of an amd64 container (Docker's own profile allows them)."""
+    Its architectures name this machine's only: the engine then kills a process making i386
+    or x32 calls in an amd64 container (Docker's own profile filters them as its own)."""
     arch = _DOCKER_ARCH.get(machine or platform.machine())
     rules: list[dict[str, Any]] = [{"names": allowed_names(), "action": "SCMP_ACT_ALLOW"}]
     for rule in ARG_RULES:
@@ -319,9 +321,7 @@ def docker_profile(machine: str | None = None) -> dict[str, Any]:
                 "args": [{**masked, "value": rule.mask, "valueTwo": rule.value}],
             }
         )
-    rules.append(
-        {"names": blocked_names(), "action": "SCMP_ACT_ERRNO", "errnoRet": DEFAULT_ERRNO}
-    )
+    rules.append({"names": blocked_names(), "action": "SCMP_ACT_ERRNO", "errnoRet": DEFAULT_ERRNO})
     rules.append(
         {"names": list(ENOSYS_NAMES), "action": "SCMP_ACT_ERRNO", "errnoRet": errno.ENOSYS}
     )

@@ -2,8 +2,8 @@
 `bwrap --seccomp FD` installs.
 
 Compiled by libseccomp (libseccomp.so.2, through ctypes): it knows every architecture's
-syscall numbers, emits the architecture check (another one's calls, and x32's on x86_64,
-get the filter's default answer, EPERM) and is on every Debian 12 machine already — apt
+syscall numbers, emits the architecture check (a call of another architecture, or x32's
+on x86_64, kills the process) and is on every Debian 12 machine already — apt
 itself depends on it — so `scripts/install.sh` needs no new package, and the venv no
 binding (Debian's python3-seccomp is not visible from a venv; pyseccomp on PyPI is the same
 ctypes calls). The program is compiled once per server and costs about a millisecond.
@@ -22,6 +22,7 @@ from uhp_server.sandbox import syscall_filter
 
 # libseccomp's constants (seccomp.h).
 _ACT_ALLOW = 0x7FFF0000
+_ACT_KILL_PROCESS = 0x80000000
 _ACT_ERRNO = 0x00050000
 _ATTR_ACT_BADARCH = 2
 _CMP_MASKED_EQ = 7
@@ -81,12 +82,8 @@ def program() -> bytes:
     if not ctx:
         raise SeccompError("libseccomp: seccomp_init failed")
     try:
-        _check(
-            lib.seccomp_attr_set(
-                ctx, _ATTR_ACT_BADARCH, _errno_action(syscall_filter.DEFAULT_ERRNO)
-            ),
-            "bad-architecture action",
-        )
+        # Another architecture's call kills the process, as the docker engine's filter does.
+        _check(lib.seccomp_attr_set(ctx, _ATTR_ACT_BADARCH, _ACT_KILL_PROCESS), "bad arch")
 
         def add(action: int, name: str, *cmps: _ArgCmp) -> None:
             number = lib.seccomp_syscall_resolve_name(name.encode())
