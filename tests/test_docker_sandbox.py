@@ -496,3 +496,21 @@ async def test_a_restarted_server_reaps_what_a_dead_one_left(
     finally:
         await theirs.kill()
         await neighbour.close()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a bind mount shows its source's path within its filesystem (issue 27, item 11)",
+)
+async def test_the_mount_table_shows_no_host_path_nor_session_id(
+    sandbox: DockerSandbox, tmp_path: Path
+) -> None:
+    session = tmp_path / "data" / "sessions" / "sess_0123456789abcdef"
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    mounts = SessionMounts(session / "workspace", session / "home", tools)
+    code, out = await run(sandbox, mounts, "cat /proc/self/mountinfo /proc/mounts")
+    assert code == 0 and any(" /workspace " in line for line in out)
+    table = "\n".join(out)
+    assert str(tmp_path) not in table
+    assert "sess_0123456789abcdef" not in table
