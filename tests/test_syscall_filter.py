@@ -124,3 +124,16 @@ def test_the_docker_profile_is_the_same_list() -> None:
     ]
     enosys = [rule for rule in profile["syscalls"] if rule.get("errnoRet") == errno.ENOSYS]
     assert enosys == [{"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38}]
+
+
+def test_under_gvisor_clone3_is_left_to_gvisors_own_kernel() -> None:
+    # runsc answers a refusal with the default errno only: clone3 refused would be EPERM,
+    # and glibc's threads would fail instead of falling back to clone.
+    profile = syscall_filter.docker_profile("x86_64", gvisor=True)
+    assert [r for r in profile["syscalls"] if "errnoRet" in r and "clone3" in r["names"]] == []
+    assert "clone3" in profile["syscalls"][0]["names"]
+    assert profile["syscalls"][0]["action"] == "SCMP_ACT_ALLOW"
+    plain = syscall_filter.docker_profile("x86_64")
+    assert [r for r in profile["syscalls"] if r is not profile["syscalls"][0]] == [
+        r for r in plain["syscalls"][1:] if "clone3" not in r["names"]
+    ]

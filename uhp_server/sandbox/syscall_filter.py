@@ -305,12 +305,19 @@ def blocked_names() -> list[str]:
 _DOCKER_ARCH = {"x86_64": "SCMP_ARCH_X86_64", "aarch64": "SCMP_ARCH_AARCH64"}
 
 
-def docker_profile(machine: str | None = None) -> dict[str, Any]:
+def docker_profile(machine: str | None = None, *, gvisor: bool = False) -> dict[str, Any]:
     """The engine's seccomp profile (what `docker run --security-opt seccomp=FILE` reads).
     Its architectures name this machine's only: the engine then kills a process making i386
-    or x32 calls in an amd64 container (Docker's own profile filters them as its own)."""
+    or x32 calls in an amd64 container (Docker's own profile filters them as its own).
+
+    `gvisor`: for the runsc runtime (`runsc --oci-seccomp`), which answers every refusal
+    with the default errno, never a rule's own: clone3 would answer EPERM, and glibc falls
+    back to clone only on ENOSYS (threads would fail, as they do under Docker's own profile
+    there). So clone3 is allowed: gVisor's own kernel answers it (Debian 12's runsc: ENOSYS),
+    and a namespace it made would be gVisor's, never the host's."""
     arch = _DOCKER_ARCH.get(machine or platform.machine())
-    rules: list[dict[str, Any]] = [{"names": allowed_names(), "action": "SCMP_ACT_ALLOW"}]
+    allowed = allowed_names() + (list(ENOSYS_NAMES) if gvisor else [])
+    rules: list[dict[str, Any]] = [{"names": allowed, "action": "SCMP_ACT_ALLOW"}]
     for rule in ARG_RULES:
         masked = {"index": rule.index, "op": "SCMP_CMP_MASKED_EQ"}
         rules.append(
@@ -322,9 +329,10 @@ def docker_profile(machine: str | None = None) -> dict[str, Any]:
             }
         )
     rules.append({"names": blocked_names(), "action": "SCMP_ACT_ERRNO", "errnoRet": DEFAULT_ERRNO})
-    rules.append(
-        {"names": list(ENOSYS_NAMES), "action": "SCMP_ACT_ERRNO", "errnoRet": errno.ENOSYS}
-    )
+    if not gvisor:
+        rules.append(
+            {"names": list(ENOSYS_NAMES), "action": "SCMP_ACT_ERRNO", "errnoRet": errno.ENOSYS}
+        )
     return {
         "defaultAction": "SCMP_ACT_ERRNO",
         "defaultErrnoRet": DEFAULT_ERRNO,

@@ -92,11 +92,13 @@ def create_kwargs(
 
 
 @functools.cache
-def seccomp_option() -> str:
+def seccomp_option(gvisor: bool = False) -> str:
     """The `--security-opt seccomp=…` of every container: the syscall filter of
     sandbox/syscall_filter.py (the API takes the profile's JSON itself, which is what the
-    docker CLI sends for a file), in place of the engine's default profile."""
-    return "seccomp=" + json.dumps(syscall_filter.docker_profile(), separators=(",", ":"))
+    docker CLI sends for a file), in place of the engine's default profile. `gvisor`: the
+    container runs on runsc (see docker_profile)."""
+    profile = syscall_filter.docker_profile(gvisor=gvisor)
+    return "seccomp=" + json.dumps(profile, separators=(",", ":"))
 
 
 def host_config_kwargs(mounts: HostMounts, paths: SandboxPaths, limits: Limits) -> dict[str, Any]:
