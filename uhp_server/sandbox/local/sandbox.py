@@ -178,6 +178,10 @@ class LocalSandbox(Sandbox):
         """(None: no gateway, as in the sandbox's own tests; its requests answer 404.)"""
         if shutil.which("socat") is None:
             raise SandboxError("socat not found: the local sandbox relays the gateway with it")
+        try:  # compiled once, off the loop: a server that cannot filter says so at start
+            await asyncio.to_thread(seccomp.program)
+        except seccomp.SeccompError as exc:
+            raise SandboxError(f"cannot build the syscall filter: {exc}") from exc
         self._run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._run_dir.chmod(0o700)
         # What a killed server left: no turn of this server can be running yet.
