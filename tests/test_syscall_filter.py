@@ -137,3 +137,13 @@ def test_under_gvisor_clone3_is_left_to_gvisors_own_kernel() -> None:
     assert [r for r in profile["syscalls"] if r is not profile["syscalls"][0]] == [
         r for r in plain["syscalls"][1:] if "clone3" not in r["names"]
     ]
+
+
+def test_a_call_newer_than_the_filter_knows_answers_enosys() -> None:
+    # As on an older kernel: a newer libc falls back to the call it replaces (runc does the
+    # same under Docker).
+    newest = seccomp._newest_known()
+    assert newest >= number("futex_waitv")
+    assert run(newest + 1) == ENOSYS
+    assert run(900) == ENOSYS
+    assert run(newest + 1, arch=I386) == KILL_PROCESS

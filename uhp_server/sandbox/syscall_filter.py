@@ -4,9 +4,12 @@ sandbox hands it to the engine as a seccomp profile, docker_profile below).
 
 The filter is an allow-list, as Docker's default profile is: whatever is not allowed here
 answers EPERM (clone3 ENOSYS, so that libc falls back to clone, whose flags a filter can
-read). It allows what Docker's default allows a container with every capability dropped (our
-sandboxes drop them all), minus the kernel surface a coding agent never needs and container
-escapes come from (BLOCKED, each group with its reason). A syscall of another architecture
+read; and a call newer than libseccomp's table ENOSYS, as on an older kernel, so that a
+newer libc falls back to the call it replaces: runc does so in the docker sandbox, and
+local/seccomp.py in the local one). It allows what Docker's default allows a container with
+every capability dropped (our sandboxes drop them all), minus the kernel surface a coding
+agent never needs and container escapes come from (BLOCKED, each group with its reason).
+A syscall of another architecture
 (i386 through int 0x80, x32) kills the process: every rule names this machine's numbers
 only, and the docker engine (runc) kills on a foreign architecture, so the local sandbox does
 the same; no program an agent runs here makes such calls.

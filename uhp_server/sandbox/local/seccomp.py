@@ -16,6 +16,7 @@ import ctypes.util
 import errno
 import functools
 import os
+import struct
 import tempfile
 
 from uhp_server.sandbox import syscall_filter
@@ -27,6 +28,12 @@ _ACT_ERRNO = 0x00050000
 _ATTR_ACT_BADARCH = 2
 _CMP_MASKED_EQ = 7
 _RESOLVE_ERROR = -1  # __NR_SCMP_ERROR: a name libseccomp does not know
+_SCAN_UP_TO = 1024  # syscall numbers looked up for the newest one libseccomp knows
+
+# Classic BPF, for the few instructions written here (struct sock_filter: code, jt, jf, k).
+_LD_ABS, _JEQ, _JGT, _JGE, _RET = 0x20, 0x15, 0x25, 0x35, 0x06
+_NR_OFFSET, _ARCH_OFFSET = 0, 4  # in struct seccomp_data
+_X32_BIT = 0x40000000
 
 
 class SeccompError(RuntimeError):
@@ -66,6 +73,9 @@ def _library() -> ctypes.CDLL:
         ctypes.POINTER(_ArgCmp),
     )
     lib.seccomp_export_bpf.argtypes = (ctypes.c_void_p, ctypes.c_int)
+    lib.seccomp_arch_native.restype = ctypes.c_uint32
+    lib.seccomp_syscall_resolve_num_arch.restype = ctypes.c_void_p  # a char* to free
+    lib.seccomp_syscall_resolve_num_arch.argtypes = (ctypes.c_uint32, ctypes.c_int)
     return lib
 
 
@@ -76,7 +86,44 @@ def _check(code: int, what: str) -> None:
 
 @functools.cache
 def program() -> bytes:
-    """The filter as `struct sock_filter` records for this machine's architecture."""
+    """The filter as `struct sock_filter` records for this machine's architecture: a call
+    newer than any this libseccomp knows answers ENOSYS (below), the rest is libseccomp's."""
+    return _newer_calls_enosys(_newest_known()) + _compiled()
+
+
+def _newest_known() -> int:
+    """The highest syscall number libseccomp has a name for on this architecture."""
+    lib = _library()
+    free = ctypes.CDLL(None).free
+    free.argtypes = (ctypes.c_void_p,)
+    arch = lib.seccomp_arch_native()
+    newest = -1
+    for number in range(_SCAN_UP_TO):
+        name = lib.seccomp_syscall_resolve_num_arch(arch, number)  # malloc'd, or NULL
+        if name:
+            free(name)
+            newest = number
+    return newest
+
+
+def _newer_calls_enosys(newest: int) -> bytes:
+    """BPF put before libseccomp's program: a native call numbered above `newest` answers
+    ENOSYS, as it would on an older kernel, so that a newer libc falls back to the call it
+    replaces (EPERM would make it fail); runc does the same under Docker. Another
+    architecture's calls and x32's (numbers from 0x40000000) go on to libseccomp's checks."""
+    arch = _library().seccomp_arch_native()
+    stub = [
+        (_LD_ABS, 0, 0, _ARCH_OFFSET),
+        (_JEQ, 0, 4, arch),  # another architecture: to libseccomp's program
+        (_LD_ABS, 0, 0, _NR_OFFSET),
+        (_JGE, 2, 0, _X32_BIT),  # x32 (or -1, a tracer's skip): to libseccomp's program
+        (_JGT, 0, 1, newest),
+        (_RET, 0, 0, _errno_action(errno.ENOSYS)),
+    ]
+    return b"".join(struct.pack("=HBBI", *insn) for insn in stub)
+
+
+def _compiled() -> bytes:
     lib = _library()
     ctx = lib.seccomp_init(_errno_action(syscall_filter.DEFAULT_ERRNO))
     if not ctx:
