@@ -226,8 +226,8 @@ ARG_RULES: tuple[ArgRule, ...] = (
 BLOCKED: tuple[Group, ...] = (
     Group(
         "io_uring: a large, fast-changing kernel interface behind many privilege escalations "
-        "(Docker's newer profiles and Google's production kernels turn it off); libuv "
-        "(node) and others fall back to threads when it is refused",
+        "(Docker's newer default profiles refuse it too); libuv (node) and others fall "
+        "back to threads when it is refused",
         ("io_uring_setup", "io_uring_enter", "io_uring_register"),
     ),
     Group(
