@@ -12,6 +12,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from harness_bases.base import Invocation, SandboxPaths
 from uhp_server.gateway.tokens import DOOR_SCOPE_KEY
+from uhp_server.sandbox import syscall_filter
 from uhp_server.sandbox.base import SandboxError
 from uhp_server.sandbox.docker import bootstrap, images
 from uhp_server.sandbox.docker.container import (
@@ -20,6 +21,7 @@ from uhp_server.sandbox.docker.container import (
     create_kwargs,
     host_config_kwargs,
     resolve_user,
+    seccomp_option,
 )
 from uhp_server.sandbox.docker.gateway_socket import socket_dir
 from uhp_server.sandbox.docker.host_paths import HostPaths
@@ -38,7 +40,9 @@ def test_hardening_is_all_there() -> None:
     assert config["network_mode"] == "none"
     assert config["read_only"] is True
     assert config["cap_drop"] == ["ALL"]
-    assert config["security_opt"] == ["no-new-privileges"]
+    assert config["security_opt"] == ["no-new-privileges", seccomp_option()]
+    profile = json.loads(seccomp_option().removeprefix("seccomp="))
+    assert profile == syscall_filter.docker_profile()  # the one list, whole
     assert (config["pids_limit"], config["mem_limit"], config["memswap_limit"]) == (
         100,
         "1g",

@@ -11,7 +11,7 @@ import shutil
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -148,9 +148,9 @@ def recording(previews: PreviewRenderer) -> list[list[str]]:
     runs: list[list[str]] = []
     run = previews._run
 
-    async def spy(argv: list[str], env: dict[str, str]) -> None:
+    async def spy(argv: list[str], env: dict[str, str], pass_fds: Sequence[int] = ()) -> None:
         runs.append(argv)
-        await run(argv, env)
+        await run(argv, env, pass_fds)
 
     previews._run = spy  # type: ignore[method-assign]  # a spy for this renderer only
     return runs
@@ -177,6 +177,7 @@ def test_a_document_cannot_make_the_server_fetch_a_url(tmp_path: Path, listener:
     assert Path(argv[0]).name == "bwrap"
     assert "--unshare-all" in argv and "--share-net" not in argv
     assert argv[argv.index("--cap-drop") + 1] == "ALL" and "--die-with-parent" in argv
+    assert "--seccomp" in argv[: argv.index("--")]  # the agents' syscall filter, and it converts
 
 
 @pytest.mark.heavy

@@ -4,13 +4,16 @@ what an error withholds."""
 from __future__ import annotations
 
 import json
+import platform
 import re
+import shlex
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.conftest import API_KEY, DEFAULT_MODEL, PROVIDER_KEY, backend_under_test
+from tests.support import syscall_probe
 from tests.support.server import ServerProcess
 from tests.support.shell_probe import as_one_command
 from tests.test_tasks_e2e import create
@@ -172,3 +175,60 @@ def test_an_error_carries_a_correlation_id_that_matches_a_log_line(
     lines = [json.loads(line) for line in server.log().splitlines() if correlation in line]
     assert lines and lines[0]["correlation_id"] == correlation
     assert lines[0]["code"] == "response_not_found"
+
+
+# The red team's keyring channel: one principal's agent stores a key in its uid's user
+# keyring (@u), another principal's agent, in a session of its own, searches for it and reads
+# it back. Keys belong to a uid, and every local sandbox's agent runs as one.
+KEYRING_PROBE = r"""
+import ctypes, errno, platform, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+ADD_KEY, KEYCTL = {"x86_64": (248, 250), "aarch64": (217, 219)}[platform.machine()]
+USER_KEYRING, SEARCH, READ = -4, 10, 11
+name = b"uhp-red-team-drop"
+def answer(result):
+    return str(result) if result >= 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+if sys.argv[1] == "store":
+    secret = b"cross-principal-" + b"secret"
+    stored = libc.syscall(ADD_KEY, b"user", name, secret, len(secret), USER_KEYRING)
+    print("stored=" + answer(stored))
+else:
+    found = libc.syscall(KEYCTL, SEARCH, USER_KEYRING, b"user", name, 0)
+    print("found=" + answer(found))
+    if found >= 0:
+        buffer = ctypes.create_string_buffer(256)
+        size = libc.syscall(KEYCTL, READ, ctypes.c_long(found), buffer, 256)
+        print("read=" + (buffer.raw[:size].decode() if size >= 0 else answer(size)))
+"""
+
+
+def keyring_probe(action: str) -> str:
+    script = f"/usr/bin/python3 -c {shlex.quote(KEYRING_PROBE)} {action}"
+    return f"RUN {as_one_command(script)}\nSAY {{output}}"
+
+
+def test_no_principal_reaches_another_through_the_kernel_keyring(
+    client: httpx.Client, server: ServerProcess, other_key: str
+) -> None:
+    stored = tool_outputs(create(client, {"input": keyring_probe("store")}))
+    assert "stored=" in stored  # the probe ran
+    with httpx.Client(
+        base_url=server.url, headers={"Authorization": f"Bearer {other_key}"}, timeout=120
+    ) as other:
+        found = tool_outputs(create(other, {"input": keyring_probe("search")}))
+    assert "found=" in found
+    assert "cross-principal-secret" not in found
+    # Closed at the source: no agent reaches a keyring at all.
+    assert "stored=EPERM" in stored.split() and "found=EPERM" in found.split()
+
+
+def test_the_agent_meets_the_syscall_filter(client: httpx.Client) -> None:
+    # io_uring, the keyring, bpf, perf, new user namespaces, mounts: refused to the agent's
+    # own tool commands, whatever the base and the sandbox (sandbox/syscall_filter.py).
+    probe = f"RUN {as_one_command(syscall_probe.command())}\nSAY {{output}}"
+    answers = syscall_probe.answers(tool_outputs(create(client, {"input": probe})).splitlines())
+    expected = syscall_probe.expected(platform.machine())
+    assert {name: answers.get(name) for name in expected} == expected
+    unshare = tool_outputs(create(client, {"input": "RUN unshare -Ur id -u\nSAY {output}"}))
+    assert "Operation not permitted" in unshare

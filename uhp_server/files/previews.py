@@ -11,9 +11,9 @@ can link images, OLE objects or stylesheets by URL, and LibreOffice fetches them
 converts. On the host network that is server-side request forgery (loopback services, the
 cloud metadata address, the intranet). So the conversion runs with no network at all: under
 bubblewrap (read-only system, every namespace unshared and the network NOT shared, no
-capabilities, only the input file and an output folder bound), or, without bubblewrap, at
-least in an empty network namespace (`unshare --net`). When neither can be set up the
-preview is refused (502) rather than converted unsandboxed.
+capabilities, the agents' syscall filter, only the input file and an output folder bound),
+or, without bubblewrap, at least in an empty network namespace (`unshare --net`). When
+neither can be set up the preview is refused (502) rather than converted unsandboxed.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from pathlib import Path
 from storage.blobs import BlobStore
 from uhp_server.errors import ApiError
 from uhp_server.files.stored import StoredFile
-from uhp_server.sandbox.local import SYSTEM_DIRS, system_binds
+from uhp_server.sandbox.local import SYSTEM_DIRS, seccomp, system_binds
 
 log = logging.getLogger("uhp_server.files.previews")
 
@@ -160,10 +160,15 @@ class PreviewRenderer:
             shutil.copyfile(self.blobs.path(row.sha256), source)
             program = Path(binary).resolve()
             if isolation == "bwrap":
-                argv, env = self._bwrap_argv(program, source, out)
+                filter_fd = _syscall_filter_fd()
+                try:
+                    argv, env = self._bwrap_argv(program, source, out, filter_fd)
+                    await self._run(argv, env, pass_fds=(filter_fd,))
+                finally:
+                    os.close(filter_fd)
             else:
                 argv, env = self._unshare_argv(program, source, out, folder)
-            await self._run(argv, env)
+                await self._run(argv, env)
             produced = out / "document.pdf"
             if not produced.is_file() or not produced.read_bytes()[:5] == b"%PDF-":
                 raise failed()
@@ -207,12 +212,15 @@ class PreviewRenderer:
         ]
 
     def _bwrap_argv(
-        self, program: Path, source: Path, out: Path
+        self, program: Path, source: Path, out: Path, filter_fd: int
     ) -> tuple[list[str], dict[str, str]]:
         exe = shutil.which(self.bwrap) or self.bwrap
         inside_source = _INSIDE / source.name
         argv = [
             *self._bwrap_prefix(exe, program),
+            # The agents' syscall filter (sandbox/syscall_filter.py): the document is theirs.
+            "--seccomp",
+            str(filter_fd),
             "--tmpfs",
             str(_INSIDE_HOME),  # the throw-away profile lives here and dies with the sandbox
             "--ro-bind",
@@ -266,11 +274,14 @@ class PreviewRenderer:
             log.info("preview_isolation_unavailable", extra={"isolation": name})
         return None
 
-    async def _run(self, argv: list[str], env: dict[str, str]) -> None:
+    async def _run(
+        self, argv: list[str], env: dict[str, str], pass_fds: Sequence[int] = ()
+    ) -> None:
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv,
                 env=env,
+                pass_fds=pass_fds,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.DEVNULL,
                 stderr=asyncio.subprocess.PIPE,
@@ -290,6 +301,14 @@ class PreviewRenderer:
         if proc.returncode != 0:
             log.info("preview_failed", extra={"code": proc.returncode, "stderr": stderr[-500:]})
             raise failed()
+
+
+def _syscall_filter_fd() -> int:
+    try:
+        return seccomp.program_fd()
+    except (seccomp.SeccompError, OSError) as exc:
+        log.warning("preview_failed", extra={"error": str(exc)})
+        raise failed() from None
 
 
 async def _succeeds(argv: Sequence[str]) -> bool:

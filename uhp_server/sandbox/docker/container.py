@@ -6,14 +6,17 @@ hardening option is visible in one place and checked by a unit test as well as a
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from harness_bases.base import Invocation, SandboxPaths
+from uhp_server.sandbox import syscall_filter
 from uhp_server.sandbox.docker.gateway_socket import INSIDE_DIR
-from uhp_server.sandbox.docker.runtimes import security_options
+from uhp_server.sandbox.docker.runtimes import GVISOR
 
 GATEWAY_PORT = 8080  # the gateway inside the container: 127.0.0.1:8080 (its own loopback)
 LAUNCHER = "/usr/local/bin/uhp-launch"  # from the runtime image (image/launch.sh)
@@ -89,6 +92,16 @@ def create_kwargs(
     }
 
 
+@functools.cache
+def seccomp_option(gvisor: bool = False) -> str:
+    """The `--security-opt seccomp=…` of every container: the syscall filter of
+    sandbox/syscall_filter.py (the API takes the profile's JSON itself, which is what the
+    docker CLI sends for a file), in place of the engine's default profile. `gvisor`: the
+    container runs on runsc (see docker_profile)."""
+    profile = syscall_filter.docker_profile(gvisor=gvisor)
+    return "seccomp=" + json.dumps(profile, separators=(",", ":"))
+
+
 def host_config_kwargs(
     mounts: HostMounts, paths: SandboxPaths, limits: Limits, runtime: str = ""
 ) -> dict[str, Any]:
@@ -107,7 +120,7 @@ def host_config_kwargs(
         "read_only": True,
         "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={limits.tmp_size},mode=1777"},
         "cap_drop": ["ALL"],
-        "security_opt": ["no-new-privileges", *security_options(runtime)],
+        "security_opt": ["no-new-privileges", seccomp_option(gvisor=runtime == GVISOR)],
         "pids_limit": limits.pids,
         "mem_limit": limits.memory,
         "memswap_limit": limits.memory,  # equal to the memory limit: no swap on top

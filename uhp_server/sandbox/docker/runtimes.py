@@ -7,14 +7,13 @@ makes, under gVisor's own seccomp filter. docs/gvisor.md says what that buys, wh
 
 The runtime is the engine's to register (/etc/docker/daemon.json; scripts/docker-engine.sh
 does it for runsc, with --network=none, --host-uds=open for the gateway's socket and
---oci-seccomp for the profile below: docs/gvisor.md says why each). A server set to a
-runtime that an engine lacks would fail every turn; it refuses that engine at once instead,
-saying how to register it.
+--oci-seccomp for the syscall filter's gVisor profile, sandbox/syscall_filter.py:
+docs/gvisor.md says why each). A server set to a runtime that an engine lacks would fail
+every turn; it refuses that engine at once instead, saying how to register it.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from uhp_server.sandbox.base import SandboxError
@@ -30,63 +29,6 @@ GVISOR_MIN_PIDS = 128
 def engine_runtimes(api: Any) -> set[str]:
     """The runtimes an engine has registered (`docker info`'s Runtimes)."""
     return set((api.info().get("Runtimes") or {}).keys())
-
-
-# Inside gVisor, what the agent's syscalls reach is the Sentry, not the host's kernel. The
-# Sentry still implements some of these itself (io_uring, user namespaces); this profile
-# keeps them out of the agent's reach too (defence in depth, and the same answer as the runc
-# sandbox's filter): runsc applies it inside the sandbox (--oci-seccomp,
-# scripts/docker-engine.sh). It is a deny list over gVisor's own small syscall table, not
-# Docker's default allow list: this runsc ignores a rule's errnoRet (every denial is EPERM),
-# and Docker's profile relies on clone3 failing with ENOSYS, without which glibc does not
-# fall back to clone and no thread starts.
-GVISOR_DENIED = {
-    # io_uring: a second way to make every syscall, around any filter of them.
-    "io_uring_setup": "io_uring",
-    "io_uring_enter": "io_uring",
-    "io_uring_register": "io_uring",
-    # The keyring: a store that outlives the process (issue 27's channel between principals).
-    "add_key": "keyring",
-    "keyctl": "keyring",
-    "request_key": "keyring",
-    "bpf": "eBPF programs",
-    # New namespaces: a user namespace makes its creator root in it (unshare -Ur).
-    "unshare": "namespaces",
-    "setns": "namespaces",
-}
-CLONE_NEWUSER = 0x10000000
-EPERM = 1
-
-
-def gvisor_seccomp_profile() -> dict[str, Any]:
-    """The seccomp profile of an agent container in gVisor (GVISOR_DENIED, and clone with a
-    new user namespace)."""
-    return {
-        "defaultAction": "SCMP_ACT_ALLOW",
-        "syscalls": [
-            {"names": sorted(GVISOR_DENIED), "action": "SCMP_ACT_ERRNO", "errnoRet": EPERM},
-            {
-                "names": ["clone"],
-                "action": "SCMP_ACT_ERRNO",
-                "errnoRet": EPERM,
-                "args": [
-                    {
-                        "index": 0,
-                        "op": "SCMP_CMP_MASKED_EQ",
-                        "value": CLONE_NEWUSER,
-                        "valueTwo": CLONE_NEWUSER,
-                    }
-                ],
-            },
-        ],
-    }
-
-
-def security_options(runtime: str) -> list[str]:
-    """What `runtime` adds to the container's security options: gVisor's profile."""
-    if runtime != GVISOR:
-        return []
-    return ["seccomp=" + json.dumps(gvisor_seccomp_profile(), separators=(",", ":"))]
 
 
 def check_limits(runtime: str, pids: int) -> None:

@@ -38,6 +38,7 @@ from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SandboxError, Ses
 from uhp_server.sandbox.egress import EGRESS_PROXY_PORT, EgressPolicy, with_proxy
 from uhp_server.sandbox.gateway_door import ASGIApp, wound_down
 from uhp_server.sandbox.limits import LimitWatch, LocalLimits, parse_size
+from uhp_server.sandbox.local import seccomp
 from uhp_server.sandbox.local.hardening import (
     mount_parent_args,
     namespace_args,
@@ -177,6 +178,10 @@ class LocalSandbox(Sandbox):
         """(None: no gateway, as in the sandbox's own tests; its requests answer 404.)"""
         if shutil.which("socat") is None:
             raise SandboxError("socat not found: the local sandbox relays the gateway with it")
+        try:  # compiled once, off the loop: a server that cannot filter says so at start
+            await asyncio.to_thread(seccomp.program)
+        except seccomp.SeccompError as exc:
+            raise SandboxError(f"cannot build the syscall filter: {exc}") from exc
         self._run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._run_dir.chmod(0o700)
         # What a killed server left: no turn of this server can be running yet.
@@ -207,6 +212,7 @@ class LocalSandbox(Sandbox):
         sockets: Path,
         info_fd: int,
         block_fd: int,
+        seccomp_fd: int,
     ) -> list[str]:
         """The full bwrap argv (without the executable) for `invocation`. It holds no
         secret: the environment travels as bwrap's own (see the module docstring)."""
@@ -234,6 +240,10 @@ class LocalSandbox(Sandbox):
             # Waits until the server has put the sandbox in its cgroup and set its limits.
             "--block-fd",
             str(block_fd),
+            # The syscall filter (sandbox/syscall_filter.py), installed once the sandbox is
+            # set up, just before the launcher (and setpriv's uid switch) runs.
+            "--seccomp",
+            str(seccomp_fd),
             *mount_parent_args(binds),
             *binds,
             "--proc",
@@ -333,13 +343,17 @@ class LocalSandbox(Sandbox):
         bwrap writes the child's pid to info_fd once it has created the namespaces; EOF
         without it means it could not (e.g. namespaces not permitted here). Mount and exec
         failures come later and look like an exit code of 1: _preflight covers the usual."""
+        try:
+            seccomp_r = seccomp.program_fd()
+        except (seccomp.SeccompError, OSError) as exc:
+            raise SandboxError(f"cannot build the syscall filter: {exc}") from exc
         info_r, info_w = os.pipe()
         block_r, block_w = os.pipe()
         try:
             proc = await spawn(
-                [exe, *self.command(invocation, mounts, sockets, info_w, block_r)],
+                [exe, *self.command(invocation, mounts, sockets, info_w, block_r, seccomp_r)],
                 start_new_session=True,  # own process group: kill() signals all of it
-                pass_fds=(info_w, block_r),
+                pass_fds=(info_w, block_r, seccomp_r),
                 limit=STDOUT_LINE_LIMIT,
                 env=with_proxy(invocation.env, self.egress),
             )
@@ -354,6 +368,7 @@ class LocalSandbox(Sandbox):
         finally:
             os.close(info_w)
             os.close(block_r)
+            os.close(seccomp_r)
 
         sandboxed = LocalProcess(proc, watch, cleanup)
         try:
