@@ -164,9 +164,9 @@ async def test_turns_are_admitted_in_the_order_they_arrived_not_the_order_they_j
         assert line is not None
         join_now = line.acquire
 
-        async def join_late(holder: str) -> None:
+        async def join_late(holder: str, principal: str) -> None:
             await asyncio.sleep(0.5)
-            await join_now(holder)
+            await join_now(holder, principal)
 
         monkeypatch.setattr(line, "acquire", join_late)
         b.base.script("second", answer("two"))

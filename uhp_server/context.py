@@ -99,7 +99,9 @@ def build_context(
     enabled = usable_bases(settings) if bases is None else bases
     sandbox = sandbox or make_sandbox(settings, enabled.values())
     replica = replica_id(settings.replica_id, settings.data_dir)
-    admission: Admission = AdmissionQueue(settings.max_concurrent_turns)
+    admission: Admission = AdmissionQueue(
+        settings.max_concurrent_turns, settings.max_turns_per_principal
+    )
     peers: Peers = NoPeers(functools.partial(asyncio.to_thread, recover, db))
     if db.dialect.shared:  # replicas may share it: leases, tails, cancels, admission
         lease = Lease(settings.replica_lease_seconds)

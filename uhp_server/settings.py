@@ -132,6 +132,9 @@ class Settings(BaseSettings):
     # Front doors (docs/doors/README.md): turns running their sandbox at once (the others
     # wait in order, reported queued); how long a turn paused on a question keeps its process.
     max_concurrent_turns: int = Field(default_factory=default_max_concurrent_turns, ge=1)
+    # The most of those one principal holds at once (unset: one less than the limit, so one
+    # principal's flood always leaves a slot to another; engine/turns/admission.py).
+    max_turns_per_principal: int | None = Field(default=None, ge=1)
     # Several replicas on one PostgreSQL (docs/scale-out.md): this process's id (unset:
     # the id kept in the data directory, so replicas sharing one must each set their own), and
     # how long a replica's lease lasts without a renewal before the others take over its turns.

@@ -88,9 +88,10 @@ class SharedAdmission:
         notes.on(replica_store.ADMISSION_CHANNEL, self._notified)
 
     # -- a turn's slot ---------------------------------------------------------------------
-    async def acquire(self, holder: str) -> None:
-        """Wait for a slot, in the line's order. Cancelling the wait leaves the line (and
-        gives back a slot taken in the same instant)."""
+    async def acquire(self, holder: str, principal: str = "") -> None:
+        """Wait for a slot, in the line's order (whoever's turn it is: see docs/scale-out.md).
+        Cancelling the wait leaves the line (and gives back a slot taken in the same
+        instant)."""
         self._loop = asyncio.get_running_loop()
         if not self._contended and await self._from_block(holder):
             return
@@ -103,6 +104,14 @@ class SharedAdmission:
             self._block_slot_freed()
         else:
             self._in_background(self._leave_line(holder))
+
+    def position(self, holder: str) -> int | None:
+        """A turn's place in this replica's own queue; None in the shared line (its place
+        there is the database's, read by nobody yet) or when it does not wait."""
+        for place, (waiting, _) in enumerate(self._here, start=1):
+            if waiting == holder:
+                return place
+        return None
 
     def lease_lapsed(self) -> None:
         """On the admission line's thread, in order with the block's changes: a renewal found

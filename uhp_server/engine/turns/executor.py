@@ -171,7 +171,9 @@ class TurnExecutor:
         run.enter(RunPhase.QUEUED)
         self._queued += 1
         self._report_queue()
-        acquiring = asyncio.ensure_future(self.admission.acquire(run.response_id))
+        acquiring = asyncio.ensure_future(
+            self.admission.acquire(run.response_id, run.principal_id)
+        )
         stopping = asyncio.ensure_future(run.stop.wait())
         try:
             await asyncio.wait({acquiring, stopping}, return_when=asyncio.FIRST_COMPLETED)
