@@ -150,8 +150,9 @@ async def test_a_short_task_behind_another_principals_flood_runs_at_once(
     b = engine.db.run(keys.ensure_principal, "b").id
     flood = [(await engine.engine.start(_task(a, f"WAIT a{n}"))).response_id for n in range(6)]
     await wait_for(lambda: engine.base.running == 2)
+    await wait_for(lambda: engine.admission.waiting == 4)
     for queued in flood[2:]:
-        await wait_for(lambda q=queued: _is(engine, a, q, "queued"))
+        assert await _status(engine, a, queued) == "queued"
     short = (await engine.engine.start(_task(b, "SAY done"))).response_id
     await wait_for(lambda: _is(engine, b, short, "completed"))
     # Not one of the flood's turns ended or started meanwhile: b was served first.
