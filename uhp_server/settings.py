@@ -60,6 +60,10 @@ class Settings(BaseSettings):
     # Connections (docs/operations.md): incomplete requests time out; the cap is lowered
     # further to leave a quarter of the descriptor limit to everything else.
     max_connections: int = 2048
+    # Long-lived streams (SSE) one principal holds open at once; unset: a quarter of the room
+    # for streams, which is the connection cap less an eighth kept for short requests
+    # (uhp_server/http/streams.py).
+    max_streams_per_principal: int | None = Field(default=None, ge=1)
     request_header_timeout_seconds: float = 10.0  # a request head, from its first byte
     request_body_timeout_seconds: float = 30.0  # the longest pause inside a request body
 
