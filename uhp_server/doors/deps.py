@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from uhp_server.engine import Engine
-from uhp_server.http.streams import StreamLimits
+from uhp_server.http.streams import SCOPE_KEY, StreamLimits
 from uhp_server.settings import Settings
 
 
@@ -21,7 +21,7 @@ def get_settings(request: Request) -> Settings:
 
 
 def get_streams(request: Request) -> StreamLimits:
-    return request.app.state.streams
+    return request.scope[SCOPE_KEY]
 
 
 EngineDep = Annotated[Engine, Depends(get_engine)]

@@ -21,11 +21,12 @@ import collections
 from collections.abc import Awaitable, Callable
 
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from uhp_server.errors import ApiError
 
 RETRY_AFTER_SECONDS = 5
+SCOPE_KEY = "uhp.streams"  # where a request finds the server's StreamLimits (in any sub-app)
 
 
 def short_request_room(max_connections: int) -> int:
@@ -107,6 +108,20 @@ class HeldStream(Response):
             await self.inner(scope, receive, send)
         finally:
             self.place.give_back()
+
+
+class ProvideStreamLimits:
+    """Puts the server's StreamLimits in every request's scope, where the routes of every
+    door find them, those of a door served as its own app included."""
+
+    def __init__(self, app: ASGIApp, limits: StreamLimits) -> None:
+        self.app = app
+        self.limits = limits
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scope[SCOPE_KEY] = self.limits
+        await self.app(scope, receive, send)
 
 
 def _refused(message: str) -> ApiError:
