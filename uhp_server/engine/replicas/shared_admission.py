@@ -248,6 +248,18 @@ class SharedAdmission:
                 return
 
     # -- what the other replicas read of a turn in this replica's own queue -----------------
+    def waiting_before_line(self, holder: str) -> None:
+        """The turn waits in this replica's fair line (engine/replicas/fair_admission.py),
+        before it asks here: marked like a turn in the own queue, once it waited that long."""
+        self._out_of_own_queue(holder)
+        self._marks[holder] = asyncio.get_running_loop().call_later(
+            OWN_QUEUE_MARK_SECONDS, self._mark_in_own_queue, holder
+        )
+
+    def done_waiting_before_line(self, holder: str) -> None:
+        """Out of the fair line (it asks here now, or it is gone): its mark taken back."""
+        self._out_of_own_queue(holder)
+
     def _mark_in_own_queue(self, holder: str) -> None:
         """The turn has waited OWN_QUEUE_MARK_SECONDS here: its row says so, written behind
         the block's changes on the admission line's thread (a shorter wait costs nothing)."""
