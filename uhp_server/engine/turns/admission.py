@@ -87,9 +87,6 @@ class AdmissionQueue:
     def waiting(self) -> int:
         return sum(len(line.waiters) for line in self._lines.values())
 
-    def held_by(self, principal: str) -> int:
-        return self._held[principal]
-
     async def acquire(self, holder: str, principal: str = "") -> None:
         """Wait for a slot, fairly (above). Cancelling the wait leaves the line at once."""
         if self._free and principal not in self._lines and self._below_share(principal):
