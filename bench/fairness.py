@@ -37,7 +37,9 @@ def _task(principal_id: str, gate: str) -> EngineTask:
     )
 
 
-async def _scenario(limit: int, share: int | None, flood: int, long: float, short: float):
+async def _scenario(
+    limit: int, share: int | None, flood: int, long: float, short: float
+) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as folder:
         engine = StandInEngine(Path(folder), max_turns=limit, per_principal=share)
         lengths: dict[str, float] = {}
