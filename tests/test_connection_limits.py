@@ -1,6 +1,7 @@
 """Idle and stalled connections cannot take the server down: a real server with a lowered
 descriptor limit, thousands of sockets that never send a request, heads and bodies that
-stall. Long streams, which are complete requests, are never cut."""
+stall. Long streams, which are complete requests, are never cut; one key's streams are capped
+and never take the last connections, and health and discovery answer even at the cap."""
 
 from __future__ import annotations
 
@@ -198,7 +199,7 @@ def test_streams_outlive_the_timeouts(guarded: ServerProcess) -> None:
     assert "event: response.completed" in lines
 
 
-def test_at_the_cap_with_every_connection_busy_new_ones_get_a_fast_503(
+def test_at_the_cap_with_every_connection_busy_new_ones_get_a_fast_503_but_health_answers(
     tmp_path: Path, many_sockets: list[socket.socket]
 ) -> None:
     env = {
@@ -221,17 +222,23 @@ def test_at_the_cap_with_every_connection_busy_new_ones_get_a_fast_503(
             many_sockets.append(sock)
         time.sleep(0.5)
         refused = 0
+        headers = {"Authorization": f"Bearer {API_KEY}"}
         for _ in range(20):
             started = time.monotonic()
-            # The answer is written before the request is read: a client may see the close
-            # first. Either way it is refused at once.
+            # The answer is written once the request line is read: a client may see the close
+            # before its whole request went. Either way it is refused at once.
             with contextlib.suppress(httpx.TransportError):
-                answer = httpx.get(f"{small.url}/v1/uhp", timeout=5)
+                answer = httpx.get(f"{small.url}/v1/harnesses", headers=headers, timeout=5)
                 assert answer.status_code == 503
                 assert answer.json()["error"]["code"] == "uhpserver_overloaded"
                 refused += 1
             assert time.monotonic() - started < 1.0
         assert refused >= 10
+        # Liveness, readiness and discovery are answered all the same: a probe that failed
+        # here would have an orchestrator restart a server that is only busy.
+        for path in ("/healthz", "/readyz", "/v1/uhp"):
+            for _ in range(5):
+                assert httpx.get(f"{small.url}{path}", timeout=5).status_code == 200, path
         refusals = [line for line in small.log().splitlines() if "connection_cap_reached" in line]
         assert len(refusals) == 1
         for sock in many_sockets:
@@ -241,3 +248,47 @@ def test_at_the_cap_with_every_connection_busy_new_ones_get_a_fast_503(
         assert httpx.get(f"{small.url}/v1/uhp", timeout=5).status_code == 200
     finally:
         small.stop()
+
+
+def test_one_keys_streams_are_capped_and_leave_room_for_health_and_other_principals(
+    tmp_path: Path, provider: RunningProvider, base_installed: Path
+) -> None:
+    env = server_env(provider, UHP_MAX_CONNECTIONS="12", UHP_MAX_STREAMS_PER_PRINCIPAL="3")
+    server = ServerProcess(tmp_path, env).start()
+    other_key = server.create_key("other")
+    try:
+        with contextlib.ExitStack() as held:
+            mine = held.enter_context(
+                httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {API_KEY}"})
+            )
+            harness_id = mine.get("/v1/harnesses").json()["harnesses"][0]["id"]
+            feed = f"/v1/harnesses/{harness_id}/events"
+            for _ in range(3):  # the key's cap of event streams, held open
+                opened = held.enter_context(mine.stream("GET", feed, timeout=30))
+                assert opened.status_code == 200
+            refused = mine.get(feed, timeout=10)
+            assert refused.status_code == 429
+            assert refused.json()["error"]["code"] == "rate_limited"
+            for path in ("/healthz", "/readyz", "/v1/uhp"):
+                assert httpx.get(f"{server.url}{path}", timeout=5).status_code == 200, path
+            theirs = held.enter_context(
+                httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {other_key}"})
+            )
+            their_harness = theirs.get("/v1/harnesses").json()["harnesses"][0]["id"]
+            with theirs.stream("GET", f"/v1/harnesses/{their_harness}/events", timeout=30) as own:
+                assert own.status_code == 200
+        # Streams closed: their places come back (once the server has seen the clients go).
+        with httpx.Client(
+            base_url=server.url, headers={"Authorization": f"Bearer {API_KEY}"}
+        ) as again:
+            deadline = time.monotonic() + 10
+            statuses = []
+            while time.monotonic() < deadline:
+                with again.stream("GET", feed, timeout=30) as reopened:
+                    statuses.append(reopened.status_code)
+                if statuses[-1] == 200:
+                    break
+                time.sleep(0.2)
+            assert statuses[-1] == 200, statuses
+    finally:
+        server.stop()

@@ -30,7 +30,9 @@ from uhp_server.gateway.user_questions import QUESTION_SERVER, QUESTION_TOOL
 
 @pytest.fixture
 async def engine(tmp_path: Path) -> AsyncIterator[StandInEngine]:
-    running = StandInEngine(tmp_path, max_turns=2, keep_seconds=30)
+    # One principal may use both slots: its own turns' order is what these tests look at
+    # (sharing between principals: tests/test_admission_fairness.py).
+    running = StandInEngine(tmp_path, max_turns=2, keep_seconds=30, per_principal=2)
     yield running
     await running.close()
 

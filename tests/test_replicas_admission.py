@@ -164,9 +164,9 @@ async def test_turns_are_admitted_in_the_order_they_arrived_not_the_order_they_j
         assert line is not None
         join_now = line.acquire
 
-        async def join_late(holder: str) -> None:
+        async def join_late(holder: str, principal: str) -> None:
             await asyncio.sleep(0.5)
-            await join_now(holder)
+            await join_now(holder, principal)
 
         monkeypatch.setattr(line, "acquire", join_late)
         b.base.script("second", answer("two"))
@@ -288,7 +288,8 @@ async def test_a_lone_replica_admits_its_turns_from_its_block_in_arrival_order(
             return _real(*args)
 
         monkeypatch.setattr(replica_store, name, counted)
-    async with replica(tmp_path, provider, max_concurrent_turns=2) as a:
+    # (One principal: its share is the whole limit here.)
+    async with replica(tmp_path, provider, max_concurrent_turns=2, max_turns_per_principal=2) as a:
         a.base.script("long", [Hang()])
         turns = [(await a.submit("long", background=True)).json()["id"] for _ in range(5)]
 
@@ -380,3 +381,36 @@ async def test_a_replica_whose_lease_the_database_found_lapsed_stops_the_turns_o
         await wait_for(lambda: a.run(running).abandoned, 5)
 
         assert _block_of(a.ctx.db, "a") == 0
+
+
+async def test_one_principals_flood_leaves_a_slot_to_another_over_a_shared_database(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    # Two turns at a time, a share of one each (the default: one less than the limit). a's
+    # flood runs one turn; the others wait, read as queued on every replica; another
+    # principal's task runs at once on the slot the share left.
+    from storage import keys
+
+    async with AsyncExitStack() as stack:
+        a, b = await two_replicas(stack, tmp_path, provider, max_concurrent_turns=2)
+        a.base.script("long", [Hang()])
+        flood = [(await a.submit("long", background=True)).json()["id"] for _ in range(3)]
+        principal = a.run(flood[0]).principal_id
+        await wait_for(lambda: len(a.sandbox.running) == 1 and a.run(flood[2]).queued)
+        await wait_for(lambda: _line_states(a.ctx.db, *flood[1:]) == ["own_queue"] * 2)
+        for held_back in flood[1:]:
+            assert (await b.ctx.engine.state(principal, held_back)).status == "queued"
+
+        _, other_key = a.ctx.db.run(keys.create_key, "other")
+        a.base.script("short", answer("done"))
+        short = await asyncio.wait_for(
+            a.submit("short", headers={"Authorization": f"Bearer {other_key}"}), 10
+        )
+        assert short.json()["status"] == "completed"
+        assert all(a.run(held_back).queued for held_back in flood[1:])  # still behind it
+
+        await a.client.post(f"/v1/responses/{flood[0]}/cancel")  # a's share frees: its next
+        await wait_for(lambda: not a.run(flood[1]).queued)
+        assert a.run(flood[2]).queued
+        for turn in flood[1:]:
+            await a.client.post(f"/v1/responses/{turn}/cancel")

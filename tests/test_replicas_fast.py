@@ -36,6 +36,7 @@ from uhp_server.doors.uhp.harness_events import harness_events
 from uhp_server.engine.facade.records import Principal
 from uhp_server.engine.requests import ToolAnswer
 from uhp_server.engine.turns import questions
+from uhp_server.http.streams import StreamLimits
 from uhp_server.settings import Settings
 
 pytestmark = ONLY_ON_POSTGRESQL
@@ -265,13 +266,15 @@ async def test_the_harness_events_feed_answers_once_it_hears_the_other_replicas(
 
         monkeypatch.setattr(notes, "_listen_as_wanted", late)
 
+        streams = StreamLimits(max_connections=64)
         answered = await harness_events(
-            first["metadata"]["harness_id"], principal, b.ctx.engine, b.ctx.settings
+            first["metadata"]["harness_id"], principal, b.ctx.engine, b.ctx.settings, streams
         )
 
         assert answered.status_code == 200
         assert notes._heard_event(EVENTS_CHANNEL).is_set()
-        await answered.body_iterator.aclose()
+        await answered.inner.body_iterator.aclose()
+        answered.place.give_back()
 
 
 async def test_reading_a_turn_that_runs_on_another_replica_reads_its_events_off_the_loop(

@@ -19,6 +19,7 @@ from uhp_server.gateway.mcp_proxy import make_mcp_router
 from uhp_server.gateway.proxy import make_gateway_router
 from uhp_server.http.head_requests import HeadAsGet
 from uhp_server.http.route_table import Part, clashes
+from uhp_server.http.streams import ProvideStreamLimits, StreamLimits
 from uhp_server.http.unread_bodies import CloseOnUnreadBody
 from uhp_server.http.versioning import VersionMiddleware
 from uhp_server.ops import routes as ops
@@ -75,6 +76,8 @@ def create_app(
     )
     app.state.ctx = ctx
     app.state.engine = ctx.engine  # what the doors reach (http/auth.py, each door's routes)
+    streams = StreamLimits(settings.max_connections, settings.max_streams_per_principal)
+    app.state.streams = streams
     install_error_handlers(app)
     parts = served(ctx, registered.values())
     problems = clashes(parts)
@@ -88,4 +91,5 @@ def create_app(
     app.add_middleware(VersionMiddleware)
     app.add_middleware(CloseOnUnreadBody)
     app.add_middleware(HeadAsGet)
+    app.add_middleware(ProvideStreamLimits, limits=streams)
     return app

@@ -55,6 +55,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print("Created an API key for the default principal. It is shown only this once:")
         print(f"  {key}")
     db.close()
+    # The connection cap in force (the descriptor limit may lower it): streams stay below it.
+    cap = connections.connection_cap(settings.max_connections, connections.raise_fd_limit())
+    settings = settings.model_copy(update={"max_connections": cap})
     app = create_app(settings)
     print(f"UHP Server listening on http://{settings.host}:{settings.port}", flush=True)
     uvicorn.run(
@@ -73,9 +76,7 @@ def _connection_guarded_protocol(settings: Settings) -> type:
 
     connections.quiet_repeated_errors()
     guard = connections.ConnectionGuard(
-        max_connections=connections.connection_cap(
-            settings.max_connections, connections.raise_fd_limit()
-        ),
+        max_connections=settings.max_connections,
         header_timeout=settings.request_header_timeout_seconds,
         body_timeout=settings.request_body_timeout_seconds,
     )

@@ -26,10 +26,11 @@ from uhp_server.catalog import ModelCatalog
 from uhp_server.engine import Engine
 from uhp_server.engine.assembly import assemble_engine
 from uhp_server.engine.replicas.cluster import Cluster, listener
+from uhp_server.engine.replicas.fair_admission import FairSharedAdmission
 from uhp_server.engine.replicas.lease import Lease
 from uhp_server.engine.replicas.peers import NoPeers, Peers
 from uhp_server.engine.replicas.shared_admission import SharedAdmission
-from uhp_server.engine.turns.admission import Admission, AdmissionQueue
+from uhp_server.engine.turns.admission import Admission, AdmissionQueue, share_per_principal
 from uhp_server.engine.turns.artifacts import ArtifactCollector, ArtifactLimits
 from uhp_server.engine.turns.executor import TurnExecutor
 from uhp_server.engine.turns.files import TurnFiles
@@ -125,14 +126,17 @@ def build_context(
     enabled = usable_bases(settings) if bases is None else bases
     sandbox = sandbox or make_sandbox(settings, enabled.values())
     replica = replica_id(settings.replica_id, settings.data_dir)
-    admission: Admission = AdmissionQueue(settings.max_concurrent_turns)
+    admission: Admission = AdmissionQueue(
+        settings.max_concurrent_turns, settings.max_turns_per_principal
+    )
     peers: Peers = NoPeers(functools.partial(asyncio.to_thread, recover, db))
     if db.dialect.shared:  # replicas may share it: leases, tails, cancels, admission
         lease = Lease(settings.replica_lease_seconds)
         notes = listener(db, replica)
         shared = SharedAdmission(db, replica, settings.max_concurrent_turns, lease, notes)
         peers = Cluster(db, replica, lease, sandbox, notes, shared)
-        admission = shared
+        share = share_per_principal(settings.max_concurrent_turns, settings.max_turns_per_principal)
+        admission = FairSharedAdmission(shared, share)  # a principal's share first
     limits = ArtifactLimits(
         max_count=settings.max_artifacts_per_session,
         max_file_bytes=settings.max_artifact_bytes,

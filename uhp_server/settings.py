@@ -63,6 +63,10 @@ class Settings(BaseSettings):
     # Connections (docs/operations.md): incomplete requests time out; the cap is lowered
     # further to leave a quarter of the descriptor limit to everything else.
     max_connections: int = 2048
+    # Long-lived streams (SSE) one principal holds open at once; unset: a quarter of the room
+    # for streams, which is the connection cap less an eighth kept for short requests
+    # (uhp_server/http/streams.py).
+    max_streams_per_principal: int | None = Field(default=None, ge=1)
     request_header_timeout_seconds: float = 10.0  # a request head, from its first byte
     request_body_timeout_seconds: float = 30.0  # the longest pause inside a request body
 
@@ -139,6 +143,9 @@ class Settings(BaseSettings):
     # Front doors (docs/doors/README.md): turns running their sandbox at once (the others
     # wait in order, reported queued); how long a turn paused on a question keeps its process.
     max_concurrent_turns: int = Field(default_factory=default_max_concurrent_turns, ge=1)
+    # The most of those one principal holds at once (unset: one less than the limit, so one
+    # principal's flood always leaves a slot to another; engine/turns/admission.py).
+    max_turns_per_principal: int | None = Field(default=None, ge=1)
     # Several replicas on one PostgreSQL (docs/scale-out.md): this process's id (unset:
     # the id kept in the data directory, so replicas sharing one must each set their own), and
     # how long a replica's lease lasts without a renewal before the others take over its turns.

@@ -128,7 +128,13 @@ class StandInEngine:
     """The engine (its facade and its run registry) over the stand-ins, on the caller's event
     loop."""
 
-    def __init__(self, tmp_path: Path, max_turns: int = 4, keep_seconds: float = 30) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        max_turns: int = 4,
+        keep_seconds: float = 30,
+        per_principal: int | None = None,
+    ) -> None:
         self.settings = Settings(
             data_dir=tmp_path / "data",
             tools_dir=tmp_path / "tools",
@@ -139,7 +145,7 @@ class StandInEngine:
         self.db = Database(self.settings.database)
         self.base = StandInBase()
         self.sandbox = FakeSandbox()
-        self.admission = AdmissionQueue(max_turns)
+        self.admission = AdmissionQueue(max_turns, per_principal)
         executor = TurnExecutor(
             self.sandbox, TokenRegistry(), self.settings.tools_dir, 0.1, admission=self.admission
         )

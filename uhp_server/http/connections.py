@@ -12,8 +12,13 @@ traceback for each). `guarded_protocol` returns uvicorn's h11 protocol with thre
 - at most `max_connections` at once. At the cap, the connection that has waited longest for
   a request head (one that is serving nothing: a fresh idle socket or a keep-alive between
   requests) is closed to make room; when every connection is serving a request the new one
-  gets `503` and is closed at once. Either is logged once a minute, with counts, not per
-  connection.
+  gets `503` and is closed, unless it asks for health or discovery (`ALWAYS_ANSWERED`): an
+  orchestrator that restarts a server whose liveness probe fails would otherwise kill every
+  running turn because the server was busy. So such a connection is kept over the cap until
+  its request line shows its path (at most `OVER_CAP_ROOM` of them, the oldest closed for a
+  new one, each within the header timeout). Evictions and refusals are logged once a
+  minute, with counts, not per connection. (Long-lived streams are kept below the cap per
+  principal and in all: http/streams.py.)
 
 Once a request is complete nothing here times out: long SSE streams and slow model
 responses are never cut. A request h11 cannot parse gets the protocol's error envelope, and
@@ -46,6 +51,12 @@ ACCEPT_BATCH = 128
 # Descriptors kept free of connections: SQLite, blobs, sandbox pipes, upstream sockets, and
 # that overshoot.
 MIN_RESERVED_FDS = 3 * ACCEPT_BATCH
+# Paths answered even at the connection cap: liveness, readiness, discovery, metrics. Each is
+# a short answer from memory (readiness: a few cached checks).
+ALWAYS_ANSWERED = frozenset({b"/healthz", b"/readyz", b"/v1/uhp", b"/metrics"})
+# Connections over the cap waiting to show their request line; within MIN_RESERVED_FDS.
+OVER_CAP_ROOM = 32
+LONGEST_REQUEST_LINE = 8192
 
 
 def _answer(status: str, body: dict[str, object], *extra_headers: bytes) -> bytes:
@@ -100,6 +111,8 @@ class ConnectionGuard:
     body_timeout: float
     # Connections serving nothing, oldest first: the ones to close at the cap.
     idle: OrderedDict[GuardedH11Protocol, None] = field(default_factory=OrderedDict)
+    # Connections over the cap whose request line is not read yet, oldest first.
+    over_cap: OrderedDict[GuardedH11Protocol, None] = field(default_factory=OrderedDict)
     evicted: int = 0
     refused: int = 0
     last_report: float = float("-inf")
@@ -124,18 +137,35 @@ class ConnectionGuard:
 class GuardedH11Protocol(H11Protocol):
     guard: ConnectionGuard  # bound by guarded_protocol()
     _deadline: asyncio.TimerHandle | None = None
+    _request_line: bytearray | None = None  # over the cap: what came of it so far
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         guard = self.guard
         if len(self.connections) > guard.max_connections and not self._make_room():
-            guard.refused += 1
-            guard.report_overload(len(self.connections))
-            transport.write(_REFUSAL)
-            transport.close()
+            self._wait_for_request_line()
             return
         guard.idle[self] = None
         self._arm(guard.header_timeout)
+
+    def _wait_for_request_line(self) -> None:
+        """Over the cap: kept until its request line says whether it asks for health or
+        discovery; the oldest such connection makes room for a new one."""
+        guard = self.guard
+        if len(guard.over_cap) >= OVER_CAP_ROOM:
+            oldest, _ = guard.over_cap.popitem(last=False)
+            oldest._refuse()
+        guard.over_cap[self] = None
+        self._request_line = bytearray()
+        self._arm(guard.header_timeout)
+
+    def _refuse(self) -> None:
+        guard = self.guard
+        guard.over_cap.pop(self, None)
+        guard.refused += 1
+        guard.report_overload(len(self.connections))
+        self.transport.write(_REFUSAL)
+        self.transport.close()
 
     def send_400_response(self, msg: str) -> None:
         """What h11 cannot parse (a malformed request line, a NUL in a header ...) gets the
@@ -162,6 +192,10 @@ class GuardedH11Protocol(H11Protocol):
         return True
 
     def data_received(self, data: bytes) -> None:
+        if self._request_line is not None:
+            data = self._over_cap_request(data)
+            if not data:
+                return
         super().data_received(data)
         if self.transport.is_closing():
             return
@@ -176,6 +210,27 @@ class GuardedH11Protocol(H11Protocol):
         else:
             self._disarm()  # the request is complete: its response may take as long as it takes
 
+    def _over_cap_request(self, data: bytes) -> bytes:
+        """What of `data` to serve on a connection over the cap: all it sent once its request
+        line names a path always answered; nothing while the line is incomplete, or when it
+        names another (the connection is then refused)."""
+        assert self._request_line is not None
+        if self.transport.is_closing():  # refused already
+            return b""
+        self._request_line += data
+        line, found, _ = bytes(self._request_line).partition(b"\r\n")
+        if not found and len(self._request_line) < LONGEST_REQUEST_LINE:
+            return b""
+        _method, _, rest = line.partition(b" ")
+        path = rest.partition(b" ")[0].partition(b"?")[0]
+        if not found or path not in ALWAYS_ANSWERED:
+            self._refuse()
+            return b""
+        self.guard.over_cap.pop(self, None)
+        whole = bytes(self._request_line)
+        self._request_line = None
+        return whole
+
     def on_response_complete(self) -> None:
         super().on_response_complete()
         if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
@@ -183,6 +238,7 @@ class GuardedH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.guard.idle.pop(self, None)
+        self.guard.over_cap.pop(self, None)
         self._disarm()
         super().connection_lost(exc)
 

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from uhp_server.doors.deps import EngineDep
+from uhp_server.doors.deps import EngineDep, StreamsDep
 from uhp_server.doors.openai_chat import turns
 from uhp_server.doors.openai_chat.conversation import ChatRequest, answered, split_request
 from uhp_server.doors.openai_chat.errors import openai_error_body, turn_failure
@@ -61,13 +61,28 @@ async def _harness_for(engine: Engine, principal_id: str, model: str) -> Harness
 
 @router.post("/chat/completions")
 async def chat_completions(
-    body: ChatCompletionBody, request: Request, principal: CurrentPrincipal, engine: EngineDep
+    body: ChatCompletionBody,
+    request: Request,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    streams: StreamsDep,
+) -> Any:
+    async def answer() -> Any:
+        return await _complete(body, str(request.base_url), principal.id, engine)
+
+    if body.stream:  # a place for the stream first: a refused one starts no turn
+        return await streams.serve(principal.id, answer)
+    return await answer()
+
+
+async def _complete(
+    body: ChatCompletionBody, base_url: str, principal_id: str, engine: Engine
 ) -> Any:
     chat = split_request(body.messages)
-    harness = await _harness_for(engine, principal.id, body.model)
+    harness = await _harness_for(engine, principal_id, body.model)
     ignored = body.ignored_fields()
-    task = turns.engine_task(principal.id, harness, chat, body.metadata, ignored)
-    turn = await turns.start_turn(engine, task, str(request.base_url))
+    task = turns.engine_task(principal_id, harness, chat, body.metadata, ignored)
+    turn = await turns.start_turn(engine, task, base_url)
     headers = {SESSION_HEADER: turn.session_id, RESPONSE_HEADER: turn.response_id}
     if ignored:
         headers[IGNORED_FIELDS_HEADER] = header_list(ignored)

@@ -12,7 +12,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from uhp_server.doors.deps import EngineDep, SettingsDep
+from uhp_server.doors.deps import EngineDep, SettingsDep, StreamsDep
 from uhp_server.http.auth import CurrentPrincipal
 from uhp_server.http.sse import sse_response
 from uhp_server.http.strict_json import StrictJsonRoute
@@ -22,7 +22,14 @@ router = APIRouter(route_class=StrictJsonRoute)
 
 @router.get("/v1/harnesses/{harness_id}/events")
 async def harness_events(
-    harness_id: str, principal: CurrentPrincipal, engine: EngineDep, settings: SettingsDep
+    harness_id: str,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    settings: SettingsDep,
+    streams: StreamsDep,
 ) -> Any:
-    events = await engine.harnesses.events(principal.id, harness_id)
-    return sse_response(events, settings.keepalive_seconds)
+    async def answer() -> Any:
+        events = await engine.harnesses.events(principal.id, harness_id)
+        return sse_response(events, settings.keepalive_seconds)
+
+    return await streams.serve(principal.id, answer)

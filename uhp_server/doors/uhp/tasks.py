@@ -23,7 +23,7 @@ from pydantic import (
     field_validator,
 )
 
-from uhp_server.doors.deps import EngineDep, SettingsDep
+from uhp_server.doors.deps import EngineDep, SettingsDep, StreamsDep
 from uhp_server.engine import Accepted, Engine, EngineTask, QuestionPolicy
 from uhp_server.errors import ApiError
 from uhp_server.http.auth import CurrentPrincipal
@@ -168,6 +168,7 @@ async def create_response(
     principal: CurrentPrincipal,
     engine: EngineDep,
     settings: SettingsDep,
+    streams: StreamsDep,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
 ) -> Any:
     if idempotency_key is not None and not 0 < len(idempotency_key) <= 255:
@@ -179,20 +180,28 @@ async def create_response(
         )
     raw = body.model_dump(exclude_unset=True)
     print_ = fingerprint(raw) if idempotency_key else None
-    if idempotency_key and print_:
-        existing = await engine.idempotent_response(principal.id, idempotency_key, print_)
-        if existing:
-            repeat = Accepted.repeat(existing)
-            return await _deliver(
-                engine, settings, principal.id, repeat, body.stream, body.background
-            )
-    accepted = await engine.start(
-        uhp_task(principal.id, raw),
-        idempotency_key=idempotency_key,
-        fingerprint=print_,
-        base_url=str(request.base_url),  # artifact download_url is absolute, on this origin
-    )
-    return await _deliver(engine, settings, principal.id, accepted, body.stream, body.background)
+
+    async def answer() -> Any:
+        if idempotency_key and print_:
+            existing = await engine.idempotent_response(principal.id, idempotency_key, print_)
+            if existing:
+                repeat = Accepted.repeat(existing)
+                return await _deliver(
+                    engine, settings, principal.id, repeat, body.stream, body.background
+                )
+        accepted = await engine.start(
+            uhp_task(principal.id, raw),
+            idempotency_key=idempotency_key,
+            fingerprint=print_,
+            base_url=str(request.base_url),  # artifact download_url is absolute, on this origin
+        )
+        return await _deliver(
+            engine, settings, principal.id, accepted, body.stream, body.background
+        )
+
+    if body.stream:  # a place for the stream first: a refused one starts no task
+        return await streams.serve(principal.id, answer)
+    return await answer()
 
 
 @router.get("/v1/responses/{response_id}")
@@ -202,6 +211,7 @@ async def get_response(
     principal: CurrentPrincipal,
     engine: EngineDep,
     settings: SettingsDep,
+    streams: StreamsDep,
     stream: bool = False,
     starting_after: Annotated[int | None, Query(ge=-1, le=MAX_SEQUENCE)] = None,
 ) -> Any:
@@ -219,8 +229,12 @@ async def get_response(
                 param="Last-Event-ID",
             )
         after = max(after, int(last_event_id))
-    events = await engine.events(principal.id, response_id, after)
-    return sse_response(events, settings.keepalive_seconds)
+
+    async def answer() -> Any:
+        events = await engine.events(principal.id, response_id, after)
+        return sse_response(events, settings.keepalive_seconds)
+
+    return await streams.serve(principal.id, answer)
 
 
 @router.get("/v1/responses/{response_id}/input_items")

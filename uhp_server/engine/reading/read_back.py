@@ -20,7 +20,11 @@ from uhp_server.engine.requests import INPUT_REQUIRED, QUEUED, TaskState, TaskSt
 from uhp_server.engine.turns.questions import pending_questions, question_of_call
 from uhp_server.engine.turns.registry import RunRegistry
 from uhp_server.engine.turns.run import PARKED_REASON
-from uhp_server.errors import ApiError
+from uhp_server.errors import VENDOR, ApiError
+
+# While a turn waits for a slot, its response's metadata says where it stands in line (1: the
+# next to start). The protocol has no queued status: the response stays `in_progress`.
+QUEUE_POSITION = VENDOR + "queue_position"
 
 
 def current_response(
@@ -66,9 +70,13 @@ def live_response(
     """`current_response` when the run in memory answers it (no storage: fit for the event
     loop), else None."""
     run = runs.get(row.id)
-    if run is not None and (row.store or replay or not run.log.finished):
-        return run.log.current()
-    return None
+    if run is None or not (row.store or replay or not run.log.finished):
+        return None
+    response = run.log.current()
+    place = runs.executor.place_in_line(run)
+    if place is not None:
+        response = {**response, "metadata": {**response.get("metadata", {}), QUEUE_POSITION: place}}
+    return response
 
 
 def task_state(tx: Tx, runs: RunRegistry, row: ResponseRow) -> TaskState:

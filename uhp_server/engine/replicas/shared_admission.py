@@ -88,9 +88,10 @@ class SharedAdmission:
         notes.on(replica_store.ADMISSION_CHANNEL, self._notified)
 
     # -- a turn's slot ---------------------------------------------------------------------
-    async def acquire(self, holder: str) -> None:
-        """Wait for a slot, in the line's order. Cancelling the wait leaves the line (and
-        gives back a slot taken in the same instant)."""
+    async def acquire(self, holder: str, principal: str = "") -> None:
+        """Wait for a slot, in the line's order (whoever's turn it is: see docs/scale-out.md).
+        Cancelling the wait leaves the line (and gives back a slot taken in the same
+        instant)."""
         self._loop = asyncio.get_running_loop()
         if not self._contended and await self._from_block(holder):
             return
@@ -103,6 +104,14 @@ class SharedAdmission:
             self._block_slot_freed()
         else:
             self._in_background(self._leave_line(holder))
+
+    def position(self, holder: str) -> int | None:
+        """A turn's place in this replica's own queue; None in the shared line (its place
+        there is the database's, read by nobody yet) or when it does not wait."""
+        for place, (waiting, _) in enumerate(self._here, start=1):
+            if waiting == holder:
+                return place
+        return None
 
     def lease_lapsed(self) -> None:
         """On the admission line's thread, in order with the block's changes: a renewal found
@@ -239,6 +248,18 @@ class SharedAdmission:
                 return
 
     # -- what the other replicas read of a turn in this replica's own queue -----------------
+    def waiting_before_line(self, holder: str) -> None:
+        """The turn waits in this replica's fair line (engine/replicas/fair_admission.py),
+        before it asks here: marked like a turn in the own queue, once it waited that long."""
+        self._out_of_own_queue(holder)
+        self._marks[holder] = asyncio.get_running_loop().call_later(
+            OWN_QUEUE_MARK_SECONDS, self._mark_in_own_queue, holder
+        )
+
+    def done_waiting_before_line(self, holder: str) -> None:
+        """Out of the fair line (it asks here now, or it is gone): its mark taken back."""
+        self._out_of_own_queue(holder)
+
     def _mark_in_own_queue(self, holder: str) -> None:
         """The turn has waited OWN_QUEUE_MARK_SECONDS here: its row says so, written behind
         the block's changes on the admission line's thread (a shorter wait costs nothing)."""

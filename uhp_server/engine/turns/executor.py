@@ -163,6 +163,12 @@ class TurnExecutor:
                         self.admission.release(run.response_id)
                     run.enter(RunPhase.ENDED)
 
+    def place_in_line(self, run: Run) -> int | None:
+        """A queued run's place in the admission line (1: the next), when known here."""
+        if self.admission is None or not run.queued:
+            return None
+        return self.admission.position(run.response_id)
+
     def _report_queue(self) -> None:
         if self.metrics is not None:
             self.metrics.set_queued(self._queued)
@@ -175,7 +181,7 @@ class TurnExecutor:
         run.enter(RunPhase.QUEUED)
         self._queued += 1
         self._report_queue()
-        acquiring = asyncio.ensure_future(self.admission.acquire(run.response_id))
+        acquiring = asyncio.ensure_future(self.admission.acquire(run.response_id, run.principal_id))
         stopping = asyncio.ensure_future(run.stop.wait())
         try:
             await asyncio.wait({acquiring, stopping}, return_when=asyncio.FIRST_COMPLETED)
