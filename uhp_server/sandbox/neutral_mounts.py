@@ -90,6 +90,25 @@ def _mount_overlay(cwd: Path, options: str, target: Path, flags: int) -> None:
         raise failure[0]
 
 
+def mount_tmpfs(target: Path) -> None:
+    """A small tmpfs of its own at `target` (made if missing; what was there is kept beneath
+    and back after unmount()): a bind of a folder in it shows that folder's path within the
+    tmpfs, not the host's path. For folders that hold Unix sockets, which an overlay cannot
+    pass on (a connect() through one is refused)."""
+    target.mkdir(parents=True, exist_ok=True)
+    if os.path.ismount(target):  # a killed server's
+        _unmount(target)
+    _check(
+        _libc.mount(b"tmpfs", os.fsencode(target), b"tmpfs", 0, b"size=1m,mode=0755"),
+        f"mount tmpfs on {target}",
+    )
+
+
+def unmount(target: Path) -> None:
+    """Unmount what mount_tmpfs() mounted (nothing when it is not a mount point)."""
+    _unmount(target)
+
+
 def _unmount(target: Path) -> None:
     # Detached: a sandbox's namespace that lingers a moment keeps its own copy alive.
     if _libc.umount2(os.fsencode(target), _MNT_DETACH) != 0:
