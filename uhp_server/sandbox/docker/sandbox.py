@@ -356,7 +356,7 @@ class DockerSandbox(Sandbox):
         invocation: Invocation,
         mounts: SessionMounts,
         turn_socket: TurnSocket,
-        neutral: TurnMounts | None,
+        neutral: TurnMounts | None = None,
     ) -> dict[str, Any]:
         host_path = engine.host_paths
         bound = mounts
