@@ -27,6 +27,7 @@ import resource
 import secrets
 import shutil
 import tempfile
+import threading
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -144,6 +145,7 @@ class LocalSandbox(Sandbox):
         self._server_id = server_id or secrets.token_hex(8)
         self._neutral: NeutralMounts | None = None
         self._neutral_detected = False
+        self._neutral_lock = threading.Lock()  # detection clears stale mounts: only once
         self._bwrap = bwrap
         self.limits = limits
         self.egress = egress
@@ -346,9 +348,10 @@ class LocalSandbox(Sandbox):
 
     def _detect_neutral_mounts(self) -> None:
         """Once, at open() (or the first turn of a sandbox never opened, as in tests)."""
-        if not self._neutral_detected:
-            self._neutral_detected = True
-            self._neutral = NeutralMounts.detect(self._data_dir, self._server_id)
+        with self._neutral_lock:
+            if not self._neutral_detected:
+                self._neutral = NeutralMounts.detect(self._data_dir, self._server_id)
+                self._neutral_detected = True
 
     def _mount_neutral(self, mounts: SessionMounts) -> TurnMounts | None:
         """The turn's overlays of the session's folders (neutral_mounts.py), or None: the
