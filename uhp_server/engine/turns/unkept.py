@@ -67,16 +67,18 @@ def set_aside(
     home: Path,
     patterns: tuple[str, ...],
     native_session_id: str | None,
-    limit: int = SET_ASIDE_MAX_BYTES,
+    limit: int | None = None,
 ) -> str | None:
     """Copy what `patterns` match in `home` aside, before a `store: false` turn; returns the
     CLI conversation id the task started from. When a turn of the same task (parked on a
     question) set them aside already, that copy stands and its starting point is returned.
     Regular files only (links, FIFOs, sockets and devices are skipped); more than `limit`
-    bytes in all raises TooMuchToSetAside, with nothing copied."""
+    bytes in all (SET_ASIDE_MAX_BYTES unless told) raises TooMuchToSetAside, with nothing
+    copied."""
     aside = home.parent / ASIDE
     if aside.is_dir():
         return _started_from(aside)
+    limit = SET_ASIDE_MAX_BYTES if limit is None else limit
     found = {path: info for match in matches(home, patterns) for path, info in _regular(match)}
     total = sum(info.st_size for info in found.values())
     if total > limit:
