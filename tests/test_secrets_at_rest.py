@@ -96,7 +96,7 @@ def test_a_secret_stored_before_sealing_reads_and_is_sealed_at_the_next_start(
 
         def unsealed(tx: Tx) -> None:  # as an older release stored them
             for row in tx.orm.exec(select(McpSecretRow)).all():
-                context = f"mcp_secret:{row.principal_id}:{row.id}"
+                context = mcp_secrets._context(row.principal_id, row.id, row.origin)
                 row.value = tx.sealer.open(row.value, context)
                 tx.orm.add(row)
 
@@ -107,6 +107,25 @@ def test_a_secret_stored_before_sealing_reads_and_is_sealed_at_the_next_start(
         assert all(v.startswith("uhp-sealed:v1:") for v in stored_values(http))
         assert targets(http, harness["id"]) == EXPECTED
     assert TOKEN.encode() not in raw_database(data)
+
+
+def test_a_sealed_credential_does_not_follow_an_edited_origin(tmp_path: Path) -> None:
+    """Someone who can write the database but has no key points a stored credential at a
+    server of their own by editing its row's origin: the seal binds the origin, so it opens
+    for neither."""
+    evil = "https://evil.example:443"
+    with make_client(tmp_path / "data") as http:
+        create(http, {"base": "codex", "mcp_servers": [SERVER]})
+
+        def redirected(tx: Tx) -> list[str | None]:
+            rows = tx.orm.exec(select(McpSecretRow)).all()
+            for row in rows:
+                row.origin = evil
+                tx.orm.add(row)
+            tx.orm.flush()
+            return [mcp_secrets.get_secret(tx, r.principal_id, r.id, evil) for r in rows]
+
+        assert ctx(http).db.run(redirected) == [None, None]
 
 
 def test_rotating_keys_in_the_environment(tmp_path: Path) -> None:
