@@ -25,6 +25,7 @@ import binascii
 import hashlib
 import os
 import secrets
+import stat
 from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
@@ -132,7 +133,19 @@ def load_sealer(configured: str | None, data_dir: Path) -> Sealer:
     path = key_file(data_dir)
     if not path.exists():
         write_key_file(path, [new_key()], exclusive=True)
+    check_key_file_mode(path)
     return Sealer(_read_keys(path), source=path)
+
+
+def check_key_file_mode(path: Path) -> None:
+    """Refuses a key file that users other than the server's can read: the key opens every
+    stored secret, so a key readable by all is no better than no sealing."""
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        raise SealingError(
+            f"The secrets key file {path} is readable by other users (mode {mode:04o}): "
+            f"run `chmod 600 {path}`."
+        )
 
 
 def _read_keys(path: Path) -> list[str]:

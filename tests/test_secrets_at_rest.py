@@ -214,3 +214,24 @@ def test_a_database_opened_without_a_key_stores_no_secret(tmp_path: Path) -> Non
             db.run(mcp_secrets.put_secret, "p", "value-123", "mcps_x", "https://a:443")
     finally:
         db.close()
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604])
+def test_a_key_file_others_can_read_is_refused(tmp_path: Path, mode: int) -> None:
+    path = key_file(tmp_path)
+    load_sealer(None, tmp_path)
+    path.chmod(mode)
+    with pytest.raises(SealingError, match=f"{path}.*chmod 600"):
+        load_sealer(None, tmp_path)
+
+
+def test_the_server_does_not_start_with_a_key_file_others_can_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    load_sealer(None, tmp_path)
+    key_file(tmp_path).chmod(0o644)
+    monkeypatch.setenv("UHP_DATA_DIR", str(tmp_path))
+    monkeypatch.delenv("UHP_SECRETS_KEY", raising=False)
+    monkeypatch.setattr("uvicorn.run", lambda *a, **k: pytest.fail("the server started"))
+    assert main(["serve"]) == 2
+    assert "chmod 600" in capsys.readouterr().err
