@@ -266,7 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
     data_dir(
         secrets_sub.add_parser(
             "rotate",
-            help="seal every stored secret with the first key (key file: a new key first)",
+            help="seal every stored secret with the first key (key file: a new key first); "
+            "drop an old key only after this has run, reporting nothing unreadable, and "
+            "every replica seals with the new key",
         )
     )
     secrets_parser.set_defaults(func=cmd_secrets)
