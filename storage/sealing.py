@@ -31,6 +31,8 @@ from pathlib import Path
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from storage.private import private_dir
+
 SEALED_PREFIX = "uhp-sealed:v1:"
 KEY_FILE_NAME = "secrets.key"
 _KEY_BYTES = 32
@@ -155,7 +157,7 @@ def _read_keys(path: Path) -> list[str]:
 def write_key_file(path: Path, keys: list[str], *, exclusive: bool = False) -> None:
     """The key file, readable by this user only. `exclusive`: only when none exists (two
     processes starting at once keep the one that was made first)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     fresh = path.with_name(f"{path.name}.{secrets.token_hex(4)}.new")
     fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as out:
