@@ -26,6 +26,7 @@ from sqlalchemy.exc import IntegrityError as OrmIntegrityError
 from sqlmodel import create_engine
 
 from storage.event_batches import event_inserts, events_at_once
+from storage.private import private_dir, private_file
 from storage.sql_text import LINK_TIMEOUTS, MAX_PARAMETERS, nul_safe, psycopg_style
 
 # Any fixed number: the PostgreSQL advisory lock that makes replicas migrate one at a time.
@@ -141,7 +142,12 @@ class SQLiteDialect(Dialect):
 
     def create_engine(self, url: URL, steady: int, most: int) -> Engine:
         if self.file is not None:
-            self.file.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(self.file.parent)
+            private_file(self.file)  # and its WAL and shm files, which take its mode
+            for companion in ("-wal", "-shm"):
+                existing = self.file.with_name(self.file.name + companion)
+                if existing.exists():
+                    private_file(existing)
         engine = create_engine(url, connect_args={"check_same_thread": False})
         event.listen(engine, "connect", sqlite_pragmas)
         return engine

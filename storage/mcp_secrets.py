@@ -11,7 +11,10 @@ binding anyone holding the principal's API key could point a stored credential a
 of their own and read it there. A reference is only ever good for its own origin; for any
 other, the client must send the credential itself again.
 
-The value is stored sealed (storage/sealing.py), bound to its principal and id.
+The value is stored sealed (storage/sealing.py), bound to its principal, id and origin: the
+origin column is checked before opening, and is also part of what the seal authenticates, so
+someone who can write the database but has no key cannot redirect a credential by editing
+that column either (the value then opens nowhere).
 """
 
 from __future__ import annotations
@@ -53,9 +56,9 @@ def new_secret_id() -> str:
     return SECRET_PREFIX + secrets.token_hex(16)
 
 
-def _context(principal_id: str, secret_id: str) -> str:
-    """What a sealed value is bound to: it opens on its own row only."""
-    return f"mcp_secret:{principal_id}:{secret_id}"
+def _context(principal_id: str, secret_id: str, origin: str | None) -> str:
+    """What a sealed value is bound to: it opens on its own row, for its own origin, only."""
+    return f"mcp_secret:{principal_id}:{secret_id}:{origin or ''}"
 
 
 def put_secret(tx: Tx, principal_id: str, value: str, secret_id: str, origin: str) -> None:
@@ -63,7 +66,7 @@ def put_secret(tx: Tx, principal_id: str, value: str, secret_id: str, origin: st
         McpSecretRow(
             id=secret_id,
             principal_id=principal_id,
-            value=tx.sealer.seal(value, _context(principal_id, secret_id)),
+            value=tx.sealer.seal(value, _context(principal_id, secret_id, origin)),
             created_at=time.time(),
             origin=origin,
         )
@@ -84,7 +87,7 @@ def get_secret(tx: Tx, principal_id: str, secret_id: str, origin: str) -> str | 
     if row is None or row.origin is None or row.origin != origin:
         return None
     try:
-        return tx.sealer.open(row.value, _context(row.principal_id, row.id))
+        return tx.sealer.open(row.value, _context(row.principal_id, row.id, row.origin))
     except SealingError as exc:
         log.error("mcp_secret_unreadable", extra={"secret": secret_id, "reason": str(exc)})
         return None
@@ -103,7 +106,7 @@ def reseal(tx: Tx) -> Resealed:
     for row in tx.orm.exec(select(McpSecretRow)).all():
         if tx.sealer.is_current(row.value):
             continue
-        context = _context(row.principal_id, row.id)
+        context = _context(row.principal_id, row.id, row.origin)
         try:
             row.value = tx.sealer.seal(tx.sealer.open(row.value, context), context)
         except SealingError:

@@ -25,10 +25,13 @@ import binascii
 import hashlib
 import os
 import secrets
+import stat
 from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from storage.private import private_dir
 
 SEALED_PREFIX = "uhp-sealed:v1:"
 KEY_FILE_NAME = "secrets.key"
@@ -132,7 +135,19 @@ def load_sealer(configured: str | None, data_dir: Path) -> Sealer:
     path = key_file(data_dir)
     if not path.exists():
         write_key_file(path, [new_key()], exclusive=True)
+    check_key_file_mode(path)
     return Sealer(_read_keys(path), source=path)
+
+
+def check_key_file_mode(path: Path) -> None:
+    """Refuses a key file that users other than the server's can read: the key opens every
+    stored secret, so a key readable by all is no better than no sealing."""
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        raise SealingError(
+            f"The secrets key file {path} is readable by other users (mode {mode:04o}): "
+            f"run `chmod 600 {path}`."
+        )
 
 
 def _read_keys(path: Path) -> list[str]:
@@ -142,7 +157,7 @@ def _read_keys(path: Path) -> list[str]:
 def write_key_file(path: Path, keys: list[str], *, exclusive: bool = False) -> None:
     """The key file, readable by this user only. `exclusive`: only when none exists (two
     processes starting at once keep the one that was made first)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     fresh = path.with_name(f"{path.name}.{secrets.token_hex(4)}.new")
     fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as out:

@@ -93,7 +93,29 @@ def test_an_engine_without_the_runtime_is_refused_saying_how_to_register_it() ->
     assert "UHP_DOCKER_RUNTIME=runsc" in str(refused.value)
     assert "unix:///e.sock" in str(refused.value) and "it has: runc" in str(refused.value)
     assert "scripts/docker-engine.sh" in str(refused.value)
-    check_runtime(FakeInfoApi({"runc": {}, "runsc": {}}), "runsc", "unix:///e.sock")
+    registered = {"path": "/usr/bin/runsc", "runtimeArgs": ["--oci-seccomp", "--host-uds=open"]}
+    check_runtime(FakeInfoApi({"runc": {}, "runsc": registered}), "runsc", "unix:///e.sock")
+
+
+@pytest.mark.parametrize(
+    ("args", "missing"),
+    [
+        (None, "--oci-seccomp --host-uds=open"),
+        (["--network=none", "--host-uds=open"], "--oci-seccomp"),
+        (["--network=none", "--oci-seccomp"], "--host-uds=open"),
+    ],
+)
+def test_a_runsc_registered_without_the_flags_the_server_needs_is_refused(
+    args: list[str] | None, missing: str
+) -> None:
+    """Without --oci-seccomp runsc ignores the syscall filter's profile, silently."""
+    registered: dict[str, object] = {"path": "/usr/bin/runsc"}
+    if args is not None:
+        registered["runtimeArgs"] = args
+    with pytest.raises(SandboxError) as refused:
+        check_runtime(FakeInfoApi({"runsc": registered}), "runsc", "unix:///e.sock")
+    assert f"without {missing}" in str(refused.value)
+    assert "scripts/docker-engine.sh" in str(refused.value)
 
 
 def test_gvisor_refuses_a_pids_limit_its_own_kernel_needs_most_of(tmp_path: Path) -> None:

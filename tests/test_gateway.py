@@ -121,6 +121,11 @@ class FakeUpstream:
             cut = len(event) // 2
             parts = [b"data: {}\n\n", event[:cut].encode(), event[cut:].encode()]
             return self._stream(parts)
+        if scenario == "echo_key_header":  # a debug header repeating what it was sent
+            echoed = {"x-request-id": f"req-1 key={OPENAI_KEY}", "x-ratelimit-note": OPENAI_KEY}
+            if stream:
+                return self._stream(responses_events(RESPONSES_USAGE), echoed)
+            return JSONResponse({"error": {"message": "bad"}}, 400, headers=echoed)
         if scenario == "upstream_401":
             return JSONResponse({"error": {"message": f"Incorrect API key {OPENAI_KEY}"}}, 401)
         if scenario == "slow":
@@ -144,12 +149,12 @@ class FakeUpstream:
         return JSONResponse({"error": "unexpected"}, 500)
 
     @staticmethod
-    def _stream(parts: list[bytes]) -> StreamingResponse:
+    def _stream(parts: list[bytes], headers: dict[str, str] | None = None) -> StreamingResponse:
         async def gen() -> AsyncIterator[bytes]:
             for p in parts:
                 yield p
 
-        return StreamingResponse(gen(), media_type="text/event-stream")
+        return StreamingResponse(gen(), media_type="text/event-stream", headers=headers)
 
     async def _slow(self) -> AsyncIterator[bytes]:
         yield b"data: first\n\n"
@@ -743,6 +748,18 @@ async def test_the_key_never_passes_in_an_encoding_either(
     escaped, streamed = bodies
     assert json.loads(escaped)["error"]["message"] == "bad key [redacted]"
     assert streamed == b'data: {}\n\ndata: {"type": "error", "message": "[redacted]"}\n\n'
+
+
+async def test_relayed_response_headers_never_echo_the_key(
+    client: httpx.AsyncClient, tokens: TokenRegistry
+) -> None:
+    h = bearer(tokens.issue("openai", "m", 60).token)
+    for stream in (False, True):
+        body = {"x_scenario": "echo_key_header", "stream": stream}
+        r = await client.post(f"{OPENAI}/responses", headers=h, json=body)
+        assert r.headers["x-request-id"] == "req-1 key=[redacted]"
+        assert r.headers["x-ratelimit-note"] == "[redacted]"
+        assert OPENAI_KEY not in str(r.headers)
 
 
 async def test_a_refused_server_credential_is_answered_so_no_cli_retries_it(

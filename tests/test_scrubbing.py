@@ -4,6 +4,7 @@ take in a body, whole or cut between the chunks of a stream."""
 from __future__ import annotations
 
 import base64
+import html
 import json
 import logging
 import random
@@ -80,6 +81,39 @@ def test_a_json_string_inside_a_json_string_is_redacted() -> None:
     ],
 )
 def test_url_encoded_forms_are_redacted(form: str) -> None:
+    assert_redacted(form)
+
+
+def html_referenced(text: str, spell: str, every: int = 2) -> str:
+    """`text` with every `every`th character as an HTML character reference."""
+    return "".join(spell.format(ord(c)) if i % every == 0 else c for i, c in enumerate(text))
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        html_referenced(KEY, "&#{};"),
+        html_referenced(KEY, "&#x{:X};", every=1),
+        html_referenced(KEY, "&#x{:x};", every=3),
+        html_referenced(KEY, "&#X{:04x};"),  # leading zeros, an upper-case X
+        html.escape(KEY).replace("/", "&#x2F;"),  # what an HTML escaper of "/" writes
+        KEY.replace("/", "&sol;").replace("+", "&plus;"),
+        html_referenced(KEY, "&#{:03d};", every=4).replace("/", "&#47;"),
+    ],
+)
+def test_html_character_references_are_redacted(form: str) -> None:
+    assert_redacted(form)
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        urllib.parse.quote(urllib.parse.quote(KEY, safe=""), safe=""),  # every escape, twice
+        "".join(f"%25{ord(c):02X}" if i % 2 else c for i, c in enumerate(KEY)),
+        urllib.parse.quote(KEY, safe="").replace("%2F", "%252f"),  # one of them twice
+    ],
+)
+def test_double_percent_encoding_is_redacted(form: str) -> None:
     assert_redacted(form)
 
 

@@ -96,7 +96,7 @@ def test_a_secret_stored_before_sealing_reads_and_is_sealed_at_the_next_start(
 
         def unsealed(tx: Tx) -> None:  # as an older release stored them
             for row in tx.orm.exec(select(McpSecretRow)).all():
-                context = f"mcp_secret:{row.principal_id}:{row.id}"
+                context = mcp_secrets._context(row.principal_id, row.id, row.origin)
                 row.value = tx.sealer.open(row.value, context)
                 tx.orm.add(row)
 
@@ -107,6 +107,25 @@ def test_a_secret_stored_before_sealing_reads_and_is_sealed_at_the_next_start(
         assert all(v.startswith("uhp-sealed:v1:") for v in stored_values(http))
         assert targets(http, harness["id"]) == EXPECTED
     assert TOKEN.encode() not in raw_database(data)
+
+
+def test_a_sealed_credential_does_not_follow_an_edited_origin(tmp_path: Path) -> None:
+    """Someone who can write the database but has no key points a stored credential at a
+    server of their own by editing its row's origin: the seal binds the origin, so it opens
+    for neither."""
+    evil = "https://evil.example:443"
+    with make_client(tmp_path / "data") as http:
+        create(http, {"base": "codex", "mcp_servers": [SERVER]})
+
+        def redirected(tx: Tx) -> list[str | None]:
+            rows = tx.orm.exec(select(McpSecretRow)).all()
+            for row in rows:
+                row.origin = evil
+                tx.orm.add(row)
+            tx.orm.flush()
+            return [mcp_secrets.get_secret(tx, r.principal_id, r.id, evil) for r in rows]
+
+        assert ctx(http).db.run(redirected) == [None, None]
 
 
 def test_rotating_keys_in_the_environment(tmp_path: Path) -> None:
@@ -195,3 +214,24 @@ def test_a_database_opened_without_a_key_stores_no_secret(tmp_path: Path) -> Non
             db.run(mcp_secrets.put_secret, "p", "value-123", "mcps_x", "https://a:443")
     finally:
         db.close()
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604])
+def test_a_key_file_others_can_read_is_refused(tmp_path: Path, mode: int) -> None:
+    path = key_file(tmp_path)
+    load_sealer(None, tmp_path)
+    path.chmod(mode)
+    with pytest.raises(SealingError, match=f"{path}.*chmod 600"):
+        load_sealer(None, tmp_path)
+
+
+def test_the_server_does_not_start_with_a_key_file_others_can_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    load_sealer(None, tmp_path)
+    key_file(tmp_path).chmod(0o644)
+    monkeypatch.setenv("UHP_DATA_DIR", str(tmp_path))
+    monkeypatch.delenv("UHP_SECRETS_KEY", raising=False)
+    monkeypatch.setattr("uvicorn.run", lambda *a, **k: pytest.fail("the server started"))
+    assert main(["serve"]) == 2
+    assert "chmod 600" in capsys.readouterr().err

@@ -134,6 +134,16 @@ def test_plain_ipv6_addresses_keep_their_own_verdict() -> None:
     assert address_refusal(ipaddress.IPv6Address("2606:4700::1111"), allow_private=False) is None
 
 
+@pytest.mark.parametrize("site_local", ["fec0::1", "feff:ffff::1"])
+def test_the_deprecated_site_local_range_is_private(site_local: str) -> None:
+    """fec0::/10 (RFC 3879): Python's `is_private` and `is_global` call it global."""
+    address = ipaddress.IPv6Address(site_local)
+    assert "private" in (address_refusal(address, allow_private=False) or "")
+    assert address_refusal(address, allow_private=True) is None
+    with pytest.raises(UrlRefused):
+        check_config_url(f"https://[{site_local}]/mcp", allow_private=False)
+
+
 def test_a_per_turn_model_host_in_6to4_form_of_loopback_is_refused() -> None:
     """The red team's reproduction: `[2002:7f00:1::]` as a per-turn connection's host."""
     connection = ModelConnection(base_url="http://[2002:7f00:1::]:8080/v1", model="m", api_key="k")

@@ -47,7 +47,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:  # a key that is not one stops start-up before anything else
         sealing.load_sealer(settings.secrets_key, settings.data_dir)
     except sealing.SealingError as exc:
-        print(f"uhp-server: bad UHP_SECRETS_KEY: {exc}", file=sys.stderr)
+        print(f"uhp-server: secrets key: {exc}", file=sys.stderr)
         return 2
     db = Database(settings.database)
     if not settings.api_key and not db.run(keys.any_key_exists):
@@ -266,7 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
     data_dir(
         secrets_sub.add_parser(
             "rotate",
-            help="seal every stored secret with the first key (key file: a new key first)",
+            help="seal every stored secret with the first key (key file: a new key first); "
+            "drop an old key only after this has run, reporting nothing unreadable, and "
+            "every replica seals with the new key",
         )
     )
     secrets_parser.set_defaults(func=cmd_secrets)

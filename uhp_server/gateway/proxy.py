@@ -118,9 +118,13 @@ def _upstream_headers(
     return headers
 
 
-def _response_headers(resp: httpx.Response, translated: bool = False) -> dict[str, str]:
+def _response_headers(
+    resp: httpx.Response, scrub: Scrubber, translated: bool = False
+) -> dict[str, str]:
+    """The upstream headers the CLI gets, scrubbed as the body is: a provider may echo what
+    it was sent in one (a request id, a debug header)."""
     relayed = "|".join(_FORWARD_RESPONSE_HEADERS + _wires_headers(lambda h: h.relayed))
-    headers = {k: v for k, v in resp.headers.items() if re.fullmatch(relayed, k)}
+    headers = {k: scrub.scrub_text(v) for k, v in resp.headers.items() if re.fullmatch(relayed, k)}
     if translated:
         headers.pop("content-type", None)  # the translated body has its own
     return {**headers, **STREAM_HEADERS}
@@ -209,7 +213,7 @@ async def _error_response(
         )
         return credential_refused(wire)
     body = scrub.scrub(body)
-    headers = _response_headers(resp, translated=translation is not None)
+    headers = _response_headers(resp, scrub, translated=translation is not None)
     if translation is not None:
         body = translation.error(resp.status_code, body)
         headers["content-type"] = "application/json"
@@ -233,7 +237,10 @@ async def _translated_answer(
             status_code=502,
             headers={**STREAM_HEADERS, "content-type": "application/json"},
         )
-    headers = {**_response_headers(resp, translated=True), "content-type": "application/json"}
+    headers = {
+        **_response_headers(resp, scrub, translated=True),
+        "content-type": "application/json",
+    }
     body = json.dumps(translation.response(upstream), ensure_ascii=False).encode()
     return Response(body, status_code=resp.status_code, headers=headers)
 
@@ -410,7 +417,7 @@ async def forward(
     if translation is not None and not stream:
         return await _translated_answer(resp, translation, extractor, scrub)
     translator = translation.stream() if translation is not None else None
-    headers = _response_headers(resp, translated=translator is not None)
+    headers = _response_headers(resp, scrub, translated=translator is not None)
     if translator is not None:
         headers["content-type"] = translator.content_type
     return StreamingResponse(

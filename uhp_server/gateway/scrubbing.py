@@ -8,7 +8,11 @@ JSON; the event log; a person) gets the key back either way, so each form is red
 - raw, and each character in any of its JSON escapes (`\\uXXXX` with either case of hex, `\\/`,
   `\\"`), behind up to eight backslashes (a JSON string inside a JSON string, four deep) or
   their percent-encoding (`%5C`), any subset of the characters at once;
-- percent-encoded, any subset of the characters (either case of hex; `+` for a space);
+- percent-encoded, any subset of the characters (either case of hex; `+` for a space), each
+  perhaps percent-encoded twice (`%252F`);
+- each character as an HTML character reference, any subset of them: decimal (`&#47;`), hex
+  in either case (`&#x2F;`), up to four leading zeros, or, for a few punctuation characters,
+  its name (`&sol;`);
 - base64, standard and URL-safe, at each of the three alignments a secret inside a larger
   blob can take (only the characters that depend on the secret alone are looked for);
 - hex of its bytes, either case.
@@ -94,11 +98,44 @@ def _char_forms(char: str) -> list[Form]:
         forms += _escaped(b"u" + _hex_class(f"{ord(char):04x}"), 5)
     if char in '/"\\':
         forms += _escaped(_lit(raw), 1)
-    percent = b"".join(b"%" + _hex_class(f"{b:02x}") for b in raw)
-    forms.append(Form(b"%", percent[1:], 3 * len(raw)))
+    # Percent-encoded, or percent-encoded twice (`%2F` written `%252F`).
+    percent = b"".join(b"%(?:25)?" + _hex_class(f"{b:02x}") for b in raw)
+    forms.append(Form(b"%", percent[1:], 5 * len(raw)))
     if char == " ":
         forms.append(Form(rb"\+", b"", 1))
+    forms.append(_html_reference(char))
     return forms
+
+
+# The named HTML references of characters a key may hold (HTML5's names; the others have
+# none, or only names no encoder writes for them).
+_HTML_NAMES = {
+    "/": "sol",
+    "&": "amp",
+    "<": "lt",
+    ">": "gt",
+    '"': "quot",
+    "'": "apos",
+    "+": "plus",
+    "=": "equals",
+    "_": "lowbar",
+    ".": "period",
+    ":": "colon",
+}
+_HTML_ZEROS = 4  # leading zeros allowed in a numeric reference: `&#x002F;`
+
+
+def _html_reference(char: str) -> Form:
+    """`char` as an HTML character reference: decimal (`&#47;`), hex in either case
+    (`&#x2F;`, `&#X2f;`), a few leading zeros, or its name (`&sol;`)."""
+    zeros = b"0{0,%d}" % _HTML_ZEROS
+    decimal = str(ord(char)).encode()
+    hexadecimal = _hex_class(f"{ord(char):x}")
+    refs = [b"#" + zeros + decimal, b"#[Xx]" + zeros + hexadecimal]
+    if name := _HTML_NAMES.get(char):
+        refs.append(name.encode())
+    width = 3 + _HTML_ZEROS + max(len(decimal), len(name or "")) + 1
+    return Form(b"&", _alternatives(refs) + b";", width)
 
 
 def _alternatives(regexes: list[bytes]) -> bytes:
@@ -206,7 +243,7 @@ def scrubber(*sets: Iterable[str | None]) -> Scrubber:
     """The scrubber of these sets of secrets (the empty, short and repeated ones left out).
     Each set is compiled once and cached: give what stays for the process's life (the
     operator's keys) apart from what changes with each turn, so only the latter is compiled
-    again (about 10 ms a secret; `prepare` does it off the event loop)."""
+    again (about 20 ms a secret; `prepare` does it off the event loop)."""
     parts = [_compiled(kept) for kept in map(_kept, sets) if kept]
     return Scrubber(
         tuple(p for part in parts for p in part.patterns),

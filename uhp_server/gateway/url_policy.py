@@ -7,6 +7,7 @@ client cannot see: unchecked, that is an SSRF proxy into the server's own networ
 - never an address on a link-local network (169.254.0.0/16, fe80::/10: cloud metadata lives
   there), nor an unspecified, multicast or reserved one;
 - never a private or loopback address (10/8, 172.16/12, 192.168/16, 127/8, ::1, fc00::/7,
+  the deprecated site-local fec0::/10 — which Python's `ipaddress` calls global —,
   `localhost`…) unless UHP_MCP_ALLOW_PRIVATE_HOSTS=true, for a server on the same network;
 - an IPv6 address that carries an IPv4 one (IPv4-mapped, -compatible and -translated, 6to4,
   NAT64, Teredo: a relay or translator on the path delivers it to that IPv4 address) is
@@ -101,6 +102,8 @@ _NAT64_WELL_KNOWN = ipaddress.IPv6Network("64:ff9b::/96")
 _NAT64_LOCAL_USE = ipaddress.IPv6Network("64:ff9b:1::/48")
 _IPV4_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")
 _IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
+# Deprecated (RFC 3879) but still routed inside some sites; `is_private` says no.
+_SITE_LOCAL = ipaddress.IPv6Network("fec0::/10")
 
 
 def embedded_ipv4(address: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address, ...]:
@@ -133,7 +136,8 @@ def address_refusal(address: IPAddress, allow_private: bool) -> str | None:
         return next((reason for reason in reasons if reason), None)
     if address.is_link_local or address.is_unspecified or address.is_multicast:
         return "The URL points at a link-local, unspecified or multicast address."
-    if address.is_loopback or address.is_private:
+    site_local = isinstance(address, ipaddress.IPv6Address) and address in _SITE_LOCAL
+    if address.is_loopback or address.is_private or site_local:
         if allow_private:
             return None
         return "The URL points at a private or loopback address."

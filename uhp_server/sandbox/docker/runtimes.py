@@ -9,7 +9,10 @@ The runtime is the engine's to register (/etc/docker/daemon.json; scripts/docker
 does it for runsc, with --network=none, --host-uds=open for the gateway's socket and
 --oci-seccomp for the syscall filter's gVisor profile, sandbox/syscall_filter.py:
 docs/gvisor.md says why each). A server set to a runtime that an engine lacks would fail
-every turn; it refuses that engine at once instead, saying how to register it.
+every turn; it refuses that engine at once instead, saying how to register it. It refuses
+a `runsc` registered without the flags the server relies on too: without --oci-seccomp,
+runsc ignores the container's seccomp profile and the agent would run with no syscall
+filter, silently; without --host-uds=open, the agent cannot reach the gateway's socket.
 """
 
 from __future__ import annotations
@@ -24,11 +27,21 @@ GVISOR = "runsc"
 # sandbox may not even start (64 failed here), and an agent that goes over its share ends
 # the whole sandbox rather than seeing a fork fail.
 GVISOR_MIN_PIDS = 128
+# What the server needs of runsc's registration (scripts/docker-engine.sh passes both).
+GVISOR_REQUIRED_ARGS = ("--oci-seccomp", "--host-uds=open")
 
 
-def engine_runtimes(api: Any) -> set[str]:
-    """The runtimes an engine has registered (`docker info`'s Runtimes)."""
-    return set((api.info().get("Runtimes") or {}).keys())
+def engine_runtimes(api: Any) -> dict[str, Any]:
+    """The runtimes an engine has registered (`docker info`'s Runtimes: name → {"path",
+    "runtimeArgs"})."""
+    return dict(api.info().get("Runtimes") or {})
+
+
+def _missing_args(registered: Any) -> list[str]:
+    """The flags runsc needs that its registration does not pass."""
+    args = registered.get("runtimeArgs") if isinstance(registered, dict) else None
+    given = {str(a) for a in args or ()}
+    return [flag for flag in GVISOR_REQUIRED_ARGS if flag not in given]
 
 
 def check_limits(runtime: str, pids: int) -> None:
@@ -46,6 +59,14 @@ def check_runtime(api: Any, runtime: str, engine: str) -> None:
         return
     have = engine_runtimes(api)
     if runtime in have:
+        missing = _missing_args(have[runtime]) if runtime == GVISOR else []
+        if missing:
+            raise SandboxError(
+                f"UHP_DOCKER_RUNTIME={runtime}, but the docker engine {engine} registers it "
+                f"without {' '.join(missing)} (--oci-seccomp: else no syscall filter applies; "
+                "--host-uds=open: else the agent cannot reach the gateway's socket); "
+                "register it again: bash scripts/docker-engine.sh"
+            )
         return
     how = (
         "install gVisor (apt-get install runsc) and register it: bash scripts/docker-engine.sh "
