@@ -34,6 +34,7 @@ from harness_bases.base import HarnessBase, Invocation
 from uhp_server.gateway.paths import gateway_path
 from uhp_server.ops.replica_id import stored_id
 from uhp_server.sandbox import cgroups
+from uhp_server.sandbox.agent_user import DEFAULT_UID_RANGE, AgentUsers
 from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SandboxError, SessionMounts
 from uhp_server.sandbox.egress import EGRESS_PROXY_PORT, EgressPolicy, with_proxy
 from uhp_server.sandbox.gateway_door import ASGIApp, wound_down
@@ -43,7 +44,6 @@ from uhp_server.sandbox.local.hardening import (
     mount_parent_args,
     namespace_args,
     proc_guard_args,
-    resolve_agent_user,
     switch_user_argv,
     switches_user,
 )
@@ -130,6 +130,7 @@ class LocalSandbox(Sandbox):
         egress: EgressPolicy = EgressPolicy(),  # noqa: B008 (frozen, shared safely)
         user: str = "auto",
         server_id: str | None = None,
+        uid_range: str = DEFAULT_UID_RANGE,
     ) -> None:
         # Tests run sandboxes without a server: then a private temp folder holds the turns'
         # socket folders.
@@ -137,7 +138,8 @@ class LocalSandbox(Sandbox):
         self._bwrap = bwrap
         self.limits = limits
         self.egress = egress
-        self.user = resolve_agent_user(user)
+        self.users: AgentUsers = AgentUsers.from_settings(user, "UHP_LOCAL_SANDBOX_USER", uid_range)
+        self.user = self.users.default  # a turn's own: users.for_principal
         self.cgroup_prefix = f"{CGROUP_PREFIX}{server_id or secrets.token_hex(8)}-"
         self._gateway_app: ASGIApp | None = None
         # Detected even without memory and process limits: every turn joins the CPU pool.
@@ -164,6 +166,7 @@ class LocalSandbox(Sandbox):
             limits=limits,
             egress=egress,
             user=settings.local_sandbox_user,
+            uid_range=settings.agent_uid_range,
             # Replicas sharing a data folder each clear only their own cgroups.
             server_id=settings.replica_id or stored_id(settings.data_dir, ID_FILE),
         )
@@ -213,12 +216,15 @@ class LocalSandbox(Sandbox):
         info_fd: int,
         block_fd: int,
         seccomp_fd: int,
+        user: tuple[int, int] | None = None,
     ) -> list[str]:
-        """The full bwrap argv (without the executable) for `invocation`. It holds no
-        secret: the environment travels as bwrap's own (see the module docstring)."""
+        """The full bwrap argv (without the executable) for `invocation`, its agent running
+        as `user` (None: the default). It holds no secret: the environment travels as
+        bwrap's own (see the module docstring)."""
+        user = user or self.user
         egress_port = str(EGRESS_PROXY_PORT) if self.egress.enabled else ""
         launch = [
-            *switch_user_argv(self.user),
+            *switch_user_argv(user),
             *("/bin/sh", "-c", LAUNCH, "uhp-launch", str(GATEWAY_PORT), egress_port),
         ]
         binds = [
@@ -231,7 +237,7 @@ class LocalSandbox(Sandbox):
         return [
             # The network too (loopback only); as root, bwrap would otherwise leave the child
             # every capability.
-            *namespace_args(self.user),
+            *namespace_args(user),
             "--die-with-parent",
             "--hostname",
             "uhp-sandbox",
@@ -251,6 +257,12 @@ class LocalSandbox(Sandbox):
             *proc_guard_args(),
             "--dev",
             "/dev",
+            # bwrap's /dev/shm is root's 0755 folder: POSIX shared memory and semaphores
+            # (Python's multiprocessing locks) need a writable one, private to the sandbox.
+            "--perms",
+            "1777",
+            "--tmpfs",
+            "/dev/shm",
             "--perms",
             "1777",  # bwrap makes it root's: the agent's uid must write it too
             "--tmpfs",
@@ -275,7 +287,7 @@ class LocalSandbox(Sandbox):
         if cwd is not None and not cwd.is_dir():
             raise SandboxError(f"working directory missing: {invocation.cwd}")
 
-    def _check(self, invocation: Invocation, mounts: SessionMounts) -> str:
+    def _check(self, invocation: Invocation, mounts: SessionMounts, user: tuple[int, int]) -> str:
         """What the sandbox needs, checked (disk work: run off the loop); bwrap's path."""
         exe = shutil.which(self._bwrap)
         if exe is None:
@@ -288,13 +300,17 @@ class LocalSandbox(Sandbox):
             raise SandboxError(f"tools folder missing: {mounts.tools}")
         for folder in (mounts.workspace, mounts.home):
             folder.mkdir(parents=True, exist_ok=True)
-        if switches_user(self.user):  # what the server wrote (the CLI's config) is root's
-            hand_over(*self.user, mounts.workspace, mounts.home)
+        if switches_user(user):  # what the server wrote (the CLI's config) is root's
+            hand_over(*user, mounts.workspace, mounts.home)
         self._preflight(invocation, mounts)
         return exe
 
     async def start(self, invocation: Invocation, mounts: SessionMounts) -> SandboxedProcess:
-        exe = await asyncio.to_thread(self._check, invocation, mounts)
+        try:
+            user = self.users.for_principal(mounts.agent_number)
+        except ValueError as exc:
+            raise SandboxError(str(exc)) from exc
+        exe = await asyncio.to_thread(self._check, invocation, mounts, user)
 
         door = mounts.door or f"local:unbound-{secrets.token_hex(8)}"
         sockets = TurnSockets(self._run_dir, door, self.egress)
@@ -307,11 +323,11 @@ class LocalSandbox(Sandbox):
 
         try:
             await sockets.open(self._gateway_app)
-            if switches_user(self.user):  # the agent's uid must enter the folder and connect
-                hand_over(*self.user, sockets.folder)
+            if switches_user(user):  # the agent's uid must enter the folder and connect
+                hand_over(*user, sockets.folder)
             group = self._cgroup(door)
             watch = LimitWatch(self.limits, group, [mounts.workspace, mounts.home])
-            return await self._spawn(exe, invocation, mounts, sockets.folder, watch, cleanup)
+            return await self._spawn(exe, invocation, mounts, sockets.folder, watch, cleanup, user)
         except BaseException as exc:
             await asyncio.shield(cleanup())
             if isinstance(exc, OSError):
@@ -337,6 +353,7 @@ class LocalSandbox(Sandbox):
         sockets: Path,
         watch: LimitWatch,
         cleanup: Callable[[], Awaitable[None]],
+        user: tuple[int, int],
     ) -> LocalProcess:
         """Start bwrap, put it under the limits before the agent's program runs, let it go.
 
@@ -351,7 +368,10 @@ class LocalSandbox(Sandbox):
         block_r, block_w = os.pipe()
         try:
             proc = await spawn(
-                [exe, *self.command(invocation, mounts, sockets, info_w, block_r, seccomp_r)],
+                [
+                    exe,
+                    *self.command(invocation, mounts, sockets, info_w, block_r, seccomp_r, user),
+                ],
                 start_new_session=True,  # own process group: kill() signals all of it
                 pass_fds=(info_w, block_r, seccomp_r),
                 limit=STDOUT_LINE_LIMIT,
