@@ -439,3 +439,19 @@ async def test_dev_shm_is_writable_and_the_sandboxs_own(
     assert code == 0 and out == ["1777", "wrote", "lock"]
     code, out = await run(sandbox, mounts, "ls -A /dev/shm")
     assert code == 0 and out == []  # not the other sandbox's, nor the host's
+
+
+async def test_the_agents_uid_has_an_account(sandbox: LocalSandbox, tmp_path: Path) -> None:
+    # A uid from the range has no host account; programs that look theirs up (Node's
+    # os.userInfo(), getpass, whoami) need one. No host account shows either.
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    mounts = SessionMounts(tmp_path / "ws", tmp_path / "home", tools, agent_number=3)
+    code, out = await run(
+        sandbox,
+        mounts,
+        "whoami; python3 -c 'import getpass; print(getpass.getuser())'; "
+        "cut -d: -f1 /etc/passwd; echo x >> /etc/passwd || echo read-only",
+    )
+    assert code == 0
+    assert out == ["agent", "agent", "root", "agent", "nobody", "read-only"]

@@ -85,3 +85,25 @@ class AgentUsers:
                 f"{agent_number}: widen it"
             )
         return uid, uid
+
+
+def account_files(user: tuple[int, int], home: str) -> dict[str, bytes]:
+    """/etc/passwd and /etc/group naming the agent's uid `agent` (and root and nobody, which
+    programs expect), for a sandbox to mount: a uid from the range has no entry on the host,
+    and programs that look theirs up fail without one (Node's os.userInfo() throws, as do
+    Python's getpass.getuser() and `whoami`). It shows no host account either."""
+    uid, gid = user
+    passwd = [
+        "root:x:0:0:root:/root:/usr/sbin/nologin",
+        f"agent:x:{uid}:{gid}:agent:{home}:/bin/sh",
+        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin",
+    ]
+    group = ["root:x:0:", f"agent:x:{gid}:", "nogroup:x:65534:"]
+    if uid == 65534:  # nobody itself (an explicit setting): one entry for it
+        del passwd[2]
+    if gid == 65534:
+        del group[2]
+    return {
+        "/etc/passwd": ("\n".join(passwd) + "\n").encode(),
+        "/etc/group": ("\n".join(group) + "\n").encode(),
+    }

@@ -27,14 +27,14 @@ import resource
 import secrets
 import shutil
 import tempfile
-from collections.abc import Awaitable, Callable, Collection, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from pathlib import Path
 
 from harness_bases.base import HarnessBase, Invocation
 from uhp_server.gateway.paths import gateway_path
 from uhp_server.ops.replica_id import stored_id
 from uhp_server.sandbox import cgroups
-from uhp_server.sandbox.agent_user import DEFAULT_UID_RANGE, AgentUsers
+from uhp_server.sandbox.agent_user import DEFAULT_UID_RANGE, AgentUsers, account_files
 from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SandboxError, SessionMounts
 from uhp_server.sandbox.egress import EGRESS_PROXY_PORT, EgressPolicy, with_proxy
 from uhp_server.sandbox.gateway_door import ASGIApp, wound_down
@@ -87,14 +87,13 @@ exec "$@"
 """
 
 SYSTEM_DIRS = ("/usr", "/bin", "/lib", "/lib32", "/lib64", "/sbin")
-# Only what programs need to resolve names, trust TLS, map uids and load libraries.
+# Only what programs need to resolve names, trust TLS and load libraries; /etc/passwd and
+# /etc/group are the sandbox's own (agent_user.account_files).
 # No resolv.conf: the sandbox has no DNS (the egress proxy resolves names server-side).
 _ETC_ENTRIES = (
     "ssl",
     "hosts",
     "nsswitch.conf",
-    "passwd",
-    "group",
     "ld.so.cache",
     "alternatives",
     "localtime",
@@ -217,11 +216,18 @@ class LocalSandbox(Sandbox):
         block_fd: int,
         seccomp_fd: int,
         user: tuple[int, int] | None = None,
+        files: Mapping[str, int] | None = None,
     ) -> list[str]:
         """The full bwrap argv (without the executable) for `invocation`, its agent running
-        as `user` (None: the default). It holds no secret: the environment travels as
-        bwrap's own (see the module docstring)."""
+        as `user` (None: the default), with `files` (a path -> the fd bwrap reads its
+        contents from; account_files') mounted read-only. It holds no secret: the
+        environment travels as bwrap's own (see the module docstring)."""
         user = user or self.user
+        file_args = [
+            arg
+            for path, fd in (files or {}).items()
+            for arg in ("--perms", "0644", "--ro-bind-data", str(fd), path)
+        ]
         egress_port = str(EGRESS_PROXY_PORT) if self.egress.enabled else ""
         launch = [
             *switch_user_argv(user),
@@ -252,6 +258,7 @@ class LocalSandbox(Sandbox):
             str(seccomp_fd),
             *mount_parent_args(binds),
             *binds,
+            *file_args,
             "--proc",
             "/proc",
             *proc_guard_args(),
@@ -366,14 +373,15 @@ class LocalSandbox(Sandbox):
             raise SandboxError(f"cannot build the syscall filter: {exc}") from exc
         info_r, info_w = os.pipe()
         block_r, block_w = os.pipe()
+        files = {
+            path: _data_fd(data) for path, data in account_files(user, self.paths.home).items()
+        }
+        argv = self.command(invocation, mounts, sockets, info_w, block_r, seccomp_r, user, files)
         try:
             proc = await spawn(
-                [
-                    exe,
-                    *self.command(invocation, mounts, sockets, info_w, block_r, seccomp_r, user),
-                ],
+                [exe, *argv],
                 start_new_session=True,  # own process group: kill() signals all of it
-                pass_fds=(info_w, block_r, seccomp_r),
+                pass_fds=(info_w, block_r, seccomp_r, *files.values()),
                 limit=STDOUT_LINE_LIMIT,
                 env=with_proxy(invocation.env, self.egress),
             )
@@ -389,6 +397,8 @@ class LocalSandbox(Sandbox):
             os.close(info_w)
             os.close(block_r)
             os.close(seccomp_r)
+            for fd in files.values():
+                os.close(fd)
 
         sandboxed = LocalProcess(proc, watch, cleanup)
         try:
@@ -417,6 +427,17 @@ class LocalSandbox(Sandbox):
                     resource.prlimit(pid, resource.RLIMIT_FSIZE, (size, size))
         except OSError as exc:
             raise SandboxError(f"cannot limit the sandbox: {exc}") from exc
+
+
+def _data_fd(data: bytes) -> int:
+    """A pipe's read end holding `data` (a few hundred bytes: the pipe's buffer takes them
+    whole), for bwrap's --ro-bind-data."""
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, data)
+    finally:
+        os.close(write_end)
+    return read_end
 
 
 async def _read_info(fd: int) -> dict:
