@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness_bases.base import Invocation, SandboxPaths
@@ -48,6 +48,9 @@ class HostMounts:
     tools: str
     gateway_dir: str  # the gateway socket's folder
     resolv_conf: str  # a resolver config with no nameserver
+    # Files mounted read-only: their host path -> the path in the container (the agent's
+    # own /etc/passwd and /etc/group, agent_user.account_files).
+    files: Mapping[str, str] = field(default_factory=dict)
 
 
 def resolve_user(setting: str) -> tuple[int, int]:
@@ -106,6 +109,7 @@ def host_config_kwargs(
             mounts.tools: {"bind": paths.tools, "mode": "ro"},
             mounts.gateway_dir: {"bind": INSIDE_DIR, "mode": "ro"},
             mounts.resolv_conf: {"bind": "/etc/resolv.conf", "mode": "ro"},
+            **{host: {"bind": inside, "mode": "ro"} for host, inside in mounts.files.items()},
         },
         "network_mode": "none",  # loopback only: no route, no DNS (the gateway is a socket)
         "read_only": True,

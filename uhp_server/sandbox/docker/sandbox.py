@@ -30,7 +30,7 @@ import requests.exceptions
 
 from harness_bases.base import HarnessBase, Invocation
 from uhp_server.gateway.paths import gateway_path
-from uhp_server.sandbox.agent_user import DEFAULT_UID_RANGE, AgentUsers
+from uhp_server.sandbox.agent_user import DEFAULT_UID_RANGE, AgentUsers, account_files
 from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SandboxError, SessionMounts
 from uhp_server.sandbox.docker import images, reaper
 from uhp_server.sandbox.docker.container import (
@@ -225,7 +225,8 @@ class DockerSandbox(Sandbox):
         await asyncio.to_thread(hand_over, *user, mounts.workspace, mounts.home)
         door = mounts.door or f"docker:unbound-{secrets.token_hex(8)}"
         try:
-            turn_socket = await self.gateway.open_turn(door, user)
+            accounts = account_files(user, self.paths.home)
+            turn_socket = await self.gateway.open_turn(door, user, accounts)
         except OSError as exc:
             raise SandboxError(f"cannot open the turn's gateway socket: {exc}") from exc
         try:
@@ -314,6 +315,7 @@ class DockerSandbox(Sandbox):
             tools=host_path(mounts.tools),
             gateway_dir=host_path(turn_socket.folder),
             resolv_conf=host_path(self.gateway.resolv_conf),
+            files={host_path(here): inside for inside, here in turn_socket.files.items()},
         )
         host_config = engine.api.create_host_config(
             **host_config_kwargs(host, self.paths, self.limits, self.runtime)
