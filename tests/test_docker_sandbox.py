@@ -623,8 +623,8 @@ async def test_principals_containers_run_as_uids_of_their_own(
         assert code == 0
         seen.append(out)
     assert seen == [
-        [str(AGENT_UID), str(AGENT_UID), "agent", "agent"],
         [str(AGENT_UID + 1), str(AGENT_UID + 1), "agent", "agent"],
+        [str(AGENT_UID + 2), str(AGENT_UID + 2), "agent", "agent"],
     ]
 
 

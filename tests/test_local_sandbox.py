@@ -363,7 +363,7 @@ async def test_principals_agents_run_as_uids_of_their_own(
         assert code == 0
         uids.append(out)
         assert (session / "ws").stat().st_uid == int(out[0])  # the folders handed over
-    assert uids == [["200000", "200000"], ["200001", "200001"]]
+    assert uids == [["200001", "200001"], ["200002", "200002"]]
 
 
 @ROOT_ONLY
@@ -381,8 +381,9 @@ def test_a_principal_beyond_the_uid_range_is_refused(
     sandbox: LocalSandbox, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(os, "getuid", lambda: 0)
-    users = LocalSandbox(uid_range="300000-300001").users
-    assert users.for_principal(1) == (300001, 300001)
+    users = LocalSandbox(uid_range="300000-300002").users
+    assert users.default == (300000, 300000)  # turns of no principal's
+    assert users.for_principal(1) == (300002, 300002)
     with pytest.raises(ValueError, match="UHP_AGENT_UID_RANGE"):
         users.for_principal(2)
 

@@ -4,8 +4,9 @@ Per-uid kernel quotas (inotify instances and watches, the pipe-buffer quota, the
 RLIMIT_NPROC) are shared by every process of a uid: were every principal's agent one uid,
 one principal's agent exhausting them would break another's (a Node CLI's file watchers fail
 with EMFILE). So a server running as root gives each principal a uid of its own, from
-UHP_AGENT_UID_RANGE: its start plus the principal's agent number (storage/keys.py, given once
-and kept), the gid the same. The range's default, 200000-299999, lies above every login uid
+UHP_AGENT_UID_RANGE: its start plus one plus the principal's agent number (storage/keys.py,
+given once and kept), the gid the same; the start itself is for turns of no principal (the
+readiness probe's). The range's default, 200000-299999, lies above every login uid
 (login.defs' UID_MAX, 60000) and clear of nobody (65534); an operator whose /etc/subuid hands
 out that range moves it. An explicit uid:gid setting (UHP_LOCAL_SANDBOX_USER,
 UHP_DOCKER_USER) means that one uid for every principal, as does a server that is not root
@@ -27,8 +28,8 @@ def parse_uid_range(text: str) -> tuple[int, int]:
         first, last = int(first_text), int(last_text)
     except ValueError:
         raise ValueError(f"UHP_AGENT_UID_RANGE must be first-last: {text!r}") from None
-    if first <= 0 or last < first or last >= 2**32 - 1:
-        raise ValueError(f"UHP_AGENT_UID_RANGE must be 1 <= first <= last: {text!r}")
+    if first <= 0 or last <= first or last >= 2**32 - 1:
+        raise ValueError(f"UHP_AGENT_UID_RANGE must be 1 <= first < last: {text!r}")
     return first, last
 
 
@@ -78,7 +79,7 @@ class AgentUsers:
         if agent_number is None or not self.per_principal:
             return self.default
         first, last = self.uid_range
-        uid = first + agent_number
+        uid = first + 1 + agent_number
         if agent_number < 0 or uid > last:
             raise ValueError(
                 f"UHP_AGENT_UID_RANGE {first}-{last} has no uid left for agent number "
