@@ -11,16 +11,24 @@ from storage import keys
 from storage.db import Database
 from storage.tables import Principal
 from storage.unit import Tx
+from tests.support import postgres
 from uhp_server.context import agent_number_of
 
 
+def database(tmp_path: Path) -> Database:
+    """The database under test (UHP_TEST_DATABASE): SQLite, or a fresh PostgreSQL one."""
+    if postgres.current is not None:
+        return Database(postgres.current.url_for(tmp_path))
+    return Database(tmp_path / "db.sqlite3")
+
+
 async def test_principals_get_numbers_of_their_own_and_keep_them(tmp_path: Path) -> None:
-    db = Database(tmp_path / "db.sqlite3")
+    db = database(tmp_path)
     a = db.run(keys.ensure_principal, "alice").id
     b = db.run(keys.ensure_principal, "bob").id
     assert [await agent_number_of(db, p) for p in (a, b, a, b)] == [0, 1, 0, 1]
     db.close()
-    again = Database(tmp_path / "db.sqlite3")  # a restart: the numbers were stored
+    again = database(tmp_path)  # a restart: the numbers were stored
     assert await agent_number_of(again, b) == 1
     again.close()
 
@@ -28,7 +36,7 @@ async def test_principals_get_numbers_of_their_own_and_keep_them(tmp_path: Path)
 async def test_a_number_taken_meanwhile_is_not_given_twice(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    db = Database(tmp_path / "db.sqlite3")
+    db = database(tmp_path)
     a = db.run(keys.ensure_principal, "alice").id
     b = db.run(keys.ensure_principal, "bob").id
     real = keys.agent_number
