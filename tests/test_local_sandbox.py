@@ -18,6 +18,7 @@ from starlette.types import Receive, Scope, Send
 from harness_bases.base import Invocation
 from tests.support import syscall_probe
 from uhp_server.gateway.tokens import DOOR_SCOPE_KEY
+from uhp_server.sandbox import neutral_mounts
 from uhp_server.sandbox.base import SandboxError, SessionMounts
 from uhp_server.sandbox.local import LocalSandbox
 
@@ -294,13 +295,17 @@ async def test_open_clears_what_a_killed_server_left(tmp_path: Path) -> None:
 async def test_a_turn_folder_is_private_and_goes_with_the_sandbox(
     tmp_path: Path, mounts: SessionMounts
 ) -> None:
-    sandbox = LocalSandbox(tmp_path / "run")
+    server_id = f"turnfolder{secrets.token_hex(4)}"
+    sandbox = LocalSandbox(tmp_path / "run", server_id=server_id)
     await sandbox.open(None)
     proc = await sandbox.start(Invocation(["/bin/sleep", "30"], ENV, "/workspace"), mounts)
-    (folder,) = (tmp_path / "run").iterdir()
-    assert folder.stat().st_mode & 0o777 == 0o700
-    assert (folder / "gateway.sock").stat().st_mode & 0o777 == 0o600
+    # In the run folder, or beside the turn's overlays when the server mounts them.
+    roots = (tmp_path / "run", neutral_mounts.ROOT / server_id)
+    (socket,) = (s for root in roots if root.is_dir() for s in root.glob("**/gateway.sock"))
+    assert socket.parent.stat().st_mode & 0o777 == 0o700
+    assert socket.stat().st_mode & 0o777 == 0o600
     await proc.kill()
+    assert not socket.parent.exists()
     assert list((tmp_path / "run").iterdir()) == []
 
 
@@ -321,17 +326,9 @@ async def test_unshare_cannot_make_a_user_namespace(
     assert out[-1] == "exit=1" and "Operation not permitted" in out[0]
 
 
-# The red team's issue 27 item 11. A bind mount's line in /proc/self/mountinfo carries its
-# source's path inside the source's filesystem (the kernel's dentry path, however the bind
-# was made: a neutral staging bind or symlink shows the same), so the data folder's path and
-# the session id show unless the session's folders sit on a filesystem of their own.
-MOUNT_TABLE_LEAKS = pytest.mark.xfail(
-    strict=True,
-    reason="a bind mount shows its source's path within its filesystem (issue 27, item 11)",
-)
-
-
-@MOUNT_TABLE_LEAKS
+# The red team's issue 27 item 11: a bind mount's line in /proc/self/mountinfo carries its
+# source's path inside the source's filesystem; the sandbox binds per-turn overlays instead
+# (sandbox/neutral_mounts.py), whose lines show only neutral layer names.
 async def test_the_mount_table_shows_no_host_path_nor_session_id(
     sandbox: LocalSandbox, tmp_path: Path
 ) -> None:

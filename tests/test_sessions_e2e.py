@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import threading
 import time
 import uuid
@@ -15,6 +14,7 @@ import pytest
 
 from tests.conftest import API_KEY, TEST_BASE, server_env
 from tests.scripted_provider import RunningProvider
+from tests.support.sandbox_processes import sandbox_processes
 from tests.support.schema import check_stream, validate
 from tests.support.server import ServerProcess, query
 from tests.support.sse import read_stream
@@ -35,14 +35,9 @@ def first_delta(client: httpx.Client, response_id: str) -> None:
 
 
 def agent_processes(data_dir: Path) -> list[str]:
-    """Sandboxes of the server under test still alive (their command line names its data
-    dir); other servers' sandboxes on the same machine are not counted."""
-    out = subprocess.run(["pgrep", "-af", str(data_dir)], capture_output=True, text=True)
-    return [
-        line
-        for line in out.stdout.splitlines()
-        if "pgrep" not in line and "uhp_server.cli" not in line
-    ]
+    """Sandboxes of the server under test still alive (their folders are in its data dir);
+    other servers' sandboxes on the same machine are not counted."""
+    return sandbox_processes(str(data_dir))
 
 
 def wait_no_agents(data_dir: Path, timeout: float = 10) -> None:

@@ -4,7 +4,6 @@ with the real CLI."""
 from __future__ import annotations
 
 import sqlite3
-import subprocess
 import threading
 import time
 from typing import Any
@@ -13,6 +12,7 @@ import httpx
 import pytest
 
 from tests.conftest import API_KEY
+from tests.support.sandbox_processes import sandbox_processes
 from tests.support.schema import validate
 from tests.support.server import ServerProcess
 from tests.support.sse import Stream, parse_lines
@@ -25,8 +25,7 @@ pytestmark = pytest.mark.slow
 
 def session_processes(session_id: str) -> list[str]:
     """Processes still running with this session's folders (the sandbox binds them)."""
-    out = subprocess.run(["pgrep", "-af", session_id], capture_output=True, text=True)
-    return [line for line in out.stdout.splitlines() if "pgrep" not in line]
+    return sandbox_processes(session_id)
 
 
 def test_a_session_reads_back_with_its_turns_in_order(client: httpx.Client) -> None:

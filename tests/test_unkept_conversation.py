@@ -4,9 +4,13 @@ turn, put back as they were after it, never following a link the agent left in i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import hashlib
 import os
-from collections.abc import AsyncGenerator
+import threading
+import tracemalloc
+from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
 
 import pytest
@@ -123,6 +127,96 @@ def test_a_star_stays_within_one_path_segment(tmp_path: Path) -> None:
     assert unkept.matches(home, (".cli/*.db",)) == [home / ".cli" / "y.db"]
 
 
+def returns_promptly(work: Callable[[], object], fifos: list[Path]) -> bool:
+    """Whether work() returns within seconds; a FIFO it may be stuck opening is then given a
+    writer and closed, so a failing run ends rather than leaving a thread blocked."""
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    stuck = worker.is_alive()
+    for fifo in fifos:
+        with contextlib.suppress(OSError):  # no reader waiting: nobody is stuck on it
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    worker.join(timeout=5)
+    return not stuck
+
+
+def test_a_fifo_the_agent_planted_is_skipped_not_waited_on(tmp_path: Path) -> None:
+    home = make_home(tmp_path)
+    in_folder = home / ".cli" / "sessions" / "2026" / "trap.jsonl"
+    named = home / ".cli" / "history.jsonl"
+    for fifo in (in_folder, named):
+        os.mkfifo(fifo)
+    assert returns_promptly(lambda: unkept.set_aside(home, PATTERNS, "conv-1"), [in_folder, named])
+    copies = tree(tmp_path / "session" / unkept.ASIDE)
+    assert copies[f"{'files'}/.cli/sessions/2026/kept.jsonl"] == b"kept turn\n"
+    assert not any("trap" in name or "history" in name for name in copies)
+    # A FIFO in the copy (however it got there) is not waited on on the way back either.
+    planted = tmp_path / "session" / unkept.ASIDE / "files" / ".cli" / "planted.db"
+    os.mkfifo(planted)
+    assert returns_promptly(lambda: unkept.put_back(home, PATTERNS), [planted])
+    after = tree(home)
+    assert after[".cli/sessions/2026/kept.jsonl"] == b"kept turn\n"
+    assert not (home / ".cli" / "planted.db").exists() and not in_folder.exists()
+
+
+def sparse(path: Path, size: int) -> None:
+    """A file of `size` bytes holding data only in its first and last MiB."""
+    with path.open("wb") as out:
+        out.write(b"head" * (1 << 18))
+        out.seek(size - (1 << 20))
+        out.write(b"tail" * (1 << 18))
+
+
+def digest(path: Path) -> str:
+    with path.open("rb") as source:
+        return hashlib.file_digest(source, "sha256").hexdigest()
+
+
+@pytest.mark.parametrize("in_kernel", [True, False], ids=["copy_file_range", "read-write"])
+def test_a_large_sparse_file_is_copied_in_bounded_memory_keeping_its_holes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_kernel: bool
+) -> None:
+    if not in_kernel:
+
+        def cross_device(*args: object) -> int:
+            raise OSError(18, "Invalid cross-device link")
+
+        monkeypatch.setattr(os, "copy_file_range", cross_device)
+    home = make_home(tmp_path)
+    size = 64 << 20
+    big = home / ".cli" / "sessions" / "2026" / "big.jsonl"
+    sparse(big, size)
+    before = digest(big)
+    copy = tmp_path / "session" / unkept.ASIDE / "files" / big.relative_to(home)
+
+    def peak_of(work: Callable[[], object]) -> int:
+        tracemalloc.start()
+        try:
+            work()
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    assert peak_of(lambda: unkept.set_aside(home, PATTERNS, None)) < 8 << 20  # never whole
+    assert copy.stat().st_size == size and digest(copy) == before
+    assert copy.stat().st_blocks * 512 < size // 4  # the holes stayed holes
+    big.write_text("the unkept turn's\n")
+    assert peak_of(lambda: unkept.put_back(home, PATTERNS)) < 8 << 20
+    assert big.stat().st_blocks * 512 < size // 4 and digest(big) == before
+
+
+def test_more_than_a_set_aside_may_hold_is_refused_with_nothing_copied(tmp_path: Path) -> None:
+    home = make_home(tmp_path)
+    before = tree(home)
+    total = len(b"kept turn\n") + len(b"db: kept")
+    with pytest.raises(unkept.TooMuchToSetAside, match="store: false"):
+        unkept.set_aside(home, PATTERNS, "conv-1", limit=total - 1)
+    assert not unkept.set_aside_pending(home) and tree(home) == before
+    assert sorted(p.name for p in (tmp_path / "session").iterdir()) == ["home"]
+    assert unkept.set_aside(home, PATTERNS, "conv-1", limit=total) == "conv-1"
+
+
 # -- the engine: a task's turns, a parked one among them --------------------------------------
 class Transcribing(AgentTurn):
     """A CLI keeping its conversations as `.standin/<id>.jsonl` in the agent home: it resumes
@@ -231,5 +325,33 @@ async def test_a_kept_turn_puts_back_what_an_unanswered_parked_task_set_aside(
         assert text_of(done.response) == "heard before: 1"
         home = await session_home(engine, kept.response_id)
         assert "unkept-secret" not in home_text(home)
+    finally:
+        await engine.close()
+
+
+async def test_a_store_false_turn_with_too_much_to_set_aside_fails_before_its_cli_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = StandInEngine(tmp_path, keep_seconds=0.2)
+    monkeypatch.setattr(engine.base, "conversation_paths", (".standin",))
+    monkeypatch.setattr(
+        engine.base, "start_turn", lambda proc, turn: Transcribing(engine.base, turn)
+    )
+    try:
+        kept = await engine.engine.start(task(engine, "kept-1"))
+        await until(engine, kept.response_id, "completed")
+        monkeypatch.setattr(unkept, "SET_ASIDE_MAX_BYTES", 8)
+        refused = await engine.engine.start(
+            task(engine, "unkept", store=False, previous_response_id=kept.response_id)
+        )
+        failed = await until(engine, refused.response_id, "failed")
+        assert "more than a store: false task may set aside" in failed.response["error"]["message"]
+        assert engine.base.prompts == ["kept-1"]  # its CLI never ran
+        monkeypatch.setattr(unkept, "SET_ASIDE_MAX_BYTES", 1 << 20)
+        after = await engine.engine.start(
+            task(engine, "kept-2", previous_response_id=kept.response_id)
+        )
+        done = await until(engine, after.response_id, "completed")
+        assert text_of(done.response) == "heard before: 1"
     finally:
         await engine.close()

@@ -139,6 +139,8 @@ class TurnExecutor:
                 agent_turn = plan.base.start_turn(proc, spec)
                 agen = agent_turn.events()
                 outcome, pending = await self._consume(run, agen, started)
+        except unkept.TooMuchToSetAside as refused:  # before its CLI started: nothing to undo
+            outcome = Outcome(TaskStatus.FAILED, "harness_error", str(refused))
         except Exception:
             log.exception("turn_error", extra={"response_id": run.response_id})
         finally:
@@ -212,17 +214,18 @@ class TurnExecutor:
 
     async def _conversation_before(self, run: Run) -> TurnPlan:
         """A `store: false` task's conversation files are set aside before its turn runs
-        (engine/turns/unkept.py); a kept turn first puts back any that a `store: false` task
+        (engine/turns/unkept.py; too many of them and the turn is refused before it starts:
+        TooMuchToSetAside); a kept turn first puts back any that a `store: false` task
         left aside (parked and never answered, or cut off by a crash), and resumes the CLI
         conversation it started from."""
         plan = run.plan
         home, paths = plan.home, plan.base.conversation_paths
         if not plan.store:
-            run.conversation_start = await asyncio.to_thread(
+            run.conversation_start = await unkept.off_loop(
                 unkept.set_aside, home, paths, plan.native_session_id
             )
-        elif await asyncio.to_thread(unkept.set_aside_pending, home):
-            started_from = await asyncio.to_thread(unkept.put_back, home, paths)
+        elif await unkept.off_loop(unkept.set_aside_pending, home):
+            started_from = await unkept.off_loop(unkept.put_back, home, paths)
             run.plan = plan = dataclasses.replace(plan, native_session_id=started_from)
         return plan
 
@@ -230,9 +233,7 @@ class TurnExecutor:
     async def _put_conversation_back(run: Run) -> None:
         """The CLI's conversation files as the `store: false` task found them."""
         try:
-            await asyncio.to_thread(
-                unkept.put_back, run.plan.home, run.plan.base.conversation_paths
-            )
+            await unkept.off_loop(unkept.put_back, run.plan.home, run.plan.base.conversation_paths)
         except Exception:
             log.exception("unkept_conversation_left", extra={"response_id": run.response_id})
 

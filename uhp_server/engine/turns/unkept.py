@@ -11,39 +11,93 @@ it ends; a kept turn finding paths still set aside (a parked task that was never
 crash) puts them back before it starts.
 
 The agent could have planted links anywhere in its home: no link is followed, read or made,
-and every folder written into is a real folder (harness_bases/safe_files.py). Blocking: call
-these off the event loop, while no process of the session runs.
+and every folder written into is a real folder (harness_bases/safe_files.py). Only regular
+files are copied: a FIFO, socket or device the agent made there is skipped, never opened in a
+way that could block. Copies stream in bounded chunks (holes kept), and a task whose files
+hold more than SET_ASIDE_MAX_BYTES is refused before its turn starts (TooMuchToSetAside).
+Blocking: call these off the event loop, through `off_loop` (its own few threads, so a slow
+disk never holds up the server's other thread work), while no process of the session runs.
 """
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import fnmatch
+import functools
 import json
 import os
 import stat
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 
-from harness_bases.safe_files import real_dir, remove, write_file
+from harness_bases.safe_files import real_dir, remove, remove_if_present
 from uhp_server.files.trees import remove_tree
 
 ASIDE = "unkept-aside"  # in the session's folder, beside `home` and `workspace`
 _FILES = "files"  # the copies, at their paths relative to the home
 _STARTED_FROM = "started-from.json"  # the CLI conversation the task started from
 
+# What one task's copy may hold (the files' sizes, holes included): past it the task is
+# refused rather than filling the server's disk, outside any sandbox's own disk limit.
+SET_ASIDE_MAX_BYTES = 1 << 30
+_CHUNK = 1 << 20  # bytes copied per call: what a copy holds in memory at most
+# O_NONBLOCK: a FIFO swapped in after the lstat opens at once instead of waiting for a writer.
+_READ = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
-def set_aside(home: Path, patterns: tuple[str, ...], native_session_id: str | None) -> str | None:
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+_THREADS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="uhp-unkept")
+
+
+class TooMuchToSetAside(Exception):
+    """The conversation files are more than a `store: false` task may set aside."""
+
+
+async def off_loop(work: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+    """work(...) on this module's own threads, not the event loop's default pool."""
+    call = functools.partial(work, *args, **kwargs)
+    return await asyncio.get_running_loop().run_in_executor(_THREADS, call)
+
+
+def set_aside(
+    home: Path,
+    patterns: tuple[str, ...],
+    native_session_id: str | None,
+    limit: int | None = None,
+) -> str | None:
     """Copy what `patterns` match in `home` aside, before a `store: false` turn; returns the
     CLI conversation id the task started from. When a turn of the same task (parked on a
-    question) set them aside already, that copy stands and its starting point is returned."""
+    question) set them aside already, that copy stands and its starting point is returned.
+    Regular files only (links, FIFOs, sockets and devices are skipped); more than `limit`
+    bytes in all (SET_ASIDE_MAX_BYTES unless told) raises TooMuchToSetAside, with nothing
+    copied."""
     aside = home.parent / ASIDE
     if aside.is_dir():
         return _started_from(aside)
+    limit = SET_ASIDE_MAX_BYTES if limit is None else limit
+    found = {path: info for match in matches(home, patterns) for path, info in _regular(match)}
+    total = sum(info.st_size for info in found.values())
+    if total > limit:
+        raise TooMuchToSetAside(
+            f"The session's CLI conversation files hold {_mib(total)}, more than a "
+            f"store: false task may set aside ({_mib(limit)}); run it with store: true "
+            "or in a new session."
+        )
     making = home.parent / f"{ASIDE}.partial"
     remove_tree(making)
-    for path in matches(home, patterns):
-        _copy_regular(path, making / _FILES / path.relative_to(home))
-    making.mkdir(mode=0o700, parents=True, exist_ok=True)
-    (making / _STARTED_FROM).write_text(json.dumps({"native_session_id": native_session_id}))
+    try:
+        budget = limit
+        for path in found:
+            budget -= _copy_regular(path, making / _FILES / path.relative_to(home), budget)
+        making.mkdir(mode=0o700, parents=True, exist_ok=True)
+        (making / _STARTED_FROM).write_text(json.dumps({"native_session_id": native_session_id}))
+    except BaseException:
+        remove_tree(making)
+        raise
     os.replace(making, aside)  # whole or not at all: a crash leaves no half-made copy
     return native_session_id
 
@@ -67,14 +121,12 @@ def put_back(home: Path, patterns: tuple[str, ...]) -> str | None:
         else:
             remove(path)
     copies = aside / _FILES
-    for folder, _, names in os.walk(copies):
-        relative = Path(folder).relative_to(copies)
-        target = real_dir(home, str(relative)) if relative.parts else home
-        for name in names:
-            source = Path(folder, name)
-            info = source.stat()
-            write_file(target / name, source.read_bytes(), stat.S_IMODE(info.st_mode))
-            os.utime(target / name, ns=(info.st_atime_ns, info.st_mtime_ns), follow_symlinks=False)
+    for source, _ in _regular(copies):
+        relative = source.relative_to(copies)
+        folder = real_dir(home, str(relative.parent)) if relative.parent.parts else home
+        target = folder / relative.name
+        remove_if_present(target)  # the copy is made afresh: O_EXCL, never through a link
+        _copy_regular(source, target, budget=None)
     remove_tree(aside)
     return started_from
 
@@ -107,30 +159,88 @@ def _entries(folder: Path) -> list[os.DirEntry[str]]:
         return []
 
 
-def _copy_regular(path: Path, to: Path) -> None:
-    """Copy a regular file, or a real folder's regular files at any depth; links and other
-    kinds of file are left out (a CLI keeps its conversation in plain files)."""
-    if path.is_symlink():
+def _regular(path: Path) -> Iterator[tuple[Path, os.stat_result]]:
+    """path's regular files with their lstat: path itself, or a real folder's at any depth.
+    Links and every other kind of file (FIFOs, sockets, devices) are left out: a CLI keeps
+    its conversation in plain files, and opening a FIFO could wait forever."""
+    try:
+        info = path.lstat()
+    except OSError:
         return
-    if path.is_dir():
+    if stat.S_ISREG(info.st_mode):
+        yield path, info
+    elif stat.S_ISDIR(info.st_mode):
         for folder, _, names in os.walk(path):  # (never into a link: followlinks=False)
             for name in names:
-                inner = Path(folder, name)
-                _copy_regular(inner, to / inner.relative_to(path))
-        return
+                yield from _regular(Path(folder, name))
+
+
+def _copy_regular(path: Path, to: Path, budget: int | None) -> int:
+    """Copy the regular file at path to a new file `to` (its mode and times too), a chunk at
+    a time and keeping its holes; returns its size. Nothing is copied when path is, or has
+    been swapped for, anything else; more than `budget` bytes raises TooMuchToSetAside."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        source = os.open(path, _READ)
     except OSError:  # gone, or a link planted since
-        return
-    with os.fdopen(fd, "rb") as source:
-        info = os.fstat(source.fileno())
+        return 0
+    try:
+        info = os.fstat(source)
         if not stat.S_ISREG(info.st_mode):
+            return 0
+        if budget is not None and info.st_size > budget:
+            raise TooMuchToSetAside(f"{path.name} grew past what may be set aside")
+        to.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        target = os.open(to, _CREATE, 0o600)
+        try:
+            for start, end in _data_extents(source, info.st_size):
+                _copy_range(source, target, start, end)
+            os.ftruncate(target, info.st_size)  # a trailing hole stays a hole
+            os.fchmod(target, stat.S_IMODE(info.st_mode))
+            os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
+        finally:
+            os.close(target)
+        return info.st_size
+    finally:
+        os.close(source)
+
+
+def _data_extents(fd: int, size: int) -> Iterator[tuple[int, int]]:
+    """Where the file holds data, as (start, end) offsets; the whole file when the file
+    system cannot tell holes apart."""
+    offset = 0
+    while offset < size:
+        try:
+            start = os.lseek(fd, offset, os.SEEK_DATA)
+            end = min(os.lseek(fd, start, os.SEEK_HOLE), size)
+        except OSError as error:
+            if error.errno == errno.ENXIO:  # no data past offset
+                return
+            yield offset, size
             return
-        data = source.read()
-    to.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    to.write_bytes(data)
-    os.chmod(to, stat.S_IMODE(info.st_mode))
-    os.utime(to, ns=(info.st_atime_ns, info.st_mtime_ns))
+        if start >= size:
+            return
+        yield start, end
+        offset = end
+
+
+def _copy_range(source: int, target: int, start: int, end: int) -> None:
+    """Bytes start..end of source to the same place in target, _CHUNK at most at a time
+    (in the kernel where it can, else through a buffer of that size)."""
+    offset = start
+    while offset < end:
+        count = min(_CHUNK, end - offset)
+        try:
+            done = os.copy_file_range(source, target, count, offset, offset)
+        except OSError:  # not between these file systems: a bounded read and write
+            data = os.pread(source, count, offset)
+            done = os.pwrite(target, data, offset) if data else 0
+        if done == 0:  # the file shrank under us
+            return
+        offset += done
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):.0f} MiB"
 
 
 def _started_from(aside: Path) -> str | None:

@@ -13,6 +13,8 @@ import asyncio
 import contextlib
 import logging
 import os
+import socket
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -63,6 +65,23 @@ class Engine:
     @property
     def load(self) -> int:
         return len(self.turns) + self.reserved
+
+    def shares_our_mounts(self) -> bool:
+        """Whether the engine sees this server's mounts as they are: a Unix socket served
+        by a process in the server's own mount namespace (not a remote engine, nor the
+        server in a container of its own)."""
+        if not self.name.startswith("unix://"):
+            return False
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(PROBE_TIMEOUT_SECONDS)
+                sock.connect(self.name.removeprefix("unix://"))
+                creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+            pid = struct.unpack("3i", creds)[0]  # 0: a process beyond our pid namespace
+            theirs, ours = os.stat(f"/proc/{pid}/ns/mnt"), os.stat("/proc/self/ns/mnt")
+            return pid > 0 and (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino)
+        except OSError:
+            return False
 
     def connect(self) -> Any:
         """A low-level SDK client for this engine that has answered a ping."""

@@ -9,7 +9,10 @@ per session) and why no network (not an internal Docker network).
 
 The turns spread over the engines of UHP_DOCKER_HOSTS (engines.py). Every engine must run on
 this host (or see its data folder and socket folder at the same paths): a container mounts
-the session's folders and the gateway's socket by host path.
+the session's folders and the gateway's socket by host path. When every engine shares the
+server's mount namespace and the server can mount, a container mounts per-turn overlays of
+the session's folders instead, and the socket folder is a tmpfs of its own, so its mount
+table shows neither the data folder's path nor the session id (sandbox/neutral_mounts.py).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import requests.exceptions
 
 from harness_bases.base import HarnessBase, Invocation
 from uhp_server.gateway.paths import gateway_path
+from uhp_server.sandbox import neutral_mounts
 from uhp_server.sandbox.agent_user import DEFAULT_UID_RANGE, AgentUsers, account_files
 from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SandboxError, SessionMounts
 from uhp_server.sandbox.docker import images, reaper
@@ -59,6 +63,7 @@ from uhp_server.sandbox.docker.process import DockerProcess, attach_socket, wait
 from uhp_server.sandbox.docker.runtimes import check_limits, check_runtime
 from uhp_server.sandbox.egress import EgressPolicy, with_proxy
 from uhp_server.sandbox.gateway_door import wound_down
+from uhp_server.sandbox.neutral_mounts import Folder, NeutralMounts, TurnMounts
 from uhp_server.sandbox.ownership import hand_over
 from uhp_server.settings import Settings
 
@@ -112,6 +117,7 @@ class DockerSandbox(Sandbox):
         self.engines = EnginePool(parse_hosts(hosts), host_max_turns, self._join)
         self._opened = False
         self._closing: set[asyncio.Future[None]] = set()
+        self._neutral: NeutralMounts | None = None  # set by open(), when the server can
 
     @classmethod
     def from_settings(
@@ -157,6 +163,7 @@ class DockerSandbox(Sandbox):
         engine that does not answer yet joins when it does."""
         self.owner = self.owner or await asyncio.to_thread(reaper.server_id, self.data_dir)
         await self.engines.open()
+        self._neutral = await asyncio.to_thread(self._open_neutral_mounts)
         await self.gateway.open(gateway_app)
         self._opened = True
         log.info(
@@ -164,9 +171,29 @@ class DockerSandbox(Sandbox):
             extra={"image": self.image, "server": self.owner, "runtime": self.runtime or "default"},
         )
 
+    def _open_neutral_mounts(self) -> NeutralMounts | None:
+        """Neutral mounts (and the socket folder on a tmpfs of its own) when every engine
+        sees the server's mounts; else the session's folders are bound as they are."""
+        if not all(engine.shares_our_mounts() for engine in self.engines.engines):
+            log.warning(
+                "sandbox_mount_table_shows_host_paths",
+                extra={"reason": "a docker engine does not share the server's mount namespace"},
+            )
+            return None
+        neutral = NeutralMounts.detect(self.data_dir, self.owner)
+        if neutral is not None:
+            try:
+                neutral_mounts.mount_tmpfs(self.gateway.folder)
+            except OSError as exc:
+                log.warning("sandbox_mount_table_shows_host_paths", extra={"reason": str(exc)})
+                return None
+        return neutral
+
     async def close(self) -> None:
         await self.engines.close()
         await self.gateway.close()
+        if self._neutral is not None:
+            await asyncio.to_thread(neutral_mounts.unmount, self.gateway.folder)
         await wound_down()
         for engine in self.engines.up_engines():
             with contextlib.suppress(docker.errors.DockerException, OSError):
@@ -224,18 +251,27 @@ class DockerSandbox(Sandbox):
             raise SandboxError(str(exc)) from exc
         await asyncio.to_thread(hand_over, *user, mounts.workspace, mounts.home)
         door = mounts.door or f"docker:unbound-{secrets.token_hex(8)}"
+        neutral = await asyncio.to_thread(self._mount_neutral, mounts)
         try:
             accounts = account_files(user, self.paths.home)
             turn_socket = await self.gateway.open_turn(door, user, accounts)
         except OSError as exc:
+            if neutral is not None:
+                neutral.unmount()
             raise SandboxError(f"cannot open the turn's gateway socket: {exc}") from exc
         try:
-            engine, process = await self._place(invocation, mounts, turn_socket)
+            engine, process = await self._place(invocation, mounts, turn_socket, neutral)
         except BaseException:
             await asyncio.shield(self.gateway.close_turn(turn_socket))
+            if neutral is not None:
+                neutral.unmount()
             raise
 
         def exited(_: object) -> None:
+            # At once, before the turn's wait() returns: the server may then write the
+            # folders itself (a layer must not change under a mounted overlay).
+            if neutral is not None:
+                neutral.unmount()
             self.engines.ended(engine, process)
             # The socket goes with the container: a token copied out has no door left.
             self._closing.add(asyncio.ensure_future(self._close(turn_socket)))
@@ -243,15 +279,35 @@ class DockerSandbox(Sandbox):
         process.exited.add_done_callback(exited)
         return process
 
+    def _mount_neutral(self, mounts: SessionMounts) -> TurnMounts | None:
+        """The turn's overlays of the session's folders, or None: bind them as they are."""
+        if self._neutral is None:
+            return None
+        try:
+            return self._neutral.mount(
+                {
+                    "workspace": Folder(mounts.workspace, writable=True),
+                    "home": Folder(mounts.home, writable=True),
+                    "tools": Folder(mounts.tools, writable=False),
+                }
+            )
+        except OSError as exc:
+            log.warning("sandbox_neutral_mount_failed", extra={"reason": str(exc)})
+            return None
+
     async def _place(
-        self, invocation: Invocation, mounts: SessionMounts, turn_socket: TurnSocket
+        self,
+        invocation: Invocation,
+        mounts: SessionMounts,
+        turn_socket: TurnSocket,
+        neutral: TurnMounts | None,
     ) -> tuple[Engine, DockerProcess]:
         """Run the turn on an engine with room; one that does not answer is taken out of
         rotation and the next one tried."""
         while True:
             engine = self.engines.place()
             try:
-                process = await self._run(engine, invocation, mounts, turn_socket)
+                process = await self._run(engine, invocation, mounts, turn_socket, neutral)
             except BaseException as exc:
                 self.engines.unreserve(engine)
                 cause = exc.__cause__ if isinstance(exc, SandboxError) else exc
@@ -276,9 +332,10 @@ class DockerSandbox(Sandbox):
         invocation: Invocation,
         mounts: SessionMounts,
         turn_socket: TurnSocket,
+        neutral: TurnMounts | None,
     ) -> DockerProcess:
         api = engine.api
-        kwargs = self._container(engine, invocation, mounts, turn_socket)
+        kwargs = self._container(engine, invocation, mounts, turn_socket, neutral)
         try:
             created = await asyncio.to_thread(api.create_container, **kwargs)
         except ENGINE_ERRORS as exc:
@@ -307,12 +364,19 @@ class DockerSandbox(Sandbox):
         invocation: Invocation,
         mounts: SessionMounts,
         turn_socket: TurnSocket,
+        neutral: TurnMounts | None = None,
     ) -> dict[str, Any]:
         host_path = engine.host_paths
+        bound = mounts
+        if neutral is not None:  # every engine sees the server's mounts (open())
+            paths = neutral.paths
+            bound = replace(
+                mounts, workspace=paths["workspace"], home=paths["home"], tools=paths["tools"]
+            )
         host = HostMounts(
-            workspace=host_path(mounts.workspace),
-            home=host_path(mounts.home),
-            tools=host_path(mounts.tools),
+            workspace=host_path(bound.workspace),
+            home=host_path(bound.home),
+            tools=host_path(bound.tools),
             gateway_dir=host_path(turn_socket.folder),
             resolv_conf=host_path(self.gateway.resolv_conf),
             files={host_path(here): inside for inside, here in turn_socket.files.items()},

@@ -18,8 +18,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from uhp_server.sandbox.agent_user import AgentUsers, parse_user
-
 # Read-only: kernel settings, triggers and host-wide hardware and filesystem tunables.
 _PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs", "acpi", "scsi", "asound")
 # Masked with /dev/null: kernel memory, other users' keys, timing side channels.
@@ -33,12 +31,6 @@ _PROC_MASKED = (
     "sched_debug",
     "kallsyms",
 )
-
-
-def resolve_agent_user(setting: str) -> tuple[int, int]:
-    """uid and gid an agent with no principal's number runs as (sandbox/agent_user.py).
-    Root itself is refused."""
-    return AgentUsers(parse_user(setting, "UHP_LOCAL_SANDBOX_USER")).default
 
 
 def switches_user(user: tuple[int, int]) -> bool:

@@ -27,7 +27,9 @@ import resource
 import secrets
 import shutil
 import tempfile
+import threading
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from harness_bases.base import HarnessBase, Invocation
@@ -53,8 +55,10 @@ from uhp_server.sandbox.local.sockets import (
     GATEWAY_SOCKET,
     INSIDE_DIR,
     TurnSockets,
+    fits_socket_path,
     run_dir,
 )
+from uhp_server.sandbox.neutral_mounts import Folder, NeutralMounts, TurnMounts
 from uhp_server.sandbox.ownership import hand_over
 from uhp_server.sandbox.spawn import spawn
 from uhp_server.settings import Settings
@@ -129,17 +133,25 @@ class LocalSandbox(Sandbox):
         egress: EgressPolicy = EgressPolicy(),  # noqa: B008 (frozen, shared safely)
         user: str = "auto",
         server_id: str | None = None,
+        data_dir: Path | None = None,
         uid_range: str = DEFAULT_UID_RANGE,
     ) -> None:
+        """`data_dir`: where the sessions' folders are (to check an overlay can sit there,
+        neutral_mounts.py); None: beside `run_dir`."""
         # Tests run sandboxes without a server: then a private temp folder holds the turns'
         # socket folders.
         self._run_dir = run_dir or Path(tempfile.mkdtemp(prefix="uhp-local-"))
+        self._data_dir = data_dir or self._run_dir.parent
+        self._server_id = server_id or secrets.token_hex(8)
+        self._neutral: NeutralMounts | None = None
+        self._neutral_detected = False
+        self._neutral_lock = threading.Lock()  # detection clears stale mounts: only once
         self._bwrap = bwrap
         self.limits = limits
         self.egress = egress
         self.users: AgentUsers = AgentUsers.from_settings(user, "UHP_LOCAL_SANDBOX_USER", uid_range)
         self.user = self.users.default  # a turn's own: users.for_principal
-        self.cgroup_prefix = f"{CGROUP_PREFIX}{server_id or secrets.token_hex(8)}-"
+        self.cgroup_prefix = f"{CGROUP_PREFIX}{self._server_id}-"
         self._gateway_app: ASGIApp | None = None
         # Detected even without memory and process limits: every turn joins the CPU pool.
         self._cgroups: cgroups.Hierarchy | None = cgroups.detect()
@@ -168,6 +180,7 @@ class LocalSandbox(Sandbox):
             uid_range=settings.agent_uid_range,
             # Replicas sharing a data folder each clear only their own cgroups.
             server_id=settings.replica_id or stored_id(settings.data_dir, ID_FILE),
+            data_dir=settings.data_dir,
         )
 
     def gateway_url(self, backend: str) -> str:
@@ -189,6 +202,7 @@ class LocalSandbox(Sandbox):
         # What a killed server left: no turn of this server can be running yet.
         for stale in self._run_dir.iterdir():
             shutil.rmtree(stale, ignore_errors=True)
+        await asyncio.to_thread(self._detect_neutral_mounts)
         if self._cgroups is not None:
             await asyncio.to_thread(self._cgroups.remove_empty, self.cgroup_prefix, CGROUP_PREFIX)
             self._cpu_pool = await asyncio.to_thread(self._open_cpu_pool, self._cgroups)
@@ -320,26 +334,65 @@ class LocalSandbox(Sandbox):
         exe = await asyncio.to_thread(self._check, invocation, mounts, user)
 
         door = mounts.door or f"local:unbound-{secrets.token_hex(8)}"
-        sockets = TurnSockets(self._run_dir, door, self.egress)
+        neutral = await asyncio.to_thread(self._mount_neutral, mounts)
+        # Beside the turn's overlays, the socket folder's path shows no data folder either.
+        sockets_parent = self._run_dir
+        if neutral is not None and fits_socket_path(neutral.staging):
+            sockets_parent = neutral.staging
+        sockets = TurnSockets(sockets_parent, door, self.egress)
         group: cgroups.TurnCgroup | None = None
 
         async def cleanup() -> None:  # idempotent: also runs when starting failed
             await sockets.close()
             if group is not None:
                 await asyncio.to_thread(group.remove)
+            if neutral is not None:  # the sandbox is gone: nothing holds the overlays
+                await asyncio.to_thread(neutral.unmount)
 
         try:
             await sockets.open(self._gateway_app)
             if switches_user(user):  # the agent's uid must enter the folder and connect
                 hand_over(*user, sockets.folder)
             group = self._cgroup(door)
+            # The disk watch reads the real folders: reading under an overlay is allowed.
             watch = LimitWatch(self.limits, group, [mounts.workspace, mounts.home])
-            return await self._spawn(exe, invocation, mounts, sockets.folder, watch, cleanup, user)
+            bound = mounts
+            if neutral is not None:
+                paths = neutral.paths
+                bound = replace(
+                    mounts, workspace=paths["workspace"], home=paths["home"], tools=paths["tools"]
+                )
+            return await self._spawn(exe, invocation, bound, sockets.folder, watch, cleanup, user)
         except BaseException as exc:
             await asyncio.shield(cleanup())
             if isinstance(exc, OSError):
                 raise SandboxError(f"cannot prepare the sandbox: {exc}") from exc
             raise
+
+    def _detect_neutral_mounts(self) -> None:
+        """Once, at open() (or the first turn of a sandbox never opened, as in tests)."""
+        with self._neutral_lock:
+            if not self._neutral_detected:
+                self._neutral = NeutralMounts.detect(self._data_dir, self._server_id)
+                self._neutral_detected = True
+
+    def _mount_neutral(self, mounts: SessionMounts) -> TurnMounts | None:
+        """The turn's overlays of the session's folders (neutral_mounts.py), or None: the
+        sandbox binds the folders themselves (the server cannot, or this mount failed)."""
+        self._detect_neutral_mounts()
+        if self._neutral is None:
+            return None
+        try:
+            return self._neutral.mount(
+                {
+                    "workspace": Folder(mounts.workspace, writable=True),
+                    "home": Folder(mounts.home, writable=True),
+                    "tools": Folder(mounts.tools, writable=False),
+                }
+            )
+        except OSError as exc:
+            log.warning("sandbox_neutral_mount_failed", extra={"reason": str(exc)})
+            return None
 
     def _cgroup(self, door: str) -> cgroups.TurnCgroup | None:
         if self._cgroups is None:

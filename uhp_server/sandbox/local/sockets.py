@@ -20,12 +20,16 @@ _SUN_PATH_MAX = 100  # sockaddr_un holds 108 bytes; keep a margin
 _NAME_LENGTH = 16
 
 
+def fits_socket_path(parent: Path) -> bool:
+    """Whether a turn folder in `parent` can hold its sockets (a Unix socket address is short)."""
+    return len(str(parent / ("x" * _NAME_LENGTH) / GATEWAY_SOCKET)) <= _SUN_PATH_MAX
+
+
 def run_dir(data_dir: Path) -> Path:
     """Where turn folders go: under the data dir, unless a socket path there would be too
     long for a Unix socket address; then a stable folder under the temp dir."""
     preferred = data_dir.resolve() / "run" / "local"
-    longest = preferred / ("x" * _NAME_LENGTH) / GATEWAY_SOCKET
-    if len(str(longest)) <= _SUN_PATH_MAX:
+    if fits_socket_path(preferred):
         return preferred
     digest = hashlib.sha256(str(preferred).encode()).hexdigest()[:16]
     return Path(tempfile.gettempdir()) / f"uhp-local-{digest}"
