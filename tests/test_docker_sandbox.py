@@ -404,6 +404,9 @@ async def test_only_the_session_folders_tools_and_gateway_are_mounted(
         (str(mounts.tools), "/opt/uhp-tools", False),
         (turn_folder, "/run/uhp-gateway", False),
         (str(gateway / "resolv.conf"), "/etc/resolv.conf", False),
+        # The agent's account (agent_user.account_files), beside the turn's sockets.
+        (f"{turn_folder}/file-passwd", "/etc/passwd", False),
+        (f"{turn_folder}/file-group", "/etc/group", False),
     }
     for _ in range(100):
         if not Path(turn_folder).exists():
