@@ -36,6 +36,12 @@ def ensure_principal(tx: Tx, name: str) -> Principal:
     return created
 
 
+def given_agent_number(tx: Tx, principal_id: str) -> int | None:
+    """The principal's agent number if it has been given (a read: every turn asks)."""
+    row = tx.orm.get(Principal, principal_id)
+    return None if row is None else row.agent_number
+
+
 def agent_number(tx: Tx, principal_id: str) -> int:
     """The principal's agent number (0, 1, ...): given on first use, the next one free, and
     kept, so that its agents keep their uid (uhp_server/sandbox/agent_user.py). Two principals

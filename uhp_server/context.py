@@ -67,6 +67,9 @@ log = logging.getLogger("uhp_server.app")  # (the name the server has always log
 async def agent_number_of(db: Database, principal_id: str) -> int:
     """The principal's agent number (storage/keys.py), given on first use; a race with
     another principal's first turn for the same number is lost once, then retried."""
+    given = await db.read(keys.given_agent_number, principal_id)
+    if given is not None:  # every turn but a principal's first: no write
+        return given
     try:
         return await db.write(keys.agent_number, principal_id, order=Order.ANY)
     except db.dialect.integrity_error:
