@@ -6,7 +6,7 @@ import hashlib
 import secrets
 import time
 
-from sqlmodel import col, select
+from sqlmodel import col, func, select
 
 from storage.tables import ApiKey, Principal
 from storage.unit import Tx
@@ -34,6 +34,27 @@ def ensure_principal(tx: Tx, name: str) -> Principal:
     created = _principal_named(tx, name)
     assert created is not None, "inserted, or inserted by the request that won"
     return created
+
+
+def given_agent_number(tx: Tx, principal_id: str) -> int | None:
+    """The principal's agent number if it has been given (a read: every turn asks)."""
+    row = tx.orm.get(Principal, principal_id)
+    return None if row is None else row.agent_number
+
+
+def agent_number(tx: Tx, principal_id: str) -> int:
+    """The principal's agent number (0, 1, ...): given on first use, the next one free, and
+    kept, so that its agents keep their uid (uhp_server/sandbox/agent_user.py). Two principals
+    racing for the same number: the unique index refuses one, which its caller retries."""
+    row = tx.orm.get(Principal, principal_id)
+    if row is None:
+        raise LookupError(f"no principal {principal_id}")
+    if row.agent_number is None:
+        taken = tx.orm.exec(select(func.max(Principal.agent_number))).one()
+        row.agent_number = 0 if taken is None else taken + 1
+        tx.orm.add(row)
+        tx.orm.flush()
+    return row.agent_number
 
 
 def _principal_named(tx: Tx, name: str) -> Principal | None:

@@ -16,6 +16,8 @@ class Principal(SQLModel, table=True):
     id: str = Field(primary_key=True)
     name: str = Field(index=True, unique=True)
     created_at: float
+    # Given on its first turn (keys.agent_number): its agents' uid under a root server.
+    agent_number: int | None = Field(default=None, index=True, unique=True)
 
 
 class ApiKey(SQLModel, table=True):

@@ -31,7 +31,7 @@ from uhp_server.sandbox.egress import EgressPolicy
 pytestmark = pytest.mark.heavy  # a real engine: containers take a second each
 
 ENV = {"PATH": "/usr/bin:/bin", "HOME": "/home/agent", "UHP_TEST_MARK": "yes"}
-AGENT_UID = 1000  # the tests run as root: the sandbox then runs agents as 1000:1000
+AGENT_UID = 200000  # the tests run as root: agents run as the uid range's (agent_user.py)
 GVISOR = TEST_DOCKER_RUNTIME == "runsc"
 # The pids limit of the fixture's containers. In gVisor the container's pids cgroup also
 # holds the Sentry's own host threads (about 40 idle, measured here), so the agent's share
@@ -404,6 +404,9 @@ async def test_only_the_session_folders_tools_and_gateway_are_mounted(
         (str(mounts.tools), "/opt/uhp-tools", False),
         (turn_folder, "/run/uhp-gateway", False),
         (str(gateway / "resolv.conf"), "/etc/resolv.conf", False),
+        # The agent's account (agent_user.account_files), beside the turn's sockets.
+        (f"{turn_folder}/file-passwd", "/etc/passwd", False),
+        (f"{turn_folder}/file-group", "/etc/group", False),
     }
     for _ in range(100):
         if not Path(turn_folder).exists():
@@ -589,3 +592,63 @@ async def test_the_mount_table_shows_no_host_path_nor_session_id(
     table = "\n".join(out)
     assert str(tmp_path) not in table
     assert "sess_0123456789abcdef" not in table
+
+
+# -- a uid per principal (sandbox/agent_user.py) ------------------------------------------
+
+INOTIFY_HOG = (
+    "import ctypes, os, time\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "n = 0\n"
+    "while libc.inotify_init1(0) >= 0: n += 1\n"
+    "print('hog', n, os.strerror(ctypes.get_errno()), flush=True)\n"
+    "time.sleep(60)\n"
+)
+INOTIFY_ONE = (
+    "import ctypes, os\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "print('ok' if libc.inotify_init1(0) >= 0 else os.strerror(ctypes.get_errno()))\n"
+)
+
+
+def principal_mounts(tmp_path: Path, name: str, number: int) -> SessionMounts:
+    tools = tmp_path / "tools"
+    tools.mkdir(exist_ok=True)
+    (tools / "hog.py").write_text(INOTIFY_HOG)
+    (tools / "one.py").write_text(INOTIFY_ONE)
+    return SessionMounts(
+        tmp_path / name / "ws", tmp_path / name / "home", tools, agent_number=number
+    )
+
+
+async def test_principals_containers_run_as_uids_of_their_own(
+    sandbox: DockerSandbox, tmp_path: Path
+) -> None:
+    seen = []
+    for number in (0, 1):
+        mounts = principal_mounts(tmp_path, f"p{number}", number)
+        # An account for the uid: Node's os.userInfo() throws without one.
+        code, out = await run(
+            sandbox, mounts, "id -u; id -g; whoami; node -p 'require(\"os\").userInfo().username'"
+        )
+        assert code == 0
+        seen.append(out)
+    assert seen == [
+        [str(AGENT_UID + 1), str(AGENT_UID + 1), "agent", "agent"],
+        [str(AGENT_UID + 2), str(AGENT_UID + 2), "agent", "agent"],
+    ]
+
+
+@pytest.mark.skipif(GVISOR, reason="gVisor's inotify is the Sentry's own, not the host's quota")
+async def test_one_principal_exhausting_inotify_leaves_another_its_own(
+    sandbox: DockerSandbox, tmp_path: Path
+) -> None:
+    hog = await start(sandbox, principal_mounts(tmp_path, "a", 0), "python3 /opt/uhp-tools/hog.py")
+    try:
+        line = (await anext(aiter(hog.lines()))).decode()
+        assert line.startswith("hog ") and "Too many open files" in line
+        other = principal_mounts(tmp_path, "b", 1)
+        code, out = await run(sandbox, other, "python3 /opt/uhp-tools/one.py")
+        assert (code, out) == (0, ["ok"])
+    finally:
+        await hog.kill()

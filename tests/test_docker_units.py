@@ -142,7 +142,7 @@ def test_the_agent_is_never_root(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ValueError):
         resolve_user("0:0")
     monkeypatch.setattr(os, "getuid", lambda: 0)
-    assert resolve_user("auto") == (1000, 1000)
+    assert resolve_user("auto") == (200000, 200000)  # the uid range's first (agent_user.py)
     monkeypatch.setattr(os, "getuid", lambda: 4321)
     monkeypatch.setattr(os, "getgid", lambda: 99)
     assert resolve_user("auto") == (4321, 99)

@@ -146,7 +146,7 @@ async def test_the_agent_never_runs_as_host_root(
         sandbox, mounts, "id -u; cat ~/config.toml; echo more >> ~/config.toml; touch /workspace/f"
     )
     assert code == 0
-    expected_uid = 1000 if os.getuid() == 0 else os.getuid()
+    expected_uid = 200000 if os.getuid() == 0 else os.getuid()  # the uid range's first
     assert out == [str(expected_uid), "written by the server"]
     assert (mounts.workspace / "f").stat().st_uid == expected_uid
 
@@ -341,3 +341,115 @@ async def test_the_mount_table_shows_no_host_path_nor_session_id(
     table = "\n".join(out)
     assert str(tmp_path) not in table
     assert "sess_0123456789abcdef" not in table
+
+
+ROOT_ONLY = pytest.mark.skipif(os.getuid() != 0, reason="only a root server switches uid")
+
+
+@ROOT_ONLY
+async def test_principals_agents_run_as_uids_of_their_own(
+    sandbox: LocalSandbox, tmp_path: Path
+) -> None:
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    uids = []
+    for number in (0, 1):
+        session = tmp_path / f"s{number}"
+        mounts = SessionMounts(session / "ws", session / "home", tools, agent_number=number)
+        code, out = await run(sandbox, mounts, "id -u; id -g")
+        assert code == 0
+        uids.append(out)
+        assert (session / "ws").stat().st_uid == int(out[0])  # the folders handed over
+    assert uids == [["200001", "200001"], ["200002", "200002"]]
+
+
+@ROOT_ONLY
+async def test_an_explicit_user_is_every_principals(tmp_path: Path) -> None:
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    sandbox = LocalSandbox(user="1234:1234")
+    for number in (0, 1):
+        mounts = SessionMounts(tmp_path / "ws", tmp_path / "home", tools, agent_number=number)
+        _, out = await run(sandbox, mounts, "id -u")
+        assert out == ["1234"]
+
+
+def test_a_principal_beyond_the_uid_range_is_refused(
+    sandbox: LocalSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "getuid", lambda: 0)
+    users = LocalSandbox(uid_range="300000-300002").users
+    assert users.default == (300000, 300000)  # turns of no principal's
+    assert users.for_principal(1) == (300002, 300002)
+    with pytest.raises(ValueError, match="UHP_AGENT_UID_RANGE"):
+        users.for_principal(2)
+
+
+# The red team's per-uid quota channel: one principal's agent holding every inotify instance
+# its uid may have (fs.inotify.max_user_instances) must leave another's watchers working.
+INOTIFY = """
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+if sys.argv[1] == "hog":
+    held = []
+    while libc.inotify_init1(0) >= 0:
+        held.append(1)
+    print("hog", len(held), os.strerror(ctypes.get_errno()), flush=True)
+    time.sleep(30)
+else:
+    fd = libc.inotify_init1(0)
+    print("ok" if fd >= 0 else os.strerror(ctypes.get_errno()))
+"""
+
+
+@ROOT_ONLY
+async def test_one_principal_exhausting_inotify_leaves_another_its_own(
+    sandbox: LocalSandbox, tmp_path: Path
+) -> None:
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "inotify.py").write_text(INOTIFY)
+    hog_mounts = SessionMounts(
+        tmp_path / "a" / "ws", tmp_path / "a" / "home", tools, agent_number=0
+    )
+    hog = await sandbox.start(
+        Invocation(["python3", "/opt/uhp-tools/inotify.py", "hog"], ENV, "/workspace"), hog_mounts
+    )
+    try:
+        line = await anext(aiter(hog.lines()))
+        assert line.decode().startswith("hog ") and "Too many open files" in line.decode()
+        other = SessionMounts(tmp_path / "b" / "ws", tmp_path / "b" / "home", tools, agent_number=1)
+        code, out = await run(sandbox, other, "python3 /opt/uhp-tools/inotify.py watch")
+        assert code == 0 and out == ["ok"]
+    finally:
+        await hog.kill()
+
+
+async def test_dev_shm_is_writable_and_the_sandboxs_own(
+    sandbox: LocalSandbox, mounts: SessionMounts
+) -> None:
+    # POSIX shared memory and semaphores (Python's multiprocessing locks) live in /dev/shm.
+    script = (
+        "stat -c %a /dev/shm; touch /dev/shm/mark && echo wrote; "
+        "python3 -c 'import multiprocessing as m; m.Lock(); print(\"lock\")'"
+    )
+    code, out = await run(sandbox, mounts, script)
+    assert code == 0 and out == ["1777", "wrote", "lock"]
+    code, out = await run(sandbox, mounts, "ls -A /dev/shm")
+    assert code == 0 and out == []  # not the other sandbox's, nor the host's
+
+
+async def test_the_agents_uid_has_an_account(sandbox: LocalSandbox, tmp_path: Path) -> None:
+    # A uid from the range has no host account; programs that look theirs up (Node's
+    # os.userInfo(), getpass, whoami) need one. No host account shows either.
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    mounts = SessionMounts(tmp_path / "ws", tmp_path / "home", tools, agent_number=3)
+    code, out = await run(
+        sandbox,
+        mounts,
+        "whoami; python3 -c 'import getpass; print(getpass.getuser())'; "
+        "cut -d: -f1 /etc/passwd; echo x >> /etc/passwd || echo read-only",
+    )
+    assert code == 0
+    assert out == ["agent", "agent", "root", "agent", "nobody", "read-only"]

@@ -4,6 +4,7 @@ what an error withholds."""
 from __future__ import annotations
 
 import json
+import os
 import platform
 import re
 import shlex
@@ -232,3 +233,24 @@ def test_the_agent_meets_the_syscall_filter(client: httpx.Client) -> None:
     assert {name: answers.get(name) for name in expected} == expected
     unshare = tool_outputs(create(client, {"input": "RUN unshare -Ur id -u\nSAY {output}"}))
     assert "Operation not permitted" in unshare
+
+
+WHO_AM_I = "RUN id -u; whoami\nSAY {output}"
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="a server that is not root runs agents as itself")
+def test_each_principals_agents_run_as_a_uid_of_their_own(
+    client: httpx.Client, server: ServerProcess, other_key: str
+) -> None:
+    # Per-uid kernel quotas (inotify instances, pipe buffers) are then no principal's to
+    # exhaust for another (sandbox/agent_user.py).
+    mine = tool_outputs(create(client, {"input": WHO_AM_I})).split()
+    again = tool_outputs(create(client, {"input": WHO_AM_I})).split()
+    with httpx.Client(
+        base_url=server.url, headers={"Authorization": f"Bearer {other_key}"}, timeout=120
+    ) as other:
+        theirs = tool_outputs(create(other, {"input": WHO_AM_I})).split()
+    assert mine == again  # a principal keeps its uid
+    assert mine[1] == theirs[1] == "agent"  # an account, for what looks its user up
+    assert mine[0] != theirs[0]
+    assert all(200000 <= int(uid) <= 299999 for uid in (mine[0], theirs[0]))

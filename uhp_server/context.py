@@ -17,9 +17,9 @@ from fastapi import Depends, FastAPI, Request
 
 from harness_bases import registry
 from harness_bases.base import HarnessBase
-from storage import mcp_secrets
+from storage import keys, mcp_secrets
 from storage.blobs import BlobStore
-from storage.db import Database
+from storage.db import Database, Order
 from storage.responses import prune_idempotency
 from storage.sealing import load_sealer
 from uhp_server.catalog import ModelCatalog
@@ -62,6 +62,18 @@ class AppContext:
 
 
 log = logging.getLogger("uhp_server.app")  # (the name the server has always logged under)
+
+
+async def agent_number_of(db: Database, principal_id: str) -> int:
+    """The principal's agent number (storage/keys.py), given on first use; a race with
+    another principal's first turn for the same number is lost once, then retried."""
+    given = await db.read(keys.given_agent_number, principal_id)
+    if given is not None:  # every turn but a principal's first: no write
+        return given
+    try:
+        return await db.write(keys.agent_number, principal_id, order=Order.ANY)
+    except db.dialect.integrity_error:
+        return await db.write(keys.agent_number, principal_id, order=Order.ANY)
 
 
 def usable_bases(settings: Settings) -> dict[str, HarnessBase]:
@@ -150,6 +162,7 @@ def build_context(
         files=TurnFiles(blobs, ArtifactCollector(db, blobs, limits)),
         admission=admission,
         metrics=metrics,
+        agent_numbers=functools.partial(agent_number_of, db),
     )
     runs = RunRegistry(
         db,

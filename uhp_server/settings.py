@@ -89,7 +89,11 @@ class Settings(BaseSettings):
     local_sandbox_pids_limit: int = 512  # processes and threads
     local_sandbox_file_size: str = "4g"  # the largest file a turn may write
     local_sandbox_disk: str = "20g"  # the session's workspace and agent home together
-    local_sandbox_user: str = "auto"  # uid:gid the agent runs as; auto: own, 1000:1000 for root
+    # uid:gid the agent runs as, one for every principal; auto: the server's own, or under a
+    # root server a uid of each principal's own from agent_uid_range (sandbox/agent_user.py).
+    local_sandbox_user: str = "auto"
+    # The uids (first-last) a root server gives principals' agents, with *_SANDBOX_USER auto.
+    agent_uid_range: str = "200000-299999"
     # Hosts a sandbox may reach, through the server's egress proxy (docs/security.md);
     # comma-separated names or IP literals. Empty: no egress at all.
     egress_allow_hosts: str = ""
@@ -99,7 +103,7 @@ class Settings(BaseSettings):
     # The docker sandbox (UHP_SANDBOX=docker; README: "Docker sandbox"). Limits apply per turn.
     docker_image: str = ""  # empty: the runtime image this version builds (images build)
     docker_base_image: str = "debian:bookworm-slim"  # FROM of the runtime image recipe
-    docker_user: str = "auto"  # uid:gid; auto: the server's own, or 1000:1000 for root
+    docker_user: str = "auto"  # uid:gid, as local_sandbox_user (agent_uid_range under root)
     docker_memory: str = "4g"  # memory limit (no swap beyond it)
     docker_cpus: float = 2.0  # CPU limit, in cores
     docker_pids_limit: int = 512  # processes and threads

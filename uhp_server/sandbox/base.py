@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 from harness_bases.base import HarnessBase, Invocation, SandboxPaths
+from uhp_server.sandbox.agent_user import AgentUsers
 
 if TYPE_CHECKING:
     from uhp_server.settings import Settings
@@ -33,6 +34,9 @@ class SessionMounts:
     # The gateway door this turn's token is bound to (Sandbox.door); None: the sandbox
     # makes up its own, which no token is bound to.
     door: str | None = None
+    # The turn's principal's agent number (storage/keys.py agent_number): under a root
+    # server its agent runs as a uid of its own (agent_user.py). None: the sandbox's default.
+    agent_number: int | None = None
 
 
 class SandboxedProcess(abc.ABC):
@@ -77,6 +81,15 @@ class Sandbox(abc.ABC):
         something for them (the docker one builds their runtime packages into its image).
         It connects to nothing yet: open() is where a sandbox reaches what it runs on,
         checks what it needs and raises."""
+
+    # Who its agents run as; None: a sandbox that does not choose (its agents' uid is its own).
+    users: AgentUsers | None = None
+
+    @property
+    def per_principal_users(self) -> bool:
+        """True when each principal's agents run as a uid of their own (agent_user.py): the
+        engine then gives every turn its principal's agent number (SessionMounts)."""
+        return self.users is not None and self.users.per_principal
 
     @abc.abstractmethod
     def gateway_url(self, backend: str) -> str:

@@ -62,6 +62,7 @@ class TurnExecutor:
         files: TurnFiles | None = None,
         admission: Admission | None = None,
         metrics: Metrics | None = None,
+        agent_numbers: Callable[[str], Awaitable[int]] | None = None,
     ):
         self.sandbox = sandbox
         self.tokens = tokens
@@ -71,6 +72,9 @@ class TurnExecutor:
         self.admission = admission  # None: no limit on concurrent turns
         self._queued = 0  # turns waiting for admission now
         self.metrics = metrics
+        # A principal's agent number, for the uid its agents run as (sandbox/agent_user.py);
+        # None: the sandbox's default uid for every turn.
+        self.agent_numbers = agent_numbers
 
     async def execute(self, run: Run, on_terminal: Callable[[Run], None], ask: Asker) -> None:
         """Run the turn; `on_terminal` is called once the terminal event is written, before
@@ -113,6 +117,9 @@ class TurnExecutor:
             # Writes the plugins and the CLI's config files: disk work, off the event loop.
             invocation = await asyncio.to_thread(_prepare, plan.base, spec)
             before = await self.files.baseline(run) if self.files else None
+            agent_number = None
+            if self.agent_numbers is not None and self.sandbox.per_principal_users:
+                agent_number = await self.agent_numbers(run.principal_id)
             mounts = SessionMounts(
                 workspace=plan.workspace,
                 home=plan.home,
@@ -123,6 +130,7 @@ class TurnExecutor:
                     "uhp.base": f"{plan.base.name}@{plan.base.cli_version}",
                 },
                 door=door,
+                agent_number=agent_number,
             )
             if run.stop.is_set():  # stopped while the turn was being prepared
                 outcome = run.stopped_outcome()

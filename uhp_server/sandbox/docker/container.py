@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness_bases.base import Invocation, SandboxPaths
 from uhp_server.sandbox import syscall_filter
+from uhp_server.sandbox.agent_user import AgentUsers, parse_user
 from uhp_server.sandbox.docker.gateway_socket import INSIDE_DIR
 from uhp_server.sandbox.docker.runtimes import GVISOR
 
@@ -48,21 +48,15 @@ class HostMounts:
     tools: str
     gateway_dir: str  # the gateway socket's folder
     resolv_conf: str  # a resolver config with no nameserver
+    # Files mounted read-only: their host path -> the path in the container (the agent's
+    # own /etc/passwd and /etc/group, agent_user.account_files).
+    files: Mapping[str, str] = field(default_factory=dict)
 
 
 def resolve_user(setting: str) -> tuple[int, int]:
-    """uid and gid the agent runs as: never root. `auto` is the server's own ids, or
-    1000:1000 when the server runs as root (the sandbox then hands the folders to it)."""
-    if setting == "auto":
-        if os.getuid() == 0:
-            return 1000, 1000
-        return os.getuid(), os.getgid()
-    uid_text, _, gid_text = setting.partition(":")
-    uid = int(uid_text)
-    gid = int(gid_text) if gid_text else uid
-    if uid == 0:
-        raise ValueError("UHP_DOCKER_USER must not be root (uid 0)")
-    return uid, gid
+    """uid and gid an agent with no principal's number runs as: never root
+    (sandbox/agent_user.py; the sandbox hands the folders to it)."""
+    return AgentUsers(parse_user(setting, "UHP_DOCKER_USER")).default
 
 
 def create_kwargs(
@@ -115,6 +109,7 @@ def host_config_kwargs(
             mounts.tools: {"bind": paths.tools, "mode": "ro"},
             mounts.gateway_dir: {"bind": INSIDE_DIR, "mode": "ro"},
             mounts.resolv_conf: {"bind": "/etc/resolv.conf", "mode": "ro"},
+            **{host: {"bind": inside, "mode": "ro"} for host, inside in mounts.files.items()},
         },
         "network_mode": "none",  # loopback only: no route, no DNS (the gateway is a socket)
         "read_only": True,

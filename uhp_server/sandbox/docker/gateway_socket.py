@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from uhp_server.sandbox.egress import EgressPolicy, EgressProxy
@@ -61,10 +62,13 @@ class GatewaySocket:
         self.resolv_conf.chmod(0o644)
         self._app = app
 
-    async def open_turn(self, door: str, owner: tuple[int, int]) -> TurnSocket:
-        """Serve the gateway for one turn on a socket only `owner` (uid, gid) can reach."""
+    async def open_turn(
+        self, door: str, owner: tuple[int, int], files: Mapping[str, bytes] | None = None
+    ) -> TurnSocket:
+        """Serve the gateway for one turn on a socket only `owner` (uid, gid) can reach,
+        beside `files` (a path in the container -> its contents) for the container to mount."""
         turn = TurnSocket(self.folder, door, self.egress)
-        await turn.open(self._app, owner)
+        await turn.open(self._app, owner, files or {})
         self._open[door] = turn
         return turn
 
@@ -86,10 +90,18 @@ class TurnSocket:
         self.door = GatewayDoor(self.folder / SOCKET_NAME, door)
         self.egress = EgressProxy(self.folder / EGRESS_SOCKET_NAME, egress, door)
         self.egress_enabled = egress.enabled
+        self.files: dict[str, Path] = {}  # a path in the container -> its file here
 
-    async def open(self, app: ASGIApp | None, owner: tuple[int, int]) -> None:
+    async def open(
+        self, app: ASGIApp | None, owner: tuple[int, int], files: Mapping[str, bytes]
+    ) -> None:
         self.folder.mkdir(mode=0o700)
         try:
+            for inside, data in files.items():
+                here = self.folder / ("file-" + Path(inside).name)
+                here.write_bytes(data)
+                here.chmod(0o644)
+                self.files[inside] = here
             await self.door.open(app, mode=0o600)
             sockets = [self.door.path]
             if self.egress_enabled:
@@ -104,5 +116,7 @@ class TurnSocket:
     async def close(self) -> None:
         self.door.shut()
         await self.egress.close()
+        for here in self.files.values():
+            here.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             self.folder.rmdir()

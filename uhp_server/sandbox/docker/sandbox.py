@@ -34,6 +34,7 @@ import requests.exceptions
 from harness_bases.base import HarnessBase, Invocation
 from uhp_server.gateway.paths import gateway_path
 from uhp_server.sandbox import neutral_mounts
+from uhp_server.sandbox.agent_user import DEFAULT_UID_RANGE, AgentUsers, account_files
 from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SandboxError, SessionMounts
 from uhp_server.sandbox.docker import images, reaper
 from uhp_server.sandbox.docker.container import (
@@ -43,7 +44,6 @@ from uhp_server.sandbox.docker.container import (
     Limits,
     create_kwargs,
     host_config_kwargs,
-    resolve_user,
 )
 from uhp_server.sandbox.docker.engines import (
     Engine,
@@ -95,6 +95,7 @@ class DockerSandbox(Sandbox):
         host_max_turns: int = 0,
         owner: str = "",
         runtime: str = "",
+        uid_range: str = DEFAULT_UID_RANGE,
     ) -> None:
         """`owner`: the id labelled on this server's containers (UHP_REPLICA_ID); empty, the
         id kept in the data directory. `runtime`: the engines' runtime for the containers
@@ -103,7 +104,8 @@ class DockerSandbox(Sandbox):
         self.packages = packages  # what the enabled bases need in the runtime image
         self.image = image or images.runtime_tag(packages)
         self.base_image = base_image
-        self.user = resolve_user(user)
+        self.users: AgentUsers = AgentUsers.from_settings(user, "UHP_DOCKER_USER", uid_range)
+        self.user = self.users.default  # a turn's own: users.for_principal
         # The engine refuses a CPU limit above the host's cores: a default of 2 must still
         # work on a one-core machine.
         self.limits = replace(limits, cpus=min(limits.cpus, float(os.cpu_count() or 1)))
@@ -135,6 +137,7 @@ class DockerSandbox(Sandbox):
             packages=images.runtime_packages(bases),
             base_image=settings.docker_base_image,
             user=settings.docker_user,
+            uid_range=settings.agent_uid_range,
             limits=limits,
             hosts=settings.docker_hosts,
             host_max_turns=settings.docker_host_max_turns,
@@ -242,11 +245,16 @@ class DockerSandbox(Sandbox):
         for folder in (mounts.workspace, mounts.home):
             folder.mkdir(parents=True, exist_ok=True)
         self._check(invocation, mounts)
-        await asyncio.to_thread(hand_over, *self.user, mounts.workspace, mounts.home)
+        try:
+            user = self.users.for_principal(mounts.agent_number)
+        except ValueError as exc:
+            raise SandboxError(str(exc)) from exc
+        await asyncio.to_thread(hand_over, *user, mounts.workspace, mounts.home)
         door = mounts.door or f"docker:unbound-{secrets.token_hex(8)}"
         neutral = await asyncio.to_thread(self._mount_neutral, mounts)
         try:
-            turn_socket = await self.gateway.open_turn(door, self.user)
+            accounts = account_files(user, self.paths.home)
+            turn_socket = await self.gateway.open_turn(door, user, accounts)
         except OSError as exc:
             if neutral is not None:
                 neutral.unmount()
@@ -371,6 +379,7 @@ class DockerSandbox(Sandbox):
             tools=host_path(bound.tools),
             gateway_dir=host_path(turn_socket.folder),
             resolv_conf=host_path(self.gateway.resolv_conf),
+            files={host_path(here): inside for inside, here in turn_socket.files.items()},
         )
         host_config = engine.api.create_host_config(
             **host_config_kwargs(host, self.paths, self.limits, self.runtime)
@@ -379,7 +388,7 @@ class DockerSandbox(Sandbox):
         return create_kwargs(
             image=self.image,
             invocation=replace(invocation, env=with_proxy(invocation.env, self.egress)),
-            user=self.user,
+            user=self.users.for_principal(mounts.agent_number),
             labels=labels,
             host_config=host_config,
         )

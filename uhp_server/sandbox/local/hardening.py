@@ -3,7 +3,8 @@
 A server running as root would otherwise run the agent as host uid 0. Without capabilities
 that uid still writes every root-owned file it can reach, /proc/sys among them (kernel
 settings such as core_pattern are mode 0644). So the agent runs as an unprivileged uid
-(`UHP_LOCAL_SANDBOX_USER`, auto: 1000:1000 for a root server), and /proc's host-wide
+(`UHP_LOCAL_SANDBOX_USER`; auto, under a root server: a uid of the principal's own,
+sandbox/agent_user.py), and /proc's host-wide
 entries are read-only or masked as Docker does, whatever the uid.
 
 The uid switch: bubblewrap, running as root, would make a user namespace mapping only uid 0
@@ -30,24 +31,6 @@ _PROC_MASKED = (
     "sched_debug",
     "kallsyms",
 )
-
-
-def resolve_agent_user(setting: str) -> tuple[int, int]:
-    """uid and gid the agent runs as. `auto`: the server's own, or 1000:1000 when the server
-    is root. Root itself is refused."""
-    if setting == "auto":
-        if os.getuid() == 0:
-            return 1000, 1000
-        return os.getuid(), os.getgid()
-    uid_text, _, gid_text = setting.partition(":")
-    try:
-        uid = int(uid_text)
-        gid = int(gid_text) if gid_text else uid
-    except ValueError:
-        raise ValueError(f"UHP_LOCAL_SANDBOX_USER must be uid:gid or auto: {setting!r}") from None
-    if uid == 0:
-        raise ValueError("UHP_LOCAL_SANDBOX_USER must not be root (uid 0)")
-    return uid, gid
 
 
 def switches_user(user: tuple[int, int]) -> bool:

@@ -28,7 +28,7 @@ import secrets
 import shutil
 import tempfile
 import threading
-from collections.abc import Awaitable, Callable, Collection, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -36,6 +36,7 @@ from harness_bases.base import HarnessBase, Invocation
 from uhp_server.gateway.paths import gateway_path
 from uhp_server.ops.replica_id import stored_id
 from uhp_server.sandbox import cgroups
+from uhp_server.sandbox.agent_user import DEFAULT_UID_RANGE, AgentUsers, account_files
 from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SandboxError, SessionMounts
 from uhp_server.sandbox.egress import EGRESS_PROXY_PORT, EgressPolicy, with_proxy
 from uhp_server.sandbox.gateway_door import ASGIApp, wound_down
@@ -45,7 +46,6 @@ from uhp_server.sandbox.local.hardening import (
     mount_parent_args,
     namespace_args,
     proc_guard_args,
-    resolve_agent_user,
     switch_user_argv,
     switches_user,
 )
@@ -91,14 +91,13 @@ exec "$@"
 """
 
 SYSTEM_DIRS = ("/usr", "/bin", "/lib", "/lib32", "/lib64", "/sbin")
-# Only what programs need to resolve names, trust TLS, map uids and load libraries.
+# Only what programs need to resolve names, trust TLS and load libraries; /etc/passwd and
+# /etc/group are the sandbox's own (agent_user.account_files).
 # No resolv.conf: the sandbox has no DNS (the egress proxy resolves names server-side).
 _ETC_ENTRIES = (
     "ssl",
     "hosts",
     "nsswitch.conf",
-    "passwd",
-    "group",
     "ld.so.cache",
     "alternatives",
     "localtime",
@@ -135,6 +134,7 @@ class LocalSandbox(Sandbox):
         user: str = "auto",
         server_id: str | None = None,
         data_dir: Path | None = None,
+        uid_range: str = DEFAULT_UID_RANGE,
     ) -> None:
         """`data_dir`: where the sessions' folders are (to check an overlay can sit there,
         neutral_mounts.py); None: beside `run_dir`."""
@@ -149,7 +149,8 @@ class LocalSandbox(Sandbox):
         self._bwrap = bwrap
         self.limits = limits
         self.egress = egress
-        self.user = resolve_agent_user(user)
+        self.users: AgentUsers = AgentUsers.from_settings(user, "UHP_LOCAL_SANDBOX_USER", uid_range)
+        self.user = self.users.default  # a turn's own: users.for_principal
         self.cgroup_prefix = f"{CGROUP_PREFIX}{self._server_id}-"
         self._gateway_app: ASGIApp | None = None
         # Detected even without memory and process limits: every turn joins the CPU pool.
@@ -176,6 +177,7 @@ class LocalSandbox(Sandbox):
             limits=limits,
             egress=egress,
             user=settings.local_sandbox_user,
+            uid_range=settings.agent_uid_range,
             # Replicas sharing a data folder each clear only their own cgroups.
             server_id=settings.replica_id or stored_id(settings.data_dir, ID_FILE),
             data_dir=settings.data_dir,
@@ -227,12 +229,22 @@ class LocalSandbox(Sandbox):
         info_fd: int,
         block_fd: int,
         seccomp_fd: int,
+        user: tuple[int, int] | None = None,
+        files: Mapping[str, int] | None = None,
     ) -> list[str]:
-        """The full bwrap argv (without the executable) for `invocation`. It holds no
-        secret: the environment travels as bwrap's own (see the module docstring)."""
+        """The full bwrap argv (without the executable) for `invocation`, its agent running
+        as `user` (None: the default), with `files` (a path -> the fd bwrap reads its
+        contents from; account_files') mounted read-only. It holds no secret: the
+        environment travels as bwrap's own (see the module docstring)."""
+        user = user or self.user
+        file_args = [
+            arg
+            for path, fd in (files or {}).items()
+            for arg in ("--perms", "0644", "--ro-bind-data", str(fd), path)
+        ]
         egress_port = str(EGRESS_PROXY_PORT) if self.egress.enabled else ""
         launch = [
-            *switch_user_argv(self.user),
+            *switch_user_argv(user),
             *("/bin/sh", "-c", LAUNCH, "uhp-launch", str(GATEWAY_PORT), egress_port),
         ]
         binds = [
@@ -245,7 +257,7 @@ class LocalSandbox(Sandbox):
         return [
             # The network too (loopback only); as root, bwrap would otherwise leave the child
             # every capability.
-            *namespace_args(self.user),
+            *namespace_args(user),
             "--die-with-parent",
             "--hostname",
             "uhp-sandbox",
@@ -260,11 +272,18 @@ class LocalSandbox(Sandbox):
             str(seccomp_fd),
             *mount_parent_args(binds),
             *binds,
+            *file_args,
             "--proc",
             "/proc",
             *proc_guard_args(),
             "--dev",
             "/dev",
+            # bwrap's /dev/shm is root's 0755 folder: POSIX shared memory and semaphores
+            # (Python's multiprocessing locks) need a writable one, private to the sandbox.
+            "--perms",
+            "1777",
+            "--tmpfs",
+            "/dev/shm",
             "--perms",
             "1777",  # bwrap makes it root's: the agent's uid must write it too
             "--tmpfs",
@@ -289,7 +308,7 @@ class LocalSandbox(Sandbox):
         if cwd is not None and not cwd.is_dir():
             raise SandboxError(f"working directory missing: {invocation.cwd}")
 
-    def _check(self, invocation: Invocation, mounts: SessionMounts) -> str:
+    def _check(self, invocation: Invocation, mounts: SessionMounts, user: tuple[int, int]) -> str:
         """What the sandbox needs, checked (disk work: run off the loop); bwrap's path."""
         exe = shutil.which(self._bwrap)
         if exe is None:
@@ -302,13 +321,17 @@ class LocalSandbox(Sandbox):
             raise SandboxError(f"tools folder missing: {mounts.tools}")
         for folder in (mounts.workspace, mounts.home):
             folder.mkdir(parents=True, exist_ok=True)
-        if switches_user(self.user):  # what the server wrote (the CLI's config) is root's
-            hand_over(*self.user, mounts.workspace, mounts.home)
+        if switches_user(user):  # what the server wrote (the CLI's config) is root's
+            hand_over(*user, mounts.workspace, mounts.home)
         self._preflight(invocation, mounts)
         return exe
 
     async def start(self, invocation: Invocation, mounts: SessionMounts) -> SandboxedProcess:
-        exe = await asyncio.to_thread(self._check, invocation, mounts)
+        try:
+            user = self.users.for_principal(mounts.agent_number)
+        except ValueError as exc:
+            raise SandboxError(str(exc)) from exc
+        exe = await asyncio.to_thread(self._check, invocation, mounts, user)
 
         door = mounts.door or f"local:unbound-{secrets.token_hex(8)}"
         neutral = await asyncio.to_thread(self._mount_neutral, mounts)
@@ -328,8 +351,8 @@ class LocalSandbox(Sandbox):
 
         try:
             await sockets.open(self._gateway_app)
-            if switches_user(self.user):  # the agent's uid must enter the folder and connect
-                hand_over(*self.user, sockets.folder)
+            if switches_user(user):  # the agent's uid must enter the folder and connect
+                hand_over(*user, sockets.folder)
             group = self._cgroup(door)
             # The disk watch reads the real folders: reading under an overlay is allowed.
             watch = LimitWatch(self.limits, group, [mounts.workspace, mounts.home])
@@ -339,7 +362,7 @@ class LocalSandbox(Sandbox):
                 bound = replace(
                     mounts, workspace=paths["workspace"], home=paths["home"], tools=paths["tools"]
                 )
-            return await self._spawn(exe, invocation, bound, sockets.folder, watch, cleanup)
+            return await self._spawn(exe, invocation, bound, sockets.folder, watch, cleanup, user)
         except BaseException as exc:
             await asyncio.shield(cleanup())
             if isinstance(exc, OSError):
@@ -390,6 +413,7 @@ class LocalSandbox(Sandbox):
         sockets: Path,
         watch: LimitWatch,
         cleanup: Callable[[], Awaitable[None]],
+        user: tuple[int, int],
     ) -> LocalProcess:
         """Start bwrap, put it under the limits before the agent's program runs, let it go.
 
@@ -402,11 +426,15 @@ class LocalSandbox(Sandbox):
             raise SandboxError(f"cannot build the syscall filter: {exc}") from exc
         info_r, info_w = os.pipe()
         block_r, block_w = os.pipe()
+        files = {
+            path: _data_fd(data) for path, data in account_files(user, self.paths.home).items()
+        }
+        argv = self.command(invocation, mounts, sockets, info_w, block_r, seccomp_r, user, files)
         try:
             proc = await spawn(
-                [exe, *self.command(invocation, mounts, sockets, info_w, block_r, seccomp_r)],
+                [exe, *argv],
                 start_new_session=True,  # own process group: kill() signals all of it
-                pass_fds=(info_w, block_r, seccomp_r),
+                pass_fds=(info_w, block_r, seccomp_r, *files.values()),
                 limit=STDOUT_LINE_LIMIT,
                 env=with_proxy(invocation.env, self.egress),
             )
@@ -422,6 +450,8 @@ class LocalSandbox(Sandbox):
             os.close(info_w)
             os.close(block_r)
             os.close(seccomp_r)
+            for fd in files.values():
+                os.close(fd)
 
         sandboxed = LocalProcess(proc, watch, cleanup)
         try:
@@ -450,6 +480,17 @@ class LocalSandbox(Sandbox):
                     resource.prlimit(pid, resource.RLIMIT_FSIZE, (size, size))
         except OSError as exc:
             raise SandboxError(f"cannot limit the sandbox: {exc}") from exc
+
+
+def _data_fd(data: bytes) -> int:
+    """A pipe's read end holding `data` (a few hundred bytes: the pipe's buffer takes them
+    whole), for bwrap's --ro-bind-data."""
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, data)
+    finally:
+        os.close(write_end)
+    return read_end
 
 
 async def _read_info(fd: int) -> dict:
