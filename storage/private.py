@@ -2,7 +2,9 @@
 
 They hold the sessions' conversations, the agents' homes, uploaded files and (in
 `secrets.key`) the key that opens every stored secret: another user of the machine reads
-none of it. The data directory is made 0700 and the SQLite files 0600 (SQLite makes its WAL
+none of it. The data directory is made 0700 when the server makes it for the SQLite
+database or the key file (a PostgreSQL server with UHP_SECRETS_KEY set makes neither: make it
+0700 yourself), and the SQLite files 0600 (SQLite makes its WAL
 and shared-memory files with the database file's mode). A sandboxed agent reaches its own
 session's folders through the sandbox's bind mounts, made as root (bubblewrap under a root
 server, the docker engine), or runs as the server's own uid: the directory's mode never

@@ -13,6 +13,7 @@ from storage.tables import Principal
 from storage.unit import Tx
 from tests.support import postgres
 from uhp_server.context import agent_number_of
+from uhp_server.sandbox.agent_user import host_ids_within
 
 
 def database(tmp_path: Path) -> Database:
@@ -58,3 +59,15 @@ async def test_a_number_taken_meanwhile_is_not_given_twice(
     assert await agent_number_of(db, b) == 1
     assert raced
     db.close()
+
+
+def test_host_ids_inside_the_uid_range_are_found(tmp_path: Path) -> None:
+    (tmp_path / "passwd").write_text(
+        "root:x:0:0::/root:/bin/sh\nbuilder:x:200005:200005::/home/b:/bin/sh\n"
+    )
+    (tmp_path / "group").write_text("root:x:0:\n")
+    # Debian's default layout: the second user's subordinate ids reach into the range.
+    (tmp_path / "subuid").write_text("alice:100000:65536\nbob:165536:65536\n")
+    found = host_ids_within((200000, 299999), tmp_path)
+    assert found == ["passwd: builder (200005)", "subuid: bob (165536-231071)"]
+    assert host_ids_within((300000, 399999), tmp_path) == []

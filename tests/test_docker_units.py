@@ -95,6 +95,8 @@ def test_an_engine_without_the_runtime_is_refused_saying_how_to_register_it() ->
     assert "scripts/docker-engine.sh" in str(refused.value)
     registered = {"path": "/usr/bin/runsc", "runtimeArgs": ["--oci-seccomp", "--host-uds=open"]}
     check_runtime(FakeInfoApi({"runc": {}, "runsc": registered}), "runsc", "unix:///e.sock")
+    spelled_out = {"runtimeArgs": ["--oci-seccomp=true", "--host-uds=all"]}
+    check_runtime(FakeInfoApi({"runsc": spelled_out}), "runsc", "unix:///e.sock")
 
 
 @pytest.mark.parametrize(
@@ -103,6 +105,8 @@ def test_an_engine_without_the_runtime_is_refused_saying_how_to_register_it() ->
         (None, "--oci-seccomp --host-uds=open"),
         (["--network=none", "--host-uds=open"], "--oci-seccomp"),
         (["--network=none", "--oci-seccomp"], "--host-uds=open"),
+        (["--oci-seccomp", "--host-uds=open", "--oci-seccomp=false"], "--oci-seccomp"),
+        (["--oci-seccomp=true", "--host-uds=none"], "--host-uds=open"),
     ],
 )
 def test_a_runsc_registered_without_the_flags_the_server_needs_is_refused(

@@ -217,6 +217,35 @@ def test_more_than_a_set_aside_may_hold_is_refused_with_nothing_copied(tmp_path:
     assert unkept.set_aside(home, PATTERNS, "conv-1", limit=total) == "conv-1"
 
 
+def test_more_files_than_a_set_aside_may_hold_are_refused_with_nothing_copied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = make_home(tmp_path)
+    sessions = home / ".cli" / "sessions"
+    for n in range(5):
+        (sessions / f"empty-{n}.jsonl").touch()  # bytes nowhere near the limit
+    count = sum(1 for match in unkept.matches(home, PATTERNS) for _ in unkept._regular(match))
+    before = tree(home)
+    monkeypatch.setattr(unkept, "SET_ASIDE_MAX_FILES", count - 1)
+    with pytest.raises(unkept.TooMuchToSetAside, match="files"):
+        unkept.set_aside(home, PATTERNS, "conv-1")
+    assert not unkept.set_aside_pending(home) and tree(home) == before
+    monkeypatch.setattr(unkept, "SET_ASIDE_MAX_FILES", count)
+    assert unkept.set_aside(home, PATTERNS, "conv-1") == "conv-1"
+
+
+def test_a_setuid_bit_the_agent_set_never_comes_back_on_a_copy(tmp_path: Path) -> None:
+    home = make_home(tmp_path)
+    planted = home / ".cli" / "history.jsonl"
+    planted.write_text("agent's bytes\n")
+    os.chmod(planted, 0o6755)  # setuid and setgid, as the agent may set on its own file
+    unkept.set_aside(home, PATTERNS, "conv-1")
+    aside = [path for path in (home.parent / unkept.ASIDE).rglob("*") if path.is_file()]
+    assert aside and all(path.stat().st_mode & 0o7000 == 0 for path in aside)
+    unkept.put_back(home, PATTERNS)
+    assert planted.stat().st_mode & 0o7777 == 0o755
+
+
 # -- the engine: a task's turns, a parked one among them --------------------------------------
 class Transcribing(AgentTurn):
     """A CLI keeping its conversations as `.standin/<id>.jsonl` in the agent home: it resumes

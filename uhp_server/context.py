@@ -41,6 +41,7 @@ from uhp_server.gateway.upstreams import Upstreams
 from uhp_server.ops.metrics import Metrics
 from uhp_server.ops.readiness import ReadinessProbe
 from uhp_server.ops.replica_id import replica_id
+from uhp_server.sandbox.agent_user import host_ids_within
 from uhp_server.sandbox.base import Sandbox
 from uhp_server.sandbox.registry import make_sandbox
 from uhp_server.settings import Settings
@@ -64,16 +65,22 @@ class AppContext:
 log = logging.getLogger("uhp_server.app")  # (the name the server has always logged under)
 
 
+AGENT_NUMBER_TRIES = 8
+
+
 async def agent_number_of(db: Database, principal_id: str) -> int:
     """The principal's agent number (storage/keys.py), given on first use; a race with
-    another principal's first turn for the same number is lost once, then retried."""
+    another principal's first turn for the same number is lost, then retried (each loss means
+    another principal took a number, so a few tries outlast any burst of first turns)."""
     given = await db.read(keys.given_agent_number, principal_id)
     if given is not None:  # every turn but a principal's first: no write
         return given
-    try:
-        return await db.write(keys.agent_number, principal_id, order=Order.ANY)
-    except db.dialect.integrity_error:
-        return await db.write(keys.agent_number, principal_id, order=Order.ANY)
+    for _ in range(AGENT_NUMBER_TRIES - 1):
+        try:
+            return await db.write(keys.agent_number, principal_id, order=Order.ANY)
+        except db.dialect.integrity_error:
+            continue
+    return await db.write(keys.agent_number, principal_id, order=Order.ANY)
 
 
 def usable_bases(settings: Settings) -> dict[str, HarnessBase]:
@@ -196,6 +203,13 @@ async def serving(ctx: AppContext, app: FastAPI) -> AsyncIterator[None]:
     await ctx.db.write(prune_idempotency, time.time() - retention)
     sandbox = ctx.runs.executor.sandbox
     await sandbox.open(app)  # e.g. the docker sandbox serves the gateway on a socket
+    users = sandbox.users if sandbox.per_principal_users else None
+    if users is not None and (clashes := host_ids_within(users.uid_range)):
+        log.warning(
+            "agent_uid_range_overlaps_host_ids: UHP_AGENT_UID_RANGE holds ids the host uses "
+            "(%s): a host process with one shares a principal's agent's uid; move the range",
+            "; ".join(clashes[:5]),
+        )
     try:
         yield
     finally:

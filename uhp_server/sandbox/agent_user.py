@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 DEFAULT_UID_RANGE = "200000-299999"
 
@@ -108,3 +109,32 @@ def account_files(user: tuple[int, int], home: str) -> dict[str, bytes]:
         "/etc/passwd": ("\n".join(passwd) + "\n").encode(),
         "/etc/group": ("\n".join(group) + "\n").encode(),
     }
+
+
+def host_ids_within(uid_range: tuple[int, int], etc: Path = Path("/etc")) -> list[str]:
+    """What of the host's own ids falls in `uid_range`: an account in passwd or group, or a
+    subordinate range in subuid or subgid (a user's rootless containers run as those uids). A
+    host process with one of these ids would share a principal's agent's uid: its quotas, its
+    signals. Returned as `file: entry` lines, for the warning at start."""
+    first, last = uid_range
+    found: list[str] = []
+    for name in ("passwd", "group"):
+        for line in _lines(etc / name):
+            fields = line.split(":")
+            if len(fields) > 2 and fields[2].isdigit() and first <= int(fields[2]) <= last:
+                found.append(f"{name}: {fields[0]} ({fields[2]})")
+    for name in ("subuid", "subgid"):
+        for line in _lines(etc / name):
+            fields = line.split(":")
+            if len(fields) == 3 and fields[1].isdigit() and fields[2].isdigit():
+                start, count = int(fields[1]), int(fields[2])
+                if start <= last and start + count - 1 >= first:
+                    found.append(f"{name}: {fields[0]} ({start}-{start + count - 1})")
+    return found
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return [line for line in path.read_text().splitlines() if line and line[0] != "#"]
+    except OSError:
+        return []

@@ -128,6 +128,11 @@ class TurnMounts:
         """Idempotent; also clears what a killed server left (it reads the symlinks)."""
         for point in self.staging.glob("mnt-*"):
             _unmount(point)
+            if os.path.ismount(point):
+                # Still mounted (the unmount failed): removing the staging folder would
+                # delete through it, into the session's own folders. Leave it all for the
+                # next start's clean-up.
+                return
         for link in self.staging.glob("work-*"):
             with contextlib.suppress(OSError):
                 work = Path(os.readlink(link))

@@ -224,7 +224,7 @@ class TurnExecutor:
             run.conversation_start = await unkept.off_loop(
                 unkept.set_aside, home, paths, plan.native_session_id
             )
-        elif await unkept.off_loop(unkept.set_aside_pending, home):
+        elif unkept.set_aside_pending(home):  # one stat: never behind the pool's queue
             started_from = await unkept.off_loop(unkept.put_back, home, paths)
             run.plan = plan = dataclasses.replace(plan, native_session_id=started_from)
         return plan

@@ -43,6 +43,9 @@ _STARTED_FROM = "started-from.json"  # the CLI conversation the task started fro
 # What one task's copy may hold (the files' sizes, holes included): past it the task is
 # refused rather than filling the server's disk, outside any sandbox's own disk limit.
 SET_ASIDE_MAX_BYTES = 1 << 30
+# And in files: a CLI keeps a few per conversation; a million empty ones would hold a worker
+# of the pool below for minutes without coming near the byte limit.
+SET_ASIDE_MAX_FILES = 10_000
 _CHUNK = 1 << 20  # bytes copied per call: what a copy holds in memory at most
 # O_NONBLOCK: a FIFO swapped in after the lstat opens at once instead of waiting for a writer.
 _READ = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -79,7 +82,16 @@ def set_aside(
     if aside.is_dir():
         return _started_from(aside)
     limit = SET_ASIDE_MAX_BYTES if limit is None else limit
-    found = {path: info for match in matches(home, patterns) for path, info in _regular(match)}
+    found: dict[Path, os.stat_result] = {}
+    for match in matches(home, patterns):
+        for path, info in _regular(match):
+            found[path] = info
+            if len(found) > SET_ASIDE_MAX_FILES:
+                raise TooMuchToSetAside(
+                    f"The session's CLI conversation files are more than {SET_ASIDE_MAX_FILES}"
+                    " files, more than a store: false task may set aside; run it with"
+                    " store: true or in a new session."
+                )
     total = sum(info.st_size for info in found.values())
     if total > limit:
         raise TooMuchToSetAside(
@@ -195,7 +207,9 @@ def _copy_regular(path: Path, to: Path, budget: int | None) -> int:
             for start, end in _data_extents(source, info.st_size):
                 _copy_range(source, target, start, end)
             os.ftruncate(target, info.st_size)  # a trailing hole stays a hole
-            os.fchmod(target, stat.S_IMODE(info.st_mode))
+            # Permission bits only: a copy the root server makes must never carry the
+            # agent's setuid, setgid or sticky bit (it would be a setuid-root file).
+            os.fchmod(target, stat.S_IMODE(info.st_mode) & 0o777)
             os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
         finally:
             os.close(target)

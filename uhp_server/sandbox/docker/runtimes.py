@@ -28,7 +28,8 @@ GVISOR = "runsc"
 # the whole sandbox rather than seeing a fork fail.
 GVISOR_MIN_PIDS = 128
 # What the server needs of runsc's registration (scripts/docker-engine.sh passes both).
-GVISOR_REQUIRED_ARGS = ("--oci-seccomp", "--host-uds=open")
+# Each flag with the values that do: a flag given twice counts as its last (runsc's own rule).
+GVISOR_REQUIRED_ARGS = {"--oci-seccomp": ("", "true"), "--host-uds": ("open", "all")}
 
 
 def engine_runtimes(api: Any) -> dict[str, Any]:
@@ -40,8 +41,15 @@ def engine_runtimes(api: Any) -> dict[str, Any]:
 def _missing_args(registered: Any) -> list[str]:
     """The flags runsc needs that its registration does not pass."""
     args = registered.get("runtimeArgs") if isinstance(registered, dict) else None
-    given = {str(a) for a in args or ()}
-    return [flag for flag in GVISOR_REQUIRED_ARGS if flag not in given]
+    given: dict[str, str] = {}
+    for arg in args or ():
+        flag, _, value = str(arg).partition("=")
+        given[flag] = value
+    return [
+        f"{flag}={values[0]}" if values[0] else flag
+        for flag, values in GVISOR_REQUIRED_ARGS.items()
+        if given.get(flag) not in values
+    ]
 
 
 def check_limits(runtime: str, pids: int) -> None:
