@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from uhp_server.sandbox.neutral_mounts import Folder, NeutralMounts
+from uhp_server.sandbox.neutral_mounts import Folder, NeutralMounts, TurnMounts, mounted_off_loop
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting overlays needs root")
 
@@ -86,3 +88,28 @@ def test_a_starting_server_clears_what_a_killed_one_left(tmp_path: Path) -> None
     assert not os.path.ismount(left.paths["workspace"])
     assert not left.staging.exists()
     assert not (folders["workspace"].source.parent / ".overlay").exists()
+
+
+class RecordingMounts(TurnMounts):
+    unmounted = 0
+
+    def unmount(self) -> None:
+        self.unmounted += 1
+
+
+async def test_a_turn_cancelled_while_mounting_leaves_nothing_mounted(tmp_path: Path) -> None:
+    release = threading.Event()
+    made = RecordingMounts(tmp_path / "staging")
+
+    def mount() -> TurnMounts:
+        release.wait(10)  # the thread goes on after its caller is cancelled
+        return made
+
+    starting = asyncio.create_task(mounted_off_loop(mount))
+    await asyncio.sleep(0.05)
+    starting.cancel()
+    await asyncio.sleep(0.05)
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await starting
+    assert made.unmounted == 1

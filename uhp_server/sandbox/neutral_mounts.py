@@ -29,6 +29,7 @@ server removes what a killed one left.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import ctypes.util
@@ -37,7 +38,7 @@ import os
 import secrets
 import shutil
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -209,3 +210,17 @@ class NeutralMounts:
             mounts.unmount()
             raise
         return mounts
+
+
+async def mounted_off_loop(mount: Callable[[], TurnMounts | None]) -> TurnMounts | None:
+    """`mount()` on a worker thread. A caller cancelled meanwhile never leaves the overlays
+    the thread goes on to make mounted: they are unmounted before the cancel goes on."""
+    job = asyncio.ensure_future(asyncio.to_thread(mount))
+    try:
+        return await asyncio.shield(job)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            made = await job
+            if made is not None:
+                await asyncio.to_thread(made.unmount)
+        raise

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import secrets
@@ -63,7 +64,12 @@ from uhp_server.sandbox.docker.process import DockerProcess, attach_socket, wait
 from uhp_server.sandbox.docker.runtimes import check_limits, check_runtime
 from uhp_server.sandbox.egress import EgressPolicy, with_proxy
 from uhp_server.sandbox.gateway_door import wound_down
-from uhp_server.sandbox.neutral_mounts import Folder, NeutralMounts, TurnMounts
+from uhp_server.sandbox.neutral_mounts import (
+    Folder,
+    NeutralMounts,
+    TurnMounts,
+    mounted_off_loop,
+)
 from uhp_server.sandbox.ownership import hand_over
 from uhp_server.settings import Settings
 
@@ -251,14 +257,16 @@ class DockerSandbox(Sandbox):
             raise SandboxError(str(exc)) from exc
         await asyncio.to_thread(hand_over, *user, mounts.workspace, mounts.home)
         door = mounts.door or f"docker:unbound-{secrets.token_hex(8)}"
-        neutral = await asyncio.to_thread(self._mount_neutral, mounts)
+        neutral = await mounted_off_loop(functools.partial(self._mount_neutral, mounts))
         try:
             accounts = account_files(user, self.paths.home)
             turn_socket = await self.gateway.open_turn(door, user, accounts)
-        except OSError as exc:
+        except BaseException as exc:
             if neutral is not None:
-                neutral.unmount()
-            raise SandboxError(f"cannot open the turn's gateway socket: {exc}") from exc
+                await asyncio.shield(asyncio.to_thread(neutral.unmount))
+            if isinstance(exc, OSError):
+                raise SandboxError(f"cannot open the turn's gateway socket: {exc}") from exc
+            raise
         try:
             engine, process = await self._place(invocation, mounts, turn_socket, neutral)
         except BaseException:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -58,7 +59,12 @@ from uhp_server.sandbox.local.sockets import (
     fits_socket_path,
     run_dir,
 )
-from uhp_server.sandbox.neutral_mounts import Folder, NeutralMounts, TurnMounts
+from uhp_server.sandbox.neutral_mounts import (
+    Folder,
+    NeutralMounts,
+    TurnMounts,
+    mounted_off_loop,
+)
 from uhp_server.sandbox.ownership import hand_over
 from uhp_server.sandbox.spawn import spawn
 from uhp_server.settings import Settings
@@ -334,7 +340,7 @@ class LocalSandbox(Sandbox):
         exe = await asyncio.to_thread(self._check, invocation, mounts, user)
 
         door = mounts.door or f"local:unbound-{secrets.token_hex(8)}"
-        neutral = await asyncio.to_thread(self._mount_neutral, mounts)
+        neutral = await mounted_off_loop(functools.partial(self._mount_neutral, mounts))
         # Beside the turn's overlays, the socket folder's path shows no data folder either.
         sockets_parent = self._run_dir
         if neutral is not None and fits_socket_path(neutral.staging):
