@@ -319,6 +319,8 @@ def docker_profile(machine: str | None = None, *, gvisor: bool = False) -> dict[
     there). So clone3 is allowed: gVisor's own kernel answers it (Debian 12's runsc: ENOSYS),
     and a namespace it made would be gVisor's, never the host's."""
     arch = _DOCKER_ARCH.get(machine or platform.machine())
+    if gvisor:
+        return _gvisor_profile(arch)
     allowed = allowed_names() + (list(ENOSYS_NAMES) if gvisor else [])
     rules: list[dict[str, Any]] = [{"names": allowed, "action": "SCMP_ACT_ALLOW"}]
     for rule in ARG_RULES:
@@ -341,4 +343,35 @@ def docker_profile(machine: str | None = None, *, gvisor: bool = False) -> dict[
         "defaultErrnoRet": DEFAULT_ERRNO,
         "architectures": [arch] if arch else [],
         "syscalls": rules,
+    }
+
+
+# Under gVisor: the calls gVisor's own kernel still implements that the issue names as escape
+# routes (io_uring, the keyring, bpf, new namespaces), refused; the rest is gVisor's to serve.
+GVISOR_REFUSED = (
+    "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "add_key", "keyctl", "request_key",
+    "bpf", "unshare", "setns",
+)  # fmt: skip
+CLONE_NEWUSER = 0x10000000
+
+
+def _gvisor_profile(arch: str | None) -> dict[str, Any]:
+    """Under gVisor a deny list, not the allow-list: with the allow-list (its argument rules,
+    its answers all EPERM under this runsc) the gateway's relay inside the sandbox never
+    answered; what the agent's calls reach is gVisor's own kernel, itself filtered on the host
+    far more strictly than Docker's default. clone3 is left to gVisor (ENOSYS)."""
+    newuser = {"index": 0, "op": "SCMP_CMP_MASKED_EQ", "value": CLONE_NEWUSER}
+    return {
+        "defaultAction": "SCMP_ACT_ALLOW",
+        "architectures": [arch] if arch else [],
+        "syscalls": [
+            {"names": list(GVISOR_REFUSED), "action": "SCMP_ACT_ERRNO", "errnoRet": DEFAULT_ERRNO},
+            {
+                "names": ["clone"],
+                "action": "SCMP_ACT_ERRNO",
+                "errnoRet": DEFAULT_ERRNO,
+                "args": [{**newuser, "valueTwo": CLONE_NEWUSER}],
+            },
+        ],
     }
