@@ -42,6 +42,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from uhp_server.sandbox.base import SessionMounts
+
 log = logging.getLogger(__name__)
 
 ROOT = Path("/run/uhp-server/mounts")
@@ -224,3 +226,21 @@ async def mounted_off_loop(mount: Callable[[], TurnMounts | None]) -> TurnMounts
             if made is not None:
                 await asyncio.to_thread(made.unmount)
         raise
+
+
+def mount_session(neutral: NeutralMounts | None, mounts: SessionMounts) -> TurnMounts | None:
+    """A turn's overlays of its session's folders, or None: the sandbox binds the folders
+    themselves (the server cannot mount, or this mount failed, logged)."""
+    if neutral is None:
+        return None
+    try:
+        return neutral.mount(
+            {
+                "workspace": Folder(mounts.workspace, writable=True),
+                "home": Folder(mounts.home, writable=True),
+                "tools": Folder(mounts.tools, writable=False),
+            }
+        )
+    except OSError as exc:
+        log.warning("sandbox_neutral_mount_failed", extra={"reason": str(exc)})
+        return None

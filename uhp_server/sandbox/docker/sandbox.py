@@ -65,9 +65,9 @@ from uhp_server.sandbox.docker.runtimes import check_limits, check_runtime
 from uhp_server.sandbox.egress import EgressPolicy, with_proxy
 from uhp_server.sandbox.gateway_door import wound_down
 from uhp_server.sandbox.neutral_mounts import (
-    Folder,
     NeutralMounts,
     TurnMounts,
+    mount_session,
     mounted_off_loop,
 )
 from uhp_server.sandbox.ownership import hand_over
@@ -288,20 +288,8 @@ class DockerSandbox(Sandbox):
         return process
 
     def _mount_neutral(self, mounts: SessionMounts) -> TurnMounts | None:
-        """The turn's overlays of the session's folders, or None: bind them as they are."""
-        if self._neutral is None:
-            return None
-        try:
-            return self._neutral.mount(
-                {
-                    "workspace": Folder(mounts.workspace, writable=True),
-                    "home": Folder(mounts.home, writable=True),
-                    "tools": Folder(mounts.tools, writable=False),
-                }
-            )
-        except OSError as exc:
-            log.warning("sandbox_neutral_mount_failed", extra={"reason": str(exc)})
-            return None
+        """The turn's overlays (neutral_mounts.mount_session), or None."""
+        return mount_session(self._neutral, mounts)
 
     async def _place(
         self,

@@ -60,9 +60,9 @@ from uhp_server.sandbox.local.sockets import (
     run_dir,
 )
 from uhp_server.sandbox.neutral_mounts import (
-    Folder,
     NeutralMounts,
     TurnMounts,
+    mount_session,
     mounted_off_loop,
 )
 from uhp_server.sandbox.ownership import hand_over
@@ -383,22 +383,9 @@ class LocalSandbox(Sandbox):
                 self._neutral_detected = True
 
     def _mount_neutral(self, mounts: SessionMounts) -> TurnMounts | None:
-        """The turn's overlays of the session's folders (neutral_mounts.py), or None: the
-        sandbox binds the folders themselves (the server cannot, or this mount failed)."""
+        """The turn's overlays (neutral_mounts.mount_session), or None."""
         self._detect_neutral_mounts()
-        if self._neutral is None:
-            return None
-        try:
-            return self._neutral.mount(
-                {
-                    "workspace": Folder(mounts.workspace, writable=True),
-                    "home": Folder(mounts.home, writable=True),
-                    "tools": Folder(mounts.tools, writable=False),
-                }
-            )
-        except OSError as exc:
-            log.warning("sandbox_neutral_mount_failed", extra={"reason": str(exc)})
-            return None
+        return mount_session(self._neutral, mounts)
 
     def _cgroup(self, door: str) -> cgroups.TurnCgroup | None:
         if self._cgroups is None:
