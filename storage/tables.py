@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, Index, LargeBinary, false, text
+from sqlalchemy import JSON, BigInteger, Column, Index, LargeBinary, Text, false, text
 from sqlmodel import Field, SQLModel, col
 
 
@@ -63,6 +63,10 @@ class SessionRow(SQLModel, table=True):
     native_session_id: str | None = None  # the CLI's own conversation id, for resume
     active_response_id: str | None = None  # the turn running now, if any
     deleted_at: float | None = None
+    # The environment its turns read (Environments §6), and the version it started with:
+    # the session keeps that version for later turns.
+    environment_id: str | None = None
+    environment_version: int | None = None
 
 
 class ResponseRow(SQLModel, table=True):
@@ -90,6 +94,9 @@ class ResponseRow(SQLModel, table=True):
     # at every admission, among every response ever run)
     admission: str | None = Field(default=None, index=True)
     admission_at: float | None = None  # when it arrived: its place in the line
+    # The environment and version this turn read (Environments §6.5).
+    environment_id: str | None = None
+    environment_version: int | None = None
 
 
 class ReplicaRow(SQLModel, table=True):
@@ -222,3 +229,43 @@ class SkillBundleRow(SQLModel, table=True):
     # [{"path", "digest", "size", "encoding"}], sorted by path
     files: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON))
     created_at: float
+
+
+class EnvironmentRow(SQLModel, table=True):
+    """A principal's environment (Environments §2): a project built into read-only versions
+    that sessions mount. Deleted for good with its versions (storage/environments.py)."""
+
+    __tablename__ = "environment"
+    # The slug is the mount path's segment: one per principal (environment_exists).
+    __table_args__ = (Index("ix_environment_slug", "principal_id", "slug", unique=True),)
+    id: str = Field(primary_key=True)
+    principal_id: str = Field(index=True)
+    name: str
+    slug: str
+    description: str = ""
+    entry: str = ""
+    # What the owner declared beside the manifests: {"pip": [...], "npm": [...], "apt": [...]}
+    declared: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+    runtime: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+    active_version: int | None = None  # the version sessions read
+    latest_version: int | None = None  # the newest build, whatever became of it
+    created_at_ms: int = Field(sa_type=BigInteger)
+    updated_at_ms: int = Field(sa_type=BigInteger)
+
+
+class EnvironmentVersionRow(SQLModel, table=True):
+    """One build of an environment: its record while it runs, then the immutable version."""
+
+    __tablename__ = "environment_version"
+    environment_id: str = Field(primary_key=True)
+    version: int = Field(primary_key=True)
+    status: str  # building, ready, failed
+    stage: str = ""  # the step running now, while building
+    log: str = Field(default="", sa_type=Text)  # the installers' output so far
+    error: str = Field(default="", sa_type=Text)  # why it failed
+    # [{"manager", "name", "version"}]: what the build installed
+    packages: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON))
+    files: int = 0  # the source's files, snapshotted
+    size_bytes: int = Field(default=0, sa_type=BigInteger)  # the whole version on disk
+    started_at: float
+    finished_at: float | None = None

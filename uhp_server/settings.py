@@ -194,6 +194,10 @@ class Settings(BaseSettings):
     def previews_dir(self) -> Path:
         return self.data_dir / "previews"
 
+    @property
+    def environments_dir(self) -> Path:
+        return self.data_dir / "environments"
+
 
 @lru_cache
 def get_settings() -> Settings:

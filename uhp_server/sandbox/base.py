@@ -22,6 +22,17 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class ExtraMount:
+    """A host folder a sandbox shows at `target`, an absolute path of its own (an
+    environment's version at /env/<slug>). Read-only unless `writable`: the kernel refuses
+    a write, a chmod or a rename in it, in every sandbox, not a convention."""
+
+    source: Path
+    target: str
+    writable: bool = False
+
+
+@dataclass(frozen=True)
 class SessionMounts:
     """Host folders of one session. workspace and home are read-write; tools is read-only."""
 
@@ -37,6 +48,8 @@ class SessionMounts:
     # The turn's principal's agent number (storage/keys.py agent_number): under a root
     # server its agent runs as a uid of its own (agent_user.py). None: the sandbox's default.
     agent_number: int | None = None
+    # Further folders, each at its own path (an environment's, Environments §6).
+    extra: tuple[ExtraMount, ...] = ()
 
 
 class SandboxedProcess(abc.ABC):

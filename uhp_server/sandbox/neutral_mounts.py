@@ -39,7 +39,7 @@ import secrets
 import shutil
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from uhp_server.sandbox.base import SessionMounts
@@ -239,8 +239,28 @@ def mount_session(neutral: NeutralMounts | None, mounts: SessionMounts) -> TurnM
                 "workspace": Folder(mounts.workspace, writable=True),
                 "home": Folder(mounts.home, writable=True),
                 "tools": Folder(mounts.tools, writable=False),
+                **{
+                    f"extra-{i}": Folder(extra.source, writable=extra.writable)
+                    for i, extra in enumerate(mounts.extra)
+                },
             }
         )
     except OSError as exc:
         log.warning("sandbox_neutral_mount_failed", extra={"reason": str(exc)})
         return None
+
+
+def bound(mounts: SessionMounts, turn: TurnMounts | None) -> SessionMounts:
+    """The folders a sandbox binds: the turn's overlays of them, or (None) themselves."""
+    if turn is None:
+        return mounts
+    paths = turn.paths
+    return replace(
+        mounts,
+        workspace=paths["workspace"],
+        home=paths["home"],
+        tools=paths["tools"],
+        extra=tuple(
+            replace(extra, source=paths[f"extra-{i}"]) for i, extra in enumerate(mounts.extra)
+        ),
+    )

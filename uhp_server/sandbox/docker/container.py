@@ -51,6 +51,8 @@ class HostMounts:
     # Files mounted read-only: their host path -> the path in the container (the agent's
     # own /etc/passwd and /etc/group, agent_user.account_files).
     files: Mapping[str, str] = field(default_factory=dict)
+    # Further folders (SessionMounts.extra): host path, path in the container, writable.
+    extra: tuple[tuple[str, str, bool], ...] = ()
 
 
 def resolve_user(setting: str) -> tuple[int, int]:
@@ -110,6 +112,10 @@ def host_config_kwargs(
             mounts.gateway_dir: {"bind": INSIDE_DIR, "mode": "ro"},
             mounts.resolv_conf: {"bind": "/etc/resolv.conf", "mode": "ro"},
             **{host: {"bind": inside, "mode": "ro"} for host, inside in mounts.files.items()},
+            **{
+                host: {"bind": inside, "mode": "rw" if writable else "ro"}
+                for host, inside, writable in mounts.extra
+            },
         },
         "network_mode": "none",  # loopback only: no route, no DNS (the gateway is a socket)
         "read_only": True,

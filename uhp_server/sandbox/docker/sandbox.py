@@ -363,12 +363,7 @@ class DockerSandbox(Sandbox):
         neutral: TurnMounts | None = None,
     ) -> dict[str, Any]:
         host_path = engine.host_paths
-        bound = mounts
-        if neutral is not None:  # every engine sees the server's mounts (open())
-            paths = neutral.paths
-            bound = replace(
-                mounts, workspace=paths["workspace"], home=paths["home"], tools=paths["tools"]
-            )
+        bound = neutral_mounts.bound(mounts, neutral)  # every engine sees the server's mounts
         host = HostMounts(
             workspace=host_path(bound.workspace),
             home=host_path(bound.home),
@@ -376,6 +371,9 @@ class DockerSandbox(Sandbox):
             gateway_dir=host_path(turn_socket.folder),
             resolv_conf=host_path(self.gateway.resolv_conf),
             files={host_path(here): inside for inside, here in turn_socket.files.items()},
+            extra=tuple(
+                (host_path(extra.source), extra.target, extra.writable) for extra in bound.extra
+            ),
         )
         host_config = engine.api.create_host_config(
             **host_config_kwargs(host, self.paths, self.limits, self.runtime)

@@ -30,15 +30,20 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
-from dataclasses import replace
 from pathlib import Path
 
 from harness_bases.base import HarnessBase, Invocation
 from uhp_server.gateway.paths import gateway_path
 from uhp_server.ops.replica_id import stored_id
-from uhp_server.sandbox import cgroups
+from uhp_server.sandbox import cgroups, neutral_mounts
 from uhp_server.sandbox.agent_user import DEFAULT_UID_RANGE, AgentUsers, account_files
-from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SandboxError, SessionMounts
+from uhp_server.sandbox.base import (
+    ExtraMount,
+    Sandbox,
+    SandboxedProcess,
+    SandboxError,
+    SessionMounts,
+)
 from uhp_server.sandbox.egress import EGRESS_PROXY_PORT, EgressPolicy, with_proxy
 from uhp_server.sandbox.gateway_door import ASGIApp, wound_down
 from uhp_server.sandbox.limits import LimitWatch, LocalLimits, parse_size
@@ -259,6 +264,7 @@ class LocalSandbox(Sandbox):
             *("--bind", str(mounts.workspace), self.paths.workspace),
             *("--bind", str(mounts.home), self.paths.home),
             *("--ro-bind", str(sockets), INSIDE_DIR),
+            *(arg for extra in mounts.extra for arg in extra_bind(extra)),
         ]
         return [
             # The network too (loopback only); as root, bwrap would otherwise leave the child
@@ -362,13 +368,8 @@ class LocalSandbox(Sandbox):
             group = self._cgroup(door)
             # The disk watch reads the real folders: reading under an overlay is allowed.
             watch = LimitWatch(self.limits, group, [mounts.workspace, mounts.home])
-            bound = mounts
-            if neutral is not None:
-                paths = neutral.paths
-                bound = replace(
-                    mounts, workspace=paths["workspace"], home=paths["home"], tools=paths["tools"]
-                )
-            return await self._spawn(exe, invocation, bound, sockets.folder, watch, cleanup, user)
+            binds = neutral_mounts.bound(mounts, neutral)
+            return await self._spawn(exe, invocation, binds, sockets.folder, watch, cleanup, user)
         except BaseException as exc:
             await asyncio.shield(cleanup())
             if isinstance(exc, OSError):
@@ -505,3 +506,8 @@ async def _read_info(fd: int) -> dict:
     finally:
         transport.close()
     return {}
+
+
+def extra_bind(extra: ExtraMount) -> tuple[str, str, str]:
+    """bwrap's bind of a further folder: read-only unless it is writable."""
+    return ("--bind" if extra.writable else "--ro-bind", str(extra.source), extra.target)
