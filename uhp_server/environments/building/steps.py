@@ -184,7 +184,7 @@ def apt_script(packages: Iterable[str], proxy: bool) -> str:
     (its lists in the principal's cache), each unpacked with dpkg -x under apt/. Nothing is
     installed: no maintainer script runs, the system's dpkg database is only read."""
     specs = _words(packages)
-    proxy_option = f"-o Acquire::http::Proxy={PROXY}" if proxy else ""
+    proxy_option = f'Acquire::http::Proxy "{PROXY}";' if proxy else ""
     return f"""{_PREAMBLE}
 state={CACHE_MOUNT}/apt
 etc={REPORTS}/apt-etc
@@ -198,12 +198,20 @@ deb [signed-by={DEBIAN_KEYRING}] {DEBIAN_MIRROR} $codename main
 deb [signed-by={DEBIAN_KEYRING}] {DEBIAN_MIRROR} $codename-updates main
 deb [signed-by={DEBIAN_KEYRING}] {DEBIAN_SECURITY} $codename-security main
 SOURCES
-apt() {{
-  apt-get -q -o Dir::Etc="$etc" -o Dir::Etc::sourcelist="$etc/sources.list" \\
-    -o Dir::State::Lists="$state/lists" -o Dir::Cache="$state" \\
-    -o Dir::Cache::archives="$debs" -o Dir::State::status=/var/lib/dpkg/status \\
-    -o Debug::NoLocking=1 -o Acquire::Retries=3 {proxy_option} "$@"
-}}
+cat >"$etc/apt.conf" <<CONF
+Dir::Etc "$etc";
+Dir::Etc::sourcelist "$etc/sources.list";
+Dir::State::Lists "$state/lists";
+Dir::Cache "$state";
+Dir::Cache::archives "$debs";
+Dir::State::status "/var/lib/dpkg/status";
+Debug::NoLocking "true";
+Acquire::Retries "3";
+Acquire::Languages "none";
+{proxy_option}
+CONF
+export APT_CONFIG="$etc/apt.conf"  # read before anything of the system's
+apt() {{ apt-get -q "$@"; }}
 say apt-get update
 apt update
 say apt-get install --download-only {specs}
