@@ -12,6 +12,7 @@ import os
 import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,9 +54,7 @@ async def make(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
     allow-list, opened, and a builder on it."""
     opened: list[Sandbox] = []
 
-    async def factory(
-        hosts: str = REGISTRIES, **overrides: object
-    ) -> tuple[Sandbox, SandboxBuilder]:
+    async def factory(hosts: str = REGISTRIES, **overrides: Any) -> tuple[Sandbox, SandboxBuilder]:
         settings = Settings(
             data_dir=tmp_path / "data",
             egress_allow_hosts=hosts,
