@@ -7,15 +7,17 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from harness_bases.base import Invocation
 from uhp_server.sandbox import cgroups
-from uhp_server.sandbox.base import SessionMounts
+from uhp_server.sandbox.base import ExtraMount, RunLimits, SessionMounts
 from uhp_server.sandbox.limits import LimitWatch, LocalLimits, parse_size
 from uhp_server.sandbox.local import LocalSandbox
+from uhp_server.sandbox.ownership import hand_over
 from uhp_server.settings import Settings
 
 pytestmark = [
@@ -229,3 +231,27 @@ def test_a_turn_past_both_limits_is_told_of_its_processes() -> None:
 
     watch = LimitWatch(SMALL, BothExceeded(), [])  # type: ignore[arg-type]  # a cgroup's stand-in
     assert watch.cgroup_reason() == "The turn exceeded the sandbox's process limit (64 processes)."
+
+
+async def test_a_start_with_limits_of_its_own_counts_its_writable_folder(tmp_path: Path) -> None:
+    # An environment's build: its own limits in place of a turn's, and the version's folder
+    # it writes (a further writable mount) counted towards the disk like the workspace.
+    sandbox = LocalSandbox(limits=LocalLimits(disk_bytes=parse_size("1g")))
+    version = tmp_path / "version"
+    version.mkdir()
+    hand_over(*sandbox.user, version)
+    mounts = replace(
+        mounts_in(tmp_path),
+        extra=(ExtraMount(version, "/env/demo", writable=True),),
+        limits=RunLimits(disk_bytes=parse_size("16m"), subject="build"),
+    )
+    script = (
+        "i=0; while [ $i -lt 64 ]; do head -c 1048576 /dev/zero > /env/demo/f$i; "
+        "i=$((i+1)); sleep 0.05; done"
+    )
+    code, reason = await run(sandbox, mounts, script)
+    assert code != 0
+    assert reason is not None and reason.startswith(
+        "The build exceeded the sandbox's workspace disk limit (16 MiB"
+    )
+    assert len(list(version.iterdir())) < 64  # stopped while it wrote there

@@ -100,6 +100,15 @@ class Settings(BaseSettings):
     # Let allowed names resolve to private or loopback addresses (link-local never passes).
     egress_allow_private_hosts: bool = False
 
+    # Environments' builds (docs/environments.md): each runs in the sandbox as its owner's
+    # agent, its registries reached through the egress proxy; "0" disables a limit.
+    environment_build_timeout_seconds: float = 1800.0  # the whole build, every step together
+    environment_build_memory: str = "4g"  # memory of the build's sandbox, as a turn's
+    environment_build_disk: str = "10g"  # the version's folder, scratch workspace and home
+    # A PEM bundle of certificate authorities a build trusts besides its image's own (a
+    # TLS-inspecting proxy's); mounted read-only into the build. Empty: none.
+    environment_build_ca_bundle: Path | None = None
+
     # The docker sandbox (UHP_SANDBOX=docker; README: "Docker sandbox"). Limits apply per turn.
     docker_image: str = ""  # empty: the runtime image this version builds (images build)
     docker_base_image: str = "debian:bookworm-slim"  # FROM of the runtime image recipe

@@ -33,6 +33,17 @@ class ExtraMount:
 
 
 @dataclass(frozen=True)
+class RunLimits:
+    """Limits one start asks for in place of the sandbox's per-turn ones (an environment's
+    build: UHP_ENVIRONMENT_BUILD_*), and what its limit messages call it ("build").
+    0 keeps that limit as the sandbox's own."""
+
+    memory_bytes: int = 0
+    disk_bytes: int = 0
+    subject: str = "turn"
+
+
+@dataclass(frozen=True)
 class SessionMounts:
     """Host folders of one session. workspace and home are read-write; tools is read-only."""
 
@@ -50,6 +61,9 @@ class SessionMounts:
     agent_number: int | None = None
     # Further folders, each at its own path (an environment's, Environments §6).
     extra: tuple[ExtraMount, ...] = ()
+    # Limits of this start in place of the sandbox's own; None: the sandbox's per-turn ones.
+    # The disk a sandbox watches counts the writable `extra` folders too.
+    limits: RunLimits | None = None
 
 
 class SandboxedProcess(abc.ABC):

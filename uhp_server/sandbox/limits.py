@@ -13,9 +13,10 @@ import asyncio
 import os
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from uhp_server.sandbox.base import RunLimits
 from uhp_server.sandbox.cgroups import TurnCgroup
 
 _SIZE = re.compile(r"\s*(\d+)\s*([kmgt]?)i?b?\s*", re.IGNORECASE)
@@ -52,21 +53,39 @@ class LocalLimits:
     pids: int = 512
     file_size_bytes: int = 4 << 30
     disk_bytes: int = 20 << 30
+    subject: str = "turn"  # what the messages say was stopped: a turn, a build
 
     def memory_message(self) -> str:
-        return f"The turn exceeded the sandbox's memory limit ({human(self.memory_bytes)})."
+        return (
+            f"The {self.subject} exceeded the sandbox's memory limit ({human(self.memory_bytes)})."
+        )
 
     def pids_message(self) -> str:
-        return f"The turn exceeded the sandbox's process limit ({self.pids} processes)."
+        return f"The {self.subject} exceeded the sandbox's process limit ({self.pids} processes)."
 
     def disk_message(self) -> str:
+        where = "the workspace and agent home" if self.subject == "turn" else "what it writes"
         return (
-            "The turn exceeded the sandbox's workspace disk limit "
-            f"({human(self.disk_bytes)} for the workspace and agent home)."
+            f"The {self.subject} exceeded the sandbox's workspace disk limit "
+            f"({human(self.disk_bytes)} for {where})."
         )
 
     def file_size_message(self) -> str:
-        return f"The turn exceeded the sandbox's file size limit ({human(self.file_size_bytes)})."
+        return (
+            f"The {self.subject} exceeded the sandbox's file size limit "
+            f"({human(self.file_size_bytes)})."
+        )
+
+    def over(self, run: RunLimits | None) -> LocalLimits:
+        """These limits with what one start asks for in their place (SessionMounts.limits)."""
+        if run is None:
+            return self
+        return replace(
+            self,
+            memory_bytes=run.memory_bytes or self.memory_bytes,
+            disk_bytes=run.disk_bytes or self.disk_bytes,
+            subject=run.subject,
+        )
 
 
 @dataclass

@@ -375,8 +375,11 @@ class DockerSandbox(Sandbox):
                 (host_path(extra.source), extra.target, extra.writable) for extra in bound.extra
             ),
         )
+        limits = self.limits
+        if mounts.limits is not None and mounts.limits.memory_bytes:
+            limits = replace(limits, memory=str(mounts.limits.memory_bytes))
         host_config = engine.api.create_host_config(
-            **host_config_kwargs(host, self.paths, self.limits, self.runtime)
+            **host_config_kwargs(host, self.paths, limits, self.runtime)
         )
         labels = {**mounts.labels, LABEL_SERVER: self.owner}
         return create_kwargs(

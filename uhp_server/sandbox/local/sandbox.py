@@ -365,9 +365,12 @@ class LocalSandbox(Sandbox):
             await sockets.open(self._gateway_app)
             if switches_user(user):  # the agent's uid must enter the folder and connect
                 hand_over(*user, sockets.folder)
-            group = self._cgroup(door)
+            limits = self.limits.over(mounts.limits)
+            group = self._cgroup(door, limits)
             # The disk watch reads the real folders: reading under an overlay is allowed.
-            watch = LimitWatch(self.limits, group, [mounts.workspace, mounts.home])
+            # A writable further folder counts too (an environment's version, in its build).
+            written = [extra.source for extra in mounts.extra if extra.writable]
+            watch = LimitWatch(limits, group, [mounts.workspace, mounts.home, *written])
             binds = neutral_mounts.bound(mounts, neutral)
             return await self._spawn(exe, invocation, binds, sockets.folder, watch, cleanup, user)
         except BaseException as exc:
@@ -388,14 +391,13 @@ class LocalSandbox(Sandbox):
         self._detect_neutral_mounts()
         return mount_session(self._neutral, mounts)
 
-    def _cgroup(self, door: str) -> cgroups.TurnCgroup | None:
+    def _cgroup(self, door: str, limits: LocalLimits | None = None) -> cgroups.TurnCgroup | None:
         if self._cgroups is None:
             return None
+        limits = limits or self.limits
         name = self.cgroup_prefix + door.replace(":", "-").replace("/", "-")[:80]
         try:
-            return self._cgroups.create(
-                name, self.limits.memory_bytes, self.limits.pids, self._cpu_pool
-            )
+            return self._cgroups.create(name, limits.memory_bytes, limits.pids, self._cpu_pool)
         except OSError as exc:
             raise SandboxError(f"cannot create the sandbox's cgroup: {exc}") from exc
 
