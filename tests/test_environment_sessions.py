@@ -219,7 +219,7 @@ async def test_the_base_path_follows_the_environments(server):
         invocation.env["PYTHONPATH"] = "/tools/py"
         return invocation
 
-    server.base.prepare = prepare  # type: ignore[method-assign]
+    server.base.prepare = prepare
     await task(server, environment=env.id)
     (proc,) = server.sandbox.started
     path = proc.invocation.env["PATH"].split(":")
