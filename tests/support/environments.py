@@ -52,9 +52,12 @@ def add_version(
     make: Callable[[Path], None] | None = None,
     *,
     ready: bool = True,
+    seal: bool = True,
 ) -> int:
     """A new version of `environment` holding `files` (relative path: text), then whatever
-    `make(folder)` writes; ready (and active) unless `ready=False`, which leaves it building."""
+    `make(folder)` writes; ready (and active) unless `ready=False`, which leaves it building.
+    `seal=False` leaves the modes `make` gave (a probe's world-writable files: only the mount
+    can refuse the agent then)."""
     version = db.run(environment_store.start_build, environment.id)
     assert version is not None, "a build of this environment is running"
     folder = layout.version(environment.id, version)
@@ -68,6 +71,7 @@ def add_version(
     if ready:
         end = BuildEnd(ready=True, log="made by the test")
         db.run(environment_store.finish_build, environment.id, version, end)
+    if seal:
         _read_only(folder)
     return version
 
