@@ -25,6 +25,7 @@ from tests.support.fakes import FakeProcess
 from tests.support.in_process import InProcess, in_process
 from tests.support.schema import validate
 from uhp_server.environments.layout import EnvironmentLayout
+from uhp_server.environments.turn import PROFILE, PROFILE_TARGET
 from uhp_server.sandbox.base import ExtraMount
 
 PROJECT = {"README.md": "the teaser cutter\n", "cut.py": "print('cut')\n"}
@@ -189,7 +190,12 @@ async def test_a_turn_mounts_the_active_version_read_only_with_its_variables_and
     assert answered["status"] == "completed"
     (proc,) = server.sandbox.started
     mount = "/env/teaser-cutter"
-    assert mounted(proc) == (ExtraMount(layout(server).version(env.id, version), mount),)
+    profile = server.ctx.settings.environments_dir / ".profile.d" / "uhp-environment.sh"
+    assert mounted(proc) == (
+        ExtraMount(layout(server).version(env.id, version), mount),
+        ExtraMount(profile, PROFILE_TARGET),  # a login shell's PATH (environments/turn.py)
+    )
+    assert profile.read_text() == PROFILE
     env_vars = proc.invocation.env
     assert env_vars["PATH"].split(":")[:3] == [
         f"{mount}/.venv/bin",
@@ -199,6 +205,7 @@ async def test_a_turn_mounts_the_active_version_read_only_with_its_variables_and
     assert env_vars["PYTHONPATH"].split(":")[0] == mount
     assert env_vars["NODE_PATH"].split(":")[0] == f"{mount}/node_modules"
     assert env_vars["PROJECT_ROOT"] == mount
+    assert env_vars["UHP_ENVIRONMENT_PATH"] == ":".join(env_vars["PATH"].split(":")[:3])
     assert "LD_LIBRARY_PATH" not in env_vars  # no apt libraries in this version
     (spec,) = server.base.specs
     note = spec.system_prompt
@@ -243,8 +250,8 @@ async def test_the_tasks_environment_overrides_the_harnesss(server):
     named = await harness(server, environment=default.id)
     answered = await task(server, harness_id=named["id"], environment=override.id)
     (proc,) = server.sandbox.started
-    assert mounted(proc) == (
-        ExtraMount(layout(server).version(override.id, version), "/env/other-one"),
+    assert mounted(proc)[0] == (
+        ExtraMount(layout(server).version(override.id, version), "/env/other-one")
     )
     assert answered["metadata"]["environment"] == override.id
 

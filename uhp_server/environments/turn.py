@@ -3,6 +3,12 @@ environment's dependencies first in the agent's environment, and a note in its i
 
 Both are applied in one place, the executor, once the base has built the invocation from
 nothing (`HarnessBase.prepare`): so every base gets them alike, and none knows of them.
+
+A login shell (the way Codex runs its commands in the docker sandbox: `sh -lc`) reads
+/etc/profile, whose Debian original sets PATH afresh; it then runs /etc/profile.d/*.sh. So a
+turn on an environment also mounts PROFILE there, read-only, which puts the environment's
+programs first again (`UHP_ENVIRONMENT_PATH`): the agent's shell runs the project's
+dependencies whichever way its CLI starts it.
 """
 
 from __future__ import annotations
@@ -26,6 +32,31 @@ APT_LIBRARIES = (
 )
 
 
+# The profile script's path in the sandbox, and what it says.
+PROFILE_TARGET = "/etc/profile.d/uhp-environment.sh"
+PROFILE = """# UHP Server: the environment's programs first, after /etc/profile set PATH afresh.
+if [ -n "${UHP_ENVIRONMENT_PATH-}" ]; then
+  case ":$PATH:" in
+    *":$UHP_ENVIRONMENT_PATH:"*) ;;
+    *) PATH="$UHP_ENVIRONMENT_PATH:$PATH" ;;
+  esac
+  export PATH
+fi
+"""
+
+
+def write_profile(folder: Path) -> Path:
+    """PROFILE as a host file in `folder` (made once, at start-up), for the turns to mount."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "uhp-environment.sh"
+    if not path.exists() or path.read_text() != PROFILE:
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(PROFILE)
+        temporary.chmod(0o644)
+        temporary.replace(path)
+    return path
+
+
 def _joined(first: list[str], rest: str | None) -> str:
     return ":".join([*first, *([rest] if rest else [])])
 
@@ -44,6 +75,7 @@ def environment_variables(mount: EnvironmentMount, env: dict[str, str]) -> dict[
     programs = [f"{root}/.venv/bin", f"{root}/node_modules/.bin", *_present(mount, APT_PROGRAMS)]
     result = dict(env)
     result["PATH"] = _joined(programs, env.get("PATH"))
+    result["UHP_ENVIRONMENT_PATH"] = ":".join(programs)  # for a login shell (PROFILE)
     result["PYTHONPATH"] = _joined([root], env.get("PYTHONPATH"))
     result["NODE_PATH"] = _joined([f"{root}/node_modules"], env.get("NODE_PATH"))
     libraries = _present(mount, APT_LIBRARIES)

@@ -38,6 +38,7 @@ from uhp_server.engine.turns.run import PARKED_REASON, Outcome, Run, RunPhase, T
 from uhp_server.engine.turns.stopping import limit_outcome, wind_down
 from uhp_server.environments.mount import EnvironmentMount
 from uhp_server.environments.turn import (
+    PROFILE_TARGET,
     environment_instructions,
     version_folder_missing,
     with_environment,
@@ -69,6 +70,7 @@ class TurnExecutor:
         admission: Admission | None = None,
         metrics: Metrics | None = None,
         agent_numbers: Callable[[str], Awaitable[int]] | None = None,
+        environment_profile: Path | None = None,
     ):
         self.sandbox = sandbox
         self.tokens = tokens
@@ -81,6 +83,9 @@ class TurnExecutor:
         # A principal's agent number, for the uid its agents run as (sandbox/agent_user.py);
         # None: the sandbox's default uid for every turn.
         self.agent_numbers = agent_numbers
+        # The host file a turn on an environment mounts at PROFILE_TARGET (environments/
+        # turn.py: a login shell's PATH); None: none.
+        self.environment_profile = environment_profile
 
     async def execute(self, run: Run, on_terminal: Callable[[Run], None], ask: Asker) -> None:
         """Run the turn; `on_terminal` is called once the terminal event is written, before
@@ -137,7 +142,7 @@ class TurnExecutor:
                 },
                 door=door,
                 agent_number=agent_number,
-                extra=_environment_mounts(plan.environment),
+                extra=self._environment_mounts(plan.environment),
             )
             missing = await _missing_version(plan.environment)
             if run.stop.is_set():  # stopped while the turn was being prepared
@@ -182,6 +187,17 @@ class TurnExecutor:
                     if admitted and self.admission is not None:
                         self.admission.release(run.response_id)
                     run.enter(RunPhase.ENDED)
+
+    def _environment_mounts(self, environment: EnvironmentMount | None) -> tuple[ExtraMount, ...]:
+        """The turn's environment version at its mount path, read-only, and the profile
+        script a login shell reads; only that version: no other version or environment is
+        reachable from the sandbox (Environments §6)."""
+        if environment is None:
+            return ()
+        mounts = [ExtraMount(environment.host_path, environment.mount)]
+        if self.environment_profile is not None:
+            mounts.append(ExtraMount(self.environment_profile, PROFILE_TARGET))
+        return tuple(mounts)
 
     def place_in_line(self, run: Run) -> int | None:
         """A queued run's place in the admission line (1: the next), when known here."""
@@ -468,14 +484,6 @@ def _prepare(
     environment, which the base has just built from nothing (environments/turn.py)."""
     place_plugins(spec)
     return with_environment(base.prepare(spec), environment)
-
-
-def _environment_mounts(environment: EnvironmentMount | None) -> tuple[ExtraMount, ...]:
-    """The turn's environment version at its mount path, read-only; only it: no other
-    version or environment is reachable from the sandbox (Environments §6)."""
-    if environment is None:
-        return ()
-    return (ExtraMount(environment.host_path, environment.mount),)
 
 
 async def _missing_version(environment: EnvironmentMount | None) -> str | None:
