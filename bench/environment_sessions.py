@@ -93,7 +93,7 @@ async def sandbox_starts(names: list[str], runs: int, scratch: Path) -> None:
         sandboxes["docker"] = DockerSandbox(scratch / "docker", image=image)
     sandboxes = {name: sandboxes[name] for name in names}
     version = scratch / "version"
-    version.mkdir()
+    version.mkdir(parents=True)
     project(version)
     for path in (version, *version.rglob("*")):
         if not path.is_symlink():
