@@ -10,6 +10,7 @@ The environments are rows and folders made directly (tests/support/environments.
 from __future__ import annotations
 
 import shutil
+import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from tests.support.fakes import FakeProcess
 from tests.support.in_process import InProcess, in_process
 from tests.support.schema import validate
 from uhp_server.environments.layout import EnvironmentLayout
-from uhp_server.environments.turn import PROFILE, PROFILE_TARGET
+from uhp_server.environments.turn import PROFILE, PROFILE_TARGET, write_profile
 from uhp_server.sandbox.base import ExtraMount
 
 PROJECT = {"README.md": "the teaser cutter\n", "cut.py": "print('cut')\n"}
@@ -343,3 +344,24 @@ async def test_a_session_whose_version_folder_is_gone_fails_its_turn_clearly(ser
     assert body["error"]["code"] == "environment_unavailable"
     assert f"Version {version}" in body["error"]["message"]
     assert len(server.sandbox.started) == 1  # its CLI never started
+
+
+def test_the_profile_puts_the_environments_programs_back_after_a_login_shell_reset(tmp_path):
+    """/etc/profile of the docker image sets PATH afresh; the profile.d script the turn mounts
+    puts the environment's programs back in front, once, and leaves a turn without one as it
+    was."""
+    profile = write_profile(tmp_path)
+    programs = "/env/p/.venv/bin:/env/p/node_modules/.bin"
+    login = f'PATH=/usr/bin:/bin; . {profile}; . {profile}; echo "$PATH"'
+    for variables, expected in (
+        ({"UHP_ENVIRONMENT_PATH": programs}, f"{programs}:/usr/bin:/bin"),
+        ({}, "/usr/bin:/bin"),
+    ):
+        shell = subprocess.run(
+            ["/bin/sh", "-c", login],
+            env={"PATH": "/usr/bin:/bin", **variables},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert shell.stdout.strip() == expected
