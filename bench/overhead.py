@@ -208,9 +208,13 @@ def sse_events(lines: Iterator[str]) -> Iterator[dict]:
             data = []
 
 
-def server_task(client: httpx.Client, prompt: str) -> ServerTiming:
+def server_task(
+    client: httpx.Client, prompt: str, metadata: dict[str, str] | None = None
+) -> ServerTiming:
     created = None
-    body = {"input": prompt, "stream": True}
+    body: dict[str, object] = {"input": prompt, "stream": True}
+    if metadata:
+        body["metadata"] = metadata
     started = time.perf_counter()
     with client.stream("POST", "/v1/responses", json=body) as response:
         if response.status_code != 200:

@@ -112,7 +112,7 @@ done
 # The end-to-end files that differ per sandbox, again in the docker sandbox ...
 docker_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security_e2e.py
   tests/test_restart_e2e.py tests/test_token_binding_e2e.py tests/test_egress_e2e.py
-  tests/test_ops.py tests/test_plugins_e2e.py)
+  tests/test_ops.py tests/test_plugins_e2e.py tests/test_environments_e2e.py)
 run_pass "end-to-end tests again with UHP_TEST_SANDBOX=docker" UHP_TEST_SANDBOX=docker -- \
   "${docker_e2e[@]}"
 # ... and in the docker sandbox in gVisor (docs/gvisor.md), with the docker sandbox's own

@@ -27,6 +27,8 @@ class NewResponse:
     created_at: int
     input_items: str  # JSON
     replica_id: str | None
+    # The environment and version the turn reads (Environments §6.5); None: none.
+    environment: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -43,36 +45,39 @@ def insert_response(tx: Tx, row: ResponseRow) -> ResponseRow:
 
 def accepted(response: NewResponse, session_id: str) -> Insert:
     """The row of a task just accepted, in progress in its session."""
+    columns: tuple[str, ...] = (
+        "id",
+        "principal_id",
+        "session_id",
+        "previous_response_id",
+        "status",
+        "store",
+        "model",
+        "created_at",
+        "input_items",
+        "replica_id",
+        "cancel_requested",
+    )
+    row: tuple[object, ...] = (
+        response.id,
+        response.principal_id,
+        session_id,
+        response.previous_response_id,
+        "in_progress",
+        response.store,
+        response.model,
+        response.created_at,
+        response.input_items,
+        response.replica_id,
+        False,
+    )
+    if response.environment is not None:  # named only when set: an untyped NULL is text
+        columns += ("environment_id", "environment_version")
+        row += response.environment
     return Insert(
         "response",
-        (
-            "id",
-            "principal_id",
-            "session_id",
-            "previous_response_id",
-            "status",
-            "store",
-            "model",
-            "created_at",
-            "input_items",
-            "replica_id",
-            "cancel_requested",
-        ),
-        [
-            (
-                response.id,
-                response.principal_id,
-                session_id,
-                response.previous_response_id,
-                "in_progress",
-                response.store,
-                response.model,
-                response.created_at,
-                response.input_items,
-                response.replica_id,
-                False,
-            )
-        ],
+        columns,
+        [row],
         json=frozenset({"input_items"}),
         # Its place in the shared admission line (engine/replicas/shared_admission.py): when it
         # arrived, by the database's clock as leases are, since the replicas' hosts may

@@ -28,6 +28,8 @@ class NewSession:
     harness_id: str
     container_id: str
     title: str
+    # The environment and version its turns read, fixed at its start (Environments §4, §6).
+    environment: tuple[str, int] | None = None
 
 
 def insert_session(tx: Tx, row: SessionRow) -> SessionRow:
@@ -37,33 +39,32 @@ def insert_session(tx: Tx, row: SessionRow) -> SessionRow:
 
 def held_new(new: NewSession, response_id: str, at: int) -> Insert:
     """A new session, held from the start by the response's turn."""
-    return Insert(
-        "session",
-        (
-            "id",
-            "principal_id",
-            "harness_id",
-            "container_id",
-            "title",
-            "status",
-            "created_at",
-            "updated_at",
-            "active_response_id",
-        ),
-        [
-            (
-                new.id,
-                new.principal_id,
-                new.harness_id,
-                new.container_id,
-                new.title,
-                "in_progress",
-                at,
-                at,
-                response_id,
-            )
-        ],
+    columns: tuple[str, ...] = (
+        "id",
+        "principal_id",
+        "harness_id",
+        "container_id",
+        "title",
+        "status",
+        "created_at",
+        "updated_at",
+        "active_response_id",
     )
+    row: tuple[object, ...] = (
+        new.id,
+        new.principal_id,
+        new.harness_id,
+        new.container_id,
+        new.title,
+        "in_progress",
+        at,
+        at,
+        response_id,
+    )
+    if new.environment is not None:  # named only when set: an untyped NULL is text
+        columns += ("environment_id", "environment_version")
+        row += new.environment
+    return Insert("session", columns, [row])
 
 
 def insert_held(tx: Tx, new: NewSession, response_id: str, at: int) -> HeldSession:

@@ -36,6 +36,7 @@ from uhp_server.engine.turns.executor import TurnExecutor
 from uhp_server.engine.turns.files import TurnFiles
 from uhp_server.engine.turns.recovery import recover
 from uhp_server.engine.turns.registry import RunRegistry
+from uhp_server.environments.turn import write_profile
 from uhp_server.gateway.tokens import TokenRegistry
 from uhp_server.gateway.upstreams import Upstreams
 from uhp_server.ops.metrics import Metrics
@@ -170,6 +171,7 @@ def build_context(
         admission=admission,
         metrics=metrics,
         agent_numbers=functools.partial(agent_number_of, db),
+        environment_profile=write_profile(settings.environments_dir / ".profile.d"),
     )
     runs = RunRegistry(
         db,

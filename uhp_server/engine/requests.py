@@ -128,6 +128,9 @@ class EngineTask:
     instructions: str | None = None
     store: bool = True
     metadata: Mapping[str, str] = field(default_factory=dict)
+    # The environment the task reads instead of its harness's (`metadata.environment`,
+    # Environments §5), where the door's contract can carry one; None: the harness's.
+    environment: str | None = None
     # UHP-only details of the response object; other doors leave the defaults.
     max_output_tokens: int | None = None
     background: bool = False

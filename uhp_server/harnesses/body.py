@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness_bases.base import HarnessBase
+from storage import environments as environment_store
 from storage.tables import HarnessRow
 from storage.unit import Tx
+from uhp_server.errors import ApiError
 from uhp_server.harnesses.config import STORED_KEYS
 from uhp_server.harnesses.mcp import parse_mcp_servers
 from uhp_server.harnesses.plugins.install import parse_plugins
@@ -92,6 +94,7 @@ def parse_harness_body(
         "disabledTools": _disabled_tools(*_field(body, "disabled_tools")),
         "maxStep": _positive_int(*_field(body, "max_step")),
         "timeoutSeconds": _timeout(*_field(body, "timeout_seconds"), rules.max_timeout_seconds),
+        "environment": _environment(tx, principal_id, *_field(body, "environment")),
         "mcpServers": mcp_servers,
         "skills": skills,
         "plugins": plugins,
@@ -144,6 +147,18 @@ def _positive_int(key: str, raw: Any) -> int | None:
         return None
     if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
         invalid(key, f"`{key}` must be a positive integer or null.")
+    return raw
+
+
+def _environment(tx: Tx, principal_id: str, key: str, raw: Any) -> str | None:
+    """The id of one of the principal's environments (Environments §5): another's, or one
+    that is not there, is refused `environment_not_found`, alike."""
+    if raw is None or raw == "":
+        return None
+    if not isinstance(raw, str):
+        invalid(key, f"`{key}` must be an environment's id.")
+    if environment_store.get_environment(tx, principal_id, raw) is None:
+        raise ApiError(404, "environment_not_found", "No environment with that id.", param=key)
     return raw
 
 

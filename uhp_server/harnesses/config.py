@@ -21,6 +21,7 @@ STORED_KEYS = {
     "disabled_tools": "disabledTools",
     "max_step": "maxStep",
     "timeout_seconds": "timeoutSeconds",
+    "environment": "environment",
 }
 
 
@@ -39,6 +40,7 @@ class HarnessConfig:
     disabled_tools: list[str] = field(default_factory=list)
     max_step: int | None = None
     timeout_seconds: int | None = None
+    environment: str | None = None  # the environment its tasks read (Environments §5)
 
     @classmethod
     def from_stored(cls, stored: dict[str, Any]) -> HarnessConfig:

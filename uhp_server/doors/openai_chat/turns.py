@@ -49,6 +49,8 @@ def engine_task(
         questions=QuestionPolicy.none(),  # a chat completion cannot pause for an answer
         instructions=chat.instructions or None,
         metadata=metadata or {},
+        # Environments §5: the task's own environment travels in its metadata here too.
+        environment=(metadata or {}).get("environment") or None,
         ignored_fields=tuple(ignored_fields),
     )
 

@@ -25,7 +25,16 @@ def session_to_wire(session: Session, retention_days: float) -> dict[str, Any]:
         "updated_at": session.updated_at,
         "container_id": session.container_id,
         "expires_at": int(session.updated_at + retention_days * 86400),
+        **_environment_of(session.environment_id, session.environment_version),
     }
+
+
+def _environment_of(environment_id: str | None, version: int | None) -> dict[str, Any]:
+    """`environment` (Sessions §3) and, this server's own, the version read (Environments
+    §6.5): absent when no environment was read."""
+    if environment_id is None:
+        return {}
+    return {"environment": environment_id, "environment_version": version}
 
 
 def file_to_wire(file: UploadedFile) -> dict[str, object]:
@@ -92,6 +101,8 @@ def harness_to_wire(harness: Harness) -> dict[str, Any]:
     }
     if harness.default_model:
         wire["defaultModel"] = harness.default_model
+    if config.environment:
+        wire["environment"] = config.environment
     if harness.enforcement is not None:
         # What this base really enforces (Harnesses §4.3: never overstate it).
         wire["enforcement"] = {
@@ -157,6 +168,7 @@ def turn_item(turn: Turn) -> dict[str, Any]:
         "id": turn.id,
         "status": response["status"] if response else turn.status,
         "created_at": turn.created_at,
+        **_environment_of(turn.environment_id, turn.environment_version),
     }
     if response is None:
         return item | ({"files": files} if files else {})

@@ -36,6 +36,9 @@ class Session:
     created_at: int
     updated_at: int
     active_response_id: str | None  # the turn running now, on whichever replica
+    # The environment its turns read and the version it keeps (Environments §6); None: none.
+    environment_id: str | None = None
+    environment_version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,8 @@ class Turn:
     input_items: list[dict[str, Any]]
     response: dict[str, Any] | None  # None: not retained (store: false)
     artifacts: list[Artifact]
+    environment_id: str | None = None  # the environment the turn read, and its version
+    environment_version: int | None = None
 
 
 @dataclass(frozen=True)

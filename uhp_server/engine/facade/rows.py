@@ -22,6 +22,8 @@ def session(row: SessionRow) -> records.Session:
         created_at=row.created_at,
         updated_at=row.updated_at,
         active_response_id=row.active_response_id,
+        environment_id=row.environment_id,
+        environment_version=row.environment_version,
     )
 
 

@@ -57,6 +57,8 @@ def _turn(
         input_items=row.input_items,
         response=response,
         artifacts=artifacts,
+        environment_id=row.environment_id,
+        environment_version=row.environment_version,
     )
 
 

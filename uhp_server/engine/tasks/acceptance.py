@@ -26,6 +26,7 @@ from storage.tables import HarnessRow, SessionRow
 from uhp_server.engine.requests import EngineTask
 from uhp_server.engine.tasks import attachments
 from uhp_server.engine.tasks.inputs import Attachment, NormalizedInput
+from uhp_server.environments.mount import EnvironmentMount
 from uhp_server.errors import ApiError
 from uhp_server.ids import new_id
 
@@ -49,6 +50,11 @@ class Acceptance:
     first_event: dict[str, Any]  # `response.created`, numbered 0
     replica_id: str | None = None  # the replica that runs it (engine/replicas/cluster.py)
     door_bound_to: str | None = None  # the session a door's key leaves for the new one
+    environment: EnvironmentMount | None = None  # the version the turn reads (tasks/environment.py)
+
+
+def _environment(a: Acceptance) -> tuple[str, int] | None:
+    return (a.environment.environment_id, a.environment.version) if a.environment else None
 
 
 def rows_of(a: Acceptance) -> AcceptanceRows:
@@ -66,6 +72,7 @@ def rows_of(a: Acceptance) -> AcceptanceRows:
             created_at=a.created_at,
             input_items=json.dumps(a.normalized.items if store else []),
             replica_id=a.replica_id,
+            environment=_environment(a),
         ),
         claim=a.session.id if a.session is not None else None,
         new_session=None if a.session is not None else _new_session(a),
@@ -92,6 +99,7 @@ def _new_session(a: Acceptance) -> NewSession:
         harness_id=a.harness.id,
         container_id=new_id("container"),
         title=_title(a.normalized.prompt) if a.task.store else "",
+        environment=_environment(a),
     )
 
 

@@ -23,13 +23,14 @@ from storage import responses as response_store
 from storage.acceptance import HeldSession
 from storage.blobs import BlobStore
 from storage.db import Database, Order, SessionRelease
-from storage.tables import HarnessRow
+from storage.tables import HarnessRow, SessionRow
 from storage.unit import Tx
 from uhp_server.catalog import ModelCatalog, ModelRoute
 from uhp_server.engine.requests import EngineTask
 from uhp_server.engine.tasks import acceptance
 from uhp_server.engine.tasks.acceptance import Acceptance
 from uhp_server.engine.tasks.attachments import write_inline_blobs
+from uhp_server.engine.tasks.environment import task_environment
 from uhp_server.engine.tasks.inputs import Attachment, NormalizedInput, normalize_input
 from uhp_server.engine.tasks.opening import opening_system_text, with_opening
 from uhp_server.engine.tasks.resolution import TaskResolution
@@ -37,6 +38,8 @@ from uhp_server.engine.turns.builder import ResponseBuilder
 from uhp_server.engine.turns.eventlog import EventLog, numbered
 from uhp_server.engine.turns.registry import RunRegistry
 from uhp_server.engine.turns.run import Run, TurnPlan
+from uhp_server.environments.layout import EnvironmentLayout
+from uhp_server.environments.mount import EnvironmentMount
 from uhp_server.errors import VENDOR, ApiError
 from uhp_server.gateway.connection import connection_provider
 from uhp_server.gateway.mcp_targets import McpTarget
@@ -98,6 +101,7 @@ class TaskIntake:
         self.runs = runs
         self.blobs = blobs or BlobStore(settings.blobs_dir)
         self.resolution = TaskResolution(settings, db, bases)
+        self.environments = EnvironmentLayout(settings.environments_dir)
         self._starting: dict[str, asyncio.Future[None]] = {}  # being accepted, by response id
         builtin_skills()  # read now, at start-up: a turn takes them on the event loop
 
@@ -165,6 +169,8 @@ class TaskIntake:
                 f"The '{harness.base}' base is not enabled on this server.",
             )
         config = HarnessConfig.from_stored(harness.config)
+        # Refused here, before anything is stored or started, when it is not there or not built.
+        environment = await self._environment(task, config, session)
         if model_connection is not None:
             allow = self.settings.model_connection_allow_private_hosts
             provider = connection_provider(model_connection, allow)
@@ -188,6 +194,11 @@ class TaskIntake:
         builder = ResponseBuilder(
             self._response_object(response_id, task, harness, session_id, previous, model, now)
         )
+        if environment is not None:  # the environment the task reads, beside its session
+            builder.response["metadata"].update(
+                environment=environment.environment_id,
+                environment_version=str(environment.version),
+            )
         builder.response["metadata"].update(model_meta)
         builder.response["metadata"].update(self._ignored(task, base))
         first_event = numbered(builder.created()[0], 0)
@@ -212,6 +223,7 @@ class TaskIntake:
                     first_event,
                     self.runs.replica_id,
                     door_bound_to=resolved.door_bound_to,
+                    environment=environment,
                 ),
             )
             if isinstance(accepted, str):  # an idempotent repeat: the response it refers to
@@ -236,6 +248,7 @@ class TaskIntake:
                 plugins=parts.plugins,
                 ask_user=task.questions.offers_tool,
                 store=task.store,
+                environment=environment,
             )
             # The first event is committed with the response: the log goes on from it.
             log = EventLog(self.db, response_id, persist=task.store, committed=[first_event])
@@ -277,6 +290,26 @@ class TaskIntake:
             return normalize_input(content, look_up, self.settings.max_file_bytes)
 
         return await self.db.read(normalized, task.input)
+
+    async def _environment(
+        self, task: EngineTask, config: HarnessConfig, session: SessionRow | None
+    ) -> EnvironmentMount | None:
+        """The environment version the task reads (engine/tasks/environment.py); a read only
+        when the task, its harness or its session names one."""
+        if session is not None:  # its own, fixed when it started
+            named = task.environment or session.environment_id
+        else:
+            named = task.environment or config.environment
+        if not named:
+            return None
+        return await self.db.read(
+            task_environment,
+            self.environments,
+            task.principal_id,
+            task.environment,
+            config.environment,
+            session,
+        )
 
     async def _turn_parts(self, principal_id: str, config: HarnessConfig) -> TurnParts:
         if not config.has_own_parts:  # built-in skills only: nothing to read

@@ -36,13 +36,20 @@ from uhp_server.engine.turns.questions import (
 )
 from uhp_server.engine.turns.run import PARKED_REASON, Outcome, Run, RunPhase, TurnPlan
 from uhp_server.engine.turns.stopping import limit_outcome, wind_down
+from uhp_server.environments.mount import EnvironmentMount
+from uhp_server.environments.turn import (
+    PROFILE_TARGET,
+    environment_instructions,
+    version_folder_missing,
+    with_environment,
+)
 from uhp_server.errors import error_body
 from uhp_server.gateway.mcp_targets import McpTarget, degraded_notice, mcp_path, probe
 from uhp_server.gateway.paths import gateway_path
 from uhp_server.gateway.tokens import UsageTotals
 from uhp_server.gateway.user_questions import QUESTION_SERVER
 from uhp_server.ops.metrics import Metrics
-from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SessionMounts
+from uhp_server.sandbox.base import ExtraMount, Sandbox, SandboxedProcess, SessionMounts
 
 log = logging.getLogger("uhp_server.turn")
 
@@ -63,6 +70,7 @@ class TurnExecutor:
         admission: Admission | None = None,
         metrics: Metrics | None = None,
         agent_numbers: Callable[[str], Awaitable[int]] | None = None,
+        environment_profile: Path | None = None,
     ):
         self.sandbox = sandbox
         self.tokens = tokens
@@ -75,6 +83,9 @@ class TurnExecutor:
         # A principal's agent number, for the uid its agents run as (sandbox/agent_user.py);
         # None: the sandbox's default uid for every turn.
         self.agent_numbers = agent_numbers
+        # The host file a turn on an environment mounts at PROFILE_TARGET (environments/
+        # turn.py: a login shell's PATH); None: none.
+        self.environment_profile = environment_profile
 
     async def execute(self, run: Run, on_terminal: Callable[[Run], None], ask: Asker) -> None:
         """Run the turn; `on_terminal` is called once the terminal event is written, before
@@ -115,7 +126,7 @@ class TurnExecutor:
             if plan.ask_user:
                 spec = dataclasses.replace(spec, ask_user=functools.partial(ask, run))
             # Writes the plugins and the CLI's config files: disk work, off the event loop.
-            invocation = await asyncio.to_thread(_prepare, plan.base, spec)
+            invocation = await asyncio.to_thread(_prepare, plan.base, spec, plan.environment)
             before = await self.files.baseline(run) if self.files else None
             agent_number = None
             if self.agent_numbers is not None and self.sandbox.per_principal_users:
@@ -131,9 +142,13 @@ class TurnExecutor:
                 },
                 door=door,
                 agent_number=agent_number,
+                extra=self._environment_mounts(plan.environment),
             )
+            missing = await _missing_version(plan.environment)
             if run.stop.is_set():  # stopped while the turn was being prepared
                 outcome = run.stopped_outcome()
+            elif missing is not None:
+                outcome = Outcome(TaskStatus.FAILED, "environment_unavailable", missing)
             else:
                 proc = await self.sandbox.start(invocation, mounts)
                 agent_turn = plan.base.start_turn(proc, spec)
@@ -172,6 +187,17 @@ class TurnExecutor:
                     if admitted and self.admission is not None:
                         self.admission.release(run.response_id)
                     run.enter(RunPhase.ENDED)
+
+    def _environment_mounts(self, environment: EnvironmentMount | None) -> tuple[ExtraMount, ...]:
+        """The turn's environment version at its mount path, read-only, and the profile
+        script a login shell reads; only that version: no other version or environment is
+        reachable from the sandbox (Environments §6)."""
+        if environment is None:
+            return ()
+        mounts = [ExtraMount(environment.host_path, environment.mount)]
+        if self.environment_profile is not None:
+            mounts.append(ExtraMount(self.environment_profile, PROFILE_TARGET))
+        return tuple(mounts)
 
     def place_in_line(self, run: Run) -> int | None:
         """A queued run's place in the admission line (1: the next), when known here."""
@@ -324,6 +350,9 @@ class TurnExecutor:
             servers = (*servers, asking)
         elif asks_in_text(plan):  # neither MCP nor its own tool: the agent asks in its text
             system_prompt = "\n\n".join(p for p in (system_prompt, TEXT_INSTRUCTION) if p)
+        if plan.environment is not None:
+            note = environment_instructions(plan.environment, self.sandbox.paths.workspace)
+            system_prompt = "\n\n".join(p for p in (system_prompt, note) if p)
         return TurnSpec(
             prompt=plan.prompt,
             model=plan.model,
@@ -447,11 +476,22 @@ class TurnExecutor:
         )
 
 
-def _prepare(base: HarnessBase, spec: TurnSpec) -> Invocation:
+def _prepare(
+    base: HarnessBase, spec: TurnSpec, environment: EnvironmentMount | None = None
+) -> Invocation:
     """The turn's enabled plugins placed in the session (the same for every base), then the
-    CLI's own files."""
+    CLI's own files; on an environment, its dependencies first in the invocation's
+    environment, which the base has just built from nothing (environments/turn.py)."""
     place_plugins(spec)
-    return base.prepare(spec)
+    return with_environment(base.prepare(spec), environment)
+
+
+async def _missing_version(environment: EnvironmentMount | None) -> str | None:
+    """Why the turn's version cannot be mounted: its folder is gone (removed behind the
+    server's back; retention keeps every version a session reads). None: it can."""
+    if environment is None:
+        return None
+    return await asyncio.to_thread(version_folder_missing, environment)
 
 
 def _cli_usage(usage: ev.Usage | None) -> dict[str, Any] | None:

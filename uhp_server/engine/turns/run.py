@@ -34,6 +34,7 @@ from uhp_server.engine.requests import IncompleteReason, Question, QuestionPolic
 from uhp_server.engine.tasks.inputs import Attachment
 from uhp_server.engine.turns.builder import ResponseBuilder
 from uhp_server.engine.turns.eventlog import EventLog
+from uhp_server.environments.mount import EnvironmentMount
 from uhp_server.gateway.mcp_targets import McpTarget
 
 # The reason a parked turn ended `incomplete`: its questions wait for the user's answers.
@@ -69,6 +70,9 @@ class TurnPlan:
     # False for a `store: false` task: the CLI's conversation files go back to what they were
     # once it ends (engine/turns/unkept.py).
     store: bool = True
+    # The environment version the turn mounts read-only, with its variables and instructions
+    # (Environments §6); None: none.
+    environment: EnvironmentMount | None = None
 
 
 @dataclass
