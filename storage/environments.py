@@ -177,6 +177,36 @@ def activate(tx: Tx, environment_id: str, version: int) -> bool:
     return True
 
 
+def activate_kept(tx: Tx, environment_id: str, version: int) -> bool:
+    """`activate`, for a version whose folder retention has not collected."""
+    record = get_version(tx, environment_id, version)
+    if record is None or record.collected_at is not None:
+        return False
+    return activate(tx, environment_id, version)
+
+
+def collect(tx: Tx, environment_id: str, candidates: list[int]) -> list[int]:
+    """Marks as collected those of `candidates` nothing reads now (checked again here, in the
+    transaction that marks them, against a session or an activation since they were chosen);
+    the versions whose folders may now go."""
+    in_use = versions_in_use(tx, environment_id)
+    marked = []
+    for version in candidates:
+        record = get_version(tx, environment_id, version)
+        if record is None or record.status == BUILDING or version in in_use:
+            continue
+        if record.collected_at is None:
+            record.collected_at = time.time()
+            tx.orm.add(record)
+        marked.append(version)
+    return marked
+
+
+def environment_ids(tx: Tx) -> list[str]:
+    """Every environment's id, of every principal (retention's sweep at start-up)."""
+    return list(tx.orm.exec(select(EnvironmentRow.id)))
+
+
 def abandon_builds(tx: Tx) -> list[tuple[str, int]]:
     """At start-up: the builds a stopped server left `building` end `failed` (their process
     is gone with it). The (environment, version) of each."""

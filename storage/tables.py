@@ -269,3 +269,5 @@ class EnvironmentVersionRow(SQLModel, table=True):
     size_bytes: int = Field(default=0, sa_type=BigInteger)  # the whole version on disk
     started_at: float
     finished_at: float | None = None
+    # When retention removed its folder (environments/retention.py); the record stays.
+    collected_at: float | None = None

@@ -14,6 +14,7 @@ from uhp_server.api_docs import routes as api_docs
 from uhp_server.context import AppContext, build_context, serving
 from uhp_server.doors.door import Door
 from uhp_server.doors.registry import doors
+from uhp_server.environments.builder import Builder
 from uhp_server.errors import install_error_handlers
 from uhp_server.gateway.mcp_proxy import make_mcp_router
 from uhp_server.gateway.proxy import make_gateway_router
@@ -51,9 +52,10 @@ def create_app(
     settings: Settings,
     bases: dict[str, HarnessBase] | None = None,
     sandbox: Sandbox | None = None,
+    builder: Builder | None = None,
 ) -> FastAPI:
     registered = doors()  # first: a door that cannot be loaded stops the server, saying why
-    ctx = build_context(settings, bases, sandbox)
+    ctx = build_context(settings, bases, sandbox, builder)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

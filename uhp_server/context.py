@@ -24,7 +24,7 @@ from storage.responses import prune_idempotency
 from storage.sealing import load_sealer
 from uhp_server.catalog import ModelCatalog
 from uhp_server.engine import Engine
-from uhp_server.engine.assembly import assemble_engine
+from uhp_server.engine.assembly import assemble_engine, assemble_environments
 from uhp_server.engine.replicas.cluster import Cluster, listener
 from uhp_server.engine.replicas.fair_admission import FairSharedAdmission
 from uhp_server.engine.replicas.lease import Lease
@@ -36,6 +36,8 @@ from uhp_server.engine.turns.executor import TurnExecutor
 from uhp_server.engine.turns.files import TurnFiles
 from uhp_server.engine.turns.recovery import recover
 from uhp_server.engine.turns.registry import RunRegistry
+from uhp_server.environments.builder import Builder
+from uhp_server.environments.building import SandboxBuilder
 from uhp_server.environments.turn import write_profile
 from uhp_server.gateway.tokens import TokenRegistry
 from uhp_server.gateway.upstreams import Upstreams
@@ -44,6 +46,7 @@ from uhp_server.ops.readiness import ReadinessProbe
 from uhp_server.ops.replica_id import replica_id
 from uhp_server.sandbox.agent_user import host_ids_within
 from uhp_server.sandbox.base import Sandbox
+from uhp_server.sandbox.egress import EgressPolicy
 from uhp_server.sandbox.registry import make_sandbox
 from uhp_server.settings import Settings
 
@@ -122,12 +125,19 @@ def _seal_stored_secrets(db: Database) -> None:
         )
 
 
+def sandbox_builder(sandbox: Sandbox, settings: Settings, egress: EgressPolicy) -> Builder:
+    """The Builder environments are built with: the sandbox toolchain's (Environments §4)."""
+    return SandboxBuilder(sandbox, settings, egress)
+
+
 def build_context(
     settings: Settings,
     bases: dict[str, HarnessBase] | None = None,
     sandbox: Sandbox | None = None,
+    builder: Builder | None = None,
 ) -> AppContext:
-    """`sandbox`: use this one instead of the one settings name (tests inject a fake)."""
+    """`sandbox`, `builder`: use these instead of the ones settings name (tests inject
+    fakes)."""
     db = Database(settings.database, load_sealer(settings.secrets_key, settings.data_dir))
     if db.dialect.shared and not settings.secrets_key:
         # Each replica's data directory would make a key of its own: another replica could
@@ -180,7 +190,17 @@ def build_context(
         paused_keep_seconds=settings.paused_turn_keep_seconds,
         replica_id=replica,
     )
-    engine = assemble_engine(settings, db, enabled, catalog, runs, blobs)
+    egress = EgressPolicy.from_settings(
+        settings.egress_allow_hosts, settings.egress_allow_private_hosts
+    )
+    environments = assemble_environments(
+        settings,
+        db,
+        builder or sandbox_builder(sandbox, settings, egress),
+        egress,
+        functools.partial(agent_number_of, db),
+    )
+    engine = assemble_engine(settings, db, enabled, catalog, runs, blobs, environments)
     return AppContext(
         settings=settings,
         db=db,
@@ -205,6 +225,8 @@ async def serving(ctx: AppContext, app: FastAPI) -> AsyncIterator[None]:
     await ctx.db.write(prune_idempotency, time.time() - retention)
     sandbox = ctx.runs.executor.sandbox
     await sandbox.open(app)  # e.g. the docker sandbox serves the gateway on a socket
+    environments = ctx.engine.environments
+    await environments.open()  # abandoned builds end failed; retention applied
     users = sandbox.users if sandbox.per_principal_users else None
     if users is not None and (clashes := host_ids_within(users.uid_range)):
         log.warning(
@@ -215,6 +237,7 @@ async def serving(ctx: AppContext, app: FastAPI) -> AsyncIterator[None]:
     try:
         yield
     finally:
+        await environments.close()  # running builds stop, each recorded failed
         await ctx.runs.shutdown()
         await peers.close()
         await sandbox.close()

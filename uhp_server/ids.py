@@ -16,6 +16,7 @@ PREFIXES = {
     "reasoning": "rs_",
     "principal": "prin_",
     "api_key": "key_",
+    "environment": "henv_",
 }
 
 

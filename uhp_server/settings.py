@@ -108,6 +108,25 @@ class Settings(BaseSettings):
     # A PEM bundle of certificate authorities a build trusts besides its image's own (a
     # TLS-inspecting proxy's); mounted read-only into the build. Empty: none.
     environment_build_ca_bundle: Path | None = None
+    # Environments (docs/environments.md): projects built once and mounted read-only.
+    # One file put in or imported; 413 file_too_large past it.
+    environment_max_file_bytes: int = Field(default=100 * 1024 * 1024, ge=1)
+    # An import: the archive as sent, and its files as extracted (counted as they are).
+    environment_max_import_bytes: int = Field(default=1024 * 1024 * 1024, ge=1)
+    environment_max_import_files: int = Field(default=20_000, ge=1)  # an import's members
+    # Builds running at once, server-wide (the others wait, fairly between principals), and
+    # the most one principal holds (unset: one less than the limit, as for turns).
+    environment_max_concurrent_builds: int = Field(default=2, ge=1)
+    environment_max_builds_per_principal: int | None = Field(default=None, ge=1)
+    # Retention: besides the active version and every version a live session reads, the
+    # newest this many ready versions keep their folders (rollback without a rebuild).
+    environment_keep_versions: int = Field(default=3, ge=0)
+    # A git import: fetched only from UHP_EGRESS_ALLOW_HOSTS, https, shallow, within this.
+    environment_git_timeout_seconds: float = Field(default=120.0, gt=0)
+    # GET /v1/environments/packages/check: how long a registry is waited for, and how long
+    # its answer is kept.
+    environment_package_check_timeout_seconds: float = Field(default=10.0, gt=0)
+    environment_package_check_cache_seconds: float = Field(default=300.0, ge=0)
 
     # The docker sandbox (UHP_SANDBOX=docker; README: "Docker sandbox"). Limits apply per turn.
     docker_image: str = ""  # empty: the runtime image this version builds (images build)

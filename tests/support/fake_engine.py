@@ -24,14 +24,22 @@ from storage.blobs import BlobStore
 from storage.db import Database
 from tests.support.fakes import AGENT_PROGRAM, FakeSandbox
 from uhp_server.catalog import ModelCatalog
-from uhp_server.engine.assembly import assemble_engine
+from uhp_server.engine.assembly import assemble_engine, assemble_environments
 from uhp_server.engine.replicas.peers import NoPeers
 from uhp_server.engine.turns.admission import AdmissionQueue
 from uhp_server.engine.turns.executor import TurnExecutor
 from uhp_server.engine.turns.registry import RunRegistry
+from uhp_server.environments.builder import (
+    BuildFailed,
+    BuildProgress,
+    BuildRequest,
+    BuildResult,
+    Runtimes,
+)
 from uhp_server.gateway.connection import ModelConnection
 from uhp_server.gateway.tokens import TokenRegistry
 from uhp_server.gateway.upstreams import Upstreams
+from uhp_server.sandbox.egress import EgressPolicy
 from uhp_server.settings import Settings
 
 
@@ -156,7 +164,12 @@ class StandInEngine:
         bases: dict[str, Any] = {"standin": self.base}
         catalog = ModelCatalog(Upstreams(self.settings))
         blobs = BlobStore(self.settings.blobs_dir)
-        self.engine = assemble_engine(self.settings, self.db, bases, catalog, self.runs, blobs)
+        environments = assemble_environments(
+            self.settings, self.db, NoBuilder(), EgressPolicy(), _no_agent_number
+        )
+        self.engine = assemble_engine(
+            self.settings, self.db, bases, catalog, self.runs, blobs, environments
+        )
         self.principal_id = self.db.run(keys.ensure_principal, keys.DEFAULT_PRINCIPAL).id
 
     async def close(self) -> None:
@@ -164,3 +177,17 @@ class StandInEngine:
             gate.set()
         await self.runs.shutdown()
         self.db.close()
+
+
+async def _no_agent_number(principal_id: str) -> None:
+    return None
+
+
+class NoBuilder:
+    """The fake engine builds no environment: every build fails, saying so."""
+
+    async def build(self, request: BuildRequest, progress: BuildProgress) -> BuildResult:
+        raise BuildFailed("The fake engine builds no environment.")
+
+    def runtimes(self) -> Runtimes:
+        return Runtimes(python=(), node="", os="")

@@ -17,6 +17,7 @@ from uhp_server.app import create_app
 from uhp_server.context import AppContext
 from uhp_server.engine.replicas.cluster import Cluster
 from uhp_server.engine.turns.run import Run
+from uhp_server.environments.builder import Builder
 from uhp_server.settings import Settings
 
 API_KEY = "uhp_sk_fast_tier_key"
@@ -60,10 +61,12 @@ async def in_process(
     provider_key: str,
     base: FakeBase | None = None,
     sandbox: FakeSandbox | None = None,
+    builder: Builder | None = None,
     **settings: Any,
 ) -> AsyncIterator[InProcess]:
     """`provider_url`: an OpenAI-style base URL (the scripted provider's): the catalog lists
-    its models; the fake turns never call it."""
+    its models; the fake turns never call it. `builder`: what environments are built with
+    (unset: the server's own, which needs the sandbox toolchain)."""
     base = base or FakeBase()
     sandbox = sandbox or FakeSandbox()
     config = Settings(
@@ -76,7 +79,7 @@ async def in_process(
         cancel_grace_seconds=0.5,
         **settings,
     )
-    app = create_app(config, bases={base.name: base}, sandbox=sandbox)
+    app = create_app(config, bases={base.name: base}, sandbox=sandbox, builder=builder)
     transport = httpx.ASGITransport(app=app)
     headers = {"Authorization": f"Bearer {API_KEY}"}
     async with (

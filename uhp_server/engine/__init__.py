@@ -4,6 +4,13 @@ A door imports from here and nowhere else in the engine.
 """
 
 from uhp_server.engine.engine import Engine, not_retained, response_not_found
+from uhp_server.engine.facade.environments import (
+    Environment,
+    EnvironmentBuild,
+    EnvironmentDeleted,
+    EnvironmentVersion,
+    NamingHarness,
+)
 from uhp_server.engine.facade.files import Download
 from uhp_server.engine.facade.records import (
     Artifact,
@@ -58,9 +65,14 @@ __all__ = [
     "Download",
     "Engine",
     "EngineTask",
+    "Environment",
+    "EnvironmentBuild",
+    "EnvironmentDeleted",
+    "EnvironmentVersion",
     "Harness",
     "HarnessSummary",
     "IncompleteReason",
+    "NamingHarness",
     "Principal",
     "Question",
     "QuestionHandler",

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from harness_bases.base import HarnessBase
 from storage.blobs import BlobStore
 from storage.db import Database
 from uhp_server.catalog import ModelCatalog
 from uhp_server.engine.engine import Engine
+from uhp_server.engine.facade.environments import EnvironmentLimits, Environments
 from uhp_server.engine.facade.files import Files
 from uhp_server.engine.facade.harnesses import Harnesses
 from uhp_server.engine.facade.principals import Principals
@@ -15,8 +18,18 @@ from uhp_server.engine.facade.sessions import Sessions
 from uhp_server.engine.facade.shares import Shares
 from uhp_server.engine.tasks.intake import TaskIntake
 from uhp_server.engine.tasks.steering import TaskSteering
+from uhp_server.engine.turns.admission import AdmissionQueue
 from uhp_server.engine.turns.registry import RunRegistry
+from uhp_server.environments.builder import Builder
+from uhp_server.environments.builds import Builds
+from uhp_server.environments.git_fetch import GitFetcher
+from uhp_server.environments.importing import ImportLimits
+from uhp_server.environments.layout import EnvironmentLayout
+from uhp_server.environments.package_check import PackageChecker
+from uhp_server.environments.retention import Retention
+from uhp_server.environments.source import SourceLocks
 from uhp_server.files.previews import PreviewRenderer
+from uhp_server.sandbox.egress import EgressPolicy
 from uhp_server.settings import Settings
 
 
@@ -27,6 +40,7 @@ def assemble_engine(
     catalog: ModelCatalog,
     runs: RunRegistry,
     blobs: BlobStore,
+    environments: Environments,
 ) -> Engine:
     """The facade over a running engine (`runs`): every door's one way in."""
     previews = PreviewRenderer(
@@ -51,4 +65,37 @@ def assemble_engine(
         shares=Shares(db, runs, sessions, files),
         harnesses=Harnesses(settings, db, bases, catalog, runs),
         principals=Principals(db, settings.api_key),
+        environments=environments,
     )
+
+
+def assemble_environments(
+    settings: Settings,
+    db: Database,
+    builder: Builder,
+    egress: EgressPolicy,
+    agent_numbers: Callable[[str], Awaitable[int | None]],
+) -> Environments:
+    """The Environments chapter: its builds (a fair line of their own), retention, imports
+    and the package check, over `builder` (the sandbox toolchain's, in context.py)."""
+    layout = EnvironmentLayout(settings.environments_dir)
+    locks = SourceLocks()
+    retention = Retention(db, layout, settings.environment_keep_versions)
+    slots = AdmissionQueue(
+        settings.environment_max_concurrent_builds, settings.environment_max_builds_per_principal
+    )
+    builds = Builds(db, layout, builder, slots, retention, agent_numbers, locks)
+    limits = EnvironmentLimits(
+        max_file_bytes=settings.environment_max_file_bytes,
+        imports=ImportLimits(
+            max_file_bytes=settings.environment_max_file_bytes,
+            max_bytes=settings.environment_max_import_bytes,
+            max_files=settings.environment_max_import_files,
+        ),
+    )
+    checker = PackageChecker(
+        settings.environment_package_check_timeout_seconds,
+        settings.environment_package_check_cache_seconds,
+    )
+    git = GitFetcher(egress, "git", settings.environment_git_timeout_seconds)
+    return Environments(db, layout, builder, builds, retention, checker, git, limits, locks)

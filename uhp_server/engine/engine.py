@@ -4,7 +4,7 @@ Oumi tools, AgentOS) calls these and nothing else — never storage, never the r
 A door translates its contract's request into an `EngineTask`, starts it, then reads and
 steers it by response id: its state, its events, a cancel, the answers to its questions, a
 deadline. The rest of what a door shows hangs off the facade by chapter: `sessions`, `files`,
-`shares`, `harnesses` and `principals`. Which door called is never known here.
+`shares`, `harnesses`, `principals` and `environments`. Which door called is never known here.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from storage import responses as response_store
 from storage.db import Database
 from storage.tables import ResponseRow
 from storage.unit import Tx
+from uhp_server.engine.facade.environments import Environments
 from uhp_server.engine.facade.files import Files
 from uhp_server.engine.facade.harnesses import Harnesses
 from uhp_server.engine.facade.principals import Principals
@@ -59,6 +60,7 @@ class Engine:
         shares: Shares,
         harnesses: Harnesses,
         principals: Principals,
+        environments: Environments,
     ) -> None:
         self.settings = settings
         self.bases = bases  # the enabled and installed ones, by name
@@ -67,6 +69,7 @@ class Engine:
         self.shares = shares
         self.harnesses = harnesses
         self.principals = principals
+        self.environments = environments
         self._db = db
         self._runs = runs
         self._intake = intake

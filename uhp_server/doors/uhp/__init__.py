@@ -5,6 +5,7 @@ adds to it (the harness events feed, trace deletion, files, sharing) and the sha
 from uhp_server.doors.door import Door
 from uhp_server.doors.uhp import (
     discovery,
+    environments,
     files,
     harness_events,
     harnesses,
@@ -19,6 +20,7 @@ door = Door(
     speaks=f"the Unified Harness Protocol ({', '.join(SUPPORTED_VERSIONS)}) and its share page",
     routers=(
         discovery.router,
+        environments.router,
         harnesses.router,
         tasks.router,
         sessions.router,

@@ -38,7 +38,7 @@ class OptionalChapter:
 
 
 PLUGINS = OptionalChapter("plugins", tag="Plugins", served=True)
-ENVIRONMENTS = OptionalChapter("environments", tag="Environments", served=False)
+ENVIRONMENTS = OptionalChapter("environments", tag="Environments", served=True)
 MEMORIES = OptionalChapter("memories", tag="Memories", served=False)
 OPTIONAL_CHAPTERS = (PLUGINS, ENVIRONMENTS, MEMORIES)
 
