@@ -27,6 +27,7 @@ from tests.scripted_provider import RunningProvider
 from tests.support.in_process import InProcess, in_process
 from tests.support.schema import validate
 from tests.support.waiting import wait_for
+from uhp_server.environments import folders
 from uhp_server.environments.builder import (
     BuildFailed,
     BuildProgress,
@@ -706,3 +707,25 @@ async def test_a_package_check_refuses_an_unknown_manager_or_no_spec_with_400(se
     ):
         response = await server.client.get(f"/v1/environments/packages/check?{query}")
         assert response.status_code == 400 and _error(response) == "environment_invalid", query
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving files to root needs root (CI runs as root)")
+def test_a_built_version_is_roots_read_only_and_readable_by_every_agent(tmp_path: Path) -> None:
+    # The build's agent owned what it wrote, and a later build shares unchanged trees by hard
+    # links: were the agent still the owner, it could put a write bit back and change this
+    # version from there.
+    version = tmp_path / "1"
+    (version / "bin").mkdir(parents=True)
+    private, tool = version / "private.txt", version / "bin" / "tool"
+    private.write_text("x")
+    tool.write_text("#!/bin/sh\n")
+    os.chmod(private, 0o600 | stat.S_ISUID)
+    os.chmod(tool, 0o700)
+    for path in (version, version / "bin", private, tool):
+        os.lchown(path, 200000, 200000)
+    (version / "link").symlink_to("private.txt")
+    folders.make_read_only(version)
+    for path, mode in ((version, 0o555), (version / "bin", 0o555), (private, 0o444), (tool, 0o555)):
+        info = os.lstat(path)
+        assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (0, 0, mode), path
+    assert os.lstat(version / "link").st_uid == 0

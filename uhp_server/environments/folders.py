@@ -34,19 +34,36 @@ def snapshot(source: Path, version: Path) -> None:
 
 
 def make_read_only(folder: Path) -> None:
-    """Takes every write bit off the version's files and directories (links are left: their
-    mode means nothing). The mount a session gets is read-only besides; this keeps a build's
-    own processes and the server from changing it afterwards."""
+    """Takes every write bit off the version's files and directories, and (a root server)
+    gives them to root: the build ran as the principal's agent, which owned what it wrote,
+    and an owner may put a write bit back. A later build of the environment shares this
+    version's unchanged trees by hard links (building/reuse.py), so while the agent owned
+    them it could change this version from there. Setuid, setgid and sticky bits go; whatever
+    the owner could read or run, every session's agent can (links are left: their mode means
+    nothing). The mount a session gets is read-only besides."""
+    to_root = os.geteuid() == 0
     for here, dirs, files in os.walk(folder):
         for name in [*dirs, *files]:
-            _without_write(Path(here) / name)
-    _without_write(folder)
+            _seal(Path(here) / name, to_root)
+    _seal(folder, to_root)
 
 
-def _without_write(path: Path) -> None:
+def _seal(path: Path, to_root: bool) -> None:
+    if to_root:
+        os.lchown(path, 0, 0)
     info = os.lstat(path)
     if not stat.S_ISLNK(info.st_mode):
-        os.chmod(path, stat.S_IMODE(info.st_mode) & ~WRITE_BITS)
+        os.chmod(path, read_only_mode(info.st_mode))
+
+
+def read_only_mode(mode: int) -> int:
+    """rwx for the owner becomes r-x for everyone, minus every write and special bit."""
+    if stat.S_ISDIR(mode):
+        return 0o555
+    owner = stat.S_IMODE(mode) & stat.S_IRWXU
+    readable = 0o444 if owner & stat.S_IRUSR else 0
+    runnable = 0o111 if owner & stat.S_IXUSR else 0
+    return (stat.S_IMODE(mode) & 0o777 & ~WRITE_BITS) | readable | runnable
 
 
 def remove_folder(folder: Path) -> None:
