@@ -26,9 +26,10 @@ from tests.support.fakes import FakeProcess
 from tests.support.in_process import InProcess, in_process
 from tests.support.schema import validate
 from uhp_server.environments.layout import EnvironmentLayout
-from uhp_server.environments.turn import PROFILE, PROFILE_TARGET, write_profile
 from uhp_server.sandbox.base import ExtraMount
 
+# The runtime image's profile.d script (a login shell's PATH, environments/turn.py).
+PROFILE = Path(__file__).parents[1] / "uhp_server/sandbox/docker/image/uhp-environment.sh"
 PROJECT = {"README.md": "the teaser cutter\n", "cut.py": "print('cut')\n"}
 
 
@@ -191,12 +192,7 @@ async def test_a_turn_mounts_the_active_version_read_only_with_its_variables_and
     assert answered["status"] == "completed"
     (proc,) = server.sandbox.started
     mount = "/env/teaser-cutter"
-    profile = server.ctx.settings.environments_dir / ".profile.d" / "uhp-environment.sh"
-    assert mounted(proc) == (
-        ExtraMount(layout(server).version(env.id, version), mount),
-        ExtraMount(profile, PROFILE_TARGET),  # a login shell's PATH (environments/turn.py)
-    )
-    assert profile.read_text() == PROFILE
+    assert mounted(proc) == (ExtraMount(layout(server).version(env.id, version), mount),)
     env_vars = proc.invocation.env
     assert env_vars["PATH"].split(":")[:3] == [
         f"{mount}/.venv/bin",
@@ -346,13 +342,11 @@ async def test_a_session_whose_version_folder_is_gone_fails_its_turn_clearly(ser
     assert len(server.sandbox.started) == 1  # its CLI never started
 
 
-def test_the_profile_puts_the_environments_programs_back_after_a_login_shell_reset(tmp_path):
-    """/etc/profile of the docker image sets PATH afresh; the profile.d script the turn mounts
-    puts the environment's programs back in front, once, and leaves a turn without one as it
-    was."""
-    profile = write_profile(tmp_path)
+def test_the_profile_puts_the_environments_programs_back_after_a_login_shell_reset() -> None:
+    """/etc/profile of the docker image sets PATH afresh; the image's profile.d script puts the
+    environment's programs back in front, once, and leaves a turn without one as it was."""
     programs = "/env/p/.venv/bin:/env/p/node_modules/.bin"
-    login = f'PATH=/usr/bin:/bin; . {profile}; . {profile}; echo "$PATH"'
+    login = f'PATH=/usr/bin:/bin; . {PROFILE}; . {PROFILE}; echo "$PATH"'
     for variables, expected in (
         ({"UHP_ENVIRONMENT_PATH": programs}, f"{programs}:/usr/bin:/bin"),
         ({}, "/usr/bin:/bin"),

@@ -38,7 +38,6 @@ from uhp_server.engine.turns.recovery import recover
 from uhp_server.engine.turns.registry import RunRegistry
 from uhp_server.environments.builder import Builder
 from uhp_server.environments.building import SandboxBuilder
-from uhp_server.environments.turn import write_profile
 from uhp_server.gateway.tokens import TokenRegistry
 from uhp_server.gateway.upstreams import Upstreams
 from uhp_server.ops.metrics import Metrics
@@ -181,7 +180,6 @@ def build_context(
         admission=admission,
         metrics=metrics,
         agent_numbers=functools.partial(agent_number_of, db),
-        environment_profile=write_profile(settings.environments_dir / ".profile.d"),
     )
     runs = RunRegistry(
         db,

@@ -5,10 +5,11 @@ Both are applied in one place, the executor, once the base has built the invocat
 nothing (`HarnessBase.prepare`): so every base gets them alike, and none knows of them.
 
 A login shell (the way Codex runs its commands in the docker sandbox: `sh -lc`) reads
-/etc/profile, whose Debian original sets PATH afresh; it then runs /etc/profile.d/*.sh. So a
-turn on an environment also mounts PROFILE there, read-only, which puts the environment's
-programs first again (`UHP_ENVIRONMENT_PATH`): the agent's shell runs the project's
-dependencies whichever way its CLI starts it.
+/etc/profile, whose Debian original sets PATH afresh; it then runs /etc/profile.d/*.sh. The
+runtime image has one there (sandbox/docker/image/uhp-environment.sh) that puts the
+environment's programs first again (`UHP_ENVIRONMENT_PATH`): the agent's shell runs the
+project's dependencies whichever way its CLI starts it. (The local sandbox shows the host no
+/etc/profile.)
 """
 
 from __future__ import annotations
@@ -30,31 +31,6 @@ APT_LIBRARIES = (
     "apt/usr/lib",
     "apt/lib",
 )
-
-
-# The profile script's path in the sandbox, and what it says.
-PROFILE_TARGET = "/etc/profile.d/uhp-environment.sh"
-PROFILE = """# UHP Server: the environment's programs first, after /etc/profile set PATH afresh.
-if [ -n "${UHP_ENVIRONMENT_PATH-}" ]; then
-  case ":$PATH:" in
-    *":$UHP_ENVIRONMENT_PATH:"*) ;;
-    *) PATH="$UHP_ENVIRONMENT_PATH:$PATH" ;;
-  esac
-  export PATH
-fi
-"""
-
-
-def write_profile(folder: Path) -> Path:
-    """PROFILE as a host file in `folder` (made once, at start-up), for the turns to mount."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "uhp-environment.sh"
-    if not path.exists() or path.read_text() != PROFILE:
-        temporary = path.with_suffix(".tmp")
-        temporary.write_text(PROFILE)
-        temporary.chmod(0o644)
-        temporary.replace(path)
-    return path
 
 
 def _joined(first: list[str], rest: str | None) -> str:

@@ -38,7 +38,6 @@ from uhp_server.engine.turns.run import PARKED_REASON, Outcome, Run, RunPhase, T
 from uhp_server.engine.turns.stopping import limit_outcome, wind_down
 from uhp_server.environments.mount import EnvironmentMount
 from uhp_server.environments.turn import (
-    PROFILE_TARGET,
     environment_instructions,
     version_folder_missing,
     with_environment,
@@ -70,7 +69,6 @@ class TurnExecutor:
         admission: Admission | None = None,
         metrics: Metrics | None = None,
         agent_numbers: Callable[[str], Awaitable[int]] | None = None,
-        environment_profile: Path | None = None,
     ):
         self.sandbox = sandbox
         self.tokens = tokens
@@ -83,9 +81,6 @@ class TurnExecutor:
         # A principal's agent number, for the uid its agents run as (sandbox/agent_user.py);
         # None: the sandbox's default uid for every turn.
         self.agent_numbers = agent_numbers
-        # The host file a turn on an environment mounts at PROFILE_TARGET (environments/
-        # turn.py: a login shell's PATH); None: none.
-        self.environment_profile = environment_profile
 
     async def execute(self, run: Run, on_terminal: Callable[[Run], None], ask: Asker) -> None:
         """Run the turn; `on_terminal` is called once the terminal event is written, before
@@ -189,15 +184,11 @@ class TurnExecutor:
                     run.enter(RunPhase.ENDED)
 
     def _environment_mounts(self, environment: EnvironmentMount | None) -> tuple[ExtraMount, ...]:
-        """The turn's environment version at its mount path, read-only, and the profile
-        script a login shell reads; only that version: no other version or environment is
-        reachable from the sandbox (Environments §6)."""
+        """The turn's environment version at its mount path, read-only; only that version: no
+        other version or environment is reachable from the sandbox (Environments §6)."""
         if environment is None:
             return ()
-        mounts = [ExtraMount(environment.host_path, environment.mount)]
-        if self.environment_profile is not None:
-            mounts.append(ExtraMount(self.environment_profile, PROFILE_TARGET))
-        return tuple(mounts)
+        return (ExtraMount(environment.host_path, environment.mount),)
 
     def place_in_line(self, run: Run) -> int | None:
         """A queued run's place in the admission line (1: the next), when known here."""
