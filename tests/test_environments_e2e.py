@@ -175,13 +175,17 @@ def test_two_sessions_on_one_environment_see_neither_the_others_work_nor_other_v
     listing = "import os; print('env=' + ','.join(sorted(os.listdir('/env'))))"
     prompt = (
         f"RUN cat mine.txt; cat {old}/README.md; cat {old.parent}/2/README.md;"
-        f' python3 -c "{listing}"'
+        f' python3 -c "{listing}"; grep -F " {mount} " /proc/self/mountinfo'
         "\nSAY {output}"
     )
     second = run(client, prompt, environment=env.id)
     out = said(second)
     assert "first-session-secret" not in out  # its own working directory, empty
     assert "the teaser cutter" not in out  # no host path of any version reachable
+    # ... nor named: the mount table shows the version's overlay, not its folder's path
+    # (sandbox/neutral_mounts.py).
+    (table_line,) = [line for line in out.splitlines() if f" {mount} " in line]
+    assert str(layout.root) not in table_line and "henv_" not in table_line
     assert f"env={env.slug}" in out  # /env holds only its own environment
     assert second["metadata"]["environment_version"] == "2"
     assert first["metadata"]["session_id"] != second["metadata"]["session_id"]
