@@ -85,13 +85,15 @@ run_conformance_pass() {
 run_pass "the whole suite (Codex, local sandbox)" --
 # The end-to-end files whose outcome depends on the base, again on every other default base
 # (the runs above use Codex): the CLI's own events, resume, environment, token and catalogue,
-# and every front door (each drives the agent's questions and sessions through the base).
+# and every front door (each drives the agent's questions and sessions through the base), and
+# an environment's programs first on the PATH of however the CLI starts its shell.
 # Sandbox-level checks (limits, egress) and engine-level ones (the SDK's view, metrics) do not
 # change with the CLI: they run once, on the local and (below) the docker sandbox.
 base_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security_e2e.py
   tests/test_restart_e2e.py tests/test_harnesses_e2e.py tests/test_token_binding_e2e.py
   tests/test_oumi_harness_e2e.py tests/test_tool_door_e2e.py tests/test_agentos_e2e.py
-  tests/test_openai_chat_e2e.py tests/test_parallel_images_e2e.py tests/test_plugins_e2e.py)
+  tests/test_openai_chat_e2e.py tests/test_parallel_images_e2e.py tests/test_plugins_e2e.py
+  tests/test_environments_e2e.py)
 # A base whose CLI speaks Chat Completions runs against the Chat-only provider (no models
 # route, every other path 404, like a bare vLLM): the stricter of the two, its bytes the same.
 chat_bases=" $(.venv/bin/uhp-server bases list --names --default --wire chat | tr '\n' ' ') "
@@ -115,12 +117,16 @@ docker_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_securi
   tests/test_ops.py tests/test_plugins_e2e.py tests/test_environments_e2e.py)
 run_pass "end-to-end tests again with UHP_TEST_SANDBOX=docker" UHP_TEST_SANDBOX=docker -- \
   "${docker_e2e[@]}"
-# ... and in the docker sandbox in gVisor (docs/gvisor.md), with the docker sandbox's own
-# tests (its hardening, limits and network in gVisor). Skipped, loudly, when the engine has
-# no runsc (scripts/docker-engine.sh installs and registers it).
+# ... and in the docker sandbox in gVisor (docs/gvisor.md): what differs there, the sandbox's
+# own tests (its hardening, limits and network in gVisor), a CLI's turns, the kernel surface
+# the agent meets, the egress relay and the read-only environment mount. What the engine does
+# around a turn (sessions, restarts, tokens, operations, plugins) does not change with the
+# runtime. Skipped, loudly, when the engine has no runsc (scripts/docker-engine.sh installs
+# and registers it).
+gvisor_e2e=(tests/test_tasks_e2e.py tests/test_security_e2e.py tests/test_egress_e2e.py
+  tests/test_environments_e2e.py tests/test_docker_sandbox.py tests/test_docker_e2e.py)
 run_pass "end-to-end tests again with UHP_TEST_SANDBOX=docker UHP_TEST_DOCKER_RUNTIME=runsc" \
-  UHP_TEST_SANDBOX=docker UHP_TEST_DOCKER_RUNTIME=runsc -- "${docker_e2e[@]}" \
-  tests/test_docker_sandbox.py tests/test_docker_e2e.py
+  UHP_TEST_SANDBOX=docker UHP_TEST_DOCKER_RUNTIME=runsc -- "${gvisor_e2e[@]}"
 # On PostgreSQL (scripts/postgres.sh installs and starts Debian's cluster): the in-process
 # engine tests, storage's own and the end-to-end files of tasks, sessions, restarts and the
 # SDK, each test server on a fresh database (tests/support/postgres.py); and two replicas on

@@ -44,7 +44,9 @@ def test_prepare_starts_the_launcher_with_an_environment_built_from_nothing(
     ]
     assert invocation.cwd == "/workspace"
     assert invocation.env == {
-        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        # Hermes' own folder last: a command's python3 is never Hermes' (base.py says why).
+        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        ":/opt/uhp-tools/hermes/0.19.0/venv/bin",
         "HOME": "/home/agent",
         "HERMES_HOME": "/home/agent/.hermes",
         "UHP_GATEWAY_TOKEN": TOKEN,

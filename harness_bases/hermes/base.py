@@ -47,7 +47,10 @@ class HermesBase(AcpBase):
         config.write_turn_files(turn)
         home = config.hermes_home(turn.paths.home)
         env = {
-            "PATH": SYSTEM_PATH,
+            # Hermes puts its own interpreter's folder first on its commands' PATH unless that
+            # folder is on PATH already: there, last, so that a command's `python3` stays the
+            # system's, or an environment's (uhp_server/environments/turn.py), never Hermes'.
+            "PATH": f"{SYSTEM_PATH}:{installer.prefix(turn.paths.tools)}/venv/bin",
             "HOME": turn.paths.home,
             "HERMES_HOME": home,
             config.TOKEN_ENV: turn.gateway_token,
