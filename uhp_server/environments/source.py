@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import shutil
 import stat
@@ -22,7 +23,8 @@ from pathlib import Path
 
 from uhp_server.environments.names import Invalid
 
-MAX_PATH = 1024
+MAX_PATH = 1024  # bytes of a whole path, UTF-8
+MAX_SEGMENT = 255  # bytes of one segment: what a Linux file system takes for a name
 MAX_DEPTH = 64
 
 
@@ -53,9 +55,12 @@ class Size:
 
 
 def relative_parts(path: str) -> tuple[str, ...]:
-    """The path's segments; Invalid for one that escapes the root or is no plain path."""
-    if not isinstance(path, str) or "\x00" in path or "\\" in path or len(path) > MAX_PATH:
+    """The path's segments; Invalid for one that escapes the root, is no plain path or is
+    longer than a file system takes (refused here, before the disk is asked)."""
+    if not isinstance(path, str) or "\x00" in path or "\\" in path:
         raise Invalid("The path must be a plain relative path inside the environment.")
+    if _bytes(path) > MAX_PATH:
+        raise Invalid(f"The path is longer than {MAX_PATH} bytes.")
     if path.startswith("/"):
         raise Invalid("The path must be relative to the environment's root.")
     parts = tuple(part for part in path.strip("/").split("/"))
@@ -63,7 +68,25 @@ def relative_parts(path: str) -> tuple[str, ...]:
         raise Invalid("The path must not be empty nor hold `.`, `..` or an empty segment.")
     if len(parts) > MAX_DEPTH:
         raise Invalid(f"The path is deeper than {MAX_DEPTH} directories.")
+    if any(_bytes(part) > MAX_SEGMENT for part in parts):
+        raise Invalid(f"A segment of the path is longer than {MAX_SEGMENT} bytes.")
     return parts
+
+
+def _bytes(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def refusal(exc: OSError) -> Invalid | None:
+    """What a file operation's error says to the client, when the client's path caused it
+    (a name the file system refuses); None when it is the server's storage failing."""
+    if exc.errno in (errno.ENAMETOOLONG, errno.EILSEQ, errno.EINVAL):
+        return Invalid("The file system does not take that path.")
+    if exc.errno in (errno.ENOTDIR, errno.ELOOP):
+        return Invalid("A step of the path is not a directory.")
+    if exc.errno == errno.EISDIR:
+        return Invalid("The path names a directory.")
+    return None
 
 
 def _kind(target: Path) -> int | None:
@@ -74,6 +97,8 @@ def _kind(target: Path) -> int | None:
         return None
     except NotADirectoryError:
         raise Invalid("A step of the path is a file, not a directory.") from None
+    except OSError as exc:
+        raise refusal(exc) or exc from None
 
 
 class SourceTree:

@@ -10,10 +10,12 @@ into records and the chapter's errors (§8).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import mimetypes
 import shutil
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,11 +52,13 @@ from uhp_server.environments.source import (
     SourceLocks,
     SourceTree,
     TooLarge,
+    refusal,
 )
 from uhp_server.errors import ApiError
 from uhp_server.ids import new_id
 
 EMPTY, BUILDING, READY, FAILED = "empty", "building", "ready", "failed"
+MAX_VERSION = 2**31 - 1  # a version number in a route past this names no version
 
 
 def environment_not_found() -> ApiError:
@@ -67,6 +71,34 @@ def invalid(message: str, status: int = 422) -> ApiError:
 
 def busy(message: str) -> ApiError:
     return ApiError(409, "environment_busy", message)
+
+
+def storage_failed(exc: OSError) -> ApiError:
+    """A file operation's error: the client's path (environment_invalid), or the server's
+    storage failing (environment_unavailable), never a 500."""
+    said = refusal(exc)
+    if said is not None:
+        return invalid(str(said))
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return ApiError(503, "environment_unavailable", "The server's storage is full.")
+    return ApiError(
+        502, "environment_unavailable", f"The server's storage failed: {exc.strerror or exc}."
+    )
+
+
+@contextlib.contextmanager
+def source_errors(not_found: str = "No file at that path in the environment.") -> Iterator[None]:
+    """The source's refusals as the chapter's errors (§8)."""
+    try:
+        yield
+    except Invalid as exc:
+        raise invalid(str(exc)) from None
+    except TooLarge as exc:
+        raise too_large(exc) from None
+    except FileNotFoundError:
+        raise ApiError(404, "not_found", not_found) from None
+    except OSError as exc:
+        raise storage_failed(exc) from None
 
 
 def too_large(exc: TooLarge) -> ApiError:
@@ -316,12 +348,8 @@ class Environments:
 
     async def read_file(self, principal_id: str, environment_id: str, path: str) -> SourceFile:
         await self._found(principal_id, environment_id)
-        try:
+        with source_errors():
             found, size = await asyncio.to_thread(self._tree(environment_id).open_file, path)
-        except Invalid as exc:
-            raise invalid(str(exc)) from None
-        except FileNotFoundError:
-            raise ApiError(404, "not_found", "No file at that path in the environment.") from None
         media_type = mimetypes.guess_type(found.name)[0] or "application/octet-stream"
         return SourceFile(found, size, media_type)
 
@@ -338,7 +366,7 @@ class Environments:
         await self._found(principal_id, environment_id)
         tree = self._tree(environment_id)
         limit = self.limits.max_file_bytes
-        try:
+        with source_errors():
             await asyncio.to_thread(_writable, tree, path)
             if declared_length is not None and declared_length > limit:
                 raise TooLarge(
@@ -353,10 +381,6 @@ class Environments:
                     await asyncio.to_thread(tree.place, incoming.path, path)
             finally:
                 incoming.discard()
-        except Invalid as exc:
-            raise invalid(str(exc)) from None
-        except TooLarge as exc:
-            raise too_large(exc) from None
         self._changed(environment_id)
         return incoming.size
 
@@ -364,23 +388,17 @@ class Environments:
         await self._found(principal_id, environment_id)
         if not isinstance(path, str):
             raise invalid("`path` must be a string.")
-        try:
+        with source_errors():
             async with self.locks.of(environment_id):
                 await asyncio.to_thread(self._tree(environment_id).make_directory, path)
-        except Invalid as exc:
-            raise invalid(str(exc)) from None
         self._changed(environment_id)
         return path.strip("/")
 
     async def remove(self, principal_id: str, environment_id: str, path: str) -> str:
         await self._found(principal_id, environment_id)
-        try:
+        with source_errors("Nothing at that path in the environment."):
             async with self.locks.of(environment_id):
                 await asyncio.to_thread(self._tree(environment_id).remove, path)
-        except Invalid as exc:
-            raise invalid(str(exc)) from None
-        except FileNotFoundError:
-            raise ApiError(404, "not_found", "Nothing at that path in the environment.") from None
         self._changed(environment_id)
         return path.strip("/")
 
@@ -398,7 +416,7 @@ class Environments:
         await self._found(principal_id, environment_id)
         tree = self._tree(environment_id)
         limits = self.limits.imports
-        try:
+        with source_errors():
             if declared_length is not None and declared_length > limits.max_bytes:
                 raise TooLarge(
                     f"The archive is larger than {limits.max_bytes} bytes.", limits.max_bytes
@@ -418,10 +436,6 @@ class Environments:
                     )
             finally:
                 incoming.discard()
-        except Invalid as exc:
-            raise invalid(str(exc)) from None
-        except TooLarge as exc:
-            raise too_large(exc) from None
         self._changed(environment_id)
         return result
 
@@ -437,17 +451,16 @@ class Environments:
         tree = self._tree(environment_id)
         limits = self.limits.imports
         try:
-            source = checked_git(body["git"])
-            fetched = await self.git.fetch(source, tree.scratch, limits.max_bytes)
-            try:
-                async with self.locks.of(environment_id):
-                    result = await asyncio.to_thread(import_folder, fetched, tree, limits, replace)
-            finally:
-                await asyncio.to_thread(shutil.rmtree, fetched.parent, True)
-        except Invalid as exc:
-            raise invalid(str(exc)) from None
-        except TooLarge as exc:
-            raise too_large(exc) from None
+            with source_errors():
+                source = checked_git(body["git"])
+                fetched = await self.git.fetch(source, tree.scratch, limits)
+                try:
+                    async with self.locks.of(environment_id):
+                        result = await asyncio.to_thread(
+                            import_folder, fetched, tree, limits, replace
+                        )
+                finally:
+                    await asyncio.to_thread(shutil.rmtree, fetched.parent, True)
         except GitUnavailable as exc:
             raise ApiError(502, "environment_unavailable", str(exc)) from None
         self._changed(environment_id)
@@ -472,7 +485,9 @@ class Environments:
         self, principal_id: str, environment_id: str, version: int
     ) -> EnvironmentBuild:
         await self._found(principal_id, environment_id)
-        record = await self.db.read(store.get_version, environment_id, version)
+        record = None
+        if 0 < version <= MAX_VERSION:  # beyond, no row can be (nor SQLite hold the number)
+            record = await self.db.read(store.get_version, environment_id, version)
         if record is None:
             raise ApiError(404, "not_found", f"This environment has no build {version}.")
         return _build(record)
