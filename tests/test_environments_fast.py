@@ -635,6 +635,94 @@ async def test_the_clone_watch_notices_a_folder_that_grows(tmp_path: Path) -> No
     assert time.monotonic() - started < 1.0  # within a few looks, not one every half second
 
 
+@pytest.fixture
+async def small_share(tmp_path: Path, provider: RunningProvider, builder: WritingBuilder):
+    async with in_process(
+        tmp_path / "data",
+        provider.base_url,
+        PROVIDER_KEY,
+        builder=builder,
+        environment_max_file_bytes=64 * 1024,
+        environment_max_per_principal=2,
+        environment_max_source_bytes_per_principal=100 * 1024,
+        environment_max_source_files_per_principal=6,
+        environment_max_concurrent_imports=1,
+    ) as running:
+        yield running
+
+
+async def test_one_principal_keeps_at_most_its_share_of_environments_files_and_bytes(
+    small_share,
+):
+    server = small_share
+    first = (await _create(server, "One"))["id"]
+    second = (await _create(server, "Two"))["id"]
+    third = await server.client.post("/v1/environments", json={"name": "Three"})
+    assert third.status_code == 422 and _error(third) == "environment_invalid"
+    assert third.json()["error"]["detail"]["max_environments"] == 2
+    other = await server.client.post(
+        "/v1/environments", json={"name": "Three"}, headers=_other_key(server)
+    )
+    assert other.status_code == 200  # another principal's share is its own
+    assert (await _put(server, first, "a.bin", b"x" * 60 * 1024)).status_code == 200
+    over = await _put(server, second, "b.bin", b"x" * 50 * 1024)
+    assert over.status_code == 413 and _error(over) == "file_too_large"
+    assert over.json()["error"]["detail"]["max_bytes"] == 100 * 1024
+    replacing = await _put(server, first, "a.bin", b"y" * 64 * 1024)  # replaces, not adds
+    assert replacing.status_code == 200
+    listed = (await server.client.get(f"/v1/environments/{second}/files")).json()
+    assert listed["entries"] == []  # nothing landed
+    # An import counts what it would add; with replace, what it would leave.
+    adds = _zip({"c.bin": b"z" * 40 * 1024})
+    refused = await server.client.post(f"/v1/environments/{first}/import", content=adds)
+    assert refused.status_code == 413 and _error(refused) == "file_too_large"
+    taken = await server.client.post(f"/v1/environments/{first}/import?replace=1", content=adds)
+    assert taken.status_code == 200, taken.text
+    assert taken.json()["bytes"] == 40 * 1024
+    many = _zip({f"f{n}.txt": b"x" for n in range(6)})
+    too_many = await server.client.post(f"/v1/environments/{second}/import", content=many)
+    assert too_many.status_code == 413 and too_many.json()["error"]["detail"]["max_files"] == 6
+    five = _zip({f"f{n}.txt": b"x" for n in range(5)})
+    assert (
+        await server.client.post(f"/v1/environments/{second}/import", content=five)
+    ).status_code == 200
+    sixth = await _put(server, second, "f0.txt", b"again")  # replaces: still 6 files
+    assert sixth.status_code == 200
+    seventh = await _put(server, second, "new.txt", b"1")
+    assert seventh.status_code == 413 and seventh.json()["error"]["detail"]["max_files"] == 6
+
+
+async def test_an_import_while_another_runs_is_environment_busy(small_share):
+    server = small_share
+    first = (await _create(server, "One"))["id"]
+    second = (await _create(server, "Two"))["id"]
+    sending = asyncio.Event()
+    release = asyncio.Event()
+
+    async def slow_body():
+        yield _zip({"a.txt": b"a"})[:10]
+        sending.set()
+        await release.wait()
+        yield b""
+
+    held = asyncio.create_task(
+        server.client.post(f"/v1/environments/{first}/import", content=slow_body())
+    )
+    await asyncio.wait_for(sending.wait(), 5)
+    for eid, words in ((first, "into this environment"), (second, "as many as it allows")):
+        refused = await server.client.post(
+            f"/v1/environments/{eid}/import", content=_zip({"b.txt": b"b"})
+        )
+        assert refused.status_code == 409 and _error(refused) == "environment_busy"
+        assert words in refused.json()["error"]["message"]
+    release.set()
+    assert (await held).status_code == 422  # a truncated zip; the slot is free again
+    after = await server.client.post(
+        f"/v1/environments/{second}/import", content=_zip({"b.txt": b"b"})
+    )
+    assert after.status_code == 200, after.text
+
+
 # -- builds and versions -------------------------------------------------------------------
 async def test_a_build_snapshots_the_source_becomes_active_and_is_read_only(
     server, builder, tmp_path

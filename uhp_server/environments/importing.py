@@ -34,6 +34,7 @@ from uhp_server.environments.source import (
     MAX_DEPTH,
     MAX_PATH,
     MAX_SEGMENT,
+    Size,
     SourceTree,
     TooLarge,
     size_of,
@@ -100,8 +101,19 @@ _BROKEN = (
 )
 
 
+Fits = Callable[[Size], None]  # raises (TooLarge) when the source would not fit afterwards
+
+
+def _fits_anything(_after: Size) -> None:
+    return None
+
+
 def import_archive(
-    archive: Path, tree: SourceTree, limits: ImportLimits, replace: bool
+    archive: Path,
+    tree: SourceTree,
+    limits: ImportLimits,
+    replace: bool,
+    fits: Fits = _fits_anything,
 ) -> ImportResult:
     """Lands the zip or tar at `archive` in the source; Invalid when it is neither, or when
     it is one this server cannot read (damaged, encrypted, a method it does not know)."""
@@ -110,14 +122,14 @@ def import_archive(
             opened = zipfile.ZipFile(archive)
         with opened:
             staged = _stage(_zip_members(opened), tree, limits)
-        return _land(staged, tree, replace)
+        return _land(staged, tree, replace, fits)
     try:
         opened_tar = tarfile.open(archive, "r:*")  # noqa: SIM115 (closed by the with below)
     except (tarfile.TarError, EOFError, OSError, zlib.error, lzma.LZMAError):
         raise Invalid("The body is neither a zip nor a tar archive.") from None
     with opened_tar:
         staged = _stage(_tar_members(opened_tar), tree, limits)
-    return _land(staged, tree, replace)
+    return _land(staged, tree, replace, fits)
 
 
 @contextlib.contextmanager
@@ -136,11 +148,15 @@ def _reading(kind: str) -> Iterator[None]:
 
 
 def import_folder(
-    folder: Path, tree: SourceTree, limits: ImportLimits, replace: bool
+    folder: Path,
+    tree: SourceTree,
+    limits: ImportLimits,
+    replace: bool,
+    fits: Fits = _fits_anything,
 ) -> ImportResult:
     """Lands a fetched repository's files (its `.git` left out) in the source."""
     staged = _stage(_folder_members(folder), tree, limits, strip_wrapper=False)
-    return _land(staged, tree, replace)
+    return _land(staged, tree, replace, fits)
 
 
 # -- members ----------------------------------------------------------------------------------
@@ -335,8 +351,9 @@ def _clear_for(target: Path, directory: bool) -> None:
 
 
 # -- landing ----------------------------------------------------------------------------------
-def _land(staged: _Staged, tree: SourceTree, replace: bool) -> ImportResult:
+def _land(staged: _Staged, tree: SourceTree, replace: bool, fits: Fits) -> ImportResult:
     try:
+        fits(_after(staged.folder, tree.root, replace))
         if replace or not tree.root.exists():
             _swap(staged.folder, tree.root)
         else:
@@ -345,6 +362,24 @@ def _land(staged: _Staged, tree: SourceTree, replace: bool) -> ImportResult:
         shutil.rmtree(staged.folder, ignore_errors=True)
     size = size_of(tree.root)
     return ImportResult(staged.written, staged.skipped, size.count, size.bytes)
+
+
+def _after(folder: Path, root: Path, replace: bool) -> Size:
+    """What the source would hold once the staged files land: theirs alone with `replace`,
+    else what is there now, less the files they replace, plus theirs."""
+    staged = size_of(folder)
+    if replace or not root.exists():
+        return staged
+    now = size_of(root)
+    count, total = now.count + staged.count, now.bytes + staged.bytes
+    for here, _dirs, files in os.walk(folder):
+        relative = Path(here).relative_to(folder)
+        for name in files:
+            with contextlib.suppress(OSError):
+                info = os.lstat(root / relative / name)
+                if stat.S_ISREG(info.st_mode):
+                    count, total = count - 1, total - info.st_size
+    return Size(count, total)
 
 
 def _swap(folder: Path, root: Path) -> None:

@@ -18,6 +18,7 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -271,6 +272,37 @@ class SourceLocks:
 
     def forget(self, environment_id: str) -> None:
         self._locks.pop(environment_id, None)
+
+
+class ImportSlots:
+    """Imports (an archive received and extracted, a git clone) running now: one at a time
+    per environment, and at most `limit` server-wide (each may write up to the import's
+    limit to scratch before anything is counted against its owner)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._running: set[str] = set()
+
+    @contextlib.contextmanager
+    def hold(self, environment_id: str) -> Iterator[None]:
+        """Busy (with the reason) when this environment imports already, or the server runs
+        as many imports as it allows."""
+        if environment_id in self._running:
+            raise Busy("An import into this environment is running; send the next once it ends.")
+        if len(self._running) >= self.limit:
+            raise Busy(
+                f"The server is running {self.limit} imports, as many as it allows at once; "
+                "try again shortly."
+            )
+        self._running.add(environment_id)
+        try:
+            yield
+        finally:
+            self._running.discard(environment_id)
+
+
+class Busy(Exception):
+    """An import refused because others run (environment_busy); the reason in words."""
 
 
 def size_of(root: Path) -> Size:

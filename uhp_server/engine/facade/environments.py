@@ -15,7 +15,7 @@ import errno
 import mimetypes
 import shutil
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,9 @@ from uhp_server.environments.names import (
 from uhp_server.environments.package_check import PackageCheck, PackageChecker
 from uhp_server.environments.retention import Retention
 from uhp_server.environments.source import (
+    Busy,
     Entry,
+    ImportSlots,
     Incoming,
     Size,
     SourceLocks,
@@ -180,9 +182,20 @@ class SourceFile:
 
 
 @dataclass(frozen=True)
+class PrincipalQuota:
+    """One principal's share: its environments, and its sources' files and bytes together."""
+
+    max_environments: int
+    max_bytes: int
+    max_files: int
+
+
+@dataclass(frozen=True)
 class EnvironmentLimits:
     max_file_bytes: int
     imports: ImportLimits
+    principal: PrincipalQuota
+    max_concurrent_imports: int
 
 
 @dataclass
@@ -253,6 +266,10 @@ class Environments:
         self.limits = limits
         self.locks = locks
         self._sizes = _Sizes()
+        self._imports = ImportSlots(limits.max_concurrent_imports)
+        # Taken (before an environment's own lock) by whatever adds to a principal's share,
+        # so two requests at once cannot both fit in what is left for one.
+        self._shares = SourceLocks()
 
     async def open(self) -> None:
         """At start-up: abandoned builds end failed; retention is applied everywhere."""
@@ -280,7 +297,9 @@ class Environments:
             )
         except Invalid as exc:
             raise invalid(str(exc)) from None
-        if await self.db.write(store.insert_environment, row, order=Order.ANY) is None:
+        async with self._shares.of(principal_id):
+            inserted = await self._insert(principal_id, row)
+        if inserted is None:
             raise ApiError(
                 409,
                 "environment_exists",
@@ -288,6 +307,18 @@ class Environments:
             )
         await asyncio.to_thread(self.layout.source(row.id).mkdir, parents=True, exist_ok=True)
         return await self.get(principal_id, row.id)
+
+    async def _insert(self, principal_id: str, row: EnvironmentRow) -> EnvironmentRow | None:
+        most = self.limits.principal.max_environments
+        if len(await self.db.read(store.list_environments, principal_id)) >= most:
+            raise ApiError(
+                422,
+                "environment_invalid",
+                f"You have {most} environments, as many as this server keeps for one "
+                "principal; delete one first.",
+                detail={"max_environments": most},
+            )
+        return await self.db.write(store.insert_environment, row, order=Order.ANY)
 
     async def all(self, principal_id: str) -> list[Environment]:
         rows = await self.db.read(_all_with_versions, principal_id)
@@ -377,7 +408,10 @@ class Environments:
                 async for chunk in chunks:
                     await incoming.write(chunk)
                 await incoming.finish()
-                async with self.locks.of(environment_id):
+                async with self._shares.of(principal_id), self.locks.of(environment_id):
+                    now = await self._size(environment_id)
+                    after = await asyncio.to_thread(_placed, tree, path, incoming.size, now)
+                    await self._fit(principal_id, environment_id, after)
                     await asyncio.to_thread(tree.place, incoming.path, path)
             finally:
                 incoming.discard()
@@ -416,7 +450,7 @@ class Environments:
         await self._found(principal_id, environment_id)
         tree = self._tree(environment_id)
         limits = self.limits.imports
-        with source_errors():
+        with source_errors(), self._importing(environment_id):
             if declared_length is not None and declared_length > limits.max_bytes:
                 raise TooLarge(
                     f"The archive is larger than {limits.max_bytes} bytes.", limits.max_bytes
@@ -430,9 +464,10 @@ class Environments:
                     raise Invalid(
                         "The import is empty: send a zip or a tar, or JSON naming a git repository."
                     )
-                async with self.locks.of(environment_id):
+                async with self._shares.of(principal_id), self.locks.of(environment_id):
+                    fits = await self._fits(principal_id, environment_id)
                     result = await asyncio.to_thread(
-                        import_archive, incoming.path, tree, limits, replace
+                        import_archive, incoming.path, tree, limits, replace, fits
                     )
             finally:
                 incoming.discard()
@@ -451,13 +486,14 @@ class Environments:
         tree = self._tree(environment_id)
         limits = self.limits.imports
         try:
-            with source_errors():
+            with source_errors(), self._importing(environment_id):
                 source = checked_git(body["git"])
                 fetched = await self.git.fetch(source, tree.scratch, limits)
                 try:
-                    async with self.locks.of(environment_id):
+                    async with self._shares.of(principal_id), self.locks.of(environment_id):
+                        fits = await self._fits(principal_id, environment_id)
                         result = await asyncio.to_thread(
-                            import_folder, fetched, tree, limits, replace
+                            import_folder, fetched, tree, limits, replace, fits
                         )
                 finally:
                     await asyncio.to_thread(shutil.rmtree, fetched.parent, True)
@@ -563,6 +599,45 @@ class Environments:
             self._sizes.known[environment_id] = known
         return known
 
+    @contextlib.contextmanager
+    def _importing(self, environment_id: str) -> Iterator[None]:
+        try:
+            with self._imports.hold(environment_id):
+                yield
+        except Busy as exc:
+            raise busy(str(exc)) from None
+
+    async def _others(self, principal_id: str, environment_id: str) -> Size:
+        """The files and bytes of the principal's other environments' sources."""
+        rows = await self.db.read(store.list_environments, principal_id)
+        sizes = [await self._size(row.id) for row in rows if row.id != environment_id]
+        return Size(sum(s.count for s in sizes), sum(s.bytes for s in sizes))
+
+    async def _fit(self, principal_id: str, environment_id: str, after: Size) -> None:
+        """TooLarge when the principal's share would not hold this source at `after`."""
+        (await self._fits(principal_id, environment_id))(after)
+
+    async def _fits(self, principal_id: str, environment_id: str) -> Callable[[Size], None]:
+        others = await self._others(principal_id, environment_id)
+        quota = self.limits.principal
+
+        def fits(after: Size) -> None:
+            if others.bytes + after.bytes > quota.max_bytes:
+                raise TooLarge(
+                    f"Your environments' sources would hold {others.bytes + after.bytes} "
+                    f"bytes, over the {quota.max_bytes} this server keeps for one principal.",
+                    quota.max_bytes,
+                )
+            if others.count + after.count > quota.max_files:
+                raise TooLarge(
+                    f"Your environments' sources would hold {others.count + after.count} "
+                    f"files, over the {quota.max_files} this server keeps for one principal.",
+                    quota.max_bytes,
+                    quota.max_files,
+                )
+
+        return fits
+
     def _changed(self, environment_id: str) -> None:
         self._sizes.known.pop(environment_id, None)
 
@@ -583,6 +658,15 @@ def _declared_field(body: dict[str, Any]) -> Any:
     if "packages" in body and "declared" in body:
         raise Invalid("Send the declared packages once, as `packages`.")
     return body.get("packages", body.get("declared"))
+
+
+def _placed(tree: SourceTree, path: str, size: int, now: Size) -> Size:
+    """The source's size once a file of `size` bytes is at `path` (replacing one, or not)."""
+    try:
+        _, replaced = tree.open_file(path)
+    except FileNotFoundError:
+        return Size(now.count + 1, now.bytes + size)
+    return Size(now.count, now.bytes - replaced + size)
 
 
 def _writable(tree: SourceTree, path: str) -> None:
