@@ -36,6 +36,8 @@ from uhp_server.environments.builder import (
     Package,
     Runtimes,
 )
+from uhp_server.environments.git_fetch import WATCH_SECONDS, Bounds, over_bounds, watch_folder
+from uhp_server.environments.importing import ImportLimits
 
 
 class WritingBuilder:
@@ -479,7 +481,8 @@ async def test_a_git_import_refuses_hosts_off_the_allow_list_and_other_schemes(s
         ({"url": "http://github.com/example/project"}, "https"),
         ({"url": "file:///etc"}, "http"),
         ({"url": "ext::sh -c touch% /tmp/pwned"}, ""),
-        ({"url": "https://user:pw@github.com/x"}, "Credentials"),
+        ({"url": "https://user:pw@github.com/x"}, "zip or tar body"),
+        ({"url": "https://token@github.com/x"}, "must not carry credentials"),
         ({"url": "https://github.com/x", "ref": "--upload-pack=evil"}, "ref"),
         ({"url": "https://github.com/x", "ref": "../x"}, "ref"),
     ):
@@ -489,6 +492,235 @@ async def test_a_git_import_refuses_hosts_off_the_allow_list_and_other_schemes(s
     assert not Path("/tmp/pwned").exists()
     neither = await server.client.post(f"/v1/environments/{eid}/import", json={"zip": "x"})
     assert neither.status_code == 422 and _error(neither) == "environment_invalid"
+
+
+async def test_a_path_longer_than_a_file_system_takes_is_invalid_on_every_route(server):
+    eid = (await _create(server))["id"]
+    long_segment = "a" * 256
+    long_path = "/".join(["b" * 200] * 6)  # every segment fits, the whole does not
+    for path in (long_segment, f"dir/{long_segment}", long_path, "é" * 128):
+        put = await _put(server, eid, path, b"x")
+        assert put.status_code == 422 and _error(put) == "environment_invalid", path
+        assert "longer than" in put.json()["error"]["message"]
+        got = await server.client.get(f"/v1/environments/{eid}/files/{path}")
+        assert got.status_code == 422 and _error(got) == "environment_invalid", path
+        gone = await server.client.delete(f"/v1/environments/{eid}/files/{path}")
+        assert gone.status_code == 422 and _error(gone) == "environment_invalid", path
+        made = await server.client.post(f"/v1/environments/{eid}/directories", json={"path": path})
+        assert made.status_code == 422 and _error(made) == "environment_invalid", path
+    fits = "c" * 255
+    assert (await _put(server, eid, fits, b"x")).status_code == 200
+
+
+async def test_a_storage_error_is_environment_unavailable_not_a_500(server, monkeypatch):
+    eid = (await _create(server))["id"]
+    assert (await _put(server, eid, "a.txt", b"x")).status_code == 200
+
+    def failing(*_args: Any, **_kwargs: Any) -> Any:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "lstat", failing)
+    got = await server.client.get(f"/v1/environments/{eid}/files/a.txt")
+    monkeypatch.undo()
+    assert got.status_code == 502 and _error(got) == "environment_unavailable"
+    assert "Input/output error" in got.json()["error"]["message"]
+
+
+def _damaged_zips() -> dict[str, bytes]:
+    data = b"hello, environment " * 200
+    stored = _zip({"a.txt": data})
+    bad_crc = stored.replace(data[:19], b"HELLO, ENVIRONMENT ", 1)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("a.txt", data)
+    deflated = buffer.getvalue()
+    header = deflated.index(b"PK\x03\x04")
+    start = header + 30 + len("a.txt")
+    corrupt_deflate = deflated[:start] + b"\xff" * 16 + deflated[start + 16 :]
+    # The encrypted flag (bit 0 of the general purpose flags) in both headers.
+    encrypted = bytearray(stored)
+    encrypted[6] |= 1
+    central = bytes(encrypted).index(b"PK\x01\x02")
+    encrypted[central + 8] |= 1
+    # An unknown compression method (99) in both headers.
+    unknown = bytearray(stored)
+    unknown[8:10] = (99).to_bytes(2, "little")
+    unknown[central + 10 : central + 12] = (99).to_bytes(2, "little")
+    return {
+        "bad crc": bad_crc,
+        "corrupt deflate": corrupt_deflate,
+        "encrypted": bytes(encrypted),
+        "unknown method": bytes(unknown),
+        "truncated": deflated[: len(deflated) // 2] + deflated[-22:],
+    }
+
+
+@pytest.mark.parametrize("damage", list(_damaged_zips()))
+async def test_a_damaged_zip_is_invalid_and_changes_nothing(server, damage):
+    eid = (await _create(server))["id"]
+    await _put(server, eid, "keep.txt", b"k")
+    body = _damaged_zips()[damage]
+    assert zipfile.is_zipfile(io.BytesIO(body)), damage  # a zip, damaged: not "neither"
+    refused = await server.client.post(f"/v1/environments/{eid}/import?replace=1", content=body)
+    assert refused.status_code == 422 and _error(refused) == "environment_invalid", refused.text
+    message = refused.json()["error"]["message"]
+    assert "zip archive cannot be read" in message and "neither" not in message
+    entries = (await server.client.get(f"/v1/environments/{eid}/files")).json()["entries"]
+    assert [e["path"] for e in entries] == ["keep.txt"]
+
+
+async def test_an_over_long_member_name_or_a_damaged_tar_is_invalid_and_says_so(server):
+    eid = (await _create(server))["id"]
+    for body in (_zip({"x" * 300: b"1"}), _tar({"y" * 300: b"1"})):
+        refused = await server.client.post(f"/v1/environments/{eid}/import", content=body)
+        assert refused.status_code == 422 and _error(refused) == "environment_invalid"
+        assert "longer than this server takes" in refused.json()["error"]["message"]
+    whole = _tar({"a.txt": os.urandom(20_000)}, mode="w:gz")
+    truncated = whole[: len(whole) // 2]
+    refused = await server.client.post(f"/v1/environments/{eid}/import", content=truncated)
+    assert refused.status_code == 422 and _error(refused) == "environment_invalid"
+    assert "tar archive cannot be read" in refused.json()["error"]["message"]
+    assert (await server.client.get(f"/v1/environments/{eid}/files")).json()["entries"] == []
+
+
+async def test_a_version_number_past_any_is_not_found(server):
+    eid = (await _create(server))["id"]
+    for version in ("99999999999999999999999", "0", "-1", str(2**63)):
+        got = await server.client.get(f"/v1/environments/{eid}/builds/{version}")
+        assert got.status_code == 404, (version, got.text)
+        made = await server.client.post(f"/v1/environments/{eid}/versions/{version}/activate")
+        assert made.status_code == 404, (version, made.text)
+
+
+def test_the_clone_watch_stops_a_folder_at_its_bytes_or_its_entries(tmp_path: Path) -> None:
+    limits = ImportLimits(max_file_bytes=1000, max_bytes=10_000, max_files=10)
+    bounds = Bounds.of(limits)
+    folder = tmp_path / "repository"
+    assert over_bounds(folder, bounds) is None  # not made yet
+    folder.mkdir()
+    (folder / "a.bin").write_bytes(b"x" * 9_000)
+    assert over_bounds(folder, bounds) is None
+    (folder / "deep").mkdir()
+    (folder / "deep" / "b.bin").write_bytes(b"x" * 1_001)
+    over = over_bounds(folder, bounds)
+    assert over is not None and over.max_bytes == 10_000 and over.max_files is None
+    sparse = tmp_path / "sparse"
+    sparse.mkdir()
+    with open(sparse / "holes.bin", "wb") as holes:
+        holes.truncate(20_000)  # no block written, its size counted all the same
+    assert over_bounds(sparse, bounds) is not None
+    empty = tmp_path / "empty-files"
+    empty.mkdir()
+    for n in range(bounds.entries):
+        (empty / f"f{n}").touch()
+    assert over_bounds(empty, bounds) is None
+    (empty / "one-more").touch()
+    over = over_bounds(empty, bounds)
+    assert over is not None and over.max_files == 10
+
+
+async def test_the_clone_watch_notices_a_folder_that_grows(tmp_path: Path) -> None:
+    bounds = Bounds.of(ImportLimits(max_file_bytes=10, max_bytes=1_000_000, max_files=5))
+    folder = tmp_path / "repository"
+    folder.mkdir()
+    watch = asyncio.create_task(watch_folder(folder, bounds))
+    for n in range(bounds.entries):
+        (folder / f"f{n}").touch()
+    await asyncio.sleep(3 * WATCH_SECONDS)
+    assert not watch.done()
+    started = time.monotonic()
+    (folder / "one-more").touch()
+    over = await asyncio.wait_for(watch, timeout=5)
+    assert over.max_files == 5
+    assert time.monotonic() - started < 1.0  # within a few looks, not one every half second
+
+
+@pytest.fixture
+async def small_share(tmp_path: Path, provider: RunningProvider, builder: WritingBuilder):
+    async with in_process(
+        tmp_path / "data",
+        provider.base_url,
+        PROVIDER_KEY,
+        builder=builder,
+        environment_max_file_bytes=64 * 1024,
+        environment_max_per_principal=2,
+        environment_max_source_bytes_per_principal=100 * 1024,
+        environment_max_source_files_per_principal=6,
+        environment_max_concurrent_imports=1,
+    ) as running:
+        yield running
+
+
+async def test_one_principal_keeps_at_most_its_share_of_environments_files_and_bytes(
+    small_share,
+):
+    server = small_share
+    first = (await _create(server, "One"))["id"]
+    second = (await _create(server, "Two"))["id"]
+    third = await server.client.post("/v1/environments", json={"name": "Three"})
+    assert third.status_code == 422 and _error(third) == "environment_invalid"
+    assert third.json()["error"]["detail"]["max_environments"] == 2
+    other = await server.client.post(
+        "/v1/environments", json={"name": "Three"}, headers=_other_key(server)
+    )
+    assert other.status_code == 200  # another principal's share is its own
+    assert (await _put(server, first, "a.bin", b"x" * 60 * 1024)).status_code == 200
+    over = await _put(server, second, "b.bin", b"x" * 50 * 1024)
+    assert over.status_code == 413 and _error(over) == "file_too_large"
+    assert over.json()["error"]["detail"]["max_bytes"] == 100 * 1024
+    replacing = await _put(server, first, "a.bin", b"y" * 64 * 1024)  # replaces, not adds
+    assert replacing.status_code == 200
+    listed = (await server.client.get(f"/v1/environments/{second}/files")).json()
+    assert listed["entries"] == []  # nothing landed
+    # An import counts what it would add; with replace, what it would leave.
+    adds = _zip({"c.bin": b"z" * 40 * 1024})
+    refused = await server.client.post(f"/v1/environments/{first}/import", content=adds)
+    assert refused.status_code == 413 and _error(refused) == "file_too_large"
+    taken = await server.client.post(f"/v1/environments/{first}/import?replace=1", content=adds)
+    assert taken.status_code == 200, taken.text
+    assert taken.json()["bytes"] == 40 * 1024
+    many = _zip({f"f{n}.txt": b"x" for n in range(6)})
+    too_many = await server.client.post(f"/v1/environments/{second}/import", content=many)
+    assert too_many.status_code == 413 and too_many.json()["error"]["detail"]["max_files"] == 6
+    five = _zip({f"f{n}.txt": b"x" for n in range(5)})
+    assert (
+        await server.client.post(f"/v1/environments/{second}/import", content=five)
+    ).status_code == 200
+    sixth = await _put(server, second, "f0.txt", b"again")  # replaces: still 6 files
+    assert sixth.status_code == 200
+    seventh = await _put(server, second, "new.txt", b"1")
+    assert seventh.status_code == 413 and seventh.json()["error"]["detail"]["max_files"] == 6
+
+
+async def test_an_import_while_another_runs_is_environment_busy(small_share):
+    server = small_share
+    first = (await _create(server, "One"))["id"]
+    second = (await _create(server, "Two"))["id"]
+    sending = asyncio.Event()
+    release = asyncio.Event()
+
+    async def slow_body():
+        yield _zip({"a.txt": b"a"})[:10]
+        sending.set()
+        await release.wait()
+        yield b""
+
+    held = asyncio.create_task(
+        server.client.post(f"/v1/environments/{first}/import", content=slow_body())
+    )
+    await asyncio.wait_for(sending.wait(), 5)
+    for eid, words in ((first, "into this environment"), (second, "as many as it allows")):
+        refused = await server.client.post(
+            f"/v1/environments/{eid}/import", content=_zip({"b.txt": b"b"})
+        )
+        assert refused.status_code == 409 and _error(refused) == "environment_busy"
+        assert words in refused.json()["error"]["message"]
+    release.set()
+    assert (await held).status_code == 422  # a truncated zip; the slot is free again
+    after = await server.client.post(
+        f"/v1/environments/{second}/import", content=_zip({"b.txt": b"b"})
+    )
+    assert after.status_code == 200, after.text
 
 
 # -- builds and versions -------------------------------------------------------------------

@@ -114,6 +114,14 @@ class Settings(BaseSettings):
     # An import: the archive as sent, and its files as extracted (counted as they are).
     environment_max_import_bytes: int = Field(default=1024 * 1024 * 1024, ge=1)
     environment_max_import_files: int = Field(default=20_000, ge=1)  # an import's members
+    # One principal's share of the disk: its environments, and the files and bytes of all
+    # their sources together (checked on every file put and import; 413 file_too_large).
+    environment_max_per_principal: int = Field(default=50, ge=1)
+    environment_max_source_bytes_per_principal: int = Field(default=5 * 1024**3, ge=1)
+    environment_max_source_files_per_principal: int = Field(default=200_000, ge=1)
+    # Imports (archives received and extracted, git clones) running at once, server-wide;
+    # one at a time per environment. Past either: 409 environment_busy.
+    environment_max_concurrent_imports: int = Field(default=2, ge=1)
     # Builds running at once, server-wide (the others wait, fairly between principals), and
     # the most one principal holds (unset: one less than the limit, as for turns).
     environment_max_concurrent_builds: int = Field(default=2, ge=1)

@@ -9,7 +9,11 @@ from storage.blobs import BlobStore
 from storage.db import Database
 from uhp_server.catalog import ModelCatalog
 from uhp_server.engine.engine import Engine
-from uhp_server.engine.facade.environments import EnvironmentLimits, Environments
+from uhp_server.engine.facade.environments import (
+    EnvironmentLimits,
+    Environments,
+    PrincipalQuota,
+)
 from uhp_server.engine.facade.files import Files
 from uhp_server.engine.facade.harnesses import Harnesses
 from uhp_server.engine.facade.principals import Principals
@@ -92,6 +96,12 @@ def assemble_environments(
             max_bytes=settings.environment_max_import_bytes,
             max_files=settings.environment_max_import_files,
         ),
+        principal=PrincipalQuota(
+            max_environments=settings.environment_max_per_principal,
+            max_bytes=settings.environment_max_source_bytes_per_principal,
+            max_files=settings.environment_max_source_files_per_principal,
+        ),
+        max_concurrent_imports=settings.environment_max_concurrent_imports,
     )
     checker = PackageChecker(
         settings.environment_package_check_timeout_seconds,

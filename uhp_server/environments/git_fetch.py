@@ -9,30 +9,42 @@ egress policy the sandbox has (sandbox/egress.py), never from an arbitrary host.
   no redirects, no credential prompt, and `protocol.allow=never` with only https allowed (so
   no `file://`, `ext::` or ssh, in the URL or anywhere a repository could point).
 - The clone is shallow (one commit of one branch or tag, no tags besides), bounded in time,
-  and watched as it writes: past the import's byte limit it is stopped (`TooLarge`).
+  and bounded in what it writes: git runs with RLIMIT_FSIZE at the import's byte limit, so no
+  one file (the pack included) grows past it whenever the watch looks, and the watch stops the
+  clone (`TooLarge`) once the folder holds more bytes, or more entries, than an import may:
+  a repository of millions of empty files stops at the count, before the inodes run out.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import re
+import resource
 import shutil
+import signal
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+from uhp_server.environments.importing import ImportLimits
 from uhp_server.environments.names import Invalid
-from uhp_server.environments.source import TooLarge, size_of
+from uhp_server.environments.source import TooLarge
 from uhp_server.gateway.url_policy import UrlRefused, parse_url, pin_url
 from uhp_server.sandbox.egress import EgressPolicy
 
 MAX_REF = 200
 _REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
-WATCH_SECONDS = 0.5
+WATCH_SECONDS = 0.1
 MAX_ERROR = 400
+# Entries a clone may make besides the files an import takes: its directories (as many again
+# at most), and git's own (.git: its config, refs, a pack or up to fetch.unpackLimit loose
+# objects and their directories).
+GIT_OWN_ENTRIES = 1000
 
 
 @dataclass(frozen=True)
@@ -55,6 +67,12 @@ def checked_git(value: Any) -> GitSource:
     if ".." in ref or ref.endswith((".lock", "/")) or "//" in ref:
         raise Invalid("`git.ref` must be a branch or tag name.")
     url = value["url"].strip()
+    if _has_credentials(url):
+        raise Invalid(
+            "`git.url` must not carry credentials: an import fetches a public repository "
+            "(https, from a host on UHP_EGRESS_ALLOW_HOSTS); send a private project as a zip "
+            "or tar body instead."
+        )
     try:
         parts = parse_url(url)
     except UrlRefused as exc:
@@ -64,13 +82,21 @@ def checked_git(value: Any) -> GitSource:
     return GitSource(url, ref)
 
 
+def _has_credentials(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+        return parts.username is not None or parts.password is not None
+    except ValueError:
+        return False  # parse_url says what is wrong with it
+
+
 class GitFetcher:
     def __init__(self, egress: EgressPolicy, git: str, timeout_seconds: float) -> None:
         self.egress = egress
         self.git = git
         self.timeout = timeout_seconds
 
-    async def fetch(self, source: GitSource, into: Path, max_bytes: int) -> Path:
+    async def fetch(self, source: GitSource, into: Path, limits: ImportLimits) -> Path:
         """Clones the repository into a new folder under `into`; the folder's path."""
         host = (parse_url(source.url).hostname or "").lower()
         if not self.egress.allows(host):
@@ -88,13 +114,13 @@ class GitFetcher:
         port = pin_url_port(source.url)
         resolve = f"{pinned.host}:{port}:{pinned.address}"
         try:
-            await self._clone(source, target, resolve, max_bytes)
+            await self._clone(source, target, resolve, Bounds.of(limits))
         except BaseException:
             shutil.rmtree(work, ignore_errors=True)
             raise
         return target
 
-    async def _clone(self, source: GitSource, target: Path, resolve: str, max_bytes: int) -> None:
+    async def _clone(self, source: GitSource, target: Path, resolve: str, bounds: Bounds) -> None:
         home = target.parent / "home"
         home.mkdir()
         args = [
@@ -130,8 +156,12 @@ class GitFetcher:
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
+            # A C call between fork and exec, so no lock of another thread is needed there.
+            preexec_fn=functools.partial(
+                resource.setrlimit, resource.RLIMIT_FSIZE, (bounds.bytes, bounds.bytes)
+            ),
         )
-        watch = asyncio.create_task(_watch(target, max_bytes))
+        watch = asyncio.create_task(watch_folder(target, bounds))
         done = asyncio.create_task(process.communicate())
         try:
             finished, _ = await asyncio.wait(
@@ -146,12 +176,15 @@ class GitFetcher:
             with contextlib.suppress(asyncio.CancelledError):
                 await watch
         if watch in finished:
-            raise TooLarge(f"The repository holds more than {max_bytes} bytes.", max_bytes)
+            raise watch.result()
         if done not in finished:
             raise GitUnavailable(f"The repository was not fetched within {self.timeout:g} s.")
         _, stderr = done.result()
+        said_all = stderr.decode("utf-8", "replace")
+        if process.returncode == -signal.SIGXFSZ or f"signal {int(signal.SIGXFSZ)}" in said_all:
+            raise bounds.too_many_bytes()  # a file (git's or a subprocess's) hit RLIMIT_FSIZE
         if process.returncode != 0:
-            said = stderr.decode("utf-8", "replace").strip().splitlines()
+            said = said_all.strip().splitlines()
             reason = said[-1][:MAX_ERROR] if said else f"git exited with {process.returncode}"
             raise GitUnavailable(f"The repository could not be fetched: {reason}")
 
@@ -160,9 +193,62 @@ def pin_url_port(url: str) -> int:
     return parse_url(url).port or 443
 
 
-async def _watch(folder: Path, max_bytes: int) -> None:
-    """Returns (stopping the clone) once the folder holds more than `max_bytes`."""
+@dataclass(frozen=True)
+class Bounds:
+    """What a clone may write: bytes, and entries (files, directories, links) of any kind."""
+
+    bytes: int
+    entries: int
+    limits: ImportLimits
+
+    @classmethod
+    def of(cls, limits: ImportLimits) -> Bounds:
+        return cls(limits.max_bytes, 2 * limits.max_files + GIT_OWN_ENTRIES, limits)
+
+    def too_many_bytes(self) -> TooLarge:
+        return TooLarge(f"The repository holds more than {self.bytes} bytes.", self.bytes)
+
+    def too_many_entries(self) -> TooLarge:
+        return TooLarge(
+            f"The repository holds more than {self.limits.max_files} files.",
+            self.limits.max_bytes,
+            self.limits.max_files,
+        )
+
+
+async def watch_folder(folder: Path, bounds: Bounds) -> TooLarge:
+    """Returns (stopping the clone) the refusal once the folder holds more than the bounds
+    allow; looks every WATCH_SECONDS (and no sooner than the last look took)."""
     while True:
         await asyncio.sleep(WATCH_SECONDS)
-        if folder.exists() and (await asyncio.to_thread(size_of, folder)).bytes > max_bytes:
-            return
+        over = await asyncio.to_thread(over_bounds, folder, bounds)
+        if over is not None:
+            return over
+
+
+def over_bounds(folder: Path, bounds: Bounds) -> TooLarge | None:
+    """The refusal when `folder` holds more bytes or entries than `bounds`, else None; the
+    walk stops at the first entry past a bound (a folder of millions is not walked whole)."""
+    entries = total = 0
+    pending = [folder]
+    while pending:
+        try:
+            scan = os.scandir(pending.pop())
+        except OSError:  # not made yet, or removed while git works
+            continue
+        with scan:
+            for entry in scan:
+                entries += 1
+                if entries > bounds.entries:
+                    return bounds.too_many_entries()
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(Path(entry.path))
+                else:
+                    total += info.st_size  # as a sparse file will be counted (and copied)
+                    if total > bounds.bytes:
+                        return bounds.too_many_bytes()
+    return None

@@ -14,20 +14,31 @@ File work: callers run it on a thread.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import lzma
 import os
 import shutil
 import stat
 import tarfile
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from uhp_server.environments.names import Invalid
-from uhp_server.environments.source import MAX_DEPTH, SourceTree, TooLarge, size_of
+from uhp_server.environments.source import (
+    MAX_DEPTH,
+    MAX_PATH,
+    MAX_SEGMENT,
+    Size,
+    SourceTree,
+    TooLarge,
+    size_of,
+)
 
 CHUNK = 1024 * 1024
 EXECUTABLE = 0o100
@@ -60,6 +71,7 @@ class _Contents(Protocol):
 
 @dataclass(frozen=True)
 class _Member:
+    kind: str  # "zip", "tar", "folder": whose reading errors are the archive's
     parts: tuple[str, ...]
     is_dir: bool
     executable: bool
@@ -73,30 +85,78 @@ class _Staged:
     skipped: int
 
 
+# What reading a damaged archive raises, besides its module's own errors: a bad CRC, a
+# corrupt deflate or gzip stream, a truncated one, an encrypted member, an unsupported method.
+_BROKEN = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    tarfile.TarError,
+    RuntimeError,
+    NotImplementedError,
+    zlib.error,
+    lzma.LZMAError,
+    EOFError,
+    OSError,
+    ValueError,
+)
+
+
+Fits = Callable[[Size], None]  # raises (TooLarge) when the source would not fit afterwards
+
+
+def _fits_anything(_after: Size) -> None:
+    return None
+
+
 def import_archive(
-    archive: Path, tree: SourceTree, limits: ImportLimits, replace: bool
+    archive: Path,
+    tree: SourceTree,
+    limits: ImportLimits,
+    replace: bool,
+    fits: Fits = _fits_anything,
 ) -> ImportResult:
-    """Lands the zip or tar at `archive` in the source; Invalid when it is neither."""
+    """Lands the zip or tar at `archive` in the source; Invalid when it is neither, or when
+    it is one this server cannot read (damaged, encrypted, a method it does not know)."""
     if zipfile.is_zipfile(archive):
-        with zipfile.ZipFile(archive) as opened:
+        with _reading("zip"):
+            opened = zipfile.ZipFile(archive)
+        with opened:
             staged = _stage(_zip_members(opened), tree, limits)
-    else:
-        try:
-            with tarfile.open(archive, "r:*") as opened:
-                staged = _stage(_tar_members(opened), tree, limits)
-        except (tarfile.TarError, EOFError, OSError) as exc:
-            if isinstance(exc, TooLarge):
-                raise
-            raise Invalid("The body is neither a zip nor a tar archive.") from None
-    return _land(staged, tree, replace)
+        return _land(staged, tree, replace, fits)
+    try:
+        opened_tar = tarfile.open(archive, "r:*")  # noqa: SIM115 (closed by the with below)
+    except (tarfile.TarError, EOFError, OSError, zlib.error, lzma.LZMAError):
+        raise Invalid("The body is neither a zip nor a tar archive.") from None
+    with opened_tar:
+        staged = _stage(_tar_members(opened_tar), tree, limits)
+    return _land(staged, tree, replace, fits)
+
+
+@contextlib.contextmanager
+def _reading(kind: str) -> Iterator[None]:
+    """An error reading the archive (never writing the staging folder: that is the
+    server's) as Invalid, saying why."""
+    try:
+        yield
+    except (Invalid, TooLarge):
+        raise
+    except _BROKEN as exc:
+        raise Invalid(
+            f"The {kind} archive cannot be read (damaged, encrypted or of a kind this server "
+            f"does not read): {str(exc)[:200] or type(exc).__name__}."
+        ) from None
 
 
 def import_folder(
-    folder: Path, tree: SourceTree, limits: ImportLimits, replace: bool
+    folder: Path,
+    tree: SourceTree,
+    limits: ImportLimits,
+    replace: bool,
+    fits: Fits = _fits_anything,
 ) -> ImportResult:
     """Lands a fetched repository's files (its `.git` left out) in the source."""
     staged = _stage(_folder_members(folder), tree, limits, strip_wrapper=False)
-    return _land(staged, tree, replace)
+    return _land(staged, tree, replace, fits)
 
 
 # -- members ----------------------------------------------------------------------------------
@@ -107,11 +167,19 @@ def _parts(name: str) -> tuple[str, ...] | None:
     parts = tuple(part for part in name.replace("\\", "/").split("/") if part not in ("", "."))
     if any(part == ".." for part in parts) or len(parts) > MAX_DEPTH:
         return None
+    encoded = [len(part.encode("utf-8", "surrogatepass")) for part in parts]
+    if any(size > MAX_SEGMENT for size in encoded) or sum(encoded) + len(parts) > MAX_PATH:
+        raise Invalid(
+            f"A member's name is longer than this server takes ({MAX_SEGMENT} bytes a "
+            f"segment, {MAX_PATH} in all): {name[:80]!r}..."
+        )
     return parts
 
 
 def _zip_members(archive: zipfile.ZipFile) -> Iterator[_Member | None]:
-    for info in archive.infolist():
+    with _reading("zip"):
+        infos = archive.infolist()
+    for info in infos:
         mode = info.external_attr >> 16
         kind = stat.S_IFMT(mode)
         parts = _parts(info.filename)
@@ -120,6 +188,7 @@ def _zip_members(archive: zipfile.ZipFile) -> Iterator[_Member | None]:
             yield None
         elif parts:
             yield _Member(
+                "zip",
                 parts,
                 info.is_dir(),
                 bool(mode & EXECUTABLE),
@@ -128,12 +197,18 @@ def _zip_members(archive: zipfile.ZipFile) -> Iterator[_Member | None]:
 
 
 def _tar_members(archive: tarfile.TarFile) -> Iterator[_Member | None]:
-    for info in archive:
+    members = iter(archive)
+    while True:
+        with _reading("tar"):
+            info = next(members, None)
+        if info is None:
+            return
         parts = _parts(info.name)
         if parts is None or not (info.isfile() or info.isdir()):
             yield None
         elif parts:
             yield _Member(
+                "tar",
                 parts,
                 info.isdir(),
                 bool(info.mode & EXECUTABLE),
@@ -158,10 +233,11 @@ def _folder_members(folder: Path) -> Iterator[_Member | None]:
             info = os.lstat(path)
             parts = path.relative_to(folder).parts
             if stat.S_ISDIR(info.st_mode):
-                yield _Member(parts, True, False, _no_contents)
+                yield _Member("folder", parts, True, False, _no_contents)
             elif stat.S_ISREG(info.st_mode):
                 executable = bool(info.st_mode & EXECUTABLE)
-                yield _Member(parts, False, executable, functools.partial(_read_file, path))
+                opener = functools.partial(_read_file, path)
+                yield _Member("folder", parts, False, executable, opener)
             else:
                 yield None
 
@@ -212,7 +288,9 @@ def _unwrapped(members: list[_Member]) -> list[_Member]:
     if len(tops) != 1 or any(len(m.parts) == 1 and not m.is_dir for m in members):
         return members
     return [
-        _Member(m.parts[1:], m.is_dir, m.executable, m.open) for m in members if len(m.parts) > 1
+        _Member(m.kind, m.parts[1:], m.is_dir, m.executable, m.open)
+        for m in members
+        if len(m.parts) > 1
     ]
 
 
@@ -227,8 +305,9 @@ def _extract(members: list[_Member], folder: Path, limits: ImportLimits) -> int:
         _clear_for(target, directory=False)
         target.parent.mkdir(parents=True, exist_ok=True)
         size = 0
-        with member.open() as source, open(target, "wb") as sink:
-            while chunk := source.read(CHUNK):
+        source = _open(member)
+        with source, open(target, "wb") as sink:
+            while chunk := _read(member.kind, source):
                 size += len(chunk)
                 total += len(chunk)
                 if size > limits.max_file_bytes:
@@ -246,6 +325,20 @@ def _extract(members: list[_Member], folder: Path, limits: ImportLimits) -> int:
     return written
 
 
+def _open(member: _Member) -> _Contents:
+    if member.kind == "folder":
+        return member.open()  # the server's own disk: its errors are the server's
+    with _reading(member.kind):
+        return member.open()
+
+
+def _read(kind: str, source: _Contents) -> bytes:
+    if kind == "folder":
+        return source.read(CHUNK)  # the server's own disk: its errors are the server's
+    with _reading(kind):
+        return source.read(CHUNK)
+
+
 def _clear_for(target: Path, directory: bool) -> None:
     """A later member of another kind at the same path (or below a file) wins."""
     for step in [*reversed(target.parents), target]:
@@ -258,8 +351,9 @@ def _clear_for(target: Path, directory: bool) -> None:
 
 
 # -- landing ----------------------------------------------------------------------------------
-def _land(staged: _Staged, tree: SourceTree, replace: bool) -> ImportResult:
+def _land(staged: _Staged, tree: SourceTree, replace: bool, fits: Fits) -> ImportResult:
     try:
+        fits(_after(staged.folder, tree.root, replace))
         if replace or not tree.root.exists():
             _swap(staged.folder, tree.root)
         else:
@@ -268,6 +362,24 @@ def _land(staged: _Staged, tree: SourceTree, replace: bool) -> ImportResult:
         shutil.rmtree(staged.folder, ignore_errors=True)
     size = size_of(tree.root)
     return ImportResult(staged.written, staged.skipped, size.count, size.bytes)
+
+
+def _after(folder: Path, root: Path, replace: bool) -> Size:
+    """What the source would hold once the staged files land: theirs alone with `replace`,
+    else what is there now, less the files they replace, plus theirs."""
+    staged = size_of(folder)
+    if replace or not root.exists():
+        return staged
+    now = size_of(root)
+    count, total = now.count + staged.count, now.bytes + staged.bytes
+    for here, _dirs, files in os.walk(folder):
+        relative = Path(here).relative_to(folder)
+        for name in files:
+            with contextlib.suppress(OSError):
+                info = os.lstat(root / relative / name)
+                if stat.S_ISREG(info.st_mode):
+                    count, total = count - 1, total - info.st_size
+    return Size(count, total)
 
 
 def _swap(folder: Path, root: Path) -> None:

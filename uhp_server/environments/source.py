@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from uhp_server.environments.names import Invalid
 
-MAX_PATH = 1024
+MAX_PATH = 1024  # bytes of a whole path, UTF-8
+MAX_SEGMENT = 255  # bytes of one segment: what a Linux file system takes for a name
 MAX_DEPTH = 64
 
 
@@ -53,9 +56,12 @@ class Size:
 
 
 def relative_parts(path: str) -> tuple[str, ...]:
-    """The path's segments; Invalid for one that escapes the root or is no plain path."""
-    if not isinstance(path, str) or "\x00" in path or "\\" in path or len(path) > MAX_PATH:
+    """The path's segments; Invalid for one that escapes the root, is no plain path or is
+    longer than a file system takes (refused here, before the disk is asked)."""
+    if not isinstance(path, str) or "\x00" in path or "\\" in path:
         raise Invalid("The path must be a plain relative path inside the environment.")
+    if _bytes(path) > MAX_PATH:
+        raise Invalid(f"The path is longer than {MAX_PATH} bytes.")
     if path.startswith("/"):
         raise Invalid("The path must be relative to the environment's root.")
     parts = tuple(part for part in path.strip("/").split("/"))
@@ -63,7 +69,25 @@ def relative_parts(path: str) -> tuple[str, ...]:
         raise Invalid("The path must not be empty nor hold `.`, `..` or an empty segment.")
     if len(parts) > MAX_DEPTH:
         raise Invalid(f"The path is deeper than {MAX_DEPTH} directories.")
+    if any(_bytes(part) > MAX_SEGMENT for part in parts):
+        raise Invalid(f"A segment of the path is longer than {MAX_SEGMENT} bytes.")
     return parts
+
+
+def _bytes(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def refusal(exc: OSError) -> Invalid | None:
+    """What a file operation's error says to the client, when the client's path caused it
+    (a name the file system refuses); None when it is the server's storage failing."""
+    if exc.errno in (errno.ENAMETOOLONG, errno.EILSEQ, errno.EINVAL):
+        return Invalid("The file system does not take that path.")
+    if exc.errno in (errno.ENOTDIR, errno.ELOOP):
+        return Invalid("A step of the path is not a directory.")
+    if exc.errno == errno.EISDIR:
+        return Invalid("The path names a directory.")
+    return None
 
 
 def _kind(target: Path) -> int | None:
@@ -74,6 +98,8 @@ def _kind(target: Path) -> int | None:
         return None
     except NotADirectoryError:
         raise Invalid("A step of the path is a file, not a directory.") from None
+    except OSError as exc:
+        raise refusal(exc) or exc from None
 
 
 class SourceTree:
@@ -246,6 +272,37 @@ class SourceLocks:
 
     def forget(self, environment_id: str) -> None:
         self._locks.pop(environment_id, None)
+
+
+class ImportSlots:
+    """Imports (an archive received and extracted, a git clone) running now: one at a time
+    per environment, and at most `limit` server-wide (each may write up to the import's
+    limit to scratch before anything is counted against its owner)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._running: set[str] = set()
+
+    @contextlib.contextmanager
+    def hold(self, environment_id: str) -> Iterator[None]:
+        """Busy (with the reason) when this environment imports already, or the server runs
+        as many imports as it allows."""
+        if environment_id in self._running:
+            raise Busy("An import into this environment is running; send the next once it ends.")
+        if len(self._running) >= self.limit:
+            raise Busy(
+                f"The server is running {self.limit} imports, as many as it allows at once; "
+                "try again shortly."
+            )
+        self._running.add(environment_id)
+        try:
+            yield
+        finally:
+            self._running.discard(environment_id)
+
+
+class Busy(Exception):
+    """An import refused because others run (environment_busy); the reason in words."""
 
 
 def size_of(root: Path) -> Size:

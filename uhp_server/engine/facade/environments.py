@@ -10,10 +10,12 @@ into records and the chapter's errors (§8).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import mimetypes
 import shutil
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,17 +46,21 @@ from uhp_server.environments.names import (
 from uhp_server.environments.package_check import PackageCheck, PackageChecker
 from uhp_server.environments.retention import Retention
 from uhp_server.environments.source import (
+    Busy,
     Entry,
+    ImportSlots,
     Incoming,
     Size,
     SourceLocks,
     SourceTree,
     TooLarge,
+    refusal,
 )
 from uhp_server.errors import ApiError
 from uhp_server.ids import new_id
 
 EMPTY, BUILDING, READY, FAILED = "empty", "building", "ready", "failed"
+MAX_VERSION = 2**31 - 1  # a version number in a route past this names no version
 
 
 def environment_not_found() -> ApiError:
@@ -67,6 +73,34 @@ def invalid(message: str, status: int = 422) -> ApiError:
 
 def busy(message: str) -> ApiError:
     return ApiError(409, "environment_busy", message)
+
+
+def storage_failed(exc: OSError) -> ApiError:
+    """A file operation's error: the client's path (environment_invalid), or the server's
+    storage failing (environment_unavailable), never a 500."""
+    said = refusal(exc)
+    if said is not None:
+        return invalid(str(said))
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return ApiError(503, "environment_unavailable", "The server's storage is full.")
+    return ApiError(
+        502, "environment_unavailable", f"The server's storage failed: {exc.strerror or exc}."
+    )
+
+
+@contextlib.contextmanager
+def source_errors(not_found: str = "No file at that path in the environment.") -> Iterator[None]:
+    """The source's refusals as the chapter's errors (§8)."""
+    try:
+        yield
+    except Invalid as exc:
+        raise invalid(str(exc)) from None
+    except TooLarge as exc:
+        raise too_large(exc) from None
+    except FileNotFoundError:
+        raise ApiError(404, "not_found", not_found) from None
+    except OSError as exc:
+        raise storage_failed(exc) from None
 
 
 def too_large(exc: TooLarge) -> ApiError:
@@ -148,9 +182,20 @@ class SourceFile:
 
 
 @dataclass(frozen=True)
+class PrincipalQuota:
+    """One principal's share: its environments, and its sources' files and bytes together."""
+
+    max_environments: int
+    max_bytes: int
+    max_files: int
+
+
+@dataclass(frozen=True)
 class EnvironmentLimits:
     max_file_bytes: int
     imports: ImportLimits
+    principal: PrincipalQuota
+    max_concurrent_imports: int
 
 
 @dataclass
@@ -221,6 +266,10 @@ class Environments:
         self.limits = limits
         self.locks = locks
         self._sizes = _Sizes()
+        self._imports = ImportSlots(limits.max_concurrent_imports)
+        # Taken (before an environment's own lock) by whatever adds to a principal's share,
+        # so two requests at once cannot both fit in what is left for one.
+        self._shares = SourceLocks()
 
     async def open(self) -> None:
         """At start-up: abandoned builds end failed; retention is applied everywhere."""
@@ -248,7 +297,9 @@ class Environments:
             )
         except Invalid as exc:
             raise invalid(str(exc)) from None
-        if await self.db.write(store.insert_environment, row, order=Order.ANY) is None:
+        async with self._shares.of(principal_id):
+            inserted = await self._insert(principal_id, row)
+        if inserted is None:
             raise ApiError(
                 409,
                 "environment_exists",
@@ -256,6 +307,18 @@ class Environments:
             )
         await asyncio.to_thread(self.layout.source(row.id).mkdir, parents=True, exist_ok=True)
         return await self.get(principal_id, row.id)
+
+    async def _insert(self, principal_id: str, row: EnvironmentRow) -> EnvironmentRow | None:
+        most = self.limits.principal.max_environments
+        if len(await self.db.read(store.list_environments, principal_id)) >= most:
+            raise ApiError(
+                422,
+                "environment_invalid",
+                f"You have {most} environments, as many as this server keeps for one "
+                "principal; delete one first.",
+                detail={"max_environments": most},
+            )
+        return await self.db.write(store.insert_environment, row, order=Order.ANY)
 
     async def all(self, principal_id: str) -> list[Environment]:
         rows = await self.db.read(_all_with_versions, principal_id)
@@ -316,12 +379,8 @@ class Environments:
 
     async def read_file(self, principal_id: str, environment_id: str, path: str) -> SourceFile:
         await self._found(principal_id, environment_id)
-        try:
+        with source_errors():
             found, size = await asyncio.to_thread(self._tree(environment_id).open_file, path)
-        except Invalid as exc:
-            raise invalid(str(exc)) from None
-        except FileNotFoundError:
-            raise ApiError(404, "not_found", "No file at that path in the environment.") from None
         media_type = mimetypes.guess_type(found.name)[0] or "application/octet-stream"
         return SourceFile(found, size, media_type)
 
@@ -338,7 +397,7 @@ class Environments:
         await self._found(principal_id, environment_id)
         tree = self._tree(environment_id)
         limit = self.limits.max_file_bytes
-        try:
+        with source_errors():
             await asyncio.to_thread(_writable, tree, path)
             if declared_length is not None and declared_length > limit:
                 raise TooLarge(
@@ -349,14 +408,13 @@ class Environments:
                 async for chunk in chunks:
                     await incoming.write(chunk)
                 await incoming.finish()
-                async with self.locks.of(environment_id):
+                async with self._shares.of(principal_id), self.locks.of(environment_id):
+                    now = await self._size(environment_id)
+                    after = await asyncio.to_thread(_placed, tree, path, incoming.size, now)
+                    await self._fit(principal_id, environment_id, after)
                     await asyncio.to_thread(tree.place, incoming.path, path)
             finally:
                 incoming.discard()
-        except Invalid as exc:
-            raise invalid(str(exc)) from None
-        except TooLarge as exc:
-            raise too_large(exc) from None
         self._changed(environment_id)
         return incoming.size
 
@@ -364,23 +422,17 @@ class Environments:
         await self._found(principal_id, environment_id)
         if not isinstance(path, str):
             raise invalid("`path` must be a string.")
-        try:
+        with source_errors():
             async with self.locks.of(environment_id):
                 await asyncio.to_thread(self._tree(environment_id).make_directory, path)
-        except Invalid as exc:
-            raise invalid(str(exc)) from None
         self._changed(environment_id)
         return path.strip("/")
 
     async def remove(self, principal_id: str, environment_id: str, path: str) -> str:
         await self._found(principal_id, environment_id)
-        try:
+        with source_errors("Nothing at that path in the environment."):
             async with self.locks.of(environment_id):
                 await asyncio.to_thread(self._tree(environment_id).remove, path)
-        except Invalid as exc:
-            raise invalid(str(exc)) from None
-        except FileNotFoundError:
-            raise ApiError(404, "not_found", "Nothing at that path in the environment.") from None
         self._changed(environment_id)
         return path.strip("/")
 
@@ -398,7 +450,7 @@ class Environments:
         await self._found(principal_id, environment_id)
         tree = self._tree(environment_id)
         limits = self.limits.imports
-        try:
+        with source_errors(), self._importing(environment_id):
             if declared_length is not None and declared_length > limits.max_bytes:
                 raise TooLarge(
                     f"The archive is larger than {limits.max_bytes} bytes.", limits.max_bytes
@@ -412,16 +464,13 @@ class Environments:
                     raise Invalid(
                         "The import is empty: send a zip or a tar, or JSON naming a git repository."
                     )
-                async with self.locks.of(environment_id):
+                async with self._shares.of(principal_id), self.locks.of(environment_id):
+                    fits = await self._fits(principal_id, environment_id)
                     result = await asyncio.to_thread(
-                        import_archive, incoming.path, tree, limits, replace
+                        import_archive, incoming.path, tree, limits, replace, fits
                     )
             finally:
                 incoming.discard()
-        except Invalid as exc:
-            raise invalid(str(exc)) from None
-        except TooLarge as exc:
-            raise too_large(exc) from None
         self._changed(environment_id)
         return result
 
@@ -437,17 +486,17 @@ class Environments:
         tree = self._tree(environment_id)
         limits = self.limits.imports
         try:
-            source = checked_git(body["git"])
-            fetched = await self.git.fetch(source, tree.scratch, limits.max_bytes)
-            try:
-                async with self.locks.of(environment_id):
-                    result = await asyncio.to_thread(import_folder, fetched, tree, limits, replace)
-            finally:
-                await asyncio.to_thread(shutil.rmtree, fetched.parent, True)
-        except Invalid as exc:
-            raise invalid(str(exc)) from None
-        except TooLarge as exc:
-            raise too_large(exc) from None
+            with source_errors(), self._importing(environment_id):
+                source = checked_git(body["git"])
+                fetched = await self.git.fetch(source, tree.scratch, limits)
+                try:
+                    async with self._shares.of(principal_id), self.locks.of(environment_id):
+                        fits = await self._fits(principal_id, environment_id)
+                        result = await asyncio.to_thread(
+                            import_folder, fetched, tree, limits, replace, fits
+                        )
+                finally:
+                    await asyncio.to_thread(shutil.rmtree, fetched.parent, True)
         except GitUnavailable as exc:
             raise ApiError(502, "environment_unavailable", str(exc)) from None
         self._changed(environment_id)
@@ -472,7 +521,9 @@ class Environments:
         self, principal_id: str, environment_id: str, version: int
     ) -> EnvironmentBuild:
         await self._found(principal_id, environment_id)
-        record = await self.db.read(store.get_version, environment_id, version)
+        record = None
+        if 0 < version <= MAX_VERSION:  # beyond, no row can be (nor SQLite hold the number)
+            record = await self.db.read(store.get_version, environment_id, version)
         if record is None:
             raise ApiError(404, "not_found", f"This environment has no build {version}.")
         return _build(record)
@@ -548,6 +599,45 @@ class Environments:
             self._sizes.known[environment_id] = known
         return known
 
+    @contextlib.contextmanager
+    def _importing(self, environment_id: str) -> Iterator[None]:
+        try:
+            with self._imports.hold(environment_id):
+                yield
+        except Busy as exc:
+            raise busy(str(exc)) from None
+
+    async def _others(self, principal_id: str, environment_id: str) -> Size:
+        """The files and bytes of the principal's other environments' sources."""
+        rows = await self.db.read(store.list_environments, principal_id)
+        sizes = [await self._size(row.id) for row in rows if row.id != environment_id]
+        return Size(sum(s.count for s in sizes), sum(s.bytes for s in sizes))
+
+    async def _fit(self, principal_id: str, environment_id: str, after: Size) -> None:
+        """TooLarge when the principal's share would not hold this source at `after`."""
+        (await self._fits(principal_id, environment_id))(after)
+
+    async def _fits(self, principal_id: str, environment_id: str) -> Callable[[Size], None]:
+        others = await self._others(principal_id, environment_id)
+        quota = self.limits.principal
+
+        def fits(after: Size) -> None:
+            if others.bytes + after.bytes > quota.max_bytes:
+                raise TooLarge(
+                    f"Your environments' sources would hold {others.bytes + after.bytes} "
+                    f"bytes, over the {quota.max_bytes} this server keeps for one principal.",
+                    quota.max_bytes,
+                )
+            if others.count + after.count > quota.max_files:
+                raise TooLarge(
+                    f"Your environments' sources would hold {others.count + after.count} "
+                    f"files, over the {quota.max_files} this server keeps for one principal.",
+                    quota.max_bytes,
+                    quota.max_files,
+                )
+
+        return fits
+
     def _changed(self, environment_id: str) -> None:
         self._sizes.known.pop(environment_id, None)
 
@@ -568,6 +658,15 @@ def _declared_field(body: dict[str, Any]) -> Any:
     if "packages" in body and "declared" in body:
         raise Invalid("Send the declared packages once, as `packages`.")
     return body.get("packages", body.get("declared"))
+
+
+def _placed(tree: SourceTree, path: str, size: int, now: Size) -> Size:
+    """The source's size once a file of `size` bytes is at `path` (replacing one, or not)."""
+    try:
+        _, replaced = tree.open_file(path)
+    except FileNotFoundError:
+        return Size(now.count + 1, now.bytes + size)
+    return Size(now.count, now.bytes - replaced + size)
 
 
 def _writable(tree: SourceTree, path: str) -> None:
