@@ -251,7 +251,7 @@ class _Build:
         grown past half of it starts again empty."""
         if (
             self.limits.disk_bytes
-            and disk_usage([self.cache]).total_bytes > self.limits.disk_bytes // 2
+            and disk_usage([self.cache], apparent=True).total_bytes > self.limits.disk_bytes // 2
         ):
             self.log.line("The download cache grew past half the build's disk limit: emptied.")
             shutil.rmtree(self.cache, ignore_errors=True)
@@ -378,7 +378,9 @@ class _Build:
                     next_progress = now + PROGRESS_SECONDS
                     await self.progress.step(stage, self.log.text())
             reader.result()
-            return None
+            # What the step left, measured once more: a file made between two looks (or a
+            # step shorter than one) is the build's all the same.
+            return None if watch is None else await watch.disk_reason(force=True)
         finally:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, SandboxError):
