@@ -130,5 +130,5 @@ def test_the_builder_decides_on_links_by_who_the_server_runs_as(
     build.limits = sandbox_builder.BuildLimits(0, 0, 0)
     tree = sandbox_builder._Tree("node_modules", "node packages", "k", False)
     project = type("P", (), {"setup_sh": False})()
-    assert build._reuse(tree, project) is False  # type: ignore[arg-type]
+    assert build._reuse(tree, project) is False
     assert asked == [root]
