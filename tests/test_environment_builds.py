@@ -263,3 +263,44 @@ async def test_a_build_over_its_time_or_disk_limit_is_stopped_with_the_reason(ma
         await build(builder, big)
     assert "disk limit (16 MiB" in failed.value.reason
     assert len(list(big.glob("f*"))) < 64
+
+
+async def test_links_a_build_plants_where_the_server_reads_or_writes_are_not_followed(
+    make: Make, tmp_path: Path
+) -> None:
+    # Root-only files outside every build: one the server would write (the tree's key), one
+    # it would read (npm's lockfile: its "packages" would show up as the version's).
+    victim = tmp_path / "victim"
+    victim.write_text("root's own\n")
+    secret = tmp_path / "secret.json"
+    secret.write_text(json.dumps({"packages": {"node_modules/leaked": {"version": "SECRET"}}}))
+    for path in (victim, secret):
+        path.chmod(0o600)
+    plant = (
+        "mkdir -p node_modules && "
+        f"ln -sf {victim} node_modules/.uhp-build-key && "
+        f"ln -sf {secret} node_modules/.package-lock.json && "
+        f"ln -sf {secret} /workspace/apt.list && ln -sf {secret} /workspace/pip.json && "
+        "mkfifo node_modules/.fifo"
+    )
+    manifest = json.dumps({"name": "demo", "version": "1.0.0", "scripts": {"postinstall": plant}})
+    _, builder = await make()
+    first = version(builder, 1, {"package.json": manifest})
+    result = await build(builder, first)
+    assert victim.read_text() == "root's own\n"
+    assert all("SECRET" not in (p.name, p.version) for p in result.packages)
+
+    # A rebuild reads the earlier version's notes, never its (agent-written) tree.
+    second = version(builder, 2, {"package.json": manifest})
+    result = await build(builder, second)
+    assert "reused" in result.log
+    assert victim.read_text() == "root's own\n"
+    assert all("SECRET" not in (p.name, p.version) for p in result.packages)
+
+
+async def test_a_sparse_file_counts_its_size_against_the_disk_limit(make: Make) -> None:
+    _, builder = await make(environment_build_disk="16m")
+    sparse = version(builder, 1, {"setup.sh": "truncate -s 64M sparse.bin\n"})
+    with pytest.raises(BuildFailed) as failed:
+        await build(builder, sparse)
+    assert "disk limit (16 MiB" in failed.value.reason

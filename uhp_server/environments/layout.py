@@ -3,6 +3,8 @@
     <id>/source/            the project as the owner put it in (files, imports)
     <id>/versions/<n>/      version n: the source snapshotted, then what its build installed;
                             read-only once built, mounted at /env/<slug> in every session
+    <id>/build-notes/<n>/   the server's notes of version n's build (its trees' keys, the
+                            system packages it unpacked): out of every build's reach
     .cache/                 what builds reuse (package downloads, keyed on the manifests)
 
 A version's folder is mounted at the same path in its build as in a session (`mount_path`):
@@ -42,6 +44,9 @@ class EnvironmentLayout:
 
     def version(self, environment_id: str, version: int) -> Path:
         return self.folder(environment_id) / "versions" / str(version)
+
+    def build_notes(self, environment_id: str, version: int) -> Path:
+        return self.folder(environment_id) / "build-notes" / str(version)
 
     @property
     def cache(self) -> Path:

@@ -94,8 +94,10 @@ class DiskUsage:
     largest_file_bytes: int = 0  # apparent size, which is what RLIMIT_FSIZE limits
 
 
-def disk_usage(folders: list[Path]) -> DiskUsage:
-    """What the folders hold on disk; links are not followed, hard links counted once."""
+def disk_usage(folders: list[Path], *, apparent: bool = False) -> DiskUsage:
+    """What the folders hold on disk; links are not followed, hard links counted once. With
+    `apparent`, a file counts at least its size (st_size): a sparse file's holes are what a
+    copy of it may write out."""
     usage = DiskUsage()
     seen: set[tuple[int, int]] = set()
     stack = [str(f) for f in folders]
@@ -116,7 +118,10 @@ def disk_usage(folders: list[Path]) -> DiskUsage:
                     if (info.st_dev, info.st_ino) in seen:
                         continue
                     seen.add((info.st_dev, info.st_ino))
-                usage.total_bytes += info.st_blocks * 512
+                used = info.st_blocks * 512
+                if apparent and entry.is_file(follow_symlinks=False):
+                    used = max(used, info.st_size)
+                usage.total_bytes += used
                 if entry.is_file(follow_symlinks=False):
                     usage.largest_file_bytes = max(usage.largest_file_bytes, info.st_size)
     return usage
@@ -125,10 +130,18 @@ def disk_usage(folders: list[Path]) -> DiskUsage:
 class LimitWatch:
     """Checks one sandbox's limits: the cgroup's counters often, the folders' size less so."""
 
-    def __init__(self, limits: LocalLimits, cgroup: TurnCgroup | None, folders: list[Path]):
+    def __init__(
+        self,
+        limits: LocalLimits,
+        cgroup: TurnCgroup | None,
+        folders: list[Path],
+        *,
+        apparent: bool = False,  # disk_usage's: files count their size, holes too
+    ):
         self.limits = limits
         self.cgroup = cgroup
         self.folders = folders
+        self.apparent = apparent
         self._next_disk_check = 0.0
 
     def cgroup_reason(self) -> str | None:
@@ -148,7 +161,7 @@ class LimitWatch:
         now = time.monotonic()
         if not force and now < self._next_disk_check:
             return None
-        usage = await asyncio.to_thread(disk_usage, self.folders)
+        usage = await asyncio.to_thread(disk_usage, self.folders, apparent=self.apparent)
         cost = time.monotonic() - now
         self._next_disk_check = now + max(DISK_CHECK_MIN_SECONDS, cost * DISK_CHECK_COST_FACTOR)
         if self.limits.disk_bytes and usage.total_bytes > self.limits.disk_bytes:

@@ -9,6 +9,7 @@ Where each part lives:
 - limits.py: the build's time, memory and disk (UHP_ENVIRONMENT_BUILD_*).
 - log.py: the installers' output, bounded.
 - packages.py: what was installed, as pip, npm and dpkg report it.
+- host_files.py: the server's reads of what a build wrote, never through its links.
 - runtimes.py: the Python minors, Node major and OS builds can use here.
 Operators: docs/environments.md, "Builds".
 """

@@ -2,7 +2,9 @@
 turn's. The sandbox enforces the memory (a cgroup, the container's limit) and, in the local
 sandbox, watches the disk too; the builder keeps the clock and watches the disk itself in
 every sandbox (the docker one watches none), counting the version's folder, the build's
-scratch workspace and home, and the principal's download cache it writes."""
+scratch workspace and home, and the principal's download cache it writes. A file counts its
+size, not only its blocks: a sparse file's holes are written out by a copy of the tree (a
+rebuild that reuses it) and by whatever reads it as a whole."""
 
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ class BuildLimits:
         limits = LocalLimits(
             memory_bytes=0, pids=0, file_size_bytes=0, disk_bytes=self.disk_bytes, subject="build"
         )
-        return LimitWatch(limits, None, folders)
+        return LimitWatch(limits, None, folders, apparent=True)
 
     def time_message(self) -> str:
         return f"The build exceeded its time limit ({_duration(self.seconds)})."

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from uhp_server.environments.builder import (
     Runtimes,
 )
 from uhp_server.environments.building import packages, reuse, runtimes, steps
+from uhp_server.environments.building.host_files import read_regular
 from uhp_server.environments.building.limits import BuildLimits
 from uhp_server.environments.building.log import BuildLog
 from uhp_server.environments.building.steps import APT_ROOT, NODE_MODULES, VENV, Project
@@ -49,7 +51,8 @@ from uhp_server.settings import Settings
 log = logging.getLogger(__name__)
 
 PROGRESS_SECONDS = 3.0  # how often a running step's log so far is written to the record
-APT_PACKAGES = ".uhp-packages"  # in apt/: what was unpacked (kept for a rebuild that reuses it)
+APT_PACKAGES = "apt.list"  # in the version's notes: what was unpacked (a rebuild reusing apt/
+# takes it along)
 DPKG_DATABASE = "/var/lib/dpkg"  # the system's, read by apt to leave out what it has
 
 
@@ -111,6 +114,7 @@ class _Build:
         self.sandbox = builder.sandbox
         self.request = request
         self.folder = request.folder
+        self.notes = builder.layout.build_notes(request.environment_id, request.version)
         self.progress = progress
         self.scratch = scratch
         self.workspace = scratch / "workspace"
@@ -147,14 +151,16 @@ class _Build:
                         steps.apt_script(project.declared.apt, self.builder.egress.enabled),
                     )
                 await asyncio.to_thread(self._keep_apt_list)
-            await asyncio.to_thread(reuse.stamp, self.folder, tree.name, tree.key)
+            await asyncio.to_thread(reuse.stamp, self.folder, self.notes, tree.name, tree.key)
         if project.setup_sh:
             await self.progress.step("setup.sh", self.log.text())
             await self._run("setup.sh", steps.setup_script())
         await self.progress.step("finishing", self.log.text())
+        pip_list = None
         if (self.folder / VENV / "pyvenv.cfg").is_file():
             await self._run("finishing", steps.finishing_script())
-        return BuildResult(await asyncio.to_thread(self._packages), self.log.text())
+            pip_list = await asyncio.to_thread(read_regular, self.workspace, steps.PIP_REPORT)
+        return BuildResult(await asyncio.to_thread(self._packages, pip_list), self.log.text())
 
     def _interpreter(self) -> str:
         wanted = self.request.python.strip()
@@ -210,7 +216,8 @@ class _Build:
         wanting = [
             tree.stage
             for tree in trees
-            if tree.needs_network and reuse.earlier_tree(self.folder, tree.name, tree.key) is None
+            if tree.needs_network
+            and reuse.earlier_tree(self.folder, self.notes, tree.name, tree.key) is None
         ]
         if wanting:
             raise BuildFailed(
@@ -244,7 +251,7 @@ class _Build:
         grown past half of it starts again empty."""
         if (
             self.limits.disk_bytes
-            and disk_usage([self.cache]).total_bytes > self.limits.disk_bytes // 2
+            and disk_usage([self.cache], apparent=True).total_bytes > self.limits.disk_bytes // 2
         ):
             self.log.line("The download cache grew past half the build's disk limit: emptied.")
             shutil.rmtree(self.cache, ignore_errors=True)
@@ -257,10 +264,22 @@ class _Build:
         return users.for_principal(self.request.agent_number)
 
     def _reuse(self, tree: _Tree, project: Project) -> bool:
-        # setup.sh runs after and may write anywhere: it gets a copy, never shared inodes.
-        reused = reuse.reuse(self.folder, tree.name, tree.key, link=not project.setup_sh)
+        # setup.sh runs after and may write anywhere: it gets a copy, never shared inodes; a
+        # server that is not root cannot make the earlier files root's: a copy too.
+        link = reuse.may_link(setup_sh=project.setup_sh, root=os.geteuid() == 0)
+        reused = reuse.reuse(
+            self.folder,
+            self.notes,
+            tree.name,
+            tree.key,
+            link=link,
+            disk_bytes=self.limits.disk_bytes,
+        )
         if reused is None:
             return False
+        if tree.name == APT_ROOT:
+            earlier = self.builder.layout.build_notes(self.request.environment_id, reused.version)
+            self._note_apt_list(read_regular(earlier, APT_PACKAGES))
         how = "hard links" if reused.linked else "a copy"
         self.log.line(
             f"{tree.name}: the same as version {reused.version}'s (same manifests, specs and "
@@ -272,15 +291,19 @@ class _Build:
         return True
 
     def _keep_apt_list(self) -> None:
-        report = self.workspace / "apt.list"
-        if report.is_file() and (self.folder / APT_ROOT).is_dir():
-            shutil.copyfile(report, self.folder / APT_ROOT / APT_PACKAGES)
+        """The apt step's report, from the build's workspace into the version's notes."""
+        self._note_apt_list(read_regular(self.workspace, steps.APT_REPORT))
 
-    def _packages(self) -> tuple[Package, ...]:
+    def _note_apt_list(self, report: bytes | None) -> None:
+        if report is not None:
+            self.notes.mkdir(parents=True, exist_ok=True)
+            (self.notes / APT_PACKAGES).write_bytes(report)
+
+    def _packages(self, pip_list: bytes | None) -> tuple[Package, ...]:
         return (
-            *packages.pip_packages(self.workspace / "pip.json"),
+            *packages.pip_packages(pip_list),
             *packages.npm_packages(self.folder),
-            *packages.apt_packages(self.folder / APT_ROOT / APT_PACKAGES),
+            *packages.apt_packages(read_regular(self.notes, APT_PACKAGES)),
         )
 
     # -- one step ----------------------------------------------------------------------------
@@ -355,7 +378,9 @@ class _Build:
                     next_progress = now + PROGRESS_SECONDS
                     await self.progress.step(stage, self.log.text())
             reader.result()
-            return None
+            # What the step left, measured once more: a file made between two looks (or a
+            # step shorter than one) is the build's all the same.
+            return None if watch is None else await watch.disk_reason(force=True)
         finally:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, SandboxError):

@@ -24,6 +24,8 @@ CA_MOUNT = "/opt/uhp-build-ca"  # the operator's CA bundle, read-only
 CA_FILE = f"{CA_MOUNT}/ca.pem"
 PROXY = f"http://127.0.0.1:{EGRESS_PROXY_PORT}"  # the egress proxy's relay inside a sandbox
 REPORTS = "/workspace"  # what a step reports (package lists) lands in the build's workspace
+APT_REPORT = "apt.list"  # there: the apt step's `dpkg-deb --show` lines
+PIP_REPORT = "pip.json"  # there: the finishing step's `pip list --format json`
 
 # Where installed things live in the version (a session's PATH begins with their bins).
 VENV = ".venv"
@@ -217,12 +219,12 @@ apt update
 say apt-get install --download-only {specs}
 apt install --download-only --no-install-recommends -y {specs}
 mkdir -p {APT_ROOT}
-: >"{REPORTS}/apt.list"
+: >"{REPORTS}/{APT_REPORT}"
 for deb in "$debs"/*.deb; do
   [ -e "$deb" ] || continue
   say dpkg -x "$(basename "$deb")" {APT_ROOT}
   dpkg -x "$deb" {APT_ROOT}
-  dpkg-deb --show --showformat='${{Package}}\\t${{Version}}\\n' "$deb" >>"{REPORTS}/apt.list"
+  dpkg-deb --show --showformat='${{Package}}\\t${{Version}}\\n' "$deb" >>"{REPORTS}/{APT_REPORT}"
 done
 """
 
@@ -234,4 +236,4 @@ def setup_script() -> str:
 def finishing_script() -> str:
     """What pip reports installed in the virtual environment (after setup.sh, which may have
     added to it)."""
-    return f"{_PREAMBLE}{VENV}/bin/python -m pip list --format json >{REPORTS}/pip.json\n"
+    return f"{_PREAMBLE}{VENV}/bin/python -m pip list --format json >{REPORTS}/{PIP_REPORT}\n"
