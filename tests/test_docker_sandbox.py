@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import gc
 import json
 import os
@@ -23,7 +22,7 @@ from harness_bases.base import Invocation
 from tests.support import read_only_probe, syscall_probe
 from tests.support.docker import TEST_DOCKER_RUNTIME, engine_or_skip, runtime_image_or_skip
 from uhp_server.sandbox import neutral_mounts
-from uhp_server.sandbox.base import ExtraMount, SandboxError, SessionMounts
+from uhp_server.sandbox.base import SandboxError, SessionMounts
 from uhp_server.sandbox.docker import DockerSandbox
 from uhp_server.sandbox.docker.container import Limits, seccomp_option
 from uhp_server.sandbox.docker.process import DockerProcess
@@ -658,18 +657,6 @@ async def test_one_principal_exhausting_inotify_leaves_another_its_own(
 async def test_a_read_only_folder_refuses_a_hostile_agent_and_a_writable_one_takes_its_writes(
     sandbox: DockerSandbox, mounts: SessionMounts, tmp_path: Path
 ) -> None:
-    project = read_only_probe.project(tmp_path / "project")
-    build = tmp_path / "build"
-    build.mkdir()
-    build.chmod(0o777)  # (a build hands its folder to the agent's uid)
-    extra = (
-        ExtraMount(project, "/env/project"),
-        ExtraMount(build, "/env/build", writable=True),
+    await read_only_probe.check_extra_mounts(
+        lambda with_extra, script: run(sandbox, with_extra, script), mounts, tmp_path
     )
-    mounts = dataclasses.replace(mounts, extra=extra)
-    code, out = await run(sandbox, mounts, read_only_probe.command("/env/project"))
-    assert (code, out) == (0, read_only_probe.EXPECTED)
-    assert (project / "data.txt").read_text() == "from the project\n"
-    assert sorted(p.name for p in project.iterdir()) == ["data.txt"]
-    code, _ = await run(sandbox, mounts, "echo built > /env/build/out.txt")
-    assert code == 0 and (build / "out.txt").read_text() == "built\n"

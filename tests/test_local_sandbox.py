@@ -19,7 +19,7 @@ from harness_bases.base import Invocation
 from tests.support import read_only_probe, syscall_probe
 from uhp_server.gateway.tokens import DOOR_SCOPE_KEY
 from uhp_server.sandbox import neutral_mounts
-from uhp_server.sandbox.base import ExtraMount, SandboxError, SessionMounts
+from uhp_server.sandbox.base import SandboxError, SessionMounts
 from uhp_server.sandbox.local import LocalSandbox
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
@@ -458,18 +458,6 @@ async def test_the_agents_uid_has_an_account(sandbox: LocalSandbox, tmp_path: Pa
 async def test_a_read_only_folder_refuses_a_hostile_agent_and_a_writable_one_takes_its_writes(
     sandbox: LocalSandbox, mounts: SessionMounts, tmp_path: Path
 ) -> None:
-    project = read_only_probe.project(tmp_path / "project")
-    build = tmp_path / "build"
-    build.mkdir()
-    build.chmod(0o777)  # (a build hands its folder to the agent's uid)
-    extra = (
-        ExtraMount(project, "/env/project"),
-        ExtraMount(build, "/env/build", writable=True),
+    await read_only_probe.check_extra_mounts(
+        lambda with_extra, script: run(sandbox, with_extra, script), mounts, tmp_path
     )
-    mounts = dataclasses.replace(mounts, extra=extra)
-    code, out = await run(sandbox, mounts, read_only_probe.command("/env/project"))
-    assert (code, out) == (0, read_only_probe.EXPECTED)
-    assert (project / "data.txt").read_text() == "from the project\n"
-    assert sorted(p.name for p in project.iterdir()) == ["data.txt"]
-    code, _ = await run(sandbox, mounts, "echo built > /env/build/out.txt")
-    assert code == 0 and (build / "out.txt").read_text() == "built\n"

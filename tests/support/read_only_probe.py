@@ -7,9 +7,16 @@ itself can refuse the agent (a permission bit would refuse it anyway)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+
+from uhp_server.sandbox.base import ExtraMount, SessionMounts
+
+# A sandbox's test runner: `sh -c script` in the sandbox with those folders; exit code, lines.
+Run = Callable[[SessionMounts, str], Awaitable[tuple[int, list[str]]]]
 
 # MS_REMOUNT | MS_BIND: what `mount -o remount,bind,rw` asks of the kernel.
 _REMOUNT = r"""
@@ -56,3 +63,20 @@ EXPECTED = [
         for name in ("write", "create", "chmod", "rename", "remove", "mkdir", "remount")
     ),
 ]
+
+
+async def check_extra_mounts(run: Run, mounts: SessionMounts, tmp_path: Path) -> None:
+    """A sandbox's further folders: a read-only one refuses a hostile agent every change, a
+    writable one takes a build's writes (the same assertions for every sandbox)."""
+    folder = project(tmp_path / "project")
+    build = tmp_path / "build"
+    build.mkdir()
+    build.chmod(0o777)  # (a build hands its folder to the agent's uid)
+    extra = (ExtraMount(folder, "/env/project"), ExtraMount(build, "/env/build", writable=True))
+    mounts = dataclasses.replace(mounts, extra=extra)
+    code, out = await run(mounts, command("/env/project"))
+    assert (code, out) == (0, EXPECTED)
+    assert (folder / "data.txt").read_text() == "from the project\n"
+    assert sorted(p.name for p in folder.iterdir()) == ["data.txt"]
+    code, _ = await run(mounts, "echo built > /env/build/out.txt")
+    assert code == 0 and (build / "out.txt").read_text() == "built\n"
