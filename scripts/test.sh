@@ -117,16 +117,13 @@ docker_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_securi
   tests/test_ops.py tests/test_plugins_e2e.py tests/test_environments_e2e.py)
 run_pass "end-to-end tests again with UHP_TEST_SANDBOX=docker" UHP_TEST_SANDBOX=docker -- \
   "${docker_e2e[@]}"
-# ... and in the docker sandbox in gVisor (docs/gvisor.md): what differs there, the sandbox's
-# own tests (its hardening, limits and network in gVisor), a CLI's turns, the kernel surface
-# the agent meets, the egress relay and the read-only environment mount. What the engine does
-# around a turn (sessions, restarts, tokens, operations, plugins) does not change with the
-# runtime. Skipped, loudly, when the engine has no runsc (scripts/docker-engine.sh installs
-# and registers it).
-gvisor_e2e=(tests/test_tasks_e2e.py tests/test_security_e2e.py tests/test_egress_e2e.py
-  tests/test_environments_e2e.py tests/test_docker_sandbox.py tests/test_docker_e2e.py)
+# ... and in the docker sandbox in gVisor (docs/gvisor.md): the same files, like the docker
+# sandbox's pass, with the docker sandbox's own tests (its hardening, limits and network in
+# gVisor). Skipped, loudly, when the engine has no runsc (scripts/docker-engine.sh installs and
+# registers it).
 run_pass "end-to-end tests again with UHP_TEST_SANDBOX=docker UHP_TEST_DOCKER_RUNTIME=runsc" \
-  UHP_TEST_SANDBOX=docker UHP_TEST_DOCKER_RUNTIME=runsc -- "${gvisor_e2e[@]}"
+  UHP_TEST_SANDBOX=docker UHP_TEST_DOCKER_RUNTIME=runsc -- "${docker_e2e[@]}" \
+  tests/test_docker_sandbox.py tests/test_docker_e2e.py
 # On PostgreSQL (scripts/postgres.sh installs and starts Debian's cluster): the in-process
 # engine tests, storage's own and the end-to-end files of tasks, sessions, restarts and the
 # SDK, each test server on a fresh database (tests/support/postgres.py); and two replicas on
