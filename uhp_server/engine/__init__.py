@@ -4,7 +4,7 @@ A door imports from here and nowhere else in the engine.
 """
 
 from uhp_server.engine.engine import Engine, not_retained, response_not_found
-from uhp_server.engine.facade.environments import (
+from uhp_server.engine.facade.environment_records import (
     Environment,
     EnvironmentBuild,
     EnvironmentDeleted,

@@ -17,7 +17,7 @@ from harness_bases.base import HarnessBase
 from storage import environments as environment_store
 from storage.tables import HarnessRow
 from storage.unit import Tx
-from uhp_server.errors import ApiError
+from uhp_server.environments.errors import environment_not_found
 from uhp_server.harnesses.config import STORED_KEYS
 from uhp_server.harnesses.mcp import parse_mcp_servers
 from uhp_server.harnesses.plugins.install import parse_plugins
@@ -158,7 +158,7 @@ def _environment(tx: Tx, principal_id: str, key: str, raw: Any) -> str | None:
     if not isinstance(raw, str):
         invalid(key, f"`{key}` must be an environment's id.")
     if environment_store.get_environment(tx, principal_id, raw) is None:
-        raise ApiError(404, "environment_not_found", "No environment with that id.", param=key)
+        raise environment_not_found(param=key)
     return raw
 
 

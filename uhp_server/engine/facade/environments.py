@@ -11,21 +11,38 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import mimetypes
 import shutil
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from storage import environments as store
 from storage.db import Database, Order
 from storage.tables import EnvironmentRow, EnvironmentVersionRow
 from storage.unit import Tx
-from uhp_server.environments.builder import Builder, Package, Runtimes
+from uhp_server.engine.facade.environment_records import (
+    Environment,
+    EnvironmentBuild,
+    EnvironmentDeleted,
+    EnvironmentVersion,
+    NamingHarness,
+    SourceFile,
+    build_of,
+    packages_of,
+    status_of,
+    version_of,
+)
+from uhp_server.environments.builder import Builder, Runtimes
 from uhp_server.environments.builds import BuildOrder, Builds
+from uhp_server.environments.errors import (
+    busy,
+    environment_not_found,
+    environment_not_ready,
+    invalid,
+    source_errors,
+)
 from uhp_server.environments.git_fetch import GitFetcher, GitUnavailable, checked_git
 from uhp_server.environments.importing import (
     ImportLimits,
@@ -35,7 +52,6 @@ from uhp_server.environments.importing import (
 )
 from uhp_server.environments.layout import EnvironmentLayout, mount_path
 from uhp_server.environments.names import (
-    DeclaredSpec,
     Invalid,
     checked_declared,
     checked_name,
@@ -54,131 +70,11 @@ from uhp_server.environments.source import (
     SourceLocks,
     SourceTree,
     TooLarge,
-    refusal,
 )
 from uhp_server.errors import ApiError
 from uhp_server.ids import new_id
 
-EMPTY, BUILDING, READY, FAILED = "empty", "building", "ready", "failed"
 MAX_VERSION = 2**31 - 1  # a version number in a route past this names no version
-
-
-def environment_not_found() -> ApiError:
-    return ApiError(404, "environment_not_found", "No environment with that id.")
-
-
-def invalid(message: str, status: int = 422) -> ApiError:
-    return ApiError(status, "environment_invalid", message)
-
-
-def busy(message: str) -> ApiError:
-    return ApiError(409, "environment_busy", message)
-
-
-def storage_failed(exc: OSError) -> ApiError:
-    """A file operation's error: the client's path (environment_invalid), or the server's
-    storage failing (environment_unavailable), never a 500."""
-    said = refusal(exc)
-    if said is not None:
-        return invalid(str(said))
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return ApiError(503, "environment_unavailable", "The server's storage is full.")
-    return ApiError(
-        502, "environment_unavailable", f"The server's storage failed: {exc.strerror or exc}."
-    )
-
-
-@contextlib.contextmanager
-def source_errors(not_found: str = "No file at that path in the environment.") -> Iterator[None]:
-    """The source's refusals as the chapter's errors (§8)."""
-    try:
-        yield
-    except Invalid as exc:
-        raise invalid(str(exc)) from None
-    except TooLarge as exc:
-        raise too_large(exc) from None
-    except FileNotFoundError:
-        raise ApiError(404, "not_found", not_found) from None
-    except OSError as exc:
-        raise storage_failed(exc) from None
-
-
-def too_large(exc: TooLarge) -> ApiError:
-    detail: dict[str, Any] = {"max_bytes": exc.max_bytes}
-    if exc.max_files is not None:
-        detail["max_files"] = exc.max_files
-    return ApiError(413, "file_too_large", str(exc), detail=detail)
-
-
-# -- records ----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class EnvironmentVersion:
-    version: int
-    status: str
-    started_at: float
-    finished_at: float | None
-    error: str
-    files: int
-    bytes: int
-    packages: int  # how many the build installed
-    stage: str  # the step a running build is on
-    collected: bool  # retention removed its folder: its record only
-
-
-@dataclass(frozen=True)
-class EnvironmentBuild:
-    environment_id: str
-    version: EnvironmentVersion
-    log: str
-    packages: tuple[Package, ...]
-
-
-@dataclass(frozen=True)
-class Environment:
-    id: str
-    name: str
-    slug: str
-    description: str
-    entry: str
-    status: str
-    version: int | None  # the active one
-    latest_version: int | None
-    files: Size
-    packages: tuple[Package, ...]  # what the active build installed
-    declared: dict[str, list[DeclaredSpec]]
-    runtime: dict[str, str]
-    versions: tuple[EnvironmentVersion, ...]
-    created_at_ms: int
-    updated_at_ms: int
-
-    @property
-    def mount(self) -> str:
-        return mount_path(self.slug)
-
-    @property
-    def build(self) -> EnvironmentVersion | None:
-        """The latest build, or None before the first."""
-        return self.versions[-1] if self.versions else None
-
-
-@dataclass(frozen=True)
-class NamingHarness:
-    id: str
-    name: str
-    base: str
-
-
-@dataclass(frozen=True)
-class EnvironmentDeleted:
-    id: str
-    detached: tuple[NamingHarness, ...]  # harnesses that named it and keep the reference
-
-
-@dataclass(frozen=True)
-class SourceFile:
-    path: Path
-    size: int
-    media_type: str
 
 
 @dataclass(frozen=True)
@@ -204,43 +100,6 @@ class _Sizes:
     every read would be the slow part of listing environments)."""
 
     known: dict[str, Size] = field(default_factory=dict)
-
-
-def _status(row: EnvironmentRow, versions: list[EnvironmentVersionRow]) -> str:
-    latest = versions[-1] if versions else None
-    if latest is not None and latest.status == store.BUILDING:
-        return BUILDING
-    if row.active_version is not None:
-        return READY
-    if latest is not None and latest.status == store.FAILED:
-        return FAILED
-    return EMPTY
-
-
-def _version(row: EnvironmentVersionRow) -> EnvironmentVersion:
-    return EnvironmentVersion(
-        version=row.version,
-        status=row.status,
-        started_at=row.started_at,
-        finished_at=row.finished_at,
-        error=row.error,
-        files=row.files,
-        bytes=row.size_bytes,
-        packages=len(row.packages or []),
-        stage=row.stage,
-        collected=row.collected_at is not None,
-    )
-
-
-def _packages(stored: list[dict[str, Any]] | None) -> tuple[Package, ...]:
-    return tuple(
-        Package(str(p.get("manager", "")), str(p.get("name", "")), str(p.get("version", "")))
-        for p in stored or []
-    )
-
-
-def _build(row: EnvironmentVersionRow) -> EnvironmentBuild:
-    return EnvironmentBuild(row.environment_id, _version(row), row.log, _packages(row.packages))
 
 
 class Environments:
@@ -526,13 +385,13 @@ class Environments:
             record = await self.db.read(store.get_version, environment_id, version)
         if record is None:
             raise ApiError(404, "not_found", f"This environment has no build {version}.")
-        return _build(record)
+        return build_of(record)
 
     async def versions(
         self, principal_id: str, environment_id: str
     ) -> tuple[int | None, list[EnvironmentVersion]]:
         row, versions = await self._found(principal_id, environment_id)
-        return row.active_version, [_version(v) for v in versions]
+        return row.active_version, [version_of(v) for v in versions]
 
     async def activate(self, principal_id: str, environment_id: str, version: int) -> Environment:
         """Makes a finished build the active version: a rollback is a pointer, nothing is
@@ -548,7 +407,7 @@ class Environments:
                 if record.collected_at is not None
                 else f"is {record.status}, not a finished build"
             )
-            raise ApiError(409, "environment_not_ready", f"Version {version} {why}.")
+            raise environment_not_ready(f"Version {version} {why}.")
         return await self.get(principal_id, environment_id)
 
     # -- what builds can use --------------------------------------------------------------
@@ -580,14 +439,14 @@ class Environments:
             slug=row.slug,
             description=row.description,
             entry=row.entry,
-            status=_status(row, versions),
+            status=status_of(row, versions),
             version=row.active_version,
             latest_version=row.latest_version,
             files=await self._size(row.id),
-            packages=_packages(active.packages if active else None),
+            packages=packages_of(active.packages if active else None),
             declared=declared_specs(row.declared or {}),
             runtime=dict(row.runtime or {}),
-            versions=tuple(_version(v) for v in versions),
+            versions=tuple(version_of(v) for v in versions),
             created_at_ms=row.created_at_ms,
             updated_at_ms=row.updated_at_ms,
         )

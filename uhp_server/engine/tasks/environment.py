@@ -19,6 +19,7 @@ from __future__ import annotations
 from storage import environments as environment_store
 from storage.tables import SessionRow
 from storage.unit import Tx
+from uhp_server.environments.errors import environment_not_found, environment_not_ready
 from uhp_server.environments.layout import EnvironmentLayout
 from uhp_server.environments.mount import EnvironmentMount
 from uhp_server.errors import VENDOR, ApiError
@@ -26,17 +27,7 @@ from uhp_server.errors import VENDOR, ApiError
 TASK_PARAM = "metadata.environment"
 
 
-def environment_not_found(param: str, message: str = "No environment with that id.") -> ApiError:
-    return ApiError(404, "environment_not_found", message, param=param)
-
-
-def environment_not_ready(param: str) -> ApiError:
-    return ApiError(
-        409,
-        "environment_not_ready",
-        "The environment has no finished build yet: build it, or wait for its build to end.",
-        param=param,
-    )
+NOT_READY = "The environment has no finished build yet: build it, or wait for its build to end."
 
 
 def environment_mismatch(session: SessionRow) -> ApiError:
@@ -68,10 +59,10 @@ def task_environment(
     environment = environment_store.get_environment(tx, principal_id, environment_id)
     if environment is None:
         if named:
-            raise environment_not_found(param)
-        raise environment_not_found(param, "The harness names an environment that is not there.")
+            raise environment_not_found(param=param)
+        raise environment_not_found("The harness names an environment that is not there.", param)
     if environment.active_version is None:
-        raise environment_not_ready(param)
+        raise environment_not_ready(NOT_READY, param)
     return _mount(
         layout, environment.id, environment.slug, environment.active_version, environment.entry
     )
@@ -87,11 +78,11 @@ def _continued(
     environment = environment_store.get_environment(tx, principal_id, session.environment_id)
     if environment is None:
         raise environment_not_found(
-            TASK_PARAM, "The environment this session read has been deleted."
+            "The environment this session read has been deleted.", TASK_PARAM
         )
     version = environment_store.get_version(tx, environment.id, session.environment_version)
     if version is None or version.status != environment_store.READY:
-        raise environment_not_ready(TASK_PARAM)
+        raise environment_not_ready(NOT_READY, TASK_PARAM)
     return _mount(layout, environment.id, environment.slug, version.version, environment.entry)
 
 
