@@ -115,6 +115,12 @@ async def _built(server: InProcess, eid: str) -> dict[str, Any]:
     return record
 
 
+async def _paths(server: InProcess, eid: str, files_only: bool = False) -> set[str]:
+    """The source tree's paths, as its listing gives them (its files only, or with folders)."""
+    listing = await server.client.get(f"/v1/environments/{eid}/files")
+    return {e["path"] for e in listing.json()["entries"] if not (files_only and e["dir"])}
+
+
 def _error(response: httpx.Response) -> str:
     return response.json()["error"]["code"]
 
@@ -298,10 +304,7 @@ async def test_files_go_in_by_path_and_come_back_byte_for_byte(server):
     }
     removed = await server.client.delete(f"/v1/environments/{eid}/files/probe")
     assert removed.json() == {"path": "probe", "deleted": True}
-    paths = {
-        e["path"]
-        for e in (await server.client.get(f"/v1/environments/{eid}/files")).json()["entries"]
-    }
+    paths = await _paths(server, eid)
     assert paths == {"assets", "assets/brand", "run.py"}
     gone = await server.client.delete(f"/v1/environments/{eid}/files/probe")
     assert gone.status_code == 404
@@ -405,10 +408,7 @@ async def test_a_zip_import_strips_its_wrapping_directory_and_drops_links_and_es
     assert response.json() | {"object": None} == {
         "object": None, "written": 2, "skipped": 3, "count": 2, "bytes": 13
     }  # fmt: skip
-    paths = {
-        e["path"]
-        for e in (await server.client.get(f"/v1/environments/{eid}/files")).json()["entries"]
-    }
+    paths = await _paths(server, eid)
     assert paths == {"run.py", "data", "data/a.txt"}
     assert not (tmp_path / "data" / "environments" / eid / "evil.txt").exists()
 
@@ -422,21 +422,14 @@ async def test_a_gzipped_tar_lands_over_the_source_or_replaces_it(server):
     )
     over = await server.client.post(f"/v1/environments/{eid}/import", content=tar)
     assert over.status_code == 200 and over.json()["skipped"] == 2 and over.json()["written"] == 2
-    files = {
-        e["path"]
-        for e in (await server.client.get(f"/v1/environments/{eid}/files")).json()["entries"]
-        if not e["dir"]
-    }
+    files = await _paths(server, eid, files_only=True)
     assert files == {"keep.txt", "run.py", "lib/x.py"}  # two top-level names: nothing stripped
     assert (await server.client.get(f"/v1/environments/{eid}/files/run.py")).content == b"new"
     replaced = await server.client.post(
         f"/v1/environments/{eid}/import?replace=1", content=_tar({"only.txt": b"o"}, mode="w")
     )
     assert replaced.status_code == 200 and replaced.json()["count"] == 1
-    files = {
-        e["path"]
-        for e in (await server.client.get(f"/v1/environments/{eid}/files")).json()["entries"]
-    }
+    files = await _paths(server, eid)
     assert files == {"only.txt"}
 
 
@@ -467,10 +460,7 @@ async def test_an_import_over_a_limit_or_not_an_archive_is_refused_and_changes_n
         f"/v1/environments/{eid}/import", content=b"not an archive at all"
     )
     assert junk.status_code == 422 and _error(junk) == "environment_invalid"
-    files = {
-        e["path"]
-        for e in (await server.client.get(f"/v1/environments/{eid}/files")).json()["entries"]
-    }
+    files = await _paths(server, eid)
     assert files == {"keep.txt"}
 
 
