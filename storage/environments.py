@@ -64,7 +64,7 @@ def insert_environment(tx: Tx, row: EnvironmentRow) -> EnvironmentRow | None:
 
 def save_environment(tx: Tx, row: EnvironmentRow) -> EnvironmentRow:
     """Writes the row's client fields back (name, description, entry, declared, runtime)."""
-    row.updated_at_ms = _now_ms()
+    row.updated_at_ms = now_ms()
     tx.orm.add(row)
     return row
 
@@ -117,7 +117,7 @@ def start_build(tx: Tx, environment_id: str) -> int | None:
         )
     )
     row.latest_version = version
-    row.updated_at_ms = _now_ms()
+    row.updated_at_ms = now_ms()
     tx.orm.add(row)
     try:
         tx.orm.flush()
@@ -161,7 +161,7 @@ def finish_build(tx: Tx, environment_id: str, version: int, end: BuildEnd) -> No
     environment = tx.orm.get(EnvironmentRow, environment_id)
     if environment is not None and end.ready:
         environment.active_version = version
-        environment.updated_at_ms = _now_ms()
+        environment.updated_at_ms = now_ms()
         tx.orm.add(environment)
 
 
@@ -172,7 +172,7 @@ def activate(tx: Tx, environment_id: str, version: int) -> bool:
     if record is None or record.status != READY or environment is None:
         return False
     environment.active_version = version
-    environment.updated_at_ms = _now_ms()
+    environment.updated_at_ms = now_ms()
     tx.orm.add(environment)
     return True
 
@@ -244,5 +244,5 @@ def versions_in_use(tx: Tx, environment_id: str) -> set[int]:
     return used
 
 
-def _now_ms() -> int:
+def now_ms() -> int:
     return int(time.time() * 1000)

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import mimetypes
 import shutil
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -142,6 +141,7 @@ class Environments:
     async def create(self, principal_id: str, body: dict[str, Any]) -> Environment:
         try:
             name, slug = checked_name(body.get("name"))
+            now = store.now_ms()
             row = EnvironmentRow(
                 id=new_id("environment"),
                 principal_id=principal_id,
@@ -151,8 +151,8 @@ class Environments:
                 entry=checked_text("entry", body.get("entry") or ""),
                 declared=checked_declared(_declared_field(body) or {}),
                 runtime=await self._runtime(body.get("runtime") or {}),
-                created_at_ms=_now_ms(),
-                updated_at_ms=_now_ms(),
+                created_at_ms=now,
+                updated_at_ms=now,
             )
         except Invalid as exc:
             raise invalid(str(exc)) from None
@@ -572,7 +572,3 @@ def _delete(tx: Tx, principal_id: str, environment_id: str) -> tuple[NamingHarne
     if not store.delete_environment(tx, environment_id):
         return _BUSY
     return tuple(NamingHarness(row.id, row.name, row.base) for row in naming)
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
