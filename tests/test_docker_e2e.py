@@ -118,8 +118,9 @@ def test_no_file_in_the_container_holds_a_secret(
     )
     assert found_in_tools.returncode == 1, found_in_tools.stdout  # 1: nothing found
     # Every other file is scanned inside, in SCAN_PARTS commands (each path in the one its
-    # length picks: files the CLI writes meanwhile move none of the others), so that none
-    # outlasts the time the CLI waits for a command's output on a busy machine.
+    # length picks: files the CLI writes meanwhile move none of the others), each let wait for
+    # its output as long as the CLI allows (TIMEOUT: Codex's 30 s, where its default 10 s left
+    # a part unseen in gVisor on a busy machine), so that none outlasts it.
     files = (
         "find / \\( -path /proc -o -path /sys -o -path /opt/uhp-tools \\) -prune"
         " -o -type f -print 2>/dev/null"
@@ -129,7 +130,7 @@ def test_no_file_in_the_container_holds_a_secret(
         f" | xargs -r -d '\\n' grep -Il {patterns} 2>/dev/null; echo scanned-{part}"
         for part in range(SCAN_PARTS)
     )
-    result = create(client, {"input": f"{runs}\nSAY {{outputs}}"})
+    result = create(client, {"input": f"TIMEOUT 30\n{runs}\nSAY {{outputs}}"})
     assert message_text(result).strip() == " | ".join(
         f"scanned-{part}" for part in range(SCAN_PARTS)
     )

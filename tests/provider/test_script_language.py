@@ -61,6 +61,17 @@ def test_shell_arguments_follow_schema(schema: dict, expected: dict) -> None:
     assert shell_arguments(ToolSpec("shell", schema), "ls", cwd="/w") == expected
 
 
+def test_a_timeout_fills_every_timeout_property_the_schema_offers() -> None:
+    codex = {"properties": {"cmd": {"type": "string"}, "yield_time_ms": {}}}
+    assert shell_arguments(ToolSpec("shell", codex), "ls", timeout=30)["yield_time_ms"] == 30000
+    seconds = {"properties": {"command": {"type": "string"}, "timeout": {}}}
+    assert shell_arguments(ToolSpec("shell", seconds), "ls", timeout=90)["timeout"] == 90
+    assert "yield_time_ms" not in shell_arguments(ToolSpec("shell", codex), "ls")
+    script = "TIMEOUT 30\nRUN ls"
+    call = plan([Event("user", script)], [ToolSpec("shell", codex)]).tool_call
+    assert call is not None and json.loads(call.arguments)["yield_time_ms"] == 30000
+
+
 def test_plan_defaults() -> None:
     assert plan([Event("user", "hello")], []).text == "ok"
     assert plan([Event("user", "THINK hmm")], []).text == "done"

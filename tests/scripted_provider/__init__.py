@@ -23,6 +23,9 @@ after that message (a PARALLEL step takes one per call).
 - ``LOOP``: every response calls the shell tool with ``echo step <n>`` (n = step + 1).
 - ``SLOW <seconds>``: spread the final answer's deltas over that many seconds.
 - ``SLEEP <seconds>``: wait that long before sending response headers.
+- ``TIMEOUT <seconds>``: each RUN asks the shell tool to wait that long for the command, in every
+  timeout property its schema offers and Codex's ``yield_time_ms`` (at most 30 s): past Codex's
+  default 10 s a command goes on unseen and its output never reaches the model.
 - ``FAIL <status> [message]``: answer with that HTTP status and an error body. In the message,
   ``{key}`` is the provider's key as it is, ``{key:escaped}`` with every other character a JSON
   ``\\uXXXX`` escape, ``{key:url}`` percent-encoded, ``{key:base64}`` a base64 ``Bearer <key>``:

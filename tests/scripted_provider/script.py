@@ -32,6 +32,7 @@ KEYWORDS = (
     "PARALLEL",
     "IMAGES",
     "PICK",
+    "TIMEOUT",
 )
 _DIRECTIVE = re.compile(r"^\s*(" + "|".join(KEYWORDS) + r")(?:[ \t]+(.*?))?\s*$")
 
@@ -224,8 +225,14 @@ def find_shell_tool(tools: list[ToolSpec]) -> ToolSpec | None:
     return None
 
 
-def shell_arguments(tool: ToolSpec, command: str, cwd: str = ".") -> dict:
-    """Arguments for ``tool`` that run ``command``, shaped by its JSON schema."""
+def shell_arguments(
+    tool: ToolSpec, command: str, cwd: str = ".", timeout: float | None = None
+) -> dict:
+    """Arguments for ``tool`` that run ``command``, shaped by its JSON schema.
+
+    ``timeout`` (seconds) fills every timeout property the schema offers, as a model does for a
+    command it expects to be long; without it only a required one is filled (with 60 s).
+    """
     props = tool.schema.get("properties") or {}
     required = tool.schema.get("required") or []
     if "cmd" in props:
@@ -234,14 +241,24 @@ def shell_arguments(tool: ToolSpec, command: str, cwd: str = ".") -> dict:
         args = {"command": ["bash", "-lc", command]}
     else:
         args = {"command": command}
-    for name in required:
+    wanted = [*required, *(name for name in props if timeout and _waits(name))]
+    for name in wanted:
         if name in args:
             continue
         if name in ("workdir", "cwd", "working_directory"):
             args[name] = cwd
-        elif name.startswith("timeout"):
-            args[name] = 60000 if name.endswith("ms") or tool.name == "Bash" else 60
+        elif _waits(name):
+            seconds = timeout or 60
+            in_ms = name.endswith("ms") or tool.name == "Bash"
+            args[name] = int(seconds * 1000) if in_ms else int(seconds)
     return args
+
+
+def _waits(name: str) -> bool:
+    """Whether a shell tool's property says how long to wait for the command's output:
+    a timeout, or Codex's `yield_time_ms` (past it the command goes on unseen, its output
+    never reported)."""
+    return name.startswith("timeout") or name == "yield_time_ms"
 
 
 @dataclass
@@ -259,6 +276,7 @@ class _Script:
     loop: bool = False
     slow: float = 0.0
     sleep: float = 0.0
+    timeout: float | None = None  # seconds each RUN asks its shell tool for (TIMEOUT)
     fail: tuple[int, str] | None = None
 
     @classmethod
@@ -288,6 +306,8 @@ class _Script:
                 script.slow = _float(arg)
             elif key == "SLEEP":
                 script.sleep = _float(arg)
+            elif key == "TIMEOUT":
+                script.timeout = _float(arg) or None
             elif key == "FAIL":
                 status, _, message = arg.partition(" ")
                 code = int(status) if status.isdigit() else 400
@@ -405,7 +425,7 @@ def plan(events: list[Event], tools: list[ToolSpec], images: list[str] | None = 
     if group:
         suffixes = [f"_{n}" for n in range(len(group))] if len(group) > 1 else [""]
         calls = [
-            _tool_call(f"call_{reply.tag}{suffix}", spec, events, tools)
+            _tool_call(f"call_{reply.tag}{suffix}", spec, events, tools, script.timeout)
             for suffix, spec in zip(suffixes, group, strict=True)
         ]
         if any(call is None for call in calls):
@@ -454,7 +474,11 @@ def images_report(images: list[str]) -> str:
 
 
 def _tool_call(
-    call_id: str, spec: tuple[str, str], events: list[Event], tools: list[ToolSpec]
+    call_id: str,
+    spec: tuple[str, str],
+    events: list[Event],
+    tools: list[ToolSpec],
+    timeout: float | None = None,
 ) -> ToolCall | None:
     """The call a RUN or TOOL directive makes (None: RUN without a shell tool)."""
     key, argument = spec
@@ -462,7 +486,7 @@ def _tool_call(
         shell = find_shell_tool(tools)
         if shell is None:
             return None
-        args = shell_arguments(shell, argument, _cwd(events))
+        args = shell_arguments(shell, argument, _cwd(events), timeout)
         return ToolCall(call_id, shell.name, json.dumps(args))
     name, _, raw_args = argument.strip().partition(" ")
     tool = next((t for t in tools if name in (t.name, f"{t.namespace}__{t.name}")), None)
