@@ -29,7 +29,12 @@ from uhp_server.harnesses.body import (
     parse_harness_body,
 )
 from uhp_server.harnesses.config import HarnessConfig
-from uhp_server.harnesses.defaults import default_harness, ensure_defaults, made_default
+from uhp_server.harnesses.defaults import (
+    default_harness,
+    defaults_first,
+    ensure_defaults,
+    made_default,
+)
 from uhp_server.harnesses.plugins.export import export_plugin
 from uhp_server.harnesses.plugins.problems import plugin_not_found
 from uhp_server.harnesses.plugins.render import plugin_files, render_plugins
@@ -72,7 +77,7 @@ class Harnesses:
 
         def listed(tx: Tx) -> list[HarnessRow]:
             ensure_defaults(tx, principal_id, self.bases)
-            return harness_store.list_harnesses(tx, principal_id)
+            return defaults_first(harness_store.list_harnesses(tx, principal_id), self.bases)
 
         return [await self._record(row) for row in await self.db.write(listed)]
 
@@ -246,7 +251,8 @@ class Harnesses:
         def look(tx: Tx) -> list[records.HarnessSummary]:
             if create_defaults:
                 ensure_defaults(tx, principal_id, self.bases)
-            return [_summary(row) for row in harness_store.list_harnesses(tx, principal_id)]
+            rows = defaults_first(harness_store.list_harnesses(tx, principal_id), self.bases)
+            return [_summary(row) for row in rows]
 
         return await (self.db.write(look) if create_defaults else self.db.read(look))
 
