@@ -38,6 +38,7 @@ from uhp_server.engine.turns.recovery import recover
 from uhp_server.engine.turns.registry import RunRegistry
 from uhp_server.environments.builder import Builder
 from uhp_server.environments.building import SandboxBuilder
+from uhp_server.gateway.provider_hints import warn_unserved
 from uhp_server.gateway.tokens import TokenRegistry
 from uhp_server.gateway.upstreams import Upstreams
 from uhp_server.harnesses.default_base import choose_default_base, default_first
@@ -160,6 +161,7 @@ def build_context(
     db.on_event_commit = metrics.event_log_committed
     tokens = TokenRegistry()
     upstreams = Upstreams(settings)
+    warn_unserved(enabled.values(), upstreams.providers.values(), settings)
     catalog = ModelCatalog(upstreams)
     blobs = BlobStore(settings.blobs_dir)
     sandbox = sandbox or make_sandbox(settings, enabled.values())
