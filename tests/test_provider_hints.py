@@ -20,7 +20,11 @@ from uhp_server.gateway.provider_hints import enabling_settings
 from uhp_server.settings import Settings
 
 KEY = "uhp_sk_provider_hints"
-NO_PROVIDER: dict[str, Any] = {"OPENAI_API_KEY": None, "ANTHROPIC_API_KEY": None, "providers_file": None}
+NO_PROVIDER: dict[str, Any] = {
+    "OPENAI_API_KEY": None,
+    "ANTHROPIC_API_KEY": None,
+    "providers_file": None,
+}
 
 
 @pytest.fixture
