@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -201,3 +202,17 @@ def test_serve_says_so_in_one_line_and_exits_2(tmp_path: Path) -> None:
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("uhp-server: UHP_DEFAULT_BASE='codex' is not an enabled, installed base")
     assert "Traceback" not in done.stderr
+
+
+async def test_the_chat_docs_example_is_the_model_listed_first(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    """Issue 33 §8: docs/doors/openai-chat.md takes `models.list().data[0]` and says it is
+    `codex-default--…`; the server listed the default harnesses in random order (and ran
+    tasks on Claude Code's)."""
+    page = (Path(__file__).resolve().parent.parent / "docs/doors/openai-chat.md").read_text()
+    said = re.search(r'data\[0\]\.id\s+#[^\n]*e\.g\. "([a-z0-9-]+)--chrn_', page)
+    assert said is not None, "the example's comment no longer names a model id"
+    async with _serve(tmp_path, provider) as (server, _bases_by_name):
+        first = (await server.client.get("/openai/v1/models")).json()["data"][0]["id"]
+    assert first.startswith(said.group(1) + "--chrn_"), first

@@ -87,14 +87,17 @@ class Harnesses:
     async def create(self, principal_id: str, body: dict[str, Any]) -> records.Harness:
         """A new harness from a HarnessCreate body (or a harness object read back)."""
         base_name = body.get("base")
-        if not isinstance(base_name, str) or not base_name:
-            invalid("base", "`base` is required: one of the bases this server supports.")
-        base = self.bases.get(base_name)
-        if base is None:
+        if base_name is not None and not isinstance(base_name, str):
+            invalid("base", "`base` must be a string: one of the bases this server supports.")
+        base = self.bases.get(base_name) if base_name else None
+        if base is None:  # absent too: "REQUIRED and MUST be one the server supports;
+            # otherwise 422 unsupported_base" (Harnesses §5.1)
             raise ApiError(
                 422,
                 "unsupported_base",
-                "This server does not support that base.",
+                "This server does not support that base."
+                if base_name
+                else "`base` is required: one of the bases this server supports.",
                 param="base",
                 detail={"supported": sorted(self.bases)},
             )
