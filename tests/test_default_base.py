@@ -103,6 +103,10 @@ async def _every_door_runs_on(server: InProcess, bases: dict[str, FakeBase], exp
     listed = (await client.get("/v1/harnesses")).json()["harnesses"]
     assert listed[0]["id"] == used["id"]
     assert {h["base"] for h in listed} == set(bases)
+    # An unsupported base's refusal lists what is supported, the default first (a client,
+    # the conformance suite among them, takes the first).
+    refusal = await client.post("/v1/harnesses", json={"base": "no-such-base"})
+    assert refusal.json()["error"]["detail"]["supported"][0] == expected
     # Chat Completions: the first model listed is that harness (docs/doors/openai-chat.md's
     # `client.models.list().data[0]`), and it runs on the default base.
     models = (await client.get("/openai/v1/models")).json()["data"]

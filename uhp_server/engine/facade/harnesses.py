@@ -99,7 +99,7 @@ class Harnesses:
                 if base_name
                 else "`base` is required: one of the bases this server supports.",
                 param="base",
-                detail={"supported": sorted(self.bases)},
+                detail={"supported": list(self.bases)},  # the default base first
             )
 
         def checked(tx: Tx) -> ParsedHarness:
