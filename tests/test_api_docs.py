@@ -19,8 +19,9 @@ from starlette.applications import Starlette
 from tests.support.server import ServerProcess
 from uhp_server.api_docs.document import SPEC_PATH
 from uhp_server.app import create_app
+from uhp_server.doors.uhp.chapters import chapters_off
 from uhp_server.doors.uhp.wire import BUILTIN_SKILLS_FIELD
-from uhp_server.http.route_table import served_routes
+from uhp_server.http.route_table import mounted_routes, served_routes
 from uhp_server.settings import Settings
 
 KEY = "uhp_sk_docs_test"
@@ -108,6 +109,54 @@ def test_every_route_the_app_serves_is_in_the_document(
     delete = document["paths"]["/v1/sessions/{session_id}"]["delete"]
     assert delete["tags"] == ["Sessions"] and "x-uhp-server-extension" not in delete
     assert "Sessions §6" in delete["description"] and "422" not in delete["responses"]
+
+
+def _routes_of(app: Starlette) -> set[tuple[str, str]]:
+    """(method, path) of every route the app answers, a mounted door's included, as the
+    document writes paths (`{path:path}` is `{path}` there)."""
+    found = set()
+    for route in served_routes(app):
+        path = getattr(route, "path_format", route.path)
+        found |= {(method.lower(), path) for method in route.methods - {"HEAD"}}
+    for mounted in mounted_routes(app):
+        found |= {(method.lower(), mounted.path) for method in mounted.methods - {"HEAD"}}
+    return found
+
+
+def test_the_document_and_the_apps_routes_are_the_same_set(
+    http: TestClient, document: dict[str, Any]
+) -> None:
+    """Issue 33 §5: the Chat Completions door (a mounted sub-application) was missing."""
+    assert isinstance(http.app, Starlette)
+    served = {(m, p) for m, p in _routes_of(http.app) if not p.startswith(UNDOCUMENTED)}
+    documented = {
+        (method, path)
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+        if method in ("get", "put", "post", "delete", "patch")
+        # An optional chapter not served: listed as published, tagged as answering 404.
+        and not set(operation.get("tags", [])) & {c.tag for c in chapters_off()}
+    }
+    assert served - documented == set()
+    assert documented - served == set()
+    assert {
+        ("get", "/openai/v1/models"),
+        ("get", "/openai/v1/models/{model}"),
+        ("post", "/openai/v1/chat/completions"),
+    } <= documented
+
+
+def test_the_chat_door_is_documented_with_its_own_error_shape(document: dict[str, Any]) -> None:
+    chat = document["paths"]["/openai/v1/chat/completions"]["post"]
+    assert chat["tags"] == ["Chat Completions door"] and chat["x-uhp-server-extension"] is True
+    body = chat["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    assert body.removeprefix("#/components/schemas/") in document["components"]["schemas"]
+    for code in ("400", "401", "404", "422", "502"):
+        schema = chat["responses"][code]["content"]["application/json"]["schema"]
+        assert schema == {"$ref": "#/components/schemas/OpenAIErrorEnvelope"}, code
+    envelope = document["components"]["schemas"]["OpenAIErrorEnvelope"]
+    assert envelope["properties"]["error"]["required"] == ["message", "type", "param", "code"]
+    assert "Chat Completions door" in {tag["name"] for tag in document["tags"]}
 
 
 def test_a_chapter_not_served_says_so_where_its_operations_are(

@@ -4,6 +4,7 @@ In-process, no agent CLI. Skills: test_harness_skills.py; MCP servers: test_harn
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -124,14 +125,17 @@ def test_id_base_and_created_at_never_change(http: TestClient) -> None:
 
 
 def test_unsupported_or_missing_base(http: TestClient) -> None:
+    code = "unsupported_base"
     error = refused(
-        http.post("/v1/harnesses", json={"base": "gemini"}, headers=AUTH),
-        "base",
-        422,
-        "unsupported_base",
+        http.post("/v1/harnesses", json={"base": "gemini"}, headers=AUTH), "base", 422, code
     )
     assert error["detail"]["supported"] == ["codex"]
-    refused(http.post("/v1/harnesses", json={"name": "x"}, headers=AUTH), "base")
+    # Absent or empty is not a base the server supports: 422 too (Harnesses §5.1, issue 33
+    # §8: the OpenAPI document's only refusal of this operation); the wrong type is 400
+    # invalid_input (Errors §3.1).
+    for body in ({"name": "x"}, {"base": ""}, {"base": None}):
+        error = refused(http.post("/v1/harnesses", json=body, headers=AUTH), "base", 422, code)
+        assert error["detail"]["supported"] == ["codex"]
     refused(http.post("/v1/harnesses", json={"base": 5}, headers=AUTH), "base")
 
 
@@ -210,3 +214,35 @@ def test_a_refused_body_stores_nothing(http: TestClient) -> None:
         )
     )
     assert stored == ([], [])
+
+
+# -- what docs/harnesses.md says a refusal names ----------------------------------------------
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "harnesses.md"
+DOCUMENTED_PARAMS = re.compile(
+    r"a `POST` in\s+snake_case gets `([^`]+)`, a `PUT` of the camelCase object `([^`]+)`,\s+"
+    r"and both `([^`]+)`"
+)
+
+
+def test_a_refusal_names_the_field_as_the_docs_say(http: TestClient) -> None:
+    """Issue 33 §8: the docs showed the camelCase path while a snake_case POST is answered in
+    its own casing; the examples the page gives are what the server answers."""
+    found = DOCUMENTED_PARAMS.search(" ".join(DOCS.read_text().split()))
+    assert found is not None, "docs/harnesses.md no longer gives the param examples"
+    posted, put, skill_path = found.groups()
+    servers = [
+        {"name": "ok", "url": "https://mcp.example.com/mcp"},
+        {"name": "b", "url": "ftp://x"},
+    ]
+    answer = http.post(
+        "/v1/harnesses", json={"base": "codex", "mcp_servers": servers}, headers=AUTH
+    )
+    refused(answer, posted)
+    harness = create(http, {"base": "codex"})
+    camel = {**harness, "mcpServers": servers}
+    refused(http.put(f"/v1/harnesses/{harness['id']}", json=camel, headers=AUTH), put)
+    bad = skill({"path": "notes.md", "content": "x"}, {"path": "../escape.md", "content": "y"})
+    refused(
+        http.post("/v1/harnesses", json={"base": "codex", "skills": [bad]}, headers=AUTH),
+        skill_path,
+    )

@@ -28,6 +28,9 @@ from uhp_server.gateway.tokens import TokenRegistry
 
 REAL_SECRET = "mcp-real-secret-7d1f"
 
+# `.invalid` never resolves (RFC 6761): a name DNS answers "no such host" for.
+UNRESOLVABLE = "http://no-such-mcp-server.invalid/mcp"
+
 
 class Gateway:
     """Just the MCP proxy routes, served on a loopback port."""
@@ -137,6 +140,13 @@ async def test_tokens_names_and_policy_are_enforced(
         refused = await http.post(url, json=body, headers=auth)
         assert refused.status_code == 403
         assert "localhost" not in refused.text and "127.0.0.1" not in refused.text
+        # A name that does not resolve is not reachable, not refused (issue 33 §6).
+        nowhere = McpTarget("vault", UNRESOLVABLE, private.transport, allow_private=True)
+        auth = {"Authorization": f"Bearer {gateway.grant(nowhere)}"}
+        unresolved = await http.post(url, json=body, headers=auth)
+        assert unresolved.status_code == 502
+        assert "could not be reached: its host name does not resolve" in unresolved.text
+        assert "policy" not in unresolved.text
     assert mcp_server.requests == []  # nothing above reached the MCP server
 
 
@@ -152,6 +162,10 @@ async def test_probe_tells_reachable_from_unreachable_and_refused() -> None:
         server.stop()
     dead = McpTarget("v", server.url, allow_private=True)  # stopped: nothing listens
     assert await probe(dead) == "could not be reached"
+    # Issue 33 §6: a name that does not resolve was reported as refused by the policy.
+    for allow_private in (True, False):
+        nowhere = McpTarget("v", UNRESOLVABLE, allow_private=allow_private)
+        assert await probe(nowhere) == "could not be reached (its host name does not resolve)"
     assert server.requests == []  # a probe opens a connection, it sends no request
 
 

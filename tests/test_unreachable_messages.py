@@ -9,7 +9,7 @@ import httpx
 
 from harness_bases.codex.failures import classify_failure
 from uhp_server.gateway import unreachable
-from uhp_server.gateway.url_policy import UrlRefused
+from uhp_server.gateway.url_policy import HostNotResolved, UrlRefused
 
 
 def caused_by(exc: httpx.HTTPError, cause: BaseException) -> httpx.HTTPError:
@@ -27,7 +27,7 @@ def test_each_transport_failure_has_its_own_sentence() -> None:
     assert unreachable.unreachable_message(httpx.ConnectTimeout("t")) == unreachable.TIMED_OUT
     assert unreachable.unreachable_message(httpx.ReadTimeout("t")) == unreachable.TIMED_OUT
     assert unreachable.unreachable_message(httpx.RemoteProtocolError("r")) == unreachable.DROPPED
-    resolved = UrlRefused("The host name could not be resolved.")
+    resolved = HostNotResolved("The host name could not be resolved.")  # what pin_url raises for it
     assert unreachable.refused_address_message(resolved) == unreachable.DNS_FAILED
     private = UrlRefused("The URL points at a private or loopback address.")
     assert "private or loopback" in unreachable.refused_address_message(private)

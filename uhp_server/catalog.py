@@ -22,6 +22,7 @@ from typing import Any
 
 from harness_bases.base import HarnessBase
 from uhp_server.errors import ApiError
+from uhp_server.gateway.provider_hints import no_provider_message, provider_settings
 from uhp_server.gateway.providers import Provider
 
 
@@ -156,9 +157,25 @@ class ModelCatalog:
         raise ApiError(
             422,
             "model_unavailable",
-            f"No model can be served for this harness right now"
-            f"{f' (asked for {requested!r})' if requested else ''}.",
+            self._unavailable(base, order, requested, default),
             param="model" if requested else None,
+        )
+
+    def _unavailable(
+        self, base: HarnessBase, order: list[Provider], requested: str | None, default: str | None
+    ) -> str:
+        """Why nothing runs, naming the setting to look at (provider_hints.py): no provider
+        that could serve the base is configured, or those configured do not serve its default
+        model now (unreachable, a wrong key, a model they do not have)."""
+        settings = self.upstreams.settings
+        if not order:
+            return no_provider_message(base, settings)
+        asked = f" (asked for {requested!r})" if requested else ""
+        why = f"its default model {default!r} is not" if default else "no model is"
+        checked = "; ".join(f"{p.name}: {provider_settings(p, settings)}" for p in order)
+        return (
+            f"No model can be served for this harness right now{asked}: {why} served by its "
+            f"providers now (check {checked}); GET /v1/models shows what each serves."
         )
 
 

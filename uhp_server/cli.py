@@ -36,6 +36,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from uhp_server.app import create_app
     from uhp_server.gateway.providers_file import ProvidersFileError, load_providers
+    from uhp_server.harnesses.default_base import DefaultBaseError
 
     settings = _settings(args)
     configure_logging(settings.log_level)
@@ -58,7 +59,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # The connection cap in force (the descriptor limit may lower it): streams stay below it.
     cap = connections.connection_cap(settings.max_connections, connections.raise_fd_limit())
     settings = settings.model_copy(update={"max_connections": cap})
-    app = create_app(settings)
+    try:
+        app = create_app(settings)
+    except DefaultBaseError as exc:  # one line naming the setting, not a traceback
+        print(f"uhp-server: {exc}", file=sys.stderr)
+        return 2
     print(f"UHP Server listening on http://{settings.host}:{settings.port}", flush=True)
     uvicorn.run(
         app,

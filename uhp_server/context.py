@@ -38,8 +38,10 @@ from uhp_server.engine.turns.recovery import recover
 from uhp_server.engine.turns.registry import RunRegistry
 from uhp_server.environments.builder import Builder
 from uhp_server.environments.building import SandboxBuilder
+from uhp_server.gateway.provider_hints import warn_unserved
 from uhp_server.gateway.tokens import TokenRegistry
 from uhp_server.gateway.upstreams import Upstreams
+from uhp_server.harnesses.default_base import choose_default_base, default_first
 from uhp_server.ops.metrics import Metrics
 from uhp_server.ops.readiness import ReadinessProbe
 from uhp_server.ops.replica_id import replica_id
@@ -54,7 +56,7 @@ from uhp_server.settings import Settings
 class AppContext:
     settings: Settings
     db: Database
-    bases: dict[str, HarnessBase]  # the enabled and installed bases
+    bases: dict[str, HarnessBase]  # the enabled and installed bases, the default one first
     tokens: Any  # gateway.tokens.TokenRegistry
     upstreams: Any  # gateway.upstreams.Upstreams
     catalog: ModelCatalog
@@ -108,6 +110,14 @@ def usable_bases(settings: Settings) -> dict[str, HarnessBase]:
     return usable
 
 
+def with_default_first(bases: dict[str, HarnessBase], settings: Settings) -> dict[str, HarnessBase]:
+    """The bases, the default one first (harnesses/default_base.py), said in the start log."""
+    chosen = choose_default_base(settings.default_base, list(bases))
+    if chosen is not None:
+        log.info("default_base", extra={"base": chosen.name, "chosen_by": chosen.chosen_by})
+    return default_first(bases, chosen)
+
+
 def _seal_stored_secrets(db: Database) -> None:
     """Secrets stored before they were sealed, or sealed with a key being rotated out, are
     sealed with the current key before anything else runs (storage/sealing.py)."""
@@ -136,7 +146,8 @@ def build_context(
     builder: Builder | None = None,
 ) -> AppContext:
     """`sandbox`, `builder`: use these instead of the ones settings name (tests inject
-    fakes)."""
+    fakes). DefaultBaseError when UHP_DEFAULT_BASE names a base that is not enabled."""
+    enabled = with_default_first(usable_bases(settings) if bases is None else bases, settings)
     db = Database(settings.database, load_sealer(settings.secrets_key, settings.data_dir))
     if db.dialect.shared and not settings.secrets_key:
         # Each replica's data directory would make a key of its own: another replica could
@@ -150,9 +161,9 @@ def build_context(
     db.on_event_commit = metrics.event_log_committed
     tokens = TokenRegistry()
     upstreams = Upstreams(settings)
+    warn_unserved(enabled.values(), upstreams.providers.values(), settings)
     catalog = ModelCatalog(upstreams)
     blobs = BlobStore(settings.blobs_dir)
-    enabled = usable_bases(settings) if bases is None else bases
     sandbox = sandbox or make_sandbox(settings, enabled.values())
     replica = replica_id(settings.replica_id, settings.data_dir)
     admission: Admission = AdmissionQueue(

@@ -42,6 +42,9 @@ class Settings(BaseSettings):
     # Comma-separated bases this server enables; unset: every registered base whose CLI is
     # installed (harness_bases.registry), so a new base needs no edit here.
     bases: str | None = None
+    # The base a task without metadata.harness_id runs on; unset: codex when enabled, else the
+    # first enabled base (harnesses/default_base.py). One not enabled stops start-up.
+    default_base: str | None = None
     session_retention_days: float = 30.0  # idle sessions expire after this (session_expired)
     idempotency_retention_hours: float = 24.0
     max_timeout_seconds: int = 3600  # the longest wall-clock budget any task gets

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 from fastapi import FastAPI
 
+from harness_bases.base import HarnessBase
 from tests.support.fakes import FakeBase, FakeSandbox
 from uhp_server.app import create_app
 from uhp_server.context import AppContext
@@ -62,11 +63,13 @@ async def in_process(
     base: FakeBase | None = None,
     sandbox: FakeSandbox | None = None,
     builder: Builder | None = None,
+    more_bases: tuple[FakeBase, ...] = (),
     **settings: Any,
 ) -> AsyncIterator[InProcess]:
     """`provider_url`: an OpenAI-style base URL (the scripted provider's): the catalog lists
     its models; the fake turns never call it. `builder`: what environments are built with
-    (unset: the server's own, which needs the sandbox toolchain)."""
+    (unset: the server's own, which needs the sandbox toolchain). `more_bases`: enabled
+    after `base`, in their order."""
     base = base or FakeBase()
     sandbox = sandbox or FakeSandbox()
     config = Settings(
@@ -79,7 +82,8 @@ async def in_process(
         cancel_grace_seconds=0.5,
         **settings,
     )
-    app = create_app(config, bases={base.name: base}, sandbox=sandbox, builder=builder)
+    bases: dict[str, HarnessBase] = {b.name: b for b in (base, *more_bases)}
+    app = create_app(config, bases=bases, sandbox=sandbox, builder=builder)
     transport = httpx.ASGITransport(app=app)
     headers = {"Authorization": f"Bearer {API_KEY}"}
     async with (

@@ -8,19 +8,23 @@ they answer 404 here (doors/uhp/chapters.py). An operation it lacks is taken fro
 schema, tagged as an extension, with the protocol's error responses in place of FastAPI's
 422 (this server answers validation errors with the envelope's 400), and with only the
 component schemas it refers to; one that the protocol's prose names but its document omits
-goes under its chapter's tag instead.
+goes under its chapter's tag instead. A door mounted as a sub-application (Chat Completions
+at /openai/v1), which FastAPI's generator skips, is generated on its own and listed under its
+full paths, with its errors in its own (OpenAI's) shape.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from starlette.routing import Mount
 
 from uhp_server.doors.uhp.chapters import chapters_off
 from uhp_server.doors.uhp.wire import BUILTIN_SKILLS_FIELD
@@ -37,6 +41,46 @@ PUBLIC_PREFIXES = ("/s/",)  # the share page: its token is in the path, no crede
 # Probes and metrics (ops/routes.py): no API key; /metrics takes UHP_METRICS_TOKEN when set.
 OPERATIONS_PATHS = ("/healthz", "/readyz", "/metrics")
 SCHEMA_REF = "#/components/schemas/"
+# Doors mounted as sub-applications, each answering in its own contract's shapes: the Chat
+# Completions door (docs/doors/openai-chat.md).
+MOUNTED_DOORS = ("/openai/v1/",)
+CHAT_TAG = {
+    "name": "Chat Completions door",
+    "description": (
+        "This server's OpenAI Chat Completions door: every harness as a model "
+        "(`<slug>--<harness id>`). Errors, unknown paths included, are OpenAI's shape."
+    ),
+}
+OPENAI_ERROR = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["message", "type", "param", "code"],
+            "properties": {
+                "message": {"type": "string"},
+                "type": {"type": "string"},
+                "param": {"type": ["string", "null"]},
+                "code": {"type": ["string", "null"]},
+            },
+        }
+    },
+    "description": "An error in OpenAI's shape, as the Chat Completions door answers it.",
+}
+OPENAI_ERROR_CONTENT = {
+    "application/json": {"schema": {"$ref": "#/components/schemas/OpenAIErrorEnvelope"}}
+}
+OPENAI_ERRORS = {
+    "400": "A malformed request: `invalid_request`, `unsupported_content`",
+    "401": "A missing or unknown key: `invalid_api_key`",
+    "404": "No such model (harness): `model_not_found`",
+}
+OPENAI_TASK_ERRORS = {  # a chat completion runs a task: how one that did not complete answers
+    "409": "The task was cancelled: `cancelled`",
+    "422": "No model can be served for the harness: `model_unavailable`",
+    "502": "The task failed: its error code and message",
+}
 # The published 2026-10-04 document refers to this answer (`GET /v1/environments/packages/
 # check`) and never defines it; defined here the way its siblings are, so that the document
 # served is valid OpenAPI. The copy in this folder stays byte for byte the published one.
@@ -73,6 +117,10 @@ def build_document(app: FastAPI) -> dict[str, Any]:
     generated = get_openapi(title=app.title, version=app.version, routes=app.routes)
     generated_schemas = generated.get("components", {}).get("schemas", {})
     extensions: list[dict[str, Any]] = []
+    for mounted in _mounted_doors(app):
+        extensions.extend(_add_mounted(document, mounted))
+        for name, schema in mounted.schemas.items():
+            generated_schemas.setdefault(name, schema)
     for path, operations in generated["paths"].items():
         served = document["paths"].setdefault(path, {})
         for method, operation in operations.items():
@@ -94,8 +142,56 @@ def build_document(app: FastAPI) -> dict[str, Any]:
     document["tags"].append(
         {"name": EXTENSION_TAG, "description": "Routes this server adds to the protocol."}
     )
+    if any(path.startswith(MOUNTED_DOORS) for path in document["paths"]):
+        document["tags"].append(CHAT_TAG)
+        document["components"]["schemas"].setdefault("OpenAIErrorEnvelope", OPENAI_ERROR)
     document["servers"] = [{"url": "/", "description": "This server"}]
     return document
+
+
+@dataclass(frozen=True)
+class MountedDoor:
+    """A door served as a sub-application (doors/door.py): its routes, generated on their own
+    and prefixed with its mount path, since FastAPI's generator skips a mount."""
+
+    prefix: str
+    paths: dict[str, dict[str, Any]]
+    schemas: dict[str, Any]
+
+
+def _mounted_doors(app: FastAPI) -> list[MountedDoor]:
+    found = []
+    for route in app.routes:
+        mounted = getattr(route, "app", None)
+        if isinstance(route, Mount) and isinstance(mounted, FastAPI):
+            generated = get_openapi(title=app.title, version=app.version, routes=mounted.routes)
+            schemas = generated.get("components", {}).get("schemas", {})
+            found.append(MountedDoor(route.path, generated["paths"], schemas))
+    return found
+
+
+def _add_mounted(document: dict[str, Any], door: MountedDoor) -> list[dict[str, Any]]:
+    """The door's operations under their full paths, answering errors in its own shape."""
+    added = []
+    for path, operations in door.paths.items():
+        served = document["paths"].setdefault(door.prefix + path, {})
+        for method, operation in operations.items():
+            if method in METHODS and method not in served:
+                served[method] = _as_chat_door(method, operation)
+                added.append(served[method])
+    return added
+
+
+def _as_chat_door(method: str, operation: dict[str, Any]) -> dict[str, Any]:
+    operation = dict(operation)
+    operation["tags"] = [CHAT_TAG["name"]]
+    operation["x-uhp-server-extension"] = True
+    responses = _without_422(operation)  # its validation errors are 400, in its own shape
+    errors = {**OPENAI_ERRORS, **(OPENAI_TASK_ERRORS if method == "post" else {})}
+    for code, meaning in errors.items():
+        responses.setdefault(code, {"description": meaning, "content": OPENAI_ERROR_CONTENT})
+    operation["responses"] = responses
+    return operation
 
 
 def _as_extension(path: str, operation: dict[str, Any]) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from starlette.background import BackgroundTask
 from uhp_server.gateway.mcp_targets import MCP_PATH, McpTarget
 from uhp_server.gateway.scrubbing import StreamScrubber, scrubber
 from uhp_server.gateway.tokens import DOOR_SCOPE_KEY, TokenRegistry
-from uhp_server.gateway.url_policy import PinnedUrl, UrlRefused, pin_url
+from uhp_server.gateway.url_policy import HostNotResolved, PinnedUrl, UrlRefused, pin_url
 from uhp_server.gateway.user_questions import QUESTION_SERVER, Asker, serve_questions
 from uhp_server.http.bodies import read_capped
 
@@ -162,6 +162,9 @@ async def forward_mcp(
         return _error(404, "No such MCP endpoint.")
     try:
         pinned = await pin_url(url, target.allow_private)
+    except HostNotResolved:
+        log.warning("mcp proxy %s: its host name does not resolve", name)
+        return _error(502, "The MCP server could not be reached: its host name does not resolve.")
     except UrlRefused as exc:
         log.warning("mcp proxy %s: refused by the URL policy: %s", name, exc)
         return _error(403, "The MCP server's address is not allowed by this server's policy.")

@@ -7,10 +7,14 @@ import contextlib
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from uhp_server.gateway.url_policy import UrlRefused, pin_url
+from uhp_server.gateway.url_policy import HostNotResolved, UrlRefused, pin_url
 
 MCP_PATH = "/gateway/mcp"  # the proxy's route: MCP_PATH/<name>
 PROBE_TIMEOUT_SECONDS = 3.0
+# Why a turn goes without a server, in the notice its output shows (no address in any).
+NOT_RESOLVED = "could not be reached (its host name does not resolve)"
+REFUSED_BY_POLICY = "is not allowed by this server's address policy"
+UNREACHABLE = "could not be reached"
 
 
 @dataclass(frozen=True)
@@ -39,16 +43,18 @@ async def probe(target: McpTarget, timeout: float = PROBE_TIMEOUT_SECONDS) -> st
     where the gateway will connect from; the MCP session itself is the CLI's business."""
     try:
         pinned = await asyncio.wait_for(pin_url(target.url, target.allow_private), timeout)
+    except HostNotResolved:  # (a UrlRefused: first) DNS, not the policy, is why
+        return NOT_RESOLVED
     except UrlRefused:
-        return "is not allowed by this server's address policy"
+        return REFUSED_BY_POLICY
     except TimeoutError:
-        return "could not be reached"
+        return UNREACHABLE
     parts = urlsplit(target.url)
     port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
     try:
         _, writer = await asyncio.wait_for(asyncio.open_connection(pinned.address, port), timeout)
     except (OSError, TimeoutError):
-        return "could not be reached"
+        return UNREACHABLE
     writer.close()
     with contextlib.suppress(OSError):
         await writer.wait_closed()

@@ -12,6 +12,8 @@ import ssl
 
 import httpx
 
+from uhp_server.gateway.url_policy import HostNotResolved
+
 DNS_FAILED = "The model provider's host name could not be resolved (DNS failure)."
 REFUSED = "The model provider refused the connection (nothing listens at its address)."
 TIMED_OUT = "The model provider did not answer in time (timeout)."
@@ -41,10 +43,9 @@ def unreachable_message(exc: BaseException) -> str:
 def refused_address_message(exc: Exception) -> str:
     """The sentence for a connection URL the address policy refused (its reason names no
     address); a name that does not resolve is a DNS failure, not a policy matter."""
-    reason = str(exc)
-    if "could not be resolved" in reason:
+    if isinstance(exc, HostNotResolved):
         return DNS_FAILED
-    return f"The model connection's address is not allowed: {reason}"
+    return f"The model connection's address is not allowed: {exc}"
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

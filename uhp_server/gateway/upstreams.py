@@ -62,7 +62,7 @@ class Upstreams:
         failure_cache_seconds: float = FAILURE_CACHE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._settings = settings
+        self.settings = settings
         self._owns_client = http_client is None
         self.http = http_client or new_http_client()
         self._failure_ttl = failure_cache_seconds
@@ -88,7 +88,7 @@ class Upstreams:
         listings for a cache period (so the catalogue falls back instead of failing again)."""
         if (name, model) not in self._missing or self._missing[(name, model)] <= self._clock():
             log.warning("provider %s does not serve model %s: listed unavailable", name, model)
-        self._missing[(name, model)] = self._clock() + self._settings.models_cache_seconds
+        self._missing[(name, model)] = self._clock() + self.settings.models_cache_seconds
 
     async def list_models(self, name: str) -> list[str] | None:
         """The models the provider serves now; None when unknown, unreachable or refusing."""
@@ -111,7 +111,7 @@ class Upstreams:
             if cached and cached[0] > self._clock():
                 return cached[1]
             models = await self._fetch_models(upstream)
-            ttl = self._settings.models_cache_seconds if models is not None else self._failure_ttl
+            ttl = self.settings.models_cache_seconds if models is not None else self._failure_ttl
             self._models[name] = (self._clock() + ttl, models)
             return models
 

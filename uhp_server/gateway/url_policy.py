@@ -37,6 +37,11 @@ class UrlRefused(ValueError):
     """The URL breaks the policy. The message is safe for a client: no address in it."""
 
 
+class HostNotResolved(UrlRefused):
+    """The URL's host name has no address: nothing to check, and nothing to connect to. A
+    caller that tells a person why a server was not reached says this, not "refused"."""
+
+
 @dataclass(frozen=True)
 class PinnedUrl:
     """A checked URL and the address to connect to instead of resolving its host again."""
@@ -170,14 +175,14 @@ async def _resolve(host: str, port: int) -> list[IPAddress]:
     try:
         infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError):  # UnicodeError: a name IDNA cannot encode
-        raise UrlRefused("The host name could not be resolved.") from None
+        raise HostNotResolved("The host name could not be resolved.") from None
     found: list[IPAddress] = []
     for info in infos:
         address = _literal_ip(str(info[4][0]))
         if address is not None and address not in found:
             found.append(address)
     if not found:
-        raise UrlRefused("The host name could not be resolved.")
+        raise HostNotResolved("The host name could not be resolved.")
     return found
 
 

@@ -35,7 +35,8 @@ def ensure_defaults(
 
 
 def default_harness(tx: Tx, principal_id: str, bases: dict[str, HarnessBase]) -> HarnessRow | None:
-    """The harness a task without `metadata.harness_id` runs on: the first enabled base's."""
+    """The harness a task without `metadata.harness_id` runs on: the first enabled base's,
+    which is the default base (harnesses/default_base.py orders them)."""
     found = ensure_defaults(tx, principal_id, bases)
     return next((found[name] for name in bases if name in found), None)
 
@@ -52,3 +53,18 @@ def first_default(found: dict[str, HarnessRow], bases: dict[str, HarnessBase]) -
     if any(name not in found for name in bases):
         return None
     return next((found[name] for name in bases), None)
+
+
+def defaults_first(rows: list[HarnessRow], bases: dict[str, HarnessBase]) -> list[HarnessRow]:
+    """A principal's harnesses as listed: its default ones in the bases' order (the one a task
+    without `metadata.harness_id` runs on first, so a client taking the first listed takes
+    it), then the others as stored (oldest first). Defaults are made in one millisecond, so
+    their stored order alone would be their random ids'."""
+    order = {name: i for i, name in enumerate(bases)}
+
+    def rank(row: HarnessRow) -> tuple[int, int]:
+        if row.is_default and row.base in order:
+            return (0, order[row.base])
+        return (1, 0)
+
+    return sorted(rows, key=rank)  # stable: the others keep their stored order

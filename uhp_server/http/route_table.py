@@ -3,7 +3,8 @@
 Recent FastAPI versions keep each included router as a single nested entry of `app.routes`;
 the 405 `Allow` header and the OpenAPI document need every route, with its path and methods.
 A mounted sub-application (the Chat Completions door at /openai/v1) is left out: it answers
-for itself, in its own contract's shapes, and is not part of the protocol's document.
+for itself, in its own contract's shapes (its 405s included); `mounted_routes` lists its
+routes for the API document.
 
 The server serves a flat list of parts (app.py): routers and mounted sub-applications. When
 no two parts could answer the same method and path, the order of the list decides no request,
@@ -37,6 +38,26 @@ def _flat(routes: Sequence[BaseRoute]) -> list[Any]:
 def served_routes(app: Starlette) -> list[Any]:
     """Every route, each with `path`, `path_regex`, `methods` and `matches(scope)`."""
     return [r for r in _flat(app.routes) if not isinstance(getattr(r, "route", r), Mount)]
+
+
+@dataclass(frozen=True)
+class MountedRoute:
+    """A route of a mounted sub-application, as a client reaches it."""
+
+    path: str  # the mount's path and the route's, `{name:path}` written `{name}`
+    methods: frozenset[str]
+
+
+def mounted_routes(app: Starlette) -> list[MountedRoute]:
+    """The routes of every mounted sub-application (the Chat Completions door), which
+    `served_routes` leaves to the sub-application; what the API document must list too."""
+    found = []
+    for mount in (r for r in app.routes if isinstance(r, Mount)):
+        for route in _flat(getattr(mount.app, "routes", [])):
+            path = getattr(route, "path_format", route.path)
+            methods = frozenset(getattr(route, "methods", None) or ())
+            found.append(MountedRoute(mount.path + path, methods))
+    return found
 
 
 @dataclass(frozen=True)

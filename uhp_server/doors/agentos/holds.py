@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from uhp_server.gateway.url_policy import UrlRefused, pin_url
+from uhp_server.gateway.url_policy import HostNotResolved, UrlRefused, pin_url
 
 RUN_TOKEN_HEADER = "x-agentos-run-token"
 _TIMEOUT = httpx.Timeout(10.0)
@@ -36,6 +36,10 @@ async def open_hold(
     }
     try:
         pinned = await pin_url(f"{api_url.rstrip('/')}/v0/holds", allow_private)
+    except HostNotResolved:
+        raise HoldFailed(
+            "The platform's holds endpoint could not be reached: its host name does not resolve."
+        ) from None
     except UrlRefused as exc:
         raise HoldFailed(f"The invocation's api_url is refused: {exc}") from None
     try:

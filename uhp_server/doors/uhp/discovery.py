@@ -7,7 +7,9 @@ from typing import Any
 from fastapi import APIRouter
 
 from uhp_server import __version__
+from uhp_server.doors.deps import EngineDep
 from uhp_server.doors.uhp.chapters import PLUGIN_SCHEMAS, PLUGINS, capabilities
+from uhp_server.harnesses.default_base import default_base_name
 from uhp_server.http.strict_json import StrictJsonRoute
 from uhp_server.http.versioning import DEFAULT_VERSION, SUPPORTED_VERSIONS
 
@@ -25,8 +27,10 @@ def conformance_class(capabilities: dict[str, bool]) -> str:
     return "core"
 
 
-def discovery_document() -> dict[str, Any]:
-    """The same for every caller and every version asked for: nothing principal-specific."""
+def discovery_document(default_base: str | None) -> dict[str, Any]:
+    """The same for every caller and every version asked for: nothing principal-specific.
+    `default_base`: the base a task without `metadata.harness_id` runs on, said in the
+    free-form `implementation` (this server's own field; left out when no base is enabled)."""
     served = capabilities()
     document: dict[str, Any] = {
         "object": "uhp.discovery",
@@ -39,9 +43,11 @@ def discovery_document() -> dict[str, Any]:
     if PLUGINS.served:  # present and non-empty exactly when plugins is (Plugins §7)
         document["plugin_schemas"] = list(PLUGIN_SCHEMAS)
     document["implementation"] = {"name": "UHP Server", "version": __version__}
+    if default_base is not None:
+        document["implementation"]["default_base"] = default_base
     return document
 
 
 @router.get("/v1/uhp")
-def discovery() -> dict[str, Any]:
-    return discovery_document()
+def discovery(engine: EngineDep) -> dict[str, Any]:
+    return discovery_document(default_base_name(engine.bases))

@@ -29,7 +29,12 @@ from uhp_server.harnesses.body import (
     parse_harness_body,
 )
 from uhp_server.harnesses.config import HarnessConfig
-from uhp_server.harnesses.defaults import default_harness, ensure_defaults, made_default
+from uhp_server.harnesses.defaults import (
+    default_harness,
+    defaults_first,
+    ensure_defaults,
+    made_default,
+)
 from uhp_server.harnesses.plugins.export import export_plugin
 from uhp_server.harnesses.plugins.problems import plugin_not_found
 from uhp_server.harnesses.plugins.render import plugin_files, render_plugins
@@ -72,7 +77,7 @@ class Harnesses:
 
         def listed(tx: Tx) -> list[HarnessRow]:
             ensure_defaults(tx, principal_id, self.bases)
-            return harness_store.list_harnesses(tx, principal_id)
+            return defaults_first(harness_store.list_harnesses(tx, principal_id), self.bases)
 
         return [await self._record(row) for row in await self.db.write(listed)]
 
@@ -82,16 +87,19 @@ class Harnesses:
     async def create(self, principal_id: str, body: dict[str, Any]) -> records.Harness:
         """A new harness from a HarnessCreate body (or a harness object read back)."""
         base_name = body.get("base")
-        if not isinstance(base_name, str) or not base_name:
-            invalid("base", "`base` is required: one of the bases this server supports.")
-        base = self.bases.get(base_name)
-        if base is None:
+        if base_name is not None and not isinstance(base_name, str):
+            invalid("base", "`base` must be a string: one of the bases this server supports.")
+        base = self.bases.get(base_name) if base_name else None
+        if base is None:  # absent too: "REQUIRED and MUST be one the server supports;
+            # otherwise 422 unsupported_base" (Harnesses §5.1)
             raise ApiError(
                 422,
                 "unsupported_base",
-                "This server does not support that base.",
+                "This server does not support that base."
+                if base_name
+                else "`base` is required: one of the bases this server supports.",
                 param="base",
-                detail={"supported": sorted(self.bases)},
+                detail={"supported": list(self.bases)},  # the default base first
             )
 
         def checked(tx: Tx) -> ParsedHarness:
@@ -246,7 +254,8 @@ class Harnesses:
         def look(tx: Tx) -> list[records.HarnessSummary]:
             if create_defaults:
                 ensure_defaults(tx, principal_id, self.bases)
-            return [_summary(row) for row in harness_store.list_harnesses(tx, principal_id)]
+            rows = defaults_first(harness_store.list_harnesses(tx, principal_id), self.bases)
+            return [_summary(row) for row in rows]
 
         return await (self.db.write(look) if create_defaults else self.db.read(look))
 
