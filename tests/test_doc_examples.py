@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import API_KEY, MODELS, PROVIDER_KEY, server_env
+from harness_bases.claude_code import ClaudeCodeBase
+from tests.conftest import API_KEY, MODELS, PROVIDER_KEY, installed_tools, server_env
 from tests.scripted_provider import RunningProvider, start_provider
 from tests.support import doc_examples
 from tests.support.doc_examples import Example, examples_in, pages, run_page
@@ -83,8 +84,14 @@ def values(
 
 
 def reader_env(server: ServerProcess) -> dict[str, str]:
-    """A reader's shell after the install: `uhp-server` commands reach the server's data."""
-    return {"UHP_DATA_DIR": str(server.data_dir)}
+    """A reader's shell after "Using it": their key exported as UHP_KEY, `uhp-server`
+    commands reaching the server's data, Claude Code installed (the pinned one)."""
+    claude = installed_tools("claude-code") / "claude-code" / ClaudeCodeBase.cli_version
+    return {
+        "UHP_KEY": API_KEY,
+        "UHP_DATA_DIR": str(server.data_dir),
+        "PATH": os.pathsep.join([str(claude / "node_modules" / ".bin"), *doc_examples.SYSTEM_PATH]),
+    }
 
 
 @pytest.mark.slow

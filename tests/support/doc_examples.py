@@ -26,6 +26,7 @@ RUNNABLE = ("bash", "sh", "python")
 NOT_RUN = re.compile(r"^<!-- example: not run \((?P<why>.+)\) -->$")
 FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<language>[\w+-]*)[ \t]*$")
 PYTHON_END = "__UHP_DOC_EXAMPLE_PYTHON__"
+SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin")  # after the venv's bin, which comes first
 
 # The placeholders the docs use for what a reader fills in, by what they stand for.
 SERVER = "http://127.0.0.1:8080"  # the reader's server, started on its defaults
@@ -155,12 +156,8 @@ def run_page(
     home.mkdir(exist_ok=True)
     script = workdir / "examples.sh"
     script.write_text(page_script(examples, values))
-    full_env = {
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}/usr/local/bin:/usr/bin:/bin",
-        "HOME": str(home),
-        "LANG": "C.UTF-8",
-        **env,
-    }
+    full_env = {"PATH": os.pathsep.join(SYSTEM_PATH), "HOME": str(home), "LANG": "C.UTF-8", **env}
+    full_env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{full_env['PATH']}"
     done = subprocess.run(
         ["bash", str(script)],
         cwd=workdir,
