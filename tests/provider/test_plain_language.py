@@ -195,5 +195,7 @@ def test_ask_me_first_asks_the_question_then_says_the_answer() -> None:
     (call,) = plan([message], [SHELL, ask]).tool_calls
     assert call.name == "ask_user"
     assert json.loads(call.arguments) == {"question": "which files do you mean?"}
-    answered = plan([message, Event("tool_call"), Event("tool_result", "Only the .py ones.")], [ask])
+    answered = plan(
+        [message, Event("tool_call"), Event("tool_result", "Only the .py ones.")], [ask]
+    )
     assert answered.text == "You answered: Only the .py ones." and not answered.tool_calls

@@ -52,7 +52,8 @@ class Example:
 
     @property
     def where(self) -> str:
-        return f"{self.page.relative_to(REPO) if self.page.is_relative_to(REPO) else self.page}:{self.line}"
+        page = self.page.relative_to(REPO) if self.page.is_relative_to(REPO) else self.page
+        return f"{page}:{self.line}"
 
     @property
     def runs(self) -> bool:
