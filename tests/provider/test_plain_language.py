@@ -187,3 +187,15 @@ def test_requests_in_one_message_are_acted_out_in_order() -> None:
 def test_a_message_with_no_request_stays_the_default() -> None:
     assert plain_directives("hello there\nwhat is 2 + 2?") == []
     assert plan([Event("user", "hello there")], [SHELL]).text == "ok"
+
+
+def test_ask_me_first_asks_the_question_then_says_the_answer() -> None:
+    ask = ToolSpec("ask_user", {"properties": {"question": {"type": "string"}}})
+    message = Event("user", "Ask me first: which files do you mean?")
+    (call,) = plan([message], [SHELL, ask]).tool_calls
+    assert call.name == "ask_user"
+    assert json.loads(call.arguments) == {"question": "which files do you mean?"}
+    answered = plan(
+        [message, Event("tool_call"), Event("tool_result", "Only the .py ones.")], [ask]
+    )
+    assert answered.text == "You answered: Only the .py ones." and not answered.tool_calls

@@ -24,6 +24,9 @@ streams over ``ANSWER_SECONDS`` at least, as a real model's takes time.
   ``mcp__<server>__<tool>``), then SAY what it answered (``{result}``).
 - ``Run this shell command and reply with its output only[, nothing else]: <command>``: RUN it,
   then SAY its output.
+- ``Ask me first: <question>``: TOOL ask_user {"question": <question>} (the question tool the
+  server offers, as the documentation's examples of a question use it), then SAY
+  ``You answered: <the answer>``.
 """
 
 from __future__ import annotations
@@ -71,6 +74,8 @@ _RUN_COMMAND = _line(
     r"Run this shell command and reply with its output only(?:, nothing else)?: ?(?P<command>.+?)"
 )
 
+_ASK_FIRST = _line(r"Ask me first: ?(?P<question>.+?)")
+
 
 def _reply_exactly(match: re.Match[str], message: str) -> list[Directive]:
     return [("SAY", match["text"])]
@@ -108,6 +113,11 @@ def _run_command(match: re.Match[str], message: str) -> list[Directive]:
     return [("RUN", match["command"]), ("SAY", "{output}")]
 
 
+def _ask_first(match: re.Match[str], message: str) -> list[Directive]:
+    arguments = json.dumps({"question": match["question"]})
+    return [("TOOL", f"ask_user {arguments}"), ("SAY", "You answered: {output}")]
+
+
 _FORMS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str], str], list[Directive]]], ...] = (
     (_REPLY_EXACTLY, _reply_exactly),
     (_COUNT, _count),
@@ -115,6 +125,7 @@ _FORMS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str], str], list[Directi
     (_CREATE_FILE, _create_file),
     (_CALL_TOOL, _call_tool),
     (_RUN_COMMAND, _run_command),
+    (_ASK_FIRST, _ask_first),
 )
 
 
