@@ -143,6 +143,15 @@ def _started(engine: StandInEngine) -> list[str]:
     return [p.mounts.labels["uhp.response"] for p in engine.sandbox.started]
 
 
+def _first_two_then(engine: StandInEngine, first_two: list[str]) -> list[str]:
+    """The turns started after ``first_two``, checked to be the first two started (in either
+    order: two turns admitted together reach their sandbox in whichever order the loop runs
+    them, which on a loaded machine is not always the order they were admitted in)."""
+    started = _started(engine)
+    assert set(started[:2]) == set(first_two)
+    return started[2:]
+
+
 async def test_a_short_task_behind_another_principals_flood_runs_at_once(
     engine: StandInEngine,
 ) -> None:
@@ -156,7 +165,7 @@ async def test_a_short_task_behind_another_principals_flood_runs_at_once(
     short = (await engine.engine.start(_task(b, "SAY done"))).response_id
     await wait_for(lambda: _is(engine, b, short, "completed"))
     # Not one of the flood's turns ended or started meanwhile: b was served first.
-    assert _started(engine) == [*flood[:2], short]
+    assert _first_two_then(engine, flood[:2]) == [short]
     for queued in flood[2:]:
         assert await _status(engine, a, queued) == "queued"
 
@@ -186,6 +195,6 @@ async def test_a_queued_task_of_another_principal_is_served_before_the_floods_qu
         assert after == 2
         engine.base.gate("a0").set()
         await wait_for(lambda: _is(engine, b, short, "completed"))
-        assert _started(engine)[:3] == [*flood[:2], short]
+        assert _first_two_then(engine, flood[:2])[:1] == [short]
     finally:
         await engine.close()
