@@ -158,12 +158,17 @@ else
   status=1
 fi
 # Against a Chat-Completions-only provider, the bases that speak another wire: the gateway
-# translates Codex's Responses and Claude Code's Anthropic Messages, and the same
-# base-dependent end-to-end files (every door, tools, parallel calls, images, errors, sessions,
-# the catalogue of a static model list) run through the translation, plus the official SDK.
+# translates Codex's Responses and Claude Code's Anthropic Messages, and the end-to-end files
+# whose model traffic differs run through the translation: text, tools, errors and streaming,
+# a session's history, the catalogue of a static model list, the agent's questions (a tool
+# call the doors wait on), parallel calls and images, MCP tools' names, and the official SDK.
+# The doors, restarts, tokens and mounts are the same whichever wire the model speaks.
+chat_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_harnesses_e2e.py
+  tests/test_oumi_harness_e2e.py tests/test_parallel_images_e2e.py tests/test_plugins_e2e.py
+  tests/test_openai_sdk.py)
 for base in codex claude-code; do
   run_pass "end-to-end tests again with UHP_TEST_PROVIDER=chat on $base" \
-    UHP_TEST_PROVIDER=chat UHP_TEST_BASE="$base" -- "${base_e2e[@]}" tests/test_openai_sdk.py
+    UHP_TEST_PROVIDER=chat UHP_TEST_BASE="$base" -- "${chat_e2e[@]}"
 done
 # The protocol's published conformance suite, class full, each run against a server it starts
 # (about 20-40 s each): the current suite on the two bases it names, in the local sandbox and
