@@ -18,6 +18,7 @@ from tests.conftest import API_KEY, MODELS, PROVIDER_KEY, installed_tools, serve
 from tests.scripted_provider import RunningProvider, start_provider
 from tests.support import doc_examples
 from tests.support.doc_examples import Example, examples_in, pages, run_page
+from tests.support.doc_installs import install_problems
 from tests.support.mcp_server import RunningMcpServer
 from tests.support.server import ServerProcess
 
@@ -187,3 +188,29 @@ def test_placeholders_are_filled_in_longest_first() -> None:
         code, {doc_examples.SERVER: "http://h:1", doc_examples.KEY: "K", "sk-…": "P"}
     )
     assert filled == 'curl http://h:1/x -H "Bearer K" -d \'{"api_key": "P"}\''
+
+
+def test_every_install_line_installs_the_release_the_tests_run() -> None:
+    """A page's `pip install X` names a requirement the tested version satisfies, with every
+    upper bound pyproject.toml puts on X: `pip install mcp` gave a reader mcp 2.x, whose
+    client the cookbook's MCP example imports no longer (the tests ran 1.x)."""
+    problems = [problem for page in pages() for problem in install_problems(page)]
+    assert problems == []
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("`.venv/bin/pip install mcp`", "lacks pyproject.toml's <2"),
+        ("`.venv/bin/pip install 'mcp<1.0,<2'`", "excludes the tested"),
+        ("`.venv/bin/pip install uhp-no-such-package`", "not installed with the tests"),
+    ],
+    ids=["unbounded", "another-release", "untested"],
+)
+def test_an_install_line_that_drifts_from_the_tests_is_caught(
+    line: str, said: str, tmp_path: Path
+) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(f"# Page\n\nThe client ({line}):\n")
+    problems = install_problems(page)
+    assert len(problems) == 1 and said in problems[0], problems
