@@ -21,6 +21,10 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
+# The directories already warned of: a start makes the key file and the database in the same
+# one, and the advice is said once.
+_warned: set[Path] = set()
+
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
 
@@ -36,7 +40,8 @@ def private_dir(path: Path) -> None:
         os.chmod(path, PRIVATE_DIR)  # whatever the umask
         return
     mode = stat.S_IMODE(path.stat().st_mode)
-    if mode & 0o077:
+    if mode & 0o077 and path.resolve() not in _warned:
+        _warned.add(path.resolve())
         log.warning(
             "data_dir_readable_by_others",
             extra={"path": str(path), "mode": f"{mode:04o}", "hint": f"chmod 700 {path}"},

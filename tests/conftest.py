@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 from tests.scripted_provider import RunningProvider, start_provider
 from tests.support import postgres
 from tests.support.server import ServerProcess
+from uhp_server.ops.logs import PACKAGES
 from uhp_server.settings import Settings
 
 PROVIDER_KEY = "sk-scripted-provider-secret"
@@ -54,6 +56,19 @@ OTHER_MODEL = OTHER_MODELS[backend_under_test()]
 def tools_dir() -> Path:
     configured = os.environ.get("UHP_TOOLS_DIR")
     return Path(configured) if configured else Path.home() / ".cache" / "uhp-server" / "tools"
+
+
+@pytest.fixture(autouse=True)
+def server_logging_undone() -> Iterator[None]:
+    """A test calling `uhp_server.cli.main` in process configures the packages' loggers as
+    the CLI does (a handler of their own, no propagation): undone after it, so `caplog` sees
+    the records of the tests that run after it in the same process."""
+    yield
+    for package in PACKAGES:
+        logger = logging.getLogger(package)
+        logger.handlers.clear()
+        logger.setLevel(logging.NOTSET)
+        logger.propagate = True
 
 
 @pytest.fixture(autouse=True)

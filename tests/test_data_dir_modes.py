@@ -3,9 +3,12 @@ data directory is 0700, the SQLite files (WAL and shm included) 0600, whatever t
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -65,3 +68,41 @@ def test_an_existing_data_dir_others_can_enter_is_warned_of(
         Database(data / "uhp.sqlite3").close()
     assert any(r.getMessage() == "data_dir_readable_by_others" for r in caplog.records)
     assert mode(data) == 0o755  # the operator's to change
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["keys", "create", "--principal", "me"],
+        # A default base nothing installed stops `serve` once both files are opened.
+        ["serve"],
+    ],
+    ids=["keys-create", "serve"],
+)
+@pytest.mark.usefixtures("open_umask")
+def test_the_cli_gives_the_warning_with_its_advice_once(command: list[str], tmp_path: Path) -> None:
+    """The warning reached stderr as the bare event, twice on `serve` (the key file and the
+    database each checked the folder): its path, mode and `chmod 700` hint were dropped by
+    Python's last-resort handler, the `storage` loggers having none of the server's."""
+    data = tmp_path / "shared"
+    data.mkdir(mode=0o755)
+    env = {
+        **os.environ,
+        "UHP_DATA_DIR": str(data),
+        "UHP_TOOLS_DIR": str(tmp_path / "no-tools"),
+        "UHP_DEFAULT_BASE": "codex",
+        "UHP_PORT": "1",  # never reached
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "uhp_server.cli", *command],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    said = [line for line in done.stderr.splitlines() if "data_dir_readable_by_others" in line]
+    assert len(said) == 1, done.stderr
+    warning = json.loads(said[0])
+    assert warning["event"] == "data_dir_readable_by_others" and warning["level"] == "warning"
+    assert (warning["path"], warning["mode"]) == (str(data), "0755")
+    assert warning["hint"] == f"chmod 700 {data}"

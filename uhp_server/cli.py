@@ -23,12 +23,18 @@ from uhp_server.settings import Settings
 
 
 def _settings(args: argparse.Namespace) -> Settings:
+    """The settings, and the logs every command writes: a command's warnings (a data
+    directory others can enter, a base that does not load) come with their fields, as the
+    server logs them, instead of Python's bare last-resort line; its info lines are the
+    server's start log, which `serve` raises to UHP_LOG_LEVEL."""
     overrides = {}
     for name in ("host", "port", "data_dir", "sandbox"):
         value = getattr(args, name, None)
         if value is not None:
             overrides[name] = value
-    return Settings(**overrides)
+    settings = Settings(**overrides)
+    configure_logging("WARNING")
+    return settings
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

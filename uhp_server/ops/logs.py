@@ -29,10 +29,16 @@ class JsonFormatter(logging.Formatter):
         return IN_USE.scrubber.scrub_text(json.dumps(entry, default=str))
 
 
+# Every package of the server that logs: a logger outside them reaches Python's last-resort
+# handler, which prints the event alone and drops its fields (a warning's hint among them).
+PACKAGES = ("uhp_server", "storage", "harness_bases")
+
+
 def configure_logging(level: str = "INFO") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
-    root = logging.getLogger("uhp_server")
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    root.propagate = False
+    for package in PACKAGES:
+        root = logging.getLogger(package)
+        root.handlers[:] = [handler]
+        root.setLevel(level.upper())
+        root.propagate = False
