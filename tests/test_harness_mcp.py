@@ -141,6 +141,35 @@ def test_mcp_entries_and_the_url_policy_are_checked_at_configuration_time(
         assert secret_part not in error["message"]
 
 
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        # The setting that would allow it is named (issue 33's review: the refusal did not
+        # say what to do); never for link-local, which no setting allows.
+        (
+            "http://127.0.0.1:18556/mcp",
+            "private or loopback address. The server allows such addresses only with "
+            "UHP_MCP_ALLOW_PRIVATE_HOSTS=true.",
+        ),
+        ("http://localhost:8080/mcp", "UHP_MCP_ALLOW_PRIVATE_HOSTS=true"),
+        ("http://169.254.169.254/", "link-local"),
+        # A wrong type says so (it was "The URL is empty.").
+        (5, "`url` must be a string."),
+        ({"href": "https://e.com/"}, "`url` must be a string."),
+    ],
+    ids=["loopback", "localhost", "link-local", "number", "object"],
+)
+def test_a_refused_url_says_why_and_what_allows_it(http: TestClient, url: Any, said: str) -> None:
+    server = {"name": "a", "url": url}
+    response = http.post(
+        "/v1/harnesses", json={"base": "codex", "mcp_servers": [server]}, headers=AUTH
+    )
+    message = refused(response, "mcp_servers[0].url")["message"]
+    assert said in message
+    if said == "link-local":
+        assert "ALLOW_PRIVATE" not in message
+
+
 def test_camel_case_bodies_name_camel_case_params(http: TestClient) -> None:
     bad = {"name": "x", "url": "http://10.0.0.1/"}
     refused(

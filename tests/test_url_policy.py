@@ -150,6 +150,7 @@ def test_a_per_turn_model_host_in_6to4_form_of_loopback_is_refused() -> None:
     with pytest.raises(ApiError) as refused:
         connection_provider(connection, allow_private=False)
     assert refused.value.status == 400 and "private or loopback" in str(refused.value.message)
+    assert "UHP_MODEL_CONNECTION_ALLOW_PRIVATE_HOSTS=true" in str(refused.value.message)
 
 
 def test_an_mcp_server_url_in_a_v4_carrying_form_is_refused_in_harness_config() -> None:

@@ -20,7 +20,12 @@ from typing import Any
 from uhp_server.errors import ApiError
 from uhp_server.gateway.header_values import sendable
 from uhp_server.gateway.providers import Provider, api_root
-from uhp_server.gateway.url_policy import UrlRefused, check_config_url
+from uhp_server.gateway.url_policy import (
+    MODEL_CONNECTION_SETTING,
+    UrlRefused,
+    check_config_url,
+    refusal,
+)
 
 CONNECTION_PROVIDER = "connection"
 # The one API a connection may name: what every OpenAI-compatible endpoint serves.
@@ -56,7 +61,7 @@ def connection_provider(connection: ModelConnection, allow_private: bool) -> Pro
     try:
         check_config_url(connection.base_url, allow_private)
     except UrlRefused as exc:
-        _refuse("base_url", str(exc))
+        _refuse("base_url", refusal(exc, MODEL_CONNECTION_SETTING))
     for key in connection.generation:
         if key in _RESERVED_SETTINGS:
             _refuse(f"generation.{key}", "This setting is owned by the gateway.")

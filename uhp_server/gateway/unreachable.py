@@ -12,7 +12,12 @@ import ssl
 
 import httpx
 
-from uhp_server.gateway.url_policy import HostNotResolved
+from uhp_server.gateway.url_policy import (
+    MODEL_CONNECTION_SETTING,
+    HostNotResolved,
+    UrlRefused,
+    refusal,
+)
 
 DNS_FAILED = "The model provider's host name could not be resolved (DNS failure)."
 REFUSED = "The model provider refused the connection (nothing listens at its address)."
@@ -40,12 +45,13 @@ def unreachable_message(exc: BaseException) -> str:
     return UNREACHABLE
 
 
-def refused_address_message(exc: Exception) -> str:
+def refused_address_message(exc: UrlRefused) -> str:
     """The sentence for a connection URL the address policy refused (its reason names no
     address); a name that does not resolve is a DNS failure, not a policy matter."""
     if isinstance(exc, HostNotResolved):
         return DNS_FAILED
-    return f"The model connection's address is not allowed: {exc}"
+    why = refusal(exc, MODEL_CONNECTION_SETTING)
+    return f"The model connection's address is not allowed: {why}"
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

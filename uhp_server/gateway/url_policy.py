@@ -37,6 +37,30 @@ class UrlRefused(ValueError):
     """The URL breaks the policy. The message is safe for a client: no address in it."""
 
 
+class PrivateAddress(UrlRefused):
+    """Refused only because the address is private or loopback, which a setting of the
+    server's allows (each kind of URL has its own): `naming` says which."""
+
+    def naming(self, setting: str) -> str:
+        return f"{self} The server allows such addresses only with {setting}=true."
+
+
+# The settings that let each kind of URL reach private and loopback addresses.
+MCP_SETTING = "UHP_MCP_ALLOW_PRIVATE_HOSTS"
+MODEL_CONNECTION_SETTING = "UHP_MODEL_CONNECTION_ALLOW_PRIVATE_HOSTS"
+EGRESS_SETTING = "UHP_EGRESS_ALLOW_PRIVATE_HOSTS"
+PRIVATE = "The URL points at a private or loopback address."
+
+
+def refusal(exc: UrlRefused, setting: str) -> str:
+    """The refusal's sentence, naming `setting` when that setting would allow the URL."""
+    return exc.naming(setting) if isinstance(exc, PrivateAddress) else str(exc)
+
+
+def _refused(reason: str) -> UrlRefused:
+    return PrivateAddress(reason) if reason == PRIVATE else UrlRefused(reason)
+
+
 class HostNotResolved(UrlRefused):
     """The URL's host name has no address: nothing to check, and nothing to connect to. A
     caller that tells a person why a server was not reached says this, not "refused"."""
@@ -136,7 +160,7 @@ def address_refusal(address: IPAddress, allow_private: bool) -> str | None:
     if isinstance(address, ipaddress.IPv6Address) and (carried := embedded_ipv4(address)):
         if address in _NAT64_LOCAL_USE and not allow_private:
             # A translator of the local network's own, whatever it is given to reach.
-            return "The URL points at a private or loopback address."
+            return PRIVATE
         reasons = (address_refusal(ipv4, allow_private) for ipv4 in carried)
         return next((reason for reason in reasons if reason), None)
     if address.is_link_local or address.is_unspecified or address.is_multicast:
@@ -145,7 +169,7 @@ def address_refusal(address: IPAddress, allow_private: bool) -> str | None:
     if address.is_loopback or address.is_private or site_local:
         if allow_private:
             return None
-        return "The URL points at a private or loopback address."
+        return PRIVATE
     if address.is_reserved or not address.is_global:
         return "The URL points at a reserved address."
     return None
@@ -164,9 +188,9 @@ def check_config_url(url: str, allow_private: bool) -> str:
     if literal is not None:
         reason = address_refusal(literal, allow_private)
         if reason:
-            raise UrlRefused(reason)
+            raise _refused(reason)
     elif _is_localhost(host) and not allow_private:
-        raise UrlRefused("The URL points at a private or loopback address.")
+        raise PrivateAddress(PRIVATE)
     return url
 
 
@@ -202,6 +226,6 @@ async def pin_url(url: str, allow_private: bool) -> PinnedUrl:
     for address in addresses:
         reason = address_refusal(address, allow_private)
         if reason:
-            raise UrlRefused(reason)
+            raise _refused(reason)
     chosen = addresses[0]
     return PinnedUrl(url=url, host=host, address=str(chosen), connect_url=_with_host(parts, chosen))

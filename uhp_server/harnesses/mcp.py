@@ -19,7 +19,7 @@ from storage import mcp_secrets
 from storage.unit import Tx
 from uhp_server.gateway.header_values import sendable
 from uhp_server.gateway.mcp_targets import McpTarget
-from uhp_server.gateway.url_policy import UrlRefused, check_config_url
+from uhp_server.gateway.url_policy import MCP_SETTING, UrlRefused, check_config_url, refusal
 from uhp_server.harnesses.problems import invalid
 from uhp_server.harnesses.writes import PendingWrites
 
@@ -107,11 +107,12 @@ def _parse_server(
     if not isinstance(name, str) or not name.strip():
         invalid(f"{at}.name", "An MCP server needs a `name`.")
     url = item.get("url")
+    if url is not None and not isinstance(url, str):
+        invalid(f"{at}.url", "`url` must be a string.")
     try:
-        # (Not a string: refused as empty, as parse_url refuses it.)
-        url = check_config_url(url if isinstance(url, str) else "", allow_private)
+        url = check_config_url(url or "", allow_private)  # (none: refused as empty)
     except UrlRefused as exc:
-        invalid(f"{at}.url", str(exc))
+        invalid(f"{at}.url", refusal(exc, MCP_SETTING))
     enabled = item.get("enabled", True)
     if enabled is None:
         enabled = True

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from uhp_server.gateway.url_policy import UrlRefused, pin_url
+from uhp_server.gateway.url_policy import EGRESS_SETTING, UrlRefused, pin_url, refusal
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +177,7 @@ class EgressProxy:
         try:
             pinned = await pin_url(f"http://{literal}:{port}/", self.policy.allow_private)
         except UrlRefused as exc:
-            return None, str(exc).replace("The URL", "The host")
+            return None, refusal(exc, EGRESS_SETTING).replace("The URL", "The host")
         return pinned.address, ""
 
     def _log(self, request: _Request, allowed: bool, sent: int, received: int, why: str | None):

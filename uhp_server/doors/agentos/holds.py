@@ -6,7 +6,13 @@ from typing import Any
 
 import httpx
 
-from uhp_server.gateway.url_policy import HostNotResolved, UrlRefused, pin_url
+from uhp_server.gateway.url_policy import (
+    MODEL_CONNECTION_SETTING,
+    HostNotResolved,
+    UrlRefused,
+    pin_url,
+    refusal,
+)
 
 RUN_TOKEN_HEADER = "x-agentos-run-token"
 _TIMEOUT = httpx.Timeout(10.0)
@@ -41,7 +47,8 @@ async def open_hold(
             "The platform's holds endpoint could not be reached: its host name does not resolve."
         ) from None
     except UrlRefused as exc:
-        raise HoldFailed(f"The invocation's api_url is refused: {exc}") from None
+        why = refusal(exc, MODEL_CONNECTION_SETTING)
+        raise HoldFailed(f"The invocation's api_url is refused: {why}") from None
     try:
         answer = await http.post(
             pinned.connect_url,

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from storage.skills import StoredFile
 from uhp_server.gateway.header_values import sendable
-from uhp_server.gateway.url_policy import UrlRefused, check_config_url
+from uhp_server.gateway.url_policy import MCP_SETTING, UrlRefused, check_config_url, refusal
 from uhp_server.harnesses.mcp import HEADER_NAME, MAX_SERVERS, RESERVED_HEADERS, sanitise_name
 from uhp_server.harnesses.plugins.schemas import MCP_SCHEMAS, validator
 from uhp_server.harnesses.plugins.skipped import Skipped, pointer
@@ -222,7 +222,7 @@ def _remote_problem(entry: dict[str, Any], allow_private: bool) -> str | None:
     try:
         check_config_url(url, allow_private)
     except UrlRefused as exc:
-        return f"This server's address policy refuses `url`: {exc}"
+        return f"This server's address policy refuses `url`: {refusal(exc, MCP_SETTING)}"
     seen: set[str] = set()
     for key, value in (entry.get("headers") or {}).items():
         if not HEADER_NAME.fullmatch(key) or not sendable(value):
