@@ -124,6 +124,21 @@ def test_id_base_and_created_at_never_change(http: TestClient) -> None:
     )
 
 
+def test_an_immutable_of_the_wrong_type_says_so(http: TestClient) -> None:
+    """`{"name": "x", "base": 5}` said "`base` of a harness cannot change": a number is not
+    another base, it is not a base at all."""
+    harness = create(http, {"name": "a", "base": "codex"})
+    url = f"/v1/harnesses/{harness['id']}"
+    for key, value, said in (
+        ("base", 5, "`base` must be a string."),
+        ("id", None, "`id` must be a string."),
+        ("createdAt", "1", "`createdAt` must be an integer."),
+        ("created_at", True, "`created_at` must be an integer."),
+    ):
+        error = refused(http.put(url, json={"name": "x", key: value}, headers=AUTH), key)
+        assert error["message"] == said
+
+
 def test_unsupported_or_missing_base(http: TestClient) -> None:
     code = "unsupported_base"
     error = refused(

@@ -112,6 +112,18 @@ def test_each_bad_field_is_named_with_the_file(tmp_path: Path, entry: str, field
     assert str(caught.value).startswith(f"{path}: {field}:")
 
 
+def test_credentials_in_the_url_name_the_files_own_fields(tmp_path: Path) -> None:
+    """Issue 33's review: the refusal said "use `auth` or `headers`", and `auth` is no field
+    of the file (the next start said "providers.groq.auth: unknown field")."""
+    entry = "api: chat\n    base_url: https://u:p@x.example"
+    path = write(tmp_path, "p.yaml", f"providers:\n  groq:\n    {entry}\n")
+    with pytest.raises(ProvidersFileError) as caught:
+        read_providers_file(path, set())
+    said = str(caught.value)
+    assert "`api_key_env`" in said and "`headers`" in said and "`auth`" not in said
+    assert "u:p" not in said
+
+
 @pytest.mark.parametrize(
     ("text", "field"),
     [

@@ -22,6 +22,7 @@ from uhp_server.gateway.header_values import sendable
 from uhp_server.gateway.providers import Provider, api_root
 from uhp_server.gateway.url_policy import (
     MODEL_CONNECTION_SETTING,
+    CredentialsInUrl,
     UrlRefused,
     check_config_url,
     refusal,
@@ -60,6 +61,8 @@ def connection_provider(connection: ModelConnection, allow_private: bool) -> Pro
         _refuse("model", "The connection names no model.")
     try:
         check_config_url(connection.base_url, allow_private)
+    except CredentialsInUrl as exc:
+        _refuse("base_url", exc.where_instead("the connection's API key"))
     except UrlRefused as exc:
         _refuse("base_url", refusal(exc, MODEL_CONNECTION_SETTING))
     for key in connection.generation:

@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from uhp_server.gateway.providers import Provider, api_root, conventional_providers
-from uhp_server.gateway.url_policy import UrlRefused, parse_url
+from uhp_server.gateway.url_policy import CredentialsInUrl, UrlRefused, parse_url
 from uhp_server.gateway.wires import api_names
 from uhp_server.settings import Settings
 
@@ -109,6 +109,9 @@ def _base_url(where: str, value: Any) -> str:
         raise ProvidersFileError(f"{where}.base_url: required, an http(s) URL")
     try:
         parse_url(value)
+    except CredentialsInUrl as exc:  # the file's own fields (it has no `auth`)
+        instead = exc.where_instead("`api_key_env` (the variable holding the key) or `headers`")
+        raise ProvidersFileError(f"{where}.base_url: {instead}") from None
     except UrlRefused as exc:
         raise ProvidersFileError(f"{where}.base_url: {exc}") from None
     return value

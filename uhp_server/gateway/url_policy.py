@@ -61,6 +61,15 @@ def _refused(reason: str) -> UrlRefused:
     return PrivateAddress(reason) if reason == PRIVATE else UrlRefused(reason)
 
 
+class CredentialsInUrl(UrlRefused):
+    """A user:password part in the URL. Where the credential goes instead depends on what
+    the URL is for (an MCP server's `auth`, a providers file's `api_key_env`): the caller
+    that knows says so (`where_instead`)."""
+
+    def where_instead(self, fields: str) -> str:
+        return f"Credentials in the URL are not allowed; use {fields}."
+
+
 class HostNotResolved(UrlRefused):
     """The URL's host name has no address: nothing to check, and nothing to connect to. A
     caller that tells a person why a server was not reached says this, not "refused"."""
@@ -101,7 +110,7 @@ def parse_url(url: str) -> SplitResult:
     if not parts.hostname:
         raise UrlRefused("The URL has no host.")
     if parts.username is not None or parts.password is not None:
-        raise UrlRefused("Credentials in the URL are not allowed; use `auth` or `headers`.")
+        raise CredentialsInUrl("Credentials in the URL are not allowed.")
     if _literal_ip(parts.hostname) is None and not _is_host_name(parts.hostname):
         raise UrlRefused("The URL's host is not a valid host name.")
     return parts

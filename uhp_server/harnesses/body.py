@@ -61,7 +61,15 @@ def check_immutables(body: dict[str, Any], row: HarnessRow) -> None:
     """A PUT may repeat `id`, `base` and `createdAt`, never change them."""
     checks = (("id", row.id), ("base", row.base), ("createdAt", row.created_at_ms))
     for key, current in (*checks, ("created_at", row.created_at_ms)):
-        if key in body and body[key] != current:
+        if key not in body:
+            continue
+        if isinstance(current, str) and not isinstance(body[key], str):
+            invalid(key, f"`{key}` must be a string.")  # a wrong type is not a change
+        if isinstance(current, int) and (
+            isinstance(body[key], bool) or not isinstance(body[key], int)
+        ):
+            invalid(key, f"`{key}` must be an integer.")
+        if body[key] != current:
             invalid(
                 key,
                 f"`{key}` of a harness cannot change; create a new harness instead.",

@@ -19,7 +19,13 @@ from storage import mcp_secrets
 from storage.unit import Tx
 from uhp_server.gateway.header_values import sendable
 from uhp_server.gateway.mcp_targets import McpTarget
-from uhp_server.gateway.url_policy import MCP_SETTING, UrlRefused, check_config_url, refusal
+from uhp_server.gateway.url_policy import (
+    MCP_SETTING,
+    CredentialsInUrl,
+    UrlRefused,
+    check_config_url,
+    refusal,
+)
 from uhp_server.harnesses.problems import invalid
 from uhp_server.harnesses.writes import PendingWrites
 
@@ -111,6 +117,8 @@ def _parse_server(
         invalid(f"{at}.url", "`url` must be a string.")
     try:
         url = check_config_url(url or "", allow_private)  # (none: refused as empty)
+    except CredentialsInUrl as exc:
+        invalid(f"{at}.url", exc.where_instead("`auth` or `headers`"))
     except UrlRefused as exc:
         invalid(f"{at}.url", refusal(exc, MCP_SETTING))
     enabled = item.get("enabled", True)
