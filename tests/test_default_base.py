@@ -186,6 +186,17 @@ def test_a_default_base_that_is_not_enabled_stops_start_up(tmp_path: Path) -> No
         create_app(settings, bases={"codex": FakeBase(name="codex")}, sandbox=FakeSandbox())
 
 
+def test_a_default_base_nothing_knows_is_said_to_be_unknown(tmp_path: Path) -> None:
+    """`UHP_DEFAULT_BASE=bogus` advised `uhp-server bases install bogus`, which answers
+    "unknown bases: bogus": an unknown name is said to be one, with the known bases."""
+    settings = Settings(data_dir=tmp_path / "data", default_base="bogus")
+    with pytest.raises(DefaultBaseError) as caught:
+        create_app(settings, bases={"codex": FakeBase(name="codex")}, sandbox=FakeSandbox())
+    said = str(caught.value)
+    assert said.startswith("UHP_DEFAULT_BASE='bogus' is not a known base (known: ")
+    assert "claude-code" in said and "codex" in said and "bases install" not in said
+
+
 def test_serve_says_so_in_one_line_and_exits_2(tmp_path: Path) -> None:
     """`serve` with UHP_DEFAULT_BASE naming a base nothing installed: no traceback, exit 2."""
     env = {

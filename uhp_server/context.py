@@ -112,7 +112,7 @@ def usable_bases(settings: Settings) -> dict[str, HarnessBase]:
 
 def with_default_first(bases: dict[str, HarnessBase], settings: Settings) -> dict[str, HarnessBase]:
     """The bases, the default one first (harnesses/default_base.py), said in the start log."""
-    chosen = choose_default_base(settings.default_base, list(bases))
+    chosen = choose_default_base(settings.default_base, list(bases), registry)
     if chosen is not None:
         log.info("default_base", extra={"base": chosen.name, "chosen_by": chosen.chosen_by})
     return default_first(bases, chosen)
