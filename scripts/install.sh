@@ -27,6 +27,8 @@ need_apt=()
 command -v bwrap >/dev/null || need_apt+=(bubblewrap)
 # The local sandbox relays its gateway (and egress proxy) socket to its own loopback with it.
 command -v socat >/dev/null || need_apt+=(socat)
+# Not the server's: the README's and docs' examples read its answers with it (| jq -r .id).
+command -v jq >/dev/null || need_apt+=(jq)
 # Debian splits venv/ensurepip into a package; .venv needs it.
 python3 -c 'import ensurepip, venv' 2>/dev/null || need_apt+=(python3-venv)
 apt_install "${need_apt[@]}"
