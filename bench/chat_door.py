@@ -12,7 +12,7 @@ Both run on the same harness and are read as raw SSE with httpx, so the only dif
 the door itself. Prints the medians per kind and the median door/uhp ratio of back-to-back
 pairs, per kind and overall (target ≤ 1.02). Usage:
 
-    python bench/chat_door.py [--base B] [--tasks N] [--smoke]   # defaults: codex, 10 a kind and way
+    python bench/chat_door.py [--base B] [--tasks N] [--smoke]   # codex, 10 a kind and way
 """
 
 from __future__ import annotations
