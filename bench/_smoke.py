@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 
 REQUIRE_ENV = "UHP_BENCH_REQUIRE"
@@ -70,3 +71,16 @@ def left_out(thing: str, part: str, why: str) -> None:
 def exit_code(smoke: bool, targets_met: bool) -> int:
     """A full run exits 1 when a target was missed; a smoke run holds none."""
     return 0 if smoke or targets_met else 1
+
+
+def docker_absent() -> str:
+    """Why the docker parts cannot run here (no docker CLI, no engine answering), or ""."""
+    if shutil.which("docker") is None:
+        return "no docker CLI on the PATH"
+    try:
+        from uhp_server.sandbox.docker.sandbox import engine_client
+
+        engine_client().ping()
+    except Exception as exc:  # whatever the SDK raises, the engine is not there
+        return f"no engine answers: {type(exc).__name__}: {exc}"
+    return ""
