@@ -16,6 +16,7 @@ as a build leaves it):
 Prints the medians, the ratio with/without for each, and whether it is within 10%. Usage:
 
     python bench/environment_sessions.py [--runs N] [--turns N] [--sandbox local|docker|both]
+        [--smoke]
 """
 
 from __future__ import annotations
