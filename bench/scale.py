@@ -8,7 +8,7 @@ between the two columns is the database: every task is a submit transaction, its
 databases so that a busy machine slows both alike. Issue 13's target: PostgreSQL at least 0.9 x
 SQLite. Needs the local cluster and role of scripts/postgres.sh.
 
-Then real replicas behind haproxy (bench/scale_replicas.py: the real server processes and
+Then real replicas behind haproxy (bench/_scale_replicas.py: the real server processes and
 Codex CLI; scripts/haproxy.sh installs haproxy): short-task throughput with two replicas ÷ one
 (report it: what it can reach depends on the cores), and the p99 time from an event's append on
 one replica to a client of the other (target < 50 ms).
@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench import scale_replicas
+from bench import _scale_replicas
 from tests.conftest import MODELS, PROVIDER_KEY
 from tests.scripted_provider import start_provider
 from tests.support.fakes import answer
@@ -103,7 +103,7 @@ async def main() -> None:
             ""
             if args.no_replicas
             else await asyncio.to_thread(
-                scale_replicas.run,
+                _scale_replicas.run,
                 provider,
                 args.replica_tasks,
                 args.replica_concurrency,
