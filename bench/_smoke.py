@@ -7,8 +7,10 @@ of bench/ whose name starts with `_` is a part the scripts share, not a script.
 
 Something a script needs and this machine lacks (a Docker engine, gVisor, PostgreSQL, haproxy,
 LiteLLM) is left out loudly, with a line starting with LEFT_OUT, and the run goes on without
-it; unless the caller requires it (REQUIRE_ENV, a comma-separated list of NEEDS names: the
-test sets it to what it found on the machine), when the script exits 3.
+it; unless the caller requires it (REQUIRE_ENV, a comma-separated list of the names below:
+the test sets it to what it found on the machine), when the script exits 3. A script that
+cannot run at all without one declares it in a module-level literal, e.g.
+`NEEDS = ("postgresql",)`: the test runs it in the pass that has it.
 """
 
 from __future__ import annotations
@@ -83,4 +85,28 @@ def docker_absent() -> str:
         engine_client().ping()
     except Exception as exc:  # whatever the SDK raises, the engine is not there
         return f"no engine answers: {type(exc).__name__}: {exc}"
+    return ""
+
+
+def postgresql_absent() -> str:
+    """Why the local cluster (tests/support/postgres.py's ADMIN_URL) cannot be used, or ""."""
+    import psycopg
+
+    from tests.support.postgres import ADMIN_URL
+
+    try:
+        psycopg.connect(ADMIN_URL, connect_timeout=5).close()
+    except psycopg.Error as exc:
+        return f"{type(exc).__name__}: {str(exc).strip()[:200]}; bash scripts/postgres.sh starts it"
+    return ""
+
+
+def haproxy_absent() -> str:
+    """Why no haproxy can run the replicas' balancer (tests/support/replicas.py), or ""."""
+    from tests.support.replicas import haproxy_binary
+
+    try:
+        haproxy_binary()
+    except RuntimeError as exc:
+        return str(exc)
     return ""

@@ -16,7 +16,7 @@ one replica to a client of the other (target < 50 ms).
 Usage:
 
     python bench/scale.py [--tasks N] [--concurrency C] [--rounds R] [--threads]
-        [--replica-tasks N] [--replica-concurrency C] [--streams S] [--no-replicas]
+        [--replica-tasks N] [--replica-concurrency C] [--streams S] [--no-replicas] [--smoke]
 
 `--threads` adds a third column: PostgreSQL with every statement sent from threads through
 psycopg, none from the event loop through asyncpg (storage/loop_link.py): its URL carries
@@ -35,13 +35,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench import _scale_replicas
+from bench import _scale_replicas, _smoke
 from tests.conftest import MODELS, PROVIDER_KEY
 from tests.scripted_provider import start_provider
 from tests.support.fakes import answer
 from tests.support.in_process import in_process
 from tests.support.postgres import Databases
 
+NEEDS = ("postgresql", "haproxy")  # bench/_smoke.py: the test runs it where they are
 THREADS = "postgresql-threads"  # --threads: PostgreSQL without the loop's link
 
 
@@ -75,7 +76,25 @@ async def main() -> None:
     parser.add_argument(
         "--threads", action="store_true", help="also PostgreSQL without the loop's link"
     )
-    args = parser.parse_args()
+    _smoke.add_flag(parser)
+    args = _smoke.shrink(
+        parser.parse_args(),
+        tasks=4,
+        concurrency=2,
+        rounds=1,
+        replica_tasks=2,
+        replica_concurrency=2,
+        streams=1,
+        threads=True,
+    )
+    why = _smoke.postgresql_absent()
+    if why:
+        _smoke.left_out(_smoke.POSTGRESQL, "the whole bench: it measures PostgreSQL", why)
+        raise SystemExit(0 if args.smoke else 2)
+    why = "" if args.no_replicas else _smoke.haproxy_absent()
+    if why:
+        _smoke.left_out(_smoke.HAPROXY, "the replicas half", why)
+        args.no_replicas = True
     provider = start_provider(PROVIDER_KEY, MODELS)
     databases = Databases()
     rates: dict[str, list[float]] = {"sqlite": [], "postgresql": []}
