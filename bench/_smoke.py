@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import subprocess
 import sys
 
 REQUIRE_ENV = "UHP_BENCH_REQUIRE"
@@ -109,4 +110,31 @@ def haproxy_absent() -> str:
         haproxy_binary()
     except RuntimeError as exc:
         return str(exc)
+    return ""
+
+
+def gvisor_absent() -> str:
+    """Why the docker sandbox cannot run in gVisor here, or ""."""
+    why = docker_absent()
+    if why:
+        return why
+    from uhp_server.sandbox.docker.runtimes import GVISOR, engine_runtimes
+    from uhp_server.sandbox.docker.sandbox import engine_client
+
+    if GVISOR not in engine_runtimes(engine_client()):
+        return "the engine has no runtime runsc; bash scripts/docker-engine.sh registers it"
+    return ""
+
+
+# Where bench/translation_compare.py looks for LiteLLM unless told (its docstring says how to
+# make it): a scratch venv, never the project's.
+LITELLM_PYTHON = "/tmp/litellm-venv/bin/python"
+
+
+def litellm_absent(python: str = LITELLM_PYTHON) -> str:
+    """Why LiteLLM cannot run with `python`, or ""."""
+    try:
+        subprocess.run([python, "-c", "import litellm"], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        return f"{python} cannot import litellm ({type(exc).__name__})"
     return ""

@@ -174,22 +174,13 @@ def timing_line(name: str, runs: list[dict], raw_total: float, chunks: int) -> s
     )
 
 
-def litellm_absent(python: str) -> str:
-    """Why LiteLLM cannot run with `python`, or ""."""
-    try:
-        subprocess.run([python, "-c", "import litellm"], check=True, capture_output=True)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        return f"{python} cannot import litellm ({type(exc).__name__})"
-    return ""
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--litellm-python", default="/tmp/litellm-venv/bin/python")
+    parser.add_argument("--litellm-python", default=_smoke.LITELLM_PYTHON)
     parser.add_argument("--rounds", type=int, default=3)
     _smoke.add_flag(parser)
     args = _smoke.shrink(parser.parse_args(), rounds=1)
-    why = litellm_absent(args.litellm_python)
+    why = _smoke.litellm_absent(args.litellm_python)
     if why:
         _smoke.left_out(_smoke.LITELLM, "LiteLLM's side", why)
     provider = start_provider(KEY, ["gpt-test", "claude-test"])
