@@ -71,11 +71,6 @@ def left_out(thing: str, part: str, why: str) -> None:
         raise SystemExit(MISSING_REQUIRED)
 
 
-def exit_code(smoke: bool, targets_met: bool) -> int:
-    """A full run exits 1 when a target was missed; a smoke run holds none."""
-    return 0 if smoke or targets_met else 1
-
-
 def docker_absent() -> str:
     """Why the docker parts cannot run here (no docker CLI, no engine answering), or ""."""
     if shutil.which("docker") is None:
