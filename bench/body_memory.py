@@ -6,7 +6,7 @@ Target: a few times the body size at most.
 
 Usage:
 
-    python bench/body_memory.py [--body-mib 62]
+    python bench/body_memory.py [--body-mib 62] [--smoke]
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import _smoke
 from tests.conftest import tools_dir
 from tests.scripted_provider import start_provider
 from tests.support.server import ServerProcess
@@ -51,7 +53,8 @@ def large_body(body_mib: int) -> bytes:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--body-mib", type=int, default=62)
-    args = parser.parse_args()
+    _smoke.add_flag(parser)
+    args = _smoke.shrink(parser.parse_args(), body_mib=1)
     body = large_body(args.body_mib)
     with (
         start_provider(PROVIDER_KEY, ["gpt-test"]) as provider,
@@ -84,6 +87,8 @@ def main() -> None:
             after = peak_rss(pid)
         finally:
             server.stop()
+    if answer.is_error:  # a refused body measures nothing
+        raise SystemExit(f"the server refused the body: {answer.status_code} {answer.text[:300]}")
     growth = after - before
     print(f"body: {len(body) / 2**20:.1f} MiB, answer {answer.status_code} in {took:.1f} s")
     print(f"peak RSS (VmHWM): {before / 2**20:.0f} MiB before, {after / 2**20:.0f} MiB after")

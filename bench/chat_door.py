@@ -12,7 +12,7 @@ Both run on the same harness and are read as raw SSE with httpx, so the only dif
 the door itself. Prints the medians per kind and the median door/uhp ratio of back-to-back
 pairs, per kind and overall (target ≤ 1.02). Usage:
 
-    python bench/chat_door.py [--base B] [--tasks N]   # defaults: codex, 10 per kind and way
+    python bench/chat_door.py [--base B] [--tasks N] [--smoke]   # codex, 10 a kind and way
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import _smoke
 from tests.conftest import API_KEY, MODELS, PROVIDER_KEY, installed_tools, server_env
 from tests.scripted_provider import start_provider
 from tests.support.server import ServerProcess
@@ -90,20 +92,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", default="codex")
     parser.add_argument("--tasks", type=int, default=10)
-    args = parser.parse_args()
+    _smoke.add_flag(parser)
+    args = _smoke.shrink(parser.parse_args(), tasks=1)
     installed_tools(args.base)
     provider = start_provider(PROVIDER_KEY, MODELS)
     with tempfile.TemporaryDirectory(prefix="chat-door-bench-") as scratch:
         env = server_env(provider, UHP_BASES=args.base)
         server = ServerProcess(Path(scratch), env).start()
         try:
-            run(server.url, args.tasks)
+            run(server.url, args.tasks, warm_up=not args.smoke)
         finally:
             server.stop()
             provider.stop()
 
 
-def run(url: str, tasks: int) -> None:
+def run(url: str, tasks: int, warm_up: bool = True) -> None:
     with httpx.Client(base_url=url, timeout=120) as http:
         model = http.get("/openai/v1/models", headers=AUTH).json()["data"][0]["id"]
         harness_id = model.rsplit("--", 1)[1]
@@ -118,7 +121,7 @@ def run(url: str, tasks: int) -> None:
             return first_delta(http, "/openai/v1/chat/completions", body, door_text)
 
         ways = {"uhp": retried(uhp), "door": retried(door)}
-        for prompt in TASKS.values():  # warm-up: the first turns pay for cold caches
+        for prompt in TASKS.values() if warm_up else ():  # the first turns pay for cold caches
             for way in ways.values():
                 way(prompt)
         times: dict[tuple[str, str], list[float]] = {}

@@ -16,6 +16,7 @@ as a build leaves it):
 Prints the medians, the ratio with/without for each, and whether it is within 10%. Usage:
 
     python bench/environment_sessions.py [--runs N] [--turns N] [--sandbox local|docker|both]
+        [--smoke]
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import shutil
 import statistics
 import subprocess
 import sys
@@ -36,6 +36,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from starlette.types import Receive, Scope, Send
 
+from bench import _smoke
 from bench.overhead import server_task, wait_children_gone
 from harness_bases.base import Invocation
 from storage.db import Database
@@ -130,7 +131,7 @@ async def sandbox_starts(names: list[str], runs: int, scratch: Path) -> None:
         verdict(f"{name} sandbox", times[(name, False)], times[(name, True)])
 
 
-def first_turns(names: list[str], turns: int, scratch: Path) -> None:
+def first_turns(names: list[str], turns: int, scratch: Path, warm_up: bool = True) -> None:
     """A new session's first turn, on a real server per sandbox, with and without."""
     print(f"first turn of a new session (codex, `{PROMPT}`), {turns} rounds, interleaved:")
     seconds: dict[tuple[str, bool], list[float]] = {}
@@ -156,7 +157,7 @@ def first_turns(names: list[str], turns: int, scratch: Path) -> None:
                 )
             )
             assert mount_path(row.slug) == "/env/bench-project"
-        for round_no in range(turns + 1):
+        for round_no in range(0 if warm_up else 1, turns + 1):
             order = (False, True) if round_no % 2 == 0 else (True, False)
             for name in names:
                 for with_env in order:
@@ -170,28 +171,24 @@ def first_turns(names: list[str], turns: int, scratch: Path) -> None:
         verdict(f"{name} first turn", seconds[(name, False)], seconds[(name, True)])
 
 
-def docker_answers() -> bool:
-    if shutil.which("docker") is None:
-        return False
-    return subprocess.run(["docker", "info"], capture_output=True).returncode == 0
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20, help="sandbox starts of each")
     parser.add_argument("--turns", type=int, default=5, help="first turns of each")
     parser.add_argument("--sandbox", choices=("local", "docker", "both"), default="both")
-    args = parser.parse_args()
+    _smoke.add_flag(parser)
+    args = _smoke.shrink(parser.parse_args(), runs=1, turns=1)
     names = ["local", "docker"] if args.sandbox == "both" else [args.sandbox]
-    if "docker" in names and not docker_answers():
-        print("*** NO docker engine answers: the docker columns are left out ***", file=sys.stderr)
+    why = _smoke.docker_absent() if "docker" in names else ""
+    if why:
+        _smoke.left_out(_smoke.DOCKER, "the docker columns", why)
         names.remove("docker")
     if not names:
-        return 2
+        return 0 if args.smoke else 2
     with tempfile.TemporaryDirectory(prefix="uhp-bench-env-") as scratch:
         asyncio.run(sandbox_starts(names, args.runs, Path(scratch) / "starts"))
         if args.turns:
-            first_turns(names, args.turns, Path(scratch) / "turns")
+            first_turns(names, args.turns, Path(scratch) / "turns", warm_up=not args.smoke)
     return 0
 
 

@@ -10,7 +10,7 @@ engine answers (--no-docker leaves it out). Prints each time and the rebuild/fir
 by side. Needs root (the agent's own uid), the registries on the egress allow-list and, behind
 a TLS-inspecting proxy, its CA bundle (--ca). Usage:
 
-    python bench/environments_build.py [--runs N] [--ca BUNDLE] [--no-docker]
+    python bench/environments_build.py [--runs N] [--ca BUNDLE] [--no-docker] [--smoke]
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import _smoke
 from uhp_server.environments.builder import BuildRequest
 from uhp_server.environments.building import SandboxBuilder
 from uhp_server.sandbox.base import Sandbox
@@ -45,6 +46,14 @@ PROJECTS: dict[str, dict[str, str]] = {
             }
         )
     },
+}
+
+
+# A smoke run's projects: the same build steps (a venv and `pip install -r`, `npm install`, the
+# rebuild's hard links, `finishing`) with nothing to fetch, so no registry is needed.
+SMOKE_PROJECTS: dict[str, dict[str, str]] = {
+    "python": {"requirements.txt": "\n"},
+    "node": {"package.json": json.dumps({"name": "bench", "version": "1.0.0"})},
 }
 
 
@@ -81,9 +90,11 @@ async def one_build(builder: SandboxBuilder, env: str, n: int, files: dict[str, 
     return time.perf_counter() - started
 
 
-async def measure(kind: str, runs: int, ca: Path | None) -> dict[str, tuple[float, float]]:
+async def measure(
+    kind: str, runs: int, ca: Path | None, projects: dict[str, dict[str, str]]
+) -> dict[str, tuple[float, float]]:
     """Per project: the median first build and rebuild, in seconds."""
-    times: dict[str, tuple[list[float], list[float]]] = {p: ([], []) for p in PROJECTS}
+    times: dict[str, tuple[list[float], list[float]]] = {p: ([], []) for p in projects}
     for run in range(runs):
         with tempfile.TemporaryDirectory(prefix="uhp-bench-build-", dir=Path.home()) as tmp:
             settings = Settings(
@@ -96,7 +107,7 @@ async def measure(kind: str, runs: int, ca: Path | None) -> dict[str, tuple[floa
             box = await sandbox_of(kind, settings, egress)
             try:
                 builder = SandboxBuilder(box, settings, egress)
-                for project, files in PROJECTS.items():
+                for project, files in projects.items():
                     env = f"env_{project}_{run}"
                     times[project][0].append(await one_build(builder, env, 1, files))
                     times[project][1].append(await one_build(builder, env, 2, files))
@@ -105,32 +116,32 @@ async def measure(kind: str, runs: int, ca: Path | None) -> dict[str, tuple[floa
     return {p: (statistics.median(f), statistics.median(r)) for p, (f, r) in times.items()}
 
 
-def docker_answers() -> bool:
-    try:
-        from uhp_server.sandbox.docker.sandbox import engine_client
-
-        engine_client().ping()
-        return True
-    except Exception:
-        return False
-
-
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--ca", type=Path, default=Path("/etc/ssl/certs/ca-certificates.crt"))
     parser.add_argument("--no-docker", action="store_true")
-    args = parser.parse_args()
+    _smoke.add_flag(parser)
+    args = _smoke.shrink(parser.parse_args(), runs=1)
+    projects = SMOKE_PROJECTS if args.smoke else PROJECTS
     kinds = ["local"]
-    if not args.no_docker and docker_answers():
-        kinds.append("docker")
+    why = "" if args.no_docker else _smoke.docker_absent()
+    if why:
+        _smoke.left_out(_smoke.DOCKER, "the docker sandbox's builds", why)
     elif not args.no_docker:
-        print("docker: no engine answers, left out")
+        kinds.append("docker")
     ca = args.ca if args.ca.is_file() else None
     print(f"median of {args.runs} runs, seconds")
     print(f"{'sandbox':8} {'project':8} {'first':>8} {'rebuild':>8} {'rebuild/first':>14}")
     for kind in kinds:
-        for project, (first, rebuild) in (await measure(kind, args.runs, ca)).items():
+        mine = projects
+        if args.smoke and len(kinds) > 1:
+            # Each project kind once and each sandbox once is every path; a Python first build
+            # alone takes 15-25 s here (the venv's pip), so not every pair of them.
+            mine = {
+                p: files for p, files in projects.items() if (p == "python") == (kind == "docker")
+            }
+        for project, (first, rebuild) in (await measure(kind, args.runs, ca, mine)).items():
             print(f"{kind:8} {project:8} {first:8.2f} {rebuild:8.2f} {rebuild / first:14.3f}")
 
 

@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import _smoke
 from storage import keys
 from tests.support.fake_engine import CONNECTION, StandInEngine
 from uhp_server.engine.requests import EngineTask
@@ -101,4 +103,6 @@ if __name__ == "__main__":
     parser.add_argument("--flood", type=int, default=5)
     parser.add_argument("--long", type=float, default=4.0)
     parser.add_argument("--short", type=float, default=0.2)
-    asyncio.run(main(parser.parse_args()))
+    _smoke.add_flag(parser)
+    # Two slots and two of A's turns: B still comes in behind a full flood in both admissions.
+    asyncio.run(main(_smoke.shrink(parser.parse_args(), limit=2, flood=2, long=0.3, short=0.05)))

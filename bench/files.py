@@ -11,7 +11,7 @@
 
 Usage:
 
-    python bench/files.py [--files N] [--upload-mib M]
+    python bench/files.py [--files N] [--upload-mib M] [--walk-rounds N] [--uploads N] [--smoke]
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import _smoke
 from storage.blobs import BlobStore, BlobWriter
 from storage.db import Database
 from tests.support.server import ServerProcess
@@ -148,18 +150,18 @@ def _parse_once(tmp: Path, payload: bytes) -> float:
     return elapsed
 
 
-def bench_upload(mib: int) -> None:
+def bench_upload(mib: int, rounds: int = 3) -> None:
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         payload = os.urandom(mib * 1024 * 1024)
         source = tmp / "payload.bin"
         source.write_bytes(payload)
         floors, parses = [], []
-        for i in range(3):
+        for i in range(rounds):
             floors.append(_hash_and_write(tmp / f"floor{i}.bin", payload))
             (tmp / f"floor{i}.bin").unlink()
             parses.append(_parse_once(tmp, payload))
-        uploads, refusals = _over_http(tmp, source, mib)
+        uploads, refusals = _over_http(tmp, source, mib, rounds)
         floor_ms, parse_ms, upload_ms, refuse_ms = map(
             _median_ms, (floors, parses, uploads, refusals)
         )
@@ -178,7 +180,7 @@ def bench_upload(mib: int) -> None:
         print(f"  one byte over: 413 in {refuse_ms:.1f} ms (the body read, none of it kept)")
 
 
-def _over_http(tmp: Path, source: Path, mib: int) -> tuple[list[float], list[float]]:
+def _over_http(tmp: Path, source: Path, mib: int, rounds: int) -> tuple[list[float], list[float]]:
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": os.environ.get("HOME", "/root"),
@@ -192,7 +194,7 @@ def _over_http(tmp: Path, source: Path, mib: int) -> tuple[list[float], list[flo
         headers = {"Authorization": f"Bearer {KEY}"}
         over = source.read_bytes() + b"x"
         with httpx.Client(base_url=server.url, headers=headers, timeout=300) as http:
-            for _ in range(3):
+            for _ in range(rounds):
                 with source.open("rb") as handle:
                     started = time.perf_counter()
                     answer = http.post("/v1/files", files={"file": ("p.bin", handle)})
@@ -211,9 +213,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=5000)
     parser.add_argument("--upload-mib", type=int, default=64)
-    args = parser.parse_args()
-    bench_walk(args.files)
-    bench_upload(args.upload_mib)
+    parser.add_argument("--walk-rounds", type=int, default=5)
+    parser.add_argument("--uploads", type=int, default=3, help="rounds of each upload")
+    _smoke.add_flag(parser)
+    args = _smoke.shrink(parser.parse_args(), files=50, upload_mib=1, walk_rounds=1, uploads=1)
+    bench_walk(args.files, args.walk_rounds)
+    bench_upload(args.upload_mib, args.uploads)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ The same scripted tasks as bench/overhead.py run both ways through `POST /v1/res
 overall (target ≤ 1.05), then the translators' cost per streamed chunk from
 bench/gateway_chunks.py (target p99 < 1 ms). Usage:
 
-    python bench/gateway.py [--base B ...] [--tasks N]   # default: codex claude-code, N=5
+    python bench/gateway.py [--base B ...] [--tasks N] [--chunk-rounds N] [--smoke]
+    # default: codex claude-code, N=5
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import httpx
 from harness_bases import registry
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import _smoke
 from bench.gateway_chunks import TARGET_P99_SECONDS, chat_stream_chunks, chunk_costs, percentile
 from bench.overhead import TASKS, TURN_TIMEOUT, BenchError, sse_events, wait_children_gone
 from tests.conftest import API_KEY, DEFAULT_MODELS, MODELS, PROVIDER_KEY, server_env, tools_dir
@@ -92,7 +94,7 @@ def start_server(
 
 
 def run_base(
-    base_name: str, tasks: int, scratch: Path, log: Callable[[str], None]
+    base_name: str, tasks: int, scratch: Path, log: Callable[[str], None], warm_up: bool = True
 ) -> dict[tuple[str, str], list[float]]:
     base, tools = registry()[base_name], tools_dir()
     if base.installed_version(tools) != base.cli_version:
@@ -127,10 +129,11 @@ def run_base(
             wait_children_gone(server.pid)
             return elapsed
 
-        log(f"{base.label}: warm-up, every mode on every kind (not recorded)")
-        for kind in TASKS:
-            for mode in MODES:
-                once(kind, mode)
+        if warm_up:
+            log(f"{base.label}: warm-up, every mode on every kind (not recorded)")
+            for kind in TASKS:
+                for mode in MODES:
+                    once(kind, mode)
         for i in range(tasks):
             log(f"{base.label}: round {i + 1}/{tasks}")
             order = MODES if i % 2 == 0 else MODES[::-1]  # neither side always goes first
@@ -189,7 +192,10 @@ def main(argv: list[str] | None = None) -> int:
         help="the bases to measure (Hermes: no translation, a control)",
     )
     parser.add_argument("--tasks", type=int, default=5, help="tasks per kind and mode")
-    args = parser.parse_args(argv)
+    parser.add_argument("--chunk-rounds", type=int, default=5, help="streams per wire")
+    _smoke.add_flag(parser)
+    # One base: the bench's path is the same for each (the chunk costs still take both wires).
+    args = _smoke.shrink(parser.parse_args(argv), base=["codex"], tasks=1, chunk_rounds=1)
     if args.tasks < 1:
         parser.error("--tasks must be at least 1")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -204,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for base_name in args.base:
             with tempfile.TemporaryDirectory(prefix="bench-gw-", dir=cache) as scratch:
-                seconds = run_base(base_name, args.tasks, Path(scratch), log)
+                seconds = run_base(base_name, args.tasks, Path(scratch), log, not args.smoke)
             sections.append(report_tasks(base_name, seconds, args.tasks))
     except KeyboardInterrupt:
         log("interrupted; everything the bench started has been stopped")
@@ -212,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     except (BenchError, TimeoutError) as exc:
         log(f"bench failed: {exc or 'a turn took too long'}")
         return 1
-    sections.append(report_chunks(rounds=5))
+    sections.append(report_chunks(args.chunk_rounds))
     print("\n\n".join(sections))
     print("\ntimes are to the terminal event, client side; both providers are in-process.")
     return 0

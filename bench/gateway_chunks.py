@@ -20,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import _smoke
 from tests.support.translations import translation_between
 
 TARGET_P99_SECONDS = 0.001
@@ -83,7 +84,8 @@ def percentile(values: list[float], fraction: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5, help="streams per wire (default 5)")
-    args = parser.parse_args()
+    _smoke.add_flag(parser)
+    args = _smoke.shrink(parser.parse_args(), rounds=1)
     chunks = chat_stream_chunks()
     print(f"{len(chunks)} upstream chunks per stream, {args.rounds} streams per wire")
     met = True

@@ -10,7 +10,7 @@ One run, side by side:
 It starts the scripted provider and a real `uhp-server serve` (bubblewrap sandbox, real Codex
 CLI). Usage:
 
-    python bench/load.py [--tasks N] [--probes N]
+    python bench/load.py [--tasks N] [--probes N] [--smoke]
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import httpx
 
 # tests/ is not an installed package: the bench borrows the test suite's helpers from the repo.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import _smoke
 from bench.overhead import wait_children_gone
 from tests.conftest import API_KEY, MODELS, PROVIDER_KEY, installed_tools, server_env
 from tests.scripted_provider import start_provider
@@ -270,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
         help="UHP_MAX_CONCURRENT_TURNS for the server (default: --tasks, so every task really "
         "starts at once, as the target means; a smaller value measures the queue instead)",
     )
-    args = parser.parse_args(argv)
+    _smoke.add_flag(parser)
+    args = _smoke.shrink(parser.parse_args(argv), tasks=2, probes=5)
     if args.tasks < 1 or args.probes < 1:
         parser.error("--tasks and --probes must be at least 1")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -287,8 +289,14 @@ def main(argv: list[str] | None = None) -> int:
             provider = start_provider(PROVIDER_KEY, MODELS)
             stack.callback(provider.stop)
             admitted = str(args.admitted or args.tasks)
+            # The bench is one principal: its share of the slots is all of them (by default
+            # one less, which would queue a task where the target means every one started).
             env = server_env(
-                provider, UHP_BASES="codex", UHP_SANDBOX="local", UHP_MAX_CONCURRENT_TURNS=admitted
+                provider,
+                UHP_BASES="codex",
+                UHP_SANDBOX="local",
+                UHP_MAX_CONCURRENT_TURNS=admitted,
+                UHP_MAX_TURNS_PER_PRINCIPAL=admitted,
             )
             server = ServerProcess(scratch / "server", env)
             stack.callback(server.stop)  # registered first: stops a half-started server too
@@ -310,6 +318,10 @@ def main(argv: list[str] | None = None) -> int:
         log(f"bench failed: {exc}")
         return 1
     print(report(idle, loaded, args.tasks))
+    if args.smoke and loaded.streaming_at_cancel < args.tasks:
+        # Not a target: a smoke run's two tasks always start, unless the bench's plan broke.
+        log("bench failed: not every task was streaming when they were cancelled")
+        return 1
     return 0
 
 

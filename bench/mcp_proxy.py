@@ -35,6 +35,7 @@ from uhp_server.gateway.tokens import TokenRegistry
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench import _smoke  # noqa: E402
 from tests.support.mcp_server import RunningMcpServer  # noqa: E402
 from tests.support.server import free_port  # noqa: E402
 
@@ -130,7 +131,8 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--serve-mcp", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--serve-gateway", nargs=2, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    _smoke.add_flag(parser)
+    args = _smoke.shrink(parser.parse_args(), calls=10)  # one block of ten each way
     if args.serve_mcp:
         return serve_mcp(args.serve_mcp)
     if args.serve_gateway:

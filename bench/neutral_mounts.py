@@ -18,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import _smoke
 from uhp_server.sandbox.neutral_mounts import Folder, NeutralMounts
 
 
@@ -33,7 +34,8 @@ def timed(mounts: NeutralMounts, folders: dict[str, Folder], runs: int) -> list[
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=200)
-    runs = parser.parse_args().runs
+    _smoke.add_flag(parser)
+    runs = _smoke.shrink(parser.parse_args(), runs=1).runs
     with tempfile.TemporaryDirectory(prefix="uhp-bench-mounts-", dir=Path.home()) as tmp:
         data = Path(tmp)
         for name in ("sessions/s/workspace", "sessions/s/home", "tools"):

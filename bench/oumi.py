@@ -10,7 +10,7 @@ It starts the scripted provider (Chat Completions only: the platform's model con
 a real `uhp-server serve` (bubblewrap sandbox, the real CLI of UHP_TEST_BASE, Codex by
 default). Usage:
 
-    python bench/oumi.py [--rows N] [--concurrent N]
+    python bench/oumi.py [--rows N] [--concurrent N] [--smoke]
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import _smoke
 from tests.conftest import API_KEY, MODELS, PROVIDER_KEY, TEST_BASE, installed_tools, server_env
 from tests.scripted_provider import start_provider
 from tests.support.server import ServerProcess
@@ -155,7 +157,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=20)
     parser.add_argument("--concurrent", type=int, default=4)
-    args = parser.parse_args()
+    _smoke.add_flag(parser)
+    # Two rows on one turn: the second still waits in the queue.
+    args = _smoke.shrink(parser.parse_args(), rows=2, concurrent=1)
     sys.exit(asyncio.run(bench(args.rows, args.concurrent)))
 
 

@@ -12,7 +12,7 @@ does not (Gemini CLI's Gemini API) reaches it in direct mode through the real mo
 in-process, as its base tests do: the translation the server also does is then on both sides.
 Usage:
 
-    python bench/overhead.py [--base B] [--tasks N]   # B: any registered base
+    python bench/overhead.py [--base B] [--tasks N] [--smoke]   # B: any registered base
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from uhp_server.engine.reading.fold import TERMINAL_TYPES
 
 # tests/ is not an installed package: the bench borrows the test suite's helpers from the repo.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import _smoke
 from tests.conftest import API_KEY, DEFAULT_MODELS, MODELS, PROVIDER_KEY, server_env, tools_dir
 from tests.scripted_provider import RunningProvider, start_provider
 from tests.support.direct_turn import direct_spec, run_direct_turn
@@ -284,7 +285,13 @@ def p90(values: list[float]) -> float:
     return ordered[math.ceil(0.9 * len(ordered)) - 1]
 
 
-def run_bench(subject: Subject, tasks: int, scratch: Path, log: Callable[[str], None]) -> Results:
+def run_bench(
+    subject: Subject,
+    tasks: int,
+    scratch: Path,
+    log: Callable[[str], None],
+    warm_up: bool = True,
+) -> Results:
     base, tools = subject.base, tools_dir()
     if base.installed_version(tools) != base.cli_version:
         log(f"installing {base.label} {base.cli_version} under {tools} ...")
@@ -326,10 +333,11 @@ def run_bench(subject: Subject, tasks: int, scratch: Path, log: Callable[[str], 
             if record:
                 results.add(kind, mode, seconds)
 
-        log("warm-up: every mode on every kind (not recorded)")
-        for kind in TASKS:
-            for mode in subject.modes:
-                once(kind, mode, record=False)
+        if warm_up:
+            log("warm-up: every mode on every kind (not recorded)")
+            for kind in TASKS:
+                for mode in subject.modes:
+                    once(kind, mode, record=False)
         for i in range(tasks):
             log(f"round {i + 1}/{tasks}")
             # Interleaved, and the order flips each round so neither side always goes first.
@@ -405,7 +413,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", choices=sorted(registry()), default="codex", help="the CLI")
     parser.add_argument("--tasks", type=int, default=5, help="tasks per kind and mode")
-    args = parser.parse_args(argv)
+    _smoke.add_flag(parser)
+    args = _smoke.shrink(parser.parse_args(argv), tasks=1)
     if args.tasks < 1:
         parser.error("--tasks must be at least 1")
     measured = subject(args.base)
@@ -422,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     cache.mkdir(parents=True, exist_ok=True)
     try:
         with tempfile.TemporaryDirectory(prefix="bench-", dir=cache) as scratch:
-            results = run_bench(measured, args.tasks, Path(scratch), log)
+            results = run_bench(measured, args.tasks, Path(scratch), log, not args.smoke)
     except KeyboardInterrupt:
         log("interrupted; everything the bench started has been stopped")
         return 130

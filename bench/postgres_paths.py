@@ -20,6 +20,7 @@ local cluster and role of scripts/postgres.sh.
 Usage:
 
     python bench/postgres_paths.py [--rounds R] [--turns N] [--tasks N] [--concurrency C]
+        [--smoke]
 """
 
 from __future__ import annotations
@@ -38,12 +39,14 @@ import httpx
 
 # tests/ is not an installed package: the bench borrows the test suite's helpers from the repo.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import _smoke
 from bench.overhead import sse_events, wait_children_gone
 from tests.conftest import API_KEY, MODELS, PROVIDER_KEY, installed_tools, server_env
 from tests.scripted_provider import start_provider
 from tests.support.postgres import Databases
 from tests.support.server import ServerProcess
 
+NEEDS = ("postgresql",)  # bench/_smoke.py: the test runs it where it is
 HEADERS = {"Authorization": f"Bearer {API_KEY}"}
 KINDS = ("postgresql", "postgresql-threads", "sqlite")
 TIMEOUT = 300.0
@@ -85,7 +88,12 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=5, help="streamed turns a round")
     parser.add_argument("--tasks", type=int, default=24, help="blocking tasks a round")
     parser.add_argument("--concurrency", type=int, default=6)
-    args = parser.parse_args()
+    _smoke.add_flag(parser)
+    args = _smoke.shrink(parser.parse_args(), rounds=1, turns=1, tasks=2, concurrency=2)
+    why = _smoke.postgresql_absent()
+    if why:
+        _smoke.left_out(_smoke.POSTGRESQL, "the whole bench: it measures PostgreSQL", why)
+        return 0 if args.smoke else 2
     installed_tools("codex")
     created: dict[str, list[float]] = {kind: [] for kind in KINDS}
     total: dict[str, list[float]] = {kind: [] for kind in KINDS}
@@ -115,8 +123,8 @@ def main() -> int:
             )
             for kind, server in servers.items()
         }
-        for kind, client in clients.items():  # warm: the CLI's first start reads its files
-            streamed_turn(client)
+        for kind, client in clients.items() if not args.smoke else ():  # warm: the CLI's
+            streamed_turn(client)  # first start reads its files
             wait_children_gone(servers[kind].pid)
         for n in range(args.rounds):
             for kind in KINDS if n % 2 == 0 else KINDS[::-1]:

@@ -8,7 +8,7 @@ between the two columns is the database: every task is a submit transaction, its
 databases so that a busy machine slows both alike. Issue 13's target: PostgreSQL at least 0.9 x
 SQLite. Needs the local cluster and role of scripts/postgres.sh.
 
-Then real replicas behind haproxy (bench/scale_replicas.py: the real server processes and
+Then real replicas behind haproxy (bench/_scale_replicas.py: the real server processes and
 Codex CLI; scripts/haproxy.sh installs haproxy): short-task throughput with two replicas ÷ one
 (report it: what it can reach depends on the cores), and the p99 time from an event's append on
 one replica to a client of the other (target < 50 ms).
@@ -16,7 +16,7 @@ one replica to a client of the other (target < 50 ms).
 Usage:
 
     python bench/scale.py [--tasks N] [--concurrency C] [--rounds R] [--threads]
-        [--replica-tasks N] [--replica-concurrency C] [--streams S] [--no-replicas]
+        [--replica-tasks N] [--replica-concurrency C] [--streams S] [--no-replicas] [--smoke]
 
 `--threads` adds a third column: PostgreSQL with every statement sent from threads through
 psycopg, none from the event loop through asyncpg (storage/loop_link.py): its URL carries
@@ -35,13 +35,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench import scale_replicas
+from bench import _scale_replicas, _smoke
 from tests.conftest import MODELS, PROVIDER_KEY
 from tests.scripted_provider import start_provider
 from tests.support.fakes import answer
 from tests.support.in_process import in_process
 from tests.support.postgres import Databases
 
+NEEDS = ("postgresql", "haproxy")  # bench/_smoke.py: the test runs it where they are
 THREADS = "postgresql-threads"  # --threads: PostgreSQL without the loop's link
 
 
@@ -75,7 +76,25 @@ async def main() -> None:
     parser.add_argument(
         "--threads", action="store_true", help="also PostgreSQL without the loop's link"
     )
-    args = parser.parse_args()
+    _smoke.add_flag(parser)
+    args = _smoke.shrink(
+        parser.parse_args(),
+        tasks=4,
+        concurrency=2,
+        rounds=1,
+        replica_tasks=2,
+        replica_concurrency=2,
+        streams=1,
+        threads=True,
+    )
+    why = _smoke.postgresql_absent()
+    if why:
+        _smoke.left_out(_smoke.POSTGRESQL, "the whole bench: it measures PostgreSQL", why)
+        raise SystemExit(0 if args.smoke else 2)
+    why = "" if args.no_replicas else _smoke.haproxy_absent()
+    if why:
+        _smoke.left_out(_smoke.HAPROXY, "the replicas half", why)
+        args.no_replicas = True
     provider = start_provider(PROVIDER_KEY, MODELS)
     databases = Databases()
     rates: dict[str, list[float]] = {"sqlite": [], "postgresql": []}
@@ -103,7 +122,7 @@ async def main() -> None:
             ""
             if args.no_replicas
             else await asyncio.to_thread(
-                scale_replicas.run,
+                _scale_replicas.run,
                 provider,
                 args.replica_tasks,
                 args.replica_concurrency,

@@ -26,6 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import _smoke
 from uhp_server.gateway.scrubbing import Scrubber, StreamScrubber, scrubber
 
 MB = 1 << 20
@@ -115,7 +117,8 @@ def compiled_ms(count: int, rounds: int) -> tuple[float, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
-    args = parser.parse_args(argv)
+    _smoke.add_flag(parser)
+    args = _smoke.shrink(parser.parse_args(argv), rounds=1)
     print(f"{'secrets':<20} {'body (1 MB)':<13} {'whole ms':>14} {'stream ms':>14} found")
     print(f"{'':<20} {'':<13} {'median / best':>14} {'median / best':>14}")
     for count in (1, 3, 10):

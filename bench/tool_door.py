@@ -10,7 +10,7 @@ scripted task run three ways, interleaved so the machine's drift hits all of the
 Each call starts a new session. Prints the median and p90 wall time of each and the ratio
 of each door's median to the UHP one (target ≤ 1.05). Usage:
 
-    python bench/tool_door.py [--base B] [--rounds N]
+    python bench/tool_door.py [--base B] [--rounds N] [--smoke]
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import _smoke
 from tests.conftest import API_KEY, MODELS, PROVIDER_KEY, server_env
 from tests.scripted_provider import start_provider
 from tests.support.server import ServerProcess
@@ -68,7 +70,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", default="codex")
     parser.add_argument("--rounds", type=int, default=10)
-    args = parser.parse_args()
+    _smoke.add_flag(parser)
+    args = _smoke.shrink(parser.parse_args(), rounds=1)
     modes: dict[str, Callable[[httpx.Client, str], str]] = {
         "uhp": uhp,
         "http": tool_http,
@@ -85,7 +88,7 @@ def main() -> None:
             headers = {"Authorization": f"Bearer {API_KEY}"}
             with httpx.Client(base_url=server.url, headers=headers, timeout=180) as http:
                 harness_id = http.get("/v1/harnesses").json()["harnesses"][0]["id"]
-                for run in modes.values():  # one warm-up each
+                for run in modes.values() if not args.smoke else ():  # one warm-up each
                     run(http, harness_id)
                 for round_no in range(args.rounds):
                     order = list(modes.items())

@@ -1,9 +1,10 @@
 """The gateway's own wire translators against LiteLLM's bridges, side by side in one run.
 
-    python bench/translation_compare.py --litellm-python /tmp/litellm-venv/bin/python
+    python bench/translation_compare.py [--litellm-python PYTHON] [--rounds N] [--smoke]
 
 LiteLLM runs in its own scratch venv (never the project's; `python3 -m venv /tmp/litellm-venv
-&& /tmp/litellm-venv/bin/pip install litellm`), through bench/litellm_probe.py. Both sides
+&& /tmp/litellm-venv/bin/pip install litellm`, the default --litellm-python; without it
+LiteLLM's side is left out, loudly), through bench/_litellm_probe.py. Both sides
 talk to the same in-process scripted provider's Chat Completions route and are given the
 requests Codex and Claude Code really sent (tests/fixtures/gateway/). Printed:
 
@@ -31,6 +32,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import _smoke
 from tests.scripted_provider import start_provider
 from tests.support.translations import translation_between
 from tests.support.wire_summary import anthropic_summary, responses_summary, sse_events
@@ -43,9 +45,12 @@ LONG_PROMPT = "SAY " + " ".join(f"{i:04d}" for i in range(2000))  # ~2500 4-char
 
 
 def cases() -> list[tuple[str, int, dict]]:
+    """The captured requests of the CLIs whose wire LiteLLM also bridges (Gemini CLI's
+    capture has no native answer to compare with)."""
     return [
         (capture.stem, n, body)
         for capture in sorted(FIXTURES.glob("*.json"))
+        if capture.stem.split("_")[0] in WIRES
         for n, body in enumerate(json.loads(capture.read_text()))
     ]
 
@@ -100,7 +105,7 @@ def repeated_chunks() -> dict:
 
 def litellm(python: str, provider, rounds: int) -> tuple[dict, dict, list[str]]:
     provider.reset()
-    argv = [python, str(ROOT / "bench" / "litellm_probe.py"), provider.base_url, KEY]
+    argv = [python, str(ROOT / "bench" / "_litellm_probe.py"), provider.base_url, KEY]
     argv += [str(FIXTURES), LONG_PROMPT, str(rounds)]
     done = subprocess.run(argv, capture_output=True, text=True, cwd="/tmp", check=True)
     result = json.loads(done.stdout)
@@ -171,14 +176,22 @@ def timing_line(name: str, runs: list[dict], raw_total: float, chunks: int) -> s
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--litellm-python", required=True)
+    parser.add_argument("--litellm-python", default=_smoke.LITELLM_PYTHON)
     parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
+    _smoke.add_flag(parser)
+    args = _smoke.shrink(parser.parse_args(), rounds=1)
+    why = _smoke.litellm_absent(args.litellm_python)
+    if why:
+        _smoke.left_out(_smoke.LITELLM, "LiteLLM's side", why)
     provider = start_provider(KEY, ["gpt-test", "claude-test"])
+    theirs: dict = {}
+    their_gaps: dict = {}
+    missing: list[str] = []
     try:
         with httpx.Client(headers={"authorization": f"Bearer {KEY}"}, timeout=60) as client:
             mine = ours(client, provider.base_url)
-        theirs, their_gaps, missing = litellm(args.litellm_python, provider, args.rounds)
+        if not why:
+            theirs, their_gaps, missing = litellm(args.litellm_python, provider, args.rounds)
 
         async def timings() -> dict:
             out = {}
@@ -198,12 +211,14 @@ def main() -> None:
     print("fidelity on captured traffic (fields that differ from the native answer)")
     for case in mine:
         print(f"  {case:<16} ours: {', '.join(mine[case][0]) or 'same':<28} {mine[case][1]}")
-        print(f"  {'':<16} litellm: {', '.join(theirs[case][0]) or 'same':<25} {theirs[case][1]}")
+        differ, sent = theirs.get(case, (["not run"], ""))
+        print(f"  {'':<16} litellm: {', '.join(differ) or 'same':<25} {sent}")
     if missing:
         print(f"  litellm produced nothing for: {missing}")
     chunks = len(LONG_PROMPT) // 4 + 3
     print(f"cost per streamed chunk ({chunks} upstream chunks, median of {args.rounds} streams)")
-    for label, gaps in (("ours", our_gaps), ("litellm", their_gaps)):
+    sides = [("ours", our_gaps)] + ([("litellm", their_gaps)] if their_gaps else [])
+    for label, gaps in sides:
         raw_total = statistics.median(run["total"] for run in gaps["raw"])
         print(timing_line(f"{label} raw read", gaps["raw"], raw_total, chunks))
         for wire in ("responses", "anthropic"):

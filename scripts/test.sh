@@ -126,9 +126,13 @@ run_pass "end-to-end tests again with UHP_TEST_SANDBOX=docker UHP_TEST_DOCKER_RU
   tests/test_docker_sandbox.py tests/test_docker_e2e.py
 # On PostgreSQL (scripts/postgres.sh installs and starts Debian's cluster): the in-process
 # engine tests, storage's own and the end-to-end files of tasks, sessions, restarts and the
-# SDK, each test server on a fresh database (tests/support/postgres.py); and two replicas on
-# one database (tests/test_replicas_e2e.py).
+# SDK, each test server on a fresh database (tests/support/postgres.py); two replicas on
+# one database (tests/test_replicas_e2e.py); and the benchmarks that need PostgreSQL, in their
+# smoke mode (tests/test_bench_smoke.py; bench/scale.py's replicas behind haproxy too, so
+# haproxy is installed first).
 if bash scripts/postgres.sh; then
+  haproxy_installed=""
+  bash scripts/haproxy.sh && haproxy_installed=1
   run_pass "storage and end-to-end tests again with UHP_TEST_DATABASE=postgresql" \
     UHP_TEST_DATABASE=postgresql -- tests/test_engine_fast.py tests/test_ops.py \
     tests/test_storage_unit.py \
@@ -137,7 +141,8 @@ if bash scripts/postgres.sh; then
     tests/test_restart_e2e.py tests/test_openai_sdk.py tests/test_replicas_fast.py \
     tests/test_replicas_leases.py tests/test_replicas_admission.py tests/test_admission_blocks.py \
     tests/test_replicas_park.py \
-    tests/test_replicas_e2e.py tests/test_replicas_edges.py tests/test_test_servers.py
+    tests/test_replicas_e2e.py tests/test_replicas_edges.py tests/test_test_servers.py \
+    tests/test_bench_smoke.py
   postgres_pass=$!
   # That pass stops and starts the cluster once (a restart under a running server,
   # tests/test_postgres_storage.py): the next pass on the same cluster waits for it to end.
@@ -146,7 +151,7 @@ if bash scripts/postgres.sh; then
   # it; tests/support/replicas.py starts them): the end-to-end files of tasks, sessions and the
   # SDK through the balancer, and the balancer's own tests (a stream, a replay and a cancel on
   # the replica that does not run the turn; kill -9 of a replica mid-stream).
-  if bash scripts/haproxy.sh; then
+  if [[ -n $haproxy_installed ]]; then
     run_pass "end-to-end tests again through haproxy with UHP_TEST_REPLICAS=2" \
       UHP_TEST_DATABASE=postgresql UHP_TEST_REPLICAS=2 -- tests/test_test_servers.py \
       tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_openai_sdk.py \

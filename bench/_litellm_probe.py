@@ -1,6 +1,6 @@
 """LiteLLM's Responses and Anthropic Messages bridges over a Chat Completions provider, for
 bench/translation_compare.py. Runs in a SCRATCH venv with litellm installed, never the
-project's: `python bench/litellm_probe.py PROVIDER_URL KEY FIXTURES_DIR LONG_PROMPT [ROUNDS]`.
+project's: `python bench/_litellm_probe.py PROVIDER_URL KEY FIXTURES_DIR LONG_PROMPT [ROUNDS]`.
 Prints one JSON object: the events each bridge produced for each captured request, and the
 time between consecutive events of a long streamed answer (with the raw Chat stream's, read
 with httpx in the same process, as the baseline)."""
@@ -84,6 +84,8 @@ async def main() -> None:
     }
     scripted = url.removesuffix("/v1") + "/_scripted"
     for capture in sorted(Path(fixtures).glob("*.json")):
+        if not capture.stem.startswith(("codex_", "claude_")):
+            continue  # a wire LiteLLM is not compared on (bench/translation_compare.py)
         for n, body in enumerate(json.loads(capture.read_text())):
             case = f"{capture.stem}.{n}"
             httpx.post(f"{scripted}/reset")
