@@ -81,8 +81,8 @@ def update_memory(tx: Tx, memory_id: str, changes: MemoryChanges) -> MemoryRow |
 
 
 def delete_memories(tx: Tx, memory_ids: list[str]) -> None:
-    """The memories, their grants and every version of their records, for good."""
-    tx.orm.exec(delete(MemoryRecordRow).where(col(MemoryRecordRow.memory_id).in_(memory_ids)))
+    """The memories and their grants, for good (their records are their provider's:
+    `delete_records` for the embedded one)."""
     tx.orm.exec(delete(MemoryGrantRow).where(col(MemoryGrantRow.memory_id).in_(memory_ids)))
     tx.orm.exec(delete(MemoryRow).where(col(MemoryRow.id).in_(memory_ids)))
 
@@ -154,7 +154,7 @@ def current_record(tx: Tx, memory_id: str, record_id: str) -> MemoryRecordRow | 
     ).first()
 
 
-def record_as_of(tx: Tx, memory_id: str, record_id: str, instant: float) -> MemoryRecordRow | None:
+def record_as_of(tx: Tx, memory_id: str, record_id: str, instant: int) -> MemoryRecordRow | None:
     """The version the memory held at `instant` (§5.3); None before it was written or
     after it was forgotten."""
     return tx.orm.exec(
@@ -183,7 +183,7 @@ class RecordQuery:
     memory_id: str
     type: str | None = None
     include_forgotten: bool = False
-    as_of: float | None = None
+    as_of: int | None = None
     after: str | None = None
     limit: int = 100
 
@@ -221,8 +221,10 @@ def append_version(tx: Tx, row: MemoryRecordRow) -> MemoryRecordRow | None:
     previous = tx.orm.get(MemoryRecordRow, (row.id, row.version - 1))
     if previous is None or previous.status != ACTIVE or previous.memory_id != row.memory_id:
         return None
+    # Each version is the held one for at least a millisecond, so `as_of` reaches every one.
+    row.written_at_ms = max(row.written_at_ms, previous.written_at_ms + 1)
     previous.status = SUPERSEDED
-    previous.invalidated_at = row.written_at
+    previous.invalidated_at_ms = row.written_at_ms
     tx.orm.add(previous)
     tx.orm.add(row)
     try:
@@ -239,9 +241,14 @@ def forget_record(tx: Tx, memory_id: str, record_id: str) -> MemoryRecordRow | N
     if row is None or row.status != ACTIVE:
         return row
     row.status = FORGOTTEN
-    row.invalidated_at = time.time()
+    row.invalidated_at_ms = now_ms()
     tx.orm.add(row)
     return row
+
+
+def delete_records(tx: Tx, memory_ids: list[str]) -> None:
+    """Every version of every record of these memories, for good."""
+    tx.orm.exec(delete(MemoryRecordRow).where(col(MemoryRecordRow.memory_id).in_(memory_ids)))
 
 
 def records_by_ids(tx: Tx, record_ids: Iterable[str]) -> dict[str, MemoryRecordRow]:
@@ -258,14 +265,14 @@ def records_by_ids(tx: Tx, record_ids: Iterable[str]) -> dict[str, MemoryRecordR
 
 
 def _held_at(
-    statement: SelectOfScalar[MemoryRecordRow], instant: float
+    statement: SelectOfScalar[MemoryRecordRow], instant: int
 ) -> SelectOfScalar[MemoryRecordRow]:
     """The versions that were the held ones at `instant`: written by then, not yet closed."""
     return statement.where(
-        col(MemoryRecordRow.written_at) <= instant,
+        col(MemoryRecordRow.written_at_ms) <= instant,
         or_(
-            col(MemoryRecordRow.invalidated_at).is_(None),
-            col(MemoryRecordRow.invalidated_at) > instant,
+            col(MemoryRecordRow.invalidated_at_ms).is_(None),
+            col(MemoryRecordRow.invalidated_at_ms) > instant,
         ),
     )
 

@@ -326,8 +326,8 @@ class MemoryRecordRow(SQLModel, table=True):
     supersedes: int | None = None
     valid_from: str | None = None
     valid_to: str | None = None
-    written_at: float
-    invalidated_at: float | None = None
+    written_at_ms: int = Field(sa_type=BigInteger)
+    invalidated_at_ms: int | None = Field(default=None, sa_type=BigInteger)
     # {"kind", "id", "type"?}: who wrote this version, from the authenticated caller
     written_by: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
     follows: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))

@@ -74,8 +74,8 @@ def _create_memory_record() -> None:
         sa.Column("supersedes", sa.Integer(), nullable=True),
         sa.Column("valid_from", sa.String(), nullable=True),
         sa.Column("valid_to", sa.String(), nullable=True),
-        sa.Column("written_at", sa.Float(), nullable=False),
-        sa.Column("invalidated_at", sa.Float(), nullable=True),
+        sa.Column("written_at_ms", sa.BigInteger(), nullable=False),
+        sa.Column("invalidated_at_ms", sa.BigInteger(), nullable=True),
         sa.Column("written_by", sa.JSON(), nullable=True),
         sa.Column("follows", sa.JSON(), nullable=True),
     )
