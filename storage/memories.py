@@ -64,8 +64,10 @@ class MemoryChanges:
 
 
 def update_memory(tx: Tx, memory_id: str, changes: MemoryChanges) -> MemoryRow | None:
+    """The memory changed; None when it is gone, or when the move would now make a cycle
+    (checked again here: another move may have landed since the caller's was checked)."""
     row = get_memory(tx, memory_id)
-    if row is None:
+    if row is None or (changes.move and _would_cycle(tx, memory_id, changes.parent_id)):
         return None
     if changes.name is not None:
         row.name = changes.name
@@ -78,6 +80,21 @@ def update_memory(tx: Tx, memory_id: str, changes: MemoryChanges) -> MemoryRow |
     row.updated_at_ms = now_ms()
     tx.orm.add(row)
     return row
+
+
+def _would_cycle(tx: Tx, memory_id: str, parent_id: str | None) -> bool:
+    """Whether `memory_id` is `parent_id` or one of its ancestors (or the new parent is gone)."""
+    seen: set[str] = set()
+    node = parent_id
+    while node is not None and node not in seen:
+        if node == memory_id:
+            return True
+        seen.add(node)
+        above = get_memory(tx, node)
+        if above is None:
+            return True
+        node = above.parent_id
+    return node is not None  # a cycle already there: refuse to add to it
 
 
 def delete_memories(tx: Tx, memory_ids: list[str]) -> None:

@@ -475,6 +475,32 @@ async def test_a_grant_flows_down_and_a_restricted_memory_stops_it(server: InPro
     }
 
 
+async def test_an_object_sent_back_as_it_was_read_moves_and_restricts_nothing(
+    server: InProcess,
+) -> None:
+    root, child = await _tree(server)
+    other = Other(server)
+    await server.client.post(
+        f"/v1/memories/{child['id']}/grants",
+        json={"principal": other.principal, "privileges": ["read", "write"]},
+    )
+    seen = (await server.client.get(f"/v1/memories/{child['id']}", headers=other.headers)).json()
+    assert seen["parent_id"] is None and seen["ancestors"] == []  # the root is not its to see
+    renamed = await server.client.put(
+        f"/v1/memories/{child['id']}", json={**seen, "name": "Acme Ltd"}, headers=other.headers
+    )
+    assert renamed.status_code == 200, renamed.text
+    owned = (await server.client.get(f"/v1/memories/{child['id']}")).json()
+    assert owned["parent_id"] == root["id"] and owned["name"] == "Acme Ltd"  # not moved
+    for change in ({"parent_id": None, "name": "x"}, {"restricted": True}):
+        # null is what it sees, so the first moves nothing; restricting needs delete
+        answer = await server.client.put(
+            f"/v1/memories/{child['id']}", json={**seen, **change}, headers=other.headers
+        )
+        assert answer.status_code == (200 if "name" in change else 403), change
+    assert (await server.client.get(f"/v1/memories/{child['id']}")).json()["restricted"] is False
+
+
 async def test_a_grant_is_replaced_revoked_and_checked(server: InProcess) -> None:
     root = await _memory(server, "Shared")
     other = Other(server)

@@ -105,10 +105,14 @@ class Tree:
     def descendants(self, memory_id: str) -> list[str]:
         """Every node below, parents before their children."""
         found: list[str] = []
-        frontier = list(self.children.get(memory_id, []))
+        seen = {memory_id}  # a cycle cannot be made (storage refuses it), nor loop here
+        frontier = [kid for kid in self.children.get(memory_id, []) if kid not in seen]
         while frontier:
             found.extend(frontier)
-            frontier = [kid for node in frontier for kid in self.children.get(node, [])]
+            seen.update(frontier)
+            frontier = [
+                kid for node in frontier for kid in self.children.get(node, []) if kid not in seen
+            ]
         return found
 
     def depth(self, memory_id: str) -> int:
@@ -131,11 +135,21 @@ class Access:
         node = self.tree.nodes.get(memory_id)
         if node is None:
             return frozenset()
-        held = self._granted.get(memory_id, frozenset())
-        if not node.restricted and node.parent_id is not None and node.parent_id in self.tree.nodes:
-            held = held | self.on(node.parent_id)
-        self._known[memory_id] = held
-        return held
+        # Walked up iteratively, the chain below kept: no recursion into a deep tree.
+        chain: list[Node] = []
+        held: frozenset[str] = frozenset()
+        while node is not None and node.id not in self._known and node not in chain:
+            chain.append(node)
+            if node.restricted or node.parent_id is None:
+                node = None
+            else:
+                node = self.tree.nodes.get(node.parent_id)
+        if node is not None and node.id in self._known:
+            held = self._known[node.id]
+        for below in reversed(chain):
+            held = held | self._granted.get(below.id, frozenset())
+            self._known[below.id] = held
+        return self._known[memory_id]
 
     def sees(self, memory_id: str) -> bool:
         return bool(self.on(memory_id))

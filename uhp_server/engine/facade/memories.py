@@ -174,27 +174,38 @@ class Memories:
 
     async def update(self, caller: Caller, memory_id: str, body: dict[str, Any]) -> Memory:
         """Names and descriptions need `write`; restricting or moving needs `delete`, and a
-        move `create` on the new parent."""
-        changes = store.MemoryChanges(
-            name=_name(body.get("name")) if "name" in body else None,
-            description=_text(body.get("description"), "description", MAX_DESCRIPTION)
+        move `create` on the new parent. A field that says what the caller already sees
+        (its `restricted`, its `parent_id`: null where it may not see the parent) changes
+        nothing, so an object read back and sent again moves nothing."""
+        name = _name(body.get("name")) if "name" in body else None
+        description = (
+            _text(body.get("description"), "description", MAX_DESCRIPTION)
             if "description" in body
-            else None,
-            restricted=_flag(body.get("restricted"), "restricted"),
-            move="parent_id" in body,
-            parent_id=body.get("parent_id"),
+            else None
         )
-        seen = await self._requiring(
-            caller, memory_id, DELETE if changes.restricted is not None or changes.move else WRITE
-        )
-        if changes.move:
-            self._check_move(seen, memory_id, changes.parent_id)
-        if "provider" in body and body["provider"] != seen.rows[memory_id].provider:
+        restricted = _flag(body.get("restricted"), "restricted")
+        seen = await self._requiring(caller, memory_id, WRITE if "name" in body else READ)
+        row = seen.rows[memory_id]
+        if restricted == row.restricted:
+            restricted = None
+        move = "parent_id" in body and body["parent_id"] != seen.access.visible_parent(memory_id)
+        if "provider" in body and body["provider"] != row.provider:
             raise memory_unsupported(
                 "A memory's provider is set when it is created; this server does not move "
                 "records between providers.",
                 "provider",
             )
+        needed = DELETE if restricted is not None or move else WRITE
+        _require(seen.access, memory_id, needed)
+        if move:
+            self._check_move(seen, memory_id, body["parent_id"])
+        changes = store.MemoryChanges(
+            name=name,
+            description=description,
+            restricted=restricted,
+            move=move,
+            parent_id=body.get("parent_id"),
+        )
         if await self.db.write(store.update_memory, memory_id, changes, order=Order.ANY) is None:
             raise memory_not_found()
         return await self.get(caller, memory_id)
@@ -488,7 +499,11 @@ def _reaching(seen: _Seen, memory_id: str) -> list[str]:
     to and including the nearest restricted one."""
     chain = [memory_id]
     node = seen.access.tree.nodes[memory_id]
-    while not node.restricted and node.parent_id in seen.access.tree.nodes:
+    while (
+        not node.restricted
+        and node.parent_id in seen.access.tree.nodes
+        and node.parent_id not in chain
+    ):
         chain.append(node.parent_id)
         node = seen.access.tree.nodes[node.parent_id]
     return chain[::-1]
