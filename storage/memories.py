@@ -268,6 +268,26 @@ def delete_records(tx: Tx, memory_ids: list[str]) -> None:
     tx.orm.exec(delete(MemoryRecordRow).where(col(MemoryRecordRow.memory_id).in_(memory_ids)))
 
 
+def erase_records(tx: Tx, memory_id: str, record_ids: list[str]) -> list[str] | None:
+    """Every version of each record, for good (§5.2); None, erasing nothing, when one of
+    them is not a record of this memory."""
+    found = set(
+        tx.orm.exec(
+            select(MemoryRecordRow.id).where(
+                col(MemoryRecordRow.id).in_(record_ids), MemoryRecordRow.memory_id == memory_id
+            )
+        )
+    )
+    if found != set(record_ids):
+        return None
+    tx.orm.exec(
+        delete(MemoryRecordRow).where(
+            col(MemoryRecordRow.id).in_(record_ids), col(MemoryRecordRow.memory_id) == memory_id
+        )
+    )
+    return list(record_ids)
+
+
 def records_by_ids(tx: Tx, record_ids: Iterable[str]) -> dict[str, MemoryRecordRow]:
     """The current version of each record named (a reference's target), by id."""
     ids = list(set(record_ids))

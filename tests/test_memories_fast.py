@@ -318,6 +318,52 @@ async def test_forget_closes_a_record_and_keeps_its_trace(server: InProcess) -> 
     assert [v["status"] for v in history] == ["forgotten"]
 
 
+async def test_erase_removes_every_version_for_good_and_needs_delete(server: InProcess) -> None:
+    root, child = await _tree(server)
+    record = await _record(server, child["id"], content="Harlow Mills pays net sixty.")
+    kept = await _record(server, child["id"], content="Harlow Mills is in Leeds.")
+    base = f"/v1/memories/{child['id']}/records/{record['id']}"
+    await server.client.patch(base, json={"content": "Harlow Mills pays net ninety."})
+    other = Other(server)
+    await server.client.post(
+        f"/v1/memories/{root['id']}/grants",
+        json={"principal": other.principal, "privileges": ["read", "write", "create"]},
+    )
+    erase = f"/v1/memories/{child['id']}/erase"
+    refused = await server.client.post(
+        erase, json={"record_ids": [record["id"]]}, headers=other.headers
+    )
+    assert refused.status_code == 403 and _code(refused) == "memory_forbidden"
+    # one id that is not a record of this memory: nothing is erased
+    through = await server.client.post(
+        f"/v1/memories/{root['id']}/erase", json={"record_ids": [record["id"]]}
+    )
+    assert through.status_code == 404 and _code(through) == "memory_record_not_found"
+    mixed = await server.client.post(erase, json={"record_ids": [record["id"], "hrec_nothing"]})
+    assert mixed.status_code == 404 and _code(mixed) == "memory_record_not_found"
+    assert (await server.client.get(base)).status_code == 200
+    bodies: list[dict[str, Any]] = [
+        {},
+        {"record_ids": []},
+        {"record_ids": [3]},
+        {"record_ids": "x"},
+    ]
+    for body in bodies:
+        bad = await server.client.post(erase, json=body)
+        assert bad.status_code == 422 and _code(bad) == "memory_invalid", body
+    erased = await server.client.post(erase, json={"record_ids": [record["id"], record["id"]]})
+    assert erased.status_code == 200, erased.text
+    validate("MemoryErasure", erased.json())
+    assert erased.json() == {"erased": [record["id"]], "unreachable": []}
+    for path in (base, base + "/history", base + "?as_of=2000-01-01T00:00:00Z"):
+        gone = await server.client.get(path)
+        assert gone.status_code == 404 and _code(gone) == "memory_record_not_found", path
+    everything = await server.client.get(
+        f"/v1/memories/{child['id']}/records", params={"include": "all"}
+    )
+    assert [r["id"] for r in everything.json()["data"]] == [kept["id"]]
+
+
 async def test_a_listing_is_paginated_and_filtered_by_type(server: InProcess) -> None:
     root = await _memory(server, "Notes")
     ids = sorted([(await _record(server, root["id"], content=f"fact {n}"))["id"] for n in range(3)])

@@ -9,7 +9,7 @@ from storage import memories as store
 from storage.db import Database, Order
 from storage.tables import MemoryRecordRow
 from uhp_server.ids import new_id
-from uhp_server.memories.provider import Listing, NewRecord, Version
+from uhp_server.memories.provider import Erasure, Listing, NewRecord, Version
 from uhp_server.memories.records import Writer
 
 EMBEDDED = "embedded"
@@ -65,6 +65,11 @@ class EmbeddedProvider:
     async def locate(self, record_ids: Iterable[str]) -> dict[str, str]:
         rows = await self.db.read(store.records_by_ids, list(record_ids))
         return {record_id: row.memory_id for record_id, row in rows.items()}
+
+    async def erase(self, memory_id: str, record_ids: list[str]) -> Erasure | None:
+        # It derives nothing and keeps no copy: its versions are all there is to remove.
+        erased = await self.db.write(store.erase_records, memory_id, record_ids, order=Order.ANY)
+        return None if erased is None else Erasure(erased, [])
 
     async def drop(self, memory_ids: list[str]) -> None:
         await self.db.write(store.delete_records, memory_ids, order=Order.ANY)

@@ -59,6 +59,15 @@ class Listing:
     limit: int = 100
 
 
+@dataclass(frozen=True)
+class Erasure:
+    """What an erase removed, and the copies the provider could not reach (§5.2): an empty
+    `unreachable` is a guarantee."""
+
+    erased: list[str]
+    unreachable: list[str]
+
+
 class MemoryProvider(Protocol):
     id: str
 
@@ -85,6 +94,11 @@ class MemoryProvider(Protocol):
 
     async def locate(self, record_ids: Iterable[str]) -> dict[str, str]:
         """The memory each of these records is in, for those this provider keeps."""
+        ...
+
+    async def erase(self, memory_id: str, record_ids: list[str]) -> Erasure | None:
+        """Every version of each record, and what was derived from them, removed for good;
+        None, erasing nothing, when one is not a record of this memory."""
         ...
 
     async def drop(self, memory_ids: list[str]) -> None:

@@ -1,7 +1,7 @@
 """Memories chapter (UHP 2026-10-04), the part built so far: the tree of memories (§2), grants
 (§3.1), and records with their versions (§4, §5: remember, observe, list, get, history,
-revise, forget). Served only while UHP_MEMORIES=preview (doors/uhp/chapters.py); recall, the
-graph, erase, files, types, queries, snapshots, consolidations and the providers' document are
+revise, forget, erase). Served only while UHP_MEMORIES=preview (doors/uhp/chapters.py); recall,
+the graph, files, types, queries, snapshots, consolidations and the providers' document are
 not served. Parsing and shapes only: the chapter is the engine's (`engine.memories`)."""
 
 from __future__ import annotations
@@ -266,6 +266,14 @@ async def forget(
     memory_id: str, record_id: str, principal: CurrentPrincipal, engine: EngineDep
 ) -> dict[str, Any]:
     return record_to_wire(await engine.memories.forget(caller_of(principal), memory_id, record_id))
+
+
+@router.post("/v1/memories/{memory_id}/erase")
+async def erase(
+    memory_id: str, body: JsonObject, principal: CurrentPrincipal, engine: EngineDep
+) -> dict[str, Any]:
+    erasure = await engine.memories.erase(caller_of(principal), memory_id, body)
+    return {"erased": erasure.erased, "unreachable": erasure.unreachable}
 
 
 @router.get("/v1/memories/{memory_id}/records/{record_id}/history")

@@ -7,7 +7,7 @@ ids it may reach. A memory the caller may not see is `memory_not_found`, exactly
 is not there; one it sees without the privilege needed is `memory_forbidden`. Records are
 stamped here with who wrote them: nothing a caller sends says who it is.
 
-Recall (§6), the graph (§6.6), erase, files, types, snapshots, consolidation and the agent's
+Recall (§6), the graph (§6.6), files, types, snapshots, consolidation and the agent's
 part (§9) are not built yet: their routes are not served.
 """
 
@@ -47,7 +47,7 @@ from uhp_server.memories.errors import (
     memory_unsupported,
     record_not_found,
 )
-from uhp_server.memories.provider import Listing, MemoryProvider, NewRecord, Version
+from uhp_server.memories.provider import Erasure, Listing, MemoryProvider, NewRecord, Version
 from uhp_server.memories.records import (
     Grant,
     Memory,
@@ -436,6 +436,24 @@ class Memories:
         if forgotten is None:
             raise record_not_found()
         return await self._shown(seen, forgotten)
+
+    async def erase(self, caller: Caller, memory_id: str, body: dict[str, Any]) -> Erasure:
+        """Removes records for good (§5.2): a person's act, needing `delete`, never a tool."""
+        record_ids = body.get("record_ids")
+        if (
+            not isinstance(record_ids, list)
+            or not 0 < len(record_ids) <= MAX_PAGE
+            or not all(isinstance(rid, str) for rid in record_ids)
+        ):
+            raise memory_invalid(
+                f"`record_ids` is a list of 1 to {MAX_PAGE} record ids.", "record_ids"
+            )
+        seen = await self._requiring(caller, memory_id, DELETE)
+        unique = list(dict.fromkeys(record_ids))
+        erased = await self._provider_of(seen, memory_id).erase(memory_id, unique)
+        if erased is None:
+            raise record_not_found()
+        return erased
 
     def _provider_of(self, seen: _Seen, memory_id: str) -> MemoryProvider:
         name = seen.rows[memory_id].provider
