@@ -6,8 +6,8 @@ tree and the grants from here and decides, before any of the writes below is ask
 A record is every row with its id, one per version. Of those, the current one is the newest;
 it is `active` or `forgotten`, and every earlier one is `superseded`, so "the current records
 of a memory" is a filter on status and never a search for each record's newest version. A
-revision appends a version under the database's primary key (id, version): two revisions of
-one version at once cannot both land (`append_version` answers None to the second).
+revision appends a version after locking the one it closes: two revisions of one version at
+once cannot both land (`append_version` answers None to the second, which revises again).
 """
 
 from __future__ import annotations
@@ -144,8 +144,11 @@ def put_grant(tx: Tx, row: MemoryGrantRow) -> MemoryGrantRow:
         )
     ).first()
     if found is None:
-        tx.orm.add(row)
-        tx.orm.flush()
+        try:
+            with tx.orm.begin_nested():  # a savepoint: a lost race leaves the rest usable
+                tx.orm.add(row)
+        except IntegrityError:  # the same grant, made at the same moment: replace it
+            return put_grant(tx, row)
         return row
     found.privileges = list(row.privileges)
     tx.orm.add(found)
@@ -233,9 +236,11 @@ def insert_record(tx: Tx, rows: list[MemoryRecordRow]) -> list[MemoryRecordRow] 
 
 def append_version(tx: Tx, row: MemoryRecordRow) -> MemoryRecordRow | None:
     """`row` (version n+1) becomes current and version n is superseded, closed at the new
-    one's time; None when version n is no longer the current active one (another revision
-    or a forget came first)."""
-    previous = tx.orm.get(MemoryRecordRow, (row.id, row.version - 1))
+    one's time; None when version n is no longer the current active one (another change
+    came first). Version n is locked first (PostgreSQL; SQLite has one writer), so a second
+    change of it waits for the first and then finds it closed, rather than colliding on
+    the primary key (which would leave its transaction unusable)."""
+    previous = _locked(tx, row.id, row.version - 1)
     if previous is None or previous.status != ACTIVE or previous.memory_id != row.memory_id:
         return None
     # Each version is the held one for at least a millisecond, so `as_of` reaches every one.
@@ -244,23 +249,35 @@ def append_version(tx: Tx, row: MemoryRecordRow) -> MemoryRecordRow | None:
     previous.invalidated_at_ms = row.written_at_ms
     tx.orm.add(previous)
     tx.orm.add(row)
-    try:
-        tx.orm.flush()
-    except IntegrityError:  # another revision of version n landed first
-        return None
     return row
 
 
 def forget_record(tx: Tx, memory_id: str, record_id: str) -> MemoryRecordRow | None:
     """Closes the current version where it stands (§5.2): it stays in the chain, as
-    forgotten. A record already forgotten stays as it was."""
+    forgotten. A record already forgotten stays as it was. The version is locked before it
+    is closed, and if a revision closed it meanwhile, the one that revision wrote is."""
     row = current_record(tx, memory_id, record_id)
+    while row is not None:
+        locked = _locked(tx, row.id, row.version)
+        if locked is None or locked.status != SUPERSEDED:
+            break
+        row = current_record(tx, memory_id, record_id)
     if row is None or row.status != ACTIVE:
         return row
     row.status = FORGOTTEN
     row.invalidated_at_ms = now_ms()
     tx.orm.add(row)
     return row
+
+
+def _locked(tx: Tx, record_id: str, version: int) -> MemoryRecordRow | None:
+    """The version, locked for this transaction and read as the last change committed."""
+    return tx.orm.exec(
+        select(MemoryRecordRow)
+        .where(MemoryRecordRow.id == record_id, MemoryRecordRow.version == version)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    ).first()
 
 
 def delete_records(tx: Tx, memory_ids: list[str]) -> None:

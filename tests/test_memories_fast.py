@@ -6,6 +6,7 @@ other without a grant, and nobody's `written_by` can be forged. Off unless UHP_M
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -283,6 +284,68 @@ async def test_a_revision_appends_a_version_and_keeps_what_it_does_not_state(
     assert refused.status_code == 422 and _code(refused) == "memory_invalid"
     bad_time = await server.client.get(base, params={"as_of": "yesterday"})
     assert bad_time.status_code == 422 and _code(bad_time) == "memory_invalid"
+
+
+async def test_revisions_at_once_each_append_a_version(server: InProcess) -> None:
+    root = await _memory(server, "Notes")
+    record = await _record(server, root["id"], content="v1")
+    base = f"/v1/memories/{root['id']}/records/{record['id']}"
+    answers = await asyncio.gather(
+        *(server.client.patch(base, json={"content": f"v{n}"}) for n in range(2, 6))
+    )
+    assert all(a.status_code == 200 for a in answers), [a.text for a in answers]
+    assert sorted(a.json()["version"] for a in answers) == [2, 3, 4, 5]
+    history = (await server.client.get(base + "/history")).json()["data"]
+    assert [v["version"] for v in history] == [1, 2, 3, 4, 5]
+    assert [v["status"] for v in history] == ["superseded"] * 4 + ["active"]
+    assert [v["supersedes"] for v in history] == [None, 1, 2, 3, 4]
+
+
+async def test_a_forget_among_revisions_leaves_one_current_version(server: InProcess) -> None:
+    root = await _memory(server, "Notes")
+    record = await _record(server, root["id"], content="v1")
+    base = f"/v1/memories/{root['id']}/records/{record['id']}"
+    answers = await asyncio.gather(
+        server.client.patch(base, json={"content": "v2"}),
+        server.client.delete(base),
+        server.client.patch(base, json={"content": "v3"}),
+    )
+    # a revision that came after the forget is refused: the record was closed
+    assert [a.status_code for a in answers][1] == 200
+    assert all(a.status_code in (200, 422) for a in answers), [a.text for a in answers]
+    history = (await server.client.get(base + "/history")).json()["data"]
+    assert [v["status"] for v in history] == ["superseded"] * (len(history) - 1) + ["forgotten"]
+    revised = sum(1 for a in (answers[0], answers[2]) if a.status_code == 200)
+    assert len(history) == 1 + revised
+
+
+async def test_the_same_grant_made_at_once_is_one_grant(server: InProcess) -> None:
+    root = await _memory(server, "Shared")
+    other = Other(server)
+    url = f"/v1/memories/{root['id']}/grants"
+    answers = await asyncio.gather(
+        *(
+            server.client.post(url, json={"principal": other.principal, "privileges": [p]})
+            for p in ("read", "write", "create", "read")
+        )
+    )
+    assert all(a.status_code == 200 for a in answers), [a.text for a in answers]
+    grants = (await server.client.get(url)).json()["data"]
+    assert [g["principal"] for g in grants].count(other.principal) == 1
+
+
+async def test_the_types_are_the_core_types(server: InProcess) -> None:
+    answer = await server.client.get("/v1/memories/types")
+    assert answer.status_code == 200
+    validate("MemoryTypeList", answer.json())
+    assert [t["type"] for t in answer.json()["data"]] == [
+        "episode",
+        "fact",
+        "note",
+        "procedure",
+        "link",
+        "entity",
+    ]
 
 
 async def test_a_record_is_not_found_through_another_memory(server: InProcess) -> None:

@@ -10,7 +10,35 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-CORE_TYPES = ("episode", "fact", "note", "procedure", "link", "entity")
+
+@dataclass(frozen=True)
+class CoreType:
+    type: str
+    description: str
+
+
+# The core types every server understands (§4.1), as `GET /v1/memories/types` lists them.
+CORE = (
+    CoreType(
+        "episode",
+        "Raw experience as it arrived: a turn, a transcript, an action and "
+        "its result, a document. Append-only.",
+    ),
+    CoreType("fact", "One thing worth remembering, as it was said."),
+    CoreType("note", "A document an agent or a person wrote and maintains."),
+    CoreType("procedure", "A how-to with the situation it applies to."),
+    CoreType(
+        "link",
+        "A pointer to something kept elsewhere: an address and a description, "
+        "no content of its own.",
+    ),
+    CoreType(
+        "entity",
+        "Something records are about: a person, a company, a product, a "
+        "place. Its title is its name; its content is what is known of it.",
+    ),
+)
+CORE_TYPES = tuple(core.type for core in CORE)
 DEFAULT_TYPE = "fact"
 ROLES = ("user", "assistant", "system", "tool")
 TEXT_SOURCES = ("stated", "derived")

@@ -1,8 +1,9 @@
 """Memories chapter (UHP 2026-10-04), the part built so far: the tree of memories (§2), grants
-(§3.1), and records with their versions (§4, §5: remember, observe, list, get, history,
-revise, forget, erase). Served only while UHP_MEMORIES=preview (doors/uhp/chapters.py); recall,
-the graph, files, types, queries, snapshots, consolidations and the providers' document are
-not served. Parsing and shapes only: the chapter is the engine's (`engine.memories`)."""
+(§3.1), records with their versions (§4, §5: remember, observe, list, get, history, revise,
+forget, erase) and the core types (§8). Served only while UHP_MEMORIES=preview
+(doors/uhp/chapters.py); recall, the graph, files, extension types, queries, snapshots,
+consolidations and the providers' document are not served. Parsing and shapes only: the
+chapter is the engine's (`engine.memories`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from uhp_server.engine import Principal
 from uhp_server.http.auth import CurrentPrincipal
 from uhp_server.http.strict_json import StrictJsonRoute
 from uhp_server.memories.access import Caller
+from uhp_server.memories.content import CORE
 from uhp_server.memories.errors import memory_invalid
 from uhp_server.memories.records import Grant, Memory, MemoryRecord, RecordPage, Reference
 
@@ -150,6 +152,16 @@ async def create_memory(
     body: JsonObject, principal: CurrentPrincipal, engine: EngineDep
 ) -> dict[str, Any]:
     return memory_to_wire(await engine.memories.create(caller_of(principal), body))
+
+
+# Before /v1/memories/{memory_id}: no memory's path.
+@router.get("/v1/memories/types")
+async def list_types(principal: CurrentPrincipal) -> dict[str, Any]:
+    """The core types; no provider here registers an extension type yet (§8)."""
+    return {
+        "object": "list",
+        "data": [{"type": t.type, "core": True, "description": t.description} for t in CORE],
+    }
 
 
 @router.get("/v1/memories/{memory_id}")
