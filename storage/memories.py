@@ -33,12 +33,31 @@ def get_memory(tx: Tx, memory_id: str) -> MemoryRow | None:
     return tx.orm.get(MemoryRow, memory_id)
 
 
-def all_memories(tx: Tx) -> list[MemoryRow]:
-    """Every node, of every owner: access is decided over the whole tree (a grant on a
-    branch reaches memories others created below it)."""
-    return list(
-        tx.orm.exec(select(MemoryRow).order_by(col(MemoryRow.created_at_ms), col(MemoryRow.id)))
+@dataclass(frozen=True)
+class Skeleton:
+    """A node as access is decided over it, and the provider that keeps its records."""
+
+    id: str
+    parent_id: str | None
+    restricted: bool
+    provider: str
+
+
+def skeleton(tx: Tx) -> list[Skeleton]:
+    """Every node, of every owner, oldest first: access is decided over the whole tree (a
+    grant on a branch reaches memories others created below it). Four columns, not rows:
+    this is read on every request of the chapter."""
+    found = tx.orm.exec(
+        select(
+            MemoryRow.id, MemoryRow.parent_id, MemoryRow.restricted, MemoryRow.provider
+        ).order_by(col(MemoryRow.created_at_ms), col(MemoryRow.id))
     )
+    return [Skeleton(*node) for node in found]
+
+
+def memories_by_ids(tx: Tx, memory_ids: list[str]) -> dict[str, MemoryRow]:
+    rows = tx.orm.exec(select(MemoryRow).where(col(MemoryRow.id).in_(memory_ids)))
+    return {row.id: row for row in rows}
 
 
 def insert_memory(tx: Tx, row: MemoryRow, owner_grant: MemoryGrantRow) -> MemoryRow | None:

@@ -137,9 +137,11 @@ class Access:
             return frozenset()
         # Walked up iteratively, the chain below kept: no recursion into a deep tree.
         chain: list[Node] = []
+        walked: set[str] = set()
         held: frozenset[str] = frozenset()
-        while node is not None and node.id not in self._known and node not in chain:
+        while node is not None and node.id not in self._known and node.id not in walked:
             chain.append(node)
+            walked.add(node.id)
             if node.restricted or node.parent_id is None:
                 node = None
             else:

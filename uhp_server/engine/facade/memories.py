@@ -68,10 +68,10 @@ REVISE_TRIES = 5  # a revision that keeps losing to others' is refused after thi
 
 @dataclass(frozen=True)
 class _Seen:
-    """The tree as one caller sees it, and the rows behind it (read in one transaction)."""
+    """The tree as one caller sees it, and each node's provider (read in one transaction)."""
 
     access: Access
-    rows: dict[str, MemoryRow]
+    providers: dict[str, str]  # by memory
 
 
 class Memories:
@@ -84,14 +84,14 @@ class Memories:
 
     # -- who sees what --------------------------------------------------------------------
     async def _seen(self, caller: Caller) -> _Seen:
-        rows, grants = await self.db.read(_tree_and_grants, sorted(caller.principals()))
+        nodes, grants = await self.db.read(_tree_and_grants, sorted(caller.principals()))
         granted: dict[str, frozenset[str]] = {}
         for grant in grants:
             granted[grant.memory_id] = granted.get(grant.memory_id, frozenset()) | frozenset(
                 grant.privileges or ()
             )
-        tree = Tree.of(Node(row.id, row.parent_id, row.restricted) for row in rows)
-        return _Seen(Access(tree, granted), {row.id: row for row in rows})
+        tree = Tree.of(Node(node.id, node.parent_id, node.restricted) for node in nodes)
+        return _Seen(Access(tree, granted), {node.id: node.provider for node in nodes})
 
     async def _requiring(self, caller: Caller, memory_id: str, privilege: str) -> _Seen:
         seen = await self._seen(caller)
@@ -136,7 +136,7 @@ class Memories:
 
     def _provider_named(self, value: object, seen: _Seen, parent_id: str | None) -> str:
         if value is None:
-            return seen.rows[parent_id].provider if parent_id else self.default_provider
+            return seen.providers[parent_id] if parent_id else self.default_provider
         if not isinstance(value, str) or value not in self.providers:
             raise memory_invalid(
                 f"`provider` names a provider this server is connected to: "
@@ -185,11 +185,10 @@ class Memories:
         )
         restricted = _flag(body.get("restricted"), "restricted")
         seen = await self._requiring(caller, memory_id, WRITE if "name" in body else READ)
-        row = seen.rows[memory_id]
-        if restricted == row.restricted:
+        if restricted == seen.access.tree.nodes[memory_id].restricted:
             restricted = None
         move = "parent_id" in body and body["parent_id"] != seen.access.visible_parent(memory_id)
-        if "provider" in body and body["provider"] != row.provider:
+        if "provider" in body and body["provider"] != seen.providers[memory_id]:
             raise memory_unsupported(
                 "A memory's provider is set when it is created; this server does not move "
                 "records between providers.",
@@ -228,7 +227,7 @@ class Memories:
         subtree = [memory_id, *seen.access.tree.descendants(memory_id)]
         by_provider: dict[str, list[str]] = {}
         for node in subtree:
-            by_provider.setdefault(seen.rows[node].provider, []).append(node)
+            by_provider.setdefault(seen.providers[node], []).append(node)
         await self.db.write(store.delete_memories, subtree, order=Order.ANY)
         for name, ids in by_provider.items():
             if name in self.providers:
@@ -238,29 +237,31 @@ class Memories:
 
     async def _memories(self, seen: _Seen, ids: list[str]) -> list[Memory]:
         counts = await self._counts(seen, ids)
+        rows = await self.db.read(store.memories_by_ids, ids)
         access = seen.access
         return [
             Memory(
                 id=node,
-                name=seen.rows[node].name,
-                description=seen.rows[node].description,
+                name=rows[node].name,
+                description=rows[node].description,
                 parent_id=access.visible_parent(node),
                 ancestors=access.ancestors(node),
-                restricted=seen.rows[node].restricted,
-                provider=seen.rows[node].provider,
+                restricted=rows[node].restricted,
+                provider=rows[node].provider,
                 privileges=ordered(access.on(node)),
                 records=counts.get(node, 0),
                 children=len(access.children(node)),
-                created_at_ms=seen.rows[node].created_at_ms,
-                updated_at_ms=seen.rows[node].updated_at_ms,
+                created_at_ms=rows[node].created_at_ms,
+                updated_at_ms=rows[node].updated_at_ms,
             )
             for node in ids
+            if node in rows  # (deleted since the tree was read)
         ]
 
     async def _counts(self, seen: _Seen, ids: Iterable[str]) -> dict[str, int]:
         by_provider: dict[str, list[str]] = {}
         for node in ids:
-            by_provider.setdefault(seen.rows[node].provider, []).append(node)
+            by_provider.setdefault(seen.providers[node], []).append(node)
         counts: dict[str, int] = {}
         for name, nodes in by_provider.items():
             if name in self.providers:
@@ -456,7 +457,7 @@ class Memories:
         return erased
 
     def _provider_of(self, seen: _Seen, memory_id: str) -> MemoryProvider:
-        name = seen.rows[memory_id].provider
+        name = seen.providers[memory_id]
         if name not in self.providers:
             raise ApiError(
                 503, "memory_unavailable", f"The provider `{name}` of this memory is not connected."
@@ -500,8 +501,10 @@ class Memories:
 
 
 # -- helpers ----------------------------------------------------------------------------------
-def _tree_and_grants(tx: Tx, principals: list[str]) -> tuple[list[MemoryRow], list[MemoryGrantRow]]:
-    return store.all_memories(tx), store.grants_of(tx, principals)
+def _tree_and_grants(
+    tx: Tx, principals: list[str]
+) -> tuple[list[store.Skeleton], list[MemoryGrantRow]]:
+    return store.skeleton(tx), store.grants_of(tx, principals)
 
 
 def _require(access: Access, memory_id: str, privilege: str, param: str | None = None) -> None:
