@@ -12,12 +12,15 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi.routing import APIRoute
 
 from storage import keys as key_store
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
+from tests.support.hostile import BODY_CAP, DEEP
 from tests.support.in_process import InProcess, in_process
 from tests.support.schema import validate
+from uhp_server.doors.uhp import memories as memories_door
 
 
 @pytest.fixture
@@ -682,3 +685,86 @@ async def test_a_reference_shows_only_what_the_reader_may_read(server: InProcess
         (source["id"], "subject"),
     }
     assert mine["written_by"]["id"] == other.id  # the version is the other's
+
+
+# -- hostile input: a clear error in the chapter's envelope, never a 5xx ----------------------
+GARBAGE_BODIES = [
+    b"",
+    b"[]",
+    b"null",
+    b'"a string"',
+    b"{",
+    DEEP,
+    b'{"name": NaN}',
+    b'{"name": "a", "name": "b"}',
+    b'{"name": "\\u0000", "content": "\\u0000", "principal": "member:\\u0000"}',
+    b'{"name": {"a": 1}, "description": [], "parent_id": {}, "restricted": null}',
+    b'{"content": [[]], "references": [{"record_id": {"a": 1}}], "time": []}',
+    b'{"content": [{"type": null}], "attributes": null, "title": 5}',
+    b'{"episodes": [[]], "record_ids": [null], "privileges": [null], "principal": 5}',
+    b'{"episodes": {}, "record_ids": {}, "privileges": "read", "principal": []}',
+    b'{"content": "' + b"x" * 40000 + b'", "title": "' + b"t" * 40000 + b'"}',
+    b'{"principal": "member:' + b"x" * 5000 + b'", "privileges": ["read"]}',
+    b'{"references": [' + b",".join([b'{"record_id": "r"}'] * 500) + b'], "content": "x"}',
+]
+GARBAGE_QUERIES = [
+    {"limit": "99999999999999999999999"},
+    {"limit": "-1"},
+    {"as_of": "9999-12-31T23:59:59+14:00"},
+    {"as_of": "0001-01-01T00:00:00-14:00"},
+    {"as_of": "\x00"},
+    {"include": "all", "type": "x" * 5000, "cursor": "\u202e" * 100},
+    {"granted": "true", "parent": "hmem_nothing"},
+    {"parent": "", "ancestor": ""},
+]
+
+
+async def test_no_input_reaches_a_5xx_on_any_route_of_the_chapter(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    async with in_process(
+        tmp_path / "data",
+        provider.base_url,
+        PROVIDER_KEY,
+        memories="preview",
+        max_request_bytes=BODY_CAP,
+    ) as server:
+        root, child = await _tree(server)
+        record = await _record(server, child["id"], content="A fact.")
+        grant = (await server.client.get(f"/v1/memories/{root['id']}/grants")).json()["data"][0]
+        ids = {
+            "memory_id": child["id"],
+            "record_id": record["id"],
+            "grant_id": "hgnt_nothing",
+        }
+        routes = [
+            (method, route.path)
+            for route in memories_door.router.routes
+            if isinstance(route, APIRoute)
+            for method in sorted(route.methods or ())
+        ]
+        assert len(routes) >= 17
+        codes: set[str] = set()
+        for method, template in routes:
+            path = template.format(**ids)
+            for body in GARBAGE_BODIES if method in ("POST", "PUT", "PATCH") else [b""]:
+                answer = await server.client.request(
+                    method, path, content=body, headers={"Content-Type": "application/json"}
+                )
+                assert answer.status_code < 500, (method, path, body[:80], answer.text)
+                if answer.status_code >= 400:
+                    validate("ErrorEnvelope", answer.json())
+                    codes.add(answer.json()["error"]["code"])
+            for query in GARBAGE_QUERIES if method == "GET" else []:
+                answer = await server.client.request(method, path, params=query)
+                assert answer.status_code < 500, (method, path, query, answer.text)
+            for odd in ("x" * 3000, "%00", "..%2f..", "\u202e"):
+                answer = await server.client.request(
+                    method, template.format(**{k: odd for k in ids}), json={}
+                )
+                assert answer.status_code < 500, (method, template, odd, answer.text)
+        # the routes were reached, and refused what they were sent in the chapter's words
+        assert {"memory_invalid", "invalid_input", "memory_not_found"} <= codes, codes
+        # and the owner's tree is as it was
+        assert (await server.client.get(f"/v1/memories/{root['id']}")).json()["name"] == "Company"
+        assert grant["principal"].startswith("member:")
