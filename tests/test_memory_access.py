@@ -110,3 +110,15 @@ def test_privileges_are_the_four_and_at_least_one() -> None:
     for bad in ([], ["admin"], "read", None):
         with pytest.raises(ValueError):
             checked_privileges(bad)
+
+
+def test_a_question_covers_what_is_below_that_the_caller_may_read_never_above() -> None:
+    access = _access(company={"read"}, dana_drafts={"read"}, ops={"write"})
+    # dana is behind the cutoff and not searched; dana-drafts is granted and is
+    assert access.searched("company") == ["company", "sales", "ops", "acme", "dana-drafts"]
+    assert access.searched("company", depth=0) == ["company"]
+    assert access.searched("company", depth=1) == ["company", "sales", "ops"]
+    assert access.searched("acme") == ["acme"]  # never its parent
+    assert access.searched("dana") == []  # a memory it may not read searches nothing
+    write_only = _access(ops={"write"})
+    assert write_only.searched("ops") == []  # seen, but not readable

@@ -200,6 +200,22 @@ class Access:
         is not let through, only what it holds a grant on there."""
         return [node for node in self.tree.descendants(memory_id) if self.sees(node)]
 
+    def searched(self, memory_id: str, depth: int | None = None) -> list[str]:
+        """The memories a question asked of `memory_id` covers (§6.1): it and every
+        descendant down to `depth` levels (all of them when None) that the caller may read,
+        each judged on its own; never an ancestor. Recall's scope, decided before any
+        provider is asked."""
+        if READ not in self.on(memory_id):
+            return []
+        found = [memory_id]
+        level = [memory_id]
+        for _ in range(depth if depth is not None else len(self.tree.nodes)):
+            level = [kid for node in level for kid in self.tree.children.get(node, [])]
+            if not level:
+                break
+            found.extend(node for node in level if READ in self.on(node))
+        return found
+
     def _highest_first(self, nodes: Iterable[str]) -> list[str]:
         order = {node: index for index, node in enumerate(self.tree.nodes)}
         return sorted(nodes, key=lambda node: (self.tree.depth(node), order[node]))

@@ -4,7 +4,9 @@ Everything above it, the tree, the grants, the cutoff and references across memo
 server's (engine/facade/memories.py), decided before a provider is called: a provider is
 only ever asked about memories the caller may reach, by their ids. The embedded provider
 (embedded.py) keeps records in the server's own database. Recall (§6), the capability
-document (§10.2), observe's derivation and erase are not part of this seam yet.
+document (§10.2) and observe's derivation are not part of this seam yet: recall will be asked
+of each provider with the memories `Access.searched` decides a question covers, and nothing
+else.
 """
 
 from __future__ import annotations
