@@ -15,13 +15,14 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import func
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, delete, or_, select
 from sqlmodel.sql.expression import SelectOfScalar
 
-from storage.tables import MemoryGrantRow, MemoryRecordRow, MemoryRow
+from storage.tables import MemoryGrantRow, MemoryRecordRow, MemoryReplayRow, MemoryRow
 from storage.unit import Tx
 
 ACTIVE, SUPERSEDED, FORGOTTEN = "active", "superseded", "forgotten"
@@ -348,6 +349,63 @@ def _held_at(
             col(MemoryRecordRow.invalidated_at_ms) > instant,
         ),
     )
+
+
+# -- writes with an Idempotency-Key ------------------------------------------------------------
+@dataclass(frozen=True)
+class Claim:
+    """Whether this request claimed its key (and runs), or what an earlier one left."""
+
+    claimed: bool
+    fingerprint: str = ""
+    answer: dict[str, Any] | None = None
+
+
+def claim_replay(
+    tx: Tx, principal_id: str, key: str, fingerprint: str, expired: float, stale: float
+) -> Claim:
+    """Claims the key for this request, unless another holds it: a claim made before
+    `expired` is forgotten, and one still unanswered since before `stale` (its request
+    died) is taken over."""
+    row = tx.orm.get(MemoryReplayRow, (principal_id, key))
+    if row is not None and (
+        row.created_at < expired or (row.answer is None and row.created_at < stale)
+    ):
+        tx.orm.delete(row)
+        tx.orm.flush()
+        row = None
+    if row is not None:
+        return Claim(False, row.fingerprint, row.answer)
+    mine = MemoryReplayRow(
+        principal_id=principal_id, key=key, fingerprint=fingerprint, created_at=time.time()
+    )
+    try:
+        with tx.orm.begin_nested():  # a savepoint: a lost race leaves the rest usable
+            tx.orm.add(mine)
+    except IntegrityError:  # the same key, claimed at the same moment
+        won = tx.orm.get(MemoryReplayRow, (principal_id, key), populate_existing=True)
+        return Claim(False, won.fingerprint if won else "", won.answer if won else None)
+    return Claim(True)
+
+
+def settle_replay(tx: Tx, principal_id: str, key: str, answer: dict[str, Any]) -> None:
+    row = tx.orm.get(MemoryReplayRow, (principal_id, key))
+    if row is not None:
+        row.answer = answer
+        tx.orm.add(row)
+
+
+def drop_replay(tx: Tx, principal_id: str, key: str) -> None:
+    """A claimed write that was refused: nothing happened, so nothing is given again."""
+    tx.orm.exec(
+        delete(MemoryReplayRow).where(
+            col(MemoryReplayRow.principal_id) == principal_id, col(MemoryReplayRow.key) == key
+        )
+    )
+
+
+def prune_replays(tx: Tx, older_than: float) -> None:
+    tx.orm.exec(delete(MemoryReplayRow).where(col(MemoryReplayRow.created_at) < older_than))
 
 
 def now_ms() -> int:

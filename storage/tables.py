@@ -331,3 +331,15 @@ class MemoryRecordRow(SQLModel, table=True):
     # {"kind", "id", "type"?}: who wrote this version, from the authenticated caller
     written_by: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
     follows: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+
+
+class MemoryReplayRow(SQLModel, table=True):
+    """A write of the Memories chapter made with an Idempotency-Key (§5.1): claimed before
+    it runs (`answer` None), then its answer, given again to a repeat of the same request."""
+
+    __tablename__ = "memory_replay"
+    principal_id: str = Field(primary_key=True)
+    key: str = Field(primary_key=True)
+    fingerprint: str  # the method, the path and the body, hashed
+    answer: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    created_at: float

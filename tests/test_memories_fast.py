@@ -687,6 +687,63 @@ async def test_a_reference_shows_only_what_the_reader_may_read(server: InProcess
     assert mine["written_by"]["id"] == other.id  # the version is the other's
 
 
+# -- Idempotency-Key (§5.1) --------------------------------------------------------------------
+async def test_a_write_repeated_with_its_idempotency_key_is_made_once(server: InProcess) -> None:
+    root = await _memory(server, "Notes")
+    url = f"/v1/memories/{root['id']}/records"
+    key = {"Idempotency-Key": "remember-1"}
+    first = await server.client.post(url, json={"content": "Once."}, headers=key)
+    again = await server.client.post(url, json={"content": "Once."}, headers=key)
+    assert first.status_code == again.status_code == 200
+    assert again.json() == first.json()
+    at_once = await asyncio.gather(
+        *(
+            server.client.post(url, json={"content": "Twice?"}, headers={"Idempotency-Key": "k2"})
+            for _ in range(4)
+        )
+    )
+    assert len({a.json()["id"] for a in at_once}) == 1
+    listed = (await server.client.get(url)).json()["data"]
+    assert sorted(r["content"][0]["text"] for r in listed) == ["Once.", "Twice?"]
+    reused = await server.client.post(url, json={"content": "Other."}, headers=key)
+    assert reused.status_code == 409 and _code(reused) == "uhpserver_idempotency_key_reused"
+    elsewhere = await server.client.patch(
+        f"{url}/{first.json()['id']}", json={"content": "Once."}, headers=key
+    )
+    assert elsewhere.status_code == 409  # the same key on another route is another request
+    # revising twice with one key appends one version
+    revise_key = {"Idempotency-Key": "revise-1"}
+    for _ in range(2):
+        revised = await server.client.patch(
+            f"{url}/{first.json()['id']}", json={"content": "Revised."}, headers=revise_key
+        )
+        assert revised.json()["version"] == 2
+    # keys are the principal's own: another's same key is another write
+    other = Other(server)
+    await server.client.post(
+        f"/v1/memories/{root['id']}/grants",
+        json={"principal": other.principal, "privileges": ["read", "write"]},
+    )
+    theirs = await server.client.post(
+        url, json={"content": "Once."}, headers={**key, **other.headers}
+    )
+    assert theirs.status_code == 200 and theirs.json()["id"] != first.json()["id"]
+
+
+async def test_a_refused_write_gives_its_idempotency_key_back(server: InProcess) -> None:
+    root = await _memory(server, "Notes")
+    url = f"/v1/memories/{root['id']}/records"
+    key = {"Idempotency-Key": "fix-and-retry"}
+    refused = await server.client.post(url, json={"content": [{"type": "text"}]}, headers=key)
+    assert refused.status_code == 422
+    fixed = await server.client.post(url, json={"content": "Fixed."}, headers=key)
+    assert fixed.status_code == 200, fixed.text
+    too_long = await server.client.post(
+        url, json={"content": "x"}, headers={"Idempotency-Key": "k" * 256}
+    )
+    assert too_long.status_code == 400 and too_long.json()["error"]["param"] == "Idempotency-Key"
+
+
 # -- hostile input: a clear error in the chapter's envelope, never a 5xx ----------------------
 GARBAGE_BODIES = [
     b"",

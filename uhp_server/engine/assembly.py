@@ -17,6 +17,7 @@ from uhp_server.engine.facade.environments import (
 from uhp_server.engine.facade.files import Files
 from uhp_server.engine.facade.harnesses import Harnesses
 from uhp_server.engine.facade.memories import Memories
+from uhp_server.engine.facade.memory_replays import Replays
 from uhp_server.engine.facade.principals import Principals
 from uhp_server.engine.facade.session_deletion import SessionDeleter
 from uhp_server.engine.facade.sessions import Sessions
@@ -72,7 +73,12 @@ def assemble_engine(
         harnesses=Harnesses(settings, db, bases, catalog, runs),
         principals=Principals(db, settings.api_key),
         environments=environments,
-        memories=Memories(db, {EMBEDDED: EmbeddedProvider(db)}, default_provider=EMBEDDED),
+        memories=Memories(
+            db,
+            {EMBEDDED: EmbeddedProvider(db)},
+            default_provider=EMBEDDED,
+            replays=Replays(db, settings.idempotency_retention_hours * 3600),
+        ),
     )
 
 

@@ -1,5 +1,6 @@
 """Memories (UHP 2026-10-04, Memories chapter): the tree of memories (`memory`), the grants
-on its nodes (`memory_grant`), and every version of every record (`memory_record`).
+on its nodes (`memory_grant`), every version of every record (`memory_record`), and the
+writes made with an Idempotency-Key (`memory_replay`).
 
 Revision ID: 0013
 Revises: 0012
@@ -24,6 +25,8 @@ def upgrade() -> None:
         _create_memory_grant()
     if "memory_record" not in tables:
         _create_memory_record()
+    if "memory_replay" not in tables:
+        _create_memory_replay()
 
 
 def _create_memory() -> None:
@@ -82,7 +85,19 @@ def _create_memory_record() -> None:
     op.create_index("ix_memory_record_memory_status", "memory_record", ["memory_id", "status"])
 
 
+def _create_memory_replay() -> None:
+    op.create_table(
+        "memory_replay",
+        sa.Column("principal_id", sa.String(), primary_key=True),
+        sa.Column("key", sa.String(), primary_key=True),
+        sa.Column("fingerprint", sa.String(), nullable=False),
+        sa.Column("answer", sa.JSON(), nullable=True),
+        sa.Column("created_at", sa.Float(), nullable=False),
+    )
+
+
 def downgrade() -> None:
+    op.drop_table("memory_replay")
     op.drop_index("ix_memory_record_memory_status", "memory_record")
     op.drop_table("memory_record")
     for index in (

@@ -7,13 +7,17 @@ chapter is the engine's (`engine.memories`)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Header, Request
 
 from uhp_server.doors.deps import EngineDep
-from uhp_server.engine import Principal
+from uhp_server.engine import Engine, Principal
+from uhp_server.errors import ApiError
 from uhp_server.http.auth import CurrentPrincipal
 from uhp_server.http.strict_json import StrictJsonRoute
 from uhp_server.memories.access import Caller
@@ -24,12 +28,38 @@ from uhp_server.memories.records import Grant, Memory, MemoryRecord, RecordPage,
 router = APIRouter(route_class=StrictJsonRoute)
 
 JsonObject = Annotated[dict[str, Any], Body()]
+# Every write accepts one (§5.1): a repeat of the same request is given the first answer.
+IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key")]
+MAX_KEY = 255
 
 
 def caller_of(principal: Principal) -> Caller:
     """A request made with an API key acts as the member the key belongs to (§3): a person.
     An agent's calls (§9) will say `agent`."""
     return Caller(member_id=principal.id, type="human")
+
+
+async def once(
+    request: Request,
+    engine: Engine,
+    principal: Principal,
+    key: str | None,
+    body: dict[str, Any] | None,
+    write: Callable[[], Awaitable[dict[str, Any]]],
+) -> dict[str, Any]:
+    """The write, made once per Idempotency-Key: the request is its method, path and body."""
+    if key is None:
+        return await write()
+    if not 0 < len(key) <= MAX_KEY:
+        raise ApiError(
+            400,
+            "invalid_input",
+            f"Idempotency-Key must be 1 to {MAX_KEY} characters.",
+            param="Idempotency-Key",
+        )
+    said = json.dumps([request.method, request.url.path, body], sort_keys=True, default=str)
+    fingerprint = hashlib.sha256(said.encode()).hexdigest()
+    return await engine.memories.replays.once(principal.id, key, fingerprint, write)
 
 
 # -- shapes -------------------------------------------------------------------------------
@@ -149,9 +179,16 @@ async def list_memories(
 
 @router.post("/v1/memories")
 async def create_memory(
-    body: JsonObject, principal: CurrentPrincipal, engine: EngineDep
+    request: Request,
+    body: JsonObject,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    key: IdempotencyKey = None,
 ) -> dict[str, Any]:
-    return memory_to_wire(await engine.memories.create(caller_of(principal), body))
+    async def write() -> dict[str, Any]:
+        return memory_to_wire(await engine.memories.create(caller_of(principal), body))
+
+    return await once(request, engine, principal, key, body, write)
 
 
 # Before /v1/memories/{memory_id}: no memory's path.
@@ -173,17 +210,38 @@ async def get_memory(
 
 @router.put("/v1/memories/{memory_id}")
 async def update_memory(
-    memory_id: str, body: JsonObject, principal: CurrentPrincipal, engine: EngineDep
+    request: Request,
+    memory_id: str,
+    body: JsonObject,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    key: IdempotencyKey = None,
 ) -> dict[str, Any]:
-    return memory_to_wire(await engine.memories.update(caller_of(principal), memory_id, body))
+    async def write() -> dict[str, Any]:
+        memory = await engine.memories.update(caller_of(principal), memory_id, body)
+        return memory_to_wire(memory)
+
+    return await once(request, engine, principal, key, body, write)
 
 
 @router.delete("/v1/memories/{memory_id}")
 async def delete_memory(
-    memory_id: str, principal: CurrentPrincipal, engine: EngineDep
+    request: Request,
+    memory_id: str,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    key: IdempotencyKey = None,
 ) -> dict[str, Any]:
-    deleted = await engine.memories.delete(caller_of(principal), memory_id)
-    return {"id": deleted.id, "object": "memory", "deleted": True, "memories": deleted.memories}
+    async def write() -> dict[str, Any]:
+        deleted = await engine.memories.delete(caller_of(principal), memory_id)
+        return {
+            "id": deleted.id,
+            "object": "memory",
+            "deleted": True,
+            "memories": deleted.memories,
+        }
+
+    return await once(request, engine, principal, key, None, write)
 
 
 # -- grants (§3.1) ------------------------------------------------------------------------
@@ -197,26 +255,50 @@ async def list_grants(
 
 @router.post("/v1/memories/{memory_id}/grants")
 async def create_grant(
-    memory_id: str, body: JsonObject, principal: CurrentPrincipal, engine: EngineDep
+    request: Request,
+    memory_id: str,
+    body: JsonObject,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    key: IdempotencyKey = None,
 ) -> dict[str, Any]:
-    return grant_to_wire(await engine.memories.grant(caller_of(principal), memory_id, body))
+    async def write() -> dict[str, Any]:
+        return grant_to_wire(await engine.memories.grant(caller_of(principal), memory_id, body))
+
+    return await once(request, engine, principal, key, body, write)
 
 
 @router.delete("/v1/memories/{memory_id}/grants/{grant_id}")
 async def delete_grant(
-    memory_id: str, grant_id: str, principal: CurrentPrincipal, engine: EngineDep
+    request: Request,
+    memory_id: str,
+    grant_id: str,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    key: IdempotencyKey = None,
 ) -> dict[str, Any]:
-    await engine.memories.revoke(caller_of(principal), memory_id, grant_id)
-    return {"id": grant_id, "object": "memory.grant", "deleted": True}
+    async def write() -> dict[str, Any]:
+        await engine.memories.revoke(caller_of(principal), memory_id, grant_id)
+        return {"id": grant_id, "object": "memory.grant", "deleted": True}
+
+    return await once(request, engine, principal, key, None, write)
 
 
 # -- records (§4, §5) ---------------------------------------------------------------------
 @router.post("/v1/memories/{memory_id}/observe")
 async def observe(
-    memory_id: str, body: JsonObject, principal: CurrentPrincipal, engine: EngineDep
+    request: Request,
+    memory_id: str,
+    body: JsonObject,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    key: IdempotencyKey = None,
 ) -> dict[str, Any]:
-    records = await engine.memories.observe(caller_of(principal), memory_id, body)
-    return {"object": "list", "data": [record_to_wire(r) for r in records], "next": None}
+    async def write() -> dict[str, Any]:
+        records = await engine.memories.observe(caller_of(principal), memory_id, body)
+        return {"object": "list", "data": [record_to_wire(r) for r in records], "next": None}
+
+    return await once(request, engine, principal, key, body, write)
 
 
 @router.get("/v1/memories/{memory_id}/records")
@@ -244,9 +326,18 @@ async def list_records(
 
 @router.post("/v1/memories/{memory_id}/records")
 async def remember(
-    memory_id: str, body: JsonObject, principal: CurrentPrincipal, engine: EngineDep
+    request: Request,
+    memory_id: str,
+    body: JsonObject,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    key: IdempotencyKey = None,
 ) -> dict[str, Any]:
-    return record_to_wire(await engine.memories.remember(caller_of(principal), memory_id, body))
+    async def write() -> dict[str, Any]:
+        record = await engine.memories.remember(caller_of(principal), memory_id, body)
+        return record_to_wire(record)
+
+    return await once(request, engine, principal, key, body, write)
 
 
 @router.get("/v1/memories/{memory_id}/records/{record_id}")
@@ -263,29 +354,51 @@ async def get_record(
 
 @router.patch("/v1/memories/{memory_id}/records/{record_id}")
 async def revise(
+    request: Request,
     memory_id: str,
     record_id: str,
     body: JsonObject,
     principal: CurrentPrincipal,
     engine: EngineDep,
+    key: IdempotencyKey = None,
 ) -> dict[str, Any]:
-    record = await engine.memories.revise(caller_of(principal), memory_id, record_id, body)
-    return record_to_wire(record)
+    async def write() -> dict[str, Any]:
+        record = await engine.memories.revise(caller_of(principal), memory_id, record_id, body)
+        return record_to_wire(record)
+
+    return await once(request, engine, principal, key, body, write)
 
 
 @router.delete("/v1/memories/{memory_id}/records/{record_id}")
 async def forget(
-    memory_id: str, record_id: str, principal: CurrentPrincipal, engine: EngineDep
+    request: Request,
+    memory_id: str,
+    record_id: str,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    key: IdempotencyKey = None,
 ) -> dict[str, Any]:
-    return record_to_wire(await engine.memories.forget(caller_of(principal), memory_id, record_id))
+    async def write() -> dict[str, Any]:
+        record = await engine.memories.forget(caller_of(principal), memory_id, record_id)
+        return record_to_wire(record)
+
+    return await once(request, engine, principal, key, None, write)
 
 
 @router.post("/v1/memories/{memory_id}/erase")
 async def erase(
-    memory_id: str, body: JsonObject, principal: CurrentPrincipal, engine: EngineDep
+    request: Request,
+    memory_id: str,
+    body: JsonObject,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    key: IdempotencyKey = None,
 ) -> dict[str, Any]:
-    erasure = await engine.memories.erase(caller_of(principal), memory_id, body)
-    return {"erased": erasure.erased, "unreachable": erasure.unreachable}
+    async def write() -> dict[str, Any]:
+        erasure = await engine.memories.erase(caller_of(principal), memory_id, body)
+        return {"erased": erasure.erased, "unreachable": erasure.unreachable}
+
+    return await once(request, engine, principal, key, body, write)
 
 
 @router.get("/v1/memories/{memory_id}/records/{record_id}/history")

@@ -23,6 +23,7 @@ from storage import memories as store
 from storage.db import Database, Order
 from storage.tables import MemoryGrantRow, MemoryRow
 from storage.unit import Tx
+from uhp_server.engine.facade.memory_replays import Replays
 from uhp_server.errors import ApiError
 from uhp_server.ids import new_id
 from uhp_server.memories.access import (
@@ -76,11 +77,16 @@ class _Seen:
 
 class Memories:
     def __init__(
-        self, db: Database, providers: dict[str, MemoryProvider], default_provider: str
+        self,
+        db: Database,
+        providers: dict[str, MemoryProvider],
+        default_provider: str,
+        replays: Replays,
     ) -> None:
         self.db = db
         self.providers = providers
         self.default_provider = default_provider
+        self.replays = replays  # writes made with an Idempotency-Key
 
     # -- who sees what --------------------------------------------------------------------
     async def _seen(self, caller: Caller) -> _Seen:
