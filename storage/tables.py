@@ -271,3 +271,75 @@ class EnvironmentVersionRow(SQLModel, table=True):
     finished_at: float | None = None
     # When retention removed its folder (environments/retention.py); the record stays.
     collected_at: float | None = None
+
+
+class MemoryRow(SQLModel, table=True):
+    """A memory (Memories §2): a node of the tree. Access is not here but in its grants and
+    its ancestors' (memory_grant); `owner_id` is who created it, kept for provenance."""
+
+    __tablename__ = "memory"
+    id: str = Field(primary_key=True)
+    parent_id: str | None = Field(default=None, index=True)  # None: a root
+    name: str
+    description: str = ""
+    restricted: bool = False  # grants on ancestors stop here (§3.2)
+    provider: str
+    owner_id: str = Field(index=True)  # the principal that created it
+    created_at_ms: int = Field(sa_type=BigInteger)
+    updated_at_ms: int = Field(sa_type=BigInteger)
+
+
+class MemoryGrantRow(SQLModel, table=True):
+    """One principal's privileges on one memory (Memories §3.1); they flow down to its
+    descendants until a restricted one. One per principal per node (a second replaces it)."""
+
+    __tablename__ = "memory_grant"
+    __table_args__ = (
+        Index("ix_memory_grant_node_principal", "memory_id", "principal", unique=True),
+    )
+    id: str = Field(primary_key=True)
+    memory_id: str = Field(index=True)
+    principal: str = Field(index=True)  # `<kind>:<id>`, as a grant names it
+    privileges: list[str] = Field(default_factory=list, sa_column=Column(JSON))
+    created_at_ms: int = Field(sa_type=BigInteger)
+
+
+class MemoryRecordRow(SQLModel, table=True):
+    """One version of a record (Memories §4, §5.3): a change appends a version and closes the
+    one before it, so a record is every row with its id, the newest current. `written_by` and
+    `written_at` are the server's stamp, never the caller's."""
+
+    __tablename__ = "memory_record"
+    __table_args__ = (Index("ix_memory_record_memory_status", "memory_id", "status"),)
+    id: str = Field(primary_key=True)
+    version: int = Field(primary_key=True)
+    memory_id: str
+    type: str
+    title: str | None = None
+    # [{"type": "text", "text"}, {"type": "file", "file": {...}, "text"?}, {"type": "x.…"}]
+    content: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON))
+    attributes: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+    # `references` [{"rel"?, "memory_id"?, "record_id"}], as written (resolved per reader on
+    # a read); `refs` because REFERENCES is an SQL keyword
+    refs: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON))
+    status: str  # active, superseded, forgotten
+    supersedes: int | None = None
+    valid_from: str | None = None
+    valid_to: str | None = None
+    written_at_ms: int = Field(sa_type=BigInteger)
+    invalidated_at_ms: int | None = Field(default=None, sa_type=BigInteger)
+    # {"kind", "id", "type"?}: who wrote this version, from the authenticated caller
+    written_by: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+    follows: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+
+
+class MemoryReplayRow(SQLModel, table=True):
+    """A write of the Memories chapter made with an Idempotency-Key (§5.1): claimed before
+    it runs (`answer` None), then its answer, given again to a repeat of the same request."""
+
+    __tablename__ = "memory_replay"
+    principal_id: str = Field(primary_key=True)
+    key: str = Field(primary_key=True)
+    fingerprint: str  # the method, the path and the body, hashed
+    answer: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    created_at: float

@@ -232,6 +232,7 @@ async def serving(ctx: AppContext, app: FastAPI) -> AsyncIterator[None]:
     await peers.open(ctx.runs)  # recovers only what no live replica runs
     retention = ctx.settings.idempotency_retention_hours * 3600
     await ctx.db.write(prune_idempotency, time.time() - retention)
+    await ctx.engine.memories.replays.prune()  # the Memories chapter's, by the same retention
     sandbox = ctx.runs.executor.sandbox
     await sandbox.open(app)  # e.g. the docker sandbox serves the gateway on a socket
     environments = ctx.engine.environments

@@ -17,6 +17,9 @@ PREFIXES = {
     "principal": "prin_",
     "api_key": "key_",
     "environment": "henv_",
+    "memory": "hmem_",
+    "memory_grant": "hgnt_",
+    "memory_record": "hrec_",
 }
 
 

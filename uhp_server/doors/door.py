@@ -30,14 +30,27 @@ class SubApp:
 
 
 @dataclass(frozen=True)
+class GatedRouter:
+    """A router served only when `on` says so for the engine it would serve (a chapter the
+    operator turns on): when off, its paths are not there at all, so each answers the
+    ordinary 404 of a route the server does not have, whatever the method or body."""
+
+    router: APIRouter
+    on: Callable[[Engine], bool]
+
+
+@dataclass(frozen=True)
 class Door:
     name: str  # the entry point's name
     speaks: str  # the contract, in a few words ("the Oumi harness protocol, version 1")
     routers: tuple[APIRouter, ...] = ()  # included in the application as they are
     sub_apps: tuple[SubApp, ...] = ()
+    gated: tuple[GatedRouter, ...] = ()  # included after `routers` when on
 
     def served(self, engine: Engine) -> list[APIRouter | Mount]:
-        """What the application serves for this door: its routers, then its sub-applications
-        built around `engine` and mounted at their paths."""
+        """What the application serves for this door: its routers (the gated ones that are
+        on included), then its sub-applications built around `engine` and mounted at their
+        paths."""
         mounts = [Mount(sub.path, app=sub.build(engine)) for sub in self.sub_apps]
-        return [*self.routers, *mounts]
+        gated = [gate.router for gate in self.gated if gate.on(engine)]
+        return [*self.routers, *gated, *mounts]

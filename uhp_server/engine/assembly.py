@@ -16,6 +16,8 @@ from uhp_server.engine.facade.environments import (
 )
 from uhp_server.engine.facade.files import Files
 from uhp_server.engine.facade.harnesses import Harnesses
+from uhp_server.engine.facade.memories import Memories
+from uhp_server.engine.facade.memory_replays import Replays
 from uhp_server.engine.facade.principals import Principals
 from uhp_server.engine.facade.session_deletion import SessionDeleter
 from uhp_server.engine.facade.sessions import Sessions
@@ -33,6 +35,7 @@ from uhp_server.environments.package_check import PackageChecker
 from uhp_server.environments.retention import Retention
 from uhp_server.environments.source import SourceLocks
 from uhp_server.files.previews import PreviewRenderer
+from uhp_server.memories.embedded import EMBEDDED, EmbeddedProvider
 from uhp_server.sandbox.egress import EgressPolicy
 from uhp_server.settings import Settings
 
@@ -70,6 +73,12 @@ def assemble_engine(
         harnesses=Harnesses(settings, db, bases, catalog, runs),
         principals=Principals(db, settings.api_key),
         environments=environments,
+        memories=Memories(
+            db,
+            {EMBEDDED: EmbeddedProvider(db)},
+            default_provider=EMBEDDED,
+            replays=Replays(db, settings.idempotency_retention_hours * 3600),
+        ),
     )
 
 

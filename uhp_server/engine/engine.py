@@ -4,7 +4,8 @@ Oumi tools, AgentOS) calls these and nothing else — never storage, never the r
 A door translates its contract's request into an `EngineTask`, starts it, then reads and
 steers it by response id: its state, its events, a cancel, the answers to its questions, a
 deadline. The rest of what a door shows hangs off the facade by chapter: `sessions`, `files`,
-`shares`, `harnesses`, `principals` and `environments`. Which door called is never known here.
+`shares`, `harnesses`, `principals`, `environments` and `memories`. Which door called is never
+known here.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from storage.unit import Tx
 from uhp_server.engine.facade.environments import Environments
 from uhp_server.engine.facade.files import Files
 from uhp_server.engine.facade.harnesses import Harnesses
+from uhp_server.engine.facade.memories import Memories
 from uhp_server.engine.facade.principals import Principals
 from uhp_server.engine.facade.records import TurnFile
 from uhp_server.engine.facade.sessions import Sessions
@@ -61,6 +63,7 @@ class Engine:
         harnesses: Harnesses,
         principals: Principals,
         environments: Environments,
+        memories: Memories,
     ) -> None:
         self.settings = settings
         self.bases = bases  # the enabled and installed ones, by name
@@ -70,6 +73,8 @@ class Engine:
         self.harnesses = harnesses
         self.principals = principals
         self.environments = environments
+        # Served only while UHP_MEMORIES=preview (doors/uhp/chapters.py).
+        self.memories = memories
         self._db = db
         self._runs = runs
         self._intake = intake

@@ -2,18 +2,26 @@
 adds to it (the harness events feed, trace deletion, files, sharing) and the shared view at
 `/s/<token>`. Which optional chapters it serves: chapters.py."""
 
-from uhp_server.doors.door import Door
+from uhp_server.doors.door import Door, GatedRouter
 from uhp_server.doors.uhp import (
     discovery,
     environments,
     files,
     harness_events,
     harnesses,
+    memories,
     sessions,
     share,
     tasks,
 )
+from uhp_server.doors.uhp.chapters import MEMORIES, previewed
+from uhp_server.engine import Engine
 from uhp_server.http.versioning import SUPPORTED_VERSIONS
+
+
+def _memories_on(engine: Engine) -> bool:
+    return MEMORIES.capability in previewed(engine.settings)
+
 
 door = Door(
     name="uhp",
@@ -28,6 +36,8 @@ door = Door(
         share.router,
         harness_events.router,
     ),
+    # The Memories chapter, built in part: served only as the operator's preview.
+    gated=(GatedRouter(memories.router, _memories_on),),
 )
 
 __all__ = ["door"]

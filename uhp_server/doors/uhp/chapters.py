@@ -7,6 +7,11 @@ and serves no route at all, so each of its endpoints answers the ordinary 404: w
 those chapters asks of a server without it (Plugins §7, Environments §7, Memories §11),
 never a partial implementation. Implementing one is serving its routes and turning its
 `served` below to True; discovery, `/openapi.json` and the tests follow from this table.
+
+A chapter built in part may be served as a preview, only where the operator asks for it
+(UHP_MEMORIES=preview): `previewed` names those, discovery reports them true, and their routes
+are mounted (doors/uhp/__init__.py). By default nothing changes: `/openapi.json` and every
+test of a chapter off follow the table alone.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from uhp_server.harnesses.plugins.schemas import SUPPORTED as SUPPORTED_PLUGIN_SCHEMAS
+from uhp_server.settings import Settings
 
 # The core capabilities, each true only once it is built and tested. The class follows from
 # the capabilities (discovery.py), never the other way round.
@@ -47,13 +53,22 @@ OPTIONAL_CHAPTERS = (PLUGINS, ENVIRONMENTS, MEMORIES)
 PLUGIN_SCHEMAS = tuple(SUPPORTED_PLUGIN_SCHEMAS)
 
 
-def capabilities() -> dict[str, bool]:
+def capabilities(previews: frozenset[str] = frozenset()) -> dict[str, bool]:
     """Every capability, `false` ones included: a client tells "not supported" from "older
-    than this field" by the key being there (Lifecycle §2)."""
+    than this field" by the key being there (Lifecycle §2). `previews`: the capabilities of
+    the chapters the operator turned on as previews (`previewed`)."""
     return {
         **CORE_CAPABILITIES,
-        **{chapter.capability: chapter.served for chapter in OPTIONAL_CHAPTERS},
+        **{
+            chapter.capability: chapter.served or chapter.capability in previews
+            for chapter in OPTIONAL_CHAPTERS
+        },
     }
+
+
+def previewed(settings: Settings) -> frozenset[str]:
+    """The chapters not yet served whole that this server serves as a preview."""
+    return frozenset({MEMORIES.capability} if settings.memories == "preview" else ())
 
 
 def chapters_off() -> tuple[OptionalChapter, ...]:

@@ -8,7 +8,7 @@ from fastapi import APIRouter
 
 from uhp_server import __version__
 from uhp_server.doors.deps import EngineDep
-from uhp_server.doors.uhp.chapters import PLUGIN_SCHEMAS, PLUGINS, capabilities
+from uhp_server.doors.uhp.chapters import PLUGIN_SCHEMAS, PLUGINS, capabilities, previewed
 from uhp_server.harnesses.default_base import default_base_name
 from uhp_server.http.strict_json import StrictJsonRoute
 from uhp_server.http.versioning import DEFAULT_VERSION, SUPPORTED_VERSIONS
@@ -27,11 +27,14 @@ def conformance_class(capabilities: dict[str, bool]) -> str:
     return "core"
 
 
-def discovery_document(default_base: str | None) -> dict[str, Any]:
+def discovery_document(
+    default_base: str | None, previews: frozenset[str] = frozenset()
+) -> dict[str, Any]:
     """The same for every caller and every version asked for: nothing principal-specific.
     `default_base`: the base a task without `metadata.harness_id` runs on, said in the
-    free-form `implementation` (this server's own field; left out when no base is enabled)."""
-    served = capabilities()
+    free-form `implementation` (this server's own field; left out when no base is enabled).
+    `previews`: the chapters served as a preview (chapters.previewed)."""
+    served = capabilities(previews)
     document: dict[str, Any] = {
         "object": "uhp.discovery",
         "protocol": "uhp",
@@ -50,4 +53,4 @@ def discovery_document(default_base: str | None) -> dict[str, Any]:
 
 @router.get("/v1/uhp")
 def discovery(engine: EngineDep) -> dict[str, Any]:
-    return discovery_document(default_base_name(engine.bases))
+    return discovery_document(default_base_name(engine.bases), previewed(engine.settings))

@@ -1,0 +1,412 @@
+"""Memories, their grants and their records' versions (Memories §2-§5), as rows.
+
+Nothing here decides who may do what: the chapter (uhp_server/memories/access.py) reads the
+tree and the grants from here and decides, before any of the writes below is asked for.
+
+A record is every row with its id, one per version. Of those, the current one is the newest;
+it is `active` or `forgotten`, and every earlier one is `superseded`, so "the current records
+of a memory" is a filter on status and never a search for each record's newest version. A
+revision appends a version after locking the one it closes: two revisions of one version at
+once cannot both land (`append_version` answers None to the second, which revises again).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import col, delete, or_, select
+from sqlmodel.sql.expression import SelectOfScalar
+
+from storage.tables import MemoryGrantRow, MemoryRecordRow, MemoryReplayRow, MemoryRow
+from storage.unit import Tx
+
+ACTIVE, SUPERSEDED, FORGOTTEN = "active", "superseded", "forgotten"
+CURRENT = (ACTIVE, FORGOTTEN)  # the status of a record's newest version
+
+
+# -- the tree -------------------------------------------------------------------------------
+def get_memory(tx: Tx, memory_id: str) -> MemoryRow | None:
+    return tx.orm.get(MemoryRow, memory_id)
+
+
+@dataclass(frozen=True)
+class Skeleton:
+    """A node as access is decided over it, and the provider that keeps its records."""
+
+    id: str
+    parent_id: str | None
+    restricted: bool
+    provider: str
+
+
+def skeleton(tx: Tx) -> list[Skeleton]:
+    """Every node, of every owner, oldest first: access is decided over the whole tree (a
+    grant on a branch reaches memories others created below it). Four columns, not rows:
+    this is read on every request of the chapter."""
+    found = tx.orm.exec(
+        select(
+            MemoryRow.id, MemoryRow.parent_id, MemoryRow.restricted, MemoryRow.provider
+        ).order_by(col(MemoryRow.created_at_ms), col(MemoryRow.id))
+    )
+    return [Skeleton(*node) for node in found]
+
+
+def memories_by_ids(tx: Tx, memory_ids: list[str]) -> dict[str, MemoryRow]:
+    rows = tx.orm.exec(select(MemoryRow).where(col(MemoryRow.id).in_(memory_ids)))
+    return {row.id: row for row in rows}
+
+
+def insert_memory(tx: Tx, row: MemoryRow, owner_grant: MemoryGrantRow) -> MemoryRow | None:
+    """The memory with its creator's grant; None when its parent went in the meantime."""
+    if row.parent_id is not None and get_memory(tx, row.parent_id) is None:
+        return None
+    tx.orm.add(row)
+    tx.orm.add(owner_grant)
+    tx.orm.flush()
+    return row
+
+
+@dataclass(frozen=True)
+class MemoryChanges:
+    """What a PUT changes; None leaves a field as it is (`parent_id` is moved only when
+    `move` is set, since None there names the root)."""
+
+    name: str | None = None
+    description: str | None = None
+    restricted: bool | None = None
+    move: bool = False
+    parent_id: str | None = None
+
+
+def update_memory(tx: Tx, memory_id: str, changes: MemoryChanges) -> MemoryRow | None:
+    """The memory changed; None when it is gone, or when the move would now make a cycle
+    (checked again here: another move may have landed since the caller's was checked)."""
+    row = get_memory(tx, memory_id)
+    if row is None or (changes.move and _would_cycle(tx, memory_id, changes.parent_id)):
+        return None
+    if changes.name is not None:
+        row.name = changes.name
+    if changes.description is not None:
+        row.description = changes.description
+    if changes.restricted is not None:
+        row.restricted = changes.restricted
+    if changes.move:
+        row.parent_id = changes.parent_id
+    row.updated_at_ms = now_ms()
+    tx.orm.add(row)
+    return row
+
+
+def _would_cycle(tx: Tx, memory_id: str, parent_id: str | None) -> bool:
+    """Whether `memory_id` is `parent_id` or one of its ancestors (or the new parent is gone)."""
+    seen: set[str] = set()
+    node = parent_id
+    while node is not None and node not in seen:
+        if node == memory_id:
+            return True
+        seen.add(node)
+        above = get_memory(tx, node)
+        if above is None:
+            return True
+        node = above.parent_id
+    return node is not None  # a cycle already there: refuse to add to it
+
+
+def delete_memories(tx: Tx, memory_ids: list[str]) -> None:
+    """The memories and their grants, for good (their records are their provider's:
+    `delete_records` for the embedded one)."""
+    tx.orm.exec(delete(MemoryGrantRow).where(col(MemoryGrantRow.memory_id).in_(memory_ids)))
+    tx.orm.exec(delete(MemoryRow).where(col(MemoryRow.id).in_(memory_ids)))
+
+
+def record_counts(tx: Tx, memory_ids: Iterable[str]) -> dict[str, int]:
+    """The active records of each memory (a forgotten one has left every ordinary read)."""
+    ids = list(memory_ids)
+    if not ids:
+        return {}
+    rows = tx.orm.exec(
+        select(MemoryRecordRow.memory_id, func.count())
+        .where(col(MemoryRecordRow.memory_id).in_(ids), MemoryRecordRow.status == ACTIVE)
+        .group_by(col(MemoryRecordRow.memory_id))
+    )
+    return {memory_id: int(count) for memory_id, count in rows}
+
+
+# -- grants ---------------------------------------------------------------------------------
+def grants_of(tx: Tx, principals: Iterable[str]) -> list[MemoryGrantRow]:
+    """Every grant held by any of `principals`, wherever it sits."""
+    names = list(principals)
+    return list(tx.orm.exec(select(MemoryGrantRow).where(col(MemoryGrantRow.principal).in_(names))))
+
+
+def grants_on(tx: Tx, memory_ids: Iterable[str]) -> list[MemoryGrantRow]:
+    ids = list(memory_ids)
+    return list(
+        tx.orm.exec(
+            select(MemoryGrantRow)
+            .where(col(MemoryGrantRow.memory_id).in_(ids))
+            .order_by(col(MemoryGrantRow.created_at_ms), col(MemoryGrantRow.id))
+        )
+    )
+
+
+def put_grant(tx: Tx, row: MemoryGrantRow) -> MemoryGrantRow:
+    """One grant per principal per node: a second replaces the first's privileges (and
+    keeps its id)."""
+    found = tx.orm.exec(
+        select(MemoryGrantRow).where(
+            MemoryGrantRow.memory_id == row.memory_id, MemoryGrantRow.principal == row.principal
+        )
+    ).first()
+    if found is None:
+        try:
+            with tx.orm.begin_nested():  # a savepoint: a lost race leaves the rest usable
+                tx.orm.add(row)
+        except IntegrityError:  # the same grant, made at the same moment: replace it
+            return put_grant(tx, row)
+        return row
+    found.privileges = list(row.privileges)
+    tx.orm.add(found)
+    return found
+
+
+def delete_grant(tx: Tx, memory_id: str, grant_id: str) -> bool:
+    row = tx.orm.get(MemoryGrantRow, grant_id)
+    if row is None or row.memory_id != memory_id:
+        return False
+    tx.orm.delete(row)
+    return True
+
+
+# -- records --------------------------------------------------------------------------------
+def current_record(tx: Tx, memory_id: str, record_id: str) -> MemoryRecordRow | None:
+    """The newest version of a record of this memory: a record of another memory is not
+    found through this one (§3.3)."""
+    return tx.orm.exec(
+        select(MemoryRecordRow)
+        .where(MemoryRecordRow.id == record_id, MemoryRecordRow.memory_id == memory_id)
+        .order_by(col(MemoryRecordRow.version).desc())
+    ).first()
+
+
+def record_as_of(tx: Tx, memory_id: str, record_id: str, instant: int) -> MemoryRecordRow | None:
+    """The version the memory held at `instant` (§5.3); None before it was written or
+    after it was forgotten."""
+    return tx.orm.exec(
+        _held_at(select(MemoryRecordRow), instant).where(
+            MemoryRecordRow.id == record_id, MemoryRecordRow.memory_id == memory_id
+        )
+    ).first()
+
+
+def record_versions(tx: Tx, memory_id: str, record_id: str) -> list[MemoryRecordRow]:
+    """Every version, oldest first (§5.3 history)."""
+    return list(
+        tx.orm.exec(
+            select(MemoryRecordRow)
+            .where(MemoryRecordRow.id == record_id, MemoryRecordRow.memory_id == memory_id)
+            .order_by(col(MemoryRecordRow.version))
+        )
+    )
+
+
+@dataclass(frozen=True)
+class RecordQuery:
+    """A listing of one memory's records: current ones (`active`, or with `forgotten` ones
+    too for `include=all`), or those the memory held at `as_of`; after `after`, by id."""
+
+    memory_id: str
+    type: str | None = None
+    include_forgotten: bool = False
+    as_of: int | None = None
+    after: str | None = None
+    limit: int = 100
+
+
+def list_records(tx: Tx, query: RecordQuery) -> list[MemoryRecordRow]:
+    statement = select(MemoryRecordRow).where(MemoryRecordRow.memory_id == query.memory_id)
+    if query.as_of is not None:
+        statement = _held_at(statement, query.as_of)
+    elif query.include_forgotten:
+        statement = statement.where(col(MemoryRecordRow.status).in_(CURRENT))
+    else:
+        statement = statement.where(MemoryRecordRow.status == ACTIVE)
+    if query.type is not None:
+        statement = statement.where(MemoryRecordRow.type == query.type)
+    if query.after is not None:
+        statement = statement.where(col(MemoryRecordRow.id) > query.after)
+    statement = statement.order_by(col(MemoryRecordRow.id)).limit(query.limit)
+    return list(tx.orm.exec(statement))
+
+
+def insert_record(tx: Tx, rows: list[MemoryRecordRow]) -> list[MemoryRecordRow] | None:
+    """New records, each its version 1; None when their memory went in the meantime."""
+    if rows and get_memory(tx, rows[0].memory_id) is None:
+        return None
+    for row in rows:
+        tx.orm.add(row)
+    tx.orm.flush()
+    return rows
+
+
+def append_version(tx: Tx, row: MemoryRecordRow) -> MemoryRecordRow | None:
+    """`row` (version n+1) becomes current and version n is superseded, closed at the new
+    one's time; None when version n is no longer the current active one (another change
+    came first). Version n is locked first (PostgreSQL; SQLite has one writer), so a second
+    change of it waits for the first and then finds it closed, rather than colliding on
+    the primary key (which would leave its transaction unusable)."""
+    previous = _locked(tx, row.id, row.version - 1)
+    if previous is None or previous.status != ACTIVE or previous.memory_id != row.memory_id:
+        return None
+    # Each version is the held one for at least a millisecond, so `as_of` reaches every one.
+    row.written_at_ms = max(row.written_at_ms, previous.written_at_ms + 1)
+    previous.status = SUPERSEDED
+    previous.invalidated_at_ms = row.written_at_ms
+    tx.orm.add(previous)
+    tx.orm.add(row)
+    return row
+
+
+def forget_record(tx: Tx, memory_id: str, record_id: str) -> MemoryRecordRow | None:
+    """Closes the current version where it stands (§5.2): it stays in the chain, as
+    forgotten. A record already forgotten stays as it was. The version is locked before it
+    is closed, and if a revision closed it meanwhile, the one that revision wrote is."""
+    row = current_record(tx, memory_id, record_id)
+    while row is not None:
+        locked = _locked(tx, row.id, row.version)
+        if locked is None or locked.status != SUPERSEDED:
+            break
+        row = current_record(tx, memory_id, record_id)
+    if row is None or row.status != ACTIVE:
+        return row
+    row.status = FORGOTTEN
+    row.invalidated_at_ms = now_ms()
+    tx.orm.add(row)
+    return row
+
+
+def _locked(tx: Tx, record_id: str, version: int) -> MemoryRecordRow | None:
+    """The version, locked for this transaction and read as the last change committed."""
+    return tx.orm.exec(
+        select(MemoryRecordRow)
+        .where(MemoryRecordRow.id == record_id, MemoryRecordRow.version == version)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    ).first()
+
+
+def delete_records(tx: Tx, memory_ids: list[str]) -> None:
+    """Every version of every record of these memories, for good."""
+    tx.orm.exec(delete(MemoryRecordRow).where(col(MemoryRecordRow.memory_id).in_(memory_ids)))
+
+
+def erase_records(tx: Tx, memory_id: str, record_ids: list[str]) -> list[str] | None:
+    """Every version of each record, for good (§5.2); None, erasing nothing, when one of
+    them is not a record of this memory."""
+    found = set(
+        tx.orm.exec(
+            select(MemoryRecordRow.id).where(
+                col(MemoryRecordRow.id).in_(record_ids), MemoryRecordRow.memory_id == memory_id
+            )
+        )
+    )
+    if found != set(record_ids):
+        return None
+    tx.orm.exec(
+        delete(MemoryRecordRow).where(
+            col(MemoryRecordRow.id).in_(record_ids), col(MemoryRecordRow.memory_id) == memory_id
+        )
+    )
+    return list(record_ids)
+
+
+def records_by_ids(tx: Tx, record_ids: Iterable[str]) -> dict[str, MemoryRecordRow]:
+    """The current version of each record named (a reference's target), by id."""
+    ids = list(set(record_ids))
+    if not ids:
+        return {}
+    rows = tx.orm.exec(
+        select(MemoryRecordRow).where(
+            col(MemoryRecordRow.id).in_(ids), col(MemoryRecordRow.status).in_(CURRENT)
+        )
+    )
+    return {row.id: row for row in rows}
+
+
+def _held_at(
+    statement: SelectOfScalar[MemoryRecordRow], instant: int
+) -> SelectOfScalar[MemoryRecordRow]:
+    """The versions that were the held ones at `instant`: written by then, not yet closed."""
+    return statement.where(
+        col(MemoryRecordRow.written_at_ms) <= instant,
+        or_(
+            col(MemoryRecordRow.invalidated_at_ms).is_(None),
+            col(MemoryRecordRow.invalidated_at_ms) > instant,
+        ),
+    )
+
+
+# -- writes with an Idempotency-Key ------------------------------------------------------------
+@dataclass(frozen=True)
+class Claim:
+    """Whether this request claimed its key (and runs), or what an earlier one left."""
+
+    claimed: bool
+    fingerprint: str = ""
+    answer: dict[str, Any] | None = None
+
+
+def claim_replay(
+    tx: Tx, principal_id: str, key: str, fingerprint: str, expired: float, stale: float
+) -> Claim:
+    """Claims the key for this request, unless another holds it: a claim made before
+    `expired` is forgotten, and one still unanswered since before `stale` (its request
+    died) is taken over."""
+    row = tx.orm.get(MemoryReplayRow, (principal_id, key))
+    if row is not None and (
+        row.created_at < expired or (row.answer is None and row.created_at < stale)
+    ):
+        tx.orm.delete(row)
+        tx.orm.flush()
+        row = None
+    if row is not None:
+        return Claim(False, row.fingerprint, row.answer)
+    mine = MemoryReplayRow(
+        principal_id=principal_id, key=key, fingerprint=fingerprint, created_at=time.time()
+    )
+    try:
+        with tx.orm.begin_nested():  # a savepoint: a lost race leaves the rest usable
+            tx.orm.add(mine)
+    except IntegrityError:  # the same key, claimed at the same moment
+        won = tx.orm.get(MemoryReplayRow, (principal_id, key), populate_existing=True)
+        return Claim(False, won.fingerprint if won else "", won.answer if won else None)
+    return Claim(True)
+
+
+def settle_replay(tx: Tx, principal_id: str, key: str, answer: dict[str, Any]) -> None:
+    row = tx.orm.get(MemoryReplayRow, (principal_id, key))
+    if row is not None:
+        row.answer = answer
+        tx.orm.add(row)
+
+
+def drop_replay(tx: Tx, principal_id: str, key: str) -> None:
+    """A claimed write that was refused: nothing happened, so nothing is given again."""
+    tx.orm.exec(
+        delete(MemoryReplayRow).where(
+            col(MemoryReplayRow.principal_id) == principal_id, col(MemoryReplayRow.key) == key
+        )
+    )
+
+
+def prune_replays(tx: Tx, older_than: float) -> None:
+    tx.orm.exec(delete(MemoryReplayRow).where(col(MemoryReplayRow.created_at) < older_than))
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)

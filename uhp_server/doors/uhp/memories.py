@@ -1,0 +1,409 @@
+"""Memories chapter (UHP 2026-10-04), the part built so far: the tree of memories (§2), grants
+(§3.1), records with their versions (§4, §5: remember, observe, list, get, history, revise,
+forget, erase) and the core types (§8). Served only while UHP_MEMORIES=preview
+(doors/uhp/chapters.py); recall, the graph, files, extension types, queries, snapshots,
+consolidations and the providers' document are not served. Parsing and shapes only: the
+chapter is the engine's (`engine.memories`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Header, Request
+
+from uhp_server.doors.deps import EngineDep
+from uhp_server.engine import Engine, Principal
+from uhp_server.errors import ApiError
+from uhp_server.http.auth import CurrentPrincipal
+from uhp_server.http.strict_json import StrictJsonRoute
+from uhp_server.memories.access import Caller
+from uhp_server.memories.content import CORE
+from uhp_server.memories.errors import memory_invalid
+from uhp_server.memories.records import Grant, Memory, MemoryRecord, RecordPage, Reference
+
+router = APIRouter(route_class=StrictJsonRoute)
+
+JsonObject = Annotated[dict[str, Any], Body()]
+# Every write accepts one (§5.1): a repeat of the same request is given the first answer.
+IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key")]
+MAX_KEY = 255
+
+
+def caller_of(principal: Principal) -> Caller:
+    """A request made with an API key acts as the member the key belongs to (§3): a person.
+    An agent's calls (§9) will say `agent`."""
+    return Caller(member_id=principal.id, type="human")
+
+
+async def once(
+    request: Request,
+    engine: Engine,
+    principal: Principal,
+    key: str | None,
+    body: dict[str, Any] | None,
+    write: Callable[[], Awaitable[dict[str, Any]]],
+) -> dict[str, Any]:
+    """The write, made once per Idempotency-Key: the request is its method, path and body."""
+    if key is None:
+        return await write()
+    if not 0 < len(key) <= MAX_KEY:
+        raise ApiError(
+            400,
+            "invalid_input",
+            f"Idempotency-Key must be 1 to {MAX_KEY} characters.",
+            param="Idempotency-Key",
+        )
+    said = json.dumps([request.method, request.url.path, body], sort_keys=True, default=str)
+    fingerprint = hashlib.sha256(said.encode()).hexdigest()
+    return await engine.memories.replays.once(principal.id, key, fingerprint, write)
+
+
+# -- shapes -------------------------------------------------------------------------------
+def memory_to_wire(memory: Memory) -> dict[str, Any]:
+    return {
+        "id": memory.id,
+        "object": "memory",
+        "name": memory.name,
+        "description": memory.description,
+        "parent_id": memory.parent_id,
+        "ancestors": memory.ancestors,
+        "restricted": memory.restricted,
+        "provider": memory.provider,
+        "privileges": memory.privileges,
+        "records": {"count": memory.records},
+        "children": {"count": memory.children},
+        "createdAt": memory.created_at_ms,
+        "updatedAt": memory.updated_at_ms,
+    }
+
+
+def grant_to_wire(grant: Grant) -> dict[str, Any]:
+    return {
+        "id": grant.id,
+        "object": "memory.grant",
+        "memory_id": grant.memory_id,
+        "principal": grant.principal,
+        "privileges": grant.privileges,
+        "inherited": grant.inherited,
+    }
+
+
+def _moment(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return (
+        datetime.fromtimestamp(ms / 1000, UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
+
+
+def reference_to_wire(reference: Reference) -> dict[str, Any]:
+    if not reference.available:  # nothing else of it: not its meaning, not its memory (§4.2)
+        return {"record_id": reference.record_id, "available": False}
+    wire: dict[str, Any] = {"memory_id": reference.memory_id, "record_id": reference.record_id}
+    if reference.rel is not None:
+        wire["rel"] = reference.rel
+    wire["available"] = True
+    return wire
+
+
+def record_to_wire(record: MemoryRecord) -> dict[str, Any]:
+    wire: dict[str, Any] = {
+        "id": record.id,
+        "object": "memory.record",
+        "memory_id": record.memory_id,
+        "type": record.type,
+    }
+    if record.title is not None:
+        wire["title"] = record.title
+    wire |= {
+        "content": record.content,
+        "attributes": record.attributes,
+        "version": record.version,
+        "status": record.status,
+        "supersedes": record.supersedes,
+        "time": {
+            "valid_from": record.time.valid_from,
+            "valid_to": record.time.valid_to,
+            "written_at": _moment(record.time.written_at_ms),
+            "invalidated_at": _moment(record.time.invalidated_at_ms),
+        },
+        "written_by": record.written_by.to_json(),
+        "references": [reference_to_wire(ref) for ref in record.references],
+    }
+    if record.follows is not None:
+        wire["follows"] = record.follows
+    wire["trust"] = "untrusted"  # what a memory returns is data, never instructions (§13)
+    return wire
+
+
+def page_to_wire(page: RecordPage) -> dict[str, Any]:
+    return {"object": "list", "data": [record_to_wire(r) for r in page.data], "next": page.next}
+
+
+def _flag(value: str | None, name: str) -> bool:
+    if value in (None, "false", "0"):
+        return False
+    if value in ("true", "1"):
+        return True
+    raise memory_invalid(f"`{name}` is true or false.", name)
+
+
+def _limit(value: str | None) -> int | None:
+    if value is None:
+        return None
+    if not value.isdigit():
+        raise memory_invalid("`limit` is a whole number.", "limit")
+    return int(value)
+
+
+# -- the tree (§2) ------------------------------------------------------------------------
+@router.get("/v1/memories")
+async def list_memories(
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    parent: str | None = None,
+    ancestor: str | None = None,
+    granted: str | None = None,
+) -> dict[str, Any]:
+    memories = await engine.memories.listing(
+        caller_of(principal), parent=parent, ancestor=ancestor, granted=_flag(granted, "granted")
+    )
+    return {"object": "list", "data": [memory_to_wire(m) for m in memories]}
+
+
+@router.post("/v1/memories")
+async def create_memory(
+    request: Request,
+    body: JsonObject,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    key: IdempotencyKey = None,
+) -> dict[str, Any]:
+    async def write() -> dict[str, Any]:
+        return memory_to_wire(await engine.memories.create(caller_of(principal), body))
+
+    return await once(request, engine, principal, key, body, write)
+
+
+# Before /v1/memories/{memory_id}: no memory's path.
+@router.get("/v1/memories/types")
+async def list_types(principal: CurrentPrincipal) -> dict[str, Any]:
+    """The core types; no provider here registers an extension type yet (§8)."""
+    return {
+        "object": "list",
+        "data": [{"type": t.type, "core": True, "description": t.description} for t in CORE],
+    }
+
+
+@router.get("/v1/memories/{memory_id}")
+async def get_memory(
+    memory_id: str, principal: CurrentPrincipal, engine: EngineDep
+) -> dict[str, Any]:
+    return memory_to_wire(await engine.memories.get(caller_of(principal), memory_id))
+
+
+@router.put("/v1/memories/{memory_id}")
+async def update_memory(
+    request: Request,
+    memory_id: str,
+    body: JsonObject,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    key: IdempotencyKey = None,
+) -> dict[str, Any]:
+    async def write() -> dict[str, Any]:
+        memory = await engine.memories.update(caller_of(principal), memory_id, body)
+        return memory_to_wire(memory)
+
+    return await once(request, engine, principal, key, body, write)
+
+
+@router.delete("/v1/memories/{memory_id}")
+async def delete_memory(
+    request: Request,
+    memory_id: str,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    key: IdempotencyKey = None,
+) -> dict[str, Any]:
+    async def write() -> dict[str, Any]:
+        deleted = await engine.memories.delete(caller_of(principal), memory_id)
+        return {
+            "id": deleted.id,
+            "object": "memory",
+            "deleted": True,
+            "memories": deleted.memories,
+        }
+
+    return await once(request, engine, principal, key, None, write)
+
+
+# -- grants (§3.1) ------------------------------------------------------------------------
+@router.get("/v1/memories/{memory_id}/grants")
+async def list_grants(
+    memory_id: str, principal: CurrentPrincipal, engine: EngineDep
+) -> dict[str, Any]:
+    grants = await engine.memories.grants(caller_of(principal), memory_id)
+    return {"object": "list", "data": [grant_to_wire(g) for g in grants]}
+
+
+@router.post("/v1/memories/{memory_id}/grants")
+async def create_grant(
+    request: Request,
+    memory_id: str,
+    body: JsonObject,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    key: IdempotencyKey = None,
+) -> dict[str, Any]:
+    async def write() -> dict[str, Any]:
+        return grant_to_wire(await engine.memories.grant(caller_of(principal), memory_id, body))
+
+    return await once(request, engine, principal, key, body, write)
+
+
+@router.delete("/v1/memories/{memory_id}/grants/{grant_id}")
+async def delete_grant(
+    request: Request,
+    memory_id: str,
+    grant_id: str,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    key: IdempotencyKey = None,
+) -> dict[str, Any]:
+    async def write() -> dict[str, Any]:
+        await engine.memories.revoke(caller_of(principal), memory_id, grant_id)
+        return {"id": grant_id, "object": "memory.grant", "deleted": True}
+
+    return await once(request, engine, principal, key, None, write)
+
+
+# -- records (§4, §5) ---------------------------------------------------------------------
+@router.post("/v1/memories/{memory_id}/observe")
+async def observe(
+    request: Request,
+    memory_id: str,
+    body: JsonObject,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    key: IdempotencyKey = None,
+) -> dict[str, Any]:
+    async def write() -> dict[str, Any]:
+        records = await engine.memories.observe(caller_of(principal), memory_id, body)
+        return {"object": "list", "data": [record_to_wire(r) for r in records], "next": None}
+
+    return await once(request, engine, principal, key, body, write)
+
+
+@router.get("/v1/memories/{memory_id}/records")
+async def list_records(
+    memory_id: str,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    type: str | None = None,
+    include: str | None = None,
+    as_of: str | None = None,
+    limit: str | None = None,
+    cursor: str | None = None,
+) -> dict[str, Any]:
+    page = await engine.memories.records(
+        caller_of(principal),
+        memory_id,
+        type=type,
+        include=include,
+        as_of=as_of,
+        limit=_limit(limit),
+        cursor=cursor,
+    )
+    return page_to_wire(page)
+
+
+@router.post("/v1/memories/{memory_id}/records")
+async def remember(
+    request: Request,
+    memory_id: str,
+    body: JsonObject,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    key: IdempotencyKey = None,
+) -> dict[str, Any]:
+    async def write() -> dict[str, Any]:
+        record = await engine.memories.remember(caller_of(principal), memory_id, body)
+        return record_to_wire(record)
+
+    return await once(request, engine, principal, key, body, write)
+
+
+@router.get("/v1/memories/{memory_id}/records/{record_id}")
+async def get_record(
+    memory_id: str,
+    record_id: str,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    as_of: str | None = None,
+) -> dict[str, Any]:
+    record = await engine.memories.record(caller_of(principal), memory_id, record_id, as_of)
+    return record_to_wire(record)
+
+
+@router.patch("/v1/memories/{memory_id}/records/{record_id}")
+async def revise(
+    request: Request,
+    memory_id: str,
+    record_id: str,
+    body: JsonObject,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    key: IdempotencyKey = None,
+) -> dict[str, Any]:
+    async def write() -> dict[str, Any]:
+        record = await engine.memories.revise(caller_of(principal), memory_id, record_id, body)
+        return record_to_wire(record)
+
+    return await once(request, engine, principal, key, body, write)
+
+
+@router.delete("/v1/memories/{memory_id}/records/{record_id}")
+async def forget(
+    request: Request,
+    memory_id: str,
+    record_id: str,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    key: IdempotencyKey = None,
+) -> dict[str, Any]:
+    async def write() -> dict[str, Any]:
+        record = await engine.memories.forget(caller_of(principal), memory_id, record_id)
+        return record_to_wire(record)
+
+    return await once(request, engine, principal, key, None, write)
+
+
+@router.post("/v1/memories/{memory_id}/erase")
+async def erase(
+    request: Request,
+    memory_id: str,
+    body: JsonObject,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    key: IdempotencyKey = None,
+) -> dict[str, Any]:
+    async def write() -> dict[str, Any]:
+        erasure = await engine.memories.erase(caller_of(principal), memory_id, body)
+        return {"erased": erasure.erased, "unreachable": erasure.unreachable}
+
+    return await once(request, engine, principal, key, body, write)
+
+
+@router.get("/v1/memories/{memory_id}/records/{record_id}/history")
+async def history(
+    memory_id: str, record_id: str, principal: CurrentPrincipal, engine: EngineDep
+) -> dict[str, Any]:
+    versions = await engine.memories.history(caller_of(principal), memory_id, record_id)
+    return {"object": "list", "data": [record_to_wire(v) for v in versions], "next": None}

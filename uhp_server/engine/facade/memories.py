@@ -1,0 +1,632 @@
+"""Memories for every door (Memories chapter §2-§5): the tree, its grants, and the records
+its providers keep.
+
+Every operation first decides what the caller may do (memories/access.py) over the tree and
+the caller's grants, read in one transaction, and only then asks a provider anything, by the
+ids it may reach. A memory the caller may not see is `memory_not_found`, exactly as one that
+is not there; one it sees without the privilege needed is `memory_forbidden`. Records are
+stamped here with who wrote them: nothing a caller sends says who it is.
+
+Recall (§6), the graph (§6.6), files, types, snapshots, consolidation and the agent's
+part (§9) are not built yet: their routes are not served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from storage import memories as store
+from storage.db import Database, Order
+from storage.tables import MemoryGrantRow, MemoryRow
+from storage.unit import Tx
+from uhp_server.engine.facade.memory_replays import Replays
+from uhp_server.errors import ApiError
+from uhp_server.ids import new_id
+from uhp_server.memories.access import (
+    ALL,
+    CREATE,
+    DELETE,
+    READ,
+    WRITE,
+    Access,
+    Caller,
+    Node,
+    Tree,
+    checked_principal,
+    checked_privileges,
+    ordered,
+)
+from uhp_server.memories.content import Invalid, Statement, Unsupported, stated
+from uhp_server.memories.errors import (
+    memory_forbidden,
+    memory_invalid,
+    memory_not_found,
+    memory_unsupported,
+    record_not_found,
+)
+from uhp_server.memories.provider import Erasure, Listing, MemoryProvider, NewRecord, Version
+from uhp_server.memories.records import (
+    Grant,
+    Memory,
+    MemoryDeleted,
+    MemoryRecord,
+    RecordPage,
+    RecordTime,
+    Reference,
+    Writer,
+)
+
+MAX_NAME = 200
+MAX_DESCRIPTION = 2000
+MAX_PAGE = 200
+MAX_EPISODES = 100
+REVISE_TRIES = 5  # a revision that keeps losing to others' is refused after this many
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """The tree as one caller sees it, and each node's provider (read in one transaction)."""
+
+    access: Access
+    providers: dict[str, str]  # by memory
+
+
+class Memories:
+    def __init__(
+        self,
+        db: Database,
+        providers: dict[str, MemoryProvider],
+        default_provider: str,
+        replays: Replays,
+    ) -> None:
+        self.db = db
+        self.providers = providers
+        self.default_provider = default_provider
+        self.replays = replays  # writes made with an Idempotency-Key
+
+    # -- who sees what --------------------------------------------------------------------
+    async def _seen(self, caller: Caller) -> _Seen:
+        nodes, grants = await self.db.read(_tree_and_grants, sorted(caller.principals()))
+        granted: dict[str, frozenset[str]] = {}
+        for grant in grants:
+            granted[grant.memory_id] = granted.get(grant.memory_id, frozenset()) | frozenset(
+                grant.privileges or ()
+            )
+        tree = Tree.of(Node(node.id, node.parent_id, node.restricted) for node in nodes)
+        return _Seen(Access(tree, granted), {node.id: node.provider for node in nodes})
+
+    async def _requiring(self, caller: Caller, memory_id: str, privilege: str) -> _Seen:
+        seen = await self._seen(caller)
+        _require(seen.access, memory_id, privilege)
+        return seen
+
+    # -- the tree (§2) --------------------------------------------------------------------
+    async def create(self, caller: Caller, body: dict[str, Any]) -> Memory:
+        name = _name(body.get("name"))
+        description = _text(body.get("description"), "description", MAX_DESCRIPTION)
+        restricted = _flag(body.get("restricted"), "restricted")
+        parent_id = body.get("parent_id")
+        seen = await self._seen(caller)
+        if parent_id is not None:
+            if not isinstance(parent_id, str):
+                raise memory_invalid("`parent_id` is a memory's id, or null.", "parent_id")
+            _require(seen.access, parent_id, CREATE, param="parent_id")
+        provider = self._provider_named(body.get("provider"), seen, parent_id)
+        now = store.now_ms()
+        row = MemoryRow(
+            id=new_id("memory"),
+            parent_id=parent_id,
+            name=name,
+            description=description or "",
+            restricted=bool(restricted),
+            provider=provider,
+            owner_id=caller.member_id,
+            created_at_ms=now,
+            updated_at_ms=now,
+        )
+        # Whoever creates a memory holds all four privileges on it: a grant like any other.
+        owner = MemoryGrantRow(
+            id=new_id("memory_grant"),
+            memory_id=row.id,
+            principal=caller.principal,
+            privileges=ordered(ALL),
+            created_at_ms=now,
+        )
+        if await self.db.write(store.insert_memory, row, owner, order=Order.ANY) is None:
+            raise memory_not_found(param="parent_id")
+        return await self.get(caller, row.id)
+
+    def _provider_named(self, value: object, seen: _Seen, parent_id: str | None) -> str:
+        if value is None:
+            return seen.providers[parent_id] if parent_id else self.default_provider
+        if not isinstance(value, str) or value not in self.providers:
+            raise memory_invalid(
+                f"`provider` names a provider this server is connected to: "
+                f"{', '.join(sorted(self.providers))}.",
+                "provider",
+            )
+        return value
+
+    async def get(self, caller: Caller, memory_id: str) -> Memory:
+        seen = await self._requiring(caller, memory_id, READ)
+        return (await self._memories(seen, [memory_id]))[0]
+
+    async def listing(
+        self,
+        caller: Caller,
+        parent: str | None = None,
+        ancestor: str | None = None,
+        granted: bool = False,
+    ) -> list[Memory]:
+        """One level (`parent`), where the caller enters (neither), every descendant it may
+        see (`ancestor`), or what it was given (`granted`)."""
+        seen = await self._seen(caller)
+        access = seen.access
+        if granted:
+            ids = access.given()
+        elif parent is not None:
+            _require(access, parent, READ, param="parent")
+            ids = access.children(parent)
+        elif ancestor is not None:
+            _require(access, ancestor, READ, param="ancestor")
+            ids = access.below(ancestor)
+        else:
+            ids = access.entries()
+        return await self._memories(seen, ids)
+
+    async def update(self, caller: Caller, memory_id: str, body: dict[str, Any]) -> Memory:
+        """Names and descriptions need `write`; restricting or moving needs `delete`, and a
+        move `create` on the new parent. A field that says what the caller already sees
+        (its `restricted`, its `parent_id`: null where it may not see the parent) changes
+        nothing, so an object read back and sent again moves nothing."""
+        name = _name(body.get("name")) if "name" in body else None
+        description = (
+            _text(body.get("description"), "description", MAX_DESCRIPTION)
+            if "description" in body
+            else None
+        )
+        restricted = _flag(body.get("restricted"), "restricted")
+        seen = await self._requiring(caller, memory_id, WRITE if "name" in body else READ)
+        if restricted == seen.access.tree.nodes[memory_id].restricted:
+            restricted = None
+        move = "parent_id" in body and body["parent_id"] != seen.access.visible_parent(memory_id)
+        if "provider" in body and body["provider"] != seen.providers[memory_id]:
+            raise memory_unsupported(
+                "A memory's provider is set when it is created; this server does not move "
+                "records between providers.",
+                "provider",
+            )
+        needed = DELETE if restricted is not None or move else WRITE
+        _require(seen.access, memory_id, needed)
+        if move:
+            self._check_move(seen, memory_id, body["parent_id"])
+        changes = store.MemoryChanges(
+            name=name,
+            description=description,
+            restricted=restricted,
+            move=move,
+            parent_id=body.get("parent_id"),
+        )
+        if await self.db.write(store.update_memory, memory_id, changes, order=Order.ANY) is None:
+            raise memory_not_found()
+        return await self.get(caller, memory_id)
+
+    def _check_move(self, seen: _Seen, memory_id: str, parent_id: object) -> None:
+        if parent_id is None:
+            return
+        if not isinstance(parent_id, str):
+            raise memory_invalid("`parent_id` is a memory's id, or null.", "parent_id")
+        _require(seen.access, parent_id, CREATE, param="parent_id")
+        if parent_id == memory_id or parent_id in seen.access.tree.descendants(memory_id):
+            raise memory_invalid(
+                "A memory cannot move under itself or one of its descendants.", "parent_id"
+            )
+
+    async def delete(self, caller: Caller, memory_id: str) -> MemoryDeleted:
+        """The memory and its whole subtree, records included; the answer names the ones
+        the caller could see (naming the others would say they exist)."""
+        seen = await self._requiring(caller, memory_id, DELETE)
+        subtree = [memory_id, *seen.access.tree.descendants(memory_id)]
+        by_provider: dict[str, list[str]] = {}
+        for node in subtree:
+            by_provider.setdefault(seen.providers[node], []).append(node)
+        await self.db.write(store.delete_memories, subtree, order=Order.ANY)
+        for name, ids in by_provider.items():
+            if name in self.providers:
+                await self.providers[name].drop(ids)
+        visible = [node for node in subtree if seen.access.sees(node)]
+        return MemoryDeleted(memory_id, visible)
+
+    async def _memories(self, seen: _Seen, ids: list[str]) -> list[Memory]:
+        counts = await self._counts(seen, ids)
+        rows = await self.db.read(store.memories_by_ids, ids)
+        access = seen.access
+        return [
+            Memory(
+                id=node,
+                name=rows[node].name,
+                description=rows[node].description,
+                parent_id=access.visible_parent(node),
+                ancestors=access.ancestors(node),
+                restricted=rows[node].restricted,
+                provider=rows[node].provider,
+                privileges=ordered(access.on(node)),
+                records=counts.get(node, 0),
+                children=len(access.children(node)),
+                created_at_ms=rows[node].created_at_ms,
+                updated_at_ms=rows[node].updated_at_ms,
+            )
+            for node in ids
+            if node in rows  # (deleted since the tree was read)
+        ]
+
+    async def _counts(self, seen: _Seen, ids: Iterable[str]) -> dict[str, int]:
+        by_provider: dict[str, list[str]] = {}
+        for node in ids:
+            by_provider.setdefault(seen.providers[node], []).append(node)
+        counts: dict[str, int] = {}
+        for name, nodes in by_provider.items():
+            if name in self.providers:
+                counts.update(await self.providers[name].counts(nodes))
+        return counts
+
+    # -- grants (§3.1) --------------------------------------------------------------------
+    async def grants(self, caller: Caller, memory_id: str) -> list[Grant]:
+        """The grants on this memory and on each ancestor whose grants reach it (up to and
+        including the nearest restricted one), highest first."""
+        seen = await self._requiring(caller, memory_id, DELETE)
+        reaching = _reaching(seen, memory_id)
+        rows = await self.db.read(store.grants_on, reaching)
+        depth = {node: index for index, node in enumerate(reaching)}
+        rows.sort(key=lambda row: depth[row.memory_id])
+        return [_grant(row, inherited=row.memory_id != memory_id) for row in rows]
+
+    async def grant(self, caller: Caller, memory_id: str, body: dict[str, Any]) -> Grant:
+        try:
+            principal = checked_principal(body.get("principal"))
+            privileges = checked_privileges(body.get("privileges"))
+        except ValueError as exc:
+            raise memory_invalid(str(exc)) from None
+        await self._requiring(caller, memory_id, DELETE)
+        row = MemoryGrantRow(
+            id=new_id("memory_grant"),
+            memory_id=memory_id,
+            principal=principal,
+            privileges=ordered(privileges),
+            created_at_ms=store.now_ms(),
+        )
+        return _grant(await self.db.write(store.put_grant, row, order=Order.ANY), inherited=False)
+
+    async def revoke(self, caller: Caller, memory_id: str, grant_id: str) -> None:
+        await self._requiring(caller, memory_id, DELETE)
+        if not await self.db.write(store.delete_grant, memory_id, grant_id, order=Order.ANY):
+            raise ApiError(404, "not_found", "No grant with that id on this memory.")
+
+    # -- records (§4, §5) -----------------------------------------------------------------
+    async def remember(self, caller: Caller, memory_id: str, body: dict[str, Any]) -> MemoryRecord:
+        statement = _stated(body)
+        seen = await self._requiring(caller, memory_id, WRITE)
+        provider = self._provider_of(seen, memory_id)
+        references = await self._placed(seen, statement.references or [])
+        record = _new_record(memory_id, statement, references, _writer(caller))
+        stored = await provider.remember([record])
+        if stored is None:
+            raise memory_not_found()
+        return await self._shown(seen, stored[0])
+
+    async def observe(
+        self, caller: Caller, memory_id: str, body: dict[str, Any]
+    ) -> list[MemoryRecord]:
+        """Episodes appended as they arrived (§5.1). The embedded provider derives nothing
+        from them yet (`derivation: none`), so it answers at once with what it kept."""
+        episodes = body.get("episodes")
+        if not isinstance(episodes, list) or not 0 < len(episodes) <= MAX_EPISODES:
+            raise memory_invalid(
+                f"`episodes` is a list of 1 to {MAX_EPISODES} episodes.", "episodes"
+            )
+        records = []
+        for index, episode in enumerate(episodes):
+            if not isinstance(episode, dict) or "content" not in episode:
+                raise memory_invalid(f"episodes[{index}] carries its `content`.", "episodes")
+            statement = _stated({"type": "episode", **_only(episode, "content", "attributes")})
+            records.append(statement)
+        seen = await self._requiring(caller, memory_id, WRITE)
+        writer = _writer(caller)
+        stored = await self._provider_of(seen, memory_id).remember(
+            [_new_record(memory_id, statement, [], writer) for statement in records]
+        )
+        if stored is None:
+            raise memory_not_found()
+        return [await self._shown(seen, version) for version in stored]
+
+    async def records(
+        self,
+        caller: Caller,
+        memory_id: str,
+        *,
+        type: str | None = None,
+        include: str | None = None,
+        as_of: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> RecordPage:
+        if include not in (None, "active", "all"):
+            raise memory_invalid("`include` is active or all.", "include")
+        size = MAX_PAGE if limit is None else limit
+        if not 0 < size <= MAX_PAGE:
+            raise memory_invalid(f"`limit` is between 1 and {MAX_PAGE}.", "limit")
+        seen = await self._requiring(caller, memory_id, READ)
+        listing = Listing(
+            memory_id=memory_id,
+            type=type,
+            include_forgotten=include == "all",
+            as_of=_instant(as_of),
+            after=cursor,
+            limit=size,
+        )
+        versions = await self._provider_of(seen, memory_id).listing(listing)
+        shown = [await self._shown(seen, version) for version in versions]
+        return RecordPage(shown, shown[-1].id if len(shown) == size else None)
+
+    async def record(
+        self, caller: Caller, memory_id: str, record_id: str, as_of: str | None = None
+    ) -> MemoryRecord:
+        instant = _instant(as_of)
+        seen = await self._requiring(caller, memory_id, READ)
+        version = await self._provider_of(seen, memory_id).get(memory_id, record_id, instant)
+        if version is None:
+            raise record_not_found()
+        return await self._shown(seen, version)
+
+    async def history(self, caller: Caller, memory_id: str, record_id: str) -> list[MemoryRecord]:
+        seen = await self._requiring(caller, memory_id, READ)
+        versions = await self._provider_of(seen, memory_id).history(memory_id, record_id)
+        if not versions:
+            raise record_not_found()
+        return [await self._shown(seen, version) for version in versions]
+
+    async def revise(
+        self, caller: Caller, memory_id: str, record_id: str, body: dict[str, Any]
+    ) -> MemoryRecord:
+        """A new version; the one before stays in the history. What is not stated is kept,
+        and so is every reference the reviser may not read (§4.2: it can neither restate
+        nor remove one it was shown as unavailable)."""
+        statement = _stated(body, revising=True)
+        seen = await self._requiring(caller, memory_id, WRITE)
+        provider = self._provider_of(seen, memory_id)
+        for _ in range(REVISE_TRIES):
+            current = await provider.get(memory_id, record_id, None)
+            if current is None:
+                raise record_not_found()
+            _revisable(current)
+            record = await self._revised(seen, current, statement, _writer(caller))
+            stored = await provider.append(record_id, current.version, record)
+            if stored is not None:
+                return await self._shown(seen, stored)
+            await asyncio.sleep(0)  # another change came first: revise what it left
+        raise ApiError(409, "memory_busy", "This record is being changed by others; try again.")
+
+    async def _revised(
+        self, seen: _Seen, current: Version, statement: Statement, writer: Writer
+    ) -> NewRecord:
+        was = current.record
+        references = was.references
+        if statement.references is not None:
+            hidden = [ref for ref in was.references if not _readable(seen, ref)]
+            stated_refs = await self._placed(seen, statement.references)
+            references = [*stated_refs, *(ref for ref in hidden if ref not in stated_refs)]
+        return NewRecord(
+            memory_id=was.memory_id,
+            type=was.type,
+            title=statement.title if statement.title is not None else was.title,
+            content=statement.content if statement.content is not None else was.content,
+            attributes=statement.attributes if statement.attributes is not None else was.attributes,
+            references=references,
+            valid_from=statement.valid_from or was.valid_from,
+            valid_to=statement.valid_to or was.valid_to,
+            written_by=writer,
+        )
+
+    async def forget(self, caller: Caller, memory_id: str, record_id: str) -> MemoryRecord:
+        seen = await self._requiring(caller, memory_id, WRITE)
+        provider = self._provider_of(seen, memory_id)
+        current = await provider.get(memory_id, record_id, None)
+        if current is None:
+            raise record_not_found()
+        if current.follows is not None:
+            _revisable(current)
+        forgotten = await provider.forget(memory_id, record_id)
+        if forgotten is None:
+            raise record_not_found()
+        return await self._shown(seen, forgotten)
+
+    async def erase(self, caller: Caller, memory_id: str, body: dict[str, Any]) -> Erasure:
+        """Removes records for good (§5.2): a person's act, needing `delete`, never a tool."""
+        record_ids = body.get("record_ids")
+        if (
+            not isinstance(record_ids, list)
+            or not 0 < len(record_ids) <= MAX_PAGE
+            or not all(isinstance(rid, str) for rid in record_ids)
+        ):
+            raise memory_invalid(
+                f"`record_ids` is a list of 1 to {MAX_PAGE} record ids.", "record_ids"
+            )
+        seen = await self._requiring(caller, memory_id, DELETE)
+        unique = list(dict.fromkeys(record_ids))
+        erased = await self._provider_of(seen, memory_id).erase(memory_id, unique)
+        if erased is None:
+            raise record_not_found()
+        return erased
+
+    def _provider_of(self, seen: _Seen, memory_id: str) -> MemoryProvider:
+        name = seen.providers[memory_id]
+        if name not in self.providers:
+            raise ApiError(
+                503, "memory_unavailable", f"The provider `{name}` of this memory is not connected."
+            )
+        return self.providers[name]
+
+    async def _placed(self, seen: _Seen, references: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """References as kept: one that names no memory is given the memory its record is
+        in, when a provider here keeps it (the reader's privileges decide what it shows)."""
+        unplaced = [ref["record_id"] for ref in references if "memory_id" not in ref]
+        found: dict[str, str] = {}
+        if unplaced:
+            for provider in self.providers.values():
+                found.update(await provider.locate(unplaced))
+        return [
+            ref
+            if "memory_id" in ref or ref["record_id"] not in found
+            else {**ref, "memory_id": found[ref["record_id"]]}
+            for ref in references
+        ]
+
+    async def _shown(self, seen: _Seen, version: Version) -> MemoryRecord:
+        record = version.record
+        return MemoryRecord(
+            id=version.id,
+            memory_id=version.memory_id,
+            type=record.type,
+            title=record.title,
+            content=record.content,
+            attributes=record.attributes,
+            version=version.version,
+            status=version.status,
+            supersedes=version.supersedes,
+            time=RecordTime(
+                record.valid_from, record.valid_to, version.written_at_ms, version.invalidated_at_ms
+            ),
+            written_by=record.written_by,
+            references=[_reference(seen, ref) for ref in record.references],
+            follows=version.follows,
+        )
+
+
+# -- helpers ----------------------------------------------------------------------------------
+def _tree_and_grants(
+    tx: Tx, principals: list[str]
+) -> tuple[list[store.Skeleton], list[MemoryGrantRow]]:
+    return store.skeleton(tx), store.grants_of(tx, principals)
+
+
+def _require(access: Access, memory_id: str, privilege: str, param: str | None = None) -> None:
+    held = access.on(memory_id)
+    if not held:
+        raise memory_not_found(param=param)
+    if privilege not in held:
+        raise memory_forbidden(privilege)
+
+
+def _reaching(seen: _Seen, memory_id: str) -> list[str]:
+    """The nodes whose grants reach this one, highest first: itself, and its ancestors up
+    to and including the nearest restricted one."""
+    chain = [memory_id]
+    node = seen.access.tree.nodes[memory_id]
+    while (
+        not node.restricted
+        and node.parent_id in seen.access.tree.nodes
+        and node.parent_id not in chain
+    ):
+        chain.append(node.parent_id)
+        node = seen.access.tree.nodes[node.parent_id]
+    return chain[::-1]
+
+
+def _grant(row: MemoryGrantRow, inherited: bool) -> Grant:
+    return Grant(row.id, row.memory_id, row.principal, ordered(row.privileges or ()), inherited)
+
+
+def _readable(seen: _Seen, ref: dict[str, Any]) -> bool:
+    target = ref.get("memory_id")
+    return isinstance(target, str) and READ in seen.access.on(target)
+
+
+def _reference(seen: _Seen, ref: dict[str, Any]) -> Reference:
+    if not _readable(seen, ref):
+        return Reference(record_id=ref["record_id"], available=False)
+    return Reference(
+        record_id=ref["record_id"], available=True, rel=ref.get("rel"), memory_id=ref["memory_id"]
+    )
+
+
+def _writer(caller: Caller) -> Writer:
+    """The stamp (§13): the authenticated caller, whatever the body said."""
+    return Writer(kind="member", id=caller.member_id, type=caller.type)
+
+
+def _new_record(
+    memory_id: str, statement: Statement, references: list[dict[str, Any]], writer: Writer
+) -> NewRecord:
+    return NewRecord(
+        memory_id=memory_id,
+        type=statement.type or "fact",
+        title=statement.title,
+        content=statement.content or [],
+        attributes=statement.attributes or {},
+        references=references,
+        valid_from=statement.valid_from,
+        valid_to=statement.valid_to,
+        written_by=writer,
+    )
+
+
+def _stated(body: dict[str, Any], revising: bool = False) -> Statement:
+    try:
+        return stated(body, revising=revising)
+    except Invalid as exc:
+        raise memory_invalid(str(exc), exc.param) from None
+    except Unsupported as exc:
+        raise memory_unsupported(str(exc), "content") from None
+
+
+def _revisable(version: Version) -> None:
+    if version.follows is not None:
+        source = version.follows.get("name") or version.follows.get("id") or "its source"
+        raise memory_unsupported(
+            f"This record follows {source}: change it there, and the record follows."
+        )
+    if version.status != store.ACTIVE:
+        raise memory_invalid("This record was forgotten; write a new record instead.")
+
+
+def _only(body: dict[str, Any], *names: str) -> dict[str, Any]:
+    return {name: body[name] for name in names if name in body}
+
+
+def _name(value: object) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_NAME:
+        raise memory_invalid(f"`name` is text of 1 to {MAX_NAME} characters.", "name")
+    return value
+
+
+def _text(value: object, name: str, most: int) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > most:
+        raise memory_invalid(f"`{name}` is text of at most {most} characters.", name)
+    return value
+
+
+def _flag(value: object, name: str) -> bool | None:
+    if value is not None and not isinstance(value, bool):
+        raise memory_invalid(f"`{name}` is true or false.", name)
+    return value
+
+
+def _instant(value: str | None) -> int | None:
+    """`as_of`: a date and time (ISO 8601; without a zone, UTC)."""
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise memory_invalid(
+            "`as_of` is a date and time, e.g. 2026-10-01T17:02:11Z.", "as_of"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)  # the milliseconds a version's times are kept in

@@ -1,0 +1,108 @@
+"""What keeps a memory's records (Memories §10): the seam a provider's adapter fills.
+
+Everything above it, the tree, the grants, the cutoff and references across memories, is the
+server's (engine/facade/memories.py), decided before a provider is called: a provider is
+only ever asked about memories the caller may reach, by their ids. The embedded provider
+(embedded.py) keeps records in the server's own database. Recall (§6), the capability
+document (§10.2) and observe's derivation are not part of this seam yet: recall will be asked
+of each provider with the memories `Access.searched` decides a question covers, and nothing
+else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from uhp_server.memories.records import Writer
+
+
+@dataclass(frozen=True)
+class NewRecord:
+    """A version as written: its fields, and who wrote it (the server's stamp)."""
+
+    memory_id: str
+    type: str
+    title: str | None
+    content: list[dict[str, Any]]
+    attributes: dict[str, Any]
+    references: list[dict[str, Any]]  # [{"record_id", "memory_id"?, "rel"?}]
+    valid_from: str | None
+    valid_to: str | None
+    written_by: Writer
+
+
+@dataclass(frozen=True)
+class Version:
+    """One version of a record as the provider keeps it; references unresolved."""
+
+    id: str
+    memory_id: str
+    version: int
+    status: str  # active, superseded, forgotten
+    supersedes: int | None
+    written_at_ms: int
+    invalidated_at_ms: int | None
+    record: NewRecord
+    follows: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One memory's records: current (`include_forgotten` adds the forgotten ones), or as
+    the memory held them at `as_of`; a page after the id `after`."""
+
+    memory_id: str
+    type: str | None = None
+    include_forgotten: bool = False
+    as_of: int | None = None
+    after: str | None = None
+    limit: int = 100
+
+
+@dataclass(frozen=True)
+class Erasure:
+    """What an erase removed, and the copies the provider could not reach (§5.2): an empty
+    `unreachable` is a guarantee."""
+
+    erased: list[str]
+    unreachable: list[str]
+
+
+class MemoryProvider(Protocol):
+    id: str
+
+    async def remember(self, records: list[NewRecord]) -> list[Version] | None:
+        """Each as a new record, version 1; None when their memory is gone."""
+        ...
+
+    async def append(self, record_id: str, after: int, record: NewRecord) -> Version | None:
+        """A new version after version `after`; None when that is no longer the current
+        active one (another change came first)."""
+        ...
+
+    async def forget(self, memory_id: str, record_id: str) -> Version | None: ...
+
+    async def get(self, memory_id: str, record_id: str, as_of: int | None) -> Version | None: ...
+
+    async def history(self, memory_id: str, record_id: str) -> list[Version]: ...
+
+    async def listing(self, listing: Listing) -> list[Version]: ...
+
+    async def counts(self, memory_ids: Iterable[str]) -> dict[str, int]:
+        """Active records per memory."""
+        ...
+
+    async def locate(self, record_ids: Iterable[str]) -> dict[str, str]:
+        """The memory each of these records is in, for those this provider keeps."""
+        ...
+
+    async def erase(self, memory_id: str, record_ids: list[str]) -> Erasure | None:
+        """Every version of each record, and what was derived from them, removed for good;
+        None, erasing nothing, when one is not a record of this memory."""
+        ...
+
+    async def drop(self, memory_ids: list[str]) -> None:
+        """Every record of these memories, every version, for good."""
+        ...

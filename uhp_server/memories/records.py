@@ -1,0 +1,99 @@
+"""The chapter's objects as the facade answers them; the door writes them as JSON."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Memory:
+    """A memory as one caller sees it (§2): its privileges there, the ancestors it may see,
+    and the children it may see counted."""
+
+    id: str
+    name: str
+    description: str
+    parent_id: str | None  # None on a root, and equally where the caller may not see it
+    ancestors: list[str]
+    restricted: bool
+    provider: str
+    privileges: list[str]
+    records: int
+    children: int
+    created_at_ms: int
+    updated_at_ms: int
+
+
+@dataclass(frozen=True)
+class MemoryDeleted:
+    id: str
+    memories: list[str]  # the removed ones the caller could see: this one first
+
+
+@dataclass(frozen=True)
+class Grant:
+    id: str
+    memory_id: str  # the node it sits on
+    principal: str
+    privileges: list[str]
+    inherited: bool  # it sits on an ancestor
+
+
+@dataclass(frozen=True)
+class Writer:
+    """Who wrote a version (§3 `written_by`), stamped by the server."""
+
+    kind: str
+    id: str
+    type: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        said: dict[str, Any] = {"kind": self.kind, "id": self.id}
+        if self.type is not None:
+            said["type"] = self.type
+        return said
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A reference as one reader sees it (§4.2): with `available` false, nothing but the
+    record id (not the memory it leads into, nor what it means)."""
+
+    record_id: str
+    available: bool
+    rel: str | None = None
+    memory_id: str | None = None
+
+
+@dataclass(frozen=True)
+class RecordTime:
+    valid_from: str | None
+    valid_to: str | None
+    written_at_ms: int
+    invalidated_at_ms: int | None
+
+
+@dataclass(frozen=True)
+class MemoryRecord:
+    """One version of a record, its references resolved for the reader."""
+
+    id: str
+    memory_id: str
+    type: str
+    title: str | None
+    content: list[dict[str, Any]]
+    attributes: dict[str, Any]
+    version: int
+    status: str
+    supersedes: int | None
+    time: RecordTime
+    written_by: Writer
+    references: list[Reference]
+    follows: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class RecordPage:
+    data: list[MemoryRecord]
+    next: str | None = None
