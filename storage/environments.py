@@ -3,8 +3,11 @@
 A build is a version row: inserted `building` when it starts (the next number after the
 latest), written as each step ends, then `ready` or `failed` for good. The database decides
 between two builds started at once: one version row per number, and no second build while one
-is `building` (`start_build` answers None: environment_busy). A ready build becomes the
-active version in the same transaction that finishes it; a failed one changes nothing else.
+is `building` (`start_build` answers None: environment_busy). The loser of such a race, or of
+two creates of one slug, finds out in a savepoint, so that its unit stays usable and commits:
+a failed flush outside one ends the unit's transaction (on PostgreSQL the failed statement
+aborts it anyway), a 500 where a 409 is due. A ready build becomes the active version in the
+same transaction that finishes it; a failed one changes nothing else.
 """
 
 from __future__ import annotations
@@ -54,9 +57,9 @@ def insert_environment(tx: Tx, row: EnvironmentRow) -> EnvironmentRow | None:
     unique index decides)."""
     if slug_taken(tx, row.principal_id, row.slug):
         return None
-    tx.orm.add(row)
     try:
-        tx.orm.flush()
+        with tx.orm.begin_nested():  # a savepoint: a lost race leaves the rest usable
+            tx.orm.add(row)
     except IntegrityError:
         return None
     return row
@@ -111,16 +114,19 @@ def start_build(tx: Tx, environment_id: str) -> int | None:
     if row is None or building_version(tx, environment_id) is not None:
         return None
     version = (row.latest_version or 0) + 1
-    tx.orm.add(
-        EnvironmentVersionRow(
-            environment_id=environment_id, version=version, status=BUILDING, started_at=time.time()
-        )
-    )
-    row.latest_version = version
-    row.updated_at_ms = now_ms()
-    tx.orm.add(row)
     try:
-        tx.orm.flush()
+        with tx.orm.begin_nested():  # a savepoint: a lost race leaves the rest usable
+            tx.orm.add(
+                EnvironmentVersionRow(
+                    environment_id=environment_id,
+                    version=version,
+                    status=BUILDING,
+                    started_at=time.time(),
+                )
+            )
+            row.latest_version = version
+            row.updated_at_ms = now_ms()
+            tx.orm.add(row)
     except IntegrityError:  # another replica's build took the number first
         return None
     return version

@@ -17,10 +17,11 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy.orm.attributes import set_committed_value
 
 from storage import environments as env_store
 from storage import keys as key_store
-from storage.tables import SessionRow
+from storage.tables import EnvironmentRow, SessionRow
 from storage.unit import Tx
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
@@ -193,6 +194,21 @@ async def test_a_slug_already_taken_is_environment_exists_but_not_across_princip
         "/v1/environments", json={"name": "Content Studio"}, headers=_other_key(server)
     )
     assert theirs.status_code == 200  # a principal's own mount paths
+
+
+async def test_a_create_that_loses_the_race_for_its_slug_is_environment_exists(server, monkeypatch):
+    """Two replicas create one slug at once: both checks find it free, the unique index
+    decides. The loser answers environment_exists, never a 500 (its failed insert must not end
+    its transaction, on PostgreSQL aborted by it), and the server writes on."""
+    await _create(server, "Content Studio")
+    # The check misses the winner, as a check does whose transaction began before the
+    # winner's commit: the insert is what finds it.
+    monkeypatch.setattr(env_store, "slug_taken", lambda *_: False)
+    lost = await server.client.post("/v1/environments", json={"name": "Content Studio"})
+    assert lost.status_code == 409 and _error(lost) == "environment_exists", lost.text
+    assert (await server.client.post("/v1/environments", json={"name": "Other"})).status_code == 200
+    listed = (await server.client.get("/v1/environments")).json()["environments"]
+    assert sorted(e["slug"] for e in listed) == ["content-studio", "other"]
 
 
 async def test_declared_packages_read_back_with_name_and_version_and_bad_specs_are_refused(server):
@@ -771,6 +787,53 @@ async def test_the_record_says_building_with_its_stage_while_it_runs_and_a_secon
     builder.gate.set()
     await server.ctx.engine.environments.builds.wait(eid, 1)
     assert (await server.client.get(f"/v1/environments/{eid}")).json()["status"] == "ready"
+
+
+async def test_a_build_that_loses_the_race_for_its_number_is_environment_busy(
+    server, builder, monkeypatch
+):
+    """Two replicas start a build of one environment at once: both read the same latest
+    version and find no build running, the version's key decides. The loser answers
+    environment_busy, never a 500 (its failed insert must not end its transaction)."""
+    eid = (await _create(server))["id"]
+    builder.gate = asyncio.Event()
+    first = await server.client.post(f"/v1/environments/{eid}/build")
+    assert first.status_code == 200 and first.json()["version"] == 1
+    running = env_store.building_version
+
+    def read_before_the_winner_committed(tx: Tx, environment_id: str) -> int | None:
+        # What the loser read in its transaction, begun before the winner's commit: no
+        # build running, and the latest version the one before the winner's.
+        environment = tx.orm.get(EnvironmentRow, environment_id)
+        assert environment is not None and environment.latest_version == 1
+        set_committed_value(environment, "latest_version", 0)  # as read, not as changed
+        return None
+
+    monkeypatch.setattr(env_store, "building_version", read_before_the_winner_committed)
+    lost = await server.client.post(f"/v1/environments/{eid}/build")
+    monkeypatch.setattr(env_store, "building_version", running)
+    assert lost.status_code == 409 and _error(lost) == "environment_busy", lost.text
+    builder.gate.set()
+    await server.ctx.engine.environments.builds.wait(eid, 1)
+    environment = (await server.client.get(f"/v1/environments/{eid}")).json()
+    assert environment["status"] == "ready" and environment["version"] == 1
+    assert (await _built(server, eid))["version"] == 2  # the loser took no number
+
+
+async def test_builds_started_at_once_are_one_build_and_the_rest_busy(server, builder):
+    # A race for real on PostgreSQL (writes run side by side there), when the timing lets it.
+    eid = (await _create(server))["id"]
+    builder.gate = asyncio.Event()
+    answers = await asyncio.gather(
+        *(server.client.post(f"/v1/environments/{eid}/build") for _ in range(4))
+    )
+    codes = sorted(a.status_code for a in answers)
+    assert codes == [200, 409, 409, 409], [a.text for a in answers]
+    assert all(_error(a) == "environment_busy" for a in answers if a.status_code == 409)
+    builder.gate.set()
+    await server.ctx.engine.environments.builds.wait(eid, 1)
+    versions = (await server.client.get(f"/v1/environments/{eid}/versions")).json()
+    assert [v["version"] for v in versions["versions"]] == [1]
 
 
 async def test_a_failed_build_leaves_the_active_version_and_says_why(server, builder):
