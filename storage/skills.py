@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
 from storage.tables import SkillBlobRow, SkillBundleRow
@@ -67,17 +68,33 @@ def put_bundle(
     manifest = _manifest(files)
     new_id = bundle_id(principal_id, files, prefix)
     data = {hashlib.sha256(f.data).hexdigest(): f.data for f in files}
-    s = tx.orm
     for digest, blob in data.items():
-        if s.get(SkillBlobRow, digest) is None:
-            s.add(SkillBlobRow(digest=digest, data=blob))
-    if s.get(SkillBundleRow, new_id) is None:
-        s.add(
-            SkillBundleRow(
-                id=new_id, principal_id=principal_id, files=manifest, created_at=time.time()
-            )
-        )
+        _add_once(tx, SkillBlobRow(digest=digest, data=blob), digest)
+    bundle = SkillBundleRow(
+        id=new_id, principal_id=principal_id, files=manifest, created_at=time.time()
+    )
+    _add_once(tx, bundle, new_id)
     return new_id
+
+
+def stored(tx: Tx, table: type[SkillBlobRow] | type[SkillBundleRow], key: str) -> bool:
+    return tx.orm.get(table, key) is not None
+
+
+def _add_once(tx: Tx, row: SkillBlobRow | SkillBundleRow, key: str) -> None:
+    """Insert a row keyed by its content, unless it is stored. Two writes storing the same
+    content at once (harness writes run side by side on PostgreSQL) both find it missing and
+    the key decides: the loser's row is the winner's, so it has nothing left to write. It
+    finds out in a savepoint, so that its unit stays usable and commits: a failed flush
+    outside one ends the unit's transaction (on PostgreSQL the failed statement aborts it
+    anyway), a 500 where the harness is due."""
+    if stored(tx, type(row), key):
+        return
+    try:
+        with tx.orm.begin_nested():  # a savepoint: a lost race leaves the rest usable
+            tx.orm.add(row)
+    except IntegrityError:  # the same content, stored at the same moment
+        pass
 
 
 def get_manifest(tx: Tx, principal_id: str, bundle_id: str) -> list[ManifestEntry] | None:

@@ -6,12 +6,14 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from storage import skills as skill_store
 from storage.harnesses import get_harness
 from tests.support.harness_api import (
     AUTH,
@@ -209,6 +211,39 @@ def test_a_large_bundle_is_out_of_line_and_still_round_trips(http: TestClient) -
         "skills[0].files[0].content",
     )
     assert folder(http, harness["id"], "vault-manual")["data/blob.bin"] == payload
+
+
+def test_a_folder_stored_by_a_write_at_the_same_moment_is_not_a_500(
+    http: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two harness writes store one skill folder at once (side by side on PostgreSQL): both
+    find its blobs and bundle missing, and their keys decide. The loser answers its harness,
+    never a 500 (its failed insert must not end its transaction), with the same bytes."""
+    payload = os.urandom(skill_rules.INLINE_BYTES)
+    entry = skill({"path": "data/blob.bin", "content_b64": base64.b64encode(payload).decode()})
+    first = create(http, {"base": "codex", "skills": [entry]})
+    # The check misses the winner, as a check does whose transaction began before the
+    # winner's commit: the inserts are what find it.
+    monkeypatch.setattr(skill_store, "stored", lambda *_: False)
+    second = create(http, {"base": "codex", "name": "second", "skills": [entry]})
+    monkeypatch.undo()
+    assert own_skills(second)[0]["blob"] == own_skills(first)[0]["blob"]
+    assert folder(http, second["id"], "vault-manual")["data/blob.bin"] == payload
+
+
+def test_harnesses_created_at_once_with_one_folder_are_all_created(http: TestClient) -> None:
+    # A race for real on PostgreSQL (harness writes run side by side there), when the timing
+    # lets it.
+    payload = os.urandom(skill_rules.INLINE_BYTES)
+    entry = skill({"path": "data/blob.bin", "content_b64": base64.b64encode(payload).decode()})
+    body = {"base": "codex", "skills": [entry]}
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(
+            pool.map(lambda _: http.post("/v1/harnesses", json=body, headers=AUTH), range(4))
+        )
+    assert [a.status_code for a in answers] == [200] * 4, [a.text for a in answers]
+    for answer in answers:
+        assert folder(http, answer.json()["id"], "vault-manual")["data/blob.bin"] == payload
 
 
 def test_content_is_shorthand_for_a_lone_skill_md(http: TestClient) -> None:
