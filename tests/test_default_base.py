@@ -20,6 +20,7 @@ import pytest
 
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
+from tests.support.agentos_platform import start_invocation
 from tests.support.fakes import FakeBase, FakeSandbox, answer
 from tests.support.in_process import InProcess, in_process
 from uhp_server.app import create_app
@@ -126,28 +127,13 @@ async def _every_door_runs_on(server: InProcess, bases: dict[str, FakeBase], exp
     assert tools.status_code == 200, tools.text
     assert used["id"] in json.dumps(tools.json()["result"]["tools"][0])
     # AgentOS: an invocation naming no harness runs on the default base too.
-    invoked = await client.post("/invoke", json=_invocation(), headers={"Authorization": ""})
+    invoked = await client.post(
+        "/invoke",
+        json=start_invocation(PROMPT, "https://example.com/v1"),
+        headers={"Authorization": ""},
+    )
     assert invoked.json()["status"] == "completed", invoked.text
     assert await _ran_on(server, bases) == [expected]
-
-
-def _invocation() -> dict[str, Any]:
-    return {
-        "capability": "run",
-        "run_id": "r_1",
-        "session_id": None,
-        "input": {"prompt": PROMPT},
-        "invocation": {"id": "r_1:1", "seq": 1, "attempt": 1, "kind": "start"},
-        "resume": None,
-        "context": {
-            "token": "tok_1",
-            "api_url": "https://platform.example",
-            "config": {"models": {"agent": "m"}, "prompts": {}, "params": {}},
-            "agent_id": "agt_1",
-            "version": "v1",
-            "llm": {"base_url": "https://example.com/v1", "api_key": "k"},
-        },
-    }
 
 
 async def test_unset_the_default_is_codex_at_every_door_and_the_start_log_says_so(

@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
+from tests.support.agentos_platform import start_invocation
 from tests.support.fakes import answer
 from tests.support.in_process import InProcess, in_process
 from tests.support.waiting import wait_for
@@ -112,22 +112,7 @@ async def test_oumi_tool_over_mcp(server: InProcess) -> None:
 
 
 async def test_agentos_contract(server: InProcess) -> None:
-    body: dict[str, Any] = {
-        "capability": "run",
-        "run_id": "r_1",
-        "session_id": None,
-        "input": {"prompt": SCRIPT},
-        "invocation": {"id": "r_1:1", "seq": 1, "attempt": 1, "kind": "start"},
-        "resume": None,
-        "context": {
-            "token": "tok_1",
-            "api_url": "https://platform.example",
-            "config": {"models": {"agent": "m"}, "prompts": {}, "params": {}},
-            "agent_id": "agt_1",
-            "version": "v1",
-            "llm": {"base_url": CONNECTION["base_url"], "api_key": "k"},
-        },
-    }
+    body = start_invocation(SCRIPT, CONNECTION["base_url"])
     invoked = await server.client.post("/invoke", json=body, headers={"Authorization": ""})
     assert invoked.status_code == 200, invoked.text
     assert invoked.json()["status"] == "completed", json.dumps(invoked.json())

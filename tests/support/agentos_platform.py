@@ -22,6 +22,27 @@ from tests.scripted_provider.fixture import bind_loopback
 RUN_TOKEN_HEADER = "x-agentos-run-token"
 
 
+def start_invocation(prompt: str, llm_base_url: str) -> dict[str, Any]:
+    """The least `/invoke` body of the contract: a run's first invocation, no platform behind
+    its `api_url` (for in-process tests that call the door directly)."""
+    return {
+        "capability": "run",
+        "run_id": "r_1",
+        "session_id": None,
+        "input": {"prompt": prompt},
+        "invocation": {"id": "r_1:1", "seq": 1, "attempt": 1, "kind": "start"},
+        "resume": None,
+        "context": {
+            "token": "tok_1",
+            "api_url": "https://platform.example",
+            "config": {"models": {"agent": "m"}, "prompts": {}, "params": {}},
+            "agent_id": "agt_1",
+            "version": "v1",
+            "llm": {"base_url": llm_base_url, "api_key": "k"},
+        },
+    }
+
+
 class AgentosPlatform:
     def __init__(self, gateway: RunningProvider) -> None:
         self.gateway = gateway
