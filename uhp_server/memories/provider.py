@@ -3,10 +3,16 @@
 Everything above it, the tree, the grants, the cutoff and references across memories, is the
 server's (engine/facade/memories.py), decided before a provider is called: a provider is
 only ever asked about memories the caller may reach, by their ids. The embedded provider
-(embedded.py) keeps records in the server's own database. Recall (§6), the capability
-document (§10.2) and observe's derivation are not part of this seam yet: recall will be asked
-of each provider with the memories `Access.searched` decides a question covers, and nothing
-else.
+(embedded.py) keeps records in the server's own database.
+
+Recall (§6) is asked of a provider as a `Question` naming the memories the server decided the
+question covers (`Access.searched`), and nothing else; the provider answers with what it
+found, what it did not do (`degraded`) and whether it abstains. The graph (§6.6) is built by
+the server from what every provider has: records, their references, and `referrers`.
+Semantic recall needs vectors: an `Embedder` (the configured model provider's embeddings,
+through the gateway) is handed to a provider that can use one; without it a provider
+declares `query` absent from its signals and answers a question that asks it with
+`degraded: ["query:not_supported"]`.
 """
 
 from __future__ import annotations
@@ -70,6 +76,56 @@ class Erasure:
     unreachable: list[str]
 
 
+@dataclass(frozen=True)
+class FieldFilter:
+    """One condition of a recall's `filters` (§6.2) over `type`, `attributes.*` or `time.*`:
+    op is eq, ne, gt, gte, lt, lte or in (value a list)."""
+
+    field: str
+    op: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class Question:
+    """A recall as the server hands it to a provider: the memories it covers were decided by
+    the server (grants, cutoff, depth and cap) before the provider is asked."""
+
+    memory_ids: tuple[str, ...]
+    query: str | None = None  # meaning: similarity to a question
+    text: str | None = None  # words: full-text match
+    filters: tuple[FieldFilter, ...] = ()  # fields: all must hold
+    types: tuple[str, ...] | None = None
+    as_of: int | None = None  # ms; the memory as it stood then
+    include_forgotten: bool = False
+    limit: int = 8
+
+
+@dataclass(frozen=True)
+class Found:
+    """One result: the version found, its score (higher is better, 0..1 where the provider
+    can) and the signals that produced it (`query`, `text`, `filters`)."""
+
+    version: Version
+    score: float
+    why: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Answer:
+    found: list[Found]
+    degraded: list[str]  # what the question asked and was not done, e.g. "text:not_supported"
+    abstain: bool  # nothing found answers the question, in the provider's judgement
+
+
+class Embedder(Protocol):
+    """Vectors for texts from the configured model provider (through the gateway)."""
+
+    model: str
+
+    async def embed(self, texts: list[str]) -> list[list[float]]: ...
+
+
 class MemoryProvider(Protocol):
     id: str
 
@@ -105,4 +161,16 @@ class MemoryProvider(Protocol):
 
     async def drop(self, memory_ids: list[str]) -> None:
         """Every record of these memories, every version, for good."""
+        ...
+
+    async def recall(self, question: Question) -> Answer:
+        """The records of `question.memory_ids` that answer it, best first, at most
+        `question.limit`; a signal this provider lacks is named in `degraded`."""
+        ...
+
+    async def referrers(
+        self, memory_ids: Iterable[str], record_ids: Iterable[str]
+    ) -> list[Version]:
+        """The current records of these memories whose references name any of these records
+        (the graph's edges coming in, §6.6)."""
         ...
