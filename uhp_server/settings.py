@@ -141,7 +141,7 @@ class Settings(BaseSettings):
 
     # The Memories chapter (docs/memories.md): "off", or "preview" to serve the part built so
     # far (the tree, grants and records; no recall, no agent tools yet).
-    memories: Literal["off", "preview"] = "off"
+    memories: Literal["off", "on", "preview"] = "on"
 
     # The docker sandbox (UHP_SANDBOX=docker; README: "Docker sandbox"). Limits apply per turn.
     docker_image: str = ""  # empty: the runtime image this version builds (images build)

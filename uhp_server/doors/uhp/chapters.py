@@ -68,7 +68,7 @@ def capabilities(previews: frozenset[str] = frozenset()) -> dict[str, bool]:
 
 def previewed(settings: Settings) -> frozenset[str]:
     """The chapters not yet served whole that this server serves as a preview."""
-    return frozenset({MEMORIES.capability} if settings.memories == "preview" else ())
+    return frozenset({MEMORIES.capability} if settings.memories != "off" else ())
 
 
 def chapters_off() -> tuple[OptionalChapter, ...]:
