@@ -106,9 +106,7 @@ def by_text(tx: Tx, scope: Scope, text: str, limit: int) -> list[Hit]:
     else:
         # plainto_tsquery stems and drops stop words; its & become | so any word matches,
         # and ts_rank_cd ranks the versions that hold more of them higher.
-        query = (
-            "CAST(replace(CAST(plainto_tsquery('english', ?) AS text), '&', '|') AS tsquery)"
-        )
+        query = "CAST(replace(CAST(plainto_tsquery('english', ?) AS text), '&', '|') AS tsquery)"
         rows = tx.rows(
             f"SELECT r.id, r.version FROM memory_record r, {query} q"
             f" WHERE r.search @@ q AND {where}"
@@ -151,7 +149,9 @@ def _scope(tx: Tx, scope: Scope) -> tuple[str, list[Any]]:
     where = [f"r.memory_id IN ({marks})"]
     params: list[Any] = list(scope.memory_ids)
     if scope.as_of is not None:
-        where.append("r.written_at_ms <= ? AND (r.invalidated_at_ms IS NULL OR r.invalidated_at_ms > ?)")
+        where.append(
+            "r.written_at_ms <= ? AND (r.invalidated_at_ms IS NULL OR r.invalidated_at_ms > ?)"
+        )
         params += [scope.as_of, scope.as_of]
     elif scope.include_forgotten:
         where.append("r.status IN (?, ?)")
@@ -160,7 +160,9 @@ def _scope(tx: Tx, scope: Scope) -> tuple[str, list[Any]]:
         where.append("r.status = ?")
         params.append(ACTIVE)
     if scope.types is not None:
-        where.append(f"r.type IN ({', '.join('?' for _ in scope.types)})" if scope.types else "1 = 0")
+        where.append(
+            f"r.type IN ({', '.join('?' for _ in scope.types)})" if scope.types else "1 = 0"
+        )
         params += list(scope.types)
     return " AND ".join(where), params
 
@@ -169,9 +171,7 @@ def _all(tx: Tx, conditions: Sequence[Filter]) -> tuple[str, list[Any]]:
     return _joined(tx, conditions, " AND ", "1 = 1")
 
 
-def _joined(
-    tx: Tx, conditions: Sequence[Filter], joiner: str, empty: str
-) -> tuple[str, list[Any]]:
+def _joined(tx: Tx, conditions: Sequence[Filter], joiner: str, empty: str) -> tuple[str, list[Any]]:
     parts: list[str] = []
     params: list[Any] = []
     for condition in conditions:
@@ -237,9 +237,13 @@ def _postgres_attribute(path: list[str], op: str, value: Any) -> tuple[str, list
     kind = f"json_typeof{node}"
     if value is None or isinstance(value, bool):
         if value is None:
-            return (f"{kind} = 'null'", [path]) if op == "=" else (
-                f"{kind} IS NOT NULL AND {kind} <> 'null'",
-                [path, path],
+            return (
+                (f"{kind} = 'null'", [path])
+                if op == "="
+                else (
+                    f"{kind} IS NOT NULL AND {kind} <> 'null'",
+                    [path, path],
+                )
             )
         said = "true" if value else "false"
         text = "(r.attributes #>> CAST(? AS text[]))"

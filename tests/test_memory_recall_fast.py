@@ -7,6 +7,7 @@ looks above the memory asked."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +117,20 @@ async def test_what_the_provider_does_not_do_is_said_and_a_bad_request_is_refuse
         ({"filters": {"field": "attributes.a", "op": "in", "value": []}}, "filters"),
         ({"filters": {"field": "attributes.a", "op": "gt", "value": True}}, "filters"),
         ({"filters": {"or": []}}, "filters"),
-        ({"filters": {"and": [{"and": [{"and": [{"and": [{"field": "type", "op": "eq", "value": "fact"}]}]}]}]}}, "filters"),
+        (
+            {
+                "filters": {
+                    "and": [
+                        {
+                            "and": [
+                                {"and": [{"and": [{"field": "type", "op": "eq", "value": "fact"}]}]}
+                            ]
+                        }
+                    ]
+                }
+            },
+            "filters",
+        ),
     ):
         refused = await _refused(server, child["id"], body)
         assert _code(refused) == "memory_invalid", body
@@ -132,11 +146,16 @@ async def test_filters_fuse_with_words_and_reach_types_attributes_and_times(
     _, child = await _tree(server)
     mid = child["id"]
     acme = await _record(
-        server, mid, content="Acme wants its discount kept at renewal.",
+        server,
+        mid,
+        content="Acme wants its discount kept at renewal.",
         attributes={"account": "acme", "seats": 40, "vip": True, "region": {"code": "eu"}},
     )
     other = await _record(
-        server, mid, type="note", content="Renewal talks with Harlow start in May.",
+        server,
+        mid,
+        type="note",
+        content="Renewal talks with Harlow start in May.",
         attributes={"account": "harlow", "seats": 5},
     )
     untitled = await _record(server, mid, type="entity", title="Acme Corp")
@@ -148,30 +167,44 @@ async def test_filters_fuse_with_words_and_reach_types_attributes_and_times(
     assert await ids({"field": "attributes.account", "op": "ne", "value": "acme"}) == {other["id"]}
     assert await ids({"field": "attributes.seats", "op": "gt", "value": 10}) == {acme["id"]}
     assert await ids({"field": "attributes.seats", "op": "lte", "value": 40}) == {
-        acme["id"], other["id"]
+        acme["id"],
+        other["id"],
     }
     assert await ids({"field": "attributes.vip", "op": "eq", "value": True}) == {acme["id"]}
     assert await ids({"field": "attributes.region.code", "op": "eq", "value": "eu"}) == {acme["id"]}
     assert await ids({"field": "attributes.account", "op": "in", "value": ["acme", "harlow"]}) == {
-        acme["id"], other["id"]
+        acme["id"],
+        other["id"],
     }
     # a number is not a string: "40" matches nothing
     assert await ids({"field": "attributes.seats", "op": "eq", "value": "40"}) == set()
     assert await ids({"field": "type", "op": "eq", "value": "entity"}) == {untitled["id"]}
     assert await ids(
-        {"or": [{"field": "type", "op": "eq", "value": "entity"},
-                {"field": "attributes.seats", "op": "lt", "value": 10}]}
+        {
+            "or": [
+                {"field": "type", "op": "eq", "value": "entity"},
+                {"field": "attributes.seats", "op": "lt", "value": 10},
+            ]
+        }
     ) == {untitled["id"], other["id"]}
     assert await ids(
-        [{"field": "type", "op": "eq", "value": "fact"},
-         {"field": "time.written_at", "op": "gte", "value": "2020-01-01T00:00:00Z"}]
+        [
+            {"field": "type", "op": "eq", "value": "fact"},
+            {"field": "time.written_at", "op": "gte", "value": "2020-01-01T00:00:00Z"},
+        ]
     ) == {acme["id"]}
-    assert await ids({"field": "time.written_at", "op": "lt", "value": "2020-01-01T00:00:00Z"}) == set()
+    assert (
+        await ids({"field": "time.written_at", "op": "lt", "value": "2020-01-01T00:00:00Z"})
+        == set()
+    )
     # `types` narrows every signal
     assert set(_found(await _recall(server, mid, text="renewal", types=["note"]))) == {other["id"]}
     # words and fields fused: a record both find ranks first, and says both
     fused = await _recall(
-        server, mid, text="renewal", filters={"field": "attributes.account", "op": "eq", "value": "acme"}
+        server,
+        mid,
+        text="renewal",
+        filters={"field": "attributes.account", "op": "eq", "value": "acme"},
     )
     assert fused["results"][0]["record"]["id"] == acme["id"]
     assert fused["results"][0]["why"] == ["text", "filters"]
@@ -253,9 +286,11 @@ async def test_no_recall_hit_of_one_principal_reaches_another_without_a_grant(
     assert granted.status_code == 200
     there = await _recall(server, child["id"], headers=h, text="Quillon")
     assert _found(there) == [secret["id"]] and "parent" not in there
-    assert (await server.client.post(
-        f"/v1/memories/{root['id']}/recall", json={"text": "Quillon"}, headers=h
-    )).status_code == 404
+    assert (
+        await server.client.post(
+            f"/v1/memories/{root['id']}/recall", json={"text": "Quillon"}, headers=h
+        )
+    ).status_code == 404
 
 
 async def test_a_recall_of_a_parent_finds_a_granted_memory_behind_a_cutoff_and_nothing_else(
@@ -279,11 +314,16 @@ async def test_a_recall_of_a_parent_finds_a_granted_memory_behind_a_cutoff_and_n
     other = Other(server)
     for mid in (root["id"], shared["id"]):
         answer = await server.client.post(
-            f"/v1/memories/{mid}/grants", json={"principal": other.principal, "privileges": ["read"]}
+            f"/v1/memories/{mid}/grants",
+            json={"principal": other.principal, "privileges": ["read"]},
         )
         assert answer.status_code == 200
     found = await _recall(server, root["id"], headers=other.headers, text="beacon", limit=20)
-    assert set(_found(found)) == {records[root["id"]], records[open_child["id"]], records[shared["id"]]}
+    assert set(_found(found)) == {
+        records[root["id"]],
+        records[open_child["id"]],
+        records[shared["id"]],
+    }
     assert {c["id"] for c in found["children"]} == {open_child["id"]}  # the cut-off one unseen
     # asked of the granted memory inside the cutoff: its parent is not readable, not named
     inside = await _recall(server, shared["id"], headers=other.headers, text="beacon")
@@ -316,3 +356,110 @@ async def test_a_reference_in_a_recalled_record_is_resolved_for_the_reader(
     assert theirs["results"][0]["record"]["references"] == [
         {"record_id": target["id"], "available": False}
     ]
+
+
+# -- named and free queries (§6.4, §6.5) -----------------------------------------------------
+TEMPLATE = {
+    "text": {"$param": "topic"},
+    "filters": {"field": "attributes.account", "op": "eq", "value": {"$param": "account"}},
+}
+OPEN_DEALS = {
+    "description": "Deals for one account.",
+    "params": {
+        "type": "object",
+        "required": ["account"],
+        "properties": {"account": {"type": "string"}, "topic": {"type": "string"}},
+        "additionalProperties": False,
+    },
+    "body": json.dumps(TEMPLATE),
+}
+
+
+async def test_a_named_query_is_defined_by_a_writer_and_runs_on_its_memory_alone(
+    server: InProcess,
+) -> None:
+    root, child = await _tree(server)
+    base = f"/v1/memories/{root['id']}/queries"
+    deal = await _record(
+        server,
+        root["id"],
+        content="Acme deal: 40 seats, renewal pending.",
+        attributes={"account": "acme"},
+    )
+    below = await _record(
+        server, child["id"], content="Acme deal in the child.", attributes={"account": "acme"}
+    )
+    defined = await server.client.put(f"{base}/deals_for", json=OPEN_DEALS)
+    assert defined.status_code == 200, defined.text
+    validate("MemoryQuery", defined.json())
+    assert defined.json()["language"] == "uhp.recall" and defined.json()["requires"] == "read"
+    listed = (await server.client.get(base)).json()
+    validate("MemoryQueryList", listed)
+    assert [q["name"] for q in listed["data"]] == ["deals_for"]
+    ran = await server.client.post(f"{base}/deals_for", json={"params": {"account": "acme"}})
+    assert ran.status_code == 200, ran.text
+    validate("MemoryRecall", ran.json())
+    assert _found(ran.json()) == [deal["id"]]  # the memory named, not the one below
+    assert below["id"] not in _found(ran.json())
+    worded = await server.client.post(
+        f"{base}/deals_for", json={"params": {"account": "acme", "topic": "renewal"}}
+    )
+    assert worded.json()["results"][0]["why"] == ["text", "filters"]
+    for params in ({}, {"account": 5}, {"account": "acme", "extra": 1}):
+        refused = await server.client.post(f"{base}/deals_for", json={"params": params})
+        assert refused.status_code == 422 and _code(refused) == "memory_invalid", params
+    missing = await server.client.post(f"{base}/nothing", json={"params": {}})
+    assert missing.status_code == 404
+    # definitions that cannot be run are refused
+    for name, body in (
+        ("Bad Name", OPEN_DEALS),
+        ("q", {**OPEN_DEALS, "body": "not json"}),
+        ("q", {**OPEN_DEALS, "body": '{"text": {"$param": "undeclared"}}'}),
+        ("q", {**OPEN_DEALS, "body": '{"text": "x", "depth": 3}'}),
+        ("q", {**OPEN_DEALS, "params": {"type": "string"}}),
+        ("q", {**OPEN_DEALS, "requires": "delete"}),
+    ):
+        refused = await server.client.put(f"{base}/{name}", json=body)
+        assert refused.status_code == 422 and _code(refused) == "memory_invalid", (name, body)
+    other_language = await server.client.put(f"{base}/q", json={**OPEN_DEALS, "language": "cypher"})
+    assert other_language.status_code == 422 and _code(other_language) == "memory_unsupported"
+    # free queries: not declared, so refused, after the memory is checked like any read
+    free = await server.client.post(
+        f"/v1/memories/{root['id']}/query", json={"language": "sql", "statement": "SELECT 1"}
+    )
+    assert free.status_code == 422 and _code(free) == "memory_unsupported"
+    unknown = await server.client.post(
+        "/v1/memories/hmem_nothing/query", json={"language": "sql", "statement": "SELECT 1"}
+    )
+    assert unknown.status_code == 404 and _code(unknown) == "memory_not_found"
+
+
+async def test_named_queries_need_write_to_define_and_read_to_run(server: InProcess) -> None:
+    root, _ = await _tree(server)
+    base = f"/v1/memories/{root['id']}/queries"
+    assert (await server.client.put(f"{base}/deals_for", json=OPEN_DEALS)).status_code == 200
+    other = Other(server)
+    h = other.headers
+    unseen = await server.client.post(
+        f"{base}/deals_for", json={"params": {"account": "a"}}, headers=h
+    )
+    assert unseen.status_code == 404 and _code(unseen) == "memory_not_found"
+    assert (await server.client.get(base, headers=h)).status_code == 404
+    await server.client.post(
+        f"/v1/memories/{root['id']}/grants",
+        json={"principal": other.principal, "privileges": ["read"]},
+    )
+    ran = await server.client.post(
+        f"{base}/deals_for", json={"params": {"account": "a"}}, headers=h
+    )
+    assert ran.status_code == 200
+    refused = await server.client.put(f"{base}/mine", json=OPEN_DEALS, headers=h)
+    assert refused.status_code == 403 and _code(refused) == "memory_forbidden"
+    writes = await server.client.put(
+        f"{base}/writers_only", json={**OPEN_DEALS, "requires": "write"}
+    )
+    assert writes.status_code == 200
+    needs = await server.client.post(
+        f"{base}/writers_only", json={"params": {"account": "a"}}, headers=h
+    )
+    assert needs.status_code == 403 and _code(needs) == "memory_forbidden"

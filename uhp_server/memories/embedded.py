@@ -188,7 +188,9 @@ class EmbeddedProvider:
         ]
         return Answer(found, degraded, _abstains(question, found))
 
-    async def referrers(self, memory_ids: Iterable[str], record_ids: Iterable[str]) -> list[Version]:
+    async def referrers(
+        self, memory_ids: Iterable[str], record_ids: Iterable[str]
+    ) -> list[Version]:
         raise memory_unsupported("The graph is not built yet.")  # being built (issue 29)
 
 

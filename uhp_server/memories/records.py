@@ -128,3 +128,16 @@ class RecallResult:
     children: list[Neighbour]
     degraded: list[str]
     abstain: bool
+
+
+@dataclass(frozen=True)
+class NamedQuery:
+    """A named query of a memory (§6.4), as defined."""
+
+    memory_id: str
+    name: str
+    description: str
+    params: dict[str, Any]
+    requires: str
+    language: str
+    body: str

@@ -28,6 +28,7 @@ from uhp_server.memories.records import (
     Grant,
     Memory,
     MemoryRecord,
+    NamedQuery,
     Neighbour,
     RecallResult,
     RecordPage,
@@ -186,6 +187,18 @@ def recall_to_wire(result: RecallResult) -> dict[str, Any]:
         "abstain": result.abstain,
     }
     return wire
+
+
+def query_to_wire(query: NamedQuery) -> dict[str, Any]:
+    return {
+        "object": "memory.query",
+        "name": query.name,
+        "description": query.description,
+        "params": query.params,
+        "requires": query.requires,
+        "language": query.language,
+        "body": query.body,
+    }
 
 
 def provider_to_wire(said: Capabilities) -> dict[str, Any]:
@@ -502,3 +515,44 @@ async def recall(
 ) -> dict[str, Any]:
     result = await engine.memories.recall(caller_of(principal), memory_id, body)
     return recall_to_wire(result)
+
+
+# -- named and free queries (§6.4, §6.5) --------------------------------------------------
+@router.get("/v1/memories/{memory_id}/queries")
+async def list_queries(
+    memory_id: str, principal: CurrentPrincipal, engine: EngineDep
+) -> dict[str, Any]:
+    queries = await engine.memories.queries(caller_of(principal), memory_id)
+    return {"object": "list", "data": [query_to_wire(q) for q in queries]}
+
+
+@router.put("/v1/memories/{memory_id}/queries/{name}")
+async def define_query(
+    request: Request,
+    memory_id: str,
+    name: str,
+    body: JsonObject,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    key: IdempotencyKey = None,
+) -> dict[str, Any]:
+    async def write() -> dict[str, Any]:
+        query = await engine.memories.define_query(caller_of(principal), memory_id, name, body)
+        return query_to_wire(query)
+
+    return await once(request, engine, principal, key, body, write)
+
+
+@router.post("/v1/memories/{memory_id}/queries/{name}")
+async def run_query(
+    memory_id: str, name: str, body: JsonObject, principal: CurrentPrincipal, engine: EngineDep
+) -> dict[str, Any]:
+    result = await engine.memories.run_query(caller_of(principal), memory_id, name, body)
+    return recall_to_wire(result)
+
+
+@router.post("/v1/memories/{memory_id}/query")
+async def free_query(
+    memory_id: str, body: JsonObject, principal: CurrentPrincipal, engine: EngineDep
+) -> dict[str, Any]:
+    await engine.memories.free_query(caller_of(principal), memory_id, body)  # always refuses

@@ -17,12 +17,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from storage import memories as store
 from storage.db import Database, Order
 from storage.tables import MemoryGrantRow, MemoryRow
 from storage.unit import Tx
+from uhp_server.engine.facade import memory_queries
 from uhp_server.engine.facade.memory_recall import instant
 from uhp_server.engine.facade.memory_recall import recall as recall_below
 from uhp_server.engine.facade.memory_replays import Replays
@@ -60,10 +61,11 @@ from uhp_server.memories.provider import (
 )
 from uhp_server.memories.records import (
     Grant,
-    RecallResult,
     Memory,
     MemoryDeleted,
     MemoryRecord,
+    NamedQuery,
+    RecallResult,
     RecordPage,
     RecordTime,
     Reference,
@@ -478,6 +480,23 @@ class Memories:
         (memory_recall.py)."""
         return await recall_below(self, caller, memory_id, body)
 
+    async def queries(self, caller: Caller, memory_id: str) -> list[NamedQuery]:
+        return await memory_queries.listing(self, caller, memory_id)
+
+    async def define_query(
+        self, caller: Caller, memory_id: str, name: str, body: dict[str, Any]
+    ) -> NamedQuery:
+        return await memory_queries.define(self, caller, memory_id, name, body)
+
+    async def run_query(
+        self, caller: Caller, memory_id: str, name: str, body: dict[str, Any]
+    ) -> RecallResult:
+        return await memory_queries.run(self, caller, memory_id, name, body)
+
+    async def free_query(self, caller: Caller, memory_id: str, body: dict[str, Any]) -> NoReturn:
+        """§6.5: no provider here declares `queries.free`; always memory_unsupported."""
+        await memory_queries.free(self, caller, memory_id)
+
     def provider_documents(self) -> list[Capabilities]:
         """What each connected provider does (§10.2), the default one first."""
         names = sorted(self.providers, key=lambda name: (name != self.default_provider, name))
@@ -639,5 +658,3 @@ def _flag(value: object, name: str) -> bool | None:
     if value is not None and not isinstance(value, bool):
         raise memory_invalid(f"`{name}` is true or false.", name)
     return value
-
-

@@ -201,11 +201,16 @@ def _types(value: object) -> tuple[str, ...] | None:
     return tuple(value)
 
 
-def _whole(value: object, name: str, least: int, most: int | None, default: int | None) -> int | None:
+def _whole(
+    value: object, name: str, least: int, most: int | None, default: int | None
+) -> int | None:
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < least or (
-        most is not None and value > most
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or value < least
+        or (most is not None and value > most)
     ):
         bound = f"from {least} to {most}" if most is not None else f"of at least {least}"
         raise memory_invalid(f"`{name}` is a whole number {bound}.", name)
@@ -260,9 +265,9 @@ def _field_filter(field: object, op: object, value: object) -> FieldFilter:
         )
     if op not in OPS:
         raise memory_invalid(f"A filter's `op` is one of {', '.join(OPS)}.", "filters")
-    values = value if op == "in" else [value]
     if op == "in" and (not isinstance(value, list) or not 0 < len(value) <= MAX_IN):
         raise memory_invalid(f"`in` takes a list of 1 to {MAX_IN} values.", "filters")
+    values: list[Any] = value if isinstance(value, list) and op == "in" else [value]
     checked = []
     for item in values:
         if field in ("time.written_at", "time.invalidated_at"):
@@ -276,9 +281,7 @@ def _field_filter(field: object, op: object, value: object) -> FieldFilter:
                     "filters",
                 )
             if op in ("gt", "gte", "lt", "lte") and (item is None or isinstance(item, bool)):
-                raise memory_invalid(
-                    f"`{op}` compares with a string or a number.", "filters"
-                )
+                raise memory_invalid(f"`{op}` compares with a string or a number.", "filters")
         elif item is not None and not isinstance(item, str):
             raise memory_invalid(f"`{field}` is compared with text.", "filters")
         elif item is None and (field == "type" or op not in ("eq", "ne")):
