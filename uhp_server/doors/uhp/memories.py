@@ -1,9 +1,9 @@
-"""Memories chapter (UHP 2026-10-04), the part built so far: the tree of memories (§2), grants
-(§3.1), records with their versions (§4, §5: remember, observe, list, get, history, revise,
-forget, erase) and the core types (§8). Served only while UHP_MEMORIES=preview
-(doors/uhp/chapters.py); recall, the graph, files, extension types, queries, snapshots,
-consolidations and the providers' document are not served. Parsing and shapes only: the
-chapter is the engine's (`engine.memories`)."""
+"""Memories chapter (UHP 2026-10-04): the tree of memories (§2), grants (§3.1), records with
+their versions (§4, §5: remember, observe, list, get, history, revise, forget, erase), recall
+(§6.1-§6.3), named and free queries (§6.4, §6.5), the core types (§8) and the providers'
+capability documents (§10.2). Served unless UHP_MEMORIES=off (doors/uhp/chapters.py); the
+graph, files, extension types, snapshots and consolidations are not served yet. Parsing and
+shapes only: the chapter is the engine's (`engine.memories`)."""
 
 from __future__ import annotations
 
