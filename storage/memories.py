@@ -52,14 +52,14 @@ class Skeleton:
 
 def skeleton(tx: Tx) -> list[Skeleton]:
     """Every node, of every owner, oldest first: access is decided over the whole tree (a
-    grant on a branch reaches memories others created below it). Four columns, not rows:
-    this is read on every request of the chapter."""
-    found = tx.orm.exec(
-        select(
-            MemoryRow.id, MemoryRow.parent_id, MemoryRow.restricted, MemoryRow.provider
-        ).order_by(col(MemoryRow.created_at_ms), col(MemoryRow.id))
+    grant on a branch reaches memories others created below it). Four columns in plain SQL,
+    not rows: this is read on every request of the chapter."""
+    found = tx.rows(
+        "SELECT id, parent_id, restricted, provider FROM memory ORDER BY created_at_ms, id"
     )
-    return [Skeleton(*node) for node in found]
+    return [
+        Skeleton(str(i), parent, bool(restricted), str(p)) for i, parent, restricted, p in found
+    ]
 
 
 def memories_by_ids(tx: Tx, memory_ids: list[str]) -> dict[str, MemoryRow]:

@@ -45,6 +45,12 @@ def searchable(title: str | None, content: Sequence[Any]) -> str:
     return "\n".join(said)
 
 
+def memory_token(memory_id: str) -> str:
+    """A memory's id as the SQLite index keeps it: one token (`_` and `-` would split it,
+    and `hmem` alone is in every row), as migration 0014's triggers write it."""
+    return memory_id.replace("_", "").replace("-", "")
+
+
 def words(text: str) -> list[str]:
     return _WORD.findall(text)[:MAX_WORDS]
 
@@ -92,28 +98,51 @@ def by_text(tx: Tx, scope: Scope, text: str, limit: int) -> list[Hit]:
     terms = words(text)
     if not terms or not scope.memory_ids:
         return []
-    where, params = _scope(tx, scope)
     if tx.dialect.name == "sqlite":
-        match = " OR ".join('"' + term.replace('"', "") + '"' for term in terms)
+        return _sqlite_text(tx, scope, terms, limit)
+    where, params = _scope(tx, scope)
+    # plainto_tsquery stems and drops stop words; its & become | so any word matches, and
+    # ts_rank_cd ranks the versions that hold more of them higher.
+    query = "CAST(replace(CAST(plainto_tsquery('english', ?) AS text), '&', '|') AS tsquery)"
+    rows = tx.rows(
+        f"SELECT r.id, r.version FROM memory_record r, {query} q"
+        f" WHERE r.search @@ q AND {where}"
+        " ORDER BY ts_rank_cd(r.search, q) DESC, r.written_at_ms DESC LIMIT ?",
+        (" ".join(terms), *params, limit),
+    )
+    return [(str(row[0]), int(row[1])) for row in rows]
+
+
+def _sqlite_text(tx: Tx, scope: Scope, terms: list[str], limit: int) -> list[Hit]:
+    """FTS5, narrowed inside the index to the memories covered (and, for the current
+    records, to their status): only a question `as_of` an instant or of some `types` looks
+    at memory_record for each match."""
+    said = " OR ".join(_quoted(term) for term in terms)
+    within = " OR ".join(_quoted(memory_token(m)) for m in scope.memory_ids)
+    match = f"body : ({said}) AND memory : ({within})"
+    rank = "bm25(memory_record_fts, 1.0, 0.0, 0.0)"
+    if scope.as_of is None and scope.types is None:
+        statuses = f"{ACTIVE} OR {FORGOTTEN}" if scope.include_forgotten else ACTIVE
+        rows = tx.rows(
+            "SELECT s.id, s.version FROM memory_record_fts f"
+            " JOIN memory_record_search s ON s.n = f.rowid"
+            f" WHERE memory_record_fts MATCH ? ORDER BY {rank} LIMIT ?",
+            (f"{match} AND status : ({statuses})", limit),
+        )
+    else:
+        where, params = _scope(tx, scope)
         rows = tx.rows(
             "SELECT s.id, s.version FROM memory_record_fts f"
             " JOIN memory_record_search s ON s.n = f.rowid"
             " JOIN memory_record r ON r.id = s.id AND r.version = s.version"
-            f" WHERE memory_record_fts MATCH ? AND {where}"
-            " ORDER BY f.rank LIMIT ?",
+            f" WHERE memory_record_fts MATCH ? AND {where} ORDER BY {rank} LIMIT ?",
             (match, *params, limit),
         )
-    else:
-        # plainto_tsquery stems and drops stop words; its & become | so any word matches,
-        # and ts_rank_cd ranks the versions that hold more of them higher.
-        query = "CAST(replace(CAST(plainto_tsquery('english', ?) AS text), '&', '|') AS tsquery)"
-        rows = tx.rows(
-            f"SELECT r.id, r.version FROM memory_record r, {query} q"
-            f" WHERE r.search @@ q AND {where}"
-            " ORDER BY ts_rank_cd(r.search, q) DESC, r.written_at_ms DESC LIMIT ?",
-            (" ".join(terms), *params, limit),
-        )
     return [(str(row[0]), int(row[1])) for row in rows]
+
+
+def _quoted(term: str) -> str:
+    return '"' + term.replace('"', "") + '"'
 
 
 def by_fields(tx: Tx, scope: Scope, conditions: Sequence[Filter], limit: int) -> list[Hit]:

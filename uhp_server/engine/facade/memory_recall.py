@@ -273,7 +273,7 @@ def _field_filter(field: object, op: object, value: object) -> FieldFilter:
         if field in ("time.written_at", "time.invalidated_at"):
             if item is not None and not isinstance(item, str):
                 raise memory_invalid(f"`{field}` is compared with a date and time.", "filters")
-            item = instant(item) if item is not None else None
+            item = instant(item, field, "filters") if item is not None else None
         elif field.startswith("attributes."):
             if isinstance(item, (dict, list)):
                 raise memory_invalid(
@@ -290,7 +290,7 @@ def _field_filter(field: object, op: object, value: object) -> FieldFilter:
     return FieldFilter(field, str(op), checked if op == "in" else checked[0])
 
 
-def instant(value: str | None) -> int | None:
+def instant(value: str | None, name: str = "as_of", param: str | None = None) -> int | None:
     """`as_of` and the like: a date and time (ISO 8601; without a zone, UTC), in the
     milliseconds a version's times are kept in."""
     if value is None:
@@ -299,7 +299,7 @@ def instant(value: str | None) -> int | None:
         moment = datetime.fromisoformat(value)
     except ValueError:
         raise memory_invalid(
-            "`as_of` is a date and time, e.g. 2026-10-01T17:02:11Z.", "as_of"
+            f"`{name}` is a date and time, e.g. 2026-10-01T17:02:11Z.", param or name
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
