@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from fastapi.testclient import TestClient
@@ -196,3 +197,32 @@ def test_a_database_from_an_unknown_release_stops_start_up_in_one_line(tmp_path:
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
     assert "not one this release knows" in done.stderr and "9999" in done.stderr
+
+
+def test_records_kept_before_recall_are_found_by_it_after_the_upgrade(tmp_path: Path) -> None:
+    """Migration 0014 backfills the words of every version kept before it (and, on SQLite,
+    the full-text index), so recall finds what was written under 0013."""
+    db = Database(Settings(data_dir=tmp_path).database)
+    try:
+        with db.engine.connect() as connection:
+            command.downgrade(migrate._config(connection), "0013")
+            connection.commit()
+        with db.engine.connect() as connection:
+            connection.exec_driver_sql(
+                "INSERT INTO memory (id, parent_id, name, description, restricted, provider,"
+                " owner_id, created_at_ms, updated_at_ms)"
+                " VALUES ('hmem_old', NULL, 'Old', '', false, 'embedded', 'p', 1, 1)"
+            )
+            connection.exec_driver_sql(
+                "INSERT INTO memory_record (id, version, memory_id, type, title, content,"
+                " attributes, refs, status, written_at_ms, written_by) VALUES ('hrec_old', 1,"
+                " 'hmem_old', 'fact', 'Kept before', '[{\"type\": \"text\", \"text\": \"Zanzibar"
+                " ferries\"}]', '{}', '[]', 'active', 1, '{}')"
+            )
+            connection.commit()
+        migrate.upgrade(db.engine, db.dialect)
+        scope = memory_search.Scope(("hmem_old",))
+        assert db.run(memory_search.by_text, scope, "zanzibar", 5) == [("hrec_old", 1)]
+        assert db.run(memory_search.by_text, scope, "kept", 5) == [("hrec_old", 1)]
+    finally:
+        db.close()
