@@ -22,7 +22,13 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, delete, or_, select
 from sqlmodel.sql.expression import SelectOfScalar
 
-from storage.tables import MemoryGrantRow, MemoryRecordRow, MemoryReplayRow, MemoryRow
+from storage.tables import (
+    MemoryGrantRow,
+    MemoryQueryRow,
+    MemoryRecordRow,
+    MemoryReplayRow,
+    MemoryRow,
+)
 from storage.unit import Tx
 
 ACTIVE, SUPERSEDED, FORGOTTEN = "active", "superseded", "forgotten"
@@ -46,14 +52,14 @@ class Skeleton:
 
 def skeleton(tx: Tx) -> list[Skeleton]:
     """Every node, of every owner, oldest first: access is decided over the whole tree (a
-    grant on a branch reaches memories others created below it). Four columns, not rows:
-    this is read on every request of the chapter."""
-    found = tx.orm.exec(
-        select(
-            MemoryRow.id, MemoryRow.parent_id, MemoryRow.restricted, MemoryRow.provider
-        ).order_by(col(MemoryRow.created_at_ms), col(MemoryRow.id))
+    grant on a branch reaches memories others created below it). Four columns in plain SQL,
+    not rows: this is read on every request of the chapter."""
+    found = tx.rows(
+        "SELECT id, parent_id, restricted, provider FROM memory ORDER BY created_at_ms, id"
     )
-    return [Skeleton(*node) for node in found]
+    return [
+        Skeleton(str(i), parent, bool(restricted), str(p)) for i, parent, restricted, p in found
+    ]
 
 
 def memories_by_ids(tx: Tx, memory_ids: list[str]) -> dict[str, MemoryRow]:
@@ -121,6 +127,7 @@ def delete_memories(tx: Tx, memory_ids: list[str]) -> None:
     """The memories and their grants, for good (their records are their provider's:
     `delete_records` for the embedded one)."""
     tx.orm.exec(delete(MemoryGrantRow).where(col(MemoryGrantRow.memory_id).in_(memory_ids)))
+    tx.orm.exec(delete(MemoryQueryRow).where(col(MemoryQueryRow.memory_id).in_(memory_ids)))
     tx.orm.exec(delete(MemoryRow).where(col(MemoryRow.id).in_(memory_ids)))
 
 
@@ -349,6 +356,42 @@ def _held_at(
             col(MemoryRecordRow.invalidated_at_ms) > instant,
         ),
     )
+
+
+# -- named queries (§6.4) ----------------------------------------------------------------------
+def queries_of(tx: Tx, memory_id: str) -> list[MemoryQueryRow]:
+    return list(
+        tx.orm.exec(
+            select(MemoryQueryRow)
+            .where(MemoryQueryRow.memory_id == memory_id)
+            .order_by(col(MemoryQueryRow.name))
+        )
+    )
+
+
+def query_named(tx: Tx, memory_id: str, name: str) -> MemoryQueryRow | None:
+    return tx.orm.get(MemoryQueryRow, (memory_id, name))
+
+
+def put_query(tx: Tx, row: MemoryQueryRow) -> MemoryQueryRow | None:
+    """Defines or replaces it; None when its memory went in the meantime."""
+    if get_memory(tx, row.memory_id) is None:
+        return None
+    found = query_named(tx, row.memory_id, row.name)
+    if found is None:
+        try:
+            with tx.orm.begin_nested():  # a savepoint: a lost race leaves the rest usable
+                tx.orm.add(row)
+            return row
+        except IntegrityError:  # defined at the same moment: replace that one
+            found = tx.orm.get(MemoryQueryRow, (row.memory_id, row.name), populate_existing=True)
+            if found is None:
+                return None
+    for name in ("description", "params", "requires", "language", "body", "written_by"):
+        setattr(found, name, getattr(row, name))
+    found.updated_at_ms = row.updated_at_ms
+    tx.orm.add(found)
+    return found
 
 
 # -- writes with an Idempotency-Key ------------------------------------------------------------

@@ -331,6 +331,10 @@ class MemoryRecordRow(SQLModel, table=True):
     # {"kind", "id", "type"?}: who wrote this version, from the authenticated caller
     written_by: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
     follows: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    # What recall by words matches (§6.2): the title, text parts and file parts' `text`, one
+    # string (storage/memory_search.py). Indexed per dialect by migration 0014: SQLite FTS5
+    # (`memory_record_fts`, kept by triggers), PostgreSQL a generated tsvector with GIN.
+    search_text: str | None = None
 
 
 class MemoryReplayRow(SQLModel, table=True):
@@ -343,3 +347,20 @@ class MemoryReplayRow(SQLModel, table=True):
     fingerprint: str  # the method, the path and the body, hashed
     answer: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
     created_at: float
+
+
+class MemoryQueryRow(SQLModel, table=True):
+    """A named query of a memory (Memories §6.4): defined once by a writer, run with
+    parameters; `language` and `body` are its provider's (the embedded provider's: a recall
+    template, engine/facade/memory_queries.py)."""
+
+    __tablename__ = "memory_query"
+    memory_id: str = Field(primary_key=True)
+    name: str = Field(primary_key=True)
+    description: str
+    params: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))  # JSON Schema
+    requires: str  # read or write
+    language: str
+    body: str
+    written_by: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+    updated_at_ms: int = Field(sa_type=BigInteger)

@@ -19,7 +19,7 @@ from starlette.applications import Starlette
 from tests.support.server import ServerProcess
 from uhp_server.api_docs.document import SPEC_PATH
 from uhp_server.app import create_app
-from uhp_server.doors.uhp.chapters import chapters_off
+from uhp_server.doors.uhp.chapters import NOT_SERVED_YET, chapters_off
 from uhp_server.doors.uhp.wire import BUILTIN_SKILLS_FIELD
 from uhp_server.http.route_table import mounted_routes, served_routes
 from uhp_server.settings import Settings
@@ -136,6 +136,8 @@ def test_the_document_and_the_apps_routes_are_the_same_set(
         if method in ("get", "put", "post", "delete", "patch")
         # An optional chapter not served: listed as published, tagged as answering 404.
         and not set(operation.get("tags", [])) & {c.tag for c in chapters_off()}
+        # An operation of a served chapter not built yet: marked, and answering 404.
+        and (method, path) not in NOT_SERVED_YET
     }
     assert served - documented == set()
     assert documented - served == set()

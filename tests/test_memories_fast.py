@@ -1,8 +1,8 @@
 """The Memories chapter in-process, the part built so far (Memories §2-§5, §12, §13): the tree
 and its listings, grants with inheritance and the restricted cutoff, records (remember,
 observe, revise, forget, history, as_of), and two principals: nothing of one reaches the
-other without a grant, and nobody's `written_by` can be forged. Off unless UHP_MEMORIES is
-`preview`."""
+other without a grant, and nobody's `written_by` can be forged. On by default;
+UHP_MEMORIES=off turns the chapter off."""
 
 from __future__ import annotations
 
@@ -78,19 +78,22 @@ async def _tree(server: InProcess) -> tuple[dict[str, Any], dict[str, Any]]:
     return root, child
 
 
-# -- off by default -------------------------------------------------------------------------
-async def test_the_chapter_is_off_unless_the_operator_previews_it(
+# -- on by default, off when the operator says so (§11) ------------------------------------
+async def test_the_chapter_is_on_by_default_and_off_when_the_operator_turns_it_off(
     tmp_path: Path, provider: RunningProvider
 ) -> None:
-    async with in_process(tmp_path / "off", provider.base_url, PROVIDER_KEY) as off:
+    async with in_process(tmp_path / "off", provider.base_url, PROVIDER_KEY, memories="off") as off:
         discovery = (await off.client.get("/v1/uhp")).json()
         assert discovery["capabilities"]["memories"] is False
-        for method, path in (("GET", "/v1/memories"), ("POST", "/v1/memories/hmem_x/records")):
+        for method, path in (
+            ("GET", "/v1/memories"),
+            ("GET", "/v1/memories/providers"),
+            ("POST", "/v1/memories/hmem_x/records"),
+            ("POST", "/v1/memories/hmem_x/recall"),
+        ):
             answer = await off.client.request(method, path, json={} if method == "POST" else None)
             assert answer.status_code == 404 and _code(answer) == "uhpserver_route_not_found"
-    async with in_process(
-        tmp_path / "on", provider.base_url, PROVIDER_KEY, memories="preview"
-    ) as on:
+    async with in_process(tmp_path / "on", provider.base_url, PROVIDER_KEY) as on:
         assert (await on.client.get("/v1/uhp")).json()["capabilities"]["memories"] is True
         assert (await on.client.get("/v1/memories")).status_code == 200
 
@@ -793,6 +796,7 @@ async def test_no_input_reaches_a_5xx_on_any_route_of_the_chapter(
             "memory_id": child["id"],
             "record_id": record["id"],
             "grant_id": "hgnt_nothing",
+            "name": "a_query",
         }
         routes = [
             (method, route.path)

@@ -91,8 +91,8 @@ def test_capabilities_name_every_optional_chapter_truthfully(http: TestClient) -
     capabilities = http.get("/v1/uhp").json()["capabilities"]
     for chapter in OPTIONAL_CHAPTERS:
         assert capabilities[chapter.capability] is chapter.served  # false is said, not omitted
-    # Not built yet (its issue): memories. Plugins and Environments flipped when they landed.
-    assert capabilities["environments"] is True and capabilities["memories"] is False
+    # Plugins, Environments and Memories flipped when they landed (UHP_MEMORIES=off: false).
+    assert capabilities["environments"] is True and capabilities["memories"] is True
 
 
 def _operations_of_chapters_off() -> list[tuple[str, str, str]]:

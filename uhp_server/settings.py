@@ -139,9 +139,9 @@ class Settings(BaseSettings):
     environment_package_check_timeout_seconds: float = Field(default=10.0, gt=0)
     environment_package_check_cache_seconds: float = Field(default=300.0, ge=0)
 
-    # The Memories chapter (docs/memories.md): "off", or "preview" to serve the part built so
-    # far (the tree, grants and records; no recall, no agent tools yet).
-    memories: Literal["off", "preview"] = "off"
+    # The Memories chapter (docs/memories.md): served ("on") unless "off" (discovery then says
+    # false, and its routes answer 404). "preview", its earlier name for on, is kept.
+    memories: Literal["off", "on", "preview"] = "on"
 
     # The docker sandbox (UHP_SANDBOX=docker; README: "Docker sandbox"). Limits apply per turn.
     docker_image: str = ""  # empty: the runtime image this version builds (images build)

@@ -26,7 +26,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from starlette.routing import Mount
 
-from uhp_server.doors.uhp.chapters import chapters_off
+from uhp_server.doors.uhp.chapters import NOT_SERVED_YET, chapters_off
 from uhp_server.doors.uhp.wire import BUILTIN_SKILLS_FIELD
 
 SPEC_PATH = Path(__file__).resolve().parent / "uhp-2026-10-04.openapi.yaml"
@@ -139,6 +139,7 @@ def build_document(app: FastAPI) -> dict[str, Any]:
     for name in _referenced(extensions, generated_schemas):
         schemas.setdefault(name, generated_schemas[name])
     _mark_chapters_off(document["tags"])
+    _mark_not_served_yet(document["tags"])
     document["tags"].append(
         {"name": EXTENSION_TAG, "description": "Routes this server adds to the protocol."}
     )
@@ -241,6 +242,20 @@ def _mark_chapters_off(tags: list[dict[str, Any]]) -> None:
                 f"**Not served by this server**: its discovery document reports "
                 f"`{off[tag['name']]}: false`, and every route below answers 404."
             )
+            tag["description"] = note + "\n\n" + tag.get("description", "")
+
+
+def _mark_not_served_yet(tags: list[dict[str, Any]]) -> None:
+    """Say, on its chapter's tag, which operations of a served chapter are not served here
+    yet (the operations themselves stay as published)."""
+    for tag in tags:
+        missing = sorted(
+            f"`{method.upper()} {path}`"
+            for method, path in NOT_SERVED_YET
+            if path.startswith(("/v1/memories", "/v1/harnesses/{harness_id}/memories"))
+        )
+        if tag["name"] == "Memories" and missing:
+            note = "**Not served by this server yet** (each answers 404): " + ", ".join(missing)
             tag["description"] = note + "\n\n" + tag.get("description", "")
 
 

@@ -73,7 +73,7 @@ class Engine:
         self.harnesses = harnesses
         self.principals = principals
         self.environments = environments
-        # Served only while UHP_MEMORIES=preview (doors/uhp/chapters.py).
+        # Served unless UHP_MEMORIES=off (doors/uhp/chapters.py).
         self.memories = memories
         self._db = db
         self._runs = runs

@@ -1,8 +1,8 @@
 """Memories (UHP 2026-10-04, Memories chapter): a tree of memories, access granted per node
 and inherited down to a restricted one, and versioned records that reference one another.
 
-The chapter is a preview, off unless the operator sets UHP_MEMORIES=preview (docs/memories.md
-says what is built). Where each part lives:
+The chapter is served unless the operator sets UHP_MEMORIES=off (docs/memories.md says what
+is built). Where each part lives:
 - access.py: who a caller is to the access model, and what it may do on each node (the
   inheritance and the cutoff); knows nothing of storage.
 - content.py: a record's content parts, references and fields, checked as a write states them.

@@ -1,26 +1,109 @@
 """The embedded provider: a memory's records in the server's own database (SQLite, or
-PostgreSQL when the server runs on it), one row per version (storage/memories.py)."""
+PostgreSQL when the server runs on it), one row per version (storage/memories.py).
+
+Recall (§6.2): `text` is full-text search over every version's title, text parts and file
+parts' text (SQLite FTS5, PostgreSQL text search: storage/memory_search.py); `filters` are
+conditions over `type`, `attributes.*` and `time.*`; each signal asked is one ranked list,
+and the lists are fused by reciprocal rank (`fused`), each hit saying which signals found
+it. `query` (meaning) needs an `Embedder` and a `MeaningIndex`: without both it is not in
+the signals declared, and a question that asks it is answered `query:not_supported`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 from storage import memories as store
+from storage import memory_search as search
 from storage.db import Database, Order
 from storage.tables import MemoryRecordRow
 from uhp_server.ids import new_id
 from uhp_server.memories.errors import memory_unsupported
-from uhp_server.memories.provider import Answer, Erasure, Listing, NewRecord, Question, Version
+from uhp_server.memories.provider import (
+    AllOf,
+    Answer,
+    AnyOf,
+    Capabilities,
+    ContentCapability,
+    Embedder,
+    Erasure,
+    FieldFilter,
+    Filter,
+    Found,
+    HistoryCapability,
+    Listing,
+    NewRecord,
+    ObserveCapability,
+    QueriesCapability,
+    Question,
+    RecallCapability,
+    Version,
+)
 from uhp_server.memories.records import Writer
 
 EMBEDDED = "embedded"
+QUERY, TEXT, FILTERS = "query", "text", "filters"
+RECALL_LANGUAGE = "uhp.recall"  # a named query's body: a recall template (memory_queries.py)
+RRF_K = 60  # reciprocal-rank fusion's constant: a hit's share is 1 / (RRF_K + its rank)
+CANDIDATES = 4  # each signal ranks this many times the results asked, at least 50
+MIN_CANDIDATES = 50
+
+
+class MeaningIndex(Protocol):
+    """Records nearest in meaning to a vector, among the versions a scope holds: the
+    vector index (sqlite-vec, pgvector) that semantic recall needs beside an `Embedder`.
+    Not built yet: without one the embedded provider does not declare `query`."""
+
+    async def nearest(
+        self, vector: list[float], scope: search.Scope, limit: int
+    ) -> list[search.Hit]: ...
+
+
+@dataclass(frozen=True)
+class _Ranked:
+    signal: str
+    hits: list[search.Hit]
 
 
 class EmbeddedProvider:
     id = EMBEDDED
 
-    def __init__(self, db: Database) -> None:
+    def __init__(
+        self,
+        db: Database,
+        embedder: Embedder | None = None,
+        meaning: MeaningIndex | None = None,
+    ) -> None:
         self.db = db
+        self.embedder = embedder
+        self.meaning = meaning
+
+    def signals(self) -> tuple[str, ...]:
+        by_meaning = self.embedder is not None and self.meaning is not None
+        return (QUERY, TEXT, FILTERS) if by_meaning else (TEXT, FILTERS)
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            id=self.id,
+            # One table for every memory: each read and write carries the memory ids the
+            # server decided, a condition the provider applies (§3.3).
+            isolation="enforced_filter",
+            derivation="none",
+            observe=ObserveCapability(keeps_episodes=True, answers="records"),
+            recall=RecallCapability(signals=self.signals(), abstain=True),
+            history=HistoryCapability(content="versions", structure="versions"),
+            revise="native",
+            forget="native",
+            erase_unreachable="reported",  # it keeps no copy: an empty list is a guarantee
+            prime=False,
+            consolidate=False,
+            queries=QueriesCapability(named=True, languages=(RECALL_LANGUAGE,), free=None),
+            types=False,
+            graph_entities="stated",
+            content=ContentCapability(media=(), bytes="referenced", describes=()),
+        )
 
     async def remember(self, records: list[NewRecord]) -> list[Version] | None:
         now = store.now_ms()
@@ -76,7 +159,34 @@ class EmbeddedProvider:
         await self.db.write(store.delete_records, memory_ids, order=Order.ANY)
 
     async def recall(self, question: Question) -> Answer:
-        raise memory_unsupported("Recall is not built yet.")  # being built (issue 29)
+        scope = search.Scope(
+            memory_ids=question.memory_ids,
+            types=question.types,
+            as_of=question.as_of,
+            include_forgotten=question.include_forgotten,
+        )
+        depth = max(MIN_CANDIDATES, question.limit * CANDIDATES)
+        degraded: list[str] = []
+        lists: list[_Ranked] = []
+        if question.query is not None:
+            if self.embedder is None or self.meaning is None:
+                degraded.append("query:not_supported")
+            else:
+                vector = (await self.embedder.embed([question.query]))[0]
+                lists.append(_Ranked(QUERY, await self.meaning.nearest(vector, scope, depth)))
+        if question.text is not None:
+            hits = await self.db.read(search.by_text, scope, question.text, depth)
+            lists.append(_Ranked(TEXT, hits))
+        if question.filters:
+            conditions = [_condition(f) for f in question.filters]
+            hits = await self.db.read(search.by_fields, scope, conditions, depth)
+            lists.append(_Ranked(FILTERS, hits))
+        ranked = fused(lists)[: question.limit]
+        rows = await self.db.read(search.versions, [hit for hit, _, _ in ranked])
+        found = [
+            Found(_version(rows[hit]), score, why) for hit, score, why in ranked if hit in rows
+        ]
+        return Answer(found, degraded, _abstains(question, found))
 
     async def referrers(
         self, memory_ids: Iterable[str], record_ids: Iterable[str]
@@ -100,6 +210,7 @@ def _row(record_id: str, version: int, record: NewRecord, now: int) -> MemoryRec
         valid_to=record.valid_to,
         written_at_ms=now,
         written_by=record.written_by.to_json(),
+        search_text=search.searchable(record.title, record.content),
     )
 
 
@@ -130,3 +241,40 @@ def _version(row: MemoryRecordRow) -> Version:
             ),
         ),
     )
+
+
+def fused(lists: Sequence[_Ranked]) -> list[tuple[search.Hit, float, tuple[str, ...]]]:
+    """Reciprocal-rank fusion: each list gives a hit 1 / (RRF_K + rank); the sum, scaled so
+    that first in every list asked is 1.0, ranks the hits, and `why` names the lists that
+    held each."""
+    if not lists:
+        return []
+    best = len(lists) / (RRF_K + 1)
+    scores: dict[search.Hit, float] = {}
+    why: dict[search.Hit, list[str]] = {}
+    for ranked in lists:
+        for rank, hit in enumerate(ranked.hits, start=1):
+            scores[hit] = scores.get(hit, 0.0) + 1 / (RRF_K + rank)
+            why.setdefault(hit, []).append(ranked.signal)
+    order = sorted(scores, key=lambda hit: -scores[hit])
+    return [(hit, round(scores[hit] / best, 4), tuple(why[hit])) for hit in order]
+
+
+def _abstains(question: Question, found: list[Found]) -> bool:
+    """Nothing found answers the question: when it asked by meaning or by words, no hit came
+    from either (a hit by fields alone does not answer a question); else, nothing found."""
+    asked = {QUERY} if question.query is not None else set()
+    if question.text is not None:
+        asked.add(TEXT)
+    if asked:
+        return not any(asked & set(hit.why) for hit in found)
+    return not found
+
+
+def _condition(given: Filter) -> search.Filter:
+    if isinstance(given, FieldFilter):
+        return search.Condition(given.field, given.op, given.value)
+    if isinstance(given, AllOf):
+        return search.AllOf(tuple(_condition(c) for c in given.conditions))
+    assert isinstance(given, AnyOf)
+    return search.AnyOf(tuple(_condition(c) for c in given.conditions))

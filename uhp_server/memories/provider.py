@@ -87,6 +87,23 @@ class FieldFilter:
 
 
 @dataclass(frozen=True)
+class AllOf:
+    """Filters that must all hold (`{"and": [...]}`)."""
+
+    conditions: tuple[Filter, ...]
+
+
+@dataclass(frozen=True)
+class AnyOf:
+    """Filters of which one must hold (`{"or": [...]}`)."""
+
+    conditions: tuple[Filter, ...]
+
+
+Filter = FieldFilter | AllOf | AnyOf
+
+
+@dataclass(frozen=True)
 class Question:
     """A recall as the server hands it to a provider: the memories it covers were decided by
     the server (grants, cutoff, depth and cap) before the provider is asked."""
@@ -94,7 +111,7 @@ class Question:
     memory_ids: tuple[str, ...]
     query: str | None = None  # meaning: similarity to a question
     text: str | None = None  # words: full-text match
-    filters: tuple[FieldFilter, ...] = ()  # fields: all must hold
+    filters: tuple[Filter, ...] = ()  # fields: all must hold
     types: tuple[str, ...] | None = None
     as_of: int | None = None  # ms; the memory as it stood then
     include_forgotten: bool = False
@@ -126,8 +143,73 @@ class Embedder(Protocol):
     async def embed(self, texts: list[str]) -> list[list[float]]: ...
 
 
+# -- the capability document (§10.2) ---------------------------------------------------------
+@dataclass(frozen=True)
+class ObserveCapability:
+    keeps_episodes: bool
+    answers: str  # "records" (what was kept, at once) or "job" (202, derived later)
+
+
+@dataclass(frozen=True)
+class RecallCapability:
+    signals: tuple[str, ...]  # of query, text, filters: what is not here is `degraded`
+    abstain: bool
+
+
+@dataclass(frozen=True)
+class HistoryCapability:
+    content: str  # versions, snapshots or none
+    structure: str
+
+
+@dataclass(frozen=True)
+class FreeQueries:
+    languages: tuple[str, ...]
+    write: bool
+
+
+@dataclass(frozen=True)
+class QueriesCapability:
+    named: bool
+    languages: tuple[str, ...]  # the languages a named query's `body` may be written in
+    free: FreeQueries | None  # None: not declared (§6.5: only where it can be confined)
+
+
+@dataclass(frozen=True)
+class ContentCapability:
+    media: tuple[str, ...]  # media types kept, as patterns (text/*)
+    bytes: str  # kept or referenced
+    describes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a provider does, said honestly (§10.2): an operation the adapter supplies itself
+    is `emulated`, a gap is absent or false, never approximated in silence."""
+
+    id: str
+    isolation: str  # container or enforced_filter
+    derivation: str  # write_time, background, agent or none
+    observe: ObserveCapability
+    recall: RecallCapability
+    history: HistoryCapability
+    revise: str  # native, emulated or false
+    forget: str
+    erase_unreachable: str  # "reported" or "none": whether `unreachable` names what it missed
+    prime: bool
+    consolidate: str | bool  # runs, trigger or False
+    queries: QueriesCapability
+    types: bool
+    graph_entities: str  # derived, stated or none
+    content: ContentCapability
+
+
 class MemoryProvider(Protocol):
     id: str
+
+    def capabilities(self) -> Capabilities:
+        """Its capability document (§10.2), as `GET /v1/memories/providers` lists it."""
+        ...
 
     async def remember(self, records: list[NewRecord]) -> list[Version] | None:
         """Each as a new record, version 1; None when their memory is gone."""

@@ -97,3 +97,47 @@ class MemoryRecord:
 class RecordPage:
     data: list[MemoryRecord]
     next: str | None = None
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """A memory next to the one asked (§6.3 `parent`, `children`): where to go next."""
+
+    id: str
+    name: str
+    description: str
+    records: int
+
+
+@dataclass(frozen=True)
+class RecallHit:
+    """One result: the record as this reader sees it, the memory it is in, its score and
+    the signals that found it."""
+
+    record: MemoryRecord
+    memory_id: str
+    memory_name: str
+    score: float | None
+    why: list[str]
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    results: list[RecallHit]
+    parent: Neighbour | None  # None on a root, and equally when the caller may not read it
+    children: list[Neighbour]
+    degraded: list[str]
+    abstain: bool
+
+
+@dataclass(frozen=True)
+class NamedQuery:
+    """A named query of a memory (§6.4), as defined."""
+
+    memory_id: str
+    name: str
+    description: str
+    params: dict[str, Any]
+    requires: str
+    language: str
+    body: str

@@ -14,13 +14,13 @@ from uhp_server.doors.uhp import (
     share,
     tasks,
 )
-from uhp_server.doors.uhp.chapters import MEMORIES, previewed
+from uhp_server.doors.uhp.chapters import MEMORIES, turned_off
 from uhp_server.engine import Engine
 from uhp_server.http.versioning import SUPPORTED_VERSIONS
 
 
 def _memories_on(engine: Engine) -> bool:
-    return MEMORIES.capability in previewed(engine.settings)
+    return MEMORIES.capability not in turned_off(engine.settings)
 
 
 door = Door(
@@ -36,7 +36,7 @@ door = Door(
         share.router,
         harness_events.router,
     ),
-    # The Memories chapter, built in part: served only as the operator's preview.
+    # The Memories chapter: served unless the operator turns it off (UHP_MEMORIES=off).
     gated=(GatedRouter(memories.router, _memories_on),),
 )
 

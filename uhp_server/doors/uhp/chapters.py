@@ -8,10 +8,9 @@ those chapters asks of a server without it (Plugins §7, Environments §7, Memor
 never a partial implementation. Implementing one is serving its routes and turning its
 `served` below to True; discovery, `/openapi.json` and the tests follow from this table.
 
-A chapter built in part may be served as a preview, only where the operator asks for it
-(UHP_MEMORIES=preview): `previewed` names those, discovery reports them true, and their routes
-are mounted (doors/uhp/__init__.py). By default nothing changes: `/openapi.json` and every
-test of a chapter off follow the table alone.
+A served chapter the operator may turn off (UHP_MEMORIES=off: Memories) is named by
+`turned_off`: discovery then reports it false and its routes are not mounted
+(doors/uhp/__init__.py), exactly as for a chapter not built.
 """
 
 from __future__ import annotations
@@ -45,7 +44,7 @@ class OptionalChapter:
 
 PLUGINS = OptionalChapter("plugins", tag="Plugins", served=True)
 ENVIRONMENTS = OptionalChapter("environments", tag="Environments", served=True)
-MEMORIES = OptionalChapter("memories", tag="Memories", served=False)
+MEMORIES = OptionalChapter("memories", tag="Memories", served=True)
 OPTIONAL_CHAPTERS = (PLUGINS, ENVIRONMENTS, MEMORIES)
 
 # The Agent Plugins manifest schemas installed (Plugins §7): discovery names them, and must,
@@ -53,22 +52,45 @@ OPTIONAL_CHAPTERS = (PLUGINS, ENVIRONMENTS, MEMORIES)
 PLUGIN_SCHEMAS = tuple(SUPPORTED_PLUGIN_SCHEMAS)
 
 
-def capabilities(previews: frozenset[str] = frozenset()) -> dict[str, bool]:
+# Operations of a served chapter that this server does not serve yet, each answering the
+# ordinary 404: /openapi.json says so on each (api_docs/document.py). Being built (issue 29):
+# the graph, file content, the agent's part; snapshots, consolidations, jobs and type
+# operations belong to providers that declare them, and none here does.
+NOT_SERVED_YET: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("get", "/v1/memories/{memory_id}/jobs/{job_id}"),
+        ("get", "/v1/memories/{memory_id}/records/{record_id}/content/{index}"),
+        ("post", "/v1/memories/{memory_id}/records/{record_id}/operations/{name}"),
+        ("post", "/v1/memories/{memory_id}/graph"),
+        ("get", "/v1/memories/{memory_id}/snapshots"),
+        ("post", "/v1/memories/{memory_id}/snapshots"),
+        ("get", "/v1/memories/{memory_id}/consolidations"),
+        ("post", "/v1/memories/{memory_id}/consolidations"),
+        ("get", "/v1/memories/{memory_id}/consolidations/{run_id}"),
+        ("get", "/v1/memories/{memory_id}/consolidations/{run_id}/changes"),
+        ("post", "/v1/memories/{memory_id}/consolidations/{run_id}/revert"),
+        ("get", "/v1/harnesses/{harness_id}/memories"),
+        ("put", "/v1/harnesses/{harness_id}/memories"),
+    }
+)
+
+
+def capabilities(off: frozenset[str] = frozenset()) -> dict[str, bool]:
     """Every capability, `false` ones included: a client tells "not supported" from "older
-    than this field" by the key being there (Lifecycle §2). `previews`: the capabilities of
-    the chapters the operator turned on as previews (`previewed`)."""
+    than this field" by the key being there (Lifecycle §2). `off`: the capabilities of the
+    chapters the operator turned off (`turned_off`)."""
     return {
         **CORE_CAPABILITIES,
         **{
-            chapter.capability: chapter.served or chapter.capability in previews
+            chapter.capability: chapter.served and chapter.capability not in off
             for chapter in OPTIONAL_CHAPTERS
         },
     }
 
 
-def previewed(settings: Settings) -> frozenset[str]:
-    """The chapters not yet served whole that this server serves as a preview."""
-    return frozenset({MEMORIES.capability} if settings.memories == "preview" else ())
+def turned_off(settings: Settings) -> frozenset[str]:
+    """The served chapters this server's operator turned off (UHP_MEMORIES=off)."""
+    return frozenset({MEMORIES.capability} if settings.memories == "off" else ())
 
 
 def chapters_off() -> tuple[OptionalChapter, ...]:

@@ -8,7 +8,7 @@ from fastapi import APIRouter
 
 from uhp_server import __version__
 from uhp_server.doors.deps import EngineDep
-from uhp_server.doors.uhp.chapters import PLUGIN_SCHEMAS, PLUGINS, capabilities, previewed
+from uhp_server.doors.uhp.chapters import PLUGIN_SCHEMAS, PLUGINS, capabilities, turned_off
 from uhp_server.harnesses.default_base import default_base_name
 from uhp_server.http.strict_json import StrictJsonRoute
 from uhp_server.http.versioning import DEFAULT_VERSION, SUPPORTED_VERSIONS
@@ -28,13 +28,13 @@ def conformance_class(capabilities: dict[str, bool]) -> str:
 
 
 def discovery_document(
-    default_base: str | None, previews: frozenset[str] = frozenset()
+    default_base: str | None, off: frozenset[str] = frozenset()
 ) -> dict[str, Any]:
     """The same for every caller and every version asked for: nothing principal-specific.
     `default_base`: the base a task without `metadata.harness_id` runs on, said in the
     free-form `implementation` (this server's own field; left out when no base is enabled).
-    `previews`: the chapters served as a preview (chapters.previewed)."""
-    served = capabilities(previews)
+    `off`: the chapters the operator turned off (chapters.turned_off)."""
+    served = capabilities(off)
     document: dict[str, Any] = {
         "object": "uhp.discovery",
         "protocol": "uhp",
@@ -53,4 +53,4 @@ def discovery_document(
 
 @router.get("/v1/uhp")
 def discovery(engine: EngineDep) -> dict[str, Any]:
-    return discovery_document(default_base_name(engine.bases), previewed(engine.settings))
+    return discovery_document(default_base_name(engine.bases), turned_off(engine.settings))

@@ -1,9 +1,9 @@
-"""Memories chapter (UHP 2026-10-04), the part built so far: the tree of memories (§2), grants
-(§3.1), records with their versions (§4, §5: remember, observe, list, get, history, revise,
-forget, erase) and the core types (§8). Served only while UHP_MEMORIES=preview
-(doors/uhp/chapters.py); recall, the graph, files, extension types, queries, snapshots,
-consolidations and the providers' document are not served. Parsing and shapes only: the
-chapter is the engine's (`engine.memories`)."""
+"""Memories chapter (UHP 2026-10-04): the tree of memories (§2), grants (§3.1), records with
+their versions (§4, §5: remember, observe, list, get, history, revise, forget, erase), recall
+(§6.1-§6.3), named and free queries (§6.4, §6.5), the core types (§8) and the providers'
+capability documents (§10.2). Served unless UHP_MEMORIES=off (doors/uhp/chapters.py); the
+graph, files, extension types, snapshots and consolidations are not served yet. Parsing and
+shapes only: the chapter is the engine's (`engine.memories`)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,17 @@ from uhp_server.http.strict_json import StrictJsonRoute
 from uhp_server.memories.access import Caller
 from uhp_server.memories.content import CORE
 from uhp_server.memories.errors import memory_invalid
-from uhp_server.memories.records import Grant, Memory, MemoryRecord, RecordPage, Reference
+from uhp_server.memories.provider import Capabilities
+from uhp_server.memories.records import (
+    Grant,
+    Memory,
+    MemoryRecord,
+    NamedQuery,
+    Neighbour,
+    RecallResult,
+    RecordPage,
+    Reference,
+)
 
 router = APIRouter(route_class=StrictJsonRoute)
 
@@ -146,6 +156,88 @@ def page_to_wire(page: RecordPage) -> dict[str, Any]:
     return {"object": "list", "data": [record_to_wire(r) for r in page.data], "next": page.next}
 
 
+def neighbour_to_wire(neighbour: Neighbour) -> dict[str, Any]:
+    return {
+        "id": neighbour.id,
+        "name": neighbour.name,
+        "description": neighbour.description,
+        "records": {"count": neighbour.records},
+    }
+
+
+def recall_to_wire(result: RecallResult) -> dict[str, Any]:
+    """§6.3: `parent` is left out on a root and where the caller may not read it."""
+    wire: dict[str, Any] = {
+        "object": "memory.recall",
+        "results": [
+            {
+                "record": record_to_wire(hit.record),
+                "memory": {"id": hit.memory_id, "name": hit.memory_name},
+                "score": hit.score,
+                "why": hit.why,
+            }
+            for hit in result.results
+        ],
+    }
+    if result.parent is not None:
+        wire["parent"] = neighbour_to_wire(result.parent)
+    wire |= {
+        "children": [neighbour_to_wire(kid) for kid in result.children],
+        "degraded": result.degraded,
+        "abstain": result.abstain,
+    }
+    return wire
+
+
+def query_to_wire(query: NamedQuery) -> dict[str, Any]:
+    return {
+        "object": "memory.query",
+        "name": query.name,
+        "description": query.description,
+        "params": query.params,
+        "requires": query.requires,
+        "language": query.language,
+        "body": query.body,
+    }
+
+
+def provider_to_wire(said: Capabilities) -> dict[str, Any]:
+    """A provider's capability document (§10.2), in the chapter's shape."""
+    queries: dict[str, Any] = {"named": said.queries.named}
+    if said.queries.named:
+        queries["languages"] = list(said.queries.languages)
+    queries["free"] = (
+        {"languages": list(said.queries.free.languages), "write": said.queries.free.write}
+        if said.queries.free is not None
+        else False
+    )
+    return {
+        "id": said.id,
+        "object": "memory.provider",
+        "isolation": said.isolation,
+        "derivation": said.derivation,
+        "observe": {
+            "keeps_episodes": said.observe.keeps_episodes,
+            "answers": said.observe.answers,
+        },
+        "recall": {"signals": list(said.recall.signals), "abstain": said.recall.abstain},
+        "history": {"content": said.history.content, "structure": said.history.structure},
+        "revise": said.revise,
+        "forget": said.forget,
+        "erase": {"unreachable": said.erase_unreachable},
+        "prime": said.prime,
+        "consolidate": said.consolidate,
+        "queries": queries,
+        "types": said.types,
+        "graph": {"entities": said.graph_entities},
+        "content": {
+            "media": list(said.content.media),
+            "bytes": said.content.bytes,
+            "describes": list(said.content.describes),
+        },
+    }
+
+
 def _flag(value: str | None, name: str) -> bool:
     if value in (None, "false", "0"):
         return False
@@ -199,6 +291,13 @@ async def list_types(principal: CurrentPrincipal) -> dict[str, Any]:
         "object": "list",
         "data": [{"type": t.type, "core": True, "description": t.description} for t in CORE],
     }
+
+
+@router.get("/v1/memories/providers")
+async def list_providers(principal: CurrentPrincipal, engine: EngineDep) -> dict[str, Any]:
+    """What each connected provider does (§10.2)."""
+    documents = engine.memories.provider_documents()
+    return {"object": "list", "data": [provider_to_wire(d) for d in documents]}
 
 
 @router.get("/v1/memories/{memory_id}")
@@ -407,3 +506,53 @@ async def history(
 ) -> dict[str, Any]:
     versions = await engine.memories.history(caller_of(principal), memory_id, record_id)
     return {"object": "list", "data": [record_to_wire(v) for v in versions], "next": None}
+
+
+# -- recall (§6) --------------------------------------------------------------------------
+@router.post("/v1/memories/{memory_id}/recall")
+async def recall(
+    memory_id: str, body: JsonObject, principal: CurrentPrincipal, engine: EngineDep
+) -> dict[str, Any]:
+    result = await engine.memories.recall(caller_of(principal), memory_id, body)
+    return recall_to_wire(result)
+
+
+# -- named and free queries (§6.4, §6.5) --------------------------------------------------
+@router.get("/v1/memories/{memory_id}/queries")
+async def list_queries(
+    memory_id: str, principal: CurrentPrincipal, engine: EngineDep
+) -> dict[str, Any]:
+    queries = await engine.memories.queries(caller_of(principal), memory_id)
+    return {"object": "list", "data": [query_to_wire(q) for q in queries]}
+
+
+@router.put("/v1/memories/{memory_id}/queries/{name}")
+async def define_query(
+    request: Request,
+    memory_id: str,
+    name: str,
+    body: JsonObject,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    key: IdempotencyKey = None,
+) -> dict[str, Any]:
+    async def write() -> dict[str, Any]:
+        query = await engine.memories.define_query(caller_of(principal), memory_id, name, body)
+        return query_to_wire(query)
+
+    return await once(request, engine, principal, key, body, write)
+
+
+@router.post("/v1/memories/{memory_id}/queries/{name}")
+async def run_query(
+    memory_id: str, name: str, body: JsonObject, principal: CurrentPrincipal, engine: EngineDep
+) -> dict[str, Any]:
+    result = await engine.memories.run_query(caller_of(principal), memory_id, name, body)
+    return recall_to_wire(result)
+
+
+@router.post("/v1/memories/{memory_id}/query")
+async def free_query(
+    memory_id: str, body: JsonObject, principal: CurrentPrincipal, engine: EngineDep
+) -> dict[str, Any]:
+    await engine.memories.free_query(caller_of(principal), memory_id, body)  # always refuses

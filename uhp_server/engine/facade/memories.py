@@ -7,8 +7,9 @@ ids it may reach. A memory the caller may not see is `memory_not_found`, exactly
 is not there; one it sees without the privilege needed is `memory_forbidden`. Records are
 stamped here with who wrote them: nothing a caller sends says who it is.
 
-Recall (§6), the graph (§6.6), files, types, snapshots, consolidation and the agent's
-part (§9) are not built yet: their routes are not served.
+Recall (§6.1-§6.3) is memory_recall.py's, named queries (§6.4) memory_queries.py's; the
+graph (§6.6), files, types, snapshots, consolidation and the agent's part (§9) are not
+built here.
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NoReturn
 
 from storage import memories as store
 from storage.db import Database, Order
 from storage.tables import MemoryGrantRow, MemoryRow
 from storage.unit import Tx
+from uhp_server.engine.facade import memory_queries
+from uhp_server.engine.facade.memory_recall import instant
+from uhp_server.engine.facade.memory_recall import recall as recall_below
 from uhp_server.engine.facade.memory_replays import Replays
 from uhp_server.errors import ApiError
 from uhp_server.ids import new_id
@@ -48,12 +51,21 @@ from uhp_server.memories.errors import (
     memory_unsupported,
     record_not_found,
 )
-from uhp_server.memories.provider import Erasure, Listing, MemoryProvider, NewRecord, Version
+from uhp_server.memories.provider import (
+    Capabilities,
+    Erasure,
+    Listing,
+    MemoryProvider,
+    NewRecord,
+    Version,
+)
 from uhp_server.memories.records import (
     Grant,
     Memory,
     MemoryDeleted,
     MemoryRecord,
+    NamedQuery,
+    RecallResult,
     RecordPage,
     RecordTime,
     Reference,
@@ -364,7 +376,7 @@ class Memories:
             memory_id=memory_id,
             type=type,
             include_forgotten=include == "all",
-            as_of=_instant(as_of),
+            as_of=instant(as_of),
             after=cursor,
             limit=size,
         )
@@ -375,9 +387,9 @@ class Memories:
     async def record(
         self, caller: Caller, memory_id: str, record_id: str, as_of: str | None = None
     ) -> MemoryRecord:
-        instant = _instant(as_of)
+        moment = instant(as_of)
         seen = await self._requiring(caller, memory_id, READ)
-        version = await self._provider_of(seen, memory_id).get(memory_id, record_id, instant)
+        version = await self._provider_of(seen, memory_id).get(memory_id, record_id, moment)
         if version is None:
             raise record_not_found()
         return await self._shown(seen, version)
@@ -461,6 +473,37 @@ class Memories:
         if erased is None:
             raise record_not_found()
         return erased
+
+    # -- recall (§6) -------------------------------------------------------------------------
+    async def recall(self, caller: Caller, memory_id: str, body: dict[str, Any]) -> RecallResult:
+        """A question asked of this memory and of what is below it that the caller may read
+        (memory_recall.py)."""
+        return await recall_below(self, caller, memory_id, body)
+
+    async def queries(self, caller: Caller, memory_id: str) -> list[NamedQuery]:
+        return await memory_queries.listing(self, caller, memory_id)
+
+    async def define_query(
+        self, caller: Caller, memory_id: str, name: str, body: dict[str, Any]
+    ) -> NamedQuery:
+        return await memory_queries.define(self, caller, memory_id, name, body)
+
+    async def run_query(
+        self, caller: Caller, memory_id: str, name: str, body: dict[str, Any]
+    ) -> RecallResult:
+        return await memory_queries.run(self, caller, memory_id, name, body)
+
+    async def free_query(self, caller: Caller, memory_id: str, body: dict[str, Any]) -> NoReturn:
+        """§6.5: no provider here declares `queries.free`; always memory_unsupported."""
+        await memory_queries.free(self, caller, memory_id)
+
+    def provider_documents(self) -> list[Capabilities]:
+        """What each connected provider does (§10.2), the default one first."""
+        names = sorted(self.providers, key=lambda name: (name != self.default_provider, name))
+        return [self.providers[name].capabilities() for name in names]
+
+    async def _rows(self, memory_ids: list[str]) -> dict[str, MemoryRow]:
+        return await self.db.read(store.memories_by_ids, memory_ids)
 
     def _provider_of(self, seen: _Seen, memory_id: str) -> MemoryProvider:
         name = seen.providers[memory_id]
@@ -615,18 +658,3 @@ def _flag(value: object, name: str) -> bool | None:
     if value is not None and not isinstance(value, bool):
         raise memory_invalid(f"`{name}` is true or false.", name)
     return value
-
-
-def _instant(value: str | None) -> int | None:
-    """`as_of`: a date and time (ISO 8601; without a zone, UTC)."""
-    if value is None:
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise memory_invalid(
-            "`as_of` is a date and time, e.g. 2026-10-01T17:02:11Z.", "as_of"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)  # the milliseconds a version's times are kept in

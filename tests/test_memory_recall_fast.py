@@ -1,0 +1,465 @@
+"""Recall (Memories §6.1-§6.3), named and free queries (§6.4, §6.5) and the providers'
+capability document (§10.2), in process, on the embedded provider: full-text recall on the
+database under test (SQLite FTS5, or PostgreSQL text search with UHP_TEST_DATABASE=
+postgresql), filters, fusion, `as_of`, and two principals: a recall never reaches a memory
+the caller may not read, finds a granted memory inside a branch behind a cutoff, and never
+looks above the memory asked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import PROVIDER_KEY
+from tests.scripted_provider import RunningProvider
+from tests.support.in_process import InProcess, in_process
+from tests.support.schema import validate
+from tests.test_memories_fast import Other, _code, _memory, _record, _tree
+from uhp_server.engine.facade import memory_recall
+
+
+@pytest.fixture
+async def server(tmp_path: Path, provider: RunningProvider):
+    async with in_process(tmp_path / "data", provider.base_url, PROVIDER_KEY) as running:
+        yield running
+
+
+async def _recall(
+    server: InProcess, mid: str, headers: dict[str, str] | None = None, **body: Any
+) -> dict[str, Any]:
+    answer = await server.client.post(f"/v1/memories/{mid}/recall", json=body, headers=headers)
+    assert answer.status_code == 200, answer.text
+    validate("MemoryRecall", answer.json())
+    return answer.json()
+
+
+def _found(answer: dict[str, Any]) -> list[str]:
+    return [hit["record"]["id"] for hit in answer["results"]]
+
+
+async def _refused(server: InProcess, mid: str, body: Any) -> httpx.Response:
+    answer = await server.client.post(f"/v1/memories/{mid}/recall", json=body)
+    assert answer.status_code == 422, answer.text
+    return answer
+
+
+# -- the question covers the memory and what is below it (§6.1, §6.3) ---------------------
+async def test_a_question_asked_of_a_parent_finds_below_names_where_and_never_looks_above(
+    server: InProcess,
+) -> None:
+    root, child = await _tree(server)
+    fact = await _record(
+        server,
+        child["id"],
+        content="Quillon Freight renews its contract every March.",
+        attributes={"account": "quillon"},
+    )
+    top = await _record(server, root["id"], content="Vellacourt is the parent's own fact.")
+    own = await _recall(server, child["id"], text="renewal Quillon")
+    assert _found(own) == [fact["id"]]
+    assert own["parent"]["id"] == root["id"] and own["parent"]["records"] == {"count": 1}
+    assert own["children"] == [] and own["degraded"] == [] and own["abstain"] is False
+    hit = own["results"][0]
+    assert hit["why"] == ["text"] and 0 < hit["score"] <= 1
+    assert hit["record"]["trust"] == "untrusted" and hit["record"]["written_by"]["kind"] == "member"
+    # asked of the parent: found below, and the result says where
+    up = await _recall(server, root["id"], text="Quillon")
+    assert _found(up) == [fact["id"]]
+    assert up["results"][0]["memory"] == {"id": child["id"], "name": "Acme"}
+    assert "parent" not in up  # a root
+    assert up["children"] == [
+        {
+            "id": child["id"],
+            "name": "Acme",
+            "description": "What is known about Acme.",
+            "records": {"count": 1},
+        }
+    ]
+    assert _found(await _recall(server, root["id"], text="Quillon", depth=0)) == []
+    # never above: the parent's own fact is not found from the child
+    assert _found(await _recall(server, root["id"], text="Vellacourt")) == [top["id"]]
+    below = await _recall(server, child["id"], text="Vellacourt")
+    assert below["results"] == [] and below["abstain"] is True
+
+
+async def test_what_the_provider_does_not_do_is_said_and_a_bad_request_is_refused(
+    server: InProcess,
+) -> None:
+    _, child = await _tree(server)
+    await _record(server, child["id"], content="Harlow Mills pays net sixty.")
+    documents = (await server.client.get("/v1/memories/providers")).json()
+    validate("MemoryProviderList", documents)
+    embedded = documents["data"][0]
+    assert embedded["id"] == "embedded" and embedded["recall"]["signals"] == ["text", "filters"]
+    assert embedded["queries"]["free"] is False and embedded["queries"]["named"] is True
+    # meaning is not declared (no embeddings): said, never ignored; words still answer
+    alone = await _recall(server, child["id"], query="who pays late?")
+    assert alone["degraded"] == ["query:not_supported"] and alone["results"] == []
+    assert alone["abstain"] is True
+    both = await _recall(server, child["id"], query="who pays late?", text="Harlow")
+    assert both["degraded"] == ["query:not_supported"] and len(both["results"]) == 1
+    for body, param in (
+        ({}, None),
+        ({"text": ""}, "text"),
+        ({"text": "x", "limit": 0}, "limit"),
+        ({"text": "x", "limit": 101}, "limit"),
+        ({"text": "x", "depth": -1}, "depth"),
+        ({"text": "x", "include": "some"}, "include"),
+        ({"text": "x", "as_of": "yesterday"}, "as_of"),
+        ({"text": "x", "types": "fact"}, "types"),
+        ({"text": "x", "rerank": True}, "rerank"),
+        ({"filters": {"field": "secret", "op": "eq", "value": 1}}, "filters"),
+        ({"filters": {"field": "type", "op": "like", "value": "f"}}, "filters"),
+        ({"filters": {"field": "attributes.a", "op": "in", "value": []}}, "filters"),
+        ({"filters": {"field": "attributes.a", "op": "gt", "value": True}}, "filters"),
+        ({"filters": {"or": []}}, "filters"),
+        (
+            {
+                "filters": {
+                    "and": [
+                        {
+                            "and": [
+                                {"and": [{"and": [{"field": "type", "op": "eq", "value": "fact"}]}]}
+                            ]
+                        }
+                    ]
+                }
+            },
+            "filters",
+        ),
+    ):
+        refused = await _refused(server, child["id"], body)
+        assert _code(refused) == "memory_invalid", body
+        if param is not None:
+            assert refused.json()["error"]["param"] == param, body
+    missing = await server.client.post("/v1/memories/hmem_nothing/recall", json={"text": "x"})
+    assert missing.status_code == 404 and _code(missing) == "memory_not_found"
+
+
+async def test_filters_fuse_with_words_and_reach_types_attributes_and_times(
+    server: InProcess,
+) -> None:
+    _, child = await _tree(server)
+    mid = child["id"]
+    acme = await _record(
+        server,
+        mid,
+        content="Acme wants its discount kept at renewal.",
+        attributes={"account": "acme", "seats": 40, "vip": True, "region": {"code": "eu"}},
+    )
+    other = await _record(
+        server,
+        mid,
+        type="note",
+        content="Renewal talks with Harlow start in May.",
+        attributes={"account": "harlow", "seats": 5},
+    )
+    untitled = await _record(server, mid, type="entity", title="Acme Corp")
+
+    async def ids(filters: Any, **more: Any) -> set[str]:
+        return set(_found(await _recall(server, mid, filters=filters, **more)))
+
+    assert await ids({"field": "attributes.account", "op": "eq", "value": "acme"}) == {acme["id"]}
+    assert await ids({"field": "attributes.account", "op": "ne", "value": "acme"}) == {other["id"]}
+    assert await ids({"field": "attributes.seats", "op": "gt", "value": 10}) == {acme["id"]}
+    assert await ids({"field": "attributes.seats", "op": "lte", "value": 40}) == {
+        acme["id"],
+        other["id"],
+    }
+    assert await ids({"field": "attributes.vip", "op": "eq", "value": True}) == {acme["id"]}
+    assert await ids({"field": "attributes.region.code", "op": "eq", "value": "eu"}) == {acme["id"]}
+    assert await ids({"field": "attributes.account", "op": "in", "value": ["acme", "harlow"]}) == {
+        acme["id"],
+        other["id"],
+    }
+    # a number is not a string: "40" matches nothing
+    assert await ids({"field": "attributes.seats", "op": "eq", "value": "40"}) == set()
+    assert await ids({"field": "type", "op": "eq", "value": "entity"}) == {untitled["id"]}
+    assert await ids(
+        {
+            "or": [
+                {"field": "type", "op": "eq", "value": "entity"},
+                {"field": "attributes.seats", "op": "lt", "value": 10},
+            ]
+        }
+    ) == {untitled["id"], other["id"]}
+    assert await ids(
+        [
+            {"field": "type", "op": "eq", "value": "fact"},
+            {"field": "time.written_at", "op": "gte", "value": "2020-01-01T00:00:00Z"},
+        ]
+    ) == {acme["id"]}
+    assert (
+        await ids({"field": "time.written_at", "op": "lt", "value": "2020-01-01T00:00:00Z"})
+        == set()
+    )
+    # `types` narrows every signal
+    assert set(_found(await _recall(server, mid, text="renewal", types=["note"]))) == {other["id"]}
+    # words and fields fused: a record both find ranks first, and says both
+    fused = await _recall(
+        server,
+        mid,
+        text="renewal",
+        filters={"field": "attributes.account", "op": "eq", "value": "acme"},
+    )
+    assert fused["results"][0]["record"]["id"] == acme["id"]
+    assert fused["results"][0]["why"] == ["text", "filters"]
+    assert [h["why"] for h in fused["results"][1:]] == [["text"]]
+    assert fused["results"][0]["score"] > fused["results"][1]["score"] > 0
+    # the title is searched with the content
+    assert _found(await _recall(server, mid, text="Corp")) == [untitled["id"]]
+    # fields alone that match nothing abstain; `limit` bounds the results
+    nothing = await _recall(server, mid, filters={"field": "type", "op": "eq", "value": "link"})
+    assert nothing["results"] == [] and nothing["abstain"] is True
+    assert len((await _recall(server, mid, text="renewal Acme", limit=1))["results"]) == 1
+
+
+async def test_recall_reads_as_of_an_instant_and_forgotten_records_only_when_asked(
+    server: InProcess,
+) -> None:
+    _, child = await _tree(server)
+    mid = child["id"]
+    first = await _record(server, mid, content="The office is in Leeds.")
+    before = first["time"]["written_at"]
+    revised = await server.client.patch(
+        f"/v1/memories/{mid}/records/{first['id']}", json={"content": "The office is in York."}
+    )
+    assert revised.status_code == 200
+    assert _found(await _recall(server, mid, text="Leeds")) == []
+    assert _found(await _recall(server, mid, text="York")) == [first["id"]]
+    then = await _recall(server, mid, text="Leeds", as_of=before)
+    assert _found(then) == [first["id"]] and then["results"][0]["record"]["version"] == 1
+    assert _found(await _recall(server, mid, text="York", as_of=before)) == []
+    await server.client.delete(f"/v1/memories/{mid}/records/{first['id']}")
+    assert _found(await _recall(server, mid, text="York")) == []
+    kept = await _recall(server, mid, text="York", include="all")
+    assert _found(kept) == [first["id"]] and kept["results"][0]["record"]["status"] == "forgotten"
+
+
+async def test_a_question_covers_at_most_the_cap_nearest_first_and_says_so(
+    server: InProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(memory_recall, "MAX_MEMORIES", 2)
+    root, child = await _tree(server)
+    deeper = await _memory(server, "Deeper", parent_id=child["id"])
+    for mid in (root["id"], child["id"], deeper["id"]):
+        await _record(server, mid, content=f"Ledger entry kept in {mid}.")
+    capped = await _recall(server, root["id"], text="ledger")
+    assert capped["degraded"] == ["subtree:capped_at_2_memories"]
+    assert {h["memory"]["id"] for h in capped["results"]} == {root["id"], child["id"]}
+    whole = await _recall(server, child["id"], text="ledger")
+    assert whole["degraded"] == [] and len(whole["results"]) == 2
+
+
+# -- two principals ----------------------------------------------------------------------------
+async def test_no_recall_hit_of_one_principal_reaches_another_without_a_grant(
+    server: InProcess,
+) -> None:
+    root, child = await _tree(server)
+    secret = await _record(server, child["id"], content="The Quillon discount is 12 percent.")
+    other = Other(server)
+    h = other.headers
+    mine = await _memory(server, "Mine", description="x")  # the other's own, below
+    assert mine  # (the first principal's; the other makes its own)
+    theirs = await server.client.post("/v1/memories", json={"name": "Theirs"}, headers=h)
+    assert theirs.status_code == 200
+    tid = theirs.json()["id"]
+    await server.client.post(
+        f"/v1/memories/{tid}/records", json={"content": "Quillon notes of the other."}, headers=h
+    )
+    for mid in (root["id"], child["id"]):
+        refused = await server.client.post(
+            f"/v1/memories/{mid}/recall", json={"text": "Quillon"}, headers=h
+        )
+        assert refused.status_code == 404 and _code(refused) == "memory_not_found"
+    own = await _recall(server, tid, headers=h, text="Quillon discount")
+    assert secret["id"] not in _found(own) and len(own["results"]) == 1
+    # granted the child only: it finds the child's records, and sees no parent
+    granted = await server.client.post(
+        f"/v1/memories/{child['id']}/grants",
+        json={"principal": other.principal, "privileges": ["read"]},
+    )
+    assert granted.status_code == 200
+    there = await _recall(server, child["id"], headers=h, text="Quillon")
+    assert _found(there) == [secret["id"]] and "parent" not in there
+    assert (
+        await server.client.post(
+            f"/v1/memories/{root['id']}/recall", json={"text": "Quillon"}, headers=h
+        )
+    ).status_code == 404
+
+
+async def test_a_recall_of_a_parent_finds_a_granted_memory_behind_a_cutoff_and_nothing_else(
+    server: InProcess,
+) -> None:
+    root = await _memory(server, "Company")
+    private = await _memory(server, "Private", parent_id=root["id"], restricted=True)
+    shared = await _memory(server, "Shared inside", parent_id=private["id"])
+    hidden = await _memory(server, "Hidden inside", parent_id=private["id"])
+    open_child = await _memory(server, "Open", parent_id=root["id"])
+    records = {
+        mid: (await _record(server, mid, content=f"Beacon report for {name}."))["id"]
+        for mid, name in (
+            (root["id"], "root"),
+            (private["id"], "private"),
+            (shared["id"], "shared"),
+            (hidden["id"], "hidden"),
+            (open_child["id"], "open"),
+        )
+    }
+    other = Other(server)
+    for mid in (root["id"], shared["id"]):
+        answer = await server.client.post(
+            f"/v1/memories/{mid}/grants",
+            json={"principal": other.principal, "privileges": ["read"]},
+        )
+        assert answer.status_code == 200
+    found = await _recall(server, root["id"], headers=other.headers, text="beacon", limit=20)
+    assert set(_found(found)) == {
+        records[root["id"]],
+        records[open_child["id"]],
+        records[shared["id"]],
+    }
+    assert {c["id"] for c in found["children"]} == {open_child["id"]}  # the cut-off one unseen
+    # asked of the granted memory inside the cutoff: its parent is not readable, not named
+    inside = await _recall(server, shared["id"], headers=other.headers, text="beacon")
+    assert _found(inside) == [records[shared["id"]]] and "parent" not in inside
+    # the owner finds all five
+    everything = await _recall(server, root["id"], text="beacon", limit=20)
+    assert set(_found(everything)) == set(records.values())
+
+
+async def test_a_reference_in_a_recalled_record_is_resolved_for_the_reader(
+    server: InProcess,
+) -> None:
+    root, child = await _tree(server)
+    target = await _record(server, root["id"], type="entity", title="Dana")
+    fact = await _record(
+        server,
+        child["id"],
+        content="Dana leads procurement at Quillon.",
+        references=[{"rel": "about", "record_id": target["id"]}],
+    )
+    other = Other(server)
+    await server.client.post(
+        f"/v1/memories/{child['id']}/grants",
+        json={"principal": other.principal, "privileges": ["read"]},
+    )
+    mine = await _recall(server, child["id"], text="procurement")
+    assert mine["results"][0]["record"]["references"][0]["available"] is True
+    theirs = await _recall(server, child["id"], headers=other.headers, text="procurement")
+    assert _found(theirs) == [fact["id"]]
+    assert theirs["results"][0]["record"]["references"] == [
+        {"record_id": target["id"], "available": False}
+    ]
+
+
+# -- named and free queries (§6.4, §6.5) -----------------------------------------------------
+TEMPLATE = {
+    "text": {"$param": "topic"},
+    "filters": {"field": "attributes.account", "op": "eq", "value": {"$param": "account"}},
+}
+OPEN_DEALS = {
+    "description": "Deals for one account.",
+    "params": {
+        "type": "object",
+        "required": ["account"],
+        "properties": {"account": {"type": "string"}, "topic": {"type": "string"}},
+        "additionalProperties": False,
+    },
+    "body": json.dumps(TEMPLATE),
+}
+
+
+async def test_a_named_query_is_defined_by_a_writer_and_runs_on_its_memory_alone(
+    server: InProcess,
+) -> None:
+    root, child = await _tree(server)
+    base = f"/v1/memories/{root['id']}/queries"
+    deal = await _record(
+        server,
+        root["id"],
+        content="Acme deal: 40 seats, renewal pending.",
+        attributes={"account": "acme"},
+    )
+    below = await _record(
+        server, child["id"], content="Acme deal in the child.", attributes={"account": "acme"}
+    )
+    defined = await server.client.put(f"{base}/deals_for", json=OPEN_DEALS)
+    assert defined.status_code == 200, defined.text
+    validate("MemoryQuery", defined.json())
+    assert defined.json()["language"] == "uhp.recall" and defined.json()["requires"] == "read"
+    listed = (await server.client.get(base)).json()
+    validate("MemoryQueryList", listed)
+    assert [q["name"] for q in listed["data"]] == ["deals_for"]
+    ran = await server.client.post(f"{base}/deals_for", json={"params": {"account": "acme"}})
+    assert ran.status_code == 200, ran.text
+    validate("MemoryRecall", ran.json())
+    assert _found(ran.json()) == [deal["id"]]  # the memory named, not the one below
+    assert below["id"] not in _found(ran.json())
+    worded = await server.client.post(
+        f"{base}/deals_for", json={"params": {"account": "acme", "topic": "renewal"}}
+    )
+    assert worded.json()["results"][0]["why"] == ["text", "filters"]
+    for params in ({}, {"account": 5}, {"account": "acme", "extra": 1}):
+        refused = await server.client.post(f"{base}/deals_for", json={"params": params})
+        assert refused.status_code == 422 and _code(refused) == "memory_invalid", params
+    missing = await server.client.post(f"{base}/nothing", json={"params": {}})
+    assert missing.status_code == 404
+    # definitions that cannot be run are refused
+    for name, body in (
+        ("Bad Name", OPEN_DEALS),
+        ("q", {**OPEN_DEALS, "body": "not json"}),
+        ("q", {**OPEN_DEALS, "body": '{"text": {"$param": "undeclared"}}'}),
+        ("q", {**OPEN_DEALS, "body": '{"text": "x", "depth": 3}'}),
+        ("q", {**OPEN_DEALS, "params": {"type": "string"}}),
+        ("q", {**OPEN_DEALS, "requires": "delete"}),
+    ):
+        refused = await server.client.put(f"{base}/{name}", json=body)
+        assert refused.status_code == 422 and _code(refused) == "memory_invalid", (name, body)
+    other_language = await server.client.put(f"{base}/q", json={**OPEN_DEALS, "language": "cypher"})
+    assert other_language.status_code == 422 and _code(other_language) == "memory_unsupported"
+    # free queries: not declared, so refused, after the memory is checked like any read
+    free = await server.client.post(
+        f"/v1/memories/{root['id']}/query", json={"language": "sql", "statement": "SELECT 1"}
+    )
+    assert free.status_code == 422 and _code(free) == "memory_unsupported"
+    unknown = await server.client.post(
+        "/v1/memories/hmem_nothing/query", json={"language": "sql", "statement": "SELECT 1"}
+    )
+    assert unknown.status_code == 404 and _code(unknown) == "memory_not_found"
+
+
+async def test_named_queries_need_write_to_define_and_read_to_run(server: InProcess) -> None:
+    root, _ = await _tree(server)
+    base = f"/v1/memories/{root['id']}/queries"
+    assert (await server.client.put(f"{base}/deals_for", json=OPEN_DEALS)).status_code == 200
+    other = Other(server)
+    h = other.headers
+    unseen = await server.client.post(
+        f"{base}/deals_for", json={"params": {"account": "a"}}, headers=h
+    )
+    assert unseen.status_code == 404 and _code(unseen) == "memory_not_found"
+    assert (await server.client.get(base, headers=h)).status_code == 404
+    await server.client.post(
+        f"/v1/memories/{root['id']}/grants",
+        json={"principal": other.principal, "privileges": ["read"]},
+    )
+    ran = await server.client.post(
+        f"{base}/deals_for", json={"params": {"account": "a"}}, headers=h
+    )
+    assert ran.status_code == 200
+    refused = await server.client.put(f"{base}/mine", json=OPEN_DEALS, headers=h)
+    assert refused.status_code == 403 and _code(refused) == "memory_forbidden"
+    writes = await server.client.put(
+        f"{base}/writers_only", json={**OPEN_DEALS, "requires": "write"}
+    )
+    assert writes.status_code == 200
+    needs = await server.client.post(
+        f"{base}/writers_only", json={"params": {"account": "a"}}, headers=h
+    )
+    assert needs.status_code == 403 and _code(needs) == "memory_forbidden"
