@@ -243,7 +243,8 @@ async def test_a_stated_record_is_kept_as_stated_and_stamped_by_the_server(
             },
             "memory_invalid",
         ),
-        ({"content": [{"type": "file", "file": {"id": "file_x"}}]}, "memory_unsupported"),
+        ({"content": [{"type": "file", "file": {"id": "file_x"}}]}, "memory_invalid"),
+        ({"content": [{"type": "file", "file": {}}]}, "memory_invalid"),
     ],
 )
 async def test_a_record_that_cannot_be_is_refused(
@@ -793,6 +794,10 @@ async def test_no_input_reaches_a_5xx_on_any_route_of_the_chapter(
             "memory_id": child["id"],
             "record_id": record["id"],
             "grant_id": "hgnt_nothing",
+            "index": "0",
+            "job_id": "job_nothing",
+            "run_id": "hcon_nothing",
+            "name": "nothing",
         }
         routes = [
             (method, route.path)

@@ -128,6 +128,9 @@ class Embedder(Protocol):
 
 class MemoryProvider(Protocol):
     id: str
+    # The media types a file part may carry in its records (§10.2 `content.media`, patterns
+    # as `image/*`); the server refuses a write naming a file of another type.
+    media: tuple[str, ...]
 
     async def remember(self, records: list[NewRecord]) -> list[Version] | None:
         """Each as a new record, version 1; None when their memory is gone."""
