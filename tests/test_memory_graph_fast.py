@@ -242,6 +242,46 @@ async def test_no_node_or_edge_target_of_one_principal_reaches_another(
     assert answer.status_code == 404 and _code(answer) == "memory_record_not_found"
 
 
+async def test_a_revision_cannot_give_a_record_a_second_subject_behind_a_hidden_one(
+    server: InProcess,
+) -> None:
+    """§4.2: at most one `subject` and one `object`, also counting the references a reviser
+    may not read, which it cannot remove and so keeps."""
+    secret = await _memory(server, "Secret", restricted=True)
+    person = await _record(server, secret["id"], type="entity", title="Dana")
+    shared = await _memory(server, "Shared")
+    company = await _record(server, shared["id"], type="entity", title="Quillon")
+    fact = await _record(
+        server,
+        shared["id"],
+        title="Dana works here",
+        references=[{"rel": "subject", "record_id": person["id"]}],
+    )
+    other = Other(server)
+    await server.client.post(
+        f"/v1/memories/{shared['id']}/grants",
+        json={"principal": other.principal, "privileges": ["read", "write"]},
+    )
+    path = f"/v1/memories/{shared['id']}/records/{fact['id']}"
+    second = await server.client.patch(
+        path,
+        json={"references": [{"rel": "subject", "record_id": company["id"]}]},
+        headers=other.headers,
+    )
+    assert second.status_code == 422 and _code(second) == "memory_invalid"
+    about = await server.client.patch(
+        path,
+        json={"references": [{"rel": "object", "record_id": company["id"]}]},
+        headers=other.headers,
+    )
+    assert about.status_code == 200, about.text
+    kept = (await server.client.get(path)).json()["references"]
+    assert [(r["rel"], r["record_id"]) for r in kept] == [
+        ("object", company["id"]),
+        ("subject", person["id"]),
+    ]
+
+
 # -- file parts (§4.3, §7) ------------------------------------------------------------------
 async def test_a_file_part_is_completed_by_the_server_and_read_back_byte_for_byte(
     server: InProcess,
@@ -301,6 +341,32 @@ async def test_a_file_part_is_completed_by_the_server_and_read_back_byte_for_byt
     assert (await server.client.get(f"{base}/content/1", params={"version": "1"})).content == PNG
 
 
+async def test_an_observed_turn_keeps_its_files_under_their_roles(server: InProcess) -> None:
+    memory = await _memory(server, "Turns")
+    file_id = await _upload(server)
+    answer = await server.client.post(
+        f"/v1/memories/{memory['id']}/observe",
+        json={
+            "episodes": [
+                {
+                    "content": [
+                        {"type": "text", "text": "What is this?", "role": "user"},
+                        {"type": "file", "file": {"id": file_id}, "role": "user"},
+                        {"type": "text", "text": "A dot.", "role": "assistant"},
+                    ]
+                }
+            ]
+        },
+    )
+    assert answer.status_code == 200, answer.text
+    episode = answer.json()["data"][0]
+    assert episode["type"] == "episode"
+    assert episode["content"][1]["file"]["media_type"] == "image/png"
+    assert episode["content"][1]["role"] == "user"
+    got = await server.client.get(f"/v1/memories/{memory['id']}/records/{episode['id']}/content/1")
+    assert got.status_code == 200 and got.content == PNG
+
+
 async def test_a_file_the_provider_does_not_keep_is_refused_and_nothing_is_stored(
     server: InProcess,
 ) -> None:
@@ -336,9 +402,7 @@ async def test_files_and_their_bytes_are_one_principals_until_a_record_is_readab
     assert _code(answers[0]) == "memory_invalid"
     # the bytes of my record are not served to a caller who may not read it
     mine = await _upload(server, PNG)
-    record = await _record(
-        server, memory["id"], content=[{"type": "file", "file": {"id": mine}}]
-    )
+    record = await _record(server, memory["id"], content=[{"type": "file", "file": {"id": mine}}])
     path = f"/v1/memories/{memory['id']}/records/{record['id']}/content/0"
     refused = await server.client.get(path, headers=other.headers)
     assert refused.status_code == 404 and _code(refused) == "memory_not_found"
@@ -514,7 +578,7 @@ async def test_every_operation_of_the_chapter_is_served(server: InProcess) -> No
         if method in ("get", "put", "post", "patch", "delete")
         and "Memories" in operation.get("tags", [])
     }
-    assert BUILT_ELSEWHERE <= published
+    assert published >= BUILT_ELSEWHERE
     ids = {
         "memory_id": "hmem_nothing",
         "record_id": "hrec_nothing",

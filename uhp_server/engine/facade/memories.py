@@ -457,6 +457,7 @@ class Memories:
             hidden = [ref for ref in was.references if not _readable(seen, ref)]
             stated_refs = await self._placed(seen, statement.references)
             references = [*stated_refs, *(ref for ref in hidden if ref not in stated_refs)]
+            _one_subject_and_object(references)
         return NewRecord(
             memory_id=was.memory_id,
             type=was.type,
@@ -698,6 +699,18 @@ def _stated(body: dict[str, Any], revising: bool = False) -> Statement:
         raise memory_invalid(str(exc), exc.param) from None
     except Unsupported as exc:
         raise memory_unsupported(str(exc), "content") from None
+
+
+def _one_subject_and_object(references: list[dict[str, Any]]) -> None:
+    """§4.2 holds after a revision too: what the reviser states, with the references it
+    may not read and so keeps, names at most one `subject` and one `object`."""
+    for rel in ("subject", "object"):
+        if sum(1 for ref in references if ref.get("rel") == rel) > 1:
+            raise memory_invalid(
+                f"A record names at most one `{rel}`, and this one keeps a reference you may "
+                f"not read that would be a second: state no `{rel}`, or write a new record.",
+                "references",
+            )
 
 
 def _revisable(version: Version) -> None:

@@ -56,13 +56,15 @@ class GraphWalk:
             frontier = [await self._start(scope, ask.around)]
         else:
             frontier = await self._every_record(scope)
+        # Started from every record of the scope, every record that names one is already
+        # visited: only the references leading out of it are left to follow.
+        whole_scope = ask.around is None and not self.capped
         self._visit(frontier)
         for _ in range(ask.hops):
             if not frontier or self.capped:
                 break
-            frontier = self._visit(
-                [*(await self._outgoing(frontier)), *(await self._incoming(scope, frontier))]
-            )
+            incoming = [] if whole_scope else await self._incoming(scope, frontier)
+            frontier = self._visit([*(await self._outgoing(frontier)), *incoming])
         if self.capped:
             self.degraded.append(WALK_CAPPED)
         kept = [v for v in self.visited.values() if ask.types is None or v.record.type in ask.types]
