@@ -768,6 +768,7 @@ GARBAGE_BODIES = [
 GARBAGE_QUERIES = [
     {"limit": "99999999999999999999999"},
     {"limit": "-1"},
+    {"limit": "\u00b2", "version": "\u00b2"},  # a digit to str.isdigit(), not to int()
     {"as_of": "9999-12-31T23:59:59+14:00"},
     {"as_of": "0001-01-01T00:00:00-14:00"},
     {"as_of": "\x00"},

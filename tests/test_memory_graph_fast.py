@@ -319,7 +319,7 @@ async def test_a_file_part_is_completed_by_the_server_and_read_back_byte_for_byt
     for index in ("0", "2", "99"):  # a text part, and past the end
         answer = await server.client.get(f"{base}/content/{index}")
         assert answer.status_code == 404 and _code(answer) == "memory_record_not_found"
-    for index in ("-1", "x", "9" * 40):
+    for index in ("-1", "x", "9" * 40, "\u00b2"):
         answer = await server.client.get(f"{base}/content/{index}")
         assert answer.status_code in (404, 422), answer.text
     # a revision naming another file is a new version; the earlier one keeps its file
@@ -331,6 +331,9 @@ async def test_a_file_part_is_completed_by_the_server_and_read_back_byte_for_byt
     assert (await server.client.get(f"{base}/content/0")).content == b"plain words"
     assert (await server.client.get(f"{base}/content/1", params={"version": "1"})).content == PNG
     written = record["time"]["written_at"]
+    for bad in ({"version": "\u00b2"}, {"version": "x"}, {"as_of": "yesterday"}):
+        answer = await server.client.get(f"{base}/content/1", params=bad)
+        assert answer.status_code == 422 and _code(answer) == "memory_invalid", bad
     as_of = await server.client.get(f"{base}/content/1", params={"as_of": written})
     assert as_of.status_code == 200 and as_of.content == PNG
     # a reviser may send back the file it read: the version revised already names it

@@ -159,10 +159,15 @@ def _flag(value: str | None, name: str) -> bool:
     raise memory_invalid(f"`{name}` is true or false.", name)
 
 
+def _digits(value: str) -> bool:
+    """0-9 only: str.isdigit() is also true of "²", which int() refuses."""
+    return value.isascii() and value.isdigit()
+
+
 def _limit(value: str | None) -> int | None:
     if value is None:
         return None
-    if not value.isdigit():
+    if not _digits(value):
         raise memory_invalid("`limit` is a whole number.", "limit")
     return int(value)
 
@@ -470,9 +475,9 @@ async def record_content(
     as_of: str | None = None,
     version: str | None = None,
 ) -> StreamingResponse:
-    if not index.isdigit() or len(index) > 6:
+    if not _digits(index) or len(index) > 6:
         raise memory_invalid("`index` is the place of a part in the content, from 0.", "index")
-    if version is not None and (not version.isdigit() or len(version) > 9):
+    if version is not None and (not _digits(version) or len(version) > 9):
         raise memory_invalid("`version` is a version's number, from 1.", "version")
     part = await engine.memories.content(
         caller_of(principal),
