@@ -19,7 +19,6 @@ from fastapi.responses import StreamingResponse
 
 from uhp_server.doors.deps import EngineDep
 from uhp_server.engine import Engine, Principal
-from uhp_server.engine.facade.memory_snapshots import Snapshot
 from uhp_server.errors import ApiError
 from uhp_server.files.filenames import content_disposition
 from uhp_server.http.auth import CurrentPrincipal
@@ -29,6 +28,7 @@ from uhp_server.memories.content import CORE
 from uhp_server.memories.errors import memory_invalid
 from uhp_server.memories.graph import GraphEdge, GraphEnd, MemoryGraph
 from uhp_server.memories.records import Grant, Memory, MemoryRecord, RecordPage, Reference
+from uhp_server.memories.snapshots import Snapshot
 
 router = APIRouter(route_class=StrictJsonRoute)
 

@@ -32,7 +32,6 @@ from uhp_server.engine.facade import memory_snapshots as snapshots
 from uhp_server.engine.facade.memory_files import MemoryFiles, PartBytes, file_ids
 from uhp_server.engine.facade.memory_graph import GraphWalk
 from uhp_server.engine.facade.memory_replays import Replays
-from uhp_server.engine.facade.memory_snapshots import Snapshot
 from uhp_server.errors import ApiError
 from uhp_server.ids import new_id
 from uhp_server.memories.access import (
@@ -69,6 +68,7 @@ from uhp_server.memories.records import (
     Reference,
     Writer,
 )
+from uhp_server.memories.snapshots import Snapshot, stated_snapshot
 
 MAX_NAME = 200
 MAX_DESCRIPTION = 2000
@@ -544,7 +544,7 @@ class Memories:
 
     # -- snapshots (§5.3) -----------------------------------------------------------------
     async def snapshot(self, caller: Caller, memory_id: str, body: dict[str, Any]) -> Snapshot:
-        name, message = snapshots.stated_snapshot(body)
+        name, message = stated_snapshot(body)
         await self._requiring(caller, memory_id, WRITE)
         return await snapshots.take(self.db, memory_id, name, message, _writer(caller))
 

@@ -1,41 +1,18 @@
-"""Snapshots (Memories §5.3): a name for an instant of one memory. A snapshot copies
-nothing: reading `as_of` its instant (`at`) is the same read, since every version is kept."""
+"""Snapshots (Memories §5.3) taken and listed: a name for an instant of one memory. A snapshot
+copies nothing: reading `as_of` its instant (`at`) is the same read, since every version is
+kept."""
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from typing import Any
 
 from storage import memories as memory_store
 from storage import memory_snapshots as store
 from storage.db import Database, Order
 from storage.tables import MemorySnapshotRow
 from uhp_server.ids import new_id
-from uhp_server.memories.errors import memory_invalid
 from uhp_server.memories.records import Writer
-
-MAX_NAME = 200
-MAX_MESSAGE = 2000
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    id: str
-    memory_id: str
-    name: str
-    message: str
-    at_ms: int
-    written_by: Writer
-
-
-def stated_snapshot(body: dict[str, Any]) -> tuple[str, str]:
-    name, message = body.get("name"), body.get("message", "")
-    if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME:
-        raise memory_invalid(f"`name` is text of 1 to {MAX_NAME} characters.", "name")
-    if not isinstance(message, str) or len(message) > MAX_MESSAGE:
-        raise memory_invalid(f"`message` is text of at most {MAX_MESSAGE} characters.", "message")
-    return name, message
+from uhp_server.memories.snapshots import Snapshot
 
 
 async def take(db: Database, memory_id: str, name: str, message: str, writer: Writer) -> Snapshot:
