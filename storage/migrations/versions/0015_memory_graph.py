@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0015"
-down_revision = "0013"  # DEV: 0014 on merge
+down_revision = "0014"
 branch_labels = None
 depends_on = None
 
