@@ -364,3 +364,41 @@ class MemoryQueryRow(SQLModel, table=True):
     body: str
     written_by: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
     updated_at_ms: int = Field(sa_type=BigInteger)
+
+
+class MemoryReferenceRow(SQLModel, table=True):
+    """One reference of one version of a record, kept by its target (Memories §6.6): the
+    graph's edges coming into a record are found without reading every record. The
+    embedded provider's index, written with the version (its `refs` are the truth)."""
+
+    __tablename__ = "memory_reference"
+    record_id: str = Field(primary_key=True)
+    version: int = Field(primary_key=True)
+    position: int = Field(primary_key=True)  # its place in the version's references
+    memory_id: str = Field(index=True)
+    target_record_id: str = Field(index=True)
+
+
+class MemoryFileUseRow(SQLModel, table=True):
+    """A file (`POST /v1/files`) that a version of a record names in its content (Memories
+    §4.3, §7): the server keeps the bytes while a version names them, whichever provider
+    keeps the record, and an erase removes those nothing else names."""
+
+    __tablename__ = "memory_file_use"
+    record_id: str = Field(primary_key=True)
+    version: int = Field(primary_key=True)
+    file_id: str = Field(primary_key=True, index=True)
+    memory_id: str = Field(index=True)
+
+
+class MemorySnapshotRow(SQLModel, table=True):
+    """A name for an instant of a memory (Memories §5.3): it copies nothing; reading `as_of`
+    its instant is the same read."""
+
+    __tablename__ = "memory_snapshot"
+    id: str = Field(primary_key=True)
+    memory_id: str = Field(index=True)
+    name: str
+    message: str = ""
+    at_ms: int = Field(sa_type=BigInteger)
+    written_by: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))

@@ -246,7 +246,8 @@ async def test_a_stated_record_is_kept_as_stated_and_stamped_by_the_server(
             },
             "memory_invalid",
         ),
-        ({"content": [{"type": "file", "file": {"id": "file_x"}}]}, "memory_unsupported"),
+        ({"content": [{"type": "file", "file": {"id": "file_x"}}]}, "memory_invalid"),
+        ({"content": [{"type": "file", "file": {}}]}, "memory_invalid"),
     ],
 )
 async def test_a_record_that_cannot_be_is_refused(
@@ -770,6 +771,7 @@ GARBAGE_BODIES = [
 GARBAGE_QUERIES = [
     {"limit": "99999999999999999999999"},
     {"limit": "-1"},
+    {"limit": "\u00b2", "version": "\u00b2"},  # a digit to str.isdigit(), not to int()
     {"as_of": "9999-12-31T23:59:59+14:00"},
     {"as_of": "0001-01-01T00:00:00-14:00"},
     {"as_of": "\x00"},
@@ -797,6 +799,9 @@ async def test_no_input_reaches_a_5xx_on_any_route_of_the_chapter(
             "record_id": record["id"],
             "grant_id": "hgnt_nothing",
             "name": "a_query",
+            "index": "0",
+            "job_id": "job_nothing",
+            "run_id": "hcon_nothing",
         }
         routes = [
             (method, route.path)

@@ -20,6 +20,7 @@ PREFIXES = {
     "memory": "hmem_",
     "memory_grant": "hgnt_",
     "memory_record": "hrec_",
+    "memory_snapshot": "hsnp_",
 }
 
 

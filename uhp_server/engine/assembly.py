@@ -78,6 +78,7 @@ def assemble_engine(
             {EMBEDDED: EmbeddedProvider(db)},
             default_provider=EMBEDDED,
             replays=Replays(db, settings.idempotency_retention_hours * 3600),
+            blobs=blobs,
         ),
     )
 

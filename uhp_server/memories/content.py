@@ -125,10 +125,7 @@ def _part(index: int, part: object) -> dict[str, Any]:
     if _EXTENSION.match(kind):
         return dict(part)  # a kind of part this server does not know is carried unchanged
     if kind == "file":
-        raise Unsupported(
-            "File parts are not kept yet by this server's memories (a preview): "
-            "send the words as a text part."
-        )
+        return _file_part(where, part)
     if kind != "text":
         raise Invalid(f"{where}: a part is `text`, `file`, or an x.-prefixed kind.", where)
     if not isinstance(part.get("text"), str):
@@ -138,6 +135,27 @@ def _part(index: int, part: object) -> dict[str, Any]:
     if "text_source" in part and part["text_source"] not in TEXT_SOURCES:
         raise Invalid(f"{where}: `text_source` is stated or derived.", where)
     return dict(part)
+
+
+def _file_part(where: str, part: dict[str, Any]) -> dict[str, Any]:
+    """A file named by its id (§4.3). Only the id is read of `file`: its name, media type
+    and size are completed from the server's file store (memory_files.py), never taken from
+    the writer. Words the writer gives for it are its own statement: `text_source` is
+    `stated` whatever the writer said (a provider's words would be `derived`)."""
+    named = part.get("file")
+    if not isinstance(named, dict) or not _an_id(named.get("id")):
+        raise Invalid(f"{where}: a file part names a file by `file.id` (POST /v1/files).", where)
+    kept: dict[str, Any] = {"type": "file", "file": {"id": named["id"]}}
+    if part.get("text") is not None:
+        if not isinstance(part["text"], str):
+            raise Invalid(f"{where}: the words that stand for a file are text.", where)
+        kept["text"] = part["text"]
+        kept["text_source"] = "stated"
+    if "role" in part:
+        if part["role"] not in ROLES:
+            raise Invalid(f"{where}: `role` is one of {', '.join(ROLES)}.", where)
+        kept["role"] = part["role"]
+    return kept
 
 
 def _type(value: object) -> str:

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from storage import memories as store
+from storage import memory_references as references
 from storage import memory_search as search
 from storage.db import Database, Order
 from storage.tables import MemoryRecordRow
+from storage.unit import Tx
 from uhp_server.ids import new_id
-from uhp_server.memories.errors import memory_unsupported
 from uhp_server.memories.provider import (
     AllOf,
     Answer,
@@ -67,8 +68,28 @@ class _Ranked:
     hits: list[search.Hit]
 
 
+# What it keeps of a record's content (§4.3, §7, §10.2 `content`): a file part's reference,
+# its bytes staying in the server's file store (`referenced`), for these media types; a
+# write naming a file of another type is refused memory_unsupported. Untyped bytes
+# (application/octet-stream) are not among them: a memory keeps what it can say what it is.
+CONTENT_MEDIA = (
+    "text/*",
+    "image/*",
+    "audio/*",
+    "video/*",
+    "application/pdf",
+    "application/json",
+)
+CONTENT_BYTES = "referenced"
+CONTENT_DESCRIBES: tuple[str, ...] = ()  # it writes no words for a file
+GRAPH_ENTITIES = "stated"  # it keeps the entities a writer states and finds none (§10.2)
+TYPES = False  # no extension type is registered, so no operations (§8)
+CONSOLIDATE = False  # it derives nothing in the background (§9.2)
+
+
 class EmbeddedProvider:
     id = EMBEDDED
+    media: tuple[str, ...] = CONTENT_MEDIA
 
     def __init__(
         self,
@@ -98,23 +119,25 @@ class EmbeddedProvider:
             forget="native",
             erase_unreachable="reported",  # it keeps no copy: an empty list is a guarantee
             prime=False,
-            consolidate=False,
+            consolidate=CONSOLIDATE,
             queries=QueriesCapability(named=True, languages=(RECALL_LANGUAGE,), free=None),
-            types=False,
-            graph_entities="stated",
-            content=ContentCapability(media=(), bytes="referenced", describes=()),
+            types=TYPES,
+            graph_entities=GRAPH_ENTITIES,
+            content=ContentCapability(
+                media=CONTENT_MEDIA, bytes=CONTENT_BYTES, describes=CONTENT_DESCRIBES
+            ),
         )
 
     async def remember(self, records: list[NewRecord]) -> list[Version] | None:
         now = store.now_ms()
         rows = [_row(new_id("memory_record"), 1, record, now) for record in records]
-        stored = await self.db.write(store.insert_record, rows, order=Order.ANY)
+        stored = await self.db.write(_insert, rows, order=Order.ANY)
         return None if stored is None else [_version(row) for row in stored]
 
     async def append(self, record_id: str, after: int, record: NewRecord) -> Version | None:
         row = _row(record_id, after + 1, record, store.now_ms())
         row.supersedes = after
-        stored = await self.db.write(store.append_version, row, order=Order.ANY)
+        stored = await self.db.write(_append, row, order=Order.ANY)
         return None if stored is None else _version(stored)
 
     async def forget(self, memory_id: str, record_id: str) -> Version | None:
@@ -152,11 +175,11 @@ class EmbeddedProvider:
 
     async def erase(self, memory_id: str, record_ids: list[str]) -> Erasure | None:
         # It derives nothing and keeps no copy: its versions are all there is to remove.
-        erased = await self.db.write(store.erase_records, memory_id, record_ids, order=Order.ANY)
+        erased = await self.db.write(_erase, memory_id, record_ids, order=Order.ANY)
         return None if erased is None else Erasure(erased, [])
 
     async def drop(self, memory_ids: list[str]) -> None:
-        await self.db.write(store.delete_records, memory_ids, order=Order.ANY)
+        await self.db.write(_drop, memory_ids, order=Order.ANY)
 
     async def recall(self, question: Question) -> Answer:
         scope = search.Scope(
@@ -191,7 +214,35 @@ class EmbeddedProvider:
     async def referrers(
         self, memory_ids: Iterable[str], record_ids: Iterable[str]
     ) -> list[Version]:
-        raise memory_unsupported("The graph is not built yet.")  # being built (issue 29)
+        rows = await self.db.read(references.referrers, list(memory_ids), list(record_ids))
+        return [_version(row) for row in rows]
+
+
+# Each write keeps the index of references by target in the same transaction.
+def _insert(tx: Tx, rows: list[MemoryRecordRow]) -> list[MemoryRecordRow] | None:
+    stored = store.insert_record(tx, rows)
+    if stored is not None:
+        references.index_versions(tx, stored)
+    return stored
+
+
+def _append(tx: Tx, row: MemoryRecordRow) -> MemoryRecordRow | None:
+    stored = store.append_version(tx, row)
+    if stored is not None:
+        references.index_versions(tx, [stored])
+    return stored
+
+
+def _erase(tx: Tx, memory_id: str, record_ids: list[str]) -> list[str] | None:
+    erased = store.erase_records(tx, memory_id, record_ids)
+    if erased is not None:
+        references.unindex_records(tx, erased)
+    return erased
+
+
+def _drop(tx: Tx, memory_ids: list[str]) -> None:
+    store.delete_records(tx, memory_ids)
+    references.unindex_memories(tx, memory_ids)
 
 
 def _row(record_id: str, version: int, record: NewRecord, now: int) -> MemoryRecordRow:

@@ -206,6 +206,9 @@ class Capabilities:
 
 class MemoryProvider(Protocol):
     id: str
+    # The media types a file part may carry in its records (§10.2 `content.media`, patterns
+    # as `image/*`); the server refuses a write naming a file of another type.
+    media: tuple[str, ...]
 
     def capabilities(self) -> Capabilities:
         """Its capability document (§10.2), as `GET /v1/memories/providers` lists it."""

@@ -1,9 +1,10 @@
 """Memories chapter (UHP 2026-10-04): the tree of memories (§2), grants (§3.1), records with
-their versions (§4, §5: remember, observe, list, get, history, revise, forget, erase), recall
-(§6.1-§6.3), named and free queries (§6.4, §6.5), the core types (§8) and the providers'
-capability documents (§10.2). Served unless UHP_MEMORIES=off (doors/uhp/chapters.py); the
-graph, files, extension types, snapshots and consolidations are not served yet. Parsing and
-shapes only: the chapter is the engine's (`engine.memories`)."""
+their versions (§4, §5: remember, observe, list, get, history, revise, forget, erase), file
+parts and their bytes (§4.3, §7), snapshots (§5.3), recall (§6.1-§6.3), named and free queries
+(§6.4, §6.5), the graph (§6.6), the core types (§8) and the providers' capability documents
+(§10.2); jobs, extension types' operations and consolidation runs are refused as the chapter
+says. Served unless UHP_MEMORIES=off (doors/uhp/chapters.py). Parsing and shapes only: the
+chapter is the engine's (`engine.memories`)."""
 
 from __future__ import annotations
 
@@ -14,15 +15,18 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Request
+from fastapi.responses import StreamingResponse
 
 from uhp_server.doors.deps import EngineDep
 from uhp_server.engine import Engine, Principal
 from uhp_server.errors import ApiError
+from uhp_server.files.filenames import content_disposition
 from uhp_server.http.auth import CurrentPrincipal
 from uhp_server.http.strict_json import StrictJsonRoute
 from uhp_server.memories.access import Caller
 from uhp_server.memories.content import CORE
 from uhp_server.memories.errors import memory_invalid
+from uhp_server.memories.graph import GraphEdge, GraphEnd, MemoryGraph
 from uhp_server.memories.provider import Capabilities
 from uhp_server.memories.records import (
     Grant,
@@ -34,6 +38,7 @@ from uhp_server.memories.records import (
     RecordPage,
     Reference,
 )
+from uhp_server.memories.snapshots import Snapshot
 
 router = APIRouter(route_class=StrictJsonRoute)
 
@@ -246,10 +251,15 @@ def _flag(value: str | None, name: str) -> bool:
     raise memory_invalid(f"`{name}` is true or false.", name)
 
 
+def _digits(value: str) -> bool:
+    """0-9 only: str.isdigit() is also true of "²", which int() refuses."""
+    return value.isascii() and value.isdigit()
+
+
 def _limit(value: str | None) -> int | None:
     if value is None:
         return None
-    if not value.isdigit():
+    if not _digits(value):
         raise memory_invalid("`limit` is a whole number.", "limit")
     return int(value)
 
@@ -556,3 +566,178 @@ async def free_query(
     memory_id: str, body: JsonObject, principal: CurrentPrincipal, engine: EngineDep
 ) -> dict[str, Any]:
     await engine.memories.free_query(caller_of(principal), memory_id, body)  # always refuses
+
+
+# -- the graph (§6.6) ---------------------------------------------------------------------
+def graph_to_wire(graph: MemoryGraph) -> dict[str, Any]:
+    def end(point: GraphEnd) -> dict[str, Any]:
+        if point.memory_id is None:  # the far end of an edge the reader may not follow
+            return {"record_id": point.record_id}
+        return {"memory_id": point.memory_id, "record_id": point.record_id}
+
+    def edge(e: GraphEdge) -> dict[str, Any]:
+        wire: dict[str, Any] = {"from": end(e.source), "to": end(e.target)}
+        if e.rel is not None:
+            wire["rel"] = e.rel
+        wire["available"] = e.available
+        return wire
+
+    return {
+        "object": "memory.graph",
+        "nodes": [
+            {
+                "record": record_to_wire(node.record),
+                "memory": {"id": node.memory_id, "name": node.memory_name},
+            }
+            for node in graph.nodes
+        ],
+        "edges": [edge(e) for e in graph.edges],
+        "truncated": graph.truncated,
+        "degraded": graph.degraded,
+    }
+
+
+@router.post("/v1/memories/{memory_id}/graph")
+async def graph(
+    memory_id: str, body: JsonObject, principal: CurrentPrincipal, engine: EngineDep
+) -> dict[str, Any]:
+    return graph_to_wire(await engine.memories.graph(caller_of(principal), memory_id, body))
+
+
+# -- file parts (§4.3, §7) ----------------------------------------------------------------
+# What a memory holds was written by others: never sniffed, never rendered in place.
+CONTENT_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Content-Security-Policy": "sandbox; default-src 'none'",
+    "Cache-Control": "private, no-store",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+@router.get("/v1/memories/{memory_id}/records/{record_id}/content/{index}")
+async def record_content(
+    memory_id: str,
+    record_id: str,
+    index: str,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    as_of: str | None = None,
+    version: str | None = None,
+) -> StreamingResponse:
+    if not _digits(index) or len(index) > 6:
+        raise memory_invalid("`index` is the place of a part in the content, from 0.", "index")
+    if version is not None and (not _digits(version) or len(version) > 9):
+        raise memory_invalid("`version` is a version's number, from 1.", "version")
+    part = await engine.memories.content(
+        caller_of(principal),
+        memory_id,
+        record_id,
+        int(index),
+        as_of=as_of,
+        version=None if version is None else int(version),
+    )
+    headers = {
+        **CONTENT_HEADERS,
+        "Content-Disposition": content_disposition(part.name),
+        "Content-Length": str(part.size),
+    }
+    return StreamingResponse(part.chunks, media_type=part.media_type, headers=headers)
+
+
+# -- snapshots (§5.3) ---------------------------------------------------------------------
+def snapshot_to_wire(snapshot: Snapshot) -> dict[str, Any]:
+    return {
+        "id": snapshot.id,
+        "object": "memory.snapshot",
+        "memory_id": snapshot.memory_id,
+        "name": snapshot.name,
+        "message": snapshot.message,
+        "at": _moment(snapshot.at_ms),  # read `as_of` it: the memory as it stood then
+        "written_by": snapshot.written_by.to_json(),
+    }
+
+
+@router.post("/v1/memories/{memory_id}/snapshots")
+async def create_snapshot(
+    request: Request,
+    memory_id: str,
+    body: JsonObject,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    key: IdempotencyKey = None,
+) -> dict[str, Any]:
+    async def write() -> dict[str, Any]:
+        taken = await engine.memories.snapshot(caller_of(principal), memory_id, body)
+        return snapshot_to_wire(taken)
+
+    return await once(request, engine, principal, key, body, write)
+
+
+@router.get("/v1/memories/{memory_id}/snapshots")
+async def list_snapshots(
+    memory_id: str, principal: CurrentPrincipal, engine: EngineDep
+) -> dict[str, Any]:
+    taken = await engine.memories.snapshots(caller_of(principal), memory_id)
+    return {"object": "list", "data": [snapshot_to_wire(s) for s in taken]}
+
+
+# -- jobs (§5.1), operations (§8), consolidation runs (§9.2): refused honestly -------------
+@router.get("/v1/memories/{memory_id}/jobs/{job_id}")
+async def get_job(
+    memory_id: str, job_id: str, principal: CurrentPrincipal, engine: EngineDep
+) -> dict[str, Any]:
+    await engine.memories.job(caller_of(principal), memory_id, job_id)
+    raise AssertionError("a job is never found here")  # job() raises
+
+
+@router.post("/v1/memories/{memory_id}/records/{record_id}/operations/{name}")
+async def operate(
+    memory_id: str,
+    record_id: str,
+    name: str,
+    body: JsonObject,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+) -> dict[str, Any]:
+    await engine.memories.operate(caller_of(principal), memory_id, record_id, name)
+    raise AssertionError("no operation is offered here")  # operate() raises
+
+
+async def _no_consolidation(engine: Engine, principal: Principal, memory_id: str) -> Any:
+    await engine.memories.consolidation(caller_of(principal), memory_id)
+    raise AssertionError("no consolidation is run here")  # consolidation() raises
+
+
+@router.get("/v1/memories/{memory_id}/consolidations")
+async def list_consolidations(
+    memory_id: str, principal: CurrentPrincipal, engine: EngineDep
+) -> dict[str, Any]:
+    return await _no_consolidation(engine, principal, memory_id)
+
+
+@router.post("/v1/memories/{memory_id}/consolidations")
+async def start_consolidation(
+    memory_id: str, principal: CurrentPrincipal, engine: EngineDep
+) -> dict[str, Any]:
+    return await _no_consolidation(engine, principal, memory_id)
+
+
+@router.get("/v1/memories/{memory_id}/consolidations/{run_id}")
+async def get_consolidation(
+    memory_id: str, run_id: str, principal: CurrentPrincipal, engine: EngineDep
+) -> dict[str, Any]:
+    return await _no_consolidation(engine, principal, memory_id)
+
+
+@router.get("/v1/memories/{memory_id}/consolidations/{run_id}/changes")
+async def consolidation_changes(
+    memory_id: str, run_id: str, principal: CurrentPrincipal, engine: EngineDep
+) -> dict[str, Any]:
+    return await _no_consolidation(engine, principal, memory_id)
+
+
+@router.post("/v1/memories/{memory_id}/consolidations/{run_id}/revert")
+async def revert_consolidation(
+    memory_id: str, run_id: str, principal: CurrentPrincipal, engine: EngineDep
+) -> dict[str, Any]:
+    return await _no_consolidation(engine, principal, memory_id)

@@ -10,20 +10,30 @@ stamped here with who wrote them: nothing a caller sends says who it is.
 Recall (§6.1-§6.3) is memory_recall.py's, named queries (§6.4) memory_queries.py's; the
 graph (§6.6), files, types, snapshots, consolidation and the agent's part (§9) are not
 built here.
+The graph (§6.6) is walked in memory_graph.py, file parts (§4.3, §7) are completed and
+their bytes kept in memory_files.py, snapshots (§5.3) named in memory_snapshots.py. Recall
+(§6), extension types and consolidation runs are not built here (their routes refuse
+honestly: memory_unsupported), nor is the agent's part (§9).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from storage import memories as store
+from storage import memory_snapshots as snapshot_store
+from storage.blobs import BlobStore
 from storage.db import Database, Order
 from storage.tables import MemoryGrantRow, MemoryRow
 from storage.unit import Tx
 from uhp_server.engine.facade import memory_queries
+from uhp_server.engine.facade import memory_snapshots as snapshots
+from uhp_server.engine.facade.memory_files import MemoryFiles, PartBytes, file_ids
+from uhp_server.engine.facade.memory_graph import GraphWalk
 from uhp_server.engine.facade.memory_recall import instant
 from uhp_server.engine.facade.memory_recall import recall as recall_below
 from uhp_server.engine.facade.memory_replays import Replays
@@ -51,6 +61,7 @@ from uhp_server.memories.errors import (
     memory_unsupported,
     record_not_found,
 )
+from uhp_server.memories.graph import MemoryGraph, graph_request
 from uhp_server.memories.provider import (
     Capabilities,
     Erasure,
@@ -71,6 +82,7 @@ from uhp_server.memories.records import (
     Reference,
     Writer,
 )
+from uhp_server.memories.snapshots import Snapshot, stated_snapshot
 
 MAX_NAME = 200
 MAX_DESCRIPTION = 2000
@@ -94,11 +106,13 @@ class Memories:
         providers: dict[str, MemoryProvider],
         default_provider: str,
         replays: Replays,
+        blobs: BlobStore | None = None,
     ) -> None:
         self.db = db
         self.providers = providers
         self.default_provider = default_provider
         self.replays = replays  # writes made with an Idempotency-Key
+        self.files = MemoryFiles(db, blobs)  # file parts: the server's file store
 
     # -- who sees what --------------------------------------------------------------------
     async def _seen(self, caller: Caller) -> _Seen:
@@ -247,9 +261,11 @@ class Memories:
         for node in subtree:
             by_provider.setdefault(seen.providers[node], []).append(node)
         await self.db.write(store.delete_memories, subtree, order=Order.ANY)
+        await self.db.write(snapshot_store.delete_snapshots, subtree, order=Order.ANY)
         for name, ids in by_provider.items():
             if name in self.providers:
                 await self.providers[name].drop(ids)
+        await self.files.release_memories(subtree)
         visible = [node for node in subtree if seen.access.sees(node)]
         return MemoryDeleted(memory_id, visible)
 
@@ -323,12 +339,29 @@ class Memories:
         statement = _stated(body)
         seen = await self._requiring(caller, memory_id, WRITE)
         provider = self._provider_of(seen, memory_id)
+        statement = await self._with_files(caller, provider, statement)
         references = await self._placed(seen, statement.references or [])
         record = _new_record(memory_id, statement, references, _writer(caller))
         stored = await provider.remember([record])
         if stored is None:
             raise memory_not_found()
+        await self.files.note(stored)
         return await self._shown(seen, stored[0])
+
+    async def _with_files(
+        self,
+        caller: Caller,
+        provider: MemoryProvider,
+        statement: Statement,
+        already_named: frozenset[str] = frozenset(),
+    ) -> Statement:
+        """The statement with its file parts completed from the file store (§4.3)."""
+        if statement.content is None:
+            return statement
+        content = await self.files.complete(
+            caller.member_id, provider, statement.content, already_named
+        )
+        return dataclasses.replace(statement, content=content)
 
     async def observe(
         self, caller: Caller, memory_id: str, body: dict[str, Any]
@@ -348,11 +381,14 @@ class Memories:
             records.append(statement)
         seen = await self._requiring(caller, memory_id, WRITE)
         writer = _writer(caller)
-        stored = await self._provider_of(seen, memory_id).remember(
+        provider = self._provider_of(seen, memory_id)
+        records = [await self._with_files(caller, provider, each) for each in records]
+        stored = await provider.remember(
             [_new_record(memory_id, statement, [], writer) for statement in records]
         )
         if stored is None:
             raise memory_not_found()
+        await self.files.note(stored)
         return [await self._shown(seen, version) for version in stored]
 
     async def records(
@@ -415,9 +451,13 @@ class Memories:
             if current is None:
                 raise record_not_found()
             _revisable(current)
-            record = await self._revised(seen, current, statement, _writer(caller))
+            # A reviser may send back the files it read in the version it revises.
+            named = frozenset(file_ids(current.record.content))
+            restated = await self._with_files(caller, provider, statement, named)
+            record = await self._revised(seen, current, restated, _writer(caller))
             stored = await provider.append(record_id, current.version, record)
             if stored is not None:
+                await self.files.note([stored])
                 return await self._shown(seen, stored)
             await asyncio.sleep(0)  # another change came first: revise what it left
         raise ApiError(409, "memory_busy", "This record is being changed by others; try again.")
@@ -431,6 +471,7 @@ class Memories:
             hidden = [ref for ref in was.references if not _readable(seen, ref)]
             stated_refs = await self._placed(seen, statement.references)
             references = [*stated_refs, *(ref for ref in hidden if ref not in stated_refs)]
+            _one_subject_and_object(references)
         return NewRecord(
             memory_id=was.memory_id,
             type=was.type,
@@ -472,7 +513,86 @@ class Memories:
         erased = await self._provider_of(seen, memory_id).erase(memory_id, unique)
         if erased is None:
             raise record_not_found()
-        return erased
+        # The bytes of its files go too, where nothing else uses them; a record whose
+        # file stays readable elsewhere is named in `unreachable` (§7).
+        kept = await self.files.release_records(erased.erased)
+        unreachable = list(dict.fromkeys([*erased.unreachable, *kept]))
+        return Erasure(erased.erased, unreachable)
+
+    # -- the graph (§6.6) -----------------------------------------------------------------
+    async def graph(self, caller: Caller, memory_id: str, body: dict[str, Any]) -> MemoryGraph:
+        """Records as nodes and references as edges, around one record or over the memory
+        and what is below it that the caller may read (memory_graph.py)."""
+        ask = graph_request(body)
+        seen = await self._requiring(caller, memory_id, READ)
+
+        async def shown(version: Version) -> MemoryRecord:
+            return await self._shown(seen, version)
+
+        walk = GraphWalk(self.db, seen.access, seen.providers, self.providers, shown)
+        return await walk.graph(memory_id, ask)
+
+    # -- file parts (§4.3, §7) ------------------------------------------------------------
+    async def content(
+        self,
+        caller: Caller,
+        memory_id: str,
+        record_id: str,
+        index: int,
+        as_of: str | None = None,
+        version: int | None = None,
+    ) -> PartBytes:
+        """The bytes of one file part of a record, to whoever may read the record: of the
+        current version, the one held `as_of`, or a `version` of its history."""
+        at = instant(as_of)
+        seen = await self._requiring(caller, memory_id, READ)
+        provider = self._provider_of(seen, memory_id)
+        if version is None:
+            found = await provider.get(memory_id, record_id, at)
+        else:
+            history = await provider.history(memory_id, record_id)
+            found = next((v for v in history if v.version == version), None)
+        if found is None:
+            raise record_not_found()
+        return await self.files.bytes_of(found, index)
+
+    # -- snapshots (§5.3) -----------------------------------------------------------------
+    async def snapshot(self, caller: Caller, memory_id: str, body: dict[str, Any]) -> Snapshot:
+        name, message = stated_snapshot(body)
+        await self._requiring(caller, memory_id, WRITE)
+        return await snapshots.take(self.db, memory_id, name, message, _writer(caller))
+
+    async def snapshots(self, caller: Caller, memory_id: str) -> list[Snapshot]:
+        await self._requiring(caller, memory_id, READ)
+        return await snapshots.of_memory(self.db, memory_id)
+
+    # -- what the providers here do not do --------------------------------------------------
+    async def job(self, caller: Caller, memory_id: str, job_id: str) -> None:
+        """Observe answers at once here (§5.1): no job is ever made, so none is found."""
+        await self._requiring(caller, memory_id, READ)
+        raise ApiError(
+            404,
+            "not_found",
+            "No job with that id: this memory's observe answers with its records at once.",
+        )
+
+    async def operate(self, caller: Caller, memory_id: str, record_id: str, name: str) -> None:
+        """§8: an operation is offered by an extension type; no provider here registers one."""
+        seen = await self._requiring(caller, memory_id, READ)
+        if await self._provider_of(seen, memory_id).get(memory_id, record_id, None) is None:
+            raise record_not_found()
+        raise memory_unsupported(
+            f"No operation `{name[:100]}` on this record: this memory's provider registers no "
+            "extension types, so its records offer no operations (`types: false`)."
+        )
+
+    async def consolidation(self, caller: Caller, memory_id: str) -> None:
+        """§9.2: the providers here consolidate nothing (`consolidate: false`)."""
+        await self._requiring(caller, memory_id, READ)
+        raise memory_unsupported(
+            "This memory's provider runs no consolidation (`consolidate: false`): it keeps "
+            "what is written as written."
+        )
 
     # -- recall (§6) -------------------------------------------------------------------------
     async def recall(self, caller: Caller, memory_id: str, body: dict[str, Any]) -> RecallResult:
@@ -624,6 +744,18 @@ def _stated(body: dict[str, Any], revising: bool = False) -> Statement:
         raise memory_invalid(str(exc), exc.param) from None
     except Unsupported as exc:
         raise memory_unsupported(str(exc), "content") from None
+
+
+def _one_subject_and_object(references: list[dict[str, Any]]) -> None:
+    """§4.2 holds after a revision too: what the reviser states, with the references it
+    may not read and so keeps, names at most one `subject` and one `object`."""
+    for rel in ("subject", "object"):
+        if sum(1 for ref in references if ref.get("rel") == rel) > 1:
+            raise memory_invalid(
+                f"A record names at most one `{rel}`, and this one keeps a reference you may "
+                f"not read that would be a second: state no `{rel}`, or write a new record.",
+                "references",
+            )
 
 
 def _revisable(version: Version) -> None:
