@@ -12,6 +12,7 @@ from uhp_server.ids import new_id
 from uhp_server.memories.errors import memory_unsupported
 from uhp_server.memories.provider import Answer, Erasure, Listing, NewRecord, Question, Version
 from uhp_server.memories.records import Writer
+from uhp_server.memories.registry import ProviderSetup
 
 EMBEDDED = "embedded"
 
@@ -78,7 +79,9 @@ class EmbeddedProvider:
     async def recall(self, question: Question) -> Answer:
         raise memory_unsupported("Recall is not built yet.")  # being built (issue 29)
 
-    async def referrers(self, memory_ids: Iterable[str], record_ids: Iterable[str]) -> list[Version]:
+    async def referrers(
+        self, memory_ids: Iterable[str], record_ids: Iterable[str]
+    ) -> list[Version]:
         raise memory_unsupported("The graph is not built yet.")  # being built (issue 29)
 
 
@@ -128,3 +131,15 @@ def _version(row: MemoryRecordRow) -> Version:
             ),
         ),
     )
+
+
+class EmbeddedFactory:
+    """Its entry point in `uhp_server.memory_providers` (memories/registry.py)."""
+
+    name = EMBEDDED
+
+    def build(self, setup: ProviderSetup) -> EmbeddedProvider:
+        return EmbeddedProvider(setup.db)
+
+
+FACTORY = EmbeddedFactory()

@@ -88,6 +88,13 @@ class Memories:
         self.default_provider = default_provider
         self.replays = replays  # writes made with an Idempotency-Key
 
+    async def aclose(self) -> None:
+        """Each provider that holds something open (files, a client) closes it."""
+        for provider in self.providers.values():
+            close = getattr(provider, "aclose", None)
+            if close is not None:
+                await close()
+
     # -- who sees what --------------------------------------------------------------------
     async def _seen(self, caller: Caller) -> _Seen:
         nodes, grants = await self.db.read(_tree_and_grants, sorted(caller.principals()))
