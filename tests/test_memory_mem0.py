@@ -341,13 +341,16 @@ async def test_without_embeddings_a_write_is_refused_as_unavailable(tmp_path: Pa
 
 
 # -- the registry and the capability document ----------------------------------------------
-def test_the_capability_document_says_what_is_emulated_and_what_is_missing() -> None:
-    said = CAPABILITIES.to_json()
-    assert said["id"] == "mem0" and said["isolation"] == "enforced_filter"
-    assert said["derivation"] == "none"
-    assert said["recall"] == {"signals": ["query"], "abstain": True}
-    assert (said["revise"], said["forget"]) == ("emulated", "emulated")
-    assert said["erase"] == {"unreachable": "guaranteed"}
+async def test_the_capability_document_says_what_is_emulated_and_what_is_missing(
+    mem0: Mem0Provider,
+) -> None:
+    said = mem0.capabilities()
+    assert said is CAPABILITIES and said.id == "mem0"
+    assert (said.isolation, said.derivation) == ("enforced_filter", "none")
+    assert said.recall.signals == ("query",) and said.recall.abstain is True
+    assert (said.revise, said.forget) == ("emulated", "emulated")
+    assert said.erase_unreachable == "reported"
+    assert said.graph_entities == "stated"
 
 
 async def test_mem0_sends_no_telemetry(mem0: Mem0Provider) -> None:

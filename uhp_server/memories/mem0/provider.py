@@ -20,10 +20,9 @@ from uhp_server.ids import new_id
 from uhp_server.memories.capabilities import (
     Capabilities,
     ContentCapability,
-    EraseCapability,
-    GraphCapability,
     HistoryCapability,
     ObserveCapability,
+    QueriesCapability,
     RecallCapability,
 )
 from uhp_server.memories.mem0 import payloads as p
@@ -53,9 +52,13 @@ CAPABILITIES = Capabilities(
     history=HistoryCapability(content="versions", structure="versions"),
     revise="emulated",  # a new mem0 memory per version; mem0's update would overwrite
     forget="emulated",  # the version closed in its payload; mem0's delete would remove it
-    erase=EraseCapability(unreachable="guaranteed"),
-    graph=GraphCapability(entities="stated"),
-    content=ContentCapability(media=("text/*",), bytes="none"),
+    erase_unreachable="reported",  # mem0's own history of a record is purged and checked
+    prime=False,
+    consolidate=False,
+    queries=QueriesCapability(named=False, languages=(), free=None),
+    types=False,
+    graph_entities="stated",  # mem0's entity store is filled by its LLM, which is not used
+    content=ContentCapability(media=("text/*",), bytes="referenced", describes=()),
 )
 
 T = TypeVar("T")
@@ -69,7 +72,6 @@ class Mem0Unavailable(ApiError):
 
 class Mem0Provider:
     id = MEM0
-    capabilities = CAPABILITIES
 
     def __init__(self, embedder: Embedder, folder: Path) -> None:
         self.embedder = embedder
@@ -78,6 +80,11 @@ class Mem0Provider:
         # One call into mem0 at a time: Qdrant's local mode is not made for concurrent
         # callers, and a revision's check-then-write must not interleave with another's.
         self._lock = asyncio.Lock()
+
+    def capabilities(self) -> Capabilities:
+        """Its capability document (§10.2): the same whatever is configured, since mem0 is
+        not built without an embedder (`query` is always there)."""
+        return CAPABILITIES
 
     # -- writes ---------------------------------------------------------------------------
     async def remember(self, records: list[NewRecord]) -> list[Version] | None:
