@@ -246,13 +246,15 @@ async def test_recall_names_the_signals_it_lacks_and_reads_as_of(mem0: Mem0Provi
             (A,),
             query="Acme renewal",
             text="renews",
-            filters=(FieldFilter("attributes.account", "eq", "acme"),),
+            filters=(FieldFilter("time.written_at", "gt", 0),),
         )
     )
     assert answer.degraded == ["text:not_supported", "filters:not_supported"]
     assert [f.version.id for f in answer.found] == [record.id]
+    assert answer.found[0].why == ("query",)
     no_query = await mem0.recall(Question((A,), text="renews"))
     assert no_query.found == [] and no_query.degraded == ["text:not_supported"]
+    assert no_query.abstain is True
 
     revised = await mem0.append(record.id, 1, fact(A, "Acme renews every April"))
     assert revised is not None
@@ -264,6 +266,50 @@ async def test_recall_names_the_signals_it_lacks_and_reads_as_of(mem0: Mem0Provi
     assert (await mem0.recall(Question((A,), query="Acme renews"))).found == []
     kept = await mem0.recall(Question((A,), query="Acme renews", include_forgotten=True))
     assert [f.version.status for f in kept.found] == ["forgotten"]
+
+
+async def test_recall_filters_on_type_and_attributes_in_mem0(mem0: Mem0Provider) -> None:
+    stored = await mem0.remember(
+        [
+            fact(A, "Acme renews every March", attributes={"account": "acme", "seats": 40}),
+            fact(A, "Globex renews every May", attributes={"account": "globex", "seats": 5}),
+            fact(
+                A, "Dana knows when the account renews", type="note", attributes={"account": "acme"}
+            ),
+        ]
+    )
+    assert stored is not None
+    acme, globex, note = (v.id for v in stored)
+
+    by_meaning = await mem0.recall(
+        Question(
+            (A,),
+            query="When does the account renew?",
+            filters=(FieldFilter("attributes.account", "eq", "acme"),),
+        )
+    )
+    assert sorted(f.version.id for f in by_meaning.found) == sorted([acme, note])
+    assert {f.why for f in by_meaning.found} == {("query", "filters")}
+    assert by_meaning.degraded == []
+
+    alone = await mem0.recall(
+        Question(
+            (A,),
+            filters=(
+                FieldFilter("type", "eq", "fact"),
+                FieldFilter("attributes.seats", "gte", 10),
+            ),
+        )
+    )
+    assert [(f.version.id, f.score, f.why) for f in alone.found] == [(acme, 1.0, ("filters",))]
+    listed = await mem0.recall(
+        Question((A,), filters=(FieldFilter("attributes.account", "in", ["globex", "initech"]),))
+    )
+    assert [f.version.id for f in listed.found] == [globex]
+    none = await mem0.recall(
+        Question((A,), filters=(FieldFilter("attributes.account", "ne", "x"),))
+    )
+    assert len(none.found) == 3
 
 
 # -- isolation ------------------------------------------------------------------------------
@@ -347,7 +393,7 @@ async def test_the_capability_document_says_what_is_emulated_and_what_is_missing
     said = mem0.capabilities()
     assert said is CAPABILITIES and said.id == "mem0"
     assert (said.isolation, said.derivation) == ("enforced_filter", "none")
-    assert said.recall.signals == ("query",) and said.recall.abstain is True
+    assert said.recall.signals == ("query", "filters") and said.recall.abstain is True
     assert (said.revise, said.forget) == ("emulated", "emulated")
     assert said.erase_unreachable == "reported"
     assert said.graph_entities == "stated"

@@ -25,6 +25,7 @@ from uhp_server.memories.capabilities import (
     QueriesCapability,
     RecallCapability,
 )
+from uhp_server.memories.mem0 import filters
 from uhp_server.memories.mem0 import payloads as p
 from uhp_server.memories.mem0.store import SCAN_LIMIT, Mem0Store
 from uhp_server.memories.provider import (
@@ -48,7 +49,7 @@ CAPABILITIES = Capabilities(
     isolation="enforced_filter",  # one collection; the memory is a filter on every call
     derivation="none",  # every write is mem0's add(infer=False): kept as stated
     observe=ObserveCapability(keeps_episodes=True, answers="records"),
-    recall=RecallCapability(signals=("query",), abstain=True),
+    recall=RecallCapability(signals=("query", "filters"), abstain=True),
     history=HistoryCapability(content="versions", structure="versions"),
     revise="emulated",  # a new mem0 memory per version; mem0's update would overwrite
     forget="emulated",  # the version closed in its payload; mem0's delete would remove it
@@ -212,21 +213,50 @@ class Mem0Provider:
         return found
 
     async def recall(self, question: Question) -> Answer:
-        degraded = [f"{signal}:not_supported" for signal in _asked(question) if signal != "query"]
-        if question.query is None:
+        """`query` by mem0's vector search and `filters` (over type and attributes) by its
+        filters, both applied by Qdrant within each memory; `text` is not offered."""
+        fields = filters.conditions(question.filters)
+        degraded = ["text:not_supported"] if question.text is not None else []
+        if question.filters and fields is None:
+            degraded.append("filters:not_supported")
+        fields = fields or []
+        if question.query is None and not fields:
             return Answer([], degraded, abstain=True)
+        found = await (
+            self._by_meaning(question, fields)
+            if question.query
+            else self._by_fields(question, fields)
+        )
+        found = found[: question.limit]
+        abstain = not found or found[0].score < ABSTAIN_BELOW
+        return Answer(found, degraded, abstain)
+
+    async def _by_meaning(self, question: Question, fields: list[dict[str, Any]]) -> list[Found]:
+        assert question.query is not None
         [vector] = await self._embed([question.query])
+        why = ("query", "filters") if fields else ("query",)
         found: list[Found] = []
         async with self._lock:
             store = await self._opened()
             for memory_id in question.memory_ids:
-                scope, pool = _scope(question, memory_id), _pool(question)
-                hits = await _call(store.search, question.query, vector, scope, pool)
-                found += [f for hit in hits if (f := _found(hit, memory_id, question)) is not None]
-        found.sort(key=lambda f: f.score, reverse=True)
-        found = found[: question.limit]
-        abstain = not found or found[0].score < ABSTAIN_BELOW
-        return Answer(found, degraded, abstain)
+                scope, pool = _scope(question, memory_id, fields), _pool(question)
+                for hit in await _call(store.search, question.query, vector, scope, pool):
+                    payload = {**(hit.get("metadata") or {}), p.MEMORY: hit.get(p.MEMORY)}
+                    score = min(1.0, max(0.0, float(hit.get("score") or 0.0)))
+                    if (one := _found(payload, memory_id, question, score, why)) is not None:
+                        found.append(one)
+        return sorted(found, key=lambda f: f.score, reverse=True)
+
+    async def _by_fields(self, question: Question, fields: list[dict[str, Any]]) -> list[Found]:
+        """Filters alone: every version that matches holds, equally (score 1), by record id."""
+        found: list[Found] = []
+        async with self._lock:
+            store = await self._opened()
+            for memory_id in question.memory_ids:
+                for _, payload in await _call(store.scan, _scope(question, memory_id, fields)):
+                    if (one := _found(payload, memory_id, question, 1.0, ("filters",))) is not None:
+                        found.append(one)
+        return sorted(found, key=lambda f: (f.version.memory_id, f.version.id))
 
     # -- mem0, opened on first use ------------------------------------------------------
     async def _opened(self) -> Mem0Store:
@@ -270,16 +300,7 @@ def _newest(points: list[tuple[str, dict[str, Any]]]) -> tuple[str, dict[str, An
     return max(points, key=lambda pt: pt[1][p.VERSION], default=None)
 
 
-def _asked(question: Question) -> list[str]:
-    asked = ["query"] if question.query is not None else []
-    if question.text is not None:
-        asked.append("text")
-    if question.filters:
-        asked.append("filters")
-    return asked
-
-
-def _scope(question: Question, memory_id: str) -> dict[str, Any]:
+def _scope(question: Question, memory_id: str, fields: list[dict[str, Any]]) -> dict[str, Any]:
     """mem0's filter for one memory's versions a question may find."""
     scope: dict[str, Any] = {p.MEMORY: memory_id}
     if question.as_of is None:
@@ -289,6 +310,8 @@ def _scope(question: Question, memory_id: str) -> dict[str, Any]:
         scope[p.WRITTEN_AT] = {"lte": question.as_of}  # and not closed by then: _found
     if question.types:
         scope[p.TYPE] = {"in": list(question.types)}
+    if fields:
+        scope["AND"] = fields
     return scope
 
 
@@ -297,11 +320,12 @@ def _pool(question: Question) -> int:
     return question.limit if question.as_of is None else question.limit * 4
 
 
-def _found(hit: dict[str, Any], memory_id: str, question: Question) -> Found | None:
-    payload = {**(hit.get("metadata") or {}), p.MEMORY: hit.get(p.MEMORY)}
-    if payload[p.MEMORY] != memory_id or p.RECORD not in payload:
+def _found(
+    payload: dict[str, Any], memory_id: str, question: Question, score: float, why: tuple[str, ...]
+) -> Found | None:
+    """A hit as a result, once checked to be of the memory searched and held at `as_of`."""
+    if payload.get(p.MEMORY) != memory_id or p.RECORD not in payload:
         return None
     if question.as_of is not None and not p.held_at(payload, question.as_of):
         return None
-    score = min(1.0, max(0.0, float(hit.get("score") or 0.0)))
-    return Found(p.version_of(payload), score, ("query",))
+    return Found(p.version_of(payload), score, why)
