@@ -347,6 +347,8 @@ async def test_erase_removes_every_version_and_mem0s_own_history_of_it(
     record, kept = stored
     assert await mem0.append(record.id, 1, fact(A, secret + " and 0815")) is not None
 
+    kept_on_disk = [f for f in (tmp_path / "mem0").rglob("*") if f.is_file()]
+    assert [f for f in kept_on_disk if b"vault code" in f.read_bytes()]  # (what erase removes)
     assert await mem0.erase(A, [record.id, "hrec_not_here"]) is None  # nothing erased
     assert len(await mem0.history(A, record.id)) == 2
     erased = await mem0.erase(A, [record.id])
@@ -367,6 +369,10 @@ async def test_erase_removes_every_version_and_mem0s_own_history_of_it(
 
     await mem0.drop([A])
     assert await mem0.counts([A]) == {} and await mem0.listing(Listing(A)) == []
+    # Nor is it left in any file mem0 keeps (Qdrant's storage, its history), once closed.
+    await mem0.aclose()
+    files = [f for f in (tmp_path / "mem0").rglob("*") if f.is_file()]
+    assert files and not [f for f in files if b"vault code" in f.read_bytes()]
 
 
 async def test_without_embeddings_a_write_is_refused_as_unavailable(tmp_path: Path) -> None:
@@ -463,3 +469,12 @@ async def test_a_memory_bound_to_mem0_through_the_routes(
         assert gone.status_code == 404
         mem0 = server.ctx.engine.memories.providers["mem0"]
         assert await mem0.counts([mid]) == {}
+
+        episodes = {"episodes": [{"content": [{"type": "text", "text": "We renew in May."}]}]}
+        observed = await client.post(f"/v1/memories/{mid}/observe", json=episodes)
+        assert observed.status_code == 200, observed.text
+        assert await mem0.counts([mid]) == {mid: 1}
+        deleted = await client.delete(f"/v1/memories/{mid}")
+        assert deleted.status_code == 200, deleted.text
+        assert await mem0.counts([mid]) == {}
+        assert await mem0.listing(Listing(mid, include_forgotten=True)) == []
