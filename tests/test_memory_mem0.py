@@ -218,6 +218,28 @@ async def test_referrers_are_the_current_records_naming_a_record(mem0: Mem0Provi
     assert [v.id for v in found] == [more[0].id]
 
 
+async def test_prime_is_the_records_stated_to_prime_newest_first(mem0: Mem0Provider) -> None:
+    stored = await mem0.remember(
+        [
+            fact(A, "Always answer in English", attributes={"prime": True}),
+            fact(A, "An ordinary fact"),
+            fact(A, "an observed turn", type="episode", attributes={"prime": True}),
+            fact(A, "Never push to main", attributes={"prime": True}),
+        ]
+    )
+    await mem0.remember([fact(B, "B's own instructions", attributes={"prime": True})])
+    assert stored is not None
+    english, _, _, main = stored
+    forgotten = await mem0.remember([fact(A, "forgotten", attributes={"prime": True})])
+    assert forgotten is not None
+    await mem0.forget(A, forgotten[0].id)
+    primed = await mem0.prime(A)
+    assert sorted(v.id for v in primed) == sorted([english.id, main.id])
+    assert [v.written_at_ms for v in primed] == sorted(
+        (v.written_at_ms for v in primed), reverse=True
+    )
+
+
 # -- recall ---------------------------------------------------------------------------------
 async def test_recall_finds_a_stated_fact_by_meaning(mem0: Mem0Provider) -> None:
     stored = await mem0.remember(
@@ -403,6 +425,7 @@ async def test_the_capability_document_says_what_is_emulated_and_what_is_missing
     assert (said.revise, said.forget) == ("emulated", "emulated")
     assert said.erase_unreachable == "reported"
     assert said.graph_entities == "stated"
+    assert said.content.media == () == mem0.media and said.prime is True
 
 
 async def test_mem0_sends_no_telemetry(mem0: Mem0Provider) -> None:

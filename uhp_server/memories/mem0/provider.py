@@ -43,6 +43,9 @@ from uhp_server.memories.provider import (
 MEM0 = "mem0"
 # Below this similarity (cosine, 0..1) nothing found is taken to answer the question.
 ABSTAIN_BELOW = 0.2
+# Priming (§9.1): the current records a writer stated `attributes.prime: true` on (episodes
+# never), newest first, at most this many; as the embedded provider does.
+PRIME_MAX = 20
 
 CAPABILITIES = Capabilities(
     id=MEM0,
@@ -54,12 +57,12 @@ CAPABILITIES = Capabilities(
     revise="emulated",  # a new mem0 memory per version; mem0's update would overwrite
     forget="emulated",  # the version closed in its payload; mem0's delete would remove it
     erase_unreachable="reported",  # mem0's own history of a record is purged and checked
-    prime=False,
+    prime=True,  # records stated with attributes.prime: true, found by mem0's filter
     consolidate=False,
     queries=QueriesCapability(named=False, languages=(), free=None),
     types=False,
     graph_entities="stated",  # mem0's entity store is filled by its LLM, which is not used
-    content=ContentCapability(media=("text/*",), bytes="referenced", describes=()),
+    content=ContentCapability(media=(), bytes="referenced", describes=()),  # no file parts
 )
 
 T = TypeVar("T")
@@ -73,6 +76,9 @@ class Mem0Unavailable(ApiError):
 
 class Mem0Provider:
     id = MEM0
+    # The media types a file part may carry (§10.2 content.media): none, the adapter keeps
+    # records' text and structured parts only; the server refuses a file part.
+    media: tuple[str, ...] = ()
 
     def __init__(self, embedder: Embedder, folder: Path) -> None:
         self.embedder = embedder
@@ -198,6 +204,19 @@ class Mem0Provider:
         async with self._lock:
             points = await _call((await self._opened()).scan, {p.RECORD: {"in": ids}})
         return {payload[p.RECORD]: payload[p.MEMORY] for _, payload in points}
+
+    async def prime(self, memory_id: str) -> list[Version]:
+        wanted = {
+            p.MEMORY: memory_id,
+            p.STATUS: "active",
+            f"{p.BODY}.attributes.prime": True,
+            p.TYPE: {"ne": "episode"},
+        }
+        async with self._lock:
+            points = await _call((await self._opened()).scan, wanted)
+        marked = [pt[1] for pt in points if self._of(pt, memory_id)]
+        marked.sort(key=lambda payload: (-int(payload[p.WRITTEN_AT]), payload[p.RECORD]))
+        return [p.version_of(payload) for payload in marked[:PRIME_MAX]]
 
     async def referrers(
         self, memory_ids: Iterable[str], record_ids: Iterable[str]
