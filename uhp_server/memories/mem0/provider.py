@@ -261,7 +261,9 @@ class Mem0Provider:
                 scope, pool = _scope(question, memory_id, fields), _pool(question)
                 for hit in await _call(store.search, question.query, vector, scope, pool):
                     payload = {**(hit.get("metadata") or {}), p.MEMORY: hit.get(p.MEMORY)}
-                    score = min(1.0, max(0.0, float(hit.get("score") or 0.0)))
+                    score = min(1.0, float(hit.get("score") or 0.0))
+                    if score <= 0:
+                        continue  # nothing in common with the question: not found by meaning
                     if (one := _found(payload, memory_id, question, score, why)) is not None:
                         found.append(one)
         return sorted(found, key=lambda f: f.score, reverse=True)
