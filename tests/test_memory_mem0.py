@@ -439,7 +439,7 @@ async def test_mem0_sends_no_telemetry(mem0: Mem0Provider) -> None:
 
 def test_mem0_without_an_embedding_model_is_refused_at_start_up(tmp_path: Path) -> None:
     with pytest.raises(ProviderSetupError, match="UHP_MEMORY_EMBEDDING_MODEL"):
-        FACTORY.build(ProviderSetup(db=None, embedder=None, folder=tmp_path))  # type: ignore[arg-type]
+        FACTORY.build(ProviderSetup(db=None, embedder=None, folder=tmp_path))  # type: ignore[arg-type]  # refused before the database is read
     with pytest.raises(ProviderSetupError, match="names no memory provider"):
         named_providers(" , ")
 

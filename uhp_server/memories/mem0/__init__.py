@@ -9,8 +9,12 @@ connected by UHP_MEMORY_PROVIDERS (docs/memory-providers.md).
 
 from __future__ import annotations
 
+import logging
+
 from uhp_server.memories.mem0.provider import CAPABILITIES, MEM0, Mem0Provider
 from uhp_server.memories.registry import ProviderSetup, ProviderSetupError
+
+log = logging.getLogger(__name__)
 
 
 class Mem0Factory:
@@ -31,6 +35,13 @@ class Mem0Factory:
                 f"memory provider mem0 needs the mem0ai package: pip install 'uhp-server[mem0]' "
                 f"({exc})"
             ) from exc
+        if setup.db.dialect.shared:
+            # Replicas each have a data dir: a record one keeps in its mem0 folder, another
+            # cannot read. One replica on PostgreSQL is fine.
+            log.warning(
+                "mem0_local_mode_per_replica",
+                extra={"hint": "mem0 keeps records in this replica's data dir: run one replica"},
+            )
         return Mem0Provider(setup.embedder, setup.folder)
 
 
