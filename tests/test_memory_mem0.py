@@ -37,7 +37,7 @@ from uhp_server.memories.records import Writer
 from uhp_server.memories.registry import ProviderSetup, ProviderSetupError, named_providers
 from uhp_server.settings import Settings
 
-pytestmark = pytest.mark.slow  # a real mem0 opening Qdrant on disk: seconds per test
+pytestmark = pytest.mark.heavy  # a real mem0 opening Qdrant on disk: seconds per test, no CLI
 
 EMBEDDING_MODEL = "embed-test"
 WRITER = Writer(kind="member", id="prn_test")
