@@ -16,18 +16,15 @@ import pytest
 
 from tests.conftest import MODELS, PROVIDER_KEY
 from tests.scripted_provider import RunningProvider, start_provider
-from tests.scripted_provider.embeddings import vector
 from tests.support.in_process import in_process
 from uhp_server.errors import ApiError
 from uhp_server.gateway.embeddings import (
-    EmbeddingModelSettingError,
     GatewayEmbedder,
     embedder_for,
 )
 from uhp_server.gateway.upstreams import Upstreams
 from uhp_server.memories.mem0 import CAPABILITIES, FACTORY, Mem0Provider
 from uhp_server.memories.provider import (
-    EmbeddingsUnavailable,
     FieldFilter,
     Listing,
     NewRecord,
@@ -87,60 +84,6 @@ def fact(memory_id: str, text: str, **fields: Any) -> NewRecord:
         valid_to=None,
         written_by=WRITER,
     )
-
-
-# -- embeddings through the configured provider -------------------------------------------
-async def test_the_embedder_calls_the_configured_providers_embeddings_with_its_key(
-    provider: RunningProvider, embedder: GatewayEmbedder
-) -> None:
-    provider.reset()
-    vectors = await embedder.embed(["Acme renews in March", "the coffee machine"])
-    assert vectors == [vector("Acme renews in March"), vector("the coffee machine")]
-    [call] = [r for r in provider.requests() if r["path"] == "/v1/embeddings"]
-    assert call["headers"]["authorization"] == f"Bearer {PROVIDER_KEY}"
-    assert call["body"] == {
-        "model": EMBEDDING_MODEL,
-        "input": ["Acme renews in March", "the coffee machine"],
-    }
-
-
-async def test_no_embedding_model_no_embedder_and_a_provider_without_the_route_says_so(
-    provider: RunningProvider, upstreams: Upstreams
-) -> None:
-    assert embedder_for(_settings(provider), upstreams) is None
-    chat_only = start_provider(PROVIDER_KEY, MODELS, chat_only=True)
-    try:
-        settings = _settings(chat_only, memory_embedding_model=EMBEDDING_MODEL)
-        bare = Upstreams(settings)
-        try:
-            found = embedder_for(settings, bare)
-            assert found is not None
-            with pytest.raises(EmbeddingsUnavailable, match="answered 404"):
-                await found.embed(["anything"])
-        finally:
-            await bare.aclose()
-    finally:
-        chat_only.stop()
-
-
-async def test_an_embedding_model_of_a_provider_that_cannot_embed_stops_start_up(
-    provider: RunningProvider,
-) -> None:
-    settings = Settings(
-        providers_file=None,
-        ANTHROPIC_API_KEY=PROVIDER_KEY,
-        ANTHROPIC_BASE_URL=provider.url,
-        memory_embedding_model="anthropic/embed-test",
-    )
-    upstreams = Upstreams(settings)
-    try:
-        with pytest.raises(EmbeddingModelSettingError, match="no embeddings route"):
-            embedder_for(settings, upstreams)
-        bare = settings.model_copy(update={"memory_embedding_model": "embed-test"})
-        with pytest.raises(EmbeddingModelSettingError, match="OpenAI-style"):
-            embedder_for(bare, upstreams)
-    finally:
-        await upstreams.aclose()
 
 
 # -- the seam's operations ------------------------------------------------------------------
