@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install UHP Server on this machine: system packages, a virtualenv, the pinned agent CLIs.
 # Idempotent. Usage: bash scripts/install.sh [--test] [--docker]
-#   --test    adds the test dependencies
+#   --test    adds the test dependencies (and the mem0 extra, whose provider they test)
 #   --docker  also sets up the docker sandbox: a Docker engine and the agent runtime image
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 extras=""
 docker=""
 for arg in "$@"; do
-  [[ "$arg" == "--test" ]] && extras="[test]"
+  # The tests run the mem0 memory provider against a real mem0 (tests/test_memory_mem0.py).
+  [[ "$arg" == "--test" ]] && extras="[test,mem0]"
   [[ "$arg" == "--docker" ]] && docker=1
 done
 

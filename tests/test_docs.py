@@ -28,6 +28,7 @@ EXTENSION_GROUPS = (
     "uhp_server.sandboxes",
     "uhp_server.wires",
     "uhp_server.doors",
+    "uhp_server.memory_providers",
 )
 CODE = ("uhp_server", "harness_bases", "storage")
 DISTRIBUTION = "uhp-server"

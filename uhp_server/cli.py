@@ -41,8 +41,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from uhp_server.app import create_app
+    from uhp_server.gateway.embeddings import EmbeddingModelSettingError
     from uhp_server.gateway.providers_file import ProvidersFileError, load_providers
     from uhp_server.harnesses.default_base import DefaultBaseError
+    from uhp_server.memories.registry import ProviderSetupError
 
     settings = _settings(args)
     configure_logging(settings.log_level)
@@ -67,7 +69,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = settings.model_copy(update={"max_connections": cap})
     try:
         app = create_app(settings)
-    except DefaultBaseError as exc:  # one line naming the setting, not a traceback
+    except (DefaultBaseError, ProviderSetupError, EmbeddingModelSettingError) as exc:
+        # one line naming the setting, not a traceback
         print(f"uhp-server: {exc}", file=sys.stderr)
         return 2
     print(f"UHP Server listening on http://{settings.host}:{settings.port}", flush=True)

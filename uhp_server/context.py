@@ -38,6 +38,7 @@ from uhp_server.engine.turns.recovery import recover
 from uhp_server.engine.turns.registry import RunRegistry
 from uhp_server.environments.builder import Builder
 from uhp_server.environments.building import SandboxBuilder
+from uhp_server.gateway.embeddings import embedder_for
 from uhp_server.gateway.provider_hints import warn_unserved
 from uhp_server.gateway.tokens import TokenRegistry
 from uhp_server.gateway.upstreams import Upstreams
@@ -209,7 +210,8 @@ def build_context(
         egress,
         functools.partial(agent_number_of, db),
     )
-    engine = assemble_engine(settings, db, enabled, catalog, runs, blobs, environments)
+    embedder = embedder_for(settings, upstreams)  # None unless UHP_MEMORY_EMBEDDING_MODEL
+    engine = assemble_engine(settings, db, enabled, catalog, runs, blobs, environments, embedder)
     return AppContext(
         settings=settings,
         db=db,
@@ -251,6 +253,7 @@ async def serving(ctx: AppContext, app: FastAPI) -> AsyncIterator[None]:
         await ctx.runs.shutdown()
         await peers.close()
         await sandbox.close()
+        await ctx.engine.memories.aclose()  # a provider's own store (mem0's files) closed
         await ctx.upstreams.aclose()
 
 

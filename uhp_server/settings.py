@@ -142,6 +142,13 @@ class Settings(BaseSettings):
     # The Memories chapter (docs/memories.md): served ("on") unless "off" (discovery then says
     # false, and its routes answer 404). "preview", its earlier name for on, is kept.
     memories: Literal["off", "on", "preview"] = "on"
+    # The memory providers this server connects to, comma-separated names of the
+    # uhp_server.memory_providers entry points; the first keeps a new root memory that names
+    # none (docs/memory-providers.md). `mem0` needs the `.[mem0]` extra and an embedding model.
+    memory_providers: str = "embedded"
+    # The embedding model, `model` or `provider/model`, that memory providers embed with
+    # through the configured model provider's /embeddings route; unset: no embedder.
+    memory_embedding_model: str | None = None
 
     # The docker sandbox (UHP_SANDBOX=docker; README: "Docker sandbox"). Limits apply per turn.
     docker_image: str = ""  # empty: the runtime image this version builds (images build)

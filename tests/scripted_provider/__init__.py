@@ -2,10 +2,11 @@
 
 It speaks OpenAI Responses (``/v1/responses``), OpenAI Chat Completions
 (``/v1/chat/completions``) and Anthropic Messages (``/v1/messages``), streamed and not,
-well enough for the real agent CLIs. What it answers is scripted by directive lines in
-the last user message that has any (a directive line starts, after optional
-whitespace, with one of the keywords below). The step is the number of tool results
-after that message (a PARALLEL step takes one per call).
+well enough for the real agent CLIs; and OpenAI Embeddings (``/v1/embeddings``, model
+``embed-test``: hashed bags of words, so texts sharing words are near; embeddings.py).
+What it answers is scripted by directive lines in the last user message that has any (a
+directive line starts, after optional whitespace, with one of the keywords below). The step
+is the number of tool results after that message (a PARALLEL step takes one per call).
 
 - ``SAY <text>``: the final answer; ``{output}`` is the last tool result's output,
   ``{outputs}`` every tool result's output since the directives, joined by `` | ``,

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from . import anthropic_messages, openai_chat, openai_responses
+from . import anthropic_messages, embeddings, openai_chat, openai_responses
 from .images import find_images
 from .script import plan
 
@@ -205,6 +205,18 @@ def create_app(
         guarded = _until_closing(request, events_iter)
         return StreamingResponse(guarded, media_type="text/event-stream", headers=headers)
 
+    async def embed(request: Request) -> Response:
+        _, body, _ = await record(request)
+        if not authorized(request):
+            return _error(False, 401, "invalid api key", "invalid_api_key")
+        if (why := embeddings.invalid(body)) is not None:
+            return _error(False, 400, why, "invalid_body")
+        assert isinstance(body, dict)
+        if body.get("model") not in embeddings.EMBEDDING_MODELS:
+            message = f"The model `{body.get('model')}` does not exist"
+            return _error(False, 404, message, "model_not_found")
+        return JSONResponse(embeddings.render(body))
+
     async def count_tokens(request: Request) -> Response:
         *_, body_len = await record(request)
         if not authorized(request):
@@ -230,6 +242,8 @@ def create_app(
     routes = [
         *(() if chat_only else (Route("/v1/models", list_models, methods=["GET"]),)),
         *(Route(path, generate, methods=["POST"]) for path in served),
+        # A bare Chat server (chat_only) has no embeddings route either.
+        *(() if chat_only else (Route("/v1/embeddings", embed, methods=["POST"]),)),
         *(
             ()
             if chat_only

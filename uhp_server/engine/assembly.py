@@ -35,7 +35,8 @@ from uhp_server.environments.package_check import PackageChecker
 from uhp_server.environments.retention import Retention
 from uhp_server.environments.source import SourceLocks
 from uhp_server.files.previews import PreviewRenderer
-from uhp_server.memories.embedded import EMBEDDED, EmbeddedProvider
+from uhp_server.memories.provider import Embedder, MemoryProvider
+from uhp_server.memories.registry import ProviderSetup, build_providers
 from uhp_server.sandbox.egress import EgressPolicy
 from uhp_server.settings import Settings
 
@@ -48,8 +49,10 @@ def assemble_engine(
     runs: RunRegistry,
     blobs: BlobStore,
     environments: Environments,
+    embedder: Embedder | None = None,
 ) -> Engine:
-    """The facade over a running engine (`runs`): every door's one way in."""
+    """The facade over a running engine (`runs`): every door's one way in. `embedder`: the
+    configured model provider's embeddings, for the memory providers that use one."""
     previews = PreviewRenderer(
         settings.soffice, settings.previews_dir, blobs, settings.preview_timeout_seconds
     )
@@ -75,11 +78,22 @@ def assemble_engine(
         environments=environments,
         memories=Memories(
             db,
-            {EMBEDDED: EmbeddedProvider(db)},
-            default_provider=EMBEDDED,
+            providers := memory_providers(settings, db, embedder),
+            default_provider=next(iter(providers)),
             replays=Replays(db, settings.idempotency_retention_hours * 3600),
             blobs=blobs,
         ),
+    )
+
+
+def memory_providers(
+    settings: Settings, db: Database, embedder: Embedder | None
+) -> dict[str, MemoryProvider]:
+    """The providers UHP_MEMORY_PROVIDERS connects, in its order: the first is the default
+    (registry.ProviderSetupError stops start-up for one that cannot be used)."""
+    return build_providers(
+        settings.memory_providers,
+        lambda name: ProviderSetup(db, embedder, settings.data_dir / "memory-providers" / name),
     )
 
 

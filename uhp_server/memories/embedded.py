@@ -43,6 +43,7 @@ from uhp_server.memories.provider import (
     Version,
 )
 from uhp_server.memories.records import Writer
+from uhp_server.memories.registry import ProviderSetup
 
 EMBEDDED = "embedded"
 QUERY, TEXT, FILTERS = "query", "text", "filters"
@@ -329,3 +330,15 @@ def _condition(given: Filter) -> search.Filter:
         return search.AllOf(tuple(_condition(c) for c in given.conditions))
     assert isinstance(given, AnyOf)
     return search.AnyOf(tuple(_condition(c) for c in given.conditions))
+
+
+class EmbeddedFactory:
+    """Its entry point in `uhp_server.memory_providers` (memories/registry.py)."""
+
+    name = EMBEDDED
+
+    def build(self, setup: ProviderSetup) -> EmbeddedProvider:
+        return EmbeddedProvider(setup.db, setup.embedder)
+
+
+FACTORY = EmbeddedFactory()

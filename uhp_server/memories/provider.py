@@ -140,7 +140,13 @@ class Embedder(Protocol):
 
     model: str
 
-    async def embed(self, texts: list[str]) -> list[list[float]]: ...
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        """One vector per text, in order; EmbeddingsUnavailable when none came back."""
+        ...
+
+
+class EmbeddingsUnavailable(Exception):
+    """The model provider gave no vectors; the message says why (no URL, no key)."""
 
 
 # -- the capability document (§10.2) ---------------------------------------------------------

@@ -114,6 +114,13 @@ class Memories:
         self.replays = replays  # writes made with an Idempotency-Key
         self.files = MemoryFiles(db, blobs)  # file parts: the server's file store
 
+    async def aclose(self) -> None:
+        """Each provider that holds something open (files, a client) closes it."""
+        for provider in self.providers.values():
+            close = getattr(provider, "aclose", None)
+            if close is not None:
+                await close()
+
     # -- who sees what --------------------------------------------------------------------
     async def _seen(self, caller: Caller) -> _Seen:
         nodes, grants = await self.db.read(_tree_and_grants, sorted(caller.principals()))
