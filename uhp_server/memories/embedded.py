@@ -14,6 +14,10 @@ from uhp_server.memories.provider import Answer, Erasure, Listing, NewRecord, Qu
 from uhp_server.memories.records import Writer
 
 EMBEDDED = "embedded"
+# Priming (§9.1): the embedded provider marks as always relevant the current records a writer
+# stated `attributes.prime: true` on (episodes never), newest first, at most this many.
+PRIME_MAX = 20
+PRIME_SCAN = 500  # the newest stated records looked among for them
 
 
 class EmbeddedProvider:
@@ -75,10 +79,17 @@ class EmbeddedProvider:
     async def drop(self, memory_ids: list[str]) -> None:
         await self.db.write(store.delete_records, memory_ids, order=Order.ANY)
 
+    async def prime(self, memory_id: str) -> list[Version]:
+        rows = await self.db.read(store.newest_stated, memory_id, PRIME_SCAN)
+        marked = [row for row in rows if (row.attributes or {}).get("prime") is True]
+        return [_version(row) for row in marked[:PRIME_MAX]]
+
     async def recall(self, question: Question) -> Answer:
         raise memory_unsupported("Recall is not built yet.")  # being built (issue 29)
 
-    async def referrers(self, memory_ids: Iterable[str], record_ids: Iterable[str]) -> list[Version]:
+    async def referrers(
+        self, memory_ids: Iterable[str], record_ids: Iterable[str]
+    ) -> list[Version]:
         raise memory_unsupported("The graph is not built yet.")  # being built (issue 29)
 
 
