@@ -31,10 +31,10 @@ _MEMORY_ID = {
     "description": "A memory's id (hmem_…). Left out: your default memory.",
 }
 _RECORD_ID = {"type": "string", "description": "A record's id (hrec_…)."}
+# A plain type each property: some CLIs drop a tool whose schema they cannot map (anyOf).
 _CONTENT = {
-    "description": "What the record says: text, or a list of parts "
-    '[{"type": "text", "text": "…"}].',
-    "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "object"}}],
+    "type": "string",
+    "description": "What the record says, as text.",
 }
 _REFERENCES = {
     "type": "array",
