@@ -18,6 +18,7 @@ from storage import keys as key_store
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
 from tests.support.in_process import InProcess, in_process
+from tests.support.schema import validate
 from uhp_server.engine.facade.agent_memories import TurnMemory
 from uhp_server.gateway.mcp_targets import MCP_PATH
 from uhp_server.gateway.memory_server import MEMORY_SERVER
@@ -61,7 +62,10 @@ async def _grant(server: InProcess, memory_id: str, harness_id: str, *privileges
 
 
 async def _settings(server: InProcess, harness_id: str, **kw: Any) -> httpx.Response:
-    return await server.client.get(f"/v1/harnesses/{harness_id}/memories", **kw)
+    got = await server.client.get(f"/v1/harnesses/{harness_id}/memories", **kw)
+    if got.status_code == 200:
+        validate("HarnessMemories", got.json())
+    return got
 
 
 async def _records(server: InProcess, memory_id: str) -> list[dict[str, Any]]:
@@ -114,8 +118,14 @@ async def test_data_is_read_off_the_grants_highest_first_and_the_default_must_be
         f"/v1/harnesses/{harness}/memories", json={"default_memory_id": notes, "observe": False}
     )
     assert put.status_code == 200, put.text
+    validate("HarnessMemories", put.json())
     assert put.json()["default_memory_id"] == notes and put.json()["observe"] is False
     assert [m["default"] for m in put.json()["data"]] == [False, True]
+    # The object read back is set again unchanged; a field of no meaning is refused.
+    same = await server.client.put(f"/v1/harnesses/{harness}/memories", json=put.json())
+    assert same.status_code == 200 and same.json() == put.json()
+    odd = await server.client.put(f"/v1/harnesses/{harness}/memories", json={"grants": []})
+    assert odd.status_code == 422 and _code(odd) == "memory_invalid"
     # What is left out stays as it was.
     again = await server.client.put(f"/v1/harnesses/{harness}/memories", json={"observe": True})
     assert again.json()["default_memory_id"] == notes and again.json()["observe"] is True
@@ -385,3 +395,58 @@ async def test_the_memory_server_answers_only_a_turn_holding_a_memory(server: In
         f"{MCP_PATH}/{MEMORY_SERVER}", json=message, headers={"Authorization": "Bearer nope"}
     )
     assert forged.status_code == 401
+
+
+# -- hostile input: a clear error, never a 5xx -----------------------------------------------
+async def test_no_input_reaches_a_5xx_on_the_agents_routes_and_tools(server: InProcess) -> None:
+    harness = await _harness(server)
+    notes = await _memory(server, "Notes")
+    await _grant(server, notes, harness, "read", "write")
+    bodies = [
+        b"",
+        b"[]",
+        b"null",
+        b"{",
+        b'{"default_memory_id": 5}',
+        b'{"default_memory_id": {"a": 1}, "observe": null}',
+        b'{"default_memory_id": "' + b"x" * 5000 + b'"}',
+        b'{"default_memory_id": "\\u0000"}',
+    ]
+    for harness_id in (harness, "chrn_nothing", "x" * 3000, "\u202e"):
+        got = await server.client.get(f"/v1/harnesses/{harness_id}/memories")
+        assert got.status_code < 500, got.text
+        for body in bodies:
+            put = await server.client.put(
+                f"/v1/harnesses/{harness_id}/memories",
+                content=body,
+                headers={"Content-Type": "application/json"},
+            )
+            assert put.status_code < 500, (harness_id, body[:60], put.text)
+            validate("ErrorEnvelope", put.json())
+    for named in (5, {"a": 1}, "", "x" * 5000, "\u0000"):
+        task = await server.submit("hi", metadata={"harness_id": harness, "memory": named})
+        assert task.status_code < 500, (named, task.text)
+    agent = await _agent(server, harness)
+    for message in ([], "x", {"method": 5}, {"jsonrpc": "2.0", "id": 1, "method": "nope"}):
+        answered = await server.client.post(
+            f"{MCP_PATH}/{MEMORY_SERVER}",
+            json=message,
+            headers={"Authorization": f"Bearer {agent.token}"},
+        )
+        assert answered.status_code < 500, (message, answered.text)
+    odd_arguments: list[dict[str, Any]] = [
+        {},
+        {"memory_id": 5},
+        {"memory_id": ["x"], "record_id": {"a": 1}},
+        {"record_id": "hrec_nothing"},
+        {"content": 5, "references": "x", "attributes": []},
+        {"content": "x" * 300_000},
+        {"memory_id": "\u0000", "cursor": "\u202e", "type": None},
+    ]
+    for name in ("memory_list", "memory_get", "memory_remember", "memory_revise", "memory_forget"):
+        for arguments in odd_arguments:
+            text, error = await agent.call(name, **arguments)
+            # Listing ignores what it does not take; the others name what is wrong.
+            assert error or name == "memory_list", (name, arguments, text)
+    # The memory is as it was: nothing odd was written.
+    assert [r for r in await _records(server, notes) if r["type"] != "episode"] == []

@@ -27,6 +27,7 @@ from uhp_server.memories.records import Memory
 log = logging.getLogger(__name__)
 
 TASK_PARAM = "metadata.memory"
+_READ_ONLY = ("object", "principal", "data")  # written by the server: never set by a PUT
 
 
 @dataclass(frozen=True)
@@ -86,8 +87,10 @@ class AgentMemories:
     async def configure(
         self, principal_id: str, harness_id: str, body: dict[str, Any]
     ) -> HarnessMemories:
-        """Sets what the body names; what it leaves out stays as it was."""
-        unknown = sorted(set(body) - {"default_memory_id", "observe", "object", "principal"})
+        """Sets what the body names; what it leaves out stays as it was. The fields the
+        server writes (`object`, `principal`, `data`) are ignored, so an object read back
+        can be sent again."""
+        unknown = sorted(set(body) - {"default_memory_id", "observe", *_READ_ONLY})
         if unknown:
             raise memory_invalid(f"Unknown fields {unknown}: default_memory_id and observe.")
         row = await self.db.read(_owned_settings, principal_id, harness_id)
