@@ -427,7 +427,8 @@ async def test_no_input_reaches_a_5xx_on_the_agents_routes_and_tools(server: InP
         task = await server.submit("hi", metadata={"harness_id": harness, "memory": named})
         assert task.status_code < 500, (named, task.text)
     agent = await _agent(server, harness)
-    for message in ([], "x", {"method": 5}, {"jsonrpc": "2.0", "id": 1, "method": "nope"}):
+    messages: list[Any] = [[], "x", {"method": 5}, {"jsonrpc": "2.0", "id": 1, "method": "nope"}]
+    for message in messages:
         answered = await server.client.post(
             f"{MCP_PATH}/{MEMORY_SERVER}",
             json=message,

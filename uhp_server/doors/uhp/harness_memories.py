@@ -9,9 +9,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body
 
 from uhp_server.doors.deps import EngineDep
-from uhp_server.engine.facade.agent_memories import HarnessMemories
 from uhp_server.http.auth import CurrentPrincipal
 from uhp_server.http.strict_json import StrictJsonRoute
+from uhp_server.memories.records import HarnessMemories
 
 router = APIRouter(route_class=StrictJsonRoute)
 

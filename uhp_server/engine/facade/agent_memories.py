@@ -22,30 +22,12 @@ from uhp_server.errors import VENDOR, ApiError
 from uhp_server.memories.access import READ, WRITE, Caller
 from uhp_server.memories.agent import PrimedMemory, agent_caller, primer, turn_episodes
 from uhp_server.memories.errors import memories_not_attached, memory_invalid, memory_not_found
-from uhp_server.memories.records import Memory
+from uhp_server.memories.records import GrantedMemory, HarnessMemories, Memory
 
 log = logging.getLogger(__name__)
 
 TASK_PARAM = "metadata.memory"
 _READ_ONLY = ("object", "principal", "data")  # written by the server: never set by a PUT
-
-
-@dataclass(frozen=True)
-class GrantedMemory:
-    id: str
-    name: str
-    privileges: list[str]
-    default: bool
-
-
-@dataclass(frozen=True)
-class HarnessMemories:
-    """`GET /v1/harnesses/{id}/memories` (§9)."""
-
-    principal: str
-    default_memory_id: str | None
-    observe: bool
-    data: list[GrantedMemory]
 
 
 @dataclass(frozen=True)
