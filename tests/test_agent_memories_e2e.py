@@ -21,10 +21,14 @@ from tests.conftest import API_KEY, TEST_BASE, server_env
 from tests.scripted_provider import RunningProvider
 from tests.support.server import ServerProcess
 from tests.test_tasks_e2e import create, message_text
+from uhp_server.engine.facade.memories import Memories
 
 pytestmark = pytest.mark.slow
 
 FACT = "The launch word is heliotrope."
+# The new session finds the fact by asking (memory_recall) where this server answers recall;
+# until then by reading the memory (memory_get), the tools it does hold.
+RECALLS = hasattr(Memories, "recall")
 
 
 @pytest.fixture
@@ -87,7 +91,10 @@ def test_the_agent_remembers_in_one_session_and_finds_it_in_a_new_one(
     assert record["written_by"] == {"kind": "member", "id": harness["id"], "type": "agent"}
 
     # Session 2 (no previous response: a new conversation) finds it through its tools.
-    find = _tool("memory_get", {"memory_id": notes["id"], "record_id": record["id"]})
+    if RECALLS:
+        find = _tool("memory_recall", {"text": "launch word"})  # in the default memory
+    else:
+        find = _tool("memory_get", {"memory_id": notes["id"], "record_id": record["id"]})
     second = create(client, {"input": find, "metadata": {"harness_id": harness["id"]}})
     assert second["status"] == "completed", second
     assert second["metadata"]["session_id"] != first["metadata"]["session_id"]

@@ -20,6 +20,7 @@ from tests.scripted_provider import RunningProvider
 from tests.support.in_process import InProcess, in_process
 from tests.support.schema import validate
 from uhp_server.engine.facade.agent_memories import TurnMemory
+from uhp_server.engine.facade.memories import Memories
 from uhp_server.gateway.mcp_targets import MCP_PATH
 from uhp_server.gateway.memory_server import MEMORY_SERVER
 
@@ -314,6 +315,13 @@ async def test_the_tools_act_as_the_agent_within_its_grants(server: InProcess) -
     assert "memory_list" in offered and "memory_get" in offered
     assert not {"memory_remember", "memory_revise", "memory_forget"} & set(offered)
     assert not any("erase" in name for name in offered)
+    # Recall, the graph and named queries where this server answers them.
+    for tool, method in (
+        ("memory_recall", "recall"),
+        ("memory_graph", "graph"),
+        ("memory_run_query", "run_query"),
+    ):
+        assert (tool in offered) == hasattr(Memories, method), tool
     listed, error = await agent.call("memory_list")
     assert not error and [m["id"] for m in _data(listed)["memories"]] == [acme]
     # It cannot climb above its grant, nor sideways: unknown and forbidden look the same.

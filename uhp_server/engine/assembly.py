@@ -64,7 +64,7 @@ def assemble_engine(
         default_provider=EMBEDDED,
         replays=Replays(db, settings.idempotency_retention_hours * 3600),
     )
-    agent_memories = AgentMemories(db, memories, served=settings.memories == "preview")
+    agent_memories = AgentMemories(db, memories, served=settings.memories != "off")
     runs.observe = agent_memories.observe  # each finished turn, into its default memory
     intake = TaskIntake(settings, db, bases, catalog, runs, blobs=blobs, memories=agent_memories)
     steering = TaskSteering(settings, db, bases, runs, intake)

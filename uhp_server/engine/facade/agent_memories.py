@@ -14,6 +14,7 @@ from typing import Any
 
 from storage import agent_memories as store
 from storage import harnesses as harness_store
+from storage import memories as memory_store
 from storage.db import Database, Order
 from storage.unit import Tx
 from uhp_server.engine.facade.harnesses import harness_not_found
@@ -121,6 +122,11 @@ class AgentMemories:
         if named is not None and not isinstance(named, str):
             raise memory_not_found("`metadata.memory` is a memory's id.", param=TASK_PARAM)
         caller = agent_caller(harness_id)
+        # Most agents hold no memory: one indexed read says so, before the tree is read.
+        if not await self.db.read(memory_store.grants_of, sorted(caller.principals())):
+            if named is not None:
+                raise memories_not_attached()
+            return None
         given = [m for m in await self.memories.listing(caller, granted=True) if m.privileges]
         if named is not None:
             if not given:

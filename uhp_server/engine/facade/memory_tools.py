@@ -1,14 +1,17 @@
 """The memory tools an agent holds during a turn (Memories §9.1): `memory_list`, `memory_get`,
-`memory_recall`, `memory_graph`, and where it may write somewhere, `memory_remember`,
-`memory_revise`, `memory_forget`. Served to the CLI by the gateway's MCP server `uhp-memory`
-(gateway/memory_server.py) with the turn's token.
+`memory_recall`, `memory_graph`, `memory_run_query`, and where it may write somewhere,
+`memory_remember`, `memory_revise`, `memory_forget`. Served to the CLI by the gateway's MCP
+server `uhp-memory` (gateway/memory_server.py) with the turn's token.
 
 Every call goes through the Memories facade as the agent's member (never the person who
 started the task): the facade checks every step against what was granted to the agent, and
 stamps what it writes with it. What comes back from a memory is fenced as untrusted data,
-each record with its `written_by` (§13). Erase is a person's act and never a tool (§5.2); the
-embedded provider offers no named or free queries, so `memory_run_query`, `memory_query` and
+each record with its `written_by` (§13). Erase is a person's act and never a tool (§5.2); no
+provider here offers free queries or a type's operations, so `memory_query` and
 `memory_operate` are not offered.
+
+`memory_recall`, `memory_graph` and `memory_run_query` are offered where the Memories facade
+answers them (its `recall`, `graph` and `run_query`, built beside this part).
 """
 
 from __future__ import annotations
@@ -102,6 +105,22 @@ READ_TOOLS: list[dict[str, Any]] = [
         },
     },
 ]
+READ_TOOLS.append(
+    {
+        "name": "memory_run_query",
+        "description": "Run one of a memory's named queries (memory_list with its memory_id "
+        "lists them, each with the params it takes).",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "memory_id": _MEMORY_ID,
+                "name": {"type": "string", "description": "The query's name."},
+                "params": {"type": "object", "description": "As the query's params say."},
+            },
+            "required": ["name"],
+        },
+    }
+)
 WRITE_TOOLS: list[dict[str, Any]] = [
     {
         "name": "memory_remember",
@@ -172,7 +191,11 @@ class MemoryTools:
 
     def _answers(self, name: str) -> bool:
         # Recall and the graph are the facade's once their parts of the chapter are built.
-        facade_method = {"memory_recall": "recall", "memory_graph": "graph"}.get(name)
+        facade_method = {
+            "memory_recall": "recall",
+            "memory_graph": "graph",
+            "memory_run_query": "run_query",
+        }.get(name)
         return facade_method is None or hasattr(self.memories, facade_method)
 
     async def call(self, turn: TurnMemory, name: str, arguments: dict[str, Any]) -> ToolAnswer:
@@ -206,14 +229,19 @@ class MemoryTools:
             limit=MAX_LIST,
             cursor=_optional_text(args, "cursor"),
         )
-        return fenced_json(
-            {
-                "memory": _memory(memory, turn.default_memory_id),
-                "children": [_memory(kid, turn.default_memory_id) for kid in children],
-                "records": [record_json(record) for record in page.data],
-                "next": page.next,
-            }
-        )
+        listed: dict[str, Any] = {
+            "memory": _memory(memory, turn.default_memory_id),
+            "children": [_memory(kid, turn.default_memory_id) for kid in children],
+            "records": [record_json(record) for record in page.data],
+            "next": page.next,
+        }
+        if self._answers("memory_run_query") and hasattr(self.memories, "queries"):
+            queries = await self.memories.queries(caller, memory_id)
+            listed["queries"] = [
+                {k: getattr(q, k) for k in ("name", "description", "params", "requires")}
+                for q in queries
+            ]
+        return fenced_json(listed)
 
     async def _memory_get(self, turn: TurnMemory, args: dict[str, Any]) -> str:
         memory_id = _memory_of(turn, args)
@@ -227,14 +255,26 @@ class MemoryTools:
     async def _memory_recall(self, turn: TurnMemory, args: dict[str, Any]) -> str:
         memory_id = _memory_of(turn, args)
         body = {k: args[k] for k in ("query", "text", "types", "depth", "limit") if k in args}
-        answer = await self.memories.recall(turn.caller, memory_id, body)  # type: ignore[attr-defined]
+        answer = await self.memories.recall(  # type: ignore[attr-defined]
+            turn.caller, memory_id, body
+        )
         return fenced_json(_plain(answer))
 
     async def _memory_graph(self, turn: TurnMemory, args: dict[str, Any]) -> str:
         memory_id = _memory_of(turn, args)
         body = {k: args[k] for k in ("around", "hops", "types", "limit") if k in args}
-        graph = await self.memories.graph(turn.caller, memory_id, body)  # type: ignore[attr-defined]
+        graph = await self.memories.graph(  # type: ignore[attr-defined]
+            turn.caller, memory_id, body
+        )
         return fenced_json(_plain(graph))
+
+    async def _memory_run_query(self, turn: TurnMemory, args: dict[str, Any]) -> str:
+        memory_id = _memory_of(turn, args)
+        body = {"params": args["params"]} if "params" in args else {}
+        answer = await self.memories.run_query(  # type: ignore[attr-defined]
+            turn.caller, memory_id, _text(args, "name"), body
+        )
+        return fenced_json(_plain(answer))
 
     async def _memory_remember(self, turn: TurnMemory, args: dict[str, Any]) -> str:
         memory_id = _memory_of(turn, args)
