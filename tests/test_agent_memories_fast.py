@@ -146,7 +146,7 @@ async def test_only_the_harness_owner_reads_or_sets_its_memories(server: InProce
 async def test_the_routes_are_not_served_without_the_chapter(
     tmp_path: Path, provider: RunningProvider
 ) -> None:
-    async with in_process(tmp_path / "off", provider.base_url, PROVIDER_KEY) as off:
+    async with in_process(tmp_path / "off", provider.base_url, PROVIDER_KEY, memories="off") as off:
         harness = await _harness(off)
         assert (await _settings(off, harness)).status_code == 404
 
@@ -459,3 +459,25 @@ async def test_no_input_reaches_a_5xx_on_the_agents_routes_and_tools(server: InP
             assert error or name == "memory_list", (name, arguments, text)
     # The memory is as it was: nothing odd was written.
     assert [r for r in await _records(server, notes) if r["type"] != "episode"] == []
+
+
+@pytest.mark.skipif(not hasattr(Memories, "recall"), reason="recall (§6) is not built here")
+async def test_recall_as_the_agent_searches_below_its_grant_and_never_above(
+    server: InProcess,
+) -> None:
+    harness = await _harness(server)
+    company = await _memory(server, "Company")
+    acme = await _memory(server, "Acme", parent_id=company)
+    for memory_id, said in ((company, "Renewal terms above."), (acme, "Acme renewal in March.")):
+        made = await server.client.post(f"/v1/memories/{memory_id}/records", json={"content": said})
+        assert made.status_code == 200
+    await _grant(server, acme, harness, "read")
+    agent = await _agent(server, harness)
+    text, error = await agent.call("memory_recall", memory_id=acme, text="renewal")
+    assert not error, text
+    results = _data(text)["results"]
+    said = [hit["record"]["content"][0]["text"] for hit in results]
+    assert said == ["Acme renewal in March."]
+    assert all(hit["record"]["written_by"]["kind"] == "member" for hit in results)
+    text, error = await agent.call("memory_recall", memory_id=company, text="renewal")
+    assert error and text.startswith("memory_not_found")

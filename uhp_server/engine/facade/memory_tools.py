@@ -198,6 +198,11 @@ class MemoryTools:
         }.get(name)
         return facade_method is None or hasattr(self.memories, facade_method)
 
+    def _facade(self, method: str) -> Any:
+        """A facade method built beside this part (recall, the graph, named queries), looked
+        up by name so this module reads the same before and after it lands."""
+        return getattr(self.memories, method)
+
     async def call(self, turn: TurnMemory, name: str, arguments: dict[str, Any]) -> ToolAnswer:
         """One tool call, checked as the agent. A refusal is the tool's answer (an error the
         agent reads), never the turn's failure."""
@@ -236,7 +241,7 @@ class MemoryTools:
             "next": page.next,
         }
         if self._answers("memory_run_query") and hasattr(self.memories, "queries"):
-            queries = await self.memories.queries(caller, memory_id)
+            queries = await self._facade("queries")(caller, memory_id)
             listed["queries"] = [
                 {k: getattr(q, k) for k in ("name", "description", "params", "requires")}
                 for q in queries
@@ -254,26 +259,24 @@ class MemoryTools:
 
     async def _memory_recall(self, turn: TurnMemory, args: dict[str, Any]) -> str:
         memory_id = _memory_of(turn, args)
-        body = {k: args[k] for k in ("query", "text", "types", "depth", "limit") if k in args}
-        answer = await self.memories.recall(  # type: ignore[attr-defined]
-            turn.caller, memory_id, body
-        )
+        asked = ("query", "text", "types", "depth", "limit")
+        body: dict[str, Any] = {k: args[k] for k in asked if k in args}
+        answer = await self._facade("recall")(turn.caller, memory_id, body)
         return fenced_json(_plain(answer))
 
     async def _memory_graph(self, turn: TurnMemory, args: dict[str, Any]) -> str:
         memory_id = _memory_of(turn, args)
-        body = {k: args[k] for k in ("around", "hops", "types", "limit") if k in args}
-        graph = await self.memories.graph(  # type: ignore[attr-defined]
-            turn.caller, memory_id, body
-        )
+        body: dict[str, Any] = {
+            k: args[k] for k in ("around", "hops", "types", "limit") if k in args
+        }
+        graph = await self._facade("graph")(turn.caller, memory_id, body)
         return fenced_json(_plain(graph))
 
     async def _memory_run_query(self, turn: TurnMemory, args: dict[str, Any]) -> str:
         memory_id = _memory_of(turn, args)
         body = {"params": args["params"]} if "params" in args else {}
-        answer = await self.memories.run_query(  # type: ignore[attr-defined]
-            turn.caller, memory_id, _text(args, "name"), body
-        )
+        run_query = self._facade("run_query")
+        answer = await run_query(turn.caller, memory_id, _text(args, "name"), body)
         return fenced_json(_plain(answer))
 
     async def _memory_remember(self, turn: TurnMemory, args: dict[str, Any]) -> str:
