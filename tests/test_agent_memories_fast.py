@@ -468,8 +468,10 @@ async def test_recall_as_the_agent_searches_below_its_grant_and_never_above(
     harness = await _harness(server)
     company = await _memory(server, "Company")
     acme = await _memory(server, "Acme", parent_id=company)
-    for memory_id, said in ((company, "Renewal terms above."), (acme, "Acme renewal in March.")):
-        made = await server.client.post(f"/v1/memories/{memory_id}/records", json={"content": said})
+    for memory_id, stated in ((company, "Renewal terms above."), (acme, "Acme renewal in March.")):
+        made = await server.client.post(
+            f"/v1/memories/{memory_id}/records", json={"content": stated}
+        )
         assert made.status_code == 200
     await _grant(server, acme, harness, "read")
     agent = await _agent(server, harness)
