@@ -11,6 +11,7 @@ Runs per base (scripts/test.sh's per-base passes): every base reaches `uhp-memor
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,6 +49,17 @@ def client(
 def _ok(response: httpx.Response) -> dict:
     assert response.status_code == 200, response.text
     return dict(response.json())
+
+
+def _episodes(client: httpx.Client, memory_id: str) -> list[dict]:
+    """The episodes observed into a memory, once the last turn's are there (observe runs
+    as the turn ends, after its response is final)."""
+    deadline = time.monotonic() + 30
+    while True:
+        listed = _ok(client.get(f"/v1/memories/{memory_id}/records", params={"type": "episode"}))
+        if len(listed["data"]) >= 3 or time.monotonic() > deadline:
+            return list(listed["data"])
+        time.sleep(0.2)
 
 
 def _tool(name: str, arguments: dict) -> str:
@@ -89,6 +101,13 @@ def test_the_agent_remembers_in_one_session_and_finds_it_in_a_new_one(
     assert [r["content"][0]["text"] for r in facts["data"]] == [FACT]
     record = facts["data"][0]
     assert record["written_by"] == {"kind": "member", "id": harness["id"], "type": "agent"}
+
+    # The turn itself was observed into the default memory, as the agent: asked, tools, answer.
+    episodes = _episodes(client, notes["id"])
+    roles = {part["role"]: part["text"] for e in episodes for part in e["content"]}
+    assert roles["user"] == remember and "memory_remember" in roles["tool"]
+    assert FACT in roles["assistant"]
+    assert {e["written_by"]["id"] for e in episodes} == {harness["id"]}
 
     # Session 2 (no previous response: a new conversation) finds it through its tools.
     if RECALLS:
