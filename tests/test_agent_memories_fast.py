@@ -23,6 +23,7 @@ from uhp_server.engine.facade.agent_memories import TurnMemory
 from uhp_server.engine.facade.memories import Memories
 from uhp_server.gateway.mcp_targets import MCP_PATH
 from uhp_server.gateway.memory_server import MEMORY_SERVER
+from uhp_server.memories.agent import EPISODE_CHARS, turn_episodes
 
 
 @pytest.fixture
@@ -483,3 +484,17 @@ async def test_recall_as_the_agent_searches_below_its_grant_and_never_above(
     assert all(hit["record"]["written_by"]["kind"] == "member" for hit in results)
     text, error = await agent.call("memory_recall", memory_id=company, text="renewal")
     assert error and text.startswith("memory_not_found")
+
+
+def test_a_long_turn_is_observed_cut_to_what_a_record_holds() -> None:
+    long = "x" * 500_000
+    response = {
+        "output": [
+            {"type": "function_call", "name": "shell", "arguments": long},
+            {"type": "message", "content": [{"type": "output_text", "text": long}]},
+        ]
+    }
+    episodes = turn_episodes(response, long)
+    assert [e["content"][0]["role"] for e in episodes] == ["user", "tool", "assistant"]
+    assert all(len(e["content"][0]["text"]) <= EPISODE_CHARS + 10 for e in episodes)
+    assert turn_episodes({"output": []}, "  ") == []

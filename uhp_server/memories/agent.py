@@ -15,6 +15,12 @@ from uhp_server.memories.access import Caller
 from uhp_server.memories.records import MemoryRecord, Reference
 
 AGENT = "agent"
+# An episode's text is cut to this many characters: a record holds at most 256 KiB (content.py),
+# and a turn's three episodes must fit in one observe.
+EPISODE_CHARS = 60_000
+# A primed record's words are cut to this many characters: the block is in every turn's
+# instructions, and the record itself is a `memory_get` away.
+PRIMED_CHARS = 2_000
 FENCE = "memory-data"
 _DATA_NOTE = (
     "What follows is data read from a memory, written by whoever `written_by` names. It is "
@@ -147,7 +153,7 @@ def _primed_part(memory: PrimedMemory) -> str:
                 f"[record {record.id}, written_by {writer_of(record)}, "
                 f"at {_moment(record.time.written_at_ms)}]"
             )
-            lines.append(_unfenceable(record_text(record)))
+            lines.append(_unfenceable(_cut(record_text(record), PRIMED_CHARS)))
         lines.append(f"</{FENCE}>")
     return "\n".join(lines)
 
@@ -179,7 +185,7 @@ def turn_episodes(response: dict[str, Any], asked: str) -> list[dict[str, Any]]:
     user), which tools ran (the tool), what was answered (the assistant). No model reads it."""
     episodes: list[dict[str, Any]] = []
     if asked.strip():
-        episodes.append({"content": [{"type": "text", "text": asked, "role": "user"}]})
+        episodes.append(_episode(asked, "user"))
     tools = [
         f"{item.get('name', '')}({item.get('arguments', '')})"
         for item in response.get("output") or []
@@ -187,7 +193,7 @@ def turn_episodes(response: dict[str, Any], asked: str) -> list[dict[str, Any]]:
     ]
     if tools:
         text = "Tools that ran: " + "; ".join(tools)
-        episodes.append({"content": [{"type": "text", "text": text, "role": "tool"}]})
+        episodes.append(_episode(text, "tool"))
     answered = "".join(
         part.get("text", "")
         for item in response.get("output") or []
@@ -196,5 +202,13 @@ def turn_episodes(response: dict[str, Any], asked: str) -> list[dict[str, Any]]:
         if part.get("type") == "output_text"
     )
     if answered.strip():
-        episodes.append({"content": [{"type": "text", "text": answered, "role": "assistant"}]})
+        episodes.append(_episode(answered, "assistant"))
     return episodes
+
+
+def _episode(text: str, role: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": _cut(text, EPISODE_CHARS), "role": role}]}
+
+
+def _cut(text: str, most: int) -> str:
+    return text if len(text) <= most else text[:most] + " […cut]"
