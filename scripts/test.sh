@@ -96,7 +96,7 @@ base_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security
   tests/test_restart_e2e.py tests/test_harnesses_e2e.py tests/test_token_binding_e2e.py
   tests/test_oumi_harness_e2e.py tests/test_tool_door_e2e.py tests/test_agentos_e2e.py
   tests/test_openai_chat_e2e.py tests/test_parallel_images_e2e.py tests/test_plugins_e2e.py
-  tests/test_environments_e2e.py)
+  tests/test_environments_e2e.py tests/test_agent_memories_e2e.py)
 # A base whose CLI speaks Chat Completions runs against the Chat-only provider (no models
 # route, every other path 404, like a bare vLLM): the stricter of the two, its bytes the same.
 chat_bases=" $(.venv/bin/uhp-server bases list --names --default --wire chat | tr '\n' ' ') "

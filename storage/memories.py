@@ -453,3 +453,19 @@ def prune_replays(tx: Tx, older_than: float) -> None:
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def newest_stated(tx: Tx, memory_id: str, limit: int) -> list[MemoryRecordRow]:
+    """A memory's current records other than episodes, newest first (what priming looks
+    among: observed turns are many and are never primed)."""
+    statement = (
+        select(MemoryRecordRow)
+        .where(
+            MemoryRecordRow.memory_id == memory_id,
+            MemoryRecordRow.status == ACTIVE,
+            MemoryRecordRow.type != "episode",
+        )
+        .order_by(col(MemoryRecordRow.written_at_ms).desc(), col(MemoryRecordRow.id))
+        .limit(limit)
+    )
+    return list(tx.orm.exec(statement))

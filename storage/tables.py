@@ -402,3 +402,28 @@ class MemorySnapshotRow(SQLModel, table=True):
     message: str = ""
     at_ms: int = Field(sa_type=BigInteger)
     written_by: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+
+
+class HarnessMemoryRow(SQLModel, table=True):
+    """A harness's two settings of the Memories chapter (§9): where its agent's unaddressed
+    writes and its turns go, and whether finished turns are observed. What the agent may
+    reach is not here: it is read off the grants to the agent's principal."""
+
+    __tablename__ = "harness_memory"
+    harness_id: str = Field(primary_key=True)
+    default_memory_id: str | None = None
+    observe: bool = True
+
+
+class SessionMemoryRow(SQLModel, table=True):
+    """What a session's agent was given of its memories when the session started (§9.1): the
+    session's default memory (the task's `metadata.memory`, else the harness's) and the
+    priming block placed in its instructions, kept so that every turn of the session carries
+    the same block (priming is not repeated, and stable instructions keep prompt caching)."""
+
+    __tablename__ = "session_memory"
+    session_id: str = Field(primary_key=True)
+    memory_id: str | None = None
+    primer: str = Field(default="", sa_column=Column(Text, nullable=False))
+    # What the primer placed, per memory, in tokens: {memory_id: tokens}.
+    primed: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))

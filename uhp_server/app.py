@@ -41,7 +41,9 @@ def served(ctx: AppContext, doors: Iterable[Door]) -> list[Part]:
     in_order = sorted(doors, key=lambda door: door.name != PROTOCOL_DOOR)  # stable: name order
     return [
         make_gateway_router(ctx.tokens, ctx.upstreams, ctx.metrics),
-        make_mcp_router(ctx.tokens, ctx.upstreams.http, ctx.runs.ask_by_token),
+        make_mcp_router(
+            ctx.tokens, ctx.upstreams.http, ctx.runs.ask_by_token, ctx.engine.memory_tools
+        ),
         *(part for door in in_order for part in door.served(ctx.engine)),
         ops.router,
         api_docs.router,

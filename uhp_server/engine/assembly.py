@@ -9,6 +9,7 @@ from storage.blobs import BlobStore
 from storage.db import Database
 from uhp_server.catalog import ModelCatalog
 from uhp_server.engine.engine import Engine
+from uhp_server.engine.facade.agent_memories import AgentMemories
 from uhp_server.engine.facade.environments import (
     EnvironmentLimits,
     Environments,
@@ -18,6 +19,7 @@ from uhp_server.engine.facade.files import Files
 from uhp_server.engine.facade.harnesses import Harnesses
 from uhp_server.engine.facade.memories import Memories
 from uhp_server.engine.facade.memory_replays import Replays
+from uhp_server.engine.facade.memory_tools import MemoryTools
 from uhp_server.engine.facade.principals import Principals
 from uhp_server.engine.facade.session_deletion import SessionDeleter
 from uhp_server.engine.facade.sessions import Sessions
@@ -59,7 +61,16 @@ def assemble_engine(
     deleter = SessionDeleter(
         db, runs, blobs, settings.sessions_dir, settings.previews_dir, settings.cancel_grace_seconds
     )
-    intake = TaskIntake(settings, db, bases, catalog, runs, blobs=blobs)
+    memories = Memories(
+        db,
+        providers := memory_providers(settings, db, embedder),
+        default_provider=next(iter(providers)),
+        replays=Replays(db, settings.idempotency_retention_hours * 3600),
+        blobs=blobs,
+    )
+    agent_memories = AgentMemories(db, memories, served=settings.memories != "off")
+    runs.observe = agent_memories.observe  # each finished turn, into its default memory
+    intake = TaskIntake(settings, db, bases, catalog, runs, blobs=blobs, memories=agent_memories)
     steering = TaskSteering(settings, db, bases, runs, intake)
     sessions = Sessions(db, runs, deleter, steering)
     files = Files(db, blobs, previews, sessions, settings.max_file_bytes)
@@ -76,13 +87,9 @@ def assemble_engine(
         harnesses=Harnesses(settings, db, bases, catalog, runs),
         principals=Principals(db, settings.api_key),
         environments=environments,
-        memories=Memories(
-            db,
-            providers := memory_providers(settings, db, embedder),
-            default_provider=next(iter(providers)),
-            replays=Replays(db, settings.idempotency_retention_hours * 3600),
-            blobs=blobs,
-        ),
+        memories=memories,
+        agent_memories=agent_memories,
+        memory_tools=MemoryTools(memories),
     )
 
 

@@ -20,10 +20,12 @@ from storage import responses as response_store
 from storage.db import Database
 from storage.tables import ResponseRow
 from storage.unit import Tx
+from uhp_server.engine.facade.agent_memories import AgentMemories
 from uhp_server.engine.facade.environments import Environments
 from uhp_server.engine.facade.files import Files
 from uhp_server.engine.facade.harnesses import Harnesses
 from uhp_server.engine.facade.memories import Memories
+from uhp_server.engine.facade.memory_tools import MemoryTools
 from uhp_server.engine.facade.principals import Principals
 from uhp_server.engine.facade.records import TurnFile
 from uhp_server.engine.facade.sessions import Sessions
@@ -64,6 +66,8 @@ class Engine:
         principals: Principals,
         environments: Environments,
         memories: Memories,
+        agent_memories: AgentMemories,
+        memory_tools: MemoryTools,
     ) -> None:
         self.settings = settings
         self.bases = bases  # the enabled and installed ones, by name
@@ -75,6 +79,8 @@ class Engine:
         self.environments = environments
         # Served unless UHP_MEMORIES=off (doors/uhp/chapters.py).
         self.memories = memories
+        self.agent_memories = agent_memories  # a harness's agent and its memories (§9)
+        self.memory_tools = memory_tools  # the tools its turns hold (gateway/memory_server.py)
         self._db = db
         self._runs = runs
         self._intake = intake

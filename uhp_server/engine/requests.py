@@ -131,6 +131,9 @@ class EngineTask:
     # The environment the task reads instead of its harness's (`metadata.environment`,
     # Environments §5), where the door's contract can carry one; None: the harness's.
     environment: str | None = None
+    # The memory the session this task starts takes as its default (`metadata.memory`,
+    # Memories §9): checked against what the harness's agent holds, granting nothing.
+    memory: str | None = None
     # UHP-only details of the response object; other doors leave the defaults.
     max_output_tokens: int | None = None
     background: bool = False

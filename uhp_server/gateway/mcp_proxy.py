@@ -26,6 +26,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
 from uhp_server.gateway.mcp_targets import MCP_PATH, McpTarget
+from uhp_server.gateway.memory_server import MEMORY_SERVER, MemoryToolbox, serve_memory
 from uhp_server.gateway.scrubbing import StreamScrubber, scrubber
 from uhp_server.gateway.tokens import DOOR_SCOPE_KEY, TokenRegistry
 from uhp_server.gateway.url_policy import HostNotResolved, PinnedUrl, UrlRefused, pin_url
@@ -147,6 +148,7 @@ async def forward_mcp(
     tokens: TokenRegistry,
     http: httpx.AsyncClient,
     ask: Asker | None = None,
+    memory_tools: MemoryToolbox | None = None,
 ) -> Response:
     token = _token(request)
     grant = tokens.get(token, request.scope.get(DOOR_SCOPE_KEY)) if token else None
@@ -154,6 +156,9 @@ async def forward_mcp(
         return _error(401, "Invalid or expired gateway token.")
     if name == QUESTION_SERVER and relay_path is None and ask is not None and grant.asks_user:
         return await serve_questions(grant.token, request, ask)
+    held = grant.memory  # what the turn's agent holds of memories; None: no memory tools
+    if name == MEMORY_SERVER and relay_path is None and memory_tools and held is not None:
+        return await serve_memory(held, request, memory_tools)
     target: McpTarget | None = grant.mcp_servers.get(name) if _NAME.fullmatch(name) else None
     if target is None or (relay_path is not None and target.transport != "sse"):
         return _error(404, "No such MCP server for this turn.")
@@ -205,16 +210,20 @@ async def forward_mcp(
 
 
 def make_mcp_router(
-    tokens: TokenRegistry, http: httpx.AsyncClient, ask: Asker | None = None
+    tokens: TokenRegistry,
+    http: httpx.AsyncClient,
+    ask: Asker | None = None,
+    memory_tools: MemoryToolbox | None = None,
 ) -> APIRouter:
     """Routes for MCP_PATH/<name> and, for legacy SSE servers, MCP_PATH/<name>/relay/...;
-    `ask` serves the server's own question tool (gateway/user_questions.py)."""
+    `ask` serves the server's own question tool (gateway/user_questions.py), `memory_tools`
+    its memory tools (gateway/memory_server.py)."""
     router = APIRouter(include_in_schema=False)
     methods = ["GET", "POST", "DELETE"]
 
     @router.api_route(MCP_PATH + "/{name}", methods=methods)
     async def mcp_endpoint(name: str, request: Request) -> Response:
-        return await forward_mcp(name, None, request, tokens, http, ask)
+        return await forward_mcp(name, None, request, tokens, http, ask, memory_tools)
 
     @router.api_route(MCP_PATH + "/{name}/relay/{path:path}", methods=methods)
     async def mcp_relay(name: str, path: str, request: Request) -> Response:

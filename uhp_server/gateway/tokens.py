@@ -92,6 +92,9 @@ class TurnGrant:
     # meanwhile.
     model_paused: bool = False
     asks_user: bool = False  # the turn is offered the server's question tool
+    # What the turn's agent holds of memories (engine/facade/agent_memories.TurnMemory); None:
+    # no memory tools (gateway/memory_server.py).
+    memory: Any = field(default=None, repr=False)
     _secrets: tuple[str, ...] = field(default=(), repr=False)
 
     def use(self, provider: Any) -> None:

@@ -86,6 +86,10 @@ CONTENT_DESCRIBES: tuple[str, ...] = ()  # it writes no words for a file
 GRAPH_ENTITIES = "stated"  # it keeps the entities a writer states and finds none (§10.2)
 TYPES = False  # no extension type is registered, so no operations (§8)
 CONSOLIDATE = False  # it derives nothing in the background (§9.2)
+# Priming (§9.1): the embedded provider marks as always relevant the current records a writer
+# stated `attributes.prime: true` on (episodes never), newest first, at most this many.
+PRIME_MAX = 20
+PRIME_SCAN = 500  # the newest stated records looked among for them
 
 
 class EmbeddedProvider:
@@ -119,7 +123,7 @@ class EmbeddedProvider:
             revise="native",
             forget="native",
             erase_unreachable="reported",  # it keeps no copy: an empty list is a guarantee
-            prime=False,
+            prime=True,  # attributes.prime: true (PRIME_MAX newest)
             consolidate=CONSOLIDATE,
             queries=QueriesCapability(named=True, languages=(RECALL_LANGUAGE,), free=None),
             types=TYPES,
@@ -181,6 +185,11 @@ class EmbeddedProvider:
 
     async def drop(self, memory_ids: list[str]) -> None:
         await self.db.write(_drop, memory_ids, order=Order.ANY)
+
+    async def prime(self, memory_id: str) -> list[Version]:
+        rows = await self.db.read(store.newest_stated, memory_id, PRIME_SCAN)
+        marked = [row for row in rows if (row.attributes or {}).get("prime") is True]
+        return [_version(row) for row in marked[:PRIME_MAX]]
 
     async def recall(self, question: Question) -> Answer:
         scope = search.Scope(

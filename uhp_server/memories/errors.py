@@ -30,3 +30,12 @@ def memory_invalid(message: str, param: str | None = None) -> ApiError:
 
 def memory_unsupported(message: str, param: str | None = None) -> ApiError:
     return ApiError(422, "memory_unsupported", message, param=param)
+
+
+def memories_not_attached() -> ApiError:
+    return ApiError(
+        404,
+        "memories_not_attached",
+        "This harness's agent holds no memory: grant its principal (GET "
+        "/v1/harnesses/{id}/memories names it) a privilege on one first.",
+    )

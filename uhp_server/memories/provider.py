@@ -254,6 +254,11 @@ class MemoryProvider(Protocol):
         """Every record of these memories, every version, for good."""
         ...
 
+    async def prime(self, memory_id: str) -> list[Version]:
+        """What this provider marks as always relevant in this memory (§9.1): placed in an
+        agent's instructions when its session starts. How much is the provider's decision."""
+        ...
+
     async def recall(self, question: Question) -> Answer:
         """The records of `question.memory_ids` that answer it, best first, at most
         `question.limit`; a signal this provider lacks is named in `degraded`."""

@@ -141,3 +141,23 @@ class NamedQuery:
     requires: str
     language: str
     body: str
+
+
+@dataclass(frozen=True)
+class GrantedMemory:
+    """A memory a harness's agent was granted, as its harness shows it (§9)."""
+
+    id: str
+    name: str
+    privileges: list[str]
+    default: bool
+
+
+@dataclass(frozen=True)
+class HarnessMemories:
+    """A harness's agent and its memories, `GET /v1/harnesses/{id}/memories` (§9)."""
+
+    principal: str
+    default_memory_id: str | None
+    observe: bool
+    data: list[GrantedMemory]

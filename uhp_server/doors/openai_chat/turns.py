@@ -51,6 +51,7 @@ def engine_task(
         metadata=metadata or {},
         # Environments §5: the task's own environment travels in its metadata here too.
         environment=(metadata or {}).get("environment") or None,
+        memory=(metadata or {}).get("memory") or None,  # Memories §9, as on /v1/responses
         ignored_fields=tuple(ignored_fields),
     )
 

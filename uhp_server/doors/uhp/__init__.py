@@ -8,6 +8,7 @@ from uhp_server.doors.uhp import (
     environments,
     files,
     harness_events,
+    harness_memories,
     harnesses,
     memories,
     sessions,
@@ -37,7 +38,10 @@ door = Door(
         harness_events.router,
     ),
     # The Memories chapter: served unless the operator turns it off (UHP_MEMORIES=off).
-    gated=(GatedRouter(memories.router, _memories_on),),
+    gated=(
+        GatedRouter(memories.router, _memories_on),
+        GatedRouter(harness_memories.router, _memories_on),
+    ),
 )
 
 __all__ = ["door"]

@@ -91,7 +91,7 @@ class CreateResponseBody(BaseModel):
     @field_validator("metadata")
     @classmethod
     def _harness_id_is_text(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        for key in ("harness_id", "environment"):  # ids the server acts on
+        for key in ("harness_id", "environment", "memory"):  # ids the server acts on
             if value and key in value and not isinstance(value[key], str):
                 raise ValueError(f"{key} must be a string")
         return value
@@ -105,6 +105,7 @@ def uhp_task(principal_id: str, body: dict[str, Any]) -> EngineTask:
         principal_id=principal_id,
         harness_id=metadata.get("harness_id"),
         environment=metadata.get("environment") or None,
+        memory=metadata.get("memory") or None,
         input=body["input"],
         previous_response_id=body.get("previous_response_id"),
         model=body.get("model"),

@@ -437,6 +437,13 @@ class Memories:
             raise record_not_found()
         return await self._shown(seen, version)
 
+    async def primed(self, caller: Caller, memory_id: str) -> list[MemoryRecord]:
+        """What the memory's provider marks as always relevant (§9.1), as this caller reads
+        it; needs `read`."""
+        seen = await self._requiring(caller, memory_id, READ)
+        versions = await self._provider_of(seen, memory_id).prime(memory_id)
+        return [await self._shown(seen, version) for version in versions]
+
     async def history(self, caller: Caller, memory_id: str, record_id: str) -> list[MemoryRecord]:
         seen = await self._requiring(caller, memory_id, READ)
         versions = await self._provider_of(seen, memory_id).history(memory_id, record_id)

@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from storage import agent_memories, session_listing, shares, traces
 from storage import artifacts as artifact_store
 from storage import files as file_store
 from storage import responses as response_store
-from storage import session_listing, shares, traces
 from storage import sessions as session_store
 from storage.blobs import BlobStore
 from storage.db import Database
@@ -75,6 +75,8 @@ class SessionDeleter:
             response_store.delete_response(tx, response_id)
         traces.delete_files(tx, [row.id for row in inputs])
         hashes = artifact_store.delete_for_session(tx, session_id)
+        # Its primer holds what its memories said: it goes with the session.
+        agent_memories.delete_session_memory(tx, [session_id])
         candidates = sorted({*hashes, *(row.sha256 for row in inputs)})
         return [sha256 for sha256 in candidates if not file_store.blob_in_use(tx, sha256)]
 

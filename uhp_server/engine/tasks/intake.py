@@ -10,6 +10,7 @@ session or an idempotency key.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from storage.db import Database, Order, SessionRelease
 from storage.tables import HarnessRow, SessionRow
 from storage.unit import Tx
 from uhp_server.catalog import ModelCatalog, ModelRoute
+from uhp_server.engine.facade.agent_memories import AgentMemories, TurnMemory
 from uhp_server.engine.requests import EngineTask
 from uhp_server.engine.tasks import acceptance
 from uhp_server.engine.tasks.acceptance import Acceptance
@@ -93,8 +95,10 @@ class TaskIntake:
         catalog: ModelCatalog,
         runs: RunRegistry,
         blobs: BlobStore | None = None,
+        memories: AgentMemories | None = None,
     ) -> None:
         self.settings = settings
+        self.memories = memories  # the harness's agent and its memories (Memories §9)
         self.db = db
         self.bases = bases
         self.catalog = catalog
@@ -171,6 +175,7 @@ class TaskIntake:
         config = HarnessConfig.from_stored(harness.config)
         # Refused here, before anything is stored or started, when it is not there or not built.
         environment = await self._environment(task, config, session)
+        memory = await self._memory(task, harness.id, session)  # refused here too
         if model_connection is not None:
             allow = self.settings.model_connection_allow_private_hosts
             provider = connection_provider(model_connection, allow)
@@ -200,6 +205,7 @@ class TaskIntake:
                 environment_version=str(environment.version),
             )
         builder.response["metadata"].update(model_meta)
+        builder.response["metadata"].update(_memory_metadata(memory))
         builder.response["metadata"].update(self._ignored(task, base))
         first_event = numbered(builder.created()[0], 0)
         secrets = _turn_secrets(route, parts.mcp_servers, self.catalog.upstreams.secrets)
@@ -234,7 +240,7 @@ class TaskIntake:
                 prompt=self._prompt(task, normalized, opening=held.id == new_session_id),
                 model=model,
                 route=route,
-                system_prompt=self._system_prompt(config, task, normalized),
+                system_prompt=self._system_prompt(config, task, normalized, memory),
                 disabled_tools=tuple(config.disabled_tools),
                 max_step=max_step,
                 timeout_seconds=timeout,
@@ -249,6 +255,7 @@ class TaskIntake:
                 ask_user=task.questions.offers_tool,
                 store=task.store,
                 environment=environment,
+                memory=memory,
             )
             # The first event is committed with the response: the log goes on from it.
             log = EventLog(self.db, response_id, persist=task.store, committed=[first_event])
@@ -267,6 +274,8 @@ class TaskIntake:
             run.public_base_url = self.settings.public_base_url or base_url
             # Registered before the next await, so a racing request finds the run.
             self.runs.start(run)
+            if memory is not None and memory.starts_session:  # its later turns: the same block
+                await self.memories_started(held.id, memory)
         finally:
             self._starting.pop(response_id).set_result(None)
         return Accepted(response_id, run)
@@ -310,6 +319,18 @@ class TaskIntake:
             config.environment,
             session,
         )
+
+    async def _memory(
+        self, task: EngineTask, harness_id: str, session: SessionRow | None
+    ) -> TurnMemory | None:
+        if self.memories is None:
+            return None
+        session_id = session.id if session is not None else None
+        return await self.memories.for_task(harness_id, session_id, task.memory)
+
+    async def memories_started(self, session_id: str, memory: TurnMemory) -> None:
+        assert self.memories is not None
+        await self.memories.started(session_id, memory)
 
     async def _turn_parts(self, principal_id: str, config: HarnessConfig) -> TurnParts:
         if not config.has_own_parts:  # built-in skills only: nothing to read
@@ -363,10 +384,17 @@ class TaskIntake:
         return self.settings.sessions_dir / session_id
 
     @staticmethod
-    def _system_prompt(config: HarnessConfig, task: EngineTask, normalized: NormalizedInput) -> str:
+    def _system_prompt(
+        config: HarnessConfig,
+        task: EngineTask,
+        normalized: NormalizedInput,
+        memory: TurnMemory | None = None,
+    ) -> str:
         parts = [config.system_prompt, opening_system_text(task.opening)]
         parts.extend(normalized.instructions)
         parts.append(task.instructions or "")
+        # The session's priming block, the same on every turn of it (Memories §9.1).
+        parts.append(memory.primer if memory is not None else "")
         return "\n\n".join(p for p in parts if p.strip())
 
     @staticmethod
@@ -414,6 +442,19 @@ class TaskIntake:
             "tool_choice": "auto",
             "tools": [],
         }
+
+
+def _memory_metadata(memory: TurnMemory | None) -> dict[str, str]:
+    """The session's default memory, and on the turn that placed the priming block what it
+    placed per memory in tokens (Memories §9.1): metadata values are strings, so a JSON one."""
+    if memory is None:
+        return {}
+    said: dict[str, str] = {}
+    if memory.default_memory_id:
+        said["memory"] = memory.default_memory_id
+    if memory.starts_session and memory.primed:
+        said["memory_priming_tokens"] = json.dumps(memory.primed, separators=(",", ":"))
+    return said
 
 
 def _turn_secrets(

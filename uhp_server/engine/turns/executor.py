@@ -45,6 +45,7 @@ from uhp_server.environments.turn import (
 )
 from uhp_server.errors import error_body
 from uhp_server.gateway.mcp_targets import McpTarget, degraded_notice, mcp_path, probe
+from uhp_server.gateway.memory_server import MEMORY_SERVER
 from uhp_server.gateway.paths import gateway_path
 from uhp_server.gateway.tokens import UsageTotals
 from uhp_server.gateway.user_questions import QUESTION_SERVER
@@ -99,6 +100,7 @@ class TurnExecutor:
         )
         run.grant = grant
         grant.asks_user = plan.ask_user
+        grant.memory = plan.memory  # the memory tools act as this turn's agent, and no other
         proc: SandboxedProcess | None = None
         agent_turn: AgentTurn | None = None
         agen: AsyncIterator[ev.AgentEvent] | None = None
@@ -349,6 +351,9 @@ class TurnExecutor:
             servers = (*servers, asking)
         elif asks_in_text(plan):  # neither MCP nor its own tool: the agent asks in its text
             system_prompt = "\n\n".join(p for p in (system_prompt, TEXT_INSTRUCTION) if p)
+        if plan.memory is not None:  # every base speaks HTTP MCP: its memory tools (§9.1)
+            memory = McpServerSpec(MEMORY_SERVER, origin + mcp_path(MEMORY_SERVER), token)
+            servers = (*servers, memory)
         if plan.environment is not None:
             note = environment_instructions(plan.environment, self.sandbox.paths.workspace)
             system_prompt = "\n\n".join(p for p in (system_prompt, note) if p)

@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from storage import session_listing
@@ -59,6 +60,9 @@ class RunRegistry:
         self._last: dict[str, Run] = {}  # by session id, until its process is gone
         self._finished_at: dict[str, float] = {}
         self._releasing: set[asyncio.Task[None]] = set()  # sessions released after a failure
+        # Each finished turn whose agent holds a memory, sent on (engine/facade/agent_memories.py
+        # `observe`): (the turn's memory, its response, what was asked).
+        self.observe: Callable[[Any, dict[str, Any], str], Awaitable[None]] | None = None
 
     def get(self, response_id: str) -> Run | None:
         return self._live.get(response_id)
@@ -141,6 +145,7 @@ class RunRegistry:
     async def _execute(self, run: Run) -> None:
         try:
             await self.executor.execute(run, self._on_terminal, self.ask)
+            await self._observed(run)
         except Exception:
             log.exception("turn_crashed", extra={"response_id": run.response_id})
             await self._end_crashed(run)
@@ -153,6 +158,17 @@ class RunRegistry:
                 del self._last[run.session_id]
             self._finished_at.pop(run.response_id, None)  # (kept in the order they finished)
             self._finished_at[run.response_id] = time.monotonic()
+
+    async def _observed(self, run: Run) -> None:
+        """The finished turn, to its agent's default memory (Memories §9.1), once its end is
+        recorded: never the turn's outcome, nor its session's next turn, waits on it."""
+        memory = run.plan.memory
+        if memory is None or self.observe is None or not run.log.finished or not run.plan.store:
+            return  # a `store: false` task's turn is kept nowhere, its memory included
+        try:
+            await self.observe(memory, run.log.current(), run.plan.prompt)
+        except Exception:
+            log.exception("memory_observe_failed", extra={"response_id": run.response_id})
 
     @staticmethod
     async def _end_crashed(run: Run) -> None:

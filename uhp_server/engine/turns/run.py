@@ -73,6 +73,9 @@ class TurnPlan:
     # The environment version the turn mounts read-only, with its variables and instructions
     # (Environments §6); None: none.
     environment: EnvironmentMount | None = None
+    # What its agent holds of memories (Memories §9: engine/facade/agent_memories.TurnMemory):
+    # the memory tools are offered and the turn observed; None: no memory.
+    memory: Any = None
 
 
 @dataclass
