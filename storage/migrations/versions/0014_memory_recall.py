@@ -69,9 +69,17 @@ def upgrade() -> None:
     if "search_text" not in columns:
         op.add_column("memory_record", sa.Column("search_text", sa.String(), nullable=True))
     _backfill(bind)
-    for statement in _SQLITE if bind.dialect.name == "sqlite" else _POSTGRESQL:
-        op.execute(statement)
-    if "memory_query" not in set(sa.inspect(bind).get_table_names()):
+    # A database adopted without `alembic_version` runs every revision again (storage/
+    # migrate.py): the index is made only where it is not there yet.
+    tables = set(sa.inspect(bind).get_table_names())
+    if bind.dialect.name == "sqlite":
+        indexed = "memory_record_search" in tables
+    else:
+        indexed = "search" in columns
+    if not indexed:
+        for statement in _SQLITE if bind.dialect.name == "sqlite" else _POSTGRESQL:
+            op.execute(statement)
+    if "memory_query" not in tables:
         op.create_table(
             "memory_query",
             sa.Column("memory_id", sa.String(), primary_key=True),

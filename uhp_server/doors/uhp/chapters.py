@@ -53,26 +53,10 @@ PLUGIN_SCHEMAS = tuple(SUPPORTED_PLUGIN_SCHEMAS)
 
 
 # Operations of a served chapter that this server does not serve yet, each answering the
-# ordinary 404: /openapi.json says so on each (api_docs/document.py). Being built (issue 29):
-# the graph, file content, the agent's part; snapshots, consolidations, jobs and type
-# operations belong to providers that declare them, and none here does.
-NOT_SERVED_YET: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("get", "/v1/memories/{memory_id}/jobs/{job_id}"),
-        ("get", "/v1/memories/{memory_id}/records/{record_id}/content/{index}"),
-        ("post", "/v1/memories/{memory_id}/records/{record_id}/operations/{name}"),
-        ("post", "/v1/memories/{memory_id}/graph"),
-        ("get", "/v1/memories/{memory_id}/snapshots"),
-        ("post", "/v1/memories/{memory_id}/snapshots"),
-        ("get", "/v1/memories/{memory_id}/consolidations"),
-        ("post", "/v1/memories/{memory_id}/consolidations"),
-        ("get", "/v1/memories/{memory_id}/consolidations/{run_id}"),
-        ("get", "/v1/memories/{memory_id}/consolidations/{run_id}/changes"),
-        ("post", "/v1/memories/{memory_id}/consolidations/{run_id}/revert"),
-        ("get", "/v1/harnesses/{harness_id}/memories"),
-        ("put", "/v1/harnesses/{harness_id}/memories"),
-    }
-)
+# ordinary 404: /openapi.json says so on each (api_docs/document.py). None today: every
+# operation of every served chapter is served (a provider's refusal is the chapter's own
+# `memory_unsupported`, not a 404).
+NOT_SERVED_YET: frozenset[tuple[str, str]] = frozenset()
 
 
 def capabilities(off: frozenset[str] = frozenset()) -> dict[str, bool]:
