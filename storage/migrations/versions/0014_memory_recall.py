@@ -69,9 +69,16 @@ def upgrade() -> None:
     if "search_text" not in columns:
         op.add_column("memory_record", sa.Column("search_text", sa.String(), nullable=True))
     _backfill(bind)
-    for statement in _SQLITE if bind.dialect.name == "sqlite" else _POSTGRESQL:
+    # Like every revision, it adopts a database that has some of it already (a database
+    # whose revision was lost is upgraded from the start: storage/migrate.py).
+    tables = set(sa.inspect(bind).get_table_names())
+    if bind.dialect.name == "sqlite":
+        made = "memory_record_search" in tables
+    else:
+        made = "search" in columns
+    for statement in () if made else _SQLITE if bind.dialect.name == "sqlite" else _POSTGRESQL:
         op.execute(statement)
-    if "memory_query" not in set(sa.inspect(bind).get_table_names()):
+    if "memory_query" not in tables:
         op.create_table(
             "memory_query",
             sa.Column("memory_id", sa.String(), primary_key=True),
