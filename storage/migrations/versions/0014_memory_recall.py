@@ -69,16 +69,15 @@ def upgrade() -> None:
     if "search_text" not in columns:
         op.add_column("memory_record", sa.Column("search_text", sa.String(), nullable=True))
     _backfill(bind)
-    # A database adopted without `alembic_version` runs every revision again (storage/
-    # migrate.py): the index is made only where it is not there yet.
+    # Like every revision, it adopts a database that has some of it already (a database
+    # whose revision was lost is upgraded from the start: storage/migrate.py).
     tables = set(sa.inspect(bind).get_table_names())
     if bind.dialect.name == "sqlite":
-        indexed = "memory_record_search" in tables
+        made = "memory_record_search" in tables
     else:
-        indexed = "search" in columns
-    if not indexed:
-        for statement in _SQLITE if bind.dialect.name == "sqlite" else _POSTGRESQL:
-            op.execute(statement)
+        made = "search" in columns
+    for statement in () if made else _SQLITE if bind.dialect.name == "sqlite" else _POSTGRESQL:
+        op.execute(statement)
     if "memory_query" not in tables:
         op.create_table(
             "memory_query",
