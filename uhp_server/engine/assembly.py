@@ -22,6 +22,7 @@ from uhp_server.engine.facade.principals import Principals
 from uhp_server.engine.facade.session_deletion import SessionDeleter
 from uhp_server.engine.facade.sessions import Sessions
 from uhp_server.engine.facade.shares import Shares
+from uhp_server.engine.facade.sign_ins import SignIns
 from uhp_server.engine.tasks.intake import TaskIntake
 from uhp_server.engine.tasks.steering import TaskSteering
 from uhp_server.engine.turns.admission import AdmissionQueue
@@ -60,6 +61,7 @@ def assemble_engine(
     steering = TaskSteering(settings, db, bases, runs, intake)
     sessions = Sessions(db, runs, deleter, steering)
     files = Files(db, blobs, previews, sessions, settings.max_file_bytes)
+    principals = Principals(db, settings.api_key)
     return Engine(
         settings=settings,
         bases=bases,
@@ -71,7 +73,8 @@ def assemble_engine(
         files=files,
         shares=Shares(db, runs, sessions, files),
         harnesses=Harnesses(settings, db, bases, catalog, runs),
-        principals=Principals(db, settings.api_key),
+        principals=principals,
+        sign_ins=SignIns(db, principals, settings.console_session_hours * 3600),
         environments=environments,
         memories=Memories(
             db,

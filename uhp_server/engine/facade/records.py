@@ -141,3 +141,14 @@ class UploadSink(Protocol):
     def write(self, chunk: bytes) -> None: ...
 
     def discard(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class SignIn:
+    """A browser signed in with a key: `token` is what it holds (given once, at sign-in;
+    empty when read back), `csrf_token` what each of its writes must carry."""
+
+    token: str
+    csrf_token: str
+    principal: Principal
+    expires_at: float

@@ -1,0 +1,304 @@
+"""The console's sign-in in process: the key exchanged for a server-side sign-in, the cookie's
+attributes, the CSRF guard on every write (Origin and synchronizer token), sign-out, expiry,
+and a revoked key ending its sign-ins. The browser walk is tests/test_console_browser.py."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlmodel import select
+
+from storage import keys
+from storage.tables import SignInRow
+from tests.support.app_context import app_context
+from uhp_server.app import create_app
+from uhp_server.settings import Settings
+
+KEY = "uhp_sk_console_fast_default_key"
+ORIGIN = "http://testserver"
+FORM_TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
+
+
+def start(data_dir: Path, base_url: str = ORIGIN, **settings: Any) -> TestClient:
+    app = create_app(Settings(data_dir=data_dir, api_key=KEY, **settings), bases={})
+    return TestClient(app, base_url=base_url, raise_server_exceptions=False)
+
+
+@pytest.fixture
+def http(tmp_path: Path) -> Iterator[TestClient]:
+    with start(tmp_path) as client:
+        yield client
+
+
+def form_token(page: str) -> str:
+    found = FORM_TOKEN.search(page)
+    assert found, page
+    return found.group(1)
+
+
+def sign_in(http: TestClient, key: str = KEY, origin: str = ORIGIN) -> str:
+    """Signs in as a browser would; the sign-in's CSRF token, read off the page it lands on."""
+    token = form_token(http.get("/console/sign-in").text)
+    answer = http.post(
+        "/console/sign-in",
+        data={"key": key, "csrf_token": token},
+        headers={"Origin": origin},
+        follow_redirects=False,
+    )
+    assert answer.status_code == 303, answer.text
+    assert answer.headers["location"] == "/console"
+    home = http.get("/console", follow_redirects=False)
+    assert home.status_code == 200, home.text
+    return form_token(home.text)
+
+
+def signed_in(http: TestClient) -> bool:
+    answer = http.get("/console", follow_redirects=False)
+    if answer.status_code == 303:
+        assert answer.headers["location"] == "/console/sign-in"
+        return False
+    assert answer.status_code == 200, answer.text
+    return True
+
+
+def set_cookie(answer: Any, name: str) -> str:
+    headers = [h for h in answer.headers.get_list("set-cookie") if h.startswith(name + "=")]
+    assert len(headers) == 1, answer.headers
+    return headers[0]
+
+
+def test_a_page_sends_a_browser_not_signed_in_to_the_sign_in_form(http: TestClient) -> None:
+    answer = http.get("/console", follow_redirects=False)
+    assert answer.status_code == 303
+    assert answer.headers["location"] == "/console/sign-in"
+    form = http.get("/console/sign-in")
+    assert form.status_code == 200
+    assert 'type="password"' in form.text and '<label for="key">' in form.text
+
+
+def test_a_key_is_exchanged_for_a_cookie_that_is_not_the_key(http: TestClient) -> None:
+    token = form_token(http.get("/console/sign-in").text)
+    answer = http.post(
+        "/console/sign-in",
+        data={"key": KEY, "csrf_token": token},
+        headers={"Origin": ORIGIN},
+        follow_redirects=False,
+    )
+    assert answer.status_code == 303
+    cookie = set_cookie(answer, "uhp_console")
+    attributes = {part.strip().lower() for part in cookie.split(";")[1:]}
+    assert {"httponly", "samesite=strict", "path=/console"} <= attributes
+    assert "secure" not in attributes  # plain http: a Secure cookie would never come back
+    value = cookie.split(";")[0].split("=", 1)[1]
+    assert KEY not in cookie and len(value) >= 40
+    home = http.get("/console")
+    assert "Signed in as" in home.text and "default" in home.text
+    assert KEY not in home.text
+    # Neither the key nor the browser's token is in the database: only their hashes.
+    with app_context(http).db.engine.connect() as connection:
+        stored = " ".join(
+            str(v) for row in connection.exec_driver_sql("SELECT * FROM sign_in") for v in row
+        )
+    assert KEY not in stored and value not in stored and keys.hash_key(value) in stored
+
+
+def test_a_wrong_key_and_a_revoked_key_get_the_same_answer(http: TestClient) -> None:
+    ctx = app_context(http)
+    key_id, revoked = ctx.db.run(keys.create_key, "someone")
+    ctx.db.run(keys.revoke_key, key_id)
+    answers = []
+    for key in ("uhp_sk_never_issued", revoked, "not even a key"):
+        token = form_token(http.get("/console/sign-in").text)
+        answer = http.post(
+            "/console/sign-in",
+            data={"key": key, "csrf_token": token},
+            headers={"Origin": ORIGIN},
+            follow_redirects=False,
+        )
+        assert answer.status_code == 401
+        assert "uhp_console=" not in answer.headers.get("set-cookie", "")
+        answers.append(answer.text.count("That key is not valid."))
+    assert answers == [1, 1, 1]
+    assert not signed_in(http)
+
+
+@pytest.mark.parametrize(
+    ("origin", "token"),
+    [
+        (None, "right"),  # no Origin
+        ("https://evil.example", "right"),  # another site's page
+        ("null", "right"),  # a sandboxed frame or a file
+        (ORIGIN, None),  # no token
+        (ORIGIN, "wrong"),  # a token of another form
+    ],
+)
+def test_a_forged_sign_in_is_refused(
+    http: TestClient, origin: str | None, token: str | None
+) -> None:
+    """Login CSRF: a cross-site page signing the browser in to the attacker's principal."""
+    right = form_token(http.get("/console/sign-in").text)
+    data = {"key": KEY}
+    if token is not None:
+        data["csrf_token"] = right if token == "right" else "x" * 43
+    headers = {"Origin": origin} if origin else {}
+    answer = http.post("/console/sign-in", data=data, headers=headers, follow_redirects=False)
+    assert answer.status_code == 403
+    assert "Refused" in answer.text
+    assert not signed_in(http)
+
+
+@pytest.mark.parametrize(
+    ("origin", "token"),
+    [(None, "right"), ("https://evil.example", "right"), (ORIGIN, None), (ORIGIN, "wrong")],
+)
+def test_a_forged_sign_out_is_refused(
+    http: TestClient, origin: str | None, token: str | None
+) -> None:
+    csrf = sign_in(http)
+    data = {} if token is None else {"csrf_token": csrf if token == "right" else "x" * 43}
+    headers = {"Origin": origin} if origin else {}
+    answer = http.post("/console/sign-out", data=data, headers=headers, follow_redirects=False)
+    assert answer.status_code == 403
+    assert signed_in(http)
+
+
+def test_the_form_token_of_the_sign_in_page_is_not_a_sign_ins_token(http: TestClient) -> None:
+    """A token another sign-in was given opens no write of this one."""
+    first = sign_in(http)
+    with start(Path(app_context(http).settings.data_dir)) as other:
+        second = sign_in(other)
+        assert second != first
+        answer = other.post(
+            "/console/sign-out",
+            data={"csrf_token": first},
+            headers={"Origin": ORIGIN},
+            follow_redirects=False,
+        )
+        assert answer.status_code == 403
+
+
+def test_sign_out_ends_the_sign_in_on_the_server(http: TestClient) -> None:
+    csrf = sign_in(http)
+    cookie = http.cookies.get("uhp_console", path="/console")
+    assert cookie
+    answer = http.post(
+        "/console/sign-out",
+        data={"csrf_token": csrf},
+        headers={"Origin": ORIGIN},
+        follow_redirects=False,
+    )
+    assert answer.status_code == 303 and answer.headers["location"] == "/console/sign-in"
+    assert not signed_in(http)
+    # The old cookie, replayed, opens nothing: the sign-in is gone, not only the cookie.
+    http.cookies.set("uhp_console", cookie, domain="testserver.local", path="/console")
+    replay = http.get(
+        "/console", headers={"Cookie": f"uhp_console={cookie}"}, follow_redirects=False
+    )
+    assert replay.status_code == 303
+
+
+def test_a_sign_in_expires(tmp_path: Path) -> None:
+    with start(tmp_path, console_session_hours=1 / 3600) as http:  # one second
+        sign_in(http)
+        rows = app_context(http).db.run(lambda tx: tx.orm.exec(select(SignInRow)).all())
+        assert len(rows) == 1 and 0.5 < rows[0].expires_at - rows[0].created_at <= 1.0
+        time.sleep(1.2)
+        assert not signed_in(http)
+
+
+def test_revoking_the_key_ends_its_sign_ins(http: TestClient) -> None:
+    ctx = app_context(http)
+    key_id, key = ctx.db.run(keys.create_key, "alice")
+    _, other = ctx.db.run(keys.create_key, "bob")
+    sign_in(http, key)
+    assert "alice" in http.get("/console").text
+    with start(Path(ctx.settings.data_dir)) as bob:
+        sign_in(bob, other)
+        ctx.db.run(keys.revoke_key, key_id)
+        assert not signed_in(http)
+        assert signed_in(bob)  # another key's sign-in goes on
+
+
+def test_the_cookie_is_secure_over_https(tmp_path: Path) -> None:
+    with start(tmp_path, base_url="https://console.test") as http:
+        token = form_token(http.get("/console/sign-in").text)
+        answer = http.post(
+            "/console/sign-in",
+            data={"key": KEY, "csrf_token": token},
+            headers={"Origin": "https://console.test"},
+            follow_redirects=False,
+        )
+        assert answer.status_code == 303
+        assert "secure" in set_cookie(answer, "uhp_console").lower()
+
+
+def test_behind_a_proxy_the_public_origin_is_the_one_checked(tmp_path: Path) -> None:
+    """TLS ended at the proxy: the server sees http, the browser sends the public origin."""
+    public = "https://uhp.example.com"
+    with start(tmp_path, public_base_url=public + "/") as http:
+        form = http.get("/console/sign-in")
+        assert "secure" in set_cookie(form, "uhp_console_form").lower()
+        # The test client speaks http, so it keeps a Secure cookie to itself: sent by hand,
+        # as the browser on https would.
+        cookie = set_cookie(form, "uhp_console_form").split(";")[0]
+        data = {"key": KEY, "csrf_token": form_token(form.text)}
+        sent = {"Cookie": cookie}
+        refused = http.post(
+            "/console/sign-in",
+            data=data,
+            headers={**sent, "Origin": ORIGIN},
+            follow_redirects=False,
+        )
+        assert refused.status_code == 403
+        answer = http.post(
+            "/console/sign-in",
+            data=data,
+            headers={**sent, "Origin": public},
+            follow_redirects=False,
+        )
+        assert answer.status_code == 303
+        assert "secure" in set_cookie(answer, "uhp_console").lower()
+
+
+def test_bodies_that_are_not_a_console_form_are_refused_with_a_page(http: TestClient) -> None:
+    token = form_token(http.get("/console/sign-in").text)
+    cases = [
+        ({"Content-Type": "application/json"}, b'{"key": "x"}'),
+        ({"Content-Type": "application/x-www-form-urlencoded"}, b"key=" + b"a" * 70_000),
+        (
+            {"Content-Type": "application/x-www-form-urlencoded"},
+            b"key=%ff%fe&csrf_token=" + token.encode(),
+        ),
+    ]
+    for headers, body in cases:
+        answer = http.post("/console/sign-in", content=body, headers={**headers, "Origin": ORIGIN})
+        assert answer.status_code == 400, answer.text
+        assert answer.headers["content-type"].startswith("text/html")
+
+
+def test_every_page_carries_a_strict_csp_and_no_inline_script_or_style(http: TestClient) -> None:
+    sign_in(http)
+    for path in ("/console", "/console/sign-in", "/console/nowhere"):
+        answer = http.get(path, follow_redirects=False)
+        if answer.status_code == 404:
+            continue  # not a console route: the server's ordinary 404
+        csp = answer.headers["content-security-policy"]
+        assert "script-src 'self'" in csp and "'unsafe-inline'" not in csp
+        assert "frame-ancestors 'none'" in csp
+        assert answer.headers["x-frame-options"] == "DENY"
+        assert not re.search(r"<script(?![^>]*\bsrc=)", answer.text)
+        assert " style=" not in answer.text and "<style" not in answer.text
+        assert not re.search(r"\son[a-z]+=", answer.text)  # no inline event handlers
+
+
+def test_the_assets_are_served_and_nothing_else_is(http: TestClient) -> None:
+    assert http.get("/console/_assets/console.css").headers["content-type"].startswith("text/css")
+    assert http.get("/console/_assets/console.js").status_code == 200
+    assert http.get("/console/_assets/..%2Fpages.py").status_code == 404
+    assert http.get("/console/_assets/pages.py").status_code == 404

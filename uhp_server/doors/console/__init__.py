@@ -1,0 +1,10 @@
+"""The owner's console: the server's own pages for a person in a browser, at `/console`.
+
+A key is exchanged for a sign-in (engine.sign_ins), held by the browser as an HttpOnly,
+SameSite=Strict cookie; every page then calls the same engine facade the API does, as the
+key's principal, and adds no privilege (docs/console.md)."""
+
+from uhp_server.doors.console.pages import router
+from uhp_server.doors.door import Door
+
+door = Door(name="console", speaks="the owner's console, HTML for a browser", routers=(router,))
