@@ -65,8 +65,8 @@ def is_https(request: Request, settings: Settings) -> bool:
 
 def same_origin(request: Request, settings: Settings) -> bool:
     """The write was sent by a page of this origin. A browser sends Origin with every POST;
-    a request without one is refused rather than guessed at (the Referer is off on our
-    pages: no-referrer)."""
+    a request without one is refused rather than guessed at (the console's pages keep
+    the browser sending it: Referrer-Policy same-origin, not no-referrer)."""
     origin = request.headers.get("origin")
     return origin is not None and origin.lower() == own_origin(request, settings)
 
