@@ -115,8 +115,16 @@ class ServerProcess:
 
     def revoke_key(self, key: str) -> None:
         subprocess.run(
-            [sys.executable, "-m", "uhp_server.cli", "keys", "revoke", key]
-            + ["--data-dir", str(self.data_dir)],
+            [
+                sys.executable,
+                "-m",
+                "uhp_server.cli",
+                "keys",
+                "revoke",
+                key,
+                "--data-dir",
+                str(self.data_dir),
+            ],
             env=self.env,
             check=True,
             capture_output=True,
