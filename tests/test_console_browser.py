@@ -9,12 +9,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.conftest import API_KEY
 from tests.support.axe import serious_violations
 from tests.support.server import ServerProcess
 from tests.test_share_browser import CHROMIUM_FLAGS, chromium_path, screenshot_dir
+from tests.test_tasks_e2e import create, wait_terminal
 
 pytestmark = pytest.mark.slow
 
@@ -175,5 +177,172 @@ def test_no_serious_accessibility_violation(
         assert serious_violations(page) == []  # the form with its error
         sign_in(page, server)
         assert serious_violations(page) == []
+    finally:
+        context.close()
+
+
+# -- sessions -----------------------------------------------------------------------------
+def open_session(page: Any, server: ServerProcess, session_id: str) -> None:
+    """From the list, as a person: the session's title is the link."""
+    page.goto(f"{server.url}/console")
+    page.locator(f"a.session-title[href='/console/sessions/{session_id}']").click()
+    page.wait_for_url(f"{server.url}/console/sessions/{session_id}")
+
+
+def test_a_finished_session_reads_shares_and_deletes(
+    server: ServerProcess, client: httpx.Client, context: Any, page: Any, tmp_path: Path
+) -> None:
+    prompt = (
+        "Write the quarter's report.\n"
+        "THINK I will write report.md first.\n"
+        "RUN printf '# Q3\\n\\nRevenue: 42\\n' > report.md && ls report.md\n"
+        "SAY The report is in `report.md`: revenue **42**."
+    )
+    result = create(client, {"input": prompt})
+    session_id = result["metadata"]["session_id"]
+    sign_in(page, server)
+    open_session(page, server, session_id)
+    turn = page.locator(".turn").first
+    assert "Write the quarter's report." in turn.locator(".prompt-text").inner_text()
+    assert turn.locator(".answer strong").inner_text() == "42"
+    tool = turn.locator("details.tool")
+    assert tool.count() == 1 and not tool.locator(".tool-output").is_visible()
+    tool.locator("summary").click()
+    assert "report.md" in tool.locator(".tool-output").inner_text()
+    page.screenshot(path=str(screenshot_dir(tmp_path) / "console-session.png"), full_page=True)
+
+    with page.expect_download() as pending:
+        turn.locator("a.file-link", has_text="report.md").click()
+    assert Path(pending.value.path()).read_bytes() == b"# Q3\n\nRevenue: 42\n"
+
+    page.get_by_role("button", name="Share a read-only link").click()
+    link = page.get_by_label("Shared: anyone with this link can read the session")
+    url = link.input_value()
+    assert url.startswith(f"{server.url}/s/")
+    context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page.get_by_role("button", name="Copy link").click()
+    page.locator("#copied", has_text="Link copied.").wait_for()
+    assert page.evaluate("navigator.clipboard.readText()") == url
+    assert httpx.get(url).status_code == 200
+    page.get_by_role("button", name="Stop sharing").click()
+    page.get_by_role("button", name="Share a read-only link").wait_for()
+    assert httpx.get(url).status_code == 404
+
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Delete session").click()
+    page.wait_for_url(f"{server.url}/console")
+    assert page.locator(f"a[href='/console/sessions/{session_id}']").count() == 0
+    assert client.get(f"/v1/sessions/{session_id}").status_code == 404
+
+
+def test_a_running_turn_streams_onto_the_page_and_can_be_cancelled(
+    server: ServerProcess, client: httpx.Client, page: Any
+) -> None:
+    first = create(client, {"input": "SAY first turn done"})
+    session_id = first["metadata"]["session_id"]
+    sign_in(page, server)
+    open_session(page, server, session_id)
+    page.evaluate("window.__loadedOnce = true")
+    words = " ".join(f"word{i}" for i in range(40))
+    running = create(
+        client,
+        {
+            "input": f"SLOW 6\nSAY {words}\nSLOW 60\nSAY never",
+            "previous_response_id": first["id"],
+            "background": True,
+        },
+    )
+    second = page.locator(".turn").nth(1)
+    second.locator(".answer").wait_for(timeout=30_000)  # no reload: the page follows it
+    assert page.locator("#session-status").inner_text() == "Running"
+    assert page.evaluate("window.__loadedOnce") is True
+    page.reload()  # the cancel button is on a page rendered while it runs
+    page.get_by_role("button", name="Cancel the running turn").click()
+    page.wait_for_url(f"{server.url}/console/sessions/{session_id}")
+    assert wait_terminal(client, running["id"])["status"] == "cancelled"
+    page.locator("#session-status", has_text="Cancelled").wait_for(timeout=15_000)
+
+
+def test_hostile_prompts_outputs_and_file_names_render_inert(
+    server: ServerProcess, client: httpx.Client, page: Any
+) -> None:
+    hostile_name = "<img src=x onerror=window.__pwned=1>.html"
+    prompt = (
+        "<script>window.__pwned = 'prompt'</script><b>not bold</b>\n"
+        f"RUN printf '<script>window.__pwned=2</script>' > '{hostile_name}' && ls\n"
+        "SAY <img src=x onerror=\"window.__pwned='answer'\"> [x](javascript:window.__pwned=3)"
+    )
+    result = create(client, {"input": prompt})
+    session_id = result["metadata"]["session_id"]
+    sign_in(page, server)
+    open_session(page, server, session_id)
+    page.locator("details.tool summary").click()
+    page.wait_for_timeout(300)
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert page.locator("main img, main b, main a[href^='javascript']").count() == 0
+    assert page.locator("script").count() == 1  # the console's own file
+    assert "<script>window.__pwned = 'prompt'</script>" in page.locator(".prompt-text").inner_text()
+    file_link = page.locator("a.file-link", has_text=hostile_name)
+    assert file_link.count() == 1
+    with page.expect_download() as pending:
+        file_link.click()
+    assert pending.value.suggested_filename.endswith(".html")
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    # The list shows the hostile title as text too.
+    page.goto(f"{server.url}/console")
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert page.locator("main b, main img").count() == 0
+
+
+def test_another_principals_session_is_not_there(
+    server: ServerProcess, client: httpx.Client, page: Any, other_key: str
+) -> None:
+    theirs = create(client, {"input": "SAY the default principal's own words"})
+    session_id = theirs["metadata"]["session_id"]
+    sign_in(page, server, other_key)
+    assert page.locator(f"a[href='/console/sessions/{session_id}']").count() == 0
+    for path in ("", "/state", "/files/" + "file_x"):
+        answer = page.goto(f"{server.url}/console/sessions/{session_id}{path}")
+        assert answer.status == 404
+        assert "own words" not in page.content()
+
+
+def test_the_sessions_list_filters_and_pages(
+    server: ServerProcess, client: httpx.Client, page: Any
+) -> None:
+    marker = "filterable-" + str(id(page))
+    made = [create(client, {"input": f"{marker} {n}\nSAY ok"}) for n in range(3)]
+    sign_in(page, server)
+    page.get_by_label("Title contains").fill(marker)
+    page.get_by_label("Status").select_option("completed")
+    page.get_by_role("button", name="Filter").click()
+    titles = page.locator("a.session-title").all_inner_texts()
+    assert len(titles) == 3 and all(marker in t for t in titles)
+    assert titles[0].endswith(" 2")  # newest first
+    page.get_by_label("Status").select_option("failed")
+    page.get_by_role("button", name="Filter").click()
+    assert page.locator("a.session-title").count() == 0
+    assert "No session matches" in page.locator("main").inner_text()
+    assert made
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_session_pages_have_no_serious_accessibility_violation(
+    server: ServerProcess, client: httpx.Client, browser: Any, scheme: str
+) -> None:
+    result = create(client, {"input": "THINK a plan\nRUN echo hi > hi.txt\nSAY done, see hi.txt"})
+    context = browser.new_context(color_scheme=scheme, viewport={"width": 1100, "height": 850})
+    try:
+        page = context.new_page()
+        sign_in(page, server)
+        assert serious_violations(page) == []  # the list, with its filters
+        open_session(page, server, result["metadata"]["session_id"])
+        page.locator("details.tool summary").click()
+        assert serious_violations(page) == []
+        page.get_by_role("button", name="Share a read-only link").click()
+        page.get_by_role("button", name="Copy link").wait_for()
+        assert serious_violations(page) == []
+        page.set_viewport_size(PHONE)
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
     finally:
         context.close()

@@ -15,7 +15,8 @@ from fastapi.testclient import TestClient
 from sqlmodel import select
 
 from storage import keys
-from storage.tables import SignInRow
+from storage import sessions as session_store
+from storage.tables import SessionRow, SignInRow
 from tests.support.app_context import app_context
 from uhp_server.app import create_app
 from uhp_server.settings import Settings
@@ -98,7 +99,7 @@ def test_a_key_is_exchanged_for_a_cookie_that_is_not_the_key(http: TestClient) -
     value = cookie.split(";")[0].split("=", 1)[1]
     assert KEY not in cookie and len(value) >= 40
     home = http.get("/console")
-    assert "Signed in as" in home.text and "default" in home.text
+    assert '<span class="who">default</span>' in home.text
     assert KEY not in home.text
     # Neither the key nor the browser's token is in the database: only their hashes.
     with app_context(http).db.engine.connect() as connection:
@@ -217,7 +218,7 @@ def test_revoking_the_key_ends_its_sign_ins(http: TestClient) -> None:
     key_id, key = ctx.db.run(keys.create_key, "alice")
     _, other = ctx.db.run(keys.create_key, "bob")
     sign_in(http, key)
-    assert "alice" in http.get("/console").text
+    assert '<span class="who">alice</span>' in http.get("/console").text
     with start(Path(ctx.settings.data_dir)) as bob:
         sign_in(bob, other)
         ctx.db.run(keys.revoke_key, key_id)
@@ -302,3 +303,133 @@ def test_the_assets_are_served_and_nothing_else_is(http: TestClient) -> None:
     assert http.get("/console/_assets/console.js").status_code == 200
     assert http.get("/console/_assets/..%2Fpages.py").status_code == 404
     assert http.get("/console/_assets/pages.py").status_code == 404
+
+
+# -- the sessions list and a session's page ------------------------------------------------
+def add_session(http: TestClient, number: int, principal: str = "default", **fields: Any) -> str:
+    """A session as a finished task leaves it, written straight into the app's database."""
+    db = app_context(http).db
+    owner = db.run(keys.ensure_principal, principal)
+    row = SessionRow(
+        id=fields.get("id", f"sess_{principal}_{number:05d}"),
+        principal_id=owner.id,
+        harness_id=fields.get("harness_id", "hrn_a"),
+        container_id=f"cntr_{principal}_{number}",
+        title=fields.get("title", f"task {number}"),
+        status=fields.get("status", "completed"),
+        created_at=1_786_400_000 + number // 3,  # several in one second: the order stays total
+        updated_at=1_786_400_000 + number // 3,
+    )
+    return db.run(session_store.insert_session, row).id
+
+
+LISTED = re.compile(r'class="session-title" href="/console/sessions/([^"]+)"')
+OLDER = re.compile(r'rel="next" href="([^"]+)"')
+
+
+def listed(http: TestClient, url: str = "/console") -> tuple[list[str], str | None]:
+    answer = http.get(url)
+    assert answer.status_code == 200, answer.text
+    older = OLDER.search(answer.text)
+    return LISTED.findall(answer.text), older.group(1).replace("&amp;", "&") if older else None
+
+
+def test_the_list_pages_through_every_session_newest_first(http: TestClient) -> None:
+    made = [add_session(http, n) for n in range(60)]
+    add_session(http, 0, principal="mallory")
+    sign_in(http)
+    seen: list[str] = []
+    url: str | None = "/console"
+    pages = 0
+    while url:
+        ids, url = listed(http, url)
+        seen += ids
+        pages += 1
+    assert pages == 3
+    assert seen == sorted(made, reverse=True)  # newest first, each once, none of mallory's
+
+
+def test_the_list_filters_by_status_harness_and_title_text(http: TestClient) -> None:
+    add_session(http, 1, title="Build the 100% report", status="failed")
+    add_session(http, 2, title="build_the report", status="completed", harness_id="hrn_b")
+    add_session(http, 3, title="Unrelated", status="failed", harness_id="hrn_b")
+    sign_in(http)
+    assert len(listed(http, "/console?status=failed")[0]) == 2
+    assert listed(http, "/console?harness=hrn_b&status=failed")[0] == ["sess_default_00003"]
+    assert len(listed(http, "/console?q=BUILD")[0]) == 2  # any case
+    # LIKE's wildcards are taken literally: "%" and "_" match only themselves.
+    assert listed(http, "/console?q=100%25")[0] == ["sess_default_00001"]
+    assert listed(http, "/console?q=build_")[0] == ["sess_default_00002"]
+    assert listed(http, "/console?q=no+such+title")[0] == []
+    assert "No session matches these filters." in http.get("/console?q=zzz").text
+
+
+@pytest.mark.parametrize(
+    "query", ["status=exploded", "cursor=not-a-cursor", "cursor=" + "A" * 50, "q=" + "x" * 201]
+)
+def test_a_bad_filter_is_a_400_page(http: TestClient, query: str) -> None:
+    sign_in(http)
+    answer = http.get(f"/console?{query}")
+    assert answer.status_code == 400
+    assert answer.headers["content-type"].startswith("text/html")
+
+
+def test_hostile_titles_render_as_text(http: TestClient) -> None:
+    add_session(http, 1, title='<script>alert(1)</script><img src=x onerror="alert(2)">')
+    sign_in(http)
+    page = http.get("/console").text
+    assert "<script>alert" not in page and "<img src=x" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_another_principals_session_gives_nothing(http: TestClient) -> None:
+    theirs = add_session(http, 1, principal="mallory", title="mallory's secret plan")
+    csrf = sign_in(http)
+    for path in ("", "/state", "/files/file_x"):
+        answer = http.get(f"/console/sessions/{theirs}{path}")
+        assert answer.status_code == 404, path
+        assert "secret plan" not in answer.text
+    for action in ("share", "cancel", "delete"):
+        answer = http.post(
+            f"/console/sessions/{theirs}/{action}",
+            data={"csrf_token": csrf, "enabled": "true"},
+            headers={"Origin": ORIGIN},
+            follow_redirects=False,
+        )
+        assert answer.status_code == 404, action
+    ctx = app_context(http)
+    mallory = ctx.db.run(keys.ensure_principal, "mallory")
+    assert ctx.db.run(session_store.get_session, mallory.id, theirs) is not None
+
+
+def test_a_sessions_page_shares_unshares_and_deletes_with_the_token(http: TestClient) -> None:
+    mine = add_session(http, 1, title="A session of mine")
+    csrf = sign_in(http)
+    page = http.get(f"/console/sessions/{mine}")
+    assert page.status_code == 200 and "A session of mine" in page.text
+    assert "Share a read-only link" in page.text
+
+    def post(action: str, **data: str) -> Any:
+        return http.post(
+            f"/console/sessions/{mine}/{action}",
+            data={"csrf_token": csrf, **data},
+            headers={"Origin": ORIGIN},
+            follow_redirects=False,
+        )
+
+    forged = http.post(
+        f"/console/sessions/{mine}/delete", data={"csrf_token": csrf}, follow_redirects=False
+    )
+    assert forged.status_code == 403  # no Origin
+    assert post("share", enabled="true").status_code == 303
+    shared = http.get(f"/console/sessions/{mine}").text
+    link = re.search(r'id="share-link" type="text" readonly value="([^"]+)"', shared)
+    assert link and link.group(1).startswith(ORIGIN + "/s/")
+    assert http.get(link.group(1).removeprefix(ORIGIN)).status_code == 200  # the share page
+    assert post("share", enabled="false").status_code == 303
+    assert http.get(link.group(1).removeprefix(ORIGIN)).status_code == 404
+    assert post("share", enabled="false").status_code == 303  # not shared: already so
+    answer = post("delete")
+    assert answer.status_code == 303 and answer.headers["location"] == "/console"
+    assert http.get(f"/console/sessions/{mine}").status_code == 404
+    assert listed(http)[0] == []

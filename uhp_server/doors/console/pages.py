@@ -108,18 +108,8 @@ async def sign_in(request: Request, engine: EngineDep, settings: SettingsDep) ->
 
 @router.post(PREFIX + "/sign-out")
 async def sign_out(request: Request, engine: EngineDep, settings: SettingsDep) -> Response:
-    visitor = await guard.visitor(request)
-    guard.check_origin(request, settings)
-    fields = await read_form(request)
-    guard.check_token(fields.get(guard.CSRF_FIELD), visitor.csrf_token)
+    visitor, _ = await guard.checked_write(request, settings)
     await engine.sign_ins.close(visitor.cookie)
     response = see_other(SIGN_IN)
     guard.forget_sign_in(response, request, settings)
     return response
-
-
-# -- the pages ----------------------------------------------------------------------------
-@router.get(PREFIX)
-async def home(request: Request) -> Response:
-    visitor = await guard.visitor(request)
-    return page("home.html", visitor=visitor, section="home")
