@@ -15,6 +15,7 @@ import pytest
 from tests.conftest import API_KEY
 from tests.support.axe import serious_violations
 from tests.support.server import ServerProcess
+from tests.test_oumi_harness_e2e import ASK_TOOL, question_call
 from tests.test_share_browser import CHROMIUM_FLAGS, chromium_path, screenshot_dir
 from tests.test_tasks_e2e import create, wait_terminal
 
@@ -346,3 +347,46 @@ def test_the_session_pages_have_no_serious_accessibility_violation(
         assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
     finally:
         context.close()
+
+
+# -- running a task -----------------------------------------------------------------------
+def test_run_a_task_watch_it_stream_and_continue_it(
+    server: ServerProcess, client: httpx.Client, page: Any
+) -> None:
+    sign_in(page, server)
+    page.get_by_role("link", name="Run a task").click()
+    page.wait_for_url(f"{server.url}/console/run")
+    words = " ".join(f"step{i}" for i in range(30))
+    page.get_by_label("Prompt").fill(f"Console run\nSLOW 4\nSAY {words}")
+    page.get_by_role("button", name="Run").click()
+    page.wait_for_url(f"{server.url}/console/sessions/*")
+    session_id = page.url.rsplit("/", 1)[1]
+    assert client.get(f"/v1/sessions/{session_id}").status_code == 200  # the API sees it
+    page.locator(".turn .answer", has_text="step29").wait_for(timeout=60_000)
+    page.locator("#session-status", has_text="Completed").wait_for(timeout=15_000)
+
+    page.get_by_label("Prompt").fill("SAY the second turn, same session")
+    page.get_by_role("button", name="Send").click()
+    page.locator(".turn").nth(1).locator(".answer", has_text="second turn").wait_for(timeout=60_000)
+    turns = client.get(f"/v1/sessions/{session_id}/turns").json()["turns"]
+    assert len(turns) == 2
+
+
+def test_a_question_waits_and_is_answered_on_the_page(
+    server: ServerProcess, client: httpx.Client, page: Any
+) -> None:
+    sign_in(page, server)
+    page.goto(f"{server.url}/console/run")
+    question = question_call(ASK_TOOL, "Which city, <b>Paris</b> or Rome?")
+    page.get_by_label("Prompt").fill(f"TOOL {ASK_TOOL} {question}\nSAY city is {{output}}")
+    page.get_by_role("button", name="Run").click()
+    page.wait_for_url(f"{server.url}/console/sessions/*")
+    asked = page.locator(".question")
+    asked.wait_for(timeout=60_000)  # the page reloads itself when the question comes
+    assert asked.locator(".question-text").inner_text() == "Which city, <b>Paris</b> or Rome?"
+    assert page.locator(".question b").count() == 0
+    page.get_by_label("Your answer").fill("Rome-4471")
+    page.get_by_role("button", name="Answer").click()
+    page.locator(".answer", has_text="city is Rome-4471").wait_for(timeout=60_000)
+    page.locator("#session-status", has_text="Completed").wait_for(timeout=15_000)
+    assert page.locator(".question").count() == 0

@@ -433,3 +433,42 @@ def test_a_sessions_page_shares_unshares_and_deletes_with_the_token(http: TestCl
     assert answer.status_code == 303 and answer.headers["location"] == "/console"
     assert http.get(f"/console/sessions/{mine}").status_code == 404
     assert listed(http)[0] == []
+
+
+# -- running a task -----------------------------------------------------------------------
+def test_running_a_task_needs_the_origin_the_token_and_a_prompt(http: TestClient) -> None:
+    csrf = sign_in(http)
+    form = http.get("/console/run")
+    assert form.status_code == 200 and '<label for="run-prompt">' in form.text
+    cases = [
+        ({"csrf_token": csrf, "prompt": "SAY hi"}, {}, 403),  # no Origin
+        ({"prompt": "SAY hi"}, {"Origin": ORIGIN}, 403),  # no token
+        ({"csrf_token": csrf, "prompt": "  "}, {"Origin": ORIGIN}, 400),
+        ({"csrf_token": csrf, "prompt": "x", "model": "a\nb"}, {"Origin": ORIGIN}, 400),
+    ]
+    for data, headers, status in cases:
+        answer = http.post("/console/run", data=data, headers=headers, follow_redirects=False)
+        assert answer.status_code == status, (data, answer.text)
+
+
+def test_another_principals_session_cannot_be_continued_or_answered(http: TestClient) -> None:
+    theirs = add_session(http, 1, principal="mallory")
+    mine = add_session(http, 2)
+    csrf = sign_in(http)
+    for action in ("continue", "answer"):
+        answer = http.post(
+            f"/console/sessions/{theirs}/{action}",
+            data={"csrf_token": csrf, "prompt": "SAY hi", "call_id": "c", "answer": "a"},
+            headers={"Origin": ORIGIN},
+            follow_redirects=False,
+        )
+        assert answer.status_code == 404, action
+    # A session of mine with no question waiting: nothing to answer.
+    answer = http.post(
+        f"/console/sessions/{mine}/answer",
+        data={"csrf_token": csrf, "call_id": "call_x", "answer": "yes"},
+        headers={"Origin": ORIGIN},
+        follow_redirects=False,
+    )
+    assert answer.status_code == 409
+    assert "no longer waiting" in answer.text

@@ -16,6 +16,7 @@ from uhp_server.doors.console import guard
 from uhp_server.doors.console.guard import PREFIX, Visitor
 from uhp_server.doors.console.pages import ConsoleRoute, see_other
 from uhp_server.doors.console.render import PAGE_HEADERS, page
+from uhp_server.doors.console.run import Asking, asking
 from uhp_server.doors.deps import EngineDep, SettingsDep
 from uhp_server.doors.uhp.files import ARTIFACT_HEADERS, download_response
 from uhp_server.doors.uhp.sessions import decode_cursor, encode_cursor
@@ -93,8 +94,11 @@ async def session_page(
     # Links in the turns are relative to this page: <id>/files/<file>, <id>/state.
     state = session_state(session, session.id, turns)
     names = await _harness_names(engine, visitor.principal.id)
+    waiting = await asking(engine, visitor.principal.id, session.id)
     return page(
         "session.html",
+        questions=[] if waiting is None else _questions(waiting),
+        phase=_phase(state, waiting),
         visitor=visitor,
         section="sessions",
         session=session,
@@ -105,6 +109,20 @@ async def session_page(
         status_label=STATUS_LABELS.get(state["status"], state["status"]),
         share_url=await _share_url(engine, visitor, session.id, request, settings),
     )
+
+
+def _questions(waiting: Asking) -> list[dict[str, object]]:
+    return [
+        {"call_id": q.call_id, "text": q.text, "options": list(q.options)}
+        for q in waiting.questions
+    ]
+
+
+def _phase(state: dict[str, object], waiting: Asking | None) -> str:
+    """What the page's controls depend on: running or not, the questions waiting. The live
+    page reloads when it changes (its turns alone it swaps in place)."""
+    asked = ",".join(q.call_id for q in waiting.questions) if waiting else ""
+    return f"{'running' if state['running'] else 'idle'}:{asked}"
 
 
 async def _share_url(
@@ -125,7 +143,9 @@ async def session_live_state(session_id: str, request: Request, engine: EngineDe
     visitor = await guard.visitor(request)
     session = await engine.sessions.get(visitor.principal.id, session_id)
     turns = await engine.sessions.turns(visitor.principal.id, session.id)
-    return JSONResponse(session_state(session, session.id, turns), headers=PAGE_HEADERS)
+    state = session_state(session, session.id, turns)
+    state["phase"] = _phase(state, await asking(engine, visitor.principal.id, session.id))
+    return JSONResponse(state, headers=PAGE_HEADERS)
 
 
 @router.get(PREFIX + "/sessions/{session_id}/files/{file_id}")

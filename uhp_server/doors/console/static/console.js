@@ -89,6 +89,9 @@
       if (answer.status === 404) return stop("This session no longer exists.");
       if (answer.ok) {
         const state = await answer.json();
+        // What the controls depend on changed (the turn ended, a question came): the page
+        // is rendered again, since its forms are the server's.
+        if (state.phase !== document.body.dataset.phase) return window.location.reload();
         apply(state);
         delay = state.running ? FAST : SLOW;
       }
