@@ -390,3 +390,56 @@ def test_a_question_waits_and_is_answered_on_the_page(
     page.locator(".answer", has_text="city is Rome-4471").wait_for(timeout=60_000)
     page.locator("#session-status", has_text="Completed").wait_for(timeout=15_000)
     assert page.locator(".question").count() == 0
+
+
+# -- keys and usage -----------------------------------------------------------------------
+def test_create_a_key_use_it_and_revoke_it(server: ServerProcess, browser: Any, page: Any) -> None:
+    owner_key = server.create_key("console-keys")
+    sign_in(page, server, owner_key)
+    page.get_by_role("link", name="Keys").click()
+    page.get_by_role("button", name="Create a key").click()
+    new_key = page.get_by_label("The new key").input_value()
+    assert new_key.startswith("uhp_sk_")
+    assert (
+        httpx.get(
+            f"{server.url}/v1/sessions", headers={"Authorization": f"Bearer {new_key}"}
+        ).status_code
+        == 200
+    )
+    page.goto(f"{server.url}/console/keys")  # shown once: not on the page again
+    assert new_key not in page.content()
+    assert page.locator("tbody tr").count() == 2
+    # Signed in elsewhere with the new key; revoking it here signs that browser out.
+    elsewhere = browser.new_context()
+    try:
+        other = elsewhere.new_page()
+        sign_in(other, server, new_key)
+        page.on("dialog", lambda dialog: dialog.accept())
+        page.locator("tbody tr").first.get_by_role("button", name="Revoke").click()  # newest
+        page.locator("tbody tr", has_text="Revoked").wait_for()
+        assert page.locator("tbody tr", has_text="Active").count() == 1  # the owner's
+        answer = httpx.get(
+            f"{server.url}/v1/sessions", headers={"Authorization": f"Bearer {new_key}"}
+        )
+        assert answer.status_code == 401
+        assert not is_signed_in(other, server)
+        assert is_signed_in(page, server)
+    finally:
+        elsewhere.close()
+
+
+def test_usage_shows_this_principals_turns(server: ServerProcess, page: Any) -> None:
+    key = server.create_key("console-usage")
+    with httpx.Client(
+        base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=120
+    ) as theirs:
+        create(theirs, {"input": "SAY counted"})
+    sign_in(page, server, key)
+    page.get_by_role("link", name="Usage").click()
+    assert page.locator("tbody tr").count() == 1
+    cells = page.locator("tbody tr td").all_inner_texts()
+    assert cells[2] == "1"  # one turn on its harness today
+    assert int(cells[3]) > 0  # the scripted provider reports input tokens
+    assert serious_violations(page) == []
+    page.get_by_role("link", name="Keys").click()
+    assert serious_violations(page) == []

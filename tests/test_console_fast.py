@@ -16,7 +16,7 @@ from sqlmodel import select
 
 from storage import keys
 from storage import sessions as session_store
-from storage.tables import SessionRow, SignInRow
+from storage.tables import ResponseRow, SessionRow, SignInRow
 from tests.support.app_context import app_context
 from uhp_server.app import create_app
 from uhp_server.settings import Settings
@@ -472,3 +472,94 @@ def test_another_principals_session_cannot_be_continued_or_answered(http: TestCl
     )
     assert answer.status_code == 409
     assert "no longer waiting" in answer.text
+
+
+# -- keys and usage -----------------------------------------------------------------------
+NEW_KEY = re.compile(r'id="new-key" type="text" readonly value="([^"]+)"')
+
+
+def test_a_key_is_created_shown_once_listed_and_revoked(http: TestClient) -> None:
+    ctx = app_context(http)
+    _, alice = ctx.db.run(keys.create_key, "alice")
+    theirs_id, _ = ctx.db.run(keys.create_key, "mallory")
+    csrf = sign_in(http, alice)
+    made = http.post("/console/keys", data={"csrf_token": csrf}, headers={"Origin": ORIGIN})
+    assert made.status_code == 200
+    found = NEW_KEY.search(made.text)
+    assert found and found.group(1).startswith("uhp_sk_")
+    new_key = found.group(1)
+    assert made.headers["cache-control"] == "no-store"
+    # It works as a key of alice's, and the list never shows it again.
+    principal = ctx.db.run(keys.principal_for_key, new_key)
+    assert principal is not None and principal.name == "alice"
+    listing = http.get("/console/keys").text
+    assert new_key not in listing and theirs_id not in listing
+    new_id = re.findall(r"<code>(key_[0-9a-f]+)</code>", listing)
+    assert len(new_id) == 2  # the one signed in with, and the new one
+    # Mallory's key is not alice's to revoke: 404, and it still works.
+    refused = http.post(
+        f"/console/keys/{theirs_id}/revoke",
+        data={"csrf_token": csrf},
+        headers={"Origin": ORIGIN},
+        follow_redirects=False,
+    )
+    assert refused.status_code == 404
+    assert all(k.revoked_at is None for k, _ in ctx.db.run(keys.list_keys) if k.id == theirs_id)
+    forged = http.post(
+        f"/console/keys/{new_id[0]}/revoke", data={"csrf_token": csrf}, follow_redirects=False
+    )
+    assert forged.status_code == 403  # no Origin
+    new_row = next(k for k, _ in ctx.db.run(keys.list_keys) if k.key_hash == keys.hash_key(new_key))
+    revoked = http.post(
+        f"/console/keys/{new_row.id}/revoke",
+        data={"csrf_token": csrf},
+        headers={"Origin": ORIGIN},
+        follow_redirects=False,
+    )
+    assert revoked.status_code == 303
+    assert ctx.db.run(keys.principal_for_key, new_key) is None
+    assert "Revoked" in http.get("/console/keys").text
+    assert signed_in(http)  # another key of alice's was revoked, not this sign-in's
+
+
+def test_usage_counts_turns_and_tokens_per_harness_per_day(http: TestClient) -> None:
+    add_session(http, 1, id="sess_usage_a", harness_id="hrn_a")
+    add_session(http, 2, id="sess_usage_b", harness_id="hrn_b")
+    add_session(http, 3, id="sess_usage_m", principal="mallory", harness_id="hrn_a")
+    ctx = app_context(http)
+    owner = ctx.db.run(keys.ensure_principal, "default")
+    mallory = ctx.db.run(keys.ensure_principal, "mallory")
+    now = int(time.time())
+    turns = [
+        ("sess_usage_a", owner.id, now, {"input_tokens": 100, "output_tokens": 7}),
+        ("sess_usage_a", owner.id, now, {"input_tokens": 50, "output_tokens": 3}),
+        ("sess_usage_b", owner.id, now, None),  # no usage recorded: a turn, no tokens
+        ("sess_usage_a", owner.id, now - 40 * 86_400, {"input_tokens": 9, "output_tokens": 9}),
+        ("sess_usage_m", mallory.id, now, {"input_tokens": 999, "output_tokens": 999}),
+    ]
+
+    def write(tx: Any) -> None:
+        for n, (session_id, principal_id, created_at, usage) in enumerate(turns):
+            tx.orm.add(
+                ResponseRow(
+                    id=f"resp_usage{n}",
+                    principal_id=principal_id,
+                    session_id=session_id,
+                    status="completed",
+                    created_at=created_at,
+                    final=None if usage is None else {"usage": usage},
+                )
+            )
+
+    ctx.db.run(write)
+    sign_in(http)
+    page = http.get("/console/usage").text
+    assert "3 turns, 150 input and 10 output tokens in the last 30 days." in page
+    rows = re.findall(
+        r"<tr><td>([^<]+)</td><td>([^<]+)</td>((?:<td class=\"num\">\d+</td>){3})", page
+    )
+    cells = {(harness): re.findall(r"\d+", counts) for _, harness, counts in rows}
+    assert cells == {"hrn_a": ["2", "150", "10"], "hrn_b": ["1", "0", "0"]}
+    longer = http.get("/console/usage?days=90").text
+    assert "4 turns, 159 input and 19 output tokens" in longer
+    assert http.get("/console/usage?days=0").status_code == 400

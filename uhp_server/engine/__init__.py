@@ -13,6 +13,7 @@ from uhp_server.engine.facade.environment_records import (
 )
 from uhp_server.engine.facade.files import Download
 from uhp_server.engine.facade.records import (
+    ApiKeyInfo,
     Artifact,
     Harness,
     HarnessSummary,
@@ -24,6 +25,7 @@ from uhp_server.engine.facade.records import (
     TurnFile,
     UploadedFile,
     UploadSink,
+    UsageDay,
 )
 from uhp_server.engine.facade.sessions import SessionCancelled
 from uhp_server.engine.facade.shares import SharedSession
@@ -60,6 +62,7 @@ __all__ = [
     "QUEUED",
     "TERMINAL_TYPES",
     "Accepted",
+    "ApiKeyInfo",
     "Artifact",
     "Cancelled",
     "ChatMessage",
@@ -93,6 +96,7 @@ __all__ = [
     "TurnFile",
     "UploadSink",
     "UploadedFile",
+    "UsageDay",
     "not_retained",
     "response_not_found",
     "user_text",

@@ -23,6 +23,7 @@ from uhp_server.engine.facade.session_deletion import SessionDeleter
 from uhp_server.engine.facade.sessions import Sessions
 from uhp_server.engine.facade.shares import Shares
 from uhp_server.engine.facade.sign_ins import SignIns
+from uhp_server.engine.facade.usage import Usage
 from uhp_server.engine.tasks.intake import TaskIntake
 from uhp_server.engine.tasks.steering import TaskSteering
 from uhp_server.engine.turns.admission import AdmissionQueue
@@ -75,6 +76,7 @@ def assemble_engine(
         harnesses=Harnesses(settings, db, bases, catalog, runs),
         principals=principals,
         sign_ins=SignIns(db, principals, settings.console_session_hours * 3600),
+        usage=Usage(db),
         environments=environments,
         memories=Memories(
             db,
