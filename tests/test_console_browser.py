@@ -443,3 +443,56 @@ def test_usage_shows_this_principals_turns(server: ServerProcess, page: Any) -> 
     assert serious_violations(page) == []
     page.get_by_role("link", name="Keys").click()
     assert serious_violations(page) == []
+
+
+# -- file previews --------------------------------------------------------------------------
+PIXEL_PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
+)
+
+
+def test_files_preview_as_text_and_image_and_download(
+    server: ServerProcess, client: httpx.Client, page: Any
+) -> None:
+    prompt = (
+        "Make the files.\n"
+        "RUN printf '<script>window.__pwned=1</script>\\nline two\\n' > notes.txt"
+        f" && echo {PIXEL_PNG} | base64 -d > pixel.png"
+        ' && printf \'<svg xmlns="http://www.w3.org/2000/svg" onload="window.__pwned=2"/>\''
+        " > drawing.svg && printf 'x' > data.bin\n"
+        "SAY made"
+    )
+    result = create(client, {"input": prompt})
+    session_id = result["metadata"]["session_id"]
+    sign_in(page, server)
+    open_session(page, server, session_id)
+    files = page.locator(".session-files li")
+    assert sorted(files.locator("span:not(.size):not(.visually-hidden)").all_inner_texts()) == [
+        "data.bin",
+        "drawing.svg",
+        "notes.txt",
+        "pixel.png",
+    ]
+    page.get_by_role("link", name="Preview notes.txt").click()
+    assert page.locator("h1").inner_text() == "notes.txt"
+    assert page.locator("pre.file-text").inner_text() == (
+        "<script>window.__pwned=1</script>\nline two\n"
+    )
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    page.go_back()
+    page.get_by_role("link", name="Preview pixel.png").click()
+    image = page.locator("img.file-image")
+    image.wait_for()
+    page.wait_for_function("document.querySelector('img.file-image').complete")
+    assert page.evaluate("document.querySelector('img.file-image').naturalWidth") == 1
+    page.go_back()
+    page.get_by_role("link", name="Preview drawing.svg").click()
+    assert page.locator("img").count() == 0  # an SVG is a document: never drawn here
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    page.go_back()
+    page.get_by_role("link", name="Preview data.bin").click()
+    assert "no preview" in page.locator("main").inner_text()
+    with page.expect_download() as pending:
+        page.get_by_role("link", name="Download").click()
+    assert Path(pending.value.path()).read_bytes() == b"x"
+    assert serious_violations(page) == []

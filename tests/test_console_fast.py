@@ -385,7 +385,14 @@ def test_hostile_titles_render_as_text(http: TestClient) -> None:
 def test_another_principals_session_gives_nothing(http: TestClient) -> None:
     theirs = add_session(http, 1, principal="mallory", title="mallory's secret plan")
     csrf = sign_in(http)
-    for path in ("", "/state", "/files/file_x"):
+    for path in (
+        "",
+        "/state",
+        "/files/file_x",
+        "/files/file_x/preview",
+        "/files/file_x/image",
+        "/files/file_x/pdf",
+    ):
         answer = http.get(f"/console/sessions/{theirs}{path}")
         assert answer.status_code == 404, path
         assert "secret plan" not in answer.text

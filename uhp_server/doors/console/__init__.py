@@ -5,6 +5,7 @@ SameSite=Strict cookie; every page then calls the same engine facade the API doe
 key's principal, and adds no privilege (docs/console.md)."""
 
 from uhp_server.doors.console.account import router as account
+from uhp_server.doors.console.files import router as files
 from uhp_server.doors.console.pages import router as pages
 from uhp_server.doors.console.run import router as run
 from uhp_server.doors.console.sessions import router as sessions
@@ -13,5 +14,5 @@ from uhp_server.doors.door import Door
 door = Door(
     name="console",
     speaks="the owner's console, HTML for a browser",
-    routers=(pages, sessions, run, account),
+    routers=(pages, sessions, files, run, account),
 )

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from uhp_server.doors.console import guard
+from uhp_server.doors.console.files import files_list
 from uhp_server.doors.console.guard import PREFIX, Visitor
 from uhp_server.doors.console.pages import ConsoleRoute, see_other
 from uhp_server.doors.console.render import PAGE_HEADERS, page
@@ -98,6 +99,9 @@ async def session_page(
     return page(
         "session.html",
         questions=[] if waiting is None else _questions(waiting),
+        files=files_list(
+            session.id, await engine.files.of_session(visitor.principal.id, session.id)
+        ),
         phase=_phase(state, waiting),
         visitor=visitor,
         section="sessions",
