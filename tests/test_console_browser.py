@@ -18,6 +18,7 @@ from tests.support.server import ServerProcess
 from tests.test_oumi_harness_e2e import ASK_TOOL, question_call
 from tests.test_share_browser import CHROMIUM_FLAGS, chromium_path, screenshot_dir
 from tests.test_tasks_e2e import create, wait_terminal
+from uhp_server.files.filenames import safe_filename
 
 pytestmark = pytest.mark.slow
 
@@ -496,3 +497,28 @@ def test_files_preview_as_text_and_image_and_download(
         page.get_by_role("link", name="Download").click()
     assert Path(pending.value.path()).read_bytes() == b"x"
     assert serious_violations(page) == []
+
+
+def test_a_task_runs_with_attached_files(
+    server: ServerProcess, client: httpx.Client, page: Any, tmp_path: Path
+) -> None:
+    first = tmp_path / "<img src=x onerror=window.__pwned=1>brief.txt"
+    first.write_text("the brief says 7731\n")
+    second = tmp_path / "data.csv"
+    second.write_text("a,b\n1,2\n")
+    sign_in(page, server)
+    page.goto(f"{server.url}/console/run")
+    for path in (first, second):
+        page.get_by_label("Attach a file").set_input_files(str(path))
+        page.get_by_role("button", name="Attach", exact=True).click()
+        page.wait_for_url(f"{server.url}/console/run?files=*")
+    attached = page.locator("ul.attachments li").all_inner_texts()
+    # The server keeps a safe name (files/filenames.py), and the page shows it as text.
+    assert attached == [safe_filename(first.name), "data.csv"]
+    assert page.locator("main img").count() == 0
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    page.get_by_label("Prompt").fill("RUN ls && cat ./*brief*.txt\nSAY {output}")
+    page.get_by_role("button", name="Run").click()
+    page.wait_for_url(f"{server.url}/console/sessions/*")
+    page.locator(".answer", has_text="the brief says 7731").wait_for(timeout=60_000)
+    assert page.locator(".prompt .attachment").all_inner_texts() == attached

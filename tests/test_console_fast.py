@@ -570,3 +570,38 @@ def test_usage_counts_turns_and_tokens_per_harness_per_day(http: TestClient) -> 
     longer = http.get("/console/usage?days=90").text
     assert "4 turns, 159 input and 19 output tokens" in longer
     assert http.get("/console/usage?days=0").status_code == 400
+
+
+def test_attaching_a_file_is_checked_and_keeps_it_for_this_principal_only(
+    http: TestClient,
+) -> None:
+    csrf = sign_in(http)
+    upload = {"file": ("notes.txt", b"hello", "text/plain")}
+
+    def attach(data: dict[str, str], headers: dict[str, str]) -> Any:
+        return http.post(
+            "/console/run/attach",
+            data=data,
+            files=upload,
+            headers=headers,
+            follow_redirects=False,
+        )
+
+    assert attach({"csrf_token": csrf}, {}).status_code == 403  # no Origin
+    assert attach({"csrf_token": "x" * 43}, {"Origin": ORIGIN}).status_code == 403
+    kept = attach({"csrf_token": csrf}, {"Origin": ORIGIN})
+    assert kept.status_code == 303
+    location = kept.headers["location"]
+    assert location.startswith("/console/run?files=file_")
+    assert "notes.txt" in http.get(location).text
+    # Only the refused uploads' bytes are gone: one file row, this principal's.
+    ctx = app_context(http)
+    with ctx.db.engine.connect() as connection:
+        rows = list(connection.exec_driver_sql("SELECT id, principal_id FROM file"))
+    assert len(rows) == 1
+    file_id = rows[0][0]
+    # Another principal's run form never lists it.
+    _, other = ctx.db.run(keys.create_key, "mallory")
+    with start(Path(ctx.settings.data_dir)) as theirs:
+        sign_in(theirs, other)
+        assert "notes.txt" not in theirs.get(f"/console/run?files={file_id}").text

@@ -7,6 +7,8 @@ the console may ask its user (questions pause the turn until answered on the ses
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -16,6 +18,7 @@ from uhp_server.doors.console.guard import PREFIX, Visitor
 from uhp_server.doors.console.pages import ConsoleRoute, see_other
 from uhp_server.doors.console.render import page
 from uhp_server.doors.deps import EngineDep, SettingsDep
+from uhp_server.doors.uhp.uploads import receive_upload
 from uhp_server.engine import (
     INPUT_REQUIRED,
     Engine,
@@ -30,6 +33,7 @@ router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
 
 MAX_PROMPT = 60_000  # characters: the form's own cap is 64 KB (forms.MAX_FORM_BYTES)
 MAX_MODEL = 200
+MAX_ATTACHMENTS = 10
 
 
 @dataclass(frozen=True)
@@ -65,17 +69,61 @@ async def _started(
     return str(state.response["metadata"]["session_id"])
 
 
+def _file_ids(listed: str) -> list[str]:
+    """The attached files' ids a form carries, comma-separated, at most MAX_ATTACHMENTS."""
+    ids = [part.strip() for part in listed.split(",") if part.strip()]
+    if len(ids) > MAX_ATTACHMENTS or any(len(i) > 64 or not i.isascii() for i in ids):
+        raise ApiError(400, "invalid_input", f"Attach at most {MAX_ATTACHMENTS} files.")
+    return ids
+
+
+def _task_input(prompt: str, file_ids: list[str]) -> str | list[dict[str, Any]]:
+    """The prompt alone, or a user message of the prompt and its files (the engine finds
+    each file among the principal's own, and refuses another's)."""
+    if not file_ids:
+        return prompt
+    parts = [{"type": "input_text", "text": prompt}]
+    parts += [{"type": "input_file", "file_id": file_id} for file_id in file_ids]
+    return [{"type": "message", "role": "user", "content": parts}]
+
+
 @router.get(PREFIX + "/run")
-async def run_form(request: Request, engine: EngineDep) -> Response:
+async def run_form(request: Request, engine: EngineDep, files: str = "") -> Response:
     visitor = await guard.visitor(request)
     harnesses = await engine.harnesses.all(visitor.principal.id)
+    attached = await engine.files.uploaded(visitor.principal.id, _file_ids(files))
     return page(
         "run.html",
         visitor=visitor,
         section="run",
         harnesses=sorted(harnesses, key=lambda h: h.name.lower()),
         models=sorted({h.default_model for h in harnesses if h.default_model}),
+        attached=attached,
+        attached_ids=",".join(f.id for f in attached),
+        max_attachments=MAX_ATTACHMENTS,
     )
+
+
+@router.post(PREFIX + "/run/attach")
+async def attach_file(request: Request, engine: EngineDep, settings: SettingsDep) -> Response:
+    """One file, uploaded as `POST /v1/files` uploads it, then back to the form with it
+    among the attached ones. The Origin is checked before a byte is kept, the token once
+    the form's fields are read (a refused upload is discarded)."""
+    visitor = await guard.visitor(request)
+    guard.check_origin(request, settings)
+    upload = await receive_upload(request, engine.files.new_upload, settings.max_file_bytes)
+    try:
+        guard.check_token(upload.fields.get(guard.CSRF_FIELD), visitor.csrf_token)
+        ids = _file_ids(upload.fields.get("files", ""))
+        if len(ids) >= MAX_ATTACHMENTS:
+            raise ApiError(400, "invalid_input", f"Attach at most {MAX_ATTACHMENTS} files.")
+    except Exception:
+        upload.sink.discard()
+        raise
+    kept = await engine.files.keep_upload(
+        visitor.principal.id, upload.sink, upload.filename, upload.media_type, "user_data"
+    )
+    return see_other(f"{PREFIX}/run?{urlencode({'files': ','.join([*ids, kept.id])})}")
 
 
 @router.post(PREFIX + "/run")
@@ -84,7 +132,7 @@ async def run_task(request: Request, engine: EngineDep, settings: SettingsDep) -
     task = EngineTask(
         principal_id=visitor.principal.id,
         harness_id=fields.get("harness") or None,
-        input=_prompt(fields),
+        input=_task_input(_prompt(fields), _file_ids(fields.get("files", ""))),
         model=_model(fields),
         questions=QuestionPolicy.pause(),
     )
