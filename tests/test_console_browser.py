@@ -5,6 +5,7 @@ width, and axe-core's accessibility check in light and dark."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -522,3 +523,54 @@ def test_a_task_runs_with_attached_files(
     page.wait_for_url(f"{server.url}/console/sessions/*")
     page.locator(".answer", has_text="the brief says 7731").wait_for(timeout=60_000)
     assert page.locator(".prompt .attachment").all_inner_texts() == attached
+
+
+# -- harnesses ----------------------------------------------------------------------------
+def test_create_edit_use_and_delete_a_harness(
+    server: ServerProcess, client: httpx.Client, page: Any
+) -> None:
+    sign_in(page, server)
+    page.get_by_role("link", name="Harnesses").click()
+    page.get_by_label("Name").fill("Console <i>harness</i>")
+    page.get_by_label("Instructions").fill("Answer briefly.")
+    page.get_by_role("button", name="Create").click()
+    page.wait_for_url(f"{server.url}/console/harnesses/*")
+    harness_id = page.url.rsplit("/", 1)[1]
+    assert page.locator("h1").inner_text() == "Console <i>harness</i>"
+    assert page.locator("main i").count() == 0
+    models = page.locator("section[aria-labelledby='models-heading'] tbody tr")
+    assert models.count() >= 1
+    assert "Yes" in models.all_inner_texts()[0]  # the scripted provider serves it
+    # Edit the whole configuration as JSON: a GET→PUT round trip with one change.
+    configuration = page.get_by_label("The harness as")
+    body = json.loads(configuration.input_value())
+    assert body["systemPrompt"] == "Answer briefly."
+    body["systemPrompt"] = "Answer in one word."
+    configuration.fill(json.dumps(body))
+    page.get_by_role("button", name="Save").click()
+    page.wait_for_url(f"{server.url}/console/harnesses/{harness_id}")
+    stored = client.get(f"/v1/harnesses/{harness_id}").json()
+    assert stored["systemPrompt"] == "Answer in one word."
+    # A configuration the engine refuses is said on a page, nothing changed.
+    page.get_by_label("The harness as").fill('{"base": "another", "systemPrompt": 1}')
+    page.get_by_role("button", name="Save").click()
+    assert page.locator("h1").inner_text() == "Not possible"
+    assert client.get(f"/v1/harnesses/{harness_id}").json()["systemPrompt"] == (
+        "Answer in one word."
+    )
+    page.goto(f"{server.url}/console/harnesses/{harness_id}")
+    assert serious_violations(page) == []
+    # Use it: a task run on it from the console.
+    page.goto(f"{server.url}/console/run")
+    page.get_by_label("Harness", exact=True).select_option(harness_id)
+    page.get_by_label("Prompt").fill("SAY ran on the new harness")
+    page.get_by_role("button", name="Run").click()
+    page.wait_for_url(f"{server.url}/console/sessions/*")
+    session_id = page.url.rsplit("/", 1)[1]
+    page.locator(".answer", has_text="ran on the new harness").wait_for(timeout=60_000)
+    assert client.get(f"/v1/sessions/{session_id}").json()["harness_id"] == harness_id
+    page.goto(f"{server.url}/console/harnesses/{harness_id}")
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Delete harness").click()
+    page.wait_for_url(f"{server.url}/console/harnesses")
+    assert client.get(f"/v1/harnesses/{harness_id}").status_code == 404

@@ -4,6 +4,7 @@ and a revoked key ending its sign-ins. The browser walk is tests/test_console_br
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import Iterator
@@ -14,9 +15,10 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlmodel import select
 
+from storage import harnesses as harness_store
 from storage import keys
 from storage import sessions as session_store
-from storage.tables import ResponseRow, SessionRow, SignInRow
+from storage.tables import HarnessRow, ResponseRow, SessionRow, SignInRow
 from tests.support.app_context import app_context
 from uhp_server.app import create_app
 from uhp_server.settings import Settings
@@ -605,3 +607,47 @@ def test_attaching_a_file_is_checked_and_keeps_it_for_this_principal_only(
     with start(Path(ctx.settings.data_dir)) as theirs:
         sign_in(theirs, other)
         assert "notes.txt" not in theirs.get(f"/console/run?files={file_id}").text
+
+
+# -- harnesses ------------------------------------------------------------------------------
+def test_another_principals_harness_gives_nothing_and_writes_are_checked(
+    http: TestClient,
+) -> None:
+    ctx = app_context(http)
+    mallory = ctx.db.run(keys.ensure_principal, "mallory")
+    row = HarnessRow(
+        id="harness_mallorys",
+        principal_id=mallory.id,
+        name="Mallory's",
+        base="codex",
+        config={},
+        created_at_ms=int(time.time() * 1000),
+    )
+    ctx.db.run(harness_store.insert_harness, row)
+    theirs = asyncio.run(ctx.engine.harnesses.all(mallory.id))
+    assert [h.id for h in theirs] == ["harness_mallorys"]
+    csrf = sign_in(http)
+    assert "Mallory" not in http.get("/console/harnesses").text
+    assert http.get("/console/harnesses").status_code == 200
+    for harness in theirs:
+        assert http.get(f"/console/harnesses/{harness.id}").status_code == 404
+        for path in ("", "/delete"):
+            answer = http.post(
+                f"/console/harnesses/{harness.id}{path}",
+                data={"csrf_token": csrf, "configuration": "{}"},
+                headers={"Origin": ORIGIN},
+                follow_redirects=False,
+            )
+            assert answer.status_code == 404, path
+    missing = "harness_does_not_exist"
+    for configuration, status in (("not json", 400), ("[1]", 400), ("{}", 404)):
+        answer = http.post(
+            f"/console/harnesses/{missing}",
+            data={"csrf_token": csrf, "configuration": configuration},
+            headers={"Origin": ORIGIN},
+        )
+        assert answer.status_code == status, configuration
+    forged = http.post(
+        "/console/harnesses", data={"csrf_token": csrf, "base": "codex"}, follow_redirects=False
+    )
+    assert forged.status_code == 403

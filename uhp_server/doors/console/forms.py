@@ -15,7 +15,7 @@ class BadForm(Exception):
     """A body that is not a console form: answered 400 with the reason."""
 
 
-async def read_form(request: Request) -> dict[str, str]:
+async def read_form(request: Request, limit: int = MAX_FORM_BYTES) -> dict[str, str]:
     """The form's fields; BadForm for another type, a body past the cap, or bytes that are
     not text. A field sent twice keeps its first value."""
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -23,7 +23,7 @@ async def read_form(request: Request) -> dict[str, str]:
         return {}  # a form with no field: its checks say what is missing
     if kind != "application/x-www-form-urlencoded":
         raise BadForm("This form must be sent as application/x-www-form-urlencoded.")
-    body = await read_capped(request, MAX_FORM_BYTES)
+    body = await read_capped(request, limit)
     if body is None:
         raise BadForm("This form is too large.")
     try:

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from fastapi import Request
 from fastapi.responses import Response
 
-from uhp_server.doors.console.forms import read_form
+from uhp_server.doors.console.forms import MAX_FORM_BYTES, read_form
 from uhp_server.engine import Principal, SignIn
 from uhp_server.settings import Settings
 
@@ -101,13 +101,15 @@ async def visitor(request: Request) -> Visitor:
     return Visitor(sign_in.principal, sign_in.csrf_token, cookie)
 
 
-async def checked_write(request: Request, settings: Settings) -> tuple[Visitor, dict[str, str]]:
+async def checked_write(
+    request: Request, settings: Settings, limit: int = MAX_FORM_BYTES
+) -> tuple[Visitor, dict[str, str]]:
     """A signed-in browser's write, shown to come from the console's pages: its Origin
     first (before the body is read), then the sign-in's token in the form or the header.
     The visitor and the form's fields."""
     signed_in = await visitor(request)
     check_origin(request, settings)
-    fields = await read_form(request)
+    fields = await read_form(request, limit)
     sent = fields.get(CSRF_FIELD) or request.headers.get(CSRF_HEADER)
     check_token(sent, signed_in.csrf_token)
     return signed_in, fields
