@@ -29,6 +29,9 @@ FORM_TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
 
 
 def start(data_dir: Path, base_url: str = ORIGIN, **settings: Any) -> TestClient:
+    """The server in process. A second one on the same data folder is a second browser with
+    a cookie jar of its own; it needs a replica id of its own (on PostgreSQL the two are
+    replicas of one database)."""
     app = create_app(Settings(data_dir=data_dir, api_key=KEY, **settings), bases={})
     return TestClient(app, base_url=base_url, raise_server_exceptions=False)
 
@@ -174,7 +177,7 @@ def test_a_forged_sign_out_is_refused(
 def test_the_form_token_of_the_sign_in_page_is_not_a_sign_ins_token(http: TestClient) -> None:
     """A token another sign-in was given opens no write of this one."""
     first = sign_in(http)
-    with start(Path(app_context(http).settings.data_dir)) as other:
+    with start(Path(app_context(http).settings.data_dir), replica_id="second-browser") as other:
         second = sign_in(other)
         assert second != first
         answer = other.post(
@@ -221,7 +224,7 @@ def test_revoking_the_key_ends_its_sign_ins(http: TestClient) -> None:
     _, other = ctx.db.run(keys.create_key, "bob")
     sign_in(http, key)
     assert '<span class="who">alice</span>' in http.get("/console").text
-    with start(Path(ctx.settings.data_dir)) as bob:
+    with start(Path(ctx.settings.data_dir), replica_id="second-browser") as bob:
         sign_in(bob, other)
         ctx.db.run(keys.revoke_key, key_id)
         assert not signed_in(http)
@@ -604,7 +607,7 @@ def test_attaching_a_file_is_checked_and_keeps_it_for_this_principal_only(
     file_id = rows[0][0]
     # Another principal's run form never lists it.
     _, other = ctx.db.run(keys.create_key, "mallory")
-    with start(Path(ctx.settings.data_dir)) as theirs:
+    with start(Path(ctx.settings.data_dir), replica_id="second-browser") as theirs:
         sign_in(theirs, other)
         assert "notes.txt" not in theirs.get(f"/console/run?files={file_id}").text
 
