@@ -154,11 +154,12 @@ def test_the_keyboard_reaches_everything(server: ServerProcess, page: Any) -> No
     page.keyboard.press("Enter")
     page.wait_for_url(f"{server.url}/console")
     reached = []
-    for _ in range(5):
+    for _ in range(9):
         page.keyboard.press("Tab")
         reached.append(page.evaluate("document.activeElement.textContent.trim()"))
     assert reached[0] == "Skip to content"  # first, before the navigation
-    assert "Sessions" in reached and "Sign out" in reached
+    assert reached[2:7] == ["Sessions", "Run a task", "Harnesses", "Keys", "Usage"]
+    assert "Sign out" in reached
     while page.evaluate("document.activeElement.textContent.trim()") != "Sign out":
         page.keyboard.press("Shift+Tab")
     page.keyboard.press("Enter")
@@ -245,21 +246,28 @@ def test_a_running_turn_streams_onto_the_page_and_can_be_cancelled(
     session_id = first["metadata"]["session_id"]
     sign_in(page, server)
     open_session(page, server, session_id)
-    page.evaluate("window.__loadedOnce = true")
     words = " ".join(f"word{i}" for i in range(40))
     running = create(
         client,
         {
-            "input": f"SLOW 6\nSAY {words}\nSLOW 60\nSAY never",
+            "input": f"SLOW 8\nSAY {words}\nSLOW 60\nSAY never",
             "previous_response_id": first["id"],
             "background": True,
         },
     )
+    # The page notices the new turn (rendered again once: its controls change), then
+    # follows its text as it grows, without reloading.
     second = page.locator(".turn").nth(1)
-    second.locator(".answer").wait_for(timeout=30_000)  # no reload: the page follows it
+    second.locator(".answer").wait_for(timeout=30_000)
+    page.evaluate("window.__loadedOnce = true")
+    seen = [second.locator(".answer").inner_text()]
+    while "word39" not in seen[-1]:
+        page.wait_for_timeout(300)
+        seen.append(second.locator(".answer").inner_text())
+        assert len(seen) < 200, "the answer never finished on the page"
+    assert len({len(text) for text in seen}) >= 2, "the text should grow while the turn runs"
+    assert page.evaluate("window.__loadedOnce") is True  # the same page throughout
     assert page.locator("#session-status").inner_text() == "Running"
-    assert page.evaluate("window.__loadedOnce") is True
-    page.reload()  # the cancel button is on a page rendered while it runs
     page.get_by_role("button", name="Cancel the running turn").click()
     page.wait_for_url(f"{server.url}/console/sessions/{session_id}")
     assert wait_terminal(client, running["id"])["status"] == "cancelled"
