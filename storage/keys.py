@@ -63,16 +63,37 @@ def _principal_named(tx: Tx, name: str) -> Principal | None:
 
 def create_key(tx: Tx, principal_name: str) -> tuple[str, str]:
     """Make a new key for the principal; returns (key id, the key itself)."""
-    principal = ensure_principal(tx, principal_name)
+    return create_key_for(tx, ensure_principal(tx, principal_name).id)
+
+
+def create_key_for(tx: Tx, principal_id: str) -> tuple[str, str]:
+    """Make a new key for the principal with this id; returns (key id, the key itself)."""
     key = KEY_PREFIX + secrets.token_urlsafe(32)
     row = ApiKey(
         id="key_" + secrets.token_hex(8),
-        principal_id=principal.id,
+        principal_id=principal_id,
         key_hash=hash_key(key),
         created_at=time.time(),
     )
     tx.orm.add(row)
     return row.id, key
+
+
+def keys_of(tx: Tx, principal_id: str) -> list[ApiKey]:
+    """The principal's keys, revoked ones included, newest first."""
+    query = select(ApiKey).where(ApiKey.principal_id == principal_id)
+    return list(tx.orm.exec(query.order_by(col(ApiKey.created_at).desc(), col(ApiKey.id))))
+
+
+def revoke_key_of(tx: Tx, principal_id: str, key_id: str) -> bool:
+    """Revoke one of the principal's own keys by its id; False when it has no such key
+    (another principal's is not its own) or the key was revoked already."""
+    row = tx.orm.get(ApiKey, key_id)
+    if row is None or row.principal_id != principal_id or row.revoked_at is not None:
+        return False
+    row.revoked_at = time.time()
+    tx.orm.add(row)
+    return True
 
 
 def revoke_key(tx: Tx, key_or_id: str) -> bool:

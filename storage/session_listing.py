@@ -23,13 +23,20 @@ def page(
     limit: int,
     after: tuple[int, str] | None = None,
     harness_id: str | None = None,
+    status: str | None = None,
+    text: str | None = None,
 ) -> tuple[list[SessionRow], bool]:
-    """Up to `limit` sessions after the (created_at, id) position; and whether more follow."""
+    """Up to `limit` sessions after the (created_at, id) position; and whether more follow.
+    Only those of `harness_id`, in `status`, whose title holds `text` (any case), when given."""
     query = select(SessionRow).where(
         SessionRow.principal_id == principal_id, col(SessionRow.deleted_at).is_(None)
     )
     if harness_id is not None:
         query = query.where(SessionRow.harness_id == harness_id)
+    if status is not None:
+        query = query.where(SessionRow.status == status)
+    if text:
+        query = query.where(col(SessionRow.title).ilike(f"%{_like_escaped(text)}%", escape="\\"))
     if after is not None:
         created_at, session_id = after
         query = query.where(
@@ -41,6 +48,11 @@ def page(
     query = query.order_by(col(SessionRow.created_at).desc(), col(SessionRow.id).desc())
     rows = list(tx.orm.exec(query.limit(limit + 1)))  # one extra row says whether more follow
     return rows[:limit], len(rows) > limit
+
+
+def _like_escaped(text: str) -> str:
+    """`text` matched as it is: LIKE's wildcards and its escape character taken literally."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def responses_of(tx: Tx, session_id: str) -> list[ResponseRow]:

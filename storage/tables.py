@@ -427,3 +427,17 @@ class SessionMemoryRow(SQLModel, table=True):
     primer: str = Field(default="", sa_column=Column(Text, nullable=False))
     # What the primer placed, per memory, in tokens: {memory_id: tokens}.
     primed: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+
+
+class SignInRow(SQLModel, table=True):
+    """A browser signed in with an API key (the owner's console): the key was exchanged for
+    this row, and the browser holds only a random token whose hash is `id`. It ends at
+    `expires_at`, on sign-out, and as soon as `key_hash`'s key is revoked."""
+
+    __tablename__ = "sign_in"
+    id: str = Field(primary_key=True)  # sha256 of the browser's token; the token is never stored
+    principal_id: str = Field(index=True)
+    key_hash: str = Field(index=True)  # the key it was exchanged for (sha256, as api_key holds it)
+    csrf_token: str  # the synchronizer token every write from this sign-in carries
+    created_at: float
+    expires_at: float = Field(index=True)

@@ -26,8 +26,9 @@ from uhp_server.settings import Settings
 
 KEY = "uhp_sk_docs_test"
 # Routes deliberately left out of the document: the sandbox's model and MCP gateway (reached
-# only by agents, with per-turn tokens) and the documentation's own routes.
-UNDOCUMENTED = ("/gateway/", "/openapi.json", "/docs")
+# only by agents, with per-turn tokens), the documentation's own routes, and the owner's
+# console (pages for a person in a browser, signed in with a cookie: docs/console.md).
+UNDOCUMENTED = ("/gateway/", "/openapi.json", "/docs", "/console")
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from uhp_server.doors.registry import ENTRY_POINT_GROUP, doors
 from uhp_server.http.route_table import claims, clashes, served_routes
 from uhp_server.settings import Settings
 
-BUILT_IN = {"uhp", "openai-chat", "oumi-harness", "oumi-tools", "agentos"}
+BUILT_IN = {"uhp", "openai-chat", "oumi-harness", "oumi-tools", "agentos", "console"}
 KEY = "uhp_sk_door_registry_test"
 
 THIRD_PARTY = """

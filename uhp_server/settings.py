@@ -46,6 +46,8 @@ class Settings(BaseSettings):
     # first enabled base (harnesses/default_base.py). One not enabled stops start-up.
     default_base: str | None = None
     session_retention_days: float = 30.0  # idle sessions expire after this (session_expired)
+    # How long a browser stays signed in to the owner's console after giving its key.
+    console_session_hours: float = Field(default=12.0, gt=0, le=24 * 30)
     idempotency_retention_hours: float = 24.0
     max_timeout_seconds: int = 3600  # the longest wall-clock budget any task gets
     default_timeout_seconds: int = 1800  # budget of a task that names none

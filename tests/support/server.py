@@ -113,6 +113,23 @@ class ServerProcess:
         ).stdout
         return out.split()[-1]
 
+    def revoke_key(self, key: str) -> None:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "uhp_server.cli",
+                "keys",
+                "revoke",
+                key,
+                "--data-dir",
+                str(self.data_dir),
+            ],
+            env=self.env,
+            check=True,
+            capture_output=True,
+        )
+
 
 def query(database: str, statement: str, **params: object) -> list[tuple[object, ...]]:
     """Rows of one SQL statement (`:name` parameters) on a server's database, whichever it is."""

@@ -13,16 +13,19 @@ from uhp_server.engine.facade.environment_records import (
 )
 from uhp_server.engine.facade.files import Download
 from uhp_server.engine.facade.records import (
+    ApiKeyInfo,
     Artifact,
     Harness,
     HarnessSummary,
     Principal,
     Session,
     Share,
+    SignIn,
     Turn,
     TurnFile,
     UploadedFile,
     UploadSink,
+    UsageDay,
 )
 from uhp_server.engine.facade.sessions import SessionCancelled
 from uhp_server.engine.facade.shares import SharedSession
@@ -59,6 +62,7 @@ __all__ = [
     "QUEUED",
     "TERMINAL_TYPES",
     "Accepted",
+    "ApiKeyInfo",
     "Artifact",
     "Cancelled",
     "ChatMessage",
@@ -83,6 +87,7 @@ __all__ = [
     "SessionKey",
     "Share",
     "SharedSession",
+    "SignIn",
     "TaskState",
     "TaskStatus",
     "ToolAnswer",
@@ -91,6 +96,7 @@ __all__ = [
     "TurnFile",
     "UploadSink",
     "UploadedFile",
+    "UsageDay",
     "not_retained",
     "response_not_found",
     "user_text",

@@ -24,6 +24,8 @@ from uhp_server.engine.facade.principals import Principals
 from uhp_server.engine.facade.session_deletion import SessionDeleter
 from uhp_server.engine.facade.sessions import Sessions
 from uhp_server.engine.facade.shares import Shares
+from uhp_server.engine.facade.sign_ins import SignIns
+from uhp_server.engine.facade.usage import Usage
 from uhp_server.engine.tasks.intake import TaskIntake
 from uhp_server.engine.tasks.steering import TaskSteering
 from uhp_server.engine.turns.admission import AdmissionQueue
@@ -74,6 +76,7 @@ def assemble_engine(
     steering = TaskSteering(settings, db, bases, runs, intake)
     sessions = Sessions(db, runs, deleter, steering)
     files = Files(db, blobs, previews, sessions, settings.max_file_bytes)
+    principals = Principals(db, settings.api_key)
     return Engine(
         settings=settings,
         bases=bases,
@@ -85,7 +88,9 @@ def assemble_engine(
         files=files,
         shares=Shares(db, runs, sessions, files),
         harnesses=Harnesses(settings, db, bases, catalog, runs),
-        principals=Principals(db, settings.api_key),
+        principals=principals,
+        sign_ins=SignIns(db, principals, settings.console_session_hours * 3600),
+        usage=Usage(db),
         environments=environments,
         memories=memories,
         agent_memories=agent_memories,

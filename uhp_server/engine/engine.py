@@ -4,8 +4,8 @@ Oumi tools, AgentOS) calls these and nothing else — never storage, never the r
 A door translates its contract's request into an `EngineTask`, starts it, then reads and
 steers it by response id: its state, its events, a cancel, the answers to its questions, a
 deadline. The rest of what a door shows hangs off the facade by chapter: `sessions`, `files`,
-`shares`, `harnesses`, `principals`, `environments` and `memories`. Which door called is never
-known here.
+`shares`, `harnesses`, `principals`, `sign_ins`, `usage`, `environments` and `memories`.
+Which door called is never known here.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ from uhp_server.engine.facade.principals import Principals
 from uhp_server.engine.facade.records import TurnFile
 from uhp_server.engine.facade.sessions import Sessions
 from uhp_server.engine.facade.shares import Shares
+from uhp_server.engine.facade.sign_ins import SignIns
+from uhp_server.engine.facade.usage import Usage
 from uhp_server.engine.reading.read_back import current_response, follow_events, unretained_response
 from uhp_server.engine.requests import EngineTask, QuestionPolicy, SessionKey, TaskState, ToolAnswer
 from uhp_server.engine.tasks.intake import Accepted, TaskIntake
@@ -64,6 +66,8 @@ class Engine:
         shares: Shares,
         harnesses: Harnesses,
         principals: Principals,
+        sign_ins: SignIns,
+        usage: Usage,
         environments: Environments,
         memories: Memories,
         agent_memories: AgentMemories,
@@ -76,6 +80,8 @@ class Engine:
         self.shares = shares
         self.harnesses = harnesses
         self.principals = principals
+        self.sign_ins = sign_ins  # a browser's session, made from a key
+        self.usage = usage  # turns and tokens per harness per day
         self.environments = environments
         # Served unless UHP_MEMORIES=off (doors/uhp/chapters.py).
         self.memories = memories

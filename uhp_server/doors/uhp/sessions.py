@@ -19,12 +19,12 @@ from uhp_server.http.strict_json import StrictJsonRoute
 router = APIRouter(route_class=StrictJsonRoute)
 
 
-def _encode_cursor(row: Session) -> str:
+def encode_cursor(row: Session) -> str:
     raw = json.dumps([row.created_at, row.id], separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def _decode_cursor(cursor: str) -> tuple[int, str]:
+def decode_cursor(cursor: str) -> tuple[int, str]:
     """An opaque cursor back to its (created_at, id) position; 400 when it is not one of ours."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
@@ -52,14 +52,14 @@ async def list_sessions(
     cursor: str | None = None,
     harness: str | None = None,
 ) -> dict[str, Any]:
-    after = _decode_cursor(cursor) if cursor else None
+    after = decode_cursor(cursor) if cursor else None
     rows, more = await engine.sessions.page(principal.id, limit, after, harness or None)
     retention = settings.session_retention_days
     return {
         "object": "list",
         "sessions": [session_to_wire(row, retention) for row in rows],
         # null exactly on the last page, even when that page is full (Sessions §2).
-        "next_cursor": _encode_cursor(rows[-1]) if more and rows else None,
+        "next_cursor": encode_cursor(rows[-1]) if more and rows else None,
     }
 
 

@@ -37,6 +37,7 @@ class Upload:
     filename: str
     media_type: str
     purpose: str
+    fields: dict[str, str] = field(default_factory=dict)  # the form's other fields, each small
 
 
 def too_large(limit: int) -> ApiError:
@@ -231,4 +232,4 @@ def _finish(receiver: _Receiver) -> Upload:
         receiver.discard()
         raise _invalid("The purpose is not valid.", "purpose")
     receiver.sink = None  # the engine's now, to keep
-    return Upload(sink, filename, media_type, purpose)
+    return Upload(sink, filename, media_type, purpose, dict(receiver.fields))

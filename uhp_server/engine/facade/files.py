@@ -84,6 +84,16 @@ class Files:
         )
         return rows.uploaded_file(await self.db.write(file_store.insert_file, row))
 
+    async def uploaded(self, principal_id: str, file_ids: list[str]) -> list[records.UploadedFile]:
+        """The principal's uploaded files among these ids, in their order (another's, or an
+        unknown id, is left out)."""
+
+        def look(tx: Tx) -> list[records.UploadedFile]:
+            found = (file_store.get_file(tx, principal_id, file_id) for file_id in file_ids)
+            return [rows.uploaded_file(row) for row in found if row is not None]
+
+        return await self.db.read(look)
+
     # -- out -----------------------------------------------------------------------------
     async def of_session(self, principal_id: str, session_id: str) -> list[records.Artifact]:
         """Every artifact of every turn of the session, oldest first."""

@@ -76,6 +76,21 @@ class Principals:
             self._default = rows.principal(found)
         return self._default
 
+    # -- a principal's own keys ----------------------------------------------------------
+    async def keys_of(self, principal_id: str) -> list[records.ApiKeyInfo]:
+        """The principal's keys, revoked ones included, newest first (never the keys)."""
+        found = await self.db.read(keys.keys_of, principal_id)
+        return [records.ApiKeyInfo(k.id, k.created_at, k.revoked_at) for k in found]
+
+    async def create_key(self, principal_id: str) -> tuple[str, str]:
+        """A new key of the principal: (its id, the key itself, to be shown once)."""
+        return await self.db.write(keys.create_key_for, principal_id)
+
+    async def revoke_key(self, principal_id: str, key_id: str) -> bool:
+        """Revoke one of the principal's own keys (False: no such key of its, or revoked
+        already). Effective for the next request, sign-ins made from it included."""
+        return await self.db.write(keys.revoke_key_of, principal_id, key_id)
+
     async def named(self, name: str) -> str:
         """The id of the principal with this name, created on first use."""
         return (await self.db.write(keys.ensure_principal, name)).id

@@ -141,3 +141,34 @@ class UploadSink(Protocol):
     def write(self, chunk: bytes) -> None: ...
 
     def discard(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class SignIn:
+    """A browser signed in with a key: `token` is what it holds (given once, at sign-in;
+    empty when read back), `csrf_token` what each of its writes must carry."""
+
+    token: str
+    csrf_token: str
+    principal: Principal
+    expires_at: float
+
+
+@dataclass(frozen=True)
+class ApiKeyInfo:
+    """One of a principal's API keys, as it may be shown: never the key itself."""
+
+    id: str
+    created_at: float
+    revoked_at: float | None
+
+
+@dataclass(frozen=True)
+class UsageDay:
+    """A principal's use of one harness on one day (UTC): its turns and their tokens."""
+
+    day: str  # YYYY-MM-DD
+    harness_id: str
+    turns: int
+    input_tokens: int
+    output_tokens: int

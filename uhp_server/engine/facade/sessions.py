@@ -77,11 +77,14 @@ class Sessions:
         limit: int,
         after: tuple[int, str] | None = None,
         harness_id: str | None = None,
+        status: str | None = None,
+        text: str | None = None,
     ) -> tuple[list[records.Session], bool]:
         """Up to `limit` sessions after the (created_at, id) position, newest first; and
-        whether more follow."""
+        whether more follow. Only those of `harness_id`, in `status`, whose title holds
+        `text` (any case), when given."""
         found, more = await self.db.read(
-            session_listing.page, principal_id, limit, after, harness_id
+            session_listing.page, principal_id, limit, after, harness_id, status, text
         )
         return [rows.session(row) for row in found], more
 

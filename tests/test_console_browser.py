@@ -1,0 +1,584 @@
+"""The owner's console in a real browser (Debian's Chromium, driven by Playwright, as
+tests/test_share_browser.py): signing in and out as a person does, what the browser keeps
+(a cookie it cannot read, never the key), a forged cross-site write, a revoked key, phone
+width, and axe-core's accessibility check in light and dark."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import API_KEY
+from tests.support.axe import serious_violations
+from tests.support.server import ServerProcess
+from tests.test_oumi_harness_e2e import ASK_TOOL, question_call
+from tests.test_share_browser import CHROMIUM_FLAGS, chromium_path, screenshot_dir
+from tests.test_tasks_e2e import create, wait_terminal
+from uhp_server.files.filenames import safe_filename
+
+pytestmark = pytest.mark.slow
+
+PHONE = {"width": 375, "height": 740}
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    with playwright_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=chromium_path(), headless=True, args=CHROMIUM_FLAGS
+        )
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def context(browser: Any) -> Iterator[Any]:
+    opened = browser.new_context(viewport={"width": 1100, "height": 850})
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def page(context: Any) -> Any:
+    return context.new_page()
+
+
+def sign_in(page: Any, server: ServerProcess, key: str = API_KEY) -> None:
+    """As a person: the address, the key typed into its labelled field, Enter."""
+    page.goto(f"{server.url}/console")
+    assert page.url == f"{server.url}/console/sign-in"
+    page.get_by_label("API key").fill(key)
+    page.get_by_label("API key").press("Enter")
+    page.wait_for_url(f"{server.url}/console")
+
+
+def is_signed_in(page: Any, server: ServerProcess) -> bool:
+    page.goto(f"{server.url}/console")
+    return page.url == f"{server.url}/console"
+
+
+def test_signing_in_and_out_keeps_no_key_in_the_browser(
+    server: ServerProcess, context: Any, page: Any, tmp_path: Path
+) -> None:
+    sign_in(page, server)
+    assert page.get_by_role("heading", level=1).inner_text() == "Sessions"
+    assert "default" in page.locator(".who").inner_text()
+    page.screenshot(path=str(screenshot_dir(tmp_path) / "console-signed-in.png"), full_page=True)
+    # The browser holds a cookie its scripts cannot read, and nowhere the key.
+    cookies = {c["name"]: c for c in context.cookies()}
+    session = cookies["uhp_console"]
+    assert session["httpOnly"] and session["sameSite"] == "Strict" and session["path"] == "/console"
+    assert API_KEY not in session["value"]
+    assert page.evaluate("document.cookie") == ""
+    stored = page.evaluate(
+        "JSON.stringify([Object.entries(localStorage), Object.entries(sessionStorage)])"
+    )
+    assert stored == "[[],[]]"
+    assert API_KEY not in page.content()
+    assert page.evaluate("history.length") >= 1 and API_KEY not in page.url
+
+    page.get_by_role("button", name="Sign out").click()
+    page.wait_for_url(f"{server.url}/console/sign-in")
+    assert "uhp_console" not in {c["name"] for c in context.cookies()}
+    assert not is_signed_in(page, server)
+
+
+def test_a_wrong_key_is_told_and_the_field_marked(server: ServerProcess, page: Any) -> None:
+    page.goto(f"{server.url}/console/sign-in")
+    page.get_by_label("API key").fill("uhp_sk_not_a_key_anyone_has")
+    page.get_by_role("button", name="Sign in").click()
+    alert = page.get_by_role("alert")
+    assert alert.inner_text() == "That key is not valid."
+    assert page.get_by_label("API key").get_attribute("aria-invalid") == "true"
+    assert not is_signed_in(page, server)
+
+
+def test_a_cross_site_page_cannot_sign_the_browser_out_or_in(
+    server: ServerProcess, page: Any
+) -> None:
+    """Another site's page posting forms to the console: the cookie stays behind (SameSite
+    Strict) and the Origin is not ours, so the writes are refused and nothing changes."""
+    sign_in(page, server)
+    evil = "http://evil.test/"
+    forms = (
+        f'<form id="out" method="post" action="{server.url}/console/sign-out">'
+        '<input name="csrf_token" value="guessed"></form>'
+        f'<form id="in" method="post" action="{server.url}/console/sign-in">'
+        '<input name="key" value="uhp_sk_attackers_key"><input name="csrf_token" value="x">'
+        "</form>"
+    )
+    page.route(evil, lambda route: route.fulfill(content_type="text/html", body=forms))
+    for form in ("out", "in"):
+        page.goto(evil)
+        with page.expect_navigation():
+            page.evaluate(f"document.getElementById('{form}').submit()")
+        assert page.url.startswith(server.url)
+        assert page.locator("h1").inner_text() in ("Refused", "Signed out")
+    assert is_signed_in(page, server)
+    assert "default" in page.locator(".who").inner_text()
+
+
+def test_revoking_the_key_signs_the_browser_out(server: ServerProcess, page: Any) -> None:
+    key = server.create_key("console-revoked")
+    sign_in(page, server, key)
+    assert "console-revoked" in page.locator(".who").inner_text()
+    server.revoke_key(key)
+    assert not is_signed_in(page, server)
+
+
+def test_at_phone_width_nothing_scrolls_sideways(server: ServerProcess, browser: Any) -> None:
+    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
+    try:
+        page = context.new_page()
+        page.goto(f"{server.url}/console/sign-in")
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+        sign_in(page, server)
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+        assert page.get_by_role("button", name="Sign out").is_visible()
+    finally:
+        context.close()
+
+
+def test_the_keyboard_reaches_everything(server: ServerProcess, page: Any) -> None:
+    page.goto(f"{server.url}/console/sign-in")
+    assert page.evaluate("document.activeElement.id") == "key"  # the one field, ready to type
+    page.keyboard.type(API_KEY)
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "Sign in"
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{server.url}/console")
+    reached = []
+    for _ in range(9):
+        page.keyboard.press("Tab")
+        reached.append(page.evaluate("document.activeElement.textContent.trim()"))
+    assert reached[0] == "Skip to content"  # first, before the navigation
+    assert reached[2:7] == ["Sessions", "Run a task", "Harnesses", "Keys", "Usage"]
+    assert "Sign out" in reached
+    while page.evaluate("document.activeElement.textContent.trim()") != "Sign out":
+        page.keyboard.press("Shift+Tab")
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{server.url}/console/sign-in")
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_no_serious_accessibility_violation(
+    server: ServerProcess, browser: Any, scheme: str
+) -> None:
+    context = browser.new_context(color_scheme=scheme, viewport={"width": 1100, "height": 850})
+    try:
+        page = context.new_page()
+        page.goto(f"{server.url}/console/sign-in")
+        assert serious_violations(page) == []
+        page.get_by_label("API key").fill("uhp_sk_wrong")
+        page.get_by_role("button", name="Sign in").click()
+        page.get_by_role("alert").wait_for()
+        assert serious_violations(page) == []  # the form with its error
+        sign_in(page, server)
+        assert serious_violations(page) == []
+    finally:
+        context.close()
+
+
+# -- sessions -----------------------------------------------------------------------------
+def open_session(page: Any, server: ServerProcess, session_id: str) -> None:
+    """From the list, as a person: the session's title is the link."""
+    page.goto(f"{server.url}/console")
+    page.locator(f"a.session-title[href='/console/sessions/{session_id}']").click()
+    page.wait_for_url(f"{server.url}/console/sessions/{session_id}")
+
+
+def test_a_finished_session_reads_shares_and_deletes(
+    server: ServerProcess, client: httpx.Client, context: Any, page: Any, tmp_path: Path
+) -> None:
+    prompt = (
+        "Write the quarter's report.\n"
+        "THINK I will write report.md first.\n"
+        "RUN printf '# Q3\\n\\nRevenue: 42\\n' > report.md && ls report.md\n"
+        "SAY The report is in `report.md`: revenue **42**."
+    )
+    result = create(client, {"input": prompt})
+    session_id = result["metadata"]["session_id"]
+    sign_in(page, server)
+    open_session(page, server, session_id)
+    turn = page.locator(".turn").first
+    assert "Write the quarter's report." in turn.locator(".prompt-text").inner_text()
+    assert turn.locator(".answer strong").inner_text() == "42"
+    tool = turn.locator("details.tool")
+    assert tool.count() == 1 and not tool.locator(".tool-output").is_visible()
+    tool.locator("summary").click()
+    assert "report.md" in tool.locator(".tool-output").inner_text()
+    page.screenshot(path=str(screenshot_dir(tmp_path) / "console-session.png"), full_page=True)
+
+    with page.expect_download() as pending:
+        turn.locator("a.file-link", has_text="report.md").click()
+    assert Path(pending.value.path()).read_bytes() == b"# Q3\n\nRevenue: 42\n"
+
+    page.get_by_role("button", name="Share a read-only link").click()
+    link = page.get_by_label("Shared: anyone with this link can read the session")
+    url = link.input_value()
+    assert url.startswith(f"{server.url}/s/")
+    context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page.get_by_role("button", name="Copy link").click()
+    page.locator("#copied", has_text="Link copied.").wait_for()
+    assert page.evaluate("navigator.clipboard.readText()") == url
+    assert httpx.get(url).status_code == 200
+    page.get_by_role("button", name="Stop sharing").click()
+    page.get_by_role("button", name="Share a read-only link").wait_for()
+    assert httpx.get(url).status_code == 404
+
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Delete session").click()
+    page.wait_for_url(f"{server.url}/console")
+    assert page.locator(f"a[href='/console/sessions/{session_id}']").count() == 0
+    assert client.get(f"/v1/sessions/{session_id}").status_code == 404
+
+
+def test_a_running_turn_streams_onto_the_page_and_can_be_cancelled(
+    server: ServerProcess, client: httpx.Client, page: Any
+) -> None:
+    first = create(client, {"input": "SAY first turn done"})
+    session_id = first["metadata"]["session_id"]
+    sign_in(page, server)
+    open_session(page, server, session_id)
+    words = " ".join(f"word{i}" for i in range(40))
+    running = create(
+        client,
+        {
+            "input": f"SLOW 8\nSAY {words}\nSLOW 60\nSAY never",
+            "previous_response_id": first["id"],
+            "background": True,
+        },
+    )
+    # The page notices the new turn (rendered again once: its controls change), then
+    # follows its text as it grows, without reloading.
+    second = page.locator(".turn").nth(1)
+    second.locator(".answer").wait_for(timeout=30_000)
+    page.evaluate("window.__loadedOnce = true")
+    seen = [second.locator(".answer").inner_text()]
+    while "word39" not in seen[-1]:
+        page.wait_for_timeout(300)
+        seen.append(second.locator(".answer").inner_text())
+        assert len(seen) < 200, "the answer never finished on the page"
+    assert len({len(text) for text in seen}) >= 2, "the text should grow while the turn runs"
+    assert page.evaluate("window.__loadedOnce") is True  # the same page throughout
+    assert page.locator("#session-status").inner_text() == "Running"
+    page.get_by_role("button", name="Cancel the running turn").click()
+    page.wait_for_url(f"{server.url}/console/sessions/{session_id}")
+    assert wait_terminal(client, running["id"])["status"] == "cancelled"
+    page.locator("#session-status", has_text="Cancelled").wait_for(timeout=15_000)
+
+
+def test_hostile_prompts_outputs_and_file_names_render_inert(
+    server: ServerProcess, client: httpx.Client, page: Any
+) -> None:
+    hostile_name = "<img src=x onerror=window.__pwned=1>.html"
+    prompt = (
+        "<script>window.__pwned = 'prompt'</script><b>not bold</b>\n"
+        f"RUN printf '<script>window.__pwned=2</script>' > '{hostile_name}' && ls\n"
+        "SAY <img src=x onerror=\"window.__pwned='answer'\"> [x](javascript:window.__pwned=3)"
+    )
+    result = create(client, {"input": prompt})
+    session_id = result["metadata"]["session_id"]
+    sign_in(page, server)
+    open_session(page, server, session_id)
+    page.locator("details.tool summary").click()
+    page.wait_for_timeout(300)
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert page.locator("main img, main b, main a[href^='javascript']").count() == 0
+    assert page.locator("script").count() == 1  # the console's own file
+    assert "<script>window.__pwned = 'prompt'</script>" in page.locator(".prompt-text").inner_text()
+    file_link = page.locator("a.file-link", has_text=hostile_name)
+    assert file_link.count() == 1
+    with page.expect_download() as pending:
+        file_link.click()
+    assert pending.value.suggested_filename.endswith(".html")
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    # The list shows the hostile title as text too.
+    page.goto(f"{server.url}/console")
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert page.locator("main b, main img").count() == 0
+
+
+def test_another_principals_session_is_not_there(
+    server: ServerProcess, client: httpx.Client, page: Any, other_key: str
+) -> None:
+    theirs = create(client, {"input": "SAY the default principal's own words"})
+    session_id = theirs["metadata"]["session_id"]
+    sign_in(page, server, other_key)
+    assert page.locator(f"a[href='/console/sessions/{session_id}']").count() == 0
+    for path in ("", "/state", "/files/" + "file_x"):
+        answer = page.goto(f"{server.url}/console/sessions/{session_id}{path}")
+        assert answer.status == 404
+        assert "own words" not in page.content()
+
+
+def test_the_sessions_list_filters_and_pages(
+    server: ServerProcess, client: httpx.Client, page: Any
+) -> None:
+    marker = "filterable-" + str(id(page))
+    made = [create(client, {"input": f"{marker} {n}\nSAY ok"}) for n in range(3)]
+    sign_in(page, server)
+    page.get_by_label("Title contains").fill(marker)
+    page.get_by_label("Status").select_option("completed")
+    page.get_by_role("button", name="Filter").click()
+    titles = page.locator("a.session-title").all_inner_texts()
+    assert len(titles) == 3 and all(marker in t for t in titles)
+    assert titles[0].endswith(" 2")  # newest first
+    page.get_by_label("Status").select_option("failed")
+    page.get_by_role("button", name="Filter").click()
+    assert page.locator("a.session-title").count() == 0
+    assert "No session matches" in page.locator("main").inner_text()
+    assert made
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_session_pages_have_no_serious_accessibility_violation(
+    server: ServerProcess, client: httpx.Client, browser: Any, scheme: str
+) -> None:
+    result = create(client, {"input": "THINK a plan\nRUN echo hi > hi.txt\nSAY done, see hi.txt"})
+    context = browser.new_context(color_scheme=scheme, viewport={"width": 1100, "height": 850})
+    try:
+        page = context.new_page()
+        sign_in(page, server)
+        assert serious_violations(page) == []  # the list, with its filters
+        open_session(page, server, result["metadata"]["session_id"])
+        page.locator("details.tool summary").click()
+        assert serious_violations(page) == []
+        page.get_by_role("button", name="Share a read-only link").click()
+        page.get_by_role("button", name="Copy link").wait_for()
+        assert serious_violations(page) == []
+        page.set_viewport_size(PHONE)
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    finally:
+        context.close()
+
+
+# -- running a task -----------------------------------------------------------------------
+def test_run_a_task_watch_it_stream_and_continue_it(
+    server: ServerProcess, client: httpx.Client, page: Any
+) -> None:
+    sign_in(page, server)
+    page.get_by_role("link", name="Run a task").click()
+    page.wait_for_url(f"{server.url}/console/run")
+    words = " ".join(f"step{i}" for i in range(30))
+    page.get_by_label("Prompt").fill(f"Console run\nSLOW 4\nSAY {words}")
+    page.get_by_role("button", name="Run").click()
+    page.wait_for_url(f"{server.url}/console/sessions/*")
+    session_id = page.url.rsplit("/", 1)[1]
+    assert client.get(f"/v1/sessions/{session_id}").status_code == 200  # the API sees it
+    page.locator(".turn .answer", has_text="step29").wait_for(timeout=60_000)
+    page.locator("#session-status", has_text="Completed").wait_for(timeout=15_000)
+
+    page.get_by_label("Prompt").fill("SAY the second turn, same session")
+    page.get_by_role("button", name="Send").click()
+    page.locator(".turn").nth(1).locator(".answer", has_text="second turn").wait_for(timeout=60_000)
+    turns = client.get(f"/v1/sessions/{session_id}/turns").json()["turns"]
+    assert len(turns) == 2
+
+
+def test_a_question_waits_and_is_answered_on_the_page(
+    server: ServerProcess, client: httpx.Client, page: Any
+) -> None:
+    sign_in(page, server)
+    page.goto(f"{server.url}/console/run")
+    question = question_call(ASK_TOOL, "Which city, <b>Paris</b> or Rome?")
+    page.get_by_label("Prompt").fill(f"TOOL {ASK_TOOL} {question}\nSAY city is {{output}}")
+    page.get_by_role("button", name="Run").click()
+    page.wait_for_url(f"{server.url}/console/sessions/*")
+    asked = page.locator(".question")
+    asked.wait_for(timeout=60_000)  # the page reloads itself when the question comes
+    assert asked.locator(".question-text").inner_text() == "Which city, <b>Paris</b> or Rome?"
+    assert page.locator(".question b").count() == 0
+    page.get_by_label("Your answer").fill("Rome-4471")
+    page.get_by_role("button", name="Answer").click()
+    page.locator(".answer", has_text="city is Rome-4471").wait_for(timeout=60_000)
+    page.locator("#session-status", has_text="Completed").wait_for(timeout=15_000)
+    assert page.locator(".question").count() == 0
+
+
+# -- keys and usage -----------------------------------------------------------------------
+def test_create_a_key_use_it_and_revoke_it(server: ServerProcess, browser: Any, page: Any) -> None:
+    owner_key = server.create_key("console-keys")
+    sign_in(page, server, owner_key)
+    page.get_by_role("link", name="Keys").click()
+    page.get_by_role("button", name="Create a key").click()
+    new_key = page.get_by_label("The new key").input_value()
+    assert new_key.startswith("uhp_sk_")
+    assert (
+        httpx.get(
+            f"{server.url}/v1/sessions", headers={"Authorization": f"Bearer {new_key}"}
+        ).status_code
+        == 200
+    )
+    page.goto(f"{server.url}/console/keys")  # shown once: not on the page again
+    assert new_key not in page.content()
+    assert page.locator("tbody tr").count() == 2
+    # Signed in elsewhere with the new key; revoking it here signs that browser out.
+    elsewhere = browser.new_context()
+    try:
+        other = elsewhere.new_page()
+        sign_in(other, server, new_key)
+        page.on("dialog", lambda dialog: dialog.accept())
+        page.locator("tbody tr").first.get_by_role("button", name="Revoke").click()  # newest
+        page.locator("tbody tr", has_text="Revoked").wait_for()
+        assert page.locator("tbody tr", has_text="Active").count() == 1  # the owner's
+        answer = httpx.get(
+            f"{server.url}/v1/sessions", headers={"Authorization": f"Bearer {new_key}"}
+        )
+        assert answer.status_code == 401
+        assert not is_signed_in(other, server)
+        assert is_signed_in(page, server)
+    finally:
+        elsewhere.close()
+
+
+def test_usage_shows_this_principals_turns(server: ServerProcess, page: Any) -> None:
+    key = server.create_key("console-usage")
+    with httpx.Client(
+        base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=120
+    ) as theirs:
+        create(theirs, {"input": "SAY counted"})
+    sign_in(page, server, key)
+    page.get_by_role("link", name="Usage").click()
+    assert page.locator("tbody tr").count() == 1
+    cells = page.locator("tbody tr td").all_inner_texts()
+    assert cells[2] == "1"  # one turn on its harness today
+    assert int(cells[3]) > 0  # the scripted provider reports input tokens
+    assert serious_violations(page) == []
+    page.get_by_role("link", name="Keys").click()
+    assert serious_violations(page) == []
+
+
+# -- file previews --------------------------------------------------------------------------
+PIXEL_PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
+)
+
+
+def test_files_preview_as_text_and_image_and_download(
+    server: ServerProcess, client: httpx.Client, page: Any
+) -> None:
+    prompt = (
+        "Make the files.\n"
+        "RUN printf '<script>window.__pwned=1</script>\\nline two\\n' > notes.txt"
+        f" && echo {PIXEL_PNG} | base64 -d > pixel.png"
+        ' && printf \'<svg xmlns="http://www.w3.org/2000/svg" onload="window.__pwned=2"/>\''
+        " > drawing.svg && printf 'x' > data.bin\n"
+        "SAY made"
+    )
+    result = create(client, {"input": prompt})
+    session_id = result["metadata"]["session_id"]
+    sign_in(page, server)
+    open_session(page, server, session_id)
+    files = page.locator(".session-files li")
+    assert sorted(files.locator("span:not(.size):not(.visually-hidden)").all_inner_texts()) == [
+        "data.bin",
+        "drawing.svg",
+        "notes.txt",
+        "pixel.png",
+    ]
+    page.get_by_role("link", name="Preview notes.txt").click()
+    assert page.locator("h1").inner_text() == "notes.txt"
+    assert page.locator("pre.file-text").inner_text() == (
+        "<script>window.__pwned=1</script>\nline two\n"
+    )
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    page.go_back()
+    page.get_by_role("link", name="Preview pixel.png").click()
+    image = page.locator("img.file-image")
+    image.wait_for()
+    page.wait_for_function("document.querySelector('img.file-image').complete")
+    assert page.evaluate("document.querySelector('img.file-image').naturalWidth") == 1
+    page.go_back()
+    page.get_by_role("link", name="Preview drawing.svg").click()
+    assert page.locator("img").count() == 0  # an SVG is a document: never drawn here
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    page.go_back()
+    page.get_by_role("link", name="Preview data.bin").click()
+    assert "no preview" in page.locator("main").inner_text()
+    with page.expect_download() as pending:
+        page.get_by_role("link", name="Download").click()
+    assert Path(pending.value.path()).read_bytes() == b"x"
+    assert serious_violations(page) == []
+
+
+def test_a_task_runs_with_attached_files(
+    server: ServerProcess, client: httpx.Client, page: Any, tmp_path: Path
+) -> None:
+    first = tmp_path / "<img src=x onerror=window.__pwned=1>brief.txt"
+    first.write_text("the brief says 7731\n")
+    second = tmp_path / "data.csv"
+    second.write_text("a,b\n1,2\n")
+    sign_in(page, server)
+    page.goto(f"{server.url}/console/run")
+    for path in (first, second):
+        page.get_by_label("Attach a file").set_input_files(str(path))
+        page.get_by_role("button", name="Attach", exact=True).click()
+        page.wait_for_url(f"{server.url}/console/run?files=*")
+    attached = page.locator("ul.attachments li").all_inner_texts()
+    # The server keeps a safe name (files/filenames.py), and the page shows it as text.
+    assert attached == [safe_filename(first.name), "data.csv"]
+    assert page.locator("main img").count() == 0
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    page.get_by_label("Prompt").fill("RUN ls && cat ./*brief*.txt\nSAY {output}")
+    page.get_by_role("button", name="Run").click()
+    page.wait_for_url(f"{server.url}/console/sessions/*")
+    page.locator(".answer", has_text="the brief says 7731").wait_for(timeout=60_000)
+    assert page.locator(".prompt .attachment").all_inner_texts() == attached
+
+
+# -- harnesses ----------------------------------------------------------------------------
+def test_create_edit_use_and_delete_a_harness(
+    server: ServerProcess, client: httpx.Client, page: Any
+) -> None:
+    sign_in(page, server)
+    page.get_by_role("link", name="Harnesses").click()
+    page.get_by_label("Name").fill("Console <i>harness</i>")
+    page.get_by_label("Instructions").fill("Answer briefly.")
+    page.get_by_role("button", name="Create").click()
+    page.wait_for_url(f"{server.url}/console/harnesses/*")
+    harness_id = page.url.rsplit("/", 1)[1]
+    assert page.locator("h1").inner_text() == "Console <i>harness</i>"
+    assert page.locator("main i").count() == 0
+    models = page.locator("section[aria-labelledby='models-heading'] tbody tr")
+    assert models.count() >= 1
+    assert "Yes" in models.all_inner_texts()[0]  # the scripted provider serves it
+    # Edit the whole configuration as JSON: a GET→PUT round trip with one change.
+    configuration = page.get_by_label("The harness as")
+    body = json.loads(configuration.input_value())
+    assert body["systemPrompt"] == "Answer briefly."
+    body["systemPrompt"] = "Answer in one word."
+    configuration.fill(json.dumps(body))
+    page.get_by_role("button", name="Save").click()
+    page.wait_for_url(f"{server.url}/console/harnesses/{harness_id}")
+    stored = client.get(f"/v1/harnesses/{harness_id}").json()
+    assert stored["systemPrompt"] == "Answer in one word."
+    # A configuration the engine refuses is said on a page, nothing changed.
+    page.get_by_label("The harness as").fill('{"base": "another", "systemPrompt": 1}')
+    page.get_by_role("button", name="Save").click()
+    assert page.locator("h1").inner_text() == "Not possible"
+    assert client.get(f"/v1/harnesses/{harness_id}").json()["systemPrompt"] == (
+        "Answer in one word."
+    )
+    page.goto(f"{server.url}/console/harnesses/{harness_id}")
+    assert serious_violations(page) == []
+    # Use it: a task run on it from the console.
+    page.goto(f"{server.url}/console/run")
+    page.get_by_label("Harness", exact=True).select_option(harness_id)
+    page.get_by_label("Prompt").fill("SAY ran on the new harness")
+    page.get_by_role("button", name="Run").click()
+    page.wait_for_url(f"{server.url}/console/sessions/*")
+    session_id = page.url.rsplit("/", 1)[1]
+    page.locator(".answer", has_text="ran on the new harness").wait_for(timeout=60_000)
+    assert client.get(f"/v1/sessions/{session_id}").json()["harness_id"] == harness_id
+    page.goto(f"{server.url}/console/harnesses/{harness_id}")
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Delete harness").click()
+    page.wait_for_url(f"{server.url}/console/harnesses")
+    assert client.get(f"/v1/harnesses/{harness_id}").status_code == 404
