@@ -1,0 +1,145 @@
+"""The `acp` base end to end, with each of its two real test agents (claude-code-acp,
+codex-acp, installed by `uhp-server bases install acp`): a harness names the agent, the server
+runs it in the sandbox through the gateway against the scripted provider.
+
+Run one agent at a time: `pytest tests/test_acp_e2e.py -k claude-code-acp -x`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import API_KEY, PROVIDER_KEY, installed_tools, server_env
+from tests.scripted_provider.fixture import RunningProvider, start_provider
+from tests.support.acp_agents import AGENTS, harness_body
+from tests.support.schema import check_stream
+from tests.support.server import ServerProcess
+from tests.support.sse import read_stream
+from tests.test_tasks_e2e import create, message_text, wait_terminal
+
+pytestmark = pytest.mark.slow
+
+# Models each agent knows by name (Codex puts a warning about an unknown model's metadata in
+# its reply), served by the scripted provider.
+MODEL = {"claude-code-acp": "claude-test", "codex-acp": "gpt-5.4"}
+
+
+@pytest.fixture(scope="module")
+def acp_provider() -> Iterator[RunningProvider]:
+    running = start_provider(PROVIDER_KEY, sorted(set(MODEL.values())))
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, acp_provider: RunningProvider
+) -> Iterator[ServerProcess]:
+    installed_tools("acp")
+    env = server_env(
+        acp_provider,
+        UHP_BASES="acp",
+        UHP_OPENAI_DEFAULT_MODEL=MODEL["codex-acp"],
+        UHP_ANTHROPIC_DEFAULT_MODEL=MODEL["claude-code-acp"],
+    )
+    running = ServerProcess(tmp_path_factory.mktemp("acp-server"), env).start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def client(server: ServerProcess) -> Iterator[httpx.Client]:
+    with httpx.Client(
+        base_url=server.url, headers={"Authorization": f"Bearer {API_KEY}"}, timeout=180
+    ) as http:
+        yield http
+
+
+@pytest.fixture(scope="module", params=sorted(AGENTS))
+def agent(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(scope="module")
+def harness(client: httpx.Client, agent: str) -> str:
+    body = {**harness_body(agent), "default_model": MODEL[agent]}
+    created = client.post("/v1/harnesses", json=body)
+    assert created.status_code == 200, created.text
+    return str(created.json()["id"])
+
+
+def task(harness: str, text: str, **extra: Any) -> dict[str, Any]:
+    return {"input": text, "metadata": {"harness_id": harness}, **extra}
+
+
+def test_a_text_turn_streams_the_agents_reply(client: httpx.Client, harness: str) -> None:
+    stream = read_stream(
+        client, "POST", "/v1/responses", json=task(harness, "SAY hello from acp", stream=True)
+    )
+    final = check_stream(stream.events)
+    assert final["status"] == "completed", final.get("error")
+    assert message_text(final) == "hello from acp"
+    deltas = [e for e in stream.events if e["type"] == "response.output_text.delta"]
+    assert len(deltas) > 1, "text must arrive as real deltas"
+    assert final["metadata"]["harness_id"] == harness
+
+
+def test_a_tool_call_is_an_item_with_its_output(client: httpx.Client, harness: str) -> None:
+    result = create(client, task(harness, "RUN echo tool-ran > ran.txt; cat ran.txt\nSAY done"))
+    assert result["status"] == "completed", result.get("error")
+    calls = [i for i in result["output"] if i["type"] == "function_call"]
+    outputs = [i for i in result["output"] if i["type"] == "function_call_output"]
+    assert calls and outputs
+    assert "echo tool-ran" in calls[0]["arguments"]
+    assert outputs[0]["call_id"] == calls[0]["call_id"]
+    assert "tool-ran" in outputs[0]["output"]
+    assert message_text(result).endswith("done")
+
+
+def test_a_second_task_resumes_the_agents_conversation(client: httpx.Client, harness: str) -> None:
+    first = create(client, task(harness, "REMEMBER tangerine\nSAY noted"))
+    assert first["status"] == "completed", first.get("error")
+    second = create(
+        client,
+        {**task(harness, "RECALL"), "previous_response_id": first["id"]},
+    )
+    assert second["status"] == "completed", second.get("error")
+    assert second["metadata"]["session_id"] == first["metadata"]["session_id"]
+    assert "tangerine" in message_text(second)
+    assert "resume" not in message_text(second).lower()  # no "could not be resumed" notice
+
+
+def test_a_cancelled_turn_stops_the_agent(client: httpx.Client, harness: str) -> None:
+    started = create(client, task(harness, "RUN sleep 60\nSAY too late", background=True))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # until the command runs
+        current = client.get(f"/v1/responses/{started['id']}").json()
+        if any(i["type"] == "function_call" for i in current["output"]):
+            break
+        time.sleep(0.3)
+    begun = time.monotonic()
+    cancelled = client.post(f"/v1/responses/{started['id']}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+    final = wait_terminal(client, started["id"], timeout=30)
+    assert final["status"] == "cancelled"
+    assert time.monotonic() - begun < 30
+    assert "too late" not in message_text(final)
+
+
+def test_the_agent_gets_the_gateway_and_its_token_only(
+    client: httpx.Client, harness: str, tmp_path: Path
+) -> None:
+    result = create(client, task(harness, "RUN env | sort\nSAY {output}"))
+    assert result["status"] == "completed", result.get("error")
+    seen = "".join(
+        i.get("output", "") for i in result["output"] if i["type"] == "function_call_output"
+    )
+    assert "sk-scripted-provider-secret" not in seen
+    assert "server-secret-do-not-leak" not in seen
+    assert "/gateway/" in seen  # the base URL it was given is the gateway's
