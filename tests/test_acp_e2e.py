@@ -7,7 +7,9 @@ Run one agent at a time: `pytest tests/test_acp_e2e.py -k claude-code-acp -x`.
 
 from __future__ import annotations
 
+import json
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,8 @@ def server(
         UHP_BASES="acp",
         UHP_OPENAI_DEFAULT_MODEL=MODEL["codex-acp"],
         UHP_ANTHROPIC_DEFAULT_MODEL=MODEL["claude-code-acp"],
+        # The Oumi door's model connection (the question test) is a provider on loopback.
+        UHP_MODEL_CONNECTION_ALLOW_PRIVATE_HOSTS="true",
     )
     running = ServerProcess(tmp_path_factory.mktemp("acp-server"), env).start()
     yield running
@@ -130,6 +134,63 @@ def test_a_cancelled_turn_stops_the_agent(client: httpx.Client, harness: str) ->
     assert final["status"] == "cancelled"
     assert time.monotonic() - begun < 30
     assert "too late" not in message_text(final)
+
+
+def test_a_question_pauses_the_turn_until_the_user_answers(
+    server: ServerProcess, acp_provider: RunningProvider, harness: str, agent: str
+) -> None:
+    """Through the Oumi door, whose tasks take questions: the agent calls the server's
+    question tool (an MCP server the agent takes over ACP), the turn waits as
+    input_required, and the answer reaches the model."""
+    endpoint = f"{server.url}/oumi/harnesses/{harness}"
+    http = httpx.Client(headers={"Authorization": f"Bearer {API_KEY}"}, timeout=60)
+    connection = {"base_url": acp_provider.base_url, "model": MODEL[agent], "api_key": PROVIDER_KEY}
+    # Claude Code defers MCP tools (listing none): its model calls the tool by its full name.
+    tool = "mcp__uhp-user__ask_user" if agent == "claude-code-acp" else "ask_user"
+    question = json.dumps({"question": "Which colour, teal or red?"})
+    body = {
+        "protocol_version": "1",
+        "session_id": "ses_" + uuid.uuid4().hex,
+        "invocation_id": uuid.uuid4().hex,
+        "session_action": "start",
+        "input_messages": [
+            {"role": "user", "content": f"TOOL {tool} {question}\nSAY colour is {{output}}"}
+        ],
+        "model_connection": connection,
+    }
+
+    def wait(until: tuple[str, ...]) -> dict[str, Any]:
+        deadline = time.monotonic() + 150
+        while time.monotonic() < deadline:
+            status = http.get(
+                f"{endpoint}/get_status", params={"invocation_id": body["invocation_id"]}
+            ).json()
+            if status["status"] in until:
+                return dict(status)
+            time.sleep(0.3)
+        raise AssertionError(f"the invocation stayed {status['status']}")
+
+    assert http.post(f"{endpoint}/submit", json=body).status_code == 202
+    assert wait(("input_required", "completed", "failed"))["status"] == "input_required"
+    paused = http.get(
+        f"{endpoint}/collect_output", params={"invocation_id": body["invocation_id"]}
+    ).json()
+    (call,) = paused["messages"][-1]["tool_calls"]
+    assert json.loads(call["function"]["arguments"])["question"] == "Which colour, teal or red?"
+    resume = {
+        **body,
+        "session_action": "resume",
+        "input_messages": [{"role": "tool", "tool_call_id": call["id"], "content": "teal-4471"}],
+    }
+    assert http.post(f"{endpoint}/submit", json=resume).status_code in (200, 202)
+    status = wait(("completed", "failed"))
+    assert status["status"] == "completed", status
+    output = http.get(
+        f"{endpoint}/collect_output", params={"invocation_id": body["invocation_id"]}
+    ).json()
+    # The tool's result as the agent hands it to its model (Codex: MCP content blocks as JSON).
+    reply = output["messages"][-1]["content"]
+    assert reply.startswith("colour is ") and "teal-4471" in reply
 
 
 def test_the_agent_gets_the_gateway_and_its_token_only(
