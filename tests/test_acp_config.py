@@ -73,6 +73,7 @@ def test_a_harness_names_its_agent_and_gets_it_back_without_its_secrets(
     assert again.json()[FIELD] == config
     db = app_context(http).db
     row = db.run(get_harness, principal_id(http), harness["id"])
+    assert row is not None
     resolved, secrets = db.run(resolve_secrets, row.principal_id, row.config[FIELD])
     assert resolved["env"]["MY_AGENT_API_KEY"] == "sk-agent-secret-1"
     assert secrets == ["sk-agent-secret-1"]

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import API_KEY, PROVIDER_KEY, installed_tools, server_env
+from tests.conftest import API_KEY, PROVIDER_KEY, TEST_SANDBOX, installed_tools, server_env
 from tests.scripted_provider.fixture import RunningProvider, start_provider
 from tests.support.acp_agents import AGENTS, harness_body
 from tests.support.schema import check_stream
@@ -44,6 +44,10 @@ def server(
     tmp_path_factory: pytest.TempPathFactory, acp_provider: RunningProvider
 ) -> Iterator[ServerProcess]:
     installed_tools("acp")
+    if TEST_SANDBOX == "docker":
+        from tests.support.docker import runtime_image_or_skip
+
+        runtime_image_or_skip()
     env = server_env(
         acp_provider,
         UHP_BASES="acp",
@@ -148,7 +152,7 @@ def test_a_question_pauses_the_turn_until_the_user_answers(
     # Claude Code defers MCP tools (listing none): its model calls the tool by its full name.
     tool = "mcp__uhp-user__ask_user" if agent == "claude-code-acp" else "ask_user"
     question = json.dumps({"question": "Which colour, teal or red?"})
-    body = {
+    body: dict[str, Any] = {
         "protocol_version": "1",
         "session_id": "ses_" + uuid.uuid4().hex,
         "invocation_id": uuid.uuid4().hex,
@@ -159,12 +163,12 @@ def test_a_question_pauses_the_turn_until_the_user_answers(
         "model_connection": connection,
     }
 
+    invocation = {"invocation_id": str(body["invocation_id"])}
+
     def wait(until: tuple[str, ...]) -> dict[str, Any]:
         deadline = time.monotonic() + 150
         while time.monotonic() < deadline:
-            status = http.get(
-                f"{endpoint}/get_status", params={"invocation_id": body["invocation_id"]}
-            ).json()
+            status = http.get(f"{endpoint}/get_status", params=invocation).json()
             if status["status"] in until:
                 return dict(status)
             time.sleep(0.3)
@@ -172,9 +176,7 @@ def test_a_question_pauses_the_turn_until_the_user_answers(
 
     assert http.post(f"{endpoint}/submit", json=body).status_code == 202
     assert wait(("input_required", "completed", "failed"))["status"] == "input_required"
-    paused = http.get(
-        f"{endpoint}/collect_output", params={"invocation_id": body["invocation_id"]}
-    ).json()
+    paused = http.get(f"{endpoint}/collect_output", params=invocation).json()
     (call,) = paused["messages"][-1]["tool_calls"]
     assert json.loads(call["function"]["arguments"])["question"] == "Which colour, teal or red?"
     resume = {
@@ -185,9 +187,7 @@ def test_a_question_pauses_the_turn_until_the_user_answers(
     assert http.post(f"{endpoint}/submit", json=resume).status_code in (200, 202)
     status = wait(("completed", "failed"))
     assert status["status"] == "completed", status
-    output = http.get(
-        f"{endpoint}/collect_output", params={"invocation_id": body["invocation_id"]}
-    ).json()
+    output = http.get(f"{endpoint}/collect_output", params=invocation).json()
     # The tool's result as the agent hands it to its model (Codex: MCP content blocks as JSON).
     reply = output["messages"][-1]["content"]
     assert reply.startswith("colour is ") and "teal-4471" in reply
