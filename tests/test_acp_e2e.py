@@ -23,6 +23,7 @@ from tests.support.acp_agents import AGENTS, harness_body
 from tests.support.schema import check_stream
 from tests.support.server import ServerProcess
 from tests.support.sse import read_stream
+from tests.test_sessions_e2e import files_holding
 from tests.test_tasks_e2e import create, message_text, wait_terminal
 
 pytestmark = pytest.mark.slow
@@ -138,6 +139,45 @@ def test_a_cancelled_turn_stops_the_agent(client: httpx.Client, harness: str) ->
     assert final["status"] == "cancelled"
     assert time.monotonic() - begun < 30
     assert "too late" not in message_text(final)
+
+
+def test_the_step_budget_stops_the_turn(client: httpx.Client, harness: str) -> None:
+    result = create(client, task(harness, "LOOP", max_step=2))
+    assert result["status"] == "incomplete", result.get("error")
+    assert result["incomplete_details"] == {"reason": "max_step", "max_step": 2}
+    assert len([i for i in result["output"] if i["type"] == "function_call"]) == 2
+
+
+def test_a_file_the_agent_writes_is_an_artifact(client: httpx.Client, harness: str) -> None:
+    result = create(client, task(harness, "RUN echo acp-artifact > made.txt\nSAY saved"))
+    assert result["status"] == "completed", result.get("error")
+    listed = client.get(f"/v1/sessions/{result['metadata']['session_id']}/files").json()
+    (made,) = [f for f in listed["files"] if f["filename"] == "made.txt"]
+    assert made["bytes"] == len("acp-artifact\n")
+
+
+def test_a_store_false_turn_leaves_nothing_in_the_agent_home(
+    client: httpx.Client, server: ServerProcess, harness: str
+) -> None:
+    """The agent's conversation files (the paths its harness names) of an unkept turn are put
+    back as they were; the kept conversation before it stays."""
+    tag = uuid.uuid4().hex[:12]
+    first = create(client, task(harness, f"REMEMBER kept{tag}"))
+    assert first["status"] == "completed", first.get("error")
+    unkept = create(
+        client,
+        {
+            **task(harness, f"unkept-prompt-{tag}\nSAY unkept-reply-{tag}", store=False),
+            "previous_response_id": first["id"],
+        },
+    )
+    assert unkept["status"] == "completed", unkept.get("error")
+    after = create(client, {**task(harness, "SAY after"), "previous_response_id": unkept["id"]})
+    assert after["status"] == "completed", after.get("error")
+    home = server.data_dir / "sessions" / first["metadata"]["session_id"] / "home"
+    left = files_holding(home, f"kept{tag}", f"unkept-prompt-{tag}", f"unkept-reply-{tag}")
+    assert left[f"kept{tag}"], "the kept conversation stays where the agent keeps it"
+    assert left[f"unkept-prompt-{tag}"] == [] and left[f"unkept-reply-{tag}"] == [], left
 
 
 def test_a_question_pauses_the_turn_until_the_user_answers(
