@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import abc
 from base64 import b64encode
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from harness_bases.turns import AgentTurn
 
@@ -174,6 +174,21 @@ class Process(Protocol):
     def stderr_tail(self) -> str: ...
 
 
+class BaseConfigError(ValueError):
+    """A harness's configuration of its base (`uhpserver_baseConfig`) is refused: `param` is
+    the field's path inside it ("" for the whole object, "command[0]", "env.FOO")."""
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(message)
+        self.param = param
+        self.message = message
+
+
+# Stores a secret a base configuration holds (value, its param) and returns the reference the
+# configuration keeps in its place; a reference sent back is checked and kept as it is.
+SecretSealer = Callable[[str, str], str]
+
+
 @dataclass(frozen=True)
 class Enforcement:
     """What a base can really enforce, reported truthfully to clients."""
@@ -247,6 +262,24 @@ class HarnessBase(abc.ABC):
     # (Gemini CLI): the driver then reports a new session's id only once its first turn
     # finished, and an answer to a parked question repeats the request it was asked about.
     forgets_unfinished_turns: bool = False
+
+    # -- a harness's own configuration of its base (most bases take none) ---------------------
+    def parse_base_config(
+        self, raw: Any, seal: SecretSealer, wires: Mapping[str, str]
+    ) -> dict[str, Any] | None:
+        """Validate a harness's `uhpserver_baseConfig` into the JSON object it keeps (secrets
+        sealed through `seal`, only their references kept); `wires`: each registered wire's
+        backend. BaseConfigError names the field that is wrong. A base that takes none refuses
+        any but null."""
+        if raw is None:
+            return None
+        raise BaseConfigError("", f"The {self.label} base takes no configuration of its own.")
+
+    def for_harness(self, config: dict[str, Any] | None, wires: Mapping[str, str]) -> HarnessBase:
+        """The base as one harness configured it (`config`: what `parse_base_config` kept,
+        secrets resolved when a turn runs it), or itself for a base that takes none.
+        BaseConfigError when that harness cannot run a turn (a reason for its user)."""
+        return self
 
     @abc.abstractmethod
     def install(self, tools_dir: Path) -> None:

@@ -7,10 +7,13 @@
 # started. The suite is installed, never copied, into a venv of its own outside the project.
 #
 # Usage: bash scripts/conformance.sh [--base codex|claude-code|…] [--sandbox local|docker]
-#          [--class core|extended|full] [--protocol 2026-10-04|2026-08-11] [--only ID,ID]
+#          [--acp-agent claude-code-acp|codex-acp] [--class core|extended|full] [--protocol 2026-10-04|2026-08-11] [--only ID,ID]
 #          [--json PATH] [--keep] [-- SUITE-ARGS]
 #   --base      the harness base the tasks run on (UHP_BASES); default codex
 #   --sandbox   local (bubblewrap) or docker; default local
+#   --acp-agent with --base acp (and only then): the test agent the tasks run on, one of
+#               tests/support/acp_agents.py's; a harness naming it is created and the suite
+#               runs its tasks on it (--harness-id)
 #   --class     the suite's class; default full
 #   --protocol  2026-10-04 (default): the current suite (95 checks), as a client that sends no
 #               UHP-Version and so gets the newest version; 2026-08-11: that version's own
@@ -35,11 +38,13 @@ cd "$(dirname "$0")/.."
 repo=$PWD
 
 base=codex sandbox=local class=full protocol=2026-10-04 only="" report="" keep="" suite_args=()
+acp_agent=""
 usage() { sed -n '/^# Usage:/,/^# Exit status/p' "$0" >&2; exit "${1:-2}"; }
 while (($#)); do
   case $1 in
     --base) base=${2:?}; shift 2 ;;
     --sandbox) sandbox=${2:?}; shift 2 ;;
+    --acp-agent) acp_agent=${2:?}; shift 2 ;;
     --class) class=${2:?}; shift 2 ;;
     --protocol) protocol=${2:?}; shift 2 ;;
     --only) only=${2:?}; shift 2 ;;
@@ -52,6 +57,13 @@ while (($#)); do
 done
 [[ $sandbox == local || $sandbox == docker ]] || usage
 [[ $protocol == 2026-10-04 || $protocol == 2026-08-11 ]] || usage
+if [[ $base == acp ]]; then
+  [[ $acp_agent == claude-code-acp || $acp_agent == codex-acp ]] ||
+    { echo "--base acp needs --acp-agent claude-code-acp|codex-acp" >&2; exit 2; }
+else
+  [[ -z $acp_agent ]] || { echo "--acp-agent goes with --base acp only" >&2; exit 2; }
+fi
+label=$base${acp_agent:+-$acp_agent}  # what runs the tasks, in report names
 
 home=${UHP_CONFORMANCE_HOME:-$HOME/.cache/uhp-conformance}
 python=$repo/.venv/bin/python
@@ -59,13 +71,13 @@ python=$repo/.venv/bin/python
 if [[ $protocol == 2026-10-04 ]]; then
   suite_src=${UHP_CONFORMANCE_SUITE:-$repo/../shared/spec/conformance}
   venv=$home/venv
-  report=${report:-$home/report-$base-$sandbox.json}
+  report=${report:-$home/report-$label-$sandbox.json}
   [[ -f $suite_src/pyproject.toml ]] || { echo "no conformance suite at $suite_src" >&2; exit 2; }
 else
   suite_src=${UHP_CONFORMANCE_SUITE_2026_08_11:-$repo/../shared/spec/conformance-2026.8.11}
   [[ -n ${UHP_CONFORMANCE_SUITE_2026_08_11:-} || -d $suite_src ]] || suite_src=$home/suite-2026.8.11
   venv=$home/venv-2026-08-11
-  report=${report:-$home/report-$base-$sandbox-2026-08-11.json}
+  report=${report:-$home/report-$label-$sandbox-2026-08-11.json}
   [[ -f $suite_src/conformance/pyproject.toml && -f $suite_src/schema/uhp-2026-08-11.schema.json ]] ||
     { echo "no 2026-08-11 conformance suite (conformance/ and schema/) at $suite_src" >&2; exit 2; }
 fi
@@ -99,12 +111,18 @@ if [[ ! -x $venv/bin/uhp-conformance || $(cat "$venv/.suite-stamp" 2>/dev/null) 
 fi
 exec {install_lock}>&-
 
-# The model the base's wire reaches (tests/conftest.py's defaults).
+# The model the base's wire reaches (tests/conftest.py's defaults); for an ACP test agent,
+# the one its end-to-end tests use (tests/test_acp_e2e.py: Codex knows gpt-5.4 by name).
 backend=$("$python" -c "from harness_bases import registry; print(registry()['$base'].backend)" \
   2>/dev/null) || { echo "no base named $base" >&2; exit 2; }
 case $backend in
   anthropic) model=claude-test ;;
   *) model=gpt-test ;;
+esac
+openai_default=gpt-test
+case $acp_agent in
+  claude-code-acp) model=claude-test ;;
+  codex-acp) model=gpt-5.4 openai_default=gpt-5.4 ;;
 esac
 if [[ $sandbox == docker ]]; then
   bash scripts/docker-engine.sh
@@ -140,7 +158,8 @@ wait_for() {
 
 provider_key=sk-conformance-provider
 setsid "$python" -m tests.scripted_provider --port 0 --api-key "$provider_key" \
-  --models gpt-test,gpt-test-mini,claude-test,claude-test-mini >"$work/provider.log" 2>&1 &
+  --models gpt-test,gpt-test-mini,claude-test,claude-test-mini${acp_agent:+,gpt-5.4} \
+  >"$work/provider.log" 2>&1 &
 pids+=($!)
 wait_for "the scripted provider" "$work/provider.log" "$!" grep -q '^listening ' "$work/provider.log"
 provider_url=$(sed -n 's/^listening //p' "$work/provider.log")
@@ -163,7 +182,7 @@ server_env=(PATH="$PATH" HOME="$HOME")
 while IFS= read -r var; do server_env+=("$var"); done < <(env | grep '^UHP_' || true)
 server_env+=(
   UHP_DATA_DIR="$data" UHP_BASES="$base" UHP_SANDBOX="$sandbox"
-  UHP_OPENAI_DEFAULT_MODEL=gpt-test UHP_ANTHROPIC_DEFAULT_MODEL=claude-test
+  UHP_OPENAI_DEFAULT_MODEL="$openai_default" UHP_ANTHROPIC_DEFAULT_MODEL=claude-test
   OPENAI_API_KEY="$provider_key" OPENAI_BASE_URL="$provider_url/v1"
   ANTHROPIC_API_KEY="$provider_key" ANTHROPIC_BASE_URL="$provider_url"
   # The fixture is on this machine's loopback; a deployment's MCP servers would not be.
@@ -182,13 +201,23 @@ version=$("$python" -c 'import importlib.metadata as m; print(m.version("uhp-ser
 args=(--base-url "http://127.0.0.1:$port" --api-key "$api_key" --class "$class" --plain
   --model "$model" --json "$report")
 [[ -n $only ]] && args+=(--only "$only")
+if [[ -n $acp_agent ]]; then  # a harness naming the agent; the suite's tasks run on it
+  harness=$("$python" -m tests.support.acp_agents "$acp_agent" | "$python" -c '
+import json, sys, httpx
+body = {**json.load(sys.stdin), "default_model": sys.argv[3]}
+answer = httpx.post(sys.argv[1] + "/v1/harnesses", json=body, timeout=30,
+                    headers={"Authorization": "Bearer " + sys.argv[2]})
+answer.raise_for_status()
+print(answer.json()["id"])' "http://127.0.0.1:$port" "$api_key" "$model")
+  args+=(--harness-id "$harness")
+fi
 suite_version=$("$venv/bin/python" -c 'import uhp_conformance as u; print(u.__version__)')
-echo "uhp-conformance $suite_version, UHP $protocol, class $class: base $base, model $model," \
+echo "uhp-conformance $suite_version, UHP $protocol, class $class: base $label, model $model," \
   "$sandbox sandbox, server $version"
 status=0
 if [[ $protocol == 2026-10-04 ]]; then
   args+=(--plugin-mcp-url "http://127.0.0.1:$fixture_port/mcp"
-    --label "UHP Server $version ($base, $sandbox sandbox, scripted provider)")
+    --label "UHP Server $version ($label, $sandbox sandbox, scripted provider)")
   "$venv/bin/uhp-conformance" "${args[@]}" "${suite_args[@]}" || status=$?
 else
   # A client pinned to 2026-08-11: the release's own command line, every request it sends

@@ -21,6 +21,7 @@ from uhp_server.api_docs.document import SPEC_PATH
 from uhp_server.app import create_app
 from uhp_server.doors.uhp.chapters import NOT_SERVED_YET, chapters_off
 from uhp_server.doors.uhp.wire import BUILTIN_SKILLS_FIELD
+from uhp_server.harnesses.config import BASE_CONFIG_FIELD
 from uhp_server.http.route_table import mounted_routes, served_routes
 from uhp_server.settings import Settings
 
@@ -58,7 +59,9 @@ def test_every_protocol_operation_is_served_as_published(document: dict[str, Any
         for method, operation in item.items():
             assert document["paths"][path][method] == operation, f"{method} {path}"
     served = copy.deepcopy(document["components"]["schemas"])
-    served["Harness"]["properties"].pop(BUILTIN_SKILLS_FIELD)  # the one addition, below
+    served["Harness"]["properties"].pop(BUILTIN_SKILLS_FIELD)  # the additions, below
+    served["Harness"]["properties"].pop(BASE_CONFIG_FIELD)
+    served["HarnessCreate"]["properties"].pop(BASE_CONFIG_FIELD)
     for name, schema in spec["components"]["schemas"].items():
         assert served[name] == schema
 
@@ -70,6 +73,16 @@ def test_the_harness_schema_names_this_servers_one_field_as_an_extension(
     assert BUILTIN_SKILLS_FIELD.startswith("uhpserver_")  # the vendor prefix of its error codes
     assert field["x-uhp-server-extension"] is True and field["readOnly"] is True
     assert field["items"] == {"$ref": "#/components/schemas/Skill"}
+
+
+def test_the_base_configuration_is_named_as_an_extension_where_it_is_read_and_written(
+    document: dict[str, Any],
+) -> None:
+    assert BASE_CONFIG_FIELD.startswith("uhpserver_")
+    schemas = document["components"]["schemas"]
+    for schema in ("Harness", "HarnessCreate"):
+        field = schemas[schema]["properties"][BASE_CONFIG_FIELD]
+        assert field["x-uhp-server-extension"] is True and "acp" in field["description"]
 
 
 def test_every_route_the_app_serves_is_in_the_document(

@@ -54,6 +54,13 @@ class AcpBase(HarnessBase):
         ]
         return remote + stdio
 
+    def offered_mcp_servers(
+        self, turn: TurnSpec, capabilities: dict[str, Any]
+    ) -> tuple[list[dict[str, Any]], list[ev.Notice]]:
+        """`mcpServers` for this agent, given the capabilities its `initialize` answer
+        advertised, and notices for servers left out. Default: `acp_mcp_servers` whole."""
+        return self.acp_mcp_servers(turn), []
+
     def session_loaded(self, result: Any) -> bool:
         """Whether a `session/load` answer (not an error) means the session was loaded."""
         return True

@@ -156,7 +156,10 @@ class AcpTurn(AgentTurn):
     async def _open_session(self) -> AsyncIterator[ev.AgentEvent]:
         """Load the turn's native session when there is one, else start a new one."""
         rpc, turn = self.rpc, self.turn
-        where = {"cwd": turn.paths.workspace, "mcpServers": self.base.acp_mcp_servers(turn)}
+        servers, left_out = self.base.offered_mcp_servers(turn, self.agent_capabilities)
+        for notice in left_out:
+            yield notice
+        where = {"cwd": turn.paths.workspace, "mcpServers": servers}
         if turn.native_session_id:
             if self.agent_capabilities.get("loadSession"):
                 try:

@@ -154,8 +154,15 @@ class AcpParser:
 
     def _tool_started(self, update: dict[str, Any]) -> list[ev.AgentEvent]:
         call_id = str(update.get("toolCallId") or "")
-        if not call_id or call_id in self._calls:
+        if not call_id:
             return []
+        known = self._calls.get(call_id)
+        if known is not None:
+            # Announced again while its input streams in (claude-code-acp: `{}` first, then
+            # the whole input): an update of the call, its name included, until it starts.
+            if not known.started:
+                known.name = self.tool_name(update)
+            return self._tool_updated(update)
         self._calls[call_id] = _Call(self.tool_name(update), update.get("rawInput"))
         # A `pending` call may still be receiving its input: it starts with the first update
         # that says it runs (and carries the whole input). Without a status it starts now.

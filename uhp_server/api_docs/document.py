@@ -28,6 +28,7 @@ from starlette.routing import Mount
 
 from uhp_server.doors.uhp.chapters import NOT_SERVED_YET, chapters_off
 from uhp_server.doors.uhp.wire import BUILTIN_SKILLS_FIELD
+from uhp_server.harnesses.config import BASE_CONFIG_FIELD
 
 SPEC_PATH = Path(__file__).resolve().parent / "uhp-2026-10-04.openapi.yaml"
 EXTENSION_TAG = "UHP Server extensions"
@@ -99,6 +100,16 @@ BUILTIN_SKILLS_PROPERTY = {
     ),
     "x-uhp-server-extension": True,
 }
+BASE_CONFIG_PROPERTY = {
+    "type": ["object", "null"],
+    "description": (
+        "This server's extension: the base's own configuration, for a base that takes one "
+        "(the `acp` base: `command`, `env`, `model_access`, `conversation_paths`; "
+        "docs/acp.md). Credential-like `env` values come back only as `uhp-secret:` "
+        "references. Other bases refuse it."
+    ),
+    "x-uhp-server-extension": True,
+}
 MISSING_RESPONSES = {
     "BadRequest": {
         "description": "The request was malformed: `invalid_input`",
@@ -133,6 +144,10 @@ def build_document(app: FastAPI) -> dict[str, Any]:
             extensions.append(served[method])
     harness = document["components"]["schemas"]["Harness"]
     harness["properties"][BUILTIN_SKILLS_FIELD] = BUILTIN_SKILLS_PROPERTY
+    harness["properties"][BASE_CONFIG_FIELD] = BASE_CONFIG_PROPERTY
+    document["components"]["schemas"]["HarnessCreate"].setdefault("properties", {})[
+        BASE_CONFIG_FIELD
+    ] = BASE_CONFIG_PROPERTY
     for name, answer in MISSING_RESPONSES.items():
         document["components"]["responses"].setdefault(name, answer)
     schemas = document["components"]["schemas"]

@@ -18,7 +18,8 @@ from storage import environments as environment_store
 from storage.tables import HarnessRow
 from storage.unit import Tx
 from uhp_server.environments.errors import environment_not_found
-from uhp_server.harnesses.config import STORED_KEYS
+from uhp_server.harnesses.base_config import parse_base_config
+from uhp_server.harnesses.config import BASE_CONFIG_FIELD, STORED_KEYS
 from uhp_server.harnesses.mcp import parse_mcp_servers
 from uhp_server.harnesses.plugins.install import parse_plugins
 from uhp_server.harnesses.plugins.namespace import check_namespace
@@ -96,7 +97,7 @@ def parse_harness_body(
     skills = parse_skills(writes, skills_raw, skills_key)
     plugins = parse_plugins(writes, plugins_raw, plugins_key, base, allow_private)
     check_namespace(mcp_servers, skills, plugins)
-    config = {
+    config: dict[str, Any] = {
         "defaultModel": _optional_text(*_field(body, "default_model")),
         "systemPrompt": _system_prompt(*_field(body, "system_prompt")),
         "disabledTools": _disabled_tools(*_field(body, "disabled_tools")),
@@ -107,6 +108,9 @@ def parse_harness_body(
         "skills": skills,
         "plugins": plugins,
     }
+    base_config = parse_base_config(writes, body.get(BASE_CONFIG_FIELD), base)
+    if base_config is not None:
+        config[BASE_CONFIG_FIELD] = base_config
     return ParsedHarness(name, config, writes)
 
 

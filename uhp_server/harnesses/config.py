@@ -22,7 +22,11 @@ STORED_KEYS = {
     "max_step": "maxStep",
     "timeout_seconds": "timeoutSeconds",
     "environment": "environment",
+    # This server's extension (vendor-prefixed): what the base itself takes from the harness
+    # (the `acp` base: the agent's command line); null for a base that takes none.
+    "base_config": "uhpserver_baseConfig",
 }
+BASE_CONFIG_FIELD = STORED_KEYS["base_config"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,7 @@ class HarnessConfig:
     max_step: int | None = None
     timeout_seconds: int | None = None
     environment: str | None = None  # the environment its tasks read (Environments §5)
+    base_config: dict[str, Any] | None = None  # the base's own (HarnessBase.parse_base_config)
 
     @classmethod
     def from_stored(cls, stored: dict[str, Any]) -> HarnessConfig:
@@ -57,7 +62,10 @@ class HarnessConfig:
 
     def stored(self) -> dict[str, Any]:
         """The JSON object a harness row keeps."""
-        return {key: getattr(self, name) for name, key in STORED_KEYS.items()}
+        stored = {key: getattr(self, name) for name, key in STORED_KEYS.items()}
+        if self.base_config is None:  # rows of bases that take none stay as they were
+            del stored[BASE_CONFIG_FIELD]
+        return stored
 
     @property
     def has_own_parts(self) -> bool:

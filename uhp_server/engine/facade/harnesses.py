@@ -22,6 +22,7 @@ from uhp_server.catalog import ModelCatalog
 from uhp_server.engine.facade import records
 from uhp_server.engine.turns.registry import RunRegistry
 from uhp_server.errors import VENDOR, ApiError
+from uhp_server.harnesses.base_config import bound_or_base
 from uhp_server.harnesses.body import (
     ConfigRules,
     ParsedHarness,
@@ -223,8 +224,9 @@ class Harnesses:
         base = self.bases.get(row.base)
         if base is None:
             return {"harness_id": row.id, "models": []}
-        own = HarnessConfig.from_stored(row.config).default_model
-        return await self.catalog.harness_models(row.id, base, own)
+        config = HarnessConfig.from_stored(row.config)
+        base = bound_or_base(base, config.base_config)  # the wire it configured, if any
+        return await self.catalog.harness_models(row.id, base, config.default_model)
 
     async def default_model(self, harness: records.HarnessSummary) -> str | None:
         """The model a task on the harness runs when it names none: the harness's own, else
@@ -302,7 +304,7 @@ class Harnesses:
         config = HarnessConfig.from_stored(row.config)
         default = config.default_model
         if base is not None and not default:
-            default = await self.catalog.default_for(base, None)
+            default = await self.catalog.default_for(bound_or_base(base, config.base_config), None)
         skills = await self.db.read(render_skills, row.principal_id, config.skills)
         plugins = await self.db.read(render_plugins, row.principal_id, config.plugins)
         return records.Harness(

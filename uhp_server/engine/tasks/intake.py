@@ -47,6 +47,7 @@ from uhp_server.gateway.connection import connection_provider
 from uhp_server.gateway.mcp_targets import McpTarget
 from uhp_server.gateway.providers import provider_secrets
 from uhp_server.gateway.scrubbing import prepare
+from uhp_server.harnesses.base_config import bound, resolve_secrets
 from uhp_server.harnesses.builtin_skills import builtin_skills
 from uhp_server.harnesses.config import HarnessConfig
 from uhp_server.harnesses.runtime import TurnParts, builtin_turn_parts, turn_parts
@@ -173,6 +174,7 @@ class TaskIntake:
                 f"The '{harness.base}' base is not enabled on this server.",
             )
         config = HarnessConfig.from_stored(harness.config)
+        base, base_secrets = await self._bound(base, principal_id, config)
         # Refused here, before anything is stored or started, when it is not there or not built.
         environment = await self._environment(task, config, session)
         memory = await self._memory(task, harness.id, session)  # refused here too
@@ -208,7 +210,10 @@ class TaskIntake:
         builder.response["metadata"].update(_memory_metadata(memory))
         builder.response["metadata"].update(self._ignored(task, base))
         first_event = numbered(builder.created()[0], 0)
-        secrets = _turn_secrets(route, parts.mcp_servers, self.catalog.upstreams.secrets)
+        secrets = (
+            *_turn_secrets(route, parts.mcp_servers, self.catalog.upstreams.secrets),
+            base_secrets,
+        )
         await asyncio.to_thread(prepare, *secrets)  # compiled off the loop, found by all
         self._starting[response_id] = asyncio.get_running_loop().create_future()
         try:
@@ -331,6 +336,16 @@ class TaskIntake:
     async def memories_started(self, session_id: str, memory: TurnMemory) -> None:
         assert self.memories is not None
         await self.memories.started(session_id, memory)
+
+    async def _bound(
+        self, base: HarnessBase, principal_id: str, config: HarnessConfig
+    ) -> tuple[HarnessBase, tuple[str, ...]]:
+        """The base as the harness configured it (harnesses/base_config.py), its secrets
+        resolved, and those secrets (never in the turn's events); 422 when it cannot run."""
+        if config.base_config is None:
+            return bound(base, None), ()
+        resolved, found = await self.db.read(resolve_secrets, principal_id, config.base_config)
+        return bound(base, resolved), tuple(found)
 
     async def _turn_parts(self, principal_id: str, config: HarnessConfig) -> TurnParts:
         if not config.has_own_parts:  # built-in skills only: nothing to read
