@@ -6,9 +6,10 @@ loop is mini-swe-agent's own `DefaultAgent` (its step, its bash tool, its observ
 template); what this driver adds is what a server needs from it and its own CLI (`mini`)
 does not give:
 
-1. Events as they happen. The model is mini-swe-agent's `LitellmModel` with the call
-   streamed: every text and reasoning delta, each bash command and its output, the usage,
-   and the outcome go to stdout as one JSON object a line (`emit`).
+1. Events as they happen. The model call is streamed, and every text and reasoning delta,
+   each bash command and its output, the usage and the outcome go to stdout as one JSON
+   object a line (`emit`). The model is mini-swe-agent's `Model` protocol implemented over
+   the OpenAI SDK (`GatewayModel`), making the request its `LitellmModel` makes.
 2. A conversation that continues. The messages are kept in `<sessions>/<id>.json` after
    every step; a turn naming an earlier id continues it, with this turn's system prompt.
 3. A chat answer ends the turn. mini-swe-agent counts a reply without a bash call as a
@@ -40,6 +41,11 @@ from typing import Any
 SECRET_PREFIX = "UHP_"
 TURN_ENV = "UHP_MINI_TURN"
 # What the model reads of a command: its output as it is, then why it failed, if it did.
+# What the model is told of a malformed bash call (mini-swe-agent's own words, shorter).
+FORMAT_ERROR = (
+    "Tool call error: {{ error }}\nCall the `bash` tool with {\"command\": \"...\"}, or reply "
+    "without a tool call when the task is done."
+)
 OBSERVATION = (
     "{{ output.output }}"
     "{% if output.returncode != 0 %}\n[exit code {{ output.returncode }}]{% endif %}"
@@ -78,14 +84,17 @@ def _command_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(SECRET_PREFIX)}
 
 
-def build(turn: dict[str, Any], control: Control) -> tuple[Any, Any]:
-    """mini-swe-agent's agent and model classes, extended as the module docstring says."""
-    import litellm
+def build(turn: dict[str, Any], control: Control) -> tuple[Any, Any, Any]:
+    """mini-swe-agent's agent, model and environment, extended as the module docstring says."""
+    import openai
     from minisweagent.agents.default import DefaultAgent
     from minisweagent.environments.local import LocalEnvironment
     from minisweagent.exceptions import InterruptAgentFlow, Submitted
-    from minisweagent.models.litellm_model import LitellmModel
-    from minisweagent.models.utils.actions_toolcall import BASH_TOOL, parse_toolcall_actions
+    from minisweagent.models.utils.actions_toolcall import (
+        BASH_TOOL,
+        format_toolcall_observation_messages,
+        parse_toolcall_actions,
+    )
     from minisweagent.models.utils.retry import retry
 
     class Interrupted(InterruptAgentFlow):
@@ -95,56 +104,78 @@ def build(turn: dict[str, Any], control: Control) -> tuple[Any, Any]:
         extra = {"exit_status": "Interrupted", "submission": ""}
         return Interrupted({"role": "exit", "content": "Interrupted", "extra": extra})
 
-    class StreamingModel(LitellmModel):
-        """LitellmModel with the call streamed and reported, and no tools when bash is off."""
+    class GatewayModel:
+        """mini-swe-agent's Model protocol over the gateway's Chat Completions, streamed.
 
-        usage = [0, 0, 0]  # input, output, cached: the whole turn's
-        responses = 0
+        The same request its LitellmModel makes (the bash tool, the messages without their
+        `extra`), through the OpenAI SDK, which imports in a sixth of litellm's time: a
+        turn's start is dominated by imports."""
 
-        def _query(self, messages: list[dict], **kwargs: Any) -> Any:
-            tools = [BASH_TOOL] if turn.get("bash", True) else None
-            call: dict[str, Any] = {"model": self.config.model_name, "messages": messages}
-            if tools:
-                call["tools"] = tools
-            return litellm.completion(
-                **call,
-                stream=True,
-                stream_options={"include_usage": True},
-                **(self.config.model_kwargs | kwargs),
+        # A refused request is refused again: only rate limits, 5xx and lost connections
+        # are retried (mini-swe-agent's own retry: at most 3 attempts).
+        abort_exceptions: list[type[BaseException]] = [
+            openai.BadRequestError,
+            openai.AuthenticationError,
+            openai.PermissionDeniedError,
+            openai.NotFoundError,
+            openai.ConflictError,
+            openai.UnprocessableEntityError,
+            Interrupted,
+        ]
+
+        def __init__(self) -> None:
+            self.config = SimpleNamespace(model_name=turn["model"])
+            self.client = openai.OpenAI(
+                base_url=turn["api_base"],
+                api_key=os.environ.get(turn["token_env"], "") or "none",
+                max_retries=0,
             )
+            self.usage = [0, 0, 0]  # input, output, cached: the whole turn's
+            self.responses = 0
+
+        def _request(self, messages: list[dict]) -> dict[str, Any]:
+            request: dict[str, Any] = {
+                "model": turn["model"],
+                "messages": [{k: v for k, v in m.items() if k != "extra"} for m in messages],
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
+            if turn.get("bash", True):
+                request["tools"] = [BASH_TOOL]
+            if turn.get("max_output_tokens"):
+                request["max_tokens"] = int(turn["max_output_tokens"])
+            return request
 
         def query(self, messages: list[dict], **kwargs: Any) -> dict:
-            prepared = self._prepare_messages_for_api(messages)
+            request = self._request(messages)
             for attempt in retry(logger=_quiet(), abort_exceptions=self.abort_exceptions):
                 with attempt:
-                    stream = self._query(prepared, **kwargs)
-                    first = next(iter(stream), None)  # a refused call fails here, retried
-            StreamingModel.responses += 1
-            message = self._read(stream, first, f"r{StreamingModel.responses}")
+                    if control.interrupted.is_set():
+                        raise stop_message()
+                    stream = self.client.chat.completions.create(**request)
+            self.responses += 1
+            message = self._read(stream, f"r{self.responses}")
             tool_calls = [
                 SimpleNamespace(id=c["id"], function=SimpleNamespace(**c["function"]))
                 for c in message.get("tool_calls") or []
             ]
             actions = (
-                parse_toolcall_actions(
-                    tool_calls, format_error_template=self.config.format_error_template
-                )
+                parse_toolcall_actions(tool_calls, format_error_template=FORMAT_ERROR)
                 if tool_calls
                 else []
             )
             message["extra"] = {"actions": actions, "cost": 0.0, "timestamp": time.time()}
             return message
 
-        def _read(self, stream: Any, first: Any, item: str) -> dict:
+        def _read(self, stream: Any, item: str) -> dict:
             """Stream one response to stdout; returns the assistant message it makes."""
             text, reasoning, thought = "", "", False
             calls: dict[int, dict[str, Any]] = {}
-            chunks = [first] if first is not None else []
             try:
-                for chunk in _chain(chunks, stream):
+                for chunk in stream:
                     if control.interrupted.is_set():
                         raise stop_message()
-                    _count(chunk, StreamingModel.usage)
+                    _count(chunk, self.usage)
                     if not chunk.choices:
                         continue
                     delta = chunk.choices[0].delta
@@ -161,9 +192,7 @@ def build(turn: dict[str, Any], control: Control) -> tuple[Any, Any]:
                     for call in delta.tool_calls or []:
                         _merge_call(calls, call)
             finally:
-                close = getattr(stream, "close", None)
-                if callable(close):
-                    close()
+                stream.close()
             if reasoning and not thought:
                 emit("reasoning_done", item=f"{item}-think", text=reasoning)
             if text:
@@ -172,6 +201,25 @@ def build(turn: dict[str, Any], control: Control) -> tuple[Any, Any]:
             if calls:
                 message["tool_calls"] = [calls[i] for i in sorted(calls)]
             return message
+
+        def format_message(self, **kwargs: Any) -> dict:
+            return dict(kwargs)
+
+        def format_observation_messages(
+            self, message: dict, outputs: list[dict], template_vars: dict | None = None
+        ) -> list[dict]:
+            return format_toolcall_observation_messages(
+                actions=message.get("extra", {}).get("actions", []),
+                outputs=outputs,
+                observation_template=OBSERVATION,
+                template_vars=template_vars,
+            )
+
+        def get_template_vars(self, **kwargs: Any) -> dict[str, Any]:
+            return {"model_name": turn["model"]}
+
+        def serialize(self) -> dict:
+            return {"info": {"config": {"model": {"model_name": turn["model"]}}}}
 
     class Shell(LocalEnvironment):
         """LocalEnvironment without the turn's secrets, its commands reported and stoppable."""
@@ -240,7 +288,7 @@ def build(turn: dict[str, Any], control: Control) -> tuple[Any, Any]:
                 raise stop_message()
             return super().query()
 
-    return Agent, (StreamingModel, Shell)
+    return Agent, GatewayModel, Shell
 
 
 def _quiet() -> Any:
@@ -317,35 +365,22 @@ def _user_message(prompt: str, images: list[dict[str, str]]) -> dict[str, Any]:
 
 
 def _provider_error(exc: Exception) -> str:
-    """The provider's own words from a litellm error, without litellm's prefixes."""
-    text = str(getattr(exc, "message", "") or exc)
-    for marker in ("OpenAIException - ", "Exception - "):
-        if marker in text:
-            text = text.split(marker, 1)[1]
-    return text.strip()
+    """The provider's own words from a failed call: its error body's message when it has
+    one (the SDK's own text starts "Error code: 400 - {…}")."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        found = body.get("error", body)
+        message = found.get("message") if isinstance(found, dict) else found
+        if isinstance(message, str) and message.strip():
+            return message.strip()
+    return str(getattr(exc, "message", "") or exc).strip()
 
 
 def run_turn(turn: dict[str, Any], prompt: str, control: Control) -> None:
-    import litellm
     from minisweagent.exceptions import InterruptAgentFlow
 
-    litellm.telemetry = False
-    litellm.suppress_debug_info = True
-    agent_class, (model_class, shell_class) = build(turn, control)
-    model_kwargs: dict[str, Any] = {
-        "api_base": turn["api_base"],
-        "api_key": os.environ.get(turn["token_env"], ""),
-        "max_retries": 0,  # mini-swe-agent's own retry decides
-        "drop_params": True,
-    }
-    if turn.get("max_output_tokens"):
-        model_kwargs["max_tokens"] = int(turn["max_output_tokens"])
-    model = model_class(
-        model_name=f"openai/{turn['model']}",
-        model_kwargs=model_kwargs,
-        cost_tracking="ignore_errors",
-        observation_template=OBSERVATION,
-    )
+    agent_class, model_class, shell_class = build(turn, control)
+    model = model_class()
     env = shell_class(
         cwd=turn["cwd"], env=turn.get("command_env") or {}, timeout=turn["command_timeout"]
     )
@@ -388,7 +423,7 @@ def run_turn(turn: dict[str, Any], prompt: str, control: Control) -> None:
         finally:
             _save(path, agent.messages)
     _save(path, agent.messages)
-    usage = model_class.usage
+    usage = model.usage
     if any(usage):
         emit("usage", input=usage[0], output=usage[1], cached=usage[2])
     emit("end", status=status, error=error, source=source)
@@ -396,7 +431,7 @@ def run_turn(turn: dict[str, Any], prompt: str, control: Control) -> None:
 
 def _from_model(exc: Exception) -> bool:
     module = type(exc).__module__ or ""
-    return module.startswith(("litellm", "openai", "httpx"))
+    return module.startswith(("openai", "httpx"))
 
 
 def _save(path: Path, messages: list[dict]) -> None:
@@ -412,7 +447,8 @@ def main() -> int:
     if sys.argv[1:] == ["--version"]:
         from minisweagent import __version__
         from minisweagent.agents.default import DefaultAgent  # noqa: F401
-        from minisweagent.models.litellm_model import LitellmModel  # noqa: F401
+        from minisweagent.environments.local import LocalEnvironment  # noqa: F401
+        from openai import OpenAI  # noqa: F401
 
         print(__version__)
         return 0
@@ -430,7 +466,7 @@ def main() -> int:
     except Exception as exc:  # the driver's own failure: reported, never a traceback only
         emit("end", status="failed", error=f"{type(exc).__name__}: {exc}", source="agent")
     sys.stdout.flush()
-    os._exit(0)  # daemon threads and litellm's teardown would only slow the exit
+    os._exit(0)  # the stdin thread and the interpreter's teardown would only slow the exit
 
 
 if __name__ == "__main__":

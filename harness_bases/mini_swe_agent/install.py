@@ -22,11 +22,8 @@ DRIVER_NAME = "uhp_mini_driver.py"
 DRIVER_SOURCE = Path(__file__).with_name("driver.py")
 VERSION_TIMEOUT = 120.0
 INSTALL_TIMEOUT = 900.0
-# Offline and quiet: litellm reads its bundled model list instead of fetching one, sends no
-# telemetry; mini-swe-agent prints no banner and keeps its global config in the agent home.
+# Quiet: mini-swe-agent prints no banner, and a failed model call is tried at most 3 times.
 QUIET_ENV = {
-    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-    "LITELLM_TELEMETRY": "False",
     "MSWEA_SILENT_STARTUP": "1",
     "MSWEA_COST_TRACKING": "ignore_errors",
     "MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT": "3",
