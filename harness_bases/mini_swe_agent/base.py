@@ -13,10 +13,11 @@ from harness_bases.base import (
     Process,
     TurnSpec,
 )
+from harness_bases.json_lines import PromptedTurn
 from harness_bases.mini_swe_agent import config
 from harness_bases.mini_swe_agent import install as installer
 from harness_bases.mini_swe_agent.driver import TURN_ENV
-from harness_bases.mini_swe_agent.turn import MiniTurn
+from harness_bases.mini_swe_agent.parser import MiniParser
 
 
 class MiniSweAgentBase(HarnessBase):
@@ -61,5 +62,5 @@ class MiniSweAgentBase(HarnessBase):
         argv = [installer.python_path(turn.paths.tools), installer.driver_path(turn.paths.tools)]
         return Invocation(argv=argv, env=env, cwd=turn.paths.workspace)
 
-    def start_turn(self, proc: Process, turn: TurnSpec) -> MiniTurn:
-        return MiniTurn(proc, turn.prompt)
+    def start_turn(self, proc: Process, turn: TurnSpec) -> PromptedTurn:
+        return PromptedTurn(proc, turn.prompt, MiniParser(), name="mini_swe_agent")

@@ -43,7 +43,7 @@ TURN_ENV = "UHP_MINI_TURN"
 # What the model reads of a command: its output as it is, then why it failed, if it did.
 # What the model is told of a malformed bash call (mini-swe-agent's own words, shorter).
 FORMAT_ERROR = (
-    "Tool call error: {{ error }}\nCall the `bash` tool with {\"command\": \"...\"}, or reply "
+    'Tool call error: {{ error }}\nCall the `bash` tool with {"command": "..."}, or reply '
     "without a tool call when the task is done."
 )
 OBSERVATION = (

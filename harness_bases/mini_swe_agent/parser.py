@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness_bases import events as ev
+from harness_bases.json_lines import EXITED
 from harness_bases.messages import PROVIDER_REFUSED, RESUME_FAILED_NOTICE, safe_message
 
 Message = dict[str, Any]
 
-EXITED = "the agent exited unexpectedly"
 AGENT_FAILED = "The agent failed."
 
 
@@ -97,7 +97,9 @@ class MiniParser:
         if status == "interrupted":
             return [ev.TurnFailed("the agent stopped the turn", "harness_error")]
         if msg.get("source") == "provider":
-            return [ev.TurnFailed(safe_message(msg.get("error"), PROVIDER_REFUSED), "provider_error")]
+            return [
+                ev.TurnFailed(safe_message(msg.get("error"), PROVIDER_REFUSED), "provider_error")
+            ]
         return [ev.TurnFailed(safe_message(msg.get("error"), AGENT_FAILED), "harness_error")]
 
 

@@ -1,9 +1,10 @@
-"""One turn of the mini-swe-agent driver: the prompt in on stdin, JSON events out on stdout.
+"""A turn of a program that takes `{"prompt": …}` as its first stdin line, then
+`{"type": "interrupt"}` to stop, and writes one JSON event a line on stdout: what the
+launchers and drivers of the bases without a protocol of their own speak (mini-swe-agent's
+driver, Copilot CLI's launcher).
 
-The prompt goes as the first JSON line (never an argv element: prompts above 128 KiB fail
-there); an interrupt is `{"type": "interrupt"}` on a later line, and the driver stops the
-model call or command that runs and ends with `interrupted`. Once the outcome is known stdin
-is closed (drain) and the driver exits.
+The prompt goes on stdin, never argv (prompts above 128 KiB fail there). Once the parser
+knows the outcome stdin is closed (drain) and the program exits.
 """
 
 from __future__ import annotations
@@ -12,35 +13,49 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from typing import Any, Protocol
 
 from harness_bases import events as ev
 from harness_bases.base import Process
-from harness_bases.mini_swe_agent.parser import EXITED, MiniParser
-from harness_bases.turns import AgentTurn, Message, drain
+from harness_bases.turns import AgentTurn, Message, StreamParser, drain
 
 log = logging.getLogger(__name__)
 
+EXITED = "the agent exited unexpectedly"
 
-class MiniTurn(AgentTurn):
-    """A running driver: its stdin, its parser, and the way to stop it."""
 
-    name = "mini_swe_agent"
+class InterruptibleParser(StreamParser, Protocol):
+    interrupt_requested: bool  # set once the engine asked the turn to stop
 
-    def __init__(self, proc: Process, prompt: str) -> None:
+
+class PromptedTurn(AgentTurn):
+    """A running program: its stdin, its parser, and the way to stop it. `opening` are
+    events known before the program says anything (the conversation's id, a notice)."""
+
+    def __init__(
+        self,
+        proc: Process,
+        prompt: str,
+        parser: InterruptibleParser,
+        *,
+        name: str,
+        opening: Sequence[ev.AgentEvent] = (),
+    ) -> None:
         super().__init__()
+        self.name = name
         self.proc = proc
         self.prompt = prompt
-        self.parser = MiniParser()
+        self.parser = parser
+        self.opening = tuple(opening)
         self.prompt_sent = False
         self._stdin_open = True
         self._lock = asyncio.Lock()
 
     async def send(self, msg: dict[str, Any]) -> bool:
-        """Write one JSON line; False when the driver's stdin is gone."""
+        """Write one JSON line; False when the program's stdin is gone."""
         text = json.dumps(msg, ensure_ascii=False, separators=(",", ":"))
-        data = text.encode("utf-8", errors="replace") + b"\n"
+        data = text.encode("utf-8", errors="replace") + b"\n"  # a lone surrogate is not UTF-8
         async with self._lock:
             if not self._stdin_open:
                 return False
@@ -67,11 +82,13 @@ class MiniTurn(AgentTurn):
         return await self.send({"type": "interrupt"})
 
     async def run(self) -> AsyncGenerator[ev.AgentEvent, None]:
-        if self.parser.interrupt_requested:
+        for event in self.opening:
+            yield event
+        if self.parser.interrupt_requested:  # stopped before it began
             await self.close_stdin()
             return
         if not await self.send({"prompt": self.prompt}):
-            log.warning("mini_swe_agent_stdin_closed", extra={"stderr": self.proc.stderr_tail()})
+            log.warning(f"{self.name}_stdin_closed", extra={"stderr": self.proc.stderr_tail()})
             yield ev.TurnFailed(EXITED, "harness_error")
             return
         self.prompt_sent = True
@@ -80,7 +97,7 @@ class MiniTurn(AgentTurn):
             self.parser,
             close_stdin=self.close_stdin,
             stderr_tail=self.proc.stderr_tail,
-            name="mini_swe_agent",
+            name=self.name,
         )
         async for event in events:
             yield event
@@ -92,7 +109,7 @@ class MiniTurn(AgentTurn):
             try:
                 msg = json.loads(line)
             except ValueError:
-                log.warning("mini_swe_agent_non_json_stdout", extra={"line": line[:500]})
+                log.warning(f"{self.name}_non_json_stdout", extra={"line": line[:500]})
                 continue
             if isinstance(msg, dict):
                 yield msg
