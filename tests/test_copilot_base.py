@@ -24,6 +24,7 @@ from tests.conftest import PROVIDER_KEY, installed_tools
 from tests.scripted_provider import RunningProvider
 from tests.support.direct_turn import OUTCOMES, direct_spec
 from tests.support.live_base import LiveBase, capturing, chat_bodies
+from tests.support.mcp_server import ANSWER_PREFIX, VAULT_TOKEN, assert_vault_answered, vault_turn
 
 FIXTURES = Path(__file__).parent.parent / "harness_bases" / "copilot" / "fixtures"
 CAPTURE = FIXTURES if capturing("UHP_CAPTURE_COPILOT_FIXTURES") else None
@@ -203,3 +204,20 @@ def test_prepare_keeps_the_prompt_out_of_argv_and_no_key_in_files(tmp_path: Path
     for path in (tmp_path / "h").rglob("*"):
         if path.is_file():
             assert PROVIDER_KEY not in path.read_text(errors="replace"), path
+
+
+@pytest.mark.slow
+async def test_mcp_server_is_reached_with_its_bearer_token(env: LiveBase) -> None:
+    turn, server = await vault_turn(env, "vault-lookup")
+    offered = offered_tools(chat_bodies(env.provider)[0])
+    assert any("lookup" in name for name in offered), offered
+    assert_vault_answered(turn, server)
+    assert turn.text.startswith(ANSWER_PREFIX)
+    # The token is written only to the MCP config (mode 600), never to a log or transcript.
+    mcp_file = env.home / ".copilot" / "uhp" / "mcp.json"
+    assert mcp_file.stat().st_mode & 0o077 == 0
+    for path in (env.home / ".copilot").rglob("*"):
+        if path.is_file() and path != mcp_file:
+            assert VAULT_TOKEN not in path.read_text(errors="replace"), path
+    await env.run("SAY no servers now")
+    assert not mcp_file.exists()

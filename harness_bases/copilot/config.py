@@ -7,8 +7,11 @@
   there; the workspace's own AGENTS.md is the user's and is never touched).
 - `skills/<name>/`: each enabled skill folder whole (its personal skills folder).
 - `uhp/mcp.json`: the MCP servers (`--additional-mcp-config`), each the gateway's MCP proxy
-  route with the turn token as its bearer token. The file is mode 600, in the agent home
-  (never an artifact), and rewritten without the token by the next turn's prepare.
+  route with the turn token as its bearer token, written out: the pinned CLI expands no
+  variable in an MCP header (`${VAR}`, `$VAR` and `${env:VAR}` were sent as they are). The
+  token is the turn's own (useless outside its sandbox, revoked when the turn ends); the
+  file is mode 600 in the agent home (never an artifact) and removed by the next turn
+  without MCP servers.
 - `uhp/session.json`: the conversation this turn runs in (`--session-id` for a new one, a
   UUID chosen here; `--resume` for one whose state is still in `session-state/`), read by
   the turn to report it.
