@@ -45,6 +45,8 @@ class CopilotBase(HarnessBase):
     # `--excluded-tools` takes a tool out of what the model is offered. No step limit of its
     # own in prompt mode: the engine counts the calls.
     enforcement = Enforcement(disabled_tools="hard", max_step="counted")
+    # Opt-in until the lead adds it to CI's default set (issue 30): UHP_BASES must name it.
+    enabled_by_default = False
 
     def install(self, tools_dir: Path) -> None:
         installer.install(tools_dir)

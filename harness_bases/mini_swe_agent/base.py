@@ -38,6 +38,8 @@ class MiniSweAgentBase(HarnessBase):
     # the agent asks its questions in its final text.
     mcp_transports = ()
     honours_max_output_tokens = True
+    # Opt-in until the lead adds it to CI's default set (issue 30): UHP_BASES must name it.
+    enabled_by_default = False
 
     def install(self, tools_dir: Path) -> None:
         installer.install(tools_dir)
