@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness_bases import events as ev
-from harness_bases.base import SkillBundle, SkillFile
+from harness_bases.base import ImageInput, SkillBundle, SkillFile
 from harness_bases.copilot import CopilotBase
 from harness_bases.copilot import config as copilot_config
 from harness_bases.copilot.parser import CopilotParser
@@ -25,6 +25,7 @@ from tests.scripted_provider import RunningProvider
 from tests.support.direct_turn import OUTCOMES, direct_spec
 from tests.support.live_base import LiveBase, capturing, chat_bodies
 from tests.support.mcp_server import ANSWER_PREFIX, VAULT_TOKEN, assert_vault_answered, vault_turn
+from tests.test_parallel_images_e2e import png, seen
 
 FIXTURES = Path(__file__).parent.parent / "harness_bases" / "copilot" / "fixtures"
 CAPTURE = FIXTURES if capturing("UHP_CAPTURE_COPILOT_FIXTURES") else None
@@ -221,3 +222,12 @@ async def test_mcp_server_is_reached_with_its_bearer_token(env: LiveBase) -> Non
             assert VAULT_TOKEN not in path.read_text(errors="replace"), path
     await env.run("SAY no servers now")
     assert not mcp_file.exists()
+
+
+@pytest.mark.slow
+async def test_images_reach_the_model(env: LiveBase) -> None:
+    data = png((200, 30, 30))
+    (env.workspace / "red.png").write_bytes(data)
+    image = ImageInput(env.workspace / "red.png", str(env.workspace / "red.png"), "image/png")
+    turn = await env.run("IMAGES", images=(image,))
+    assert turn.text == f"images 1: {seen(data)}"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness_bases import events as ev
-from harness_bases.base import SkillBundle, SkillFile
+from harness_bases.base import ImageInput, SkillBundle, SkillFile
 from harness_bases.messages import RESUME_FAILED_NOTICE
 from harness_bases.mini_swe_agent import MiniSweAgentBase
 from harness_bases.mini_swe_agent import config as mini_config
@@ -24,6 +24,7 @@ from tests.conftest import PROVIDER_KEY, installed_tools
 from tests.scripted_provider import RunningProvider
 from tests.support.direct_turn import OUTCOMES
 from tests.support.live_base import LiveBase, capturing, chat_bodies, offered_tools, system_text
+from tests.test_parallel_images_e2e import png, seen
 
 FIXTURES = Path(__file__).parent.parent / "harness_bases" / "mini_swe_agent" / "fixtures"
 CAPTURE = FIXTURES if capturing("UHP_CAPTURE_MINI_FIXTURES") else None
@@ -220,3 +221,12 @@ def test_prepare_passes_no_provider_key_and_the_prompt_not_in_argv(tmp_path: Pat
     settings = json.loads(Path(invocation.env["UHP_MINI_TURN"]).read_text())
     assert settings["token_env"] == "UHP_GATEWAY_TOKEN" and PROVIDER_KEY not in json.dumps(settings)
     assert os.stat(invocation.env["UHP_MINI_TURN"]).st_mode & 0o077 == 0
+
+
+@pytest.mark.slow
+async def test_images_reach_the_model(env: LiveBase) -> None:
+    data = png((200, 30, 30))
+    (env.workspace / "red.png").write_bytes(data)
+    image = ImageInput(env.workspace / "red.png", str(env.workspace / "red.png"), "image/png")
+    turn = await env.run("IMAGES", images=(image,))
+    assert turn.text == f"images 1: {seen(data)}"

@@ -97,6 +97,8 @@ def argv(turn: TurnSpec, files: config.TurnFiles) -> list[str]:
         args.append("--no-ask-user")
     if files.mcp_config:
         args.append(f"--additional-mcp-config=@{files.mcp_config}")
+    for image in turn.images:  # shown to the model with the prompt
+        args.append(f"--attachment={image.path}")
     if turn.disabled_tools:
         args.append(f"--excluded-tools={','.join(turn.disabled_tools)}")
     return args
