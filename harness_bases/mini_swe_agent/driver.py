@@ -252,7 +252,9 @@ def build(turn: dict[str, Any], control: Control) -> tuple[Any, Any, Any]:
                 start_new_session=True,
             )
             chunks: list[str] = []
-            reader = threading.Thread(target=lambda: chunks.append(proc.stdout.read()))
+            stdout = proc.stdout
+            assert stdout is not None  # stdout=PIPE
+            reader = threading.Thread(target=lambda: chunks.append(stdout.read()))
             reader.start()
             deadline = time.monotonic() + limit
             why = ""
