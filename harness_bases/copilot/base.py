@@ -30,7 +30,7 @@ class CopilotBase(HarnessBase):
     wire = "chat"  # its BYOK "openai" provider speaks Chat Completions
     cli_version = installer.CLI_VERSION
     cli_pins = (CliPin("npm", installer.PACKAGE, installer.CLI_VERSION),)
-    state_dirs = (config.HOME_DIR, ".cache")
+    state_dirs = (config.HOME_DIR,)  # in the agent home; its package cache is ~/.cache
     # Its sessions (events and workspace state per conversation), their index, its logs,
     # and its command history.
     conversation_paths = (
