@@ -74,6 +74,9 @@ async def test_text_streams_real_deltas(env: LiveBase) -> None:
     (raw,) = [r for r in env.provider.requests() if r["path"] == "/v1/chat/completions"]
     assert raw["headers"]["authorization"] == f"Bearer {PROVIDER_KEY}"
     assert turn.proc.returncode == 0
+    # Its package is read from the tools folder, never unpacked into the agent home.
+    assert not (env.home / ".cache" / "copilot").exists()
+    assert sum(p.stat().st_size for p in env.home.rglob("*") if p.is_file()) < 5_000_000
 
 
 @pytest.mark.slow

@@ -114,6 +114,7 @@ def environment(turn: TurnSpec, files: config.TurnFiles) -> dict[str, str]:
         TOKEN_ENV: turn.gateway_token,
         "COPILOT_MODEL": turn.model,
         "COPILOT_CUSTOM_INSTRUCTIONS_DIRS": files.instructions_dir,
+        "COPILOT_CLI_DIST_DIR": installer.dist_dir(turn.paths.tools),
         **installer.QUIET_ENV,
         "LANG": "C.UTF-8",
         "TERM": "dumb",

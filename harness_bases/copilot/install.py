@@ -5,6 +5,11 @@ package (`@github/copilot-linux-x64`, `-linux-arm64`) npm installs beside it. Th
 starts that program directly (no node), through the base's launcher (launcher.py, copied
 next to it and run with Debian's python3), which gives it the prompt and turns an interrupt
 into the SIGINT it stops a turn on.
+
+The program unpacks its own JavaScript package (235 MB) into `~/.cache/copilot/pkg/` the
+first time it runs for a HOME: in every session's agent home, that would be a quarter of a
+gigabyte each. It is unpacked once here, under the tools folder (`dist_dir`), and every turn
+names it with `COPILOT_CLI_DIST_DIR`.
 """
 
 from __future__ import annotations
@@ -37,9 +42,21 @@ def prefix(tools_root: str) -> str:
     return str(PurePosixPath(tools_root) / "copilot" / CLI_VERSION)
 
 
+def _platform() -> str:
+    return _PLATFORMS.get(platform.machine().lower(), "linux-x64")
+
+
 def binary_path(tools_root: str) -> str:
-    machine = _PLATFORMS.get(platform.machine().lower(), "linux-x64")
-    return f"{prefix(tools_root)}/node_modules/@github/copilot-{machine}/copilot"
+    return f"{prefix(tools_root)}/node_modules/@github/copilot-{_platform()}/copilot"
+
+
+def _unpack_home(tools_root: str) -> str:
+    return f"{prefix(tools_root)}/unpacked"
+
+
+def dist_dir(tools_root: str) -> str:
+    """The CLI's unpacked package, made once at install (COPILOT_CLI_DIST_DIR)."""
+    return f"{_unpack_home(tools_root)}/.cache/copilot/pkg/{_platform()}/{CLI_VERSION}"
 
 
 def launcher_path(tools_root: str) -> str:
@@ -55,13 +72,11 @@ def installed_version(tools_dir: Path) -> str | None:
     """What the installed CLI reports ("GitHub Copilot CLI 1.0.102."), or None when it or its
     launcher is missing, stale or does not run."""
     binary = Path(binary_path(str(tools_dir)))
-    if not binary.exists() or not _launcher_current(tools_dir):
+    dist = Path(dist_dir(str(tools_dir)))
+    if not binary.exists() or not dist.is_dir() or not _launcher_current(tools_dir):
         return None
-    found = reported_version(
-        [str(binary), "--version"],
-        timeout=VERSION_TIMEOUT,
-        extra_env={**QUIET_ENV, "HOME": "/tmp/uhp-copilot-version"},
-    )
+    env = {**QUIET_ENV, "HOME": "/nonexistent", "COPILOT_CLI_DIST_DIR": str(dist)}
+    found = reported_version([str(binary), "--version"], timeout=VERSION_TIMEOUT, extra_env=env)
     return found.rstrip(".") if found else None
 
 
@@ -79,6 +94,11 @@ def install(tools_dir: Path) -> None:
         error=CopilotInstallError,
     )
     shutil.copyfile(LAUNCHER_SOURCE, launcher_path(str(tools_dir)))
+    # Its first run unpacks the package under HOME: here, once, under the tools folder.
+    unpack_env = {**QUIET_ENV, "HOME": _unpack_home(str(tools_dir))}
+    reported_version(
+        [binary_path(str(tools_dir)), "--version"], timeout=INSTALL_TIMEOUT, extra_env=unpack_env
+    )
     found = installed_version(tools_dir)
     if found != CLI_VERSION:
         raise CopilotInstallError(
