@@ -93,8 +93,9 @@ def argv(turn: TurnSpec, files: config.TurnFiles) -> list[str]:
     args.append(
         f"--resume={files.session_id}" if files.resume else f"--session-id={files.session_id}"
     )
-    if turn.ask_user is None:
-        args.append("--no-ask-user")
+    # Its own ask_user has nobody to ask in prompt mode; questions go through the server's
+    # ask_user MCP server, which the engine adds when the door can take one.
+    args.append("--no-ask-user")
     if files.mcp_config:
         args.append(f"--additional-mcp-config=@{files.mcp_config}")
     for image in turn.images:  # shown to the model with the prompt
