@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from harness_bases import events as ev
 from harness_bases import registry
@@ -42,6 +43,7 @@ from harness_bases.base import SYSTEM_PATH, HarnessBase
 from harness_bases.codex import install as codex_install
 from harness_bases.codex.config import TOKEN_ENV, write_config
 from uhp_server.engine.reading.fold import TERMINAL_TYPES
+from uhp_server.engine.turns.phases import TurnPhase
 
 # tests/ is not an installed package: the bench borrows the test suite's helpers from the repo.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -53,7 +55,8 @@ from tests.support.gateway_server import RunningGateway
 from tests.support.server import ServerProcess
 
 TURN_TIMEOUT = 120.0
-RATIO_TARGET = 1.10
+RATIO_TARGET = 1.10  # every base ...
+RATIO_TARGETS = {"codex": 1.05, "claude-code": 1.05}  # ... but these two (issue 32)
 # The wires the scripted provider speaks itself (Chat Completions, Responses, Messages).
 PROVIDER_WIRES = ("chat", "responses", "anthropic")
 CREATED_TARGET_MS = 20.0
@@ -271,6 +274,9 @@ def _check_answer(mode: str, prompt: str, text: str) -> None:
 class Results:
     seconds: dict[tuple[str, str], list[float]] = field(default_factory=dict)  # (kind, mode)
     created_ms: dict[str, list[float]] = field(default_factory=dict)  # kind
+    # The server's turns, phase by phase (uhp_turn_phase_seconds): mean ms over the recorded
+    # rounds, in the order a turn goes through them.
+    phases_ms: dict[str, float] = field(default_factory=dict)
 
     def add(self, kind: str, mode: str, seconds: float) -> None:
         self.seconds.setdefault((kind, mode), []).append(seconds)
@@ -338,6 +344,7 @@ def run_bench(
             for kind in TASKS:
                 for mode in subject.modes:
                     once(kind, mode, record=False)
+        before = phase_totals(client)
         for i in range(tasks):
             log(f"round {i + 1}/{tasks}")
             # Interleaved, and the order flips each round so neither side always goes first.
@@ -345,7 +352,34 @@ def run_bench(
             for kind in TASKS:
                 for mode in order:
                     once(kind, mode, record=True)
+        results.phases_ms = phase_means_ms(before, phase_totals(client))
     return results
+
+
+def phase_totals(client: httpx.Client) -> dict[str, tuple[float, float]]:
+    """(sum of seconds, count) of each phase of the server's turns so far, from /metrics."""
+    totals: dict[str, list[float]] = {}
+    for family in text_string_to_metric_families(client.get("/metrics").text):
+        if family.name != "uhp_turn_phase_seconds":
+            continue
+        for sample in family.samples:
+            kind = sample.name.removeprefix("uhp_turn_phase_seconds_")
+            if kind in ("sum", "count"):
+                slot = totals.setdefault(sample.labels["phase"], [0.0, 0.0])
+                slot[0 if kind == "sum" else 1] += sample.value
+    return {phase: (total[0], total[1]) for phase, total in totals.items()}
+
+
+def phase_means_ms(
+    before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]]
+) -> dict[str, float]:
+    means = {}
+    for phase in TurnPhase:
+        seconds, count = after.get(phase, (0.0, 0.0))
+        seconds_before, count_before = before.get(phase, (0.0, 0.0))
+        if count > count_before:
+            means[phase.value] = 1000 * (seconds - seconds_before) / (count - count_before)
+    return means
 
 
 def report(subject: Subject, results: Results, tasks: int) -> str:
@@ -389,6 +423,7 @@ def report(subject: Subject, results: Results, tasks: int) -> str:
     server_sum = sum(results.median(kind, "server") for kind in TASKS)
     direct_sum = sum(results.median(kind, direct) for kind in TASKS)
     overall = server_sum / direct_sum
+    target = RATIO_TARGETS.get(base.name, RATIO_TARGET)
     created = [ms for values in results.created_ms.values() for ms in values]
     created_median, created_p90 = statistics.median(created), p90(created)
 
@@ -398,13 +433,18 @@ def report(subject: Subject, results: Results, tasks: int) -> str:
     lines += [
         "",
         f"overall server/direct {direct} (sum of per-kind medians): "
-        f"{overall:.3f}  target <= {RATIO_TARGET:.2f}: {verdict(overall <= RATIO_TARGET)}",
+        f"{overall:.3f}  target <= {target:.2f}: {verdict(overall <= target)}",
         f"response.created over all server tasks: median {created_median:.1f} ms, "
         f"p90 {created_p90:.1f} ms  target <= {CREATED_TARGET_MS:.0f} ms: "
         f"median {verdict(created_median <= CREATED_TARGET_MS)}, "
         f"p90 {verdict(created_p90 <= CREATED_TARGET_MS)}",
         "",
         "times are to the terminal event (server) / the CLI's outcome (direct), client side.",
+        "",
+        "the server's turn, phase by phase (mean ms over every recorded server task, from "
+        "uhp_turn_phase_seconds; recorded comes before the client sees the terminal event, "
+        "wound_down after):",
+        *(f"  {phase:<12} {ms:>9.1f}" for phase, ms in results.phases_ms.items()),
     ]
     return "\n".join(lines)
 

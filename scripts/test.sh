@@ -88,7 +88,10 @@ run_pass "the whole suite (Codex, local sandbox)" --
 # and every front door (each drives the agent's questions and sessions through the base), and
 # an environment's programs first on the PATH of however the CLI starts its shell.
 # Sandbox-level checks (limits, egress) and engine-level ones (the SDK's view, metrics) do not
-# change with the CLI: they run once, on the local and (below) the docker sandbox.
+# change with the CLI: they run once, on the local and (below) the docker sandbox. Within these
+# files, a test marked `same_on_every_base` (the engine's own logic: idempotency, reattach, the
+# doors' refusals, ...) is left out of these passes, and one marked `same_in_every_sandbox` out
+# of the docker ones (tests/support/passes.py): a later pass runs only what differs with it.
 base_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security_e2e.py
   tests/test_restart_e2e.py tests/test_harnesses_e2e.py tests/test_token_binding_e2e.py
   tests/test_oumi_harness_e2e.py tests/test_tool_door_e2e.py tests/test_agentos_e2e.py

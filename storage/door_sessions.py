@@ -5,8 +5,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from sqlmodel import col, delete
-
 from storage.tables import DoorSessionRow
 from storage.unit import Tx
 
@@ -38,6 +36,13 @@ MOVE = (
     " AND harness_id = ? AND door = ? AND external_id = ? AND session_id = ?"
     " RETURNING 1"
 )
+
+# rekey's statements: plain SQL, so that each reads what the database holds now (another
+# replica's key included), not what this transaction's ORM session remembers.
+DROP_SESSION_KEYS = "DELETE FROM door_session WHERE door = ? AND session_id = ?"
+_KEY = "principal_id = ? AND harness_id = ? AND door = ? AND external_id = ?"
+HELD = f"SELECT session_id FROM door_session WHERE {_KEY}"
+DROP_KEY = f"DELETE FROM door_session WHERE {_KEY}"
 
 
 def binding_statement(binding: DoorBinding, session_id: str) -> tuple[str, tuple[object, ...]]:
@@ -85,15 +90,15 @@ def rekey(
 ) -> None:
     """Make this key the door's only one for the session. A key another session holds
     already names two conversations that cannot be told apart (the same history, word for
-    word): it is dropped, and continues neither."""
-    s = tx.orm
-    held = s.get(DoorSessionRow, (principal_id, harness_id, door, external_id))
-    s.exec(
-        delete(DoorSessionRow).where(
-            col(DoorSessionRow.door) == door, col(DoorSessionRow.session_id) == session_id
-        )
-    )
-    if held is not None and held.session_id != session_id:
-        s.delete(held)
-    else:
-        bind(tx, principal_id, harness_id, door, external_id, session_id)
+    word): it is dropped, and continues neither.
+
+    The key is inserted conditionally, so that two replicas rekeying it for two sessions at
+    once cannot both insert it (the second would fail on the primary key): the second finds
+    it held by the other session and drops it, as if the two had come one after the other."""
+    tx.execute(DROP_SESSION_KEYS, (door, session_id))
+    key = (principal_id, harness_id, door, external_id)
+    if tx.rows(BIND_NEW, (*key, session_id, int(time.time()))):
+        return
+    held = tx.rows(HELD, key)
+    if held and held[0][0] != session_id:
+        tx.execute(DROP_KEY, key)

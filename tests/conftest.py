@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.scripted_provider import RunningProvider, start_provider
-from tests.support import postgres
+from tests.support import passes, postgres
 from tests.support.server import ServerProcess
 from uhp_server.ops.logs import PACKAGES
 from uhp_server.settings import Settings
@@ -194,9 +194,14 @@ def client(server: ServerProcess) -> Iterator[httpx.Client]:
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A `heavy` test is slow too, so `-m "not slow"` is the fast, in-process tier (it runs
-    before `-m` deselects)."""
+    before `-m` deselects). A pass on another base or sandbox leaves out what does not depend
+    on it: it ran in the Codex, local-sandbox pass (tests/support/passes.py)."""
     for item in items:
         if item.get_closest_marker("heavy") and not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.slow)
+    kept, deselected = passes.split(items, base=TEST_BASE, sandbox=TEST_SANDBOX)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept

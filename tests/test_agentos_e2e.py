@@ -19,6 +19,7 @@ import yaml
 
 from tests.conftest import DEFAULT_MODEL, TEST_BASE, server_env
 from tests.scripted_provider import RunningProvider, start_provider
+from tests.support import passes
 from tests.support.agentos_platform import RUN_TOKEN_HEADER, AgentosPlatform
 from tests.support.server import ServerProcess
 from tests.support.written import everything_written
@@ -99,6 +100,7 @@ def agent_sessions(agent: ServerProcess) -> list[dict[str, Any]]:
     return httpx.get(f"{agent.url}/v1/sessions?limit=100", headers=headers).json()["sessions"]
 
 
+@passes.same_on_every_base
 def test_the_doors_are_off_unless_a_principal_is_named(server: ServerProcess) -> None:
     assert httpx.get(f"{server.url}/health").status_code == 404
     assert httpx.post(f"{server.url}/invoke", json={}).status_code == 404
@@ -138,6 +140,7 @@ def test_health_and_a_run_through_the_platform_gateway(
     assert len(model_calls(gateway)) == before
 
 
+@passes.same_on_every_base
 def test_runs_of_one_session_continue_one_uhp_session(
     agent: ServerProcess, platform: AgentosPlatform, gateway: RunningProvider
 ) -> None:
@@ -194,6 +197,7 @@ def test_a_question_opens_a_hold_and_the_resume_goes_on(
     assert model_calls(gateway)[-1]["headers"][RUN_TOKEN_HEADER] == resumed_token
 
 
+@passes.same_on_every_base
 def test_an_experiment_run_answers_from_recorded_holds_and_opens_none(
     agent: ServerProcess, platform: AgentosPlatform, gateway: RunningProvider
 ) -> None:
@@ -207,6 +211,7 @@ def test_an_experiment_run_answers_from_recorded_holds_and_opens_none(
     assert (len(platform.holds), platform.refused_holds) == (holds_before, refused_before)
 
 
+@passes.same_on_every_base
 def test_faults_are_200_failed_with_a_valid_code(
     agent: ServerProcess, platform: AgentosPlatform
 ) -> None:
@@ -229,6 +234,7 @@ def test_faults_are_200_failed_with_a_valid_code(
         assert answer.status_code == 200 and answer.json()["status"] == "failed"
 
 
+@passes.same_on_every_base
 def test_no_token_or_secret_is_stored_or_logged(
     agent: ServerProcess, platform: AgentosPlatform
 ) -> None:

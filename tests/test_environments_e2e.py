@@ -26,7 +26,7 @@ import pytest
 from storage.db import Database
 from storage.tables import EnvironmentRow
 from tests.conftest import TEST_BASE
-from tests.support import read_only_probe
+from tests.support import passes, read_only_probe
 from tests.support.environments import add_environment, add_version, principal_of
 from tests.support.schema import validate
 from tests.support.server import ServerProcess
@@ -144,6 +144,7 @@ def test_the_agent_runs_the_projects_scripts_with_its_dependencies_and_says_whic
     assert [(t["environment"], t["environment_version"]) for t in turns] == [(env.id, 1)]
 
 
+@passes.same_on_every_base
 def test_every_change_to_the_project_is_refused_by_the_mount(
     client: httpx.Client, db: Database, layout: EnvironmentLayout
 ) -> None:
@@ -163,6 +164,7 @@ def test_every_change_to_the_project_is_refused_by_the_mount(
     assert sorted(p.name for p in folder.iterdir()) == ["data.txt", "probe.sh"]
 
 
+@passes.same_on_every_base
 def test_two_sessions_on_one_environment_see_neither_the_others_work_nor_other_versions(
     client: httpx.Client, db: Database, layout: EnvironmentLayout
 ) -> None:
@@ -191,6 +193,8 @@ def test_two_sessions_on_one_environment_see_neither_the_others_work_nor_other_v
     assert first["metadata"]["session_id"] != second["metadata"]["session_id"]
 
 
+@passes.same_on_every_base
+@passes.same_in_every_sandbox
 def test_another_principal_reaches_neither_the_environment_nor_its_sessions(
     client: httpx.Client,
     server: ServerProcess,
@@ -224,6 +228,8 @@ def test_another_principal_reaches_neither_the_environment_nor_its_sessions(
         assert "the teaser cutter" not in out
 
 
+@passes.same_on_every_base
+@passes.same_in_every_sandbox
 def test_a_task_on_a_missing_or_unbuilt_environment_is_refused_before_it_starts(
     client: httpx.Client, db: Database, layout: EnvironmentLayout
 ) -> None:

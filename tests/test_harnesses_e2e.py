@@ -23,6 +23,7 @@ from tests.conftest import (
     provider_under_test,
     server_env,
 )
+from tests.support import passes
 from tests.support.plugins import package, stamp_files, stdio_server
 from tests.support.schema import validate
 from tests.support.server import ServerProcess, free_port
@@ -31,6 +32,7 @@ from tests.test_tasks_e2e import create, message_text
 pytestmark = pytest.mark.slow
 
 
+@passes.same_on_every_base
 def test_every_principal_sees_a_default_harness_per_base(
     client: httpx.Client, server: ServerProcess
 ) -> None:
@@ -106,6 +108,7 @@ def test_an_unreachable_upstream_makes_models_unavailable_and_tasks_refused(
         server.stop()
 
 
+@passes.same_on_every_base
 def test_first_start_prints_a_key_once_and_it_works(
     tmp_path: Path, provider: Any, base_installed: Path
 ) -> None:
@@ -129,6 +132,7 @@ def test_first_start_prints_a_key_once_and_it_works(
         second.stop()
 
 
+@passes.same_on_every_base
 def test_sessions_expire_after_the_retention_setting(
     tmp_path: Path, provider: Any, base_installed: Path
 ) -> None:

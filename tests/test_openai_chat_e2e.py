@@ -18,6 +18,7 @@ from openai.types.chat import (
 
 from tests.conftest import API_KEY
 from tests.scripted_provider import RunningProvider
+from tests.support import passes
 from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.slow
@@ -57,6 +58,7 @@ def reasoning_of(message: Any) -> str:
     return (message.model_extra or {}).get("reasoning_content") or ""
 
 
+@passes.same_on_every_base
 def test_models_are_the_principals_harnesses(sdk: openai.OpenAI, client: httpx.Client) -> None:
     harnesses = client.get("/v1/harnesses").json()["harnesses"]
     models = sdk.models.list().data
@@ -138,6 +140,7 @@ def test_tool_use_and_reasoning_arrive_as_reasoning_content(sdk: openai.OpenAI, 
     assert text == "listed"
 
 
+@passes.same_on_every_base
 def test_request_tools_and_sampling_are_accepted_and_named_as_ignored(
     sdk: openai.OpenAI, model: str
 ) -> None:
@@ -181,6 +184,7 @@ def test_a_conversation_continues_in_the_same_session_and_workspace(
     assert again_headers[SESSION] != first_headers[SESSION]
 
 
+@passes.same_on_every_base
 def test_an_unseen_history_starts_a_new_session_with_it_as_the_opening(
     sdk: openai.OpenAI, model: str, provider: RunningProvider
 ) -> None:
@@ -206,6 +210,7 @@ def test_an_unseen_history_starts_a_new_session_with_it_as_the_opening(
     assert again_headers[SESSION] != session_id
 
 
+@passes.same_on_every_base
 def test_a_deleted_conversation_is_not_continued(
     sdk: openai.OpenAI, model: str, client: httpx.Client
 ) -> None:
@@ -223,6 +228,7 @@ def test_a_deleted_conversation_is_not_continued(
     assert after_headers[SESSION] != headers[SESSION]
 
 
+@passes.same_on_every_base
 def test_produced_files_are_listed_as_download_links(sdk: openai.OpenAI, model: str) -> None:
     answer, _ = chat(sdk, model, [user("RUN printf 'door file' > report.md\nSAY wrote it")])
     content = answer.choices[0].message.content
@@ -240,6 +246,7 @@ def _error_of(response: httpx.Response) -> dict[str, Any]:
     return body["error"]
 
 
+@passes.same_on_every_base
 def test_errors_are_in_openais_shape(sdk: openai.OpenAI, model: str, server: ServerProcess) -> None:
     bad = openai.OpenAI(base_url=str(sdk.base_url), api_key="wrong", max_retries=0)
     with pytest.raises(openai.AuthenticationError) as caught:
@@ -284,6 +291,7 @@ def test_errors_are_in_openais_shape(sdk: openai.OpenAI, model: str, server: Ser
         assert error["type"] == ("invalid_request_error") and error["message"]
 
 
+@passes.same_on_every_base
 def test_a_failed_task_is_an_error_blocking_and_streamed(sdk: openai.OpenAI, model: str) -> None:
     ask = [user("FAIL 400 upstream says no")]
     with pytest.raises(openai.APIStatusError) as blocking:
@@ -298,6 +306,7 @@ def test_a_failed_task_is_an_error_blocking_and_streamed(sdk: openai.OpenAI, mod
     assert streamed.value.body["code"] == refused["code"]
 
 
+@passes.same_on_every_base
 def test_another_principal_neither_sees_nor_continues_it(
     sdk: openai.OpenAI, model: str, server: ServerProcess, other_key: str
 ) -> None:
@@ -322,6 +331,7 @@ def test_another_principal_neither_sees_nor_continues_it(
     other.close()
 
 
+@passes.same_on_every_base
 def test_leaving_a_stream_cancels_the_task(
     sdk: openai.OpenAI, model: str, client: httpx.Client
 ) -> None:

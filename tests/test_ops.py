@@ -15,6 +15,7 @@ from tests.scripted_provider import RunningProvider
 from tests.support.fakes import FakeSandbox
 from tests.support.in_process import in_process
 from tests.support.server import ServerProcess
+from uhp_server.engine.turns.phases import TurnPhase
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -97,6 +98,12 @@ async def test_metrics_after_a_turn(fake):
         buckets = [k for k in found if k[0] == histogram + "_bucket"]
         assert len(buckets) > 5
         assert value(found, histogram + "_bucket", base="fake", le="+Inf") == 1
+    # Every phase of the turn was timed once, and together they are the turn's duration.
+    phases = [phase.value for phase in TurnPhase]
+    for phase in phases:
+        assert value(found, "uhp_turn_phase_seconds_count", base="fake", phase=phase) == 1
+    total = sum(value(found, "uhp_turn_phase_seconds_sum", base="fake", phase=p) for p in phases)
+    assert total >= value(found, "uhp_turn_duration_seconds_sum", base="fake")
     # created, in_progress, the answer's events and the terminal one: several commits.
     assert value(found, "uhp_event_log_commit_seconds_count") >= 2
     assert value(found, "uhp_turns_queued") == 0

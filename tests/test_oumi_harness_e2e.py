@@ -16,6 +16,7 @@ import pytest
 
 from tests.conftest import API_KEY, TEST_BASE, server_env
 from tests.scripted_provider import RunningProvider, start_provider
+from tests.support import passes
 from tests.support.server import ServerProcess
 from tests.support.written import everything_written
 
@@ -204,6 +205,7 @@ def test_start_poll_collect_with_the_opening_conversation(oumi: Platform) -> Non
         assert marker in seen
 
 
+@passes.same_on_every_base
 def test_a_retry_with_a_fresh_key_starts_nothing_twice(oumi: Platform) -> None:
     body = oumi.start([{"role": "user", "content": "SAY once"}])
     first = oumi.submit(body)
@@ -282,6 +284,7 @@ def test_a_question_pauses_as_input_required_and_the_resume_answers_it(
     assert answers, "the answer never reached the model"
 
 
+@passes.same_on_every_base
 def test_cancel_stops_the_turn(oumi: Platform) -> None:
     body = oumi.start([{"role": "user", "content": "RUN sleep 60\nSAY never"}])
     assert oumi.submit(body).status_code == 202
@@ -295,6 +298,7 @@ def test_cancel_stops_the_turn(oumi: Platform) -> None:
     assert oumi.collect(body["invocation_id"]).status_code == 409
 
 
+@passes.same_on_every_base
 def test_a_refusing_model_fails_the_row_readably(oumi: Platform) -> None:
     body = oumi.start([{"role": "user", "content": "SAY hi"}], key="sk-wrong-key-0000000")
     assert oumi.submit(body).status_code == 202
@@ -312,6 +316,7 @@ def test_a_refusing_model_fails_the_row_readably(oumi: Platform) -> None:
         ("http://no-such-host.invalid/v1", "could not be resolved"),
     ],
 )
+@passes.same_on_every_base
 def test_an_unreachable_model_says_what_happened(oumi: Platform, base_url: str, said: str) -> None:
     body = oumi.start([{"role": "user", "content": "SAY hi"}])
     body["model_connection"]["base_url"] = base_url
@@ -323,6 +328,7 @@ def test_an_unreachable_model_says_what_happened(oumi: Platform, base_url: str, 
     assert "://" not in message and "127.0.0.1" not in message and ".invalid" not in message
 
 
+@passes.same_on_every_base
 def test_bad_bodies_and_unknown_resumes_fail_only_the_row_unknown_invocations_are_404(
     oumi: Platform, oumi_server: ServerProcess
 ) -> None:
@@ -365,6 +371,7 @@ def test_bad_bodies_and_unknown_resumes_fail_only_the_row_unknown_invocations_ar
     assert unauthenticated.status_code == 401
 
 
+@passes.same_on_every_base
 def test_an_oumi_session_is_an_ordinary_session(oumi: Platform, oumi_server: ServerProcess) -> None:
     marker = "listed-" + uuid.uuid4().hex[:8]
     body = oumi.start([{"role": "user", "content": f"SAY {marker}"}])
@@ -380,6 +387,7 @@ def test_an_oumi_session_is_an_ordinary_session(oumi: Platform, oumi_server: Ser
     http.close()
 
 
+@passes.same_on_every_base
 def test_an_invocation_whose_session_was_deleted_fails_only_its_row(
     oumi: Platform, oumi_server: ServerProcess
 ) -> None:
@@ -423,6 +431,7 @@ def test_an_invocation_whose_session_was_deleted_fails_only_its_row(
 
 
 @pytest.mark.skipif(TEST_BASE != "codex", reason="Codex's per-turn input limit and its file")
+@passes.same_on_every_base
 def test_a_prompt_over_a_million_characters_completes(oumi: Platform) -> None:
     """Past Codex's per-turn input limit: the agent still reads the whole message."""
     marker = "oumi-tail-" + uuid.uuid4().hex[:8]
@@ -439,6 +448,7 @@ def test_a_prompt_over_a_million_characters_completes(oumi: Platform) -> None:
     assert marker in messages[-1]["content"]
 
 
+@passes.same_on_every_base
 def test_no_platform_key_is_stored_or_logged(oumi: Platform, oumi_server: ServerProcess) -> None:
     body = oumi.start([{"role": "user", "content": "SAY keyless"}])
     oumi.submit(body)
@@ -500,6 +510,7 @@ def test_a_question_outlives_a_server_restart(
         second.stop()
 
 
+@passes.same_on_every_base
 def test_a_resume_after_the_session_expired_fails_only_the_row(
     tmp_path: Path, provider: RunningProvider, platform: RunningProvider, base_installed: Path
 ) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from storage import door_sessions
 from storage.db import EVENTS_CHANNEL
 from storage.unit import Tx
 from tests.scripted_provider import RunningProvider
@@ -34,7 +35,7 @@ from tests.support.replica_pair import (
 from tests.support.waiting import wait_for
 from uhp_server.doors.uhp.harness_events import harness_events
 from uhp_server.engine.facade.records import Principal
-from uhp_server.engine.requests import ToolAnswer
+from uhp_server.engine.requests import SessionKey, ToolAnswer
 from uhp_server.engine.turns import questions
 from uhp_server.http.streams import StreamLimits
 from uhp_server.settings import Settings
@@ -303,3 +304,37 @@ async def test_reading_a_turn_that_runs_on_another_replica_reads_its_events_off_
         assert body["status"] == "in_progress"
         assert output_text(body) == "partial answer"
         assert readers and threading.current_thread() not in readers
+
+
+async def test_two_replicas_rekeying_one_door_key_for_two_sessions_at_once_drop_it(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    # A Chat-door key names two conversations that cannot be told apart: rekeyed on both
+    # replicas at once for their two sessions, neither may fail on the key's primary key, and
+    # the key ends up continuing neither (storage/door_sessions.py, rekey).
+    async with AsyncExitStack() as stack:
+        a, b = await two_replicas(stack, tmp_path, provider)
+        finished_on = []
+        for replica in (a, b):
+            body = (await replica.submit("hello")).json()
+            assert body["status"] == "completed", body
+            finished_on.append((replica, body["id"], body["metadata"]))
+        principal_id = a.run(finished_on[0][1]).principal_id
+        harness_id = finished_on[0][2]["harness_id"]
+        assert finished_on[1][2]["harness_id"] == harness_id
+        for attempt in range(10):
+            key = SessionKey("openai-chat", f"history-{attempt}")
+            results = await asyncio.gather(
+                *(
+                    replica.ctx.engine.rekey_door_session(
+                        principal_id, harness_id, key, metadata["session_id"]
+                    )
+                    for replica, _, metadata in finished_on
+                ),
+                return_exceptions=True,
+            )
+            assert results == [None, None], results
+            held = await a.ctx.db.read(
+                door_sessions.find, principal_id, harness_id, key.door, key.external_id
+            )
+            assert held is None, attempt

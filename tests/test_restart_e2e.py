@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from tests.conftest import API_KEY, server_env
+from tests.support import passes
 from tests.support.schema import check_stream
 from tests.support.server import ServerProcess
 from tests.support.sse import read_stream
@@ -26,6 +27,8 @@ def _client(server: ServerProcess) -> httpx.Client:
     )
 
 
+@passes.same_on_every_base
+@passes.same_in_every_sandbox
 def test_stored_responses_survive_a_restart_unchanged(
     tmp_path: Path, provider: Any, base_installed: Path
 ) -> None:
@@ -51,6 +54,7 @@ def test_stored_responses_survive_a_restart_unchanged(
         second.stop()
 
 
+@passes.same_on_every_base
 def test_a_task_running_when_the_server_dies_ends_failed_with_its_partial_output(
     tmp_path: Path, provider: Any, base_installed: Path
 ) -> None:

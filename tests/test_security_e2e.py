@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tests.conftest import API_KEY, DEFAULT_MODEL, PROVIDER_KEY, TEST_SANDBOX, backend_under_test
-from tests.support import syscall_probe
+from tests.support import passes, syscall_probe
 from tests.support.docker import TEST_DOCKER_RUNTIME
 from tests.support.server import ServerProcess
 from tests.support.shell_probe import as_one_command
@@ -106,6 +106,7 @@ TOUCH_KERNEL_SETTINGS = (
 )
 
 
+@passes.same_on_every_base
 def test_a_tool_command_cannot_change_host_kernel_settings_nor_run_as_root(
     client: httpx.Client,
 ) -> None:
@@ -116,6 +117,8 @@ def test_a_tool_command_cannot_change_host_kernel_settings_nor_run_as_root(
     assert "uid=0" not in outputs.split()
 
 
+@passes.same_on_every_base
+@passes.same_in_every_sandbox
 def test_the_gateway_refuses_anything_but_a_live_turn_token(server: ServerProcess) -> None:
     for headers in (
         {},
@@ -131,6 +134,8 @@ def test_the_gateway_refuses_anything_but_a_live_turn_token(server: ServerProces
         assert PROVIDER_KEY not in answer.text
 
 
+@passes.same_on_every_base
+@passes.same_in_every_sandbox
 def test_another_principal_cannot_touch_anything_and_learns_nothing(
     client: httpx.Client, server: ServerProcess, other_key: str
 ) -> None:
@@ -172,6 +177,8 @@ def test_another_principal_cannot_touch_anything_and_learns_nothing(
     assert client.get(f"/v1/responses/{rid}").json()["status"] == "completed"
 
 
+@passes.same_on_every_base
+@passes.same_in_every_sandbox
 def test_an_error_carries_a_correlation_id_that_matches_a_log_line(
     client: httpx.Client, server: ServerProcess
 ) -> None:
@@ -213,6 +220,7 @@ def keyring_probe(action: str) -> str:
     return f"RUN {as_one_command(script)}\nSAY {{output}}"
 
 
+@passes.same_on_every_base
 def test_no_principal_reaches_another_through_the_kernel_keyring(
     client: httpx.Client, server: ServerProcess, other_key: str
 ) -> None:
@@ -228,6 +236,7 @@ def test_no_principal_reaches_another_through_the_kernel_keyring(
     assert "stored=EPERM" in stored.split() and "found=EPERM" in found.split()
 
 
+@passes.same_on_every_base
 def test_the_agent_meets_the_syscall_filter(client: httpx.Client) -> None:
     # io_uring, the keyring, bpf, perf, new user namespaces, mounts: refused to the agent's
     # own tool commands, whatever the base and the sandbox (sandbox/syscall_filter.py).
@@ -243,6 +252,7 @@ WHO_AM_I = "RUN id -u; whoami\nSAY {output}"
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="a server that is not root runs agents as itself")
+@passes.same_on_every_base
 def test_each_principals_agents_run_as_a_uid_of_their_own(
     client: httpx.Client, server: ServerProcess, other_key: str
 ) -> None:

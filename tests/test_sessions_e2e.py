@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import API_KEY, TEST_BASE, server_env
 from tests.scripted_provider import RunningProvider
+from tests.support import passes
 from tests.support.sandbox_processes import sandbox_processes
 from tests.support.schema import check_stream, validate
 from tests.support.server import ServerProcess, query
@@ -76,6 +77,7 @@ def test_cancel_answers_fast_keeps_partial_output_and_the_session_continues(
     assert follow["status"] == "completed" and message_text(follow) == "still here"
 
 
+@passes.same_on_every_base
 def test_session_cancel_stops_whatever_runs_in_the_session(
     client: httpx.Client, server: ServerProcess
 ) -> None:
@@ -99,6 +101,8 @@ def test_session_cancel_stops_whatever_runs_in_the_session(
     wait_no_agents(server.data_dir)
 
 
+@passes.same_on_every_base
+@passes.same_in_every_sandbox
 def test_one_task_at_a_time_per_session(client: httpx.Client) -> None:
     first = create(client, {"input": "SAY one"})
     running = create(
@@ -118,6 +122,8 @@ def test_one_task_at_a_time_per_session(client: httpx.Client) -> None:
     assert wait_terminal(client, running["id"])["status"] == "completed"
 
 
+@passes.same_on_every_base
+@passes.same_in_every_sandbox
 def test_continuing_with_a_different_harness_is_a_conflict(client: httpx.Client) -> None:
     first = create(client, {"input": "SAY one"})
     other = client.post("/v1/harnesses", json={"base": TEST_BASE, "name": "another agent"})
@@ -154,6 +160,8 @@ def _provider_calls(provider: Any, marker: str) -> int:
     return sum(marker in str(r["body"]) for r in provider.requests() if r["path"] in MODEL_PATHS)
 
 
+@passes.same_on_every_base
+@passes.same_in_every_sandbox
 def test_an_idempotent_repeat_returns_the_first_result_and_never_runs_twice(
     client: httpx.Client, provider: Any
 ) -> None:
@@ -189,6 +197,8 @@ def test_an_idempotent_repeat_returns_the_first_result_and_never_runs_twice(
     assert conflict.json()["error"]["code"].endswith("idempotency_key_reused")
 
 
+@passes.same_on_every_base
+@passes.same_in_every_sandbox
 def test_an_expired_idempotency_key_can_be_used_again(
     tmp_path: Path, provider: Any, base_installed: Path
 ) -> None:
@@ -211,6 +221,8 @@ def test_an_expired_idempotency_key_can_be_used_again(
         server.stop()
 
 
+@passes.same_on_every_base
+@passes.same_in_every_sandbox
 def test_store_false_is_not_retained(client: httpx.Client, server: ServerProcess) -> None:
     result = create(client, {"input": "SAY not kept", "store": False})
     assert result["store"] is False and message_text(result) == "not kept"
@@ -287,6 +299,8 @@ def test_a_store_false_turn_leaves_nothing_of_its_conversation_in_the_agent_home
     assert left[f"{asked}-2"] == [] and left[f"{said}-2"] == [], left
 
 
+@passes.same_on_every_base
+@passes.same_in_every_sandbox
 def test_delete_never_cancels_a_running_task(client: httpx.Client, server: ServerProcess) -> None:
     accepted = create(client, {"input": "SLOW 3\nSAY finishes anyway", "background": True})
     rid = accepted["id"]

@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from tests.conftest import DEFAULT_MODEL, OTHER_MODEL, TEST_BASE
+from tests.support import passes
 from tests.support.schema import check_stream, validate
 from tests.support.sse import read_stream
 
@@ -122,6 +123,7 @@ def test_a_continued_session_remembers_and_keeps_its_workspace(client: httpx.Cli
     assert message_text(third) == "file says kept"
 
 
+@passes.same_in_every_sandbox
 def test_a_per_task_model_change_is_honoured_and_substitution_reported(
     client: httpx.Client, provider: Any
 ) -> None:
@@ -140,6 +142,8 @@ def test_a_per_task_model_change_is_honoured_and_substitution_reported(
     assert meta["model_fallback"] is True and meta["model_fallback_reason"]
 
 
+@passes.same_on_every_base
+@passes.same_in_every_sandbox
 def test_tools_include_and_unknown_fields_are_accepted_and_named_as_ignored(
     client: httpx.Client,
 ) -> None:
@@ -177,6 +181,7 @@ def test_a_failing_upstream_fails_the_task_with_provider_error(client: httpx.Cli
     assert message_text(again) == "recovered"
 
 
+@passes.same_in_every_sandbox
 def test_step_budget_stops_the_turn_as_incomplete(client: httpx.Client) -> None:
     result = create(client, {"input": "LOOP", "max_step": 2})
     assert result["status"] == "incomplete"
@@ -206,6 +211,8 @@ def test_time_budget_stops_the_turn_as_incomplete_with_partial_output(
     assert message_text(result).startswith("slow")  # partial output kept
 
 
+@passes.same_on_every_base
+@passes.same_in_every_sandbox
 def test_background_returns_at_once_and_the_task_finishes(client: httpx.Client) -> None:
     started = time.monotonic()
     accepted = create(client, {"input": "SLOW 2\nSAY in the background", "background": True})
@@ -216,6 +223,8 @@ def test_background_returns_at_once_and_the_task_finishes(client: httpx.Client) 
     assert message_text(final) == "in the background"
 
 
+@passes.same_on_every_base
+@passes.same_in_every_sandbox
 def test_reattach_to_a_running_task_and_resume_after_any_event(client: httpx.Client) -> None:
     accepted = create(client, {"input": "SLOW 3\nSAY reattached fine", "background": True})
     rid = accepted["id"]
@@ -244,6 +253,8 @@ def test_reattach_to_a_running_task_and_resume_after_any_event(client: httpx.Cli
     assert refused.json()["error"]["param"] == "Last-Event-ID"
 
 
+@passes.same_on_every_base
+@passes.same_in_every_sandbox
 def test_a_dropped_stream_never_aborts_the_task(client: httpx.Client) -> None:
     partial = read_stream(
         client,
@@ -258,6 +269,8 @@ def test_a_dropped_stream_never_aborts_the_task(client: httpx.Client) -> None:
     assert message_text(final) == "survived the hangup"
 
 
+@passes.same_on_every_base
+@passes.same_in_every_sandbox
 def test_keep_alive_comments_are_sent_while_the_agent_works(client: httpx.Client) -> None:
     stream = read_stream(
         client, "POST", "/v1/responses", json={"input": "SLEEP 3\nSAY late", "stream": True}
@@ -266,6 +279,8 @@ def test_keep_alive_comments_are_sent_while_the_agent_works(client: httpx.Client
     assert message_text(check_stream(stream.events)) == "late"
 
 
+@passes.same_on_every_base
+@passes.same_in_every_sandbox
 def test_input_items_return_what_the_task_was_created_with(client: httpx.Client) -> None:
     body = {
         "input": [

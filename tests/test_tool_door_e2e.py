@@ -17,6 +17,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import API_KEY
+from tests.support import passes
 from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.slow
@@ -85,6 +86,7 @@ def test_the_http_tool_runs_the_harness_and_continues_its_session(
     assert len(turns["data"] if "data" in turns else turns["turns"]) == 2
 
 
+@passes.same_on_every_base
 def test_http_refusals_are_short_readable_4xx(client: httpx.Client, harness_id: str) -> None:
     for body, needle in (
         ({}, "prompt"),
@@ -107,12 +109,14 @@ def test_http_refusals_are_short_readable_4xx(client: httpx.Client, harness_id: 
     assert no_key.status_code == 401
 
 
+@passes.same_on_every_base
 def test_a_failed_turn_is_a_refusal_with_its_reason(client: httpx.Client, harness_id: str) -> None:
     answer = call_http(client, harness_id, {"prompt": "FAIL 400 the upstream refused this"})
     assert answer.status_code == 422, answer.text
     assert "failed" in answer.text and "refused this" in answer.text[:200]
 
 
+@passes.same_on_every_base
 def test_at_the_budget_the_call_answers_incomplete_before_the_platform_gives_up(
     client: httpx.Client, harness_id: str
 ) -> None:
@@ -127,6 +131,7 @@ def test_at_the_budget_the_call_answers_incomplete_before_the_platform_gives_up(
 
 
 @pytest.mark.parametrize("budget", [1, 2])
+@passes.same_on_every_base
 def test_a_budget_too_short_for_the_turn_still_answers_incomplete_in_time(
     client: httpx.Client, harness_id: str, budget: int
 ) -> None:
@@ -146,6 +151,7 @@ def test_a_budget_too_short_for_the_turn_still_answers_incomplete_in_time(
     assert response["incomplete_details"]["reason"] == "timeout_seconds"
 
 
+@passes.same_on_every_base
 def test_an_mcp_call_past_its_budget_is_incomplete(client: httpx.Client, harness_id: str) -> None:
     started = time.monotonic()
     params = {"name": harness_id, "arguments": {"prompt": "SLOW 60\nSAY slow words"}}
@@ -156,6 +162,7 @@ def test_an_mcp_call_past_its_budget_is_incomplete(client: httpx.Client, harness
     assert not result.get("isError") and result["structuredContent"]["status"] == "incomplete"
 
 
+@passes.same_on_every_base
 def test_stateless_mcp_calls_continue_one_session_per_platform_session(
     client: httpx.Client, harness_id: str, schemas: dict[str, Any]
 ) -> None:
@@ -174,6 +181,7 @@ def test_stateless_mcp_calls_continue_one_session_per_platform_session(
     assert other["result"]["structuredContent"]["session_id"] != session
 
 
+@passes.same_on_every_base
 def test_mcp_refusals_and_protocol_faults(client: httpx.Client, harness_id: str) -> None:
     refused = mcp_call(client, harness_id, {"prompt": "FAIL 400 the upstream refused this"})
     assert refused["result"].get("isError") is True, refused
@@ -195,6 +203,7 @@ def test_mcp_refusals_and_protocol_faults(client: httpx.Client, harness_id: str)
 
 
 @pytest.mark.parametrize("request_id", [None, {"a": 1}, [1], True])
+@passes.same_on_every_base
 def test_a_request_id_that_is_not_a_string_or_number_is_an_invalid_request(
     client: httpx.Client, request_id: Any
 ) -> None:
@@ -213,6 +222,7 @@ def test_a_request_id_that_is_not_a_string_or_number_is_an_invalid_request(
     assert note.status_code == 202 and not note.content
 
 
+@passes.same_on_every_base
 def test_the_official_mcp_client_lists_and_calls_the_harnesses(
     server: ServerProcess, harness_id: str, schemas: dict[str, Any]
 ) -> None:

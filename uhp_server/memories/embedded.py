@@ -78,7 +78,9 @@ class EmbeddedProvider:
     async def recall(self, question: Question) -> Answer:
         raise memory_unsupported("Recall is not built yet.")  # being built (issue 29)
 
-    async def referrers(self, memory_ids: Iterable[str], record_ids: Iterable[str]) -> list[Version]:
+    async def referrers(
+        self, memory_ids: Iterable[str], record_ids: Iterable[str]
+    ) -> list[Version]:
         raise memory_unsupported("The graph is not built yet.")  # being built (issue 29)
 
 

@@ -28,6 +28,8 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 TURN_BUCKETS = (1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600)
 FIRST_EVENT_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60)
 # One group commit of the event log: well under a millisecond on a local disk.
+# One phase of a turn (engine/turns/phases.py): a millisecond (a mark) to a minute (the agent).
+PHASE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 COMMIT_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5)
 
 CONNECTION_MODEL = "connection"  # the model label of every per-turn model connection
@@ -69,6 +71,13 @@ class Metrics:
             buckets=FIRST_EVENT_BUCKETS,
             registry=reg,
         )
+        self.turn_phases = Histogram(
+            "uhp_turn_phase_seconds",
+            "One phase of a turn's execution, by base and phase (docs/operations.md).",
+            ["base", "phase"],
+            buckets=PHASE_BUCKETS,
+            registry=reg,
+        )
         self.event_log_commit = Histogram(
             "uhp_event_log_commit_seconds",
             "One commit of event-log rows (a group of appends) on the writer.",
@@ -98,6 +107,9 @@ class Metrics:
 
     def turn_first_event(self, base: str, seconds: float) -> None:
         self.first_event.labels(base).observe(seconds)
+
+    def turn_phase(self, base: str, phase: str, seconds: float) -> None:
+        self.turn_phases.labels(base, phase).observe(seconds)
 
     def turn_ended(self, base: str, status: str, seconds: float) -> None:
         self.turns.labels(base, status).inc()

@@ -26,6 +26,7 @@ from uhp_server.engine.tasks.attachments import prompt_note
 from uhp_server.engine.turns import unkept
 from uhp_server.engine.turns.admission import Admission
 from uhp_server.engine.turns.files import TurnFiles
+from uhp_server.engine.turns.phases import TurnClock, TurnPhase
 from uhp_server.engine.turns.questions import (
     NATIVE_QUESTION_TOOLS,
     TEXT_INSTRUCTION,
@@ -105,13 +106,14 @@ class TurnExecutor:
         outcome = Outcome(TaskStatus.FAILED, "harness_error", "The agent could not be started.")
         before = None  # the workspace as the turn found it, once known
         admitted = False
-        started = asyncio.get_running_loop().time()
+        clock = TurnClock(plan.base.name, self.metrics)
         if self.metrics is not None:
             self.metrics.turn_started(plan.base.name)
         try:
             await run.record(run.builder.in_progress)
             await self._previous_turn_gone(run)
             admitted = await self._admit(run)
+            clock.mark(TurnPhase.ADMITTED)
             if not run.stop.is_set():
                 run.enter(RunPhase.RUNNING)
             plan = await self._conversation_before(run)
@@ -122,6 +124,7 @@ class TurnExecutor:
                 spec = dataclasses.replace(spec, ask_user=functools.partial(ask, run))
             # Writes the plugins and the CLI's config files: disk work, off the event loop.
             invocation = await asyncio.to_thread(_prepare, plan.base, spec, plan.environment)
+            clock.mark(TurnPhase.PREPARED)
             before = await self.files.baseline(run) if self.files else None
             agent_number = None
             if self.agent_numbers is not None and self.sandbox.per_principal_users:
@@ -140,15 +143,18 @@ class TurnExecutor:
                 extra=self._environment_mounts(plan.environment),
             )
             missing = await _missing_version(plan.environment)
+            clock.mark(TurnPhase.BASELINE)
             if run.stop.is_set():  # stopped while the turn was being prepared
                 outcome = run.stopped_outcome()
             elif missing is not None:
                 outcome = Outcome(TaskStatus.FAILED, "environment_unavailable", missing)
             else:
                 proc = await self.sandbox.start(invocation, mounts)
+                clock.mark(TurnPhase.SANDBOX)
                 agent_turn = plan.base.start_turn(proc, spec)
                 agen = agent_turn.events()
-                outcome, pending = await self._consume(run, agen, started)
+                outcome, pending = await self._consume(run, agen, clock)
+                clock.mark(TurnPhase.OUTCOME)
         except unkept.TooMuchToSetAside as refused:  # before its CLI started: nothing to undo
             outcome = Outcome(TaskStatus.FAILED, "harness_error", str(refused))
         except Exception:
@@ -157,8 +163,7 @@ class TurnExecutor:
             run.enter(RunPhase.ENDING)
             outcome = await limit_outcome(proc, outcome)
             if self.metrics is not None:
-                elapsed = asyncio.get_running_loop().time() - started
-                self.metrics.turn_ended(plan.base.name, outcome.status, elapsed)
+                self.metrics.turn_ended(plan.base.name, outcome.status, clock.since_start())
             # The outcome is known: no model call may follow it, even while the CLI winds
             # down (the grant is kept for its usage).
             self.tokens.revoke(grant.token)
@@ -168,8 +173,10 @@ class TurnExecutor:
             run.plan = dataclasses.replace(plan, route=None)
             usage = grant.usage.as_uhp() or _cli_usage(run.cli_usage)
             files, notice, collecting = await self._artifacts(run, before, outcome)
+            clock.mark(TurnPhase.COLLECTED)
             try:
                 await self._finish(run, outcome, usage, files, notice)
+                clock.mark(TurnPhase.RECORDED)
                 on_terminal(run)
             finally:  # the process stops even when its end could not be recorded
                 try:
@@ -181,6 +188,7 @@ class TurnExecutor:
                         await asyncio.gather(collecting, return_exceptions=True)
                     if admitted and self.admission is not None:
                         self.admission.release(run.response_id)
+                    clock.mark(TurnPhase.WOUND_DOWN)
                     run.enter(RunPhase.ENDED)
 
     def _environment_mounts(self, environment: EnvironmentMount | None) -> tuple[ExtraMount, ...]:
@@ -365,11 +373,11 @@ class TurnExecutor:
         )
 
     async def _consume(
-        self, run: Run, agen: AsyncIterator[ev.AgentEvent], started: float
+        self, run: Run, agen: AsyncIterator[ev.AgentEvent], clock: TurnClock
     ) -> tuple[Outcome, asyncio.Future[ev.AgentEvent] | None]:
         """Feed the CLI's events to the log until an outcome; returns it and any read still
-        in flight (left running so the wind-down can keep draining stdout). `started`: when
-        the turn began (loop time), for the time-to-first-event metric."""
+        in flight (left running so the wind-down can keep draining stdout). `clock`: the
+        turn's, marked at the first event (and the time-to-first-event metric)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + run.plan.timeout_seconds
         stop_wait = asyncio.ensure_future(run.stop.wait())
@@ -396,8 +404,10 @@ class TurnExecutor:
                 except StopAsyncIteration:
                     exited = "The agent exited without reporting a result."
                     return Outcome(TaskStatus.FAILED, "harness_error", exited), None
-                if first and self.metrics is not None:
-                    self.metrics.turn_first_event(run.plan.base.name, loop.time() - started)
+                if first:
+                    clock.mark(TurnPhase.FIRST_EVENT)
+                    if self.metrics is not None:
+                        self.metrics.turn_first_event(run.plan.base.name, clock.since_start())
                 first = False
                 outcome = await self._handle(run, event)
                 if outcome is not None:
