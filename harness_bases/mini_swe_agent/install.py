@@ -16,7 +16,9 @@ from harness_bases.installing import reported_version, run_install_command
 
 PACKAGE = "mini-swe-agent"
 CLI_VERSION = "2.4.6"
-REQUIREMENTS = (f"{PACKAGE}=={CLI_VERSION}",)
+# The driver calls the gateway with the OpenAI SDK (litellm's own dependency, named here
+# because the driver imports it itself).
+REQUIREMENTS = (f"{PACKAGE}=={CLI_VERSION}", "openai>=1.40")
 SYSTEM_PYTHON = "/usr/bin/python3"
 DRIVER_NAME = "uhp_mini_driver.py"
 DRIVER_SOURCE = Path(__file__).with_name("driver.py")
