@@ -26,10 +26,20 @@ pytestmark = pytest.mark.slow
 MODEL_PATHS = ("/v1/responses", "/v1/chat/completions", "/v1/messages")
 # The bases that send an input image to the model: Codex (a `localImage` turn input), Claude
 # Code (an image block in its stream-json user message), Pi (its RPC prompt's `images`),
-# OpenCode and Qwen Code (an ACP image block). Hermes 0.19.0 takes ACP image blocks too, yet
+# OpenCode and Qwen Code (an ACP image block), Copilot CLI (`--attachment`), mini-swe-agent (a
+# Chat image part). Hermes 0.19.0 takes ACP image blocks too, yet
 # none reached the provider (README, "Files and artifacts"). Every base gets the file in the
 # workspace and its name in the prompt.
-IMAGE_BASES = {"codex", "claude-code", "pi", "opencode", "qwen-code", "gemini-cli"}
+IMAGE_BASES = {
+    "codex",
+    "claude-code",
+    "pi",
+    "opencode",
+    "qwen-code",
+    "gemini-cli",
+    "copilot",
+    "mini-swe-agent",
+}
 
 
 def png(rgb: tuple[int, int, int], size: int = 4) -> bytes:

@@ -13,7 +13,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import API_KEY, DEFAULT_MODEL, PROVIDER_KEY, TEST_SANDBOX, backend_under_test
+from tests.conftest import (
+    API_KEY,
+    DEFAULT_MODEL,
+    PROVIDER_KEY,
+    TEST_BASE,
+    TEST_SANDBOX,
+    backend_under_test,
+)
 from tests.support import passes, syscall_probe
 from tests.support.docker import TEST_DOCKER_RUNTIME
 from tests.support.server import ServerProcess
@@ -36,9 +43,13 @@ MODEL_CALLS = {
 }
 
 # Every environment variable of every process in the sandbox, one per line.
+# Copilot CLI masks the values of the variables named by --secret-env-vars (its gateway
+# token) in what a command prints: for it each line is printed reversed and read back here.
+REVERSED = TEST_BASE == "copilot"
 DUMP_SANDBOX_ENV = (
-    "RUN for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ 2>/dev/null; done | sort -u\n"
-    "SAY {output}"
+    "RUN for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ 2>/dev/null; done | sort -u"
+    + (" | rev" if REVERSED else "")
+    + "\nSAY {output}"
 )
 
 
@@ -54,6 +65,8 @@ def test_the_sandbox_holds_no_secret_but_its_own_short_lived_token(
     provider.reset()
     result = create(client, {"input": DUMP_SANDBOX_ENV})
     dumped = tool_outputs(result)
+    if REVERSED:
+        dumped = "\n".join(line[::-1] for line in dumped.splitlines())
     assert "HOME=" in dumped  # the dump really ran
     for secret in (PROVIDER_KEY, API_KEY, "server-secret-do-not-leak"):
         assert secret not in dumped

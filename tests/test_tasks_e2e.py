@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import DEFAULT_MODEL, OTHER_MODEL
+from tests.conftest import DEFAULT_MODEL, OTHER_MODEL, TEST_BASE
 from tests.support import passes
 from tests.support.schema import check_stream, validate
 from tests.support.sse import read_stream
@@ -318,10 +318,21 @@ def test_events_are_delivered_as_they_happen_not_at_the_end(client: httpx.Client
     assert done - created > 2 and done - first_delta > 1.5
 
 
+# Kills the command shell's parent, the CLI. Copilot CLI refuses to run `kill` without a
+# numeric PID ("The 'kill' command must specify at least one numeric PID"), so for it the same
+# signal is sent from python3, the shell's child, to its grandparent.
+_GRANDPARENT = 'int(open(f"/proc/{os.getppid()}/stat").read().split()[3])'
+KILL_THE_CLI = (
+    "kill -9 $PPID"
+    if TEST_BASE != "copilot"
+    else f"python3 -c 'import os; os.kill({_GRANDPARENT}, 9)'"
+)
+
+
 def test_a_cli_that_dies_mid_turn_fails_the_task(client: httpx.Client) -> None:
     # The tool command kills the agent process itself: a dead CLI is `failed`, never
     # `incomplete` and never `completed`.
-    result = create(client, {"input": "RUN kill -9 $PPID; sleep 5\nSAY unreachable"})
+    result = create(client, {"input": f"RUN {KILL_THE_CLI}; sleep 5\nSAY unreachable"})
     assert result["status"] == "failed"
     assert result["error"]["code"] == "harness_error"
 

@@ -158,11 +158,13 @@ def content_text(raw: object) -> str:
 
 
 _GEMINI_FIELDS = "Error|Exit Code|Signal|Background PIDs|Process Group PGID"
+_COPILOT_SHELL_TRAILER = re.compile(r"\n?<shellId: [^>\n]*>\Z")
 
 
 def tool_output_text(raw: str) -> str:
     """The useful text of a tool result: a command's stdout where recognisable."""
-    text = raw.strip()
+    # Copilot CLI ends a command's output with "<shellId: 0 completed with exit code 0>".
+    text = _COPILOT_SHELL_TRAILER.sub("", raw.strip()).strip()
     try:
         value = json.loads(text)
     except ValueError:
