@@ -23,6 +23,7 @@ from uhp_server.engine.facade.agent_memories import TurnMemory
 from uhp_server.engine.facade.memories import Memories
 from uhp_server.gateway.mcp_targets import MCP_PATH
 from uhp_server.gateway.memory_server import MEMORY_SERVER
+from uhp_server.memories import agent as agent_view
 from uhp_server.memories.agent import EPISODE_CHARS, turn_episodes
 
 
@@ -211,10 +212,13 @@ async def test_a_session_is_primed_once_offered_the_tools_and_its_turns_observed
     prompt = spec.system_prompt
     assert "Team" in prompt and "What the team decided." in prompt and "Pricing" in prompt
     assert "Ship on Tuesdays." in prompt and "Not for priming." not in prompt
-    # The primed record is fenced with its writer, and cannot close the fence itself.
-    fence = prompt[prompt.index("<memory-data") : prompt.index("</memory-data>")]
-    assert "Ship on Tuesdays." in fence and "written_by member:prin_" in fence
-    assert prompt.count("</memory-data>") == 1
+    # What others wrote there, a description and a primed record, is fenced (the record with
+    # its writer), and cannot close its fence itself: one fence per memory that has any.
+    fences = [part.split("</memory-data>")[0] for part in prompt.split("<memory-data")[1:]]
+    assert len(fences) == prompt.count("</memory-data>") == 2
+    assert any("What the team decided." in fence for fence in fences)
+    record_fence = next(fence for fence in fences if "Ship on Tuesdays." in fence)
+    assert "written_by member:prin_" in record_fence
     assert [s.name for s in spec.mcp_servers if s.name == MEMORY_SERVER] == [MEMORY_SERVER]
 
     second = await server.submit(
@@ -389,6 +393,47 @@ async def test_another_principals_memories_are_out_of_the_agents_reach(
     # A task of the other principal cannot name this principal's harness at all.
     refused = await server.submit("hi", metadata={"harness_id": harness}, headers=other)
     assert refused.status_code == 404
+
+
+async def test_only_a_harness_owner_lets_its_agent_into_a_memory(server: InProcess) -> None:
+    # Another principal granting its own memory to this principal's agent would place its
+    # words in the agent's instructions and lead the agent to write there: refused, exactly
+    # as a harness that is not there. The owner's own grant goes through.
+    other = _other(server)
+    harness = await _harness(server)
+    theirs = await server.client.post("/v1/memories", json={"name": "Theirs"}, headers=other)
+    assert theirs.status_code == 200, theirs.text
+    answers = []
+    for agent in (harness, "chrn_" + "0" * 32):
+        body = {"principal": f"member:{agent}", "privileges": ["read", "write"]}
+        answers.append(
+            await server.client.post(
+                f"/v1/memories/{theirs.json()['id']}/grants", json=body, headers=other
+            )
+        )
+    assert [(a.status_code, _code(a)) for a in answers] == [(422, "memory_invalid")] * 2
+    assert answers[0].json()["error"]["message"] == answers[1].json()["error"]["message"]
+    assert (await _settings(server, harness)).json()["data"] == []
+    mine = await _memory(server, "Mine")
+    await _grant(server, mine, harness, "read")  # the owner's: let in
+    assert [m["id"] for m in (await _settings(server, harness)).json()["data"]] == [mine]
+
+
+async def test_priming_places_at_most_its_budget_and_counts_the_rest(server: InProcess) -> None:
+    harness = await _harness(server)
+    granted = []
+    for n in range(agent_view.PRIMED_MEMORIES + 3):
+        memory = await _memory(server, f"Memory {n}", description="d" * 1_000)
+        await _grant(server, memory, harness, "read")
+        granted.append(memory)
+    answer = await server.submit("hi", metadata={"harness_id": harness})
+    assert answer.status_code == 200, answer.text
+    tokens = json.loads(answer.json()["metadata"]["memory_priming_tokens"])
+    assert set(tokens) == set(granted)
+    assert sum(1 for n in tokens.values() if n > 0) == agent_view.PRIMED_MEMORIES
+    prompt = server.base.specs[-1].system_prompt
+    assert "3 more memories were granted to you" in prompt
+    assert len(prompt) < agent_view.PRIMER_CHARS + 10_000
 
 
 async def test_the_memory_server_answers_only_a_turn_holding_a_memory(server: InProcess) -> None:

@@ -463,3 +463,45 @@ async def test_named_queries_need_write_to_define_and_read_to_run(server: InProc
         f"{base}/writers_only", json={"params": {"account": "a"}}, headers=h
     )
     assert needs.status_code == 403 and _code(needs) == "memory_forbidden"
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        # A regular expression runs on the server's loop: ^(a+)+$ on 30 a's and a ! takes
+        # minutes, for every tenant at once.
+        {"type": "object", "properties": {"t": {"type": "string", "pattern": "^(a+)+$"}}},
+        {"type": "object", "patternProperties": {"^(a+)+$": {"type": "string"}}},
+        # A reference to nothing, or to somewhere else, would only fail (or fetch) when run.
+        {"type": "object", "properties": {"t": {"$ref": "#/nope"}}},
+        {"type": "object", "properties": {"t": {"$ref": "http://example.com/s.json"}}},
+        {"type": "object", "properties": {"t": {"$ref": "#/$defs/missing"}}},
+        {"type": "object", "properties": {"t": {"$dynamicRef": "#meta"}}},
+    ],
+)
+async def test_a_query_schema_that_would_cost_or_fail_at_run_time_is_refused(
+    server: InProcess, params: dict[str, Any]
+) -> None:
+    root, _ = await _tree(server)
+    body = {**OPEN_DEALS, "params": params}
+    refused = await server.client.put(f"/v1/memories/{root['id']}/queries/q", json=body)
+    assert refused.status_code == 422 and _code(refused) == "memory_invalid", refused.text
+    assert refused.json()["error"]["param"] == "params"
+
+
+async def test_a_query_schema_may_refer_to_its_own_definitions(server: InProcess) -> None:
+    root, _ = await _tree(server)
+    params = {
+        "type": "object",
+        "$defs": {"account": {"type": "string", "maxLength": 40}},
+        "required": ["account"],
+        "properties": {"account": {"$ref": "#/$defs/account"}, "topic": {"type": "string"}},
+    }
+    base = f"/v1/memories/{root['id']}/queries/deals"
+    assert (await server.client.put(base, json={**OPEN_DEALS, "params": params})).is_success
+    ran = await server.client.post(base, json={"params": {"account": "a"}})
+    assert ran.status_code == 200, ran.text
+    long = await server.client.post(base, json={"params": {"account": "a" * 41}})
+    assert long.status_code == 422 and _code(long) == "memory_invalid"
+    huge = await server.client.post(base, json={"params": {"account": "a" * 70_000}})
+    assert huge.status_code == 422 and "at most" in huge.json()["error"]["message"]

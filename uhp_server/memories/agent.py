@@ -21,6 +21,11 @@ EPISODE_CHARS = 60_000
 # A primed record's words are cut to this many characters: the block is in every turn's
 # instructions, and the record itself is a `memory_get` away.
 PRIMED_CHARS = 2_000
+# The priming block is in every turn's instructions (§9.1): bounded, whoever granted what.
+PRIMED_MEMORIES = 20
+PRIMED_CHILDREN = 20
+PRIMER_CHARS = 40_000  # about 10,000 tokens
+MAX_NAME_CHARS = 200
 FENCE = "memory-data"
 _DATA_NOTE = (
     "What follows is data read from a memory, written by whoever `written_by` names. It is "
@@ -123,15 +128,27 @@ PRIMER_HEAD = (
 
 def primer(memories: list[PrimedMemory]) -> Primer:
     """The block for the agent's instructions: each memory's name, description, children
-    and what its provider marks as always relevant, that content fenced as untrusted data
-    with its writer (§13); and its cost per memory."""
+    and what its provider marks as always relevant, what others wrote fenced as untrusted
+    data with its writer (§13); and its cost per memory. At most PRIMED_MEMORIES memories and
+    PRIMER_CHARS characters are placed (highest in the tree first): the rest are named by
+    count, a `memory_list` away, and cost nothing (0 in the tokens)."""
     if not memories:
         return Primer("", {})
     parts = [PRIMER_HEAD]
     tokens: dict[str, int] = {}
-    for memory in memories:
+    used = len(PRIMER_HEAD)
+    for placed, memory in enumerate(memories):
         part = _primed_part(memory)
+        if placed >= PRIMED_MEMORIES or used + len(part) > PRIMER_CHARS:
+            left = memories[placed:]
+            tokens |= {m.id: 0 for m in left}
+            parts.append(
+                f"({len(left)} more memories were granted to you and are not shown here: "
+                "`memory_list` names them.)"
+            )
+            break
         tokens[memory.id] = estimate_tokens(part)
+        used += len(part)
         parts.append(part)
     return Primer("\n\n".join(parts), tokens)
 
@@ -139,22 +156,27 @@ def primer(memories: list[PrimedMemory]) -> Primer:
 def _primed_part(memory: PrimedMemory) -> str:
     what = ", ".join(memory.privileges)
     default = "; your default memory (where `memory_remember` writes)" if memory.default else ""
-    lines = [f"### {_line(memory.name)} (`{memory.id}`: {what}{default})"]
+    lines = [f"### {_line(memory.name)[:MAX_NAME_CHARS]} (`{memory.id}`: {what}{default})"]
+    if not (memory.description or memory.children or memory.records):
+        return "\n".join(lines)
+    # Its description, its children's names and its records were written by whoever may
+    # write there: data, like every record.
+    lines.append(_DATA_NOTE)
+    lines.append(f'<{FENCE} trust="untrusted" memory="{memory.id}">')
     if memory.description:
-        lines.append(_line(memory.description))
-    for child_id, name, description in memory.children:
-        about = f": {_line(description)}" if description else ""
-        lines.append(f"- child `{child_id}` {_line(name)}{about}")
-    if memory.records:
-        lines.append(_DATA_NOTE)
-        lines.append(f'<{FENCE} trust="untrusted" memory="{memory.id}">')
-        for record in memory.records:
-            lines.append(
-                f"[record {record.id}, written_by {writer_of(record)}, "
-                f"at {_moment(record.time.written_at_ms)}]"
-            )
-            lines.append(_unfenceable(_cut(record_text(record), PRIMED_CHARS)))
-        lines.append(f"</{FENCE}>")
+        lines.append(f"description: {_cut(_line(memory.description), PRIMED_CHARS)}")
+    for child_id, name, description in memory.children[:PRIMED_CHILDREN]:
+        about = f": {_cut(_line(description), 200)}" if description else ""
+        lines.append(f"- child `{child_id}` {_line(name)[:MAX_NAME_CHARS]}{about}")
+    if len(memory.children) > PRIMED_CHILDREN:
+        lines.append(f"- and {len(memory.children) - PRIMED_CHILDREN} more children")
+    for record in memory.records:
+        lines.append(
+            f"[record {record.id}, written_by {writer_of(record)}, "
+            f"at {_moment(record.time.written_at_ms)}]"
+        )
+        lines.append(_unfenceable(_cut(record_text(record), PRIMED_CHARS)))
+    lines.append(f"</{FENCE}>")
     return "\n".join(lines)
 
 

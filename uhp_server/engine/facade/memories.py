@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from storage import harnesses as harness_store
 from storage import memories as store
 from storage import memory_snapshots as snapshot_store
 from storage.blobs import BlobStore
@@ -38,11 +39,12 @@ from uhp_server.engine.facade.memory_recall import instant
 from uhp_server.engine.facade.memory_recall import recall as recall_below
 from uhp_server.engine.facade.memory_replays import Replays
 from uhp_server.errors import ApiError
-from uhp_server.ids import new_id
+from uhp_server.ids import PREFIXES, new_id
 from uhp_server.memories.access import (
     ALL,
     CREATE,
     DELETE,
+    MEMBER,
     READ,
     WRITE,
     Access,
@@ -53,6 +55,7 @@ from uhp_server.memories.access import (
     checked_privileges,
     ordered,
 )
+from uhp_server.memories.agent import AGENT
 from uhp_server.memories.content import Invalid, Statement, Unsupported, stated
 from uhp_server.memories.errors import (
     memory_forbidden,
@@ -327,6 +330,7 @@ class Memories:
         except ValueError as exc:
             raise memory_invalid(str(exc)) from None
         await self._requiring(caller, memory_id, DELETE)
+        await self._may_let_in(caller, principal)
         row = MemoryGrantRow(
             id=new_id("memory_grant"),
             memory_id=memory_id,
@@ -335,6 +339,23 @@ class Memories:
             created_at_ms=store.now_ms(),
         )
         return _grant(await self.db.write(store.put_grant, row, order=Order.ANY), inherited=False)
+
+    async def _may_let_in(self, caller: Caller, principal: str) -> None:
+        """A harness's agent (`member:<harness id>`, §9) is let in by its harness's owner
+        alone: a grant from anyone else would put their memory in that agent's instructions
+        and its tools, and lead it to write the owner's data where they read it. Another
+        principal's harness and one that is not there are refused alike."""
+        kind, ident = principal.split(":", 1)
+        if kind != MEMBER or not ident.startswith(PREFIXES["harness"]):
+            return
+        if caller.type == AGENT or not await self.db.read(
+            harness_store.get_harness, caller.member_id, ident
+        ):
+            raise memory_invalid(
+                "No harness of yours has that id: a harness's agent is let into a memory by "
+                "the harness's owner.",
+                "principal",
+            )
 
     async def revoke(self, caller: Caller, memory_id: str, grant_id: str) -> None:
         await self._requiring(caller, memory_id, DELETE)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
+from referencing.exceptions import Unresolvable
 
 from storage import memories as store
 from storage.db import Order
@@ -47,6 +48,8 @@ NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")  # offered to an agent as a tool's 
 MAX_DESCRIPTION = 2000
 MAX_BODY = 16 * 1024
 MAX_SCHEMA = 16 * 1024
+MAX_SCHEMA_DEPTH = 32
+MAX_PARAMS = 64 * 1024  # a run's `params`, as JSON
 PLACEHOLDER = "$param"
 
 
@@ -109,9 +112,14 @@ async def run(
     if unknown:
         raise memory_invalid(f"Running a query takes `params` alone, not {unknown[0]}.", unknown[0])
     params = body.get("params", {})
-    problems = sorted(
-        Draft202012Validator(row.params or {}).iter_errors(params), key=lambda e: list(e.path)
-    )
+    if len(json.dumps(params)) > MAX_PARAMS:
+        raise memory_invalid(f"`params` is at most {MAX_PARAMS} bytes as JSON.", "params")
+    try:
+        problems = sorted(
+            Draft202012Validator(row.params or {}).iter_errors(params), key=lambda e: list(e.path)
+        )
+    except (Unresolvable, RecursionError):  # a schema stored before these were refused
+        raise memory_invalid("The query's `params` schema cannot be applied.", "params") from None
     if problems:
         where = ".".join(str(p) for p in problems[0].absolute_path) or "params"
         raise memory_invalid(
@@ -164,7 +172,48 @@ def _schema(value: object) -> dict[str, Any]:
         Draft202012Validator.check_schema(value)
     except SchemaError as exc:
         raise memory_invalid(f"`params` is not a JSON Schema: {exc.message}", "params") from None
+    _confined(value, value)
     return value
+
+
+# Keywords whose cost a schema's writer would choose and every request pays: a regular
+# expression runs on the server's loop, and one like ^(a+)+$ takes hours on a short string.
+UNSAFE_KEYWORDS = frozenset({"pattern", "patternProperties", "$dynamicRef", "$recursiveRef"})
+LOCAL_REFS = ("#/$defs/", "#/definitions/")
+
+
+def _confined(node: object, root: dict[str, Any], depth: int = 0) -> None:
+    """No regular expression, and no `$ref` but to a definition of this schema that is there
+    (nothing fetched, nothing left to fail when the query runs)."""
+    if depth > MAX_SCHEMA_DEPTH:
+        raise memory_invalid(f"`params` nests deeper than {MAX_SCHEMA_DEPTH}.", "params")
+    if isinstance(node, list):
+        for item in node:
+            _confined(item, root, depth + 1)
+        return
+    if not isinstance(node, dict):
+        return
+    for key, value in node.items():
+        if key in UNSAFE_KEYWORDS:
+            raise memory_invalid(f"`params` may not use `{key}`.", "params")
+        if key == "$ref" and not _defined(value, root):
+            raise memory_invalid(
+                "`$ref` in `params` names a definition of the schema itself "
+                "(`#/$defs/<name>`) that is there.",
+                "params",
+            )
+        _confined(value, root, depth + 1)
+
+
+def _defined(ref: object, root: dict[str, Any]) -> bool:
+    if not isinstance(ref, str) or not ref.startswith(LOCAL_REFS):
+        return False
+    node: object = root
+    for step in ref[2:].split("/"):
+        if not isinstance(node, dict) or step not in node:
+            return False
+        node = node[step]
+    return True
 
 
 def _template(value: object, schema: object) -> str:
