@@ -7,22 +7,32 @@ only when asked; an embedder that fails keeps the write and recall says what it 
 
 from __future__ import annotations
 
+import sqlite3
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from sqlmodel import col, select
 
+from storage import vector_extension
 from storage.tables import MemoryVectorRow
 from storage.unit import Tx
 from tests.conftest import MODELS, PROVIDER_KEY
 from tests.scripted_provider import RunningProvider, start_provider
+from tests.support import postgres
 from tests.support.in_process import InProcess, in_process
 from tests.test_memories_fast import Other, _memory, _record, _tree
 from tests.test_memory_recall_fast import _found, _recall
 from uhp_server.memories.meaning import QUERY_PARTIAL, QUERY_UNAVAILABLE
 
 EMBEDDING_MODEL = "embed-test"
+ON_POSTGRESQL = postgres.TEST_DATABASE == "postgresql"
+# Recall by meaning is built on SQLite (sqlite-vec); on PostgreSQL (pgvector) not yet, and
+# there the last test checks that `query` is not declared and writes go on.
+by_meaning = pytest.mark.skipif(
+    ON_POSTGRESQL, reason="recall by meaning on PostgreSQL (pgvector) is not built yet"
+)
 
 
 @pytest.fixture
@@ -44,6 +54,19 @@ def _vectors(server: InProcess, record_id: str) -> list[MemoryVectorRow]:
     return server.ctx.db.run(read)
 
 
+@by_meaning
+def test_this_python_loads_sqlite_vec() -> None:
+    """What the rest needs: without it the provider declares no `query` (docs/memory-providers.md
+    says which Python loads extensions: Debian's does, pyenv's does not unless built so)."""
+    connection = sqlite3.connect(":memory:")
+    assert vector_extension.load(connection), (
+        f"{sys.executable}: its sqlite3 cannot load sqlite-vec; make the venv from a Python "
+        "whose sqlite3 allows extensions (/usr/bin/python3.11 on Debian)"
+    )
+    assert connection.execute("SELECT vec_version()").fetchone()[0] == "v0.1.9"
+
+
+@by_meaning
 async def test_query_is_declared_and_a_fact_is_found_by_meaning_alone(
     server: InProcess,
 ) -> None:
@@ -69,6 +92,7 @@ async def test_query_is_declared_and_a_fact_is_found_by_meaning_alone(
     assert _found(root_found) == [late["id"]]
 
 
+@by_meaning
 async def test_meaning_and_words_are_fused_and_each_hit_says_which_found_it(
     server: InProcess,
 ) -> None:
@@ -82,6 +106,7 @@ async def test_meaning_and_words_are_fused_and_each_hit_says_which_found_it(
     assert answer["results"][0]["score"] == 1.0 and answer["degraded"] == []
 
 
+@by_meaning
 async def test_observed_episodes_and_revisions_are_found_by_their_own_meaning(
     server: InProcess,
 ) -> None:
@@ -96,6 +121,7 @@ async def test_observed_episodes_and_revisions_are_found_by_their_own_meaning(
     assert len(_vectors(server, episode["id"])) == 1
 
 
+@by_meaning
 async def test_as_of_finds_the_version_held_then_and_forgotten_records_only_when_asked(
     server: InProcess,
 ) -> None:
@@ -121,6 +147,7 @@ async def test_as_of_finds_the_version_held_then_and_forgotten_records_only_when
     assert _found(kept) == [first["id"]] and kept["results"][0]["record"]["status"] == "forgotten"
 
 
+@by_meaning
 async def test_no_hit_by_meaning_of_one_principal_reaches_another(server: InProcess) -> None:
     _, child = await _tree(server)
     secret = await _record(server, child["id"], content="The Quillon discount is twelve percent.")
@@ -147,6 +174,7 @@ async def test_no_hit_by_meaning_of_one_principal_reaches_another(server: InProc
     assert _found(mine) == [secret["id"]]
 
 
+@by_meaning
 async def test_erasing_a_record_removes_its_vectors(server: InProcess) -> None:
     mid = (await _memory(server, "Vault"))["id"]
     record = await _record(server, mid, content="The vault code is kept offsite.")
@@ -162,6 +190,7 @@ async def test_erasing_a_record_removes_its_vectors(server: InProcess) -> None:
     assert _found(await _recall(server, mid, query="vault code")) == []
 
 
+@by_meaning
 async def test_an_embedder_that_fails_keeps_the_write_and_recall_says_what_it_missed(
     tmp_path: Path, provider: RunningProvider
 ) -> None:
@@ -204,3 +233,16 @@ async def test_without_an_embedder_query_is_not_declared_and_writes_keep_no_vect
         assert _vectors(server, record["id"]) == []
         answer = await _recall(server, mid, query="invoices late")
         assert answer["degraded"] == ["query:not_supported"] and answer["results"] == []
+
+
+@pytest.mark.skipif(not ON_POSTGRESQL, reason="the PostgreSQL pass runs it")
+async def test_on_postgresql_query_is_not_declared_yet_and_writes_go_on(
+    server: InProcess,
+) -> None:
+    documents = (await server.client.get("/v1/memories/providers")).json()
+    assert documents["data"][0]["recall"]["signals"] == ["text", "filters"]
+    mid = (await _memory(server, "Ledger"))["id"]
+    record = await _record(server, mid, content="Harlow Logistics settles invoices late.")
+    assert _vectors(server, record["id"]) == []
+    answer = await _recall(server, mid, query="invoices late", text="Harlow")
+    assert answer["degraded"] == ["query:not_supported"] and _found(answer) == [record["id"]]
