@@ -25,6 +25,7 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.exc import IntegrityError as OrmIntegrityError
 from sqlmodel import create_engine
 
+from storage import vector_extension
 from storage.event_batches import event_inserts, events_at_once
 from storage.private import private_dir, private_file
 from storage.sql_text import LINK_TIMEOUTS, MAX_PARAMETERS, nul_safe, psycopg_style
@@ -126,6 +127,8 @@ def sqlite_pragmas(dbapi_connection: Any, _record: Any = None) -> None:
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA busy_timeout=5000")
     cursor.close()
+    # Recall by meaning's vector functions, where this Python's sqlite3 can load them.
+    vector_extension.load(dbapi_connection)
 
 
 class SQLiteDialect(Dialect):

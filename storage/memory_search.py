@@ -174,6 +174,12 @@ def versions(tx: Tx, hits: Sequence[Hit]) -> dict[Hit, MemoryRecordRow]:
 
 # -- the SQL --------------------------------------------------------------------------------
 def _scope(tx: Tx, scope: Scope) -> tuple[str, list[Any]]:
+    return scope_condition(scope)
+
+
+def scope_condition(scope: Scope) -> tuple[str, list[Any]]:
+    """The SQL condition on `memory_record r` that holds for the versions a scope reads, and
+    its parameters (storage/memory_vectors.py reads the same versions)."""
     marks = ", ".join("?" for _ in scope.memory_ids)
     where = [f"r.memory_id IN ({marks})"]
     params: list[Any] = list(scope.memory_ids)

@@ -337,6 +337,22 @@ class MemoryRecordRow(SQLModel, table=True):
     search_text: str | None = None
 
 
+class MemoryVectorRow(SQLModel, table=True):
+    """A record version's meaning (§6.2 `query`): the vector the embedding model `model` gave
+    for its words (`search_text`), as float32s (sqlite-vec's form), written with the version.
+    A version without one (no embedder then, or the embedder failed) is not found by meaning
+    (storage/memory_vectors.py says how recall reports it)."""
+
+    __tablename__ = "memory_record_vector"
+    __table_args__ = (Index("ix_memory_record_vector_memory", "memory_id"),)
+    id: str = Field(primary_key=True)
+    version: int = Field(primary_key=True)
+    memory_id: str
+    model: str
+    dimensions: int
+    embedding: bytes = Field(sa_type=LargeBinary)
+
+
 class MemoryReplayRow(SQLModel, table=True):
     """A write of the Memories chapter made with an Idempotency-Key (§5.1): claimed before
     it runs (`answer` None), then its answer, given again to a repeat of the same request."""

@@ -2,11 +2,16 @@
 PostgreSQL when the server runs on it), one row per version (storage/memories.py).
 
 Recall (§6.2): `text` is full-text search over every version's title, text parts and file
-parts' text (SQLite FTS5, PostgreSQL text search: storage/memory_search.py); `filters` are
+parts' text (SQLite FTS5, PostgreSQL text search: storage/memory_search.py); `query` is
+meaning, each version's vector from the embedder compared with the question's (sqlite-vec:
+memories/meaning.py, storage/memory_vectors.py); `filters` are
 conditions over `type`, `attributes.*` and `time.*`; each signal asked is one ranked list,
 and the lists are fused by reciprocal rank (`fused`), each hit saying which signals found
 it. `query` (meaning) needs an `Embedder` and a `MeaningIndex`: without both it is not in
-the signals declared, and a question that asks it is answered `query:not_supported`.
+the signals declared, and a question that asks it is answered `query:not_supported`. With
+them, a question whose own vector cannot be had is answered by its other signals with
+`query:unavailable`, and one covering versions that have no vector (written while the
+embedder failed, or under another model) with `query:records_without_vectors`.
 """
 
 from __future__ import annotations
@@ -18,10 +23,13 @@ from typing import Protocol
 from storage import memories as store
 from storage import memory_references as references
 from storage import memory_search as search
+from storage import memory_vectors as vectors
 from storage.db import Database, Order
+from storage.memory_vectors import Meaning
 from storage.tables import MemoryRecordRow
 from storage.unit import Tx
 from uhp_server.ids import new_id
+from uhp_server.memories.meaning import QUERY_PARTIAL, QUERY_UNAVAILABLE, meaning_index, meanings
 from uhp_server.memories.provider import (
     AllOf,
     Answer,
@@ -29,6 +37,7 @@ from uhp_server.memories.provider import (
     Capabilities,
     ContentCapability,
     Embedder,
+    EmbeddingsUnavailable,
     Erasure,
     FieldFilter,
     Filter,
@@ -55,12 +64,17 @@ MIN_CANDIDATES = 50
 
 class MeaningIndex(Protocol):
     """Records nearest in meaning to a vector, among the versions a scope holds: the
-    vector index (sqlite-vec, pgvector) that semantic recall needs beside an `Embedder`.
-    Not built yet: without one the embedded provider does not declare `query`."""
+    vector index (sqlite-vec: memories/meaning.py) that semantic recall needs beside an
+    `Embedder`; without one the embedded provider does not declare `query`. Only vectors of
+    the question's model are compared with it."""
 
     async def nearest(
-        self, vector: list[float], scope: search.Scope, limit: int
+        self, question: Meaning, scope: search.Scope, limit: int
     ) -> list[search.Hit]: ...
+
+    async def without_meaning(self, scope: search.Scope, model: str) -> int:
+        """How many versions of the scope have words but no vector of `model`."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -136,14 +150,21 @@ class EmbeddedProvider:
     async def remember(self, records: list[NewRecord]) -> list[Version] | None:
         now = store.now_ms()
         rows = [_row(new_id("memory_record"), 1, record, now) for record in records]
-        stored = await self.db.write(_insert, rows, order=Order.ANY)
+        stored = await self.db.write(_insert, rows, await self._meanings(rows), order=Order.ANY)
         return None if stored is None else [_version(row) for row in stored]
 
     async def append(self, record_id: str, after: int, record: NewRecord) -> Version | None:
         row = _row(record_id, after + 1, record, store.now_ms())
         row.supersedes = after
-        stored = await self.db.write(_append, row, order=Order.ANY)
+        meaning = (await self._meanings([row]))[0]
+        stored = await self.db.write(_append, row, meaning, order=Order.ANY)
         return None if stored is None else _version(stored)
+
+    async def _meanings(self, rows: list[MemoryRecordRow]) -> list[Meaning | None]:
+        """The versions' vectors, when recall by meaning is served (None each, else)."""
+        if self.embedder is None or self.meaning is None:
+            return [None] * len(rows)
+        return await meanings(self.embedder, [row.search_text or "" for row in rows])
 
     async def forget(self, memory_id: str, record_id: str) -> Version | None:
         row = await self.db.write(store.forget_record, memory_id, record_id, order=Order.ANY)
@@ -205,8 +226,10 @@ class EmbeddedProvider:
             if self.embedder is None or self.meaning is None:
                 degraded.append("query:not_supported")
             else:
-                vector = (await self.embedder.embed([question.query]))[0]
-                lists.append(_Ranked(QUERY, await self.meaning.nearest(vector, scope, depth)))
+                ranked_by_meaning = await self._by_meaning(question.query, scope, depth)
+                degraded += ranked_by_meaning.degraded
+                if ranked_by_meaning.hits is not None:
+                    lists.append(_Ranked(QUERY, ranked_by_meaning.hits))
         if question.text is not None:
             hits = await self.db.read(search.by_text, scope, question.text, depth)
             lists.append(_Ranked(TEXT, hits))
@@ -221,6 +244,17 @@ class EmbeddedProvider:
         ]
         return Answer(found, degraded, _abstains(question, found))
 
+    async def _by_meaning(self, query: str, scope: search.Scope, depth: int) -> _ByMeaning:
+        assert self.embedder is not None and self.meaning is not None
+        try:
+            vector = (await self.embedder.embed([query]))[0]
+        except EmbeddingsUnavailable:
+            return _ByMeaning(None, [QUERY_UNAVAILABLE])
+        model = self.embedder.model
+        hits = await self.meaning.nearest(Meaning(model, vector), scope, depth)
+        missing = await self.meaning.without_meaning(scope, model)
+        return _ByMeaning(hits, [QUERY_PARTIAL] if missing else [])
+
     async def referrers(
         self, memory_ids: Iterable[str], record_ids: Iterable[str]
     ) -> list[Version]:
@@ -228,18 +262,29 @@ class EmbeddedProvider:
         return [_version(row) for row in rows]
 
 
-# Each write keeps the index of references by target in the same transaction.
-def _insert(tx: Tx, rows: list[MemoryRecordRow]) -> list[MemoryRecordRow] | None:
+@dataclass(frozen=True)
+class _ByMeaning:
+    hits: list[search.Hit] | None  # None: not asked (the question has no vector)
+    degraded: list[str]
+
+
+# Each write keeps the index of references by target, and the versions' vectors, in the same
+# transaction; an erasure removes both with the versions (no copy of an erased record stays).
+def _insert(
+    tx: Tx, rows: list[MemoryRecordRow], meanings: list[Meaning | None]
+) -> list[MemoryRecordRow] | None:
     stored = store.insert_record(tx, rows)
     if stored is not None:
         references.index_versions(tx, stored)
+        vectors.index_versions(tx, stored, meanings)
     return stored
 
 
-def _append(tx: Tx, row: MemoryRecordRow) -> MemoryRecordRow | None:
+def _append(tx: Tx, row: MemoryRecordRow, meaning: Meaning | None) -> MemoryRecordRow | None:
     stored = store.append_version(tx, row)
     if stored is not None:
         references.index_versions(tx, [stored])
+        vectors.index_versions(tx, [stored], [meaning])
     return stored
 
 
@@ -247,12 +292,14 @@ def _erase(tx: Tx, memory_id: str, record_ids: list[str]) -> list[str] | None:
     erased = store.erase_records(tx, memory_id, record_ids)
     if erased is not None:
         references.unindex_records(tx, erased)
+        vectors.unindex_records(tx, erased)
     return erased
 
 
 def _drop(tx: Tx, memory_ids: list[str]) -> None:
     store.delete_records(tx, memory_ids)
     references.unindex_memories(tx, memory_ids)
+    vectors.unindex_memories(tx, memory_ids)
 
 
 def _row(record_id: str, version: int, record: NewRecord, now: int) -> MemoryRecordRow:
@@ -347,7 +394,9 @@ class EmbeddedFactory:
     name = EMBEDDED
 
     def build(self, setup: ProviderSetup) -> EmbeddedProvider:
-        return EmbeddedProvider(setup.db, setup.embedder)
+        # Recall by meaning when an embedder is configured and the database can rank vectors.
+        meaning = meaning_index(setup.db) if setup.embedder is not None else None
+        return EmbeddedProvider(setup.db, setup.embedder, meaning)
 
 
 FACTORY = EmbeddedFactory()

@@ -1,0 +1,248 @@
+"""Recall by meaning (Memories §6.2 `query`) on the embedded provider, in process: vectors
+from the scripted model provider's /v1/embeddings (model `embed-test`, near for texts that
+share words) reached through the gateway, kept beside each version and ranked by sqlite-vec.
+A fact is found by meaning, fused with words by reciprocal rank, only within the memories
+the server decided (another principal's never), as it was held `as_of` an instant, forgotten
+only when asked; an embedder that fails keeps the write and recall says what it missed."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from sqlmodel import col, select
+
+from storage import vector_extension
+from storage.tables import MemoryVectorRow
+from storage.unit import Tx
+from tests.conftest import MODELS, PROVIDER_KEY
+from tests.scripted_provider import RunningProvider, start_provider
+from tests.support import postgres
+from tests.support.in_process import InProcess, in_process
+from tests.test_memories_fast import Other, _memory, _record, _tree
+from tests.test_memory_recall_fast import _found, _recall
+from uhp_server.memories.meaning import QUERY_PARTIAL, QUERY_UNAVAILABLE
+
+EMBEDDING_MODEL = "embed-test"
+ON_POSTGRESQL = postgres.TEST_DATABASE == "postgresql"
+# Recall by meaning is built on SQLite (sqlite-vec); on PostgreSQL (pgvector) not yet, and
+# there the last test checks that `query` is not declared and writes go on.
+by_meaning = pytest.mark.skipif(
+    ON_POSTGRESQL, reason="recall by meaning on PostgreSQL (pgvector) is not built yet"
+)
+
+
+@pytest.fixture
+async def server(tmp_path: Path, provider: RunningProvider) -> AsyncIterator[InProcess]:
+    async with in_process(
+        tmp_path / "data",
+        provider.base_url,
+        PROVIDER_KEY,
+        memory_embedding_model=EMBEDDING_MODEL,
+    ) as running:
+        yield running
+
+
+def _vectors(server: InProcess, record_id: str) -> list[MemoryVectorRow]:
+    def read(tx: Tx) -> list[MemoryVectorRow]:
+        query = select(MemoryVectorRow).where(col(MemoryVectorRow.id) == record_id)
+        return list(tx.orm.exec(query.order_by(col(MemoryVectorRow.version))))
+
+    return server.ctx.db.run(read)
+
+
+@by_meaning
+def test_this_python_loads_sqlite_vec() -> None:
+    """What the rest needs: without it the provider declares no `query` (docs/memory-providers.md
+    says which Python loads extensions: Debian's does, pyenv's does not unless built so)."""
+    connection = sqlite3.connect(":memory:")
+    assert vector_extension.load(connection), (
+        f"{sys.executable}: its sqlite3 cannot load sqlite-vec; make the venv from a Python "
+        "whose sqlite3 allows extensions (/usr/bin/python3.11 on Debian)"
+    )
+    assert connection.execute("SELECT vec_version()").fetchone()[0] == "v0.1.9"
+
+
+@by_meaning
+async def test_query_is_declared_and_a_fact_is_found_by_meaning_alone(
+    server: InProcess,
+) -> None:
+    documents = (await server.client.get("/v1/memories/providers")).json()
+    embedded = documents["data"][0]
+    assert embedded["id"] == "embedded"
+    assert embedded["recall"]["signals"] == ["query", "text", "filters"]
+    _, child = await _tree(server)
+    mid = child["id"]
+    late = await _record(server, mid, content="Harlow Logistics settles its invoices late.")
+    await _record(server, mid, content="The office closes at noon on Fridays.")
+    # No word of the question is the record's word for word but "invoices" and "late":
+    # found by meaning, and only by it (full text is not asked).
+    found = await _recall(server, mid, query="Which customer pays invoices late?")
+    assert _found(found) == [late["id"]]
+    assert found["results"][0]["why"] == ["query"] and found["degraded"] == []
+    assert found["abstain"] is False and 0 < found["results"][0]["score"] <= 1
+    # A question that shares nothing with any record: nothing near, so recall abstains.
+    nothing = await _recall(server, mid, query="quantum chromodynamics lattice")
+    assert nothing["results"] == [] and nothing["abstain"] is True
+    # Asked of the parent, the child's fact is found by meaning too.
+    root_found = await _recall(server, child["id"], query="invoices settled late")
+    assert _found(root_found) == [late["id"]]
+
+
+@by_meaning
+async def test_meaning_and_words_are_fused_and_each_hit_says_which_found_it(
+    server: InProcess,
+) -> None:
+    mid = (await _memory(server, "Accounts"))["id"]
+    both = await _record(server, mid, content="Quillon Freight renews its contract in March.")
+    meaning_only = await _record(server, mid, content="Contract renewal dates are in the ledger.")
+    answer = await _recall(server, mid, query="When does the contract renew?", text="Quillon")
+    assert _found(answer) == [both["id"], meaning_only["id"]]
+    why = {hit["record"]["id"]: hit["why"] for hit in answer["results"]}
+    assert why == {both["id"]: ["query", "text"], meaning_only["id"]: ["query"]}
+    assert answer["results"][0]["score"] == 1.0 and answer["degraded"] == []
+
+
+@by_meaning
+async def test_observed_episodes_and_revisions_are_found_by_their_own_meaning(
+    server: InProcess,
+) -> None:
+    mid = (await _memory(server, "Agent notes"))["id"]
+    observed = await server.client.post(
+        f"/v1/memories/{mid}/observe",
+        json={"episodes": [{"content": "The customer asked about warehouse capacity."}]},
+    )
+    assert observed.status_code == 200, observed.text
+    episode = observed.json()["data"][0]
+    assert _found(await _recall(server, mid, query="warehouse capacity")) == [episode["id"]]
+    assert len(_vectors(server, episode["id"])) == 1
+
+
+@by_meaning
+async def test_as_of_finds_the_version_held_then_and_forgotten_records_only_when_asked(
+    server: InProcess,
+) -> None:
+    mid = (await _memory(server, "Offices"))["id"]
+    first = await _record(server, mid, content="Headquarters moved to Leeds harbour.")
+    before = first["time"]["written_at"]
+    revised = await server.client.patch(
+        f"/v1/memories/{mid}/records/{first['id']}",
+        json={"content": "Headquarters relocated inland to York."},
+    )
+    assert revised.status_code == 200
+    assert [v.version for v in _vectors(server, first["id"])] == [1, 2]
+    # now: the old words mean nothing to the current version
+    assert _found(await _recall(server, mid, query="Leeds harbour")) == []
+    assert _found(await _recall(server, mid, query="relocated York")) == [first["id"]]
+    # then: the version held at that instant, by its own meaning
+    then = await _recall(server, mid, query="Leeds harbour", as_of=before)
+    assert _found(then) == [first["id"]] and then["results"][0]["record"]["version"] == 1
+    assert _found(await _recall(server, mid, query="relocated York", as_of=before)) == []
+    await server.client.delete(f"/v1/memories/{mid}/records/{first['id']}")
+    assert _found(await _recall(server, mid, query="relocated York")) == []
+    kept = await _recall(server, mid, query="relocated York", include="all")
+    assert _found(kept) == [first["id"]] and kept["results"][0]["record"]["status"] == "forgotten"
+
+
+@by_meaning
+async def test_no_hit_by_meaning_of_one_principal_reaches_another(server: InProcess) -> None:
+    _, child = await _tree(server)
+    secret = await _record(server, child["id"], content="The Quillon discount is twelve percent.")
+    other = Other(server)
+    theirs = await server.client.post(
+        "/v1/memories", json={"name": "Theirs"}, headers=other.headers
+    )
+    tid = theirs.json()["id"]
+    own = await server.client.post(
+        f"/v1/memories/{tid}/records",
+        json={"content": "Quillon discount negotiations are pending."},
+        headers=other.headers,
+    )
+    answer = await _recall(server, tid, headers=other.headers, query="Quillon discount percent")
+    assert _found(answer) == [own.json()["id"]]
+    refused = await server.client.post(
+        f"/v1/memories/{child['id']}/recall",
+        json={"query": "Quillon discount"},
+        headers=other.headers,
+    )
+    assert refused.status_code == 404
+    # and the first principal's question never finds the other's record
+    mine = await _recall(server, child["id"], query="Quillon discount negotiations")
+    assert _found(mine) == [secret["id"]]
+
+
+@by_meaning
+async def test_erasing_a_record_removes_its_vectors(server: InProcess) -> None:
+    mid = (await _memory(server, "Vault"))["id"]
+    record = await _record(server, mid, content="The vault code is kept offsite.")
+    await server.client.patch(
+        f"/v1/memories/{mid}/records/{record['id']}", json={"content": "The vault code changed."}
+    )
+    assert len(_vectors(server, record["id"])) == 2
+    erased = await server.client.post(
+        f"/v1/memories/{mid}/erase", json={"record_ids": [record["id"]]}
+    )
+    assert erased.status_code == 200, erased.text
+    assert _vectors(server, record["id"]) == []
+    assert _found(await _recall(server, mid, query="vault code")) == []
+
+
+@by_meaning
+async def test_an_embedder_that_fails_keeps_the_write_and_recall_says_what_it_missed(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    """Written while the model provider has no embeddings route: the record is kept without
+    a vector; a question by meaning then cannot be embedded either (`query:unavailable`) and
+    words still answer. Once embeddings answer again, the record is one meaning does not
+    cover (`query:records_without_vectors`), found by words, never silently missed."""
+    data = tmp_path / "data"
+    chat_only = start_provider(PROVIDER_KEY, MODELS, chat_only=True)
+    try:
+        async with in_process(
+            data, chat_only.base_url, PROVIDER_KEY, memory_embedding_model=EMBEDDING_MODEL
+        ) as failing:
+            mid = (await _memory(failing, "Ledger"))["id"]
+            kept = await _record(failing, mid, content="Harlow Logistics settles invoices late.")
+            assert _vectors(failing, kept["id"]) == []
+            answer = await _recall(failing, mid, query="invoices late", text="Harlow")
+            assert answer["degraded"] == [QUERY_UNAVAILABLE]
+            assert _found(answer) == [kept["id"]] and answer["results"][0]["why"] == ["text"]
+    finally:
+        chat_only.stop()
+    async with in_process(
+        data, provider.base_url, PROVIDER_KEY, memory_embedding_model=EMBEDDING_MODEL
+    ) as server:
+        fresh = await _record(server, mid, content="Vellacourt settles invoices early.")
+        answer = await _recall(server, mid, query="invoices settled", text="Harlow")
+        assert answer["degraded"] == [QUERY_PARTIAL]
+        why = {hit["record"]["id"]: hit["why"] for hit in answer["results"]}
+        assert why == {fresh["id"]: ["query"], kept["id"]: ["text"]}
+
+
+async def test_without_an_embedder_query_is_not_declared_and_writes_keep_no_vector(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    async with in_process(tmp_path / "data", provider.base_url, PROVIDER_KEY) as server:
+        documents = (await server.client.get("/v1/memories/providers")).json()
+        assert documents["data"][0]["recall"]["signals"] == ["text", "filters"]
+        mid = (await _memory(server, "Plain"))["id"]
+        record = await _record(server, mid, content="Harlow Logistics settles invoices late.")
+        assert _vectors(server, record["id"]) == []
+        answer = await _recall(server, mid, query="invoices late")
+        assert answer["degraded"] == ["query:not_supported"] and answer["results"] == []
+
+
+@pytest.mark.skipif(not ON_POSTGRESQL, reason="the PostgreSQL pass runs it")
+async def test_on_postgresql_query_is_not_declared_yet_and_writes_go_on(
+    server: InProcess,
+) -> None:
+    documents = (await server.client.get("/v1/memories/providers")).json()
+    assert documents["data"][0]["recall"]["signals"] == ["text", "filters"]
+    mid = (await _memory(server, "Ledger"))["id"]
+    record = await _record(server, mid, content="Harlow Logistics settles invoices late.")
+    assert _vectors(server, record["id"]) == []
+    answer = await _recall(server, mid, query="invoices late", text="Harlow")
+    assert answer["degraded"] == ["query:not_supported"] and _found(answer) == [record["id"]]
