@@ -30,11 +30,21 @@ command -v bwrap >/dev/null || need_apt+=(bubblewrap)
 command -v socat >/dev/null || need_apt+=(socat)
 # Not the server's: the README's and docs' examples read its answers with it (| jq -r .id).
 command -v jq >/dev/null || need_apt+=(jq)
+# The venv's Python loads SQLite extensions (sqlite-vec: the embedded memory provider's recall
+# by meaning, docs/memory-providers.md). Debian's does; one built without
+# --enable-loadable-sqlite-extensions (pyenv's default) does not: then Debian's is taken.
+loads_extensions() { "$1" -c 'import sqlite3; sqlite3.Connection.enable_load_extension' 2>/dev/null; }
+python=python3
+if ! loads_extensions python3 && loads_extensions /usr/bin/python3; then python=/usr/bin/python3; fi
 # Debian splits venv/ensurepip into a package; .venv needs it.
-python3 -c 'import ensurepip, venv' 2>/dev/null || need_apt+=(python3-venv)
+"$python" -c 'import ensurepip, venv' 2>/dev/null || need_apt+=(python3-venv)
 apt_install "${need_apt[@]}"
 
-python3 -m venv .venv
+if [[ -x .venv/bin/python ]] && ! loads_extensions .venv/bin/python && loads_extensions "$python"; then
+  echo "note: .venv's Python cannot load SQLite extensions (no recall by meaning);" \
+    "remove .venv and run this again to make it from $python" >&2
+fi
+"$python" -m venv .venv
 .venv/bin/pip install -q --upgrade pip
 .venv/bin/pip install -q -e ".${extras}"
 # What the registered bases' installs need on the host (each base declares its

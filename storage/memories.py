@@ -329,6 +329,12 @@ def erase_records(tx: Tx, memory_id: str, record_ids: list[str]) -> list[str] | 
             col(MemoryRecordRow.id).in_(record_ids), col(MemoryRecordRow.memory_id) == memory_id
         )
     )
+    if tx.dialect.name == "sqlite":
+        # The triggers took the versions out of the full-text index, but FTS5 keeps their
+        # words in its segments until they are merged (SQLite 3.40 has no `secure-delete`
+        # option): merged now, so the words are gone from the file too (the database's own
+        # secure_delete zeroes the freed pages). It rewrites the whole index: erase is rare.
+        tx.execute("INSERT INTO memory_record_fts (memory_record_fts) VALUES ('optimize')")
     return list(record_ids)
 
 
