@@ -7,6 +7,7 @@ UHP_MEMORIES=off turns the chapter off."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from fastapi.routing import APIRoute
 from storage import keys as key_store
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
+from tests.support import postgres
 from tests.support.hostile import BODY_CAP, DEEP
 from tests.support.in_process import InProcess, in_process
 from tests.support.schema import validate
@@ -386,6 +388,26 @@ async def test_forget_closes_a_record_and_keeps_its_trace(server: InProcess) -> 
     assert again.status_code == 422 and _code(again) == "memory_invalid"
     history = (await server.client.get(base + "/history")).json()["data"]
     assert [v["status"] for v in history] == ["forgotten"]
+
+
+@pytest.mark.skipif(
+    postgres.TEST_DATABASE == "postgresql", reason="SQLite's own file: the PostgreSQL pass has none"
+)
+async def test_erased_words_are_gone_from_the_database_file(server: InProcess) -> None:
+    # The full-text index keeps a deleted row's words in its segments until they are merged:
+    # an erase merges them, so nothing of what was erased stays in the file.
+    _, child = await _tree(server)
+    word = "zebraquokka" + "42"
+    record = await _record(server, child["id"], content=f"The code word is {word}.")
+    await _record(server, child["id"], content="Something else entirely.")
+    erased = await server.client.post(
+        f"/v1/memories/{child['id']}/erase", json={"record_ids": [record["id"]]}
+    )
+    assert erased.status_code == 200, erased.text
+    path = server.ctx.settings.db_path
+    with sqlite3.connect(path) as connection:
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert word.encode() not in path.read_bytes()
 
 
 async def test_erase_removes_every_version_for_good_and_needs_delete(server: InProcess) -> None:
