@@ -11,8 +11,8 @@ from typing import Any
 
 from harness_bases import events as ev
 from harness_bases.base import McpServerSpec, SandboxPaths, TurnSpec
-from harness_bases.messages import RESUME_FAILED_NOTICE
 from harness_bases.kilo import KiloBase
+from harness_bases.messages import RESUME_FAILED_NOTICE
 from harness_bases.plugin_folders import LAUNCHER_ARGS, PYTHON, stdio_launches
 from tests.support.acp_replay import ReplayedProcess, fixture_lines
 from tests.support.plugin_turn import stamp_plugin

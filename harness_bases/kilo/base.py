@@ -33,6 +33,8 @@ class KiloBase(AcpBase):
     # remote one becomes a `remote` server of its config, a plugin's stdio one a `local` one.
     mcp_transports = ("http",)
     stdio_mcp = True
+    # Not in the default set while the lead weighs its CI cost: UHP_BASES names it.
+    enabled_by_default = False
 
     def install(self, tools_dir: Path) -> None:
         installer.install(tools_dir)
