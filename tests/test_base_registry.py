@@ -21,7 +21,10 @@ from uhp_server.engine.turns import artifacts
 from uhp_server.sandbox.docker import images
 from uhp_server.settings import Settings
 
-BUILT_IN = {"codex", "claude-code", "hermes", "opencode", "pi", "qwen-code", "gemini-cli"}
+BUILT_IN = {
+    *("codex", "claude-code", "hermes", "opencode", "pi", "qwen-code", "gemini-cli"),
+    *("kilo", "cline"),
+}
 
 THIRD_PARTY = """
 from harness_bases.acp import AcpBase

@@ -136,6 +136,7 @@ class AcpTurn(AgentTurn):
             self.agent_capabilities = capabilities if isinstance(capabilities, dict) else {}
             async for notice in self._open_session():
                 yield notice
+            await self.base.session_opened(self.rpc, str(self.session_id), self.turn)
         except ConnectionClosed:
             log.warning(
                 f"{self.name}_exited_during_setup", extra={"stderr": self.proc.stderr_tail()}

@@ -11,13 +11,14 @@ import platform
 import shutil
 from pathlib import Path, PurePosixPath
 
+from harness_bases.acp.opencode_family import SCRUBBED_SHELL
 from harness_bases.installing import npm_install, reported_version
 
 CLI_VERSION = "1.18.33"
 PACKAGE = "opencode-ai"
 VERSION_TIMEOUT = 30.0
 INSTALL_TIMEOUT = 900.0
-SHELL_SOURCE = Path(__file__).with_name("shell.sh")
+SHELL_SOURCE = SCRUBBED_SHELL
 
 # machine() -> the platform package with the glibc build (Debian's libc)
 _PLATFORMS = {

@@ -45,6 +45,7 @@ SHELL_TOOL_NAMES = (
     "terminal",
     "run_shell_command",
     "bash",
+    "run_commands",  # Cline: a list of commands
 )
 
 CHUNK = 4  # characters per streamed delta
@@ -171,6 +172,10 @@ def tool_output_text(raw: str) -> str:
         value = None
     if isinstance(value, dict) and isinstance(value.get("output"), str):
         text = value["output"].strip()
+    # Cline's run_commands answers a list, one {"query", "result", "success"} per command.
+    parts = value if isinstance(value, list) and value else []
+    if parts and all(isinstance(v, dict) and isinstance(v.get("result"), str) for v in parts):
+        return "\n".join(v["result"].strip() for v in parts)
     # Qwen Code and Gemini CLI report "Command: …", "Output: <output>", then "Error: …".
     qwen = re.match(r"Command: .*?\nOutput: (.*?)\nError: ", text, re.S)
     if qwen:
@@ -239,6 +244,8 @@ def shell_arguments(
     required = tool.schema.get("required") or []
     if "cmd" in props:
         args: dict = {"cmd": command}
+    elif props.get("commands", {}).get("type") == "array":
+        args = {"commands": [command]}
     elif props.get("command", {}).get("type") == "array":
         args = {"command": ["bash", "-lc", command]}
     else:
