@@ -61,7 +61,6 @@ class AcpBase(HarnessBase):
         advertised, and notices for servers left out. Default: `acp_mcp_servers` whole."""
         return self.acp_mcp_servers(turn), []
 
-
     async def session_opened(self, rpc: RpcConnection, session_id: str, turn: TurnSpec) -> None:
         """Called once the turn's session is open (new or loaded), before the prompt: for an
         agent that takes part of its setup only through ACP (e.g. the session's model). An
