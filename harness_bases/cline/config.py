@@ -62,7 +62,7 @@ def providers(turn: TurnSpec) -> dict:
 
 def flags_cache() -> bytes:
     now_ms = int(datetime.now(UTC).timestamp() * 1000)
-    empty = {"featureFlags": {}, "featureFlagPayloads": {}}
+    empty: dict[str, dict[str, object]] = {"featureFlags": {}, "featureFlagPayloads": {}}
     cache = {"version": 2, "updatedAt": now_ms, "userId": None, "flagsPayload": empty}
     return json.dumps(cache).encode()
 
