@@ -8,14 +8,13 @@ chosen, one prompt (tests/test_cline_base.py captures them).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from harness_bases import events as ev
 from harness_bases.base import TurnSpec
 from harness_bases.cline import ClineBase
 from harness_bases.cline.parser import ClineParser
 from harness_bases.messages import RESUME_FAILED_NOTICE
-from tests.support.acp_replay import ReplayedProcess, fixture_lines
+from tests.support.acp_replay import ReplayedProcess, fixture_lines, replay_turn, text_of
 
 FIXTURES = Path(__file__).resolve().parent.parent / "harness_bases" / "cline" / "fixtures"
 RESUMED = "1796620034124_Zz8KN_cli"
@@ -25,30 +24,13 @@ def replay(name: str) -> ReplayedProcess:
     return ReplayedProcess(fixture_lines(FIXTURES, name))
 
 
-def turn(tmp_path: Path, prompt: str = "SAY hello world", **fields: Any) -> TurnSpec:
-    return TurnSpec(
-        prompt=prompt,
-        model="gpt-test",
-        gateway_url="http://127.0.0.1:9/gateway/openai/v1",
-        gateway_token="uhpgw_test",
-        host_workspace=tmp_path / "workspace",
-        host_home=tmp_path / "home",
-        host_tools=tmp_path / "tools",
-        **fields,
-    )
-
-
 async def drive(proc: ReplayedProcess, spec: TurnSpec) -> list[ev.AgentEvent]:
     return [event async for event in ClineBase().start_turn(proc, spec).events()]
 
 
-def text_of(events: list[ev.AgentEvent]) -> str:
-    return "".join(e.delta for e in events if isinstance(e, ev.TextDelta))
-
-
 async def test_text_streams_after_the_model_is_chosen(tmp_path: Path) -> None:
     proc = replay("text")
-    events = await drive(proc, turn(tmp_path))
+    events = await drive(proc, replay_turn(tmp_path))
     assert isinstance(events[0], ev.NativeSession)
     assert text_of(events) == "hello world" and events[-1] == ev.TurnFinished()
     (new,) = proc.sent("session/new")
@@ -60,7 +42,7 @@ async def test_text_streams_after_the_model_is_chosen(tmp_path: Path) -> None:
 
 
 async def test_a_command_is_a_run_commands_call_with_its_result(tmp_path: Path) -> None:
-    events = await drive(replay("tool_call"), turn(tmp_path))
+    events = await drive(replay("tool_call"), replay_turn(tmp_path))
     (started,) = [e for e in events if isinstance(e, ev.ToolCallStarted)]
     assert started.name == "run_commands" and '"commands": ["echo hi"]' in started.arguments
     (finished,) = [e for e in events if isinstance(e, ev.ToolCallFinished)]
@@ -71,14 +53,14 @@ async def test_a_command_is_a_run_commands_call_with_its_result(tmp_path: Path) 
 
 
 async def test_a_command_that_exits_non_zero_is_a_failed_call(tmp_path: Path) -> None:
-    events = await drive(replay("tool_failure"), turn(tmp_path))
+    events = await drive(replay("tool_failure"), replay_turn(tmp_path))
     (finished,) = [e for e in events if isinstance(e, ev.ToolCallFinished)]
     assert finished.ok is False and "exited with code 3" in finished.output
     assert events[-1] == ev.TurnFinished()
 
 
 async def test_a_provider_failure_is_a_provider_error_with_its_message(tmp_path: Path) -> None:
-    events = await drive(replay("provider_failure"), turn(tmp_path))
+    events = await drive(replay("provider_failure"), replay_turn(tmp_path))
     assert events[-1] == ev.TurnFailed("the upstream refused this", "provider_error")
 
 
@@ -88,14 +70,14 @@ def test_another_prompt_error_is_the_harness_s() -> None:
 
 
 async def test_a_cancelled_prompt_ends_without_success(tmp_path: Path) -> None:
-    events = await drive(replay("interrupted"), turn(tmp_path))
+    events = await drive(replay("interrupted"), replay_turn(tmp_path))
     assert not any(isinstance(e, ev.TurnFinished) for e in events)
     assert isinstance(events[-1], ev.TurnFailed)
 
 
 async def test_resume_loads_the_session_and_drops_the_replayed_history(tmp_path: Path) -> None:
     proc = replay("resume")
-    events = await drive(proc, turn(tmp_path, "RECALL", native_session_id=RESUMED))
+    events = await drive(proc, replay_turn(tmp_path, "RECALL", native_session_id=RESUMED))
     assert events[0] == ev.NativeSession(RESUMED)
     assert text_of(events) == "you said walrus"  # not the replayed "noted walrus"
     assert proc.sent("session/new") == []
@@ -103,7 +85,7 @@ async def test_resume_loads_the_session_and_drops_the_replayed_history(tmp_path:
 
 async def test_a_missing_session_starts_a_new_one_and_says_so(tmp_path: Path) -> None:
     proc = replay("resume_missing")
-    events = await drive(proc, turn(tmp_path, "SAY fresh", native_session_id="gone_cli"))
+    events = await drive(proc, replay_turn(tmp_path, "SAY fresh", native_session_id="gone_cli"))
     assert events[0] == ev.Notice(RESUME_FAILED_NOTICE)
     assert isinstance(events[1], ev.NativeSession) and events[1].id != "gone_cli"
     assert text_of(events) == "fresh"

@@ -8,7 +8,6 @@ Replaying it through the real driver checks what the engine would receive.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,62 +18,22 @@ from harness_bases.acp.replies import reply_for
 from harness_bases.base import TurnSpec
 from harness_bases.hermes import HermesBase
 from harness_bases.hermes.parser import HermesParser, mcp_notices, tool_output
+from tests.support.acp_replay import ReplayedProcess, replay_turn, text_of
+from tests.support.acp_replay import fixture_lines as replayed_lines
 
 FIXTURES = Path(__file__).resolve().parent.parent / "harness_bases" / "hermes" / "fixtures"
 
 
 def fixture_lines(name: str) -> list[bytes]:
-    return [line for line in (FIXTURES / f"{name}.jsonl").read_bytes().split(b"\n") if line]
+    return replayed_lines(FIXTURES, name)
 
 
 def fixture_messages(name: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in fixture_lines(name)]
 
 
-class ReplayedProcess:
-    """A Process whose stdout is a captured fixture; records what the driver writes."""
-
-    def __init__(self, lines: list[bytes]) -> None:
-        self._lines = lines
-        self.written: list[dict[str, Any]] = []
-        self.stdin_closed = False
-
-    async def write(self, data: bytes) -> None:
-        self.written += [json.loads(line) for line in data.splitlines() if line]
-
-    async def close_stdin(self) -> None:
-        self.stdin_closed = True
-
-    async def lines(self) -> AsyncIterator[bytes]:
-        for line in self._lines:
-            yield line
-
-    def stderr_tail(self) -> str:
-        return ""
-
-    def sent(self, method: str) -> list[dict[str, Any]]:
-        return [m for m in self.written if m.get("method") == method]
-
-
-def turn(tmp_path: Path, prompt: str = "SAY hello world", **fields: Any) -> TurnSpec:
-    return TurnSpec(
-        prompt=prompt,
-        model="gpt-test",
-        gateway_url="http://127.0.0.1:9/gateway/openai/v1",
-        gateway_token="uhpgw_test",
-        host_workspace=tmp_path / "workspace",
-        host_home=tmp_path / "home",
-        host_tools=tmp_path / "tools",
-        **fields,
-    )
-
-
 async def drive(proc: ReplayedProcess, spec: TurnSpec) -> list[ev.AgentEvent]:
     return [event async for event in HermesBase().start_turn(proc, spec).events()]
-
-
-def text_of(events: list[ev.AgentEvent]) -> str:
-    return "".join(e.delta for e in events if isinstance(e, ev.TextDelta))
 
 
 def session_id(name: str) -> str:
@@ -84,7 +43,7 @@ def session_id(name: str) -> str:
 
 async def test_a_text_turn_streams_deltas_and_finishes(tmp_path: Path) -> None:
     proc = ReplayedProcess(fixture_lines("text"))
-    events = await drive(proc, turn(tmp_path))
+    events = await drive(proc, replay_turn(tmp_path))
     assert events[0] == ev.NativeSession(session_id("text"))
     deltas = [e for e in events if isinstance(e, ev.TextDelta)]
     assert len(deltas) > 1 and text_of(events) == "hello world"
@@ -105,7 +64,7 @@ async def test_a_text_turn_streams_deltas_and_finishes(tmp_path: Path) -> None:
 
 async def test_a_tool_turn_maps_reasoning_calls_and_the_answer(tmp_path: Path) -> None:
     proc = ReplayedProcess(fixture_lines("tool_call"))
-    events = await drive(proc, turn(tmp_path))
+    events = await drive(proc, replay_turn(tmp_path))
     kinds = [
         type(e).__name__ for e in events if not isinstance(e, ev.ReasoningDelta | ev.TextDelta)
     ]
@@ -131,7 +90,7 @@ async def test_a_tool_turn_maps_reasoning_calls_and_the_answer(tmp_path: Path) -
 
 
 async def test_a_failed_command_is_a_failed_tool_call_not_a_failed_turn(tmp_path: Path) -> None:
-    events = await drive(ReplayedProcess(fixture_lines("tool_failure")), turn(tmp_path))
+    events = await drive(ReplayedProcess(fixture_lines("tool_failure")), replay_turn(tmp_path))
     finished = next(e for e in events if isinstance(e, ev.ToolCallFinished))
     assert finished.ok is False
     assert text_of(events) == "done"
@@ -139,13 +98,13 @@ async def test_a_failed_command_is_a_failed_tool_call_not_a_failed_turn(tmp_path
 
 
 async def test_a_provider_failure_is_reported_from_hermes_verdict(tmp_path: Path) -> None:
-    events = await drive(ReplayedProcess(fixture_lines("provider_failure")), turn(tmp_path))
+    events = await drive(ReplayedProcess(fixture_lines("provider_failure")), replay_turn(tmp_path))
     assert events[-1] == ev.TurnFailed("HTTP 400: the upstream refused this", "provider_error")
     assert text_of(events) == ""  # the error summary is not passed off as the answer
 
 
 async def test_a_cancelled_turn_keeps_its_partial_text(tmp_path: Path) -> None:
-    events = await drive(ReplayedProcess(fixture_lines("interrupted")), turn(tmp_path))
+    events = await drive(ReplayedProcess(fixture_lines("interrupted")), replay_turn(tmp_path))
     assert text_of(events).startswith("word")
     assert isinstance(events[-1], ev.TurnFailed) and events[-1].code == "harness_error"
 
@@ -153,7 +112,7 @@ async def test_a_cancelled_turn_keeps_its_partial_text(tmp_path: Path) -> None:
 async def test_resume_loads_the_session_and_ignores_the_replayed_history(tmp_path: Path) -> None:
     native = session_id("resume")
     proc = ReplayedProcess(fixture_lines("resume"))
-    events = await drive(proc, turn(tmp_path, "RECALL", native_session_id=native))
+    events = await drive(proc, replay_turn(tmp_path, "RECALL", native_session_id=native))
     assert proc.sent("session/load")[0]["params"]["sessionId"] == native
     assert proc.sent("session/new") == []
     assert events[0] == ev.NativeSession(native)
@@ -165,7 +124,7 @@ async def test_resume_loads_the_session_and_ignores_the_replayed_history(tmp_pat
 async def test_a_session_hermes_no_longer_has_starts_fresh_and_says_so(tmp_path: Path) -> None:
     gone = "00000000-0000-0000-0000-000000000000"
     proc = ReplayedProcess(fixture_lines("resume_missing"))
-    events = await drive(proc, turn(tmp_path, "SAY fresh", native_session_id=gone))
+    events = await drive(proc, replay_turn(tmp_path, "SAY fresh", native_session_id=gone))
     assert len(proc.sent("session/new")) == 1
     notices = [e for e in events if isinstance(e, ev.Notice)]
     assert len(notices) == 1 and "could not be resumed" in notices[0].text
@@ -176,15 +135,17 @@ async def test_a_session_hermes_no_longer_has_starts_fresh_and_says_so(tmp_path:
 
 
 async def test_hermes_own_turn_limit_is_a_spent_step_budget(tmp_path: Path) -> None:
-    events = await drive(ReplayedProcess(fixture_lines("max_turns")), turn(tmp_path, max_step=1))
+    events = await drive(
+        ReplayedProcess(fixture_lines("max_turns")), replay_turn(tmp_path, max_step=1)
+    )
     assert events[-1] == ev.StepBudgetReached()
-    unasked = await drive(ReplayedProcess(fixture_lines("max_turns")), turn(tmp_path))
+    unasked = await drive(ReplayedProcess(fixture_lines("max_turns")), replay_turn(tmp_path))
     assert unasked[-1] == ev.TurnFinished()  # Hermes' own default cap, not a client budget
     assert any(isinstance(e, ev.Notice) and "limit" in e.text for e in unasked)
 
 
 async def test_an_mcp_server_that_failed_is_a_visible_notice(tmp_path: Path) -> None:
-    events = await drive(ReplayedProcess(fixture_lines("mcp_failed")), turn(tmp_path))
+    events = await drive(ReplayedProcess(fixture_lines("mcp_failed")), replay_turn(tmp_path))
     notices = [e.text for e in events if isinstance(e, ev.Notice)]
     assert notices == ["The MCP server docs could not be connected; its tools are missing."]
     assert "127.0.0.1" not in notices[0]
@@ -193,7 +154,7 @@ async def test_an_mcp_server_that_failed_is_a_visible_notice(tmp_path: Path) -> 
 
 async def test_stdout_ending_mid_turn_is_a_harness_error(tmp_path: Path) -> None:
     lines = [line for line in fixture_lines("text") if b'"stopReason"' not in line]
-    events = await drive(ReplayedProcess(lines), turn(tmp_path))
+    events = await drive(ReplayedProcess(lines), replay_turn(tmp_path))
     assert events[-1] == ev.TurnFailed("the agent exited unexpectedly", "harness_error")
     assert not any(isinstance(e, ev.TurnFinished) for e in events)
 
@@ -201,7 +162,7 @@ async def test_stdout_ending_mid_turn_is_a_harness_error(tmp_path: Path) -> None
 async def test_an_interrupt_before_the_prompt_means_no_prompt(tmp_path: Path) -> None:
     base = HermesBase()
     proc = ReplayedProcess(fixture_lines("text"))
-    agent_turn = base.start_turn(proc, turn(tmp_path))
+    agent_turn = base.start_turn(proc, replay_turn(tmp_path))
     agen = agent_turn.events()
     first = await anext(agen)  # the session exists now, the prompt is not sent yet
     assert isinstance(first, ev.NativeSession)
