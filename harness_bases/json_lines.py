@@ -29,6 +29,36 @@ class InterruptibleParser(StreamParser, Protocol):
     interrupt_requested: bool  # set once the engine asked the turn to stop
 
 
+class LineWriter:
+    """A program's stdin as JSON lines, one writer at a time (the turn and its interrupt),
+    closed once: a write after it, or after the program went away, answers False."""
+
+    def __init__(self, proc: Process) -> None:
+        self.proc = proc
+        self._open = True
+        self._lock = asyncio.Lock()
+
+    async def send(self, msg: dict[str, Any]) -> bool:
+        text = json.dumps(msg, ensure_ascii=False, separators=(",", ":"))
+        data = text.encode("utf-8", errors="replace") + b"\n"  # a lone surrogate is not UTF-8
+        async with self._lock:
+            if not self._open:
+                return False
+            try:
+                await self.proc.write(data)
+            except (ConnectionError, OSError):
+                self._open = False
+                return False
+        return True
+
+    async def close(self) -> None:
+        async with self._lock:
+            if self._open:
+                self._open = False
+                with contextlib.suppress(Exception):
+                    await self.proc.close_stdin()
+
+
 class PromptedTurn(AgentTurn):
     """A running program: its stdin, its parser, and the way to stop it. `opening` are
     events known before the program says anything (the conversation's id, a notice)."""
@@ -49,29 +79,14 @@ class PromptedTurn(AgentTurn):
         self.parser = parser
         self.opening = tuple(opening)
         self.prompt_sent = False
-        self._stdin_open = True
-        self._lock = asyncio.Lock()
+        self.stdin = LineWriter(proc)
 
     async def send(self, msg: dict[str, Any]) -> bool:
         """Write one JSON line; False when the program's stdin is gone."""
-        text = json.dumps(msg, ensure_ascii=False, separators=(",", ":"))
-        data = text.encode("utf-8", errors="replace") + b"\n"  # a lone surrogate is not UTF-8
-        async with self._lock:
-            if not self._stdin_open:
-                return False
-            try:
-                await self.proc.write(data)
-            except (ConnectionError, OSError):
-                self._stdin_open = False
-                return False
-        return True
+        return await self.stdin.send(msg)
 
     async def close_stdin(self) -> None:
-        async with self._lock:
-            if self._stdin_open:
-                self._stdin_open = False
-                with contextlib.suppress(Exception):
-                    await self.proc.close_stdin()
+        await self.stdin.close()
 
     async def send_interrupt(self) -> bool:
         if self.parser.finished:

@@ -10,7 +10,6 @@ extension may open (`extension_ui_request`) are cancelled: nobody is at a keyboa
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -18,6 +17,7 @@ from typing import Any
 
 from harness_bases import events as ev
 from harness_bases.base import ImageInput, Process
+from harness_bases.json_lines import LineWriter
 from harness_bases.messages import RESUME_FAILED_NOTICE
 from harness_bases.pi.parser import EXITED, PROMPT_ID, STATE_ID, PiParser
 from harness_bases.turns import AgentTurn, Message, drain
@@ -47,29 +47,14 @@ class PiTurn(AgentTurn):
         self.fresh_start = fresh_start
         self.parser = PiParser()
         self.prompt_sent = False
-        self._stdin_open = True
-        self._lock = asyncio.Lock()
+        self.stdin = LineWriter(proc)
 
     async def send(self, msg: dict[str, Any]) -> bool:
         """Write one JSON line; False when the CLI's stdin is gone."""
-        text = json.dumps(msg, ensure_ascii=False, separators=(",", ":"))
-        data = text.encode("utf-8", errors="replace") + b"\n"  # a lone surrogate is not UTF-8
-        async with self._lock:
-            if not self._stdin_open:
-                return False
-            try:
-                await self.proc.write(data)
-            except (ConnectionError, OSError):
-                self._stdin_open = False
-                return False
-        return True
+        return await self.stdin.send(msg)
 
     async def close_stdin(self) -> None:
-        async with self._lock:
-            if self._stdin_open:
-                self._stdin_open = False
-                with contextlib.suppress(Exception):
-                    await self.proc.close_stdin()
+        await self.stdin.close()
 
     async def send_interrupt(self) -> bool:
         """Pi's `abort` once the prompt is out; before that, the prompt is never sent."""
