@@ -13,7 +13,7 @@ provider), and the bytes on disk per record (the database file on SQLite, the ta
 indexes on PostgreSQL).
 
 SQLite always; PostgreSQL where the local cluster of scripts/postgres.sh answers (else left
-out loudly).
+out loudly). Its smoke run belongs to the PostgreSQL pass, where both are measured.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from uhp_server.memories.embedded import EMBEDDED, EmbeddedProvider
 from uhp_server.memories.provider import NewRecord
 from uhp_server.memories.records import Writer
 
+NEEDS = ("postgresql",)  # bench/_smoke.py: the test runs it where it is
 P50_TARGET_MS, P99_TARGET_MS = 20.0, 100.0
 OWNER, READER = Caller("bench-owner"), Caller("bench-reader")
 VOCABULARY = 5000  # distinct words; a record holds 12 of them
