@@ -416,4 +416,25 @@ def test_without_the_memories_chapter_there_are_no_memory_pages(tmp_path: Path) 
     with start(tmp_path, memories="off") as http:
         sign_in(http)
         assert http.get("/console/memories").status_code == 404
-        assert http.get("/console/environments").status_code == 200
+        page = http.get("/console/environments")
+        assert page.status_code == 200
+        assert 'href="/console/environments"' in page.text
+        assert 'href="/console/memories"' not in page.text  # not offered in the navigation
+    with start(tmp_path / "on") as http:
+        sign_in(http)
+        assert 'href="/console/memories"' in http.get("/console/environments").text
+
+
+def test_a_file_past_the_environments_limit_is_refused_and_nothing_is_written(
+    tmp_path: Path,
+) -> None:
+    with start(tmp_path, environment_max_file_bytes=64) as http:
+        csrf = sign_in(http)
+        env = make_environment(http, csrf)
+        answer = upload(http, env, csrf, "big.txt", b"x" * 65)
+        assert answer.status_code == 413
+        assert upload(http, env, csrf, "fits.txt", b"x" * 64).status_code == 303
+        assert _tree(http, env) == (["fits.txt"], 1)
+        bad_path = upload(http, env, csrf, "a.txt", b"x", path="../outside.txt")
+        assert bad_path.status_code in (400, 422)
+        assert _tree(http, env) == (["fits.txt"], 1)

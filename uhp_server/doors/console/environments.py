@@ -14,6 +14,7 @@ import codecs
 import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import IO, Any
 from urllib.parse import quote
 
@@ -36,6 +37,7 @@ router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
 ENVIRONMENTS = PREFIX + "/environments"
 TEXT_PREVIEW_BYTES = 256 * 1024  # past this, the first part and a note
 MAX_PATH = 1024
+FILES_SHOWN = 1000  # a source's files listed on its page; the rest through the API
 # The stages a build goes through, in order (Environments chapter; docs/environments.md):
 # the page shows each as done, running or still to come.
 STAGES = (
@@ -109,8 +111,7 @@ async def environment_page(environment_id: str, request: Request, engine: Engine
             "size": human_size(e.bytes),
             "url": file_url(environment.id, e.path),
         }
-        for e in entries
-        if not e.dir
+        for e in islice((e for e in entries if not e.dir), FILES_SHOWN)
     ]
     return page(
         "environment.html",
@@ -118,6 +119,7 @@ async def environment_page(environment_id: str, request: Request, engine: Engine
         section="environments",
         environment=environment,
         files=files,
+        count=size.count,
         total=human_size(size.bytes),
         versions=_versions(environment),
         harnesses=harnesses,
