@@ -233,6 +233,8 @@ def test_hostile_environment_names_and_files_render_inert(http: TestClient) -> N
     raw = http.get(f"/console/environments/{env}/raw/%3Cb%3Ebold%3C/b%3E.html")
     assert raw.headers["content-security-policy"].startswith("sandbox")
     assert raw.headers["x-content-type-options"] == "nosniff"
+    assert raw.headers["content-disposition"].startswith("attachment")
+    assert "<" not in raw.headers["content-disposition"].split("filename*")[0]
 
 
 # -- memories -------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from uhp_server.doors.uhp.share_page.render import human_size, when
 from uhp_server.doors.uhp.uploads import receive_upload
 from uhp_server.engine import Engine, Environment, EnvironmentBuild, EnvironmentVersion
 from uhp_server.errors import ApiError
+from uhp_server.files.filenames import content_disposition
 
 router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
 
@@ -207,15 +208,13 @@ async def raw_file(environment_id: str, path: str, request: Request, engine: Eng
     attachment, never sniffed, in a CSP sandbox (a page in the source never runs here)."""
     visitor = await guard.visitor(request)
     found = await engine.environments.read_file(visitor.principal.id, environment_id, path)
-    headers = {**PAGE_HEADERS, **FILE_HEADERS}
     name = path.rsplit("/", 1)[-1] or "file"
-    return FileResponse(
-        found.path,
-        media_type=found.media_type,
-        headers=headers,
-        filename=name,
-        content_disposition_type="attachment",
-    )
+    headers = {
+        **PAGE_HEADERS,
+        **FILE_HEADERS,
+        "Content-Disposition": content_disposition(name),
+    }
+    return FileResponse(found.path, media_type=found.media_type, headers=headers)
 
 
 class _Spool:
@@ -289,6 +288,7 @@ async def upload_file(
 ) -> Response:
     """A file uploaded, or one replaced (the same path), as `PUT …/files/{path}` writes it."""
     visitor = await guard.visitor(request)
+    guard.check_origin(request, settings)  # before anything is looked up or read
     await engine.environments.get(visitor.principal.id, environment_id)
     received = await _received(request, engine, settings, visitor.csrf_token)
     try:
