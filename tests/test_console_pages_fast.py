@@ -440,3 +440,40 @@ def test_a_file_past_the_environments_limit_is_refused_and_nothing_is_written(
         bad_path = upload(http, env, csrf, "a.txt", b"x", path="../outside.txt")
         assert bad_path.status_code in (400, 422)
         assert _tree(http, env) == (["fits.txt"], 1)
+
+
+def test_every_new_page_carries_the_strict_csp_and_no_inline_script_or_style(
+    http: TestClient,
+) -> None:
+    csrf = sign_in(http)
+    env = make_environment(http, csrf)
+    upload(http, env, csrf, "setup.sh", b"echo hi\n")
+    post(http, f"/console/environments/{env}/build", csrf)
+    memory = make_memory(http, csrf, "Pages")
+    record = record_of(
+        post(http, f"/console/memories/{memory}/records", csrf, content="hi"), memory
+    )
+    for path in (
+        "/console/environments",
+        f"/console/environments/{env}",
+        f"/console/environments/{env}/files/setup.sh",
+        f"/console/environments/{env}/builds/1",
+        "/console/memories",
+        f"/console/memories/{memory}?q=hi",
+        f"/console/memories/{memory}/records/{record}",
+    ):
+        answer = http.get(path)
+        assert answer.status_code == 200, path
+        csp = answer.headers["content-security-policy"]
+        assert "script-src 'self'" in csp and "'unsafe-inline'" not in csp, path
+        assert "frame-ancestors 'none'" in csp and answer.headers["cache-control"] == "no-store"
+        assert not re.search(r"<script(?![^>]*\bsrc=)", answer.text), path
+        assert " style=" not in answer.text and "<style" not in answer.text, path
+        assert not re.search(r"\son[a-z]+=", answer.text), path
+    state = http.get(f"/console/environments/{env}/builds/1/state")
+    assert state.headers["content-type"] == "application/json"
+    assert state.headers["cache-control"] == "no-store"
+    script = http.get("/console/_assets/build.js")
+    assert script.status_code == 200 and script.headers["content-type"].startswith(
+        "text/javascript"
+    )
