@@ -4,7 +4,8 @@ holding nothing, side by side with the same requests while A holds `--memories` 
 Two databases are built alike: in each, B owns a small tree (a root, `--b-memories` below
 it, records in each) and grants nothing to anyone; in the second, A also owns a tree of
 `--memories` memories (a root, branches, leaves, each with A's owner grant, written in bulk
-as the server's own inserts would leave them). Then rounds alternate between the two (so a
+as the server's own inserts would leave them), and both are then vacuumed and analyzed (a
+server's steady state). Then rounds alternate between the two (so a
 machine's drift hits both alike), each round asking as B, through the facade as the routes
 do (its tree and grants read, access decided, the provider asked): get its root, list where
 it enters, list the root's children, recall at the root by words, remember a record, list
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -28,6 +30,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import psycopg
+from sqlalchemy.engine import make_url
 
 from bench import _smoke
 from storage import memories as store
@@ -90,6 +95,19 @@ def _insert_memories(tx: Tx, nodes: list[tuple[str, str | None]], now: int) -> N
     )
 
 
+def settle(database: str | Path) -> None:
+    """Both databases vacuumed and analyzed, as a server's are in its steady state, so that
+    maintenance of the bulk insert (PostgreSQL's autovacuum) does not fall inside the
+    measured rounds of one side only."""
+    if isinstance(database, Path):
+        with sqlite3.connect(database) as connection:
+            connection.execute("ANALYZE")
+        return
+    url = make_url(database).set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute("VACUUM ANALYZE memory, memory_grant, memory_record")
+
+
 Request = Callable[[], Awaitable[Any]]
 
 
@@ -125,6 +143,8 @@ async def on(
         roots = [await tenant_b(m, args.b_memories, args.b_records) for m in facades]
         started = time.perf_counter()
         tenant_a(crowded, args.memories)
+        for database in (alone_db, with_db):
+            settle(database)
         print(
             f"{label}: tenant A's {args.memories} memories written in "
             f"{time.perf_counter() - started:.1f} s"
