@@ -48,18 +48,134 @@ class Skeleton:
     parent_id: str | None
     restricted: bool
     provider: str
+    created_at_ms: int
 
 
-def skeleton(tx: Tx) -> list[Skeleton]:
-    """Every node, of every owner, oldest first: access is decided over the whole tree (a
-    grant on a branch reaches memories others created below it). Four columns in plain SQL,
-    not rows: this is read on every request of the chapter."""
-    found = tx.rows(
-        "SELECT id, parent_id, restricted, provider FROM memory ORDER BY created_at_ms, id"
+# Access is decided over the part of the tree a request touches, never the whole tree: one
+# principal's memories, however many, are never read to answer another's request (issue 29).
+# Each read below gives nodes in the order a listing shows them, oldest first.
+_COLUMNS = "id, parent_id, restricted, provider, created_at_ms"
+_CHUNK = 500  # ids in one `IN (...)`: well under SQLite's and PostgreSQL's parameter limits
+
+
+def with_ancestors(tx: Tx, memory_ids: Iterable[str]) -> list[Skeleton]:
+    """The memories named and every ancestor of each, up to its root (a recursive walk up
+    the parent chain: as many rows as the chains are long)."""
+    found: dict[str, Skeleton] = {}
+    for chunk in _chunks(sorted(set(memory_ids))):
+        marks = ", ".join("?" for _ in chunk)
+        found.update(
+            (node.id, node)
+            for node in _skeletons(
+                tx.rows(
+                    f"WITH RECURSIVE up({_COLUMNS}) AS ("
+                    f" SELECT {_COLUMNS} FROM memory WHERE id IN ({marks})"
+                    " UNION"  # (not ALL: a chain met twice is walked once)
+                    " SELECT m.id, m.parent_id, m.restricted, m.provider, m.created_at_ms"
+                    " FROM memory m JOIN up ON m.id = up.parent_id"
+                    f") SELECT {_COLUMNS} FROM up",
+                    chunk,
+                )
+            )
+        )
+    return _oldest_first(found.values())
+
+
+def granted_with_ancestors(tx: Tx, principals: Iterable[str]) -> list[Skeleton]:
+    """Every memory on which one of `principals` holds a grant, and every ancestor of each:
+    where a caller may enter the tree is among these (a grant starts every way in). The
+    grants are read first, from the index on (principal, memory_id) alone (migration 0019:
+    one principal holding most grants must not make another's read scan them all), and the
+    walk up starts from their ids."""
+    names = sorted(set(principals))
+    marks = ", ".join("?" for _ in names)
+    granted = tx.rows(f"SELECT memory_id FROM memory_grant WHERE principal IN ({marks})", names)
+    return with_ancestors(tx, (str(row[0]) for row in granted))
+
+
+def children_of(tx: Tx, memory_ids: Iterable[str]) -> list[Skeleton]:
+    """The children of each memory named, one level down."""
+    found: list[Skeleton] = []
+    for chunk in _chunks(sorted(set(memory_ids))):
+        marks = ", ".join("?" for _ in chunk)
+        found.extend(
+            _skeletons(
+                tx.rows(f"SELECT {_COLUMNS} FROM memory WHERE parent_id IN ({marks})", chunk)
+            )
+        )
+    return _oldest_first(found)
+
+
+@dataclass(frozen=True)
+class Subtree:
+    """A memory and what is below it, nearest levels first; `capped` when more was there
+    than was asked for (then the farthest are left out, never a parent of one kept)."""
+
+    nodes: list[Skeleton]
+    capped: bool
+
+
+_NO_DEPTH = 1_000_000  # `depth` unbounded: deeper than any tree is
+
+
+def subtree(tx: Tx, memory_id: str, depth: int | None, most: int | None) -> Subtree:
+    """The memory and its descendants down to `depth` levels (all when None), breadth
+    first, at most `most` of them (all when None): a recursive walk down the parent index
+    that stops reading once it has `most` + 1 rows, so a large tree below costs no more
+    than the cap."""
+    order = " ORDER BY 6" if tx.dialect.name == "sqlite" else ""  # SQLite: a queue by level
+    # (PostgreSQL walks a recursive query level by level of itself, and stops at the LIMIT.)
+    limit = f" LIMIT {int(most) + 1}" if most is not None else ""
+    rows = tx.rows(
+        f"WITH RECURSIVE down({_COLUMNS}, level) AS ("
+        f" SELECT {_COLUMNS}, 0 FROM memory WHERE id = ?"
+        " UNION ALL"
+        " SELECT m.id, m.parent_id, m.restricted, m.provider, m.created_at_ms, down.level + 1"
+        " FROM memory m JOIN down ON m.parent_id = down.id WHERE down.level < ?"
+        f"{order}"
+        f") SELECT {_COLUMNS}, level FROM down{limit}",
+        (memory_id, _NO_DEPTH if depth is None else depth),
     )
+    by_level = sorted(rows, key=lambda row: (int(row[5]), int(row[4]), str(row[0])))
+    capped = most is not None and len(by_level) > most
+    kept = by_level[:most] if most is not None else by_level
+    return Subtree(_skeletons(row[:5] for row in kept), capped)
+
+
+def grants_held(
+    tx: Tx, principals: Iterable[str], memory_ids: Iterable[str]
+) -> list[tuple[str, list[str]]]:
+    """The privileges `principals` hold on each memory named: (memory, privileges) per grant."""
+    names = sorted(set(principals))
+    found: list[tuple[str, list[str]]] = []
+    for chunk in _chunks(sorted(set(memory_ids))):
+        rows = tx.orm.exec(
+            select(MemoryGrantRow.memory_id, MemoryGrantRow.privileges).where(
+                col(MemoryGrantRow.principal).in_(names), col(MemoryGrantRow.memory_id).in_(chunk)
+            )
+        )
+        found.extend((str(memory_id), list(privileges or ())) for memory_id, privileges in rows)
+    return found
+
+
+def owned_count(tx: Tx, owner_id: str) -> int:
+    """How many memories one principal has created and that are still there."""
+    return int(tx.rows("SELECT count(*) FROM memory WHERE owner_id = ?", (owner_id,))[0][0])
+
+
+def _skeletons(rows: Iterable[Any]) -> list[Skeleton]:
     return [
-        Skeleton(str(i), parent, bool(restricted), str(p)) for i, parent, restricted, p in found
+        Skeleton(str(i), parent, bool(restricted), str(provider), int(created))
+        for i, parent, restricted, provider, created in rows
     ]
+
+
+def _oldest_first(nodes: Iterable[Skeleton]) -> list[Skeleton]:
+    return sorted(nodes, key=lambda node: (node.created_at_ms, node.id))
+
+
+def _chunks(ids: list[str]) -> list[list[str]]:
+    return [ids[start : start + _CHUNK] for start in range(0, len(ids), _CHUNK)]
 
 
 def memories_by_ids(tx: Tx, memory_ids: list[str]) -> dict[str, MemoryRow]:
@@ -67,10 +183,20 @@ def memories_by_ids(tx: Tx, memory_ids: list[str]) -> dict[str, MemoryRow]:
     return {row.id: row for row in rows}
 
 
-def insert_memory(tx: Tx, row: MemoryRow, owner_grant: MemoryGrantRow) -> MemoryRow | None:
-    """The memory with its creator's grant; None when its parent went in the meantime."""
+class TooMany(Exception):
+    """The creator already owns as many memories as one principal may."""
+
+
+def insert_memory(
+    tx: Tx, row: MemoryRow, owner_grant: MemoryGrantRow, most_owned: int | None = None
+) -> MemoryRow | None:
+    """The memory with its creator's grant; None when its parent went in the meantime.
+    TooMany, writing nothing, when its creator owns `most_owned` memories already (counted
+    in the writing transaction: SQLite has one writer, so two creations never both pass)."""
     if row.parent_id is not None and get_memory(tx, row.parent_id) is None:
         return None
+    if most_owned is not None and owned_count(tx, row.owner_id) >= most_owned:
+        raise TooMany(row.owner_id)
     tx.orm.add(row)
     tx.orm.add(owner_grant)
     tx.orm.flush()

@@ -296,10 +296,12 @@ class MemoryGrantRow(SQLModel, table=True):
     __tablename__ = "memory_grant"
     __table_args__ = (
         Index("ix_memory_grant_node_principal", "memory_id", "principal", unique=True),
+        # A caller's grants, from the index alone (migration 0019).
+        Index("ix_memory_grant_principal_node", "principal", "memory_id"),
     )
     id: str = Field(primary_key=True)
     memory_id: str = Field(index=True)
-    principal: str = Field(index=True)  # `<kind>:<id>`, as a grant names it
+    principal: str  # `<kind>:<id>`, as a grant names it
     privileges: list[str] = Field(default_factory=list, sa_column=Column(JSON))
     created_at_ms: int = Field(sa_type=BigInteger)
 

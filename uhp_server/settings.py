@@ -151,6 +151,9 @@ class Settings(BaseSettings):
     # The embedding model, `model` or `provider/model`, that memory providers embed with
     # through the configured model provider's /embeddings route; unset: no embedder.
     memory_embedding_model: str | None = None
+    # The most memories one principal may create (0: no limit), so that no tenant grows a
+    # tree without bound (docs/memories.md#limits).
+    memory_max_per_principal: int = Field(default=10000, ge=0)
 
     # The docker sandbox (UHP_SANDBOX=docker; README: "Docker sandbox"). Limits apply per turn.
     docker_image: str = ""  # empty: the runtime image this version builds (images build)

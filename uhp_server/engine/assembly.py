@@ -69,6 +69,7 @@ def assemble_engine(
         default_provider=next(iter(providers)),
         replays=Replays(db, settings.idempotency_retention_hours * 3600),
         blobs=blobs,
+        max_per_principal=settings.memory_max_per_principal or None,
     )
     agent_memories = AgentMemories(db, memories, served=settings.memories != "off")
     runs.observe = agent_memories.observe  # each finished turn, into its default memory

@@ -77,21 +77,35 @@ class Node:
     id: str
     parent_id: str | None
     restricted: bool
+    created_at_ms: int = 0  # siblings are listed oldest first
 
 
 @dataclass
 class Tree:
-    """The memories as a tree: each node's parent and children."""
+    """The memories as a tree, or the part of it one request needs (the facade reads each
+    node with its whole chain of ancestors, so what is decided for a node read is decided
+    as over the whole tree): each node's parent and children, oldest child first."""
 
-    nodes: dict[str, Node]
+    nodes: dict[str, Node] = field(default_factory=dict)
     children: dict[str | None, list[str]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, nodes: Iterable[Node]) -> Tree:
-        tree = cls({node.id: node for node in nodes})
-        for node in tree.nodes.values():  # in the order given: the oldest child first
-            tree.children.setdefault(node.parent_id, []).append(node.id)
+        tree = cls()
+        tree.add(nodes)
         return tree
+
+    def add(self, nodes: Iterable[Node]) -> None:
+        """Nodes read since, each with its ancestors: a node already here stays as it is."""
+        grown: set[str | None] = set()
+        for node in nodes:
+            if node.id in self.nodes:
+                continue
+            self.nodes[node.id] = node
+            self.children.setdefault(node.parent_id, []).append(node.id)
+            grown.add(node.parent_id)
+        for parent in grown:  # stable: siblings made in one millisecond keep their order
+            self.children[parent].sort(key=lambda kid: self.nodes[kid].created_at_ms)
 
     def ancestors(self, memory_id: str) -> list[str]:
         """From the root down to the parent."""
@@ -125,8 +139,20 @@ class Access:
 
     def __init__(self, tree: Tree, granted: dict[str, frozenset[str]]) -> None:
         self.tree = tree
-        self._granted = granted  # the caller's own grants, by the node they sit on
+        self._granted = dict(granted)  # the caller's own grants, by the node they sit on
         self._known: dict[str, frozenset[str]] = {}
+
+    def add(self, nodes: Iterable[Node], granted: Iterable[tuple[str, Iterable[str]]]) -> None:
+        """More of the tree, with the caller's grants on it. Each node comes with its
+        ancestors, so what was decided before still holds and stays known."""
+        fresh = [node for node in nodes if node.id not in self.tree.nodes]
+        self.tree.add(fresh)
+        new = {node.id for node in fresh}
+        for memory_id, privileges in granted:
+            if memory_id in new:
+                self._granted[memory_id] = self._granted.get(memory_id, frozenset()) | frozenset(
+                    privileges
+                )
 
     def on(self, memory_id: str) -> frozenset[str]:
         """Empty for a memory that is not there: unknown and forbidden are the same."""
@@ -218,4 +244,11 @@ class Access:
 
     def _highest_first(self, nodes: Iterable[str]) -> list[str]:
         order = {node: index for index, node in enumerate(self.tree.nodes)}
-        return sorted(nodes, key=lambda node: (self.tree.depth(node), order[node]))
+        return sorted(
+            nodes,
+            key=lambda node: (
+                self.tree.depth(node),
+                self.tree.nodes[node].created_at_ms,
+                order[node],
+            ),
+        )

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from storage import harnesses as harness_store
@@ -30,11 +29,11 @@ from storage import memory_snapshots as snapshot_store
 from storage.blobs import BlobStore
 from storage.db import Database, Order
 from storage.tables import MemoryGrantRow, MemoryRow
-from storage.unit import Tx
-from uhp_server.engine.facade import memory_queries
+from uhp_server.engine.facade import memory_queries, memory_recall
 from uhp_server.engine.facade import memory_snapshots as snapshots
 from uhp_server.engine.facade.memory_files import MemoryFiles, PartBytes, file_ids
 from uhp_server.engine.facade.memory_graph import GraphWalk
+from uhp_server.engine.facade.memory_reach import Seen as _Seen
 from uhp_server.engine.facade.memory_recall import instant
 from uhp_server.engine.facade.memory_recall import recall as recall_below
 from uhp_server.engine.facade.memory_replays import Replays
@@ -49,8 +48,6 @@ from uhp_server.memories.access import (
     WRITE,
     Access,
     Caller,
-    Node,
-    Tree,
     checked_principal,
     checked_privileges,
     ordered,
@@ -94,14 +91,6 @@ MAX_EPISODES = 100
 REVISE_TRIES = 5  # a revision that keeps losing to others' is refused after this many
 
 
-@dataclass(frozen=True)
-class _Seen:
-    """The tree as one caller sees it, and each node's provider (read in one transaction)."""
-
-    access: Access
-    providers: dict[str, str]  # by memory
-
-
 class Memories:
     def __init__(
         self,
@@ -110,8 +99,12 @@ class Memories:
         default_provider: str,
         replays: Replays,
         blobs: BlobStore | None = None,
+        max_per_principal: int | None = None,
     ) -> None:
         self.db = db
+        # The most memories one principal may create (None: no limit), so that the tree
+        # one tenant grows stays bounded (UHP_MEMORY_MAX_PER_PRINCIPAL).
+        self.max_per_principal = max_per_principal
         self.providers = providers
         self.default_provider = default_provider
         self.replays = replays  # writes made with an Idempotency-Key
@@ -125,19 +118,17 @@ class Memories:
                 await close()
 
     # -- who sees what --------------------------------------------------------------------
-    async def _seen(self, caller: Caller) -> _Seen:
-        nodes, grants = await self.db.read(_tree_and_grants, sorted(caller.principals()))
-        granted: dict[str, frozenset[str]] = {}
-        for grant in grants:
-            granted[grant.memory_id] = granted.get(grant.memory_id, frozenset()) | frozenset(
-                grant.privileges or ()
-            )
-        tree = Tree.of(Node(node.id, node.parent_id, node.restricted) for node in nodes)
-        return _Seen(Access(tree, granted), {node.id: node.provider for node in nodes})
+    def _seen(self, caller: Caller) -> _Seen:
+        """Nothing read yet: each operation reads the part of the tree it touches
+        (memory_reach.py), never the whole tree."""
+        return _Seen(self.db, caller)
 
-    async def _requiring(self, caller: Caller, memory_id: str, privilege: str) -> _Seen:
-        seen = await self._seen(caller)
-        _require(seen.access, memory_id, privilege)
+    async def _requiring(
+        self, caller: Caller, memory_id: str, privilege: str, param: str | None = None
+    ) -> _Seen:
+        seen = self._seen(caller)
+        await seen.reach([memory_id])
+        _require(seen.access, memory_id, privilege, param=param)
         return seen
 
     # -- the tree (§2) --------------------------------------------------------------------
@@ -146,11 +137,11 @@ class Memories:
         description = _text(body.get("description"), "description", MAX_DESCRIPTION)
         restricted = _flag(body.get("restricted"), "restricted")
         parent_id = body.get("parent_id")
-        seen = await self._seen(caller)
+        seen = self._seen(caller)
         if parent_id is not None:
             if not isinstance(parent_id, str):
                 raise memory_invalid("`parent_id` is a memory's id, or null.", "parent_id")
-            _require(seen.access, parent_id, CREATE, param="parent_id")
+            seen = await self._requiring(caller, parent_id, CREATE, param="parent_id")
         provider = self._provider_named(body.get("provider"), seen, parent_id)
         now = store.now_ms()
         row = MemoryRow(
@@ -172,7 +163,13 @@ class Memories:
             privileges=ordered(ALL),
             created_at_ms=now,
         )
-        if await self.db.write(store.insert_memory, row, owner, order=Order.ANY) is None:
+        try:
+            inserted = await self.db.write(
+                store.insert_memory, row, owner, self.max_per_principal, order=Order.ANY
+            )
+        except store.TooMany:
+            raise _too_many(self.max_per_principal) from None
+        if inserted is None:
             raise memory_not_found(param="parent_id")
         return await self.get(caller, row.id)
 
@@ -200,17 +197,21 @@ class Memories:
     ) -> list[Memory]:
         """One level (`parent`), where the caller enters (neither), every descendant it may
         see (`ancestor`), or what it was given (`granted`)."""
-        seen = await self._seen(caller)
+        seen = self._seen(caller)
         access = seen.access
         if granted:
+            await seen.enter()
             ids = access.given()
         elif parent is not None:
-            _require(access, parent, READ, param="parent")
-            ids = access.children(parent)
+            seen = await self._requiring(caller, parent, READ, param="parent")
+            await seen.expand([parent])
+            ids = seen.access.children(parent)
         elif ancestor is not None:
-            _require(access, ancestor, READ, param="ancestor")
-            ids = access.below(ancestor)
+            seen = await self._requiring(caller, ancestor, READ, param="ancestor")
+            await seen.subtree(ancestor)
+            ids = seen.access.below(ancestor)
         else:
+            await seen.enter()
             ids = access.entries()
         return await self._memories(seen, ids)
 
@@ -239,7 +240,7 @@ class Memories:
         needed = DELETE if restricted is not None or move else WRITE
         _require(seen.access, memory_id, needed)
         if move:
-            self._check_move(seen, memory_id, body["parent_id"])
+            await self._check_move(seen, memory_id, body["parent_id"])
         changes = store.MemoryChanges(
             name=name,
             description=description,
@@ -251,13 +252,15 @@ class Memories:
             raise memory_not_found()
         return await self.get(caller, memory_id)
 
-    def _check_move(self, seen: _Seen, memory_id: str, parent_id: object) -> None:
+    async def _check_move(self, seen: _Seen, memory_id: str, parent_id: object) -> None:
         if parent_id is None:
             return
         if not isinstance(parent_id, str):
             raise memory_invalid("`parent_id` is a memory's id, or null.", "parent_id")
+        await seen.reach([parent_id])
         _require(seen.access, parent_id, CREATE, param="parent_id")
-        if parent_id == memory_id or parent_id in seen.access.tree.descendants(memory_id):
+        # Under one of its descendants: it is among the new parent's ancestors.
+        if parent_id == memory_id or memory_id in seen.access.tree.ancestors(parent_id):
             raise memory_invalid(
                 "A memory cannot move under itself or one of its descendants.", "parent_id"
             )
@@ -266,6 +269,7 @@ class Memories:
         """The memory and its whole subtree, records included; the answer names the ones
         the caller could see (naming the others would say they exist)."""
         seen = await self._requiring(caller, memory_id, DELETE)
+        await seen.subtree(memory_id)  # the whole of it: every memory below goes too
         subtree = [memory_id, *seen.access.tree.descendants(memory_id)]
         by_provider: dict[str, list[str]] = {}
         for node in subtree:
@@ -280,6 +284,7 @@ class Memories:
         return MemoryDeleted(memory_id, visible)
 
     async def _memories(self, seen: _Seen, ids: list[str]) -> list[Memory]:
+        await seen.expand(ids)  # each one's children are counted
         counts = await self._counts(seen, ids)
         rows = await self.db.read(store.memories_by_ids, ids)
         access = seen.access
@@ -503,6 +508,7 @@ class Memories:
         was = current.record
         references = was.references
         if statement.references is not None:
+            await seen.reach(_targets(was.references))
             hidden = [ref for ref in was.references if not _readable(seen, ref)]
             stated_refs = await self._placed(seen, statement.references)
             references = [*stated_refs, *(ref for ref in hidden if ref not in stated_refs)]
@@ -560,11 +566,14 @@ class Memories:
         and what is below it that the caller may read (memory_graph.py)."""
         ask = graph_request(body)
         seen = await self._requiring(caller, memory_id, READ)
+        capped = await seen.subtree(memory_id, most=memory_recall.MAX_MEMORIES)
 
         async def shown(version: Version) -> MemoryRecord:
             return await self._shown(seen, version)
 
-        walk = GraphWalk(self.db, seen.access, seen.providers, self.providers, shown)
+        walk = GraphWalk(self.db, seen.access, seen.providers, self.providers, shown, seen.reach)
+        if capped:
+            walk.degraded.append(memory_recall.subtree_capped())
         return await walk.graph(memory_id, ask)
 
     # -- file parts (§4.3, §7) ------------------------------------------------------------
@@ -685,6 +694,7 @@ class Memories:
 
     async def _shown(self, seen: _Seen, version: Version) -> MemoryRecord:
         record = version.record
+        await seen.reach(_targets(record.references))  # whether the reader may follow each
         return MemoryRecord(
             id=version.id,
             memory_id=version.memory_id,
@@ -705,10 +715,18 @@ class Memories:
 
 
 # -- helpers ----------------------------------------------------------------------------------
-def _tree_and_grants(
-    tx: Tx, principals: list[str]
-) -> tuple[list[store.Skeleton], list[MemoryGrantRow]]:
-    return store.skeleton(tx), store.grants_of(tx, principals)
+def _targets(references: Iterable[dict[str, Any]]) -> list[str]:
+    return [ref["memory_id"] for ref in references if isinstance(ref.get("memory_id"), str)]
+
+
+def _too_many(most: int | None) -> ApiError:
+    return ApiError(
+        422,
+        "memory_invalid",
+        f"You have created {most} memories, as many as this server keeps for one principal "
+        "(UHP_MEMORY_MAX_PER_PRINCIPAL); delete some first.",
+        detail={"max_memories": most},
+    )
 
 
 def _require(access: Access, memory_id: str, privilege: str, param: str | None = None) -> None:

@@ -46,6 +46,9 @@ class GraphWalk:
     provider_names: dict[str, str]  # by memory
     providers: dict[str, MemoryProvider]
     shown: Callable[[Version], Awaitable[MemoryRecord]]
+    # Reads memories (with their ancestors) into `access`: where a reference leads is
+    # decided once it is read.
+    reach: Callable[[Iterable[str]], Awaitable[None]]
     visited: dict[str, Version] = field(default_factory=dict)
     degraded: list[str] = field(default_factory=list)
     capped: bool = False
@@ -69,6 +72,7 @@ class GraphWalk:
             self.degraded.append(WALK_CAPPED)
         kept = [v for v in self.visited.values() if ask.types is None or v.record.type in ask.types]
         nodes = kept[: ask.limit]
+        await self.reach(_targets(nodes))
         return MemoryGraph(
             nodes=await self._nodes(nodes),
             edges=self._edges(nodes),
@@ -107,6 +111,7 @@ class GraphWalk:
     async def _outgoing(self, frontier: list[Version]) -> list[Version]:
         """The current records the frontier names, in memories the caller may read."""
         wanted: dict[str, set[str]] = {}
+        await self.reach(_targets(frontier))
         for version in frontier:
             for ref in version.record.references:
                 target = ref.get("memory_id")
@@ -196,3 +201,13 @@ class GraphWalk:
 
     def _provider(self, memory_id: str) -> MemoryProvider | None:
         return self.providers.get(self.provider_names.get(memory_id, ""))
+
+
+def _targets(versions: Iterable[Version]) -> list[str]:
+    """The memories the references of these records lead into."""
+    return [
+        ref["memory_id"]
+        for version in versions
+        for ref in version.record.references
+        if isinstance(ref.get("memory_id"), str)
+    ]

@@ -3,9 +3,10 @@
 The server decides the memories a question covers before any provider is asked
 (`Access.searched`): the memory asked and each descendant the caller may read, each judged
 on its own (a grant inside a branch behind a cutoff is searched, the rest of that branch
-is not), `depth` levels down, never an ancestor, at most `MAX_MEMORIES` of them, nearest
-first (a cap said in `degraded`). Each provider is asked only about its own memories among
-those; what it did not do comes back in `degraded`, and the answers merge by score.
+is not), `depth` levels down, never an ancestor, among the nearest `MAX_MEMORIES` below it
+(only those are read: a cap said in `degraded`). Each provider is asked only about its own
+memories among those; what it did not do comes back in `degraded`, and the answers merge by
+score.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from uhp_server.memories.provider import (
 from uhp_server.memories.records import Neighbour, RecallHit, RecallResult
 
 if TYPE_CHECKING:
-    from uhp_server.engine.facade.memories import Memories, _Seen
+    from uhp_server.engine.facade.memories import Memories
+    from uhp_server.engine.facade.memory_reach import Seen as _Seen
 
 MAX_MEMORIES = 200  # one question covers at most this many memories (§6.1 MAY cap)
 DEFAULT_LIMIT, MAX_LIMIT = 8, 100
@@ -68,12 +70,13 @@ async def recall(
 async def answer(
     memories: Memories, seen: _Seen, memory_id: str, asked: RecallRequest
 ) -> RecallResult:
-    """The question over what `seen` may read below `memory_id` (read already checked)."""
+    """The question over what `seen` may read below `memory_id` (read already checked).
+    Only the nearest `MAX_MEMORIES` memories below are read at all (a large subtree costs
+    no more than the cap); those the caller may read are covered."""
+    capped = await seen.subtree(memory_id, asked.depth, most=MAX_MEMORIES)
+    await seen.expand([memory_id])  # where the caller can go from here: every child
     covered = seen.access.searched(memory_id, asked.depth)
-    degraded: list[str] = []
-    if len(covered) > MAX_MEMORIES:
-        covered = covered[:MAX_MEMORIES]  # breadth first: the nearest levels are kept
-        degraded.append(f"subtree:capped_at_{MAX_MEMORIES}_memories")
+    degraded: list[str] = [subtree_capped()] if capped else []
     answers = [
         await memories._provider_of(seen, ids[0]).recall(_question(asked, ids))
         for ids in _by_provider(seen, covered).values()
@@ -93,6 +96,11 @@ async def answer(
         degraded=degraded,
         abstain=_abstains(answers, found),
     )
+
+
+def subtree_capped() -> str:
+    """What `degraded` says when a question met more memories than it covers."""
+    return f"subtree:capped_at_{MAX_MEMORIES}_memories"
 
 
 def _question(asked: RecallRequest, memory_ids: list[str]) -> Question:
