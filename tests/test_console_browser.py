@@ -6,12 +6,14 @@ width, and axe-core's accessibility check in light and dark."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from playwright.sync_api import Error as PlaywrightError
 
 from tests.conftest import API_KEY
 from tests.support.axe import serious_violations
@@ -382,24 +384,57 @@ def test_run_a_task_watch_it_stream_and_continue_it(
     assert len(turns) == 2
 
 
-def test_a_question_waits_and_is_answered_on_the_page(
+def test_a_turn_streams_live_asks_and_ends_on_the_page(
     server: ServerProcess, client: httpx.Client, page: Any
 ) -> None:
+    """The page follows the running turn over its live stream, without reloading: reasoning
+    and a tool call collapsed with its output, then the agent's question with its form; the
+    answer carries the turn on, its answer grows as it streams, and the end is seen."""
     sign_in(page, server)
     page.goto(f"{server.url}/console/run")
     question = question_call(ASK_TOOL, "Which city, <b>Paris</b> or Rome?")
-    page.get_by_label("Prompt").fill(f"TOOL {ASK_TOOL} {question}\nSAY city is {{output}}")
+    words = " ".join(f"word{i}" for i in range(30))
+    page.get_by_label("Prompt").fill(
+        "THINK weighing <i>cities</i>\nRUN echo tool-said-4471\n"
+        f"TOOL {ASK_TOOL} {question}\nSLOW 5\nSAY city is {{output}} {words}"
+    )
     page.get_by_role("button", name="Run").click()
     page.wait_for_url(f"{server.url}/console/sessions/*")
+    page.evaluate("window.__samePage = true")
     asked = page.locator(".question")
-    asked.wait_for(timeout=60_000)  # the page reloads itself when the question comes
+    asked.wait_for(timeout=60_000)
+    assert page.evaluate("window.__samePage") is True  # streamed in, not reloaded
+    assert re.fullmatch(r"resp_[0-9a-f]+\.[0-9]+", page.evaluate("document.body.dataset.lastEvent"))
     assert asked.locator(".question-text").inner_text() == "Which city, <b>Paris</b> or Rome?"
-    assert page.locator(".question b").count() == 0
+    assert page.locator(".question b, .turn i").count() == 0
+    tool = page.locator("details.tool", has_text="echo tool-said-4471")
+    assert tool.get_attribute("open") is None  # collapsed
+    tool.locator("summary").click()
+    tool.locator(".tool-output", has_text="tool-said-4471").wait_for(timeout=5_000)
+    assert page.locator("details.reasoning").count() >= 1  # THINK: before each model step
+
     page.get_by_label("Your answer").fill("Rome-4471")
-    page.get_by_role("button", name="Answer").click()
-    page.locator(".answer", has_text="city is Rome-4471").wait_for(timeout=60_000)
+    with page.expect_navigation():
+        page.get_by_role("button", name="Answer").click()
+    page.evaluate("window.__samePage = true")
+    answer = page.locator(".turn .answer").last
+    seen = []  # the answer's text as this same page showed it, while the turn ran
+    for _ in range(400):
+        try:
+            if page.locator("#session-status").inner_text() == "Completed":
+                break
+            if answer.count() and page.evaluate("window.__samePage === true"):
+                seen.append(answer.inner_text())
+        except PlaywrightError:
+            pass  # the page being rendered again at the end
+        page.wait_for_timeout(150)
+    grown = {len(text) for text in seen if "city is Rome-4471" in text}
+    assert len(grown) >= 2, f"the answer should grow on the page as it streams: {seen}"
+    # The end: the page is rendered again with the finished turn and its controls.
     page.locator("#session-status", has_text="Completed").wait_for(timeout=15_000)
+    page.locator(".answer", has_text="word29").wait_for(timeout=5_000)
     assert page.locator(".question").count() == 0
+    page.get_by_label("Prompt").wait_for()  # Continue this session is offered again
 
 
 # -- keys and usage -----------------------------------------------------------------------

@@ -21,6 +21,7 @@ from storage import sessions as session_store
 from storage.tables import HarnessRow, ResponseRow, SessionRow, SignInRow
 from tests.support.app_context import app_context
 from uhp_server.app import create_app
+from uhp_server.doors.console.live import resume_after
 from uhp_server.settings import Settings
 
 KEY = "uhp_sk_console_fast_default_key"
@@ -393,6 +394,7 @@ def test_another_principals_session_gives_nothing(http: TestClient) -> None:
     for path in (
         "",
         "/state",
+        "/live",
         "/files/file_x",
         "/files/file_x/preview",
         "/files/file_x/image",
@@ -654,3 +656,36 @@ def test_another_principals_harness_gives_nothing_and_writes_are_checked(
         "/console/harnesses", data={"csrf_token": csrf, "base": "codex"}, follow_redirects=False
     )
     assert forged.status_code == 403
+
+
+def test_the_live_stream_needs_a_sign_in_and_ends_at_once_without_a_turn(
+    http: TestClient,
+) -> None:
+    mine = add_session(http, 1)
+    answer = http.get(f"/console/sessions/{mine}/live", follow_redirects=False)
+    assert answer.status_code == 303
+    assert answer.headers["location"] == "/console/sign-in"
+    sign_in(http)
+    answer = http.get(f"/console/sessions/{mine}/live", follow_redirects=False)
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith("text/event-stream")
+    assert "script-src 'self'" in answer.headers["content-security-policy"]
+    assert answer.text.split() == ["event:", "end", "data:", "{}"]  # no turn to follow
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        (None, -1),
+        ("resp_abc.41", 41),
+        (" resp_abc.7 ", 7),
+        ("resp_other.41", -1),  # an earlier turn's: the new one from its start
+        ("resp_abc.x", -1),
+        ("resp_abc.1234567890123456", -1),
+        ("<script>.1", -1),
+    ],
+)
+def test_a_reconnecting_page_resumes_after_its_last_event(
+    header: str | None, expected: int
+) -> None:
+    assert resume_after(header, "resp_abc") == expected

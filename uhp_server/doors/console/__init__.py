@@ -7,6 +7,7 @@ key's principal, and adds no privilege (docs/console.md)."""
 from uhp_server.doors.console.account import router as account
 from uhp_server.doors.console.files import router as files
 from uhp_server.doors.console.harnesses import router as harnesses
+from uhp_server.doors.console.live import router as live
 from uhp_server.doors.console.pages import router as pages
 from uhp_server.doors.console.run import router as run
 from uhp_server.doors.console.sessions import router as sessions
@@ -15,5 +16,5 @@ from uhp_server.doors.door import Door
 door = Door(
     name="console",
     speaks="the owner's console, HTML for a browser",
-    routers=(pages, sessions, files, run, account, harnesses),
+    routers=(pages, sessions, live, files, run, account, harnesses),
 )

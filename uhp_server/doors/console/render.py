@@ -42,6 +42,11 @@ def page(template: str, status: int = 200, **context: Any) -> HTMLResponse:
     return HTMLResponse(html, status_code=status, headers=PAGE_HEADERS)
 
 
+def fragment(template: str, **context: Any) -> str:
+    """A piece of a page, rendered as the page renders it (a live stream sends it)."""
+    return _env.get_template(template).render(**context)
+
+
 def problem(status: int, title: str, message: str, *, signed_in: bool = False) -> HTMLResponse:
     """An error as the console answers it: a page saying what went wrong and where to go."""
     return page("problem.html", status, title=title, message=message, signed_in=signed_in)

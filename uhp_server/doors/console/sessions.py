@@ -106,6 +106,7 @@ async def session_page(
         visitor=visitor,
         section="sessions",
         session=session,
+        session_id=session.id,
         title=session.title or "Untitled session",
         harness=names.get(session.harness_id, session.harness_id),
         started=when(session.created_at),
