@@ -6,7 +6,6 @@ tests/test_console_browser.py."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,29 +13,18 @@ import httpx
 import pytest
 
 from tests.conftest import API_KEY
+from tests.support.console import console_client as signed_in_client
 from tests.support.server import ServerProcess
 from tests.support.sse import Stream, parse_lines, read_stream
 from tests.test_tasks_e2e import create, wait_terminal
 
 pytestmark = pytest.mark.slow
 
-FORM_TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
 HOSTILE = "<img src=x onerror=alert(1)>"
 
 
 def console_client(server: ServerProcess, key: str = API_KEY) -> httpx.Client:
-    """A browser's cookie jar, signed in with `key` as the sign-in form is sent."""
-    browser = httpx.Client(base_url=server.url, timeout=120, follow_redirects=True)
-    form = browser.get("/console/sign-in")
-    token = FORM_TOKEN.search(form.text)
-    assert token, form.text
-    signed = browser.post(
-        "/console/sign-in",
-        data={"key": key, "csrf_token": token.group(1)},
-        headers={"Origin": server.url},
-    )
-    assert signed.status_code == 200 and signed.url.path == "/console", signed.text
-    return browser
+    return signed_in_client(server.url, key)
 
 
 @pytest.fixture

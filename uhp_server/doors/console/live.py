@@ -70,13 +70,13 @@ async def session_live(
     """The session's latest turn, live until it ends; then an `end` message (the page is
     rendered again, its controls being the server's)."""
     visitor = await guard.visitor(request)
-    turns = await engine.sessions.turns(visitor.principal.id, session_id)
-    if not turns:
+    shown = await engine.sessions.turn_page(visitor.principal.id, session_id, 1)
+    if not shown.turns:
         return _stream(_ended(), settings.keepalive_seconds)
-    latest = turns[-1]
+    latest = shown.turns[-1]
     following = Following(
         session_id,
-        len(turns),
+        shown.total,
         latest,
         resume_after(request.headers.get("last-event-id"), latest.id),
     )

@@ -58,7 +58,7 @@
       });
       slot.replaceChildren(fresh);
     } else {
-      if (number === 1) container.replaceChildren();
+      container.querySelectorAll(":scope > .muted").forEach((none) => none.remove());
       slot = document.createElement("div");
       slot.className = "turn-slot";
       slot.id = id;
@@ -125,7 +125,7 @@
         // What the controls depend on changed (a turn started or ended, a question came):
         // the page is rendered again, since its forms are the server's.
         if (state.phase !== document.body.dataset.phase) return window.location.reload();
-        state.turns.forEach((turn, index) => place(index + 1, turn.key, turn.html));
+        state.turns.forEach((turn) => place(turn.number, turn.key, turn.html));
         showStatus(state.status, state.status_label, state.running);
         delay = state.running ? FAST : SLOW;
       }
