@@ -585,18 +585,20 @@ def test_create_edit_use_and_delete_a_harness(
     assert models.count() >= 1
     assert "Yes" in models.all_inner_texts()[0]  # the scripted provider serves it
     # Edit the whole configuration as JSON: a GET→PUT round trip with one change.
+    page.get_by_text("The whole configuration as JSON").click()
     configuration = page.get_by_label("The harness as")
     body = json.loads(configuration.input_value())
     assert body["systemPrompt"] == "Answer briefly."
     body["systemPrompt"] = "Answer in one word."
     configuration.fill(json.dumps(body))
-    page.get_by_role("button", name="Save").click()
+    page.get_by_role("button", name="Save", exact=True).click()
     page.wait_for_url(f"{server.url}/console/harnesses/{harness_id}")
     stored = client.get(f"/v1/harnesses/{harness_id}").json()
     assert stored["systemPrompt"] == "Answer in one word."
     # A configuration the engine refuses is said on a page, nothing changed.
+    page.get_by_text("The whole configuration as JSON").click()
     page.get_by_label("The harness as").fill('{"base": "another", "systemPrompt": 1}')
-    page.get_by_role("button", name="Save").click()
+    page.get_by_role("button", name="Save", exact=True).click()
     assert page.locator("h1").inner_text() == "Not possible"
     assert client.get(f"/v1/harnesses/{harness_id}").json()["systemPrompt"] == (
         "Answer in one word."
@@ -617,3 +619,73 @@ def test_create_edit_use_and_delete_a_harness(
     page.get_by_role("button", name="Delete harness").click()
     page.wait_for_url(f"{server.url}/console/harnesses")
     assert client.get(f"/v1/harnesses/{harness_id}").status_code == 404
+
+
+def test_a_harness_is_created_and_edited_with_its_fields(
+    server: ServerProcess, client: httpx.Client, page: Any
+) -> None:
+    """The settings form: instructions, a budget, a new skill with its SKILL.md, an MCP
+    server whose token is written once and never shown back; a refusal shown by its field."""
+    sign_in(page, server)
+    page.goto(f"{server.url}/console/harnesses")
+    page.get_by_label("Name").fill("Fielded")
+    page.get_by_role("button", name="Create").click()
+    page.wait_for_url(f"{server.url}/console/harnesses/*")
+    harness_id = page.url.rsplit("/", 1)[1]
+    form = page.locator("form.harness-form")
+    form.get_by_label("Instructions").fill("Be <b>brief</b>.")
+    form.get_by_label("Most steps a turn takes").fill("7")
+    new_skill = form.locator("fieldset.skill", has_text="A new skill")
+    new_skill.get_by_label("Name", exact=True).fill("greeter")
+    new_skill.get_by_label("Contents of SKILL.md").fill(
+        "---\nname: greeter\ndescription: Greets people\n---\nSay hello warmly.\n"
+    )
+    server_row = form.locator("fieldset.mcp-server", has_text="A new MCP server")
+    server_row.get_by_label("Name", exact=True).fill("tools")
+    server_row.get_by_label("URL").fill("https://mcp.example.com/mcp")
+    server_row.get_by_label("Bearer token").fill("s3cret-token-8812")
+    form.get_by_role("button", name="Save settings").click()
+    page.wait_for_url(f"{server.url}/console/harnesses/{harness_id}")
+    stored = client.get(f"/v1/harnesses/{harness_id}").json()
+    assert stored["systemPrompt"] == "Be <b>brief</b>." and stored["maxStep"] == 7
+    assert [s["name"] for s in stored["skills"]] == ["greeter"]
+    files = {f["path"]: f.get("content") for f in stored["skills"][0]["files"]}
+    assert "Say hello warmly." in files["SKILL.md"]
+    reference = stored["mcpServers"][0]["auth"]
+    assert reference.startswith("uhp-secret:")
+    # Written once: neither the token nor its reference is on the page.
+    html = page.content()
+    assert "s3cret-token-8812" not in html and reference not in html.split("<details")[0]
+    assert page.locator("form.harness-form b").count() == 0
+    assert (
+        "stored: leave empty to keep it" in page.locator("fieldset.mcp-server").first.inner_text()
+    )
+
+    # Edited again: the token left empty is kept; the skill's text changed.
+    skill = form.locator("fieldset.skill", has_text="Skill greeter")
+    skill.get_by_label("Contents of SKILL.md").fill(
+        "---\nname: greeter\ndescription: Greets people\n---\nSay hello briefly.\n"
+    )
+    form.get_by_role("button", name="Save settings").click()
+    page.wait_for_url(f"{server.url}/console/harnesses/{harness_id}")
+    stored = client.get(f"/v1/harnesses/{harness_id}").json()
+    assert stored["mcpServers"][0]["auth"] == reference
+    assert "Say hello briefly." in stored["skills"][0]["files"][0]["content"]
+
+    # Refusals are shown by the field they name, and change nothing.
+    form.get_by_label("Most steps a turn takes").fill("many")
+    form.get_by_role("button", name="Save settings").click()
+    error = page.locator("#f-maxStep-error")
+    error.wait_for()
+    assert "whole number" in error.inner_text()
+    assert page.locator("#f-maxStep").get_attribute("aria-invalid") == "true"
+    assert page.locator("#f-maxStep").input_value() == "many"  # what was typed stays
+    skill = page.locator("fieldset.skill", has_text="Skill greeter")
+    page.locator("#f-maxStep").fill("7")
+    skill.get_by_label("A new file's path").fill("../escape.txt")
+    page.get_by_role("button", name="Save settings").click()
+    refusal = page.locator("#f-skills-0-files-1-path-error")
+    refusal.wait_for()
+    assert page.locator(".error-summary").is_visible()
+    assert client.get(f"/v1/harnesses/{harness_id}").json()["maxStep"] == 7
+    assert serious_violations(page) == []

@@ -4,6 +4,7 @@ from elsewhere."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,14 @@ _env = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
+
+
+def field_id(name: str) -> str:
+    """An element id for a form field named by a configuration path (`skills[0].name`)."""
+    return "f-" + re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-")
+
+
+_env.filters["field_id"] = field_id
 
 
 def page(template: str, status: int = 200, **context: Any) -> HTMLResponse:
