@@ -689,3 +689,16 @@ def test_a_harness_is_created_and_edited_with_its_fields(
     assert page.locator(".error-summary").is_visible()
     assert client.get(f"/v1/harnesses/{harness_id}").json()["maxStep"] == 7
     assert serious_violations(page) == []
+
+    # Its agent's memories: a granted one chosen as the default, observing turned off.
+    notes = client.post("/v1/memories", json={"name": "Console <i>notes</i>"}).json()
+    grant = {"principal": f"member:{harness_id}", "privileges": ["read", "write"]}
+    assert client.post(f"/v1/memories/{notes['id']}/grants", json=grant).status_code < 300
+    page.goto(f"{server.url}/console/harnesses/{harness_id}")
+    page.get_by_label("Default memory").select_option(notes["id"])
+    page.get_by_label("Observe its turns").uncheck()
+    page.get_by_role("button", name="Save settings").click()
+    page.wait_for_url(f"{server.url}/console/harnesses/{harness_id}")
+    memories = client.get(f"/v1/harnesses/{harness_id}/memories").json()
+    assert memories["default_memory_id"] == notes["id"] and memories["observe"] is False
+    assert page.locator("main i").count() == 0

@@ -22,6 +22,7 @@ from uhp_server.doors.deps import EngineDep, SettingsDep
 from uhp_server.doors.uhp.wire import harness_to_wire
 from uhp_server.engine import Engine, Harness
 from uhp_server.errors import ApiError
+from uhp_server.memories.records import HarnessMemories
 
 router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
 
@@ -31,7 +32,7 @@ MAX_CONFIGURATION_BYTES = 8 * 1024 * 1024
 # The fields a refusal may name that the summary links to (the rest are named in it).
 KNOWN_FIELDS = frozenset(
     {"name", "defaultModel", "systemPrompt", "maxStep", "timeoutSeconds", "disabledTools"}
-    | {"plugins", "environment"}
+    | {"plugins", "environment", "default_memory_id", "observe"}
 )
 
 
@@ -95,6 +96,7 @@ async def _harness_page(
     the field it names, the values sent kept), and the whole configuration as JSON."""
     models = await engine.harnesses.models_of(visitor.principal.id, harness.id)
     wire = harness_to_wire(harness)
+    memories = await _memories(engine, visitor, harness.id)
     return page(
         "harness.html",
         400 if errors else 200,
@@ -105,6 +107,7 @@ async def _harness_page(
         fields=fields,
         errors=errors or {},
         known_fields=KNOWN_FIELDS,
+        memories=memories,
         configuration=json.dumps(wire, indent=2, ensure_ascii=False),
         **new_rows(),
     )
@@ -129,7 +132,43 @@ async def save_settings(
         shown = fields_of(body) if body is not None else _typed(fields_of(current), form)
         errors = {refused.param or "configuration": refused.message}
         return await _harness_page(engine, visitor, harness, shown, errors)
+    try:
+        await _save_memories(engine, visitor, harness.id, form)
+    except ApiError as refused:
+        if refused.status not in (400, 422):
+            raise
+        saved = await engine.harnesses.get(visitor.principal.id, harness.id)
+        message = f"{refused.message} The other settings were saved."
+        errors = {refused.param or "default_memory_id": message}
+        return await _harness_page(
+            engine, visitor, saved, fields_of(harness_to_wire(saved)), errors
+        )
     return see_other(_harness_url(harness.id))
+
+
+async def _memories(engine: Engine, visitor: Visitor, harness_id: str) -> HarnessMemories | None:
+    """The harness's agent's memories (`GET /v1/harnesses/{id}/memories`), while the
+    Memories chapter is served."""
+    if engine.settings.memories == "off":
+        return None
+    return await engine.agent_memories.settings(visitor.principal.id, harness_id)
+
+
+async def _save_memories(
+    engine: Engine, visitor: Visitor, harness_id: str, form: dict[str, str]
+) -> None:
+    """The memories fields, through `PUT /v1/harnesses/{id}/memories`'s engine call, when
+    they changed: a second call after the harness's own (its refusal says the rest was
+    saved)."""
+    current = await _memories(engine, visitor, harness_id)
+    if current is None or "memories" not in form:
+        return
+    default = form.get("default_memory_id", "").strip() or None
+    observe = form.get("observe") == "on"
+    if (default, observe) == (current.default_memory_id, current.observe):
+        return
+    body = {"default_memory_id": default, "observe": observe}
+    await engine.agent_memories.configure(visitor.principal.id, harness_id, body)
 
 
 def _typed(fields: HarnessFields, form: dict[str, str]) -> HarnessFields:
