@@ -6,6 +6,7 @@ What is installed where, and what counts as installed, stays in each base's inst
 
 from __future__ import annotations
 
+import platform
 import re
 import subprocess
 from collections.abc import Mapping
@@ -14,6 +15,19 @@ from pathlib import Path
 # A version check runs with an environment built from nothing, as the sandbox would run it.
 VERSION_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 _VERSION = r"(\d+\.\d+\.\d+\S*)"
+# platform.machine()'s spellings -> the word npm's per-platform packages use (`x64`, `arm64`)
+_NPM_ARCHES = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}
+
+
+def npm_arch(machine: str | None, *, program: str, error: type[Exception]) -> str:
+    """npm's name for this machine's architecture (or `machine`'s), as in the per-platform
+    packages the npm-installed CLIs ship their native builds in (`opencode-linux-x64`).
+    Raises `error` naming `program` when there is no Linux build for it."""
+    arch = (machine or platform.machine()).lower()
+    try:
+        return _NPM_ARCHES[arch]
+    except KeyError:
+        raise error(f"{program} has no Linux build for machine type {arch!r}") from None
 
 
 def parse_version(text: str, *, exact: bool = False) -> str | None:

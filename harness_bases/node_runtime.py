@@ -9,17 +9,15 @@ sandbox, and nothing depends on the system's node.
 
 from __future__ import annotations
 
-import platform
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from harness_bases.installing import npm_install, reported_version
+from harness_bases.installing import npm_arch, npm_install, reported_version
 
 NODE_VERSION = "22.23.5"
 VERSION_TIMEOUT = 20.0
 INSTALL_TIMEOUT = 600.0
-_MACHINES = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}
 
 
 class NodeInstallError(RuntimeError):
@@ -28,11 +26,7 @@ class NodeInstallError(RuntimeError):
 
 def package(machine: str | None = None) -> str:
     """The npm package holding node's official build for this machine."""
-    arch = (machine or platform.machine()).lower()
-    try:
-        return f"node-linux-{_MACHINES[arch]}"
-    except KeyError:
-        raise NodeInstallError(f"no Linux build of node for {arch!r}") from None
+    return f"node-linux-{npm_arch(machine, program='node', error=NodeInstallError)}"
 
 
 def prefix(tools_root: str) -> str:

@@ -133,6 +133,46 @@ run_pass "end-to-end tests again with UHP_TEST_SANDBOX=docker UHP_TEST_DOCKER_RU
   UHP_TEST_SANDBOX=docker UHP_TEST_DOCKER_RUNTIME=runsc -- "${docker_e2e[@]}" \
   tests/test_docker_sandbox.py tests/test_docker_e2e.py
 while ((passes_running > 0)); do finish_pass; done
+# run_chat_and_conformance_passes: the passes that need neither PostgreSQL nor a quiet
+# machine; they run beside the PostgreSQL pass, which holds the cluster alone.
+run_chat_and_conformance_passes() {
+  # Against a Chat-Completions-only provider, the bases that speak another wire: the gateway
+  # translates Codex's Responses and Claude Code's Anthropic Messages, and the end-to-end files
+  # whose model traffic differs run through the translation: text, tools, errors and streaming,
+  # a session's history, the catalogue of a static model list, the agent's questions (a tool
+  # call the doors wait on), parallel calls and images, MCP tools' names, and the official SDK.
+  # The doors, restarts, tokens and mounts are the same whichever wire the model speaks.
+  chat_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_harnesses_e2e.py
+    tests/test_oumi_harness_e2e.py tests/test_parallel_images_e2e.py tests/test_plugins_e2e.py
+    tests/test_openai_sdk.py)
+  for base in codex claude-code; do
+    run_pass "end-to-end tests again with UHP_TEST_PROVIDER=chat on $base" \
+      UHP_TEST_PROVIDER=chat UHP_TEST_BASE="$base" -- "${chat_e2e[@]}"
+  done
+  # The protocol's published conformance suite, class full, each run against a server it starts
+  # (about 20-40 s each): the current suite on the two bases it names, in the local sandbox and
+  # (Codex) the docker one, and the 2026-08-11 suite as a client pinned to that version. Only
+  # on a whole run: pytest's arguments select tests, and these are not pytest's.
+  if ((${#pytest_args[@]} == 0)); then
+    run_conformance_pass --base codex --sandbox local
+    run_conformance_pass --base claude-code --sandbox local
+    if [[ -n $docker_engine ]]; then
+      run_conformance_pass --base codex --sandbox docker
+    else
+      echo "=== no Docker engine: the conformance suite's docker-sandbox run is left out ==="
+    fi
+    # The 2026-08-11 release is on no package registry and not in shared/spec: it runs where a
+    # copy was put (scripts/conformance.sh says where it looks); elsewhere the fast tier's pinned
+    # client (tests/test_versions.py) is what checks that version, and this says so loudly.
+    old_suite=${UHP_CONFORMANCE_SUITE_2026_08_11:-../shared/spec/conformance-2026.8.11}
+    [[ -d $old_suite ]] || old_suite=${UHP_CONFORMANCE_HOME:-$HOME/.cache/uhp-conformance}/suite-2026.8.11
+    if [[ -d $old_suite ]]; then
+      run_conformance_pass --base codex --sandbox local --protocol 2026-08-11
+    else
+      echo "=== NO 2026-08-11 CONFORMANCE SUITE on this machine: its 52-check run is left out ==="
+    fi
+  fi
+}
 # On PostgreSQL (scripts/postgres.sh installs and starts Debian's cluster): the in-process
 # engine tests, storage's own and the end-to-end files of tasks, sessions, restarts and the
 # SDK, each test server on a fresh database (tests/support/postgres.py); two replicas on
@@ -153,6 +193,7 @@ if bash scripts/postgres.sh; then
     tests/test_replicas_e2e.py tests/test_replicas_edges.py tests/test_test_servers.py \
     tests/test_bench_smoke.py
   postgres_pass=$!
+  run_chat_and_conformance_passes
   # That pass stops and starts the cluster once (a restart under a running server,
   # tests/test_postgres_storage.py): the next pass on the same cluster waits for it to end.
   while [[ -v "pass_what[$postgres_pass]" ]]; do finish_pass; done
@@ -169,43 +210,8 @@ if bash scripts/postgres.sh; then
     status=1
   fi
 else
+  run_chat_and_conformance_passes
   status=1
-fi
-# Against a Chat-Completions-only provider, the bases that speak another wire: the gateway
-# translates Codex's Responses and Claude Code's Anthropic Messages, and the end-to-end files
-# whose model traffic differs run through the translation: text, tools, errors and streaming,
-# a session's history, the catalogue of a static model list, the agent's questions (a tool
-# call the doors wait on), parallel calls and images, MCP tools' names, and the official SDK.
-# The doors, restarts, tokens and mounts are the same whichever wire the model speaks.
-chat_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_harnesses_e2e.py
-  tests/test_oumi_harness_e2e.py tests/test_parallel_images_e2e.py tests/test_plugins_e2e.py
-  tests/test_openai_sdk.py)
-for base in codex claude-code; do
-  run_pass "end-to-end tests again with UHP_TEST_PROVIDER=chat on $base" \
-    UHP_TEST_PROVIDER=chat UHP_TEST_BASE="$base" -- "${chat_e2e[@]}"
-done
-# The protocol's published conformance suite, class full, each run against a server it starts
-# (about 20-40 s each): the current suite on the two bases it names, in the local sandbox and
-# (Codex) the docker one, and the 2026-08-11 suite as a client pinned to that version. Only
-# on a whole run: pytest's arguments select tests, and these are not pytest's.
-if ((${#pytest_args[@]} == 0)); then
-  run_conformance_pass --base codex --sandbox local
-  run_conformance_pass --base claude-code --sandbox local
-  if [[ -n $docker_engine ]]; then
-    run_conformance_pass --base codex --sandbox docker
-  else
-    echo "=== no Docker engine: the conformance suite's docker-sandbox run is left out ==="
-  fi
-  # The 2026-08-11 release is on no package registry and not in shared/spec: it runs where a
-  # copy was put (scripts/conformance.sh says where it looks); elsewhere the fast tier's pinned
-  # client (tests/test_versions.py) is what checks that version, and this says so loudly.
-  old_suite=${UHP_CONFORMANCE_SUITE_2026_08_11:-../shared/spec/conformance-2026.8.11}
-  [[ -d $old_suite ]] || old_suite=${UHP_CONFORMANCE_HOME:-$HOME/.cache/uhp-conformance}/suite-2026.8.11
-  if [[ -d $old_suite ]]; then
-    run_conformance_pass --base codex --sandbox local --protocol 2026-08-11
-  else
-    echo "=== NO 2026-08-11 CONFORMANCE SUITE on this machine: its 52-check run is left out ==="
-  fi
 fi
 while ((passes_running > 0)); do finish_pass; done
 exit "$status"

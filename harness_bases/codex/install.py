@@ -7,23 +7,17 @@ needed inside the sandbox, and start-up is faster.
 
 from __future__ import annotations
 
-import platform
 from pathlib import Path, PurePosixPath
 
-from harness_bases.installing import npm_install, reported_version
+from harness_bases.installing import npm_arch, npm_install, reported_version
 
 CLI_VERSION = "0.169.0"
 PACKAGE = "@openai/codex"
 VERSION_TIMEOUT = 10.0
 INSTALL_TIMEOUT = 600.0
 
-# machine() -> (npm platform package, Rust target triple)
-_PLATFORMS = {
-    "x86_64": ("codex-linux-x64", "x86_64-unknown-linux-musl"),
-    "amd64": ("codex-linux-x64", "x86_64-unknown-linux-musl"),
-    "aarch64": ("codex-linux-arm64", "aarch64-unknown-linux-musl"),
-    "arm64": ("codex-linux-arm64", "aarch64-unknown-linux-musl"),
-}
+# npm's architecture -> the Rust target triple of the binary its platform package holds
+_TRIPLES = {"x64": "x86_64-unknown-linux-musl", "arm64": "aarch64-unknown-linux-musl"}
 
 
 class CodexInstallError(RuntimeError):
@@ -31,11 +25,9 @@ class CodexInstallError(RuntimeError):
 
 
 def _platform(machine: str | None = None) -> tuple[str, str]:
-    arch = (machine or platform.machine()).lower()
-    try:
-        return _PLATFORMS[arch]
-    except KeyError:
-        raise CodexInstallError(f"Codex has no Linux build for machine type {arch!r}") from None
+    """(npm platform package, Rust target triple) for this machine."""
+    arch = npm_arch(machine, program="Codex", error=CodexInstallError)
+    return f"codex-linux-{arch}", _TRIPLES[arch]
 
 
 def vendor_dir(tools_root: str, machine: str | None = None) -> str:

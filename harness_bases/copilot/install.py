@@ -14,11 +14,10 @@ names it with `COPILOT_CLI_DIST_DIR`.
 
 from __future__ import annotations
 
-import platform
 import shutil
 from pathlib import Path, PurePosixPath
 
-from harness_bases.installing import npm_install, reported_version
+from harness_bases.installing import npm_arch, npm_install, reported_version
 
 PACKAGE = "@github/copilot"
 CLI_VERSION = "1.0.102"
@@ -30,7 +29,6 @@ VERSION_TIMEOUT = 60.0
 # No network but the model provider: no GitHub sign-in, telemetry, web tools, GitHub MCP
 # server or update check (COPILOT_OFFLINE), and no download of a newer CLI.
 QUIET_ENV = {"COPILOT_OFFLINE": "true", "COPILOT_AUTO_UPDATE": "false", "NO_COLOR": "1"}
-_PLATFORMS = {"x86_64": "linux-x64", "amd64": "linux-x64", "aarch64": "linux-arm64"}
 
 
 class CopilotInstallError(RuntimeError):
@@ -43,7 +41,7 @@ def prefix(tools_root: str) -> str:
 
 
 def _platform() -> str:
-    return _PLATFORMS.get(platform.machine().lower(), "linux-x64")
+    return f"linux-{npm_arch(None, program='Copilot CLI', error=CopilotInstallError)}"
 
 
 def binary_path(tools_root: str) -> str:

@@ -9,25 +9,16 @@ platform packages (7.8.1 has none for Linux): the pin is a version that has both
 from __future__ import annotations
 
 import os
-import platform
 import shutil
 from pathlib import Path, PurePosixPath
 
 from harness_bases.acp.opencode_family import SCRUBBED_SHELL
-from harness_bases.installing import npm_install, reported_version
+from harness_bases.installing import npm_arch, npm_install, reported_version
 
 CLI_VERSION = "7.7.7"
 PACKAGE = "@kilocode/cli"
 VERSION_TIMEOUT = 30.0
 INSTALL_TIMEOUT = 900.0
-
-# machine() -> the platform package with the glibc build (Debian's libc)
-_PLATFORMS = {
-    "x86_64": "@kilocode/cli-linux-x64",
-    "amd64": "@kilocode/cli-linux-x64",
-    "aarch64": "@kilocode/cli-linux-arm64",
-    "arm64": "@kilocode/cli-linux-arm64",
-}
 
 
 class KiloInstallError(RuntimeError):
@@ -35,11 +26,10 @@ class KiloInstallError(RuntimeError):
 
 
 def _platform_package(machine: str | None = None) -> str:
-    arch = (machine or platform.machine()).lower()
-    try:
-        return _PLATFORMS[arch]
-    except KeyError:
-        raise KiloInstallError(f"Kilo Code CLI has no Linux build for {arch!r}") from None
+    """The platform package with the glibc build (Debian's libc)."""
+    return (
+        f"@kilocode/cli-linux-{npm_arch(machine, program='Kilo Code CLI', error=KiloInstallError)}"
+    )
 
 
 def prefix(tools_root: str) -> str:

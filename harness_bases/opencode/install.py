@@ -7,12 +7,11 @@ a per-platform optional dependency. We run that binary directly: no node in the 
 from __future__ import annotations
 
 import os
-import platform
 import shutil
 from pathlib import Path, PurePosixPath
 
 from harness_bases.acp.opencode_family import SCRUBBED_SHELL
-from harness_bases.installing import npm_install, reported_version
+from harness_bases.installing import npm_arch, npm_install, reported_version
 
 CLI_VERSION = "1.18.33"
 PACKAGE = "opencode-ai"
@@ -20,25 +19,14 @@ VERSION_TIMEOUT = 30.0
 INSTALL_TIMEOUT = 900.0
 SHELL_SOURCE = SCRUBBED_SHELL
 
-# machine() -> the platform package with the glibc build (Debian's libc)
-_PLATFORMS = {
-    "x86_64": "opencode-linux-x64",
-    "amd64": "opencode-linux-x64",
-    "aarch64": "opencode-linux-arm64",
-    "arm64": "opencode-linux-arm64",
-}
-
 
 class OpenCodeInstallError(RuntimeError):
     """The pinned OpenCode CLI could not be installed or does not run."""
 
 
 def _platform_package(machine: str | None = None) -> str:
-    arch = (machine or platform.machine()).lower()
-    try:
-        return _PLATFORMS[arch]
-    except KeyError:
-        raise OpenCodeInstallError(f"OpenCode has no Linux build for {arch!r}") from None
+    """The platform package with the glibc build (Debian's libc)."""
+    return f"opencode-linux-{npm_arch(machine, program='OpenCode', error=OpenCodeInstallError)}"
 
 
 def prefix(tools_root: str) -> str:

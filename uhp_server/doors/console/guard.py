@@ -48,6 +48,7 @@ class Visitor:
     principal: Principal
     csrf_token: str
     cookie: str
+    memories: bool = True  # the Memories chapter is served: its pages are in the navigation
 
 
 def own_origin(request: Request, settings: Settings) -> str:
@@ -98,7 +99,8 @@ async def visitor(request: Request) -> Visitor:
         sign_in = await request.app.state.engine.sign_ins.live(cookie)
     if sign_in is None:
         raise NotSignedIn()
-    return Visitor(sign_in.principal, sign_in.csrf_token, cookie)
+    memories = request.app.state.engine.settings.memories != "off"
+    return Visitor(sign_in.principal, sign_in.csrf_token, cookie, memories)
 
 
 async def checked_write(

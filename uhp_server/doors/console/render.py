@@ -28,7 +28,11 @@ PAGE_HEADERS = {
     "Cross-Origin-Opener-Policy": "same-origin",
     "Cross-Origin-Resource-Policy": "same-origin",
 }
-ASSETS = {"console.css": "text/css; charset=utf-8", "console.js": "text/javascript; charset=utf-8"}
+ASSETS = {
+    "console.css": "text/css; charset=utf-8",
+    "console.js": "text/javascript; charset=utf-8",
+    "build.js": "text/javascript; charset=utf-8",  # a build's page, following its log
+}
 
 _env = Environment(
     loader=FileSystemLoader(HERE / "templates"),
