@@ -257,10 +257,11 @@ def mark_failed_unstored(tx: Tx, response_id: str) -> None:
 
 def latest_in_session(tx: Tx, session_id: str) -> str | None:
     """The id of the session's most recent response (what continuing the session follows)."""
-    row = tx.orm.exec(
-        select(ResponseRow)
+    # The id alone: ordering whole rows would carry every response's input and final
+    # object through the sort (a long session's megabytes, for one id).
+    return tx.orm.exec(
+        select(ResponseRow.id)
         .where(ResponseRow.session_id == session_id)
         .where(col(ResponseRow.deleted_at).is_(None))
         .order_by(col(ResponseRow.created_at).desc(), col(ResponseRow.id).desc())
     ).first()
-    return row.id if row is not None else None

@@ -9,8 +9,9 @@ twice or not at all.
 from __future__ import annotations
 
 import time
+from typing import Any
 
-from sqlalchemy import and_, or_
+from sqlalchemy import and_, func, or_
 from sqlmodel import col, select
 
 from storage.tables import ResponseRow, SessionRow
@@ -61,17 +62,41 @@ def responses_of(tx: Tx, session_id: str) -> list[ResponseRow]:
     A session's turns never overlap: each ends (finished_at) before the next is created, and
     only the last can still be running (no finished_at). created_at has one-second
     resolution, so within one second the finish time orders them, the running one last."""
-    query = (
-        select(ResponseRow)
-        .where(ResponseRow.session_id == session_id, col(ResponseRow.deleted_at).is_(None))
-        .order_by(
-            col(ResponseRow.created_at),
-            col(ResponseRow.finished_at).is_(None),
-            col(ResponseRow.finished_at),
-            col(ResponseRow.id),
-        )
+    return list(tx.orm.exec(_in_turn_order(select(ResponseRow), session_id)))
+
+
+def _in_turn_order(query: Any, session_id: str) -> Any:
+    return query.where(
+        ResponseRow.session_id == session_id, col(ResponseRow.deleted_at).is_(None)
+    ).order_by(
+        col(ResponseRow.created_at),
+        col(ResponseRow.finished_at).is_(None),
+        col(ResponseRow.finished_at),
+        col(ResponseRow.id),
     )
-    return list(tx.orm.exec(query))
+
+
+def response_count(tx: Tx, session_id: str) -> int:
+    """How many responses of the session still exist: its turns."""
+    query = select(func.count()).where(
+        ResponseRow.session_id == session_id, col(ResponseRow.deleted_at).is_(None)
+    )
+    return int(tx.orm.exec(query).one())
+
+
+def responses_slice(tx: Tx, session_id: str, offset: int, limit: int) -> list[ResponseRow]:
+    """`limit` of the session's responses from the `offset`-th (0: its first), in turn order.
+    The order is found over ids and times alone, then only those rows are read whole: a
+    long session's every response and final object is never read for one page of it."""
+    ids = list(
+        tx.orm.exec(_in_turn_order(select(ResponseRow.id), session_id).offset(offset).limit(limit))
+    )
+    if not ids:
+        return []
+    found = {
+        row.id: row for row in tx.orm.exec(select(ResponseRow).where(col(ResponseRow.id).in_(ids)))
+    }
+    return [found[i] for i in ids if i in found]
 
 
 def all_response_ids(tx: Tx, session_id: str) -> list[str]:

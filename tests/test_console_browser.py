@@ -6,12 +6,14 @@ width, and axe-core's accessibility check in light and dark."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from playwright.sync_api import Error as PlaywrightError
 
 from tests.conftest import API_KEY
 from tests.support.axe import serious_violations
@@ -390,24 +392,57 @@ def test_run_a_task_watch_it_stream_and_continue_it(
     assert len(turns) == 2
 
 
-def test_a_question_waits_and_is_answered_on_the_page(
+def test_a_turn_streams_live_asks_and_ends_on_the_page(
     server: ServerProcess, client: httpx.Client, page: Any
 ) -> None:
+    """The page follows the running turn over its live stream, without reloading: reasoning
+    and a tool call collapsed with its output, then the agent's question with its form; the
+    answer carries the turn on, its answer grows as it streams, and the end is seen."""
     sign_in(page, server)
     page.goto(f"{server.url}/console/run")
     question = question_call(ASK_TOOL, "Which city, <b>Paris</b> or Rome?")
-    page.get_by_label("Prompt").fill(f"TOOL {ASK_TOOL} {question}\nSAY city is {{output}}")
+    words = " ".join(f"word{i}" for i in range(30))
+    page.get_by_label("Prompt").fill(
+        "THINK weighing <i>cities</i>\nRUN echo tool-said-4471\n"
+        f"TOOL {ASK_TOOL} {question}\nSLOW 5\nSAY city is {{output}} {words}"
+    )
     page.get_by_role("button", name="Run").click()
     page.wait_for_url(f"{server.url}/console/sessions/*")
+    page.evaluate("window.__samePage = true")
     asked = page.locator(".question")
-    asked.wait_for(timeout=60_000)  # the page reloads itself when the question comes
+    asked.wait_for(timeout=60_000)
+    assert page.evaluate("window.__samePage") is True  # streamed in, not reloaded
+    assert re.fullmatch(r"resp_[0-9a-f]+\.[0-9]+", page.evaluate("document.body.dataset.lastEvent"))
     assert asked.locator(".question-text").inner_text() == "Which city, <b>Paris</b> or Rome?"
-    assert page.locator(".question b").count() == 0
+    assert page.locator(".question b, .turn i").count() == 0
+    tool = page.locator("details.tool", has_text="echo tool-said-4471")
+    assert tool.get_attribute("open") is None  # collapsed
+    tool.locator("summary").click()
+    tool.locator(".tool-output", has_text="tool-said-4471").wait_for(timeout=5_000)
+    assert page.locator("details.reasoning").count() >= 1  # THINK: before each model step
+
     page.get_by_label("Your answer").fill("Rome-4471")
-    page.get_by_role("button", name="Answer").click()
-    page.locator(".answer", has_text="city is Rome-4471").wait_for(timeout=60_000)
+    with page.expect_navigation():
+        page.get_by_role("button", name="Answer").click()
+    page.evaluate("window.__samePage = true")
+    answer = page.locator(".turn .answer").last
+    seen = []  # the answer's text as this same page showed it, while the turn ran
+    for _ in range(400):
+        try:
+            if page.locator("#session-status").inner_text() == "Completed":
+                break
+            if answer.count() and page.evaluate("window.__samePage === true"):
+                seen.append(answer.inner_text())
+        except PlaywrightError:
+            pass  # the page being rendered again at the end
+        page.wait_for_timeout(150)
+    grown = {len(text) for text in seen if "city is Rome-4471" in text}
+    assert len(grown) >= 2, f"the answer should grow on the page as it streams: {seen}"
+    # The end: the page is rendered again with the finished turn and its controls.
     page.locator("#session-status", has_text="Completed").wait_for(timeout=15_000)
+    page.locator(".answer", has_text="word29").wait_for(timeout=5_000)
     assert page.locator(".question").count() == 0
+    page.get_by_label("Prompt").wait_for()  # Continue this session is offered again
 
 
 # -- keys and usage -----------------------------------------------------------------------
@@ -558,18 +593,20 @@ def test_create_edit_use_and_delete_a_harness(
     assert models.count() >= 1
     assert "Yes" in models.all_inner_texts()[0]  # the scripted provider serves it
     # Edit the whole configuration as JSON: a GET→PUT round trip with one change.
+    page.get_by_text("The whole configuration as JSON").click()
     configuration = page.get_by_label("The harness as")
     body = json.loads(configuration.input_value())
     assert body["systemPrompt"] == "Answer briefly."
     body["systemPrompt"] = "Answer in one word."
     configuration.fill(json.dumps(body))
-    page.get_by_role("button", name="Save").click()
+    page.get_by_role("button", name="Save", exact=True).click()
     page.wait_for_url(f"{server.url}/console/harnesses/{harness_id}")
     stored = client.get(f"/v1/harnesses/{harness_id}").json()
     assert stored["systemPrompt"] == "Answer in one word."
     # A configuration the engine refuses is said on a page, nothing changed.
+    page.get_by_text("The whole configuration as JSON").click()
     page.get_by_label("The harness as").fill('{"base": "another", "systemPrompt": 1}')
-    page.get_by_role("button", name="Save").click()
+    page.get_by_role("button", name="Save", exact=True).click()
     assert page.locator("h1").inner_text() == "Not possible"
     assert client.get(f"/v1/harnesses/{harness_id}").json()["systemPrompt"] == (
         "Answer in one word."
@@ -590,3 +627,86 @@ def test_create_edit_use_and_delete_a_harness(
     page.get_by_role("button", name="Delete harness").click()
     page.wait_for_url(f"{server.url}/console/harnesses")
     assert client.get(f"/v1/harnesses/{harness_id}").status_code == 404
+
+
+def test_a_harness_is_created_and_edited_with_its_fields(
+    server: ServerProcess, client: httpx.Client, page: Any
+) -> None:
+    """The settings form: instructions, a budget, a new skill with its SKILL.md, an MCP
+    server whose token is written once and never shown back; a refusal shown by its field."""
+    sign_in(page, server)
+    page.goto(f"{server.url}/console/harnesses")
+    page.get_by_label("Name").fill("Fielded")
+    page.get_by_role("button", name="Create").click()
+    page.wait_for_url(f"{server.url}/console/harnesses/*")
+    harness_id = page.url.rsplit("/", 1)[1]
+    form = page.locator("form.harness-form")
+    form.get_by_label("Instructions").fill("Be <b>brief</b>.")
+    form.get_by_label("Most steps a turn takes").fill("7")
+    new_skill = form.locator("fieldset.skill", has_text="A new skill")
+    new_skill.get_by_label("Name", exact=True).fill("greeter")
+    new_skill.get_by_label("Contents of SKILL.md").fill(
+        "---\nname: greeter\ndescription: Greets people\n---\nSay hello warmly.\n"
+    )
+    server_row = form.locator("fieldset.mcp-server", has_text="A new MCP server")
+    server_row.get_by_label("Name", exact=True).fill("tools")
+    server_row.get_by_label("URL").fill("https://mcp.example.com/mcp")
+    server_row.get_by_label("Bearer token").fill("s3cret-token-8812")
+    form.get_by_role("button", name="Save settings").click()
+    page.wait_for_url(f"{server.url}/console/harnesses/{harness_id}")
+    stored = client.get(f"/v1/harnesses/{harness_id}").json()
+    assert stored["systemPrompt"] == "Be <b>brief</b>." and stored["maxStep"] == 7
+    assert [s["name"] for s in stored["skills"]] == ["greeter"]
+    files = {f["path"]: f.get("content") for f in stored["skills"][0]["files"]}
+    assert "Say hello warmly." in files["SKILL.md"]
+    reference = stored["mcpServers"][0]["auth"]
+    assert reference.startswith("uhp-secret:")
+    # Written once: neither the token nor its reference is on the page.
+    html = page.content()
+    assert "s3cret-token-8812" not in html and reference not in html.split("<details")[0]
+    assert page.locator("form.harness-form b").count() == 0
+    assert (
+        "stored: leave empty to keep it" in page.locator("fieldset.mcp-server").first.inner_text()
+    )
+
+    # Edited again: the token left empty is kept; the skill's text changed.
+    skill = form.locator("fieldset.skill", has_text="Skill greeter")
+    skill.get_by_label("Contents of SKILL.md").fill(
+        "---\nname: greeter\ndescription: Greets people\n---\nSay hello briefly.\n"
+    )
+    form.get_by_role("button", name="Save settings").click()
+    page.wait_for_url(f"{server.url}/console/harnesses/{harness_id}")
+    stored = client.get(f"/v1/harnesses/{harness_id}").json()
+    assert stored["mcpServers"][0]["auth"] == reference
+    assert "Say hello briefly." in stored["skills"][0]["files"][0]["content"]
+
+    # Refusals are shown by the field they name, and change nothing.
+    form.get_by_label("Most steps a turn takes").fill("many")
+    form.get_by_role("button", name="Save settings").click()
+    error = page.locator("#f-maxStep-error")
+    error.wait_for()
+    assert "whole number" in error.inner_text()
+    assert page.locator("#f-maxStep").get_attribute("aria-invalid") == "true"
+    assert page.locator("#f-maxStep").input_value() == "many"  # what was typed stays
+    skill = page.locator("fieldset.skill", has_text="Skill greeter")
+    page.locator("#f-maxStep").fill("7")
+    skill.get_by_label("A new file's path").fill("../escape.txt")
+    page.get_by_role("button", name="Save settings").click()
+    refusal = page.locator("#f-skills-0-files-1-path-error")
+    refusal.wait_for()
+    assert page.locator(".error-summary").is_visible()
+    assert client.get(f"/v1/harnesses/{harness_id}").json()["maxStep"] == 7
+    assert serious_violations(page) == []
+
+    # Its agent's memories: a granted one chosen as the default, observing turned off.
+    notes = client.post("/v1/memories", json={"name": "Console <i>notes</i>"}).json()
+    grant = {"principal": f"member:{harness_id}", "privileges": ["read", "write"]}
+    assert client.post(f"/v1/memories/{notes['id']}/grants", json=grant).status_code < 300
+    page.goto(f"{server.url}/console/harnesses/{harness_id}")
+    page.get_by_label("Default memory").select_option(notes["id"])
+    page.get_by_label("Observe its turns").uncheck()
+    page.get_by_role("button", name="Save settings").click()
+    page.wait_for_url(f"{server.url}/console/harnesses/{harness_id}")
+    memories = client.get(f"/v1/harnesses/{harness_id}/memories").json()
+    assert memories["default_memory_id"] == notes["id"] and memories["observe"] is False
+    assert page.locator("main i").count() == 0

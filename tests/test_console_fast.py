@@ -21,6 +21,7 @@ from storage import sessions as session_store
 from storage.tables import HarnessRow, ResponseRow, SessionRow, SignInRow
 from tests.support.app_context import app_context
 from uhp_server.app import create_app
+from uhp_server.doors.console.live import resume_after
 from uhp_server.settings import Settings
 
 KEY = "uhp_sk_console_fast_default_key"
@@ -393,6 +394,7 @@ def test_another_principals_session_gives_nothing(http: TestClient) -> None:
     for path in (
         "",
         "/state",
+        "/live",
         "/files/file_x",
         "/files/file_x/preview",
         "/files/file_x/image",
@@ -654,3 +656,106 @@ def test_another_principals_harness_gives_nothing_and_writes_are_checked(
         "/console/harnesses", data={"csrf_token": csrf, "base": "codex"}, follow_redirects=False
     )
     assert forged.status_code == 403
+
+
+def test_the_live_stream_needs_a_sign_in_and_ends_at_once_without_a_turn(
+    http: TestClient,
+) -> None:
+    mine = add_session(http, 1)
+    answer = http.get(f"/console/sessions/{mine}/live", follow_redirects=False)
+    assert answer.status_code == 303
+    assert answer.headers["location"] == "/console/sign-in"
+    sign_in(http)
+    answer = http.get(f"/console/sessions/{mine}/live", follow_redirects=False)
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith("text/event-stream")
+    assert "script-src 'self'" in answer.headers["content-security-policy"]
+    assert answer.text.split() == ["event:", "end", "data:", "{}"]  # no turn to follow
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        (None, -1),
+        ("resp_abc.41", 41),
+        (" resp_abc.7 ", 7),
+        ("resp_other.41", -1),  # an earlier turn's: the new one from its start
+        ("resp_abc.x", -1),
+        ("resp_abc.1234567890123456", -1),
+        ("<script>.1", -1),
+    ],
+)
+def test_a_reconnecting_page_resumes_after_its_last_event(
+    header: str | None, expected: int
+) -> None:
+    assert resume_after(header, "resp_abc") == expected
+
+
+def add_turns(http: TestClient, session_id: str, count: int, principal: str = "default") -> None:
+    """Finished turns of the session, each answering `answer <n>`, written straight in."""
+    db = app_context(http).db
+    owner = db.run(keys.ensure_principal, principal)
+
+    def write(tx: Any) -> None:
+        for n in range(1, count + 1):
+            final = {
+                "id": f"resp_t{n:04d}",
+                "object": "response",
+                "created_at": 1_786_400_000 + n,
+                "status": "completed",
+                "output": [
+                    {
+                        "type": "message",
+                        "id": f"msg_{n}",
+                        "role": "assistant",
+                        "content": [{"type": "output_text", "text": f"answer {n}"}],
+                    }
+                ],
+                "metadata": {"session_id": session_id},
+            }
+            tx.orm.add(
+                ResponseRow(
+                    id=f"resp_t{n:04d}",
+                    principal_id=owner.id,
+                    session_id=session_id,
+                    status="completed",
+                    created_at=1_786_400_000 + n,
+                    finished_at=1_786_400_000 + n + 0.5,
+                    input_items=[
+                        {
+                            "type": "message",
+                            "role": "user",
+                            "content": [{"type": "input_text", "text": f"ask {n}"}],
+                        }
+                    ],
+                    final=final,
+                )
+            )
+
+    db.run(write)
+
+
+TURN_NUMBERS = re.compile(r'class="turn-slot" id="turn-(\d+)"')
+EARLIER = re.compile(r'href="([^"]+)" rel="prev">Earlier turns')
+
+
+def test_a_long_session_shows_its_latest_turns_and_pages_back(http: TestClient) -> None:
+    session_id = add_session(http, 1)
+    add_turns(http, session_id, 65)
+    sign_in(http)
+    page = http.get(f"/console/sessions/{session_id}").text
+    assert [int(n) for n in TURN_NUMBERS.findall(page)] == list(range(36, 66))
+    assert "Turns 36 to 65 of 65" in page and "answer 65" in page and "answer 35<" not in page
+    assert "Later turns" not in page and 'data-live-url="' in page
+    earlier = EARLIER.search(page)
+    assert earlier is not None
+    older = http.get(f"/console/sessions/{earlier.group(1)}").text
+    assert [int(n) for n in TURN_NUMBERS.findall(older)] == list(range(6, 36))
+    assert "Later turns" in older and "data-live-url" not in older  # only the latest follows
+    first = http.get(f"/console/sessions/{EARLIER.search(older).group(1)}").text  # type: ignore[union-attr]
+    assert [int(n) for n in TURN_NUMBERS.findall(first)] == list(range(1, 6))
+    assert "Earlier turns" not in first and "answer 1<" in first
+    state = http.get(f"/console/sessions/{session_id}/state").json()
+    assert [t["number"] for t in state["turns"]] == list(range(36, 66))
+    for bad in ("0", "-1", "x", "99999999999"):
+        assert http.get(f"/console/sessions/{session_id}?before={bad}").status_code == 400

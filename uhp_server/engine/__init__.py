@@ -23,13 +23,14 @@ from uhp_server.engine.facade.records import (
     SignIn,
     Turn,
     TurnFile,
+    TurnPage,
     UploadedFile,
     UploadSink,
     UsageDay,
 )
 from uhp_server.engine.facade.sessions import SessionCancelled
 from uhp_server.engine.facade.shares import SharedSession
-from uhp_server.engine.reading.fold import TERMINAL_TYPES
+from uhp_server.engine.reading.fold import TERMINAL_TYPES, Folding
 from uhp_server.engine.reading.history import user_text
 from uhp_server.engine.replicas.cluster import PARK_ENDING_SECONDS, PARK_HEARD_SECONDS
 from uhp_server.engine.requests import (
@@ -50,7 +51,7 @@ from uhp_server.engine.requests import (
 )
 from uhp_server.engine.tasks.intake import Accepted
 from uhp_server.engine.tasks.steering import Cancelled
-from uhp_server.engine.turns.questions import QUESTION_TOOL
+from uhp_server.engine.turns.questions import QUESTION_TOOL, pending_questions
 from uhp_server.engine.turns.registry import CANCEL_TURN_WAIT
 
 __all__ = [
@@ -73,6 +74,7 @@ __all__ = [
     "EnvironmentBuild",
     "EnvironmentDeleted",
     "EnvironmentVersion",
+    "Folding",
     "Harness",
     "HarnessSummary",
     "IncompleteReason",
@@ -94,10 +96,12 @@ __all__ = [
     "ToolCall",
     "Turn",
     "TurnFile",
+    "TurnPage",
     "UploadSink",
     "UploadedFile",
     "UsageDay",
     "not_retained",
+    "pending_questions",
     "response_not_found",
     "user_text",
 ]

@@ -8,6 +8,7 @@ from uhp_server.doors.console.account import router as account
 from uhp_server.doors.console.environments import router as environments
 from uhp_server.doors.console.files import router as files
 from uhp_server.doors.console.harnesses import router as harnesses
+from uhp_server.doors.console.live import router as live
 from uhp_server.doors.console.memories import router as memories
 from uhp_server.doors.console.pages import router as pages
 from uhp_server.doors.console.run import router as run
@@ -24,7 +25,7 @@ def _memories_on(engine: Engine) -> bool:
 door = Door(
     name="console",
     speaks="the owner's console, HTML for a browser",
-    routers=(pages, sessions, files, run, account, harnesses, environments),
+    routers=(pages, sessions, live, files, run, account, harnesses, environments),
     # The memories pages, as the chapter's routes: not there when UHP_MEMORIES=off.
     gated=(GatedRouter(memories, _memories_on),),
 )

@@ -7,24 +7,33 @@ never their values), and deleting it. Every check is the engine's own parser's."
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from uhp_server.doors.console import guard
-from uhp_server.doors.console.guard import PREFIX
+from uhp_server.doors.console.guard import PREFIX, Visitor
+from uhp_server.doors.console.harness_form import HarnessFields, body_from, fields_of, new_rows
 from uhp_server.doors.console.pages import ConsoleRoute, see_other
 from uhp_server.doors.console.render import page
 from uhp_server.doors.deps import EngineDep, SettingsDep
 from uhp_server.doors.uhp.wire import harness_to_wire
+from uhp_server.engine import Engine, Harness
 from uhp_server.errors import ApiError
+from uhp_server.memories.records import HarnessMemories
 
 router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
 
 HARNESSES = PREFIX + "/harnesses"
 # A configuration carries its skills' files: a form far larger than the console's others.
 MAX_CONFIGURATION_BYTES = 8 * 1024 * 1024
+# The fields a refusal may name that the summary links to (the rest are named in it).
+KNOWN_FIELDS = frozenset(
+    {"name", "defaultModel", "systemPrompt", "maxStep", "timeoutSeconds", "disabledTools"}
+    | {"plugins", "environment", "default_memory_id", "observe"}
+)
 
 
 def _harness_url(harness_id: str) -> str:
@@ -73,15 +82,108 @@ async def create_harness(request: Request, engine: EngineDep, settings: Settings
 async def harness_page(harness_id: str, request: Request, engine: EngineDep) -> Response:
     visitor = await guard.visitor(request)
     harness = await engine.harnesses.get(visitor.principal.id, harness_id)
+    return await _harness_page(engine, visitor, harness, fields_of(harness_to_wire(harness)))
+
+
+async def _harness_page(
+    engine: Engine,
+    visitor: Visitor,
+    harness: Harness,
+    fields: HarnessFields,
+    errors: dict[str, str] | None = None,
+) -> Response:
+    """The harness's page: its models, its settings as fields (a refusal's message beside
+    the field it names, the values sent kept), and the whole configuration as JSON."""
     models = await engine.harnesses.models_of(visitor.principal.id, harness.id)
     wire = harness_to_wire(harness)
+    memories = await _memories(engine, visitor, harness.id)
     return page(
         "harness.html",
+        400 if errors else 200,
         visitor=visitor,
         section="harnesses",
         harness=harness,
         models=models.get("models", []),
+        fields=fields,
+        errors=errors or {},
+        known_fields=KNOWN_FIELDS,
+        memories=memories,
         configuration=json.dumps(wire, indent=2, ensure_ascii=False),
+        **new_rows(),
+    )
+
+
+@router.post(HARNESSES + "/{harness_id}/settings")
+async def save_settings(
+    harness_id: str, request: Request, engine: EngineDep, settings: SettingsDep
+) -> Response:
+    """The settings form: the harness as it is, changed as its fields say, replaced with the
+    engine's own `PUT` call. A refusal changes nothing and is shown by the field it names."""
+    visitor, form = await guard.checked_write(request, settings, MAX_CONFIGURATION_BYTES)
+    harness = await engine.harnesses.get(visitor.principal.id, harness_id)
+    current = harness_to_wire(harness)
+    body: dict[str, Any] | None = None
+    try:
+        body = body_from(form, current)
+        await engine.harnesses.replace(visitor.principal.id, harness.id, body)
+    except ApiError as refused:
+        if refused.status != 400:
+            raise
+        shown = fields_of(body) if body is not None else _typed(fields_of(current), form)
+        errors = {refused.param or "configuration": refused.message}
+        return await _harness_page(engine, visitor, harness, shown, errors)
+    try:
+        await _save_memories(engine, visitor, harness.id, form)
+    except ApiError as refused:
+        if refused.status not in (400, 422):
+            raise
+        saved = await engine.harnesses.get(visitor.principal.id, harness.id)
+        message = f"{refused.message} The other settings were saved."
+        errors = {refused.param or "default_memory_id": message}
+        return await _harness_page(
+            engine, visitor, saved, fields_of(harness_to_wire(saved)), errors
+        )
+    return see_other(_harness_url(harness.id))
+
+
+async def _memories(engine: Engine, visitor: Visitor, harness_id: str) -> HarnessMemories | None:
+    """The harness's agent's memories (`GET /v1/harnesses/{id}/memories`), while the
+    Memories chapter is served."""
+    if engine.settings.memories == "off":
+        return None
+    return await engine.agent_memories.settings(visitor.principal.id, harness_id)
+
+
+async def _save_memories(
+    engine: Engine, visitor: Visitor, harness_id: str, form: dict[str, str]
+) -> None:
+    """The memories fields, through `PUT /v1/harnesses/{id}/memories`'s engine call, when
+    they changed: a second call after the harness's own (its refusal says the rest was
+    saved)."""
+    current = await _memories(engine, visitor, harness_id)
+    if current is None or "memories" not in form:
+        return
+    default = form.get("default_memory_id", "").strip() or None
+    observe = form.get("observe") == "on"
+    if (default, observe) == (current.default_memory_id, current.observe):
+        return
+    body = {"default_memory_id": default, "observe": observe}
+    await engine.agent_memories.configure(visitor.principal.id, harness_id, body)
+
+
+def _typed(fields: HarnessFields, form: dict[str, str]) -> HarnessFields:
+    """The harness's fields with what the form typed into its plain ones (a number or JSON
+    field refused before any body was made)."""
+    return replace(
+        fields,
+        name=form.get("name", fields.name),
+        model=form.get("defaultModel", fields.model),
+        instructions=form.get("systemPrompt", fields.instructions),
+        max_step=form.get("maxStep", fields.max_step),
+        timeout_seconds=form.get("timeoutSeconds", fields.timeout_seconds),
+        disabled_tools=form.get("disabledTools", fields.disabled_tools),
+        plugins=form.get("plugins", fields.plugins),
+        environment=form.get("environment", fields.environment),
     )
 
 

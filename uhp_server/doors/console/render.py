@@ -4,6 +4,7 @@ from elsewhere."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +42,22 @@ _env = Environment(
 )
 
 
+def field_id(name: str) -> str:
+    """An element id for a form field named by a configuration path (`skills[0].name`)."""
+    return "f-" + re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-")
+
+
+_env.filters["field_id"] = field_id
+
+
 def page(template: str, status: int = 200, **context: Any) -> HTMLResponse:
     html = _env.get_template(template).render(**context)
     return HTMLResponse(html, status_code=status, headers=PAGE_HEADERS)
+
+
+def fragment(template: str, **context: Any) -> str:
+    """A piece of a page, rendered as the page renders it (a live stream sends it)."""
+    return _env.get_template(template).render(**context)
 
 
 def problem(status: int, title: str, message: str, *, signed_in: bool = False) -> HTMLResponse:

@@ -7,7 +7,7 @@ another principal's session id is the engine's 404, shown as a page."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
@@ -21,13 +21,14 @@ from uhp_server.doors.console.run import Asking, asking
 from uhp_server.doors.deps import EngineDep, SettingsDep
 from uhp_server.doors.uhp.files import ARTIFACT_HEADERS, download_response
 from uhp_server.doors.uhp.sessions import decode_cursor, encode_cursor
-from uhp_server.doors.uhp.share_page.render import STATUS_LABELS, session_state, when
-from uhp_server.engine import Engine, Session
+from uhp_server.doors.uhp.share_page.render import STATUS_LABELS, render_turn, when
+from uhp_server.engine import Engine, Session, TurnPage
 from uhp_server.errors import ApiError
 
 router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
 
 PAGE_SIZE = 25
+TURNS_PER_PAGE = 30  # a session page's turns: a long history is paged (bench/console.py)
 STATUSES = ("in_progress", "completed", "incomplete", "failed", "cancelled")
 MAX_TEXT = 200
 
@@ -87,13 +88,21 @@ def _row(session: Session, names: dict[str, str]) -> dict[str, str]:
 
 @router.get(PREFIX + "/sessions/{session_id}")
 async def session_page(
-    session_id: str, request: Request, engine: EngineDep, settings: SettingsDep
+    session_id: str,
+    request: Request,
+    engine: EngineDep,
+    settings: SettingsDep,
+    before: Annotated[int | None, Query(ge=1, le=10**9)] = None,
 ) -> Response:
+    """The session and a page of its turns: the latest TURNS_PER_PAGE, followed live, or,
+    with `before`, the ones numbered before it (a long history is never read whole)."""
     visitor = await guard.visitor(request)
     session = await engine.sessions.get(visitor.principal.id, session_id)
-    turns = await engine.sessions.turns(visitor.principal.id, session.id)
-    # Links in the turns are relative to this page: <id>/files/<file>, <id>/state.
-    state = session_state(session, session.id, turns)
+    shown = await engine.sessions.turn_page(
+        visitor.principal.id, session.id, TURNS_PER_PAGE, before
+    )
+    latest = shown.first_number + len(shown.turns) > shown.total
+    state = turns_state(session, shown, latest)
     names = await _harness_names(engine, visitor.principal.id)
     waiting = await asking(engine, visitor.principal.id, session.id)
     return page(
@@ -106,13 +115,40 @@ async def session_page(
         visitor=visitor,
         section="sessions",
         session=session,
+        session_id=session.id,
         title=session.title or "Untitled session",
         harness=names.get(session.harness_id, session.harness_id),
         started=when(session.created_at),
         state=state,
+        latest=latest,
+        earlier=shown.first_number - 1,
+        first_number=shown.first_number,
+        last_number=shown.first_number + len(shown.turns) - 1,
+        total=shown.total,
+        later=None if latest else shown.first_number + len(shown.turns) + TURNS_PER_PAGE,
         status_label=STATUS_LABELS.get(state["status"], state["status"]),
         share_url=await _share_url(engine, visitor, session.id, request, settings),
     )
+
+
+def turns_state(session: Session, shown: TurnPage, latest: bool = True) -> dict[str, Any]:
+    """The shown turns rendered as the shared page renders them (links relative to the
+    session's page: <id>/files/<file>), each with its number and a key that changes when
+    its HTML does; whether a turn runs, and the session's status."""
+    rendered = [
+        (number, render_turn(session.id, number, turn))
+        for number, turn in enumerate(shown.turns, start=shown.first_number)
+    ]
+    if latest:
+        running = any((t.response or {}).get("status") == "in_progress" for t in shown.turns)
+    else:  # the running turn, if any, is on the latest page
+        running = session.status == "in_progress"
+    return {
+        "running": running,
+        "status": "in_progress" if running else session.status,
+        "status_label": STATUS_LABELS.get(session.status, session.status),
+        "turns": [{"number": n, "key": r.key, "html": r.html} for n, r in rendered],
+    }
 
 
 def _questions(waiting: Asking) -> list[dict[str, object]]:
@@ -143,11 +179,12 @@ async def _share_url(
 
 @router.get(PREFIX + "/sessions/{session_id}/state")
 async def session_live_state(session_id: str, request: Request, engine: EngineDep) -> Response:
-    """What the session page polls while a turn runs: each turn's HTML, as the page has it."""
+    """What the session page polls when it cannot follow the live stream, or while no turn
+    runs: the latest turns' HTML, as the page has it."""
     visitor = await guard.visitor(request)
     session = await engine.sessions.get(visitor.principal.id, session_id)
-    turns = await engine.sessions.turns(visitor.principal.id, session.id)
-    state = session_state(session, session.id, turns)
+    shown = await engine.sessions.turn_page(visitor.principal.id, session.id, TURNS_PER_PAGE)
+    state = turns_state(session, shown)
     state["phase"] = _phase(state, await asking(engine, visitor.principal.id, session.id))
     return JSONResponse(state, headers=PAGE_HEADERS)
 

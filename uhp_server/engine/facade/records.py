@@ -94,6 +94,16 @@ class Turn:
 
 
 @dataclass(frozen=True)
+class TurnPage:
+    """Some of a session's turns, in order: the first is turn number `first_number` (1: the
+    session's first) of `total`."""
+
+    turns: list[Turn]
+    first_number: int
+    total: int
+
+
+@dataclass(frozen=True)
 class Harness:
     """A configured harness, with what its base and the catalogue say of it."""
 

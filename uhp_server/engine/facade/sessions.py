@@ -46,6 +46,24 @@ def turns_of(tx: Tx, runs: RunRegistry, session_id: str) -> list[records.Turn]:
     ]
 
 
+def turn_page_of(
+    tx: Tx, runs: RunRegistry, session_id: str, limit: int, before: int | None
+) -> records.TurnPage:
+    """Up to `limit` turns numbered before `before` (None: the latest ones)."""
+    total = session_listing.response_count(tx, session_id)
+    end = total if before is None else max(0, min(before - 1, total))
+    start = max(0, end - limit)
+    found = session_listing.responses_slice(tx, session_id, start, end - start)
+    by_response: dict[str, list[records.Artifact]] = {}
+    if found:
+        wanted = {row.id for row in found}
+        for artifact in artifact_store.for_session(tx, session_id):
+            if artifact.response_id in wanted:
+                by_response.setdefault(artifact.response_id, []).append(rows.artifact(artifact))
+    turns = [_turn(row, response_now(tx, runs, row), by_response.get(row.id, [])) for row in found]
+    return records.TurnPage(turns=turns, first_number=start + 1, total=total)
+
+
 def _turn(
     row: ResponseRow, response: dict[str, Any] | None, artifacts: list[records.Artifact]
 ) -> records.Turn:
@@ -99,6 +117,14 @@ class Sessions:
         """The session's history, oldest first."""
         session = await self.get(principal_id, session_id)
         return await self.db.read(turns_of, self.runs, session.id)
+
+    async def turn_page(
+        self, principal_id: str, session_id: str, limit: int, before: int | None = None
+    ) -> records.TurnPage:
+        """Up to `limit` of the session's turns, the latest ones, or those numbered before
+        `before` (its first turn is 1): a page of a long history, read without the rest."""
+        session = await self.get(principal_id, session_id)
+        return await self.db.read(turn_page_of, self.runs, session.id, limit, before)
 
     async def cancel(self, principal_id: str, session_id: str) -> SessionCancelled:
         """Stop the task of the session, on whichever replica (idempotent): the turn running

@@ -15,15 +15,39 @@ TERMINAL_TYPES = frozenset({"response.completed", "response.incomplete", "respon
 
 
 def fold(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    response: dict[str, Any] | None = None
+    folding = Folding()
     for event in events:
+        folding.apply(event)
+    return folding.response
+
+
+class Folding:
+    """A response folded one event at a time, for a reader that follows a live stream and
+    wants the response after each event without folding the whole log again."""
+
+    def __init__(self) -> None:
+        self._response: dict[str, Any] | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._response is not None
+
+    @property
+    def response(self) -> dict[str, Any]:
+        """The response as the events applied so far make it (live: the caller's to read,
+        not to keep, as later events change it in place)."""
+        if self._response is None:
+            raise ValueError("no response.created event")
+        return self._response
+
+    def apply(self, event: dict[str, Any]) -> None:
         kind = event["type"]
         if kind in TERMINAL_TYPES or kind in ("response.created", "response.in_progress"):
-            response = copy.deepcopy(event["response"])
-            continue
-        if response is None:
-            continue
-        output = response["output"]
+            self._response = copy.deepcopy(event["response"])
+            return
+        if self._response is None:
+            return
+        output = self._response["output"]
         index = event.get("output_index")
         if kind in ("response.output_item.added", "response.output_item.done"):
             item = copy.deepcopy(event["item"])
@@ -44,9 +68,6 @@ def fold(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
             annotations = part.setdefault("annotations", [])
             del annotations[event["annotation_index"] :]  # a replayed event lands where it was
             annotations.append(copy.deepcopy(event["annotation"]))
-    if response is None:
-        raise ValueError("no response.created event")
-    return response
 
 
 def _open_parts(item: dict[str, Any]) -> None:
