@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.scripted_provider import RunningProvider, start_provider
-from tests.support import passes, postgres
+from tests.support import passes, postgres, shards
 from tests.support.server import ServerProcess
 from uhp_server.ops.logs import PACKAGES
 from uhp_server.settings import Settings
@@ -197,11 +197,15 @@ def client(server: ServerProcess) -> Iterator[httpx.Client]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A `heavy` test is slow too, so `-m "not slow"` is the fast, in-process tier (it runs
     before `-m` deselects). A pass on another base or sandbox leaves out what does not depend
-    on it: it ran in the Codex, local-sandbox pass (tests/support/passes.py)."""
+    on it: it ran in the Codex, local-sandbox pass (tests/support/passes.py). UHP_TEST_SHARD=i/n
+    keeps the i-th of n shards of whole files (tests/support/shards.py)."""
     for item in items:
         if item.get_closest_marker("heavy") and not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.slow)
     kept, deselected = passes.split(items, base=TEST_BASE, sandbox=TEST_SANDBOX)
+    if shard := os.environ.get("UHP_TEST_SHARD"):
+        kept, other_shards = shards.split(kept, shards.Shard.parse(shard))
+        deselected += other_shards
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = kept
