@@ -221,7 +221,7 @@ async def _error_response(
     return Response(body, status_code=resp.status_code, headers=headers)
 
 
-def refusal_message(status: int, body: bytes) -> str:
+def refusal_message(body: bytes) -> str:
     """What a client may read of a provider's refusal: the error's own message (OpenAI's and
     Anthropic's `error.message`, Gemini's too) unless it names a host, address or path."""
     try:
@@ -420,7 +420,7 @@ async def forward(
         missing_model = _missing_model_hook(upstreams, provider, grant)
         answer = await _error_response(resp, provider, scrub, wire, translation, missing_model)
         if call is not None:
-            grant.provider_refusal = refusal_message(resp.status_code, answer.body)
+            grant.provider_refusal = refusal_message(bytes(answer.body))
         return answer
     if call is not None:
         grant.provider_refusal = None
