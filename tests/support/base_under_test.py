@@ -73,7 +73,8 @@ class BaseUnderTest:
     def speaks_mcp(self) -> bool:
         """Its CLI is an MCP client over HTTP: the harness's MCP servers, the server's own
         (`ask_user`, `uhp-memory`) reach it. A base without declares no transport, and a
-        harness naming an MCP server for it is refused (`unsupported_mcp_transport`)."""
+        harness naming an MCP server for it is refused (400 `invalid_input`), a plugin's (422
+        `unsupported_transport`)."""
         return "http" in self.base.mcp_transports
 
     @property
