@@ -1,7 +1,8 @@
 """What differs for an agent the server knows nothing of: a tool's own name, where agents put
 one (`_meta.toolName`, or under their own key: claude-code-acp's `_meta.claudeCode.toolName`),
 else ACP's coarse `kind` (`execute`, `edit`, …), else its title, which is often the command
-line itself."""
+line itself; and a command's output where an agent puts it in its raw output (Codex's exec
+events), not the raw output as JSON."""
 
 from __future__ import annotations
 
@@ -22,8 +23,31 @@ def meta_tool_name(update: dict[str, Any]) -> str | None:
     return None
 
 
+# Where agents put a command's whole output in `rawOutput` when it has no `output` text:
+# Codex's exec events (codex-acp) carry `aggregated_output` (stdout and stderr as the command
+# wrote them), `formatted_output` and `stdout`, and its `exit_code`.
+RAW_OUTPUT_KEYS = ("aggregated_output", "formatted_output", "stdout")
+
+
+def raw_command_output(raw: Any) -> tuple[str, bool] | None:
+    """A command's output and whether it exited 0, from a raw output that names them."""
+    if not isinstance(raw, dict) or isinstance(raw.get("output"), str):
+        return None
+    text = next((raw[key] for key in RAW_OUTPUT_KEYS if isinstance(raw.get(key), str)), None)
+    if text is None:
+        return None
+    return text, raw.get("exit_code") in (0, None)
+
+
 @dataclass
 class GenericAcpParser(AcpParser):
     def tool_name(self, update: dict[str, Any]) -> str:
         named = meta_tool_name(update) or update.get("kind")
         return str(named) if named else super().tool_name(update)
+
+    def tool_result(self, update: dict[str, Any]) -> tuple[str, bool]:
+        found = raw_command_output(update.get("rawOutput"))
+        if found is None:
+            return super().tool_result(update)
+        text, exited_zero = found
+        return text, exited_zero and update.get("status") == "completed"

@@ -32,6 +32,26 @@ ACP_AGENT_MODELS = {
 }
 
 
+# The bases that send an input image to the model: Codex (a `localImage` turn input), Claude
+# Code (an image block in its stream-json user message), Pi (its RPC prompt's `images`),
+# OpenCode and Qwen Code (an ACP image block), Copilot CLI (`--attachment`), mini-swe-agent (a
+# Chat image part), and the ACP test agents (an ACP image block: both say `image` in their
+# `promptCapabilities`). Hermes 0.19.0 takes ACP image blocks too, yet none reached the
+# provider (README, "Files and artifacts"). Every base gets the file in the workspace and its
+# name in the prompt. (No base declares this: it is what each CLI was seen to do.)
+IMAGE_BASES = {
+    "codex",
+    "claude-code",
+    "pi",
+    "opencode",
+    "qwen-code",
+    "gemini-cli",
+    "copilot",
+    "mini-swe-agent",
+    ACP,
+}
+
+
 class BaseUnderTestError(RuntimeError):
     """UHP_TEST_BASE / UHP_TEST_ACP_AGENT name nothing the tests can run."""
 
@@ -103,6 +123,11 @@ class BaseUnderTest:
     def answered_in_a_new_turn(self) -> bool:
         """An answer reaches the agent as a new turn's prompt, never as a tool's result."""
         return self.asks_in_text
+
+    @property
+    def sends_images(self) -> bool:
+        """The turn's input images reach the model (IMAGE_BASES), not only the workspace."""
+        return self.name in IMAGE_BASES
 
     # -- its harnesses -------------------------------------------------------------------------
     def harness(self, **fields: Any) -> dict[str, Any]:
