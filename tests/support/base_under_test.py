@@ -80,6 +80,13 @@ class BaseUnderTest:
         return acp_agents.AGENTS[self.acp_agent] if self.acp_agent else None
 
     @property
+    def gateway_url_variable(self) -> str | None:
+        """The variable its harness names for the gateway's URL (`acp`'s `model_access`), which
+        may then be a provider's usual name (OPENAI_BASE_URL) holding the gateway's URL."""
+        config = self.base_config
+        return str(config["model_access"]["base_url_env"]) if config is not None else None
+
+    @property
     def label(self) -> str:
         """What the pass runs on, for messages: `acp (codex-acp)`, `kilo`."""
         return f"{self.name} ({self.acp_agent})" if self.acp_agent else self.name
