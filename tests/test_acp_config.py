@@ -276,3 +276,15 @@ def test_a_command_s_output_is_taken_from_where_the_agent_puts_it() -> None:
     assert parser.tool_result(said) == ("plain", True)
     other = {"rawOutput": {"answer": 42}, "status": "completed"}
     assert parser.tool_result(other) == ('{"answer": 42}', True)
+
+
+def test_a_command_s_arguments_leave_out_what_says_which_run_it_was() -> None:
+    # codex-acp's raw input is Codex's exec event: the same call differs run to run only there.
+    parser = GenericAcpParser()
+    event = {"call_id": "call_s0", "process_id": "66861", "turn_id": "01a2", "cwd": "/workspace"}
+    raw = {**event, "started_at_ms": 1, "command": ["/bin/sh", "-lc", "echo hi"], "source": "x"}
+    assert parser.tool_input(raw) == {"command": ["/bin/sh", "-lc", "echo hi"], "cwd": "/workspace"}
+    assert parser.tool_input({"call_id": "kept", "path": "a.txt"}) == {
+        "call_id": "kept",
+        "path": "a.txt",
+    }

@@ -29,6 +29,11 @@ def meta_tool_name(update: dict[str, Any]) -> str | None:
 RAW_OUTPUT_KEYS = ("aggregated_output", "formatted_output", "stdout")
 
 
+# What an agent's raw input says of the run rather than of the call (Codex's exec events:
+# the process, the turn, the clock), left out of the call's arguments.
+RUN_BOOKKEEPING = ("call_id", "process_id", "turn_id", "started_at_ms", "source", "parsed_cmd")
+
+
 def raw_command_output(raw: Any) -> tuple[str, bool] | None:
     """A command's output and whether it exited 0, from a raw output that names them."""
     if not isinstance(raw, dict) or isinstance(raw.get("output"), str):
@@ -44,6 +49,12 @@ class GenericAcpParser(AcpParser):
     def tool_name(self, update: dict[str, Any]) -> str:
         named = meta_tool_name(update) or update.get("kind")
         return str(named) if named else super().tool_name(update)
+
+    def tool_input(self, raw: Any) -> dict[str, Any]:
+        arguments = super().tool_input(raw)
+        if "command" not in arguments:
+            return arguments
+        return {k: v for k, v in arguments.items() if k not in RUN_BOOKKEEPING}
 
     def tool_result(self, update: dict[str, Any]) -> tuple[str, bool]:
         found = raw_command_output(update.get("rawOutput"))
