@@ -269,6 +269,11 @@ def test_a_command_s_output_is_taken_from_where_the_agent_puts_it() -> None:
     ran = {"call_id": "c1", "aggregated_output": "door-check-output\n", "exit_code": 0}
     update = {"rawOutput": {**ran, "stdout": "door-check-output\n"}, "status": "completed"}
     assert parser.tool_result(update) == ("door-check-output\n", True)
+    streamed = {**ran, "aggregated_output": "", "formatted_output": "PATH=/usr/bin\n"}
+    assert parser.tool_result({"rawOutput": streamed, "status": "completed"}) == (
+        "PATH=/usr/bin\n",
+        True,
+    )
     failed = {"rawOutput": {**ran, "exit_code": 2}, "status": "completed"}
     assert parser.tool_result(failed) == ("door-check-output\n", False)
     # An agent giving `output` itself, or nothing known, is read as every ACP agent is.

@@ -38,9 +38,12 @@ def raw_command_output(raw: Any) -> tuple[str, bool] | None:
     """A command's output and whether it exited 0, from a raw output that names them."""
     if not isinstance(raw, dict) or isinstance(raw.get("output"), str):
         return None
-    text = next((raw[key] for key in RAW_OUTPUT_KEYS if isinstance(raw.get(key), str)), None)
-    if text is None:
+    named = [raw[key] for key in RAW_OUTPUT_KEYS if isinstance(raw.get(key), str)]
+    if not named:
         return None
+    # The first that holds anything: Codex leaves `aggregated_output` empty for a command
+    # whose output it streamed, and gives it whole in `formatted_output`.
+    text = next((said for said in named if said), "")
     return text, raw.get("exit_code") in (0, None)
 
 
