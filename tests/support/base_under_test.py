@@ -34,16 +34,17 @@ ACP_AGENT_MODELS = {
 
 # The bases that send an input image to the model: Codex (a `localImage` turn input), Claude
 # Code (an image block in its stream-json user message), Pi (its RPC prompt's `images`),
-# OpenCode and Qwen Code (an ACP image block), Copilot CLI (`--attachment`), mini-swe-agent (a
-# Chat image part), and the ACP test agents (an ACP image block: both say `image` in their
-# `promptCapabilities`). Hermes 0.19.0 takes ACP image blocks too, yet none reached the
-# provider (README, "Files and artifacts"). Every base gets the file in the workspace and its
-# name in the prompt. (No base declares this: it is what each CLI was seen to do.)
+# OpenCode, Kilo Code and Qwen Code (an ACP image block), Copilot CLI (`--attachment`),
+# mini-swe-agent (a Chat image part), and the ACP test agents (an ACP image block: both say
+# `image` in their `promptCapabilities`). Hermes 0.19.0 takes ACP image blocks too, yet none
+# reached the provider (README, "Files and artifacts"). Every base gets the file in the
+# workspace and its name in the prompt. (No base declares this: it is what each CLI does.)
 IMAGE_BASES = {
     "codex",
     "claude-code",
     "pi",
     "opencode",
+    "kilo",
     "qwen-code",
     "gemini-cli",
     "copilot",
