@@ -262,6 +262,9 @@ class HarnessBase(abc.ABC):
     # (Gemini CLI): the driver then reports a new session's id only once its first turn
     # finished, and an answer to a parked question repeats the request it was asked about.
     forgets_unfinished_turns: bool = False
+    # True when a harness names the wire its agent speaks (`uhpserver_baseConfig`: the `acp`
+    # base), `wire` being only the registered base's: any registered wire may then be used.
+    harness_names_wire: bool = False
 
     # -- a harness's own configuration of its base (most bases take none) ---------------------
     def parse_base_config(

@@ -114,6 +114,25 @@ for base in "${bases[@]}"; do
   run_pass "end-to-end tests again with UHP_TEST_BASE=$base (UHP_TEST_PROVIDER=$provider)" \
     UHP_TEST_BASE="$base" UHP_TEST_PROVIDER="$provider" -- "${base_e2e[@]}"
 done
+# ---- The opt-in bases (issue 30): enabled only where UHP_BASES names them, so the list above
+# leaves them out; the same end-to-end files again on each, listed here by name. Where a base
+# cannot do what a test drives (no MCP client: no MCP servers, plugins' tools, memory tools or
+# question tool), the test asserts the refusal the base declares (tests/support/
+# base_under_test.py). The generic `acp` base runs once per ACP test agent
+# (tests/support/acp_agents.py), each on its own wire against the native provider.
+opt_in_bases=(kilo cline copilot mini-swe-agent)
+opt_in_chat_bases=" $(.venv/bin/uhp-server bases list --names --wire chat | tr '\n' ' ') "
+for base in "${opt_in_bases[@]}"; do
+  provider=native
+  [[ "$opt_in_chat_bases" == *" $base "* ]] && provider=chat
+  run_pass "end-to-end tests again with UHP_TEST_BASE=$base (opt-in; UHP_TEST_PROVIDER=$provider)" \
+    UHP_TEST_BASE="$base" UHP_TEST_PROVIDER="$provider" -- "${base_e2e[@]}"
+done
+for acp_agent in claude-code-acp codex-acp; do
+  run_pass "end-to-end tests again with UHP_TEST_BASE=acp UHP_TEST_ACP_AGENT=$acp_agent" \
+    UHP_TEST_BASE=acp UHP_TEST_ACP_AGENT="$acp_agent" -- "${base_e2e[@]}"
+done
+# ---- (end of the opt-in bases)
 # The end-to-end files that differ per sandbox, again in the docker sandbox ...
 docker_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security_e2e.py
   tests/test_restart_e2e.py tests/test_token_binding_e2e.py tests/test_egress_e2e.py

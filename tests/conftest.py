@@ -12,17 +12,23 @@ import pytest
 
 from tests.scripted_provider import RunningProvider, start_provider
 from tests.support import passes, postgres, shards
+from tests.support.base_under_test import ACP_AGENT_MODELS, BASE
 from tests.support.server import ServerProcess
 from uhp_server.ops.logs import PACKAGES
 from uhp_server.settings import Settings
 
 PROVIDER_KEY = "sk-scripted-provider-secret"
 MODELS = ["gpt-test", "gpt-test-mini", "claude-test", "claude-test-mini"]
+# ... and, on an ACP test agent, those it knows by name (tests/support/base_under_test.py)
+if BASE.acp_agent:
+    MODELS += [m for m in ACP_AGENT_MODELS[BASE.acp_agent] if m not in MODELS]
 API_KEY = "uhp_sk_test_default_principal_key"
 
 # The end-to-end suite runs against one base at a time: UHP_TEST_BASE=claude-code bash
-# scripts/test.sh ... runs the very same tests on another CLI.
-TEST_BASE = os.environ.get("UHP_TEST_BASE", "codex")
+# scripts/test.sh ... runs the very same tests on another CLI (UHP_TEST_BASE=acp with
+# UHP_TEST_ACP_AGENT=claude-code-acp|codex-acp: on that ACP agent). What the base can do, and
+# the harness body naming it: tests/support/base_under_test.py.
+TEST_BASE = BASE.name
 # ... and against one sandbox backend at a time: UHP_TEST_SANDBOX=docker runs them in the
 # docker sandbox (scripts/test.sh runs the end-to-end files a second time that way).
 TEST_SANDBOX = os.environ.get("UHP_TEST_SANDBOX", "local")
@@ -34,14 +40,12 @@ TEST_PROVIDER = os.environ.get("UHP_TEST_PROVIDER", "native")
 # ... and against one server or several: UHP_TEST_REPLICAS=2 makes the `server` fixture that
 # many replicas on one PostgreSQL database behind haproxy (tests/support/replicas.py).
 TEST_REPLICAS = int(os.environ.get("UHP_TEST_REPLICAS", "1"))
-DEFAULT_MODELS = {"openai": "gpt-test", "anthropic": "claude-test"}
-OTHER_MODELS = {"openai": "gpt-test-mini", "anthropic": "claude-test-mini"}
+DEFAULT_MODELS = BASE.models({"openai": "gpt-test", "anthropic": "claude-test"})
+OTHER_MODELS = BASE.other_models({"openai": "gpt-test-mini", "anthropic": "claude-test-mini"})
 
 
 def backend_under_test() -> str:
-    from harness_bases import registry
-
-    return registry()[TEST_BASE].backend
+    return BASE.backend
 
 
 def provider_under_test() -> str:

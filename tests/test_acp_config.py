@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from harness_bases import events as ev
 from harness_bases.acp_generic import AcpGenericBase
 from harness_bases.acp_generic.base import prompt_with_preface
+from harness_bases.acp_generic.parser import GenericAcpParser
 from harness_bases.base import McpServerSpec, SandboxPaths, TurnSpec
 from harness_bases.codex import CodexBase
 from storage.harnesses import get_harness
@@ -259,3 +260,36 @@ def test_the_registered_base_runs_no_agent_until_a_harness_names_one() -> None:
     with pytest.raises(BaseConfigError) as raised:
         AcpGenericBase().for_harness(None, wire_backends())
     assert raised.value.param == "command"
+
+
+def test_a_command_s_output_is_taken_from_where_the_agent_puts_it() -> None:
+    # codex-acp reports an exec as Codex's own event (no `output`, no content): its output,
+    # and its exit code, rather than the event as JSON.
+    parser = GenericAcpParser()
+    ran = {"call_id": "c1", "aggregated_output": "door-check-output\n", "exit_code": 0}
+    update = {"rawOutput": {**ran, "stdout": "door-check-output\n"}, "status": "completed"}
+    assert parser.tool_result(update) == ("door-check-output\n", True)
+    streamed = {**ran, "aggregated_output": "", "formatted_output": "PATH=/usr/bin\n"}
+    assert parser.tool_result({"rawOutput": streamed, "status": "completed"}) == (
+        "PATH=/usr/bin\n",
+        True,
+    )
+    failed = {"rawOutput": {**ran, "exit_code": 2}, "status": "completed"}
+    assert parser.tool_result(failed) == ("door-check-output\n", False)
+    # An agent giving `output` itself, or nothing known, is read as every ACP agent is.
+    said = {"rawOutput": {"output": "plain", "stdout": "x"}, "status": "completed"}
+    assert parser.tool_result(said) == ("plain", True)
+    other = {"rawOutput": {"answer": 42}, "status": "completed"}
+    assert parser.tool_result(other) == ('{"answer": 42}', True)
+
+
+def test_a_command_s_arguments_leave_out_what_says_which_run_it_was() -> None:
+    # codex-acp's raw input is Codex's exec event: the same call differs run to run only there.
+    parser = GenericAcpParser()
+    event = {"call_id": "call_s0", "process_id": "66861", "turn_id": "01a2", "cwd": "/workspace"}
+    raw = {**event, "started_at_ms": 1, "command": ["/bin/sh", "-lc", "echo hi"], "source": "x"}
+    assert parser.tool_input(raw) == {"command": ["/bin/sh", "-lc", "echo hi"], "cwd": "/workspace"}
+    assert parser.tool_input({"call_id": "kept", "path": "a.txt"}) == {
+        "call_id": "kept",
+        "path": "a.txt",
+    }

@@ -20,6 +20,7 @@ import pytest
 from tests.conftest import API_KEY, PROVIDER_KEY, TEST_SANDBOX, installed_tools, server_env
 from tests.scripted_provider.fixture import RunningProvider, start_provider
 from tests.support.acp_agents import AGENTS, harness_body
+from tests.support.base_under_test import ACP_AGENT_MODELS
 from tests.support.schema import check_stream
 from tests.support.server import ServerProcess
 from tests.support.sse import read_stream
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.slow
 
 # Models each agent knows by name (Codex puts a warning about an unknown model's metadata in
 # its reply), served by the scripted provider.
-MODEL = {"claude-code-acp": "claude-test", "codex-acp": "gpt-5.4"}
+MODEL = {agent: known[0] for agent, known in ACP_AGENT_MODELS.items()}
 
 
 @pytest.fixture(scope="module")

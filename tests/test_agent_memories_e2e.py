@@ -6,7 +6,8 @@ The agent remembers a fact in one session through its memory tools (the server's
 session through the same tools; the record is stamped with the agent's principal, whatever
 the agent said, and the second session's instructions were primed with its memory.
 
-Runs per base (scripts/test.sh's per-base passes): every base reaches `uhp-memory`."""
+Runs per base (scripts/test.sh's per-base passes). A base with no MCP client cannot reach
+`uhp-memory`: there each turn says so, and the memory still primes and observes."""
 
 from __future__ import annotations
 
@@ -18,11 +19,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import API_KEY, TEST_BASE, server_env
+from tests.conftest import API_KEY, server_env
 from tests.scripted_provider import RunningProvider
+from tests.support.base_under_test import BASE
 from tests.support.server import ServerProcess
 from tests.test_tasks_e2e import create, message_text
 from uhp_server.engine.facade.memories import Memories
+from uhp_server.engine.turns.executor import NO_MEMORY_TOOLS
 
 pytestmark = pytest.mark.slow
 
@@ -51,13 +54,13 @@ def _ok(response: httpx.Response) -> dict:
     return dict(response.json())
 
 
-def _episodes(client: httpx.Client, memory_id: str) -> list[dict]:
+def _episodes(client: httpx.Client, memory_id: str, count: int = 3) -> list[dict]:
     """The episodes observed into a memory, once the last turn's are there (observe runs
     as the turn ends, after its response is final)."""
     deadline = time.monotonic() + 30
     while True:
         listed = _ok(client.get(f"/v1/memories/{memory_id}/records", params={"type": "episode"}))
-        if len(listed["data"]) >= 3 or time.monotonic() > deadline:
+        if len(listed["data"]) >= count or time.monotonic() > deadline:
             return list(listed["data"])
         time.sleep(0.2)
 
@@ -69,10 +72,23 @@ def _tool(name: str, arguments: dict) -> str:
     return f"TOOL mcp__uhp_memory__{name} {json.dumps(arguments)}\nSAY {{result}}"
 
 
+def _offered_tools(provider: RunningProvider) -> set[str]:
+    """Every tool name the model was offered since the provider's last reset, whatever the
+    wire (Chat's `function.name`, the others' `name`)."""
+    names: set[str] = set()
+    for request in provider.requests():
+        body = request.get("body")
+        tools = body.get("tools") if isinstance(body, dict) else None
+        for tool in tools if isinstance(tools, list) else []:
+            function = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+            names.add(str(function.get("name", "")))
+    return names
+
+
 def test_the_agent_remembers_in_one_session_and_finds_it_in_a_new_one(
-    client: httpx.Client,
+    client: httpx.Client, provider: RunningProvider
 ) -> None:
-    harness = _ok(client.post("/v1/harnesses", json={"base": TEST_BASE, "name": "Rememberer"}))
+    harness = _ok(client.post("/v1/harnesses", json=BASE.harness(name="Rememberer")))
     agent = f"member:{harness['id']}"
     notes = _ok(
         client.post(
@@ -88,6 +104,9 @@ def test_the_agent_remembers_in_one_session_and_finds_it_in_a_new_one(
         )
     )
     assert settings["principal"] == agent and settings["data"][0]["default"] is True
+    if not BASE.speaks_mcp:
+        _without_mcp_the_memory_primes_and_observes(client, provider, harness, notes)
+        return
 
     # Session 1: the agent keeps the fact (in its default memory), claiming another writer.
     forged = {"kind": "member", "id": "prin_somebody", "type": "human"}
@@ -120,5 +139,35 @@ def test_the_agent_remembers_in_one_session_and_finds_it_in_a_new_one(
     said = message_text(second)
     assert FACT in said and "memory-data" in said and harness["id"] in said  # fenced, its writer
     # Priming placed the memory in the new session's instructions, and says what it cost.
+    primed = json.loads(second["metadata"]["memory_priming_tokens"])
+    assert list(primed) == [notes["id"]] and primed[notes["id"]] > 0
+
+
+def _without_mcp_the_memory_primes_and_observes(
+    client: httpx.Client, provider: RunningProvider, harness: dict, notes: dict
+) -> None:
+    """A base with no MCP client (it declares no transport) cannot hold the memory tools:
+    each turn says so, visibly, and offers the model none; its memory still records the turn
+    as the agent's and primes a new session with what it holds."""
+    metadata = {"harness_id": harness["id"]}
+    provider.reset()
+    first = create(client, {"input": "SAY noted", "metadata": metadata})
+    assert first["status"] == "completed", first
+    assert NO_MEMORY_TOOLS.format(label=BASE.base.label) in json.dumps(first["output"])
+    offered = _offered_tools(provider)
+    assert not [name for name in offered if "memory_" in name], offered
+    episodes = _episodes(client, notes["id"], count=2)  # asked, answered: no tool
+    roles = {part["role"]: part["text"] for e in episodes for part in e["content"]}
+    assert roles["user"] == "SAY noted" and "noted" in roles["assistant"]
+    assert {e["written_by"]["id"] for e in episodes} == {harness["id"]}
+
+    # What the owner keeps there primes the agent's next new session.
+    stated = {"content": FACT, "attributes": {"prime": True}}  # always relevant (§9.1)
+    _ok(client.post(f"/v1/memories/{notes['id']}/records", json=stated))
+    provider.reset()
+    second = create(client, {"input": "SAY primed", "metadata": metadata})
+    assert second["status"] == "completed", second
+    assert second["metadata"]["session_id"] != first["metadata"]["session_id"]
+    assert FACT in json.dumps([r.get("body") for r in provider.requests()])
     primed = json.loads(second["metadata"]["memory_priming_tokens"])
     assert list(primed) == [notes["id"]] and primed[notes["id"]] > 0

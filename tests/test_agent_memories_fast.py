@@ -21,6 +21,7 @@ from tests.support.in_process import InProcess, in_process
 from tests.support.schema import validate
 from uhp_server.engine.facade.agent_memories import TurnMemory
 from uhp_server.engine.facade.memories import Memories
+from uhp_server.engine.turns.executor import NO_MEMORY_TOOLS
 from uhp_server.gateway.mcp_targets import MCP_PATH
 from uhp_server.gateway.memory_server import MEMORY_SERVER
 from uhp_server.memories import agent as agent_view
@@ -238,6 +239,36 @@ async def test_a_session_is_primed_once_offered_the_tools_and_its_turns_observed
     assert ("user", "What ships when?") in roles and ("assistant", "ok") in roles
     assert {e["written_by"]["id"] for e in episodes} == {harness}
     assert {e["written_by"]["type"] for e in episodes} == {"agent"}
+
+
+async def test_a_base_with_no_mcp_client_is_offered_no_memory_tools_and_told_so(
+    server: InProcess,
+) -> None:
+    server.base.mcp_transports = ()  # e.g. mini-swe-agent, Cline: no MCP client at all
+    harness = await _harness(server)
+    notes = await _memory(server, "Notes")
+    await server.client.post(
+        f"/v1/memories/{notes}/records", json={"content": "Fridays.", "attributes": {"prime": True}}
+    )
+    await _grant(server, notes, harness, "read", "write")
+    put = await server.client.put(
+        f"/v1/harnesses/{harness}/memories", json={"default_memory_id": notes}
+    )
+    assert put.status_code == 200
+    done = await server.submit("When?", metadata={"harness_id": harness})
+    assert done.status_code == 200, done.text
+    spec = server.base.specs[-1]
+    assert MEMORY_SERVER not in {s.name for s in spec.mcp_servers}
+    told = NO_MEMORY_TOOLS.format(label=server.base.label)
+    assert told in json.dumps(done.json()["output"])
+    # The memory still primes the session and records the turn, as the agent.
+    assert "Fridays." in spec.system_prompt
+    for _ in range(100):
+        episodes = [r for r in await _records(server, notes) if r["type"] == "episode"]
+        if len(episodes) >= 2:
+            break
+        await asyncio.sleep(0.05)
+    assert {e["written_by"]["id"] for e in episodes} == {harness}
 
 
 async def test_observe_off_records_nothing_and_no_grant_offers_no_tools(

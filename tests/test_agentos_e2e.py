@@ -21,6 +21,7 @@ from tests.conftest import DEFAULT_MODEL, TEST_BASE, server_env
 from tests.scripted_provider import RunningProvider, start_provider
 from tests.support import passes
 from tests.support.agentos_platform import RUN_TOKEN_HEADER, AgentosPlatform
+from tests.support.base_under_test import BASE
 from tests.support.server import ServerProcess
 from tests.support.written import everything_written
 
@@ -163,7 +164,7 @@ def test_a_question_opens_a_hold_and_the_resume_goes_on(
     agent: ServerProcess, platform: AgentosPlatform, gateway: RunningProvider, decided_after: int
 ) -> None:
     gateway.reset()
-    prompt = f"TOOL {ASK_TOOL} {ASK_ARGUMENTS}\nSAY picked {{output}}"
+    prompt = BASE.asking(f"TOOL {ASK_TOOL} {ASK_ARGUMENTS}", "Which colour?", "SAY picked {output}")
     holds_before = len(platform.holds)
     run_id = f"r_ask_{decided_after}"
     suspended = invoke(agent, platform, platform.invoke_body(run_id, prompt))
@@ -184,9 +185,10 @@ def test_a_question_opens_a_hold_and_the_resume_goes_on(
     resume_again["invocation"]["attempt"] = 2
     assert completed_output(invoke(agent, platform, resume_again)) == output
     assert len(model_calls(gateway)) == calls  # the decision was applied once
-    if decided_after:
-        # Parked: a new turn resumed the CLI's conversation and told the agent the decision
-        # (the scripted model still follows the first prompt's script).
+    if decided_after or BASE.answered_in_a_new_turn:
+        # Parked (or asked in the agent's final text): a new turn resumed the CLI's
+        # conversation and told the agent the decision (the scripted model still follows the
+        # first prompt's script).
         assert "The user's answer: blue" in json.dumps(model_calls(gateway)[-1]["body"])
     else:
         # The answer is the tool's result (Hermes hands MCP results over as {"result": …}).

@@ -297,6 +297,28 @@ async def test_a_base_without_http_mcp_asks_in_its_final_text(tmp_path: Path) ->
         await engine.close()
 
 
+async def test_a_question_asked_in_the_final_text_reaches_a_door_that_holds_questions(
+    tmp_path: Path,
+) -> None:
+    engine = StandInEngine(tmp_path)
+    engine.base.mcp_transports = ()
+    held: list[str] = []
+
+    async def open_a_hold(question: Question) -> str | None:
+        held.append(question.text)
+        return None  # the door answers later (AgentOS: a hold on the platform)
+
+    try:
+        ask = f"SAY I need to know.\\n{TEXT_MARKER} Which city?"
+        policy = QuestionPolicy.hold(open_a_hold)
+        accepted = await engine.engine.start(task(engine, ask, questions=policy))
+        state = await until(engine, accepted.response_id, "input_required")
+        assert held == ["Which city?"]
+        assert [q.text for q in state.questions] == ["Which city?"]
+    finally:
+        await engine.close()
+
+
 async def test_a_base_asking_through_its_own_tool_gets_no_text_fallback(tmp_path: Path) -> None:
     engine = StandInEngine(tmp_path)
     engine.base.mcp_transports = ()

@@ -25,8 +25,8 @@ import pytest
 
 from storage.db import Database
 from storage.tables import EnvironmentRow
-from tests.conftest import TEST_BASE
 from tests.support import passes, read_only_probe
+from tests.support.base_under_test import BASE
 from tests.support.environments import add_environment, add_version, principal_of
 from tests.support.schema import validate
 from tests.support.server import ServerProcess
@@ -108,7 +108,7 @@ def said(response: dict[str, Any]) -> str:
 
 
 def harness_on(client: httpx.Client, environment_id: str) -> str:
-    created = client.post("/v1/harnesses", json={"base": TEST_BASE, "environment": environment_id})
+    created = client.post("/v1/harnesses", json=BASE.harness(environment=environment_id))
     assert created.status_code == 200, created.text
     assert created.json()["environment"] == environment_id
     return created.json()["id"]
@@ -212,7 +212,7 @@ def test_another_principal_reaches_neither_the_environment_nor_its_sessions(
         )
         assert refused.status_code == 404, refused.text
         assert refused.json()["error"]["code"] == "environment_not_found"
-        refused = other.post("/v1/harnesses", json={"base": TEST_BASE, "environment": mine.id})
+        refused = other.post("/v1/harnesses", json=BASE.harness(environment=mine.id))
         assert refused.status_code == 404 and refused.json()["error"]["code"] == (
             "environment_not_found"
         )

@@ -16,6 +16,7 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from harness_bases.messages import PROVIDER_REFUSED
 from tests.support.translations import translation_between
 from uhp_server.gateway import (
     TokenRegistry,
@@ -26,6 +27,7 @@ from uhp_server.gateway import (
     proxy,
 )
 from uhp_server.gateway.confine import Confined, confine
+from uhp_server.gateway.proxy import refusal_message
 from uhp_server.sandbox.gateway_door import gateway_only
 from uhp_server.settings import Settings
 
@@ -774,6 +776,31 @@ async def test_a_refused_server_credential_is_answered_so_no_cli_retries_it(
     error = r.json()["error"]
     assert error["message"] == "The model provider refused the server's credential."
     assert "server_error" not in r.text
+
+
+async def test_the_grant_keeps_the_provider_s_refusal_of_its_latest_model_call(
+    client: httpx.AsyncClient, tokens: TokenRegistry
+) -> None:
+    # What makes a turn whose CLI cannot tell a provider's failure from its own (a generic
+    # ACP agent) fail with `provider_error` (engine/turns/executor.py): the refusal's own
+    # words, scrubbed; the server's credential refused, in the gateway's words; and nothing
+    # once a later call went through.
+    grant = tokens.issue("openai", "m", 60)
+    h = bearer(grant.token)
+    assert grant.provider_refusal is None
+    await client.post(f"{OPENAI}/responses", headers=h, json={"x_scenario": "echo_key"})
+    assert grant.provider_refusal == "bad thing with [redacted]"
+    await client.post(f"{OPENAI}/responses", headers=h, json={"x_scenario": "upstream_401"})
+    assert grant.provider_refusal == "The model provider refused the server's credential."
+    ok = await client.post(f"{OPENAI}/responses", headers=h, json={"input": "hi"})
+    assert ok.status_code == 200
+    assert grant.provider_refusal is None
+
+
+def test_a_refusal_naming_a_place_is_told_in_general_words() -> None:
+    named = json.dumps({"error": {"message": "upstream http://10.0.0.7:8000/v1 is down"}})
+    assert refusal_message(named.encode()) == PROVIDER_REFUSED
+    assert refusal_message(b"<html>bad gateway</html>") == PROVIDER_REFUSED
 
 
 async def test_unconfigured_backend_is_502(upstream: tuple[FakeUpstream, str]) -> None:

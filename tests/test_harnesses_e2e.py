@@ -24,6 +24,7 @@ from tests.conftest import (
     server_env,
 )
 from tests.support import passes
+from tests.support.base_under_test import BASE
 from tests.support.plugins import package, stamp_files, stdio_server
 from tests.support.schema import validate
 from tests.support.server import ServerProcess, free_port
@@ -186,8 +187,8 @@ def test_a_plugins_stdio_server_runs_in_the_sandbox_where_the_base_starts_one(
     launcher, inside the sandbox, and the agent calls its tool; any other base refuses the
     plugin at configuration time rather than dropping its server at run time."""
     files = package(servers={"stamp": stdio_server(args=["--x"])}, extra=stamp_files())
-    made = client.post("/v1/harnesses", json={"base": TEST_BASE, "plugins": [{"files": files}]})
-    if not registry()[TEST_BASE].stdio_mcp:
+    made = client.post("/v1/harnesses", json=BASE.harness(plugins=[{"files": files}]))
+    if not BASE.starts_stdio_servers:
         assert made.status_code == 422, made.text
         assert made.json()["error"]["code"] == "unsupported_transport"
         return

@@ -17,29 +17,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import TEST_BASE
+from tests.support.base_under_test import BASE
 from tests.support.schema import check_stream
 from tests.support.sse import read_stream
 
 pytestmark = pytest.mark.slow
 
 MODEL_PATHS = ("/v1/responses", "/v1/chat/completions", "/v1/messages")
-# The bases that send an input image to the model: Codex (a `localImage` turn input), Claude
-# Code (an image block in its stream-json user message), Pi (its RPC prompt's `images`),
-# OpenCode and Qwen Code (an ACP image block), Copilot CLI (`--attachment`), mini-swe-agent (a
-# Chat image part). Hermes 0.19.0 takes ACP image blocks too, yet
-# none reached the provider (README, "Files and artifacts"). Every base gets the file in the
-# workspace and its name in the prompt.
-IMAGE_BASES = {
-    "codex",
-    "claude-code",
-    "pi",
-    "opencode",
-    "qwen-code",
-    "gemini-cli",
-    "copilot",
-    "mini-swe-agent",
-}
 
 
 def png(rgb: tuple[int, int, int], size: int = 4) -> bytes:
@@ -154,7 +138,7 @@ def test_an_input_image_reaches_the_model_intact(client: httpx.Client, provider:
     text = "".join(
         p["text"] for i in result["output"] if i["type"] == "message" for p in i["content"]
     )
-    if TEST_BASE in IMAGE_BASES:
+    if BASE.sends_images:
         assert text == f"images 2: {seen(inline)}; {seen(uploaded)}"
     else:
         assert text == "images 0"

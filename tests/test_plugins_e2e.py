@@ -18,6 +18,7 @@ import pytest
 from harness_bases.base import SandboxPaths
 from tests.conftest import API_KEY, TEST_BASE, server_env
 from tests.support import plugins
+from tests.support.base_under_test import BASE
 from tests.support.mcp_server import ANSWER_PREFIX as VAULT_PREFIX
 from tests.support.mcp_server import RunningMcpServer
 from tests.support.server import ServerProcess
@@ -59,22 +60,39 @@ def vault() -> Iterator[RunningMcpServer]:
     running.stop()
 
 
-def package(vault_url: str) -> list[dict[str, Any]]:
-    """The plugin: a stdio server shipped in the package, a remote one, and a skill with a
-    reference file."""
-    servers = {
-        "stamp": plugins.stdio_server(
+def package(vault_url: str, stdio: bool = True, remote: bool = True) -> list[dict[str, Any]]:
+    """The plugin: a stdio server shipped in the package, a remote one (each unless left out),
+    and a skill with a reference file."""
+    servers: dict[str, Any] = {}
+    if stdio:
+        servers["stamp"] = plugins.stdio_server(
             args=["--data", "${PLUGIN_DATA}/x"], env={"STAMP_ROOT": "${PLUGIN_ROOT}"}
-        ),
-        "vault": {"type": "streamable-http", "url": vault_url, "headers": {"X-E2E": VAULT_HEADER}},
-    }
+        )
+    if remote:
+        servers["vault"] = {
+            "type": "streamable-http",
+            "url": vault_url,
+            "headers": {"X-E2E": VAULT_HEADER},
+        }
     return [
         plugins.text("plugin.json", plugins.manifest(PLUGIN, version="1.0.0")),
-        plugins.text("mcp.json", plugins.mcp_config(**servers)),
+        *([plugins.text("mcp.json", plugins.mcp_config(**servers))] if servers else []),
         plugins.text(f"skills/{SKILL}/SKILL.md", plugins.skill_md(SKILL, DESCRIPTION, SKILL_BODY)),
         plugins.text(f"skills/{SKILL}/references/codes.md", CODES),
-        *plugins.stamp_files(),
+        *(plugins.stamp_files() if stdio else ()),
     ]
+
+
+def refused_for_the_base(
+    client: httpx.Client, files: list[dict[str, Any]], server: str, transport: str
+) -> None:
+    """A plugin whose MCP server the base cannot run is refused when it is configured, naming
+    the server (Plugins §6), never dropped in the dark at run time."""
+    answer = client.post("/v1/harnesses", json=BASE.harness(plugins=[{"files": files}]))
+    assert answer.status_code == 422, answer.text
+    error = answer.json()["error"]
+    assert error["code"] == "unsupported_transport", error
+    assert (error["detail"]["server"], error["detail"]["transport"]) == (server, transport)
 
 
 def resting_package() -> list[dict[str, Any]]:
@@ -154,13 +172,15 @@ def named(calls: dict[str, str], tool: str) -> str:
 def test_the_agent_calls_a_plugin_s_mcp_tools_and_reads_its_skill(
     client: httpx.Client, server: ServerProcess, provider: Any, vault: RunningMcpServer
 ) -> None:
-    body = {
-        "base": TEST_BASE,
-        "plugins": [
-            {"files": package(vault.url)},
-            {"files": resting_package(), "enabled": False},
-        ],
-    }
+    # What the base runs of the plugin, as it declares: a plugin's stdio server, its remote
+    # (HTTP) one; what it cannot run is refused, and the rest of the plugin works without it.
+    stdio, remote = BASE.starts_stdio_servers, BASE.speaks_mcp
+    if not stdio:
+        refused_for_the_base(client, package(vault.url), "stamp", "stdio")
+    if not remote:
+        refused_for_the_base(client, package(vault.url, stdio=False), "vault", "http")
+    runs = package(vault.url, stdio=stdio, remote=remote)
+    body = BASE.harness(plugins=[{"files": runs}, {"files": resting_package(), "enabled": False}])
     answer = client.post("/v1/harnesses", json=body)
     assert answer.status_code == 200, f"{TEST_BASE} cannot take the plugin: {answer.text}"
     harness = answer.json()
@@ -178,26 +198,40 @@ def test_the_agent_calls_a_plugin_s_mcp_tools_and_reads_its_skill(
         told, server.data_dir / "sessions" / first["metadata"]["session_id"] / "home"
     )
 
-    # One turn: the plugin's stdio tool, its remote tool, and its skill's files read where
-    # the agent finds them.
-    prompt = "\n".join(
-        [
-            'TOOL mcp__stamp__stamp {"word": "plug-e2e"}',
-            'TOOL mcp__vault__lookup {"code": "plug-7"}',
-            f"RUN cat {folder}/SKILL.md {folder}/references/codes.md",
-            "SAY {outputs}",
-        ]
-    )
+    # One turn: the plugin's stdio tool, its remote tool (those the base runs), and its
+    # skill's files read where the agent finds them.
+    tools = [
+        *(['TOOL mcp__stamp__stamp {"word": "plug-e2e"}'] if stdio else []),
+        *(['TOOL mcp__vault__lookup {"code": "plug-7"}'] if remote else []),
+    ]
+    reading = f"RUN cat {folder}/SKILL.md {folder}/references/codes.md"
+    prompt = "\n".join([*tools, reading, "SAY {outputs}"])
     second = create(
         client, {"input": prompt, "metadata": metadata, "previous_response_id": first["id"]}
     )
     assert second["status"] == "completed", second
     calls = call_outputs(second)
-    assert len(calls) == 3, calls
+    assert len(calls) == len(tools) + 1, calls
+    text = message_text(second)
+    # The skill's files were read, byte for byte as the package holds them.
+    assert SKILL_BODY.strip() in text and CODES.strip() in text
+    if remote:
+        # The remote server answered through the gateway's proxy, with the plugin's header.
+        assert VAULT_PREFIX + "plug-7" in tool_text(named(calls, "lookup"))
+        assert VAULT_PREFIX + "plug-7" in text
+        posted = [r for r in vault.requests if r.method == "POST"]
+        assert posted and all(r.headers.get("x-e2e") == VAULT_HEADER for r in posted)
+    if stdio:
+        stdio_server_ran_as_the_plugin(client, second, metadata)
 
-    # The stdio server ran inside the sandbox as the plugin's process: the real answer, its
-    # PLUGIN_ROOT and PLUGIN_DATA set and expanded into its arguments, none of the CLI's
-    # credentials in its environment.
+
+def stdio_server_ran_as_the_plugin(
+    client: httpx.Client, second: dict[str, Any], metadata: dict[str, str]
+) -> None:
+    """The stdio server ran inside the sandbox as the plugin's process: the real answer, its
+    PLUGIN_ROOT and PLUGIN_DATA set and expanded into its arguments, none of the CLI's
+    credentials in its environment; and its data outlives the turn."""
+    calls = call_outputs(second)
     facts = stamp_facts(named(calls, "stamp"))
     home = SandboxPaths().home
     assert facts["root"] == f"{home}/.uhp/plugins/{PLUGIN}"
@@ -207,16 +241,7 @@ def test_the_agent_calls_a_plugin_s_mcp_tools_and_reads_its_skill(
     assert facts["count"] == 1
     assert "STAMP_ROOT" in facts["env"]
     assert not [name for name in facts["env"] if name.startswith(("UHP_", "OPENAI", "ANTHROPIC"))]
-
-    # The remote server answered through the gateway's proxy, with the plugin's header.
-    assert VAULT_PREFIX + "plug-7" in tool_text(named(calls, "lookup"))
-    posted = [r for r in vault.requests if r.method == "POST"]
-    assert posted and all(r.headers.get("x-e2e") == VAULT_HEADER for r in posted)
-
-    # The skill's files were read, byte for byte as the package holds them.
-    text = message_text(second)
-    assert f"{STAMP_PREFIX}plug-e2e" in text and VAULT_PREFIX + "plug-7" in text
-    assert SKILL_BODY.strip() in text and CODES.strip() in text
+    assert f"{STAMP_PREFIX}plug-e2e" in message_text(second)
 
     # PLUGIN_DATA lives as long as the session: the next turn's server counts on.
     third = create(

@@ -336,7 +336,12 @@ async def test_a_chat_only_provider_without_a_list_serves_nothing(bare: RunningP
 
 
 @pytest.mark.parametrize(
-    ("base", "listed"), [("codex", {"openai"}), ("claude-code", {"openai", "anthropic"})]
+    ("base", "listed"),
+    [
+        ("codex", {"openai"}),
+        ("claude-code", {"openai", "anthropic"}),
+        ("acp", {"openai", "anthropic"}),  # its harnesses name any wire (claude-code-acp's)
+    ],
 )
 async def test_the_catalogue_lists_the_providers_an_enabled_base_can_use(
     tmp_path: Path, full: RunningProvider, base: str, listed: set[str]

@@ -22,6 +22,7 @@ from tests.conftest import (
     backend_under_test,
 )
 from tests.support import passes, syscall_probe
+from tests.support.base_under_test import BASE
 from tests.support.docker import TEST_DOCKER_RUNTIME
 from tests.support.server import ServerProcess
 from tests.support.shell_probe import as_one_command
@@ -68,7 +69,7 @@ def test_the_sandbox_holds_no_secret_but_its_own_short_lived_token(
     if REVERSED:
         dumped = "\n".join(line[::-1] for line in dumped.splitlines())
     assert "HOME=" in dumped  # the dump really ran
-    for secret in (PROVIDER_KEY, API_KEY, "server-secret-do-not-leak"):
+    for secret in (PROVIDER_KEY, API_KEY, "server-secret-do-not-leak", provider.url):
         assert secret not in dumped
     for name in (
         "OPENAI_API_KEY",
@@ -79,6 +80,8 @@ def test_the_sandbox_holds_no_secret_but_its_own_short_lived_token(
         "UHP_DATA_DIR",
         "PYTHONPATH",
     ):
+        if name == BASE.gateway_url_variable:
+            continue  # the harness gives the agent the gateway's URL in it: not the provider's
         assert f"\n{name}=" not in f"\n{dumped}"
     # Whatever variable the base's CLI reads it from (UHP_GATEWAY_TOKEN for Codex,
     # ANTHROPIC_AUTH_TOKEN for Claude Code), the per-turn token has the gateway's prefix.

@@ -12,9 +12,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import API_KEY, TEST_BASE, server_env
+from tests.conftest import API_KEY, server_env
 from tests.scripted_provider import RunningProvider
 from tests.support import passes
+from tests.support.base_under_test import BASE
 from tests.support.sandbox_processes import sandbox_processes
 from tests.support.schema import check_stream, validate
 from tests.support.server import ServerProcess, query
@@ -126,7 +127,7 @@ def test_one_task_at_a_time_per_session(client: httpx.Client) -> None:
 @passes.same_in_every_sandbox
 def test_continuing_with_a_different_harness_is_a_conflict(client: httpx.Client) -> None:
     first = create(client, {"input": "SAY one"})
-    other = client.post("/v1/harnesses", json={"base": TEST_BASE, "name": "another agent"})
+    other = client.post("/v1/harnesses", json=BASE.harness(name="another agent"))
     assert other.status_code == 200, other.text
 
     def continue_with(harness_id: str) -> httpx.Response:

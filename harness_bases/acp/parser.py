@@ -79,6 +79,10 @@ class AcpParser:
                 text = as_text(raw)
         return text, update.get("status") == "completed"
 
+    def tool_input(self, raw: Any) -> dict[str, Any]:
+        """A tool call's arguments, from its raw input (the last one before it ran)."""
+        return raw if isinstance(raw, dict) else {}
+
     def prompt_error(self, error: dict[str, Any]) -> list[ev.AgentEvent]:
         """The events for `session/prompt` answered with a JSON-RPC error."""
         return [ev.TurnFailed(PROMPT_ERROR, "harness_error")]
@@ -181,8 +185,7 @@ class AcpParser:
         status = update.get("status")
         if not call.started and status != "pending":
             call.started = True
-            raw = call.arguments
-            arguments = json.dumps(raw if isinstance(raw, dict) else {}, ensure_ascii=False)
+            arguments = json.dumps(self.tool_input(call.arguments), ensure_ascii=False)
             out += [*self._close(), ev.ToolCallStarted(call_id, call.name, arguments)]
         if status in ("completed", "failed"):
             del self._calls[call_id]

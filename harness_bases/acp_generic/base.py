@@ -69,6 +69,7 @@ class AcpGenericBase(AcpBase):
     # The agent is told (it has no standard way to withhold a tool); the engine counts steps.
     enforcement = Enforcement(disabled_tools="instruction", max_step="counted")
     stdio_mcp = True  # every ACP agent takes stdio MCP servers (ACP: session setup)
+    harness_names_wire = True  # `model_access.wire`: the catalogue lists every provider
     # Any agent a user names: UHP_BASES names `acp` to let harnesses run one.
     enabled_by_default = False
 

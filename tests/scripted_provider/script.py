@@ -209,7 +209,8 @@ _DATA_FENCES = (
 def mcp_result(output: str) -> str:
     """What an MCP tool answered, as a model reads it: inside the data fence a CLI puts
     around it (Gemini CLI, Hermes), the text of a string-returning tool out of the
-    ``{"result": …}`` its structured content arrives in (Codex, Claude Code, Hermes)."""
+    ``{"result": …}`` its structured content arrives in (Codex, Claude Code, Hermes) or the
+    list of its content parts."""
     for fence in _DATA_FENCES:
         if fenced := fence.match(output):
             output = fenced.group(1)
@@ -220,7 +221,16 @@ def mcp_result(output: str) -> str:
         return output
     if isinstance(value, dict) and set(value) == {"result"} and isinstance(value["result"], str):
         return value["result"]
+    # The MCP result's content parts themselves (Codex as codex-acp runs it).
+    if isinstance(value, list) and value and all(_text_part(part) for part in value):
+        return "".join(part["text"] for part in value)
     return output
+
+
+def _text_part(part: object) -> bool:
+    return (
+        isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
+    )
 
 
 def find_shell_tool(tools: list[ToolSpec]) -> ToolSpec | None:

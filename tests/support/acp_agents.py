@@ -48,6 +48,11 @@ CODEX_ACP: dict[str, Any] = {
         # The sandbox is the sandbox (Codex's own fails inside it); nobody approves.
         *_codex_setting("sandbox_mode", "danger-full-access"),
         *_codex_setting("approval_policy", "never"),
+        # A failure the provider answered is retried twice at most, as the codex base does.
+        "-c",
+        "model_providers.gateway.request_max_retries=2",
+        "-c",
+        "model_providers.gateway.stream_max_retries=2",
         "-c",
         "check_for_update_on_startup=false",
         "-c",

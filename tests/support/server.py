@@ -76,6 +76,7 @@ class ServerProcess:
                 raise RuntimeError(f"server exited early:\n{self.log()}")
             try:
                 if httpx.get(f"{self.url}/v1/uhp", timeout=1).status_code == 200:
+                    self._name_the_agent_of_every_principal_known()
                     return self
             except httpx.HTTPError:
                 time.sleep(0.1)
@@ -111,7 +112,38 @@ class ServerProcess:
             capture_output=True,
             text=True,
         ).stdout
-        return out.split()[-1]
+        key = out.split()[-1]
+        if self.proc is not None and self.proc.poll() is None:
+            self.name_the_agent(key)
+        return key
+
+    def _name_the_agent_of_every_principal_known(self) -> None:
+        """The default principal's and a door's (AgentOS runs as the one it is configured
+        with, which has no key until a test makes one)."""
+        from tests.support.base_under_test import ACP, BASE
+
+        if BASE.base_config is None or self.env.get("UHP_BASES") != ACP:
+            return
+        if api_key := self.env.get("UHP_API_KEY"):
+            self.name_the_agent(api_key)
+        if door_principal := self.env.get("UHP_AGENTOS_PRINCIPAL"):
+            self.create_key(door_principal)
+
+    def name_the_agent(self, key: str) -> None:
+        """On a server that runs only the `acp` base with the ACP test agent under test
+        (UHP_TEST_ACP_AGENT): the principal's default harness names that agent, as the
+        default harness of any other base runs its CLI (tests/support/base_under_test.py)."""
+        from tests.support.base_under_test import ACP, BASE
+
+        if BASE.base_config is None or self.env.get("UHP_BASES") != ACP:
+            return
+        auth = {"Authorization": f"Bearer {key}"}
+        with httpx.Client(base_url=self.url, headers=auth, timeout=30) as http:
+            listed = http.get("/v1/harnesses")
+            listed.raise_for_status()
+            default = next(h for h in listed.json()["harnesses"] if h["base"] == ACP)
+            body = {"name": default["name"], "uhpserver_baseConfig": BASE.base_config}
+            http.put(f"/v1/harnesses/{default['id']}", json=body).raise_for_status()
 
     def revoke_key(self, key: str) -> None:
         subprocess.run(

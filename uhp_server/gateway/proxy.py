@@ -21,6 +21,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
+from harness_bases.messages import PROVIDER_REFUSED, safe_message
 from uhp_server.gateway import paths
 from uhp_server.gateway.confine import Confined, confine
 from uhp_server.gateway.providers import Provider, provider_secrets
@@ -220,6 +221,18 @@ async def _error_response(
     return Response(body, status_code=resp.status_code, headers=headers)
 
 
+def refusal_message(body: bytes) -> str:
+    """What a client may read of a provider's refusal: the error's own message (OpenAI's and
+    Anthropic's `error.message`, Gemini's too) unless it names a host, address or path."""
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        answer = None
+    error = answer.get("error") if isinstance(answer, dict) else None
+    said = error.get("message") if isinstance(error, dict) else None
+    return safe_message(said if isinstance(said, str) else None, PROVIDER_REFUSED)
+
+
 async def _translated_answer(
     resp: httpx.Response, translation: Translation, extractor: UsageExtractor, scrub: Scrubber
 ) -> Response:
@@ -405,7 +418,12 @@ async def forward(
     scrub = _scrubber(provider, upstreams)
     if not resp.is_success:
         missing_model = _missing_model_hook(upstreams, provider, grant)
-        return await _error_response(resp, provider, scrub, wire, translation, missing_model)
+        answer = await _error_response(resp, provider, scrub, wire, translation, missing_model)
+        if call is not None:
+            grant.provider_refusal = refusal_message(bytes(answer.body))
+        return answer
+    if call is not None:
+        grant.provider_refusal = None
     on_usage = (
         None
         if metrics is None

@@ -95,6 +95,11 @@ class TurnGrant:
     # What the turn's agent holds of memories (engine/facade/agent_memories.TurnMemory); None:
     # no memory tools (gateway/memory_server.py).
     memory: Any = field(default=None, repr=False)
+    # The provider's refusal of the turn's latest model call, in words a client may see; None
+    # once a call went through. A turn its CLI reports failed while it is set failed because
+    # of the provider (`provider_error`), whether or not the CLI can tell (engine/turns/
+    # executor.py): a generic ACP agent's error is its own.
+    provider_refusal: str | None = None
     _secrets: tuple[str, ...] = field(default=(), repr=False)
 
     def use(self, provider: Any) -> None:

@@ -22,7 +22,7 @@ from uhp_server.catalog import ModelCatalog
 from uhp_server.engine.facade import records
 from uhp_server.engine.turns.registry import RunRegistry
 from uhp_server.errors import VENDOR, ApiError
-from uhp_server.harnesses.base_config import bound_or_base
+from uhp_server.harnesses.base_config import bound_or_base, wire_backends
 from uhp_server.harnesses.body import (
     ConfigRules,
     ParsedHarness,
@@ -210,6 +210,8 @@ class Harnesses:
         keyed by provider (`GET /v1/models`)."""
         backends: dict[str, Any] = {}
         wires = {base.wire for base in self.bases.values()}
+        if any(base.harness_names_wire for base in self.bases.values()):
+            wires |= set(wire_backends())  # its harnesses may name any registered wire
         for name, provider in self.catalog.upstreams.providers.items():
             if not any(provider.serves(wire) for wire in wires):
                 continue

@@ -54,6 +54,11 @@ from uhp_server.sandbox.base import ExtraMount, Sandbox, SandboxedProcess, Sessi
 
 log = logging.getLogger("uhp_server.turn")
 
+# A base with no MCP client (mcp_transports empty) and an agent with memories.
+NO_MEMORY_TOOLS = (
+    "The {label} base has no MCP client: this turn's agent has no memory tools. Its memories "
+    "still prime the session, and the turn is still recorded in them."
+)
 CANCELLED_COLLECT_SECONDS = 0.3  # what a stopped turn's artifact collection may delay it
 
 # How a run's agent asks the user: (the run, the question, its options) -> the answer, or None.
@@ -120,6 +125,7 @@ class TurnExecutor:
                 run.enter(RunPhase.RUNNING)
             plan = await self._conversation_before(run)
             mcp = await self._reachable_mcp(run)
+            await self._without_memory_tools(run, plan)
             grant.mcp_servers = {target.name: target for target in mcp}
             spec = await self._with_attachments(run, self._spec(plan, grant.token, mcp))
             if plan.ask_user:
@@ -331,6 +337,14 @@ class TurnExecutor:
         return tuple(usable)
 
     @staticmethod
+    async def _without_memory_tools(run: Run, plan: TurnPlan) -> None:
+        """An agent with memories on a base with no MCP client cannot hold its memory tools
+        (§9.1): the turn says so, visibly, and still primes the session and is observed."""
+        if plan.memory is not None and not speaks_http_mcp(plan.base):
+            notice = ev.Notice(NO_MEMORY_TOOLS.format(label=plan.base.label))
+            await run.record(functools.partial(run.builder.apply, notice))
+
+    @staticmethod
     async def _mcp_problem(base: HarnessBase, target: McpTarget) -> str | None:
         if target.transport not in base.mcp_transports:
             return f"uses a transport ({target.transport}) the {base.label} base cannot speak"
@@ -351,7 +365,7 @@ class TurnExecutor:
             servers = (*servers, asking)
         elif asks_in_text(plan):  # neither MCP nor its own tool: the agent asks in its text
             system_prompt = "\n\n".join(p for p in (system_prompt, TEXT_INSTRUCTION) if p)
-        if plan.memory is not None:  # every base speaks HTTP MCP: its memory tools (§9.1)
+        if plan.memory is not None and speaks_http_mcp(plan.base):  # its memory tools (§9.1)
             memory = McpServerSpec(MEMORY_SERVER, origin + mcp_path(MEMORY_SERVER), token)
             servers = (*servers, memory)
         if plan.environment is not None:
@@ -435,6 +449,11 @@ class TurnExecutor:
                     return Outcome(TaskStatus.INCOMPLETE, incomplete_details=parked)
                 return Outcome(TaskStatus.COMPLETED)
             case ev.TurnFailed(message=message, code=code):
+                refusal = run.grant.provider_refusal if run.grant is not None else None
+                if code == "harness_error" and refusal is not None:
+                    # The provider refused the last model call: that is why, whatever the CLI
+                    # could tell of it (a generic ACP agent's error is its own).
+                    return Outcome(TaskStatus.FAILED, "provider_error", refusal)
                 return Outcome(TaskStatus.FAILED, code, message)
             case ev.StepBudgetReached():
                 details = {"reason": IncompleteReason.MAX_STEP, "max_step": run.plan.max_step}
@@ -480,6 +499,11 @@ class TurnExecutor:
                 notice=notice,
             )
         )
+
+
+def speaks_http_mcp(base: HarnessBase) -> bool:
+    """Whether the base's CLI reaches the gateway's MCP servers (the server's own too)."""
+    return "http" in base.mcp_transports
 
 
 def _prepare(

@@ -253,10 +253,15 @@ def text_question(response: dict[str, Any]) -> str | None:
 
 
 async def park_on_text_question(run: Run, text: str) -> list[str]:
-    """Record the question the agent ended its text with as a pending ask_user call."""
+    """Record the question the agent ended its text with as a pending ask_user call, and tell
+    a door that holds questions (AgentOS opens its hold) as a question asked through the tool
+    would; the turn parks either way, its CLI has ended."""
     call_id = "call_" + secrets.token_hex(12)
     arguments = question_arguments(text, ())
     started = ev.ToolCallStarted(call=call_id, name=QUESTION_TOOL, arguments=arguments)
     await run.record(lambda: run.builder.apply(started))
+    policy = run.questions
+    if policy.mode is QuestionMode.HOLD and policy.on_question is not None:
+        await policy.on_question(Question(call_id, QUESTION_TOOL, arguments, text, ()))
     run.parked = [call_id]
     return run.parked
