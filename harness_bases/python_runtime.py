@@ -78,8 +78,9 @@ class HostPython:
         return ".".join(str(part) for part in self.version)
 
 
-def probe(command: str) -> HostPython | str:
-    """The interpreter `command` runs, or why it cannot be used (a short reason)."""
+def probe(command: str, below: tuple[int, int] | None = None) -> HostPython | str:
+    """The interpreter `command` runs, or why it cannot be used (a short reason). `below`: a
+    CLI's upper bound (exclusive), for one whose Requires-Python excludes newer versions."""
     try:
         result = subprocess.run(
             [command, "-I", "-c", _PROBE],
@@ -107,6 +108,8 @@ def probe(command: str) -> HostPython | str:
         return f"is {facts['implementation']}, not CPython"
     if found.version[:2] < MINIMUM:
         return f"is {found.dotted_version}, older than {'.'.join(map(str, MINIMUM))}"
+    if below is not None and found.version[:2] >= below:
+        return f"is {found.dotted_version}, not older than {'.'.join(map(str, below))}"
     if not found.executable.is_relative_to(found.prefix):
         return f"its executable {found.executable} is outside its prefix {found.prefix}"
     return found
@@ -141,13 +144,15 @@ def candidates(
 
 
 def find_host_python(
-    environ: Mapping[str, str] | None = None, pyenv_root: Path | None = None
+    environ: Mapping[str, str] | None = None,
+    pyenv_root: Path | None = None,
+    below: tuple[int, int] | None = None,
 ) -> HostPython:
-    """The first usable interpreter among the candidates; PythonRuntimeError naming each one
-    tried and why it was not taken when there is none."""
+    """The first usable interpreter among the candidates (older than `below` when given);
+    PythonRuntimeError naming each one tried and why it was not taken when there is none."""
     tried: list[str] = []
     for command in candidates(environ, pyenv_root):
-        found = probe(command)
+        found = probe(command, below)
         if isinstance(found, HostPython):
             return found
         tried.append(f"{command}: {found}")
@@ -299,6 +304,8 @@ class PythonCli:
     version_args: tuple[str, ...] = ("--version",)
     version_env: Mapping[str, str] = field(default_factory=dict)
     version_exact: bool = False
+    # The CLI's Requires-Python upper bound, exclusive (OpenHands CLI: ==3.12.*, so (3, 13)).
+    python_below: tuple[int, int] | None = None
 
     def prefix(self, tools_root: str) -> str:
         return str(PurePosixPath(tools_root) / self.folder / self.version)
@@ -331,7 +338,7 @@ class PythonCli:
         if self.installed_version(tools_dir) == self.version:
             return
         target = Path(self.runtime(str(tools_dir)))
-        source = find_host_python(environ)
+        source = find_host_python(environ, below=self.python_below)
         python = copy_interpreter(source, target)
         copy_describes_itself(python, target)
         self._pip(python, ["-m", "ensurepip", "--default-pip"], "set up pip in the copy")

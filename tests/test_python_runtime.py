@@ -68,6 +68,24 @@ def test_a_named_interpreter_too_old_or_missing_is_refused_with_its_reason(
         runtime.find_host_python({runtime.PYTHON_ENV: "/nonexistent/python"}, tmp_path)
 
 
+def test_an_upper_bound_skips_the_newer_interpreters_and_names_them(tmp_path: Path) -> None:
+    """A CLI whose Requires-Python stops below a version (OpenHands CLI: ==3.12.*) is given
+    the newest interpreter under it; with none, the refusal says why each was not taken."""
+    versions = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+    python313 = next(iter(sorted(versions.glob("3.13.*/bin/python3.13"))), None)
+    python312 = next(iter(sorted(versions.glob("3.12.*/bin/python3.12"))), None)
+    if python313 is None or python312 is None:
+        pytest.skip("SKIPPED LOUDLY: this machine lacks pyenv's 3.12 or 3.13")
+    environ = {"PATH": "/usr/bin:/bin"}
+    found = runtime.find_host_python(environ, versions.parent, below=(3, 13))
+    assert found.version[:2] == (3, 12)
+    assert runtime.probe(str(python313), below=(3, 13)) == (
+        f"is {runtime.probe(str(python313)).dotted_version}, not older than 3.13"  # type: ignore[union-attr]
+    )
+    with pytest.raises(runtime.PythonRuntimeError, match=r"python3\.13: is 3\.13\.\d+, not older"):
+        runtime.find_host_python({runtime.PYTHON_ENV: str(python313)}, tmp_path, below=(3, 13))
+
+
 def test_set_runpath_refuses_what_it_cannot_rewrite(tmp_path: Path) -> None:
     script = _executable(tmp_path / "script")
     with pytest.raises(runtime.PythonRuntimeError, match="not a 64-bit little-endian ELF"):
