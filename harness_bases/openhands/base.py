@@ -22,7 +22,9 @@ class OpenHandsBase(AcpBase):
     state_dirs = (config.OPENHANDS_DIR,)
     # Each conversation's folder: its state, events and the commands' saved output.
     conversation_paths = (config.CONVERSATIONS_DIR,)
-    runtime_packages = ()  # its private Python is in the tools folder
+    # Its private Python is in the tools folder; the shared libraries its standard modules link
+    # (libssl3, libsqlite3, libffi8, …) come with the python3 every runtime image has.
+    runtime_packages = ()
     host_packages = ()  # a host CPython >= 3.12 is found, not installed (python_runtime.py)
     # A disabled tool is filtered out of what the model is offered (the SDK's tool filter), and
     # a call to it is refused as an unknown tool. No step limit of its own: the engine counts.
