@@ -24,7 +24,8 @@ client nobody sits at, without touching the agent's loop:
   `end_turn`), and `session/load` of a conversation that is not there is an error, not a new
   empty one;
 - the credentials leave the environment before any tool runs (its terminal inherits it);
-- the process ends once stdin closes.
+- stdin takes a message of any size a prompt makes (the pinned reader stops at 64 KiB), and
+  the process ends once stdin closes.
 
 `--version` prints the installed CLI's version, once its ACP server's module is found.
 """
@@ -47,6 +48,9 @@ PACKAGE = "openhands"
 # The ACP server's module, found without importing it (that imports the whole SDK).
 ACP_MODULE = ("openhands_cli", "acp_impl/agent/local_agent.py")
 TOOL_NAME_META = "toolName"
+# One JSON-RPC message is one stdin line: a long prompt or an image is one line of megabytes
+# (asyncio's reader stops at 64 KiB by default).
+STDIN_LINE_LIMIT = 256 * 1024 * 1024
 PROVIDER_ERROR = "providerError"  # in a failed prompt's error data: the provider's message
 # "litellm.BadRequestError: OpenAIException - <the provider's message>"
 _LITELLM_PREFIX = re.compile(r"^(?:litellm\.)?\w+Error: (?:\w+Exception - )?")
@@ -279,7 +283,7 @@ async def _serve() -> None:
     from acp.core import AgentSideConnection
     from openhands_cli.acp_impl.agent.local_agent import LocalOpenHandsACPAgent
 
-    reader, writer = await stdio_streams()
+    reader, writer = await stdio_streams(limit=STDIN_LINE_LIMIT)
 
     def agent(conn: Any) -> Any:
         return LocalOpenHandsACPAgent(conn, "always-approve", None, True)
