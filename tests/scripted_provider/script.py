@@ -160,12 +160,18 @@ def content_text(raw: object) -> str:
 
 _GEMINI_FIELDS = "Error|Exit Code|Signal|Background PIDs|Process Group PGID"
 _COPILOT_SHELL_TRAILER = re.compile(r"\n?<shellId: [^>\n]*>\Z")
+# OpenHands' terminal follows a command's output with bracketed lines about how it ended.
+_OPENHANDS_SHELL_TRAILER = re.compile(
+    r"(?:\n*\[(?:The command completed with exit code|Command finished with exit code|"
+    r"Current working directory:|Python interpreter:)[^\]\n]*\])+\Z"
+)
 
 
 def tool_output_text(raw: str) -> str:
     """The useful text of a tool result: a command's stdout where recognisable."""
     # Copilot CLI ends a command's output with "<shellId: 0 completed with exit code 0>".
     text = _COPILOT_SHELL_TRAILER.sub("", raw.strip()).strip()
+    text = _OPENHANDS_SHELL_TRAILER.sub("", text).strip()
     try:
         value = json.loads(text)
     except ValueError:
