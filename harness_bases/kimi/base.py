@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from harness_bases import python_runtime
 from harness_bases.acp import AcpBase
 from harness_bases.base import SYSTEM_PATH, CliPin, Enforcement, Invocation, TurnSpec
 from harness_bases.kimi import config
@@ -25,7 +26,7 @@ class KimiBase(AcpBase):
     conversation_paths = (f"{config.SHARE_DIR}/sessions", f"{config.SHARE_DIR}/logs")
     # Its private CPython is a copy of the host's, linked against Debian's libraries; its Grep
     # tool runs `rg` (it would download one otherwise).
-    runtime_packages = ("ripgrep",)
+    runtime_packages = ("ripgrep", *python_runtime.RUNTIME_LIBRARIES)
     host_packages = ("ripgrep",)
     # A disabled tool is never added to any of its toolsets (acp_launcher.py): not offered,
     # a call to it answered "tool not found". No step flag: the engine counts.
