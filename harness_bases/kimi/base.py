@@ -32,9 +32,11 @@ class KimiBase(AcpBase):
     # a call to it answered "tool not found". No step flag: the engine counts.
     enforcement = Enforcement(disabled_tools="hard", max_step="counted")
     # Its MCP servers come through ACP (session/new `mcpServers`, the AcpBase default):
-    # Streamable HTTP, and a plugin's stdio servers, processes it starts.
+    # Streamable HTTP. A plugin's stdio server runs outside a sandbox (tests/test_kimi_base.py)
+    # but its turn failed inside the local one (tests/test_harnesses_e2e.py), not yet
+    # understood: such a plugin is refused for this base until it is.
     mcp_transports = ("http",)
-    stdio_mcp = True
+    stdio_mcp = False
     enabled_by_default = False
 
     def install(self, tools_dir: Path) -> None:
