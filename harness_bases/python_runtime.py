@@ -40,6 +40,12 @@ PATH_NAMES = ("python3.13", "python3.12")  # looked up on PATH, newest first
 PROBE_TIMEOUT = 30.0
 INSTALL_TIMEOUT = 900.0
 VERSION_TIMEOUT = 60.0
+# The Debian (bookworm) libraries a copy's standard library loads (ssl, sqlite3, ctypes, the
+# compressors, curses, readline, uuid, expat): the host has them, the runtime image needs them.
+RUNTIME_LIBRARIES = (
+    *("libssl3", "libsqlite3-0", "libffi8", "libbz2-1.0", "liblzma5", "zlib1g"),
+    *("libncursesw6", "libtinfo6", "libreadline8", "libuuid1", "libexpat1"),
+)
 # What the copy's executable looks for its libpython in: its own lib folder, wherever it is.
 RELATIVE_RUNPATH = b"$ORIGIN/../lib"
 # Left out of the copy: the test suite (~130 MB), the static libpython (~60 MB, only for

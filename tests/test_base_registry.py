@@ -23,7 +23,7 @@ from uhp_server.settings import Settings
 
 BUILT_IN = {
     *("codex", "claude-code", "hermes", "opencode", "pi", "qwen-code", "gemini-cli"),
-    *("kilo", "cline", "copilot", "mini-swe-agent", "acp", "openhands"),
+    *("kilo", "cline", "copilot", "mini-swe-agent", "acp", "kimi", "openhands"),
 }
 
 THIRD_PARTY = """

@@ -46,6 +46,7 @@ SHELL_TOOL_NAMES = (
     "run_shell_command",
     "bash",
     "run_commands",  # Cline: a list of commands
+    "Shell",  # Kimi CLI
 )
 
 CHUNK = 4  # characters per streamed delta
@@ -166,12 +167,16 @@ _OPENHANDS_SHELL_TRAILER = re.compile(
     r"Current working directory:|Python interpreter:)[^\]\n]*\])+\Z"
 )
 
+# Kimi CLI puts a note for the model first ("<system>Command executed successfully.</system>").
+_KIMI_SYSTEM_NOTE = re.compile(r"\A<system>[^<]*</system>\n?")
+
 
 def tool_output_text(raw: str) -> str:
     """The useful text of a tool result: a command's stdout where recognisable."""
     # Copilot CLI ends a command's output with "<shellId: 0 completed with exit code 0>".
     text = _COPILOT_SHELL_TRAILER.sub("", raw.strip()).strip()
     text = _OPENHANDS_SHELL_TRAILER.sub("", text).strip()
+    text = _KIMI_SYSTEM_NOTE.sub("", text).strip()
     try:
         value = json.loads(text)
     except ValueError:

@@ -1,0 +1,142 @@
+"""Starts Kimi CLI's own multi-session ACP server (what `kimi acp` runs) for the UHP server.
+
+This file is copied next to Kimi CLI's private Python at install time and run with it inside
+the sandbox; it imports nothing from UHP Server. Kimi's agent loop, tools and session files
+are untouched. What changes is only what the pinned ACP server (kimi-cli 1.51.0) does not let
+a client set:
+
+1. No Kimi account. `session/new` and `session/load` are refused "auth required" unless a
+   Kimi Code sign-in token is on disk, whatever provider the config names. Here the config's
+   only provider is the model gateway, so that check is skipped.
+2. The turn's token stays in this process. It arrives in `UHP_GATEWAY_TOKEN`, which is taken
+   out of the environment (with every other `UHP_` variable) before Kimi starts, and becomes
+   the gateway provider's key when Kimi builds its model client. Kimi's tools run commands
+   with its own environment: they never see it (nor is it in a file).
+3. The agent file. The ACP server always loads the built-in agent; here it loads the one
+   `UHP_KIMI_AGENT_FILE` names (written each turn: it extends the built-in one with the
+   turn's standing instructions).
+4. Disabled tools. A tool named in `UHP_KIMI_DISABLED_TOOLS` (a JSON list) is never added to
+   any toolset, built-in or MCP, the main agent's or a subagent's: the model is not offered
+   it, and a call to it is answered "tool not found". `AskUserQuestion` is always among them:
+   in ACP mode Kimi answers it with an empty answer; the server's `ask_user` MCP tool asks.
+5. A failed model call fails the prompt. Kimi's ACP session stops reading the turn at the
+   "step interrupted" message that precedes the step's error, and answers `end_turn` with the
+   error lost. Here it reads on, so the error reaches its handler: a JSON-RPC error whose
+   `data.error` is the provider client's message.
+6. A standing instruction follows each turn. Kimi keeps a session's system prompt from its
+   first turn; here each turn's agent file decides it (the session's file gets the new one).
+7. An MCP server that cannot be reached is left out of the turn (its tools are not offered,
+   the reason goes to stderr), as the other bases do, instead of failing the whole prompt.
+8. No slash commands: every prompt is the user's message to the model (a task that starts
+   with `/tmp/…` is not an unknown command).
+
+`--version` prints the Kimi CLI version once its ACP server imports, and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+SECRET_PREFIX = "UHP_"
+TOKEN_ENV = "UHP_GATEWAY_TOKEN"
+AGENT_FILE_ENV = "UHP_KIMI_AGENT_FILE"
+DISABLED_TOOLS_ENV = "UHP_KIMI_DISABLED_TOOLS"
+ALWAYS_DISABLED = ("AskUserQuestion",)
+GATEWAY_PROVIDER_TYPE = "openai_legacy"
+
+
+def _take_our_variables() -> tuple[str, str, frozenset[str]]:
+    """The token, the agent file and the disabled tools, with every UHP_ variable gone from
+    the environment."""
+    token = os.environ.get(TOKEN_ENV, "")
+    agent_file = os.environ.get(AGENT_FILE_ENV, "")
+    disabled = json.loads(os.environ.get(DISABLED_TOOLS_ENV) or "[]")
+    for key in [key for key in os.environ if key.startswith(SECRET_PREFIX)]:
+        del os.environ[key]
+    return token, agent_file, frozenset([*disabled, *ALWAYS_DISABLED])
+
+
+def _patch(token: str, agent_file: str, disabled: frozenset[str]) -> None:
+    from kimi_cli import app
+    from kimi_cli.acp import server
+    from kimi_cli.acp import session as acp_session
+    from kimi_cli.exception import MCPRuntimeError
+    from kimi_cli.soul import kimisoul
+    from kimi_cli.soul.context import Context
+    from kimi_cli.soul.toolset import KimiToolset
+    from pydantic import SecretStr
+
+    server.ACPServer._check_auth = lambda self: None
+
+    augment = app.augment_provider_with_env_vars
+
+    def with_gateway_key(provider: Any, model: Any) -> dict[str, str]:
+        applied = augment(provider, model)
+        if provider.type == GATEWAY_PROVIDER_TYPE:
+            provider.api_key = SecretStr(token)
+        return applied
+
+    app.augment_provider_with_env_vars = with_gateway_key
+
+    create = app.KimiCLI.create
+
+    async def with_agent_file(session: Any, **kwargs: Any) -> Any:
+        if agent_file and kwargs.get("agent_file") is None:
+            kwargs["agent_file"] = Path(agent_file)
+        return await create(session, **kwargs)
+
+    app.KimiCLI.create = staticmethod(with_agent_file)
+
+    add = KimiToolset.add
+
+    def add_unless_disabled(self: Any, tool: Any) -> None:
+        if tool.name not in disabled:
+            add(self, tool)
+
+    KimiToolset.add = add_unless_disabled
+
+    # `case StepInterrupted(): break` in the session's prompt loop: a class no message is.
+    acp_session.StepInterrupted = type("NeverSent", (), {})
+
+    restore = Context.restore
+
+    async def restore_but_the_system_prompt(self: Any) -> bool:
+        restored = await restore(self)
+        self._system_prompt = None  # KimiCLI.create then writes this turn's
+        return restored
+
+    Context.restore = restore_but_the_system_prompt
+
+    wait_for_mcp_tools = KimiToolset.wait_for_mcp_tools
+
+    async def wait_leaving_out_failed_servers(self: Any) -> None:
+        try:
+            await wait_for_mcp_tools(self)
+        except MCPRuntimeError as exc:
+            print(f"uhp: MCP servers left out of the turn: {exc}", file=sys.stderr)
+
+    KimiToolset.wait_for_mcp_tools = wait_leaving_out_failed_servers
+
+    kimisoul.parse_slash_command_call = lambda text: None
+
+
+def main(argv: list[str]) -> int:
+    if argv == ["--version"]:
+        import kimi_cli.acp.server  # noqa: F401  (fails loudly when the install is broken)
+        from kimi_cli.constant import VERSION
+
+        print(VERSION)
+        return 0
+    _patch(*_take_our_variables())
+    from kimi_cli.acp import acp_main
+
+    acp_main()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
