@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from harness_bases.installing import reported_version, run_install_command
+from harness_bases.python_start import python_argv
 
 MINIMUM = (3, 12)
 PYTHON_ENV = "UHP_PYTHON"  # an interpreter to copy, when the host's are not to be searched
@@ -324,7 +325,7 @@ class PythonCli:
         return f"{self.runtime(tools_root)}/bin/python3"
 
     def command(self, tools_root: str) -> list[str]:
-        return [self.python_path(tools_root), "-m", self.module]
+        return python_argv(self.python_path(tools_root), "-m", self.module)
 
     def installed_version(self, tools_dir: Path) -> str | None:
         """What the installed CLI reports on its copy, or None."""

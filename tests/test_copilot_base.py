@@ -202,6 +202,7 @@ def test_prepare_keeps_the_prompt_out_of_argv_and_no_key_in_files(tmp_path: Path
         disabled_tools=("bash", "view"),
     )
     invocation = CopilotBase().prepare(spec)
+    assert invocation.argv[:2] == ["/usr/bin/python3", "-s"]  # harness_bases/python_start.py
     assert not any("secret prompt" in a for a in invocation.argv)
     assert "--excluded-tools=bash,view" in invocation.argv
     assert not any(k.startswith(("OPENAI", "ANTHROPIC", "GITHUB", "GH_")) for k in invocation.env)

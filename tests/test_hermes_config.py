@@ -40,6 +40,7 @@ def test_prepare_starts_the_launcher_with_an_environment_built_from_nothing(
     invocation = HermesBase().prepare(spec(tmp_path, mcp_servers=(mcp,)))
     assert invocation.argv == [
         "/opt/uhp-tools/hermes/0.19.0/venv/bin/python",
+        "-s",  # never the session home's user site-packages (harness_bases/python_start.py)
         "/opt/uhp-tools/hermes/0.19.0/uhp_acp_launcher.py",
     ]
     assert invocation.cwd == "/workspace"

@@ -220,6 +220,7 @@ def test_prepare_builds_env_from_nothing_and_a_config_without_secrets(tmp_path: 
     invocation = KimiBase().prepare(spec)
     assert invocation.argv == [
         "/opt/uhp-tools/kimi/1.51.0/python/bin/python3",
+        "-s",  # never the session home's user site-packages (harness_bases/python_start.py)
         "/opt/uhp-tools/kimi/1.51.0/uhp_acp_launcher.py",
     ]
     assert invocation.argv == installer.command("/opt/uhp-tools")

@@ -215,6 +215,7 @@ def test_prepare_passes_no_provider_key_and_the_prompt_not_in_argv(tmp_path: Pat
         tools=tmp_path / "t",
     )
     invocation = MiniSweAgentBase().prepare(spec)
+    assert invocation.argv[1] == "-s"  # no user site-packages (harness_bases/python_start.py)
     assert not any("secret prompt" in a for a in invocation.argv)
     assert not any(k.startswith(("OPENAI", "ANTHROPIC")) for k in invocation.env)
     assert set(invocation.env) >= {"PATH", "HOME", "UHP_MINI_TURN", "UHP_GATEWAY_TOKEN"}

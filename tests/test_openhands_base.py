@@ -249,7 +249,7 @@ def test_prepare_builds_env_from_nothing_and_a_turn_file_without_secrets(tmp_pat
     )
     invocation = OpenHandsBase().prepare(spec)
     assert invocation.argv == installer.command("/opt/uhp-tools")
-    assert invocation.argv[0] == "/opt/uhp-tools/openhands/1.16.0/python/bin/python3"
+    assert invocation.argv[:2] == ["/opt/uhp-tools/openhands/1.16.0/python/bin/python3", "-s"]
     assert invocation.cwd == "/workspace"
     assert invocation.env["UHP_GATEWAY_TOKEN"] == "uhpgw_turn_token"
     assert invocation.env["UHP_MCP_TOKEN_0"] == "uhpgw_turn_token"

@@ -19,6 +19,7 @@ from harness_bases.copilot import install as installer
 from harness_bases.copilot.parser import CopilotParser
 from harness_bases.json_lines import PromptedTurn
 from harness_bases.messages import RESUME_FAILED_NOTICE
+from harness_bases.python_start import python_argv
 
 TOKEN_ENV = "COPILOT_PROVIDER_BEARER_TOKEN"
 
@@ -72,7 +73,7 @@ class CopilotBase(HarnessBase):
 
 def argv(turn: TurnSpec, files: config.TurnFiles) -> list[str]:
     args = [
-        installer.SYSTEM_PYTHON,
+        *python_argv(installer.SYSTEM_PYTHON),
         installer.launcher_path(turn.paths.tools),
         installer.binary_path(turn.paths.tools),
         "--output-format",

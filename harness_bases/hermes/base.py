@@ -12,6 +12,7 @@ from harness_bases.hermes import config, questions
 from harness_bases.hermes import install as installer
 from harness_bases.hermes.acp_launcher import CLARIFY_ENV, INSTRUCTIONS_ENV
 from harness_bases.hermes.parser import HermesParser, mcp_notices
+from harness_bases.python_start import python_argv
 
 
 class HermesBase(AcpBase):
@@ -63,10 +64,9 @@ class HermesBase(AcpBase):
             env[CLARIFY_ENV] = "1"  # Hermes' own `clarify` asks through us
         for index, server in enumerate(turn.mcp_servers):
             env[config.mcp_token_env(index)] = server.bearer_token
-        argv = [
-            installer.python_path(turn.paths.tools),
-            installer.launcher_path(turn.paths.tools),
-        ]
+        argv = python_argv(
+            installer.python_path(turn.paths.tools), installer.launcher_path(turn.paths.tools)
+        )
         return Invocation(argv=argv, env=env, cwd=turn.paths.workspace)
 
     # -- Hermes' ACP quirks (see acp_launcher.py) -----------------------------------------

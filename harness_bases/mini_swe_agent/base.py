@@ -18,6 +18,7 @@ from harness_bases.mini_swe_agent import config
 from harness_bases.mini_swe_agent import install as installer
 from harness_bases.mini_swe_agent.driver import TURN_ENV
 from harness_bases.mini_swe_agent.parser import MiniParser
+from harness_bases.python_start import python_argv
 
 
 class MiniSweAgentBase(HarnessBase):
@@ -61,7 +62,9 @@ class MiniSweAgentBase(HarnessBase):
             "LANG": "C.UTF-8",
             "TERM": "dumb",
         }
-        argv = [installer.python_path(turn.paths.tools), installer.driver_path(turn.paths.tools)]
+        argv = python_argv(
+            installer.python_path(turn.paths.tools), installer.driver_path(turn.paths.tools)
+        )
         return Invocation(argv=argv, env=env, cwd=turn.paths.workspace)
 
     def start_turn(self, proc: Process, turn: TurnSpec) -> PromptedTurn:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from harness_bases.installing import reported_version
 from harness_bases.python_runtime import PythonCli
+from harness_bases.python_start import python_argv
 
 CLI_VERSION = "1.16.0"
 PACKAGE = "openhands"
@@ -49,7 +50,7 @@ def launcher_path(tools_root: str) -> str:
 
 
 def command(tools_root: str) -> list[str]:
-    return [python_path(tools_root), launcher_path(tools_root)]
+    return python_argv(python_path(tools_root), launcher_path(tools_root))
 
 
 def _launcher_current(tools_dir: Path) -> bool:
