@@ -16,6 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlmodel import select
 
+from harness_bases.codex import CodexBase
 from harness_bases.events import TextDelta
 from storage import harnesses as harness_store
 from storage import keys
@@ -848,3 +849,40 @@ async def test_an_open_live_stream_ends_at_once_on_sign_out_and_on_revoking_its_
             f"/v1/responses/{response_id}/cancel",
             headers={"Authorization": f"Bearer {first_key}"},
         )
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "said"),
+    [
+        ({"maxStep": "\u00b2"}, "maxStep", "whole number"),
+        ({"timeoutSeconds": "\u2460"}, "timeoutSeconds", "whole number"),
+        ({"environment": "env_nope"}, "environment", "environment"),  # the engine's 404
+        ({"plugins": '[{"name": "p", "files": []}]'}, "plugins", "plugin"),  # its 422
+    ],
+)
+def test_a_refused_setting_is_shown_by_its_field_with_what_was_typed_kept(
+    tmp_path: Path, fields: dict[str, str], field: str, said: str
+) -> None:
+    """Whatever the engine's status (400, an unknown environment's 404, a plugin's 422), a
+    refusal that names a field comes back as the form: that field's error, what was typed
+    still in it, nothing changed."""
+    app = create_app(Settings(data_dir=tmp_path, api_key=KEY), bases={"codex": CodexBase()})
+    api = {"Authorization": f"Bearer {KEY}"}
+    with TestClient(app, base_url=ORIGIN, raise_server_exceptions=False) as http:
+        csrf = sign_in(http)
+        harness = http.post("/v1/harnesses", json={"name": "H", "base": "codex"}, headers=api)
+        harness_id = harness.json()["id"]
+        answer = http.post(
+            f"/console/harnesses/{harness_id}/settings",
+            data={"csrf_token": csrf, "name": "Renamed", "systemPrompt": "typed", **fields},
+            headers={"Origin": ORIGIN},
+            follow_redirects=False,
+        )
+        assert answer.status_code == 400, answer.text[:300]
+        page = answer.text
+        assert f'name="{field}" aria-invalid="true"' in page
+        error = re.search(r'<p class="field-error" id="[^"]+-error">([^<]*)</p>', page)
+        assert error and said in error.group(1).lower(), page
+        assert 'value="Renamed"' in page and ">typed</textarea>" in page
+        stored = http.get(f"/v1/harnesses/{harness_id}", headers=api).json()
+        assert stored["name"] == "H" and stored["systemPrompt"] == ""
