@@ -7,19 +7,27 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 from sqlmodel import select
 
+from harness_bases.codex import CodexBase
+from harness_bases.events import TextDelta
 from storage import harnesses as harness_store
 from storage import keys
 from storage import sessions as session_store
 from storage.tables import HarnessRow, ResponseRow, SessionRow, SignInRow
+from tests.conftest import PROVIDER_KEY
+from tests.scripted_provider import RunningProvider
 from tests.support.app_context import app_context
+from tests.support.fakes import FakeBase, Hang
+from tests.support.in_process import InProcess, in_process
+from tests.support.waiting import wait_for
 from uhp_server.app import create_app
 from uhp_server.doors.console.live import resume_after
 from uhp_server.settings import Settings
@@ -27,6 +35,8 @@ from uhp_server.settings import Settings
 KEY = "uhp_sk_console_fast_default_key"
 ORIGIN = "http://testserver"
 FORM_TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
+IN_PROCESS_ORIGIN = "http://uhp.test"  # tests.support.in_process's
+IN_PROCESS_WRITE = {"Origin": IN_PROCESS_ORIGIN}
 
 
 def start(data_dir: Path, base_url: str = ORIGIN, **settings: Any) -> TestClient:
@@ -759,3 +769,120 @@ def test_a_long_session_shows_its_latest_turns_and_pages_back(http: TestClient) 
     assert [t["number"] for t in state["turns"]] == list(range(36, 66))
     for bad in ("0", "-1", "x", "99999999999"):
         assert http.get(f"/console/sessions/{session_id}?before={bad}").status_code == 400
+
+
+async def _console_sign_in(server: InProcess, key: str) -> tuple[httpx.AsyncClient, str]:
+    """A browser of its own (a cookie jar, no bearer header) signed in with `key`; its
+    sign-in's CSRF token."""
+    browser = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=server.app), base_url=IN_PROCESS_ORIGIN, timeout=30
+    )
+    token = form_token((await browser.get("/console/sign-in")).text)
+    answer = await browser.post(
+        "/console/sign-in",
+        data={"key": key, "csrf_token": token},
+        headers={"Origin": IN_PROCESS_ORIGIN},
+    )
+    assert answer.status_code == 303, answer.text
+    return browser, form_token((await browser.get("/console")).text)
+
+
+async def test_an_open_live_stream_ends_at_once_on_sign_out_and_on_revoking_its_key(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    """Sign-out and revocation take effect at once (docs/console.md), for the live stream
+    a page holds open too: it says `end` within about a second, the turn running on."""
+    base = FakeBase()
+    base.script("long", [TextDelta("m", "partial answer"), Hang()])
+    async with in_process(tmp_path / "data", provider.base_url, PROVIDER_KEY, base=base) as server:
+        principals = server.app.state.engine.principals
+        alice = await principals.named("alice")
+        _, first_key = await principals.create_key(alice)
+        second_id, second_key = await principals.create_key(alice)
+        started = await server.client.post(
+            "/v1/responses",
+            json={"input": "long", "background": True},
+            headers={"Authorization": f"Bearer {first_key}"},
+        )
+        assert started.status_code == 200, started.text
+        response_id = started.json()["id"]
+        session_id = started.json()["metadata"]["session_id"]
+        await wait_for(lambda: base.turns)
+
+        async def ended_by(
+            key: str, act: Callable[[httpx.AsyncClient, str], Awaitable[Any]]
+        ) -> str:
+            browser, csrf = await _console_sign_in(server, key)
+            try:
+                live = asyncio.create_task(browser.get(f"/console/sessions/{session_id}/live"))
+                await asyncio.sleep(1.5)
+                assert not live.done(), "the stream ended before the sign-in did"
+                acted = await act(browser, csrf)
+                assert acted.status_code == 303, acted.text
+                answer = await asyncio.wait_for(live, timeout=8)
+            finally:
+                await browser.aclose()
+            assert answer.status_code == 200
+            return answer.text
+
+        def sign_out(browser: httpx.AsyncClient, csrf: str) -> Awaitable[httpx.Response]:
+            return browser.post(
+                "/console/sign-out", data={"csrf_token": csrf}, headers=IN_PROCESS_WRITE
+            )
+
+        def revoke(browser: httpx.AsyncClient, csrf: str) -> Awaitable[httpx.Response]:
+            return browser.post(
+                f"/console/keys/{second_id}/revoke",
+                data={"csrf_token": csrf},
+                headers=IN_PROCESS_WRITE,
+            )
+
+        for act in (sign_out, revoke):
+            text = await ended_by(first_key if act is sign_out else second_key, act)
+            assert "partial answer" in text  # it was following the turn
+            assert text.rstrip().endswith("event: end\ndata: {}"), text[-200:]
+        still = await server.client.get(
+            f"/v1/responses/{response_id}", headers={"Authorization": f"Bearer {first_key}"}
+        )
+        assert still.json()["status"] == "in_progress"  # only the streams ended
+        await server.client.post(
+            f"/v1/responses/{response_id}/cancel",
+            headers={"Authorization": f"Bearer {first_key}"},
+        )
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "said"),
+    [
+        ({"maxStep": "\u00b2"}, "maxStep", "whole number"),
+        ({"timeoutSeconds": "\u2460"}, "timeoutSeconds", "whole number"),
+        ({"environment": "env_nope"}, "environment", "environment"),  # the engine's 404
+        ({"plugins": '[{"name": "p", "files": []}]'}, "plugins", "plugin"),  # its 422
+    ],
+)
+def test_a_refused_setting_is_shown_by_its_field_with_what_was_typed_kept(
+    tmp_path: Path, fields: dict[str, str], field: str, said: str
+) -> None:
+    """Whatever the engine's status (400, an unknown environment's 404, a plugin's 422), a
+    refusal that names a field comes back as the form: that field's error, what was typed
+    still in it, nothing changed."""
+    app = create_app(Settings(data_dir=tmp_path, api_key=KEY), bases={"codex": CodexBase()})
+    api = {"Authorization": f"Bearer {KEY}"}
+    with TestClient(app, base_url=ORIGIN, raise_server_exceptions=False) as http:
+        csrf = sign_in(http)
+        harness = http.post("/v1/harnesses", json={"name": "H", "base": "codex"}, headers=api)
+        harness_id = harness.json()["id"]
+        answer = http.post(
+            f"/console/harnesses/{harness_id}/settings",
+            data={"csrf_token": csrf, "name": "Renamed", "systemPrompt": "typed", **fields},
+            headers={"Origin": ORIGIN},
+            follow_redirects=False,
+        )
+        assert answer.status_code == 400, answer.text[:300]
+        page = answer.text
+        assert f'name="{field}" aria-invalid="true"' in page
+        error = re.search(r'<p class="field-error" id="[^"]+-error">([^<]*)</p>', page)
+        assert error and said in error.group(1).lower(), page
+        assert 'value="Renamed"' in page and ">typed</textarea>" in page
+        stored = http.get(f"/v1/harnesses/{harness_id}", headers=api).json()
+        assert stored["name"] == "H" and stored["systemPrompt"] == ""

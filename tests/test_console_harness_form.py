@@ -173,6 +173,10 @@ def test_removing_takes_items_out() -> None:
     [
         ({"maxStep": "many"}, "maxStep"),
         ({"timeoutSeconds": "-1"}, "timeoutSeconds"),
+        # Digits to str.isdigit(), yet not to int(): the field's 400, never a 500.
+        ({"maxStep": "\u00b2"}, "maxStep"),
+        ({"timeoutSeconds": "\u2460"}, "timeoutSeconds"),
+        ({"maxStep": "\u0663"}, "maxStep"),  # int() takes it; the field says ASCII digits
         ({"plugins": "[not json"}, "plugins"),
         (
             {

@@ -4,6 +4,7 @@ recovery, cancellation, budgets, idempotency, store=false and session busy, in s
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import traceback
 from pathlib import Path
@@ -419,3 +420,49 @@ async def test_an_unknown_response_is_404_before_its_stream_headers_are_read(
         f"/v1/responses/{done.json()['id']}?stream=true", headers={"Last-Event-ID": "x"}
     )
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "Last-Event-ID"
+
+
+async def test_a_revoked_keys_open_streams_are_closed_and_its_tasks_run_on(
+    server: InProcess,
+) -> None:
+    """Revocation takes effect at once for a key's streams too, the one a POST opened, one
+    opened later and a harness's feed: each ends within about a second, the tasks
+    themselves untouched."""
+    server.base.script("long", [TextDelta("m", "partial answer"), Hang()])
+    principals = server.app.state.engine.principals
+    alice = await principals.named("alice")
+    key_id, key = await principals.create_key(alice)
+    _, other_key = await principals.create_key(alice)
+    bearer, other = {"Authorization": f"Bearer {key}"}, {"Authorization": f"Bearer {other_key}"}
+    started = await server.client.post(
+        "/v1/responses", json={"input": "long", "background": True}, headers=bearer
+    )
+    first_id = started.json()["id"]
+    read = asyncio.create_task(
+        server.client.get(f"/v1/responses/{first_id}?stream=true", headers=bearer)
+    )
+    posted = asyncio.create_task(
+        server.client.post("/v1/responses", json={"input": "long", "stream": True}, headers=bearer)
+    )
+    harnesses = (await server.client.get("/v1/harnesses", headers=bearer)).json()["harnesses"]
+    feed = asyncio.create_task(
+        server.client.get(f"/v1/harnesses/{harnesses[0]['id']}/events", headers=bearer)
+    )
+    await wait_for(lambda: len(server.base.turns) == 2)
+    await asyncio.sleep(1.5)
+    assert not posted.done() and not read.done() and not feed.done()
+    assert await principals.revoke_key(alice, key_id)
+    assert (await asyncio.wait_for(feed, timeout=8)).status_code == 200
+    ids = []
+    for stream in (read, posted):
+        answer = await asyncio.wait_for(stream, timeout=8)
+        assert answer.status_code == 200
+        assert "partial answer" in answer.text  # it was following the turn
+        assert "response.completed" not in answer.text and "response.failed" not in answer.text
+        ids.append(re.search(r'"id":"(resp_[^"]+)"', answer.text).group(1))  # type: ignore[union-attr]
+    assert ids[0] == first_id and ids[1] != first_id
+    assert (await server.client.get("/v1/sessions", headers=bearer)).status_code == 401
+    for response_id in ids:  # only the streams ended
+        still = await server.client.get(f"/v1/responses/{response_id}", headers=other)
+        assert still.json()["status"] == "in_progress"
+        await server.client.post(f"/v1/responses/{response_id}/cancel", headers=other)

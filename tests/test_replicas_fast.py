@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from starlette.requests import Request
 
 from storage import door_sessions
 from storage.db import EVENTS_CHANNEL
@@ -20,6 +21,7 @@ from storage.unit import Tx
 from tests.scripted_provider import RunningProvider
 from tests.support import postgres
 from tests.support.fakes import answer
+from tests.support.in_process import API_KEY
 from tests.support.replica_pair import (
     LEASE,
     ONLY_ON_POSTGRESQL,
@@ -268,8 +270,15 @@ async def test_the_harness_events_feed_answers_once_it_hears_the_other_replicas(
         monkeypatch.setattr(notes, "_listen_as_wanted", late)
 
         streams = StreamLimits(max_connections=64)
+        bearer = (b"authorization", f"Bearer {API_KEY}".encode())
+        request = Request({"type": "http", "headers": [bearer], "app": b.app})
         answered = await harness_events(
-            first["metadata"]["harness_id"], principal, b.ctx.engine, b.ctx.settings, streams
+            first["metadata"]["harness_id"],
+            request,
+            principal,
+            b.ctx.engine,
+            b.ctx.settings,
+            streams,
         )
 
         assert answered.status_code == 200

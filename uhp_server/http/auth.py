@@ -7,6 +7,7 @@ say (engine/facade/principals.py); this reads the header and answers a refusal.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -46,6 +47,19 @@ async def _authenticate(request: Request) -> Principal:
     if principal is None:
         raise _unauthorized("invalid_credential", "The credential is not valid.")
     return principal
+
+
+def still_authenticated(request: Request, principal: Principal) -> Callable[[], Awaitable[bool]]:
+    """For a stream the request opened: whether its bearer token still acts for `principal`
+    (a revoked key no longer does), asked again while the stream is open."""
+
+    async def check() -> bool:
+        try:
+            return (await _authenticate(request)).id == principal.id
+        except ApiError:
+            return False
+
+    return check
 
 
 CurrentPrincipal = Annotated[Principal, Depends(require_principal)]

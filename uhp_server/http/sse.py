@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from uhp_server.http.while_allowed import while_allowed
 
 # Every message ends with LF LF, as the OpenAI API frames them. The SSE standard allows CRLF
 # too (sse-starlette's default), but clients that split a stream on "\n\n", the protocol's
@@ -33,7 +35,16 @@ class KeepAlive(ServerSentEvent):
         return f": keep-alive{self._sep}".encode()
 
 
-def sse_response(events: AsyncIterator[dict[str, Any]], keepalive_seconds: float) -> Any:
+def sse_response(
+    events: AsyncIterator[dict[str, Any]],
+    keepalive_seconds: float,
+    allowed: Callable[[], Awaitable[bool]] | None = None,
+) -> Any:
+    """The events as a stream; with `allowed`, only while it holds (asked about once a
+    second: a revoked key's open stream is closed, as its next request is refused)."""
+    if allowed is not None:
+        events = while_allowed(events, allowed)
+
     async def messages() -> AsyncIterator[ServerSentEvent]:
         async for event in events:
             yield ServerSentEvent(

@@ -153,7 +153,8 @@ def _number(form: dict[str, str], name: str) -> int | None:
     text = form.get(name, "").strip()
     if not text:
         return None
-    if not text.isdigit() or len(text) > 12:
+    # ASCII digits only: str.isdigit() also takes "²" and "①", which int() refuses.
+    if not (text.isascii() and text.isdigit()) or len(text) > 12:
         raise ApiError(400, "invalid_input", "Type a whole number, or leave it empty.", param=name)
     return int(text)
 

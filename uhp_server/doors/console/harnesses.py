@@ -93,7 +93,8 @@ async def _harness_page(
     errors: dict[str, str] | None = None,
 ) -> Response:
     """The harness's page: its models, its settings as fields (a refusal's message beside
-    the field it names, the values sent kept), and the whole configuration as JSON."""
+    the field it names, the values sent kept: a 400, whatever the engine's status), and the
+    whole configuration as JSON."""
     models = await engine.harnesses.models_of(visitor.principal.id, harness.id)
     wire = harness_to_wire(harness)
     memories = await _memories(engine, visitor, harness.id)
@@ -127,23 +128,33 @@ async def save_settings(
         body = body_from(form, current)
         await engine.harnesses.replace(visitor.principal.id, harness.id, body)
     except ApiError as refused:
-        if refused.status != 400:
-            raise
+        if refused.status >= 500 or (refused.status != 400 and refused.param is None):
+            raise  # not about what was typed (the harness is gone): the plain error page
         shown = fields_of(body) if body is not None else _typed(fields_of(current), form)
-        errors = {refused.param or "configuration": refused.message}
+        errors = _field_error(refused, "configuration")
         return await _harness_page(engine, visitor, harness, shown, errors)
     try:
         await _save_memories(engine, visitor, harness.id, form)
     except ApiError as refused:
-        if refused.status not in (400, 422):
+        if refused.status >= 500 or (refused.status not in (400, 422) and refused.param is None):
             raise
         saved = await engine.harnesses.get(visitor.principal.id, harness.id)
-        message = f"{refused.message} The other settings were saved."
-        errors = {refused.param or "default_memory_id": message}
+        errors = _field_error(refused, "default_memory_id", " The other settings were saved.")
         return await _harness_page(
             engine, visitor, saved, fields_of(harness_to_wire(saved)), errors
         )
     return see_other(_harness_url(harness.id))
+
+
+def _field_error(refused: ApiError, otherwise: str, more: str = "") -> dict[str, str]:
+    """The refusal as the error of the field it names (`otherwise` when it names none). A
+    place inside the plugins, which the form edits as one JSON field, is that field's, the
+    place named in the message."""
+    param = refused.param or otherwise
+    message = refused.message + more
+    if param.startswith("plugins["):
+        return {"plugins": f"{param}: {message}"}
+    return {param: message}
 
 
 async def _memories(engine: Engine, visitor: Visitor, harness_id: str) -> HarnessMemories | None:

@@ -9,6 +9,10 @@ arrive together are folded into one message (a burst of text deltas is one rende
 page stays as close behind the API's stream as one render. Each message's id is the response
 and the last sequence number it covers: a reconnecting browser sends it back (Last-Event-ID)
 and is sent only what came after.
+
+The sign-in is looked up again while the stream is open (http/while_allowed.py: about once
+a second): once it has ended, by sign-out, expiry or its key's revocation, the stream says
+`end` and sends nothing more of the turn; the page then reloads onto the sign-in form.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from uhp_server.doors.deps import EngineDep, SettingsDep, StreamsDep
 from uhp_server.doors.uhp.share_page.render import STATUS_LABELS, render_turn
 from uhp_server.engine import TERMINAL_TYPES, Folding, Turn, pending_questions
 from uhp_server.http.sse import SEPARATOR, STREAM_HEADERS, KeepAlive
+from uhp_server.http.while_allowed import while_allowed
 
 router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
 
@@ -67,8 +72,8 @@ async def session_live(
     settings: SettingsDep,
     streams: StreamsDep,
 ) -> Response:
-    """The session's latest turn, live until it ends; then an `end` message (the page is
-    rendered again, its controls being the server's)."""
+    """The session's latest turn, live until it ends or the sign-in does; then an `end`
+    message (the page is rendered again, its controls being the server's)."""
     visitor = await guard.visitor(request)
     shown = await engine.sessions.turn_page(visitor.principal.id, session_id, 1)
     if not shown.turns:
@@ -81,8 +86,14 @@ async def session_live(
         resume_after(request.headers.get("last-event-id"), latest.id),
     )
 
+    async def still_signed_in() -> bool:
+        # Looked up with its key, as every page is: sign-out and revocation end it.
+        return await engine.sign_ins.live(visitor.cookie) is not None
+
     async def answer() -> Response:
-        events = await engine.events(visitor.principal.id, latest.id)
+        events = while_allowed(
+            await engine.events(visitor.principal.id, latest.id), still_signed_in
+        )
         return _stream(_messages(visitor, following, events), settings.keepalive_seconds)
 
     return await streams.serve(visitor.principal.id, answer)

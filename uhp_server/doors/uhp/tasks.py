@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query, Request
@@ -26,7 +27,7 @@ from pydantic import (
 from uhp_server.doors.deps import EngineDep, SettingsDep, StreamsDep
 from uhp_server.engine import Accepted, Engine, EngineTask, QuestionPolicy
 from uhp_server.errors import ApiError
-from uhp_server.http.auth import CurrentPrincipal
+from uhp_server.http.auth import CurrentPrincipal, still_authenticated
 from uhp_server.http.sse import sse_response
 from uhp_server.http.strict_json import StrictJsonRoute, null_means_default
 from uhp_server.settings import Settings
@@ -144,20 +145,20 @@ async def _deliver(
     settings: Settings,
     principal_id: str,
     accepted: Accepted,
-    stream: bool,
+    stream: Callable[[], Awaitable[bool]] | None,
     background: bool,
 ) -> Any:
-    """The answer to `POST /v1/responses`: the new task streamed, waited for or as it
-    stands; an idempotent repeat's is its first request's response, read back by its id
-    (it may have been deleted since)."""
+    """The answer to `POST /v1/responses`: the new task streamed (`stream`: whether the
+    caller may still read it), waited for or as it stands; an idempotent repeat's is its
+    first request's response, read back by its id (it may have been deleted since)."""
     await engine.started(accepted.response_id)  # a repeat may find it mid-acceptance
     if accepted.fresh:  # just accepted here: all of it is in memory
         if stream:
-            return sse_response(accepted.events(), settings.keepalive_seconds)
+            return sse_response(accepted.events(), settings.keepalive_seconds, stream)
         return JSONResponse(await accepted.response(wait=not background))
     if stream:
         events = await engine.events(principal_id, accepted.response_id)
-        return sse_response(events, settings.keepalive_seconds)
+        return sse_response(events, settings.keepalive_seconds, stream)
     return JSONResponse(
         await engine.result(principal_id, accepted.response_id, wait=not background)
     )
@@ -183,6 +184,8 @@ async def create_response(
         )
     raw = body.model_dump(exclude_unset=True)
     print_ = fingerprint(raw) if idempotency_key else None
+    # A stream lasts while the key does (a revoked key's is closed; the task runs on).
+    streamed = still_authenticated(request, principal) if body.stream else None
 
     async def answer() -> Any:
         if idempotency_key and print_:
@@ -190,7 +193,7 @@ async def create_response(
             if existing:
                 repeat = Accepted.repeat(existing)
                 return await _deliver(
-                    engine, settings, principal.id, repeat, body.stream, body.background
+                    engine, settings, principal.id, repeat, streamed, body.background
                 )
         accepted = await engine.start(
             uhp_task(principal.id, raw),
@@ -198,9 +201,7 @@ async def create_response(
             fingerprint=print_,
             base_url=str(request.base_url),  # artifact download_url is absolute, on this origin
         )
-        return await _deliver(
-            engine, settings, principal.id, accepted, body.stream, body.background
-        )
+        return await _deliver(engine, settings, principal.id, accepted, streamed, body.background)
 
     if body.stream:  # a place for the stream first: a refused one starts no task
         return await streams.serve(principal.id, answer)
@@ -235,7 +236,8 @@ async def get_response(
 
     async def answer() -> Any:
         events = await engine.events(principal.id, response_id, after)
-        return sse_response(events, settings.keepalive_seconds)
+        allowed = still_authenticated(request, principal)  # closed once the key is revoked
+        return sse_response(events, settings.keepalive_seconds, allowed)
 
     return await streams.serve(principal.id, answer)
 
