@@ -59,3 +59,28 @@ async def test_the_sources_error_is_raised_to_the_reader() -> None:
 
 async def _all(items: AsyncIterator[int]) -> list[int]:
     return [n async for n in items]
+
+
+async def test_a_slow_reader_holds_the_source_back() -> None:
+    """The source is read at most PUMP_AHEAD items ahead of the reader, as it would be
+    without the check: a stream's memory stays bounded however slowly its client reads."""
+    from uhp_server.http.while_allowed import PUMP_AHEAD
+
+    produced = 0
+
+    async def source() -> AsyncIterator[int]:
+        nonlocal produced
+        for n in range(10 * PUMP_AHEAD):
+            produced += 1
+            yield n
+
+    async def yes() -> bool:
+        return True
+
+    stream = while_allowed(source(), yes)
+    first = await anext(stream)
+    await asyncio.sleep(0.05)  # the pump runs ahead while the reader does not read
+    assert first == 0
+    assert produced <= PUMP_AHEAD + 2
+    rest = [item async for item in stream]
+    assert rest == list(range(1, 10 * PUMP_AHEAD))

@@ -19,6 +19,7 @@ from typing import TypeVar, cast
 T = TypeVar("T")
 
 CHECK_EVERY_SECONDS = 1.0
+PUMP_AHEAD = 256  # items read from the source ahead of the reader, at most
 _DONE = object()  # what the pump queues after the source's last item
 
 
@@ -30,7 +31,8 @@ async def while_allowed(
     """`items`, until they end or `allowed()` stops holding. It is asked whenever its last
     yes is `every` seconds old, items flowing or not, so nothing is passed on more than
     `every` seconds after a yes. An error of the source's is raised here."""
-    queue: asyncio.Queue[object] = asyncio.Queue()
+    # Bounded, so that a slow reader still holds the source back as it did without the check.
+    queue: asyncio.Queue[object] = asyncio.Queue(maxsize=PUMP_AHEAD)
     pump = asyncio.create_task(_pump(items, queue))
     checked = time.monotonic()
     try:
@@ -43,6 +45,8 @@ async def while_allowed(
             try:
                 item = await asyncio.wait_for(queue.get(), timeout=wait)
             except TimeoutError:
+                if pump.done() and queue.empty():
+                    break  # the source failed with the queue full: its error is raised below
                 continue  # a quiet spell: time to ask again
             if item is _DONE:
                 break
@@ -58,6 +62,11 @@ async def while_allowed(
 async def _pump(items: AsyncIterator[T], queue: asyncio.Queue[object]) -> None:
     try:
         async for item in items:
-            queue.put_nowait(item)
-    finally:
-        queue.put_nowait(_DONE)
+            await queue.put(item)
+    except BaseException:
+        # The source failed (or the reader left): the marker if there is room, else the
+        # reader finds the pump done once it has taken what is queued.
+        with contextlib.suppress(asyncio.QueueFull):
+            queue.put_nowait(_DONE)
+        raise
+    await queue.put(_DONE)
