@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,8 @@ def collected(marks: str) -> list[str]:
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", marks, HEAVY, FAST],
         cwd=ROOT,
+        # not the shard of the pass this runs in (tests/support/shards.py): both tests, always
+        env={k: v for k, v in os.environ.items() if k != "UHP_TEST_SHARD"},
         capture_output=True,
         text=True,
         timeout=120,
