@@ -311,6 +311,18 @@ def test_a_memory_tree_grants_and_records_with_their_history(http: TestClient) -
     # Bad attributes are a 400 page, nothing written.
     bad = post(http, f"/console/memories/{deals}/records", csrf, content="x", attributes="[1]")
     assert bad.status_code == 400
+    # NaN and Infinity are not JSON (the parser refuses them); 1e999 is, and overflows to an
+    # infinity, which the engine refuses: kept, either would break recall's filters.
+    for said, status, why in (
+        ('{"seats": NaN}', 400, "not valid JSON"),
+        ('{"a": {"b": [-Infinity]}}', 400, "not valid JSON"),
+        ('{"seats": 1e999}', 422, "not a finite number"),
+    ):
+        bad = post(
+            http, f"/console/memories/{deals}/records", csrf, content="Spoilt", attributes=said
+        )
+        assert bad.status_code == status and why in bad.text, said
+    assert "Spoilt" not in http.get(f"/console/memories/{deals}?include=all").text
 
 
 def test_the_recall_box_shows_hits_where_they_are_and_what_the_answer_says(

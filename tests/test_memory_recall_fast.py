@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from storage.unit import Tx
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
 from tests.support.in_process import InProcess, in_process
@@ -216,6 +217,58 @@ async def test_filters_fuse_with_words_and_reach_types_attributes_and_times(
     nothing = await _recall(server, mid, filters={"field": "type", "op": "eq", "value": "link"})
     assert nothing["results"] == [] and nothing["abstain"] is True
     assert len((await _recall(server, mid, text="renewal Acme", limit=1))["results"]) == 1
+
+
+async def test_nan_and_infinity_are_refused_and_a_malformed_stored_row_fails_no_filter(
+    server: InProcess,
+) -> None:
+    """JSON has no NaN or Infinity, though Python's parser reads them: a write stating one
+    is refused, and a row kept with one before (which SQLite's JSON functions cannot read)
+    makes no filtered recall over it fail, the owner's nor a grantee's."""
+    root, child = await _tree(server)
+    mid = child["id"]
+    as_json = {"content-type": "application/json"}
+    url = f"/v1/memories/{mid}/records"
+    # NaN and Infinity are not JSON: the API's body parser refuses them before the engine
+    for raw in (b'{"a": NaN}', b'{"a": {"b": [1, Infinity]}}', b'{"a": -Infinity}'):
+        body = b'{"content": "seats", "attributes": ' + raw + b"}"
+        refused = await server.client.post(url, content=body, headers=as_json)
+        assert refused.status_code == 400 and _code(refused) == "invalid_input", refused.text
+    # 1e999 is JSON, and overflows to an infinity: the engine refuses it
+    for raw in (b'{"a": 1e999}', b'{"a": {"b": [1, -1e999]}}'):
+        body = b'{"content": "seats", "attributes": ' + raw + b"}"
+        refused = await server.client.post(url, content=body, headers=as_json)
+        assert refused.status_code == 422 and _code(refused) == "memory_invalid", refused.text
+        assert refused.json()["error"]["param"] == "attributes"
+    body = b'{"content": [{"type": "text", "text": "x", "x.n": 1e999}]}'
+    refused = await server.client.post(url, content=body, headers=as_json)
+    assert refused.status_code == 422 and _code(refused) == "memory_invalid", refused.text
+    assert (await server.client.get(f"/v1/memories/{mid}/records")).json()["data"] == []
+    # a row as one was kept before the refusal: attributes no JSON parser here accepts
+    kept = await _record(server, mid, content="Seats counted.", attributes={"seats": 1})
+    plain = await _record(server, mid, content="Seats counted twice.", attributes={"seats": 12})
+    server.ctx.db.run(_spoil_attributes, kept["id"])
+    other = Other(server)
+    granted = await server.client.post(
+        f"/v1/memories/{root['id']}/grants",
+        json={"principal": other.principal, "privileges": ["read"]},
+    )
+    assert granted.status_code == 200
+    for headers in (None, other.headers):
+        for op in ("gte", "eq", "ne", "lt"):
+            seats = {"field": "attributes.seats", "op": op, "value": 12}
+            found = set(_found(await _recall(server, root["id"], headers, filters=seats)))
+            assert found == ({plain["id"]} if op in ("gte", "eq") else set())
+        vip = {"field": "attributes.vip", "op": "ne", "value": True}
+        assert set(_found(await _recall(server, mid, headers, filters=vip))) == set()
+
+
+def _spoil_attributes(tx: Tx, record_id: str) -> None:
+    """Attributes as Python's json.dumps wrote a NaN before writes refused it. On SQLite
+    (a text column) such a row could be kept; PostgreSQL's json column never took one."""
+    if tx.dialect.name == "sqlite":
+        spoilt = '{"seats": NaN}'
+        tx.execute("UPDATE memory_record SET attributes = ? WHERE id = ?", (spoilt, record_id))
 
 
 async def test_recall_reads_as_of_an_instant_and_forgotten_records_only_when_asked(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
@@ -265,13 +265,18 @@ def _statement(fields: dict[str, str], revising: bool) -> dict[str, Any]:
     attributes = fields.get("attributes", "").strip()
     if attributes:
         try:
-            parsed = json.loads(attributes)
+            parsed = json.loads(attributes, parse_constant=_no_constant)
         except (ValueError, RecursionError):
             raise ApiError(400, "invalid_input", "The attributes are not valid JSON.") from None
         if not isinstance(parsed, dict):
             raise ApiError(400, "invalid_input", "The attributes must be a JSON object.")
         body["attributes"] = parsed
     return body
+
+
+def _no_constant(name: str) -> NoReturn:
+    """JSON has no NaN or Infinity, though Python's parser reads them."""
+    raise ValueError(f"{name} is not JSON")
 
 
 @router.post(MEMORIES + "/{memory_id}/records")
