@@ -308,6 +308,50 @@ async def test_a_question_covers_at_most_the_cap_nearest_first_and_says_so(
     assert whole["degraded"] == [] and len(whole["results"]) == 2
 
 
+async def test_memories_the_caller_may_not_read_use_up_no_part_of_the_cap(
+    server: InProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A grantee that fills the owner's memory with restricted children of its own neither
+    hides the owner's memories from its recall and graph nor shows in `degraded`; only past
+    the bound on memories read is what lies further said to be left out."""
+    monkeypatch.setattr(memory_recall, "MAX_MEMORIES", 5)
+    monkeypatch.setattr(memory_recall, "MAX_READ", 30)
+    root = await _memory(server, "Shared")
+    mine = await _memory(server, "Notes", parent_id=root["id"])
+    deep = await _memory(server, "Deep", parent_id=mine["id"])
+    fact = await _record(server, deep["id"], content="The ledger is blue.")
+    other = Other(server)
+    granted = await server.client.post(
+        f"/v1/memories/{root['id']}/grants",
+        json={"principal": other.principal, "privileges": ["read", "create"]},
+    )
+    assert granted.status_code == 200
+
+    async def junk(count: int) -> None:
+        for index in range(count):
+            made = await server.client.post(
+                "/v1/memories",
+                json={"name": f"junk {index}", "parent_id": root["id"], "restricted": True},
+                headers=other.headers,
+            )
+            assert made.status_code == 200, made.text
+
+    await junk(8)  # the nearest 5 below the root are now mostly the other's
+    answer = await _recall(server, root["id"], text="ledger")
+    assert _found(answer) == [fact["id"]] and answer["degraded"] == []
+    graph = await server.client.post(f"/v1/memories/{root['id']}/graph", json={})
+    assert graph.status_code == 200, graph.text
+    assert [n["record"]["id"] for n in graph.json()["nodes"]] == [fact["id"]]
+    assert graph.json()["degraded"] == []
+    # the other reads its own junk and the owner's memories: 11 it may read, 5 covered
+    theirs = await _recall(server, root["id"], other.headers, text="ledger")
+    assert theirs["degraded"] == ["subtree:capped_at_5_memories"]
+    # past the bound on memories read (30), what lies further is unknown: said to be capped
+    await junk(25)
+    bounded = await _recall(server, root["id"], text="ledger")
+    assert _found(bounded) == [] and bounded["degraded"] == ["subtree:capped_at_5_memories"]
+
+
 # -- two principals ----------------------------------------------------------------------------
 async def test_no_recall_hit_of_one_principal_reaches_another_without_a_grant(
     server: InProcess,

@@ -566,7 +566,7 @@ class Memories:
         and what is below it that the caller may read (memory_graph.py)."""
         ask = graph_request(body)
         seen = await self._requiring(caller, memory_id, READ)
-        capped = await seen.subtree(memory_id, most=memory_recall.MAX_MEMORIES)
+        scope, capped = await memory_recall.scope(seen, memory_id, None)
 
         async def shown(version: Version) -> MemoryRecord:
             return await self._shown(seen, version)
@@ -574,7 +574,7 @@ class Memories:
         walk = GraphWalk(self.db, seen.access, seen.providers, self.providers, shown, seen.reach)
         if capped:
             walk.degraded.append(memory_recall.subtree_capped())
-        return await walk.graph(memory_id, ask)
+        return await walk.graph(scope, ask)
 
     # -- file parts (§4.3, §7) ------------------------------------------------------------
     async def content(
