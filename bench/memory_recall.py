@@ -119,7 +119,7 @@ async def build_tree(db: Database, memories: int) -> Tree:
             privileges=["read"],
             created_at_ms=now,
         )
-        await db.write(store.put_grant, reader, order=Order.ANY)
+        await db.write(store.put_grant, reader, "bench", order=Order.ANY)
     cut_off = branches_n - 1
     readable = [leaf for i, leaf in enumerate(leaves) if i % branches_n != cut_off]
     return Tree(root, branches, leaves, [*readable, leaves[cut_off]])

@@ -343,7 +343,8 @@ class Memories:
             privileges=ordered(privileges),
             created_at_ms=store.now_ms(),
         )
-        return _grant(await self.db.write(store.put_grant, row, order=Order.ANY), inherited=False)
+        put = await self.db.write(store.put_grant, row, caller.member_id, order=Order.ANY)
+        return _grant(put, inherited=False)
 
     async def _may_let_in(self, caller: Caller, principal: str) -> None:
         """A harness's agent (`member:<harness id>`, §9) is let in by its harness's owner
@@ -364,7 +365,10 @@ class Memories:
 
     async def revoke(self, caller: Caller, memory_id: str, grant_id: str) -> None:
         await self._requiring(caller, memory_id, DELETE)
-        if not await self.db.write(store.delete_grant, memory_id, grant_id, order=Order.ANY):
+        revoked = await self.db.write(
+            store.delete_grant, memory_id, grant_id, caller.member_id, order=Order.ANY
+        )
+        if not revoked:
             raise ApiError(404, "not_found", "No grant with that id on this memory.")
 
     # -- records (§4, §5) -----------------------------------------------------------------
