@@ -36,6 +36,9 @@ MEMORIES = PREFIX + "/memories"
 PRIVILEGES = ("read", "write", "create", "delete")
 MAX_QUESTION = 2000
 RECORDS_SHOWN = 100  # a page of the memory's records (the chapter's own cap is 200)
+# The memories on the tree page: where one enters and their children; the rest through the
+# API (`GET /v1/memories`, `?parent=`), and each memory's page lists its children.
+TREE_SHOWN = 500
 
 
 def memory_url(memory_id: str) -> str:
@@ -55,15 +58,11 @@ class Node:
 
 
 # -- the tree -------------------------------------------------------------------------------
-async def visible(engine: Engine, visitor: Visitor) -> list[Memory]:
-    """Every memory the visitor may see: where it enters the tree, and all below each."""
-    caller = caller_of(visitor.principal)
-    entries = await engine.memories.listing(caller)
-    found = {m.id: m for m in entries}
-    for entry in entries:
-        for below in await engine.memories.listing(caller, ancestor=entry.id):
-            found.setdefault(below.id, below)
-    return list(found.values())
+async def visible(engine: Engine, visitor: Visitor) -> tuple[list[Memory], bool]:
+    """Where the visitor enters the tree and each entry's children, at most `TREE_SHOWN`
+    (one call, whatever lies deeper: a memory's page lists its own children), and whether
+    some were left out."""
+    return await engine.memories.overview(caller_of(visitor.principal), TREE_SHOWN)
 
 
 def tree_of(memories: list[Memory]) -> list[Node]:
@@ -79,7 +78,7 @@ def tree_of(memories: list[Memory]) -> list[Node]:
 @router.get(MEMORIES)
 async def memory_tree(request: Request, engine: EngineDep) -> Response:
     visitor = await guard.visitor(request)
-    memories = await visible(engine, visitor)
+    memories, left_out = await visible(engine, visitor)
     creatable = sorted(
         (m for m in memories if "create" in m.privileges), key=lambda m: m.name.lower()
     )
@@ -88,6 +87,8 @@ async def memory_tree(request: Request, engine: EngineDep) -> Response:
         visitor=visitor,
         section="memories",
         roots=tree_of(memories),
+        left_out=left_out,
+        shown=TREE_SHOWN,
         parents=creatable,
         parent_id=request.query_params.get("parent", ""),
     )

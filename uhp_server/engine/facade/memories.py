@@ -215,6 +215,21 @@ class Memories:
             ids = access.entries()
         return await self._memories(seen, ids)
 
+    async def overview(self, caller: Caller, most: int) -> tuple[list[Memory], bool]:
+        """Where the caller enters the tree and the children of each, entries first, at most
+        `most` in all, and whether some were left out: a page that shows what one may see
+        from reads that do not grow with the subtrees below (a deeper level is a memory's
+        own children, `listing(parent=…)`)."""
+        seen = self._seen(caller)
+        await seen.enter()
+        entries = seen.access.entries()[: most + 1]
+        await seen.expand(entries[:most])
+        found = [
+            *entries,
+            *(kid for entry in entries[:most] for kid in seen.access.children(entry)),
+        ]
+        return await self._memories(seen, found[:most]), len(found) > most
+
     async def update(self, caller: Caller, memory_id: str, body: dict[str, Any]) -> Memory:
         """Names and descriptions need `write`; restricting or moving needs `delete`, and a
         move `create` on the new parent. A field that says what the caller already sees
