@@ -19,8 +19,10 @@ from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
 from tests.support.in_process import InProcess, in_process
 from tests.support.schema import validate
-from tests.test_memories_fast import Other, _code, _memory, _record, _tree
+from tests.test_memories_fast import Other, _code, _memory, _record, _tree, root_writer
 from uhp_server.engine.facade import memory_recall
+from uhp_server.errors import ApiError
+from uhp_server.memories.access import Caller
 
 
 @pytest.fixture
@@ -229,25 +231,29 @@ async def test_nan_and_infinity_are_refused_and_a_malformed_stored_row_fails_no_
     mid = child["id"]
     as_json = {"content-type": "application/json"}
     url = f"/v1/memories/{mid}/records"
-    # NaN and Infinity are not JSON: the API's body parser refuses them before the engine
-    for raw in (b'{"a": NaN}', b'{"a": {"b": [1, Infinity]}}', b'{"a": -Infinity}'):
+    # NaN and Infinity are not JSON, and 1e999 overflows to an infinity: the API's body
+    # parser refuses each before the engine
+    for raw in (b'{"a": NaN}', b'{"a": {"b": [1, Infinity]}}', b'{"a": -1e999}'):
         body = b'{"content": "seats", "attributes": ' + raw + b"}"
         refused = await server.client.post(url, content=body, headers=as_json)
         assert refused.status_code == 400 and _code(refused) == "invalid_input", refused.text
-    # 1e999 is JSON, and overflows to an infinity: the engine refuses it
-    for raw in (b'{"a": 1e999}', b'{"a": {"b": [1, -1e999]}}'):
-        body = b'{"content": "seats", "attributes": ' + raw + b"}"
-        refused = await server.client.post(url, content=body, headers=as_json)
-        assert refused.status_code == 422 and _code(refused) == "memory_invalid", refused.text
-        assert refused.json()["error"]["param"] == "attributes"
-    body = b'{"content": [{"type": "text", "text": "x", "x.n": 1e999}]}'
-    refused = await server.client.post(url, content=body, headers=as_json)
-    assert refused.status_code == 422 and _code(refused) == "memory_invalid", refused.text
-    assert (await server.client.get(f"/v1/memories/{mid}/records")).json()["data"] == []
-    # a row as one was kept before the refusal: attributes no JSON parser here accepts
     kept = await _record(server, mid, content="Seats counted.", attributes={"seats": 1})
+    # the engine refuses them from any door (the console's form, an agent's tools)
+    caller = Caller(root_writer(kept))
+    for said, param in (
+        ({"content": "seats", "attributes": {"a": {"b": [1, float("inf")]}}}, "attributes"),
+        ({"content": [{"type": "text", "text": "x", "x.n": float("nan")}]}, None),
+    ):
+        with pytest.raises(ApiError) as refusal:
+            await server.ctx.engine.memories.remember(caller, mid, said)
+        assert refusal.value.status == 422 and refusal.value.code == "memory_invalid"
+        assert refusal.value.param == param
+    listed = (await server.client.get(f"/v1/memories/{mid}/records")).json()["data"]
+    assert [r["id"] for r in listed] == [kept["id"]]
+    # a row as one was kept before the refusal: attributes no JSON parser here accepts
     plain = await _record(server, mid, content="Seats counted twice.", attributes={"seats": 12})
-    server.ctx.db.run(_spoil_attributes, kept["id"])
+    spoilt = server.ctx.db.run(_spoil_attributes, kept["id"])
+    untouched = set() if spoilt else {kept["id"]}  # (seats 1, where it could not be spoilt)
     other = Other(server)
     granted = await server.client.post(
         f"/v1/memories/{root['id']}/grants",
@@ -258,17 +264,20 @@ async def test_nan_and_infinity_are_refused_and_a_malformed_stored_row_fails_no_
         for op in ("gte", "eq", "ne", "lt"):
             seats = {"field": "attributes.seats", "op": op, "value": 12}
             found = set(_found(await _recall(server, root["id"], headers, filters=seats)))
-            assert found == ({plain["id"]} if op in ("gte", "eq") else set())
+            assert found == ({plain["id"]} if op in ("gte", "eq") else untouched)
         vip = {"field": "attributes.vip", "op": "ne", "value": True}
         assert set(_found(await _recall(server, mid, headers, filters=vip))) == set()
 
 
-def _spoil_attributes(tx: Tx, record_id: str) -> None:
+def _spoil_attributes(tx: Tx, record_id: str) -> bool:
     """Attributes as Python's json.dumps wrote a NaN before writes refused it. On SQLite
-    (a text column) such a row could be kept; PostgreSQL's json column never took one."""
-    if tx.dialect.name == "sqlite":
-        spoilt = '{"seats": NaN}'
-        tx.execute("UPDATE memory_record SET attributes = ? WHERE id = ?", (spoilt, record_id))
+    (a text column) such a row could be kept; PostgreSQL's json column never took one, so
+    there nothing is changed (False)."""
+    if tx.dialect.name != "sqlite":
+        return False
+    spoilt = '{"seats": NaN}'
+    tx.execute("UPDATE memory_record SET attributes = ? WHERE id = ?", (spoilt, record_id))
+    return True
 
 
 async def test_recall_reads_as_of_an_instant_and_forgotten_records_only_when_asked(
