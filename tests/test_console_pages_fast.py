@@ -361,8 +361,10 @@ def test_the_memory_tree_shows_entries_and_their_children_within_a_cap(
     def made(name: str, parent: str | None = None) -> str:
         answer = http.post("/v1/memories", json={"name": name, "parent_id": parent}, headers=api)
         assert answer.status_code == 200, answer.text
-        return str(answer.json()["id"])
+        ids[name] = str(answer.json()["id"])
+        return ids[name]
 
+    ids: dict[str, str] = {}
     for i in range(4):
         root = made(f"Root {i}")
         made(f"Leaf {i}", made(f"Branch {i}", root))
@@ -381,6 +383,19 @@ def test_the_memory_tree_shows_entries_and_their_children_within_a_cap(
     assert "GET /v1/memories" in page
     # what is not drawn is a count on its parent, and there on its parent's own page
     assert page.count("1 child (open it to see them)") == 4
+    # a memory not drawn is still offered to make a memory in, from its page's link
+    leaf = ids["Leaf 3"]
+    page = mallory.get(f"/console/memories?parent={leaf}").text
+    assert f'<option value="{leaf}" selected>Leaf 3</option>' not in page  # it may only read
+    mine = http.post(
+        f"/v1/memories/{leaf}/grants",
+        json={"principal": f"member:{theirs}", "privileges": ["read", "create"]},
+        headers=api,
+    )
+    assert mine.status_code == 200, mine.text
+    page = mallory.get(f"/console/memories?parent={leaf}").text
+    assert f'<option value="{leaf}" selected>Leaf 3</option>' in page
+    assert mallory.get("/console/memories?parent=" + "x" * 300).status_code == 200
 
 
 def test_another_principals_memory_is_not_there(http: TestClient, mallory: TestClient) -> None:

@@ -39,6 +39,7 @@ RECORDS_SHOWN = 100  # a page of the memory's records (the chapter's own cap is 
 # The memories on the tree page: where one enters and their children; the rest through the
 # API (`GET /v1/memories`, `?parent=`), and each memory's page lists its children.
 TREE_SHOWN = 500
+MAX_ID = 200  # a memory id named in a link (longer is no memory)
 
 
 def memory_url(memory_id: str) -> str:
@@ -79,9 +80,10 @@ def tree_of(memories: list[Memory]) -> list[Node]:
 async def memory_tree(request: Request, engine: EngineDep) -> Response:
     visitor = await guard.visitor(request)
     memories, left_out = await visible(engine, visitor)
-    creatable = sorted(
-        (m for m in memories if "create" in m.privileges), key=lambda m: m.name.lower()
-    )
+    parent_id = request.query_params.get("parent", "")
+    creatable = [m for m in memories if "create" in m.privileges]
+    if parent_id and all(m.id != parent_id for m in memories):
+        creatable.extend(await _deeper_parent(engine, visitor, parent_id))
     return page(
         "memories.html",
         visitor=visitor,
@@ -89,9 +91,21 @@ async def memory_tree(request: Request, engine: EngineDep) -> Response:
         roots=tree_of(memories),
         left_out=left_out,
         shown=TREE_SHOWN,
-        parents=creatable,
-        parent_id=request.query_params.get("parent", ""),
+        parents=sorted(creatable, key=lambda m: m.name.lower()),
+        parent_id=parent_id,
     )
+
+
+async def _deeper_parent(engine: Engine, visitor: Visitor, memory_id: str) -> list[Memory]:
+    """The memory a "Make a memory inside it" link names, when the tree does not draw it
+    (deeper than an entry's children) and the visitor may create in it; else nothing."""
+    if len(memory_id) > MAX_ID:
+        return []
+    try:
+        memory = await engine.memories.get(caller_of(visitor.principal), memory_id)
+    except ApiError:  # not there, or not the visitor's to see: the form offers the rest
+        return []
+    return [memory] if "create" in memory.privileges else []
 
 
 @router.post(MEMORIES)
