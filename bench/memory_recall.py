@@ -37,7 +37,7 @@ from storage import memories as store
 from storage.db import Database, Order
 from storage.tables import MemoryGrantRow, MemoryRow
 from uhp_server.engine.facade.memories import Memories
-from uhp_server.engine.facade.memory_recall import MAX_MEMORIES
+from uhp_server.engine.facade.memory_recall import scope
 from uhp_server.engine.facade.memory_replays import Replays
 from uhp_server.ids import new_id
 from uhp_server.memories.access import ALL, READ, Caller, ordered
@@ -119,7 +119,7 @@ async def build_tree(db: Database, memories: int) -> Tree:
             privileges=["read"],
             created_at_ms=now,
         )
-        await db.write(store.put_grant, reader, order=Order.ANY)
+        await db.write(store.put_grant, reader, "bench", order=Order.ANY)
     cut_off = branches_n - 1
     readable = [leaf for i, leaf in enumerate(leaves) if i % branches_n != cut_off]
     return Tree(root, branches, leaves, [*readable, leaves[cut_off]])
@@ -212,9 +212,8 @@ async def access_alone(memories: Memories, where: str) -> float:
     asking the provider: the part of a question issue 29 is about."""
     started = time.perf_counter()
     seen = await memories._requiring(READER, where, READ)
-    await seen.subtree(where, None, most=MAX_MEMORIES)
+    await scope(seen, where, None)
     await seen.expand([where])
-    seen.access.searched(where)
     return (time.perf_counter() - started) * 1000
 
 

@@ -32,6 +32,10 @@ from storage.tables import (
 from storage.unit import Tx
 
 ACTIVE, SUPERSEDED, FORGOTTEN = "active", "superseded", "forgotten"
+# The first key of the PostgreSQL transaction locks that take one member's memory count one
+# change at a time (pg_advisory_xact_lock(int, int): a key space apart from the one-key
+# locks of migrations and the admission line); the second is the member's hash.
+_COUNT_LOCKS = 0x75686D6D  # "uhmm"
 CURRENT = (ACTIVE, FORGOTTEN)  # the status of a record's newest version
 
 
@@ -158,6 +162,16 @@ def grants_held(
     return found
 
 
+def _one_at_a_time(tx: Tx, owner_id: str) -> None:
+    """What changes one member's count waits, until the transaction ends, for any other
+    transaction changing it: its count and its insert are then one step. SQLite has one
+    writer, so nothing to do; PostgreSQL's READ COMMITTED would let two creations count the
+    same rows and both insert, so each takes a transaction lock on the member (a statement
+    after it sees what the one before committed)."""
+    if tx.dialect.name == "postgresql":
+        tx.rows("SELECT pg_advisory_xact_lock(?, hashtext(?))", (_COUNT_LOCKS, owner_id))
+
+
 def owned_count(tx: Tx, owner_id: str) -> int:
     """How many memories one principal has created and that are still there."""
     return int(tx.rows("SELECT count(*) FROM memory WHERE owner_id = ?", (owner_id,))[0][0])
@@ -192,11 +206,13 @@ def insert_memory(
 ) -> MemoryRow | None:
     """The memory with its creator's grant; None when its parent went in the meantime.
     TooMany, writing nothing, when its creator owns `most_owned` memories already (counted
-    in the writing transaction: SQLite has one writer, so two creations never both pass)."""
+    in the writing transaction, one creator's creations one at a time: `_one_at_a_time`)."""
     if row.parent_id is not None and get_memory(tx, row.parent_id) is None:
         return None
-    if most_owned is not None and owned_count(tx, row.owner_id) >= most_owned:
-        raise TooMany(row.owner_id)
+    if most_owned is not None:
+        _one_at_a_time(tx, row.owner_id)
+        if owned_count(tx, row.owner_id) >= most_owned:
+            raise TooMany(row.owner_id)
     tx.orm.add(row)
     tx.orm.add(owner_grant)
     tx.orm.flush()
@@ -288,9 +304,11 @@ def grants_on(tx: Tx, memory_ids: Iterable[str]) -> list[MemoryGrantRow]:
     )
 
 
-def put_grant(tx: Tx, row: MemoryGrantRow) -> MemoryGrantRow:
+def put_grant(tx: Tx, row: MemoryGrantRow, by: str) -> MemoryGrantRow:
     """One grant per principal per node: a second replaces the first's privileges (and
-    keeps its id)."""
+    keeps its id). `by`: the member who grants (see `_charge_taker`)."""
+    if "delete" not in (row.privileges or ()):
+        _charge_taker(tx, row.memory_id, row.principal, by)
     found = tx.orm.exec(
         select(MemoryGrantRow).where(
             MemoryGrantRow.memory_id == row.memory_id, MemoryGrantRow.principal == row.principal
@@ -301,19 +319,35 @@ def put_grant(tx: Tx, row: MemoryGrantRow) -> MemoryGrantRow:
             with tx.orm.begin_nested():  # a savepoint: a lost race leaves the rest usable
                 tx.orm.add(row)
         except IntegrityError:  # the same grant, made at the same moment: replace it
-            return put_grant(tx, row)
+            return put_grant(tx, row, by)
         return row
     found.privileges = list(row.privileges)
     tx.orm.add(found)
     return found
 
 
-def delete_grant(tx: Tx, memory_id: str, grant_id: str) -> bool:
+def delete_grant(tx: Tx, memory_id: str, grant_id: str, by: str) -> bool:
+    """`by`: the member who revokes (see `_charge_taker`)."""
     row = tx.orm.get(MemoryGrantRow, grant_id)
     if row is None or row.memory_id != memory_id:
         return False
+    _charge_taker(tx, memory_id, row.principal, by)
     tx.orm.delete(row)
     return True
+
+
+def _charge_taker(tx: Tx, memory_id: str, principal: str, by: str) -> None:
+    """A memory counts against its creator's limit (`owner_id`) while the creator keeps its
+    own `delete` on it: when another member takes that away (revokes the creator's grant
+    there, or grants it less), the memory counts against that member from then on. So what
+    someone else keeps a creator from deleting never uses up its share, and a creator that
+    takes its own grant away still pays for what it made."""
+    _one_at_a_time(tx, by)
+    tx.execute(
+        "UPDATE memory SET owner_id = ? WHERE id = ? AND ? = 'member:' || owner_id"
+        " AND owner_id <> ?",
+        (by, memory_id, principal, by),
+    )
 
 
 # -- records --------------------------------------------------------------------------------

@@ -257,14 +257,18 @@ def _compare(tx: Tx, condition: Condition) -> tuple[str, list[Any]]:
 
 def _sqlite_attribute(path: list[str], op: str, value: Any) -> tuple[str, list[Any]]:
     at = "$" + "".join(f'."{key}"' for key in path)
-    kind = "json_type(r.attributes, ?)"
+    # Only where the stored attributes are valid JSON: SQLite's JSON functions fail the whole
+    # statement on one malformed row (one kept before NaN was refused, say), which would
+    # answer every recall covering it with an error. The CASE keeps them from reading it.
+    kind = "CASE WHEN json_valid(r.attributes) THEN json_type(r.attributes, ?) END"
     if value is None or isinstance(value, bool):
         said = "null" if value is None else ("true" if value else "false")
         if op == "=":
             return f"{kind} = ?", [at, said]
         return f"{kind} IS NOT NULL AND {kind} <> ?", [at, at, said]
     kinds = "('text')" if isinstance(value, str) else "('integer', 'real')"
-    return f"{kind} IN {kinds} AND json_extract(r.attributes, ?) {op} ?", [at, at, value]
+    extract = "CASE WHEN json_valid(r.attributes) THEN json_extract(r.attributes, ?) END"
+    return f"{kind} IN {kinds} AND {extract} {op} ?", [at, at, value]
 
 
 def _postgres_attribute(path: list[str], op: str, value: Any) -> tuple[str, list[Any]]:

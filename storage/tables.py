@@ -275,7 +275,9 @@ class EnvironmentVersionRow(SQLModel, table=True):
 
 class MemoryRow(SQLModel, table=True):
     """A memory (Memories §2): a node of the tree. Access is not here but in its grants and
-    its ancestors' (memory_grant); `owner_id` is who created it, kept for provenance."""
+    its ancestors' (memory_grant); `owner_id` is whose share of UHP_MEMORY_MAX_PER_PRINCIPAL
+    it uses: who created it, until another member takes the creator's own `delete` on it
+    away (storage/memories.py `_charge_taker`)."""
 
     __tablename__ = "memory"
     id: str = Field(primary_key=True)
@@ -284,7 +286,7 @@ class MemoryRow(SQLModel, table=True):
     description: str = ""
     restricted: bool = False  # grants on ancestors stop here (§3.2)
     provider: str
-    owner_id: str = Field(index=True)  # the principal that created it
+    owner_id: str = Field(index=True)  # the member it counts against (see above)
     created_at_ms: int = Field(sa_type=BigInteger)
     updated_at_ms: int = Field(sa_type=BigInteger)
 

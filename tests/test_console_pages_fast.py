@@ -5,6 +5,7 @@ text. The browser walk is tests/test_console_browser.py."""
 
 from __future__ import annotations
 
+import importlib
 import re
 import time
 from collections.abc import Iterator
@@ -18,6 +19,8 @@ from storage import keys
 from tests.support.app_context import app_context
 from tests.test_console_fast import KEY, ORIGIN, form_token, sign_in, start
 
+# (the console package's `memories` is the module's router)
+console_memories = importlib.import_module("uhp_server.doors.console.memories")
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 ESCAPED = "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;"
 
@@ -311,6 +314,18 @@ def test_a_memory_tree_grants_and_records_with_their_history(http: TestClient) -
     # Bad attributes are a 400 page, nothing written.
     bad = post(http, f"/console/memories/{deals}/records", csrf, content="x", attributes="[1]")
     assert bad.status_code == 400
+    # NaN and Infinity are not JSON (the parser refuses them); 1e999 is, and overflows to an
+    # infinity, which the engine refuses: kept, either would break recall's filters.
+    for said, status, why in (
+        ('{"seats": NaN}', 400, "not valid JSON"),
+        ('{"a": {"b": [-Infinity]}}', 400, "not valid JSON"),
+        ('{"seats": 1e999}', 422, "not a finite number"),
+    ):
+        bad = post(
+            http, f"/console/memories/{deals}/records", csrf, content="Spoilt", attributes=said
+        )
+        assert bad.status_code == status and why in bad.text, said
+    assert "Spoilt" not in http.get(f"/console/memories/{deals}?include=all").text
 
 
 def test_the_recall_box_shows_hits_where_they_are_and_what_the_answer_says(
@@ -332,6 +347,55 @@ def test_the_recall_box_shows_hits_where_they_are_and_what_the_answer_says(
     # By meaning, without an embedding model here: the answer says it is degraded.
     meaning = http.get(f"/console/memories/{acme}", params={"q": "renewal", "by": "query"}).text
     assert 'id="recall-degraded"' in meaning and "query:not_supported" in meaning
+
+
+def test_the_memory_tree_shows_entries_and_their_children_within_a_cap(
+    http: TestClient, mallory: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page is built from where the visitor enters and each entry's children, never a
+    subtree per entry: what lies deeper is a count that leads to the memory's own page, and
+    past TREE_SHOWN memories the page says the rest are through the API."""
+    api = {"Authorization": f"Bearer {KEY}"}
+    theirs = app_context(http).db.run(keys.ensure_principal, "mallory").id
+
+    def made(name: str, parent: str | None = None) -> str:
+        answer = http.post("/v1/memories", json={"name": name, "parent_id": parent}, headers=api)
+        assert answer.status_code == 200, answer.text
+        ids[name] = str(answer.json()["id"])
+        return ids[name]
+
+    ids: dict[str, str] = {}
+    for i in range(4):
+        root = made(f"Root {i}")
+        made(f"Leaf {i}", made(f"Branch {i}", root))
+        given = {"principal": f"member:{theirs}", "privileges": ["read"]}
+        granted = http.post(f"/v1/memories/{root}/grants", json=given, headers=api)
+        assert granted.status_code == 200, granted.text
+    page = mallory.get("/console/memories").text
+    shown = set(re.findall(r">((?:Root|Branch|Leaf) \d)</a>", page))
+    assert shown == {f"{kind} {i}" for kind in ("Root", "Branch") for i in range(4)}
+    assert page.count("1 child (open it to see them)") == 4 and "Only " not in page
+    monkeypatch.setattr(console_memories, "TREE_SHOWN", 6)
+    page = mallory.get("/console/memories").text
+    shown = set(re.findall(r">((?:Root|Branch|Leaf) \d)</a>", page))
+    assert shown == {"Root 0", "Root 1", "Root 2", "Root 3", "Branch 0", "Branch 1"}
+    assert "Only 6 of the memories you can see are shown" in page
+    assert "GET /v1/memories" in page
+    # what is not drawn is a count on its parent, and there on its parent's own page
+    assert page.count("1 child (open it to see them)") == 4
+    # a memory not drawn is still offered to make a memory in, from its page's link
+    leaf = ids["Leaf 3"]
+    page = mallory.get(f"/console/memories?parent={leaf}").text
+    assert f'<option value="{leaf}" selected>Leaf 3</option>' not in page  # it may only read
+    mine = http.post(
+        f"/v1/memories/{leaf}/grants",
+        json={"principal": f"member:{theirs}", "privileges": ["read", "create"]},
+        headers=api,
+    )
+    assert mine.status_code == 200, mine.text
+    page = mallory.get(f"/console/memories?parent={leaf}").text
+    assert f'<option value="{leaf}" selected>Leaf 3</option>' in page
+    assert mallory.get("/console/memories?parent=" + "x" * 300).status_code == 200
 
 
 def test_another_principals_memory_is_not_there(http: TestClient, mallory: TestClient) -> None:

@@ -6,6 +6,8 @@ memories, and one principal creates at most UHP_MEMORY_MAX_PER_PRINCIPAL memorie
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,14 +15,19 @@ from typing import Any
 import pytest
 
 from storage import memories as store
+from storage.tables import MemoryGrantRow, MemoryRow
 from storage.unit import Tx
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
+from tests.support import postgres
 from tests.support.in_process import InProcess, in_process
 from tests.test_memories_fast import Other
 from uhp_server.errors import ApiError
+from uhp_server.ids import new_id
 from uhp_server.memories.access import READ, Access, Caller, Node, Tree, ordered
 from uhp_server.memories.agent import agent_caller
+
+ON_POSTGRESQL = postgres.TEST_DATABASE == "postgresql"
 
 
 @pytest.fixture
@@ -257,3 +264,131 @@ async def test_one_principal_creates_at_most_its_limit_of_memories(server: InPro
     # a memory deleted makes room again
     assert (await server.client.delete(f"/v1/memories/{made[-1]}")).status_code == 200
     assert (await server.client.post("/v1/memories", json={"name": "Again"})).status_code == 200
+
+
+async def test_memories_kept_from_their_creator_count_against_whoever_took_them(
+    server: InProcess,
+) -> None:
+    """A grantee's memories under another's root stop counting against the grantee once the
+    other takes its `delete` there (revoking its grant, or granting it less), and count
+    against the one who took it; a creator that gives up its own grant still pays."""
+    root = await _memory(server, "Shared inbox")
+    b = Other(server, "tenant-b")
+    await _grant(server, root, b.principal, "read", "create")
+
+    async def create(as_b: bool, name: str) -> int:
+        body = {"name": name, "parent_id": root}
+        made = await server.client.post(
+            "/v1/memories", json=body, headers=b.headers if as_b else None
+        )
+        assert made.status_code in (200, 422), made.text
+        return made.status_code
+
+    made = []
+    for i in range(12):
+        answer = await server.client.post(
+            "/v1/memories", json={"name": f"B's {i}", "parent_id": root}, headers=b.headers
+        )
+        assert answer.status_code == 200, answer.text
+        made.append(answer.json()["id"])
+    assert await create(True, "B's one too many") == 422
+
+    async def b_grant(memory_id: str) -> dict[str, Any]:
+        grants = (await server.client.get(f"/v1/memories/{memory_id}/grants")).json()["data"]
+        return next(g for g in grants if g["principal"] == b.principal and not g["inherited"])
+
+    # A revokes B's grant on three and leaves B only `read` on three more
+    for memory_id in made[:3]:
+        grant = await b_grant(memory_id)
+        revoked = await server.client.delete(f"/v1/memories/{memory_id}/grants/{grant['id']}")
+        assert revoked.status_code == 200, revoked.text
+        gone = await server.client.delete(f"/v1/memories/{memory_id}", headers=b.headers)
+        assert gone.status_code == 403  # B sees it (its read on the root) and cannot delete it
+    for memory_id in made[3:6]:
+        await _grant(server, memory_id, b.principal, "read")
+    # B counts 6 of the 12 now: 6 more, then refused
+    assert [await create(True, f"B's again {i}") for i in range(7)] == [200] * 6 + [422]
+    # A counts its root and the 6 it took: 5 more of its own, then refused
+    assert [await create(False, f"A's {i}") for i in range(6)] == [200] * 5 + [422]
+    # B taking its own grant away from one of its memories frees nothing of B's share
+    mine = next(
+        m["id"]
+        for m in (
+            await server.client.get("/v1/memories?ancestor=" + root, headers=b.headers)
+        ).json()["data"]
+        if m["name"] == "B's 6"
+    )
+    grant = await b_grant(mine)
+    revoked = await server.client.delete(
+        f"/v1/memories/{mine}/grants/{grant['id']}", headers=b.headers
+    )
+    assert revoked.status_code == 200, revoked.text
+    assert await create(True, "B's after giving one up") == 422
+
+
+def _inserted_and_held(
+    tx: Tx, row: MemoryRow, grant: MemoryGrantRow, most: int, done: threading.Event
+) -> None:
+    """A creation that stays uncommitted until the other one finishes or 2 s pass."""
+    store.insert_memory(tx, row, grant, most)
+    done.wait(2.0)
+
+
+@pytest.mark.skipif(not ON_POSTGRESQL, reason="the PostgreSQL pass runs it (SQLite: one writer)")
+async def test_two_creations_at_once_never_pass_the_limit_on_postgresql(
+    server: InProcess,
+) -> None:
+    """PostgreSQL's READ COMMITTED lets two transactions count the same rows: the second
+    creation, counted while the first (the creator's last allowed) is still uncommitted,
+    waits for it and is refused, where it would have counted 11 and gone in too."""
+    for i in range(11):
+        await _memory(server, f"Mine {i}")
+    owner = _the_one_creator(server)
+    rows = [_memory_row(owner, f"Racing {i}") for i in range(2)]
+    done = threading.Event()
+    first = threading.Thread(
+        target=server.ctx.db.run, args=(_inserted_and_held, *rows[0], 12, done)
+    )
+    first.start()
+    await asyncio.sleep(0.5)  # the first has counted 11 and inserted, uncommitted
+    refused: list[BaseException] = []
+
+    def second() -> None:
+        try:
+            server.ctx.db.run(store.insert_memory, *rows[1], 12)
+        except store.TooMany as exc:
+            refused.append(exc)
+        finally:
+            done.set()
+
+    await asyncio.to_thread(second)
+    first.join()
+    assert len(refused) == 1
+    count = server.ctx.db.run(store.owned_count, owner)
+    assert count == 12
+
+
+def _the_one_creator(server: InProcess) -> str:
+    rows = server.ctx.db.run(lambda tx: tx.rows("SELECT DISTINCT owner_id FROM memory"))
+    assert len(rows) == 1
+    return str(rows[0][0])
+
+
+def _memory_row(owner: str, name: str) -> tuple[MemoryRow, MemoryGrantRow]:
+    now = store.now_ms()
+    row = MemoryRow(
+        id=new_id("memory"),
+        name=name,
+        provider="embedded",
+        owner_id=owner,
+        created_at_ms=now,
+        updated_at_ms=now,
+    )
+    grant = MemoryGrantRow(
+        id=new_id("memory_grant"),
+        memory_id=row.id,
+        principal=f"member:{owner}",
+        privileges=["read", "write", "create", "delete"],
+        created_at_ms=now,
+    )
+    return row, grant

@@ -14,12 +14,15 @@ from typing import Any
 import httpx
 import pytest
 
+from storage.unit import Tx
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
 from tests.support.in_process import InProcess, in_process
 from tests.support.schema import validate
-from tests.test_memories_fast import Other, _code, _memory, _record, _tree
+from tests.test_memories_fast import Other, _code, _memory, _record, _tree, root_writer
 from uhp_server.engine.facade import memory_recall
+from uhp_server.errors import ApiError
+from uhp_server.memories.access import Caller
 
 
 @pytest.fixture
@@ -218,6 +221,65 @@ async def test_filters_fuse_with_words_and_reach_types_attributes_and_times(
     assert len((await _recall(server, mid, text="renewal Acme", limit=1))["results"]) == 1
 
 
+async def test_nan_and_infinity_are_refused_and_a_malformed_stored_row_fails_no_filter(
+    server: InProcess,
+) -> None:
+    """JSON has no NaN or Infinity, though Python's parser reads them: a write stating one
+    is refused, and a row kept with one before (which SQLite's JSON functions cannot read)
+    makes no filtered recall over it fail, the owner's nor a grantee's."""
+    root, child = await _tree(server)
+    mid = child["id"]
+    as_json = {"content-type": "application/json"}
+    url = f"/v1/memories/{mid}/records"
+    # NaN and Infinity are not JSON, and 1e999 overflows to an infinity: the API's body
+    # parser refuses each before the engine
+    for raw in (b'{"a": NaN}', b'{"a": {"b": [1, Infinity]}}', b'{"a": -1e999}'):
+        body = b'{"content": "seats", "attributes": ' + raw + b"}"
+        refused = await server.client.post(url, content=body, headers=as_json)
+        assert refused.status_code == 400 and _code(refused) == "invalid_input", refused.text
+    kept = await _record(server, mid, content="Seats counted.", attributes={"seats": 1})
+    # the engine refuses them from any door (the console's form, an agent's tools)
+    caller = Caller(root_writer(kept))
+    for said, param in (
+        ({"content": "seats", "attributes": {"a": {"b": [1, float("inf")]}}}, "attributes"),
+        ({"content": [{"type": "text", "text": "x", "x.n": float("nan")}]}, None),
+    ):
+        with pytest.raises(ApiError) as refusal:
+            await server.ctx.engine.memories.remember(caller, mid, said)
+        assert refusal.value.status == 422 and refusal.value.code == "memory_invalid"
+        assert refusal.value.param == param
+    listed = (await server.client.get(f"/v1/memories/{mid}/records")).json()["data"]
+    assert [r["id"] for r in listed] == [kept["id"]]
+    # a row as one was kept before the refusal: attributes no JSON parser here accepts
+    plain = await _record(server, mid, content="Seats counted twice.", attributes={"seats": 12})
+    spoilt = server.ctx.db.run(_spoil_attributes, kept["id"])
+    untouched = set() if spoilt else {kept["id"]}  # (seats 1, where it could not be spoilt)
+    other = Other(server)
+    granted = await server.client.post(
+        f"/v1/memories/{root['id']}/grants",
+        json={"principal": other.principal, "privileges": ["read"]},
+    )
+    assert granted.status_code == 200
+    for headers in (None, other.headers):
+        for op in ("gte", "eq", "ne", "lt"):
+            seats = {"field": "attributes.seats", "op": op, "value": 12}
+            found = set(_found(await _recall(server, root["id"], headers, filters=seats)))
+            assert found == ({plain["id"]} if op in ("gte", "eq") else untouched)
+        vip = {"field": "attributes.vip", "op": "ne", "value": True}
+        assert set(_found(await _recall(server, mid, headers, filters=vip))) == set()
+
+
+def _spoil_attributes(tx: Tx, record_id: str) -> bool:
+    """Attributes as Python's json.dumps wrote a NaN before writes refused it. On SQLite
+    (a text column) such a row could be kept; PostgreSQL's json column never took one, so
+    there nothing is changed (False)."""
+    if tx.dialect.name != "sqlite":
+        return False
+    spoilt = '{"seats": NaN}'
+    tx.execute("UPDATE memory_record SET attributes = ? WHERE id = ?", (spoilt, record_id))
+    return True
+
+
 async def test_recall_reads_as_of_an_instant_and_forgotten_records_only_when_asked(
     server: InProcess,
 ) -> None:
@@ -253,6 +315,50 @@ async def test_a_question_covers_at_most_the_cap_nearest_first_and_says_so(
     assert {h["memory"]["id"] for h in capped["results"]} == {root["id"], child["id"]}
     whole = await _recall(server, child["id"], text="ledger")
     assert whole["degraded"] == [] and len(whole["results"]) == 2
+
+
+async def test_memories_the_caller_may_not_read_use_up_no_part_of_the_cap(
+    server: InProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A grantee that fills the owner's memory with restricted children of its own neither
+    hides the owner's memories from its recall and graph nor shows in `degraded`; only past
+    the bound on memories read is what lies further said to be left out."""
+    monkeypatch.setattr(memory_recall, "MAX_MEMORIES", 5)
+    monkeypatch.setattr(memory_recall, "MAX_READ", 30)
+    root = await _memory(server, "Shared")
+    mine = await _memory(server, "Notes", parent_id=root["id"])
+    deep = await _memory(server, "Deep", parent_id=mine["id"])
+    fact = await _record(server, deep["id"], content="The ledger is blue.")
+    other = Other(server)
+    granted = await server.client.post(
+        f"/v1/memories/{root['id']}/grants",
+        json={"principal": other.principal, "privileges": ["read", "create"]},
+    )
+    assert granted.status_code == 200
+
+    async def junk(count: int) -> None:
+        for index in range(count):
+            made = await server.client.post(
+                "/v1/memories",
+                json={"name": f"junk {index}", "parent_id": root["id"], "restricted": True},
+                headers=other.headers,
+            )
+            assert made.status_code == 200, made.text
+
+    await junk(8)  # the nearest 5 below the root are now mostly the other's
+    answer = await _recall(server, root["id"], text="ledger")
+    assert _found(answer) == [fact["id"]] and answer["degraded"] == []
+    graph = await server.client.post(f"/v1/memories/{root['id']}/graph", json={})
+    assert graph.status_code == 200, graph.text
+    assert [n["record"]["id"] for n in graph.json()["nodes"]] == [fact["id"]]
+    assert graph.json()["degraded"] == []
+    # the other reads its own junk and the owner's memories: 11 it may read, 5 covered
+    theirs = await _recall(server, root["id"], other.headers, text="ledger")
+    assert theirs["degraded"] == ["subtree:capped_at_5_memories"]
+    # past the bound on memories read (30), what lies further is unknown: said to be capped
+    await junk(25)
+    bounded = await _recall(server, root["id"], text="ledger")
+    assert _found(bounded) == [] and bounded["degraded"] == ["subtree:capped_at_5_memories"]
 
 
 # -- two principals ----------------------------------------------------------------------------

@@ -173,6 +173,7 @@ MALFORMED = [
     # JSON that Python would decode but no client could get back faithfully.
     (b'{"input": "hi", "metadata": {"x": NaN}}', "application/json", None),
     (b'{"input": "hi", "metadata": {"x": -Infinity}}', "application/json", None),
+    (b'{"input": "hi", "metadata": {"x": [1e999]}}', "application/json", None),  # overflows
     (rb'{"input": "\ud800"}', "application/json", None),  # a lone surrogate escape
     (rb'{"input": "hi", "metadata": {"\udfff": 1}}', "application/json", None),
     (

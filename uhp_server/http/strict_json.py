@@ -1,9 +1,10 @@
 """Strict request bodies: JSON the way the protocol means it, never more than we accept, and
 never before the caller has authenticated.
 
-Python's json module accepts NaN and Infinity and decodes `\\ud800` into a lone surrogate;
-neither can be stored or sent back as JSON, so such a body used to fail only after the task
-had already run. Every JSON body is checked here, before any handler sees it.
+Python's json module accepts NaN and Infinity, reads 1e999 as an infinity, and decodes
+`\\ud800` into a lone surrogate; none can be stored or sent back as JSON, so such a body
+used to fail only after the task had already run. Every JSON body is checked here, before
+any handler sees it.
 
 FastAPI reads and parses a body before it resolves a route's dependencies, authentication
 among them, so anyone could make the server hold a body of the maximum size. A route that
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import email.message
 import json
+import math
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -58,6 +60,10 @@ def check_json(value: Any) -> None:
             raise ValueError("the body is nested too deeply")
         if isinstance(item, str):
             _check_text(item)
+        elif isinstance(item, float) and not math.isfinite(item):
+            # 1e999 is JSON, but Python reads it as an infinity, which JSON cannot carry back
+            # (nor PostgreSQL's json columns store)
+            raise ValueError("a number is too large to be finite")
         elif isinstance(item, dict):
             for key, child in item.items():
                 _check_text(key)

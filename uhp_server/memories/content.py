@@ -6,6 +6,7 @@ never read (§13: provenance is stamped, not supplied)."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -179,7 +180,28 @@ def _title(value: object) -> str | None:
 def _attributes(value: object) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise Invalid("`attributes` is an object.", "attributes")
+    if (where := _non_finite(value, "attributes")) is not None:
+        # JSON has no NaN or Infinity (RFC 8259), though Python's parser accepts them: kept,
+        # such a value would make the stored attributes unreadable to the filters of recall.
+        raise Invalid(
+            f"`{where}` is not a finite number: JSON has no NaN or Infinity.", "attributes"
+        )
     return dict(value)
+
+
+def _non_finite(value: object, path: str) -> str | None:
+    """Where in `value` a NaN or an infinity sits (the first found), or None. A walk with
+    its own stack: a deeply nested body cannot exhaust Python's."""
+    pending: list[tuple[object, str]] = [(value, path)]
+    while pending:
+        item, where = pending.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return where
+        if isinstance(item, dict):
+            pending.extend((inner, f"{where}.{key}") for key, inner in item.items())
+        elif isinstance(item, list):
+            pending.extend((inner, f"{where}[{index}]") for index, inner in enumerate(item))
+    return None
 
 
 def _references(value: object) -> list[dict[str, Any]]:
@@ -231,9 +253,10 @@ def _an_id(value: object) -> bool:
 
 
 def _within_size(statement: Statement) -> None:
-    size = len(
-        json.dumps([statement.content, statement.attributes, statement.references], default=str)
-    )
+    said = [statement.content, statement.attributes, statement.references]
+    if (where := _non_finite(said, "record")) is not None:
+        raise Invalid(f"A record holds no NaN or Infinity (at {where}): JSON has none.")
+    size = len(json.dumps(said, default=str))
     if size > MAX_RECORD_BYTES:
         raise Invalid(
             f"A record's content, attributes and references together are at most "

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
@@ -36,6 +36,10 @@ MEMORIES = PREFIX + "/memories"
 PRIVILEGES = ("read", "write", "create", "delete")
 MAX_QUESTION = 2000
 RECORDS_SHOWN = 100  # a page of the memory's records (the chapter's own cap is 200)
+# The memories on the tree page: where one enters and their children; the rest through the
+# API (`GET /v1/memories`, `?parent=`), and each memory's page lists its children.
+TREE_SHOWN = 500
+MAX_ID = 200  # a memory id named in a link (longer is no memory)
 
 
 def memory_url(memory_id: str) -> str:
@@ -55,15 +59,11 @@ class Node:
 
 
 # -- the tree -------------------------------------------------------------------------------
-async def visible(engine: Engine, visitor: Visitor) -> list[Memory]:
-    """Every memory the visitor may see: where it enters the tree, and all below each."""
-    caller = caller_of(visitor.principal)
-    entries = await engine.memories.listing(caller)
-    found = {m.id: m for m in entries}
-    for entry in entries:
-        for below in await engine.memories.listing(caller, ancestor=entry.id):
-            found.setdefault(below.id, below)
-    return list(found.values())
+async def visible(engine: Engine, visitor: Visitor) -> tuple[list[Memory], bool]:
+    """Where the visitor enters the tree and each entry's children, at most `TREE_SHOWN`
+    (one call, whatever lies deeper: a memory's page lists its own children), and whether
+    some were left out."""
+    return await engine.memories.overview(caller_of(visitor.principal), TREE_SHOWN)
 
 
 def tree_of(memories: list[Memory]) -> list[Node]:
@@ -79,18 +79,33 @@ def tree_of(memories: list[Memory]) -> list[Node]:
 @router.get(MEMORIES)
 async def memory_tree(request: Request, engine: EngineDep) -> Response:
     visitor = await guard.visitor(request)
-    memories = await visible(engine, visitor)
-    creatable = sorted(
-        (m for m in memories if "create" in m.privileges), key=lambda m: m.name.lower()
-    )
+    memories, left_out = await visible(engine, visitor)
+    parent_id = request.query_params.get("parent", "")
+    creatable = [m for m in memories if "create" in m.privileges]
+    if parent_id and all(m.id != parent_id for m in memories):
+        creatable.extend(await _deeper_parent(engine, visitor, parent_id))
     return page(
         "memories.html",
         visitor=visitor,
         section="memories",
         roots=tree_of(memories),
-        parents=creatable,
-        parent_id=request.query_params.get("parent", ""),
+        left_out=left_out,
+        shown=TREE_SHOWN,
+        parents=sorted(creatable, key=lambda m: m.name.lower()),
+        parent_id=parent_id,
     )
+
+
+async def _deeper_parent(engine: Engine, visitor: Visitor, memory_id: str) -> list[Memory]:
+    """The memory a "Make a memory inside it" link names, when the tree does not draw it
+    (deeper than an entry's children) and the visitor may create in it; else nothing."""
+    if len(memory_id) > MAX_ID:
+        return []
+    try:
+        memory = await engine.memories.get(caller_of(visitor.principal), memory_id)
+    except ApiError:  # not there, or not the visitor's to see: the form offers the rest
+        return []
+    return [memory] if "create" in memory.privileges else []
 
 
 @router.post(MEMORIES)
@@ -265,13 +280,18 @@ def _statement(fields: dict[str, str], revising: bool) -> dict[str, Any]:
     attributes = fields.get("attributes", "").strip()
     if attributes:
         try:
-            parsed = json.loads(attributes)
+            parsed = json.loads(attributes, parse_constant=_no_constant)
         except (ValueError, RecursionError):
             raise ApiError(400, "invalid_input", "The attributes are not valid JSON.") from None
         if not isinstance(parsed, dict):
             raise ApiError(400, "invalid_input", "The attributes must be a JSON object.")
         body["attributes"] = parsed
     return body
+
+
+def _no_constant(name: str) -> NoReturn:
+    """JSON has no NaN or Infinity, though Python's parser reads them."""
+    raise ValueError(f"{name} is not JSON")
 
 
 @router.post(MEMORIES + "/{memory_id}/records")

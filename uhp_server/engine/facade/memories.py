@@ -215,6 +215,21 @@ class Memories:
             ids = access.entries()
         return await self._memories(seen, ids)
 
+    async def overview(self, caller: Caller, most: int) -> tuple[list[Memory], bool]:
+        """Where the caller enters the tree and the children of each, entries first, at most
+        `most` in all, and whether some were left out: a page that shows what one may see
+        from reads that do not grow with the subtrees below (a deeper level is a memory's
+        own children, `listing(parent=…)`)."""
+        seen = self._seen(caller)
+        await seen.enter()
+        entries = seen.access.entries()[: most + 1]
+        await seen.expand(entries[:most])
+        found = [
+            *entries,
+            *(kid for entry in entries[:most] for kid in seen.access.children(entry)),
+        ]
+        return await self._memories(seen, found[:most]), len(found) > most
+
     async def update(self, caller: Caller, memory_id: str, body: dict[str, Any]) -> Memory:
         """Names and descriptions need `write`; restricting or moving needs `delete`, and a
         move `create` on the new parent. A field that says what the caller already sees
@@ -343,7 +358,8 @@ class Memories:
             privileges=ordered(privileges),
             created_at_ms=store.now_ms(),
         )
-        return _grant(await self.db.write(store.put_grant, row, order=Order.ANY), inherited=False)
+        put = await self.db.write(store.put_grant, row, caller.member_id, order=Order.ANY)
+        return _grant(put, inherited=False)
 
     async def _may_let_in(self, caller: Caller, principal: str) -> None:
         """A harness's agent (`member:<harness id>`, §9) is let in by its harness's owner
@@ -364,7 +380,10 @@ class Memories:
 
     async def revoke(self, caller: Caller, memory_id: str, grant_id: str) -> None:
         await self._requiring(caller, memory_id, DELETE)
-        if not await self.db.write(store.delete_grant, memory_id, grant_id, order=Order.ANY):
+        revoked = await self.db.write(
+            store.delete_grant, memory_id, grant_id, caller.member_id, order=Order.ANY
+        )
+        if not revoked:
             raise ApiError(404, "not_found", "No grant with that id on this memory.")
 
     # -- records (§4, §5) -----------------------------------------------------------------
@@ -566,7 +585,7 @@ class Memories:
         and what is below it that the caller may read (memory_graph.py)."""
         ask = graph_request(body)
         seen = await self._requiring(caller, memory_id, READ)
-        capped = await seen.subtree(memory_id, most=memory_recall.MAX_MEMORIES)
+        scope, capped = await memory_recall.scope(seen, memory_id, None)
 
         async def shown(version: Version) -> MemoryRecord:
             return await self._shown(seen, version)
@@ -574,7 +593,7 @@ class Memories:
         walk = GraphWalk(self.db, seen.access, seen.providers, self.providers, shown, seen.reach)
         if capped:
             walk.degraded.append(memory_recall.subtree_capped())
-        return await walk.graph(memory_id, ask)
+        return await walk.graph(scope, ask)
 
     # -- file parts (§4.3, §7) ------------------------------------------------------------
     async def content(

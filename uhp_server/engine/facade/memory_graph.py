@@ -53,8 +53,9 @@ class GraphWalk:
     degraded: list[str] = field(default_factory=list)
     capped: bool = False
 
-    async def graph(self, memory_id: str, ask: GraphRequest) -> MemoryGraph:
-        scope = self.access.searched(memory_id)
+    async def graph(self, scope: list[str], ask: GraphRequest) -> MemoryGraph:
+        """The walk over `scope`: the memory asked and what below it the caller may read
+        (memory_recall.scope)."""
         if ask.around is not None:
             frontier = [await self._start(scope, ask.around)]
         else:

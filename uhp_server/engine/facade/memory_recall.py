@@ -3,8 +3,9 @@
 The server decides the memories a question covers before any provider is asked
 (`Access.searched`): the memory asked and each descendant the caller may read, each judged
 on its own (a grant inside a branch behind a cutoff is searched, the rest of that branch
-is not), `depth` levels down, never an ancestor, among the nearest `MAX_MEMORIES` below it
-(only those are read: a cap said in `degraded`). Each provider is asked only about its own
+is not), `depth` levels down, never an ancestor, the nearest `MAX_MEMORIES` of those (a
+cap said in `degraded`; memories the caller may not read do not count, and at most
+`MAX_READ` are read to find them). Each provider is asked only about its own
 memories among those; what it did not do comes back in `degraded`, and the answers merge by
 score.
 """
@@ -34,6 +35,11 @@ if TYPE_CHECKING:
     from uhp_server.engine.facade.memory_reach import Seen as _Seen
 
 MAX_MEMORIES = 200  # one question covers at most this many memories (§6.1 MAY cap)
+# The most memories below one question reads to find those it covers: the cap counts what
+# the caller may read, so what others keep there (memories it may not read) neither uses it
+# up nor costs more than this. Read in growing chunks: the common case reads the cap alone.
+MAX_READ = 5000
+READ_GROWTH = 5
 DEFAULT_LIMIT, MAX_LIMIT = 8, 100
 MAX_QUESTION = 2000  # characters of `query` or `text`
 MAX_TYPES = 50
@@ -70,12 +76,10 @@ async def recall(
 async def answer(
     memories: Memories, seen: _Seen, memory_id: str, asked: RecallRequest
 ) -> RecallResult:
-    """The question over what `seen` may read below `memory_id` (read already checked).
-    Only the nearest `MAX_MEMORIES` memories below are read at all (a large subtree costs
-    no more than the cap); those the caller may read are covered."""
-    capped = await seen.subtree(memory_id, asked.depth, most=MAX_MEMORIES)
+    """The question over what `seen` may read below `memory_id` (read already checked):
+    the nearest `MAX_MEMORIES` the caller may read (`scope`)."""
+    covered, capped = await scope(seen, memory_id, asked.depth)
     await seen.expand([memory_id])  # where the caller can go from here: every child
-    covered = seen.access.searched(memory_id, asked.depth)
     degraded: list[str] = [subtree_capped()] if capped else []
     answers = [
         await memories._provider_of(seen, ids[0]).recall(_question(asked, ids))
@@ -96,6 +100,25 @@ async def answer(
         degraded=degraded,
         abstain=_abstains(answers, found),
     )
+
+
+async def scope(seen: _Seen, memory_id: str, depth: int | None) -> tuple[list[str], bool]:
+    """The memories a question asked of `memory_id` covers: the nearest `MAX_MEMORIES`
+    (breadth first) that the caller may read, `depth` levels down, and whether some it may
+    read were left out. Only memories the caller may read count: the subtree is read in
+    growing chunks until that many are found, the whole of it is read, or `MAX_READ` memories
+    were read (then what lies further is unknown, and said to be left out)."""
+    most = MAX_MEMORIES
+    while True:
+        more = await seen.subtree(memory_id, depth, most=most)
+        readable = seen.access.searched(memory_id, depth)
+        if len(readable) > MAX_MEMORIES:
+            return readable[:MAX_MEMORIES], True
+        if not more:
+            return readable, False
+        if most >= MAX_READ:
+            return readable, True
+        most = min(most * READ_GROWTH, MAX_READ)
 
 
 def subtree_capped() -> str:
