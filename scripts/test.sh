@@ -173,7 +173,7 @@ run_pass "end-to-end tests again with UHP_TEST_SANDBOX=docker UHP_TEST_DOCKER_RU
   tests/test_docker_sandbox.py tests/test_docker_e2e.py
 while ((passes_running > 0)); do finish_pass; done
 # run_chat_and_conformance_passes: the passes that need neither PostgreSQL nor a quiet
-# machine; they run beside the PostgreSQL pass, which holds the cluster alone.
+# machine: after the PostgreSQL pass, beside the haproxy one.
 run_chat_and_conformance_passes() {
   # Against a Chat-Completions-only provider, the bases that speak another wire: the gateway
   # translates Codex's Responses and Claude Code's Anthropic Messages, and the end-to-end files
@@ -232,10 +232,13 @@ if bash scripts/postgres.sh; then
     tests/test_replicas_e2e.py tests/test_replicas_edges.py tests/test_test_servers.py \
     tests/test_bench_smoke.py
   postgres_pass=$!
-  run_chat_and_conformance_passes
   # That pass stops and starts the cluster once (a restart under a running server,
   # tests/test_postgres_storage.py): the next pass on the same cluster waits for it to end.
+  # It runs alone: beside the Chat and conformance passes, a replica test of its
+  # (tests/test_replicas_fast.py, an answer racing a parking turn) failed once under the load,
+  # and passes alone; until that is understood, nothing runs beside it.
   while [[ -v "pass_what[$postgres_pass]" ]]; do finish_pass; done
+  run_chat_and_conformance_passes
   # Two replicas on one PostgreSQL database behind Debian's haproxy (scripts/haproxy.sh installs
   # it; tests/support/replicas.py starts them): the end-to-end files of tasks, sessions and the
   # SDK through the balancer, and the balancer's own tests (a stream, a replay and a cancel on
