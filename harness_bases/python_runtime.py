@@ -367,3 +367,51 @@ class PythonCli:
             cannot_start=f"could not {what}",
             failed=f"could not {what}",
         )
+
+
+@dataclass(frozen=True)
+class LaunchedCli:
+    """A `PythonCli` started through a launcher of ours rather than its own `-m` entry: the
+    launcher (`source`, copied next to the copy) sets up what the CLI's ACP server has no
+    flag for, and prints the CLI's version alone on `--version`. Installed means both: the
+    pinned CLI in its copy, and this launcher, byte for byte, beside it."""
+
+    cli: PythonCli
+    source: Path  # the launcher in this repository
+    name: str = "uhp_acp_launcher.py"
+
+    def launcher_path(self, tools_root: str) -> str:
+        return f"{self.cli.prefix(tools_root)}/{self.name}"
+
+    def command(self, tools_root: str) -> list[str]:
+        return python_argv(self.cli.python_path(tools_root), self.launcher_path(tools_root))
+
+    def _launcher_current(self, tools_dir: Path) -> bool:
+        installed = Path(self.launcher_path(str(tools_dir)))
+        return installed.is_file() and installed.read_bytes() == self.source.read_bytes()
+
+    def installed_version(self, tools_dir: Path) -> str | None:
+        """The version the launcher reports on the copy (once it finds the CLI's ACP server),
+        or None when either is missing, stale or does not run."""
+        root = str(tools_dir)
+        if not Path(self.cli.python_path(root)).is_file() or not self._launcher_current(tools_dir):
+            return None
+        return reported_version(
+            [*self.command(root), "--version"],
+            timeout=VERSION_TIMEOUT,
+            extra_env={"HOME": "/nonexistent", **self.cli.version_env},
+            exact=True,  # the version alone; anything else is a failure
+        )
+
+    def install(self, tools_dir: Path) -> None:
+        """The CLI into its copy (`PythonCli.install`, a no-op when it runs), then the
+        launcher beside it, unless both are there already."""
+        if self.installed_version(tools_dir) == self.cli.version:
+            return
+        self.cli.install(tools_dir)
+        shutil.copyfile(self.source, self.launcher_path(str(tools_dir)))
+        found = self.installed_version(tools_dir)
+        if found != self.cli.version:
+            raise self.cli.error(
+                f"{self.cli.label} reports {found!r} after install, expected {self.cli.version}"
+            )
