@@ -16,10 +16,14 @@ cannot run at all without one declares it in a module-level literal, e.g.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 REQUIRE_ENV = "UHP_BENCH_REQUIRE"
 LEFT_OUT = "*** BENCH LEFT OUT:"
@@ -95,6 +99,26 @@ def postgresql_absent() -> str:
     except psycopg.Error as exc:
         return f"{type(exc).__name__}: {str(exc).strip()[:200]}; bash scripts/postgres.sh starts it"
     return ""
+
+
+@contextlib.contextmanager
+def postgresql_databases(part: str) -> Iterator[Callable[[str], str] | None]:
+    """Fresh databases on the local cluster for `part` of a bench: yields a function giving
+    the URL of a new, migrated database per name (all dropped at the end), or None when the
+    cluster cannot be used, which is said loudly (`left_out`)."""
+    why = postgresql_absent()
+    if why:
+        left_out(POSTGRESQL, part, why)
+        yield None
+        return
+    from tests.support.postgres import Databases
+
+    databases = Databases()
+    try:
+        with tempfile.TemporaryDirectory(prefix="uhp-bench-postgresql-") as scratch:
+            yield lambda name: databases.url_for(Path(scratch) / name)
+    finally:
+        databases.drop_all()
 
 
 def haproxy_absent() -> str:

@@ -196,19 +196,10 @@ async def main() -> None:
             )
         )
     if not args.no_postgresql:
-        why = _smoke.postgresql_absent()
-        if why:
-            _smoke.left_out(_smoke.POSTGRESQL, "the PostgreSQL run", why)
-        else:
-            from tests.support.postgres import Databases
-
-            databases = Databases()
-            try:
-                with tempfile.TemporaryDirectory(prefix="uhp-bench-isolation-") as scratch:
-                    urls = [databases.url_for(Path(scratch) / side) for side in ("alone", "with")]
-                    met.append(await on(urls[0], urls[1], "postgresql", args))
-            finally:
-                databases.drop_all()
+        with _smoke.postgresql_databases("the PostgreSQL run") as fresh_database:
+            if fresh_database:
+                alone, with_a = fresh_database("alone"), fresh_database("with")
+                met.append(await on(alone, with_a, "postgresql", args))
     if not args.smoke and not all(met):
         print("a target was not met", file=sys.stderr)
     sys.stdout.flush()

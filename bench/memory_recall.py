@@ -287,19 +287,9 @@ async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="uhp-bench-recall-") as scratch:
         met.append(await on(Path(scratch) / "bench.sqlite3", "sqlite", args))
     if not args.no_postgresql:
-        why = _smoke.postgresql_absent()
-        if why:
-            _smoke.left_out(_smoke.POSTGRESQL, "the PostgreSQL run", why)
-        else:
-            from tests.support.postgres import Databases
-
-            databases = Databases()
-            try:
-                with tempfile.TemporaryDirectory(prefix="uhp-bench-recall-") as scratch:
-                    url = databases.url_for(Path(scratch))
-                    met.append(await on(url, "postgresql", args))
-            finally:
-                databases.drop_all()
+        with _smoke.postgresql_databases("the PostgreSQL run") as fresh_database:
+            if fresh_database:
+                met.append(await on(fresh_database("bench"), "postgresql", args))
     if not args.smoke and not all(met):
         print("a target was not met", file=sys.stderr)
     sys.stdout.flush()
