@@ -44,6 +44,7 @@ from uhp_server.ids import new_id
 from uhp_server.memories.access import ALL, Caller, ordered
 from uhp_server.memories.embedded import EMBEDDED, EmbeddedProvider
 
+NEEDS = ("postgresql",)  # bench/_smoke.py: the test runs it where it is (SQLite and PostgreSQL)
 TARGET_RATIO = 1.2
 TENANT_A, TENANT_B = Caller("tenant-a"), Caller("tenant-b")
 INSERT_BATCH = 5000

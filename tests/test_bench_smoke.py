@@ -106,3 +106,12 @@ def test_the_smoke_set_is_every_script() -> None:
     assert {"overhead.py", "sandbox.py", "scale.py", "translation_compare.py"} <= names
     assert not any(name.startswith("_") for name in names)
     assert declared_needs(ROOT / "bench" / "scale.py") == {_smoke.POSTGRESQL, _smoke.HAPROXY}
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_a_script_that_measures_postgresql_declares_it(script: Path) -> None:
+    """Its smoke run then belongs to the PostgreSQL pass: CI's main pass has no cluster, and
+    a PostgreSQL part left out there fails CI (stop 36's memory_recall.py)."""
+    text = script.read_text()
+    if "postgresql_databases(" in text or "postgresql_absent()" in text:
+        assert _smoke.POSTGRESQL in declared_needs(script), f"{script.name}: NEEDS postgresql"
