@@ -21,6 +21,8 @@ from typing import Any
 
 from sqlmodel import col, select
 
+from storage import memory_attributes as attribute_index
+from storage.memory_attributes import Lookup
 from storage.tables import MemoryRecordRow
 from storage.unit import Tx
 
@@ -33,6 +35,9 @@ INDEX_COLUMN = ("memory_record", "search")
 INDEX_NAME = "ix_memory_record_search"
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_WORDS = 32  # of a question's text: the rest is not looked for
+# Conditions joined by `or` looked up in the index of attributes together, at most: past
+# that, the question reads every version of the memories it covers.
+MAX_LOOKUPS = 8
 
 
 def searchable(title: str | None, content: Sequence[Any]) -> str:
@@ -146,17 +151,55 @@ def _quoted(term: str) -> str:
 
 
 def by_fields(tx: Tx, scope: Scope, conditions: Sequence[Filter], limit: int) -> list[Hit]:
-    """The versions for which every condition holds, the most recently written first."""
+    """The versions for which every condition holds, the most recently written first. When
+    a condition can be looked up in the index of attributes (memory_attributes.py), only
+    the versions it finds are read; else every version of the memories covered."""
     if not scope.memory_ids:
         return []
     where, params = _scope(tx, scope)
     held, more = _all(tx, conditions)
+    found = lookups(conditions)
+    if found is not None:
+        narrowing, among = attribute_index.narrowed(found, scope.memory_ids)
+        where, params = f"{narrowing} AND {where}", [*among, *params]
     rows = tx.rows(
         f"SELECT r.id, r.version FROM memory_record r WHERE {where} AND {held}"
         " ORDER BY r.written_at_ms DESC, r.id LIMIT ?",
         (*params, *more, limit),
     )
     return [(str(row[0]), int(row[1])) for row in rows]
+
+
+def lookups(conditions: Sequence[Filter]) -> list[Lookup] | None:
+    """Lookups in the index of attributes that find every version for which all
+    `conditions` hold (and maybe more: the conditions still decide); None when none can."""
+    for condition in conditions:  # all must hold: one condition that narrows is enough
+        found = _lookups_of(condition)
+        if found is not None:
+            return found
+    return None
+
+
+def _lookups_of(condition: Filter) -> list[Lookup] | None:
+    if isinstance(condition, AllOf):
+        return lookups(condition.conditions)
+    if isinstance(condition, AnyOf):  # one holds: each must narrow, the versions all found
+        together: list[Lookup] = []
+        for member in condition.conditions:
+            found = _lookups_of(member)
+            if found is None:
+                return None
+            together += found
+        return together if 0 < len(together) <= MAX_LOOKUPS else None
+    path = condition.field.split(".")
+    if len(path) != 2 or path[0] != "attributes":  # a top-level attribute only
+        return None
+    values = condition.value if condition.op == "in" else [condition.value]
+    if condition.op not in ("eq", "in") or not values:
+        return None
+    if not all(attribute_index.indexable(path[1], value) for value in values):
+        return None
+    return [Lookup(path[1], tuple(values))]
 
 
 def versions(tx: Tx, hits: Sequence[Hit]) -> dict[Hit, MemoryRecordRow]:

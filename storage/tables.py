@@ -399,6 +399,26 @@ class MemoryReferenceRow(SQLModel, table=True):
     target_record_id: str = Field(index=True)
 
 
+class MemoryAttributeRow(SQLModel, table=True):
+    """A version's top-level attribute whose value is a string (Memories §6.2 `filters`), one
+    row each: recall's condition `attributes.<name>` eq (or in) a string finds the versions
+    holding it by this index, in the memories a question covers, instead of reading every
+    version there (storage/memory_attributes.py). The embedded provider's index, written
+    with the version; the version's `attributes` stay the truth (each condition is still
+    evaluated on the versions found)."""
+
+    __tablename__ = "memory_record_attribute"
+    __table_args__ = (
+        Index("ix_memory_record_attribute_value", "name", "value", "memory_id"),
+        Index("ix_memory_record_attribute_memory", "memory_id"),
+    )
+    record_id: str = Field(primary_key=True)
+    version: int = Field(primary_key=True)
+    name: str = Field(primary_key=True)
+    memory_id: str
+    value: str
+
+
 class MemoryFileUseRow(SQLModel, table=True):
     """A file (`POST /v1/files`) that a version of a record names in its content (Memories
     §4.3, §7): the server keeps the bytes while a version names them, whichever provider

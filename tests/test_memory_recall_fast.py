@@ -14,6 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
+from storage import memory_search
+from storage.memory_attributes import Lookup
 from storage.unit import Tx
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
@@ -267,6 +269,132 @@ async def test_nan_and_infinity_are_refused_and_a_malformed_stored_row_fails_no_
             assert found == ({plain["id"]} if op in ("gte", "eq") else untouched)
         vip = {"field": "attributes.vip", "op": "ne", "value": True}
         assert set(_found(await _recall(server, mid, headers, filters=vip))) == set()
+
+
+# Attributes a filter on `account` must tell apart: strings near the one asked, one too long
+# to be indexed, other JSON types, nested, absent.
+_LOOKALIKES: list[Any] = [
+    "acme",
+    "ACME",
+    "acme ",
+    "é",
+    "x" * 300,
+    5,
+    "5",
+    True,
+    None,
+    ["acme"],
+    {"code": "acme"},
+]
+
+
+async def test_a_filter_looked_up_in_the_attribute_index_finds_what_reading_every_version_does(
+    server: InProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29: a condition `attributes.<name>` eq (or in) a string is looked up in the
+    index of attributes, not evaluated on every version covered. The index only narrows:
+    each question, asked with the index and again reading every version, finds the same
+    records in the same order, over the current versions, `as_of` an earlier instant, with
+    forgotten ones, and after an erasure (which leaves no row of the record in the index)."""
+    root, child = await _tree(server)
+    mid = child["id"]
+    made = [
+        await _record(server, mid, content=f"Lookalike {i}.", attributes={"account": value})
+        for i, value in enumerate(_LOOKALIKES)
+    ]
+    other_name = await _record(server, mid, content="Named otherwise.", attributes={"acct": "acme"})
+    above = await _record(
+        server, root["id"], content="At the root.", attributes={"account": "acme"}
+    )
+    moved = made[1]  # ACME, then acme: an earlier instant finds it by its first version
+    before = moved["time"]["written_at"]
+    patched = await server.client.patch(
+        f"/v1/memories/{mid}/records/{moved['id']}", json={"attributes": {"account": "acme"}}
+    )
+    assert patched.status_code == 200, patched.text
+    forgotten = made[2]
+    assert (await server.client.delete(f"/v1/memories/{mid}/records/{forgotten['id']}")).is_success
+    erased = made[3]
+    gone = await server.client.post(
+        f"/v1/memories/{mid}/erase", json={"record_ids": [erased["id"]]}
+    )
+    assert gone.status_code == 200, gone.text
+    assert server.ctx.db.run(_indexed_rows, erased["id"]) == 0
+    assert server.ctx.db.run(_indexed_rows, made[0]["id"]) == 1
+
+    def account(op: str, value: Any) -> dict[str, Any]:
+        return {"field": "attributes.account", "op": op, "value": value}
+
+    questions: list[dict[str, Any]] = [
+        {"filters": account("eq", "acme")},
+        {"filters": account("eq", "ACME"), "as_of": before},
+        {"filters": account("eq", "acme "), "include": "all"},
+        {"filters": account("eq", "é")},
+        {"filters": account("eq", "x" * 300)},
+        {"filters": account("eq", "5")},
+        {"filters": account("in", ["acme", "5", "nobody"])},
+        {
+            "filters": {
+                "or": [
+                    account("eq", "acme"),
+                    {"field": "attributes.acct", "op": "eq", "value": "acme"},
+                ]
+            }
+        },
+        {
+            "filters": {
+                "and": [account("eq", "acme"), {"field": "type", "op": "eq", "value": "fact"}]
+            }
+        },
+        {"filters": [account("ne", "acme"), account("eq", "5")]},
+        {"filters": account("eq", "acme"), "text": "lookalike"},
+    ]
+    indexed = [await _recall(server, root["id"], **question) for question in questions]
+    monkeypatch.setattr(memory_search, "lookups", lambda conditions: None)  # every version
+    for question, answer in zip(questions, indexed, strict=True):
+        assert answer == await _recall(server, root["id"], **question), question
+    first, by_then, with_forgotten = (set(_found(a)) for a in indexed[:3])
+    assert first == {made[0]["id"], moved["id"], above["id"]}
+    assert by_then == {moved["id"]}
+    assert with_forgotten == {forgotten["id"]}
+    assert set(_found(indexed[4])) == {made[4]["id"]}  # too long to be indexed: read
+    assert set(_found(indexed[5])) == {made[6]["id"]}  # "5", not 5
+    assert set(_found(indexed[7])) == first | {other_name["id"]}
+
+
+def _indexed_rows(tx: Tx, record_id: str) -> int:
+    rows = tx.rows("SELECT count(*) FROM memory_record_attribute WHERE record_id = ?", (record_id,))
+    return int(rows[0][0])
+
+
+def test_only_string_conditions_on_a_top_level_attribute_are_looked_up() -> None:
+    """What may be looked up (every version holding the value is in the index) and what is
+    read instead: numbers, true and null, `ne` and ranges, nested names, strings too long,
+    an `or` with any member that cannot be looked up."""
+    account = memory_search.Condition("attributes.account", "eq", "acme")
+    assert memory_search.lookups([account]) == [Lookup("account", ("acme",))]
+    among = memory_search.Condition("attributes.account", "in", ["a", "b"])
+    assert memory_search.lookups([among]) == [Lookup("account", ("a", "b"))]
+    kind = memory_search.Condition("type", "eq", "fact")
+    assert memory_search.lookups([kind, account]) == [Lookup("account", ("acme",))]
+    assert memory_search.lookups([memory_search.AllOf((kind, account))]) == [
+        Lookup("account", ("acme",))
+    ]
+    either = memory_search.AnyOf((account, memory_search.Condition("attributes.b", "eq", "c")))
+    assert memory_search.lookups([either]) == [Lookup("account", ("acme",)), Lookup("b", ("c",))]
+    for unindexed in (
+        memory_search.Condition("attributes.seats", "eq", 5),
+        memory_search.Condition("attributes.vip", "eq", True),
+        memory_search.Condition("attributes.gone", "eq", None),
+        memory_search.Condition("attributes.account", "ne", "acme"),
+        memory_search.Condition("attributes.account", "gte", "a"),
+        memory_search.Condition("attributes.region.code", "eq", "eu"),
+        memory_search.Condition("attributes.account", "eq", "x" * 300),
+        memory_search.Condition("attributes.account", "in", ["acme", 5]),
+        memory_search.AnyOf((account, kind)),
+        kind,
+    ):
+        assert memory_search.lookups([unindexed]) is None, unindexed
 
 
 def _spoil_attributes(tx: Tx, record_id: str) -> bool:

@@ -226,3 +226,44 @@ def test_records_kept_before_recall_are_found_by_it_after_the_upgrade(tmp_path: 
         assert db.run(memory_search.by_text, scope, "kept", 5) == [("hrec_old", 1)]
     finally:
         db.close()
+
+
+def test_versions_kept_before_the_attribute_index_are_found_through_it_after_the_upgrade(
+    tmp_path: Path,
+) -> None:
+    """Migration 0020 indexes the attributes of every version kept before it, by the rule
+    the writes use (storage/memory_attributes.py): a filter looked up there finds them."""
+    db = Database(Settings(data_dir=tmp_path).database)
+    try:
+        with db.engine.connect() as connection:
+            command.downgrade(migrate._config(connection), "0019")
+            connection.commit()
+        with db.engine.connect() as connection:
+            connection.exec_driver_sql(
+                "INSERT INTO memory (id, parent_id, name, description, restricted, provider,"
+                " owner_id, created_at_ms, updated_at_ms)"
+                " VALUES ('hmem_old', NULL, 'Old', '', false, 'embedded', 'p', 1, 1)"
+            )
+            for version, attributes in enumerate(
+                ('{"account": "acme", "seats": 5}', '{"account": "harlow"}', "[]"), start=1
+            ):
+                connection.exec_driver_sql(
+                    "INSERT INTO memory_record (id, version, memory_id, type, content,"
+                    " attributes, refs, status, written_at_ms, written_by) VALUES ('hrec_old',"
+                    f" {version}, 'hmem_old', 'fact', '[]', '{attributes}', '[]', 'active', 1,"
+                    " '{}')"
+                )
+            connection.commit()
+        migrate.upgrade(db.engine, db.dialect)
+        account = memory_search.Condition("attributes.account", "eq", "acme")
+        assert memory_search.lookups([account]) is not None  # looked up, not read
+        scope = memory_search.Scope(("hmem_old",))
+        assert db.run(memory_search.by_fields, scope, [account], 5) == [("hrec_old", 1)]
+        indexed = db.run(
+            lambda tx: tx.rows(
+                "SELECT version, name, value FROM memory_record_attribute ORDER BY version"
+            )
+        )
+        assert [tuple(row) for row in indexed] == [(1, "account", "acme"), (2, "account", "harlow")]
+    finally:
+        db.close()

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from storage import memories as store
+from storage import memory_attributes as attribute_index
 from storage import memory_references as references
 from storage import memory_search as search
 from storage import memory_vectors as vectors
@@ -268,14 +269,16 @@ class _ByMeaning:
     degraded: list[str]
 
 
-# Each write keeps the index of references by target, and the versions' vectors, in the same
-# transaction; an erasure removes both with the versions (no copy of an erased record stays).
+# Each write keeps the index of references by target, the index of attributes and the
+# versions' vectors in the same transaction; an erasure removes them with the versions (no
+# copy of an erased record stays).
 def _insert(
     tx: Tx, rows: list[MemoryRecordRow], meanings: list[Meaning | None]
 ) -> list[MemoryRecordRow] | None:
     stored = store.insert_record(tx, rows)
     if stored is not None:
         references.index_versions(tx, stored)
+        attribute_index.index_versions(tx, stored)
         vectors.index_versions(tx, stored, meanings)
     return stored
 
@@ -284,6 +287,7 @@ def _append(tx: Tx, row: MemoryRecordRow, meaning: Meaning | None) -> MemoryReco
     stored = store.append_version(tx, row)
     if stored is not None:
         references.index_versions(tx, [stored])
+        attribute_index.index_versions(tx, [stored])
         vectors.index_versions(tx, [stored], [meaning])
     return stored
 
@@ -292,6 +296,7 @@ def _erase(tx: Tx, memory_id: str, record_ids: list[str]) -> list[str] | None:
     erased = store.erase_records(tx, memory_id, record_ids)
     if erased is not None:
         references.unindex_records(tx, erased)
+        attribute_index.unindex_records(tx, erased)
         vectors.unindex_records(tx, erased)
     return erased
 
@@ -299,6 +304,7 @@ def _erase(tx: Tx, memory_id: str, record_ids: list[str]) -> list[str] | None:
 def _drop(tx: Tx, memory_ids: list[str]) -> None:
     store.delete_records(tx, memory_ids)
     references.unindex_memories(tx, memory_ids)
+    attribute_index.unindex_memories(tx, memory_ids)
     vectors.unindex_memories(tx, memory_ids)
 
 
