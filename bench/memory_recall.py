@@ -268,7 +268,8 @@ def on_disk(db: Database, database: str | Path) -> int:
     rows = db.run(
         lambda tx: tx.rows(
             "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c"
-            " WHERE c.relname IN ('memory_record', 'memory', 'memory_grant')"
+            " WHERE c.relname IN ('memory_record', 'memory_record_attribute', 'memory',"
+            " 'memory_grant')"
         )
     )
     return int(rows[0][0] or 0)

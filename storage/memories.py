@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import func
@@ -117,6 +117,9 @@ class Subtree:
 
     nodes: list[Skeleton]
     capped: bool
+    # Those whose children are all among `nodes`: every node when nothing was left out;
+    # else those at least two levels above the farthest kept (its level may be partial).
+    complete: list[str] = field(default_factory=list)
 
 
 _NO_DEPTH = 1_000_000  # `depth` unbounded: deeper than any tree is
@@ -143,7 +146,14 @@ def subtree(tx: Tx, memory_id: str, depth: int | None, most: int | None) -> Subt
     by_level = sorted(rows, key=lambda row: (int(row[5]), int(row[4]), str(row[0])))
     capped = most is not None and len(by_level) > most
     kept = by_level[:most] if most is not None else by_level
-    return Subtree(_skeletons(row[:5] for row in kept), capped)
+    # A node at the depth asked has no children read; below the farthest level kept when
+    # some were left out, only nodes two levels up are known to have all theirs.
+    last = int(kept[-1][5]) if kept else 0
+    deepest = (last - 2) if capped else last
+    if depth is not None:
+        deepest = min(deepest, depth - 1)
+    complete = [str(row[0]) for row in kept if int(row[5]) <= deepest]
+    return Subtree(_skeletons(row[:5] for row in kept), capped, complete)
 
 
 def grants_held(

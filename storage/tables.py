@@ -411,6 +411,7 @@ class MemoryAttributeRow(SQLModel, table=True):
     __table_args__ = (
         Index("ix_memory_record_attribute_value", "name", "value", "memory_id"),
         Index("ix_memory_record_attribute_memory", "memory_id"),
+        {"sqlite_with_rowid": False},  # its rows are its key (migration 0020)
     )
     record_id: str = Field(primary_key=True)
     version: int = Field(primary_key=True)

@@ -392,3 +392,25 @@ def _memory_row(owner: str, name: str) -> tuple[MemoryRow, MemoryGrantRow]:
         created_at_ms=now,
     )
     return row, grant
+
+
+async def test_a_subtree_read_says_whose_children_it_read_them_all(server: InProcess) -> None:
+    """Recall reads the nearest memories below, level by level, up to a cap; the memories
+    whose children were all read need no second read of them (issue 29): every memory when
+    nothing was left out, else those two levels above the farthest kept, never one at the
+    depth asked."""
+    root = await _memory(server, "Root")
+    kids = [await _memory(server, f"Kid {i}", parent_id=root) for i in range(3)]
+    grandkids = [await _memory(server, f"Grandkid {i}", parent_id=kids[i % 3]) for i in range(4)]
+
+    def read(depth: int | None, most: int | None) -> store.Subtree:
+        return server.ctx.db.run(store.subtree, root, depth, most)
+
+    whole = read(None, None)
+    assert not whole.capped and set(whole.complete) == {root, *kids, *grandkids}
+    level_one = read(None, 4)  # the root and its three children: theirs are not all read
+    assert level_one.capped and level_one.complete == []
+    partly = read(None, 6)  # and two of the four grandchildren: the root's children are all in
+    assert partly.capped and partly.complete == [root]
+    assert read(1, None).complete == [root]  # the children, at the depth asked, are not read
+    assert read(0, None).complete == []

@@ -231,15 +231,13 @@ class EmbeddedProvider:
                 degraded += ranked_by_meaning.degraded
                 if ranked_by_meaning.hits is not None:
                     lists.append(_Ranked(QUERY, ranked_by_meaning.hits))
-        if question.text is not None:
-            hits = await self.db.read(search.by_text, scope, question.text, depth)
-            lists.append(_Ranked(TEXT, hits))
-        if question.filters:
-            conditions = [_condition(f) for f in question.filters]
-            hits = await self.db.read(search.by_fields, scope, conditions, depth)
-            lists.append(_Ranked(FILTERS, hits))
-        ranked = fused(lists)[: question.limit]
-        rows = await self.db.read(search.versions, [hit for hit, _, _ in ranked])
+        asked = _Asked(
+            text=question.text,
+            conditions=tuple(_condition(f) for f in question.filters),
+            depth=depth,
+            limit=question.limit,
+        )
+        ranked, rows = await self.db.read(_ranked_versions, scope, asked, lists)
         found = [
             Found(_version(rows[hit]), score, why) for hit, score, why in ranked if hit in rows
         ]
@@ -261,6 +259,31 @@ class EmbeddedProvider:
     ) -> list[Version]:
         rows = await self.db.read(references.referrers, list(memory_ids), list(record_ids))
         return [_version(row) for row in rows]
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """What recall asks of the database itself: words, fields, how deep each list is."""
+
+    text: str | None
+    conditions: tuple[search.Filter, ...]
+    depth: int
+    limit: int
+
+
+def _ranked_versions(
+    tx: Tx, scope: search.Scope, asked: _Asked, lists: list[_Ranked]
+) -> tuple[list[tuple[search.Hit, float, tuple[str, ...]]], dict[search.Hit, MemoryRecordRow]]:
+    """The lists by words and by fields (after those given, by meaning), fused, and the rows
+    of the best `limit`: in one read, so a question waits for one transaction, not three."""
+    lists = list(lists)
+    if asked.text is not None:
+        lists.append(_Ranked(TEXT, search.by_text(tx, scope, asked.text, asked.depth)))
+    if asked.conditions:
+        hits = search.by_fields(tx, scope, asked.conditions, asked.depth)
+        lists.append(_Ranked(FILTERS, hits))
+    ranked = fused(lists)[: asked.limit]
+    return ranked, search.versions(tx, [hit for hit, _, _ in ranked])
 
 
 @dataclass(frozen=True)

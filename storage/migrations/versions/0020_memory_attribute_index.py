@@ -36,6 +36,7 @@ def upgrade() -> None:
         sa.Column("name", sa.String(), primary_key=True),
         sa.Column("memory_id", sa.String(), nullable=False),
         sa.Column("value", sa.String(), nullable=False),
+        sqlite_with_rowid=False,  # its rows are its key: no second copy of them
     )
     _index_existing_versions()
     op.create_index("ix_memory_record_attribute_value", TABLE, ["name", "value", "memory_id"])

@@ -61,8 +61,8 @@ class Seen:
         await self.reach([memory_id])
         below, granted = await self.db.read(_subtree, memory_id, depth, most, self.principals)
         self._add(below.nodes, granted)
-        if depth is None and not below.capped:
-            self._expanded.update(node.id for node in below.nodes)
+        # (a node already read with its children before keeps them: nothing is lost)
+        self._expanded.update(below.complete)
         return below.capped
 
     def _add(self, nodes: list[store.Skeleton], granted: Granted) -> None:
