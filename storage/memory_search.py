@@ -26,7 +26,7 @@ from storage.memory_attributes import Lookup
 from storage.tables import MemoryRecordRow
 from storage.unit import Tx
 
-ACTIVE, FORGOTTEN = "active", "forgotten"
+ACTIVE, SUPERSEDED, FORGOTTEN = "active", "superseded", "forgotten"
 # What migration 0014 makes that no model declares (each dialect indexes in its own way):
 # SQLite's tables (FTS5 makes `memory_record_fts_*` beside its own), PostgreSQL's column and
 # index. A comparison of the schema with the models leaves them out.
@@ -127,12 +127,15 @@ def _sqlite_text(tx: Tx, scope: Scope, terms: list[str], limit: int) -> list[Hit
     match = f"body : ({said}) AND memory : ({within})"
     rank = "bm25(memory_record_fts, 1.0, 0.0, 0.0)"
     if scope.as_of is None and scope.types is None:
-        statuses = f"{ACTIVE} OR {FORGOTTEN}" if scope.include_forgotten else ACTIVE
+        # The current versions as those that are not superseded (nor forgotten, unless
+        # asked): the same rows as `status : active`, whose list holds nearly every row of
+        # the index and would be walked for each question; these lists are short.
+        left_out = SUPERSEDED if scope.include_forgotten else f"{SUPERSEDED} OR {FORGOTTEN}"
         rows = tx.rows(
             "SELECT s.id, s.version FROM memory_record_fts f"
             " JOIN memory_record_search s ON s.n = f.rowid"
             f" WHERE memory_record_fts MATCH ? ORDER BY {rank} LIMIT ?",
-            (f"{match} AND status : ({statuses})", limit),
+            (f"{match} NOT status : ({left_out})", limit),
         )
     else:
         where, params = _scope(tx, scope)
