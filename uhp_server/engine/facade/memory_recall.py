@@ -12,6 +12,7 @@ score.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -91,8 +92,11 @@ async def answer(
             degraded.append(said)
     parent_id, children = _around(seen, memory_id)
     around = [*([parent_id] if parent_id else []), *children]
-    named = await memories._rows(sorted({f.version.memory_id for f in found} | set(around)))
-    counts = await memories._counts(seen, around)
+    # The names and the counts at once: two reads that need nothing of each other.
+    named, counts = await asyncio.gather(
+        memories._rows(sorted({f.version.memory_id for f in found} | set(around))),
+        memories._counts(seen, around),
+    )
     return RecallResult(
         results=[await _hit(memories, seen, f, named) for f in found],
         parent=_neighbour(parent_id, named, counts) if parent_id else None,
