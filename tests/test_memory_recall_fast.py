@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from storage import memories as store
 from storage import memory_search
 from storage.memory_attributes import Lookup
 from storage.unit import Tx
@@ -487,6 +488,47 @@ async def test_memories_the_caller_may_not_read_use_up_no_part_of_the_cap(
     await junk(25)
     bounded = await _recall(server, root["id"], text="ledger")
     assert _found(bounded) == [] and bounded["degraded"] == ["subtree:capped_at_5_memories"]
+
+
+async def test_a_second_read_of_the_subtree_is_sized_by_the_share_the_caller_may_read(
+    server: InProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29: when the nearest memories read hold a few the caller may not read (a
+    grantee's restricted children), the next read takes about as many more as that share
+    says are missing, not five times as many; the question still covers the nearest it may
+    read, and says it left some out."""
+    monkeypatch.setattr(memory_recall, "MAX_MEMORIES", 10)
+    reads: list[int | None] = []
+    subtree = store.subtree
+
+    def recorded(tx: Tx, memory_id: str, depth: int | None, most: int | None) -> store.Subtree:
+        reads.append(most)
+        return subtree(tx, memory_id, depth, most)
+
+    monkeypatch.setattr(store, "subtree", recorded)
+    root = await _memory(server, "Shared")
+    other = Other(server)
+    granted = await server.client.post(
+        f"/v1/memories/{root['id']}/grants",
+        json={"principal": other.principal, "privileges": ["create"]},
+    )
+    assert granted.status_code == 200
+    for index in range(3):  # the oldest, so the nearest: the owner may not read them
+        made = await server.client.post(
+            "/v1/memories",
+            json={"name": f"theirs {index}", "parent_id": root["id"], "restricted": True},
+            headers=other.headers,
+        )
+        assert made.status_code == 200, made.text
+    mine = [(await _memory(server, f"mine {i}", parent_id=root["id"]))["id"] for i in range(14)]
+    last = await _record(server, mine[-1], content="The ledger is green.")
+    first = await _record(server, mine[0], content="The ledger is blue.")
+    reads.clear()
+    answer = await _recall(server, root["id"], text="ledger")
+    # 10 read, 7 readable: 10 x 11 / 7 x 1.25 = 20 next (it was 50), and the nearest 10
+    assert reads == [10, 20]
+    assert _found(answer) == [first["id"]] and last["id"] not in _found(answer)
+    assert answer["degraded"] == ["subtree:capped_at_10_memories"]
 
 
 # -- two principals ----------------------------------------------------------------------------

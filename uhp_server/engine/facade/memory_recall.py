@@ -13,6 +13,7 @@ score.
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -41,6 +42,10 @@ MAX_MEMORIES = 200  # one question covers at most this many memories (§6.1 MAY 
 # up nor costs more than this. Read in growing chunks: the common case reads the cap alone.
 MAX_READ = 5000
 READ_GROWTH = 5
+# After the first chunk, the next is sized once by the share of it the caller could read
+# (a restricted branch among the nearest, say), with this margin: a tenth of the cap short
+# then reads a few more memories, not five times as many. Never more than READ_GROWTH.
+ESTIMATE_MARGIN = 1.25
 DEFAULT_LIMIT, MAX_LIMIT = 8, 100
 MAX_QUESTION = 2000  # characters of `query` or `text`
 MAX_TYPES = 50
@@ -112,7 +117,7 @@ async def scope(seen: _Seen, memory_id: str, depth: int | None) -> tuple[list[st
     read were left out. Only memories the caller may read count: the subtree is read in
     growing chunks until that many are found, the whole of it is read, or `MAX_READ` memories
     were read (then what lies further is unknown, and said to be left out)."""
-    most = MAX_MEMORIES
+    most, estimated = MAX_MEMORIES, False
     while True:
         more = await seen.subtree(memory_id, depth, most=most)
         readable = seen.access.searched(memory_id, depth)
@@ -122,7 +127,14 @@ async def scope(seen: _Seen, memory_id: str, depth: int | None) -> tuple[list[st
             return readable, False
         if most >= MAX_READ:
             return readable, True
-        most = min(most * READ_GROWTH, MAX_READ)
+        grown = most * READ_GROWTH
+        if not estimated:  # once: as many as the share readable so far says are needed
+            estimated = True
+            share = max(1, len(readable)) / most
+            grown = min(
+                grown, max(most + 1, math.ceil((MAX_MEMORIES + 1) * ESTIMATE_MARGIN / share))
+            )
+        most = min(grown, MAX_READ)
 
 
 def subtree_capped() -> str:
