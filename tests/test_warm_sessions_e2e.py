@@ -11,6 +11,7 @@ cold, which is asserted instead.
 
 from __future__ import annotations
 
+import base64
 import os
 import time
 import uuid
@@ -69,7 +70,7 @@ needs_local = pytest.mark.skipif(not LOCAL, reason="finds the processes of the l
 def test_a_warm_session_goes_on_in_the_same_process_with_the_cold_answer(
     client: httpx.Client,
 ) -> None:
-    warm, cold = harness(client, 60), harness(client, None)
+    warm, cold = harness(client, 600), harness(client, None)
     answers = {}
     for name, harness_id in (("warm", warm), ("cold", cold)):
         first = turn(client, harness_id, "REMEMBER marigold")
@@ -92,7 +93,7 @@ def test_a_warm_session_goes_on_in_the_same_process_with_the_cold_answer(
 def test_another_session_never_gets_the_warm_process(
     client: httpx.Client, server: ServerProcess, other_key: str
 ) -> None:
-    warm = harness(client, 60)
+    warm = harness(client, 600)
     first = turn(client, warm, "SAY one")
     session = first["metadata"]["session_id"]
     kept = pids(session)
@@ -133,7 +134,7 @@ def test_idle_timeout_ends_the_warm_process_and_the_next_turn_starts_cold(
 
 @needs_local
 def test_a_cancel_and_a_delete_end_the_warm_process(client: httpx.Client) -> None:
-    warm = harness(client, 60)
+    warm = harness(client, 600)
     first = turn(client, warm, "SAY cancel me")
     session = first["metadata"]["session_id"]
     if WARMS:
@@ -158,7 +159,7 @@ def test_a_cancel_and_a_delete_end_the_warm_process(client: httpx.Client) -> Non
 
 @needs_local
 def test_changing_the_harness_ends_its_warm_processes(client: httpx.Client) -> None:
-    warm = harness(client, 60)
+    warm = harness(client, 600)
     first = turn(client, warm, "SAY before")
     session = first["metadata"]["session_id"]
     if WARMS:
@@ -180,3 +181,33 @@ def test_off_by_default_nothing_stays_running(client: httpx.Client) -> None:
     session = first["metadata"]["session_id"]
     wait_gone(session)
     client.delete(f"/v1/sessions/{session}")
+
+
+@needs_local
+def test_a_turn_bringing_files_starts_cold_and_sees_them(client: httpx.Client) -> None:
+    warm = harness(client, 600)
+    first = turn(client, warm, "SAY before the file")
+    session = first["metadata"]["session_id"]
+    kept = pids(session)
+    note = "data:text/plain;base64," + base64.b64encode(b"warm or cold\n").decode()
+    body = {
+        "input": [
+            {
+                "type": "message",
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "RUN cat note.txt\nSAY {output}"},
+                    {"type": "input_file", "filename": "note.txt", "file_data": note},
+                ],
+            }
+        ],
+        "metadata": {"harness_id": warm},
+        "previous_response_id": first["id"],
+    }
+    second = create(client, body)
+    assert second["status"] == "completed", second
+    assert message_text(second).strip() == "warm or cold"  # the agent read the placed file
+    if WARMS:
+        assert pids(session).isdisjoint(kept), "a turn bringing files starts a new process"
+    client.delete(f"/v1/sessions/{session}")
+    wait_gone(session)

@@ -176,6 +176,10 @@ class WarmAgents:
         fits = (
             agent.key == WarmKey.of(run)
             and run.plan.store
+            # The server places a task's files in the workspace, which a warm sandbox has
+            # mounted (as an overlay's upper layer, sandbox/neutral_mounts.py: never to be
+            # changed under it): a turn bringing files starts cold, and sees them.
+            and not run.plan.attachments
             and agent.native_session_id == run.plan.native_session_id
             and not (agent.exited is not None and agent.exited.done())
         )
