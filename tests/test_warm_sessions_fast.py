@@ -3,7 +3,8 @@ process is reused by (engine/turns/warm.py). The process itself: test_warm_sessi
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,15 @@ import pytest
 from fastapi.testclient import TestClient
 
 from harness_bases import registry
+from harness_bases.base import Process, TurnSpec
+from harness_bases.events import AgentEvent
+from harness_bases.turns import AgentTurn
+from tests.conftest import PROVIDER_KEY
+from tests.scripted_provider import RunningProvider
+from tests.support.fakes import FakeBase, FakeTurn, Hang, answer
 from tests.support.harness_api import AUTH, create, make_client, refused
+from tests.support.in_process import InProcess, in_process
+from tests.support.waiting import wait_for
 from uhp_server.engine.turns.run import Run, TurnPlan
 from uhp_server.engine.turns.warm import WarmKey, harness_revision
 from uhp_server.gateway.mcp_targets import McpTarget
@@ -112,3 +121,169 @@ def test_a_harness_revision_changes_with_any_change_to_its_stored_configuration(
     assert harness_revision("chrn_1", stored) != harness_revision(
         "chrn_1", {**stored, "skills": [{"name": "x"}]}
     )
+
+
+# -- the engine keeping a process, on a fake base whose process outlives its turns -----------
+
+
+class KeptTurn(FakeTurn):
+    """A FakeTurn whose process does not exit when its events end: a CLI holding turns."""
+
+    async def run(self) -> AsyncGenerator[AgentEvent, None]:
+        for step in self.steps:
+            if isinstance(step, Hang):
+                await self.interrupted.wait()
+                return
+            yield step  # type: ignore[misc]
+
+
+@dataclass(eq=False)
+class KeepingBase(FakeBase):
+    keeps_warm = True
+
+    def _turn(self, proc: Process, turn: TurnSpec) -> KeptTurn:
+        self.specs.append(turn)
+        agent_turn = KeptTurn(proc, turn, self.scripts.get(turn.prompt.strip(), answer("ok")))
+        self.turns.append(agent_turn)
+        return agent_turn
+
+    def start_turn(self, proc: Process, turn: TurnSpec) -> KeptTurn:
+        return self._turn(proc, turn)
+
+    def continue_turn(self, previous: AgentTurn, turn: TurnSpec) -> KeptTurn:
+        return self._turn(previous.proc, turn)  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+async def engine(tmp_path: Path, provider: RunningProvider) -> AsyncIterator[InProcess]:
+    async with in_process(
+        tmp_path / "data", provider.base_url, PROVIDER_KEY, base=KeepingBase()
+    ) as running:
+        yield running
+
+
+async def _harness(engine: InProcess, keep_warm: int | None) -> str:
+    body: dict[str, Any] = {"base": "fake"}
+    if keep_warm is not None:
+        body[FIELD] = keep_warm
+    made = await engine.client.post("/v1/harnesses", json=body)
+    assert made.status_code == 200, made.text
+    return str(made.json()["id"])
+
+
+async def _turn(engine: InProcess, harness_id: str, text: str, after: str | None = None) -> dict:
+    body: dict[str, Any] = {"metadata": {"harness_id": harness_id}}
+    if after is not None:
+        body["previous_response_id"] = after
+    answered = await engine.submit(text, **body)
+    assert answered.status_code == 200, answered.text
+    return answered.json()
+
+
+async def _kept(engine: InProcess, session_id: str) -> None:
+    warm = engine.ctx.runs.executor.warm
+    await wait_for(lambda: session_id in warm.sessions(), timeout=5)
+
+
+async def test_the_next_turn_goes_on_in_the_kept_process_with_its_token_live_again(
+    engine: InProcess,
+) -> None:
+    harness_id = await _harness(engine, 600)
+    first = await _turn(engine, harness_id, "one")
+    session = first["metadata"]["session_id"]
+    await _kept(engine, session)
+    (proc,) = engine.sandbox.running
+    token = engine.base.specs[0].gateway_token
+    tokens = engine.ctx.runs.executor.tokens
+    assert tokens.get(token, proc.mounts.door) is None  # refused while it idles
+    engine.base.script("two", [Hang()])
+    second = await engine.submit(
+        "two",
+        metadata={"harness_id": harness_id},
+        previous_response_id=first["id"],
+        background=True,
+    )
+    rid = second.json()["id"]
+    await wait_for(lambda: len(engine.base.specs) == 2, timeout=5)
+    assert engine.sandbox.started == [proc]  # no new process: the kept one goes on
+    assert engine.base.specs[1].gateway_token == token
+    assert tokens.get(token, proc.mounts.door) is not None  # live for the turn
+    cancelled = await engine.client.post(f"/v1/responses/{rid}/cancel")
+    assert cancelled.json()["status"] == "cancelled"
+    await wait_for(lambda: proc.killed, timeout=10)  # a cancelled turn's process never stays
+    assert session not in engine.ctx.runs.executor.warm.sessions()
+    assert tokens.get(token, proc.mounts.door) is None
+
+
+async def test_off_by_default_every_turn_starts_a_process_of_its_own(engine: InProcess) -> None:
+    harness_id = await _harness(engine, None)
+    first = await _turn(engine, harness_id, "one")
+    await wait_for(lambda: not engine.sandbox.running, timeout=5)
+    await _turn(engine, harness_id, "two", after=first["id"])
+    assert len(engine.sandbox.started) == 2
+    assert len(engine.ctx.runs.executor.warm) == 0
+
+
+async def test_idle_timeout_cancel_delete_and_a_changed_harness_each_end_it(
+    engine: InProcess,
+) -> None:
+    warm = engine.ctx.runs.executor.warm
+    short = await _harness(engine, 1)
+    first = await _turn(engine, short, "one")
+    await _kept(engine, first["metadata"]["session_id"])
+    await wait_for(lambda: len(warm) == 0 and not engine.sandbox.running, timeout=10)
+
+    harness_id = await _harness(engine, 600)
+    ends = {
+        "cancel": lambda s, r: engine.client.post(f"/v1/sessions/{s}/cancel"),
+        "cancel the response": lambda s, r: engine.client.post(f"/v1/responses/{r}/cancel"),
+        "delete": lambda s, r: engine.client.delete(f"/v1/sessions/{s}"),
+        "harness change": lambda s, r: engine.client.put(
+            f"/v1/harnesses/{harness_id}", json={"base": "fake", FIELD: 600, "name": "new"}
+        ),
+    }
+    for why, end in ends.items():
+        done = await _turn(engine, harness_id, "one")
+        session = done["metadata"]["session_id"]
+        await _kept(engine, session)
+        proc = engine.sandbox.started[-1]
+        answered = await end(session, done["id"])
+        assert answered.status_code == 200, (why, answered.text)
+        await wait_for(lambda p=proc: p.killed or p.stdin_closed, timeout=10)
+        assert session not in warm.sessions(), why
+
+
+async def test_another_session_never_gets_the_kept_process(engine: InProcess) -> None:
+    harness_id = await _harness(engine, 600)
+    first = await _turn(engine, harness_id, "one")
+    await _kept(engine, first["metadata"]["session_id"])
+    other = await _turn(engine, harness_id, "two")  # a new session
+    assert other["metadata"]["session_id"] != first["metadata"]["session_id"]
+    assert len(engine.sandbox.started) == 2
+    warm = engine.ctx.runs.executor.warm
+    await wait_for(lambda: len(warm) == 2, timeout=5)  # each session its own
+
+
+async def test_a_turn_bringing_files_or_not_kept_starts_cold(engine: InProcess) -> None:
+    harness_id = await _harness(engine, 600)
+    first = await _turn(engine, harness_id, "one")
+    await _kept(engine, first["metadata"]["session_id"])
+    (kept,) = engine.sandbox.running
+    unkept = await engine.submit(
+        "two", metadata={"harness_id": harness_id}, previous_response_id=first["id"], store=False
+    )
+    assert unkept.status_code == 200, unkept.text
+    assert len(engine.sandbox.started) == 2  # a store: false turn never runs in a kept one
+    await wait_for(lambda: kept.killed or kept.stdin_closed, timeout=10)
+    assert len(engine.ctx.runs.executor.warm) == 0  # and leaves none behind
+
+
+async def test_the_server_stopping_ends_every_kept_process(tmp_path: Path, provider) -> None:
+    async with in_process(
+        tmp_path / "data", provider.base_url, PROVIDER_KEY, base=KeepingBase()
+    ) as running:
+        harness_id = await _harness(running, 600)
+        first = await _turn(running, harness_id, "one")
+        await _kept(running, first["metadata"]["session_id"])
+        (proc,) = running.sandbox.running
+    assert proc.killed

@@ -106,6 +106,7 @@ class TurnExecutor:
         agent_turn: AgentTurn | None = None
         agen: AsyncIterator[ev.AgentEvent] | None = None
         pending: asyncio.Future[ev.AgentEvent] | None = None
+        warm: WarmAgent | None = None  # the session's process kept warm, once taken
         outcome = Outcome(TaskStatus.FAILED, "harness_error", "The agent could not be started.")
         before = None  # the workspace as the turn found it, once known
         admitted = False
@@ -169,6 +170,7 @@ class TurnExecutor:
                     if warm is not None:  # the base could not go on in it after all
                         self.tokens.revoke(grant.token)
                         await stop_process(warm.proc)
+                        warm = None
                         grant = self._fresh_grant(run, door)
                         spec = dataclasses.replace(spec, gateway_token=grant.token)
                     if invocation is None:
@@ -226,6 +228,8 @@ class TurnExecutor:
                             proc, agent_turn, agen, pending, outcome, self.grace_seconds
                         )
                 finally:
+                    if warm is not None and proc is None:  # taken, then stopped before it ran
+                        await stop_process(warm.proc)
                     if not run.keeps_conversation:  # its process is gone: nothing writes more
                         await self._put_conversation_back(run)
                     if collecting is not None:  # a late collection is part of the turn's work
