@@ -3,6 +3,7 @@ process is reused by (engine/turns/warm.py). The process itself: test_warm_sessi
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,12 +18,12 @@ from harness_bases.events import AgentEvent
 from harness_bases.turns import AgentTurn
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
-from tests.support.fakes import FakeBase, FakeTurn, Hang, answer
+from tests.support.fakes import FakeBase, FakeProcess, FakeTurn, Hang, answer
 from tests.support.harness_api import AUTH, create, make_client, refused
 from tests.support.in_process import InProcess, in_process
 from tests.support.waiting import wait_for
 from uhp_server.engine.turns.run import Run, TurnPlan
-from uhp_server.engine.turns.warm import WarmKey, harness_revision
+from uhp_server.engine.turns.warm import WarmAgents, WarmKey, harness_revision
 from uhp_server.gateway.mcp_targets import McpTarget
 
 FIELD = "uhpserver_keepWarmSeconds"
@@ -180,8 +181,19 @@ async def _turn(engine: InProcess, harness_id: str, text: str, after: str | None
     return answered.json()
 
 
-async def _kept(engine: InProcess, session_id: str) -> None:
+def ended(proc: FakeProcess) -> bool:
+    """Stopped as a warm process is: stdin closed (the CLI exits by itself), or killed."""
+    return proc.killed or proc.stdin_closed
+
+
+def warm_of(engine: InProcess) -> WarmAgents:
     warm = engine.ctx.runs.executor.warm
+    assert warm is not None, "the server keeps processes warm when a harness asks"
+    return warm
+
+
+async def _kept(engine: InProcess, session_id: str) -> None:
+    warm = warm_of(engine)
     await wait_for(lambda: session_id in warm.sessions(), timeout=5)
 
 
@@ -211,7 +223,7 @@ async def test_the_next_turn_goes_on_in_the_kept_process_with_its_token_live_aga
     cancelled = await engine.client.post(f"/v1/responses/{rid}/cancel")
     assert cancelled.json()["status"] == "cancelled"
     await wait_for(lambda: proc.killed, timeout=10)  # a cancelled turn's process never stays
-    assert session not in engine.ctx.runs.executor.warm.sessions()
+    assert session not in warm_of(engine).sessions()
     assert tokens.get(token, proc.mounts.door) is None
 
 
@@ -221,13 +233,13 @@ async def test_off_by_default_every_turn_starts_a_process_of_its_own(engine: InP
     await wait_for(lambda: not engine.sandbox.running, timeout=5)
     await _turn(engine, harness_id, "two", after=first["id"])
     assert len(engine.sandbox.started) == 2
-    assert len(engine.ctx.runs.executor.warm) == 0
+    assert len(warm_of(engine)) == 0
 
 
 async def test_idle_timeout_cancel_delete_and_a_changed_harness_each_end_it(
     engine: InProcess,
 ) -> None:
-    warm = engine.ctx.runs.executor.warm
+    warm = warm_of(engine)
     short = await _harness(engine, 1)
     first = await _turn(engine, short, "one")
     await _kept(engine, first["metadata"]["session_id"])
@@ -249,7 +261,7 @@ async def test_idle_timeout_cancel_delete_and_a_changed_harness_each_end_it(
         proc = engine.sandbox.started[-1]
         answered = await end(session, done["id"])
         assert answered.status_code == 200, (why, answered.text)
-        await wait_for(lambda p=proc: p.killed or p.stdin_closed, timeout=10)
+        await wait_for(functools.partial(ended, proc), timeout=10)
         assert session not in warm.sessions(), why
 
 
@@ -260,7 +272,7 @@ async def test_another_session_never_gets_the_kept_process(engine: InProcess) ->
     other = await _turn(engine, harness_id, "two")  # a new session
     assert other["metadata"]["session_id"] != first["metadata"]["session_id"]
     assert len(engine.sandbox.started) == 2
-    warm = engine.ctx.runs.executor.warm
+    warm = warm_of(engine)
     await wait_for(lambda: len(warm) == 2, timeout=5)  # each session its own
 
 
@@ -274,8 +286,8 @@ async def test_a_turn_bringing_files_or_not_kept_starts_cold(engine: InProcess) 
     )
     assert unkept.status_code == 200, unkept.text
     assert len(engine.sandbox.started) == 2  # a store: false turn never runs in a kept one
-    await wait_for(lambda: kept.killed or kept.stdin_closed, timeout=10)
-    assert len(engine.ctx.runs.executor.warm) == 0  # and leaves none behind
+    await wait_for(lambda: ended(kept), timeout=10)
+    assert len(warm_of(engine)) == 0  # and leaves none behind
 
 
 async def test_the_server_stopping_ends_every_kept_process(tmp_path: Path, provider) -> None:
