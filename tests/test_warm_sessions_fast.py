@@ -16,6 +16,7 @@ from harness_bases import registry
 from harness_bases.base import Process, TurnSpec
 from harness_bases.events import AgentEvent
 from harness_bases.turns import AgentTurn
+from storage import keys as key_store
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
 from tests.support.fakes import FakeBase, FakeProcess, FakeTurn, Hang, answer
@@ -299,3 +300,37 @@ async def test_the_server_stopping_ends_every_kept_process(tmp_path: Path, provi
         await _kept(running, first["metadata"]["session_id"])
         (proc,) = running.sandbox.running
     assert proc.killed
+
+
+async def test_room_is_made_from_the_principal_holding_the_most_not_from_another(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    """At most UHP_MAX_CONCURRENT_TURNS processes idle: one principal's many sessions end
+    their own oldest, never another principal's one."""
+    async with in_process(
+        tmp_path / "data",
+        provider.base_url,
+        PROVIDER_KEY,
+        base=KeepingBase(),
+        max_concurrent_turns=2,
+    ) as engine:
+        warm = warm_of(engine)
+        _, key = await engine.ctx.db.write(key_store.create_key, "other-principal")
+        theirs = {"Authorization": f"Bearer {key}"}
+        made = await engine.client.post(
+            "/v1/harnesses", json={"base": "fake", FIELD: 600}, headers=theirs
+        )
+        their_harness = made.json()["id"]
+        answered = await engine.submit(
+            "one", metadata={"harness_id": their_harness}, headers=theirs
+        )
+        their_session = answered.json()["metadata"]["session_id"]
+        await _kept(engine, their_session)
+        mine = await _harness(engine, 600)
+        sessions = []
+        for _ in range(3):
+            done = await _turn(engine, mine, "one")
+            sessions.append(done["metadata"]["session_id"])
+            await wait_for(lambda: len(warm) == 2 and sessions[-1] in warm.sessions())
+        assert their_session in warm.sessions()
+        assert set(warm.sessions()) == {their_session, sessions[-1]}

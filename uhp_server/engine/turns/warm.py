@@ -107,8 +107,8 @@ class WarmAgent:
 
 class WarmAgents:
     """The warm processes of this server, by session. `tokens`: the gateway's TokenRegistry,
-    whose grants the processes hold. At most `limit` idle at once: a further one ends the one
-    parked longest ago, so kept processes cannot pile up on the machine."""
+    whose grants the processes hold. At most `limit` idle at once, so kept processes cannot
+    pile up on the machine: a further one ends the oldest of the principal holding the most."""
 
     def __init__(self, tokens: object, limit: int = 16) -> None:
         self.tokens = tokens
@@ -161,8 +161,15 @@ class WarmAgents:
         self._idle[session_id] = agent
         log.info("warm_parked", extra={"session_id": session_id})
         while len(self._idle) > self.limit:
-            oldest = min(self._idle.values(), key=lambda a: a.parked_at)
-            self._gone(oldest, "over_limit")
+            self._gone(self._to_evict(), "over_limit")
+
+    def _to_evict(self) -> WarmAgent:
+        """The idle process to end for room: the oldest of the principal that holds the most,
+        so one principal's many sessions cannot push another's few out."""
+        held: dict[str, int] = {}
+        for agent in self._idle.values():
+            held[agent.key.principal_id] = held.get(agent.key.principal_id, 0) + 1
+        return min(self._idle.values(), key=lambda a: (-held[a.key.principal_id], a.parked_at))
 
     # -- taking one ----------------------------------------------------------------------------
     def take(self, run: Run) -> WarmAgent | None:
