@@ -116,8 +116,9 @@ KEEP_WARM_PROPERTY = {
     "maximum": 3600,
     "description": (
         "This server's extension: seconds a session's CLI process stays alive after a "
-        "completed turn, for the same session's next turn to go on in it (Codex, Claude "
-        "Code); absent, null or 0: off. A warm process and its sandbox serve several "
+        "completed turn, for the same session's next turn to go on in it (on a base whose "
+        "CLI holds several turns; others stay cold); absent, null or 0: off. A warm "
+        "process and its sandbox serve several "
         "responses of one session, never another session or principal (docs/harnesses.md)."
     ),
     "x-uhp-server-extension": True,
