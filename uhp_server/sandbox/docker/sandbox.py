@@ -13,6 +13,8 @@ the session's folders and the gateway's socket by host path. When every engine s
 server's mount namespace and the server can mount, a container mounts per-turn overlays of
 the session's folders instead, and the socket folder is a tmpfs of its own, so its mount
 table shows neither the data folder's path nor the session id (sandbox/neutral_mounts.py).
+There, too, a small pool of containers started ahead serves turns that fit (ready_pool.py):
+a turn then skips the engine's create and start.
 """
 
 from __future__ import annotations
@@ -37,10 +39,11 @@ from uhp_server.gateway.paths import gateway_path
 from uhp_server.sandbox import neutral_mounts
 from uhp_server.sandbox.agent_user import DEFAULT_UID_RANGE, AgentUsers, account_files
 from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SandboxError, SessionMounts
-from uhp_server.sandbox.docker import images, reaper
+from uhp_server.sandbox.docker import images, reaper, slot_launch
 from uhp_server.sandbox.docker.container import (
     GATEWAY_PORT,
     LABEL_SERVER,
+    LABEL_SLOT,
     HostMounts,
     Limits,
     create_kwargs,
@@ -61,7 +64,9 @@ from uhp_server.sandbox.docker.gateway_socket import (
 )
 from uhp_server.sandbox.docker.host_paths import HostPaths
 from uhp_server.sandbox.docker.process import DockerProcess, attach_socket, wait_for_exit
-from uhp_server.sandbox.docker.runtimes import check_limits, check_runtime
+from uhp_server.sandbox.docker.ready_pool import ReadyPool, Slot, User
+from uhp_server.sandbox.docker.runtimes import GVISOR, check_limits, check_runtime
+from uhp_server.sandbox.docker.slot_mounts import NAMES, SlotMounts
 from uhp_server.sandbox.egress import EgressPolicy, with_proxy
 from uhp_server.sandbox.gateway_door import wound_down
 from uhp_server.sandbox.neutral_mounts import (
@@ -102,10 +107,12 @@ class DockerSandbox(Sandbox):
         owner: str = "",
         runtime: str = "",
         uid_range: str = DEFAULT_UID_RANGE,
+        ready_pool: int = 0,
     ) -> None:
         """`owner`: the id labelled on this server's containers (UHP_REPLICA_ID); empty, the
         id kept in the data directory. `runtime`: the engines' runtime for the containers
-        (runtimes.py; empty: each engine's default)."""
+        (runtimes.py; empty: each engine's default). `ready_pool`: ready containers per
+        engine and agent uid (ready_pool.py; 0: none)."""
         self.data_dir = data_dir
         self.packages = packages  # what the enabled bases need in the runtime image
         self.image = image or images.runtime_tag(packages)
@@ -124,6 +131,9 @@ class DockerSandbox(Sandbox):
         self._opened = False
         self._closing: set[asyncio.Future[None]] = set()
         self._neutral: NeutralMounts | None = None  # set by open(), when the server can
+        self.ready_pool_size = ready_pool
+        self.pool: ReadyPool | None = None  # set by open(), when turns can use one
+        self._slot_mounts: SlotMounts | None = None
 
     @classmethod
     def from_settings(
@@ -149,6 +159,7 @@ class DockerSandbox(Sandbox):
             host_max_turns=settings.docker_host_max_turns,
             owner=settings.replica_id or "",
             runtime=settings.docker_runtime,
+            ready_pool=settings.docker_ready_pool,
             egress=EgressPolicy.from_settings(
                 settings.egress_allow_hosts, settings.egress_allow_private_hosts
             ),
@@ -171,11 +182,43 @@ class DockerSandbox(Sandbox):
         await self.engines.open()
         self._neutral = await asyncio.to_thread(self._open_neutral_mounts)
         await self.gateway.open(gateway_app)
+        self._open_pool()
         self._opened = True
         log.info(
             "docker_sandbox_ready",
-            extra={"image": self.image, "server": self.owner, "runtime": self.runtime or "default"},
+            extra={
+                "image": self.image,
+                "server": self.owner,
+                "runtime": self.runtime or "default",
+                "ready_pool": self.pool.size if self.pool else 0,
+            },
         )
+
+    def _open_pool(self) -> None:
+        """The ready pool, where a slot's container can be given its turn's folders after
+        it started: mounts propagate into it (not in gVisor, whose Sentry sees none after
+        start), and the turn's folders are overlays (neutral mounts). Egress relays start
+        with the container, before the turn's proxy exists: no pool with egress either."""
+        if self.ready_pool_size <= 0:
+            return
+        why = ""
+        if self._neutral is None:
+            why = "no neutral mounts (the server cannot mount, or an engine is elsewhere)"
+        elif self.runtime == GVISOR:
+            why = "gVisor does not see mounts made after a container started"
+        elif self.egress.enabled:
+            why = "egress is allowed: its relay starts with the container"
+        else:
+            try:
+                self._slot_mounts = SlotMounts.open(self.owner)
+            except OSError as exc:
+                why = f"cannot mount the slots' shared folder: {exc}"
+        if why:
+            log.warning("docker_ready_pool_off", extra={"reason": why})
+            return
+        self.pool = ReadyPool(self.ready_pool_size, self.engines, self._make_slot, self._drop_slot)
+        if not self.users.per_principal:
+            self.pool.want(self.users.default)  # every turn's uid: filled at once
 
     def _open_neutral_mounts(self) -> NeutralMounts | None:
         """Neutral mounts (and the socket folder on a tmpfs of its own) when every engine
@@ -196,10 +239,14 @@ class DockerSandbox(Sandbox):
         return neutral
 
     async def close(self) -> None:
+        if self.pool is not None:
+            await self.pool.close()
         await self.engines.close()
         await self.gateway.close()
         if self._neutral is not None:
             await asyncio.to_thread(neutral_mounts.unmount, self.gateway.folder)
+        if self._slot_mounts is not None:
+            await asyncio.to_thread(self._slot_mounts.close)
         await wound_down()
         for engine in self.engines.up_engines():
             with contextlib.suppress(docker.errors.DockerException, OSError):
@@ -258,6 +305,14 @@ class DockerSandbox(Sandbox):
         await asyncio.to_thread(hand_over, *user, mounts.workspace, mounts.home)
         door = mounts.door or f"docker:unbound-{secrets.token_hex(8)}"
         neutral = await mounted_off_loop(functools.partial(self._mount_neutral, mounts))
+        go = self._pooled_go(invocation, mounts, neutral)
+        slot = self.pool.take(user) if self.pool is not None and go is not None else None
+        if slot is not None and neutral is not None and go is not None:
+            try:
+                return await self._start_in_slot(slot, go, door, user, neutral)
+            except BaseException:
+                await asyncio.shield(asyncio.to_thread(neutral.unmount))
+                raise
         try:
             accounts = account_files(user, self.paths.home)
             turn_socket = await self.gateway.open_turn(door, user, accounts)
@@ -275,9 +330,22 @@ class DockerSandbox(Sandbox):
                 neutral.unmount()
             raise
 
+        self._when_exited(engine, process, turn_socket, neutral)
+        return process
+
+    def _when_exited(
+        self,
+        engine: Engine,
+        process: DockerProcess,
+        turn_socket: TurnSocket,
+        neutral: TurnMounts | None,
+        slot: Slot | None = None,
+    ) -> None:
         def exited(_: object) -> None:
             # At once, before the turn's wait() returns: the server may then write the
             # folders itself (a layer must not change under a mounted overlay).
+            if slot is not None and self._slot_mounts is not None:
+                self._slot_mounts.remove_slot(slot.points)
             if neutral is not None:
                 neutral.unmount()
             self.engines.ended(engine, process)
@@ -285,7 +353,127 @@ class DockerSandbox(Sandbox):
             self._closing.add(asyncio.ensure_future(self._close(turn_socket)))
 
         process.exited.add_done_callback(exited)
+
+    # -- the ready pool ------------------------------------------------------------------------
+
+    def _pooled_go(
+        self, invocation: Invocation, mounts: SessionMounts, neutral: TurnMounts | None
+    ) -> bytes | None:
+        """What a ready slot's shell is sent to become this turn's CLI; None when the turn
+        must create its own container: no pool, no overlays to mount into the slot, or
+        something a slot fixed at its create differs (extra folders, a memory limit)."""
+        if self.pool is None or neutral is None or mounts.extra:
+            return None
+        if mounts.limits is not None and mounts.limits.memory_bytes:
+            return None
+        script = slot_launch.turn_script(
+            replace(invocation, env=with_proxy(invocation.env, self.egress))
+        )
+        return slot_launch.go_message(script) if script is not None else None
+
+    async def _start_in_slot(
+        self, slot: Slot, go: bytes, door: str, user: User, neutral: TurnMounts
+    ) -> DockerProcess:
+        """Bind the turn to a ready slot (its engine reserved): the turn's overlays mounted
+        on the slot's folders, its gateway socket served in the slot's folder, then the
+        script on stdin."""
+        assert self._slot_mounts is not None
+        engine = slot.engine
+        sources = {name: neutral.paths[name] for name in NAMES}
+        turn_socket: TurnSocket | None = None
+        try:
+            await asyncio.to_thread(self._slot_mounts.bind, slot.points, sources)
+            accounts = account_files(user, self.paths.home)
+            turn_socket = await self.gateway.open_turn(door, user, accounts, prepared=slot.name)
+            process = await DockerProcess.connect(
+                engine.api, slot.container_id, slot.sock, slot.exited
+            )
+            await process.write(go)
+        except BaseException as exc:
+            self.engines.unreserve(engine)
+            await asyncio.shield(self._drop_slot(slot, turn_socket))
+            if isinstance(exc, OSError):
+                raise SandboxError(f"cannot start the turn in a ready container: {exc}") from exc
+            raise
+        self.engines.started(engine, process)
+        if not engine.up:  # lost while the turn was bound
+            process.engine_lost(lost_reason(engine))
+        log.debug("docker_ready_slot_bound", extra={"slot": slot.name, "door": door})
+        self._when_exited(engine, process, turn_socket, neutral, slot)
         return process
+
+    async def _make_slot(self, engine: Engine, user: User) -> Slot:
+        """Start one ready slot of `user` on `engine` (ready_pool.py); leaves nothing behind
+        when it fails or is cancelled."""
+        assert self._slot_mounts is not None
+        slot_mounts = self._slot_mounts
+        name = secrets.token_hex(8)
+        points = await asyncio.to_thread(slot_mounts.make_slot, name)
+        try:
+            files = await asyncio.to_thread(
+                self.gateway.prepare_folder, name, user, account_files(user, self.paths.home)
+            )
+            kwargs = self._slot_container(engine, name, points, files, user)
+            api = engine.api
+            created = await asyncio.to_thread(api.create_container, **kwargs)
+        except BaseException:
+            await asyncio.shield(asyncio.to_thread(self._remove_slot_folders, name, points))
+            raise
+        container_id = created["Id"]
+        try:
+            sock = await asyncio.to_thread(attach_socket, api, container_id)
+            exited = wait_for_exit(api, container_id, asyncio.get_running_loop())
+            await asyncio.to_thread(api.start, container_id)
+        except BaseException:
+            await asyncio.shield(asyncio.to_thread(self._remove, api, container_id))
+            await asyncio.shield(asyncio.to_thread(self._remove_slot_folders, name, points))
+            raise
+        return Slot(name, engine, user, container_id, sock, exited, points)
+
+    def _slot_container(
+        self,
+        engine: Engine,
+        name: str,
+        points: dict[str, Path],
+        files: dict[str, Path],
+        user: User,
+    ) -> dict[str, Any]:
+        """A slot's container: the turn's container but for what only the turn knows (its
+        folders come later, through `points`; its invocation on stdin; no session labels)."""
+        host_path = engine.host_paths
+        host = HostMounts(
+            workspace=host_path(points["workspace"]),
+            home=host_path(points["home"]),
+            tools=host_path(points["tools"]),
+            gateway_dir=host_path(self.gateway.folder / name),
+            resolv_conf=host_path(self.gateway.resolv_conf),
+            files={host_path(here): inside for inside, here in files.items()},
+            follow_mounts=True,
+        )
+        host_config = engine.api.create_host_config(
+            **host_config_kwargs(host, self.paths, self.limits, self.runtime)
+        )
+        return create_kwargs(
+            image=self.image,
+            invocation=Invocation(list(slot_launch.COMMAND), {}, "/"),
+            user=user,
+            labels={LABEL_SERVER: self.owner, LABEL_SLOT: name},
+            host_config=host_config,
+        )
+
+    async def _drop_slot(self, slot: Slot, turn_socket: TurnSocket | None = None) -> None:
+        """Remove a slot that serves no turn (any more): its container, then its folders."""
+        slot.sock.close()  # its shell reads end-of-file and exits
+        with contextlib.suppress(*ENGINE_ERRORS):
+            await asyncio.to_thread(self._remove, slot.engine.api, slot.container_id)
+        if turn_socket is not None:
+            await self.gateway.close_turn(turn_socket)
+        await asyncio.to_thread(self._remove_slot_folders, slot.name, slot.points)
+
+    def _remove_slot_folders(self, name: str, points: dict[str, Path]) -> None:
+        if self._slot_mounts is not None:
+            self._slot_mounts.remove_slot(points)
+        self.gateway.remove_folder(name)
 
     def _mount_neutral(self, mounts: SessionMounts) -> TurnMounts | None:
         """The turn's overlays (neutral_mounts.mount_session), or None."""
