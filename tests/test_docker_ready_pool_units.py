@@ -167,6 +167,10 @@ class Maker:
         self.discarded.append(slot)
 
 
+def only_engine(pool: ReadyPool) -> Engine:
+    return pool.engines.engines[0]
+
+
 def up_engines(*urls: str, max_turns: int = 0) -> EnginePool:
     pool = EnginePool(list(urls), max_turns, lambda engine: None)
     for engine in pool.engines:
@@ -205,9 +209,8 @@ async def test_a_taken_slot_is_never_given_again_and_the_pool_refills(maker: Mak
     pool = ReadyPool(2, engines, maker.make, maker.discard)
     pool.want(ALICE)
     await settled(pool)
-    taken = [pool.take(ALICE), pool.take(ALICE)]
+    taken = [pool.take(only_engine(pool), ALICE), pool.take(only_engine(pool), ALICE)]
     assert taken[0] is not None and taken[1] is not None and taken[0] is not taken[1]
-    assert engines.engines[0].reserved == 2  # each reserved like a placed turn
     await settled(pool)
     ready = pool.ready(ALICE)
     assert len(ready) == 2 and not set(ready) & set(taken)
@@ -219,11 +222,13 @@ async def test_a_uid_never_gets_anothers_slot(maker: Maker) -> None:
     pool = ReadyPool(1, up_engines(""), maker.make, maker.discard)
     pool.want(ALICE)
     await settled(pool)
-    assert pool.take(BOB) is None  # Bob's first turn is a cold one, then Bob has slots
+    assert (
+        pool.take(only_engine(pool), BOB) is None
+    )  # Bob's first turn is a cold one, then Bob has slots
     await settled(pool)
-    bobs = pool.take(BOB)
+    bobs = pool.take(only_engine(pool), BOB)
     assert bobs is not None and bobs.user == BOB
-    alices = pool.take(ALICE)
+    alices = pool.take(only_engine(pool), ALICE)
     assert alices is not None and alices.user == ALICE
     await pool.close()
 
@@ -236,7 +241,7 @@ async def test_a_slot_whose_container_exited_is_dropped_not_taken(maker: Maker) 
     dead.exited.set_result(137)
     await settled(pool)
     assert dead in maker.discarded and dead not in pool.ready(ALICE)
-    taken = pool.take(ALICE)
+    taken = pool.take(only_engine(pool), ALICE)
     assert taken is None or taken is not dead
     await pool.close()
 
@@ -247,17 +252,22 @@ async def test_a_slot_on_a_lost_engine_is_not_taken(maker: Maker) -> None:
     pool.want(ALICE)
     await settled(pool)
     engines.engines[0].up = False
-    assert pool.take(ALICE) is None
+    assert pool.take(only_engine(pool), ALICE) is None
     await pool.close()
 
 
-async def test_an_engine_at_its_cap_gives_no_slot(maker: Maker) -> None:
-    engines = up_engines("", max_turns=1)
-    pool = ReadyPool(2, engines, maker.make, maker.discard)
+async def test_a_slot_is_taken_only_on_the_engine_the_turn_was_placed_on(
+    maker: Maker,
+) -> None:
+    engines = up_engines("unix:///a", "unix:///b")
+    pool = ReadyPool(1, engines, maker.make, maker.discard)
     pool.want(ALICE)
     await settled(pool)
-    assert pool.take(ALICE) is not None
-    assert pool.take(ALICE) is None  # the one turn the engine may run holds the first
+    a, b = engines.engines
+    on_b = pool.take(b, ALICE)
+    assert on_b is not None and on_b.engine is b
+    assert pool.take(b, ALICE) is None  # b's only slot is gone; a's stays a's
+    assert [slot.engine for slot in pool.ready(ALICE)] == [a]
     await pool.close()
 
 
@@ -283,7 +293,7 @@ async def test_a_failing_engine_is_retried_a_few_times_then_left_to_the_next_tur
     await settled(pool)
     assert maker.failures == 10 - ready_pool.FAILURES_BEFORE_PAUSE and not pool.ready(ALICE)
     maker.failures = 0
-    assert pool.take(ALICE) is None  # the turn goes cold; its take fills again
+    assert pool.take(only_engine(pool), ALICE) is None  # the turn goes cold; its take fills again
     await settled(pool)
     assert len(pool.ready(ALICE)) == 1
     await pool.close()
@@ -294,7 +304,7 @@ async def test_close_removes_every_unused_slot_and_stops_filling(maker: Maker) -
     pool.want(ALICE)
     await settled(pool)
     maker.gate = asyncio.Event()  # a fill under way when the pool closes
-    assert pool.take(ALICE) is not None
+    assert pool.take(only_engine(pool), ALICE) is not None
     await asyncio.sleep(0.01)
     await pool.close()
     maker.gate.set()
@@ -306,6 +316,6 @@ async def test_close_removes_every_unused_slot_and_stops_filling(maker: Maker) -
 
 async def test_size_zero_makes_nothing(maker: Maker) -> None:
     pool = ReadyPool(0, up_engines(""), maker.make, maker.discard)
-    assert pool.take(ALICE) is None
+    assert pool.take(only_engine(pool), ALICE) is None
     await settled(pool)
     assert maker.made == []

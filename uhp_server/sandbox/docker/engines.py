@@ -175,10 +175,6 @@ class EnginePool:
         """Whether `engine` is up and under its cap."""
         return engine.up and (not self.max_turns or engine.load < self.max_turns)
 
-    def reserve(self, engine: Engine) -> None:
-        """Reserve a turn on `engine` (a ready pool's slot there: see admits)."""
-        engine.reserved += 1
-
     def unreserve(self, engine: Engine) -> None:
         engine.reserved -= 1
 

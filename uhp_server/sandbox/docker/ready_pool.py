@@ -4,7 +4,7 @@ Creating and starting a hardened container costs a few hundred milliseconds of t
 time, which a turn would otherwise wait for. A slot is such a container, started with the
 sandbox's hardening and limits, its agent's uid and empty folders of its own where the turn's
 folders will be mounted (slot_mounts.py), its shell waiting on stdin for the turn's script
-(slot_launch.py). A turn takes a ready slot of its uid on an engine with room; the slot
+(slot_launch.py). A turn takes a ready slot of its uid on the engine it is placed on; the slot
 serves that one turn and is removed after it, and the pool makes another in the background.
 A slot never sees a principal's folders, token or environment before it is bound, never
 serves a second turn, and never another uid.
@@ -81,23 +81,17 @@ class ReadyPool:
         """The ready slots of `user`, on every engine."""
         return [s for (_, u), slots in self._ready.items() if u == user for s in slots]
 
-    def take(self, user: User) -> Slot | None:
-        """A live slot of `user` on the least loaded engine with room, that engine reserved
-        (released as after EnginePool.place: started or unreserve); None: no slot is ready.
-        Either way the pool goes on to keep `user`'s slots filled."""
-        engines = [e for e in self.engines.up_engines() if self.engines.admits(e)]
+    def take(self, engine: Engine, user: User) -> Slot | None:
+        """A live slot of `user` on `engine` (the one the turn was placed on), or None: none
+        is ready. Either way the pool goes on to keep `user`'s slots filled."""
+        slots = self._ready.get((engine, user), [])
         taken: Slot | None = None
-        for engine in sorted(engines, key=lambda e: e.load):
-            slots = self._ready.get((engine, user), [])
-            while slots and taken is None:
-                slot = slots.pop(0)
-                if slot.alive:
-                    taken = slot
-                else:
-                    self._drop(slot)
-            if taken is not None:
-                self.engines.reserve(engine)
-                break
+        while slots and taken is None:
+            slot = slots.pop(0)
+            if slot.alive:
+                taken = slot
+            else:
+                self._drop(slot)
         self.want(user)
         return taken
 

@@ -24,6 +24,7 @@ import contextlib
 import functools
 import logging
 import os
+import re
 import secrets
 from collections.abc import Collection
 from dataclasses import replace
@@ -42,6 +43,7 @@ from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SandboxError, Ses
 from uhp_server.sandbox.docker import images, reaper, slot_launch
 from uhp_server.sandbox.docker.container import (
     GATEWAY_PORT,
+    LABEL_RESPONSE,
     LABEL_SERVER,
     LABEL_SLOT,
     HostMounts,
@@ -306,13 +308,14 @@ class DockerSandbox(Sandbox):
         door = mounts.door or f"docker:unbound-{secrets.token_hex(8)}"
         neutral = await mounted_off_loop(functools.partial(self._mount_neutral, mounts))
         go = self._pooled_go(invocation, mounts, neutral)
-        slot = self.pool.take(user) if self.pool is not None and go is not None else None
-        if slot is not None and neutral is not None and go is not None:
+        if go is not None and neutral is not None:
             try:
-                return await self._start_in_slot(slot, go, door, user, neutral)
+                process = await self._start_pooled(go, door, user, mounts, neutral)
             except BaseException:
                 await asyncio.shield(asyncio.to_thread(neutral.unmount))
                 raise
+            if process is not None:
+                return process
         try:
             accounts = account_files(user, self.paths.home)
             turn_socket = await self.gateway.open_turn(door, user, accounts)
@@ -370,6 +373,37 @@ class DockerSandbox(Sandbox):
             replace(invocation, env=with_proxy(invocation.env, self.egress))
         )
         return slot_launch.go_message(script) if script is not None else None
+
+    async def _start_pooled(
+        self, go: bytes, door: str, user: User, mounts: SessionMounts, neutral: TurnMounts
+    ) -> DockerProcess | None:
+        """The turn in a ready slot on the engine it is placed on (as a cold turn would be),
+        or None: no slot of its uid is ready there."""
+        assert self.pool is not None
+        engine = self.engines.place()
+        slot = self.pool.take(engine, user)
+        if slot is None:
+            self.engines.unreserve(engine)
+            return None
+        process = await self._start_in_slot(slot, go, door, user, neutral)
+        self._name_after_turn(slot, mounts)
+        return process
+
+    def _name_after_turn(self, slot: Slot, mounts: SessionMounts) -> None:
+        """Name the slot's container after its response (`uhp-<response id>`), off the
+        turn's path: made before its turn was known, it carries no uhp.response label, and
+        an operator reading `docker ps` should still see what it runs."""
+        response = mounts.labels.get(LABEL_RESPONSE, "")
+        if not response:
+            return
+        name = "uhp-" + re.sub(r"[^a-zA-Z0-9_.-]", "-", response)
+
+        async def rename() -> None:
+            with contextlib.suppress(*ENGINE_ERRORS):
+                await asyncio.to_thread(slot.engine.api.rename, slot.container_id, name)
+            self._closing.discard(asyncio.current_task())
+
+        self._closing.add(asyncio.ensure_future(rename()))
 
     async def _start_in_slot(
         self, slot: Slot, go: bytes, door: str, user: User, neutral: TurnMounts
