@@ -19,7 +19,7 @@ from starlette.types import Receive, Scope, Send
 
 from harness_bases.base import Invocation
 from tests.conftest import API_KEY, server_env
-from tests.support.docker import runtime_image_or_skip, server_id
+from tests.support.docker import runs_turn, runtime_image_or_skip, server_id
 from tests.support.server import ServerProcess
 from tests.test_sessions_e2e import first_delta
 from tests.test_tasks_e2e import create, wait_terminal
@@ -74,15 +74,10 @@ def engine_of(data_dir: Path, response_id: str) -> str:
                 containers = ours(url, data_dir)
             except requests.exceptions.ConnectionError:
                 continue  # engine 2, stopped: the turn is not there
-            if any(runs(container, response_id) for container in containers):
+            if any(runs_turn(container, response_id) for container in containers):
                 return url
         time.sleep(0.1)
     raise AssertionError(f"no container runs {response_id}")
-
-
-def runs(container: dict[str, Any], response_id: str) -> bool:
-    named = f"/uhp-{response_id}" in container["Names"]
-    return named or container["Labels"].get("uhp.response") == response_id
 
 
 def ours(url: str, data_dir: Path) -> list[dict[str, Any]]:

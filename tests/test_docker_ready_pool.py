@@ -66,6 +66,15 @@ async def filled(box: DockerSandbox, user: tuple[int, int], timeout: float = 60)
     return {slot.container_id for slot in box.pool.ready(user)}
 
 
+async def named(container_id: str, name: str, timeout: float = 10) -> bool:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while (info := inspect(container_id)) is not None and info["Name"] != name:
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(0.05)
+    return info is not None
+
+
 async def start(box: DockerSandbox, mounts: SessionMounts, script: str) -> DockerProcess:
     proc = await box.start(Invocation(["/bin/sh", "-c", script], ENV, "/workspace"), mounts)
     assert isinstance(proc, DockerProcess)
@@ -92,6 +101,7 @@ async def test_a_ready_slot_holds_no_principals_folder_token_or_environment(
     assert "UHP_TEST_MARK" not in exec_in(slot, ["cat", "/proc/1/environ"])
     info = inspect(slot)
     assert info is not None and info["Config"]["Labels"]["uhp.slot"]
+    assert info["Name"].startswith("/uhp-slot-")
 
 
 async def test_a_pooled_turn_sees_only_its_own_workspace_and_home(
@@ -106,6 +116,8 @@ async def test_a_pooled_turn_sees_only_its_own_workspace_and_home(
         assert await asyncio.wait_for(anext(first.lines()), 20) == b"up"
         assert await asyncio.wait_for(anext(second.lines()), 20) == b"up"
         assert (tmp_path / "a" / "ws" / "w.txt").read_text() == "mine\n"
+        # Made before its turn, it carries no uhp.response label: it is named after it.
+        assert await named(first.container_id, "/uhp-resp_a")
         assert (tmp_path / "a" / "home" / "h.txt").read_text() == "mine\n"
         # Another session's turn, beside it: an empty workspace and home, no trace of a's.
         script = "ls -A /workspace /home/agent; find / -name w.txt 2>/dev/null; echo end"
@@ -203,9 +215,11 @@ async def test_the_pool_off_runs_every_turn_in_a_container_of_its_own(
     off = await open_box(tmp_path / "off", image, size=0)
     try:
         assert off.pool is None
-        code, out = await run(off, session(tmp_path, "a"), "echo ok")
-        assert (code, out) == (0, ["ok"])
-        assert reaper.owned_containers(engine_or_skip(), off.owner) == []
+        proc = await start(off, session(tmp_path, "a"), "echo ok")
+        assert [line async for line in proc.lines()] == [b"ok"]
+        assert await proc.wait() == 0
+        assert await gone(proc.container_id)
+        assert reaper.owned_containers(engine_or_skip(), off.owner) == []  # no slot made
     finally:
         await off.close()
 

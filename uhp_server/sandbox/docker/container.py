@@ -30,6 +30,8 @@ LABEL_RESPONSE = "uhp.response"
 # A ready pool's container (ready_pool.py), before its turn: created ahead, it cannot carry
 # its turn's session and response (the server logs which slot a turn took).
 LABEL_SLOT = "uhp.slot"
+# A ready container's name until its turn starts; then it is renamed uhp-<response id>.
+SLOT_NAME_PREFIX = "uhp-slot-"
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ from uhp_server.sandbox.docker.container import (
     LABEL_RESPONSE,
     LABEL_SERVER,
     LABEL_SLOT,
+    SLOT_NAME_PREFIX,
     HostMounts,
     Limits,
     create_kwargs,
@@ -487,13 +488,14 @@ class DockerSandbox(Sandbox):
         host_config = engine.api.create_host_config(
             **host_config_kwargs(host, self.paths, self.limits, self.runtime)
         )
-        return create_kwargs(
+        kwargs = create_kwargs(
             image=self.image,
             invocation=Invocation(list(slot_launch.COMMAND), {}, "/"),
             user=user,
             labels={LABEL_SERVER: self.owner, LABEL_SLOT: name},
             host_config=host_config,
         )
+        return {**kwargs, "name": SLOT_NAME_PREFIX + name}
 
     async def _drop_slot(self, slot: Slot, turn_socket: TurnSocket | None = None) -> None:
         """Remove a slot that serves no turn (any more): its container, then its folders."""
