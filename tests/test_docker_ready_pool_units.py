@@ -19,6 +19,7 @@ from uhp_server.sandbox.docker.container import HostMounts, Limits, host_config_
 from uhp_server.sandbox.docker.engines import Engine, EnginePool
 from uhp_server.sandbox.docker.ready_pool import ReadyPool, Slot
 from uhp_server.sandbox.docker.sandbox import DockerSandbox
+from uhp_server.sandbox.egress import EgressPolicy
 from uhp_server.settings import Settings
 
 ALICE, BOB = (200001, 200001), (200002, 200002)
@@ -319,3 +320,29 @@ async def test_size_zero_makes_nothing(maker: Maker) -> None:
     assert pool.take(only_engine(pool), ALICE) is None
     await settled(pool)
     assert maker.made == []
+
+
+@pytest.mark.parametrize(
+    ("runtime", "egress", "neutral", "why"),
+    [
+        ("runsc", False, True, "gVisor"),
+        ("", True, True, "egress"),
+        ("", False, False, "no neutral mounts"),
+    ],
+)
+def test_the_pool_is_off_where_a_slot_could_not_take_its_turn(
+    tmp_path: Path,
+    runtime: str,
+    egress: bool,
+    neutral: bool,
+    why: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    policy = EgressPolicy(frozenset({"example.org"})) if egress else EgressPolicy()
+    box = DockerSandbox(tmp_path, ready_pool=2, runtime=runtime, egress=policy)
+    box._neutral = object() if neutral else None  # type: ignore[assignment]
+    with caplog.at_level("WARNING"):
+        box._open_pool()
+    assert box.pool is None and box._slot_mounts is None
+    (record,) = [r for r in caplog.records if r.message == "docker_ready_pool_off"]
+    assert why in record.__dict__["reason"]
