@@ -28,7 +28,7 @@ LABEL_SERVER = "uhp.server"
 LABEL_SESSION = "uhp.session"
 LABEL_RESPONSE = "uhp.response"
 # A ready pool's container (ready_pool.py), before its turn: created ahead, it cannot carry
-# its turn's session and response (the server logs which slot a turn took).
+# its turn's session and response: it is renamed uhp-<response id> once its turn starts.
 LABEL_SLOT = "uhp.slot"
 # A ready container's name until its turn starts; then it is renamed uhp-<response id>.
 SLOT_NAME_PREFIX = "uhp-slot-"
