@@ -272,12 +272,21 @@ async def test_a_slot_is_taken_only_on_the_engine_the_turn_was_placed_on(
     await pool.close()
 
 
-async def test_the_least_recently_active_uid_loses_its_slots(maker: Maker) -> None:
+async def test_a_uid_in_use_keeps_its_place_and_an_idle_ones_is_given_up(
+    maker: Maker, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pool = ReadyPool(1, up_engines(""), maker.make, maker.discard, max_users=1)
     pool.want(ALICE)
     await settled(pool)
     (alices,) = pool.ready(ALICE)
-    pool.want(BOB)
+    # Alice was active just now: Bob's turns go cold, and make and remove nothing.
+    assert pool.take(only_engine(pool), BOB) is None
+    await settled(pool)
+    assert pool.ready(ALICE) == [alices] and pool.ready(BOB) == []
+    assert len(maker.made) == 1 and maker.discarded == []
+    # Alice idle past the limit: Bob's next turn takes her place, her slot is removed.
+    monkeypatch.setattr(ready_pool, "USER_IDLE_SECONDS", 0.0)
+    assert pool.take(only_engine(pool), BOB) is None
     await settled(pool)
     assert pool.ready(ALICE) == [] and alices in maker.discarded
     assert len(pool.ready(BOB)) == 1

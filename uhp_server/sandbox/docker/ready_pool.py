@@ -9,9 +9,12 @@ serves that one turn and is removed after it, and the pool makes another in the 
 A slot never sees a principal's folders, token or environment before it is bound, never
 serves a second turn, and never another uid.
 
-Slots are kept per (engine, agent uid): the uid is fixed when a container is created. The
-uids of the last MAX_USERS principals to start a turn have slots (a principal's first turn
-in a while is a cold one); an evicted uid's slots are removed. A turn the pool cannot serve
+Slots are kept per (engine, agent uid): the uid is fixed when a container is created. At most
+MAX_USERS uids have slots; a principal's first turn is a cold one and gives its uid a place
+when one is free, or when the uid holding one has started no turn for USER_IDLE_SECONDS (its
+slots are then removed). A place is never taken from a uid in use: with more principals
+active than places, the others' turns go cold rather than every turn making and removing
+containers for a churning pool. A turn the pool cannot serve
 (no ready slot, or what is fixed at create differs: its own memory limit, extra mounts)
 creates its own container, as without a pool.
 """
@@ -23,6 +26,7 @@ import contextlib
 import functools
 import logging
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +35,8 @@ from uhp_server.sandbox.docker.engines import Engine, EnginePool
 
 log = logging.getLogger(__name__)
 
-MAX_USERS = 4  # agent uids with slots of their own, the most recently active
+MAX_USERS = 4  # agent uids with slots of their own
+USER_IDLE_SECONDS = 300.0  # a uid with no turn this long gives its place to the next
 FAILURES_BEFORE_PAUSE = 3  # a fill that fails this often in a row waits for the next turn
 RETRY_FIRST_SECONDS = 0.5
 
@@ -73,7 +78,7 @@ class ReadyPool:
         self.max_users = max_users
         self._ready: dict[tuple[Engine, User], list[Slot]] = {}
         self._filling: dict[tuple[Engine, User], asyncio.Task[None]] = {}
-        self._users: list[User] = []  # least recently active first
+        self._active: dict[User, float] = {}  # uids with a place: when last active
         self._discarding: set[asyncio.Task[None]] = set()
         self._closed = False
 
@@ -96,15 +101,10 @@ class ReadyPool:
         return taken
 
     def want(self, user: User) -> None:
-        """Keep `user`'s slots filled on every engine that is up (it is now the most
-        recently active uid; the least recently active beyond MAX_USERS loses its slots)."""
-        if self._closed or self.size <= 0:
+        """Keep `user`'s slots filled on every engine that is up, if it has a place or can
+        have one (see the module's docstring)."""
+        if self._closed or self.size <= 0 or not self._place_for(user):
             return
-        if user in self._users:
-            self._users.remove(user)
-        self._users.append(user)
-        while len(self._users) > self.max_users:
-            self._evict(self._users.pop(0))
         for engine in self.engines.up_engines():
             key = (engine, user)
             if key not in self._filling:
@@ -126,10 +126,22 @@ class ReadyPool:
         while self._discarding:
             await asyncio.gather(*self._discarding, return_exceptions=True)
 
+    def _place_for(self, user: User) -> bool:
+        """Whether `user` has a place (now marked active), taking a free one or an idle
+        uid's."""
+        now = time.monotonic()
+        if user not in self._active and len(self._active) >= self.max_users:
+            idlest = min(self._active, key=self._active.__getitem__)
+            if now - self._active[idlest] < USER_IDLE_SECONDS:
+                return False
+            self._evict(idlest)
+        self._active[user] = now
+        return True
+
     # -- filling -----------------------------------------------------------------------------
 
     def _wanted(self, engine: Engine, user: User) -> bool:
-        return not self._closed and engine.up and user in self._users
+        return not self._closed and engine.up and user in self._active
 
     async def _fill(self, engine: Engine, user: User) -> None:
         key = (engine, user)
@@ -171,6 +183,7 @@ class ReadyPool:
             self._drop(slot)
 
     def _evict(self, user: User) -> None:
+        del self._active[user]
         for key in [key for key in self._ready if key[1] == user]:
             for slot in self._ready.pop(key):
                 self._drop(slot)
