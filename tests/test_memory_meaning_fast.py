@@ -1,9 +1,11 @@
 """Recall by meaning (Memories §6.2 `query`) on the embedded provider, in process: vectors
 from the scripted model provider's /v1/embeddings (model `embed-test`, near for texts that
-share words) reached through the gateway, kept beside each version and ranked by sqlite-vec.
-A fact is found by meaning, fused with words by reciprocal rank, only within the memories
-the server decided (another principal's never), as it was held `as_of` an instant, forgotten
-only when asked; an embedder that fails keeps the write and recall says what it missed."""
+share words) reached through the gateway, kept beside each version and ranked by sqlite-vec on
+SQLite, pgvector on PostgreSQL (UHP_TEST_DATABASE=postgresql). A fact is found by meaning,
+fused with words by reciprocal rank, only within the memories the server decided (another
+principal's never), as it was held `as_of` an instant, forgotten only when asked; an embedder
+that fails keeps the write and recall says what it missed. On a PostgreSQL database without
+pgvector, `query` is not declared, start-up says why, and writes go on."""
 
 from __future__ import annotations
 
@@ -28,11 +30,6 @@ from uhp_server.memories.meaning import QUERY_PARTIAL, QUERY_UNAVAILABLE
 
 EMBEDDING_MODEL = "embed-test"
 ON_POSTGRESQL = postgres.TEST_DATABASE == "postgresql"
-# Recall by meaning is built on SQLite (sqlite-vec); on PostgreSQL (pgvector) not yet, and
-# there the last test checks that `query` is not declared and writes go on.
-by_meaning = pytest.mark.skipif(
-    ON_POSTGRESQL, reason="recall by meaning on PostgreSQL (pgvector) is not built yet"
-)
 
 
 @pytest.fixture
@@ -54,7 +51,7 @@ def _vectors(server: InProcess, record_id: str) -> list[MemoryVectorRow]:
     return server.ctx.db.run(read)
 
 
-@by_meaning
+@pytest.mark.skipif(ON_POSTGRESQL, reason="sqlite-vec is SQLite's; the SQLite pass runs it")
 def test_this_python_loads_sqlite_vec() -> None:
     """What the rest needs: without it the provider declares no `query` (docs/memory-providers.md
     says which Python loads extensions: Debian's does, pyenv's does not unless built so)."""
@@ -66,7 +63,6 @@ def test_this_python_loads_sqlite_vec() -> None:
     assert connection.execute("SELECT vec_version()").fetchone()[0] == "v0.1.9"
 
 
-@by_meaning
 async def test_query_is_declared_and_a_fact_is_found_by_meaning_alone(
     server: InProcess,
 ) -> None:
@@ -92,7 +88,6 @@ async def test_query_is_declared_and_a_fact_is_found_by_meaning_alone(
     assert _found(root_found) == [late["id"]]
 
 
-@by_meaning
 async def test_meaning_and_words_are_fused_and_each_hit_says_which_found_it(
     server: InProcess,
 ) -> None:
@@ -106,7 +101,6 @@ async def test_meaning_and_words_are_fused_and_each_hit_says_which_found_it(
     assert answer["results"][0]["score"] == 1.0 and answer["degraded"] == []
 
 
-@by_meaning
 async def test_observed_episodes_and_revisions_are_found_by_their_own_meaning(
     server: InProcess,
 ) -> None:
@@ -121,7 +115,6 @@ async def test_observed_episodes_and_revisions_are_found_by_their_own_meaning(
     assert len(_vectors(server, episode["id"])) == 1
 
 
-@by_meaning
 async def test_as_of_finds_the_version_held_then_and_forgotten_records_only_when_asked(
     server: InProcess,
 ) -> None:
@@ -147,7 +140,6 @@ async def test_as_of_finds_the_version_held_then_and_forgotten_records_only_when
     assert _found(kept) == [first["id"]] and kept["results"][0]["record"]["status"] == "forgotten"
 
 
-@by_meaning
 async def test_no_hit_by_meaning_of_one_principal_reaches_another(server: InProcess) -> None:
     _, child = await _tree(server)
     secret = await _record(server, child["id"], content="The Quillon discount is twelve percent.")
@@ -174,7 +166,6 @@ async def test_no_hit_by_meaning_of_one_principal_reaches_another(server: InProc
     assert _found(mine) == [secret["id"]]
 
 
-@by_meaning
 async def test_erasing_a_record_removes_its_vectors(server: InProcess) -> None:
     mid = (await _memory(server, "Vault"))["id"]
     record = await _record(server, mid, content="The vault code is kept offsite.")
@@ -190,7 +181,6 @@ async def test_erasing_a_record_removes_its_vectors(server: InProcess) -> None:
     assert _found(await _recall(server, mid, query="vault code")) == []
 
 
-@by_meaning
 async def test_an_embedder_that_fails_keeps_the_write_and_recall_says_what_it_missed(
     tmp_path: Path, provider: RunningProvider
 ) -> None:
@@ -236,13 +226,39 @@ async def test_without_an_embedder_query_is_not_declared_and_writes_keep_no_vect
 
 
 @pytest.mark.skipif(not ON_POSTGRESQL, reason="the PostgreSQL pass runs it")
-async def test_on_postgresql_query_is_not_declared_yet_and_writes_go_on(
-    server: InProcess,
+def test_each_test_database_has_pgvector(server: InProcess) -> None:
+    """What the PostgreSQL pass needs: without it the provider declares no `query` there
+    (scripts/postgres.sh builds pgvector and creates it in template1, which each test's
+    database is made from)."""
+    created = server.ctx.db.run(
+        lambda tx: tx.rows("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+    )
+    assert created == [("0.8.0",)], "run `bash scripts/postgres.sh` (as root): it builds pgvector"
+
+
+@pytest.mark.skipif(not ON_POSTGRESQL, reason="the PostgreSQL pass runs it")
+async def test_on_postgresql_without_pgvector_query_is_not_declared_and_writes_go_on(
+    tmp_path: Path, provider: RunningProvider, caplog: pytest.LogCaptureFixture
 ) -> None:
-    documents = (await server.client.get("/v1/memories/providers")).json()
-    assert documents["data"][0]["recall"]["signals"] == ["text", "filters"]
-    mid = (await _memory(server, "Ledger"))["id"]
-    record = await _record(server, mid, content="Harlow Logistics settles invoices late.")
-    assert _vectors(server, record["id"]) == []
-    answer = await _recall(server, mid, query="invoices late", text="Harlow")
-    assert answer["degraded"] == ["query:not_supported"] and _found(answer) == [record["id"]]
+    """A database whose user may not create pgvector (the test role is no superuser, and the
+    database is made without it): the migrations run whole, start-up says why `query` is
+    not declared (and what an administrator runs), writes go on and recall by words answers."""
+    with postgres.bare_database() as url:
+        caplog.set_level("WARNING")
+        async with in_process(
+            tmp_path / "data",
+            provider.base_url,
+            PROVIDER_KEY,
+            memory_embedding_model=EMBEDDING_MODEL,
+            database_url=url,
+        ) as server:
+            documents = (await server.client.get("/v1/memories/providers")).json()
+            assert documents["data"][0]["recall"]["signals"] == ["text", "filters"]
+            mid = (await _memory(server, "Ledger"))["id"]
+            record = await _record(server, mid, content="Harlow Logistics settles invoices late.")
+            assert _vectors(server, record["id"]) == []
+            answer = await _recall(server, mid, query="invoices late", text="Harlow")
+            assert answer["degraded"] == ["query:not_supported"]
+            assert _found(answer) == [record["id"]]
+        why = [r for r in caplog.records if r.getMessage() == "memory_query_not_declared"]
+        assert why and "CREATE EXTENSION vector" in why[0].__dict__["reason"]
