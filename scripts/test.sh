@@ -214,7 +214,7 @@ run_chat_and_conformance_passes() {
 }
 # On PostgreSQL (scripts/postgres.sh installs and starts Debian's cluster): the in-process
 # engine tests, storage's own and the end-to-end files of tasks, sessions, restarts and the
-# SDK, each test server on a fresh database (tests/support/postgres.py); two replicas on
+# SDK, recall by meaning (pgvector), each test server on a fresh database (tests/support/postgres.py); two replicas on
 # one database (tests/test_replicas_e2e.py); and the benchmarks that need PostgreSQL, in their
 # smoke mode (tests/test_bench_smoke.py; bench/scale.py's replicas behind haproxy too, so
 # haproxy is installed first).
@@ -230,7 +230,7 @@ if bash scripts/postgres.sh; then
     tests/test_replicas_leases.py tests/test_replicas_admission.py tests/test_admission_blocks.py \
     tests/test_replicas_park.py \
     tests/test_replicas_e2e.py tests/test_replicas_edges.py tests/test_test_servers.py \
-    tests/test_bench_smoke.py
+    tests/test_memory_meaning_fast.py tests/test_bench_smoke.py
   postgres_pass=$!
   # That pass stops and starts the cluster once (a restart under a running server,
   # tests/test_postgres_storage.py): the next pass on the same cluster waits for it to end.
