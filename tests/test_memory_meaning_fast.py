@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 from sqlmodel import col, select
 
-from storage import vector_extension
+from storage import memory_search as search
+from storage import memory_vectors, vector_extension
+from storage.memory_vectors import Meaning
 from storage.tables import MemoryVectorRow
 from storage.unit import Tx
 from tests.conftest import MODELS, PROVIDER_KEY
@@ -164,6 +166,65 @@ async def test_no_hit_by_meaning_of_one_principal_reaches_another(server: InProc
     # and the first principal's question never finds the other's record
     mine = await _recall(server, child["id"], query="Quillon discount negotiations")
     assert _found(mine) == [secret["id"]]
+
+
+async def test_vectors_rank_by_cosine_distance_then_newest_and_none_below_the_floor(
+    server: InProcess,
+) -> None:
+    """The ranking itself, on vectors set by hand, the same on SQLite and PostgreSQL: nearest
+    first, the newer version first at an equal distance, nothing less than MIN_SIMILARITY
+    alike, only vectors of the question's model and width (one of another width under the
+    same model name is never compared, and breaks nothing), only within the scope given."""
+    mid = (await _memory(server, "Ranked"))["id"]
+    elsewhere = (await _memory(server, "Elsewhere"))["id"]
+    older, newer, above, below, narrow, other_model, outside = [
+        (await _record(server, where, content=f"record {n}"))["id"]
+        for n, where in enumerate([mid] * 6 + [elsewhere])
+    ]
+    floor = memory_vectors.MIN_SIMILARITY
+
+    def alike(cosine: float) -> list[float]:
+        """A unit vector `cosine` alike with (1, 0, 0)."""
+        return [cosine, (1 - cosine**2) ** 0.5, 0.0]
+
+    given = {
+        older: Meaning("m", [1.0, 0.0, 0.0]),
+        newer: Meaning("m", [2.0, 0.0, 0.0]),  # the same direction: the same distance
+        above: Meaning("m", alike(floor + 0.01)),
+        below: Meaning("m", alike(floor - 0.01)),
+        narrow: Meaning("m", [1.0, 0.0]),
+        other_model: Meaning("other", [1.0, 0.0, 0.0]),
+        outside: Meaning("m", [1.0, 0.0, 0.0]),
+    }
+
+    def set_vectors(tx: Tx) -> None:
+        memory_vectors.unindex_records(tx, list(given))
+        for record_id, meaning in given.items():
+            row = MemoryVectorRow(
+                id=record_id,
+                version=1,
+                memory_id=elsewhere if record_id == outside else mid,
+                model=meaning.model,
+                dimensions=len(meaning.vector),
+                embedding=meaning.vector,
+            )
+            tx.orm.add(row)
+        # Two writes may share a millisecond: the older one made a second older.
+        tx.execute(
+            "UPDATE memory_record SET written_at_ms = written_at_ms - 1000 WHERE id = ?",
+            (older,),
+        )
+
+    server.ctx.db.run(set_vectors)
+    scope = search.Scope(memory_ids=(mid,))
+    question = Meaning("m", [1.0, 0.0, 0.0])
+    found = server.ctx.db.run(memory_vectors.nearest, scope, question, 10)
+    assert found == [(newer, 1), (older, 1), (above, 1)]
+    assert server.ctx.db.run(memory_vectors.nearest, scope, question, 1) == [(newer, 1)]
+    narrow_question = Meaning("m", [1.0, 0.0])
+    assert server.ctx.db.run(memory_vectors.nearest, scope, narrow_question, 10) == [(narrow, 1)]
+    # every version of the scope has a vector of `m` but the one kept under `other`
+    assert server.ctx.db.run(memory_vectors.without_meaning, scope, "m") == 1
 
 
 async def test_erasing_a_record_removes_its_vectors(server: InProcess) -> None:
