@@ -239,6 +239,12 @@ if bash scripts/postgres.sh; then
   # and passes alone; until that is understood, nothing runs beside it.
   while [[ -v "pass_what[$postgres_pass]" ]]; do finish_pass; done
   run_chat_and_conformance_passes
+  # The suite's Memories checks again on PostgreSQL (issue 29), with an embedding model so that
+  # recall by meaning runs on pgvector (ME-04 finds `query` declared): about 20 s.
+  if ((${#pytest_args[@]} == 0)); then
+    UHP_MEMORY_EMBEDDING_MODEL=embed-test run_conformance_pass --base codex --sandbox local \
+      --database postgresql --only ME-01,ME-02,ME-03,ME-04,ME-05,ME-06,ME-07,ME-08,ME-09,ME-10
+  fi
   # Two replicas on one PostgreSQL database behind Debian's haproxy (scripts/haproxy.sh installs
   # it; tests/support/replicas.py starts them): the end-to-end files of tasks, sessions and the
   # SDK through the balancer, and the balancer's own tests (a stream, a replay and a cancel on
