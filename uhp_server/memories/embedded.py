@@ -120,6 +120,10 @@ class EmbeddedProvider:
         self.embedder = embedder
         self.meaning = meaning
 
+    def turns_sent_to(self) -> str | None:
+        """Records stay in the server's database; their text goes out only to be embedded."""
+        return self.embedder.destination if self.embedder is not None else None
+
     def signals(self) -> tuple[str, ...]:
         by_meaning = self.embedder is not None and self.meaning is not None
         return (QUERY, TEXT, FILTERS) if by_meaning else (TEXT, FILTERS)
