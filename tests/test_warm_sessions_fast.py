@@ -237,6 +237,20 @@ async def test_off_by_default_every_turn_starts_a_process_of_its_own(engine: InP
     assert len(warm_of(engine)) == 0
 
 
+async def test_a_sandbox_not_made_to_keep_processes_starts_every_turn_cold(
+    engine: InProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The docker sandbox has not been tested keeping a process across responses: there the
+    setting changes nothing (Sandbox.keeps_processes_warm)."""
+    monkeypatch.setattr(type(engine.sandbox), "keeps_processes_warm", False)
+    harness_id = await _harness(engine, 600)
+    first = await _turn(engine, harness_id, "one")
+    await wait_for(lambda: not engine.sandbox.running, timeout=5)
+    await _turn(engine, harness_id, "two", after=first["id"])
+    assert len(engine.sandbox.started) == 2
+    assert len(warm_of(engine)) == 0
+
+
 async def test_idle_timeout_cancel_delete_and_a_changed_harness_each_end_it(
     engine: InProcess,
 ) -> None:

@@ -197,6 +197,7 @@ class TurnExecutor:
             # token still the process's).
             keep = (
                 self.warm is not None
+                and self.sandbox.keeps_processes_warm
                 and agent_turn is not None
                 and pending is None
                 and self.warm.may_keep(run, outcome, proc)
