@@ -1,4 +1,4 @@
-"""The embedded provider's index of attributes (migration 0020), for recall by fields
+"""The embedded provider's index of attributes (migration 0021), for recall by fields
 (Memories §6.2 `filters`): each version's top-level attributes whose value is a string, one
 row each (`memory_record_attribute`), written in the transaction that writes the version.
 

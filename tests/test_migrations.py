@@ -231,12 +231,12 @@ def test_records_kept_before_recall_are_found_by_it_after_the_upgrade(tmp_path: 
 def test_versions_kept_before_the_attribute_index_are_found_through_it_after_the_upgrade(
     tmp_path: Path,
 ) -> None:
-    """Migration 0020 indexes the attributes of every version kept before it, by the rule
+    """Migration 0021 indexes the attributes of every version kept before it, by the rule
     the writes use (storage/memory_attributes.py): a filter looked up there finds them."""
     db = Database(Settings(data_dir=tmp_path).database)
     try:
         with db.engine.connect() as connection:
-            command.downgrade(migrate._config(connection), "0019")
+            command.downgrade(migrate._config(connection), "0020")
             connection.commit()
         with db.engine.connect() as connection:
             connection.exec_driver_sql(

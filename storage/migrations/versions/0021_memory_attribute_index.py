@@ -4,8 +4,8 @@ storage/memory_attributes.py), by (name, value, memory). A question by an attrib
 the versions holding the value in the memories it covers, not every version there. The
 versions already kept are indexed here, by the rule the writes use.
 
-Revision ID: 0020
-Revises: 0019
+Revision ID: 0021
+Revises: 0020
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from alembic import op
 
 from storage.memory_attributes import indexable
 
-revision = "0020"
-down_revision = "0019"
+revision = "0021"
+down_revision = "0020"
 branch_labels = None
 depends_on = None
 
