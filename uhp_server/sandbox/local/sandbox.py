@@ -57,6 +57,7 @@ from uhp_server.sandbox.local.hardening import (
     switches_user,
 )
 from uhp_server.sandbox.local.process import STDOUT_LINE_LIMIT, LocalProcess
+from uhp_server.sandbox.local.ready_pool import FIRST_FD, ReadyPool, ReadySlot
 from uhp_server.sandbox.local.sockets import (
     EGRESS_SOCKET,
     GATEWAY_SOCKET,
@@ -148,11 +149,14 @@ class LocalSandbox(Sandbox):
         data_dir: Path | None = None,
         uid_range: str = DEFAULT_UID_RANGE,
         relays: bool | None = None,
+        ready_pool: int = 0,
     ) -> None:
         """`data_dir`: where the sessions' folders are (to check an overlay can sit there,
         neutral_mounts.py); None: beside `run_dir`. `relays`: reach the gateway through
         relays in the sandbox to a socket folder (LAUNCH), as an unprivileged server must;
-        None: only then (a root server listens in the sandbox itself: netns.py)."""
+        None: only then (a root server listens in the sandbox itself: netns.py).
+        `ready_pool`: how many turn cgroups to keep ready, each holding the process that
+        becomes its bwrap (ready_pool.py; needs cgroups; 0: none)."""
         # Tests run sandboxes without a server: then a private temp folder holds the turns'
         # socket folders.
         self._run_dir = run_dir or Path(tempfile.mkdtemp(prefix="uhp-local-"))
@@ -176,6 +180,8 @@ class LocalSandbox(Sandbox):
         self.relays = (
             relays if relays is not None else not (netns.can_enter() and switches_user(self.user))
         )
+        self._ready_size = ready_pool
+        self._ready: ReadyPool | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings, bases: Collection[HarnessBase] = ()) -> LocalSandbox:
@@ -201,6 +207,7 @@ class LocalSandbox(Sandbox):
             # Replicas sharing a data folder each clear only their own cgroups.
             server_id=settings.replica_id or stored_id(settings.data_dir, ID_FILE),
             data_dir=settings.data_dir,
+            ready_pool=settings.local_ready_pool,
         )
 
     def gateway_url(self, backend: str) -> str:
@@ -226,7 +233,17 @@ class LocalSandbox(Sandbox):
         if self._cgroups is not None:
             await asyncio.to_thread(self._cgroups.remove_empty, self.cgroup_prefix, CGROUP_PREFIX)
             self._cpu_pool = await asyncio.to_thread(self._open_cpu_pool, self._cgroups)
+            if self._ready_size > 0:
+                self._ready = ReadyPool(
+                    self._ready_size, self._ready_cgroup, self.cgroup_prefix, STDOUT_LINE_LIMIT
+                )
+                self._ready.open()
         self._gateway_app = gateway_app
+
+    def _ready_cgroup(self, name: str) -> cgroups.TurnCgroup:
+        """A ready slot's cgroup: no limit until a turn takes it (ready_pool.py)."""
+        assert self._cgroups is not None
+        return self._cgroups.create(name, 0, 0, self._cpu_pool)
 
     def _open_cpu_pool(self, hierarchy: cgroups.Hierarchy) -> Path | None:
         try:
@@ -236,6 +253,8 @@ class LocalSandbox(Sandbox):
             return None
 
     async def close(self) -> None:
+        if self._ready is not None:
+            await self._ready.close()
         await wound_down()
         if self._cpu_pool is not None:  # empty once every turn is gone; else the next start's
             with contextlib.suppress(OSError):
@@ -364,6 +383,8 @@ class LocalSandbox(Sandbox):
             sockets_parent = neutral.staging
         sockets = TurnSockets(sockets_parent, door, self.egress)
         group: cgroups.TurnCgroup | None = None
+        # A cgroup made ahead, its bwrap-to-be inside; None: made now (a cold start).
+        slot = self._ready.take() if self._ready is not None else None
 
         async def cleanup() -> None:  # idempotent: also runs when starting failed
             await sockets.close()
@@ -385,18 +406,26 @@ class LocalSandbox(Sandbox):
                     sockets.open_inside, app=self._gateway_app, ports=self._ports
                 )
             limits = self.limits.over(mounts.limits)
-            group = self._cgroup(door, limits)
+            if slot is None:
+                group = self._cgroup(door, limits)
+            else:
+                group = slot.group
+                await asyncio.to_thread(_limit, group, limits)
             # The disk watch reads the real folders: reading under an overlay is allowed.
             # A writable further folder counts too (an environment's version, in its build).
             written = [extra.source for extra in mounts.extra if extra.writable]
             watch = LimitWatch(limits, group, [mounts.workspace, mounts.home, *written])
             binds = neutral_mounts.bound(mounts, neutral)
             folder = sockets.folder if self.relays else None
-            return await self._spawn(exe, invocation, binds, folder, watch, cleanup, user, doors)
+            return await self._spawn(
+                exe, invocation, binds, folder, watch, cleanup, user, doors, slot
+            )
         except BaseException as exc:
             if opening is not None:
                 opening.cancel()
                 await asyncio.gather(opening, return_exceptions=True)
+            if slot is not None:  # its stub (or the bwrap it became) goes before its cgroup
+                await asyncio.shield(slot.discard())
             await asyncio.shield(cleanup())
             if isinstance(exc, OSError):
                 raise SandboxError(f"cannot prepare the sandbox: {exc}") from exc
@@ -444,10 +473,12 @@ class LocalSandbox(Sandbox):
         cleanup: Callable[[], Awaitable[None]],
         user: tuple[int, int],
         doors: Callable[[int], Coroutine[Any, Any, None]],
+        slot: ReadySlot | None = None,
     ) -> LocalProcess:
         """Start bwrap, put it under the limits before the agent's program runs, let it go
         once `doors(its child's pid)` has its doors serving too. `sockets`: the turn's socket
         folder, for the relays; None: the doors listen in the sandbox's network namespace.
+        `slot`: a ready slot whose stub becomes bwrap, inside its cgroup already.
 
         bwrap writes the child's pid to info_fd once it has created the namespaces; EOF
         without it means it could not (e.g. namespaces not permitted here). Mount and exec
@@ -464,15 +495,26 @@ class LocalSandbox(Sandbox):
         files = {
             path: _data_fd(data) for path, data in account_files(user, self.paths.home).items()
         }
-        argv = self.command(invocation, mounts, sockets, info_w, block_r, seccomp_r, user, files)
+        handed = (info_w, block_r, seccomp_r, *files.values())
         try:
-            proc = await spawn(
-                [exe, *argv],
-                start_new_session=True,  # own process group: kill() signals all of it
-                pass_fds=(info_w, block_r, seccomp_r, *files.values()),
-                limit=STDOUT_LINE_LIMIT,
-                env=with_proxy(invocation.env, self.egress),
-            )
+            if slot is None:
+                argv = self.command(
+                    invocation, mounts, sockets, info_w, block_r, seccomp_r, user, files
+                )
+                proc = await spawn(
+                    [exe, *argv],
+                    start_new_session=True,  # own process group: kill() signals all of it
+                    pass_fds=handed,
+                    limit=STDOUT_LINE_LIMIT,
+                    env=with_proxy(invocation.env, self.egress),
+                )
+            else:  # the stub renumbers what it is handed from FIRST_FD on, in this order
+                at = {path: FIRST_FD + 3 + i for i, path in enumerate(files)}
+                first = (FIRST_FD, FIRST_FD + 1, FIRST_FD + 2)
+                argv = self.command(invocation, mounts, sockets, *first, user, at)
+                env = with_proxy(invocation.env, self.egress)
+                await slot.launch([exe, *argv], env, handed)
+                proc = slot.proc
         except OSError as exc:
             os.close(info_r)
             os.close(block_w)
@@ -499,7 +541,8 @@ class LocalSandbox(Sandbox):
             async with asyncio.TaskGroup() as both:
                 # Off the loop: the kernel's first move into a cgroup (v1) waits out an RCU
                 # grace period, some 10 ms here, which the doors' start overlaps.
-                limiting = asyncio.to_thread(self._apply_limits, watch.cgroup, proc.pid, child)
+                group = None if slot is not None else watch.cgroup  # born inside it
+                limiting = asyncio.to_thread(self._apply_limits, group, proc.pid, child)
                 both.create_task(limiting)
                 both.create_task(doors(child))
             os.write(block_w, b"g")
@@ -511,7 +554,8 @@ class LocalSandbox(Sandbox):
         return sandboxed
 
     def _apply_limits(self, group: cgroups.TurnCgroup | None, *pids: int) -> None:
-        """bwrap and its (still blocked) child go in the cgroup: all they start follows."""
+        """bwrap and its (still blocked) child go in the cgroup (None: they were born in it):
+        all they start follows."""
         try:
             for pid in pids:
                 if group is not None:
@@ -521,6 +565,13 @@ class LocalSandbox(Sandbox):
                     resource.prlimit(pid, resource.RLIMIT_FSIZE, (size, size))
         except OSError as exc:
             raise SandboxError(f"cannot limit the sandbox: {exc}") from exc
+
+
+def _limit(group: cgroups.TurnCgroup, limits: LocalLimits) -> None:
+    try:
+        group.set_limits(limits.memory_bytes, limits.pids)
+    except OSError as exc:
+        raise SandboxError(f"cannot limit the sandbox's cgroup: {exc}") from exc
 
 
 def _data_fd(data: bytes) -> int:
