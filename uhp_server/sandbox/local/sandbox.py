@@ -538,13 +538,10 @@ class LocalSandbox(Sandbox):
                 tail = sandboxed.stderr_tail().strip()
                 raise SandboxError(f"bubblewrap failed ({code}): {tail}")
             child = info["child-pid"]
-            async with asyncio.TaskGroup() as both:
-                # Off the loop: the kernel's first move into a cgroup (v1) waits out an RCU
-                # grace period, some 10 ms here, which the doors' start overlaps.
-                group = None if slot is not None else watch.cgroup  # born inside it
-                limiting = asyncio.to_thread(self._apply_limits, group, proc.pid, child)
-                both.create_task(limiting)
-                both.create_task(doors(child))
+            # Off the loop: the kernel's first move into a cgroup (v1) waits out an RCU
+            # grace period, some 10 ms here, which the doors' start overlaps.
+            group = None if slot is not None else watch.cgroup  # born inside it
+            await _both(asyncio.to_thread(self._apply_limits, group, proc.pid, child), doors(child))
             os.write(block_w, b"g")
         except BaseException:  # cancelled or failed while starting: leave nothing running
             await asyncio.shield(sandboxed.kill())
@@ -565,6 +562,19 @@ class LocalSandbox(Sandbox):
                     resource.prlimit(pid, resource.RLIMIT_FSIZE, (size, size))
         except OSError as exc:
             raise SandboxError(f"cannot limit the sandbox: {exc}") from exc
+
+
+async def _both(*steps: Coroutine[Any, Any, None]) -> None:
+    """Run the steps at once; the first failure cancels the others and is raised as it is
+    (a SandboxError stays one)."""
+    running = [asyncio.ensure_future(step) for step in steps]
+    try:
+        await asyncio.gather(*running)
+    except BaseException:
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+        raise
 
 
 def _limit(group: cgroups.TurnCgroup, limits: LocalLimits) -> None:
