@@ -8,7 +8,7 @@
 #
 # Usage: bash scripts/conformance.sh [--base codex|claude-code|…] [--sandbox local|docker]
 #          [--acp-agent claude-code-acp|codex-acp] [--class core|extended|full] [--protocol 2026-10-04|2026-08-11] [--only ID,ID]
-#          [--json PATH] [--keep] [-- SUITE-ARGS]
+#          [--database sqlite|postgresql] [--json PATH] [--keep] [-- SUITE-ARGS]
 #   --base      the harness base the tasks run on (UHP_BASES); default codex
 #   --sandbox   local (bubblewrap) or docker; default local
 #   --acp-agent with --base acp (and only then): the test agent the tasks run on, one of
@@ -20,6 +20,10 @@
 #               suite (release 2026.8.11.post1, 52 checks) as a client pinned to it, every
 #               request carrying `UHP-Version: 2026-08-11` unless a check sends its own
 #   --only      comma-separated check ids (a partial run: no class claim)
+#   --database  sqlite (default: the server's embedded default) or postgresql: a fresh database
+#               in the local cluster (scripts/postgres.sh; UHP_TEST_POSTGRES_URL names a role
+#               that may create databases), made from template1 (pgvector, when the cluster has
+#               it) and dropped at the end
 #   --json      where the JSON report goes; default
 #               $UHP_CONFORMANCE_HOME/report-<base>-<sandbox>[-2026-08-11].json
 #   --keep      keep the data dir and the logs (their folder is printed)
@@ -38,6 +42,7 @@ cd "$(dirname "$0")/.."
 repo=$PWD
 
 base=codex sandbox=local class=full protocol=2026-10-04 only="" report="" keep="" suite_args=()
+database=sqlite
 acp_agent=""
 usage() { sed -n '/^# Usage:/,/^# Exit status/p' "$0" >&2; exit "${1:-2}"; }
 while (($#)); do
@@ -48,6 +53,7 @@ while (($#)); do
     --class) class=${2:?}; shift 2 ;;
     --protocol) protocol=${2:?}; shift 2 ;;
     --only) only=${2:?}; shift 2 ;;
+    --database) database=${2:?}; shift 2 ;;
     --json) report=${2:?}; shift 2 ;;
     --keep) keep=1; shift ;;
     -h | --help) usage 0 ;;
@@ -57,6 +63,7 @@ while (($#)); do
 done
 [[ $sandbox == local || $sandbox == docker ]] || usage
 [[ $protocol == 2026-10-04 || $protocol == 2026-08-11 ]] || usage
+[[ $database == sqlite || $database == postgresql ]] || usage
 if [[ $base == acp ]]; then
   [[ $acp_agent == claude-code-acp || $acp_agent == codex-acp ]] ||
     { echo "--base acp needs --acp-agent claude-code-acp|codex-acp" >&2; exit 2; }
@@ -64,6 +71,7 @@ else
   [[ -z $acp_agent ]] || { echo "--acp-agent goes with --base acp only" >&2; exit 2; }
 fi
 label=$base${acp_agent:+-$acp_agent}  # what runs the tasks, in report names
+[[ $database == sqlite ]] || label=$label-$database
 
 home=${UHP_CONFORMANCE_HOME:-$HOME/.cache/uhp-conformance}
 python=$repo/.venv/bin/python
@@ -130,6 +138,14 @@ if [[ $sandbox == docker ]]; then
 fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/uhp-conformance.XXXXXX")
+database_name=""
+# postgres_admin STATEMENT: run as the role that may create databases (tests/support/postgres.py's).
+postgres_admin() {
+  "$python" -c 'import sys, psycopg
+from tests.support.postgres import ADMIN_URL
+with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+    admin.execute(sys.argv[1])' "$1"
+}
 pids=()  # what this script started, each the leader of its own process group
 stop_all() {
   local pid
@@ -139,6 +155,7 @@ stop_all() {
     kill -KILL -- "-$pid" 2>/dev/null || true
   done
   if [[ -n $keep ]]; then echo "kept: $work (data dir, logs)"; else rm -rf "$work"; fi
+  [[ -z $database_name ]] || postgres_admin "DROP DATABASE IF EXISTS $database_name WITH (FORCE)" || true
 }
 trap stop_all EXIT
 trap 'exit 130' INT TERM
@@ -188,6 +205,16 @@ server_env+=(
   # The fixture is on this machine's loopback; a deployment's MCP servers would not be.
   UHP_MCP_ALLOW_PRIVATE_HOSTS="${UHP_MCP_ALLOW_PRIVATE_HOSTS:-true}"
 )
+if [[ $database == postgresql ]]; then
+  database_name=uhp_conformance_$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')
+  postgres_admin "CREATE DATABASE $database_name" ||
+    { echo "no PostgreSQL to make a database in: run bash scripts/postgres.sh first" >&2; exit 2; }
+  server_env+=("UHP_DATABASE_URL=$("$python" -c 'import sys
+from sqlalchemy.engine import make_url
+from tests.support.postgres import ADMIN_URL
+print(make_url(ADMIN_URL).set(database=sys.argv[1]).render_as_string(hide_password=False))' \
+    "$database_name")")
+fi
 mkdir -p "$data"
 env -i "${server_env[@]}" setsid .venv/bin/uhp-server serve --port "$port" --data-dir "$data" \
   >"$work/server.log" 2>&1 &

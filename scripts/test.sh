@@ -214,7 +214,7 @@ run_chat_and_conformance_passes() {
 }
 # On PostgreSQL (scripts/postgres.sh installs and starts Debian's cluster): the in-process
 # engine tests, storage's own and the end-to-end files of tasks, sessions, restarts and the
-# SDK, each test server on a fresh database (tests/support/postgres.py); two replicas on
+# SDK, recall by meaning (pgvector), each test server on a fresh database (tests/support/postgres.py); two replicas on
 # one database (tests/test_replicas_e2e.py); and the benchmarks that need PostgreSQL, in their
 # smoke mode (tests/test_bench_smoke.py; bench/scale.py's replicas behind haproxy too, so
 # haproxy is installed first).
@@ -230,7 +230,7 @@ if bash scripts/postgres.sh; then
     tests/test_replicas_leases.py tests/test_replicas_admission.py tests/test_admission_blocks.py \
     tests/test_replicas_park.py \
     tests/test_replicas_e2e.py tests/test_replicas_edges.py tests/test_test_servers.py \
-    tests/test_bench_smoke.py
+    tests/test_memory_meaning_fast.py tests/test_bench_smoke.py
   postgres_pass=$!
   # That pass stops and starts the cluster once (a restart under a running server,
   # tests/test_postgres_storage.py): the next pass on the same cluster waits for it to end.
@@ -239,6 +239,12 @@ if bash scripts/postgres.sh; then
   # and passes alone; until that is understood, nothing runs beside it.
   while [[ -v "pass_what[$postgres_pass]" ]]; do finish_pass; done
   run_chat_and_conformance_passes
+  # The suite's Memories checks again on PostgreSQL (issue 29), with an embedding model so that
+  # recall by meaning runs on pgvector (ME-04 finds `query` declared): about 20 s.
+  if ((${#pytest_args[@]} == 0)); then
+    UHP_MEMORY_EMBEDDING_MODEL=embed-test run_conformance_pass --base codex --sandbox local \
+      --database postgresql --only ME-01,ME-02,ME-03,ME-04,ME-05,ME-06,ME-07,ME-08,ME-09,ME-10
+  fi
   # Two replicas on one PostgreSQL database behind Debian's haproxy (scripts/haproxy.sh installs
   # it; tests/support/replicas.py starts them): the end-to-end files of tasks, sessions and the
   # SDK through the balancer, and the balancer's own tests (a stream, a replay and a cancel on

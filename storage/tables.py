@@ -11,6 +11,8 @@ from typing import Any
 from sqlalchemy import JSON, BigInteger, Column, Index, LargeBinary, Text, false, text
 from sqlmodel import Field, SQLModel, col
 
+from storage.vector_extension import Embedding
+
 
 class Principal(SQLModel, table=True):
     id: str = Field(primary_key=True)
@@ -343,7 +345,8 @@ class MemoryRecordRow(SQLModel, table=True):
 
 class MemoryVectorRow(SQLModel, table=True):
     """A record version's meaning (§6.2 `query`): the vector the embedding model `model` gave
-    for its words (`search_text`), as float32s (sqlite-vec's form), written with the version.
+    for its words (`search_text`), written with the version (storage/vector_extension.py's
+    `Embedding`: float32s for sqlite-vec on SQLite, `real[]` for pgvector on PostgreSQL).
     A version without one (no embedder then, or the embedder failed) is not found by meaning
     (storage/memory_vectors.py says how recall reports it)."""
 
@@ -354,7 +357,7 @@ class MemoryVectorRow(SQLModel, table=True):
     memory_id: str
     model: str
     dimensions: int
-    embedding: bytes = Field(sa_type=LargeBinary)
+    embedding: list[float] = Field(sa_type=Embedding)
 
 
 class MemoryReplayRow(SQLModel, table=True):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import pytest
 from storage import keys as key_store
 from tests.conftest import PROVIDER_KEY
 from tests.scripted_provider import RunningProvider
-from tests.support.in_process import InProcess, in_process
+from tests.support.in_process import API_KEY, InProcess, in_process
 from tests.support.schema import validate
 from uhp_server.engine.facade.agent_memories import TurnMemory
 from uhp_server.engine.facade.memories import Memories
@@ -70,6 +71,23 @@ async def _settings(server: InProcess, harness_id: str, **kw: Any) -> httpx.Resp
     if got.status_code == 200:
         validate("HarnessMemories", got.json())
     return got
+
+
+async def _console_page(server: InProcess, path: str) -> str:
+    """A console page as a browser signed in with the server's key sees it."""
+    origin = {"Origin": str(server.client.base_url).rstrip("/")}
+    form = (await server.client.get("/console/sign-in")).text
+    found = re.search(r'name="csrf_token" value="([^"]+)"', form)
+    assert found, form
+    signed = await server.client.post(
+        "/console/sign-in",
+        data={"key": API_KEY, "csrf_token": found.group(1)},
+        headers=origin,
+    )
+    assert signed.status_code in (200, 303), signed.text
+    page = await server.client.get(path)
+    assert page.status_code == 200, page.text
+    return page.text
 
 
 async def _records(server: InProcess, memory_id: str) -> list[dict[str, Any]]:
@@ -133,6 +151,52 @@ async def test_data_is_read_off_the_grants_highest_first_and_the_default_must_be
     # What is left out stays as it was.
     again = await server.client.put(f"/v1/harnesses/{harness}/memories", json={"observe": True})
     assert again.json()["default_memory_id"] == notes and again.json()["observe"] is True
+
+
+async def test_a_default_memory_whose_provider_sends_turns_out_says_where_they_go(
+    tmp_path: Path, provider: RunningProvider
+) -> None:
+    """§9.1: the person who sets a default memory whose provider sends every turn beyond the
+    server is told so. The embedded provider keeps its records here, but with an embedding
+    model every observed turn goes to that model's provider to be embedded: said on the
+    settings read back and on the PUT that sets it; without one, nothing leaves, nothing said."""
+    async with in_process(
+        tmp_path / "data",
+        provider.base_url,
+        PROVIDER_KEY,
+        memories="preview",
+        memory_embedding_model="embed-test",
+    ) as embedding:
+        harness = await _harness(embedding)
+        notes = await _memory(embedding, "Agent notes")
+        await _grant(embedding, notes, harness, "read", "write")
+        before = (await _settings(embedding, harness)).json()
+        assert "uhpserver_notice" not in before  # no default yet: no turn goes anywhere
+        put = await embedding.client.put(
+            f"/v1/harnesses/{harness}/memories", json={"default_memory_id": notes}
+        )
+        assert put.status_code == 200, put.text
+        notice = put.json()["uhpserver_notice"]
+        assert notice.startswith("Every turn of this harness's agent will be sent to ")
+        assert "embed-test" in notice and "Agent notes" in notice
+        assert (await _settings(embedding, harness)).json()["uhpserver_notice"] == notice
+        # The console's settings form says it too, beside the choice and on each option.
+        page = await _console_page(embedding, f"/console/harnesses/{harness}")
+        assert "data-memory-notice>Every turn of this harness&#39;s agent" in page
+        assert page.count("every turn sent to the model provider") == 1
+        # The object read back, notice and all, is set again unchanged.
+        same = await embedding.client.put(f"/v1/harnesses/{harness}/memories", json=put.json())
+        assert same.status_code == 200 and same.json() == put.json()
+    async with in_process(
+        tmp_path / "plain", provider.base_url, PROVIDER_KEY, memories="preview"
+    ) as plain:
+        harness = await _harness(plain)
+        notes = await _memory(plain, "Agent notes")
+        await _grant(plain, notes, harness, "read", "write")
+        put = await plain.client.put(
+            f"/v1/harnesses/{harness}/memories", json={"default_memory_id": notes}
+        )
+        assert put.status_code == 200 and "uhpserver_notice" not in put.json()
 
 
 async def test_only_the_harness_owner_reads_or_sets_its_memories(server: InProcess) -> None:

@@ -21,6 +21,7 @@ from tests.support.docker import (
     TEST_DOCKER_RUNTIME,
     containers_of,
     engine_or_skip,
+    runs_turn,
     runtime_image_or_skip,
 )
 from tests.support.server import ServerProcess
@@ -70,9 +71,12 @@ def no_containers_left(data_dir: Path, timeout: float = 15) -> None:
 
 def live_container(data_dir: Path, response_id: str) -> dict[str, Any]:
     api = engine_or_skip()
-    for summary in containers_of(data_dir, running_only=True):
-        if summary["Labels"].get("uhp.response") == response_id:
-            return api.inspect_container(summary["Id"])
+    deadline = time.monotonic() + 10  # a ready pool's container is renamed just after start
+    while time.monotonic() < deadline:
+        for summary in containers_of(data_dir, running_only=True):
+            if runs_turn(summary, response_id):
+                return api.inspect_container(summary["Id"])
+        time.sleep(0.1)
     raise AssertionError(f"no running container for {response_id}")
 
 
@@ -84,8 +88,11 @@ def test_a_turns_container_is_hardened_labelled_and_holds_only_its_token(
     info = live_container(docker_server.data_dir, running["id"])
     client.post(f"/v1/responses/{running['id']}/cancel")
     labels = info["Config"]["Labels"]
-    assert labels["uhp.session"] == running["metadata"]["session_id"]
-    assert labels["uhp.base"] == f"codex@{CLI_VERSION}"
+    if "uhp.slot" in labels:  # a ready pool's, made before its turn: named after it
+        assert info["Name"] == f"/uhp-{running['id']}"
+    else:
+        assert labels["uhp.session"] == running["metadata"]["session_id"]
+        assert labels["uhp.base"] == f"codex@{CLI_VERSION}"
     host = info["HostConfig"]
     assert (host["NetworkMode"], host["ReadonlyRootfs"], host["CapDrop"]) == (
         "none",
@@ -173,14 +180,19 @@ def test_a_killed_server_leaves_no_running_container_and_its_successor_reaps(
             assert live_container(tmp_path, running["id"])
     finally:
         first.stop(signal.SIGKILL)
-    # The attach went with the server: the CLI read end-of-file, and its container ended.
+    # The attach went with the server: the CLI read end-of-file, and its container ended, as
+    # did the ready pool's (their shells wait on the same attach).
     deadline = time.monotonic() + 20
-    while containers_of(tmp_path, running_only=True) and time.monotonic() < deadline:
+    while containers_of(tmp_path, running_only=True, ready_slots=True):
+        if time.monotonic() > deadline:
+            break
         time.sleep(0.2)
-    assert containers_of(tmp_path, running_only=True) == []
+    assert containers_of(tmp_path, running_only=True, ready_slots=True) == []
     second = ServerProcess(tmp_path, env).start()
     try:
-        assert containers_of(tmp_path) == []  # nothing left, not even a stopped one
+        # Nothing left, not even a stopped one (the new server has no ready slot yet: it
+        # fills a principal's at their first turn).
+        assert containers_of(tmp_path, ready_slots=True) == []
         with httpx.Client(
             base_url=second.url, headers={"Authorization": f"Bearer {API_KEY}"}, timeout=60
         ) as http:
@@ -190,4 +202,4 @@ def test_a_killed_server_leaves_no_running_container_and_its_successor_reaps(
             assert message_text(follow) == "next"
     finally:
         second.stop()
-    assert containers_of(tmp_path) == []
+    assert containers_of(tmp_path, ready_slots=True) == []

@@ -14,11 +14,12 @@ from typing import Any
 import docker
 import httpx
 import pytest
+import requests.exceptions
 from starlette.types import Receive, Scope, Send
 
 from harness_bases.base import Invocation
 from tests.conftest import API_KEY, server_env
-from tests.support.docker import runtime_image_or_skip, server_id
+from tests.support.docker import runs_turn, runtime_image_or_skip, server_id
 from tests.support.server import ServerProcess
 from tests.test_sessions_e2e import first_delta
 from tests.test_tasks_e2e import create, wait_terminal
@@ -64,10 +65,18 @@ def server(
 
 
 def engine_of(data_dir: Path, response_id: str) -> str:
-    """Which engine runs the container of turn `response_id`."""
-    for url in (ENGINE_1, ENGINE_2):
-        if any(c["Labels"].get("uhp.response") == response_id for c in ours(url, data_dir)):
-            return url
+    """Which engine runs the container of turn `response_id`: labelled with it, or (a ready
+    pool's container, made before its turn was known) named after it."""
+    deadline = time.monotonic() + 10  # a pooled container is renamed just after its start
+    while time.monotonic() < deadline:
+        for url in (ENGINE_1, ENGINE_2):
+            try:
+                containers = ours(url, data_dir)
+            except requests.exceptions.ConnectionError:
+                continue  # engine 2, stopped: the turn is not there
+            if any(runs_turn(container, response_id) for container in containers):
+                return url
+        time.sleep(0.1)
     raise AssertionError(f"no container runs {response_id}")
 
 

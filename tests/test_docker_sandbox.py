@@ -23,7 +23,7 @@ from tests.support import read_only_probe, syscall_probe
 from tests.support.docker import TEST_DOCKER_RUNTIME, engine_or_skip, runtime_image_or_skip
 from uhp_server.sandbox import neutral_mounts
 from uhp_server.sandbox.base import SandboxError, SessionMounts
-from uhp_server.sandbox.docker import DockerSandbox
+from uhp_server.sandbox.docker import DockerSandbox, slot_mounts
 from uhp_server.sandbox.docker.container import Limits, seccomp_option
 from uhp_server.sandbox.docker.process import DockerProcess
 from uhp_server.sandbox.egress import EgressPolicy
@@ -66,17 +66,41 @@ def mounts(tmp_path: Path) -> SessionMounts:
     )
 
 
-@pytest.fixture
-async def sandbox(tmp_path: Path, image: str) -> AsyncIterator[DockerSandbox]:
+# Every test here runs twice: on a container created for the turn, and on one of the ready
+# pool's (sandbox/docker/ready_pool.py), filled before the test starts. gVisor has no pool.
+SANDBOX_KINDS = ["cold"] if GVISOR else ["cold", "pooled"]
+
+
+@pytest.fixture(params=SANDBOX_KINDS)
+async def sandbox(
+    request: pytest.FixtureRequest, tmp_path: Path, image: str
+) -> AsyncIterator[DockerSandbox]:
+    pooled = request.param == "pooled"
     box = DockerSandbox(
         tmp_path / "data",
         image=image,
         runtime=TEST_DOCKER_RUNTIME,
         limits=Limits(pids=PIDS, memory="256m"),
+        ready_pool=1 if pooled else 0,
     )
     await box.open(gateway_app)
+    if pooled:
+        await filled(box)
     yield box
     await box.close()
+
+
+async def filled(box: DockerSandbox, timeout: float = 60) -> None:
+    """Wait until the pool holds a ready slot of the default uid (the fixture's turns')."""
+    assert box.pool is not None, "the ready pool is off here"
+    box.pool.want(box.user)
+    async with asyncio.timeout(timeout):
+        while not box.pool.ready(box.user):
+            await asyncio.sleep(0.05)
+
+
+def pooled(sandbox: DockerSandbox) -> bool:
+    return sandbox.pool is not None
 
 
 async def start(sandbox: DockerSandbox, mounts: SessionMounts, script: str) -> DockerProcess:
@@ -379,6 +403,11 @@ def behind(source: str) -> str:
     """The folder a bind's source shows: itself, or the folder a turn's overlay of it (a
     mount point `mnt-<name>` beside a symlink `<name>`, sandbox/neutral_mounts.py) is of."""
     path = Path(source)
+    if path.is_relative_to(slot_mounts.ROOT):
+        # A ready slot's folder (sandbox/docker/slot_mounts.py): the turn's overlay is bound
+        # on it, the same filesystem as the overlay's mount point.
+        device = path.stat().st_dev
+        path = next(p for p in neutral_mounts.ROOT.glob("*/*/mnt-*") if p.stat().st_dev == device)
     if path.is_relative_to(neutral_mounts.ROOT) and path.name.startswith("mnt-"):
         return os.readlink(path.parent / path.name.removeprefix("mnt-"))
     return source
@@ -412,6 +441,9 @@ async def test_only_the_session_folders_tools_and_gateway_are_mounted(
         if not Path(turn_folder).exists():
             break
         await asyncio.sleep(0.05)
+    assert not Path(turn_folder).exists()
+    if pooled(sandbox):  # beside it now: the folder of the slot the pool made next
+        await sandbox.pool.close()  # type: ignore[union-attr]
     assert set(os.listdir(gateway)) == {"resolv.conf"}
     host = info["HostConfig"]
     assert host["ReadonlyRootfs"] is True
@@ -423,8 +455,11 @@ async def test_only_the_session_folders_tools_and_gateway_are_mounted(
     assert info["Config"]["User"] == f"{AGENT_UID}:{AGENT_UID}"
     labels = info["Config"]["Labels"]
     assert labels["uhp.server"] == sandbox.owner
-    assert labels["uhp.session"] == "hsess_test"
-    assert labels["uhp.response"] == "resp_test"
+    if pooled(sandbox):  # made before its turn was known: its slot's name, no session's
+        assert labels["uhp.slot"] and "uhp.session" not in labels
+    else:
+        assert labels["uhp.session"] == "hsess_test"
+        assert labels["uhp.response"] == "resp_test"
 
 
 async def test_no_docker_socket_and_no_host_files_inside(

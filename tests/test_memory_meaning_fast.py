@@ -1,9 +1,11 @@
 """Recall by meaning (Memories §6.2 `query`) on the embedded provider, in process: vectors
 from the scripted model provider's /v1/embeddings (model `embed-test`, near for texts that
-share words) reached through the gateway, kept beside each version and ranked by sqlite-vec.
-A fact is found by meaning, fused with words by reciprocal rank, only within the memories
-the server decided (another principal's never), as it was held `as_of` an instant, forgotten
-only when asked; an embedder that fails keeps the write and recall says what it missed."""
+share words) reached through the gateway, kept beside each version and ranked by sqlite-vec on
+SQLite, pgvector on PostgreSQL (UHP_TEST_DATABASE=postgresql). A fact is found by meaning,
+fused with words by reciprocal rank, only within the memories the server decided (another
+principal's never), as it was held `as_of` an instant, forgotten only when asked; an embedder
+that fails keeps the write and recall says what it missed. On a PostgreSQL database without
+pgvector, `query` is not declared, start-up says why, and writes go on."""
 
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ from pathlib import Path
 import pytest
 from sqlmodel import col, select
 
-from storage import vector_extension
+from storage import memory_search as search
+from storage import memory_vectors, vector_extension
+from storage.memory_vectors import Meaning
 from storage.tables import MemoryVectorRow
 from storage.unit import Tx
 from tests.conftest import MODELS, PROVIDER_KEY
@@ -28,11 +32,6 @@ from uhp_server.memories.meaning import QUERY_PARTIAL, QUERY_UNAVAILABLE
 
 EMBEDDING_MODEL = "embed-test"
 ON_POSTGRESQL = postgres.TEST_DATABASE == "postgresql"
-# Recall by meaning is built on SQLite (sqlite-vec); on PostgreSQL (pgvector) not yet, and
-# there the last test checks that `query` is not declared and writes go on.
-by_meaning = pytest.mark.skipif(
-    ON_POSTGRESQL, reason="recall by meaning on PostgreSQL (pgvector) is not built yet"
-)
 
 
 @pytest.fixture
@@ -54,7 +53,7 @@ def _vectors(server: InProcess, record_id: str) -> list[MemoryVectorRow]:
     return server.ctx.db.run(read)
 
 
-@by_meaning
+@pytest.mark.skipif(ON_POSTGRESQL, reason="sqlite-vec is SQLite's; the SQLite pass runs it")
 def test_this_python_loads_sqlite_vec() -> None:
     """What the rest needs: without it the provider declares no `query` (docs/memory-providers.md
     says which Python loads extensions: Debian's does, pyenv's does not unless built so)."""
@@ -66,7 +65,6 @@ def test_this_python_loads_sqlite_vec() -> None:
     assert connection.execute("SELECT vec_version()").fetchone()[0] == "v0.1.9"
 
 
-@by_meaning
 async def test_query_is_declared_and_a_fact_is_found_by_meaning_alone(
     server: InProcess,
 ) -> None:
@@ -92,7 +90,6 @@ async def test_query_is_declared_and_a_fact_is_found_by_meaning_alone(
     assert _found(root_found) == [late["id"]]
 
 
-@by_meaning
 async def test_meaning_and_words_are_fused_and_each_hit_says_which_found_it(
     server: InProcess,
 ) -> None:
@@ -106,7 +103,6 @@ async def test_meaning_and_words_are_fused_and_each_hit_says_which_found_it(
     assert answer["results"][0]["score"] == 1.0 and answer["degraded"] == []
 
 
-@by_meaning
 async def test_observed_episodes_and_revisions_are_found_by_their_own_meaning(
     server: InProcess,
 ) -> None:
@@ -121,7 +117,6 @@ async def test_observed_episodes_and_revisions_are_found_by_their_own_meaning(
     assert len(_vectors(server, episode["id"])) == 1
 
 
-@by_meaning
 async def test_as_of_finds_the_version_held_then_and_forgotten_records_only_when_asked(
     server: InProcess,
 ) -> None:
@@ -147,7 +142,6 @@ async def test_as_of_finds_the_version_held_then_and_forgotten_records_only_when
     assert _found(kept) == [first["id"]] and kept["results"][0]["record"]["status"] == "forgotten"
 
 
-@by_meaning
 async def test_no_hit_by_meaning_of_one_principal_reaches_another(server: InProcess) -> None:
     _, child = await _tree(server)
     secret = await _record(server, child["id"], content="The Quillon discount is twelve percent.")
@@ -174,7 +168,65 @@ async def test_no_hit_by_meaning_of_one_principal_reaches_another(server: InProc
     assert _found(mine) == [secret["id"]]
 
 
-@by_meaning
+async def test_vectors_rank_by_cosine_distance_then_newest_and_none_below_the_floor(
+    server: InProcess,
+) -> None:
+    """The ranking itself, on vectors set by hand, the same on SQLite and PostgreSQL: nearest
+    first, the newer version first at an equal distance, nothing less than MIN_SIMILARITY
+    alike, only vectors of the question's model and width (one of another width under the
+    same model name is never compared, and breaks nothing), only within the scope given."""
+    mid = (await _memory(server, "Ranked"))["id"]
+    elsewhere = (await _memory(server, "Elsewhere"))["id"]
+    older, newer, above, below, narrow, other_model, outside = [
+        (await _record(server, where, content=f"record {n}"))["id"]
+        for n, where in enumerate([mid] * 6 + [elsewhere])
+    ]
+    floor = memory_vectors.MIN_SIMILARITY
+
+    def alike(cosine: float) -> list[float]:
+        """A unit vector `cosine` alike with (1, 0, 0)."""
+        return [cosine, (1 - cosine**2) ** 0.5, 0.0]
+
+    given = {
+        older: Meaning("m", [1.0, 0.0, 0.0]),
+        newer: Meaning("m", [2.0, 0.0, 0.0]),  # the same direction: the same distance
+        above: Meaning("m", alike(floor + 0.01)),
+        below: Meaning("m", alike(floor - 0.01)),
+        narrow: Meaning("m", [1.0, 0.0]),
+        other_model: Meaning("other", [1.0, 0.0, 0.0]),
+        outside: Meaning("m", [1.0, 0.0, 0.0]),
+    }
+
+    def set_vectors(tx: Tx) -> None:
+        memory_vectors.unindex_records(tx, list(given))
+        for record_id, meaning in given.items():
+            row = MemoryVectorRow(
+                id=record_id,
+                version=1,
+                memory_id=elsewhere if record_id == outside else mid,
+                model=meaning.model,
+                dimensions=len(meaning.vector),
+                embedding=meaning.vector,
+            )
+            tx.orm.add(row)
+        # Two writes may share a millisecond: the older one made a second older.
+        tx.execute(
+            "UPDATE memory_record SET written_at_ms = written_at_ms - 1000 WHERE id = ?",
+            (older,),
+        )
+
+    server.ctx.db.run(set_vectors)
+    scope = search.Scope(memory_ids=(mid,))
+    question = Meaning("m", [1.0, 0.0, 0.0])
+    found = server.ctx.db.run(memory_vectors.nearest, scope, question, 10)
+    assert found == [(newer, 1), (older, 1), (above, 1)]
+    assert server.ctx.db.run(memory_vectors.nearest, scope, question, 1) == [(newer, 1)]
+    narrow_question = Meaning("m", [1.0, 0.0])
+    assert server.ctx.db.run(memory_vectors.nearest, scope, narrow_question, 10) == [(narrow, 1)]
+    # every version of the scope has a vector of `m` but the one kept under `other`
+    assert server.ctx.db.run(memory_vectors.without_meaning, scope, "m") == 1
+
+
 async def test_erasing_a_record_removes_its_vectors(server: InProcess) -> None:
     mid = (await _memory(server, "Vault"))["id"]
     record = await _record(server, mid, content="The vault code is kept offsite.")
@@ -190,7 +242,6 @@ async def test_erasing_a_record_removes_its_vectors(server: InProcess) -> None:
     assert _found(await _recall(server, mid, query="vault code")) == []
 
 
-@by_meaning
 async def test_an_embedder_that_fails_keeps_the_write_and_recall_says_what_it_missed(
     tmp_path: Path, provider: RunningProvider
 ) -> None:
@@ -236,13 +287,39 @@ async def test_without_an_embedder_query_is_not_declared_and_writes_keep_no_vect
 
 
 @pytest.mark.skipif(not ON_POSTGRESQL, reason="the PostgreSQL pass runs it")
-async def test_on_postgresql_query_is_not_declared_yet_and_writes_go_on(
-    server: InProcess,
+def test_each_test_database_has_pgvector(server: InProcess) -> None:
+    """What the PostgreSQL pass needs: without it the provider declares no `query` there
+    (scripts/postgres.sh builds pgvector and creates it in template1, which each test's
+    database is made from)."""
+    created = server.ctx.db.run(
+        lambda tx: tx.rows("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+    )
+    assert created == [("0.8.0",)], "run `bash scripts/postgres.sh` (as root): it builds pgvector"
+
+
+@pytest.mark.skipif(not ON_POSTGRESQL, reason="the PostgreSQL pass runs it")
+async def test_on_postgresql_without_pgvector_query_is_not_declared_and_writes_go_on(
+    tmp_path: Path, provider: RunningProvider, caplog: pytest.LogCaptureFixture
 ) -> None:
-    documents = (await server.client.get("/v1/memories/providers")).json()
-    assert documents["data"][0]["recall"]["signals"] == ["text", "filters"]
-    mid = (await _memory(server, "Ledger"))["id"]
-    record = await _record(server, mid, content="Harlow Logistics settles invoices late.")
-    assert _vectors(server, record["id"]) == []
-    answer = await _recall(server, mid, query="invoices late", text="Harlow")
-    assert answer["degraded"] == ["query:not_supported"] and _found(answer) == [record["id"]]
+    """A database whose user may not create pgvector (the test role is no superuser, and the
+    database is made without it): the migrations run whole, start-up says why `query` is
+    not declared (and what an administrator runs), writes go on and recall by words answers."""
+    with postgres.bare_database() as url:
+        caplog.set_level("WARNING")
+        async with in_process(
+            tmp_path / "data",
+            provider.base_url,
+            PROVIDER_KEY,
+            memory_embedding_model=EMBEDDING_MODEL,
+            database_url=url,
+        ) as server:
+            documents = (await server.client.get("/v1/memories/providers")).json()
+            assert documents["data"][0]["recall"]["signals"] == ["text", "filters"]
+            mid = (await _memory(server, "Ledger"))["id"]
+            record = await _record(server, mid, content="Harlow Logistics settles invoices late.")
+            assert _vectors(server, record["id"]) == []
+            answer = await _recall(server, mid, query="invoices late", text="Harlow")
+            assert answer["degraded"] == ["query:not_supported"]
+            assert _found(answer) == [record["id"]]
+        why = [r for r in caplog.records if r.getMessage() == "memory_query_not_declared"]
+        assert why and "CREATE EXTENSION vector" in why[0].__dict__["reason"]

@@ -176,6 +176,9 @@ class Settings(BaseSettings):
     # (docs/docker.md); empty: the one engine DOCKER_HOST names (default socket).
     docker_hosts: str = ""
     docker_host_max_turns: int = Field(default=0, ge=0)  # turns per engine at once; 0: no cap
+    # Ready containers kept started ahead per engine and agent uid, each bound to one turn when
+    # it starts and removed after it (docs/docker.md, "Ready pool"); 0: every turn creates its own.
+    docker_ready_pool: int = Field(default=2, ge=0)
 
     # Model upstreams, the conventional way.
     openai_api_key: str | None = Field(

@@ -85,8 +85,27 @@ def server_id(data_dir: Path) -> str:
     return (data_dir / ID_FILE).read_text().strip()
 
 
-def containers_of(data_dir: Path, *, running_only: bool = False) -> list[dict[str, Any]]:
-    """Every container (or only running ones) of the server whose data dir this is."""
+def containers_of(
+    data_dir: Path, *, running_only: bool = False, ready_slots: bool = False
+) -> list[dict[str, Any]]:
+    """Every container (or only running ones) of the server whose data dir this is: its
+    turns', and with `ready_slots` also its ready pool's unused ones (a server keeps those
+    between turns: sandbox/docker/ready_pool.py)."""
     api = engine_or_skip()
     owner = server_id(data_dir)
-    return api.containers(all=not running_only, filters={"label": f"uhp.server={owner}"})
+    found = api.containers(all=not running_only, filters={"label": f"uhp.server={owner}"})
+    return [c for c in found if ready_slots or not is_ready_slot(c)]
+
+
+def is_ready_slot(container: dict[str, Any]) -> bool:
+    """A ready pool's container no turn has taken yet (named so until one does)."""
+    from uhp_server.sandbox.docker.container import SLOT_NAME_PREFIX
+
+    return any(name.startswith("/" + SLOT_NAME_PREFIX) for name in container["Names"])
+
+
+def runs_turn(container: dict[str, Any], response_id: str) -> bool:
+    """Whether `container` (a summary of the engine's list) runs turn `response_id`: labelled
+    with it, or a ready pool's container (made before its turn) named after it."""
+    named = f"/uhp-{response_id}" in container["Names"]
+    return named or container["Labels"].get("uhp.response") == response_id

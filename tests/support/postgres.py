@@ -5,9 +5,11 @@ the role), dropped when the test ends."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import secrets
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -96,3 +98,16 @@ class Databases:
 # The test running now (set by the autouse fixture in tests/conftest.py), for servers started
 # in a subprocess: they get the database through UHP_DATABASE_URL.
 current: Databases | None = None
+
+
+@contextlib.contextmanager
+def bare_database() -> Iterator[str]:
+    """The URL of a new, empty database made from template0: none of the extensions
+    scripts/postgres.sh creates in template1 (pgvector), as on a cluster whose administrator
+    created none; dropped at the end."""
+    name = "uhp_test_bare_" + secrets.token_hex(6)
+    _admin_execute(f"CREATE DATABASE {name} TEMPLATE template0")
+    try:
+        yield _url(name)
+    finally:
+        _admin_execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

@@ -46,6 +46,11 @@ class GatewayEmbedder:
     provider: Provider
     model: str
 
+    @property
+    def destination(self) -> str:
+        host = httpx.URL(self.provider.url("embeddings")).host
+        return f"the model provider `{self.provider.name}` ({host}), embedding model `{self.model}`"
+
     async def embed(self, texts: list[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
         for start in range(0, len(texts), BATCH):

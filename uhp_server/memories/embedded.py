@@ -3,8 +3,8 @@ PostgreSQL when the server runs on it), one row per version (storage/memories.py
 
 Recall (§6.2): `text` is full-text search over every version's title, text parts and file
 parts' text (SQLite FTS5, PostgreSQL text search: storage/memory_search.py); `query` is
-meaning, each version's vector from the embedder compared with the question's (sqlite-vec:
-memories/meaning.py, storage/memory_vectors.py); `filters` are
+meaning, each version's vector from the embedder compared with the question's (sqlite-vec on
+SQLite, pgvector on PostgreSQL: memories/meaning.py, storage/memory_vectors.py); `filters` are
 conditions over `type`, `attributes.*` and `time.*`; each signal asked is one ranked list,
 and the lists are fused by reciprocal rank (`fused`), each hit saying which signals found
 it. `query` (meaning) needs an `Embedder` and a `MeaningIndex`: without both it is not in
@@ -64,7 +64,7 @@ MIN_CANDIDATES = 50
 
 class MeaningIndex(Protocol):
     """Records nearest in meaning to a vector, among the versions a scope holds: the
-    vector index (sqlite-vec: memories/meaning.py) that semantic recall needs beside an
+    vector index (sqlite-vec, pgvector: memories/meaning.py) that semantic recall needs beside an
     `Embedder`; without one the embedded provider does not declare `query`. Only vectors of
     the question's model are compared with it."""
 
@@ -119,6 +119,10 @@ class EmbeddedProvider:
         self.db = db
         self.embedder = embedder
         self.meaning = meaning
+
+    def turns_sent_to(self) -> str | None:
+        """Records stay in the server's database; their text goes out only to be embedded."""
+        return self.embedder.destination if self.embedder is not None else None
 
     def signals(self) -> tuple[str, ...]:
         by_meaning = self.embedder is not None and self.meaning is not None

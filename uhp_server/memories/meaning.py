@@ -1,6 +1,6 @@
 """Recall by meaning for the embedded provider: the vectors its versions are given when
 written, and the index that finds the versions nearest to a question's
-(storage/memory_vectors.py: sqlite-vec on SQLite).
+(storage/memory_vectors.py: sqlite-vec on SQLite, pgvector on PostgreSQL).
 
 A write never waits on meaning to be kept: when the embedder gives no vectors (the model
 provider unreachable, the model unknown), the versions are kept without one, and recall by

@@ -140,6 +140,11 @@ class Embedder(Protocol):
 
     model: str
 
+    @property
+    def destination(self) -> str:
+        """Where the texts go to be embedded, for a person to read (§9.1's notice)."""
+        ...
+
     async def embed(self, texts: list[str]) -> list[list[float]]:
         """One vector per text, in order; EmbeddingsUnavailable when none came back."""
         ...
@@ -218,6 +223,14 @@ class MemoryProvider(Protocol):
 
     def capabilities(self) -> Capabilities:
         """Its capability document (§10.2), as `GET /v1/memories/providers` lists it."""
+        ...
+
+    def turns_sent_to(self) -> str | None:
+        """Where an observed turn's text goes beyond this server's machine, for a person to
+        read, or None when it stays here. §9.1: a server MUST tell the person who sets a
+        default memory whose provider is outside the server that every turn will be sent to
+        it; a provider that keeps its records here but hands the text to an embedding model
+        sends it out as surely, so it says so too."""
         ...
 
     async def remember(self, records: list[NewRecord]) -> list[Version] | None:

@@ -151,6 +151,7 @@ class GrantedMemory:
     name: str
     privileges: list[str]
     default: bool
+    turns_sent_to: str | None = None  # where its provider sends turns it observes (§9.1)
 
 
 @dataclass(frozen=True)
@@ -161,3 +162,6 @@ class HarnessMemories:
     default_memory_id: str | None
     observe: bool
     data: list[GrantedMemory]
+    # §9.1: where every observed turn goes beyond this server when it leaves it (the default
+    # memory's provider's `turns_sent_to`), said to whoever reads or sets the default.
+    notice: str | None = None

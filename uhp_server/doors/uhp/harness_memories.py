@@ -16,10 +16,11 @@ from uhp_server.memories.records import HarnessMemories
 router = APIRouter(route_class=StrictJsonRoute)
 
 JsonObject = Annotated[dict[str, Any], Body()]
+NOTICE_FIELD = "uhpserver_notice"
 
 
 def harness_memories_to_wire(settings: HarnessMemories) -> dict[str, Any]:
-    return {
+    wire: dict[str, Any] = {
         "object": "harness.memories",
         "principal": settings.principal,
         "default_memory_id": settings.default_memory_id,
@@ -29,6 +30,10 @@ def harness_memories_to_wire(settings: HarnessMemories) -> dict[str, Any]:
             for m in settings.data
         ],
     }
+    # §9.1's notice, where turns leave the server (a field of ours: the chapter names none).
+    if settings.notice is not None:
+        wire[NOTICE_FIELD] = settings.notice
+    return wire
 
 
 @router.get("/v1/harnesses/{harness_id}/memories")

@@ -28,7 +28,8 @@ from uhp_server.memories.records import GrantedMemory, HarnessMemories, Memory
 log = logging.getLogger(__name__)
 
 TASK_PARAM = "metadata.memory"
-_READ_ONLY = ("object", "principal", "data")  # written by the server: never set by a PUT
+# Written by the server, never set by a PUT (an object read back can be sent again).
+_READ_ONLY = ("object", "principal", "data", "uhpserver_notice")
 
 
 @dataclass(frozen=True)
@@ -56,15 +57,19 @@ class AgentMemories:
         caller = agent_caller(harness_id)
         given = await self.memories.listing(caller, granted=True)
         default = row.default_memory_id if row else None
+        data = [
+            GrantedMemory(
+                m.id, m.name, m.privileges, m.id == default, self.memories.turns_sent_to(m.provider)
+            )
+            for m in given
+            if m.privileges
+        ]
         return HarnessMemories(
             principal=caller.principal,
             default_memory_id=default,
             observe=row.observe if row else True,
-            data=[
-                GrantedMemory(m.id, m.name, m.privileges, m.id == default)
-                for m in given
-                if m.privileges
-            ],
+            data=data,
+            notice=_notice(data),
         )
 
     async def configure(
@@ -214,3 +219,15 @@ def _owned_settings(tx: Tx, principal_id: str, harness_id: str) -> Any:
     if harness_store.get_harness(tx, principal_id, harness_id) is None:
         raise harness_not_found()
     return store.harness_settings(tx, harness_id)
+
+
+def _notice(granted: list[GrantedMemory]) -> str | None:
+    """§9.1: what the person who sets the default memory must be told when its provider
+    sends turns beyond this server; None when it keeps them here."""
+    for memory in granted:
+        if memory.default and memory.turns_sent_to is not None:
+            return (
+                f"Every turn of this harness's agent will be sent to {memory.turns_sent_to}, "
+                f"by the provider of its default memory `{memory.name}`."
+            )
+    return None

@@ -680,6 +680,12 @@ class Memories:
         """§6.5: no provider here declares `queries.free`; always memory_unsupported."""
         await memory_queries.free(self, caller, memory_id)
 
+    def turns_sent_to(self, provider: str) -> str | None:
+        """Where a memory of this provider sends what it observes beyond this server (§9.1's
+        notice); None when it stays here, or the provider is not connected (nothing is sent)."""
+        connected = self.providers.get(provider)
+        return connected.turns_sent_to() if connected is not None else None
+
     def provider_documents(self) -> list[Capabilities]:
         """What each connected provider does (§10.2), the default one first."""
         names = sorted(self.providers, key=lambda name: (name != self.default_provider, name))

@@ -86,6 +86,11 @@ class Mem0Provider:
         # callers, and a revision's check-then-write must not interleave with another's.
         self._lock = asyncio.Lock()
 
+    def turns_sent_to(self) -> str | None:
+        """mem0 keeps its records in a folder of the server (local mode); every record's text
+        goes to the embedding model."""
+        return self.embedder.destination
+
     def capabilities(self) -> Capabilities:
         """Its capability document (§10.2): the same whatever is configured, since mem0 is
         not built without an embedder (`query` is always there)."""

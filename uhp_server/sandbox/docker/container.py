@@ -27,6 +27,11 @@ HOSTNAME = "uhp-sandbox"
 LABEL_SERVER = "uhp.server"
 LABEL_SESSION = "uhp.session"
 LABEL_RESPONSE = "uhp.response"
+# A ready pool's container (ready_pool.py), before its turn: created ahead, it cannot carry
+# its turn's session and response: it is renamed uhp-<response id> once its turn starts.
+LABEL_SLOT = "uhp.slot"
+# A ready container's name until its turn starts; then it is renamed uhp-<response id>.
+SLOT_NAME_PREFIX = "uhp-slot-"
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,10 @@ class HostMounts:
     files: Mapping[str, str] = field(default_factory=dict)
     # Further folders (SessionMounts.extra): host path, path in the container, writable.
     extra: tuple[tuple[str, str, bool], ...] = ()
+    # A ready pool's slot (ready_pool.py): workspace, home and tools are empty folders on a
+    # shared mount, bound `rslave` so the turn's overlays, mounted on them once the turn is
+    # bound to the slot, appear in the running container.
+    follow_mounts: bool = False
 
 
 def resolve_user(setting: str) -> tuple[int, int]:
@@ -103,12 +112,13 @@ def host_config_kwargs(
 ) -> dict[str, Any]:
     """Keyword arguments for APIClient.create_host_config: the hardening, in one place.
     `runtime`: the engine's runtime (runtimes.py); empty, the engine's default."""
+    follow = ",rslave" if mounts.follow_mounts else ""
     return {
         "runtime": runtime or None,
         "binds": {
-            mounts.workspace: {"bind": paths.workspace, "mode": "rw"},
-            mounts.home: {"bind": paths.home, "mode": "rw"},
-            mounts.tools: {"bind": paths.tools, "mode": "ro"},
+            mounts.workspace: {"bind": paths.workspace, "mode": "rw" + follow},
+            mounts.home: {"bind": paths.home, "mode": "rw" + follow},
+            mounts.tools: {"bind": paths.tools, "mode": "ro" + follow},
             mounts.gateway_dir: {"bind": INSIDE_DIR, "mode": "ro"},
             mounts.resolv_conf: {"bind": "/etc/resolv.conf", "mode": "ro"},
             **{host: {"bind": inside, "mode": "ro"} for host, inside in mounts.files.items()},

@@ -161,7 +161,7 @@ class EnginePool:
         up = self.up_engines()
         if not up:
             raise SandboxError("no docker engine is up: " + ", ".join(e.name for e in self.engines))
-        free = [e for e in up if not self.max_turns or e.load < self.max_turns]
+        free = [e for e in up if self.admits(e)]
         if not free:
             raise SandboxError(
                 f"every docker engine runs its maximum of {self.max_turns} turns"
@@ -170,6 +170,10 @@ class EnginePool:
         engine = min(free, key=lambda e: (e.load, self.engines.index(e)))
         engine.reserved += 1
         return engine
+
+    def admits(self, engine: Engine) -> bool:
+        """Whether `engine` is up and under its cap."""
+        return engine.up and (not self.max_turns or engine.load < self.max_turns)
 
     def unreserve(self, engine: Engine) -> None:
         engine.reserved -= 1

@@ -63,14 +63,43 @@ class GatewaySocket:
         self._app = app
 
     async def open_turn(
-        self, door: str, owner: tuple[int, int], files: Mapping[str, bytes] | None = None
+        self,
+        door: str,
+        owner: tuple[int, int],
+        files: Mapping[str, bytes] | None = None,
+        prepared: str | None = None,
     ) -> TurnSocket:
         """Serve the gateway for one turn on a socket only `owner` (uid, gid) can reach,
-        beside `files` (a path in the container -> its contents) for the container to mount."""
-        turn = TurnSocket(self.folder, door, self.egress)
-        await turn.open(self._app, owner, files or {})
+        beside `files` (a path in the container -> its contents) for the container to mount.
+        `prepared`: the name of a folder prepare_folder() made (a ready pool's slot, whose
+        container already mounts it), served in place of a new one."""
+        turn = TurnSocket(self.folder, door, self.egress, name=prepared)
+        await turn.open(self._app, owner, files or {}, prepared=prepared is not None)
         self._open[door] = turn
         return turn
+
+    def prepare_folder(
+        self, name: str, owner: tuple[int, int], files: Mapping[str, bytes]
+    ) -> dict[str, Path]:
+        """A turn's folder made ahead, with its `files`, before any door is known (a ready
+        pool's slot: its container mounts the folder at start). Returns the files as
+        TurnSocket.files does. remove_folder() undoes it when no turn served it."""
+        folder = self.folder / name
+        folder.mkdir(mode=0o700)
+        try:
+            made = write_files(folder, files)
+            os.chown(folder, *owner)
+        except BaseException:
+            self.remove_folder(name)
+            raise
+        return made
+
+    def remove_folder(self, name: str) -> None:
+        folder = self.folder / name
+        for child in folder.glob("*"):
+            child.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
     async def close_turn(self, turn: TurnSocket) -> None:
         self._open.pop(turn.door.door, None)
@@ -85,23 +114,32 @@ class TurnSocket:
     """<folder>/<hash of the door>/: what one container mounts at INSIDE_DIR, holding its
     gateway.sock and, when egress is allowed, its egress.sock."""
 
-    def __init__(self, parent: Path, door: str, egress: EgressPolicy) -> None:
-        self.folder = parent / hashlib.sha256(door.encode()).hexdigest()[:_TURN_NAME_LENGTH]
+    def __init__(
+        self, parent: Path, door: str, egress: EgressPolicy, name: str | None = None
+    ) -> None:
+        """`name`: the folder's (GatewaySocket.prepare_folder's); None, named after the door."""
+        name = name or hashlib.sha256(door.encode()).hexdigest()[:_TURN_NAME_LENGTH]
+        self.folder = parent / name
         self.door = GatewayDoor(self.folder / SOCKET_NAME, door)
         self.egress = EgressProxy(self.folder / EGRESS_SOCKET_NAME, egress, door)
         self.egress_enabled = egress.enabled
         self.files: dict[str, Path] = {}  # a path in the container -> its file here
 
     async def open(
-        self, app: ASGIApp | None, owner: tuple[int, int], files: Mapping[str, bytes]
+        self,
+        app: ASGIApp | None,
+        owner: tuple[int, int],
+        files: Mapping[str, bytes],
+        prepared: bool = False,
     ) -> None:
-        self.folder.mkdir(mode=0o700)
+        """`prepared`: the folder and its files are there already (prepare_folder)."""
+        if not prepared:
+            self.folder.mkdir(mode=0o700)
         try:
-            for inside, data in files.items():
-                here = self.folder / ("file-" + Path(inside).name)
-                here.write_bytes(data)
-                here.chmod(0o644)
-                self.files[inside] = here
+            if prepared:
+                self.files = {inside: file_path(self.folder, inside) for inside in files}
+            else:
+                self.files = write_files(self.folder, files)
             await self.door.open(app, mode=0o600)
             sockets = [self.door.path]
             if self.egress_enabled:
@@ -120,3 +158,20 @@ class TurnSocket:
             here.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             self.folder.rmdir()
+
+
+def file_path(folder: Path, inside: str) -> Path:
+    """Where the file mounted at `inside` in the container is kept in a turn's folder."""
+    return folder / ("file-" + Path(inside).name)
+
+
+def write_files(folder: Path, files: Mapping[str, bytes]) -> dict[str, Path]:
+    """Write `files` (a path in the container -> its contents) into `folder`, readable by
+    the container's uid; returns a path in the container -> its file here."""
+    made: dict[str, Path] = {}
+    for inside, data in files.items():
+        here = file_path(folder, inside)
+        here.write_bytes(data)
+        here.chmod(0o644)
+        made[inside] = here
+    return made

@@ -13,6 +13,8 @@ the session's folders and the gateway's socket by host path. When every engine s
 server's mount namespace and the server can mount, a container mounts per-turn overlays of
 the session's folders instead, and the socket folder is a tmpfs of its own, so its mount
 table shows neither the data folder's path nor the session id (sandbox/neutral_mounts.py).
+There, too, a small pool of containers started ahead serves turns that fit (ready_pool.py):
+a turn then skips the engine's create and start.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import contextlib
 import functools
 import logging
 import os
+import re
 import secrets
 from collections.abc import Collection
 from dataclasses import replace
@@ -37,10 +40,13 @@ from uhp_server.gateway.paths import gateway_path
 from uhp_server.sandbox import neutral_mounts
 from uhp_server.sandbox.agent_user import DEFAULT_UID_RANGE, AgentUsers, account_files
 from uhp_server.sandbox.base import Sandbox, SandboxedProcess, SandboxError, SessionMounts
-from uhp_server.sandbox.docker import images, reaper
+from uhp_server.sandbox.docker import images, reaper, slot_launch
 from uhp_server.sandbox.docker.container import (
     GATEWAY_PORT,
+    LABEL_RESPONSE,
     LABEL_SERVER,
+    LABEL_SLOT,
+    SLOT_NAME_PREFIX,
     HostMounts,
     Limits,
     create_kwargs,
@@ -61,7 +67,9 @@ from uhp_server.sandbox.docker.gateway_socket import (
 )
 from uhp_server.sandbox.docker.host_paths import HostPaths
 from uhp_server.sandbox.docker.process import DockerProcess, attach_socket, wait_for_exit
-from uhp_server.sandbox.docker.runtimes import check_limits, check_runtime
+from uhp_server.sandbox.docker.ready_pool import ReadyPool, Slot, User
+from uhp_server.sandbox.docker.runtimes import GVISOR, check_limits, check_runtime
+from uhp_server.sandbox.docker.slot_mounts import NAMES, SlotMounts
 from uhp_server.sandbox.egress import EgressPolicy, with_proxy
 from uhp_server.sandbox.gateway_door import wound_down
 from uhp_server.sandbox.neutral_mounts import (
@@ -102,10 +110,12 @@ class DockerSandbox(Sandbox):
         owner: str = "",
         runtime: str = "",
         uid_range: str = DEFAULT_UID_RANGE,
+        ready_pool: int = 0,
     ) -> None:
         """`owner`: the id labelled on this server's containers (UHP_REPLICA_ID); empty, the
         id kept in the data directory. `runtime`: the engines' runtime for the containers
-        (runtimes.py; empty: each engine's default)."""
+        (runtimes.py; empty: each engine's default). `ready_pool`: ready containers per
+        engine and agent uid (ready_pool.py; 0: none)."""
         self.data_dir = data_dir
         self.packages = packages  # what the enabled bases need in the runtime image
         self.image = image or images.runtime_tag(packages)
@@ -124,6 +134,9 @@ class DockerSandbox(Sandbox):
         self._opened = False
         self._closing: set[asyncio.Future[None]] = set()
         self._neutral: NeutralMounts | None = None  # set by open(), when the server can
+        self.ready_pool_size = ready_pool
+        self.pool: ReadyPool | None = None  # set by open(), when turns can use one
+        self._slot_mounts: SlotMounts | None = None
 
     @classmethod
     def from_settings(
@@ -149,6 +162,7 @@ class DockerSandbox(Sandbox):
             host_max_turns=settings.docker_host_max_turns,
             owner=settings.replica_id or "",
             runtime=settings.docker_runtime,
+            ready_pool=settings.docker_ready_pool,
             egress=EgressPolicy.from_settings(
                 settings.egress_allow_hosts, settings.egress_allow_private_hosts
             ),
@@ -171,11 +185,43 @@ class DockerSandbox(Sandbox):
         await self.engines.open()
         self._neutral = await asyncio.to_thread(self._open_neutral_mounts)
         await self.gateway.open(gateway_app)
+        self._open_pool()
         self._opened = True
         log.info(
             "docker_sandbox_ready",
-            extra={"image": self.image, "server": self.owner, "runtime": self.runtime or "default"},
+            extra={
+                "image": self.image,
+                "server": self.owner,
+                "runtime": self.runtime or "default",
+                "ready_pool": self.pool.size if self.pool else 0,
+            },
         )
+
+    def _open_pool(self) -> None:
+        """The ready pool, where a slot's container can be given its turn's folders after
+        it started: mounts propagate into it (not in gVisor, whose Sentry sees none after
+        start), and the turn's folders are overlays (neutral mounts). Egress relays start
+        with the container, before the turn's proxy exists: no pool with egress either."""
+        if self.ready_pool_size <= 0:
+            return
+        why = ""
+        if self._neutral is None:
+            why = "no neutral mounts (the server cannot mount, or an engine is elsewhere)"
+        elif self.runtime == GVISOR:
+            why = "gVisor does not see mounts made after a container started"
+        elif self.egress.enabled:
+            why = "egress is allowed: its relay starts with the container"
+        else:
+            try:
+                self._slot_mounts = SlotMounts.open(self.owner)
+            except OSError as exc:
+                why = f"cannot mount the slots' shared folder: {exc}"
+        if why:
+            log.warning("docker_ready_pool_off", extra={"reason": why})
+            return
+        self.pool = ReadyPool(self.ready_pool_size, self.engines, self._make_slot, self._drop_slot)
+        if not self.users.per_principal:
+            self.pool.want(self.users.default)  # every turn's uid: filled at once
 
     def _open_neutral_mounts(self) -> NeutralMounts | None:
         """Neutral mounts (and the socket folder on a tmpfs of its own) when every engine
@@ -196,10 +242,14 @@ class DockerSandbox(Sandbox):
         return neutral
 
     async def close(self) -> None:
+        if self.pool is not None:
+            await self.pool.close()
         await self.engines.close()
         await self.gateway.close()
         if self._neutral is not None:
             await asyncio.to_thread(neutral_mounts.unmount, self.gateway.folder)
+        if self._slot_mounts is not None:
+            await asyncio.to_thread(self._slot_mounts.close)
         await wound_down()
         for engine in self.engines.up_engines():
             with contextlib.suppress(docker.errors.DockerException, OSError):
@@ -258,6 +308,15 @@ class DockerSandbox(Sandbox):
         await asyncio.to_thread(hand_over, *user, mounts.workspace, mounts.home)
         door = mounts.door or f"docker:unbound-{secrets.token_hex(8)}"
         neutral = await mounted_off_loop(functools.partial(self._mount_neutral, mounts))
+        go = self._pooled_go(invocation, mounts, neutral)
+        if go is not None and neutral is not None:
+            try:
+                process = await self._start_pooled(go, door, user, mounts, neutral)
+            except BaseException:
+                await asyncio.shield(asyncio.to_thread(neutral.unmount))
+                raise
+            if process is not None:
+                return process
         try:
             accounts = account_files(user, self.paths.home)
             turn_socket = await self.gateway.open_turn(door, user, accounts)
@@ -275,9 +334,22 @@ class DockerSandbox(Sandbox):
                 neutral.unmount()
             raise
 
+        self._when_exited(engine, process, turn_socket, neutral)
+        return process
+
+    def _when_exited(
+        self,
+        engine: Engine,
+        process: DockerProcess,
+        turn_socket: TurnSocket,
+        neutral: TurnMounts | None,
+        slot: Slot | None = None,
+    ) -> None:
         def exited(_: object) -> None:
             # At once, before the turn's wait() returns: the server may then write the
             # folders itself (a layer must not change under a mounted overlay).
+            if slot is not None and self._slot_mounts is not None:
+                self._slot_mounts.remove_slot(slot.points)
             if neutral is not None:
                 neutral.unmount()
             self.engines.ended(engine, process)
@@ -285,7 +357,159 @@ class DockerSandbox(Sandbox):
             self._closing.add(asyncio.ensure_future(self._close(turn_socket)))
 
         process.exited.add_done_callback(exited)
+
+    # -- the ready pool ------------------------------------------------------------------------
+
+    def _pooled_go(
+        self, invocation: Invocation, mounts: SessionMounts, neutral: TurnMounts | None
+    ) -> bytes | None:
+        """What a ready slot's shell is sent to become this turn's CLI; None when the turn
+        must create its own container: no pool, no overlays to mount into the slot, or
+        something a slot fixed at its create differs (extra folders, a memory limit)."""
+        if self.pool is None or neutral is None or mounts.extra:
+            return None
+        if mounts.limits is not None and mounts.limits.memory_bytes:
+            return None
+        script = slot_launch.turn_script(
+            replace(invocation, env=with_proxy(invocation.env, self.egress))
+        )
+        return slot_launch.go_message(script) if script is not None else None
+
+    async def _start_pooled(
+        self, go: bytes, door: str, user: User, mounts: SessionMounts, neutral: TurnMounts
+    ) -> DockerProcess | None:
+        """The turn in a ready slot on the engine it is placed on (as a cold turn would be),
+        or None: no slot of its uid is ready there."""
+        assert self.pool is not None
+        engine = self.engines.place()
+        slot = self.pool.take(engine, user)
+        if slot is None:
+            self.engines.unreserve(engine)
+            return None
+        process = await self._start_in_slot(slot, go, door, user, neutral)
+        self._name_after_turn(slot, mounts)
         return process
+
+    def _name_after_turn(self, slot: Slot, mounts: SessionMounts) -> None:
+        """Name the slot's container after its response (`uhp-<response id>`), off the
+        turn's path: made before its turn was known, it carries no uhp.response label, and
+        an operator reading `docker ps` should still see what it runs."""
+        response = mounts.labels.get(LABEL_RESPONSE, "")
+        if not response:
+            return
+        name = "uhp-" + re.sub(r"[^a-zA-Z0-9_.-]", "-", response)
+
+        async def rename() -> None:
+            with contextlib.suppress(*ENGINE_ERRORS):
+                await asyncio.to_thread(slot.engine.api.rename, slot.container_id, name)
+            self._closing.discard(asyncio.current_task())
+
+        self._closing.add(asyncio.ensure_future(rename()))
+
+    async def _start_in_slot(
+        self, slot: Slot, go: bytes, door: str, user: User, neutral: TurnMounts
+    ) -> DockerProcess:
+        """Bind the turn to a ready slot (its engine reserved): the turn's overlays mounted
+        on the slot's folders, its gateway socket served in the slot's folder, then the
+        script on stdin."""
+        assert self._slot_mounts is not None
+        engine = slot.engine
+        sources = {name: neutral.paths[name] for name in NAMES}
+        turn_socket: TurnSocket | None = None
+        try:
+            await asyncio.to_thread(self._slot_mounts.bind, slot.points, sources)
+            accounts = account_files(user, self.paths.home)
+            turn_socket = await self.gateway.open_turn(door, user, accounts, prepared=slot.name)
+            process = await DockerProcess.connect(
+                engine.api, slot.container_id, slot.sock, slot.exited
+            )
+            await process.write(go)
+        except BaseException as exc:
+            self.engines.unreserve(engine)
+            await asyncio.shield(self._drop_slot(slot, turn_socket))
+            if isinstance(exc, OSError):
+                raise SandboxError(f"cannot start the turn in a ready container: {exc}") from exc
+            raise
+        self.engines.started(engine, process)
+        if not engine.up:  # lost while the turn was bound
+            process.engine_lost(lost_reason(engine))
+        log.debug("docker_ready_slot_bound", extra={"slot": slot.name, "door": door})
+        self._when_exited(engine, process, turn_socket, neutral, slot)
+        return process
+
+    async def _make_slot(self, engine: Engine, user: User) -> Slot:
+        """Start one ready slot of `user` on `engine` (ready_pool.py); leaves nothing behind
+        when it fails or is cancelled."""
+        assert self._slot_mounts is not None
+        slot_mounts = self._slot_mounts
+        name = secrets.token_hex(8)
+        points = await asyncio.to_thread(slot_mounts.make_slot, name)
+        try:
+            files = await asyncio.to_thread(
+                self.gateway.prepare_folder, name, user, account_files(user, self.paths.home)
+            )
+            kwargs = self._slot_container(engine, name, points, files, user)
+            api = engine.api
+            created = await asyncio.to_thread(api.create_container, **kwargs)
+        except BaseException:
+            await asyncio.shield(asyncio.to_thread(self._remove_slot_folders, name, points))
+            raise
+        container_id = created["Id"]
+        try:
+            sock = await asyncio.to_thread(attach_socket, api, container_id)
+            exited = wait_for_exit(api, container_id, asyncio.get_running_loop())
+            await asyncio.to_thread(api.start, container_id)
+        except BaseException:
+            await asyncio.shield(asyncio.to_thread(self._remove, api, container_id))
+            await asyncio.shield(asyncio.to_thread(self._remove_slot_folders, name, points))
+            raise
+        return Slot(name, engine, user, container_id, sock, exited, points)
+
+    def _slot_container(
+        self,
+        engine: Engine,
+        name: str,
+        points: dict[str, Path],
+        files: dict[str, Path],
+        user: User,
+    ) -> dict[str, Any]:
+        """A slot's container: the turn's container but for what only the turn knows (its
+        folders come later, through `points`; its invocation on stdin; no session labels)."""
+        host_path = engine.host_paths
+        host = HostMounts(
+            workspace=host_path(points["workspace"]),
+            home=host_path(points["home"]),
+            tools=host_path(points["tools"]),
+            gateway_dir=host_path(self.gateway.folder / name),
+            resolv_conf=host_path(self.gateway.resolv_conf),
+            files={host_path(here): inside for inside, here in files.items()},
+            follow_mounts=True,
+        )
+        host_config = engine.api.create_host_config(
+            **host_config_kwargs(host, self.paths, self.limits, self.runtime)
+        )
+        kwargs = create_kwargs(
+            image=self.image,
+            invocation=Invocation(list(slot_launch.COMMAND), {}, "/"),
+            user=user,
+            labels={LABEL_SERVER: self.owner, LABEL_SLOT: name},
+            host_config=host_config,
+        )
+        return {**kwargs, "name": SLOT_NAME_PREFIX + name}
+
+    async def _drop_slot(self, slot: Slot, turn_socket: TurnSocket | None = None) -> None:
+        """Remove a slot that serves no turn (any more): its container, then its folders."""
+        slot.sock.close()  # its shell reads end-of-file and exits
+        with contextlib.suppress(*ENGINE_ERRORS):
+            await asyncio.to_thread(self._remove, slot.engine.api, slot.container_id)
+        if turn_socket is not None:
+            await self.gateway.close_turn(turn_socket)
+        await asyncio.to_thread(self._remove_slot_folders, slot.name, slot.points)
+
+    def _remove_slot_folders(self, name: str, points: dict[str, Path]) -> None:
+        if self._slot_mounts is not None:
+            self._slot_mounts.remove_slot(points)
+        self.gateway.remove_folder(name)
 
     def _mount_neutral(self, mounts: SessionMounts) -> TurnMounts | None:
         """The turn's overlays (neutral_mounts.mount_session), or None."""
