@@ -97,7 +97,7 @@ class Bench:
         self.gvisor = (
             DockerSandbox(scratch / "gvisor", image=image, runtime=GVISOR) if gvisor else None
         )
-        self.local = LocalSandbox()  # with its gateway relay and default limits
+        self.local = LocalSandbox()  # with its gateway door and default limits
         self.session_container = ""
 
     async def open(self) -> None:

@@ -51,12 +51,15 @@ async def run(sandbox: LocalSandbox, mounts: SessionMounts, script: str) -> list
     return out
 
 
+# None: the proxy listens where the server chooses (a root server: in the sandbox's own
+# network namespace); True: behind the relays an unprivileged server uses.
+@pytest.mark.parametrize("relays", [None, True], ids=["chosen", "relays"])
 async def test_allowed_hosts_are_reached_through_the_proxy_and_others_refused(
-    mounts: SessionMounts, caplog: pytest.LogCaptureFixture
+    mounts: SessionMounts, caplog: pytest.LogCaptureFixture, relays: bool | None
 ) -> None:
     caplog.set_level(logging.INFO, logger="uhp_server.sandbox.egress")
     policy = EgressPolicy.from_settings("127.0.0.1", allow_private=True)
-    sandbox = LocalSandbox(egress=policy)
+    sandbox = LocalSandbox(egress=policy, relays=relays)
     server, port, seen = await web_server()
     async with server:
         out = await run(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
@@ -182,8 +183,11 @@ async def test_host_loopback_unreachable_no_dns(
     assert received == []
 
 
+# None: as the server chooses (a root server listens in the sandbox's own network namespace,
+# netns.py); True: the relays to a socket folder an unprivileged server uses.
+@pytest.mark.parametrize("relays", [None, True], ids=["chosen", "relays"])
 async def test_the_gateway_is_reached_through_the_sandboxs_own_socket(
-    mounts: SessionMounts,
+    mounts: SessionMounts, relays: bool | None
 ) -> None:
     doors: list[str] = []
 
@@ -193,7 +197,7 @@ async def test_the_gateway_is_reached_through_the_sandboxs_own_socket(
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": body})
 
-    sandbox = LocalSandbox()
+    sandbox = LocalSandbox(relays=relays)
     await sandbox.open(gateway)
     mounts = dataclasses.replace(mounts, door="local:turn-a")
     url = sandbox.gateway_url("openai") + "/models"
@@ -296,7 +300,7 @@ async def test_a_turn_folder_is_private_and_goes_with_the_sandbox(
     tmp_path: Path, mounts: SessionMounts
 ) -> None:
     server_id = f"turnfolder{secrets.token_hex(4)}"
-    sandbox = LocalSandbox(tmp_path / "run", server_id=server_id)
+    sandbox = LocalSandbox(tmp_path / "run", server_id=server_id, relays=True)
     await sandbox.open(None)
     proc = await sandbox.start(Invocation(["/bin/sleep", "30"], ENV, "/workspace"), mounts)
     # In the run folder, or beside the turn's overlays when the server mounts them.
@@ -307,6 +311,43 @@ async def test_a_turn_folder_is_private_and_goes_with_the_sandbox(
     await proc.kill()
     assert not socket.parent.exists()
     assert list((tmp_path / "run").iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root server listens in the sandbox")
+async def test_the_gateway_listens_in_the_sandbox_alone(
+    tmp_path: Path, mounts: SessionMounts
+) -> None:
+    # A root server makes the gateway's listening socket inside the sandbox's network
+    # namespace (netns.py): the sandbox reaches it on its loopback, the host's loopback does
+    # not, no relay runs in the sandbox, and no socket file is left anywhere.
+    doors: list[str] = []
+
+    async def gateway(scope: Scope, receive: Receive, send: Send) -> None:
+        doors.append(scope[DOOR_SCOPE_KEY])
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    sandbox = LocalSandbox(tmp_path / "run")
+    assert not sandbox.relays
+    await sandbox.open(gateway)
+    mounts = dataclasses.replace(mounts, door="local:turn-b")
+    url = sandbox.gateway_url("openai") + "/models"
+    script = f"curl -sS -o /dev/null -w '%{{http_code}}\\n' {url}; ps -eo comm"
+    proc = await sandbox.start(Invocation(["/bin/sh", "-c", script], ENV, "/workspace"), mounts)
+    await proc.close_stdin()
+    out = [line.decode() async for line in proc.lines()]
+    assert await proc.wait() == 0
+    assert out[0] == "204" and "socat" not in out
+    assert doors == ["local:turn-b"]
+    # The host's loopback, port and all, never reaches that door.
+    with contextlib.suppress(OSError):
+        _, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", 8080), 2)
+        writer.write(b"GET /gateway/openai/v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+        await writer.drain()
+        await asyncio.sleep(0.2)
+        writer.close()
+    assert doors == ["local:turn-b"]
+    assert [p for p in (tmp_path / "run").rglob("*") if p.is_socket()] == []
 
 
 async def test_the_kernel_surface_is_filtered(sandbox: LocalSandbox, mounts: SessionMounts) -> None:

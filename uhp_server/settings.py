@@ -97,6 +97,11 @@ class Settings(BaseSettings):
     # uid:gid the agent runs as, one for every principal; auto: the server's own, or under a
     # root server a uid of each principal's own from agent_uid_range (sandbox/agent_user.py).
     local_sandbox_user: str = "auto"
+    # Turn cgroups the local sandbox keeps ready, each holding the process that becomes its
+    # bwrap (sandbox/local/ready_pool.py): takes the kernel's move into a cgroup (some 10 ms
+    # on cgroup v1) off a turn's start. Needs cgroups (a root server); 0: none, the default:
+    # on a loaded host it is slower (bwrap then starts inside the agents' CPU group).
+    local_ready_pool: int = Field(default=0, ge=0)
     # The uids (first-last) a root server gives principals' agents, with *_SANDBOX_USER auto.
     agent_uid_range: str = "200000-299999"
     # Hosts a sandbox may reach, through the server's egress proxy (docs/security.md);

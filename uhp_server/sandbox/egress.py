@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -111,8 +112,14 @@ class EgressProxy:
         self.door = door
         self._server: asyncio.AbstractServer | None = None
         self._handlers: set[asyncio.Task[None]] = set()
+        self._on_path = True
 
-    async def open(self) -> None:
+    async def open(self, sock: socket.socket | None = None) -> None:
+        """Serve at `path`, or on `sock`, a listening socket it then owns."""
+        if sock is not None:
+            self._on_path = False
+            self._server = await asyncio.start_server(self._accept, sock=sock, limit=MAX_HEAD_BYTES)
+            return
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
         self._server = await asyncio.start_unix_server(
@@ -128,8 +135,9 @@ class EgressProxy:
             task.cancel()
         await asyncio.gather(*self._handlers, return_exceptions=True)
         self._server = None
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
+        if self._on_path:
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import os
+import socket
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -63,34 +64,50 @@ class _EmbeddedServer(uvicorn.Server):
 
 
 class GatewayDoor:
-    """Serves the gateway routes of an app on one Unix socket, tagged with one door name."""
+    """Serves the gateway routes of an app on one Unix socket, tagged with one door name; or,
+    given a listening socket (open's `sock`), on that one."""
 
     def __init__(self, path: Path, door: str) -> None:
         self.path = path
         self.door = door
         self._server: _EmbeddedServer | None = None
         self._task: asyncio.Task[None] | None = None
+        self._on_path = True
 
-    async def open(self, app: ASGIApp | None, mode: int = 0o600) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()  # a socket a crashed server left
+    async def open(
+        self, app: ASGIApp | None, mode: int = 0o600, sock: socket.socket | None = None
+    ) -> None:
+        """Serve at `path` (made with `mode`), or on `sock`, a listening socket it then owns."""
+        self._on_path = sock is None
+        if sock is None:
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()  # a socket a crashed server left
         config = uvicorn.Config(
             gateway_only(app, self.door),
-            uds=str(self.path),
+            uds=str(self.path) if sock is None else None,
             lifespan="off",  # the main server runs the app's lifespan
             log_level="warning",
             access_log=False,
             timeout_graceful_shutdown=2,
         )
         self._server = _EmbeddedServer(config)
-        self._task = asyncio.create_task(self._server.serve(), name=f"gateway-door-{self.door}")
-        async with asyncio.timeout(START_TIMEOUT):
-            while not self._server.started:
-                if self._task.done():
-                    self._task.result()  # raises what stopped it
-                    raise RuntimeError("gateway socket server stopped while starting")
-                await asyncio.sleep(0.005)
-        os.chmod(self.path, mode)
+        sockets = None if sock is None else [sock]
+        self._task = asyncio.create_task(
+            self._server.serve(sockets), name=f"gateway-door-{self.door}"
+        )
+        try:
+            async with asyncio.timeout(START_TIMEOUT):
+                while not self._server.started:
+                    if self._task.done():
+                        self._task.result()  # raises what stopped it
+                        raise RuntimeError("gateway socket server stopped while starting")
+                    await asyncio.sleep(0.001)
+        except BaseException:
+            if sock is not None:
+                sock.close()
+            raise
+        if sock is None:
+            os.chmod(self.path, mode)
 
     def shut(self) -> None:
         """Refuse new connections at once; the server winds down in the background (uvicorn
@@ -100,8 +117,9 @@ class GatewayDoor:
         self._server.should_exit = True
         for listener in getattr(self._server, "servers", []):
             listener.close()
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
+        if self._on_path:
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
         _winding_down.add(self._task)
         self._task.add_done_callback(_winding_down.discard)
         self._server = self._task = None

@@ -29,8 +29,9 @@ import secrets
 import shutil
 import tempfile
 import threading
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from harness_bases.base import HarnessBase, Invocation
 from uhp_server.gateway.paths import gateway_path
@@ -47,7 +48,7 @@ from uhp_server.sandbox.base import (
 from uhp_server.sandbox.egress import EGRESS_PROXY_PORT, EgressPolicy, with_proxy
 from uhp_server.sandbox.gateway_door import ASGIApp, wound_down
 from uhp_server.sandbox.limits import LimitWatch, LocalLimits, parse_size
-from uhp_server.sandbox.local import seccomp
+from uhp_server.sandbox.local import netns, seccomp
 from uhp_server.sandbox.local.hardening import (
     mount_parent_args,
     namespace_args,
@@ -56,6 +57,7 @@ from uhp_server.sandbox.local.hardening import (
     switches_user,
 )
 from uhp_server.sandbox.local.process import STDOUT_LINE_LIMIT, LocalProcess
+from uhp_server.sandbox.local.ready_pool import FIRST_FD, ReadyPool, ReadySlot
 from uhp_server.sandbox.local.sockets import (
     EGRESS_SOCKET,
     GATEWAY_SOCKET,
@@ -147,9 +149,15 @@ class LocalSandbox(Sandbox):
         server_id: str | None = None,
         data_dir: Path | None = None,
         uid_range: str = DEFAULT_UID_RANGE,
+        relays: bool | None = None,
+        ready_pool: int = 0,
     ) -> None:
         """`data_dir`: where the sessions' folders are (to check an overlay can sit there,
-        neutral_mounts.py); None: beside `run_dir`."""
+        neutral_mounts.py); None: beside `run_dir`. `relays`: reach the gateway through
+        relays in the sandbox to a socket folder (LAUNCH), as an unprivileged server must;
+        None: only then (a root server listens in the sandbox itself: netns.py).
+        `ready_pool`: how many turn cgroups to keep ready, each holding the process that
+        becomes its bwrap (ready_pool.py; needs cgroups; 0: none)."""
         # Tests run sandboxes without a server: then a private temp folder holds the turns'
         # socket folders.
         self._run_dir = run_dir or Path(tempfile.mkdtemp(prefix="uhp-local-"))
@@ -168,6 +176,13 @@ class LocalSandbox(Sandbox):
         # Detected even without memory and process limits: every turn joins the CPU pool.
         self._cgroups: cgroups.Hierarchy | None = cgroups.detect()
         self._cpu_pool: Path | None = None
+        # A sandbox with a user namespace of its own (an unprivileged server's) cannot be
+        # entered: netns.py.
+        self.relays = (
+            relays if relays is not None else not (netns.can_enter() and switches_user(self.user))
+        )
+        self._ready_size = ready_pool
+        self._ready: ReadyPool | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings, bases: Collection[HarnessBase] = ()) -> LocalSandbox:
@@ -193,6 +208,7 @@ class LocalSandbox(Sandbox):
             # Replicas sharing a data folder each clear only their own cgroups.
             server_id=settings.replica_id or stored_id(settings.data_dir, ID_FILE),
             data_dir=settings.data_dir,
+            ready_pool=settings.local_ready_pool,
         )
 
     def gateway_url(self, backend: str) -> str:
@@ -203,7 +219,7 @@ class LocalSandbox(Sandbox):
 
     async def open(self, gateway_app: ASGIApp | None) -> None:
         """(None: no gateway, as in the sandbox's own tests; its requests answer 404.)"""
-        if shutil.which("socat") is None:
+        if self.relays and shutil.which("socat") is None:
             raise SandboxError("socat not found: the local sandbox relays the gateway with it")
         try:  # compiled once, off the loop: a server that cannot filter says so at start
             await asyncio.to_thread(seccomp.program)
@@ -218,7 +234,17 @@ class LocalSandbox(Sandbox):
         if self._cgroups is not None:
             await asyncio.to_thread(self._cgroups.remove_empty, self.cgroup_prefix, CGROUP_PREFIX)
             self._cpu_pool = await asyncio.to_thread(self._open_cpu_pool, self._cgroups)
+            if self._ready_size > 0:
+                self._ready = ReadyPool(
+                    self._ready_size, self._ready_cgroup, self.cgroup_prefix, STDOUT_LINE_LIMIT
+                )
+                self._ready.open()
         self._gateway_app = gateway_app
+
+    def _ready_cgroup(self, name: str) -> cgroups.TurnCgroup:
+        """A ready slot's cgroup: no limit until a turn takes it (ready_pool.py)."""
+        assert self._cgroups is not None
+        return self._cgroups.create(name, 0, 0, self._cpu_pool)
 
     def _open_cpu_pool(self, hierarchy: cgroups.Hierarchy) -> Path | None:
         try:
@@ -228,6 +254,8 @@ class LocalSandbox(Sandbox):
             return None
 
     async def close(self) -> None:
+        if self._ready is not None:
+            await self._ready.close()
         await wound_down()
         if self._cpu_pool is not None:  # empty once every turn is gone; else the next start's
             with contextlib.suppress(OSError):
@@ -237,7 +265,7 @@ class LocalSandbox(Sandbox):
         self,
         invocation: Invocation,
         mounts: SessionMounts,
-        sockets: Path,
+        sockets: Path | None,
         info_fd: int,
         block_fd: int,
         seccomp_fd: int,
@@ -246,25 +274,27 @@ class LocalSandbox(Sandbox):
     ) -> list[str]:
         """The full bwrap argv (without the executable) for `invocation`, its agent running
         as `user` (None: the default), with `files` (a path -> the fd bwrap reads its
-        contents from; account_files') mounted read-only. It holds no secret: the
-        environment travels as bwrap's own (see the module docstring)."""
+        contents from; account_files') mounted read-only, and the relays to the `sockets`
+        folder (None: the server listens in the sandbox itself, netns.py). It holds no
+        secret: the environment travels as bwrap's own (see the module docstring)."""
         user = user or self.user
         file_args = [
             arg
             for path, fd in (files or {}).items()
             for arg in ("--perms", "0644", "--ro-bind-data", str(fd), path)
         ]
-        egress_port = str(EGRESS_PROXY_PORT) if self.egress.enabled else ""
-        launch = [
-            *switch_user_argv(user),
-            *("/bin/sh", "-c", LAUNCH, "uhp-launch", str(GATEWAY_PORT), egress_port),
-        ]
+        launch = switch_user_argv(user)
+        relays: list[str] = []
+        if sockets is not None:  # the relays to the socket folder run first
+            egress_port = str(EGRESS_PROXY_PORT) if self.egress.enabled else ""
+            launch += ["/bin/sh", "-c", LAUNCH, "uhp-launch", str(GATEWAY_PORT), egress_port]
+            relays = ["--ro-bind", str(sockets), INSIDE_DIR]
         binds = [
             *system_binds(_ETC_ENTRIES),
             *("--ro-bind", str(mounts.tools), self.paths.tools),
             *("--bind", str(mounts.workspace), self.paths.workspace),
             *("--bind", str(mounts.home), self.paths.home),
-            *("--ro-bind", str(sockets), INSIDE_DIR),
+            *relays,
             *(arg for extra in mounts.extra for arg in extra_bind(extra)),
         ]
         return [
@@ -326,7 +356,7 @@ class LocalSandbox(Sandbox):
         exe = shutil.which(self._bwrap)
         if exe is None:
             raise SandboxError(f"bubblewrap not found: {self._bwrap}")
-        if shutil.which("socat") is None:
+        if self.relays and shutil.which("socat") is None:
             raise SandboxError("socat not found: the local sandbox relays the gateway with it")
         if not invocation.argv:
             raise SandboxError("empty argv")
@@ -354,6 +384,8 @@ class LocalSandbox(Sandbox):
             sockets_parent = neutral.staging
         sockets = TurnSockets(sockets_parent, door, self.egress)
         group: cgroups.TurnCgroup | None = None
+        # A cgroup made ahead, its bwrap-to-be inside; None: made now (a cold start).
+        slot = self._ready.take() if self._ready is not None else None
 
         async def cleanup() -> None:  # idempotent: also runs when starting failed
             await sockets.close()
@@ -362,23 +394,53 @@ class LocalSandbox(Sandbox):
             if neutral is not None:  # the sandbox is gone: nothing holds the overlays
                 await asyncio.to_thread(neutral.unmount)
 
+        opening: asyncio.Future[None] | None = None
         try:
-            await sockets.open(self._gateway_app)
-            if switches_user(user):  # the agent's uid must enter the folder and connect
-                hand_over(*user, sockets.folder)
+            if self.relays:
+                # The doors start serving in the folder while bwrap starts (_spawn waits for
+                # them before it lets the sandbox go).
+                sockets.make_folder()
+                opening = asyncio.ensure_future(self._open_sockets(sockets, user))
+                doors = functools.partial(_already, opening)
+            else:  # served in the sandbox's own network namespace, once bwrap has made it
+                doors = functools.partial(
+                    sockets.open_inside, app=self._gateway_app, ports=self._ports
+                )
             limits = self.limits.over(mounts.limits)
-            group = self._cgroup(door, limits)
+            if slot is None:
+                group = self._cgroup(door, limits)
+            else:
+                group = slot.group
+                await asyncio.to_thread(_limit, group, limits)
             # The disk watch reads the real folders: reading under an overlay is allowed.
             # A writable further folder counts too (an environment's version, in its build).
             written = [extra.source for extra in mounts.extra if extra.writable]
             watch = LimitWatch(limits, group, [mounts.workspace, mounts.home, *written])
             binds = neutral_mounts.bound(mounts, neutral)
-            return await self._spawn(exe, invocation, binds, sockets.folder, watch, cleanup, user)
+            folder = sockets.folder if self.relays else None
+            return await self._spawn(
+                exe, invocation, binds, folder, watch, cleanup, user, doors, slot
+            )
         except BaseException as exc:
+            if opening is not None:
+                opening.cancel()
+                await asyncio.gather(opening, return_exceptions=True)
+            if slot is not None:  # its stub (or the bwrap it became) goes before its cgroup
+                await asyncio.shield(slot.discard())
             await asyncio.shield(cleanup())
             if isinstance(exc, OSError):
                 raise SandboxError(f"cannot prepare the sandbox: {exc}") from exc
             raise
+
+    @property
+    def _ports(self) -> tuple[int, int]:
+        """Where the sandbox's CLI finds the gateway and the egress proxy, on its loopback."""
+        return (GATEWAY_PORT, EGRESS_PROXY_PORT)
+
+    async def _open_sockets(self, sockets: TurnSockets, user: tuple[int, int]) -> None:
+        await sockets.open(self._gateway_app)
+        if switches_user(user):  # the agent's uid must enter the folder and connect
+            hand_over(*user, sockets.folder)
 
     def _detect_neutral_mounts(self) -> None:
         """Once, at open() (or the first turn of a sandbox never opened, as in tests)."""
@@ -407,17 +469,25 @@ class LocalSandbox(Sandbox):
         exe: str,
         invocation: Invocation,
         mounts: SessionMounts,
-        sockets: Path,
+        sockets: Path | None,
         watch: LimitWatch,
         cleanup: Callable[[], Awaitable[None]],
         user: tuple[int, int],
+        doors: Callable[[int], Coroutine[Any, Any, None]],
+        slot: ReadySlot | None = None,
     ) -> LocalProcess:
-        """Start bwrap, put it under the limits before the agent's program runs, let it go.
+        """Start bwrap, put it under the limits before the agent's program runs, let it go
+        once `doors(its child's pid)` has its doors serving too. `sockets`: the turn's socket
+        folder, for the relays; None: the doors listen in the sandbox's network namespace.
+        `slot`: a ready slot whose stub becomes bwrap, inside its cgroup already.
 
         bwrap writes the child's pid to info_fd once it has created the namespaces; EOF
         without it means it could not (e.g. namespaces not permitted here). Mount and exec
         failures come later and look like an exit code of 1: _preflight covers the usual."""
         try:
+            # Compiled once per process; off the loop (libseccomp's lookup runs ldconfig) for
+            # a sandbox that was never opened, as in its own tests.
+            await asyncio.to_thread(seccomp.program)
             seccomp_r = seccomp.program_fd()
         except (seccomp.SeccompError, OSError) as exc:
             raise SandboxError(f"cannot build the syscall filter: {exc}") from exc
@@ -426,15 +496,26 @@ class LocalSandbox(Sandbox):
         files = {
             path: _data_fd(data) for path, data in account_files(user, self.paths.home).items()
         }
-        argv = self.command(invocation, mounts, sockets, info_w, block_r, seccomp_r, user, files)
+        handed = (info_w, block_r, seccomp_r, *files.values())
         try:
-            proc = await spawn(
-                [exe, *argv],
-                start_new_session=True,  # own process group: kill() signals all of it
-                pass_fds=(info_w, block_r, seccomp_r, *files.values()),
-                limit=STDOUT_LINE_LIMIT,
-                env=with_proxy(invocation.env, self.egress),
-            )
+            if slot is None:
+                argv = self.command(
+                    invocation, mounts, sockets, info_w, block_r, seccomp_r, user, files
+                )
+                proc = await spawn(
+                    [exe, *argv],
+                    start_new_session=True,  # own process group: kill() signals all of it
+                    pass_fds=handed,
+                    limit=STDOUT_LINE_LIMIT,
+                    env=with_proxy(invocation.env, self.egress),
+                )
+            else:  # the stub renumbers what it is handed from FIRST_FD on, in this order
+                at = {path: FIRST_FD + 3 + i for i, path in enumerate(files)}
+                first = (FIRST_FD, FIRST_FD + 1, FIRST_FD + 2)
+                argv = self.command(invocation, mounts, sockets, *first, user, at)
+                env = with_proxy(invocation.env, self.egress)
+                await slot.launch([exe, *argv], env, handed)
+                proc = slot.proc
         except OSError as exc:
             os.close(info_r)
             os.close(block_w)
@@ -457,7 +538,11 @@ class LocalSandbox(Sandbox):
                 code = await sandboxed.kill_and_wait()
                 tail = sandboxed.stderr_tail().strip()
                 raise SandboxError(f"bubblewrap failed ({code}): {tail}")
-            self._apply_limits(watch.cgroup, proc.pid, info["child-pid"])
+            child = info["child-pid"]
+            # Off the loop: the kernel's first move into a cgroup (v1) waits out an RCU
+            # grace period, some 10 ms here, which the doors' start overlaps.
+            group = None if slot is not None else watch.cgroup  # born inside it
+            await _both(asyncio.to_thread(self._apply_limits, group, proc.pid, child), doors(child))
             os.write(block_w, b"g")
         except BaseException:  # cancelled or failed while starting: leave nothing running
             await asyncio.shield(sandboxed.kill())
@@ -467,7 +552,8 @@ class LocalSandbox(Sandbox):
         return sandboxed
 
     def _apply_limits(self, group: cgroups.TurnCgroup | None, *pids: int) -> None:
-        """bwrap and its (still blocked) child go in the cgroup: all they start follows."""
+        """bwrap and its (still blocked) child go in the cgroup (None: they were born in it):
+        all they start follows."""
         try:
             for pid in pids:
                 if group is not None:
@@ -477,6 +563,26 @@ class LocalSandbox(Sandbox):
                     resource.prlimit(pid, resource.RLIMIT_FSIZE, (size, size))
         except OSError as exc:
             raise SandboxError(f"cannot limit the sandbox: {exc}") from exc
+
+
+async def _both(*steps: Coroutine[Any, Any, None]) -> None:
+    """Run the steps at once; the first failure cancels the others and is raised as it is
+    (a SandboxError stays one)."""
+    running = [asyncio.ensure_future(step) for step in steps]
+    try:
+        await asyncio.gather(*running)
+    except BaseException:
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+        raise
+
+
+def _limit(group: cgroups.TurnCgroup, limits: LocalLimits) -> None:
+    try:
+        group.set_limits(limits.memory_bytes, limits.pids)
+    except OSError as exc:
+        raise SandboxError(f"cannot limit the sandbox's cgroup: {exc}") from exc
 
 
 def _data_fd(data: bytes) -> int:
@@ -514,3 +620,8 @@ async def _read_info(fd: int) -> dict:
 def extra_bind(extra: ExtraMount) -> tuple[str, str, str]:
     """bwrap's bind of a further folder: read-only unless it is writable."""
     return ("--bind" if extra.writable else "--ro-bind", str(extra.source), extra.target)
+
+
+async def _already(started: Awaitable[None], _child: int) -> None:
+    """Doors that started serving before bwrap did (the relays' socket folder)."""
+    await started

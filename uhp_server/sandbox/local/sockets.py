@@ -1,17 +1,23 @@
-"""The sockets of one local sandbox turn: its own door to the model gateway, and (when the
-operator allows egress) to the egress proxy. Both live in a per-turn folder only the
-server's uid (and, for a root server, that turn's agent uid) can enter; the sandbox sees
-that folder, read-only, at INSIDE_DIR, where its relays (sandbox.py's LAUNCH) connect."""
+"""The doors of one local sandbox turn: to the model gateway, and (when the operator allows
+egress) to the egress proxy.
+
+Under a root server both listen on the sandbox's own loopback, made inside its network
+namespace by the server (netns.py). An unprivileged server serves them on Unix sockets in a
+per-turn folder only the server's uid can enter; the sandbox sees that folder, read-only, at
+INSIDE_DIR, where its relays (sandbox.py's LAUNCH) connect."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from uhp_server.sandbox.egress import EgressPolicy, EgressProxy
 from uhp_server.sandbox.gateway_door import ASGIApp, GatewayDoor
+from uhp_server.sandbox.local import netns
 
 INSIDE_DIR = "/run/uhp"
 GATEWAY_SOCKET = "gateway.sock"
@@ -36,7 +42,8 @@ def run_dir(data_dir: Path) -> Path:
 
 
 class TurnSockets:
-    """One turn's socket folder: made by open(), gone after close()."""
+    """One turn's doors: served by open() (in a socket folder) or open_inside() (in the
+    sandbox's network namespace), gone after close()."""
 
     def __init__(self, parent: Path, door: str, egress: EgressPolicy) -> None:
         name = hashlib.sha256(door.encode()).hexdigest()[:_NAME_LENGTH]
@@ -45,9 +52,13 @@ class TurnSockets:
         self.egress = EgressProxy(self.folder / EGRESS_SOCKET, egress, door)
         self.egress_enabled = egress.enabled
 
-    async def open(self, app: ASGIApp | None) -> None:
+    def make_folder(self) -> None:
+        """The folder alone (the sandbox binds it), before open() serves in it."""
         self.folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.folder.mkdir(mode=0o700)  # a door is never shared: an existing folder is a bug
+
+    async def open(self, app: ASGIApp | None) -> None:
+        """Serve both in the folder (make_folder() first)."""
         try:
             await self.gateway.open(app)
             if self.egress_enabled:
@@ -61,3 +72,18 @@ class TurnSockets:
         await self.egress.close()
         with contextlib.suppress(OSError):
             self.folder.rmdir()
+
+    async def open_inside(self, pid: int, app: ASGIApp | None, ports: Sequence[int]) -> None:
+        """Serve the gateway on 127.0.0.1:ports[0] inside the network namespace of process
+        `pid` (the sandbox's), and the egress proxy on ports[1] when it is enabled."""
+        wanted = list(ports[:2] if self.egress_enabled else ports[:1])
+        listeners = await asyncio.to_thread(netns.listen_inside, pid, wanted)
+        try:
+            await self.gateway.open(app, sock=listeners[0])
+            if self.egress_enabled:
+                await self.egress.open(sock=listeners[1])
+        except BaseException:
+            for listener in listeners:  # (closing one twice is harmless)
+                listener.close()
+            await self.close()
+            raise
