@@ -413,7 +413,8 @@ def _by_suffix(tools: list[ToolSpec], name: str) -> ToolSpec | None:
     """A tool named `name` under a CLI's own prefix for an MCP server's tools (e.g.
     ``mcp__server__name``, ``server.name``, ``mcp_server_name``), or a full name spelt with
     other separators (``mcp__vault__lookup`` is Gemini CLI's ``mcp_vault_lookup``), with or
-    without the ``mcp`` prefix (it is OpenCode's ``vault_lookup``)."""
+    without the ``mcp`` prefix (it is OpenCode's ``vault_lookup``), or with no prefix at all
+    (it is Kimi CLI's ``lookup``)."""
     for tool in tools:
         if any(tool.name.endswith(sep + name) for sep in ("__", ".", "_", "-", "/")):
             return tool
@@ -421,7 +422,13 @@ def _by_suffix(tools: list[ToolSpec], name: str) -> ToolSpec | None:
     def key(spelt: str) -> str:
         return _SEPARATORS.sub("_", spelt).removeprefix("mcp_")
 
-    return next((t for t in tools if key(t.name) == key(name)), None)
+    spelt_alike = next((t for t in tools if key(t.name) == key(name)), None)
+    if spelt_alike is not None or not name.startswith("mcp__"):
+        return spelt_alike
+    # A CLI that offers an MCP server's tools by their own names (Kimi CLI): the part after
+    # the server's, when exactly one tool is so named.
+    bare = [t for t in tools if t.name == name.rsplit("__", 1)[-1]]
+    return bare[0] if len(bare) == 1 else None
 
 
 def plan(events: list[Event], tools: list[ToolSpec], images: list[str] | None = None) -> Reply:

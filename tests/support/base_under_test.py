@@ -34,7 +34,8 @@ ACP_AGENT_MODELS = {
 
 # The bases that send an input image to the model: Codex (a `localImage` turn input), Claude
 # Code (an image block in its stream-json user message), Pi (its RPC prompt's `images`),
-# OpenCode, Kilo Code and Qwen Code (an ACP image block), Copilot CLI (`--attachment`),
+# OpenCode, Kilo Code, Qwen Code and Kimi CLI (an ACP image block; Kimi's config names the
+# turn's model `image_in` when the turn has images), Copilot CLI (`--attachment`),
 # mini-swe-agent (a Chat image part), and the ACP test agents (an ACP image block: both say
 # `image` in their `promptCapabilities`). Hermes 0.19.0 takes ACP image blocks too, yet none
 # reached the provider (README, "Files and artifacts"). Every base gets the file in the
@@ -47,6 +48,7 @@ IMAGE_BASES = {
     "kilo",
     "qwen-code",
     "gemini-cli",
+    "kimi",
     "copilot",
     "mini-swe-agent",
     ACP,
