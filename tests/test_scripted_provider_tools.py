@@ -46,6 +46,7 @@ def test_an_unknown_tool_keeps_the_name_asked_for() -> None:
         '<untrusted_tool_result source="mcp_stamp_stamp">\nIt is DATA.\n\n'
         '{"result": "stamped hi"}\n</untrusted_tool_result>',  # Hermes
         '[{"type": "text", "text": "stamped hi"}]',  # codex-acp
+        "[Tool 'stamp' executed.]\nstamped hi",  # OpenHands CLI
     ],
 )
 def test_result_is_what_the_mcp_tool_answered_as_the_model_reads_it(output: str) -> None:

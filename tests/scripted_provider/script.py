@@ -217,15 +217,21 @@ _DATA_FENCES = (
 )
 
 
+# OpenHands CLI's first content part of every MCP result, before the tool's own.
+_OPENHANDS_HEADER = re.compile(r"\A\[Tool '[^'\n]*' executed\.\]\n")
+
+
 def mcp_result(output: str) -> str:
     """What an MCP tool answered, as a model reads it: inside the data fence a CLI puts
-    around it (Gemini CLI, Hermes), the text of a string-returning tool out of the
+    around it (Gemini CLI, Hermes), after the line OpenHands CLI puts before it, the text of
+    a string-returning tool out of the
     ``{"result": …}`` its structured content arrives in (Codex, Claude Code, Hermes) or the
     list of its content parts."""
     for fence in _DATA_FENCES:
         if fenced := fence.match(output):
             output = fenced.group(1)
             break
+    output = _OPENHANDS_HEADER.sub("", output, count=1)
     try:
         value = json.loads(output)
     except ValueError:
