@@ -55,6 +55,13 @@ IMAGE_BASES = {
 }
 
 
+# The bases whose CLI refuses, to the model, a tool call carrying an argument the tool's
+# schema does not name, though JSON Schema allows one: OpenHands CLI validates an MCP tool's
+# arguments with extra ones forbidden. An argument the server must ignore (a forged writer)
+# never reaches it through them. (No base declares this: it is what each CLI does.)
+STRICT_ARGUMENT_BASES = {"openhands"}
+
+
 class BaseUnderTestError(RuntimeError):
     """UHP_TEST_BASE / UHP_TEST_ACP_AGENT name nothing the tests can run."""
 
@@ -133,6 +140,12 @@ class BaseUnderTest:
     def answered_in_a_new_turn(self) -> bool:
         """An answer reaches the agent as a new turn's prompt, never as a tool's result."""
         return self.asks_in_text
+
+    @property
+    def passes_unnamed_arguments(self) -> bool:
+        """A tool call's arguments the tool's schema does not name reach the tool (else its
+        CLI answers the call itself, refused: STRICT_ARGUMENT_BASES)."""
+        return self.name not in STRICT_ARGUMENT_BASES
 
     @property
     def sends_images(self) -> bool:
