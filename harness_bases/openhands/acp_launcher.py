@@ -61,6 +61,9 @@ PROVIDER_ERROR = "providerError"  # in a failed prompt's error data: the provide
 # "litellm.BadRequestError: OpenAIException - <the provider's message>"
 _LITELLM_PREFIX = re.compile(r"^(?:litellm\.)?\w+Error: (?:\w+Exception - )?")
 TERMINAL = "subprocess"
+# What a plugin's stdio server is given of this process's environment beyond the MCP client's
+# default one (harness_bases/plugin_launcher.py keeps these too).
+STDIO_LOCALE = ("LANG", "LC_ALL", "TZ")
 
 
 def _turn() -> dict[str, Any]:
@@ -89,11 +92,16 @@ def mcp_config(turn: dict[str, Any], secrets: dict[str, str]) -> dict[str, Any]:
             "transport": server["transport"],
             "headers": {"Authorization": f"Bearer {secrets[server['token_env']]}"},
         }
+    # The MCP client starts a stdio server with its own short default environment (HOME, PATH,
+    # TERM, USER...), which leaves the locale out: without it a Python server's interpreter
+    # coerces the C locale and sets LC_CTYPE itself. The plugin launcher keeps these.
+    locale = {name: os.environ[name] for name in STDIO_LOCALE if name in os.environ}
     for server in turn["stdio_servers"]:
         servers[server["name"]] = {
             "command": server["command"],
             "args": server["args"],
             "transport": "stdio",
+            **({"env": locale} if locale else {}),
         }
     return {"mcpServers": servers} if servers else {}
 
