@@ -129,7 +129,7 @@ done
 # base_under_test.py). The generic `acp` base runs once per ACP test agent
 # (tests/support/acp_agents.py), each on its own wire against the native provider.
 opt_in_bases=()
-[[ ${UHP_TEST_OPT_IN_BASES:-} == 1 ]] && opt_in_bases=(kilo cline copilot mini-swe-agent)
+[[ ${UHP_TEST_OPT_IN_BASES:-} == 1 ]] && opt_in_bases=(kilo cline copilot mini-swe-agent kimi openhands)
 opt_in_chat_bases=" $(.venv/bin/uhp-server bases list --names --wire chat | tr '\n' ' ') "
 for base in "${opt_in_bases[@]}"; do
   provider=native
