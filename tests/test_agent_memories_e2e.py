@@ -110,12 +110,23 @@ def test_the_agent_remembers_in_one_session_and_finds_it_in_a_new_one(
 
     # Session 1: the agent keeps the fact (in its default memory), claiming another writer.
     forged = {"kind": "member", "id": "prin_somebody", "type": "human"}
-    remember = _tool(
-        "memory_remember", {"title": "Launch word", "content": FACT, "written_by": forged}
-    )
+    stated = {"title": "Launch word", "content": FACT}
+    forging = {**stated, "written_by": forged}
+    if BASE.passes_unnamed_arguments:
+        remember = _tool("memory_remember", forging)
+    else:
+        # Its CLI answers the forged call itself, refused; the model then calls without it.
+        remember = f"TOOL mcp__uhp_memory__memory_remember {json.dumps(forging)}\n" + _tool(
+            "memory_remember", stated
+        )
     first = create(client, {"input": remember, "metadata": {"harness_id": harness["id"]}})
     assert first["status"] == "completed", first
     assert FACT in message_text(first), json.dumps(first["output"])[:3000]
+    if not BASE.passes_unnamed_arguments:
+        refused, _kept = [
+            i["output"] for i in first["output"] if i["type"] == "function_call_output"
+        ]
+        assert "written_by" in refused and FACT not in refused, refused
     facts = _ok(client.get(f"/v1/memories/{notes['id']}/records", params={"type": "fact"}))
     assert [r["content"][0]["text"] for r in facts["data"]] == [FACT]
     record = facts["data"][0]

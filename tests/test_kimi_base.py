@@ -18,6 +18,7 @@ from harness_bases.base import ImageInput, McpServerSpec, SkillBundle, SkillFile
 from harness_bases.kimi import KimiBase
 from harness_bases.kimi import config as kimi_config
 from harness_bases.kimi import install as installer
+from harness_bases.kimi.acp_launcher import STOPPED_CALL
 from harness_bases.messages import RESUME_FAILED_NOTICE
 from tests.conftest import PROVIDER_KEY, installed_tools
 from tests.scripted_provider import RunningProvider
@@ -101,6 +102,44 @@ async def test_interrupt_stops_slow_text_and_the_session_resumes(env: LiveBase) 
     assert not isinstance(turn.outcome, ev.TurnFinished)
     after = await env.run("SAY after", native_session_id=turn.native_id)
     assert after.text == "after" and not after.of(ev.Notice)
+
+
+@pytest.mark.slow
+async def test_a_step_stopped_while_its_tool_runs_stays_in_the_conversation(
+    env: LiveBase,
+) -> None:
+    """Kimi writes a step only once its tools returned: stopped before (a cancel, a question
+    parked), the step vanished and the next turn's model never saw its call (acp_launcher.py,
+    10). Kept here: the call, answered as stopped."""
+    turn = await env.run(
+        "RUN sleep 30\nSAY slept",
+        interrupt_when=lambda t: bool(t.of(ev.ToolCallStarted)),
+    )
+    assert not isinstance(turn.outcome, ev.TurnFinished)
+    env.provider.reset()
+    after = await env.run("SAY after", native_session_id=turn.native_id)
+    assert after.text == "after"
+    (body,) = chat_bodies(env.provider)
+    (call,) = [c for m in body["messages"] for c in m.get("tool_calls") or []]
+    assert "sleep 30" in call["function"]["arguments"]
+    (result,) = [m for m in body["messages"] if m["role"] == "tool"]
+    assert result["tool_call_id"] == call["id"]
+    assert STOPPED_CALL in json.dumps(result["content"])
+
+
+@pytest.mark.slow
+async def test_parallel_calls_with_interleaved_arguments_each_get_their_own(
+    env: LiveBase,
+) -> None:
+    """The scripted provider streams two calls' argument pieces interleaved by `index`, as
+    Chat Completions allows; Kimi's client joined them to the last call (acp_launcher.py, 9)."""
+    turn = await env.run("PARALLEL RUN echo alpha-17\nPARALLEL RUN echo beta-29\nSAY {outputs}")
+    started = turn.of(ev.ToolCallStarted)
+    assert sorted(json.loads(s.arguments)["command"] for s in started) == [
+        "echo alpha-17",
+        "echo beta-29",
+    ]
+    assert sorted(f.output for f in turn.of(ev.ToolCallFinished)) == ["alpha-17\n", "beta-29\n"]
 
 
 @pytest.mark.slow

@@ -8,17 +8,19 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
 
 from harness_bases import events as ev
-from harness_bases.base import McpServerSpec, SkillBundle, SkillFile, TurnSpec
+from harness_bases.base import SYSTEM_PATH, McpServerSpec, SkillBundle, SkillFile, TurnSpec
 from harness_bases.messages import RESUME_FAILED_NOTICE
 from harness_bases.openhands import OpenHandsBase
 from harness_bases.openhands import config as oh_config
 from harness_bases.openhands import install as installer
+from harness_bases.python_start import python_argv
 from tests.conftest import PROVIDER_KEY, installed_tools
 from tests.scripted_provider import RunningProvider
 from tests.support.live_base import LiveBase, capturing, chat_bodies, offered_tools, system_text
@@ -51,6 +53,57 @@ def test_installed_version_and_install_is_idempotent(openhands_installed: Path) 
     assert installer.installed_version(openhands_installed) == installer.CLI_VERSION
     installer.install(openhands_installed)  # already there: a no-op
     assert installer.installed_version(openhands_installed) == installer.CLI_VERSION
+
+
+# Two commands in a row in the terminal the launcher sets up, with what its buffer holds as the
+# second one starts: the prompt the first left (patched), or nothing (the pinned terminal
+# dropped it and pressed Enter for another, which could then end the second command early).
+TERMINAL_SCRIPT = """
+import importlib.util, json, sys, tempfile
+spec = importlib.util.spec_from_file_location("launcher", sys.argv[1])
+launcher = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(launcher)
+if sys.argv[2] == "patched":
+    launcher._patch_terminal()
+from openhands.tools.terminal.definition import TerminalAction
+from openhands.tools.terminal.terminal.factory import create_terminal_session
+session = create_terminal_session(tempfile.mkdtemp(), terminal_type=launcher.TERMINAL)
+session.initialize()
+first = session.execute(TerminalAction(command="echo alpha-17")).text
+with session.terminal.output_lock:
+    left = "".join(session.terminal.output_buffer)
+second = session.execute(TerminalAction(command="echo beta-29")).text
+session.close()
+print(json.dumps({"first": first, "left": left, "second": second}))
+"""
+
+
+def terminal_run(tools: Path, home: Path, patched: bool) -> dict[str, str]:
+    argv = [
+        *python_argv(installer.CLI.python_path(str(tools))),
+        "-c",
+        TERMINAL_SCRIPT,
+        str(installer.LAUNCHED.source),
+        "patched" if patched else "pinned",
+    ]
+    # The environment a turn's terminal has (OpenHandsBase.prepare): a dumb terminal.
+    env = {"PATH": SYSTEM_PATH, "HOME": str(home), "TERM": "dumb", "LANG": "C.UTF-8"}
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True, env=env)
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    assert isinstance(answer, dict)
+    return answer
+
+
+@pytest.mark.slow
+def test_the_terminal_keeps_the_prompt_a_command_left_for_the_next_one(
+    openhands_installed: Path, tmp_path: Path
+) -> None:
+    pinned = terminal_run(openhands_installed, tmp_path, patched=False)
+    assert pinned["left"] == ""  # what the launcher's patch is for: still so in the pin
+    patched = terminal_run(openhands_installed, tmp_path, patched=True)
+    assert "###PS1END###" in patched["left"] and "\r" not in patched["left"]
+    # (Outside the sandbox the host's readline may wrap them in bracketed-paste codes.)
+    assert "alpha-17" in patched["first"] and "beta-29" in patched["second"]
 
 
 @pytest.mark.slow

@@ -107,12 +107,15 @@ def test_two_parallel_tool_calls_both_run_and_both_results_go_back(
     done = [e["item"]["type"] for e in stream.events if e["type"] == "response.output_item.done"]
     assert done.count("function_call") == 2 and done.count("function_call_output") == 2
 
-    # The model made both calls in ONE reply; the next request carries both results.
+    # The model made both calls in ONE reply; the next request that answers them carries
+    # both results. (A CLI may ask the model something else between the two: the Claude Agent
+    # SDK's Claude Code asks which files each command's output showed, with no tool results,
+    # while its calls run.)
     requests = model_requests(provider)
     parallel = [r for r in requests if "tools" in (r.get("answer") or {})]
     assert len(parallel) == 1, [r.get("answer") for r in requests]
-    after = requests[requests.index(parallel[0]) + 1]
-    results = results_sent_back(after)
+    later = requests[requests.index(parallel[0]) + 1 :]
+    results = next(filter(None, map(results_sent_back, later)), {})
     assert len(results) == 2, results
     words = [[w for w in ("alpha-17", "beta-29") if w in text] for text in results.values()]
     assert sorted(w for found in words for w in found) == ["alpha-17", "beta-29"], results

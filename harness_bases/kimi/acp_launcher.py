@@ -29,15 +29,28 @@ a client set:
    the reason goes to stderr), as the other bases do, instead of failing the whole prompt.
 8. No slash commands: every prompt is the user's message to the model (a task that starts
    with `/tmp/…` is not an unknown command).
+9. Parallel tool calls whose streamed arguments interleave. Chat Completions joins a call's
+   argument pieces by their `index`; Kimi's client (kosong 0.56) drops the index and appends
+   every piece to the last call announced, so two calls streamed side by side reached their
+   tools as broken JSON. Here the first call announced streams as it comes, and every other
+   call is held and handed over whole when the reply ends.
+10. A step stopped while its tools run stays in the conversation. Kimi writes a step's reply
+   and its tool results only once every result is in, so a turn stopped meanwhile (a cancel,
+   a question the server parks) lost the reply and its calls: the next turn's model never
+   saw the question it asked. Here the reply is kept with the results that came back, and
+   each call still running answered as stopped.
 
 `--version` prints the Kimi CLI version once its ACP server imports, and nothing else.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import json
 import os
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +60,10 @@ AGENT_FILE_ENV = "UHP_KIMI_AGENT_FILE"
 DISABLED_TOOLS_ENV = "UHP_KIMI_DISABLED_TOOLS"
 ALWAYS_DISABLED = ("AskUserQuestion",)
 GATEWAY_PROVIDER_TYPE = "openai_legacy"
+STOPPED_CALL = "The turn was stopped before this tool call returned."
+# The agent loop (KimiSoul) whose step is running in this task: where a stopped step's reply
+# and results are written.
+_STEPPING: contextvars.ContextVar[Any] = contextvars.ContextVar("uhp_stepping")
 
 
 def _take_our_variables() -> tuple[str, str, frozenset[str]]:
@@ -122,6 +139,116 @@ def _patch(token: str, agent_file: str, disabled: frozenset[str]) -> None:
     KimiToolset.wait_for_mcp_tools = wait_leaving_out_failed_servers
 
     kimisoul.parse_slash_command_call = lambda text: None
+    _patch_parallel_calls()
+    _patch_stopped_steps()
+
+
+async def one_call_streaming(chunks: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    """Chat Completions chunks in which only the first tool call announced streams: the
+    pieces of every other call are held (by `index`) and follow, each call whole, in one
+    chunk after the last."""
+    from openai.types.chat.chat_completion_chunk import (
+        ChatCompletionChunk,
+        Choice,
+        ChoiceDelta,
+        ChoiceDeltaToolCall,
+        ChoiceDeltaToolCallFunction,
+    )
+
+    streaming: int | None = None
+    held: dict[int, dict[str, Any]] = {}
+    last = None
+    async for chunk in chunks:
+        last = chunk
+        delta = chunk.choices[0].delta if chunk.choices else None
+        if delta is not None and delta.tool_calls:
+            passed = []
+            for call in delta.tool_calls:
+                if streaming is None:
+                    streaming = call.index
+                if call.index == streaming:
+                    passed.append(call)
+                    continue
+                kept = held.setdefault(call.index, {"id": None, "name": None, "arguments": ""})
+                kept["id"] = call.id or kept["id"]
+                if call.function is not None:
+                    kept["name"] = call.function.name or kept["name"]
+                    kept["arguments"] += call.function.arguments or ""
+            delta.tool_calls = passed or None
+        yield chunk
+    if last is None or not held:
+        return
+    calls = [
+        ChoiceDeltaToolCall(
+            index=index,
+            id=kept["id"],
+            type="function",
+            function=ChoiceDeltaToolCallFunction(name=kept["name"], arguments=kept["arguments"]),
+        )
+        for index, kept in sorted(held.items())
+    ]
+    choice = Choice(index=0, delta=ChoiceDelta(tool_calls=calls), finish_reason=None)
+    yield ChatCompletionChunk(
+        id=last.id,
+        choices=[choice],
+        created=last.created,
+        model=last.model,
+        object="chat.completion.chunk",
+    )
+
+
+def _patch_parallel_calls() -> None:
+    from kosong.contrib.chat_provider.openai_legacy import OpenAILegacyStreamedMessage
+
+    convert = OpenAILegacyStreamedMessage._convert_stream_response
+
+    def convert_one_call_streaming(self: Any, response: Any) -> Any:
+        return convert(self, one_call_streaming(response))
+
+    OpenAILegacyStreamedMessage._convert_stream_response = convert_one_call_streaming
+
+
+def kept_results(result: Any) -> list[Any]:
+    """A stopped step's tool results: each call's own where it returned, else "stopped"."""
+    from kosong.tooling import ToolError, ToolResult
+
+    kept = []
+    for call in result.tool_calls:
+        future = result._tool_result_futures.get(call.id)
+        returned = future is not None and future.done() and not future.cancelled()
+        if returned and future.exception() is None:
+            kept.append(future.result())
+            continue
+        stopped = ToolError(message=STOPPED_CALL, brief="Stopped")
+        kept.append(ToolResult(tool_call_id=call.id, return_value=stopped))
+    return kept
+
+
+def _patch_stopped_steps() -> None:
+    from kimi_cli.soul.kimisoul import KimiSoul
+    from kosong import StepResult
+
+    step = KimiSoul._step
+
+    async def step_known(self: Any) -> Any:
+        _STEPPING.set(self)
+        return await step(self)
+
+    KimiSoul._step = step_known
+
+    tool_results = StepResult.tool_results
+
+    async def results_kept_when_stopped(self: Any) -> Any:
+        try:
+            return await tool_results(self)
+        except asyncio.CancelledError:
+            soul = _STEPPING.get(None)
+            if soul is not None and self.tool_calls:
+                # Shielded as Kimi shields its own context writes: the cancel goes on after.
+                await asyncio.shield(soul._grow_context(self, kept_results(self)))
+            raise
+
+    StepResult.tool_results = results_kept_when_stopped
 
 
 def main(argv: list[str]) -> int:

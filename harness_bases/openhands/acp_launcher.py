@@ -25,7 +25,13 @@ client nobody sits at, without touching the agent's loop:
   empty one;
 - the credentials leave the environment before any tool runs (its terminal inherits it);
 - stdin takes a message of any size a prompt makes (the pinned reader stops at 64 KiB), and
-  the process ends once stdin closes.
+  the process ends once stdin closes;
+- the terminal keeps the prompt a finished command left when it clears its output for the
+  next one. The pinned terminal looks for the prompt's markers with `\n` line ends in output
+  that has the pty's `\r\n`, never finds them, so it drops everything and presses Enter
+  for a fresh prompt; that prompt could come back after the next command was sent and before
+  its echo, and end it at once with no output (two calls in one reply: the second came back
+  empty on a busy machine).
 
 `--version` prints the installed CLI's version, once its ACP server's module is found.
 """
@@ -55,6 +61,9 @@ PROVIDER_ERROR = "providerError"  # in a failed prompt's error data: the provide
 # "litellm.BadRequestError: OpenAIException - <the provider's message>"
 _LITELLM_PREFIX = re.compile(r"^(?:litellm\.)?\w+Error: (?:\w+Exception - )?")
 TERMINAL = "subprocess"
+# What a plugin's stdio server is given of this process's environment beyond the MCP client's
+# default one (harness_bases/plugin_launcher.py keeps these too).
+STDIO_LOCALE = ("LANG", "LC_ALL", "TZ")
 
 
 def _turn() -> dict[str, Any]:
@@ -83,11 +92,16 @@ def mcp_config(turn: dict[str, Any], secrets: dict[str, str]) -> dict[str, Any]:
             "transport": server["transport"],
             "headers": {"Authorization": f"Bearer {secrets[server['token_env']]}"},
         }
+    # The MCP client starts a stdio server with its own short default environment (HOME, PATH,
+    # TERM, USER...), which leaves the locale out: without it a Python server's interpreter
+    # coerces the C locale and sets LC_CTYPE itself. The plugin launcher keeps these.
+    locale = {name: os.environ[name] for name in STDIO_LOCALE if name in os.environ}
     for server in turn["stdio_servers"]:
         servers[server["name"]] = {
             "command": server["command"],
             "args": server["args"],
             "transport": "stdio",
+            **({"env": locale} if locale else {}),
         }
     return {"mcpServers": servers} if servers else {}
 
@@ -293,6 +307,26 @@ async def _serve() -> None:
     await writer.drain()
 
 
+def _patch_terminal() -> None:
+    from openhands.tools.terminal.constants import CMD_OUTPUT_PS1_BEGIN, CMD_OUTPUT_PS1_END
+    from openhands.tools.terminal.terminal.subprocess_terminal import SubprocessTerminal
+
+    clear = SubprocessTerminal.clear_screen
+
+    def clear_keeping_the_prompt(self: Any) -> None:
+        if self._initialized:
+            with self.output_lock:
+                data = "".join(self.output_buffer).replace("\r", "")
+                start = data.rfind(CMD_OUTPUT_PS1_BEGIN)
+                if start != -1 and data.rfind(CMD_OUTPUT_PS1_END) >= start:
+                    self.output_buffer.clear()
+                    self.output_buffer.append(data[start:])
+                    return
+        clear(self)  # no whole prompt to keep: cleared, and the shell asked for one
+
+    SubprocessTerminal.clear_screen = clear_keeping_the_prompt
+
+
 def main() -> None:
     if sys.argv[1:] == ["--version"]:
         package, module = ACP_MODULE
@@ -305,6 +339,7 @@ def main() -> None:
     secrets = _take_secrets(turn)
     _patch_agent(turn, secrets)
     _patch_events()
+    _patch_terminal()
     asyncio.run(_serve())
     sys.stdout.flush()
     os._exit(0)  # the conversation's threads (a model call, a command) end with us

@@ -217,15 +217,21 @@ _DATA_FENCES = (
 )
 
 
+# OpenHands CLI's first content part of every MCP result, before the tool's own.
+_OPENHANDS_HEADER = re.compile(r"\A\[Tool '[^'\n]*' executed\.\]\n")
+
+
 def mcp_result(output: str) -> str:
     """What an MCP tool answered, as a model reads it: inside the data fence a CLI puts
-    around it (Gemini CLI, Hermes), the text of a string-returning tool out of the
+    around it (Gemini CLI, Hermes), after the line OpenHands CLI puts before it, the text of
+    a string-returning tool out of the
     ``{"result": …}`` its structured content arrives in (Codex, Claude Code, Hermes) or the
     list of its content parts."""
     for fence in _DATA_FENCES:
         if fenced := fence.match(output):
             output = fenced.group(1)
             break
+    output = _OPENHANDS_HEADER.sub("", output, count=1)
     try:
         value = json.loads(output)
     except ValueError:
@@ -413,7 +419,8 @@ def _by_suffix(tools: list[ToolSpec], name: str) -> ToolSpec | None:
     """A tool named `name` under a CLI's own prefix for an MCP server's tools (e.g.
     ``mcp__server__name``, ``server.name``, ``mcp_server_name``), or a full name spelt with
     other separators (``mcp__vault__lookup`` is Gemini CLI's ``mcp_vault_lookup``), with or
-    without the ``mcp`` prefix (it is OpenCode's ``vault_lookup``)."""
+    without the ``mcp`` prefix (it is OpenCode's ``vault_lookup``), or with no prefix at all
+    (it is Kimi CLI's ``lookup``)."""
     for tool in tools:
         if any(tool.name.endswith(sep + name) for sep in ("__", ".", "_", "-", "/")):
             return tool
@@ -421,7 +428,13 @@ def _by_suffix(tools: list[ToolSpec], name: str) -> ToolSpec | None:
     def key(spelt: str) -> str:
         return _SEPARATORS.sub("_", spelt).removeprefix("mcp_")
 
-    return next((t for t in tools if key(t.name) == key(name)), None)
+    spelt_alike = next((t for t in tools if key(t.name) == key(name)), None)
+    if spelt_alike is not None or not name.startswith("mcp__"):
+        return spelt_alike
+    # A CLI that offers an MCP server's tools by their own names (Kimi CLI): the part after
+    # the server's, when exactly one tool is so named.
+    bare = [t for t in tools if t.name == name.rsplit("__", 1)[-1]]
+    return bare[0] if len(bare) == 1 else None
 
 
 def plan(events: list[Event], tools: list[ToolSpec], images: list[str] | None = None) -> Reply:

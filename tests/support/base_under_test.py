@@ -34,7 +34,8 @@ ACP_AGENT_MODELS = {
 
 # The bases that send an input image to the model: Codex (a `localImage` turn input), Claude
 # Code (an image block in its stream-json user message), Pi (its RPC prompt's `images`),
-# OpenCode, Kilo Code and Qwen Code (an ACP image block), Copilot CLI (`--attachment`),
+# OpenCode, Kilo Code, Qwen Code and Kimi CLI (an ACP image block; Kimi's config names the
+# turn's model `image_in` when the turn has images), Copilot CLI (`--attachment`),
 # mini-swe-agent (a Chat image part), and the ACP test agents (an ACP image block: both say
 # `image` in their `promptCapabilities`). Hermes 0.19.0 takes ACP image blocks too, yet none
 # reached the provider (README, "Files and artifacts"). Every base gets the file in the
@@ -47,10 +48,18 @@ IMAGE_BASES = {
     "kilo",
     "qwen-code",
     "gemini-cli",
+    "kimi",
     "copilot",
     "mini-swe-agent",
     ACP,
 }
+
+
+# The bases whose CLI refuses, to the model, a tool call carrying an argument the tool's
+# schema does not name, though JSON Schema allows one: OpenHands CLI validates an MCP tool's
+# arguments with extra ones forbidden. An argument the server must ignore (a forged writer)
+# never reaches it through them. (No base declares this: it is what each CLI does.)
+STRICT_ARGUMENT_BASES = {"openhands"}
 
 
 class BaseUnderTestError(RuntimeError):
@@ -131,6 +140,12 @@ class BaseUnderTest:
     def answered_in_a_new_turn(self) -> bool:
         """An answer reaches the agent as a new turn's prompt, never as a tool's result."""
         return self.asks_in_text
+
+    @property
+    def passes_unnamed_arguments(self) -> bool:
+        """A tool call's arguments the tool's schema does not name reach the tool (else its
+        CLI answers the call itself, refused: STRICT_ARGUMENT_BASES)."""
+        return self.name not in STRICT_ARGUMENT_BASES
 
     @property
     def sends_images(self) -> bool:
