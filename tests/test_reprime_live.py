@@ -4,6 +4,7 @@ it does on its own, against the scripted provider (no sandbox)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,8 @@ from harness_bases import events as ev
 from harness_bases.base import Invocation, TurnSpec
 from harness_bases.claude_code import ClaudeCodeBase
 from harness_bases.codex import CodexBase, instructions
+from harness_bases.pi import PiBase
+from harness_bases.pi.config import AGENT_DIR
 from tests.conftest import installed_tools
 from tests.scripted_provider import RunningProvider
 from tests.support.live_base import LiveBase
@@ -70,3 +73,28 @@ async def test_claude_code_reports_its_compaction(
     assert second.outcome == ev.TurnFinished()
     assert second.of(ev.ConversationCompacted) == [ev.ConversationCompacted()]
     assert second.native_id == first.native_id  # the same conversation, compacted
+
+
+class CompactingPi(PiBase):
+    """The Pi base keeping almost none of its model's context window in reserve, so its
+    next prompt finds the session past its compaction threshold."""
+
+    def prepare(self, turn: TurnSpec) -> Invocation:
+        invocation = super().prepare(turn)
+        settings = turn.host_home / AGENT_DIR / "settings.json"
+        written = json.loads(settings.read_text())
+        written["compaction"] = {"enabled": True, "reserveTokens": 127_000, "keepRecentTokens": 10}
+        settings.write_text(json.dumps(written))
+        return invocation
+
+
+@pytest.mark.slow
+async def test_pi_reports_its_compaction(provider: RunningProvider, tmp_path: Path) -> None:
+    """Pi checks its session against the threshold before it sends a prompt and compacts
+    there (what it starts after a turn's end is cut short when the turn closes its stdin)."""
+    env = LiveBase.fresh(CompactingPi(), provider, installed_tools("pi"), tmp_path, timeout=90)
+    first = await env.run("SAY one")
+    assert first.outcome == ev.TurnFinished() and not first.of(ev.ConversationCompacted)
+    second = await env.run("SAY two", native_session_id=first.native_id)
+    assert second.outcome == ev.TurnFinished() and second.text == "two"
+    assert second.of(ev.ConversationCompacted) == [ev.ConversationCompacted()]
