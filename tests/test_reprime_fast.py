@@ -60,8 +60,10 @@ async def _prime(server: InProcess, memory_id: str, content: str) -> None:
     assert written.status_code == 200, written.text
 
 
-async def _turn(server: InProcess, text: str, harness: str, previous: str | None) -> dict[str, Any]:
-    body: dict[str, Any] = {"metadata": {"harness_id": harness}}
+async def _turn(
+    server: InProcess, text: str, harness: str, previous: str | None, **more: Any
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"metadata": {"harness_id": harness}, **more}
     if previous is not None:
         body["previous_response_id"] = previous
     answered: httpx.Response = await server.submit(text, **body)
@@ -134,3 +136,17 @@ async def test_a_compaction_in_a_session_without_memories_changes_nothing(
     after = await _turn(server, "And now?", harness, compacting["id"])
     assert "memory_priming_tokens" not in after["metadata"]
     assert [item["type"] for item in compacting["output"]] == ["message"]  # nothing shown
+
+
+async def test_a_compaction_in_an_unkept_turn_is_undone_with_it(server: InProcess) -> None:
+    """A `store: false` turn's conversation goes back to what it was when it ends, its
+    compaction included: the session keeps its block."""
+    harness, notes = await _agent_with_notes(server)
+    first = await _turn(server, "What ships when?", harness, None)
+    placed = server.base.specs[-1].system_prompt
+    await _prime(server, notes, "Freeze the release branch on Mondays.")
+    await _turn(server, COMPACTING, harness, first["id"], store=False)
+    kept = server.ctx.db.run(store.session_memory, first["metadata"]["session_id"])
+    assert kept is not None and not kept.reprime
+    after = await _turn(server, "And now?", harness, first["id"])
+    assert server.base.specs[-1].system_prompt == placed and _tokens(after) is None

@@ -482,8 +482,12 @@ class TurnExecutor:
     async def _compacted(self, run: Run) -> None:
         """The CLI compacted its conversation: the session's next turn is primed afresh.
         Recorded now, while the session is still held by this turn, so its next turn (which
-        waits for the release) finds it. Never the turn's failure."""
+        waits for the release) finds it. Never the turn's failure. A `store: false` turn's
+        conversation goes back to what it was once it ends (engine/turns/unkept.py), its
+        compaction with it: nothing to record."""
         if run.compacted or run.plan.memory is None or self.compacted is None:
+            return
+        if not run.plan.store:
             return
         run.compacted = True
         try:
