@@ -265,6 +265,11 @@ class HarnessBase(abc.ABC):
     # True when a harness names the wire its agent speaks (`uhpserver_baseConfig`: the `acp`
     # base), `wire` being only the registered base's: any registered wire may then be used.
     harness_names_wire: bool = False
+    # True when the CLI holds several turns in one process (Codex app-server threads, Claude
+    # Code's stream-json input, an ACP session): a harness may then keep a session's process
+    # warm between its turns (`uhpserver_keepWarmSeconds`; engine/turns/warm.py), and the
+    # next turn goes on in it through `continue_turn`.
+    keeps_warm: bool = False
 
     # -- a harness's own configuration of its base (most bases take none) ---------------------
     def parse_base_config(
@@ -300,6 +305,14 @@ class HarnessBase(abc.ABC):
     def start_turn(self, proc: Process, turn: TurnSpec) -> AgentTurn:
         """The turn the started CLI runs; the engine iterates its events and may interrupt
         it. All per-turn state lives in the returned object, never on the base."""
+
+    def continue_turn(self, previous: AgentTurn, turn: TurnSpec) -> AgentTurn | None:
+        """The session's next turn in the process `previous` ran in, kept warm since its
+        outcome (its stdin still open, nothing read past the outcome), on the same CLI
+        conversation. `turn` was built as for a cold turn (same token: the grant is kept);
+        the CLI's config is not written again, since what it reads at start is the same
+        (engine/turns/warm.py's key). None: this base cannot, and the turn starts cold."""
+        return None
 
 
 def missing_declarations(base: object) -> list[str]:

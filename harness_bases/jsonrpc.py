@@ -79,6 +79,11 @@ class RpcConnection:
         self._write_lock = asyncio.Lock()
         self.closed = False
 
+    def answer_with(self, on_request: RequestHandler) -> None:
+        """Answer the CLI's requests with `on_request` from now on: a process kept warm for
+        the session's next turn asks that turn's user, not the last one's."""
+        self._on_request = on_request
+
     async def _send(self, msg: Message) -> None:
         text = json.dumps({**self._envelope, **msg}, ensure_ascii=False, separators=(",", ":"))
         # A lone surrogate (possible in a str) is not UTF-8; the CLI would reject the line.

@@ -88,7 +88,10 @@ async def drain(
     """Yield the parser's events until the outcome, then drain `messages` to their end.
 
     Once the outcome is known stdin is closed: the CLI then flushes its transcript and exits
-    by itself rather than idling until the engine's grace period ends in a kill."""
+    by itself rather than idling until the engine's grace period ends in a kill. That happens
+    only when the engine asks for the event after the outcome: one that keeps the process
+    warm for the session's next turn (engine/turns/warm.py) never does, and closes this
+    generator instead, so stdin stays open and nothing past the outcome is read."""
     async for msg in messages:
         if parser.finished:
             continue  # draining until the CLI exits, so its transcript is complete

@@ -21,7 +21,7 @@ from uhp_server.api_docs.document import SPEC_PATH
 from uhp_server.app import create_app
 from uhp_server.doors.uhp.chapters import NOT_SERVED_YET, chapters_off
 from uhp_server.doors.uhp.wire import BUILTIN_SKILLS_FIELD
-from uhp_server.harnesses.config import BASE_CONFIG_FIELD
+from uhp_server.harnesses.config import BASE_CONFIG_FIELD, KEEP_WARM_FIELD
 from uhp_server.http.route_table import mounted_routes, served_routes
 from uhp_server.settings import Settings
 
@@ -62,6 +62,8 @@ def test_every_protocol_operation_is_served_as_published(document: dict[str, Any
     served["Harness"]["properties"].pop(BUILTIN_SKILLS_FIELD)  # the additions, below
     served["Harness"]["properties"].pop(BASE_CONFIG_FIELD)
     served["HarnessCreate"]["properties"].pop(BASE_CONFIG_FIELD)
+    for schema in ("Harness", "HarnessCreate"):
+        served[schema]["properties"].pop(KEEP_WARM_FIELD)
     for name, schema in spec["components"]["schemas"].items():
         assert served[name] == schema
 
@@ -83,6 +85,17 @@ def test_the_base_configuration_is_named_as_an_extension_where_it_is_read_and_wr
     for schema in ("Harness", "HarnessCreate"):
         field = schemas[schema]["properties"][BASE_CONFIG_FIELD]
         assert field["x-uhp-server-extension"] is True and "acp" in field["description"]
+
+
+def test_keeping_a_session_warm_is_named_as_an_extension_with_its_bounds(
+    document: dict[str, Any],
+) -> None:
+    assert KEEP_WARM_FIELD == "uhpserver_keepWarmSeconds"
+    schemas = document["components"]["schemas"]
+    for schema in ("Harness", "HarnessCreate"):
+        field = schemas[schema]["properties"][KEEP_WARM_FIELD]
+        assert field["x-uhp-server-extension"] is True
+        assert (field["minimum"], field["maximum"]) == (0, 3600)
 
 
 def test_every_route_the_app_serves_is_in_the_document(

@@ -944,3 +944,42 @@ async def test_a_token_bound_to_a_door_works_only_through_it(
         statuses[name] = r.status_code
     await upstreams.aclose()
     assert statuses == {"own": 200, "other": 401, "tcp": 401}
+
+
+async def test_a_suspended_grant_is_refused_until_resumed_with_the_next_turns_limits(
+    client: httpx.AsyncClient, tokens: TokenRegistry, upstream: tuple[FakeUpstream, str]
+) -> None:
+    """A session's process kept warm holds its token between turns (engine/turns/warm.py):
+    a model call while it idles is refused; the next turn's resume brings the token back
+    with that turn's model and a usage count of its own."""
+    grant = tokens.issue("openai", "gpt-first-turn", 60)
+    grant.usage.add(input_tokens=7)
+    assert tokens.suspend(grant.token, idle_seconds=30) is grant
+    idle = await client.post(
+        f"{OPENAI}/responses", headers=bearer(grant.token), json={"model": "x", "input": "hi"}
+    )
+    assert idle.status_code == 401
+    assert tokens.get(grant.token) is None and len(tokens) == 1  # kept for the next turn
+    resumed = tokens.resume(grant.token, "gpt-second-turn", 60)
+    assert resumed is grant and not grant.usage.seen
+    again = await client.post(
+        f"{OPENAI}/responses", headers=bearer(grant.token), json={"model": "x", "input": "hi"}
+    )
+    assert again.status_code == 200
+    assert upstream[0].requests[-1]["body"]["model"] == "gpt-second-turn"
+    tokens.revoke(grant.token)
+    assert tokens.resume(grant.token, "gpt-third", 60) is None  # a revoked one never returns
+    assert tokens.suspend(grant.token, 30) is None
+
+
+def test_a_suspended_grant_outlives_its_turns_lifetime_while_it_idles() -> None:
+    now = [100.0]
+    tokens = TokenRegistry(clock=lambda: now[0])
+    grant = tokens.issue("openai", "m", 10)
+    tokens.suspend(grant.token, idle_seconds=600)
+    now[0] += 300  # past the turn's own lifetime, within the idle time
+    tokens.issue("openai", "m", 10)  # prunes what expired
+    assert tokens.resume(grant.token, "m", 10) is grant
+    tokens.suspend(grant.token, idle_seconds=5)
+    now[0] += 5 + 61
+    assert tokens.resume(grant.token, "m", 10) is None  # lapsed: the turn starts cold

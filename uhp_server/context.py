@@ -36,6 +36,7 @@ from uhp_server.engine.turns.executor import TurnExecutor
 from uhp_server.engine.turns.files import TurnFiles
 from uhp_server.engine.turns.recovery import recover
 from uhp_server.engine.turns.registry import RunRegistry
+from uhp_server.engine.turns.warm import WarmAgents
 from uhp_server.environments.builder import Builder
 from uhp_server.environments.building import SandboxBuilder
 from uhp_server.gateway.embeddings import embedder_for
@@ -192,6 +193,8 @@ def build_context(
         admission=admission,
         metrics=metrics,
         agent_numbers=functools.partial(agent_number_of, db),
+        # Idle warm processes at most as many as turns may run at once (engine/turns/warm.py).
+        warm=WarmAgents(tokens, limit=settings.max_concurrent_turns),
     )
     runs = RunRegistry(
         db,

@@ -14,11 +14,17 @@ from harness_bases.acp.driver import AcpTurn
 from harness_bases.acp.parser import AcpParser
 from harness_bases.base import HarnessBase, Process, TurnSpec
 from harness_bases.jsonrpc import RpcConnection
+from harness_bases.turns import AgentTurn
 
 
 class AcpBase(HarnessBase):
     def start_turn(self, proc: Process, turn: TurnSpec) -> AcpTurn:
         return AcpTurn(self, proc, turn)
+
+    def continue_turn(self, previous: AgentTurn, turn: TurnSpec) -> AcpTurn | None:
+        """The next `session/prompt` on the same agent and session (for a subclass that sets
+        `keeps_warm`: one whose agent was seen to hold several prompts cleanly)."""
+        return AcpTurn.after(previous, turn) if isinstance(previous, AcpTurn) else None
 
     # -- hooks: what an agent may do differently -------------------------------------------
     @property

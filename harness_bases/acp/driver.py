@@ -46,6 +46,30 @@ class AcpTurn(AgentTurn):
         self.prompt_sent = False
         self.interrupt_requested = False  # asked before the prompt was sent
         self.held_native_session: ev.NativeSession | None = None
+        self.warm = False  # goes on in a process an earlier turn initialised and kept
+
+    @classmethod
+    def after(cls, previous: AcpTurn, turn: TurnSpec) -> AcpTurn | None:
+        """The next turn on `previous`'s agent and ACP session, kept warm: its connection
+        (its reader, mid-stream) goes on, answering this turn's requests from now on. None
+        when `previous` never opened a session."""
+        if previous.session_id is None or previous.rpc.closed:
+            return None
+        following = cls.__new__(cls)
+        AgentTurn.__init__(following)
+        following.name = previous.name
+        following.base = previous.base
+        following.proc = previous.proc
+        following.turn = turn
+        following.rpc = previous.rpc
+        following.rpc.answer_with(following._answer_request)
+        following.agent_capabilities = previous.agent_capabilities
+        following.session_id = previous.session_id
+        following.prompt_sent = False
+        following.interrupt_requested = False
+        following.held_native_session = None
+        following.warm = True
+        return following
 
     async def send_interrupt(self) -> bool:
         """Send session/cancel now, or make sure the prompt is never sent."""
@@ -73,10 +97,13 @@ class AcpTurn(AgentTurn):
         ]
 
     async def run(self) -> AsyncGenerator[ev.AgentEvent, None]:
-        async for event in self._setup():
-            yield event
-            if isinstance(event, ev.TurnFailed):
-                return
+        if self.warm:  # initialised, its session open: the next prompt goes straight in
+            yield ev.NativeSession(str(self.session_id))
+        else:
+            async for event in self._setup():
+                yield event
+                if isinstance(event, ev.TurnFailed):
+                    return
         if self.interrupt_requested:  # stopped before it began: no prompt to send
             with contextlib.suppress(Exception):
                 await self.proc.close_stdin()

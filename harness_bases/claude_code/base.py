@@ -13,6 +13,7 @@ from harness_bases.claude_code.plugins import own_skills
 from harness_bases.claude_code.skills import materialise_skills
 from harness_bases.claude_code.transcripts import transcript_exists
 from harness_bases.safe_files import real_dir
+from harness_bases.turns import AgentTurn
 
 
 class ClaudeCodeBase(HarnessBase):
@@ -43,6 +44,9 @@ class ClaudeCodeBase(HarnessBase):
     # A plugin's skills go in the CLI's own plugin form, its MCP servers (stdio ones through
     # the launcher) in the MCP config with the harness's (plugins.py says why).
     stdio_mcp = True
+    # With stream-json input the CLI waits for the next user message after a `result`: the
+    # session's next turn is that message, in the same process.
+    keeps_warm = True
 
     def install(self, tools_dir: Path) -> None:
         installer.install(tools_dir)
@@ -66,6 +70,11 @@ class ClaudeCodeBase(HarnessBase):
         # prepare() made the same check: a transcript that is gone means a fresh start.
         fresh_start = turn.native_session_id is not None and not _resumable(turn)
         return ClaudeCodeTurn(proc, turn, fresh_start=fresh_start)
+
+    def continue_turn(self, previous: AgentTurn, turn: TurnSpec) -> ClaudeCodeTurn | None:
+        if not isinstance(previous, ClaudeCodeTurn) or not previous.stdin_open:
+            return None
+        return ClaudeCodeTurn(previous.proc, turn, fresh_start=False)
 
 
 def _resumable(turn: TurnSpec) -> bool:

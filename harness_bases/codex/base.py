@@ -18,6 +18,7 @@ from harness_bases.codex.config import TOKEN_ENV, write_config
 from harness_bases.codex.driver import CodexTurn
 from harness_bases.codex.skills import materialise_skills
 from harness_bases.safe_files import real_dir
+from harness_bases.turns import AgentTurn
 
 
 class CodexBase(HarnessBase):
@@ -44,6 +45,7 @@ class CodexBase(HarnessBase):
     enforcement = Enforcement(disabled_tools="instruction", max_step="counted")
     mcp_transports = ("http",)  # Codex's MCP client speaks Streamable HTTP only
     stdio_mcp = True  # and starts a plugin's stdio servers itself (config.py)
+    keeps_warm = True  # app-server holds the thread: the next turn/start goes on in it
 
     def install(self, tools_dir: Path) -> None:
         installer.install(tools_dir)
@@ -77,3 +79,6 @@ class CodexBase(HarnessBase):
 
     def start_turn(self, proc: Process, turn: TurnSpec) -> CodexTurn:
         return CodexTurn(proc, turn)
+
+    def continue_turn(self, previous: AgentTurn, turn: TurnSpec) -> CodexTurn | None:
+        return CodexTurn.after(previous, turn) if isinstance(previous, CodexTurn) else None

@@ -20,7 +20,7 @@ from harness_bases.codex.failures import setup_failure
 from harness_bases.codex.install import CLI_VERSION
 from harness_bases.codex.parser import CodexParser
 from harness_bases.codex.replies import reply_for
-from harness_bases.jsonrpc import ConnectionClosed, RpcConnection, RpcError
+from harness_bases.jsonrpc import ConnectionClosed, RequestHandler, RpcConnection, RpcError
 from harness_bases.messages import RESUME_FAILED_NOTICE
 from harness_bases.turns import AgentTurn, drain
 
@@ -45,17 +45,21 @@ async def answer_request(method: str, params: dict[str, Any]) -> dict[str, Any] 
     return reply_for(method)
 
 
-def connect(proc: Process, ask_user: UserAsker | None = None) -> RpcConnection:
-    """app-server's JSON-RPC dialect leaves out the `"jsonrpc": "2.0"` member. With
-    `ask_user`, the CLI's own question tool asks the user (the read waits for the answer,
-    as the CLI itself does)."""
+def request_handler(ask_user: UserAsker | None = None) -> RequestHandler:
+    """How app-server's requests are answered: with `ask_user`, the CLI's own question tool
+    asks the user (the read waits for the answer, as the CLI itself does)."""
 
     async def on_request(method: str, params: dict[str, Any]) -> dict[str, Any] | None:
         if ask_user is not None and method == questions.REQUEST_METHOD:
             return await questions.answered(params, ask_user)
         return await answer_request(method, params)
 
-    return RpcConnection(proc, on_request, name="codex")
+    return on_request
+
+
+def connect(proc: Process, ask_user: UserAsker | None = None) -> RpcConnection:
+    """app-server's JSON-RPC dialect leaves out the `"jsonrpc": "2.0"` member."""
+    return RpcConnection(proc, request_handler(ask_user), name="codex")
 
 
 class CodexTurn(AgentTurn):
@@ -71,6 +75,26 @@ class CodexTurn(AgentTurn):
         self.thread_id: str | None = None
         self.turn_id: str | None = None
         self.interrupt_requested = False  # asked before the turn id was known
+        self.warm = False  # goes on in a process an earlier turn initialised and kept
+
+    @classmethod
+    def after(cls, previous: CodexTurn, turn: TurnSpec) -> CodexTurn | None:
+        """The next turn on `previous`'s app-server and thread, kept warm: its connection
+        (its reader, mid-stream) goes on, asking this turn's user from now on. None when
+        `previous` never opened a thread."""
+        if previous.thread_id is None or previous.rpc.closed:
+            return None
+        following = cls.__new__(cls)
+        AgentTurn.__init__(following)
+        following.proc = previous.proc
+        following.turn = turn
+        following.rpc = previous.rpc
+        following.rpc.answer_with(request_handler(turn.ask_user))
+        following.thread_id = previous.thread_id
+        following.turn_id = None
+        following.interrupt_requested = False
+        following.warm = True
+        return following
 
     async def send_interrupt(self) -> bool:
         """Send turn/interrupt now, or as soon as the turn exists. The answer (and
@@ -86,11 +110,12 @@ class CodexTurn(AgentTurn):
     async def run(self) -> AsyncGenerator[ev.AgentEvent, None]:
         rpc, proc = self.rpc, self.proc
         try:
-            client = {"name": CLIENT_NAME, "title": "UHP Server", "version": CLI_VERSION}
-            await rpc.call("initialize", {"clientInfo": client})
-            await rpc.notify("initialized")
-            async for notice in self._open_thread():
-                yield notice
+            if not self.warm:  # a warm process is initialised, its thread open
+                client = {"name": CLIENT_NAME, "title": "UHP Server", "version": CLI_VERSION}
+                await rpc.call("initialize", {"clientInfo": client})
+                await rpc.notify("initialized")
+                async for notice in self._open_thread():
+                    yield notice
             thread_id = str(self.thread_id)
             yield ev.NativeSession(thread_id)
             if self.interrupt_requested:  # stopped before it began: no turn to start

@@ -34,6 +34,7 @@ class OpenCodeBase(AcpBase):
     # a process it starts.
     mcp_transports = ("http",)
     stdio_mcp = True
+    keeps_warm = True  # `opencode acp` holds its session: the next session/prompt goes on in it
 
     def install(self, tools_dir: Path) -> None:
         installer.install(tools_dir)

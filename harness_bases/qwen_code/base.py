@@ -45,6 +45,7 @@ class QwenCodeBase(AcpBase):
     # plugin's stdio servers are there too, processes it starts.
     mcp_transports = ("http",)
     stdio_mcp = True
+    keeps_warm = True  # `qwen --acp` holds its session: the next session/prompt goes on in it
 
     def install(self, tools_dir: Path) -> None:
         installer.install(tools_dir)

@@ -112,6 +112,7 @@ class FakeSandbox(Sandbox):
     set `start_error` to make every start fail as a broken sandbox would."""
 
     name = "fake"
+    keeps_processes_warm = True  # as the local sandbox (tests/test_warm_sessions_fast.py)
 
     def __init__(self) -> None:
         self.started: list[FakeProcess] = []

@@ -28,7 +28,7 @@ from starlette.routing import Mount
 
 from uhp_server.doors.uhp.chapters import NOT_SERVED_YET, chapters_off
 from uhp_server.doors.uhp.wire import BUILTIN_SKILLS_FIELD
-from uhp_server.harnesses.config import BASE_CONFIG_FIELD
+from uhp_server.harnesses.config import BASE_CONFIG_FIELD, KEEP_WARM_FIELD
 
 SPEC_PATH = Path(__file__).resolve().parent / "uhp-2026-10-04.openapi.yaml"
 EXTENSION_TAG = "UHP Server extensions"
@@ -110,6 +110,19 @@ BASE_CONFIG_PROPERTY = {
     ),
     "x-uhp-server-extension": True,
 }
+KEEP_WARM_PROPERTY = {
+    "type": ["integer", "null"],
+    "minimum": 0,
+    "maximum": 3600,
+    "description": (
+        "This server's extension: seconds a session's CLI process stays alive after a "
+        "completed turn, for the same session's next turn to go on in it (on a base whose "
+        "CLI holds several turns; others stay cold); absent, null or 0: off. A warm "
+        "process and its sandbox serve several "
+        "responses of one session, never another session or principal (docs/harnesses.md)."
+    ),
+    "x-uhp-server-extension": True,
+}
 MISSING_RESPONSES = {
     "BadRequest": {
         "description": "The request was malformed: `invalid_input`",
@@ -148,6 +161,10 @@ def build_document(app: FastAPI) -> dict[str, Any]:
     document["components"]["schemas"]["HarnessCreate"].setdefault("properties", {})[
         BASE_CONFIG_FIELD
     ] = BASE_CONFIG_PROPERTY
+    harness["properties"][KEEP_WARM_FIELD] = KEEP_WARM_PROPERTY
+    document["components"]["schemas"]["HarnessCreate"]["properties"][KEEP_WARM_FIELD] = (
+        KEEP_WARM_PROPERTY
+    )
     for name, answer in MISSING_RESPONSES.items():
         document["components"]["responses"].setdefault(name, answer)
     schemas = document["components"]["schemas"]

@@ -82,6 +82,9 @@ class TurnGrant:
     door: str | None = None
     usage: UsageTotals = field(default_factory=UsageTotals)
     revoked: bool = False
+    # Between two turns of a session whose process is kept warm (engine/turns/warm.py): the
+    # CLI holds the token, and every request with it is refused until the next turn resumes it.
+    suspended: bool = False
     # MCP servers the turn may reach through the gateway's MCP proxy, by sanitised name
     # (gateway.mcp_targets.McpTarget: real URL and credentials, resolved server-side).
     mcp_servers: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -147,7 +150,7 @@ class TokenRegistry:
         """The live grant of `token` presented through `door`; None when unknown, revoked,
         expired or bound to another door."""
         grant = self._grants.get(token)
-        if grant is None or grant.door != door:
+        if grant is None or grant.door != door or grant.suspended:
             return None
         if grant.revoked or grant.expires_at <= self._clock():
             self._grants.pop(token, None)
@@ -162,6 +165,44 @@ class TokenRegistry:
         if grant is not None:
             grant.revoked = True
             grant.use(None)
+
+    def suspend(self, token: str, idle_seconds: float) -> TurnGrant | None:
+        """Refuse the token while its turn's process idles, kept warm for `idle_seconds` at
+        most; the grant stays (its usage read, its token the CLI's) for `resume`. The turn's
+        provider (a per-turn connection's key) is dropped. None: no live grant."""
+        grant = self._grants.get(token)
+        if grant is None or grant.revoked:
+            return None
+        grant.suspended = True
+        grant.use(None)
+        grant.model_paused = False
+        grant.expires_at = max(grant.expires_at, self._clock() + idle_seconds + 60)
+        return grant
+
+    def resume(
+        self, token: str, model: str, ttl_seconds: float, provider: Any = None
+    ) -> TurnGrant | None:
+        """A suspended grant, live again with the next turn's limits: its model, provider and
+        lifetime, fresh usage, and nothing else carried over from the last turn (MCP
+        servers, questions, memory: the executor sets them as for a new grant). None: it was
+        revoked or has expired meanwhile."""
+        grant = self._grants.get(token)
+        if grant is None or grant.revoked or not grant.suspended:
+            return None
+        if grant.expires_at <= self._clock():
+            self.revoke(token)
+            return None
+        grant.suspended = False
+        grant.model = model
+        grant.expires_at = self._clock() + ttl_seconds
+        grant.usage = UsageTotals()
+        grant.provider_refusal = None
+        grant.model_paused = False
+        grant.asks_user = False
+        grant.memory = None
+        grant.mcp_servers = {}
+        grant.use(provider)
+        return grant
 
     def _prune(self) -> None:
         # Turns whose owner never revoked (a crash mid-turn) must not pile up forever.

@@ -19,7 +19,7 @@ from storage.tables import HarnessRow
 from storage.unit import Tx
 from uhp_server.environments.errors import environment_not_found
 from uhp_server.harnesses.base_config import parse_base_config
-from uhp_server.harnesses.config import BASE_CONFIG_FIELD, STORED_KEYS
+from uhp_server.harnesses.config import BASE_CONFIG_FIELD, KEEP_WARM_FIELD, STORED_KEYS
 from uhp_server.harnesses.mcp import parse_mcp_servers
 from uhp_server.harnesses.plugins.install import parse_plugins
 from uhp_server.harnesses.plugins.namespace import check_namespace
@@ -30,6 +30,8 @@ from uhp_server.harnesses.writes import PendingWrites
 MAX_NAME = 200
 MAX_SYSTEM_PROMPT = 1024 * 1024
 MAX_DISABLED_TOOLS = 200
+
+MAX_KEEP_WARM_SECONDS = 3600  # an idle process is a process: an hour at most
 
 # (snake_case, camelCase) of each mutable field: the configuration's own, and the name.
 _FIELDS = {"name": "name", **STORED_KEYS}
@@ -111,6 +113,9 @@ def parse_harness_body(
     base_config = parse_base_config(writes, body.get(BASE_CONFIG_FIELD), base)
     if base_config is not None:
         config[BASE_CONFIG_FIELD] = base_config
+    keep_warm = _keep_warm_seconds(body.get(KEEP_WARM_FIELD))
+    if keep_warm:
+        config[KEEP_WARM_FIELD] = keep_warm
     return ParsedHarness(name, config, writes)
 
 
@@ -171,6 +176,19 @@ def _environment(tx: Tx, principal_id: str, key: str, raw: Any) -> str | None:
         invalid(key, f"`{key}` must be an environment's id.")
     if environment_store.get_environment(tx, principal_id, raw) is None:
         raise environment_not_found(param=key)
+    return raw
+
+
+def _keep_warm_seconds(raw: Any) -> int:
+    """`uhpserver_keepWarmSeconds`: whole seconds from 0 (null and absent alike: off) to
+    MAX_KEEP_WARM_SECONDS."""
+    if raw is None:
+        return 0
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw <= MAX_KEEP_WARM_SECONDS:
+        invalid(
+            KEEP_WARM_FIELD,
+            f"`{KEEP_WARM_FIELD}` must be an integer from 0 (off) to {MAX_KEEP_WARM_SECONDS}.",
+        )
     return raw
 
 

@@ -25,8 +25,12 @@ STORED_KEYS = {
     # This server's extension (vendor-prefixed): what the base itself takes from the harness
     # (the `acp` base: the agent's command line); null for a base that takes none.
     "base_config": "uhpserver_baseConfig",
+    # This server's extension: how long a session's CLI process stays warm after a completed
+    # turn, for its next one (engine/turns/warm.py); absent or 0: never.
+    "keep_warm_seconds": "uhpserver_keepWarmSeconds",
 }
 BASE_CONFIG_FIELD = STORED_KEYS["base_config"]
+KEEP_WARM_FIELD = STORED_KEYS["keep_warm_seconds"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,7 @@ class HarnessConfig:
     timeout_seconds: int | None = None
     environment: str | None = None  # the environment its tasks read (Environments §5)
     base_config: dict[str, Any] | None = None  # the base's own (HarnessBase.parse_base_config)
+    keep_warm_seconds: int = 0  # `uhpserver_keepWarmSeconds`; 0: off
 
     @classmethod
     def from_stored(cls, stored: dict[str, Any]) -> HarnessConfig:
@@ -65,6 +70,8 @@ class HarnessConfig:
         stored = {key: getattr(self, name) for name, key in STORED_KEYS.items()}
         if self.base_config is None:  # rows of bases that take none stay as they were
             del stored[BASE_CONFIG_FIELD]
+        if not self.keep_warm_seconds:  # nor do rows of harnesses that keep nothing warm
+            del stored[KEEP_WARM_FIELD]
         return stored
 
     @property

@@ -111,6 +111,10 @@ class Sandbox(abc.ABC):
 
     # Who its agents run as; None: a sandbox that does not choose (its agents' uid is its own).
     users: AgentUsers | None = None
+    # Whether a finished turn's process may stay alive for its session's next turn
+    # (engine/turns/warm.py): only where that was tested to keep every guarantee of the
+    # sandbox (its gateway door, its mounts, its end on cancel); elsewhere every turn is cold.
+    keeps_processes_warm: bool = False
 
     @property
     def per_principal_users(self) -> bool:

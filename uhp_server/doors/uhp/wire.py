@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from uhp_server.engine import Artifact, Harness, Session, Share, Turn, UploadedFile, user_text
-from uhp_server.harnesses.config import BASE_CONFIG_FIELD, HarnessConfig
+from uhp_server.harnesses.config import BASE_CONFIG_FIELD, KEEP_WARM_FIELD, HarnessConfig
 from uhp_server.harnesses.mcp import render_mcp_servers
 
 # The harness object's one field of this server's own: the built-in skills it inherits.
@@ -107,6 +107,9 @@ def harness_to_wire(harness: Harness) -> dict[str, Any]:
         # This server's extension: the base's own configuration (the `acp` base's agent),
         # its secrets as references only (harnesses/base_config.py).
         wire[BASE_CONFIG_FIELD] = config.base_config
+    if config.keep_warm_seconds:
+        # This server's extension: a session's process kept warm this long (engine/turns/warm.py).
+        wire[KEEP_WARM_FIELD] = config.keep_warm_seconds
     if harness.enforcement is not None:
         # What this base really enforces (Harnesses §4.3: never overstate it).
         wire["enforcement"] = {

@@ -155,7 +155,9 @@ class Harnesses:
                 raise harness_not_found()
             return updated
 
-        return await self._record(await self.db.write(replaced, order=Order.ANY))
+        record = await self._record(await self.db.write(replaced, order=Order.ANY))
+        await self.runs.end_warm_harness(harness_id)  # its sessions go on with what it says now
+        return record
 
     async def delete(self, principal_id: str, harness_id: str) -> str:
         """Soft delete: the sessions and responses that used it stay readable; continuing
@@ -166,7 +168,9 @@ class Harnesses:
             harness_store.delete_harness(tx, row.id)
             return row.id
 
-        return await self.db.write(deleted, order=Order.ANY)
+        gone = await self.db.write(deleted, order=Order.ANY)
+        await self.runs.end_warm_harness(gone)
+        return gone
 
     async def skill_folder(self, principal_id: str, harness_id: str, skill: str) -> dict[str, Any]:
         """The whole folder of one of the harness's skills (its own or an inherited built-in),

@@ -51,6 +51,7 @@ class SessionDeleter:
             if active is not None:
                 await self.runs.peers.relay_cancel(active)
         await self.runs.wait_stopped(session_id, self.grace_seconds + 10)
+        await self.runs.end_warm(session_id)  # kept warm by its last turn: gone before its files
         response_ids = await self.db.read(session_listing.all_response_ids, session_id)
         for response_id in response_ids:  # a late append of theirs is stored no more
             run = self.runs.get(response_id)

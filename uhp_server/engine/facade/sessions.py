@@ -131,6 +131,7 @@ class Sessions:
         in it, or one parked on its agent's question, whose questions are withdrawn as a
         cancel of the task itself withdraws them (engine/tasks/steering.py)."""
         session = await self.get(principal_id, session_id)
+        await self.runs.end_warm(session.id)  # a process kept warm for its next turn too
         run = self.runs.for_session(session.id)
         if run is not None and not run.log.finished:
             # The registry's own cancel: the turn stops even when its response was deleted

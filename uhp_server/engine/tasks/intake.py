@@ -40,6 +40,7 @@ from uhp_server.engine.turns.builder import ResponseBuilder
 from uhp_server.engine.turns.eventlog import EventLog, numbered
 from uhp_server.engine.turns.registry import RunRegistry
 from uhp_server.engine.turns.run import Run, TurnPlan
+from uhp_server.engine.turns.warm import harness_revision
 from uhp_server.environments.layout import EnvironmentLayout
 from uhp_server.environments.mount import EnvironmentMount
 from uhp_server.errors import VENDOR, ApiError
@@ -261,6 +262,8 @@ class TaskIntake:
                 store=task.store,
                 environment=environment,
                 memory=memory,
+                keep_warm_seconds=config.keep_warm_seconds,
+                harness_revision=harness_revision(harness.id, harness.config),
             )
             # The first event is committed with the response: the log goes on from it.
             log = EventLog(self.db, response_id, persist=task.store, committed=[first_event])

@@ -102,6 +102,8 @@ class TaskSteering:
         cancelled_here = run is not None and not run.log.finished
         if run is not None and cancelled_here:
             await self.runs.cancel(run)
+        elif run is not None:  # it completed: the process it kept warm, if any, ends
+            await self.runs.end_warm_after(run.response_id)
         elif run is None and row.status == "in_progress":  # it runs on another replica
             await self.runs.peers.relay_cancel(row.id)
             row = await self._row(principal_id, response_id)

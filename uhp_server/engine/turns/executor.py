@@ -10,6 +10,7 @@ a dying one. What a turn runs and the live run itself are engine/turns/run.py's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -37,6 +38,7 @@ from uhp_server.engine.turns.questions import (
 )
 from uhp_server.engine.turns.run import PARKED_REASON, Outcome, Run, RunPhase, TurnPlan
 from uhp_server.engine.turns.stopping import limit_outcome, wind_down
+from uhp_server.engine.turns.warm import WarmAgent, WarmAgents, stop_process
 from uhp_server.environments.mount import EnvironmentMount
 from uhp_server.environments.turn import (
     environment_instructions,
@@ -47,7 +49,7 @@ from uhp_server.errors import error_body
 from uhp_server.gateway.mcp_targets import McpTarget, degraded_notice, mcp_path, probe
 from uhp_server.gateway.memory_server import MEMORY_SERVER
 from uhp_server.gateway.paths import gateway_path
-from uhp_server.gateway.tokens import UsageTotals
+from uhp_server.gateway.tokens import TurnGrant, UsageTotals
 from uhp_server.gateway.user_questions import QUESTION_SERVER
 from uhp_server.ops.metrics import Metrics
 from uhp_server.sandbox.base import ExtraMount, Sandbox, SandboxedProcess, SessionMounts
@@ -76,6 +78,7 @@ class TurnExecutor:
         admission: Admission | None = None,
         metrics: Metrics | None = None,
         agent_numbers: Callable[[str], Awaitable[int]] | None = None,
+        warm: WarmAgents | None = None,
     ):
         self.sandbox = sandbox
         self.tokens = tokens
@@ -88,6 +91,9 @@ class TurnExecutor:
         # A principal's agent number, for the uid its agents run as (sandbox/agent_user.py);
         # None: the sandbox's default uid for every turn.
         self.agent_numbers = agent_numbers
+        # Sessions' processes kept warm between their turns (engine/turns/warm.py); None:
+        # every turn starts cold.
+        self.warm = warm
         # Told of a session whose CLI compacted its conversation, so its next turn is primed
         # afresh (Memories §9.1: engine/facade/agent_memories.py `compacted`); None: not told.
         self.compacted: Callable[[str], Awaitable[None]] | None = None
@@ -97,22 +103,13 @@ class TurnExecutor:
         the process is wound down. `ask`: how its agent asks the user (RunRegistry.ask), the
         server's question tool and the CLI's own alike, on a turn whose door takes one."""
         plan = run.plan
-        route = plan.route
         door = self.sandbox.door(run.response_id)
-        grant = self.tokens.issue(
-            plan.base.backend,
-            route.model if route else plan.model,
-            plan.timeout_seconds + 300,
-            provider=route.provider if route else None,
-            door=door,
-        )
-        run.grant = grant
-        grant.asks_user = plan.ask_user
-        grant.memory = plan.memory  # the memory tools act as this turn's agent, and no other
+        grant = self._fresh_grant(run, door)
         proc: SandboxedProcess | None = None
         agent_turn: AgentTurn | None = None
         agen: AsyncIterator[ev.AgentEvent] | None = None
         pending: asyncio.Future[ev.AgentEvent] | None = None
+        warm: WarmAgent | None = None  # the session's process kept warm, once taken
         outcome = Outcome(TaskStatus.FAILED, "harness_error", "The agent could not be started.")
         before = None  # the workspace as the turn found it, once known
         admitted = False
@@ -127,14 +124,24 @@ class TurnExecutor:
             if not run.stop.is_set():
                 run.enter(RunPhase.RUNNING)
             plan = await self._conversation_before(run)
+            warm = self.warm.take(run) if self.warm is not None else None
+            if warm is not None:  # the process holds its token: the grant goes on with it
+                resumed = self._resumed_grant(run, grant, warm)
+                if resumed is None:  # its grant lapsed while it idled: it starts cold
+                    await stop_process(warm.proc)
+                    warm = None
+                else:
+                    grant = resumed
             mcp = await self._reachable_mcp(run)
             await self._without_memory_tools(run, plan)
             grant.mcp_servers = {target.name: target for target in mcp}
             spec = await self._with_attachments(run, self._spec(plan, grant.token, mcp))
             if plan.ask_user:
                 spec = dataclasses.replace(spec, ask_user=functools.partial(ask, run))
-            # Writes the plugins and the CLI's config files: disk work, off the event loop.
-            invocation = await asyncio.to_thread(_prepare, plan.base, spec, plan.environment)
+            invocation = None  # a warm process read its config when it started
+            if warm is None:
+                # Writes the plugins and the CLI's config files: disk work, off the event loop.
+                invocation = await asyncio.to_thread(_prepare, plan.base, spec, plan.environment)
             clock.mark(TurnPhase.PREPARED)
             before = await self.files.baseline(run) if self.files else None
             agent_number = None
@@ -160,9 +167,22 @@ class TurnExecutor:
             elif missing is not None:
                 outcome = Outcome(TaskStatus.FAILED, "environment_unavailable", missing)
             else:
-                proc = await self.sandbox.start(invocation, mounts)
+                if warm is not None:
+                    proc, agent_turn = warm.proc, plan.base.continue_turn(warm.turn, spec)
+                if agent_turn is None:
+                    if warm is not None:  # the base could not go on in it after all
+                        self.tokens.revoke(grant.token)
+                        await stop_process(warm.proc)
+                        warm = None
+                        grant = self._fresh_grant(run, door)
+                        spec = dataclasses.replace(spec, gateway_token=grant.token)
+                    if invocation is None:
+                        invocation = await asyncio.to_thread(
+                            _prepare, plan.base, spec, plan.environment
+                        )
+                    proc = await self.sandbox.start(invocation, mounts)
+                    agent_turn = plan.base.start_turn(proc, spec)
                 clock.mark(TurnPhase.SANDBOX)
-                agent_turn = plan.base.start_turn(proc, spec)
                 agen = agent_turn.events()
                 outcome, pending = await self._consume(run, agen, clock)
                 clock.mark(TurnPhase.OUTCOME)
@@ -176,8 +196,18 @@ class TurnExecutor:
             if self.metrics is not None:
                 self.metrics.turn_ended(plan.base.name, outcome.status, clock.since_start())
             # The outcome is known: no model call may follow it, even while the CLI winds
-            # down (the grant is kept for its usage).
-            self.tokens.revoke(grant.token)
+            # down (the grant is kept for its usage), or idles kept warm (suspended, the
+            # token still the process's).
+            keep = (
+                self.warm is not None
+                and self.sandbox.keeps_processes_warm
+                and agent_turn is not None
+                and pending is None
+                and self.warm.may_keep(run, outcome, proc)
+                and self.tokens.suspend(grant.token, plan.keep_warm_seconds) is not None
+            )
+            if not keep:
+                self.tokens.revoke(grant.token)
             run.grant = None
             # A per-turn model connection (its key) lives no longer than the turn, though the
             # run stays in memory a while for readers.
@@ -185,14 +215,25 @@ class TurnExecutor:
             usage = grant.usage.as_uhp() or _cli_usage(run.cli_usage)
             files, notice, collecting = await self._artifacts(run, before, outcome)
             clock.mark(TurnPhase.COLLECTED)
+            recorded = False
             try:
                 await self._finish(run, outcome, usage, files, notice)
                 clock.mark(TurnPhase.RECORDED)
                 on_terminal(run)
+                recorded = True
             finally:  # the process stops even when its end could not be recorded
                 try:
-                    await wind_down(proc, agent_turn, agen, pending, outcome, self.grace_seconds)
+                    if keep and recorded and proc is not None and agent_turn is not None:
+                        await self._keep_warm(run, proc, agent_turn, agen, grant)
+                    else:
+                        if keep:
+                            self.tokens.revoke(grant.token)
+                        await wind_down(
+                            proc, agent_turn, agen, pending, outcome, self.grace_seconds
+                        )
                 finally:
+                    if warm is not None and proc is None:  # taken, then stopped before it ran
+                        await stop_process(warm.proc)
                     if not run.keeps_conversation:  # its process is gone: nothing writes more
                         await self._put_conversation_back(run)
                     if collecting is not None:  # a late collection is part of the turn's work
@@ -201,6 +242,55 @@ class TurnExecutor:
                         self.admission.release(run.response_id)
                     clock.mark(TurnPhase.WOUND_DOWN)
                     run.enter(RunPhase.ENDED)
+
+    def _fresh_grant(self, run: Run, door: str | None) -> TurnGrant:
+        """A new gateway grant for the turn, on its own sandbox's door."""
+        plan, route = run.plan, run.plan.route
+        grant = self.tokens.issue(
+            plan.base.backend,
+            route.model if route else plan.model,
+            plan.timeout_seconds + 300,
+            provider=route.provider if route else None,
+            door=door,
+        )
+        grant.asks_user = plan.ask_user
+        grant.memory = plan.memory  # the memory tools act as this turn's agent, and no other
+        run.grant = grant
+        return grant
+
+    def _resumed_grant(self, run: Run, fresh: TurnGrant, warm: WarmAgent) -> TurnGrant | None:
+        """The warm process's grant, live again with this turn's limits, in place of the
+        one issued for a cold start (then revoked: no sandbox holds it). None: it lapsed."""
+        plan, route = run.plan, run.plan.route
+        grant = self.tokens.resume(
+            warm.grant.token,
+            route.model if route else plan.model,
+            plan.timeout_seconds + 300,
+            provider=route.provider if route else None,
+        )
+        if grant is None:
+            return None
+        self.tokens.revoke(fresh.token)
+        grant.asks_user = plan.ask_user
+        grant.memory = plan.memory
+        run.grant = grant
+        return grant
+
+    async def _keep_warm(
+        self,
+        run: Run,
+        proc: SandboxedProcess,
+        agent_turn: AgentTurn,
+        agen: AsyncIterator[ev.AgentEvent] | None,
+        grant: TurnGrant,
+    ) -> None:
+        """Park the finished turn's process for the session's next turn: its event stream is
+        closed where it stopped, at the outcome (stdin open, nothing read past it)."""
+        assert self.warm is not None
+        if agen is not None:
+            with contextlib.suppress(BaseException):
+                await agen.aclose()  # type: ignore[attr-defined]
+        self.warm.park(run, proc, agent_turn, grant)
 
     def _environment_mounts(self, environment: EnvironmentMount | None) -> tuple[ExtraMount, ...]:
         """The turn's environment version at its mount path, read-only; only that version: no

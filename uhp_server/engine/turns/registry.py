@@ -265,6 +265,22 @@ class RunRegistry:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(run.log.wait_finished(), timeout=CANCEL_TURN_WAIT)
 
+    async def end_warm(self, session_id: str) -> None:
+        """End the session's process kept warm for its next turn, if any (engine/turns/warm.py):
+        a cancel or the session's deletion."""
+        if self.executor.warm is not None:
+            await self.executor.warm.end(session_id)
+
+    async def end_warm_after(self, response_id: str) -> None:
+        """End the warm process the turn of `response_id` left, if it still idles."""
+        if self.executor.warm is not None:
+            await self.executor.warm.end_after(response_id)
+
+    async def end_warm_harness(self, harness_id: str) -> None:
+        """End the warm processes of a harness that changed or was deleted."""
+        if self.executor.warm is not None:
+            await self.executor.warm.end_harness(harness_id)
+
     async def wait_stopped(self, session_id: str, timeout: float) -> None:
         """Wait (bounded) until no process of the session's turns is left running."""
         run = self._last.get(session_id)
@@ -290,6 +306,8 @@ class RunRegistry:
         tasks = [run.task for run in runs if run.task]
         if tasks:
             await asyncio.wait(tasks, timeout=10)
+        if self.executor.warm is not None:  # no warm process outlives the server either
+            await self.executor.warm.close()
         for releasing in list(self._releasing):  # the next start's recovery frees those
             releasing.cancel()
 

@@ -76,6 +76,10 @@ class TurnPlan:
     # What its agent holds of memories (Memories §9: engine/facade/agent_memories.TurnMemory):
     # the memory tools are offered and the turn observed; None: no memory.
     memory: Any = None
+    # Its harness's `uhpserver_keepWarmSeconds` (0: off) and a digest of that harness's
+    # configuration: a process kept warm goes on only with the same (engine/turns/warm.py).
+    keep_warm_seconds: int = 0
+    harness_revision: str = ""
 
 
 @dataclass

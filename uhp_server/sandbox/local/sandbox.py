@@ -134,6 +134,7 @@ def system_binds(etc_entries: Iterable[str]) -> list[str]:
 
 class LocalSandbox(Sandbox):
     name = "local"
+    keeps_processes_warm = True  # tests/test_warm_sessions_e2e.py
 
     def __init__(
         self,
