@@ -77,6 +77,13 @@ class Notice:
 
 
 @dataclass(frozen=True)
+class ConversationCompacted:
+    """The CLI compacted its conversation (summarised its history to fit its context): what
+    the session's instructions placed may be gone from what the model sees, so the engine
+    primes the session's next turn afresh (Memories §9.1). Not shown to the user."""
+
+
+@dataclass(frozen=True)
 class TurnFinished:
     """The CLI reported that the turn completed normally."""
 
@@ -105,6 +112,7 @@ AgentEvent = (
     | ToolCallFinished
     | Usage
     | Notice
+    | ConversationCompacted
     | TurnFinished
     | StepBudgetReached
     | TurnFailed

@@ -40,6 +40,24 @@ def put_session_memory(
         )
 
 
+def mark_compacted(tx: Tx, session_id: str) -> None:
+    """The session's CLI compacted its conversation: its next turn is primed afresh. A
+    session whose agent held no memory when it started has no row and nothing to prime."""
+    row = tx.orm.get(SessionMemoryRow, session_id)
+    if row is not None and not row.reprime:
+        row.reprime = True
+        tx.orm.add(row)
+
+
+def put_reprimed(tx: Tx, session_id: str, primer: str, primed: dict[str, Any]) -> None:
+    """The block placed afresh after a compaction, kept for the turns after it; the mark is
+    cleared (a compaction during this very turn marks it again, later)."""
+    row = tx.orm.get(SessionMemoryRow, session_id)
+    if row is not None:
+        row.primer, row.primed, row.reprime = primer, primed, False
+        tx.orm.add(row)
+
+
 def delete_session_memory(tx: Tx, session_ids: list[str]) -> None:
     for session_id in session_ids:
         row = tx.orm.get(SessionMemoryRow, session_id)

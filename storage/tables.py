@@ -471,6 +471,9 @@ class SessionMemoryRow(SQLModel, table=True):
     primer: str = Field(default="", sa_column=Column(Text, nullable=False))
     # What the primer placed, per memory, in tokens: {memory_id: tokens}.
     primed: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+    # The session's CLI compacted its conversation since the block was placed: its next turn
+    # places one computed afresh (§9.1, "after the conversation is compacted").
+    reprime: bool = Field(default=False, sa_column_kwargs={"server_default": false()})
 
 
 class SignInRow(SQLModel, table=True):

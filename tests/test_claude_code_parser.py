@@ -197,3 +197,16 @@ def test_other_execution_errors_are_harness_errors() -> None:
     result = {"type": "result", "subtype": "error_during_execution", "is_error": True}
     assert parser.feed(result) == [ev.TurnFailed("The agent reported a failure.", "harness_error")]
     assert parser.feed(result) == []  # one outcome only
+
+
+def test_a_compact_boundary_reports_the_compaction() -> None:
+    """The pinned CLI's `system` message after it compacted (`/compact` or on its own)."""
+    parser = ClaudeParser()
+    boundary = {
+        "type": "system",
+        "subtype": "compact_boundary",
+        "session_id": "s",
+        "compact_metadata": {"trigger": "manual", "pre_tokens": 12000},
+    }
+    assert parser.feed(boundary) == [ev.ConversationCompacted()]
+    assert parser.feed({"type": "system", "subtype": "status", "session_id": "s"}) == []

@@ -279,3 +279,17 @@ def test_mcp_startup_failure_is_a_notice() -> None:
 )
 def test_classify_failure(error: dict | None, expected: ev.TurnFailed) -> None:
     assert classify_failure(error) == expected
+
+
+def test_a_compaction_is_reported_once_whichever_way_codex_says_it() -> None:
+    """0.169.0 says it with a `contextCompaction` item and with the deprecated
+    `thread/compacted` notification (its schema: `codex app-server generate-json-schema`)."""
+    parser = CodexParser("th", "tu")
+    compaction = item("item/completed", type="contextCompaction", id="c1")
+    assert parser.feed(item("item/started", type="contextCompaction", id="c1")) == []
+    assert parser.feed(compaction) == [ev.ConversationCompacted()]
+    assert parser.feed(note("thread/compacted")) == []
+    only_notified = CodexParser("th", "tu")
+    assert only_notified.feed(note("thread/compacted")) == [ev.ConversationCompacted()]
+    elsewhere = CodexParser("th", "tu")
+    assert elsewhere.feed({**note("thread/compacted"), "params": {"threadId": "sub"}}) == []

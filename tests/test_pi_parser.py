@@ -139,3 +139,21 @@ def test_an_error_naming_a_host_is_replaced() -> None:
     parser.feed(end)
     outcome = parser.feed({"type": "agent_end", "messages": []})[-1]
     assert outcome == ev.TurnFailed("The model provider refused the request.", "provider_error")
+
+
+def test_a_finished_compaction_is_reported_and_an_abandoned_one_is_not() -> None:
+    """Pi 0.73.1's `compaction_end`: with a `result` when the history was summarised, without
+    one when it was aborted, failed or found nothing to compact."""
+    parser = PiParser()
+    assert parser.feed({"type": "compaction_start", "reason": "threshold"}) == []
+    done = {
+        "type": "compaction_end",
+        "reason": "threshold",
+        "result": {"summary": "s", "firstKeptEntryId": "e1", "tokensBefore": 1500},
+        "aborted": False,
+        "willRetry": False,
+    }
+    assert parser.feed(done) == [ev.ConversationCompacted()]
+    failed = {**done, "result": None, "errorMessage": "Compaction failed: no model"}
+    assert parser.feed(failed) == []
+    assert parser.feed({**done, "result": None, "aborted": True}) == []

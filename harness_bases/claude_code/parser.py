@@ -63,6 +63,8 @@ class ClaudeParser:
     # -- system ---------------------------------------------------------------------------
 
     def _system(self, msg: Message) -> list[ev.AgentEvent]:
+        if msg.get("subtype") == "compact_boundary":  # `/compact`, or its own auto-compaction
+            return [ev.ConversationCompacted()]
         if msg.get("subtype") != "init":
             return []
         out: list[ev.AgentEvent] = []

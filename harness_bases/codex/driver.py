@@ -152,6 +152,11 @@ class CodexTurn(AgentTurn):
             name="codex",
         )
         async for event in events:
+            if isinstance(event, ev.ConversationCompacted):
+                # What was injected into the history is summarised away: the next turn is
+                # told its instructions again (the thread's own, from its start, stay).
+                codex_home = self.turn.host_home / ".codex"
+                await asyncio.to_thread(instructions.forget, codex_home, thread_id)
             yield event
 
     async def _open_thread(self) -> AsyncIterator[ev.AgentEvent]:

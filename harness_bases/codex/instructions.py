@@ -77,3 +77,8 @@ def record(codex_home: Path, thread_id: str, text: str | None) -> None:
     path = _record_path(codex_home, thread_id)
     real_dir(codex_home, path.parent.name)
     write_file(path, (text or "").encode("utf-8"))
+
+
+def forget(codex_home: Path, thread_id: str) -> None:
+    """The thread compacted its history, and an injected update with it: unknown again."""
+    _record_path(codex_home, thread_id).unlink(missing_ok=True)

@@ -51,6 +51,7 @@ class CodexParser:
     _open_calls: set[str] = field(default_factory=set)
     _usage_base: _Tokens | None = None
     _fatal_error: dict[str, Any] | None = None
+    _compaction_items: bool = False  # a `contextCompaction` item was seen this turn
 
     def feed(self, msg: Message) -> list[ev.AgentEvent]:
         method = msg.get("method")
@@ -148,6 +149,9 @@ class CodexParser:
             parts = item.get("summary") or item.get("content") or []
             whole = SUMMARY_SEPARATOR.join(str(p) for p in parts)
             return self._done(self._reasoning, item_id, whole, text=False)
+        if kind == "contextCompaction":
+            self._compaction_items = True
+            return [ev.ConversationCompacted()]
         finished = tool_call_finished(item)
         if finished is None:
             return []
@@ -186,6 +190,10 @@ class CodexParser:
         turn = total.minus(self._usage_base)
         return [ev.Usage(turn.input, turn.output, turn.cached)]
 
+    def _thread_compacted(self, params: dict[str, Any]) -> list[ev.AgentEvent]:
+        # The deprecated twin of the `contextCompaction` item: counted only where no item says it.
+        return [] if self._compaction_items else [ev.ConversationCompacted()]
+
     def _mcp_status(self, params: dict[str, Any]) -> list[ev.AgentEvent]:
         if params.get("status") != "failed":
             return []
@@ -203,5 +211,6 @@ _HANDLERS = {
     "item/started": CodexParser._item_started,
     "item/completed": CodexParser._item_completed,
     "thread/tokenUsage/updated": CodexParser._token_usage,
+    "thread/compacted": CodexParser._thread_compacted,
     "mcpServer/startupStatus/updated": CodexParser._mcp_status,
 }

@@ -151,6 +151,12 @@ class PiParser:
         content = result.get("content") if isinstance(result, dict) else result
         return [ev.ToolCallFinished(call, tool_result_text(content), not msg.get("isError"))]
 
+    # -- compaction -----------------------------------------------------------------------
+
+    def _compaction_end(self, msg: Message) -> list[ev.AgentEvent]:
+        # A result: the session's history was summarised (aborted or failed ones carry none).
+        return [ev.ConversationCompacted()] if isinstance(msg.get("result"), dict) else []
+
     # -- outcome --------------------------------------------------------------------------
 
     def _agent_end(self, msg: Message) -> list[ev.AgentEvent]:
@@ -214,4 +220,5 @@ _HANDLERS = {
     "tool_execution_start": PiParser._tool_start,
     "tool_execution_end": PiParser._tool_end,
     "agent_end": PiParser._agent_end,
+    "compaction_end": PiParser._compaction_end,
 }

@@ -73,6 +73,7 @@ def assemble_engine(
     )
     agent_memories = AgentMemories(db, memories, served=settings.memories != "off")
     runs.observe = agent_memories.observe  # each finished turn, into its default memory
+    runs.executor.compacted = agent_memories.compacted  # its next turn primed afresh
     intake = TaskIntake(settings, db, bases, catalog, runs, blobs=blobs, memories=agent_memories)
     steering = TaskSteering(settings, db, bases, runs, intake)
     sessions = Sessions(db, runs, deleter, steering)

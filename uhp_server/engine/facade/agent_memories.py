@@ -21,7 +21,13 @@ from uhp_server.engine.facade.harnesses import harness_not_found
 from uhp_server.engine.facade.memories import Memories
 from uhp_server.errors import VENDOR, ApiError
 from uhp_server.memories.access import READ, WRITE, Caller
-from uhp_server.memories.agent import PrimedMemory, agent_caller, primer, turn_episodes
+from uhp_server.memories.agent import (
+    PrimedMemory,
+    Primer,
+    agent_caller,
+    primer,
+    turn_episodes,
+)
 from uhp_server.memories.errors import memories_not_attached, memory_invalid, memory_not_found
 from uhp_server.memories.records import GrantedMemory, HarnessMemories, Memory
 
@@ -43,6 +49,13 @@ class TurnMemory:
     primer: str = ""
     primed: dict[str, int] = field(default_factory=dict)  # tokens per memory, this turn placed
     starts_session: bool = False
+    reprimed: bool = False  # the block was placed afresh: the CLI compacted its conversation
+
+    @property
+    def places_block(self) -> bool:
+        """This turn placed the block (its session's first, or the first after a
+        compaction): it says what the block cost."""
+        return self.starts_session or self.reprimed
 
 
 class AgentMemories:
@@ -144,12 +157,23 @@ class AgentMemories:
             if kept is not None:
                 if named is not None and named != kept.memory_id:
                     raise memory_mismatch(kept.memory_id)
-                return TurnMemory(caller, kept.memory_id, observe, kept.primer) if given else None
+                if not given:
+                    return None
+                if kept.reprime:  # the CLI compacted its conversation: primed afresh (§9.1)
+                    placed = await self._primer(caller, given, kept.memory_id)
+                    return TurnMemory(
+                        caller, kept.memory_id, observe, placed.text, placed.tokens, reprimed=True
+                    )
+                return TurnMemory(caller, kept.memory_id, observe, kept.primer)
         if not given:
             return None
         default = named or (settings.default_memory_id if settings else None)
-        placed = primer([await self._primed(caller, memory, default) for memory in given])
+        placed = await self._primer(caller, given, default)
         return TurnMemory(caller, default, observe, placed.text, placed.tokens, starts_session=True)
+
+    async def _primer(self, caller: Caller, given: list[Memory], default: str | None) -> Primer:
+        """The priming block, read from the providers now."""
+        return primer([await self._primed(caller, memory, default) for memory in given])
 
     async def _check_held(self, caller: Caller, memory_id: str) -> None:
         try:
@@ -184,6 +208,17 @@ class AgentMemories:
             dict(turn.primed),
             order=Order.ANY,
         )
+
+    async def reprimed(self, session_id: str, turn: TurnMemory) -> None:
+        """The block a turn placed afresh after a compaction: the turns after it carry it."""
+        await self.db.write(
+            store.put_reprimed, session_id, turn.primer, dict(turn.primed), order=Order.ANY
+        )
+
+    async def compacted(self, session_id: str) -> None:
+        """The session's CLI compacted its conversation (what its instructions placed may be
+        gone from what the model sees): its next turn is primed afresh (§9.1)."""
+        await self.db.write(store.mark_compacted, session_id, order=Order.ANY)
 
     # -- observe (§9.1) ---------------------------------------------------------------------
     async def observe(self, turn: TurnMemory, response: dict[str, Any], asked: str) -> None:

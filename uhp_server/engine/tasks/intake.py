@@ -284,6 +284,8 @@ class TaskIntake:
             self.runs.start(run)
             if memory is not None and memory.starts_session:  # its later turns: the same block
                 await self.memories_started(held.id, memory)
+            elif memory is not None and memory.reprimed:  # and the turns after a compaction
+                await self.memories_reprimed(held.id, memory)
         finally:
             self._starting.pop(response_id).set_result(None)
         return Accepted(response_id, run)
@@ -339,6 +341,10 @@ class TaskIntake:
     async def memories_started(self, session_id: str, memory: TurnMemory) -> None:
         assert self.memories is not None
         await self.memories.started(session_id, memory)
+
+    async def memories_reprimed(self, session_id: str, memory: TurnMemory) -> None:
+        assert self.memories is not None
+        await self.memories.reprimed(session_id, memory)
 
     async def _bound(
         self, base: HarnessBase, principal_id: str, config: HarnessConfig
@@ -411,7 +417,8 @@ class TaskIntake:
         parts = [config.system_prompt, opening_system_text(task.opening)]
         parts.extend(normalized.instructions)
         parts.append(task.instructions or "")
-        # The session's priming block, the same on every turn of it (Memories §9.1).
+        # The session's priming block, the same on every turn of it until its CLI compacts
+        # the conversation (Memories §9.1).
         parts.append(memory.primer if memory is not None else "")
         return "\n\n".join(p for p in parts if p.strip())
 
@@ -463,14 +470,15 @@ class TaskIntake:
 
 
 def _memory_metadata(memory: TurnMemory | None) -> dict[str, str]:
-    """The session's default memory, and on the turn that placed the priming block what it
-    placed per memory in tokens (Memories §9.1): metadata values are strings, so a JSON one."""
+    """The session's default memory, and on a turn that placed the priming block (its
+    session's first, the first after a compaction) what it placed per memory in tokens
+    (Memories §9.1): metadata values are strings, so a JSON one."""
     if memory is None:
         return {}
     said: dict[str, str] = {}
     if memory.default_memory_id:
         said["memory"] = memory.default_memory_id
-    if memory.starts_session and memory.primed:
+    if memory.places_block and memory.primed:
         said["memory_priming_tokens"] = json.dumps(memory.primed, separators=(",", ":"))
     return said
 

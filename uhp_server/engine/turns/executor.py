@@ -94,6 +94,9 @@ class TurnExecutor:
         # Sessions' processes kept warm between their turns (engine/turns/warm.py); None:
         # every turn starts cold.
         self.warm = warm
+        # Told of a session whose CLI compacted its conversation, so its next turn is primed
+        # afresh (Memories §9.1: engine/facade/agent_memories.py `compacted`); None: not told.
+        self.compacted: Callable[[str], Awaitable[None]] | None = None
 
     async def execute(self, run: Run, on_terminal: Callable[[Run], None], ask: Asker) -> None:
         """Run the turn; `on_terminal` is called once the terminal event is written, before
@@ -532,6 +535,8 @@ class TurnExecutor:
                 run.native_session_id = native_id
             case ev.Usage():
                 run.cli_usage = event
+            case ev.ConversationCompacted():
+                await self._compacted(run)
             case ev.TurnFinished():
                 if asks_in_text(run.plan) and (question := text_question(run.builder.response)):
                     pending = await park_on_text_question(run, question)
@@ -563,6 +568,22 @@ class TurnExecutor:
             case _:
                 await run.log.append(run.builder.apply(event))
         return None
+
+    async def _compacted(self, run: Run) -> None:
+        """The CLI compacted its conversation: the session's next turn is primed afresh.
+        Recorded now, while the session is still held by this turn, so its next turn (which
+        waits for the release) finds it. Never the turn's failure. A `store: false` turn's
+        conversation goes back to what it was once it ends (engine/turns/unkept.py), its
+        compaction with it: nothing to record."""
+        if run.compacted or run.plan.memory is None or self.compacted is None:
+            return
+        if not run.plan.store:
+            return
+        run.compacted = True
+        try:
+            await self.compacted(run.session_id)
+        except Exception:
+            log.exception("compaction_unrecorded", extra={"response_id": run.response_id})
 
     async def _finish(
         self,

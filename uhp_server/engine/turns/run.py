@@ -142,6 +142,7 @@ class Run:
     # the task ends (set when its conversation files are set aside).
     conversation_start: str | None = None
     cli_usage: ev.Usage | None = None
+    compacted: bool = False  # the CLI compacted its conversation this turn (Memories §9.1)
     # The previous turn of this session, still winding down: this turn starts after it.
     after: Run | None = None
     task: asyncio.Task[None] | None = None
