@@ -63,9 +63,16 @@ def unpacked(blob: bytes) -> list[float]:
     return list(struct.unpack(f"<{len(blob) // 4}f", blob))
 
 
+def as_float32(vector: Sequence[float]) -> list[float]:
+    """The values as float32 holds them, as SQLite's BLOB keeps them: `real` and pgvector
+    refuse a value float32 cannot hold (`1e-50`: "underflow") where float32 rounds it to 0.
+    Only for a vector keepable_on_postgresql (an overflow raises OverflowError)."""
+    return unpacked(packed(vector))
+
+
 def pgvector_literal(vector: Sequence[float]) -> str:
     """pgvector's text form of a vector, `[1.5,-2.0]` (cast with CAST(? AS vector))."""
-    return "[" + ",".join(repr(float(value)) for value in vector) + "]"
+    return "[" + ",".join(repr(value) for value in as_float32(vector)) + "]"
 
 
 def keepable_on_postgresql(vector: Sequence[float]) -> bool:
@@ -88,8 +95,10 @@ class Embedding(TypeDecorator[list[float]]):
         return dialect.type_descriptor(LargeBinary())
 
     def process_bind_param(self, value: list[float] | None, dialect: Dialect) -> Any:
-        if value is None or dialect.name == "postgresql":
-            return value
+        if value is None:
+            return None
+        if dialect.name == "postgresql":
+            return as_float32(value)
         return packed(value)
 
     def process_result_value(self, value: Any, dialect: Dialect) -> list[float] | None:

@@ -434,6 +434,23 @@ async def test_the_tools_act_as_the_agent_within_its_grants(server: InProcess) -
     assert error and "memory_remember" in text  # not offered: read only
 
 
+async def test_an_agent_cannot_keep_a_nul_character_in_a_memory(server: InProcess) -> None:
+    """The tools refuse what the chapter's routes refuse (tests/test_memories_fast.py): a NUL
+    in any argument is an error the agent reads, and nothing is written; an observed turn
+    whose text held one is kept with U+FFFD in its place."""
+    harness = await _harness(server)
+    notes = await _memory(server, "Notes")
+    await _grant(server, notes, harness, "read", "write")
+    agent = await _agent(server, harness)
+    text, error = await agent.call(
+        "memory_remember", memory_id=notes, content="p", attributes={"zz": "\0"}
+    )
+    assert error and "NUL" in text and "attributes.zz" in text
+    assert await _records(server, notes) == []
+    episodes = turn_episodes({"output": []}, "what is \0 here")
+    assert episodes[0]["content"][0]["text"] == "what is \ufffd here"
+
+
 async def test_what_the_agent_writes_is_stamped_with_its_principal_and_read_back_fenced(
     server: InProcess,
 ) -> None:

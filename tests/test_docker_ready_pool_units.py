@@ -90,6 +90,8 @@ def test_an_invocation_the_script_cannot_say_goes_the_cold_way() -> None:
     assert slot_launch.turn_script(Invocation(["x"], {"BAD-NAME": "1"}, "/")) is None
     assert slot_launch.turn_script(Invocation(["x"], {"A": "nul\0"}, "/")) is None
     assert slot_launch.turn_script(Invocation([], {}, "/")) is None
+    assert slot_launch.turn_script(Invocation(["x"], {"A": "lone \udc80"}, "/")) is None
+    assert slot_launch.turn_script(Invocation(["x \ud800"], {}, "/")) is None
     assert (
         slot_launch.turn_script(Invocation(["x" * slot_launch.MAX_SCRIPT_BYTES], {}, "/")) is None
     )

@@ -255,3 +255,40 @@ async def test_a_start_with_limits_of_its_own_counts_its_writable_folder(tmp_pat
         "The build exceeded the sandbox's workspace disk limit (16 MiB"
     )
     assert len(list(version.iterdir())) < 64  # stopped while it wrote there
+
+
+@needs_cgroups
+async def test_a_paused_sandbox_runs_nothing_until_resumed_and_still_dies_when_killed(
+    tmp_path: Path,
+) -> None:
+    """A warm process idling between its session's turns is paused (engine/turns/warm.py):
+    a loop it left behind, forked children included, takes no CPU until its next turn
+    resumes it; a kill reaches it paused."""
+    sandbox = LocalSandbox(tmp_path / "run", limits=SMALL, server_id="pause")
+    await sandbox.open(None)
+    mounts = mounts_in(tmp_path / "a")
+    count = (
+        "i=0; while :; do i=$((i+1)); echo $i > /workspace/n.tmp; "
+        "mv /workspace/n.tmp /workspace/n; done"
+    )
+    script = f"( {count} ) & ( {count.replace('/n', '/m')} ) & wait"
+    proc = await sandbox.start(Invocation(["/bin/sh", "-c", script], ENV, "/workspace"), mounts)
+
+    def counted() -> tuple[str, str]:
+        ws = tmp_path / "a" / "ws"
+        return ((ws / "n").read_text(), (ws / "m").read_text())
+
+    await asyncio.sleep(1.0)
+    assert await proc.pause()
+    await asyncio.sleep(0.3)
+    paused = counted()
+    await asyncio.sleep(1.0)
+    assert counted() == paused  # neither loop moved while paused
+    await proc.resume()
+    await asyncio.sleep(1.0)
+    moved = counted()
+    assert moved[0] != paused[0] and moved[1] != paused[1]
+    assert await proc.pause()
+    async with asyncio.timeout(30):
+        await proc.kill()  # taken while frozen
+    await sandbox.close()

@@ -856,3 +856,60 @@ async def test_no_input_reaches_a_5xx_on_any_route_of_the_chapter(
         # and the owner's tree is as it was
         assert (await server.client.get(f"/v1/memories/{root['id']}")).json()["name"] == "Company"
         assert grant["principal"].startswith("member:")
+
+
+async def test_a_nul_character_is_refused_and_a_shared_memorys_filters_keep_working(
+    server: InProcess,
+) -> None:
+    """JSON may carry U+0000, but PostgreSQL keeps none in text and its `json` operators fail
+    on one: kept in one record's attributes, it made every filtered recall covering that
+    record a 500, for every reader of a shared memory (found in review). Every body of the
+    chapter holding one, anywhere, is refused `422 memory_invalid` naming where, and loses
+    nothing; the memory's filters answer as before. Runs on both databases."""
+    team = await _memory(server, "Team")
+    mid = team["id"]
+    kept = await _record(server, mid, content="renewal", attributes={"account": "acme"})
+    asked = {"filters": {"field": "attributes.account", "op": "eq", "value": "acme"}}
+    hostile: list[tuple[str, str, dict[str, Any], str]] = [
+        (
+            "POST",
+            f"/v1/memories/{mid}/records",
+            {"content": "p", "attributes": {"zz": "\0"}},
+            "attributes.zz",
+        ),
+        (
+            "POST",
+            f"/v1/memories/{mid}/records",
+            {"content": "p", "attributes": {"z\0": 1}},
+            "attributes",
+        ),
+        ("POST", f"/v1/memories/{mid}/records", {"content": "a\0b"}, "content"),
+        ("POST", f"/v1/memories/{mid}/records", {"title": "t\0"}, "title"),
+        (
+            "PATCH",
+            f"/v1/memories/{mid}/records/{kept['id']}",
+            {"attributes": {"n": ["\0"]}},
+            "attributes.n[0]",
+        ),
+        (
+            "POST",
+            f"/v1/memories/{mid}/recall",
+            {"filters": {**asked["filters"], "value": "\0"}},
+            "filters.value",
+        ),
+        ("POST", f"/v1/memories/{mid}/recall", {"text": "renewal\0"}, "text"),
+        ("POST", "/v1/memories", {"name": "N\0"}, "name"),
+    ]
+    for method, url, body, where in hostile:
+        answer = await server.client.request(method, url, json=body)
+        assert answer.status_code == 422, (url, body, answer.text)
+        assert _code(answer) == "memory_invalid" and answer.json()["error"]["param"] == where
+    answer = await server.client.post(f"/v1/memories/{mid}/recall", json=asked)
+    assert answer.status_code == 200, answer.text
+    assert [hit["record"]["id"] for hit in answer.json()["results"]] == [kept["id"]]
+    listed = await server.client.get(f"/v1/memories/{mid}/records")
+    assert [r["id"] for r in listed.json()["data"]] == [kept["id"]]  # nothing else was written
+    # An id holding one is no id here: not found, never a 5xx.
+    for path in ("/v1/memories/hmem_%00", f"/v1/memories/{mid}/records/hrec_%00"):
+        got = await server.client.get(path)
+        assert got.status_code == 404, (path, got.text)

@@ -28,6 +28,7 @@ from tests.support import postgres
 from tests.support.in_process import InProcess, in_process
 from tests.test_memories_fast import Other, _memory, _record, _tree
 from tests.test_memory_recall_fast import _found, _recall
+from uhp_server.gateway.embeddings import GatewayEmbedder
 from uhp_server.memories.meaning import QUERY_PARTIAL, QUERY_UNAVAILABLE
 
 EMBEDDING_MODEL = "embed-test"
@@ -323,3 +324,23 @@ async def test_on_postgresql_without_pgvector_query_is_not_declared_and_writes_g
             assert _found(answer) == [record["id"]]
         why = [r for r in caplog.records if r.getMessage() == "memory_query_not_declared"]
         assert why and "CREATE EXTENSION vector" in why[0].__dict__["reason"]
+
+
+async def test_a_value_too_small_for_float32_is_kept_as_zero_and_the_write_stands(
+    server: InProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`real` and pgvector refuse 1e-50 ("underflow") where float32 rounds it to 0: an
+    embedding model answering one must not lose the write (found in review: a 500 on
+    PostgreSQL, the record gone). Kept as float32 holds it, on both databases."""
+    real_embed = GatewayEmbedder.embed
+
+    async def tiny_first(self: GatewayEmbedder, texts: list[str]) -> list[list[float]]:
+        return [[1e-50, *vector[1:]] for vector in await real_embed(self, texts)]
+
+    monkeypatch.setattr(GatewayEmbedder, "embed", tiny_first)
+    mid = (await _memory(server, "Accounts"))["id"]
+    late = await _record(server, mid, content="Harlow Logistics settles its invoices late.")
+    [kept] = _vectors(server, late["id"])
+    assert kept.embedding[0] == 0.0
+    found = await _recall(server, mid, query="Which customer pays invoices late?")
+    assert _found(found) == [late["id"]]

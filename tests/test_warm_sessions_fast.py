@@ -209,6 +209,7 @@ async def test_the_next_turn_goes_on_in_the_kept_process_with_its_token_live_aga
     token = engine.base.specs[0].gateway_token
     tokens = engine.ctx.runs.executor.tokens
     assert tokens.get(token, proc.mounts.door) is None  # refused while it idles
+    assert proc.paused  # and it runs nothing while it idles: no turn slot holds it
     engine.base.script("two", [Hang()])
     second = await engine.submit(
         "two",
@@ -221,6 +222,7 @@ async def test_the_next_turn_goes_on_in_the_kept_process_with_its_token_live_aga
     assert engine.sandbox.started == [proc]  # no new process: the kept one goes on
     assert engine.base.specs[1].gateway_token == token
     assert tokens.get(token, proc.mounts.door) is not None  # live for the turn
+    assert not proc.paused
     cancelled = await engine.client.post(f"/v1/responses/{rid}/cancel")
     assert cancelled.json()["status"] == "cancelled"
     await wait_for(lambda: proc.killed, timeout=10)  # a cancelled turn's process never stays
@@ -249,6 +251,30 @@ async def test_a_sandbox_not_made_to_keep_processes_starts_every_turn_cold(
     await _turn(engine, harness_id, "two", after=first["id"])
     assert len(engine.sandbox.started) == 2
     assert len(warm_of(engine)) == 0
+
+
+async def test_a_process_the_sandbox_cannot_pause_is_not_kept(engine: InProcess) -> None:
+    """An idle warm process must take no CPU outside admission (found in review: a loop
+    the agent left behind ran on at 80% with no turn running): one its sandbox cannot pause
+    is stopped at the turn's end, as a cold one, and its token revoked."""
+    harness_id = await _harness(engine, 600)
+    original_start = engine.sandbox.start
+
+    async def unpausable(*args: Any, **kwargs: Any) -> Any:
+        proc = await original_start(*args, **kwargs)
+        assert isinstance(proc, FakeProcess)
+        proc.can_pause = False
+        return proc
+
+    engine.sandbox.start = unpausable  # type: ignore[method-assign]
+    first = await _turn(engine, harness_id, "one")
+    await wait_for(lambda: not engine.sandbox.running, timeout=5)
+    (proc,) = engine.sandbox.started
+    assert proc.killed or proc.stdin_closed
+    assert len(warm_of(engine)) == 0
+    token = engine.base.specs[0].gateway_token
+    assert engine.ctx.runs.executor.tokens.get(token, proc.mounts.door) is None
+    assert first["status"] == "completed"
 
 
 async def test_idle_timeout_cancel_delete_and_a_changed_harness_each_end_it(

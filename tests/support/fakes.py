@@ -79,6 +79,8 @@ class FakeProcess(SandboxedProcess):
         self.written = bytearray()
         self.stdin_closed = False
         self.killed = False
+        self.paused = False  # as a local sandbox's frozen cgroup
+        self.can_pause = True
         self._exit_code: asyncio.Future[int] = asyncio.get_running_loop().create_future()
 
     def exit(self, code: int = 0) -> None:
@@ -102,8 +104,16 @@ class FakeProcess(SandboxedProcess):
     async def wait(self) -> int:
         return await asyncio.shield(self._exit_code)
 
+    async def pause(self) -> bool:
+        self.paused = self.can_pause and not self._exit_code.done()
+        return self.paused
+
+    async def resume(self) -> None:
+        self.paused = False
+
     async def kill(self) -> None:
         self.killed = True
+        self.paused = False
         self.exit(-9)
 
 

@@ -229,7 +229,10 @@ def turn_episodes(response: dict[str, Any], asked: str) -> list[dict[str, Any]]:
 
 
 def _episode(text: str, role: str) -> dict[str, Any]:
-    return {"content": [{"type": "text", "text": _cut(text, EPISODE_CHARS), "role": role}]}
+    # A NUL a turn carried is not kept (memories/content.py nul_at): shown as U+FFFD instead,
+    # so the episode is still observed.
+    kept = _cut(text, EPISODE_CHARS).replace("\x00", "\ufffd")
+    return {"content": [{"type": "text", "text": kept, "role": role}]}
 
 
 def _cut(text: str, most: int) -> str:

@@ -80,6 +80,15 @@ class Statement:
 
 def stated(body: dict[str, Any], revising: bool = False) -> Statement:
     """The record a create (`revising` False) or a revision states."""
+    said = {
+        name: body[name]
+        for name in ("title", "content", "attributes", "references")
+        if name in body
+    }
+    if (where := nul_at(said)) is not None:
+        raise Invalid(
+            f"`{where}` holds a NUL character (U+0000), which a record cannot keep.", where
+        )
     if revising and "type" in body:
         raise Invalid("A record's type is set when it is written; write a new record.", "type")
     title = _title(body.get("title"))
@@ -199,6 +208,27 @@ def _non_finite(value: object, path: str) -> str | None:
             return where
         if isinstance(item, dict):
             pending.extend((inner, f"{where}.{key}") for key, inner in item.items())
+        elif isinstance(item, list):
+            pending.extend((inner, f"{where}[{index}]") for index, inner in enumerate(item))
+    return None
+
+
+def nul_at(value: object, path: str = "") -> str | None:
+    """Where in `value` a NUL character (U+0000) sits, in a string or a key (the first
+    found), or None. JSON may carry one, but PostgreSQL keeps none in text, and in a `json`
+    column its operators fail on one: kept, a single such value would break the filters of
+    every recall covering it. A walk with its own stack, as _non_finite's."""
+    pending: list[tuple[object, str]] = [(value, path)]
+    while pending:
+        item, where = pending.pop()
+        if isinstance(item, str) and "\x00" in item:
+            return where or "body"
+        if isinstance(item, dict):
+            for key, inner in item.items():
+                inside = f"{where}.{key}" if where else str(key)
+                if "\x00" in str(key):
+                    return where or "body"
+                pending.append((inner, inside))
         elif isinstance(item, list):
             pending.extend((inner, f"{where}[{index}]") for index, inner in enumerate(item))
     return None

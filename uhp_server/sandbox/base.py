@@ -89,6 +89,16 @@ class SandboxedProcess(abc.ABC):
     async def kill(self) -> None:
         """Kill the process and everything it started. Idempotent."""
 
+    async def pause(self) -> bool:
+        """Stop every process of the sandbox from running until resume() (a warm process
+        idling between its session's turns, engine/turns/warm.py: it must take no CPU
+        outside admission); False, nothing paused, where the sandbox cannot."""
+        return False
+
+    async def resume(self) -> None:
+        """Let a paused sandbox run again (idempotent; nothing when it was not paused)."""
+        return None
+
     async def limit_exceeded(self) -> str | None:
         """Why the sandbox stopped (or must stop) the process, for a resource limit or
         because what ran it was lost (e.g. its Docker engine), as a sentence for the turn's

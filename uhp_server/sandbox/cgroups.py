@@ -29,6 +29,8 @@ REMOVE_TIMEOUT = 5.0  # the killed sandbox's processes take a moment to leave
 # Every turn together weighs this much against a process of the server (1024, nice 0): an
 # eighth, so the server's loop gets most of a core when it wants one.
 TURNS_CPU_SHARES = 128
+# How many times a pause moves the processes left out into the freezer before giving up.
+FREEZE_ROUNDS = 20
 # An empty cgroup of another server this old is a killed server's leftover.
 STALE_SECONDS = 120.0
 
@@ -43,6 +45,9 @@ class Hierarchy:
     # Where the turns' shared CPU group goes (v1's cpu hierarchy). None on v2, whose one
     # cgroup per process would need the turn cgroups nested inside that group: not built yet.
     cpu_parent: Path | None = None
+    # Where a turn's freezer cgroup goes when it is paused (v1's freezer hierarchy); v2
+    # freezes the turn's own cgroup (`cgroup.freeze`).
+    freezer_parent: Path | None = None
 
     def cpu_pool(self, name: str) -> Path | None:
         """The CPU group `name` every turn joins (made if missing), or None without a cpu
@@ -63,7 +68,8 @@ class Hierarchy:
         dirs = [memory_dir] if memory_dir == pids_dir else [memory_dir, pids_dir]
         for folder in dirs:
             folder.mkdir()
-        group = TurnCgroup(self.version, memory_dir, pids_dir, cpu_pool)
+        freezer_dir = self.freezer_parent / name if self.freezer_parent is not None else None
+        group = TurnCgroup(self.version, memory_dir, pids_dir, cpu_pool, freezer_dir)
         try:
             group.set_limits(memory_bytes, pids)
         except OSError:
@@ -78,8 +84,7 @@ class Hierarchy:
         is empty for the moment its turn takes to start. The kernel refuses to remove a
         cgroup that still holds a process."""
         parents = {self.memory_parent, self.pids_parent}
-        if self.cpu_parent is not None:
-            parents.add(self.cpu_parent)
+        parents.update(p for p in (self.cpu_parent, self.freezer_parent) if p is not None)
         stale_before = time.time() - STALE_SECONDS
         for parent in parents:
             for leftover in parent.glob(f"{family}*"):
@@ -92,12 +97,21 @@ class TurnCgroup:
     """One turn's cgroup (on v1, a folder in each of the memory and pids hierarchies)."""
 
     def __init__(
-        self, version: int, memory_dir: Path, pids_dir: Path, cpu_pool: Path | None = None
+        self,
+        version: int,
+        memory_dir: Path,
+        pids_dir: Path,
+        cpu_pool: Path | None = None,
+        freezer_dir: Path | None = None,
     ) -> None:
         self.version = version
         self.memory_dir = memory_dir
         self.pids_dir = pids_dir
         self.cpu_pool = cpu_pool  # shared by every turn: never removed with this one
+        # v1: made only when the turn is first paused (a move into a cgroup costs an RCU
+        # grace period, which no turn's start should pay for a pause it may never need).
+        self.freezer_dir = freezer_dir
+        self.frozen = False
 
     @property
     def _dirs(self) -> list[Path]:
@@ -127,6 +141,40 @@ class TurnCgroup:
                 _make_cpu_pool(self.cpu_pool)
                 _write(self.cpu_pool / "cgroup.procs", pid)
 
+    def freeze(self) -> bool:
+        """Pause every process of the turn; False where this kernel cannot (no freezer)."""
+        if self.version == 2:
+            _write(self.memory_dir / "cgroup.freeze", 1)
+            self.frozen = True
+            return True
+        if self.freezer_dir is None:
+            return False
+        self.freezer_dir.mkdir(exist_ok=True)
+        # Every process of the turn into the freezer cgroup, again until none is left out:
+        # a child forked while its parent moved is born outside, one forked after inside.
+        for _ in range(FREEZE_ROUNDS):
+            inside = set(_pids(self.freezer_dir))
+            outside = [pid for pid in _pids(self.memory_dir) if pid not in inside]
+            if not outside:
+                break
+            for pid in outside:
+                with contextlib.suppress(ProcessLookupError):  # gone meanwhile
+                    _write(self.freezer_dir / "cgroup.procs", int(pid))
+        else:
+            return False  # a fork bomb outruns the moves: not paused, not kept
+        (self.freezer_dir / "freezer.state").write_text("FROZEN")
+        self.frozen = True
+        return True
+
+    def thaw(self) -> None:
+        if not self.frozen:
+            return
+        if self.version == 2:
+            _write(self.memory_dir / "cgroup.freeze", 0)
+        elif self.freezer_dir is not None:
+            (self.freezer_dir / "freezer.state").write_text("THAWED")
+        self.frozen = False
+
     def memory_exceeded(self) -> bool:
         """True once the kernel killed a process of this cgroup for memory."""
         if self.version == 2:
@@ -140,7 +188,8 @@ class TurnCgroup:
     def remove(self) -> None:
         """Remove the cgroup once its processes are gone (waits up to REMOVE_TIMEOUT)."""
         deadline = time.monotonic() + REMOVE_TIMEOUT
-        for folder in self._dirs:
+        made = [self.freezer_dir] if self.freezer_dir and self.freezer_dir.exists() else []
+        for folder in [*self._dirs, *made]:
             while True:
                 try:
                     folder.rmdir()
@@ -162,7 +211,7 @@ def detect() -> Hierarchy | None:
     own = _own_cgroups()
     if (ROOT / "cgroup.controllers").is_file():  # v2 mounted at the root: unified only
         return _v2(ROOT / own.get("", "/").lstrip("/"))
-    memory, pids, cpu = ROOT / "memory", ROOT / "pids", ROOT / "cpu"
+    memory, pids, cpu, freezer = ROOT / "memory", ROOT / "pids", ROOT / "cpu", ROOT / "freezer"
     # (The root of a v1 pids hierarchy has no pids.max of its own.)
     if (memory / "memory.limit_in_bytes").is_file() and (pids / "cgroup.procs").is_file():
         return _probe(
@@ -171,6 +220,9 @@ def detect() -> Hierarchy | None:
                 memory / own.get("memory", "/").lstrip("/"),
                 pids / own.get("pids", "/").lstrip("/"),
                 cpu / own.get("cpu", "/").lstrip("/") if (cpu / "cpu.shares").is_file() else None,
+                freezer / own.get("freezer", "/").lstrip("/")
+                if (freezer / "cgroup.procs").is_file()
+                else None,
             )
         )
     _unavailable("no memory and pids cgroup controllers are mounted")
@@ -225,6 +277,10 @@ def _make_cpu_pool(pool: Path) -> None:
     """The turns' shared CPU group at `pool` (made if missing), weighted below the server."""
     pool.mkdir(exist_ok=True)
     _write(pool / "cpu.shares", TURNS_CPU_SHARES)
+
+
+def _pids(folder: Path) -> list[str]:
+    return folder.joinpath("cgroup.procs").read_text().split()
 
 
 def _write(path: Path, value: int) -> None:

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Depends
 
 from uhp_server.doors.deps import EngineDep
+from uhp_server.doors.uhp.memories import keepable_body
 from uhp_server.http.auth import CurrentPrincipal
 from uhp_server.http.strict_json import StrictJsonRoute
 from uhp_server.memories.records import HarnessMemories
 
-router = APIRouter(route_class=StrictJsonRoute)
+router = APIRouter(route_class=StrictJsonRoute, dependencies=[Depends(keepable_body)])
 
 JsonObject = Annotated[dict[str, Any], Body()]
 NOTICE_FIELD = "uhpserver_notice"

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, Request
+from fastapi import APIRouter, Body, Depends, Header, Request
 from fastapi.responses import StreamingResponse
 
 from uhp_server.doors.deps import EngineDep
@@ -24,7 +24,7 @@ from uhp_server.files.filenames import content_disposition
 from uhp_server.http.auth import CurrentPrincipal
 from uhp_server.http.strict_json import StrictJsonRoute
 from uhp_server.memories.access import Caller
-from uhp_server.memories.content import CORE
+from uhp_server.memories.content import CORE, nul_at
 from uhp_server.memories.errors import memory_invalid
 from uhp_server.memories.graph import GraphEdge, GraphEnd, MemoryGraph
 from uhp_server.memories.provider import Capabilities
@@ -40,7 +40,18 @@ from uhp_server.memories.records import (
 )
 from uhp_server.memories.snapshots import Snapshot
 
-router = APIRouter(route_class=StrictJsonRoute)
+
+async def keepable_body(request: Request) -> None:
+    """A body holding a NUL character (U+0000) anywhere is refused whole, `422 memory_invalid`
+    naming where: no memory keeps one (memories/content.py nul_at)."""
+    parsed = getattr(request, "_json", None)  # set by StrictJsonRoute for a JSON body
+    if parsed is not None and (where := nul_at(parsed)) is not None:
+        raise memory_invalid(
+            f"`{where}` holds a NUL character (U+0000), which no memory keeps.", where
+        )
+
+
+router = APIRouter(route_class=StrictJsonRoute, dependencies=[Depends(keepable_body)])
 
 JsonObject = Annotated[dict[str, Any], Body()]
 # Every write accepts one (§5.1): a repeat of the same request is given the first answer.

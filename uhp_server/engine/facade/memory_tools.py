@@ -25,6 +25,7 @@ from uhp_server.engine.facade.memories import Memories
 from uhp_server.errors import ApiError
 from uhp_server.memories.access import WRITE
 from uhp_server.memories.agent import fenced_json, record_json
+from uhp_server.memories.content import nul_at
 from uhp_server.memories.records import Memory, MemoryRecord
 
 MAX_LIST = 50
@@ -209,6 +210,8 @@ class MemoryTools:
         offered = {tool["name"] for tool in await self.offered(turn)}
         if name not in offered:
             return ToolAnswer(f"No tool named {name!r} is offered to you.", error=True)
+        if (where := nul_at(arguments)) is not None:  # no memory keeps one
+            return ToolAnswer(f"invalid arguments: `{where}` holds a NUL character.", error=True)
         try:
             return ToolAnswer(await getattr(self, "_" + name)(turn, arguments))
         except ApiError as refused:

@@ -125,6 +125,8 @@ class TurnExecutor:
                 run.enter(RunPhase.RUNNING)
             plan = await self._conversation_before(run)
             warm = self.warm.take(run) if self.warm is not None else None
+            if warm is not None:
+                await warm.proc.resume()  # paused while it idled
             if warm is not None:  # the process holds its token: the grant goes on with it
                 resumed = self._resumed_grant(run, grant, warm)
                 if resumed is None:  # its grant lapsed while it idled: it starts cold
@@ -290,6 +292,12 @@ class TurnExecutor:
         if agen is not None:
             with contextlib.suppress(BaseException):
                 await agen.aclose()  # type: ignore[attr-defined]
+        # Paused while it idles: what the agent left running takes no CPU outside admission
+        # (no turn slot holds it). A sandbox that cannot pause it does not keep it.
+        if not await proc.pause():
+            self.tokens.revoke(grant.token)
+            await stop_process(proc)
+            return
         self.warm.park(run, proc, agent_turn, grant)
 
     def _environment_mounts(self, environment: EnvironmentMount | None) -> tuple[ExtraMount, ...]:

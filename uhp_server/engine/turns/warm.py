@@ -266,6 +266,8 @@ async def stop_process(proc: SandboxedProcess) -> None:
     flushes), kill: always, whatever fails on the way."""
     try:
         with contextlib.suppress(Exception):
+            await proc.resume()  # a paused process reads no closed stdin, and exits not
+        with contextlib.suppress(Exception):
             await proc.close_stdin()
         with contextlib.suppress(Exception, TimeoutError):
             await asyncio.wait_for(_read_to_end(proc), STOP_SECONDS)

@@ -308,15 +308,17 @@ class DockerSandbox(Sandbox):
         await asyncio.to_thread(hand_over, *user, mounts.workspace, mounts.home)
         door = mounts.door or f"docker:unbound-{secrets.token_hex(8)}"
         neutral = await mounted_off_loop(functools.partial(self._mount_neutral, mounts))
-        go = self._pooled_go(invocation, mounts, neutral)
-        if go is not None and neutral is not None:
-            try:
+        try:  # the overlays never outlive a start that failed, whatever failed
+            go = self._pooled_go(invocation, mounts, neutral)
+            process = None
+            if go is not None and neutral is not None:
                 process = await self._start_pooled(go, door, user, mounts, neutral)
-            except BaseException:
+        except BaseException:
+            if neutral is not None:
                 await asyncio.shield(asyncio.to_thread(neutral.unmount))
-                raise
-            if process is not None:
-                return process
+            raise
+        if process is not None:
+            return process
         try:
             accounts = account_files(user, self.paths.home)
             turn_socket = await self.gateway.open_turn(door, user, accounts)

@@ -45,7 +45,10 @@ def turn_script(invocation: Invocation) -> bytes | None:
         *(f"export {shlex.quote(f'{name}={value}')}" for name, value in invocation.env.items()),
         "exec " + " ".join(shlex.quote(word) for word in invocation.argv),
     ]
-    script = ("\n".join(lines) + "\n").encode()
+    try:
+        script = ("\n".join(lines) + "\n").encode()
+    except UnicodeEncodeError:  # a lone surrogate: not for a shell's bytes; a cold start says it
+        return None
     return script if len(script) <= MAX_SCRIPT_BYTES else None
 
 

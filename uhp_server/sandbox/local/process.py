@@ -126,8 +126,25 @@ class LocalProcess(SandboxedProcess):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._proc.pid, signal.SIGKILL)
 
+    async def pause(self) -> bool:
+        group = self._watch.cgroup if self._watch is not None else None
+        if group is None or self._proc.returncode is not None:
+            return False
+        try:
+            return await asyncio.to_thread(group.freeze)
+        except OSError:
+            log.exception("sandbox_pause_failed")
+            await self.resume()
+            return False
+
+    async def resume(self) -> None:
+        group = self._watch.cgroup if self._watch is not None else None
+        if group is not None and group.frozen:
+            await asyncio.to_thread(group.thaw)
+
     async def kill(self) -> None:
         self._killpg()
+        await self.resume()  # a frozen process takes its SIGKILL only once thawed
         await self.wait()
 
     async def kill_and_wait(self) -> int:
