@@ -125,8 +125,8 @@ class TurnExecutor:
                 run.enter(RunPhase.RUNNING)
             plan = await self._conversation_before(run)
             warm = self.warm.take(run) if self.warm is not None else None
-            if warm is not None:
-                await warm.proc.resume()  # paused while it idled
+            if warm is not None and not await self._resumed(warm):
+                warm = None  # could not be thawed: stopped, and this turn starts cold
             if warm is not None:  # the process holds its token: the grant goes on with it
                 resumed = self._resumed_grant(run, grant, warm)
                 if resumed is None:  # its grant lapsed while it idled: it starts cold
@@ -277,6 +277,18 @@ class TurnExecutor:
         grant.memory = plan.memory
         run.grant = grant
         return grant
+
+    async def _resumed(self, warm: WarmAgent) -> bool:
+        """Thaw a warm process taken for its session's next turn (it idled paused); one
+        that cannot be thawed is stopped, its token revoked."""
+        try:
+            await warm.proc.resume()
+            return True
+        except OSError:
+            log.exception("warm_resume_failed")
+            self.tokens.revoke(warm.grant.token)
+            await stop_process(warm.proc)
+            return False
 
     async def _keep_warm(
         self,
