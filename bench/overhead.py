@@ -23,11 +23,9 @@ import contextlib
 import dataclasses
 import json
 import math
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -47,7 +45,8 @@ from uhp_server.engine.turns.phases import TurnPhase
 
 # tests/ is not an installed package: the bench borrows the test suite's helpers from the repo.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench import _smoke
+from bench import _runs, _smoke
+from bench._runs import BenchError
 from tests.conftest import API_KEY, DEFAULT_MODELS, MODELS, PROVIDER_KEY, server_env, tools_dir
 from tests.scripted_provider import RunningProvider, start_provider
 from tests.support.direct_turn import direct_spec, run_direct_turn
@@ -66,10 +65,6 @@ TASKS = {
     "text": ("SAY hello world", "hello world"),
     "tool": ("RUN echo hi\nSAY got {output}", "got hi"),
 }
-
-
-class BenchError(RuntimeError):
-    """A run did not do what the task asked; its timing would mean nothing."""
 
 
 # -- direct: the CLI driven by its base, and other direct references -------------------------
@@ -459,28 +454,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--tasks must be at least 1")
     measured = subject(args.base)
 
-    # SIGTERM unwinds like Ctrl-C, so the provider and the server are stopped either way.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    def run() -> Results:
+        try:
+            with _runs.scratch_folder() as scratch:
+                return run_bench(measured, args.tasks, scratch, _runs.log, not args.smoke)
+        except TimeoutError:
+            raise BenchError(f"a turn took longer than {TURN_TIMEOUT:.0f} s") from None
 
-    def log(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
-
-    # Not under /tmp: Codex skips some start-up work for homes in temporary folders, and the
-    # server's sandbox homes are never there either.
-    cache = Path.home() / ".cache" / "uhp-server"
-    cache.mkdir(parents=True, exist_ok=True)
-    try:
-        with tempfile.TemporaryDirectory(prefix="bench-", dir=cache) as scratch:
-            results = run_bench(measured, args.tasks, Path(scratch), log, not args.smoke)
-    except KeyboardInterrupt:
-        log("interrupted; everything the bench started has been stopped")
-        return 130
-    except BenchError as exc:
-        log(f"bench failed: {exc}")
-        return 1
-    except TimeoutError:
-        log(f"bench failed: a turn took longer than {TURN_TIMEOUT:.0f} s")
-        return 1
+    results = _runs.finished(run)
+    if isinstance(results, int):
+        return results
     print(report(measured, results, args.tasks))
     return 0
 

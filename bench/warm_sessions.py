@@ -20,10 +20,8 @@ import argparse
 import contextlib
 import json
 import os
-import signal
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -36,7 +34,8 @@ from uhp_server.engine.reading.fold import TERMINAL_TYPES
 
 # tests/ is not an installed package: the bench borrows the test suite's helpers from the repo.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench import _smoke
+from bench import _runs, _smoke
+from bench._runs import BenchError
 from tests.conftest import API_KEY, MODELS, PROVIDER_KEY, server_env, tools_dir
 from tests.scripted_provider import start_provider
 from tests.support.sandbox_processes import sandbox_processes
@@ -46,10 +45,6 @@ TURN_TIMEOUT = 120.0
 KEEP_WARM_SECONDS = 600
 MODES = ("cold", "warm")
 FIRST, CONTINUED = "SAY first turn", "SAY continued turn"
-
-
-class BenchError(RuntimeError):
-    pass
 
 
 @dataclass
@@ -206,25 +201,14 @@ def main(argv: list[str] | None = None) -> int:
     args = _smoke.shrink(parser.parse_args(argv), rounds=1)
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
-    # SIGTERM unwinds like Ctrl-C, so the provider and the server are stopped either way.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
-    def log(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
+    def run() -> Results:
+        with _runs.scratch_folder() as scratch:
+            return run_bench(args.base, args.rounds, scratch, _runs.log)
 
-    # Not under /tmp: Codex skips some start-up work for homes in temporary folders, and the
-    # server's sandbox homes are never there either.
-    cache = Path.home() / ".cache" / "uhp-server"
-    cache.mkdir(parents=True, exist_ok=True)
-    try:
-        with tempfile.TemporaryDirectory(prefix="bench-", dir=cache) as scratch:
-            results = run_bench(args.base, args.rounds, Path(scratch), log)
-    except KeyboardInterrupt:
-        log("interrupted; everything the bench started has been stopped")
-        return 130
-    except BenchError as exc:
-        log(f"bench failed: {exc}")
-        return 1
+    results = _runs.finished(run)
+    if isinstance(results, int):
+        return results
     print(report(args.base, results, args.rounds))
     return 0
 
