@@ -35,8 +35,9 @@ from harness_bases import registry
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import _smoke
+from bench._runs import sse_events
 from bench.gateway_chunks import TARGET_P99_SECONDS, chat_stream_chunks, chunk_costs, percentile
-from bench.overhead import TASKS, TURN_TIMEOUT, BenchError, sse_events, wait_children_gone
+from bench.overhead import TASKS, TURN_TIMEOUT, BenchError, wait_children_gone
 from tests.conftest import API_KEY, DEFAULT_MODELS, MODELS, PROVIDER_KEY, server_env, tools_dir
 from tests.scripted_provider import RunningProvider, start_provider
 from tests.support.server import ServerProcess

@@ -27,7 +27,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,7 +40,6 @@ from harness_bases.acp import AcpBase
 from harness_bases.base import SYSTEM_PATH, HarnessBase
 from harness_bases.codex import install as codex_install
 from harness_bases.codex.config import TOKEN_ENV, write_config
-from uhp_server.engine.reading.fold import TERMINAL_TYPES
 from uhp_server.engine.turns.phases import TurnPhase
 
 # tests/ is not an installed package: the bench borrows the test suite's helpers from the repo.
@@ -197,46 +196,19 @@ class ServerTiming:
     created: float  # request sent -> response.created, seconds
 
 
-def sse_events(lines: Iterator[str]) -> Iterator[dict]:
-    data: list[str] = []
-    for line in lines:
-        if line.startswith("data:"):
-            data.append(line[5:].lstrip())
-        elif line == "" and data:
-            yield json.loads("\n".join(data))
-            data = []
-
-
 def server_task(
     client: httpx.Client, prompt: str, metadata: dict[str, str] | None = None
 ) -> ServerTiming:
-    created = None
-    body: dict[str, object] = {"input": prompt, "stream": True}
+    body: dict[str, object] = {"input": prompt}
     if metadata:
         body["metadata"] = metadata
-    started = time.perf_counter()
-    with client.stream("POST", "/v1/responses", json=body) as response:
-        if response.status_code != 200:
-            raise BenchError(f"server answered {response.status_code}: {response.read()!r}")
-        for event in sse_events(response.iter_lines()):
-            if event["type"] == "response.created":
-                created = time.perf_counter() - started
-            elif event["type"] in TERMINAL_TYPES:
-                total = time.perf_counter() - started
-                final = event["response"]
-                break
-        else:
-            raise BenchError("the stream ended without a terminal event")
+    streamed = _runs.streamed_response(client, body, first_of=("response.created",))
+    final, created = streamed.final, streamed.first.get("response.created")
     if final["status"] != "completed" or created is None:
         raise BenchError(f"server task ended {final['status']}: {final.get('error')}")
-    text = "".join(
-        part.get("text", "")
-        for item in final["output"]
-        if item["type"] == "message"
-        for part in item["content"]
-    )
+    text = _runs.output_text(final)
     _check_answer("server", prompt, text)
-    return ServerTiming(total, created)
+    return ServerTiming(streamed.total, created)
 
 
 def wait_children_gone(pid: int, timeout: float = 15.0) -> None:

@@ -40,7 +40,8 @@ import httpx
 # tests/ is not an installed package: the bench borrows the test suite's helpers from the repo.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import _smoke
-from bench.overhead import sse_events, wait_children_gone
+from bench._runs import sse_events
+from bench.overhead import wait_children_gone
 from tests.conftest import API_KEY, MODELS, PROVIDER_KEY, installed_tools, server_env
 from tests.scripted_provider import start_provider
 from tests.support.postgres import Databases

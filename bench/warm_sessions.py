@@ -18,19 +18,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
 from harness_bases import registry
-from uhp_server.engine.reading.fold import TERMINAL_TYPES
 
 # tests/ is not an installed package: the bench borrows the test suite's helpers from the repo.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -61,44 +59,14 @@ class Results:
         return statistics.median(getattr(t, what) for t in self.timings[mode])
 
 
-def sse_events(lines: Iterator[str]) -> Iterator[dict]:
-    data: list[str] = []
-    for line in lines:
-        if line.startswith("data:"):
-            data.append(line[5:].lstrip())
-        elif line == "" and data:
-            yield json.loads("\n".join(data))
-            data = []
-
-
 def streamed_turn(client: httpx.Client, body: dict[str, object]) -> tuple[Timing, dict]:
     """One streamed turn: its timing and its final response."""
-    first_delta = None
-    started = time.perf_counter()
-    with client.stream("POST", "/v1/responses", json={**body, "stream": True}) as response:
-        if response.status_code != 200:
-            raise BenchError(f"server answered {response.status_code}: {response.read()!r}")
-        for event in sse_events(response.iter_lines()):
-            if event["type"] == "response.output_text.delta" and first_delta is None:
-                first_delta = time.perf_counter() - started
-            elif event["type"] in TERMINAL_TYPES:
-                total = time.perf_counter() - started
-                final = event["response"]
-                break
-        else:
-            raise BenchError("the stream ended without a terminal event")
+    delta = "response.output_text.delta"
+    streamed = _runs.streamed_response(client, body, first_of=(delta,))
+    final, first_delta = streamed.final, streamed.first.get(delta)
     if final["status"] != "completed" or first_delta is None:
         raise BenchError(f"a turn ended {final['status']}: {final.get('error')}")
-    return Timing(first_delta, total), final
-
-
-def text_of(response: dict) -> str:
-    return "".join(
-        part.get("text", "")
-        for item in response["output"]
-        if item["type"] == "message"
-        for part in item["content"]
-    )
+    return Timing(first_delta, streamed.total), final
 
 
 def session_processes(session_id: str) -> list[int]:
@@ -128,8 +96,8 @@ def one_round(client: httpx.Client, harnesses: dict[str, str], mode: str) -> Tim
         timing, final = streamed_turn(
             client, {"input": CONTINUED, "metadata": metadata, "previous_response_id": first["id"]}
         )
-        if text_of(final).strip() != "continued turn":
-            raise BenchError(f"{mode}: unexpected answer {text_of(final)!r}")
+        if _runs.output_text(final).strip() != "continued turn":
+            raise BenchError(f"{mode}: unexpected answer {_runs.output_text(final)!r}")
         if mode == "warm" and not warm_pids <= set(session_processes(session)):
             raise BenchError("the warm continued turn did not run in the kept process")
     finally:
