@@ -35,9 +35,9 @@ from storage import memory_vectors
 from storage.db import Database, Order
 from storage.memory_search import Scope
 from storage.memory_vectors import Meaning
-from storage.tables import MemoryGrantRow, MemoryRecordRow, MemoryRow
-from uhp_server.ids import new_id
-from uhp_server.memories.access import ALL, Caller, ordered
+from storage.tables import MemoryRecordRow
+from uhp_server.engine.facade.memories import new_memory_rows
+from uhp_server.memories.access import Caller
 from uhp_server.memories.embedded import EMBEDDED, EmbeddedProvider
 from uhp_server.memories.meaning import StoredVectors
 from uhp_server.memories.provider import NewRecord
@@ -57,27 +57,9 @@ def unit_vector(rng: random.Random, dimensions: int) -> list[float]:
 
 
 async def make_memories(db: Database, count: int) -> list[str]:
-    now = store.now_ms()
     ids = []
     for i in range(count):
-        row = MemoryRow(
-            id=new_id("memory"),
-            parent_id=None,
-            name=f"meaning-{i}",
-            description="Bench memory.",
-            restricted=False,
-            provider=EMBEDDED,
-            owner_id=OWNER.member_id,
-            created_at_ms=now,
-            updated_at_ms=now,
-        )
-        grant = MemoryGrantRow(
-            id=new_id("memory_grant"),
-            memory_id=row.id,
-            principal=OWNER.principal,
-            privileges=ordered(ALL),
-            created_at_ms=now,
-        )
+        row, grant = new_memory_rows(OWNER, None, f"meaning-{i}", "Bench memory.", False, EMBEDDED)
         await db.write(store.insert_memory, row, grant, order=Order.ANY)
         ids.append(row.id)
     return ids

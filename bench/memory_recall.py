@@ -36,11 +36,11 @@ from bench import _smoke
 from storage import memories as store
 from storage.db import Database, Order
 from storage.tables import MemoryGrantRow, MemoryRow
-from uhp_server.engine.facade.memories import Memories
+from uhp_server.engine.facade.memories import Memories, new_memory_rows
 from uhp_server.engine.facade.memory_recall import scope
 from uhp_server.engine.facade.memory_replays import Replays
 from uhp_server.ids import new_id
-from uhp_server.memories.access import ALL, READ, Caller, ordered
+from uhp_server.memories.access import READ, Caller
 from uhp_server.memories.embedded import EMBEDDED, EmbeddedProvider
 from uhp_server.memories.provider import NewRecord
 from uhp_server.memories.records import Writer
@@ -82,24 +82,8 @@ async def build_tree(db: Database, memories: int) -> Tree:
     rows: list[tuple[MemoryRow, MemoryGrantRow]] = []
 
     def memory(parent: str | None, name: str, restricted: bool = False) -> str:
-        row = MemoryRow(
-            id=new_id("memory"),
-            parent_id=parent,
-            name=name,
-            description=f"Bench memory {name}.",
-            restricted=restricted,
-            provider=EMBEDDED,
-            owner_id=OWNER.member_id,
-            created_at_ms=now,
-            updated_at_ms=now,
-        )
-        grant = MemoryGrantRow(
-            id=new_id("memory_grant"),
-            memory_id=row.id,
-            principal=OWNER.principal,
-            privileges=ordered(ALL),
-            created_at_ms=now,
-        )
+        description = f"Bench memory {name}."
+        row, grant = new_memory_rows(OWNER, parent, name, description, restricted, EMBEDDED)
         rows.append((row, grant))
         return row.id
 

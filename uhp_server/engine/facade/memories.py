@@ -91,6 +91,38 @@ MAX_EPISODES = 100
 REVISE_TRIES = 5  # a revision that keeps losing to others' is refused after this many
 
 
+def new_memory_rows(
+    creator: Caller,
+    parent_id: str | None,
+    name: str,
+    description: str,
+    restricted: bool,
+    provider: str,
+) -> tuple[MemoryRow, MemoryGrantRow]:
+    """A new memory's row and its creator's grant, to insert together: whoever creates a
+    memory holds all four privileges on it, a grant like any other."""
+    now = store.now_ms()
+    row = MemoryRow(
+        id=new_id("memory"),
+        parent_id=parent_id,
+        name=name,
+        description=description,
+        restricted=restricted,
+        provider=provider,
+        owner_id=creator.member_id,
+        created_at_ms=now,
+        updated_at_ms=now,
+    )
+    grant = MemoryGrantRow(
+        id=new_id("memory_grant"),
+        memory_id=row.id,
+        principal=creator.principal,
+        privileges=ordered(ALL),
+        created_at_ms=now,
+    )
+    return row, grant
+
+
 class Memories:
     def __init__(
         self,
@@ -143,25 +175,8 @@ class Memories:
                 raise memory_invalid("`parent_id` is a memory's id, or null.", "parent_id")
             seen = await self._requiring(caller, parent_id, CREATE, param="parent_id")
         provider = self._provider_named(body.get("provider"), seen, parent_id)
-        now = store.now_ms()
-        row = MemoryRow(
-            id=new_id("memory"),
-            parent_id=parent_id,
-            name=name,
-            description=description or "",
-            restricted=bool(restricted),
-            provider=provider,
-            owner_id=caller.member_id,
-            created_at_ms=now,
-            updated_at_ms=now,
-        )
-        # Whoever creates a memory holds all four privileges on it: a grant like any other.
-        owner = MemoryGrantRow(
-            id=new_id("memory_grant"),
-            memory_id=row.id,
-            principal=caller.principal,
-            privileges=ordered(ALL),
-            created_at_ms=now,
+        row, owner = new_memory_rows(
+            caller, parent_id, name, description or "", bool(restricted), provider
         )
         try:
             inserted = await self.db.write(
