@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -199,36 +200,35 @@ def _attributes(value: object) -> dict[str, Any]:
 
 
 def _non_finite(value: object, path: str) -> str | None:
-    """Where in `value` a NaN or an infinity sits (the first found), or None. A walk with
-    its own stack: a deeply nested body cannot exhaust Python's."""
-    pending: list[tuple[object, str]] = [(value, path)]
-    while pending:
-        item, where = pending.pop()
-        if isinstance(item, float) and not math.isfinite(item):
-            return where
-        if isinstance(item, dict):
-            pending.extend((inner, f"{where}.{key}") for key, inner in item.items())
-        elif isinstance(item, list):
-            pending.extend((inner, f"{where}[{index}]") for index, inner in enumerate(item))
-    return None
+    """Where in `value` a NaN or an infinity sits (the first found), or None."""
+    return _first_where(
+        value, path, lambda item: isinstance(item, float) and not math.isfinite(item)
+    )
 
 
 def nul_at(value: object, path: str = "") -> str | None:
     """Where in `value` a NUL character (U+0000) sits, in a string or a key (the first
-    found), or None. JSON may carry one, but PostgreSQL keeps none in text, and in a `json`
-    column its operators fail on one: kept, a single such value would break the filters of
-    every recall covering it. A walk with its own stack, as _non_finite's."""
+    found; "body" for the top), or None. JSON may carry one, but PostgreSQL keeps none in
+    text, and in a `json` column its operators fail on one: kept, a single such value would
+    break the filters of every recall covering it."""
+    found = _first_where(value, path, lambda item: isinstance(item, str) and "\x00" in item)
+    return None if found is None else found or "body"
+
+
+def _first_where(value: object, path: str, bad: Callable[[object], bool]) -> str | None:
+    """Where in `value` the first item `bad` holds for sits, a key counting as an item at its
+    object's place; None when there is none. A walk with its own stack: a deeply nested body
+    cannot exhaust Python's."""
     pending: list[tuple[object, str]] = [(value, path)]
     while pending:
         item, where = pending.pop()
-        if isinstance(item, str) and "\x00" in item:
-            return where or "body"
+        if bad(item):
+            return where
         if isinstance(item, dict):
             for key, inner in item.items():
-                inside = f"{where}.{key}" if where else str(key)
-                if "\x00" in str(key):
-                    return where or "body"
-                pending.append((inner, inside))
+                if bad(key):
+                    return where
+                pending.append((inner, f"{where}.{key}" if where else str(key)))
         elif isinstance(item, list):
             pending.extend((inner, f"{where}[{index}]") for index, inner in enumerate(item))
     return None
