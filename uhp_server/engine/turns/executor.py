@@ -38,7 +38,7 @@ from uhp_server.engine.turns.questions import (
 )
 from uhp_server.engine.turns.run import PARKED_REASON, Outcome, Run, RunPhase, TurnPlan
 from uhp_server.engine.turns.stopping import limit_outcome, wind_down
-from uhp_server.engine.turns.warm import WarmAgent, WarmAgents, stop_process
+from uhp_server.engine.turns.warm import WarmAgent, WarmAgents, stop_process, stop_revoked
 from uhp_server.environments.mount import EnvironmentMount
 from uhp_server.environments.turn import (
     environment_instructions,
@@ -173,8 +173,7 @@ class TurnExecutor:
                     proc, agent_turn = warm.proc, plan.base.continue_turn(warm.turn, spec)
                 if agent_turn is None:
                     if warm is not None:  # the base could not go on in it after all
-                        self.tokens.revoke(grant.token)
-                        await stop_process(warm.proc)
+                        await stop_revoked(self.tokens, grant.token, warm.proc)
                         warm = None
                         grant = self._fresh_grant(run, door)
                         spec = dataclasses.replace(spec, gateway_token=grant.token)
@@ -286,8 +285,7 @@ class TurnExecutor:
             return True
         except OSError:
             log.exception("warm_resume_failed")
-            self.tokens.revoke(warm.grant.token)
-            await stop_process(warm.proc)
+            await stop_revoked(self.tokens, warm.grant.token, warm.proc)
             return False
 
     async def _keep_warm(
@@ -307,8 +305,7 @@ class TurnExecutor:
         # Paused while it idles: what the agent left running takes no CPU outside admission
         # (no turn slot holds it). A sandbox that cannot pause it does not keep it.
         if not await proc.pause():
-            self.tokens.revoke(grant.token)
-            await stop_process(proc)
+            await stop_revoked(self.tokens, grant.token, proc)
             return
         self.warm.park(run, proc, agent_turn, grant)
 

@@ -30,6 +30,7 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from harness_bases.turns import AgentTurn
 from uhp_server.engine.requests import TaskStatus
@@ -257,8 +258,14 @@ class WarmAgents:
     async def _stop(self, agent: WarmAgent) -> None:
         """Revoke its token, then let the CLI exit by itself (stdin closed, its transcript
         flushed), killing it after STOP_SECONDS."""
-        self.tokens.revoke(agent.grant.token)  # type: ignore[attr-defined]
-        await stop_process(agent.proc)
+        await stop_revoked(self.tokens, agent.grant.token, agent.proc)
+
+
+async def stop_revoked(tokens: Any, token: str, proc: SandboxedProcess) -> None:
+    """Revoke the process's gateway token (`tokens`: the gateway's), then stop it: a process
+    no turn will go on in."""
+    tokens.revoke(token)
+    await stop_process(proc)
 
 
 async def stop_process(proc: SandboxedProcess) -> None:
