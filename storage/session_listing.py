@@ -3,7 +3,9 @@
 Pages are ordered by (created_at, id), newest first. Both never change for a session, so a
 cursor taken from one page still points at the same place however sessions run meanwhile:
 ordering by last activity would let a session that took a new turn jump pages and be listed
-twice or not at all.
+twice or not at all. A session's id begins with the millisecond it was made
+(ids.new_time_ordered_id), so sessions made within one second (created_at's resolution) are
+still listed newest first.
 """
 
 from __future__ import annotations

@@ -5,7 +5,6 @@ fixtures (harness_bases/kilo/fixtures/) from these turns."""
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from harness_bases.kilo import install as installer
 from harness_bases.messages import RESUME_FAILED_NOTICE
 from tests.conftest import PROVIDER_KEY, installed_tools
 from tests.scripted_provider import RunningProvider
+from tests.support.connect_trace import outside_connections, strace_wrap
 from tests.support.live_base import LiveBase, capturing, chat_bodies, offered_tools
 from tests.support.mcp_server import assert_vault_answered, vault_turn
 from tests.support.plugin_turn import WORD, stamp_turn, stamped
@@ -191,18 +191,11 @@ async def test_the_cli_connects_to_nothing_but_the_gateway(env: LiveBase) -> Non
     if strace is None:
         pytest.skip("SKIPPED LOUDLY: no strace here, so the CLI's connections cannot be traced")
     trace = env.home.parent / "connect.trace"
-    wrap = [strace, "-f", "-qq", "-e", "trace=connect,bind", "-o", str(trace)]
-    turn = await env.run("RUN echo hi\nSAY {output}", wrap=wrap)
+    turn = await env.run("RUN echo hi\nSAY {output}", wrap=strace_wrap(strace, trace))
     assert turn.text.startswith("hi")
-    lines = trace.read_text().splitlines()
     # Kilo serves itself on a loopback port it binds; that is not a way out.
-    own = {m for line in lines if " bind(" in line for m in re.findall(r"htons\((\d+)\)", line)}
-    allowed = {env.provider.url.rsplit(":", 1)[1], *own}
-    inet = [line for line in lines if " connect(" in line and "AF_INET" in line]
-    assert inet, "no connection traced at all"
-    for line in inet:
-        (port,) = re.findall(r"htons\((\d+)\)", line)
-        assert port in allowed and "127.0.0.1" in line, line
+    port = env.provider.url.rsplit(":", 1)[1]
+    assert outside_connections(trace.read_text().splitlines(), port) == []
 
 
 # -- fast: prepare ----------------------------------------------------------------------------

@@ -256,7 +256,9 @@ def test_no_principal_reaches_another_through_the_kernel_keyring(
 def test_the_agent_meets_the_syscall_filter(client: httpx.Client) -> None:
     # io_uring, the keyring, bpf, perf, new user namespaces, mounts: refused to the agent's
     # own tool commands, whatever the base and the sandbox (sandbox/syscall_filter.py).
-    probe = f"RUN {as_one_command(syscall_probe.command())}\nSAY {{output}}"
+    # Two Python starts: on a loaded machine (in gVisor) past a shell tool's default wait of
+    # 10 s, after which the command's output never reaches the model.
+    probe = f"TIMEOUT 30\nRUN {as_one_command(syscall_probe.command())}\nSAY {{output}}"
     answers = syscall_probe.answers(tool_outputs(create(client, {"input": probe})).splitlines())
     expected = syscall_probe.expected(platform.machine(), gvisor=IN_GVISOR)
     assert {name: answers.get(name) for name in expected} == expected

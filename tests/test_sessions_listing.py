@@ -5,6 +5,7 @@ then read through the HTTP API as a client would."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from storage.tables import SessionRow
 from tests.support.app_context import app_context
 from tests.support.schema import validate
 from uhp_server.app import create_app
+from uhp_server.ids import new_time_ordered_id
 from uhp_server.settings import Settings
 
 KEY = "uhp_sk_listing_test"
@@ -164,3 +166,28 @@ def test_bad_paging_parameters_are_invalid_input(
 def test_listing_needs_a_credential(http: TestClient) -> None:
     assert http.get("/v1/sessions").status_code == 401
     assert http.get("/v1/sessions/hsessx").status_code == 401
+
+
+def test_sessions_made_within_one_second_are_listed_newest_first(
+    http: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """created_at has one-second resolution; the id, which begins with the millisecond it was
+    made, orders sessions within the second."""
+    db = app_context(http).db
+    owner = db.run(keys.ensure_principal, "default")
+    made = []
+    for millisecond in (5, 6, 7, 8):
+        monkeypatch.setattr(
+            time, "time_ns", lambda ms=millisecond: (1_786_400_000_000 + ms) * 10**6
+        )
+        row = SessionRow(
+            id=new_time_ordered_id("session"),
+            principal_id=owner.id,
+            harness_id="chrn_a",
+            container_id="cntr_x",
+            created_at=1_786_400_000,
+            updated_at=1_786_400_000,
+        )
+        made.append(db.run(session_store.insert_session, row).id)
+    listed = http.get("/v1/sessions", headers=AUTH).json()["sessions"]
+    assert [s["id"] for s in listed] == made[::-1]

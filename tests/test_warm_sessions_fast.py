@@ -3,6 +3,7 @@ process is reused by (engine/turns/warm.py). The process itself: test_warm_sessi
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -374,3 +375,54 @@ async def test_room_is_made_from_the_principal_holding_the_most_not_from_another
             await wait_for(lambda: len(warm) == 2 and sessions[-1] in warm.sessions())
         assert their_session in warm.sessions()
         assert set(warm.sessions()) == {their_session, sessions[-1]}
+
+
+async def test_an_end_asked_for_while_the_process_is_on_its_way_still_ends_it(
+    engine: InProcess,
+) -> None:
+    """The response ends before its process is paused and parked: a cancel or deletion sent
+    in between (found in CI: the process stayed warm after its response's cancel) reaches
+    it as it arrives; and the session's next turn waits for it instead of starting cold."""
+    harness_id = await _harness(engine, 600)
+    original_start = engine.sandbox.start
+    pausing = asyncio.Event()
+
+    async def slow_to_pause(*args: Any, **kwargs: Any) -> Any:
+        proc = await original_start(*args, **kwargs)
+        pause = proc.pause
+
+        async def held_pause() -> bool:
+            await pausing.wait()
+            return await pause()
+
+        proc.pause = held_pause
+        return proc
+
+    engine.sandbox.start = slow_to_pause  # type: ignore[method-assign]
+    ends = {
+        "cancel": lambda s, r: engine.client.post(f"/v1/sessions/{s}/cancel"),
+        "cancel the response": lambda s, r: engine.client.post(f"/v1/responses/{r}/cancel"),
+        "delete": lambda s, r: engine.client.delete(f"/v1/sessions/{s}"),
+    }
+    warm = warm_of(engine)
+    for why, end in ends.items():
+        pausing.clear()
+        done = await _turn(engine, harness_id, "one")
+        session = done["metadata"]["session_id"]
+        proc = engine.sandbox.started[-1]
+        assert not ended(proc) and session not in warm.sessions(), "still on its way"
+        answered = await end(session, done["id"])
+        assert answered.status_code == 200, (why, answered.text)
+        pausing.set()
+        await wait_for(functools.partial(ended, proc), timeout=10)
+        assert session not in warm.sessions(), why
+
+    pausing.clear()
+    first = await _turn(engine, harness_id, "one")
+    second = asyncio.ensure_future(_turn(engine, harness_id, "two", after=first["id"]))
+    await asyncio.sleep(0.2)
+    pausing.set()
+    await second
+    started = len(engine.sandbox.started)
+    assert engine.base.turns[-1].proc is engine.sandbox.started[started - 1]
+    assert engine.base.turns[-2].proc is engine.base.turns[-1].proc, "went on in it"

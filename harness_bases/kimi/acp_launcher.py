@@ -38,7 +38,8 @@ a client set:
    and its tool results only once every result is in, so a turn stopped meanwhile (a cancel,
    a question the server parks) lost the reply and its calls: the next turn's model never
    saw the question it asked. Here the reply is kept with the results that came back, and
-   each call still running answered as stopped.
+   each call still running answered as stopped; stopped while the reply still streamed
+   (its first calls already running), the calls made so far are kept the same way.
 
 `--version` prints the Kimi CLI version once its ACP server imports, and nothing else.
 """
@@ -208,6 +209,55 @@ def _patch_parallel_calls() -> None:
     OpenAILegacyStreamedMessage._convert_stream_response = convert_one_call_streaming
 
 
+class _RecordingToolset:
+    """The step's toolset, which notes each call it is handed and its pending result."""
+
+    def __init__(self, toolset: Any) -> None:
+        self._toolset = toolset
+        self.calls: list[Any] = []
+        self.futures: dict[str, Any] = {}
+
+    @property
+    def tools(self) -> Any:
+        return self._toolset.tools
+
+    def handle(self, call: Any) -> Any:
+        result = self._toolset.handle(call)
+        self.calls.append(call)
+        future = result
+        if not isinstance(result, asyncio.Future):  # answered at once: already returned
+            future = asyncio.get_running_loop().create_future()
+            future.set_result(result)
+        self.futures[call.id] = future
+        return result
+
+
+class _Step:
+    """What one step of the agent loop got to: the calls the model made so far, its whole
+    reply once the reply ended, and whether the loop wrote them into the conversation."""
+
+    def __init__(self) -> None:
+        self.toolset: _RecordingToolset | None = None
+        self.result: Any = None  # kosong's StepResult, once the model's reply ended
+        self.written = False
+
+    def reply_and_results(self) -> tuple[Any, list[Any]] | None:
+        """The reply to keep and its calls' results, each call still running answered as
+        stopped; None when the model made no call (nothing of the step is lost then)."""
+        from kosong import StepResult
+        from kosong.message import Message
+
+        result = self.result
+        if result is None and self.toolset is not None and self.toolset.calls:
+            calls = self.toolset.calls
+            # Stopped while the reply streamed: its calls are what the conversation needs.
+            message = Message(role="assistant", content=[], tool_calls=list(calls))
+            result = StepResult(None, message, None, list(calls), dict(self.toolset.futures))
+        if result is None or not result.tool_calls:
+            return None
+        return result, kept_results(result)
+
+
 def kept_results(result: Any) -> list[Any]:
     """A stopped step's tool results: each call's own where it returned, else "stopped"."""
     from kosong.tooling import ToolError, ToolResult
@@ -225,30 +275,52 @@ def kept_results(result: Any) -> list[Any]:
 
 
 def _patch_stopped_steps() -> None:
+    """A step stopped anywhere after the model's first call (while the reply streams, while
+    the tools run, or between) writes its reply and results as the loop would have."""
+    import kosong
     from kimi_cli.soul.kimisoul import KimiSoul
-    from kosong import StepResult
 
-    step = KimiSoul._step
+    run_step = KimiSoul._step
 
-    async def step_known(self: Any) -> Any:
-        _STEPPING.set(self)
-        return await step(self)
-
-    KimiSoul._step = step_known
-
-    tool_results = StepResult.tool_results
-
-    async def results_kept_when_stopped(self: Any) -> Any:
+    async def step_kept_when_stopped(self: Any) -> Any:
+        step = _Step()
+        _STEPPING.set(step)
         try:
-            return await tool_results(self)
+            return await run_step(self)
         except asyncio.CancelledError:
-            soul = _STEPPING.get(None)
-            if soul is not None and self.tool_calls:
+            kept = None if step.written else step.reply_and_results()
+            if kept is not None:
                 # Shielded as Kimi shields its own context writes: the cancel goes on after.
-                await asyncio.shield(soul._grow_context(self, kept_results(self)))
+                await asyncio.shield(self._grow_context(*kept))
             raise
 
-    StepResult.tool_results = results_kept_when_stopped
+    KimiSoul._step = step_kept_when_stopped
+
+    grow_context = KimiSoul._grow_context
+
+    async def grow_context_noted(self: Any, result: Any, tool_results: Any) -> Any:
+        step = _STEPPING.get(None)
+        if step is not None:
+            step.written = True
+        return await grow_context(self, result, tool_results)
+
+    KimiSoul._grow_context = grow_context_noted
+
+    model_step = kosong.step
+
+    async def model_step_recorded(
+        chat_provider: Any, system_prompt: str, toolset: Any, history: Any, **kwargs: Any
+    ) -> Any:
+        step = _STEPPING.get(None)
+        if step is None:
+            return await model_step(chat_provider, system_prompt, toolset, history, **kwargs)
+        step.toolset = _RecordingToolset(toolset)
+        step.result = await model_step(
+            chat_provider, system_prompt, step.toolset, history, **kwargs
+        )
+        return step.result
+
+    kosong.step = model_step_recorded
 
 
 def main(argv: list[str]) -> int:

@@ -28,7 +28,7 @@ from uhp_server.engine.tasks import attachments
 from uhp_server.engine.tasks.inputs import Attachment, NormalizedInput
 from uhp_server.environments.mount import EnvironmentMount
 from uhp_server.errors import ApiError
-from uhp_server.ids import new_id
+from uhp_server.ids import new_id, new_time_ordered_id
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ def rows_of(a: Acceptance) -> AcceptanceRows:
 def _new_session(a: Acceptance) -> NewSession:
     # A store=false task leaves no trace of its input, not even as a session title.
     return NewSession(
-        id=a.new_session_id or new_id("session"),
+        id=a.new_session_id or new_time_ordered_id("session"),
         principal_id=a.task.principal_id,
         harness_id=a.harness.id,
         container_id=new_id("container"),

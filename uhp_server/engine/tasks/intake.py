@@ -52,7 +52,7 @@ from uhp_server.harnesses.base_config import bound, resolve_secrets
 from uhp_server.harnesses.builtin_skills import builtin_skills
 from uhp_server.harnesses.config import HarnessConfig
 from uhp_server.harnesses.runtime import TurnParts, builtin_turn_parts, turn_parts
-from uhp_server.ids import new_id
+from uhp_server.ids import new_id, new_time_ordered_id
 from uhp_server.settings import Settings
 
 
@@ -194,7 +194,7 @@ class TaskIntake:
         parts = await self._turn_parts(principal_id, config)
         new_session_id = None
         if session is None:
-            new_session_id = new_id("session")
+            new_session_id = new_time_ordered_id("session")
             await asyncio.to_thread(self._make_session_dirs, new_session_id)
         response_id, now = new_id("response"), int(time.time())
         session_id = session.id if session is not None else new_session_id

@@ -18,6 +18,10 @@ holds is refused) and comes back with the next turn's own limits (gateway/tokens
 ended on idle timeout, a cancel, the session's deletion, a key that no longer matches (the
 harness changed), the server stopping, and its own exit (a crash costs only the warm start:
 the next turn starts cold from the session's files, as it always could).
+
+A turn's response ends (and its caller may cancel it) before its process is paused and
+parked: the process is expected from the moment its turn decides to keep it, and an end
+asked for meanwhile is kept for it, so that it is stopped as it arrives.
 """
 
 from __future__ import annotations
@@ -43,6 +47,9 @@ log = logging.getLogger("uhp_server.warm")
 # What stopping a warm process may take: stdin closed (the CLI flushes its transcript and
 # exits by itself), then a kill.
 STOP_SECONDS = 2.0
+# How long the session's next turn waits for its process still on the way to the pool (the
+# response ended, the process not yet paused): a moment, normally.
+ARRIVAL_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,17 @@ class WarmAgent:
     timer: asyncio.TimerHandle | None = None
 
 
+@dataclass
+class Arriving:
+    """A finished turn's process on its way to the pool: its response already ended."""
+
+    session_id: str
+    response_id: str
+    harness_id: str
+    ended: bool = False  # an end was asked for meanwhile: stopped as it arrives
+    settled: asyncio.Event = field(default_factory=asyncio.Event)  # parked, or not coming
+
+
 class WarmAgents:
     """The warm processes of this server, by session. `tokens`: the gateway's TokenRegistry,
     whose grants the processes hold. At most `limit` idle at once, so kept processes cannot
@@ -115,6 +133,7 @@ class WarmAgents:
         self.tokens = tokens
         self.limit = max(1, limit)
         self._idle: dict[str, WarmAgent] = {}
+        self._arriving: dict[str, Arriving] = {}  # by session
         self._ending: set[asyncio.Task[None]] = set()
 
     def __len__(self) -> int:
@@ -140,21 +159,48 @@ class WarmAgents:
             and not run.stop.is_set()
         )
 
+    def expect(self, run: Run) -> None:
+        """The finished turn will park its process: called before its response ends, so that
+        a cancel or deletion that follows at once still ends the process (see park)."""
+        self._arriving[run.session_id] = Arriving(run.session_id, run.response_id, _harness_id(run))
+
+    def not_coming(self, run: Run) -> None:
+        """The expected process of this turn will not be parked after all."""
+        arriving = self._arriving.get(run.session_id)
+        if arriving is not None and arriving.response_id == run.response_id:
+            del self._arriving[run.session_id]
+            arriving.settled.set()
+
+    async def arrival(self, session_id: str) -> None:
+        """Wait (bounded) for the session's process still on its way to the pool: its next
+        turn, sent as soon as the last response ended, goes on in it."""
+        arriving = self._arriving.get(session_id)
+        if arriving is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(arriving.settled.wait(), ARRIVAL_SECONDS)
+
     def park(self, run: Run, proc: SandboxedProcess, turn: AgentTurn, grant: TurnGrant) -> None:
         """Keep the finished turn's process (its grant already suspended) for the session's
-        next turn, until its idle time ends."""
+        next turn, until its idle time ends; unless it was ended on its way here."""
         session_id = run.session_id
         self._end_later(self._idle.pop(session_id, None))
+        arriving = self._arriving.pop(session_id, None)
+        if arriving is not None:
+            arriving.settled.set()
         agent = WarmAgent(
             session_id=session_id,
             response_id=run.response_id,
-            harness_id=str(run.builder.response["metadata"].get("harness_id", "")),
+            harness_id=_harness_id(run),
             key=WarmKey.of(run),
             native_session_id=run.native_session_id or run.plan.native_session_id,
             proc=proc,
             turn=turn,
             grant=grant,
         )
+        if arriving is None or arriving.response_id != run.response_id or arriving.ended:
+            log.info("warm_ended", extra={"session_id": session_id, "why": "ended_on_its_way"})
+            self._end_later(agent)
+            return
         loop = asyncio.get_running_loop()
         agent.exited = asyncio.ensure_future(proc.wait())
         agent.exited.add_done_callback(lambda _: self._gone(agent, "exited"))
@@ -200,6 +246,8 @@ class WarmAgents:
     # -- ending them ---------------------------------------------------------------------------
     async def end(self, session_id: str) -> None:
         """End the session's warm process, if any (a cancel, its deletion)."""
+        if session_id in self._arriving:
+            self._arriving[session_id].ended = True
         agent = self._idle.pop(session_id, None)
         if agent is not None:
             self._disarm(agent)
@@ -211,16 +259,12 @@ class WarmAgents:
     async def end_after(self, response_id: str) -> None:
         """End the warm process the turn of `response_id` parked, if it still idles (that
         response was cancelled after it completed: the user wants the agent stopped)."""
-        await self.end_where(
-            [a.session_id for a in self._idle.values() if a.response_id == response_id]
-        )
+        await self.end_where([a.session_id for a in self._all() if a.response_id == response_id])
 
     async def end_harness(self, harness_id: str) -> None:
         """End the warm processes of a harness that changed or was deleted: its sessions'
         next turns start cold with what it says now."""
-        await self.end_where(
-            [a.session_id for a in self._idle.values() if a.harness_id == harness_id]
-        )
+        await self.end_where([a.session_id for a in self._all() if a.harness_id == harness_id])
 
     def pid(self, session_id: str) -> int | None:
         """The host pid of the session's idle warm process, where the sandbox tells it."""
@@ -229,9 +273,13 @@ class WarmAgents:
 
     async def close(self) -> None:
         """The server stops: every warm process ends, and whatever was ending finishes."""
-        await self.end_where(list(self._idle))
+        await self.end_where([*self._idle, *self._arriving])
         if self._ending:
             await asyncio.gather(*self._ending, return_exceptions=True)
+
+    def _all(self) -> list[WarmAgent | Arriving]:
+        """The idle processes and those on their way."""
+        return [*self._idle.values(), *self._arriving.values()]
 
     def _gone(self, agent: WarmAgent, why: str) -> None:
         """Its idle time ran out, it exited, or room was needed: out of the pool, ended."""
@@ -259,6 +307,10 @@ class WarmAgents:
         """Revoke its token, then let the CLI exit by itself (stdin closed, its transcript
         flushed), killing it after STOP_SECONDS."""
         await stop_revoked(self.tokens, agent.grant.token, agent.proc)
+
+
+def _harness_id(run: Run) -> str:
+    return str(run.builder.response["metadata"].get("harness_id", ""))
 
 
 async def stop_revoked(tokens: Any, token: str, proc: SandboxedProcess) -> None:
