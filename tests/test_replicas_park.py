@@ -419,3 +419,40 @@ async def _invoked(
     assert answered.status_code == 200, answered.text
     result: dict[str, Any] = answered.json()
     return result
+
+
+async def test_an_answer_given_while_the_other_replica_parks_for_the_same_one_carries_it_on_too(
+    tmp_path: Path, provider: RunningProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between the runner taking a request to park (its questions no longer wait) and its
+    end recorded, the task reads as running: a second answer given then (found in CI: 409
+    not_waiting) waits for that end as the first does, and gets the same new turn."""
+    async with AsyncExitStack() as stack:
+        a, b = await two_replicas(
+            stack, tmp_path, provider, model_connection_allow_private_hosts=True
+        )
+        principal_id, response_id, call_id = await _paused_on_a_seen_on_b(a, b)
+        carrying_on = questions.answers_prompt((), []).splitlines()[0]
+        b.base.script(carrying_on, answer("carried on"))
+        connection = ModelConnection(provider.base_url, "m", "sk-resumed")
+        taken = asyncio.Event()
+        park = questions.park
+
+        def park_slowly(run: Any) -> None:
+            taken.set()
+            asyncio.get_running_loop().call_later(0.5, park, run)
+
+        monkeypatch.setattr(questions, "park", park_slowly)
+
+        async def answering() -> str:
+            given = [ToolAnswer(call_id, "blue")]
+            return await b.ctx.engine.answer(
+                principal_id, response_id, given, model_connection=connection
+            )
+
+        first = asyncio.ensure_future(answering())
+        await asyncio.wait_for(taken.wait(), 10)
+        second = await answering()
+        assert await first == second != response_id
+        await wait_for(completed_on(b, second))
+        assert len(b.base.turns) == 1

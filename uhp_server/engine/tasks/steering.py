@@ -39,7 +39,11 @@ from uhp_server.engine.requests import (
 )
 from uhp_server.engine.tasks.intake import TaskIntake
 from uhp_server.engine.tasks.parked import withdraw_parked
-from uhp_server.engine.turns.questions import answered_questions, answers_prompt
+from uhp_server.engine.turns.questions import (
+    answered_questions,
+    answers_prompt,
+    pending_questions,
+)
 from uhp_server.engine.turns.registry import RunRegistry
 from uhp_server.engine.turns.run import Run
 from uhp_server.errors import ApiError
@@ -168,6 +172,8 @@ class TaskSteering:
         row = await self._row(principal_id, response_id)
         state = await self.db.read(task_state, self.runs, row)
         if state.status != INPUT_REQUIRED:
+            row, state = await self._after_parking(principal_id, row, state, answers)
+        if state.status != INPUT_REQUIRED:
             raise ApiError(409, "not_waiting", "This task is not waiting for an answer.")
         pending = sorted(q.call_id for q in state.questions)
         if sorted(a.call_id for a in answers) != pending:
@@ -233,6 +239,23 @@ class TaskSteering:
         key = response_store.CARRY_ON_KEY + row.id
         accepted = await self.intake.start(continuation, idempotency_key=key, fingerprint=key)
         return accepted.response_id
+
+    async def _after_parking(
+        self, principal_id: str, row: ResponseRow, state: TaskState, answers: list[ToolAnswer]
+    ) -> tuple[ResponseRow, TaskState]:
+        """The task read again once its turn on another replica ended, when that turn is being
+        parked for another answer to these same questions right now: its runner took the
+        request (the questions no longer wait) and has not recorded its end. An answer given
+        twice at once (a door's retry, two replicas given the same resume) then carries the
+        task on with the first, as the first waits for that end too."""
+        elsewhere = self.runs.get(row.id) is None and row.status == "in_progress"
+        asked = sorted(q.call_id for q in pending_questions(state.response))
+        if not (elsewhere and asked and asked == sorted(a.call_id for a in answers)):
+            return row, state
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.runs.peers.wait_finished(row.id), PARKING_WAIT_SECONDS)
+        row = await self._row(principal_id, row.id)
+        return row, await self.db.read(task_state, self.runs, row)
 
     async def _answers_prompt(
         self, row: ResponseRow, state: TaskState, answers: list[ToolAnswer]
