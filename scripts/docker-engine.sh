@@ -5,10 +5,11 @@
 #                               install Debian's docker.io (plus debootstrap, to make a base
 #                               image without a registry, and docker-compose when no Compose CLI
 #                               exists) and start dockerd in the background when none runs.
-#                               Every engine gets gVisor as the runtime `runsc` (Debian's
-#                               runsc, registered in /etc/docker/daemon.json, which every
-#                               dockerd here reads): an engine already running reloads it
-#                               (SIGHUP; `runtimes` is reloadable: no container stops).
+#                               Every engine gets gVisor as the runtime `runsc` (on bookworm
+#                               the pinned runsc of bookworm-backports), registered in
+#                               /etc/docker/daemon.json, which every dockerd here reads: an
+#                               engine already running reloads it (SIGHUP; `runtimes` is
+#                               reloadable: no container stops).
 #   docker-engine.sh N [start]  engine N (N >= 2): a second, fully separate dockerd on this host
 #                               (unix:///run/uhp-docker<N>.sock) with its own data root, exec
 #                               root, pidfile and containerd, its own bridge (uhp-docker<N>) and
@@ -47,6 +48,32 @@ stop_pid() {  # stop_pid FILE: TERM the process whose id FILE holds and wait for
     sleep 0.1
   done
   kill -9 "$pid" 2>/dev/null
+}
+
+# install_gvisor: gVisor's runsc, for UHP_DOCKER_RUNTIME=runsc; on Debian bookworm the pinned
+# build of bookworm-backports: bookworm's own (2022-12-19) now and then stalled a turn on a
+# loaded host (docs/gvisor.md). Elsewhere the distribution's runsc.
+RUNSC_BACKPORT=0.0~20240729.0-4~bpo12+2
+install_gvisor() {
+  # shellcheck disable=SC1091
+  local codename
+  codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+  if [[ $codename != bookworm ]]; then
+    command -v runsc >/dev/null && return 0
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq runsc \
+      >/dev/null
+    return
+  fi
+  [[ $(dpkg-query -W -f='${Version}' runsc 2>/dev/null) == "$RUNSC_BACKPORT" ]] && return 0
+  if ! grep -rqs bookworm-backports /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    printf '%s\n' 'Types: deb' 'URIs: http://deb.debian.org/debian' 'Suites: bookworm-backports' \
+      'Components: main' 'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' \
+      >/etc/apt/sources.list.d/uhp-bookworm-backports.sources
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
+    --allow-downgrades -t bookworm-backports "runsc=$RUNSC_BACKPORT" >/dev/null
 }
 
 # register_gvisor: the `runsc` runtime in /etc/docker/daemon.json (the file's other keys
@@ -105,7 +132,6 @@ if [[ $(id -u) -eq 0 ]]; then
   need=()
   command -v dockerd >/dev/null || need+=(docker.io)
   command -v debootstrap >/dev/null || need+=(debootstrap)
-  command -v runsc >/dev/null || need+=(runsc)  # gVisor, for UHP_DOCKER_RUNTIME=runsc
   if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null; then
     need+=(docker-compose)  # Compose v1: the Compose CLI Debian bookworm ships
   fi
@@ -114,6 +140,7 @@ if [[ $(id -u) -eq 0 ]]; then
     DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
       "${need[@]}" >/dev/null
   fi
+  install_gvisor
   register_gvisor
   if ! engine_up && command -v dockerd >/dev/null; then
     if [[ $number == 1 ]]; then

@@ -83,11 +83,55 @@ run_conformance_pass() {
   start_pass "the conformance suite: scripts/conformance.sh $*" bash scripts/conformance.sh "$@"
 }
 
+# PostgreSQL (scripts/postgres.sh installs and starts Debian's cluster) and haproxy
+# (scripts/haproxy.sh), for the passes below that need them. Only those passes use the cluster
+# (every other test reads UHP_TEST_DATABASE, sqlite by default).
+postgres_ready="" haproxy_installed=""
+if bash scripts/postgres.sh; then
+  postgres_ready=1
+  bash scripts/haproxy.sh && haproxy_installed=1
+fi
+echo "=== PostgreSQL and haproxy done at $SECONDS s ==="
+
+# The passes run longest first, two at a time (a pass that ends makes room for the next), so
+# that no long one starts last.
 # The whole suite, on Codex in the local sandbox, as two shards of whole files
-# (tests/support/shards.py), so that neither is the long pole beside the per-base passes.
+# (tests/support/shards.py).
 for shard in 1/2 2/2; do
   run_pass "the whole suite (Codex, local sandbox), shard $shard" UHP_TEST_SHARD="$shard" --
 done
+# On PostgreSQL: the in-process engine tests, storage's own and the end-to-end files of tasks,
+# sessions, restarts and the SDK, recall by meaning (pgvector), each test server on a fresh
+# database (tests/support/postgres.py); two replicas on one database
+# (tests/test_replicas_e2e.py); and the benchmarks that need PostgreSQL, in their smoke mode
+# (tests/test_bench_smoke.py; bench/scale.py's replicas behind haproxy too). It stops and
+# starts the cluster once (a restart under a running server, tests/test_postgres_storage.py):
+# the passes that use the cluster after it (the end of this file) wait for it to end.
+postgres_pass=""
+if [[ -n $postgres_ready ]]; then
+  run_pass "storage and end-to-end tests again with UHP_TEST_DATABASE=postgresql" \
+    UHP_TEST_DATABASE=postgresql -- tests/test_engine_fast.py tests/test_ops.py \
+    tests/test_storage_unit.py \
+    tests/test_migrations.py tests/test_submit_transaction.py tests/test_postgres_storage.py \
+    tests/test_sessions_listing.py tests/test_tasks_e2e.py tests/test_sessions_e2e.py \
+    tests/test_restart_e2e.py tests/test_openai_sdk.py tests/test_replicas_fast.py \
+    tests/test_replicas_leases.py tests/test_replicas_admission.py tests/test_admission_blocks.py \
+    tests/test_replicas_park.py \
+    tests/test_replicas_e2e.py tests/test_replicas_edges.py tests/test_test_servers.py \
+    tests/test_memory_meaning_fast.py tests/test_bench_smoke.py
+  postgres_pass=$!
+fi
+# The end-to-end files that differ per sandbox, in the docker sandbox in gVisor (docs/gvisor.md):
+# with the docker sandbox's own tests (its hardening, limits and network in gVisor). Skipped,
+# loudly, when the engine has no runsc (scripts/docker-engine.sh installs and registers it).
+# With bookworm's own runsc a gVisor turn now and then stalled under load, and this pass ran
+# alone; the pinned backports build the setup now installs has not stalled (docs/gvisor.md).
+docker_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security_e2e.py
+  tests/test_restart_e2e.py tests/test_token_binding_e2e.py tests/test_egress_e2e.py
+  tests/test_ops.py tests/test_plugins_e2e.py tests/test_environments_e2e.py)
+run_pass "end-to-end tests again with UHP_TEST_SANDBOX=docker UHP_TEST_DOCKER_RUNTIME=runsc" \
+  UHP_TEST_SANDBOX=docker UHP_TEST_DOCKER_RUNTIME=runsc -- "${docker_e2e[@]}" \
+  tests/test_docker_sandbox.py tests/test_docker_e2e.py
 # The end-to-end files whose outcome depends on the base, again on every other default base
 # (the runs above use Codex): the CLI's own events, resume, environment, token and catalogue,
 # and every front door (each drives the agent's questions and sessions through the base), and
@@ -146,113 +190,66 @@ else
   echo "=== the opt-in bases' end-to-end passes are left out (UHP_TEST_OPT_IN_BASES=1 runs them) ==="
 fi
 # ---- (end of the opt-in bases)
-# The end-to-end files that differ per sandbox, again in the docker sandbox ...
-docker_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security_e2e.py
-  tests/test_restart_e2e.py tests/test_token_binding_e2e.py tests/test_egress_e2e.py
-  tests/test_ops.py tests/test_plugins_e2e.py tests/test_environments_e2e.py)
+# The same end-to-end files again in the docker sandbox (runc).
 run_pass "end-to-end tests again with UHP_TEST_SANDBOX=docker" UHP_TEST_SANDBOX=docker -- \
   "${docker_e2e[@]}"
-# ... and in the docker sandbox in gVisor (docs/gvisor.md): the same files, like the docker
-# sandbox's pass, with the docker sandbox's own tests (its hardening, limits and network in
-# gVisor). Skipped, loudly, when the engine has no runsc (scripts/docker-engine.sh installs and
-# registers it).
-# It runs alone: on this runsc a gVisor turn now and then stalls when the machine is loaded
-# (docs/gvisor.md, "a turn that never ends": here 2 of 2 runs beside another pass, none in a
-# quiet run of the same files or in 21 quiet runs of single tests), which would hide a
-# regression in the noise.
-while ((passes_running > 0)); do finish_pass; done
-run_pass "end-to-end tests again with UHP_TEST_SANDBOX=docker UHP_TEST_DOCKER_RUNTIME=runsc" \
-  UHP_TEST_SANDBOX=docker UHP_TEST_DOCKER_RUNTIME=runsc -- "${docker_e2e[@]}" \
-  tests/test_docker_sandbox.py tests/test_docker_e2e.py
-while ((passes_running > 0)); do finish_pass; done
-# run_chat_and_conformance_passes: the passes that need neither PostgreSQL nor a quiet
-# machine: after the PostgreSQL pass, beside the haproxy one.
-run_chat_and_conformance_passes() {
-  # Against a Chat-Completions-only provider, the bases that speak another wire: the gateway
-  # translates Codex's Responses and Claude Code's Anthropic Messages, and the end-to-end files
-  # whose model traffic differs run through the translation: text, tools, errors and streaming,
-  # a session's history, the catalogue of a static model list, the agent's questions (a tool
-  # call the doors wait on), parallel calls and images, MCP tools' names, and the official SDK.
-  # The doors, restarts, tokens and mounts are the same whichever wire the model speaks.
-  chat_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_harnesses_e2e.py
-    tests/test_oumi_harness_e2e.py tests/test_parallel_images_e2e.py tests/test_plugins_e2e.py
-    tests/test_openai_sdk.py)
-  for base in codex claude-code; do
-    run_pass "end-to-end tests again with UHP_TEST_PROVIDER=chat on $base" \
-      UHP_TEST_PROVIDER=chat UHP_TEST_BASE="$base" -- "${chat_e2e[@]}"
-  done
-  # The protocol's published conformance suite, class full, each run against a server it starts
-  # (about 20-40 s each): the current suite on the two bases it names, in the local sandbox and
-  # (Codex) the docker one, and the 2026-08-11 suite as a client pinned to that version. Only
-  # on a whole run: pytest's arguments select tests, and these are not pytest's.
-  if ((${#pytest_args[@]} == 0)); then
-    run_conformance_pass --base codex --sandbox local
-    run_conformance_pass --base claude-code --sandbox local
-    if [[ -n $docker_engine ]]; then
-      run_conformance_pass --base codex --sandbox docker
-    else
-      echo "=== no Docker engine: the conformance suite's docker-sandbox run is left out ==="
-    fi
-    # The 2026-08-11 release is on no package registry and not in shared/spec: it runs where a
-    # copy was put (scripts/conformance.sh says where it looks); elsewhere the fast tier's pinned
-    # client (tests/test_versions.py) is what checks that version, and this says so loudly.
-    old_suite=${UHP_CONFORMANCE_SUITE_2026_08_11:-../shared/spec/conformance-2026.8.11}
-    [[ -d $old_suite ]] || old_suite=${UHP_CONFORMANCE_HOME:-$HOME/.cache/uhp-conformance}/suite-2026.8.11
-    if [[ -d $old_suite ]]; then
-      run_conformance_pass --base codex --sandbox local --protocol 2026-08-11
-    else
-      echo "=== NO 2026-08-11 CONFORMANCE SUITE on this machine: its 52-check run is left out ==="
-    fi
-  fi
-}
-# On PostgreSQL (scripts/postgres.sh installs and starts Debian's cluster): the in-process
-# engine tests, storage's own and the end-to-end files of tasks, sessions, restarts and the
-# SDK, recall by meaning (pgvector), each test server on a fresh database (tests/support/postgres.py); two replicas on
-# one database (tests/test_replicas_e2e.py); and the benchmarks that need PostgreSQL, in their
-# smoke mode (tests/test_bench_smoke.py; bench/scale.py's replicas behind haproxy too, so
-# haproxy is installed first).
-if bash scripts/postgres.sh; then
-  haproxy_installed=""
-  bash scripts/haproxy.sh && haproxy_installed=1
-  run_pass "storage and end-to-end tests again with UHP_TEST_DATABASE=postgresql" \
-    UHP_TEST_DATABASE=postgresql -- tests/test_engine_fast.py tests/test_ops.py \
-    tests/test_storage_unit.py \
-    tests/test_migrations.py tests/test_submit_transaction.py tests/test_postgres_storage.py \
-    tests/test_sessions_listing.py tests/test_tasks_e2e.py tests/test_sessions_e2e.py \
-    tests/test_restart_e2e.py tests/test_openai_sdk.py tests/test_replicas_fast.py \
-    tests/test_replicas_leases.py tests/test_replicas_admission.py tests/test_admission_blocks.py \
-    tests/test_replicas_park.py \
-    tests/test_replicas_e2e.py tests/test_replicas_edges.py tests/test_test_servers.py \
-    tests/test_memory_meaning_fast.py tests/test_bench_smoke.py
-  postgres_pass=$!
-  # That pass stops and starts the cluster once (a restart under a running server,
-  # tests/test_postgres_storage.py): the next pass on the same cluster waits for it to end.
-  # It runs alone: beside the Chat and conformance passes, a replica test of its
-  # (tests/test_replicas_fast.py, an answer racing a parking turn) failed once under the load,
-  # and passes alone; until that is understood, nothing runs beside it.
+# Against a Chat-Completions-only provider, the bases that speak another wire: the gateway
+# translates Codex's Responses and Claude Code's Anthropic Messages, and the end-to-end files
+# whose model traffic differs run through the translation: text, tools, errors and streaming,
+# a session's history, the catalogue of a static model list, the agent's questions (a tool
+# call the doors wait on), parallel calls and images, MCP tools' names, and the official SDK.
+# The doors, restarts, tokens and mounts are the same whichever wire the model speaks.
+chat_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_harnesses_e2e.py
+  tests/test_oumi_harness_e2e.py tests/test_parallel_images_e2e.py tests/test_plugins_e2e.py
+  tests/test_openai_sdk.py)
+for base in codex claude-code; do
+  run_pass "end-to-end tests again with UHP_TEST_PROVIDER=chat on $base" \
+    UHP_TEST_PROVIDER=chat UHP_TEST_BASE="$base" -- "${chat_e2e[@]}"
+done
+# Two replicas on one PostgreSQL database behind Debian's haproxy (tests/support/replicas.py
+# starts them): the end-to-end files of tasks, sessions and the SDK through the balancer, and
+# the balancer's own tests (a stream, a replay and a cancel on the replica that does not run
+# the turn; kill -9 of a replica mid-stream). After the PostgreSQL pass (its restart).
+if [[ -n $postgres_pass ]]; then
   while [[ -v "pass_what[$postgres_pass]" ]]; do finish_pass; done
-  run_chat_and_conformance_passes
-  # The suite's Memories checks again on PostgreSQL (issue 29), with an embedding model so that
-  # recall by meaning runs on pgvector (ME-04 finds `query` declared): about 20 s.
-  if ((${#pytest_args[@]} == 0)); then
+fi
+if [[ -n $haproxy_installed ]]; then
+  run_pass "end-to-end tests again through haproxy with UHP_TEST_REPLICAS=2" \
+    UHP_TEST_DATABASE=postgresql UHP_TEST_REPLICAS=2 -- tests/test_test_servers.py \
+    tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_openai_sdk.py \
+    tests/test_balancer_e2e.py
+else
+  status=1  # no PostgreSQL or no haproxy: said above, loudly, by the scripts that failed
+fi
+# The protocol's published conformance suite, class full, each run against a server it starts
+# (about 20-40 s each): the current suite on the two bases it names, in the local sandbox and
+# (Codex) the docker one, its Memories checks again on PostgreSQL (issue 29: with an embedding
+# model, so that recall by meaning runs on pgvector), and the 2026-08-11 suite as a client
+# pinned to that version. Only on a whole run: pytest's arguments select tests, and these are
+# not pytest's.
+if ((${#pytest_args[@]} == 0)); then
+  run_conformance_pass --base codex --sandbox local
+  run_conformance_pass --base claude-code --sandbox local
+  if [[ -n $docker_engine ]]; then
+    run_conformance_pass --base codex --sandbox docker
+  else
+    echo "=== no Docker engine: the conformance suite's docker-sandbox run is left out ==="
+  fi
+  if [[ -n $postgres_ready ]]; then
     UHP_MEMORY_EMBEDDING_MODEL=embed-test run_conformance_pass --base codex --sandbox local \
       --database postgresql --only ME-01,ME-02,ME-03,ME-04,ME-05,ME-06,ME-07,ME-08,ME-09,ME-10
   fi
-  # Two replicas on one PostgreSQL database behind Debian's haproxy (scripts/haproxy.sh installs
-  # it; tests/support/replicas.py starts them): the end-to-end files of tasks, sessions and the
-  # SDK through the balancer, and the balancer's own tests (a stream, a replay and a cancel on
-  # the replica that does not run the turn; kill -9 of a replica mid-stream).
-  if [[ -n $haproxy_installed ]]; then
-    run_pass "end-to-end tests again through haproxy with UHP_TEST_REPLICAS=2" \
-      UHP_TEST_DATABASE=postgresql UHP_TEST_REPLICAS=2 -- tests/test_test_servers.py \
-      tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_openai_sdk.py \
-      tests/test_balancer_e2e.py
+  # The 2026-08-11 release is on no package registry and not in shared/spec: it runs where a
+  # copy was put (scripts/conformance.sh says where it looks); elsewhere the fast tier's pinned
+  # client (tests/test_versions.py) is what checks that version, and this says so loudly.
+  old_suite=${UHP_CONFORMANCE_SUITE_2026_08_11:-../shared/spec/conformance-2026.8.11}
+  [[ -d $old_suite ]] || old_suite=${UHP_CONFORMANCE_HOME:-$HOME/.cache/uhp-conformance}/suite-2026.8.11
+  if [[ -d $old_suite ]]; then
+    run_conformance_pass --base codex --sandbox local --protocol 2026-08-11
   else
-    status=1
+    echo "=== NO 2026-08-11 CONFORMANCE SUITE on this machine: its 52-check run is left out ==="
   fi
-else
-  run_chat_and_conformance_passes
-  status=1
 fi
+[[ -n $postgres_ready ]] || status=1
 while ((passes_running > 0)); do finish_pass; done
 exit "$status"

@@ -336,8 +336,9 @@ async def test_in_gvisor_the_limits_hold_the_whole_sandbox_and_an_excess_ends_th
 ) -> None:
     """In gVisor the agent's processes are not the host's: the container's cgroup holds the
     Sentry (the user-space kernel) with everything it runs, and has the configured limits.
-    The agent sees no cgroup files; going over a limit ends the whole sandbox (the Sentry
-    cannot make a thread, or is killed for memory), and with it the turn."""
+    The agent sees no cgroup files. Going over the process limit ends the whole sandbox (the
+    Sentry cannot make a thread), and with it the turn; memory past the limit is refused
+    inside the Sentry: the process asking for it ends, the sandbox goes on."""
     proc = await start(sandbox, mounts, "echo up; sleep 30")
     assert await asyncio.wait_for(anext(proc.lines()), 20) == b"up"
     limits = host_cgroup_limits(proc.container_id)
@@ -347,13 +348,17 @@ async def test_in_gvisor_the_limits_hold_the_whole_sandbox_and_an_excess_ends_th
     code, out = await run(
         sandbox,
         mounts,
-        f"(for i in $(seq 1 {2 * PIDS}); do sleep 30 & done; wait) 2>/dev/null & "
-        "sleep 3; echo survived",
+        # Far past it: the Sentry runs a guest's processes on fewer host threads than
+        # there are processes (this runsc's systrap platform), and hits the limit later.
+        f"for i in $(seq 1 {8 * PIDS}); do sleep 30 & done 2>/dev/null; echo survived",
     )
-    assert code != 0 and out == []
+    assert code != 0 and out == [], (code, out)
     grow = "b = []\nwhile True: b.append(bytearray(8 << 20))"
-    code, out, _ = await run_full(sandbox, mounts, f"python3 -c '{grow}'; echo survived")
-    assert code == 137 and out == []  # the OOM killer took the sandbox itself
+    code, out, _ = await run_full(
+        sandbox, mounts, f"python3 -c '{grow}' 2>/dev/null; echo hog=$?; echo survived"
+    )
+    assert code == 0 and out[-1] == "survived"
+    assert out[0].startswith("hog=") and out[0] != "hog=0", out  # it never got it all
 
 
 @pytest.mark.skipif(GVISOR, reason="gVisor: the test above")

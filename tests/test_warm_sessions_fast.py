@@ -395,7 +395,7 @@ async def test_an_end_asked_for_while_the_process_is_on_its_way_still_ends_it(
             await pausing.wait()
             return await pause()
 
-        proc.pause = held_pause
+        proc.pause = held_pause  # type: ignore[method-assign]
         return proc
 
     engine.sandbox.start = slow_to_pause  # type: ignore[method-assign]

@@ -111,8 +111,11 @@ def answers(lines: list[str]) -> dict[str, str]:
 # there refuses only what the Sentry would otherwise serve (syscall_filter.GVISOR_REFUSED);
 # the rest the Sentry turns away in its own words: it has no perf events, userfaultfd or vsock,
 # refuses personality flags it does not model, and x32 is no ABI of its, so the x32 call is
-# an unknown one (ENOSYS) rather than a kill.
+# an unknown one (ENOSYS) rather than a kill. clone3 it implements (the probe's empty call:
+# EINVAL); the filter leaves it to gVisor, whose runsc answers a refusal with EPERM only, on
+# which libc would not fall back to clone (sandbox/syscall_filter.py, docs/gvisor.md).
 IN_GVISOR = {
+    "clone3": "EINVAL",
     "perf_event_open": "ENODEV",
     "userfaultfd": "ENOSYS",
     "personality_no_aslr": "EINVAL",

@@ -316,8 +316,8 @@ def docker_profile(machine: str | None = None, *, gvisor: bool = False) -> dict[
     `gvisor`: for the runsc runtime (`runsc --oci-seccomp`), which answers every refusal
     with the default errno, never a rule's own: clone3 would answer EPERM, and glibc falls
     back to clone only on ENOSYS (threads would fail, as they do under Docker's own profile
-    there). So clone3 is allowed: gVisor's own kernel answers it (Debian 12's runsc: ENOSYS),
-    and a namespace it made would be gVisor's, never the host's."""
+    there). So clone3 is allowed: gVisor's own kernel serves it, and a namespace it makes is
+    gVisor's, never the host's (docs/gvisor.md)."""
     arch = _DOCKER_ARCH.get(machine or platform.machine())
     if gvisor:
         return _gvisor_profile(arch)
@@ -360,7 +360,7 @@ def _gvisor_profile(arch: str | None) -> dict[str, Any]:
     """Under gVisor a deny list, not the allow-list: with the allow-list (its argument rules,
     its answers all EPERM under this runsc) the gateway's relay inside the sandbox never
     answered; what the agent's calls reach is gVisor's own kernel, itself filtered on the host
-    far more strictly than Docker's default. clone3 is left to gVisor (ENOSYS)."""
+    far more strictly than Docker's default. clone3 is left to gVisor's own kernel."""
     newuser = {"index": 0, "op": "SCMP_CMP_MASKED_EQ", "value": CLONE_NEWUSER}
     return {
         "defaultAction": "SCMP_ACT_ALLOW",
