@@ -21,6 +21,9 @@
 #   docker-engine.sh N stop     stop engine N's dockerd only (an outage: its containers and
 #                               containerd keep running, to be reaped when it is back).
 #   docker-engine.sh N down     engine N gone for good: its containers, dockerd and containerd.
+#   docker-engine.sh gvisor-current
+#                               exits 0 when runsc is installed at the release the setup
+#                               installs or later (install_gvisor below), 1 when not.
 #
 # Exits 0 when the engine answers (stop/down: when it is stopped), 1 (saying why, loudly)
 # when not.
@@ -50,31 +53,44 @@ stop_pid() {  # stop_pid FILE: TERM the process whose id FILE holds and wait for
   kill -9 "$pid" 2>/dev/null
 }
 
-# install_gvisor: gVisor's runsc, for UHP_DOCKER_RUNTIME=runsc; on Debian bookworm the pinned
-# build of bookworm-backports: bookworm's own (2022-12-19) now and then stalled a turn on a
-# loaded host (docs/gvisor.md). Elsewhere the distribution's runsc.
-RUNSC_BACKPORT=0.0~20240729.0-4~bpo12+2
+# install_gvisor: gVisor's runsc, for UHP_DOCKER_RUNTIME=runsc, of RUNSC_RELEASE or later:
+# bookworm's own (2022-12-19) now and then stalled a turn on a loaded host (docs/gvisor.md).
+# On Debian bookworm it comes from bookworm-backports (the build tested here:
+# 0.0~20240729.0-4~bpo12+2); elsewhere from the distribution. One that is older after that
+# is said, loudly (gvisor_current, which scripts/test.sh asks too).
+RUNSC_RELEASE=20240729
+# gvisor_current: whether runsc is installed at RUNSC_RELEASE or later (its version names the
+# release's date: Debian's 0.0~YYYYMMDD.0, gVisor's own release-YYYYMMDD.0).
+gvisor_current() {
+  local release
+  release=$(runsc --version 2>/dev/null | grep -o '[0-9]\{8\}' | head -1)
+  [[ -n $release ]] && ((release >= RUNSC_RELEASE))
+}
 install_gvisor() {
+  gvisor_current && return 0
+  local codename target=()
   # shellcheck disable=SC1091
-  local codename
   codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
-  if [[ $codename != bookworm ]]; then
-    command -v runsc >/dev/null && return 0
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq runsc \
-      >/dev/null
-    return
-  fi
-  [[ $(dpkg-query -W -f='${Version}' runsc 2>/dev/null) == "$RUNSC_BACKPORT" ]] && return 0
-  if ! grep -rqs bookworm-backports /etc/apt/sources.list /etc/apt/sources.list.d/; then
-    printf '%s\n' 'Types: deb' 'URIs: http://deb.debian.org/debian' 'Suites: bookworm-backports' \
-      'Components: main' 'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' \
-      >/etc/apt/sources.list.d/uhp-bookworm-backports.sources
+  if [[ $codename == bookworm ]]; then
+    target=(-t bookworm-backports)
+    if ! grep -rqs '^[^#]*bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+      printf '%s\n' 'Types: deb' 'URIs: http://deb.debian.org/debian' \
+        'Suites: bookworm-backports' 'Components: main' \
+        'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' \
+        >/etc/apt/sources.list.d/uhp-bookworm-backports.sources
+    fi
   fi
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
-    --allow-downgrades -t bookworm-backports "runsc=$RUNSC_BACKPORT" >/dev/null
+    "${target[@]}" runsc >/dev/null
+  gvisor_current || echo "runsc older than release $RUNSC_RELEASE, or none: gVisor turns" \
+    "may stall on a loaded host (docs/gvisor.md)" >&2
 }
+
+if [[ $number == gvisor-current ]]; then  # `docker-engine.sh gvisor-current`: only the check
+  gvisor_current
+  exit
+fi
 
 # register_gvisor: the `runsc` runtime in /etc/docker/daemon.json (the file's other keys
 # kept), and a running engine told to reload it. gVisor there cannot run with the host's

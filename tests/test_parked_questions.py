@@ -161,3 +161,40 @@ async def test_withdrawing_an_unkept_parked_task_records_its_closing_turns_end(
         assert [row[0] for row in closing] == ["cancelled"]
     finally:
         await engine.close()
+
+
+async def test_a_parked_task_answered_twice_carries_on_once_and_refuses_other_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same answers again (a door's retry) are given the new turn the first started;
+    other answers (found in review: dropped in silence, 200 with the first's turn) are
+    refused, as a task no longer waiting for an answer."""
+    engine = StandInEngine(tmp_path, keep_seconds=0.3)
+
+    def start_turn(proc: Process, turn: TurnSpec) -> AgentTurn:
+        return TwoQuestions(engine.base, turn)
+
+    monkeypatch.setattr(engine.base, "start_turn", start_turn)
+    try:
+        accepted = await engine.engine.start(
+            task(engine, "Plan my trip.\nASK TWICE", questions=QuestionPolicy.pause())
+        )
+        await until(engine, accepted.response_id, "input_required")
+        await asyncio.sleep(0.6)  # parked: the process is gone
+        (city,) = (await engine.engine.state(engine.principal_id, accepted.response_id)).questions
+
+        async def answering(city_name: str) -> str:
+            return await engine.engine.answer(
+                engine.principal_id,
+                accepted.response_id,
+                [ToolAnswer(city.call_id, city_name)],
+                model_connection=CONNECTION,
+            )
+
+        first = await answering("Lyon")
+        assert await answering("Lyon") == first
+        with pytest.raises(ApiError) as refused:
+            await answering("Paris")
+        assert (refused.value.status, refused.value.code) == (409, "not_waiting")
+    finally:
+        await engine.close()

@@ -382,7 +382,8 @@ async def test_an_end_asked_for_while_the_process_is_on_its_way_still_ends_it(
 ) -> None:
     """The response ends before its process is paused and parked: a cancel or deletion sent
     in between (found in CI: the process stayed warm after its response's cancel) reaches
-    it as it arrives; and the session's next turn waits for it instead of starting cold."""
+    it as it arrives; and the session's next turn, which starts once the last one ended
+    (the process parked), goes on in it."""
     harness_id = await _harness(engine, 600)
     original_start = engine.sandbox.start
     pausing = asyncio.Event()
@@ -426,3 +427,33 @@ async def test_an_end_asked_for_while_the_process_is_on_its_way_still_ends_it(
     started = len(engine.sandbox.started)
     assert engine.base.turns[-1].proc is engine.sandbox.started[started - 1]
     assert engine.base.turns[-2].proc is engine.base.turns[-1].proc, "went on in it"
+
+
+async def test_a_cancel_that_ends_the_response_itself_while_the_turn_winds_up_ends_the_process(
+    engine: InProcess,
+) -> None:
+    """Found in review: a turn slow to record its end (its files being collected) after it
+    decided to keep its process; a cancel meanwhile writes `cancelled` itself, and the turn,
+    finding its response ended, must not park the process."""
+    harness_id = await _harness(engine, 600)
+    executor = engine.ctx.runs.executor
+    collect = executor._artifacts
+    collecting, release = asyncio.Event(), asyncio.Event()
+
+    async def slow_collection(*args: Any) -> Any:
+        collecting.set()
+        await release.wait()
+        return await collect(*args)
+
+    executor._artifacts = slow_collection  # type: ignore[method-assign]
+    started = await engine.submit("one", metadata={"harness_id": harness_id}, background=True)
+    response_id = started.json()["id"]
+    await asyncio.wait_for(collecting.wait(), 10)
+    cancelled = await engine.client.post(f"/v1/responses/{response_id}/cancel")
+    assert cancelled.json()["status"] == "cancelled"
+    release.set()
+    (proc,) = engine.sandbox.started
+    await wait_for(functools.partial(ended, proc), timeout=10)
+    assert len(warm_of(engine)) == 0
+    token = engine.base.specs[0].gateway_token
+    assert executor.tokens.get(token, proc.mounts.door) is None

@@ -236,7 +236,8 @@ class _Step:
     """What one step of the agent loop got to: the calls the model made so far, its whole
     reply once the reply ended, and whether the loop wrote them into the conversation."""
 
-    def __init__(self) -> None:
+    def __init__(self, soul: Any) -> None:
+        self.soul = soul  # the agent loop (KimiSoul) the step is of
         self.toolset: _RecordingToolset | None = None
         self.result: Any = None  # kosong's StepResult, once the model's reply ended
         self.written = False
@@ -283,8 +284,8 @@ def _patch_stopped_steps() -> None:
     run_step = KimiSoul._step
 
     async def step_kept_when_stopped(self: Any) -> Any:
-        step = _Step()
-        _STEPPING.set(step)
+        step = _Step(self)
+        stepping = _STEPPING.set(step)
         try:
             return await run_step(self)
         except asyncio.CancelledError:
@@ -293,6 +294,8 @@ def _patch_stopped_steps() -> None:
                 # Shielded as Kimi shields its own context writes: the cancel goes on after.
                 await asyncio.shield(self._grow_context(*kept))
             raise
+        finally:
+            _STEPPING.reset(stepping)  # (a compaction after the step is no step's)
 
     KimiSoul._step = step_kept_when_stopped
 
@@ -300,7 +303,7 @@ def _patch_stopped_steps() -> None:
 
     async def grow_context_noted(self: Any, result: Any, tool_results: Any) -> Any:
         step = _STEPPING.get(None)
-        if step is not None:
+        if step is not None and step.soul is self:
             step.written = True
         return await grow_context(self, result, tool_results)
 
@@ -312,7 +315,9 @@ def _patch_stopped_steps() -> None:
         chat_provider: Any, system_prompt: str, toolset: Any, history: Any, **kwargs: Any
     ) -> Any:
         step = _STEPPING.get(None)
-        if step is None:
+        # Only the step's own model call: a subagent's (run from a tool, in a task that
+        # inherited this context) has its loop's toolset, and records nothing here.
+        if step is None or toolset is not step.soul._agent.toolset:
             return await model_step(chat_provider, system_prompt, toolset, history, **kwargs)
         step.toolset = _RecordingToolset(toolset)
         step.result = await model_step(

@@ -22,19 +22,26 @@ def strace_wrap(strace: str, trace: Path) -> list[str]:
 
 
 def own_ports(lines: list[str]) -> set[str]:
-    """The loopback ports the traced processes bound and listen on themselves."""
-    bound: set[tuple[str, str]] = set()  # (pid, fd) of a successful AF_INET bind
+    """The loopback ports the traced processes serve themselves: bound to a port, or bound to
+    port 0 and told the kernel's choice by getsockname before the socket connected anywhere.
+    (A descriptor number comes back after a close: a connect ends what its bind said.)"""
+    listening: set[tuple[str, str]] = set()  # (pid, fd) bound and not connected since
     ports: set[str] = set()
     for line in lines:
         found = _CALL.match(line)
-        if found is None or "AF_INET" not in line or not line.rstrip().endswith("= 0"):
+        if found is None or "AF_INET" not in line:
             continue
         pid, call, fd, rest = found.groups()
+        if call == "connect":
+            listening.discard((pid, fd))
+            continue
         port = _PORT.search(rest)
+        if port is None or not line.rstrip().endswith("= 0"):
+            continue
         if call == "bind":
-            bound.add((pid, fd))
-        if port is not None and port.group(1) != "0" and (pid, fd) in bound:
-            ports.add(port.group(1))  # bound to it, or (port 0) told it by getsockname
+            listening.add((pid, fd))
+        if (pid, fd) in listening and port.group(1) != "0":
+            ports.add(port.group(1))
     return ports
 
 

@@ -20,7 +20,7 @@ NR = {
         mount=40, personality=92, socket=198),
 }[platform.machine()]
 USER_KEYRING = -4  # KEY_SPEC_USER_KEYRING
-CLONE_NEWUSER, SIGCHLD = 0x10000000, 17
+CLONE_NEWUSER, CLONE_NEWNS, SIGCHLD = 0x10000000, 0x00020000, 17
 
 def raw(number, *args):
     ctypes.set_errno(0)
@@ -30,6 +30,19 @@ def raw(number, *args):
 
 def call(name, *args):
     return raw(NR[name], *args)[1]
+
+def clone3_namespace_mount():
+    # clone3 with a new user and mount namespace, whose flags sit in memory no filter reads;
+    # where it makes one, the child tries a mount in it and exits with the answer's errno.
+    args = (ctypes.c_uint64 * 8)(CLONE_NEWUSER | CLONE_NEWNS, 0, 0, 0, SIGCHLD, 0, 0, 0)
+    result, answer = raw(NR["clone3"], ctypes.byref(args), 64)
+    if result == 0:
+        mounted, _ = raw(NR["mount"], b"none", b"/tmp", b"tmpfs", 0, None)
+        os._exit(0 if mounted == 0 else ctypes.get_errno())
+    if result < 0:
+        return answer
+    code = os.waitstatus_to_exitcode(os.waitpid(result, 0)[1])
+    return "mount_" + ("ok" if code == 0 else errno.errorcode.get(code, str(code)))
 
 def clone(flags):
     result, answer = raw(NR["clone"], flags | SIGCHLD, 0, 0, 0, 0)
@@ -54,6 +67,7 @@ answers = {
     "personality_no_aslr": call("personality", 0x0040000),
     "socket_vsock": call("socket", 40, 1, 0),
     "clone3": call("clone3", None, 0),
+    "clone3_namespace_mount": clone3_namespace_mount(),
     "clone_newuser": clone(CLONE_NEWUSER),
     "unshare_newuser": call("unshare", CLONE_NEWUSER),
     "newer_than_known": raw(600)[1],  # a number no kernel has yet
@@ -87,6 +101,7 @@ EXPECTED = {
     "personality_no_aslr": "EPERM",
     "socket_vsock": "EPERM",
     "clone3": "ENOSYS",
+    "clone3_namespace_mount": "ENOSYS",  # no namespace: libc falls back to the filtered clone
     "clone_newuser": "EPERM",
     "unshare_newuser": "EPERM",
     "newer_than_known": "ENOSYS",  # as on an older kernel: a newer libc falls back
@@ -116,6 +131,8 @@ def answers(lines: list[str]) -> dict[str, str]:
 # which libc would not fall back to clone (sandbox/syscall_filter.py, docs/gvisor.md).
 IN_GVISOR = {
     "clone3": "EINVAL",
+    # A namespace is made (gVisor's own), and the mount in it refused by the filter.
+    "clone3_namespace_mount": "mount_EPERM",
     "perf_event_open": "ENODEV",
     "userfaultfd": "ENOSYS",
     "personality_no_aslr": "EINVAL",

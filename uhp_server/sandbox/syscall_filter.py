@@ -223,6 +223,11 @@ ARG_RULES: tuple[ArgRule, ...] = (
 # that the reason is written down, and a test checks that none of them is allowed)
 
 # fmt: off
+MOUNTING = (
+    "mount", "umount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree",
+    "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
+)
+
 BLOCKED: tuple[Group, ...] = (
     Group(
         "io_uring: a large, fast-changing kernel interface behind many privilege escalations "
@@ -245,10 +250,7 @@ BLOCKED: tuple[Group, ...] = (
     Group(
         "mounting: the sandbox's mounts are made before the filter applies, and nothing "
         "inside remounts, moves or adds one",
-        (
-            "mount", "umount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree",
-            "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
-        ),
+        MOUNTING,
     ),
     Group(
         "eBPF programs and performance counters: verifier and perf bugs are classic kernel "
@@ -347,11 +349,14 @@ def docker_profile(machine: str | None = None, *, gvisor: bool = False) -> dict[
 
 
 # Under gVisor: the calls gVisor's own kernel still implements that the issue names as escape
-# routes (io_uring, the keyring, bpf, new namespaces), refused; the rest is gVisor's to serve.
+# routes (io_uring, the keyring, bpf, new namespaces), refused; and mounting, which a user
+# namespace made through clone3 (whose flags no filter reads) would otherwise hand the agent
+# inside gVisor. The rest is gVisor's to serve.
 GVISOR_REFUSED = (
     "io_uring_setup", "io_uring_enter", "io_uring_register",
     "add_key", "keyctl", "request_key",
     "bpf", "unshare", "setns",
+    *MOUNTING,
 )  # fmt: skip
 CLONE_NEWUSER = 0x10000000
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,7 +48,7 @@ from uhp_server.engine.turns.questions import (
 )
 from uhp_server.engine.turns.registry import RunRegistry
 from uhp_server.engine.turns.run import Run
-from uhp_server.errors import ApiError
+from uhp_server.errors import VENDOR, ApiError
 from uhp_server.gateway.connection import ModelConnection, connection_provider
 from uhp_server.settings import Settings
 
@@ -235,9 +237,19 @@ class TaskSteering:
             },
         )
         # Keyed by the parked response: of two answers carrying it on at once (two replicas,
-        # a door's retry), one starts the new turn and the other is given its id.
+        # a door's retry), one starts the new turn and the other is given its id; unless
+        # they answer differently: the second is refused, not dropped in silence.
         key = response_store.CARRY_ON_KEY + row.id
-        accepted = await self.intake.start(continuation, idempotency_key=key, fingerprint=key)
+        try:
+            accepted = await self.intake.start(
+                continuation, idempotency_key=key, fingerprint=key + ":" + _digest(answers)
+            )
+        except ApiError as refused:
+            if refused.code != VENDOR + "idempotency_key_reused":
+                raise
+            raise ApiError(
+                409, "not_waiting", "This task was already answered, with other answers."
+            ) from None
         return accepted.response_id
 
     async def _after_parking(
@@ -313,3 +325,9 @@ class TaskSteering:
         if row is None:
             raise ApiError(404, "response_not_found", "No response with that id.")
         return row
+
+
+def _digest(answers: list[ToolAnswer]) -> str:
+    """What the answers say, as one short text: the same for the same answers in any order."""
+    said = sorted((a.call_id, a.output) for a in answers)
+    return hashlib.sha256(json.dumps(said).encode()).hexdigest()[:32]

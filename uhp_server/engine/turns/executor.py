@@ -124,10 +124,7 @@ class TurnExecutor:
             if not run.stop.is_set():
                 run.enter(RunPhase.RUNNING)
             plan = await self._conversation_before(run)
-            warm = None
-            if self.warm is not None:
-                await self.warm.arrival(run.session_id)
-                warm = self.warm.take(run)
+            warm = self.warm.take(run) if self.warm is not None else None
             if warm is not None and not await self._resumed(warm):
                 warm = None  # could not be thawed: stopped, and this turn starts cold
             if warm is not None:  # the process holds its token: the grant goes on with it
@@ -210,8 +207,6 @@ class TurnExecutor:
                 and self.warm.may_keep(run, outcome, proc)
                 and self.tokens.suspend(grant.token, plan.keep_warm_seconds) is not None
             )
-            if keep and self.warm is not None:
-                self.warm.expect(run)
             if not keep:
                 self.tokens.revoke(grant.token)
             run.grant = None
@@ -223,6 +218,8 @@ class TurnExecutor:
             clock.mark(TurnPhase.COLLECTED)
             recorded = False
             try:
+                if keep and self.warm is not None:
+                    self.warm.expect(run)  # before its response ends (warm.py)
                 await self._finish(run, outcome, usage, files, notice)
                 clock.mark(TurnPhase.RECORDED)
                 on_terminal(run)
@@ -232,13 +229,14 @@ class TurnExecutor:
                     if keep and recorded and proc is not None and agent_turn is not None:
                         await self._keep_warm(run, proc, agent_turn, agen, grant)
                     else:
-                        if keep and self.warm is not None:
-                            self.warm.not_coming(run)
+                        if keep:
                             self.tokens.revoke(grant.token)
                         await wind_down(
                             proc, agent_turn, agen, pending, outcome, self.grace_seconds
                         )
                 finally:
+                    if keep and self.warm is not None:
+                        self.warm.not_coming(run)  # parked, or not at all: expected no more
                     if warm is not None and proc is None:  # taken, then stopped before it ran
                         await stop_process(warm.proc)
                     if not run.keeps_conversation:  # its process is gone: nothing writes more
@@ -305,18 +303,15 @@ class TurnExecutor:
         """Park the finished turn's process for the session's next turn: its event stream is
         closed where it stopped, at the outcome (stdin open, nothing read past it)."""
         assert self.warm is not None
-        try:
-            if agen is not None:
-                with contextlib.suppress(BaseException):
-                    await agen.aclose()  # type: ignore[attr-defined]
-            # Paused while it idles: what the agent left running takes no CPU outside
-            # admission (no turn slot holds it). A sandbox that cannot pause it keeps none.
-            if not await proc.pause():
-                await stop_revoked(self.tokens, grant.token, proc)
-                return
-            self.warm.park(run, proc, agent_turn, grant)
-        finally:
-            self.warm.not_coming(run)  # (parked: no longer expected either)
+        if agen is not None:
+            with contextlib.suppress(BaseException):
+                await agen.aclose()  # type: ignore[attr-defined]
+        # Paused while it idles: what the agent left running takes no CPU outside admission
+        # (no turn slot holds it). A sandbox that cannot pause it does not keep it.
+        if not await proc.pause():
+            await stop_revoked(self.tokens, grant.token, proc)
+            return
+        self.warm.park(run, proc, agent_turn, grant)
 
     def _environment_mounts(self, environment: EnvironmentMount | None) -> tuple[ExtraMount, ...]:
         """The turn's environment version at its mount path, read-only; only that version: no

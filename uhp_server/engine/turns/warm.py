@@ -20,8 +20,9 @@ harness changed), the server stopping, and its own exit (a crash costs only the 
 the next turn starts cold from the session's files, as it always could).
 
 A turn's response ends (and its caller may cancel it) before its process is paused and
-parked: the process is expected from the moment its turn decides to keep it, and an end
-asked for meanwhile is kept for it, so that it is stopped as it arrives.
+parked: the process is expected from just before its response ends, and an end asked for
+meanwhile is kept for it, so that it is stopped as it arrives; so is the process of a turn
+stopped meanwhile (a cancel that wrote the response's end itself).
 """
 
 from __future__ import annotations
@@ -47,9 +48,6 @@ log = logging.getLogger("uhp_server.warm")
 # What stopping a warm process may take: stdin closed (the CLI flushes its transcript and
 # exits by itself), then a kill.
 STOP_SECONDS = 2.0
-# How long the session's next turn waits for its process still on the way to the pool (the
-# response ended, the process not yet paused): a moment, normally.
-ARRIVAL_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -121,7 +119,6 @@ class Arriving:
     response_id: str
     harness_id: str
     ended: bool = False  # an end was asked for meanwhile: stopped as it arrives
-    settled: asyncio.Event = field(default_factory=asyncio.Event)  # parked, or not coming
 
 
 class WarmAgents:
@@ -169,24 +166,18 @@ class WarmAgents:
         arriving = self._arriving.get(run.session_id)
         if arriving is not None and arriving.response_id == run.response_id:
             del self._arriving[run.session_id]
-            arriving.settled.set()
-
-    async def arrival(self, session_id: str) -> None:
-        """Wait (bounded) for the session's process still on its way to the pool: its next
-        turn, sent as soon as the last response ended, goes on in it."""
-        arriving = self._arriving.get(session_id)
-        if arriving is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(arriving.settled.wait(), ARRIVAL_SECONDS)
 
     def park(self, run: Run, proc: SandboxedProcess, turn: AgentTurn, grant: TurnGrant) -> None:
         """Keep the finished turn's process (its grant already suspended) for the session's
-        next turn, until its idle time ends; unless it was ended on its way here."""
+        next turn, until its idle time ends; unless it was ended on its way here, or its turn
+        was stopped meanwhile (a cancel that wrote the response's end itself)."""
         session_id = run.session_id
         self._end_later(self._idle.pop(session_id, None))
-        arriving = self._arriving.pop(session_id, None)
-        if arriving is not None:
-            arriving.settled.set()
+        arriving = self._arriving.get(session_id)
+        if arriving is not None and arriving.response_id == run.response_id:
+            del self._arriving[session_id]
+        else:
+            arriving = None
         agent = WarmAgent(
             session_id=session_id,
             response_id=run.response_id,
@@ -197,7 +188,7 @@ class WarmAgents:
             turn=turn,
             grant=grant,
         )
-        if arriving is None or arriving.response_id != run.response_id or arriving.ended:
+        if arriving is None or arriving.ended or run.stop.is_set():
             log.info("warm_ended", extra={"session_id": session_id, "why": "ended_on_its_way"})
             self._end_later(agent)
             return
