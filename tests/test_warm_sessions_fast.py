@@ -445,7 +445,7 @@ async def test_a_cancel_that_ends_the_response_itself_while_the_turn_winds_up_en
         await release.wait()
         return await collect(*args)
 
-    executor._artifacts = slow_collection  # type: ignore[method-assign]
+    executor._artifacts = slow_collection  # type: ignore[method-assign,assignment]
     started = await engine.submit("one", metadata={"harness_id": harness_id}, background=True)
     response_id = started.json()["id"]
     await asyncio.wait_for(collecting.wait(), 10)
