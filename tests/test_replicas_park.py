@@ -411,7 +411,10 @@ async def _invoked(
                 tokens.extend(grant.provider.headers[RUN_TOKEN_HEADER] for grant in grants)
                 return bool(grants)
 
-            await wait_for(started)
+            # Within the 30 s a door's caller gives a request: parking the turn on the other
+            # replica first takes well over the default 5 s on a loaded machine (CI: a
+            # gVisor pass beside this one).
+            await wait_for(started, timeout=20)
             assert tokens == [running_with["context"]["token"]]
         answered = await asyncio.wait_for(invoking, 10)
     finally:
