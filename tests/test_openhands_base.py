@@ -98,8 +98,9 @@ def terminal_run(tools: Path, home: Path, patched: bool) -> dict[str, str]:
 def test_the_terminal_keeps_the_prompt_a_command_left_for_the_next_one(
     openhands_installed: Path, tmp_path: Path
 ) -> None:
-    pinned = terminal_run(openhands_installed, tmp_path, patched=False)
-    assert pinned["left"] == ""  # what the launcher's patch is for: still so in the pin
+    # (The pinned terminal without the launcher's patch drops what a command left, but not
+    # every time: on a loaded machine the race it loses sometimes goes its way (CI). So only
+    # the patched terminal is asserted, whose answer does not depend on timing.)
     patched = terminal_run(openhands_installed, tmp_path, patched=True)
     assert "###PS1END###" in patched["left"] and "\r" not in patched["left"]
     # (Outside the sandbox the host's readline may wrap them in bracketed-paste codes.)
