@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from bench._runs import output_text
 from storage import keys
 from storage import replicas as replica_store
 from storage.db import EVENTS_CHANNEL
@@ -23,7 +24,6 @@ from tests.support.in_process import InProcess
 from tests.support.replica_pair import (
     LEASE,
     ONLY_ON_POSTGRESQL,
-    output_text,
     replica,
     running_with_text,
     stream_of,

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from starlette.requests import Request
 
+from bench._runs import output_text
 from storage import door_sessions
 from storage.db import EVENTS_CHANNEL
 from storage.unit import Tx
@@ -28,7 +29,6 @@ from tests.support.replica_pair import (
     completed_on,
     finished,
     input_required_on,
-    output_text,
     paused_on,
     running_with_text,
     stream_of,

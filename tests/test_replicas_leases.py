@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from bench._runs import output_text
 from storage import replicas as replica_store
 from storage.unit import Tx
 from tests.scripted_provider import RunningProvider
@@ -20,7 +21,6 @@ from tests.support.in_process import InProcess
 from tests.support.replica_pair import (
     LEASE,
     ONLY_ON_POSTGRESQL,
-    output_text,
     replica,
     running_with_text,
     two_replicas,

@@ -20,6 +20,7 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
+from bench._runs import output_text
 from harness_bases.events import TurnFinished
 from storage import relayed_questions as relayed
 from storage.db import Database
@@ -35,7 +36,6 @@ from tests.support.replica_pair import (
     completed_on,
     finished,
     input_required_on,
-    output_text,
     paused_on,
     two_replicas,
 )

@@ -81,15 +81,6 @@ def completed_on(replica: InProcess, response_id: str) -> Callable[[], Awaitable
     return completed
 
 
-def output_text(response: dict[str, Any]) -> str:
-    return "".join(
-        part.get("text", "")
-        for item in response["output"]
-        if item["type"] == "message"
-        for part in item["content"]
-    )
-
-
 async def paused_on(replica: InProcess) -> tuple[str, str]:
     """A turn paused on `replica`, waiting for the user; its principal and response ids."""
     replica.base.script("who", answer("me"))
