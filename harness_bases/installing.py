@@ -1,15 +1,18 @@
 """The steps every base's installer takes: run an install command with a timeout, npm-install
-a pinned package into a prefix, and read the version an installed program reports.
+a pinned package into a prefix, read the version an installed program reports, and take turns
+at a folder several installs share.
 
 What is installed where, and what counts as installed, stays in each base's install.py.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import platform
 import re
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 # A version check runs with an environment built from nothing, as the sandbox would run it.
@@ -61,6 +64,18 @@ def reported_version(
     if result.returncode != 0:
         return None
     return parse_version(result.stdout + (result.stderr if also_stderr else ""), exact=exact)
+
+
+@contextlib.contextmanager
+def held_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path` (created when missing) until the block ends: installs that
+    share a folder (the pinned node) take turns, in threads or processes alike."""
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def run_install_command(

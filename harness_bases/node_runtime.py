@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from harness_bases.installing import npm_arch, npm_install, reported_version
+from harness_bases.installing import held_lock, npm_arch, npm_install, reported_version
 
 NODE_VERSION = "22.23.5"
 VERSION_TIMEOUT = 20.0
@@ -47,17 +47,22 @@ def installed_version(tools_dir: Path) -> str | None:
 
 
 def install(tools_dir: Path) -> None:
-    """npm-install the pinned node under tools_dir/node/<version> unless it already runs."""
-    if installed_version(tools_dir) == NODE_VERSION:
-        return
-    npm_install(
-        Path(prefix(str(tools_dir))),
-        package(),
-        NODE_VERSION,
-        label="node",
-        timeout=INSTALL_TIMEOUT,
-        error=NodeInstallError,
-    )
+    """npm-install the pinned node under tools_dir/node/<version> unless it already runs.
+    Several bases need it and `bases install` installs bases side by side: the first to come
+    installs it, the others wait for it and find it there."""
+    folder = Path(prefix(str(tools_dir)))
+    folder.mkdir(parents=True, exist_ok=True)
+    with held_lock(folder.parent / f".{NODE_VERSION}.lock"):
+        if installed_version(tools_dir) == NODE_VERSION:
+            return
+        npm_install(
+            folder,
+            package(),
+            NODE_VERSION,
+            label="node",
+            timeout=INSTALL_TIMEOUT,
+            error=NodeInstallError,
+        )
     found = installed_version(tools_dir)
     if found != NODE_VERSION:
         raise NodeInstallError(f"node reports {found!r} after install, expected {NODE_VERSION}")

@@ -2,7 +2,18 @@
 # Install everything the tests need, then run the whole suite (slow tests included).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scratch=$(mktemp -d)  # the logs of what runs in the background, each printed when it ends
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$scratch"' EXIT
 bash scripts/install.sh --test
+echo "=== the package and the pinned CLIs installed at $SECONDS s ==="
+# Format, lint and types, while the setup below installs and builds (they need only .venv):
+# their verdict joins the exit status at the end, their output printed then.
+checks_log=$scratch/checks.log
+{
+  .venv/bin/ruff check . && .venv/bin/ruff format --check . &&
+    .venv/bin/mypy # the whole tree, tests and benchmarks included ([tool.mypy] in pyproject.toml)
+} >"$checks_log" 2>&1 &
+checks=$! checks_status=0
 # The share-page tests drive Debian's Chromium; PDF previews need LibreOffice (writer + calc,
 # without the GUI: about 310 MB and 30 s; Chromium about 410 MB and 20 s, measured here).
 test_apt=()
@@ -15,9 +26,7 @@ if ((${#test_apt[@]})) && [[ $(id -u) -eq 0 ]]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     "${test_apt[@]}" >/dev/null
 fi
-.venv/bin/ruff check .
-.venv/bin/ruff format --check .
-.venv/bin/mypy  # the whole tree, tests and benchmarks included ([tool.mypy] in pyproject.toml)
+echo "=== the test packages installed at $SECONDS s ==="
 
 # The docker sandbox: an engine (started here when none runs) and its runtime image (built
 # once; a no-op when its labels say it is current). Without an engine the docker tests skip,
@@ -25,6 +34,20 @@ fi
 docker_engine=""
 if bash scripts/docker-engine.sh; then
   docker_engine=1
+fi
+echo "=== the Docker engine answered (or not) at $SECONDS s ==="
+# PostgreSQL (scripts/postgres.sh installs and starts Debian's cluster) and haproxy
+# (scripts/haproxy.sh), for the passes below that need them, while the image builds: the
+# apt-get runs of this script are over by now, and the image's build uses none of the host's.
+# Only those passes use the cluster (every other test reads UHP_TEST_DATABASE, sqlite by
+# default).
+databases_log=$scratch/databases.log
+{
+  bash scripts/postgres.sh || exit 1
+  bash scripts/haproxy.sh || exit 2
+} >"$databases_log" 2>&1 &
+databases=$!
+if [[ -n $docker_engine ]]; then
   .venv/bin/uhp-server images build
   # A second engine of this host, for the several-engines tests (test_docker_engines_e2e.py).
   bash scripts/docker-engine.sh 2 || true
@@ -34,8 +57,14 @@ fi
 gvisor_current=""
 bash scripts/docker-engine.sh gvisor-current && gvisor_current=1
 [[ -n $gvisor_current ]] || echo "=== NO CURRENT gVisor (runsc): this run fails (docs/gvisor.md) ===" >&2
-
-echo "=== installs, checks and the image done at $SECONDS s ==="
+echo "=== the image built at $SECONDS s ==="
+postgres_ready="" haproxy_installed=""
+databases_status=0
+wait "$databases" || databases_status=$?
+cat "$databases_log"
+((databases_status == 1)) || postgres_ready=1
+((databases_status == 0)) && haproxy_installed=1
+echo "=== setup done at $SECONDS s ==="
 status=0
 pytest_args=("$@")
 # Two passes run side by side on two cores (TEST_PASSES_AT_ONCE=1: one after another). With
@@ -43,15 +72,20 @@ pytest_args=("$@")
 # under that load for a question test to time out, so a third gains little. Each pass writes
 # its own log, printed whole with its wall time when it ends; the exit status combines them.
 passes_at_once=${TEST_PASSES_AT_ONCE:-2}
-pass_logs=$(mktemp -d)
+pass_logs=$scratch/passes
+mkdir "$pass_logs"
 declare -A pass_what pass_log pass_started
 passes_running=0 passes_started=0
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$pass_logs"' EXIT
 # finish_pass: wait for one running pass and print its log (exit 5 means the arguments
 # selected none of its tests: not a failure).
 finish_pass() {
   local pid code=0
   wait -n -p pid || code=$?
+  if [[ $pid == "$checks" ]]; then  # the checks, not a pass: kept for the end
+    checks_status=$code checks=""
+    finish_pass
+    return
+  fi
   passes_running=$((passes_running - 1))
   echo "=== ${pass_what[$pid]}: exit $code, $((SECONDS - pass_started[$pid])) s" \
     "(ended at $SECONDS s) ==="
@@ -87,16 +121,6 @@ run_pass() {
 run_conformance_pass() {
   start_pass "the conformance suite: scripts/conformance.sh $*" bash scripts/conformance.sh "$@"
 }
-
-# PostgreSQL (scripts/postgres.sh installs and starts Debian's cluster) and haproxy
-# (scripts/haproxy.sh), for the passes below that need them. Only those passes use the cluster
-# (every other test reads UHP_TEST_DATABASE, sqlite by default).
-postgres_ready="" haproxy_installed=""
-if bash scripts/postgres.sh; then
-  postgres_ready=1
-  bash scripts/haproxy.sh && haproxy_installed=1
-fi
-echo "=== PostgreSQL and haproxy done at $SECONDS s ==="
 
 # The passes run longest first, two at a time (a pass that ends makes room for the next), so
 # that no long one starts last.
@@ -257,4 +281,8 @@ if ((${#pytest_args[@]} == 0)); then
 fi
 [[ -n $postgres_ready && -n $gvisor_current ]] || status=1
 while ((passes_running > 0)); do finish_pass; done
+[[ -z $checks ]] || wait "$checks" || checks_status=$?
+echo "=== format, lint and types (ruff, mypy): exit $checks_status ==="
+cat "$checks_log"
+((checks_status == 0)) || status=$checks_status
 exit "$status"

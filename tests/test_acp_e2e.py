@@ -125,14 +125,19 @@ def test_a_second_task_resumes_the_agents_conversation(client: httpx.Client, har
     assert "resume" not in message_text(second).lower()  # no "could not be resumed" notice
 
 
-def test_a_cancelled_turn_stops_the_agent(client: httpx.Client, harness: str) -> None:
-    started = create(client, task(harness, "RUN sleep 60\nSAY too late", background=True))
+def test_a_cancelled_turn_stops_the_agent(
+    client: httpx.Client, server: ServerProcess, harness: str
+) -> None:
+    command = "touch cancel-me && sleep 60"
+    started = create(client, task(harness, f"RUN {command}\nSAY too late", background=True))
+    # Until the command runs: its file, not its item (claude-code-acp reports a Bash call
+    # only once it has ended, when the client offers no ACP terminals).
+    session = server.data_dir / "sessions" / started["metadata"]["session_id"]
+    marker = session / "workspace" / "cancel-me"
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # until the command runs
-        current = client.get(f"/v1/responses/{started['id']}").json()
-        if any(i["type"] == "function_call" for i in current["output"]):
-            break
-        time.sleep(0.3)
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert marker.exists(), "the command never ran"
     begun = time.monotonic()
     cancelled = client.post(f"/v1/responses/{started['id']}/cancel")
     assert cancelled.status_code == 200, cancelled.text

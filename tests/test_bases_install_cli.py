@@ -1,12 +1,17 @@
-"""`uhp-server bases install`: every registered base, where an opt-in base this host cannot
-install is left out loudly and the rest installs; named, or a default base, it is an error."""
+"""`uhp-server bases install`: every registered base, side by side, where an opt-in base this
+host cannot install is left out loudly and the rest installs; named, or a default base, it is
+an error."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from harness_bases import node_runtime
 from uhp_server import cli
 
 
@@ -61,3 +66,62 @@ def test_a_default_base_that_cannot_install_is_an_error(
     bases(monkeypatch, tmp_path, default=True)
     with pytest.raises(RuntimeError, match="needs a host CPython"):
         cli.main(["bases", "install"])
+
+
+class Meeting(Installing):
+    """An install that finishes only once `barrier`'s other installs have begun too."""
+
+    def __init__(self, name: str, barrier: threading.Barrier) -> None:
+        super().__init__(name, by_default=True, fails=False)
+        self.barrier = barrier
+
+    def install(self, tools_dir: Path) -> None:
+        self.barrier.wait()  # BrokenBarrierError after its timeout: they ran one by one
+        super().install(tools_dir)
+
+
+def test_bases_install_side_by_side(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    barrier = threading.Barrier(3, timeout=10)
+    known = {name: Meeting(name, barrier) for name in ("one", "two", "three")}
+    monkeypatch.setattr(cli, "registry", lambda: known)
+    monkeypatch.setenv("UHP_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("UHP_TOOLS_DIR", str(tmp_path / "tools"))
+    assert cli.main(["bases", "install", "--jobs", "3"]) == 0
+    assert all(base.installed for base in known.values())
+    said = capsys.readouterr().out
+    assert all(f"{name}: 1.0.0 (" in said for name in known)
+
+
+def test_a_failed_default_base_leaves_the_others_installed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    known = bases(monkeypatch, tmp_path, default=True)
+    with pytest.raises(RuntimeError, match="needs a host CPython"):
+        cli.main(["bases", "install", "--jobs", "1"])
+    assert known["opt-in-one"].installed
+    assert "default-one: NOT INSTALLED: default-one needs a host CPython" in (
+        capsys.readouterr().err
+    )
+
+
+def test_the_shared_node_is_installed_once_by_installs_side_by_side(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    installs: list[str] = []
+    installed = threading.Event()
+
+    def npm_install(prefix: Path, package: str, version: str, **_: object) -> None:
+        time.sleep(0.2)  # long enough for the other install to come meanwhile
+        installs.append(f"{package}@{version}")
+        installed.set()
+
+    def installed_version(tools_dir: Path) -> str | None:
+        return node_runtime.NODE_VERSION if installed.is_set() else None
+
+    monkeypatch.setattr(node_runtime, "npm_install", npm_install)
+    monkeypatch.setattr(node_runtime, "installed_version", installed_version)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(lambda _: node_runtime.install(tmp_path), range(2)))
+    assert installs == [f"{node_runtime.package()}@{node_runtime.NODE_VERSION}"]

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import os
 import sqlite3
 import sys
+import time
 from pathlib import Path
 
 from alembic.util.exc import CommandError as AlembicError
@@ -13,6 +15,7 @@ from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
 from harness_bases import registry
+from harness_bases.base import HarnessBase
 from storage import keys, mcp_secrets, sealing
 from storage.db import Database
 from uhp_server.http import connections
@@ -191,21 +194,39 @@ def cmd_bases(args: argparse.Namespace) -> int:
     if unknown:
         print(f"unknown bases: {', '.join(unknown)}", file=sys.stderr)
         return 2
-    for name in names:
-        base = known[name]
-        print(f"installing {name} {base.cli_version} into {settings.tools_dir} ...", flush=True)
-        try:
-            base.install(settings.tools_dir)
-        except RuntimeError as error:
-            # Installing every base: an opt-in one this host cannot install (Kimi CLI and
-            # OpenHands CLI need a host CPython >= 3.12) is left out, loudly, and the server
-            # installs and runs without it; named, or a default base, it is an error.
-            if args.names or base.enabled_by_default:
-                raise
-            print(f"{name}: LEFT OUT, not installed: {error}", file=sys.stderr)
-            continue
-        print(f"{name}: {base.installed_version(settings.tools_dir)}")
+    print(f"installing {', '.join(names)} into {settings.tools_dir} ...", flush=True)
+    # Side by side: an install mostly waits on a registry and on npm's or pip's own work, and
+    # the bases' folders are their own (the pinned node they share takes turns itself).
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        installs = {
+            pool.submit(_install_base, known[name], settings.tools_dir): name for name in names
+        }
+        failed: BaseException | None = None
+        for done in concurrent.futures.as_completed(installs):
+            name = installs[done]
+            base = known[name]
+            error = done.exception()
+            if error is None:
+                print(f"{name}: {done.result()}", flush=True)
+            elif isinstance(error, RuntimeError) and not (args.names or base.enabled_by_default):
+                # Installing every base: an opt-in one this host cannot install (Kimi CLI and
+                # OpenHands CLI need a host CPython >= 3.12) is left out, loudly, and the
+                # server installs and runs without it; named, or a default base, it is an error.
+                print(f"{name}: LEFT OUT, not installed: {error}", file=sys.stderr)
+            else:
+                print(f"{name}: NOT INSTALLED: {error}", file=sys.stderr)
+                failed = failed or error
+    if failed is not None:
+        raise failed
     return 0
+
+
+def _install_base(base: HarnessBase, tools_dir: Path) -> str:
+    """Install one base's pinned CLI; what it then reports, and how long that took."""
+    started = time.monotonic()
+    base.install(tools_dir)
+    took = time.monotonic() - started
+    return f"{base.installed_version(tools_dir)} ({took:.0f} s)"
 
 
 def cmd_images(args: argparse.Namespace) -> int:
@@ -300,6 +321,9 @@ def build_parser() -> argparse.ArgumentParser:
     bases_sub = bases.add_subparsers(dest="bases_command", required=True)
     install = bases_sub.add_parser("install", help="install pinned CLIs (default: every base)")
     install.add_argument("names", nargs="*")
+    install.add_argument(
+        "--jobs", type=int, default=4, help="how many to install at once (default: 4)"
+    )
     listing = bases_sub.add_parser("list", help="every registered base: pins, installed versions")
     listing.add_argument("--names", dest="names_only", action="store_true", help="names only")
     listing.add_argument(
