@@ -257,10 +257,13 @@ def test_a_running_turn_streams_onto_the_page_and_can_be_cancelled(
     sign_in(page, server)
     open_session(page, server, session_id)
     words = " ".join(f"word{i}" for i in range(40))
+    # SLOW spreads the whole answer over its seconds: the words arrive within the first
+    # tenth or so, and the turn then runs on, for the cancel, for most of a minute.
+    rest = " ".join(f"later{i}" for i in range(300))
     running = create(
         client,
         {
-            "input": f"SLOW 8\nSAY {words}\nSLOW 60\nSAY never",
+            "input": f"SLOW 60\nSAY {words}\nSAY {rest}",
             "previous_response_id": first["id"],
             "background": True,
         },

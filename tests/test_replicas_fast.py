@@ -207,7 +207,9 @@ async def test_an_answer_racing_the_turn_parking_on_its_replica_continues_it_in_
         parked = (await b.client.get(f"/v1/responses/{response_id}")).json()
         assert parked["status"] == "incomplete"
         assert parked["incomplete_details"]["reason"] == "input_required"
-        await asyncio.wait_for(b.ctx.runs.peers.wait_finished(carrying), 10)
+        # Read through the API: the carrying turn runs on `b`, whose in-memory response
+        # follows its stored end by a moment (wait_finished reads the store).
+        await wait_for(completed_on(b, carrying), 20)
         follow = (await b.client.get(f"/v1/responses/{carrying}")).json()
         assert follow["previous_response_id"] == response_id
         assert follow["status"] == "completed", follow
