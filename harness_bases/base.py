@@ -160,6 +160,17 @@ class Invocation:
     cwd: str
 
 
+@dataclass(frozen=True)
+class Warmup:
+    """A start of a base's node CLI that loads its code and ends (its version command), for
+    the compile cache `bases install` makes (compile_cache.py): paths as the sandbox sees
+    them, and the environment beside a quiet PATH and a HOME that does not exist."""
+
+    argv: list[str]
+    env: Mapping[str, str] = field(default_factory=dict)
+    exit_codes: tuple[int, ...] = (0,)  # how it ends when it did its work
+
+
 class Process(Protocol):
     """A running sandboxed process, as the base's driver sees it."""
 
@@ -296,6 +307,11 @@ class HarnessBase(abc.ABC):
     @abc.abstractmethod
     def installed_version(self, tools_dir: Path) -> str | None:
         """The version the installed CLI reports, or None when it is not installed/runnable."""
+
+    def compile_cache_warmup(self, tools_root: str) -> Warmup | None:
+        """How to load this base's node CLI once for node's compile cache (compile_cache.py),
+        paths under `tools_root`; None (the default): no node CLI, or none worth it."""
+        return None
 
     @abc.abstractmethod
     def prepare(self, turn: TurnSpec) -> Invocation:

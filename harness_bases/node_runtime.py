@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from harness_bases.base import Warmup
 from harness_bases.installing import held_lock, npm_arch, npm_install, reported_version
 
 NODE_VERSION = "22.23.5"
@@ -92,6 +93,10 @@ class NodeCli:
 
     def command(self, tools_root: str) -> list[str]:
         return [node_path(tools_root), self.cli_path(tools_root)]
+
+    def warmup(self, tools_root: str) -> Warmup:
+        """Its version command: it loads the CLI's code (compile_cache.py)."""
+        return Warmup([*self.command(tools_root), "--version"], self.version_env)
 
     def installed_version(self, tools_dir: Path) -> str | None:
         """What the installed CLI reports with --version on the pinned node, or None."""

@@ -29,6 +29,9 @@ class Installing:
     def installed_version(self, tools_dir: Path) -> str | None:
         return self.cli_version if self.installed else None
 
+    def compile_cache_warmup(self, tools_root: str) -> None:
+        return None  # no node CLI: nothing for node's compile cache
+
 
 def bases(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, **fails: bool) -> dict[str, Installing]:
     known = {

@@ -14,8 +14,8 @@ from alembic.util.exc import CommandError as AlembicError
 from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
-from harness_bases import registry
-from harness_bases.base import HarnessBase
+from harness_bases import compile_cache, registry
+from harness_bases.base import HarnessBase, SandboxPaths
 from storage import keys, mcp_secrets, sealing
 from storage.db import Database
 from uhp_server.http import connections
@@ -222,11 +222,17 @@ def cmd_bases(args: argparse.Namespace) -> int:
 
 
 def _install_base(base: HarnessBase, tools_dir: Path) -> str:
-    """Install one base's pinned CLI; what it then reports, and how long that took."""
+    """Install one base's pinned CLI, and node's compile cache of it where it is a node CLI
+    (harness_bases/compile_cache.py); what it then reports, and how long that took."""
     started = time.monotonic()
     base.install(tools_dir)
+    cached = ""
+    warmup = base.compile_cache_warmup(SandboxPaths().tools)
+    if warmup is not None:
+        made = compile_cache.warm(tools_dir, base.name, base.cli_version, warmup)
+        cached = ", compile cache made" if made else ", NO compile cache (see the log)"
     took = time.monotonic() - started
-    return f"{base.installed_version(tools_dir)} ({took:.0f} s)"
+    return f"{base.installed_version(tools_dir)} ({took:.0f} s{cached})"
 
 
 def cmd_images(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ from harness_bases.base import (
     Invocation,
     Process,
     TurnSpec,
+    Warmup,
 )
 from harness_bases.copilot import config
 from harness_bases.copilot import install as installer
@@ -54,6 +55,9 @@ class CopilotBase(HarnessBase):
 
     def installed_version(self, tools_dir: Path) -> str | None:
         return installer.installed_version(tools_dir)
+
+    def compile_cache_warmup(self, tools_root: str) -> Warmup:
+        return installer.warmup(tools_root)
 
     def prepare(self, turn: TurnSpec) -> Invocation:
         files = config.write_turn_files(turn)

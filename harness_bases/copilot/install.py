@@ -17,6 +17,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path, PurePosixPath
 
+from harness_bases.base import Warmup
 from harness_bases.installing import npm_arch, npm_install, reported_version
 
 PACKAGE = "@github/copilot"
@@ -76,6 +77,15 @@ def installed_version(tools_dir: Path) -> str | None:
     env = {**QUIET_ENV, "HOME": "/nonexistent", "COPILOT_CLI_DIST_DIR": str(dist)}
     found = reported_version([str(binary), "--version"], timeout=VERSION_TIMEOUT, extra_env=env)
     return found.rstrip(".") if found else None
+
+
+def warmup(tools_root: str) -> Warmup:
+    """A prompt with no model to send it to, on the package unpacked at install: it loads
+    the CLI's code, then exits 1 ("Offline mode requires a local model provider"). Its
+    version command loads too little of it to matter."""
+    env = {**QUIET_ENV, "COPILOT_CLI_DIST_DIR": dist_dir(tools_root)}
+    argv = [binary_path(tools_root), "-p", "warm-up", "--model", "none", "--no-auto-update"]
+    return Warmup(argv, env, exit_codes=(1,))
 
 
 def install(tools_dir: Path) -> None:

@@ -13,6 +13,7 @@ from harness_bases.base import (
     Invocation,
     Process,
     TurnSpec,
+    Warmup,
 )
 from harness_bases.pi import config
 from harness_bases.pi import install as installer
@@ -52,6 +53,9 @@ class PiBase(HarnessBase):
 
     def installed_version(self, tools_dir: Path) -> str | None:
         return installer.installed_version(tools_dir)
+
+    def compile_cache_warmup(self, tools_root: str) -> Warmup:
+        return installer.CLI.warmup(tools_root)
 
     def prepare(self, turn: TurnSpec) -> Invocation:
         files = config.write_turn_files(turn)

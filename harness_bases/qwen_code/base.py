@@ -8,7 +8,7 @@ from typing import Any
 
 from harness_bases import node_runtime
 from harness_bases.acp import AcpBase
-from harness_bases.base import SYSTEM_PATH, CliPin, Enforcement, Invocation, TurnSpec
+from harness_bases.base import SYSTEM_PATH, CliPin, Enforcement, Invocation, TurnSpec, Warmup
 from harness_bases.jsonrpc import ConnectionClosed, RpcConnection, RpcError
 from harness_bases.qwen_code import config
 from harness_bases.qwen_code import install as installer
@@ -52,6 +52,9 @@ class QwenCodeBase(AcpBase):
 
     def installed_version(self, tools_dir: Path) -> str | None:
         return installer.installed_version(tools_dir)
+
+    def compile_cache_warmup(self, tools_root: str) -> Warmup:
+        return installer.CLI.warmup(tools_root)
 
     def prepare(self, turn: TurnSpec) -> Invocation:
         config.write_turn_files(turn)

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from harness_bases import compile_cache
 from harness_bases import events as ev
 from harness_bases.base import HarnessBase, ImageInput, Invocation, McpServerSpec, TurnSpec
 from harness_bases.plugin_folders import place_plugins, stdio_launches
@@ -645,7 +646,11 @@ def _prepare(
     CLI's own files; on an environment, its dependencies first in the invocation's
     environment, which the base has just built from nothing (environments/turn.py)."""
     place_plugins(spec)
-    return with_environment(base.prepare(spec), environment)
+    invocation = base.prepare(spec)
+    # A node CLI reads the compile cache `bases install` made of it (compile_cache.py).
+    cache = compile_cache.turn_env(spec.host_tools, spec.paths.tools, base.name, base.cli_version)
+    invocation.env.update(cache)
+    return with_environment(invocation, environment)
 
 
 async def _missing_version(environment: EnvironmentMount | None) -> str | None:

@@ -35,6 +35,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
+from harness_bases import compile_cache
 from harness_bases.base import HarnessBase, Invocation
 from uhp_server.gateway.paths import gateway_path
 from uhp_server.sandbox import neutral_mounts
@@ -305,7 +306,7 @@ class DockerSandbox(Sandbox):
             user = self.users.for_principal(mounts.agent_number)
         except ValueError as exc:
             raise SandboxError(str(exc)) from exc
-        await asyncio.to_thread(hand_over, *user, mounts.workspace, mounts.home)
+        await asyncio.to_thread(_hand_over, user, mounts)
         door = mounts.door or f"docker:unbound-{secrets.token_hex(8)}"
         neutral = await mounted_off_loop(functools.partial(self._mount_neutral, mounts))
         try:  # the overlays never outlive a start that failed, whatever failed
@@ -634,3 +635,10 @@ class DockerSandbox(Sandbox):
         # An engine that went away reaps the container when it is back.
         with contextlib.suppress(docker.errors.NotFound, requests.exceptions.ConnectionError):
             api.remove_container(container_id, force=True)
+
+
+def _hand_over(user: tuple[int, int], mounts: SessionMounts) -> None:
+    """The session's folders to the turn's user, and node's compile cache for it too
+    (disk work: off the loop)."""
+    hand_over(*user, mounts.workspace, mounts.home)
+    compile_cache.for_user(mounts.tools, user[0])

@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable
 from pathlib import Path
 from typing import Any
 
+from harness_bases import compile_cache
 from harness_bases.base import HarnessBase, Invocation
 from uhp_server.gateway.paths import gateway_path
 from uhp_server.ops.replica_id import stored_id
@@ -356,6 +357,7 @@ class LocalSandbox(Sandbox):
         exe = shutil.which(self._bwrap)
         if exe is None:
             raise SandboxError(f"bubblewrap not found: {self._bwrap}")
+        compile_cache.for_user(mounts.tools, user[0])
         if self.relays and shutil.which("socat") is None:
             raise SandboxError("socat not found: the local sandbox relays the gateway with it")
         if not invocation.argv:
