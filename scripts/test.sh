@@ -178,23 +178,21 @@ base_e2e=(tests/test_tasks_e2e.py tests/test_sessions_e2e.py tests/test_security
 # ---- The opt-in bases (issue 30): enabled only where UHP_BASES names them, so the default
 # list below leaves them out. Eight configurations: six bases and the generic `acp` base with
 # each of its two ACP test agents (tests/support/acp_agents.py, each on its own wire against
-# the native provider). All eight take about 25 minutes of passes on these 2 cores, more than
-# CI's 45 leave, so a whole run takes two of them in turn: the pair is chosen by the number of
-# commits in the checkout, so that four commits in a row run all eight, and a commit always
-# runs the same pair (heavy with light: OpenHands' turns cost about 8 s of CPU each).
-# UHP_TEST_OPT_IN_BASES=all runs the eight, =none none, or names some (kimi,acp/codex-acp).
-# Each opt-in base's own live tests (tests/test_<base>_base.py) run in the whole suite either
-# way. Where a base cannot do what a test drives (no MCP client: no MCP servers, plugins'
-# tools, memory tools or question tool), the test asserts the refusal the base declares
-# (tests/support/base_under_test.py).
-opt_in_all=(openhands mini-swe-agent kimi cline kilo acp/codex-acp copilot acp/claude-code-acp)
+# the native provider). All eight take about half an hour of passes on these 2 cores, more
+# than CI's 45 minutes leave, so a whole run takes one of them in turn: the one the number of
+# commits in the checkout picks, so that eight commits in a row run all eight and a commit
+# always runs the same one. UHP_TEST_OPT_IN_BASES=all runs the eight, =none none, or names
+# some (kimi,acp/codex-acp). Each opt-in base's own live tests (tests/test_<base>_base.py) run
+# in the whole suite either way. Where a base cannot do what a test drives (no MCP client: no
+# MCP servers, plugins' tools, memory tools or question tool), the test asserts the refusal
+# the base declares (tests/support/base_under_test.py).
+opt_in_all=(openhands kilo mini-swe-agent acp/codex-acp kimi copilot cline acp/claude-code-acp)
 case ${UHP_TEST_OPT_IN_BASES:-by-commit} in
   all | 1) opt_in=("${opt_in_all[@]}") ;;
   none | 0) opt_in=() ;;
   by-commit)
     commits=$(git rev-list --count HEAD 2>/dev/null || echo 0)
-    pair=$((commits % (${#opt_in_all[@]} / 2)))
-    opt_in=("${opt_in_all[@]:$((pair * 2)):2}")
+    opt_in=("${opt_in_all[$((commits % ${#opt_in_all[@]}))]}")
     ;;
   *) IFS=, read -ra opt_in <<<"$UHP_TEST_OPT_IN_BASES" ;;
 esac
