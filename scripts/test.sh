@@ -7,13 +7,17 @@ trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$scratch"' EXIT
 bash scripts/install.sh --test
 echo "=== the package and the pinned CLIs installed at $SECONDS s ==="
 # Format, lint and types, while the setup below installs and builds (they need only .venv):
-# their verdict joins the exit status at the end, their output printed then.
+# their output and verdict are printed once the setup is done, and the verdict joins the
+# exit status.
 checks_log=$scratch/checks.log
 {
-  .venv/bin/ruff check . && .venv/bin/ruff format --check . &&
-    .venv/bin/mypy # the whole tree, tests and benchmarks included ([tool.mypy] in pyproject.toml)
+  failed=0
+  .venv/bin/ruff check . || failed=1
+  .venv/bin/ruff format --check . || failed=1
+  .venv/bin/mypy || failed=1 # the whole tree, tests and benchmarks ([tool.mypy] in pyproject.toml)
+  exit $failed
 } >"$checks_log" 2>&1 &
-checks=$! checks_status=0
+checks=$!
 # The share-page tests drive Debian's Chromium; PDF previews need LibreOffice (writer + calc,
 # without the GUI: about 310 MB and 30 s; Chromium about 410 MB and 20 s, measured here).
 test_apt=()
@@ -62,10 +66,17 @@ postgres_ready="" haproxy_installed=""
 databases_status=0
 wait "$databases" || databases_status=$?
 cat "$databases_log"
-((databases_status == 1)) || postgres_ready=1
-((databases_status == 0)) && haproxy_installed=1
-echo "=== setup done at $SECONDS s ==="
+case $databases_status in
+  0) postgres_ready=1 haproxy_installed=1 ;;
+  2) postgres_ready=1 ;; # haproxy did not install: said above, loudly
+esac
 status=0
+checks_status=0
+wait "$checks" || checks_status=$?
+echo "=== format, lint and types (ruff, mypy): exit $checks_status ==="
+cat "$checks_log"
+((checks_status == 0)) || status=$checks_status
+echo "=== setup done at $SECONDS s ==="
 pytest_args=("$@")
 # Two passes run side by side on two cores (TEST_PASSES_AT_ONCE=1: one after another). With
 # three, the machine was busy all the time (vmstat: 2-12% idle) and a CLI's turn slow enough
@@ -81,11 +92,6 @@ passes_running=0 passes_started=0
 finish_pass() {
   local pid code=0
   wait -n -p pid || code=$?
-  if [[ $pid == "$checks" ]]; then  # the checks, not a pass: kept for the end
-    checks_status=$code checks=""
-    finish_pass
-    return
-  fi
   passes_running=$((passes_running - 1))
   echo "=== ${pass_what[$pid]}: exit $code, $((SECONDS - pass_started[$pid])) s" \
     "(ended at $SECONDS s) ==="
@@ -191,10 +197,26 @@ case ${UHP_TEST_OPT_IN_BASES:-by-commit} in
   all | 1) opt_in=("${opt_in_all[@]}") ;;
   none | 0) opt_in=() ;;
   by-commit)
-    commits=$(git rev-list --count HEAD 2>/dev/null || echo 0)
+    if [[ $(git rev-parse --is-shallow-repository 2>&1) != false ]]; then
+      echo "=== NO COMMIT COUNT (a shallow clone, or git fails here): the opt-in" \
+        "configuration is the first, ${opt_in_all[0]}, every run ===" >&2
+      commits=0
+    else
+      commits=$(git rev-list --count HEAD)
+    fi
     opt_in=("${opt_in_all[$((commits % ${#opt_in_all[@]}))]}")
+    echo "=== $commits commits: the opt-in configuration of this one is ${opt_in[0]} ==="
     ;;
-  *) IFS=, read -ra opt_in <<<"$UHP_TEST_OPT_IN_BASES" ;;
+  *)
+    IFS=, read -ra opt_in <<<"${UHP_TEST_OPT_IN_BASES// /}"
+    for config in "${opt_in[@]}"; do
+      if [[ " ${opt_in_all[*]} " != *" $config "* ]]; then
+        echo "UHP_TEST_OPT_IN_BASES: unknown configuration $config (all, none, or some of:" \
+          "${opt_in_all[*]})" >&2
+        exit 2
+      fi
+    done
+    ;;
 esac
 echo "=== the opt-in configurations run here: ${opt_in[*]:-none} (of ${opt_in_all[*]}; UHP_TEST_OPT_IN_BASES=all runs every one) ==="
 opt_in_chat_bases=" $(.venv/bin/uhp-server bases list --names --wire chat | tr '\n' ' ') "
@@ -290,8 +312,4 @@ if ((${#pytest_args[@]} == 0)); then
 fi
 [[ -n $postgres_ready && -n $gvisor_current ]] || status=1
 while ((passes_running > 0)); do finish_pass; done
-[[ -z $checks ]] || wait "$checks" || checks_status=$?
-echo "=== format, lint and types (ruff, mypy): exit $checks_status ==="
-cat "$checks_log"
-((checks_status == 0)) || status=$checks_status
 exit "$status"

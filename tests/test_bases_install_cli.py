@@ -128,3 +128,25 @@ def test_the_shared_node_is_installed_once_by_installs_side_by_side(
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         list(pool.map(lambda _: node_runtime.install(tmp_path), range(2)))
     assert installs == [f"{node_runtime.package()}@{node_runtime.NODE_VERSION}"]
+
+
+class FailsOnce(Installing):
+    """An install that fails the first time, as a race in npm's or pip's cache can."""
+
+    def install(self, tools_dir: Path) -> None:
+        if not self.fails:
+            self.fails = True
+            raise RuntimeError("npm ERR! EEXIST: file already exists, rename ...")
+        self.installed = True
+
+
+def test_an_install_that_failed_beside_others_is_tried_again_alone(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    known = {"racy": FailsOnce("racy", by_default=True, fails=False)}
+    monkeypatch.setattr(cli, "registry", lambda: known)
+    monkeypatch.setenv("UHP_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("UHP_TOOLS_DIR", str(tmp_path / "tools"))
+    assert cli.main(["bases", "install"]) == 0
+    assert known["racy"].installed
+    assert "racy: 1.0.0 (" in capsys.readouterr().out

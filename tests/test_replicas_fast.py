@@ -27,6 +27,7 @@ from tests.support.replica_pair import (
     LEASE,
     ONLY_ON_POSTGRESQL,
     completed_on,
+    ended_on,
     finished,
     input_required_on,
     paused_on,
@@ -207,9 +208,10 @@ async def test_an_answer_racing_the_turn_parking_on_its_replica_continues_it_in_
         parked = (await b.client.get(f"/v1/responses/{response_id}")).json()
         assert parked["status"] == "incomplete"
         assert parked["incomplete_details"]["reason"] == "input_required"
-        # Read through the API: the carrying turn runs on `b`, whose in-memory response
-        # follows its stored end by a moment (wait_finished reads the store).
-        await wait_for(completed_on(b, carrying), 20)
+        await asyncio.wait_for(b.ctx.runs.peers.wait_finished(carrying), 10)  # stored
+        # Then read through the API: the carrying turn runs on `b`, whose in-memory response
+        # follows its stored end by a moment.
+        await wait_for(ended_on(b, carrying), 10)
         follow = (await b.client.get(f"/v1/responses/{carrying}")).json()
         assert follow["previous_response_id"] == response_id
         assert follow["status"] == "completed", follow

@@ -197,28 +197,46 @@ def cmd_bases(args: argparse.Namespace) -> int:
     print(f"installing {', '.join(names)} into {settings.tools_dir} ...", flush=True)
     # Side by side: an install mostly waits on a registry and on npm's or pip's own work, and
     # the bases' folders are their own (the pinned node they share takes turns itself).
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        installs = {
-            pool.submit(_install_base, known[name], settings.tools_dir): name for name in names
-        }
-        failed: BaseException | None = None
-        for done in concurrent.futures.as_completed(installs):
-            name = installs[done]
-            base = known[name]
-            error = done.exception()
-            if error is None:
-                print(f"{name}: {done.result()}", flush=True)
-            elif isinstance(error, RuntimeError) and not (args.names or base.enabled_by_default):
-                # Installing every base: an opt-in one this host cannot install (Kimi CLI and
-                # OpenHands CLI need a host CPython >= 3.12) is left out, loudly, and the
-                # server installs and runs without it; named, or a default base, it is an error.
-                print(f"{name}: LEFT OUT, not installed: {error}", file=sys.stderr)
-            else:
-                print(f"{name}: NOT INSTALLED: {error}", file=sys.stderr)
-                failed = failed or error
+    errors = _install_side_by_side([known[n] for n in names], settings.tools_dir, args.jobs)
+    if errors:
+        # npm's and pip's caches are shared, and each has had races between processes
+        # (npm/cli#1484, pypa/pip#9034): what failed is tried again, one at a time.
+        retried = [known[n] for n in errors]
+        errors = _install_side_by_side(retried, settings.tools_dir, 1)
+    failed: BaseException | None = None
+    for name, error in errors.items():
+        if isinstance(error, RuntimeError) and not (args.names or known[name].enabled_by_default):
+            # Installing every base: an opt-in one this host cannot install (Kimi CLI and
+            # OpenHands CLI need a host CPython >= 3.12) is left out, loudly, and the server
+            # installs and runs without it; named, or a default base, it is an error.
+            print(f"{name}: LEFT OUT, not installed: {error}", file=sys.stderr)
+        else:
+            print(f"{name}: NOT INSTALLED: {error}", file=sys.stderr)
+            failed = failed or error
     if failed is not None:
         raise failed
     return 0
+
+
+def _install_side_by_side(
+    bases: list[HarnessBase], tools_dir: Path, jobs: int
+) -> dict[str, BaseException]:
+    """Install `bases`, `jobs` at once, each printed as it is done; what failed, by name."""
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs))
+    errors: dict[str, BaseException] = {}
+    try:
+        installs = {pool.submit(_install_base, base, tools_dir): base.name for base in bases}
+        for done in concurrent.futures.as_completed(installs):
+            error = done.exception()
+            if error is None:
+                print(f"{installs[done]}: {done.result()}", flush=True)
+            else:
+                errors[installs[done]] = error
+    except BaseException:  # Ctrl-C: the installs not begun never begin
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+    return errors
 
 
 def _install_base(base: HarnessBase, tools_dir: Path) -> str:

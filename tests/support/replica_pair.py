@@ -81,6 +81,16 @@ def completed_on(replica: InProcess, response_id: str) -> Callable[[], Awaitable
     return completed
 
 
+def ended_on(replica: InProcess, response_id: str) -> Callable[[], Awaitable[bool]]:
+    """Whether the response, read through `replica`'s API, is no longer in progress."""
+
+    async def ended() -> bool:
+        body = (await replica.client.get(f"/v1/responses/{response_id}")).json()
+        return bool(body["status"] != "in_progress")
+
+    return ended
+
+
 async def paused_on(replica: InProcess) -> tuple[str, str]:
     """A turn paused on `replica`, waiting for the user; its principal and response ids."""
     replica.base.script("who", answer("me"))
