@@ -164,7 +164,7 @@ class Invocation:
 class Warmup:
     """A start of a base's node CLI that loads its code and ends (its version command), for
     the compile cache `bases install` makes (compile_cache.py): paths as the sandbox sees
-    them, and the environment beside a quiet PATH and a HOME that does not exist."""
+    them, and the environment beside a bare PATH and an empty home of its own."""
 
     argv: list[str]
     env: Mapping[str, str] = field(default_factory=dict)

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
 from harness_bases import compile_cache, registry
-from harness_bases.base import HarnessBase, SandboxPaths
+from harness_bases.base import HarnessBase
 from storage import keys, mcp_secrets, sealing
 from storage.db import Database
 from uhp_server.http import connections
@@ -244,11 +244,8 @@ def _install_base(base: HarnessBase, tools_dir: Path) -> str:
     (harness_bases/compile_cache.py); what it then reports, and how long that took."""
     started = time.monotonic()
     base.install(tools_dir)
-    cached = ""
-    warmup = base.compile_cache_warmup(SandboxPaths().tools)
-    if warmup is not None:
-        made = compile_cache.warm(tools_dir, base.name, base.cli_version, warmup)
-        cached = ", compile cache made" if made else ", NO compile cache (see the log)"
+    made = compile_cache.warm(tools_dir, base)  # None: no node CLI
+    cached = "" if made is None else ", compile cache made" if made else ", NO compile cache"
     took = time.monotonic() - started
     return f"{base.installed_version(tools_dir)} ({took:.0f} s{cached})"
 

@@ -13,8 +13,10 @@ one: every file is an upper file, so whatever the agent writes, renames or delet
 the real folder at once (no whiteouts, no copy-up). One trace: a directory renamed into the
 folder's top level carries a `trusted.overlay.opaque` attribute (only root reads trusted.*).
 The read-only folders (the CLIs) are a lower-only overlay. The server must not change a
-layer while its overlay is mounted (overlayfs leaves that undefined); it does not during a
-turn.
+layer while its overlay is mounted (overlayfs leaves that undefined); during a turn it only
+adds to the tools folder the compile-cache folder of an agent user about to run its turn
+(harness_bases/compile_cache.py: names no running turn's node looks up, since each looks only
+in its own user's folder).
 
 Needs CAP_SYS_ADMIN and a data folder an overlay can sit on (ext4, xfs, btrfs, tmpfs; not
 overlayfs itself, as in a container): NeutralMounts.detect() tries once and says why not;

@@ -648,8 +648,7 @@ def _prepare(
     place_plugins(spec)
     invocation = base.prepare(spec)
     # A node CLI reads the compile cache `bases install` made of it (compile_cache.py).
-    cache = compile_cache.turn_env(spec.host_tools, spec.paths.tools, base.name, base.cli_version)
-    invocation.env.update(cache)
+    invocation.env.update(compile_cache.turn_env(spec.host_tools, spec.paths.tools, base))
     return with_environment(invocation, environment)
 
 
