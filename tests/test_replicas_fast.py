@@ -239,7 +239,10 @@ async def test_the_harness_events_feed_of_one_replica_shows_the_turns_of_the_oth
                 if event["type"] == "response.completed":
                     return
 
-        await asyncio.wait_for(until_terminal(), 10)
+        try:
+            await asyncio.wait_for(until_terminal(), 10)
+        except TimeoutError:
+            pytest.fail(f"no response.completed in 10 s; seen: {[e['type'] for e in seen]}")
         assert [e["type"] for e in seen] == [
             "session.created",
             "response.created",

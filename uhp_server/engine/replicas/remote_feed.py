@@ -12,6 +12,7 @@ commit.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from dataclasses import dataclass
 
@@ -75,12 +76,19 @@ class RemoteFeed:
             return
         if response_id in self._over:
             return
-        if response_id in self._reading:
+        reading = self._reading.get(response_id)
+        # A read that has ended but whose done callback has not run yet will not read again:
+        # a notification heard in between (its turn's last commit, often) starts a new one.
+        if reading is not None and not reading.done():
             self._again.add(response_id)
             return
         task = asyncio.create_task(self._catch_up(response_id))
         self._reading[response_id] = task
-        task.add_done_callback(lambda _: self._reading.pop(response_id, None))
+        task.add_done_callback(functools.partial(self._read, response_id))
+
+    def _read(self, response_id: str, task: asyncio.Task[None]) -> None:
+        if self._reading.get(response_id) is task:  # not a later read of the same response
+            del self._reading[response_id]
 
     async def _catch_up(self, response_id: str) -> None:
         try:
