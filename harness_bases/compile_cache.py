@@ -44,6 +44,7 @@ ENV = "NODE_COMPILE_CACHE"
 FOLDER = "node-compile-cache"  # under the tools folder
 WARMUP_TIMEOUT = 120.0
 WARMUP_HOME = "/tmp/home"  # a tmpfs of the warm-up's own
+GENERATION = ".generation"  # in the cache: a new token at each warm-up
 
 
 def folder(tools_root: str) -> str:
@@ -81,7 +82,8 @@ def warm(tools_dir: Path, base: HarnessBase) -> bool | None:
     warmup = _warmup(base)
     if warmup is None:
         return None
-    if _marker(tools_dir, base, warmup).is_file():
+    marker = _marker(tools_dir, base, warmup)
+    if marker.is_file():
         return True
     bwrap = shutil.which("bwrap")
     if bwrap is None:
@@ -95,9 +97,10 @@ def warm(tools_dir: Path, base: HarnessBase) -> bool | None:
         made = _run(bwrap, tools_dir, warmup, base.name)
         if made:
             _readable_by_all(cache)
-            marker = _marker(tools_dir, base, warmup)
             marker.parent.mkdir(exist_ok=True)
             marker.touch()
+            # Written after the entries: a user given them before it is given them again.
+            (cache / GENERATION).write_text(secrets.token_hex(8))
     return made
 
 
@@ -131,37 +134,51 @@ def _run(bwrap: str, tools_dir: Path, warmup: Warmup, name: str) -> bool:
     return True
 
 
-def _own_folders(cache: Path) -> list[Path]:
-    """The cache's folders of entries made as this process's user."""
+def _own_folders(cache: Path) -> dict[str, Path]:
+    """The cache's folders of entries made as this process's user, by the name node gives
+    them without the user (`v22.23.5-x64-9ac5647c`)."""
     made_as = f"-{os.getuid()}"
-    return [
-        made
+    return {
+        made.name.removesuffix(made_as): made
         for made in cache.iterdir()
         if not made.name.startswith(".") and made.name.endswith(made_as) and made.is_dir()
-    ]
+    }
 
 
 def _readable_by_all(cache: Path) -> None:
     """Node writes its entries 0600: a turn's agent, a user of its own, could not read them."""
-    for made in _own_folders(cache):
+    for made in _own_folders(cache).values():
         for path in (made, *made.iterdir()):
             path.chmod(0o755 if path.is_dir() else 0o644)
 
 
 def for_user(tools_dir: Path, uid: int) -> None:
     """Give `uid` the entries `bases install` made as this process's user: hard links to the
-    same files, in the folder node names for `uid` (about 1,400 entries for the node bases
-    of today; a directory listing once they are there). Never fatal: a turn whose user could
-    not be given them runs, and node compiles what it misses."""
+    same files, in the folder node names for `uid` (about 1,400 entries for the node bases of
+    today). Once given, a turn reads two small files (the last warm-up's generation, the one
+    `uid` was given) rather than list them all. Never fatal: a turn whose user could not be
+    given them runs, and node compiles what it misses."""
     cache = tools_dir / FOLDER
     if uid == os.getuid() or not cache.is_dir():
         return
-    made_as = f"-{os.getuid()}"
+    generation = _text(cache / GENERATION)
+    given = cache / ".given" / str(uid)
+    if generation and _text(given) == generation:
+        return
     try:
-        for made in _own_folders(cache):
-            _link_folder(made, cache / f"{made.name.removesuffix(made_as)}-{uid}")
+        for name, made in _own_folders(cache).items():
+            _link_folder(made, cache / f"{name}-{uid}")
+        given.parent.mkdir(exist_ok=True)
+        given.write_text(generation)
     except OSError as exc:  # e.g. EMLINK, a full disk, a tools folder that is read-only
         log.warning("compile_cache_not_given", extra={"uid": uid, "why": str(exc)})
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return ""
 
 
 def _link_folder(made: Path, theirs: Path) -> None:

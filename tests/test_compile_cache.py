@@ -143,6 +143,31 @@ def test_an_agent_user_gets_the_same_entries_as_links_and_follows_a_new_warm_up(
     assert (theirs / "0000aaaa").stat().st_ino == (made / "0000aaaa").stat().st_ino
 
 
+@needs_bwrap
+def test_a_user_given_the_entries_is_not_given_them_again_until_a_new_warm_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a_cli(tmp_path)
+    assert compile_cache.warm(tmp_path, NodeBase(warmup=sh(WRITES_AN_ENTRY)))
+    linked: list[str] = []
+    link_folder = compile_cache._link_folder
+
+    def counted(made: Path, theirs: Path) -> None:
+        linked.append(theirs.name)
+        link_folder(made, theirs)
+
+    monkeypatch.setattr(compile_cache, "_link_folder", counted)
+    compile_cache.for_user(tmp_path, 200001)
+    compile_cache.for_user(tmp_path, 200001)  # a later turn: two small reads
+    assert linked == ["v22-x64-abc-200001"]
+    assert (tmp_path / compile_cache.FOLDER / "v22-x64-abc-200001" / "0a1b2c3d").is_file()
+    again = WRITES_AN_ENTRY.replace("0a1b2c3d", "0e0e0e0e")  # another base, or a new pin
+    assert compile_cache.warm(tmp_path, NodeBase(name="qwen-code", warmup=sh(again)))
+    compile_cache.for_user(tmp_path, 200001)
+    assert linked == ["v22-x64-abc-200001", "v22-x64-abc-200001"]
+    assert (tmp_path / compile_cache.FOLDER / "v22-x64-abc-200001" / "0e0e0e0e").is_file()
+
+
 def test_the_users_folder_is_readable_whatever_the_umask(tmp_path: Path) -> None:
     made_entries(tmp_path, "0000aaaa")
     old = os.umask(0o077)
