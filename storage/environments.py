@@ -108,28 +108,28 @@ def building_version(tx: Tx, environment_id: str) -> int | None:
     ).first()
 
 
-def start_build(tx: Tx, environment_id: str) -> int | None:
-    """The new version's number, its record `building`; None while another build runs."""
+def start_build(tx: Tx, environment_id: str) -> EnvironmentVersionRow | None:
+    """The new version's record, `building`; None while another build runs. The record as
+    started is what the caller answers with: read again later, the build may be over."""
     row = tx.orm.get(EnvironmentRow, environment_id)
     if row is None or building_version(tx, environment_id) is not None:
         return None
     version = (row.latest_version or 0) + 1
     try:
         with tx.orm.begin_nested():  # a savepoint: a lost race leaves the rest usable
-            tx.orm.add(
-                EnvironmentVersionRow(
-                    environment_id=environment_id,
-                    version=version,
-                    status=BUILDING,
-                    started_at=time.time(),
-                )
+            started = EnvironmentVersionRow(
+                environment_id=environment_id,
+                version=version,
+                status=BUILDING,
+                started_at=time.time(),
             )
+            tx.orm.add(started)
             row.latest_version = version
             row.updated_at_ms = now_ms()
             tx.orm.add(row)
     except IntegrityError:  # another replica's build took the number first
         return None
-    return version
+    return started
 
 
 def record_progress(tx: Tx, environment_id: str, version: int, stage: str, log: str) -> None:
@@ -152,11 +152,12 @@ class BuildEnd:
     size_bytes: int = 0
 
 
-def finish_build(tx: Tx, environment_id: str, version: int, end: BuildEnd) -> None:
-    """Ends the build's record; a ready one becomes the active version at once."""
+def finish_build(tx: Tx, environment_id: str, version: int, end: BuildEnd) -> bool:
+    """Ends the build's record; a ready one becomes the active version at once. False for a
+    build already over (or gone): it stays as it ended."""
     record = get_version(tx, environment_id, version)
     if record is None or record.status != BUILDING:
-        return
+        return False
     record.status = READY if end.ready else FAILED
     record.stage = ""
     record.log, record.error = end.log, end.error
@@ -169,6 +170,7 @@ def finish_build(tx: Tx, environment_id: str, version: int, end: BuildEnd) -> No
         environment.active_version = version
         environment.updated_at_ms = now_ms()
         tx.orm.add(environment)
+    return True
 
 
 def activate(tx: Tx, environment_id: str, version: int) -> bool:

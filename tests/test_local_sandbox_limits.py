@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -292,3 +293,23 @@ async def test_a_paused_sandbox_runs_nothing_until_resumed_and_still_dies_when_k
     async with asyncio.timeout(30):
         await proc.kill()  # taken while frozen
     await sandbox.close()
+
+
+def test_a_pause_waits_for_no_process_already_on_its_way_out() -> None:
+    """The kernel leaves an exiting task where it is, so a pause that waited to move one
+    gave up on a busy machine (a loop's `mv` that was slow to finish dying): a process gone
+    or dead counts as out of the way, a live one does not."""
+    child = os.fork()
+    if child == 0:
+        os._exit(0)
+    try:
+        for _ in range(1000):  # a zombie once it has exited
+            if cgroups._exiting(str(child)):
+                break
+            time.sleep(0.01)
+        else:
+            raise AssertionError("an exited child never counted as on its way out")
+        assert not cgroups._exiting(str(os.getpid()))
+    finally:
+        os.waitpid(child, 0)
+    assert cgroups._exiting(str(child))  # reaped: no such process

@@ -58,8 +58,9 @@ def add_version(
     `make(folder)` writes; ready (and active) unless `ready=False`, which leaves it building.
     `seal=False` leaves the modes `make` gave (a probe's world-writable files: only the mount
     can refuse the agent then)."""
-    version = db.run(environment_store.start_build, environment.id)
-    assert version is not None, "a build of this environment is running"
+    started = db.run(environment_store.start_build, environment.id)
+    assert started is not None, "a build of this environment is running"
+    version = started.version
     folder = layout.version(environment.id, version)
     folder.mkdir(parents=True)
     for relative, text in (files or {}).items():

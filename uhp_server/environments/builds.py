@@ -25,6 +25,7 @@ from typing import Protocol
 
 from storage import environments as store
 from storage.db import Database, Order
+from storage.tables import EnvironmentVersionRow
 from uhp_server.environments.builder import Builder, BuildFailed, BuildRequest, BuildResult
 from uhp_server.environments.folders import make_read_only, remove_folder, snapshot
 from uhp_server.environments.layout import EnvironmentLayout, mount_path
@@ -118,21 +119,27 @@ class Builds:
 
     async def close(self) -> None:
         """At shutdown: running builds are stopped, each ending failed with the reason."""
-        tasks = list(self._running.values())
-        for task in tasks:
+        running = dict(self._running)
+        for task in running.values():
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*running.values(), return_exceptions=True)
+        # A task cancelled before its first step never ran, nor ended its build: ended here
+        # (a build that did end stays as it ended).
+        for environment_id, version in running:
+            await self._end(environment_id, version, store.BuildEnd(False, "", STOPPED))
 
-    async def start(self, order: BuildOrder) -> int | None:
-        """The new version's number, its build running; None while another build runs."""
-        version = await self.db.write(store.start_build, order.environment_id, order=Order.ANY)
-        if version is None:
+    async def start(self, order: BuildOrder) -> EnvironmentVersionRow | None:
+        """The new version's record as started (`building`), its build running; None while
+        another build runs."""
+        started = await self.db.write(store.start_build, order.environment_id, order=Order.ANY)
+        if started is None:
             return None
+        version = started.version
         key = (order.environment_id, version)
         task = asyncio.create_task(self._run(order, version), name=f"build {key}")
         self._running[key] = task
         task.add_done_callback(lambda _: self._running.pop(key, None))
-        return version
+        return started
 
     async def wait(self, environment_id: str, version: int) -> None:
         """Until that build's job is done here (tests; a shutdown)."""
@@ -196,7 +203,11 @@ class Builds:
         return store.BuildEnd(True, capped(result.log), "", packages, files.count, on_disk.bytes)
 
     async def _end(self, environment_id: str, version: int, end: store.BuildEnd) -> None:
-        await self.db.write(store.finish_build, environment_id, version, end, order=Order.ANY)
+        ended_now = await self.db.write(
+            store.finish_build, environment_id, version, end, order=Order.ANY
+        )
+        if not ended_now:
+            return  # it was over already: ended once, logged once
         log.info(
             "environment_build_ended",
             extra={"environment": environment_id, "version": version, "ready": end.ready},

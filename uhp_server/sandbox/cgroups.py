@@ -154,7 +154,9 @@ class TurnCgroup:
         # a child forked while its parent moved is born outside, one forked after inside.
         for _ in range(FREEZE_ROUNDS):
             inside = set(_pids(self.freezer_dir))
-            outside = [pid for pid in _pids(self.memory_dir) if pid not in inside]
+            outside = [
+                pid for pid in _pids(self.memory_dir) if pid not in inside and not _exiting(pid)
+            ]
             if not outside:
                 break
             for pid in outside:
@@ -281,6 +283,22 @@ def _make_cpu_pool(pool: Path) -> None:
 
 def _pids(folder: Path) -> list[str]:
     return folder.joinpath("cgroup.procs").read_text().split()
+
+
+# A task's flags in /proc/<pid>/stat (the 9th field) and the one set once it is exiting.
+STAT_FLAGS_FIELD, PF_EXITING = 6, 0x4  # the field counted after the command's ")"
+
+
+def _exiting(pid: str) -> bool:
+    """Whether the process is gone or on its way out. The kernel moves no exiting task between
+    cgroups (the write succeeds and it stays), and such a task runs no code of its own again,
+    so a pause need not wait for it: on a busy machine one can take long to finish dying."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    fields = stat.rsplit(")", 1)[1].split()
+    return fields[0] in ("Z", "X") or bool(int(fields[STAT_FLAGS_FIELD]) & PF_EXITING)
 
 
 def _write(path: Path, value: int) -> None:

@@ -371,10 +371,10 @@ class Environments:
             declared=dict(row.declared or {}),
             python=str((row.runtime or {}).get("python") or ""),
         )
-        version = await self.builds.start(order)
-        if version is None:
+        started = await self.builds.start(order)
+        if started is None:
             raise busy("A build of this environment is already running.")
-        return await self.build_record(principal_id, environment_id, version)
+        return build_of(started)  # as started: read again, a quick build may be over already
 
     async def build_record(
         self, principal_id: str, environment_id: str, version: int
