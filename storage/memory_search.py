@@ -131,10 +131,13 @@ def _sqlite_text(tx: Tx, scope: Scope, terms: list[str], limit: int) -> list[Hit
         # asked): the same rows as `status : active`, whose list holds nearly every row of
         # the index and would be walked for each question; these lists are short.
         left_out = SUPERSEDED if scope.include_forgotten else f"{SUPERSEDED} OR {FORGOTTEN}"
+        # Ranked inside the index, then only the best looked up: joined first, every match
+        # was (a common word's thousands, a fifth of the question's time).
         rows = tx.rows(
-            "SELECT s.id, s.version FROM memory_record_fts f"
-            " JOIN memory_record_search s ON s.n = f.rowid"
-            f" WHERE memory_record_fts MATCH ? ORDER BY {rank} LIMIT ?",
+            "SELECT s.id, s.version FROM"
+            f" (SELECT f.rowid AS n, {rank} AS score FROM memory_record_fts f"
+            "  WHERE memory_record_fts MATCH ? ORDER BY score LIMIT ?) best"
+            " JOIN memory_record_search s ON s.n = best.n ORDER BY best.score",
             (f"{match} NOT status : ({left_out})", limit),
         )
     else:

@@ -21,6 +21,7 @@ from tests.conftest import API_KEY, PROVIDER_KEY, TEST_SANDBOX, installed_tools,
 from tests.scripted_provider.fixture import RunningProvider, start_provider
 from tests.support.acp_agents import AGENTS, harness_body
 from tests.support.base_under_test import ACP_AGENT_MODELS
+from tests.support.sandbox_processes import processes_naming
 from tests.support.schema import check_stream
 from tests.support.server import ServerProcess
 from tests.support.sse import read_stream
@@ -128,7 +129,8 @@ def test_a_second_task_resumes_the_agents_conversation(client: httpx.Client, har
 def test_a_cancelled_turn_stops_the_agent(
     client: httpx.Client, server: ServerProcess, harness: str
 ) -> None:
-    command = "touch cancel-me && sleep 60"
+    sleeping = f"sleep 60.{uuid.uuid4().int % 10**6:06d}"  # this test's own, to look for
+    command = f"touch cancel-me && {sleeping}"
     started = create(client, task(harness, f"RUN {command}\nSAY too late", background=True))
     # Until the command runs: its file, not its item (claude-code-acp reports a Bash call
     # only once it has ended, when the client offers no ACP terminals).
@@ -145,6 +147,10 @@ def test_a_cancelled_turn_stops_the_agent(
     assert final["status"] == "cancelled"
     assert time.monotonic() - begun < 30
     assert "too late" not in message_text(final)
+    deadline = time.monotonic() + 10  # and the command with it: nothing left running it
+    while processes_naming(sleeping) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_naming(sleeping) == []
 
 
 def test_the_step_budget_stops_the_turn(client: httpx.Client, harness: str) -> None:

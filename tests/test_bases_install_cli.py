@@ -86,15 +86,30 @@ class Meeting(Installing):
 def test_bases_install_side_by_side(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    barrier = threading.Barrier(3, timeout=10)
-    known = {name: Meeting(name, barrier) for name in ("one", "two", "three")}
-    monkeypatch.setattr(cli, "registry", lambda: known)
-    monkeypatch.setenv("UHP_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("UHP_TOOLS_DIR", str(tmp_path / "tools"))
+    known = meetings(monkeypatch, tmp_path, 3)
     assert cli.main(["bases", "install", "--jobs", "3"]) == 0
     assert all(base.installed for base in known.values())
     said = capsys.readouterr().out
     assert all(f"{name}: 1.0.0 (" in said for name in known)
+
+
+def test_four_bases_install_at_once_unless_told(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The default `--jobs` is 4, as its help says: four installs meet, none waits alone."""
+    known = meetings(monkeypatch, tmp_path, 4)
+    assert cli.main(["bases", "install"]) == 0
+    assert all(base.installed for base in known.values())
+
+
+def meetings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, count: int) -> dict[str, Meeting]:
+    """`count` registered bases whose installs each wait for all the others to begin."""
+    barrier = threading.Barrier(count, timeout=10)
+    known = {f"base-{i}": Meeting(f"base-{i}", barrier) for i in range(count)}
+    monkeypatch.setattr(cli, "registry", lambda: known)
+    monkeypatch.setenv("UHP_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("UHP_TOOLS_DIR", str(tmp_path / "tools"))
+    return known
 
 
 def test_a_failed_default_base_leaves_the_others_installed(

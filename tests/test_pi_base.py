@@ -42,6 +42,7 @@ from tests.support.installs import install_commands
 from tests.support.live_base import LiveBase, capturing, chat_bodies, offered_tools, system_text
 from tests.support.mcp_server import ANSWER_PREFIX, RunningMcpServer
 from tests.support.plugins import STDIO_SERVER
+from tests.support.sandbox_processes import processes_naming
 from tests.support.stdio_mcp_server import ANSWER_PREFIX as STAMP_PREFIX
 
 FIXTURES = Path(__file__).parent.parent / "harness_bases" / "pi" / "fixtures"
@@ -366,19 +367,6 @@ async def _plugin_turn(env: LiveBase, prompt: str, plugin: PluginPackage) -> Dir
     return await env.run(prompt, **fields)
 
 
-def _processes_naming(text: str) -> list[str]:
-    """The command lines of this machine's processes that mention `text`."""
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            line = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in line:
-            found.append(line)
-    return found
-
-
 @pytest.mark.slow
 async def test_a_plugin_s_stdio_server_runs_inside_pi_and_ends_with_it(env: LiveBase) -> None:
     stamp = StdioServer("stamp", "./bin/stamp", args=("--data", "${PLUGIN_DATA}/x"))
@@ -400,9 +388,9 @@ async def test_a_plugin_s_stdio_server_runs_inside_pi_and_ends_with_it(env: Live
     assert not turn.of(ev.Notice)
     # The server was Pi's child: gone once Pi is.
     deadline = time.monotonic() + 5
-    while _processes_naming(f"{env.home}/.uhp/plugin-servers") and time.monotonic() < deadline:
+    while processes_naming(f"{env.home}/.uhp/plugin-servers") and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
-    assert _processes_naming(f"{env.home}/.uhp/plugin-servers") == []
+    assert processes_naming(f"{env.home}/.uhp/plugin-servers") == []
 
 
 # A stdio server that lists one tool and exits when it is called, answering nothing.

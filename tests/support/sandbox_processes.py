@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from pathlib import Path
 
 from uhp_server.sandbox import neutral_mounts
 
@@ -25,6 +26,20 @@ def sandbox_processes(marker: str) -> list[str]:
         for line in out.stdout.splitlines()
         if "pgrep" not in line and "uhp_server.cli" not in line and _names(line, marker)
     ]
+
+
+def processes_naming(text: str) -> list[str]:
+    """The command lines of this machine's processes that mention `text` (a sandbox's own
+    included: its pid namespace is one of this machine's)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            line = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in line:
+            found.append(line)
+    return found
 
 
 def _names(line: str, marker: str) -> bool:
