@@ -61,7 +61,11 @@ def listen_inside(pid: int, ports: Sequence[int]) -> list[socket.socket]:
             finally:
                 os.close(namespace)
             for port in ports:
-                listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                # IPPROTO_TCP named, not left 0: asyncio turns Nagle off (TCP_NODELAY) only
+                # on sockets whose proto says TCP, and an accepted one inherits this one's.
+                # With Nagle on, a reply written in two parts (head, then body) waited for
+                # the agent's delayed ACK: 40 ms on each model request after a turn's first.
+                listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
                 made.append(listener)
                 listener.setsockopt(socket.IPPROTO_IP, IP_FREEBIND, 1)
                 listener.bind(("127.0.0.1", port))

@@ -86,12 +86,13 @@ ID_FILE = "local-sandbox-id"  # its own, as earlier releases kept it: cgroups ca
 GATEWAY_PORT = 8080  # the gateway inside the sandbox: 127.0.0.1:8080, as in the docker one
 
 # Runs first in the sandbox: start the relays, wait (about 2 s at most) until their ports
-# listen so the CLI's first request finds them, then become the CLI.
+# listen so the CLI's first request finds them, then become the CLI. `nodelay`: a reply the
+# gateway writes in two parts must not wait for the CLI's delayed ACK (netns.py).
 # argv: sh -c LAUNCH uhp-launch GATEWAY_PORT EGRESS_PORT|"" PROGRAM [ARG...]
 LAUNCH = f"""set -eu
 gateway_port=$1; egress_port=$2; shift 2
 relay() {{
-  socat "TCP-LISTEN:$1,bind=127.0.0.1,fork,reuseaddr" "UNIX-CONNECT:{INSIDE_DIR}/$2" &
+  socat "TCP-LISTEN:$1,bind=127.0.0.1,fork,reuseaddr,nodelay" "UNIX-CONNECT:{INSIDE_DIR}/$2" &
   hex=$(printf '%04X' "$1"); tries=0
   until grep -q "^ *[0-9]*: 0100007F:$hex 00000000:0000 0A" /proc/net/tcp; do
     tries=$((tries + 1))

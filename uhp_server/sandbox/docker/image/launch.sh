@@ -9,8 +9,9 @@
 set -eu
 port="$1"
 shift
+# nodelay: a reply the gateway writes in two parts must not wait for the CLI's delayed ACK.
 relay() {
-  socat "TCP-LISTEN:$1,bind=127.0.0.1,fork,reuseaddr" "UNIX-CONNECT:/run/uhp-gateway/$2" &
+  socat "TCP-LISTEN:$1,bind=127.0.0.1,fork,reuseaddr,nodelay" "UNIX-CONNECT:/run/uhp-gateway/$2" &
   # Wait (at most about 2 s) until the port listens, so the CLI's first request finds it.
   hex=$(printf '%04X' "$1")
   tries=0
