@@ -96,10 +96,36 @@ def test_bases_install_side_by_side(
 def test_four_bases_install_at_once_unless_told(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """The default `--jobs` is 4, as its help says: four installs meet, none waits alone."""
-    known = meetings(monkeypatch, tmp_path, 4)
+    """The default `--jobs` is 4, as its help says: of five bases, four install at once and
+    never five."""
+    Counted.running = Counted.most = 0
+    known = {f"base-{i}": Counted(f"base-{i}") for i in range(5)}
+    monkeypatch.setattr(cli, "registry", lambda: known)
+    monkeypatch.setenv("UHP_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("UHP_TOOLS_DIR", str(tmp_path / "tools"))
     assert cli.main(["bases", "install"]) == 0
     assert all(base.installed for base in known.values())
+    assert Counted.most == 4
+
+
+class Counted(Installing):
+    """An install that lasts long enough for the others started with it to begin, counting
+    how many ran at once."""
+
+    lock = threading.Lock()
+    running = most = 0
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, by_default=True, fails=False)
+
+    def install(self, tools_dir: Path) -> None:
+        with Counted.lock:
+            Counted.running += 1
+            Counted.most = max(Counted.most, Counted.running)
+        time.sleep(0.3)
+        with Counted.lock:
+            Counted.running -= 1
+        super().install(tools_dir)
 
 
 def meetings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, count: int) -> dict[str, Meeting]:

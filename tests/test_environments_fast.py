@@ -37,6 +37,7 @@ from uhp_server.environments.builder import (
     Package,
     Runtimes,
 )
+from uhp_server.environments.builds import STOPPED, BuildOrder
 from uhp_server.environments.git_fetch import WATCH_SECONDS, Bounds, over_bounds, watch_folder
 from uhp_server.environments.importing import ImportLimits
 
@@ -933,6 +934,19 @@ async def test_builds_left_running_by_a_stopped_server_end_failed_at_start_up(tm
         record = (await second.client.get(f"/v1/environments/{eid}/builds/1")).json()
         assert record["status"] == "failed" and "stopped" in record["error"]
         assert (await second.client.post(f"/v1/environments/{eid}/build")).status_code == 200
+
+
+async def test_a_build_stopped_before_its_first_step_ends_failed(server):
+    """A build whose task the shutdown cancels before it ever ran (so before the handler
+    that ends a stopped build) is ended by the shutdown itself, not left `building`."""
+    eid = (await _create(server))["id"]
+    builds = server.ctx.engine.environments.builds
+    order = BuildOrder(environment_id=eid, principal_id="p", slug="s", declared={}, python="")
+    started = await builds.start(order)  # its task scheduled, not yet run
+    assert started is not None
+    await builds.close()
+    record = (await server.client.get(f"/v1/environments/{eid}/builds/{started.version}")).json()
+    assert (record["status"], record["error"]) == ("failed", STOPPED)
 
 
 def _mark_building(tx: Tx, environment_id: str) -> None:

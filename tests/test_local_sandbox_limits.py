@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import subprocess
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -313,3 +315,65 @@ def test_a_pause_waits_for_no_process_already_on_its_way_out() -> None:
     finally:
         os.waitpid(child, 0)
     assert cgroups._exiting(str(child))  # reaped: no such process
+
+
+# A process whose main thread ended by itself while another thread runs on: its leader is a
+# zombie (PF_EXITING), its pid still the one cgroup.procs lists.
+LEADER_GONE = """
+import ctypes, pathlib, sys, threading, time
+def count():
+    i = 0
+    while True:
+        i += 1
+        pathlib.Path(sys.argv[1]).write_text(str(i))
+        time.sleep(0.01)
+threading.Thread(target=count).start()
+ctypes.CDLL(None).prctl(15, b"x) Z \\xff", 0, 0, 0)  # PR_SET_NAME: ')', ' Z ', not UTF-8
+time.sleep(0.2)
+ctypes.CDLL(None).pthread_exit(None)
+"""
+
+
+def _leader_gone(counter: Path) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen([sys.executable, "-c", LEADER_GONE, str(counter)])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if (
+            counter.exists()
+            and Path(f"/proc/{proc.pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0] == b"Z"
+        ):
+            return proc
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError("the leader never ended alone")
+
+
+def test_a_process_whose_leader_ended_alone_is_not_on_its_way_out(tmp_path: Path) -> None:
+    proc = _leader_gone(tmp_path / "n")
+    try:
+        assert not cgroups._exiting(str(proc.pid))  # its other thread runs on
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@needs_cgroups
+def test_a_pause_freezes_the_threads_of_a_process_whose_leader_ended(tmp_path: Path) -> None:
+    hierarchy = cgroups.detect()
+    if hierarchy is None or hierarchy.version != 1 or hierarchy.freezer_parent is None:
+        pytest.skip("a cgroup v1 freezer")
+    group = hierarchy.create(f"uhp-test-leader-{os.getpid()}", 0, 0)
+    counter = tmp_path / "n"
+    proc = _leader_gone(counter)
+    try:
+        group.add(proc.pid)
+        assert group.freeze()
+        time.sleep(0.2)
+        paused = counter.read_text()
+        time.sleep(0.5)
+        assert counter.read_text() == paused  # the live thread was frozen too
+    finally:
+        group.thaw()
+        proc.kill()
+        proc.wait()
+        group.remove()

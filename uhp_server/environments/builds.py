@@ -126,7 +126,10 @@ class Builds:
         # A task cancelled before its first step never ran, nor ended its build: ended here
         # (a build that did end stays as it ended).
         for environment_id, version in running:
-            await self._end(environment_id, version, store.BuildEnd(False, "", STOPPED))
+            try:
+                await self._end(environment_id, version, store.BuildEnd(False, "", STOPPED))
+            except Exception:  # the rest of the shutdown goes on; start-up ends it instead
+                log.exception("environment_build_not_ended", extra={"version": version})
 
     async def start(self, order: BuildOrder) -> EnvironmentVersionRow | None:
         """The new version's record as started (`building`), its build running; None while

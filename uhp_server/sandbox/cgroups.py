@@ -285,20 +285,34 @@ def _pids(folder: Path) -> list[str]:
     return folder.joinpath("cgroup.procs").read_text().split()
 
 
-# A task's flags in /proc/<pid>/stat (the 9th field) and the one set once it is exiting.
+# A task's flags in /proc/<pid>/task/<tid>/stat (the 9th field) and the one set once it is
+# exiting.
 STAT_FLAGS_FIELD, PF_EXITING = 6, 0x4  # the field counted after the command's ")"
 
 
 def _exiting(pid: str) -> bool:
-    """Whether the process is gone or on its way out. The kernel moves no exiting task between
-    cgroups (the write succeeds and it stays), and such a task runs no code of its own again,
-    so a pause need not wait for it: on a busy machine one can take long to finish dying."""
+    """Whether every thread of the process is gone or on its way out. The kernel moves no
+    exiting task between cgroups (the write succeeds and it stays), and such a task runs no
+    code of its own again, so a pause need not wait for it. Every thread, not the leader
+    alone: a leader that ended by itself (pthread_exit) is a zombie with PF_EXITING while
+    its other threads run on, and writing its pid is what moves them into the freezer."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return True
-    fields = stat.rsplit(")", 1)[1].split()
-    return fields[0] in ("Z", "X") or bool(int(fields[STAT_FLAGS_FIELD]) & PF_EXITING)
+    return all(_task_exiting(f"/proc/{pid}/task/{tid}/stat") for tid in tids)
+
+
+def _task_exiting(stat_path: str) -> bool:
+    try:
+        stat = Path(stat_path).read_bytes()  # bytes: the command is the agent's, any bytes
+    except OSError:
+        return True  # gone meanwhile
+    try:
+        fields = stat.rsplit(b")", 1)[1].split()
+        return fields[0] in (b"Z", b"X") or bool(int(fields[STAT_FLAGS_FIELD]) & PF_EXITING)
+    except (IndexError, ValueError):
+        return False  # not understood: not out of the way (the pause waits, as before)
 
 
 def _write(path: Path, value: int) -> None:

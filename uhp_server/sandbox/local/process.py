@@ -132,7 +132,7 @@ class LocalProcess(SandboxedProcess):
             return False
         try:
             return await asyncio.to_thread(group.freeze)
-        except OSError:
+        except Exception:  # not paused, whatever the reason: the caller stops it
             log.exception("sandbox_pause_failed")
             await self.resume()
             return False
