@@ -8,6 +8,7 @@ import concurrent.futures
 import threading
 import time
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -33,6 +34,19 @@ class Installing:
         return None  # no node CLI: nothing for node's compile cache
 
 
+K = TypeVar("K", bound=Installing)
+
+
+def registered(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, known: dict[str, K]
+) -> dict[str, K]:
+    """`known` as the registry of bases `bases install` sees, its folders under `tmp_path`."""
+    monkeypatch.setattr(cli, "registry", lambda: known)
+    monkeypatch.setenv("UHP_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("UHP_TOOLS_DIR", str(tmp_path / "tools"))
+    return known
+
+
 def bases(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, **fails: bool) -> dict[str, Installing]:
     known = {
         "default-one": Installing(
@@ -40,10 +54,7 @@ def bases(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, **fails: bool) -> dic
         ),
         "opt-in-one": Installing("opt-in-one", by_default=False, fails=fails.get("opt_in", False)),
     }
-    monkeypatch.setattr(cli, "registry", lambda: known)
-    monkeypatch.setenv("UHP_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("UHP_TOOLS_DIR", str(tmp_path / "tools"))
-    return known
+    return registered(monkeypatch, tmp_path, known)
 
 
 def test_an_opt_in_base_the_host_cannot_install_is_left_out_loudly(
@@ -100,9 +111,7 @@ def test_four_bases_install_at_once_unless_told(
     never five."""
     Counted.running = Counted.most = 0
     known = {f"base-{i}": Counted(f"base-{i}") for i in range(5)}
-    monkeypatch.setattr(cli, "registry", lambda: known)
-    monkeypatch.setenv("UHP_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("UHP_TOOLS_DIR", str(tmp_path / "tools"))
+    registered(monkeypatch, tmp_path, known)
     assert cli.main(["bases", "install"]) == 0
     assert all(base.installed for base in known.values())
     assert Counted.most == 4
@@ -132,10 +141,7 @@ def meetings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, count: int) -> dic
     """`count` registered bases whose installs each wait for all the others to begin."""
     barrier = threading.Barrier(count, timeout=10)
     known = {f"base-{i}": Meeting(f"base-{i}", barrier) for i in range(count)}
-    monkeypatch.setattr(cli, "registry", lambda: known)
-    monkeypatch.setenv("UHP_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("UHP_TOOLS_DIR", str(tmp_path / "tools"))
-    return known
+    return registered(monkeypatch, tmp_path, known)
 
 
 def test_a_failed_default_base_leaves_the_others_installed(
@@ -185,9 +191,7 @@ def test_an_install_that_failed_beside_others_is_tried_again_alone(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     known = {"racy": FailsOnce("racy", by_default=True, fails=False)}
-    monkeypatch.setattr(cli, "registry", lambda: known)
-    monkeypatch.setenv("UHP_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("UHP_TOOLS_DIR", str(tmp_path / "tools"))
+    registered(monkeypatch, tmp_path, known)
     assert cli.main(["bases", "install"]) == 0
     assert known["racy"].installed
     assert "racy: 1.0.0 (" in capsys.readouterr().out
