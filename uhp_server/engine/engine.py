@@ -32,7 +32,12 @@ from uhp_server.engine.facade.sessions import Sessions
 from uhp_server.engine.facade.shares import Shares
 from uhp_server.engine.facade.sign_ins import SignIns
 from uhp_server.engine.facade.usage import Usage
-from uhp_server.engine.reading.read_back import current_response, follow_events, unretained_response
+from uhp_server.engine.reading.read_back import (
+    answers_live,
+    current_response,
+    follow_events,
+    unretained_response,
+)
 from uhp_server.engine.requests import EngineTask, QuestionPolicy, SessionKey, TaskState, ToolAnswer
 from uhp_server.engine.tasks.intake import Accepted, TaskIntake
 from uhp_server.engine.tasks.steering import Cancelled, TaskSteering
@@ -274,7 +279,7 @@ class Engine:
     async def _current(self, row: ResponseRow, *, replay: bool = False) -> dict[str, Any]:
         """From the run in memory, else read (stored events are folded) on a reader."""
         run = self._runs.get(row.id)
-        if run is not None and (row.store or replay or not run.log.finished):
+        if run is not None and answers_live(run, row, replay):
             return run.log.current()
         return await self._db.read(current_response, self._runs, row, replay)
 

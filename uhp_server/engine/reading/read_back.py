@@ -16,10 +16,10 @@ from storage.db import Database
 from storage.tables import ResponseRow
 from storage.unit import Tx
 from uhp_server.engine.reading.fold import fold
-from uhp_server.engine.requests import INPUT_REQUIRED, QUEUED, TaskState, TaskStatus
+from uhp_server.engine.requests import INPUT_REQUIRED, QUEUED, TERMINAL, TaskState, TaskStatus
 from uhp_server.engine.turns.questions import pending_questions, question_of_call
 from uhp_server.engine.turns.registry import RunRegistry
-from uhp_server.engine.turns.run import PARKED_REASON
+from uhp_server.engine.turns.run import PARKED_REASON, Run
 from uhp_server.errors import VENDOR, ApiError
 
 # While a turn waits for a slot, its response's metadata says where it stands in line (1: the
@@ -70,13 +70,24 @@ def live_response(
     """`current_response` when the run in memory answers it (no storage: fit for the event
     loop), else None."""
     run = runs.get(row.id)
-    if run is None or not (row.store or replay or not run.log.finished):
+    if run is None or not answers_live(run, row, replay):
         return None
     response = run.log.current()
     place = runs.executor.place_in_line(run)
     if place is not None:
         response = {**response, "metadata": {**response.get("metadata", {}), QUEUE_POSITION: place}}
     return response
+
+
+def answers_live(run: Run, row: ResponseRow, replay: bool = False) -> bool:
+    """Whether the run in memory answers for the response `row` (as just read) stands for:
+    while it runs, or once ended when kept (or replayed). Not for a kept response whose end
+    the store already holds while the run has not heard it yet: another replica ended it (a
+    cancel sent there), and a reader of this one would otherwise see it running after that
+    cancel."""
+    if row.store and row.status in TERMINAL and not run.log.finished:
+        return False
+    return row.store or replay or not run.log.finished
 
 
 def task_state(tx: Tx, runs: RunRegistry, row: ResponseRow) -> TaskState:
